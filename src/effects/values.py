@@ -1,0 +1,71 @@
+"""Effect values: what a processor hook returns.
+
+Each hook accepts only some of them (see `pipeline.processor`); the per-hook return
+types make an illegal effect a mypy error, and the runner rejects one at run time too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Generic, TypeVar
+
+import msgspec
+
+T = TypeVar("T")
+E = TypeVar("E")
+S = TypeVar("S")
+C = TypeVar("C")
+
+
+class Continue(msgspec.Struct, frozen=True, tag=True):
+    """Pass on unchanged (for an API error: not handled by this processor)."""
+
+
+class Replace(msgspec.Struct, Generic[T], frozen=True, tag=True):
+    """Replace the hook's subject (messages, step settings, a chunk) with `value`."""
+
+    value: T
+
+
+class Abort(msgspec.Struct, frozen=True, tag=True):
+    """Stop the run with a tripwire.
+
+    `retry=True` from `process_output_step` discards the response and asks the model
+    again with `reason` as feedback (bounded by `max_processor_retries`); from any other
+    hook it is a plain abort.
+    """
+
+    reason: str = "aborted by processor"
+    retry: bool = False
+    metadata: Mapping[str, object] | None = None
+
+
+class Retry(msgspec.Struct, Generic[T], frozen=True, tag=True):
+    """From `process_api_error`: call the model again, with `value` as the new messages
+    when given (say, trimmed history after a context-length error)."""
+
+    value: T | None = None
+
+
+class Skip(msgspec.Struct, frozen=True, tag=True):
+    """From `process_output_stream`: drop this chunk; later processors never see it."""
+
+
+class Emit(msgspec.Struct, Generic[C], frozen=True, tag=True):
+    """Send extra `data-*` chunks to the caller, beside the hook's main effect."""
+
+    chunks: tuple[C, ...]
+
+
+class Out(msgspec.Struct, Generic[E, S], frozen=True, tag=True):
+    """A hook's effect together with the processor's new state and chunks to emit.
+
+    A hook that returns a bare effect keeps its state as it was.
+    """
+
+    effect: E
+    state: S
+    emit: tuple[object, ...] = ()
+
+
+Effect = Continue | Replace[object] | Abort | Retry[object] | Skip | Emit[object]

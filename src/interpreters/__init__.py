@@ -1,0 +1,1 @@
+"""The shell: interpreters that carry out the agent loop's commands, and the providers."""

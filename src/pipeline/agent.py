@@ -1,0 +1,150 @@
+"""The agent: a model, instructions, tools and processors. A frozen value; runs are separate."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import TypeAlias
+
+import msgspec
+
+from pipeline.messages import JsonObject, SystemMessage
+from pipeline.model import ModelSettings, StructuredOutput, ToolChoice
+from pipeline.processor import (
+    BaseProcessor,
+    HookName,
+    HookReturn,
+    InputStepArgs,
+    InputStepResult,
+)
+from pipeline.retry import RetryPolicy
+from pipeline.tools import Tool, ToolFn, make_tool
+
+PrepareStep: TypeAlias = Callable[[InputStepArgs[None]], HookReturn[InputStepResult[None]]]
+"""A user callback run last in the input-step pipeline, after the input processors."""
+
+_INPUT_HOOKS: frozenset[HookName] = frozenset({"process_input", "process_input_step"})
+_OUTPUT_HOOKS: frozenset[HookName] = frozenset(
+    {"process_output_stream", "process_output_step", "process_output_result"}
+)
+_ERROR_HOOKS: frozenset[HookName] = frozenset({"process_api_error"})
+
+
+class Agent(msgspec.Struct, frozen=True, kw_only=True):
+    """What to run. Build with `Agent.create(...)`, which checks the configuration."""
+
+    model: str
+    instructions: tuple[SystemMessage, ...] = ()
+    tools: tuple[Tool, ...] = ()
+    input_processors: tuple[BaseProcessor, ...] = ()
+    output_processors: tuple[BaseProcessor, ...] = ()
+    error_processors: tuple[BaseProcessor, ...] = ()
+    max_steps: int = 10
+    max_processor_retries: int = 3
+    max_api_error_retries: int = 3
+    retry_policy: RetryPolicy = RetryPolicy()
+    prepare_step: PrepareStep | None = None
+    tool_choice: ToolChoice = "auto"
+    model_settings: ModelSettings = ModelSettings()
+    provider_options: JsonObject | None = None
+    structured_output: StructuredOutput | None = None
+    name: str = "agent"
+
+    @staticmethod
+    def create(
+        model: str,
+        *,
+        instructions: str | SystemMessage | Iterable[str | SystemMessage] = (),
+        tools: Iterable[Tool | ToolFn] = (),
+        input_processors: Iterable[BaseProcessor] = (),
+        output_processors: Iterable[BaseProcessor] = (),
+        error_processors: Iterable[BaseProcessor] = (),
+        max_steps: int = 10,
+        max_processor_retries: int = 3,
+        max_api_error_retries: int = 3,
+        retry_policy: RetryPolicy | None = None,
+        prepare_step: PrepareStep | None = None,
+        tool_choice: ToolChoice = "auto",
+        model_settings: ModelSettings | None = None,
+        provider_options: JsonObject | None = None,
+        structured_output: StructuredOutput | None = None,
+        name: str = "agent",
+    ) -> Agent:
+        """An agent; plain functions in `tools` become typed tools."""
+        if isinstance(instructions, str | SystemMessage):
+            instructions = (instructions,)
+        system = tuple(SystemMessage(i) if isinstance(i, str) else i for i in instructions)
+        tool_list = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
+        agent = Agent(
+            model=model,
+            instructions=system,
+            tools=tool_list,
+            input_processors=tuple(input_processors),
+            output_processors=tuple(output_processors),
+            error_processors=tuple(error_processors),
+            max_steps=max_steps,
+            max_processor_retries=max_processor_retries,
+            max_api_error_retries=max_api_error_retries,
+            retry_policy=retry_policy or RetryPolicy(),
+            prepare_step=prepare_step,
+            tool_choice=tool_choice,
+            model_settings=model_settings or ModelSettings(),
+            provider_options=provider_options,
+            structured_output=structured_output,
+            name=name,
+        )
+        agent.check()
+        return agent
+
+    def check(self) -> None:
+        """Raise ValueError/TypeError for a configuration that cannot run."""
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {self.max_steps}")
+        for bound_name, bound in (
+            ("max_processor_retries", self.max_processor_retries),
+            ("max_api_error_retries", self.max_api_error_retries),
+        ):
+            if bound < 0:
+                raise ValueError(f"{bound_name} must be >= 0, got {bound}")
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate tool names: {dupes}")
+        for role, procs, needs in (
+            ("input", self.input_processors, _INPUT_HOOKS),
+            ("output", self.output_processors, _OUTPUT_HOOKS),
+            ("error", self.error_processors, _ERROR_HOOKS),
+        ):
+            for p in procs:
+                if not isinstance(p, BaseProcessor):
+                    raise TypeError(f"{role} processor {p!r} is not a Processor")
+                if not getattr(p, "id", None):
+                    raise TypeError(f"{role} processor {type(p).__name__} has no id")
+                if not needs & set(p.hook_functions()):
+                    raise TypeError(
+                        f"{role} processor {p.id!r} implements none of {sorted(needs)}"
+                    )
+        ids = [p.id for p in self.all_processors()]
+        clash = sorted({i for i in ids if ids.count(i) > 1})
+        # The same instance may serve as input and output processor; distinct ones may not share an id.
+        if clash and len({id(p) for p in self.all_processors() if p.id in clash}) > len(clash):
+            raise ValueError(f"processor ids must be unique, repeated: {clash}")
+
+    def all_processors(self) -> tuple[BaseProcessor, ...]:
+        seen: dict[int, BaseProcessor] = {}
+        for p in (*self.input_processors, *self.output_processors, *self.error_processors):
+            seen.setdefault(id(p), p)
+        return tuple(seen.values())
+
+    def async_parts(self) -> tuple[str, ...]:
+        """Hooks and tools that are coroutine functions (the sync interpreter refuses them)."""
+        found = [
+            f"processor {p.id!r} hook {hook} is async"
+            for p in self.all_processors()
+            for hook, fn in p.hook_functions().items()
+            if inspect.iscoroutinefunction(fn)
+        ]
+        found += [f"tool {t.name!r} is async" for t in self.tools if t.is_async]
+        if self.prepare_step is not None and inspect.iscoroutinefunction(self.prepare_step):
+            found.append("prepare_step is async")
+        return tuple(found)

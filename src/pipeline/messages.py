@@ -1,0 +1,217 @@
+"""Messages with typed parts, and the immutable MessageList.
+
+Everything here is frozen: a change is a new value. Parts form a tagged union on
+`type`, so a message encodes to (and decodes from) JSON with msgspec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Literal
+
+import msgspec
+
+JsonObject = Mapping[str, object]
+"""A JSON object as decoded by msgspec (values are JSON values)."""
+
+Role = Literal["user", "assistant", "tool", "system"]
+Source = Literal["input", "response", "memory", "system", "context"]
+
+
+class TextPart(msgspec.Struct, frozen=True, tag="text"):
+    text: str
+
+
+class ReasoningPart(msgspec.Struct, frozen=True, tag="reasoning"):
+    """Model reasoning. `signature` / `redacted` carry what Anthropic needs sent back."""
+
+    text: str
+    signature: str | None = None
+    redacted: str | None = None
+
+
+class ToolCallPart(msgspec.Struct, frozen=True, tag="tool-call"):
+    tool_call_id: str
+    tool_name: str
+    args: JsonObject
+
+
+class ToolResultPart(msgspec.Struct, frozen=True, tag="tool-result"):
+    tool_call_id: str
+    tool_name: str
+    result: object
+    is_error: bool = False
+
+
+class FilePart(msgspec.Struct, frozen=True, tag="file"):
+    """A file or image: `data` is base64 or a URL (see `is_url`)."""
+
+    media_type: str
+    data: str
+    is_url: bool = False
+    filename: str | None = None
+
+
+class SourcePart(msgspec.Struct, frozen=True, tag="source"):
+    source_id: str
+    url: str
+    title: str | None = None
+
+
+class StepStartPart(msgspec.Struct, frozen=True, tag="step-start"):
+    step_number: int
+
+
+class DataPart(msgspec.Struct, frozen=True, tag="data"):
+    """A custom `data-*` part; `name` includes the `data-` prefix."""
+
+    name: str
+    data: object
+
+
+Part = (
+    TextPart
+    | ReasoningPart
+    | ToolCallPart
+    | ToolResultPart
+    | FilePart
+    | SourcePart
+    | StepStartPart
+    | DataPart
+)
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One message. `created_at` is a clock value handed in by the caller or the loop."""
+
+    id: str
+    role: Role
+    parts: tuple[Part, ...]
+    created_at: float = 0.0
+    thread_id: str | None = None
+    resource_id: str | None = None
+    incomplete: bool = False
+    """True when the message is what was received of a stream that broke or was cancelled."""
+    metadata: JsonObject | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    def with_parts(self, parts: Iterable[Part]) -> Message:
+        return msgspec.structs.replace(self, parts=tuple(parts))
+
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+    def tool_results(self) -> tuple[ToolResultPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+
+
+class SystemMessage(msgspec.Struct, frozen=True):
+    """A system message; `tag` groups the ones one feature added (memory, a processor)."""
+
+    content: str
+    tag: str | None = None
+
+
+def user(text: str, *, id: str, created_at: float = 0.0) -> Message:
+    """A user message with one text part."""
+    return Message(id=id, role="user", parts=(TextPart(text),), created_at=created_at)
+
+
+class MessageList(msgspec.Struct, frozen=True):
+    """The conversation as an immutable value: every method returns a new list.
+
+    `messages` excludes system messages, which live in `system` with their tags.
+    `sources[i]` says where `messages[i]` came from.
+    """
+
+    messages: tuple[Message, ...] = ()
+    sources: tuple[Source, ...] = ()
+    system: tuple[SystemMessage, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.messages) != len(self.sources):
+            raise ValueError("MessageList: messages and sources must have the same length")
+
+    @classmethod
+    def of(
+        cls,
+        messages: Iterable[Message] = (),
+        *,
+        source: Source = "input",
+        system: Iterable[SystemMessage | str] = (),
+    ) -> MessageList:
+        msgs = tuple(messages)
+        return cls(msgs, (source,) * len(msgs), tuple(_system(s) for s in system))
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    # --- views -------------------------------------------------------------------
+    @property
+    def all(self) -> tuple[Message, ...]:
+        return self.messages
+
+    def by_source(self, *sources: Source) -> tuple[Message, ...]:
+        return tuple(m for m, s in zip(self.messages, self.sources, strict=True) if s in sources)
+
+    @property
+    def input(self) -> tuple[Message, ...]:
+        return self.by_source("input")
+
+    @property
+    def response(self) -> tuple[Message, ...]:
+        return self.by_source("response")
+
+    def source_of(self, message_id: str) -> Source | None:
+        for m, s in zip(self.messages, self.sources, strict=True):
+            if m.id == message_id:
+                return s
+        return None
+
+    def system_by_tag(self, tag: str | None) -> tuple[SystemMessage, ...]:
+        return tuple(s for s in self.system if s.tag == tag)
+
+    # --- changes -----------------------------------------------------------------
+    def add(self, messages: Message | Iterable[Message], source: Source = "input") -> MessageList:
+        new = (messages,) if isinstance(messages, Message) else tuple(messages)
+        return MessageList(
+            self.messages + new, self.sources + (source,) * len(new), self.system
+        )
+
+    def remove_by_ids(self, ids: Iterable[str]) -> MessageList:
+        drop = frozenset(ids)
+        kept = [(m, s) for m, s in zip(self.messages, self.sources, strict=True) if m.id not in drop]
+        return MessageList(tuple(m for m, _ in kept), tuple(s for _, s in kept), self.system)
+
+    def replace_messages(
+        self, messages: Iterable[Message], default_source: Source = "response"
+    ) -> MessageList:
+        """New messages, keeping the source of each message whose id was already here."""
+        known = dict(zip((m.id for m in self.messages), self.sources, strict=True))
+        msgs = tuple(messages)
+        return MessageList(
+            msgs, tuple(known.get(m.id, default_source) for m in msgs), self.system
+        )
+
+    def map_messages(self, fn: Callable[[Message], Message]) -> MessageList:
+        return MessageList(tuple(fn(m) for m in self.messages), self.sources, self.system)
+
+    def with_system(self, system: Iterable[SystemMessage | str]) -> MessageList:
+        return MessageList(self.messages, self.sources, tuple(_system(s) for s in system))
+
+    def add_system(self, message: SystemMessage | str, tag: str | None = None) -> MessageList:
+        sm = _system(message) if tag is None else SystemMessage(_system(message).content, tag)
+        return MessageList(self.messages, self.sources, (*self.system, sm))
+
+    def clear_system_tag(self, tag: str) -> MessageList:
+        return MessageList(
+            self.messages, self.sources, tuple(s for s in self.system if s.tag != tag)
+        )
+
+
+def _system(s: SystemMessage | str) -> SystemMessage:
+    return SystemMessage(s) if isinstance(s, str) else s
+

@@ -1,0 +1,393 @@
+"""Processors: the six hooks, their arguments, and the effects each may return.
+
+A processor is a class deriving from `Processor` (stateless) or `StatefulProcessor[S]`,
+overriding the hooks it needs, or a set of plain functions given to `processor(...)`.
+A hook receives a frozen snapshot (its `...Args`) and returns an effect, or
+`Out(effect, state, emit)` to also update its state or emit `data-*` chunks.
+
+The per-hook result aliases below are the whole contract: an override returning an
+effect its hook does not allow is a mypy error (and a `ProcessorFailed` at run time).
+A hook may also be `async def` (async interpreter only) or a generator that yields
+I/O requests (`AskModel`, or your own) and receives their answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from typing import Any, Generic, Literal, NoReturn, TypeAlias, TypeVar, overload
+
+import msgspec
+
+from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
+from pipeline.chunks import Chunk, DataChunk, FinishReason
+from pipeline.messages import JsonObject, Message, MessageList, SystemMessage, ToolCallPart
+from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoice
+from pipeline.result import OutputResult, StepResult
+from pipeline.tools import Tool
+
+S = TypeVar("S")
+R = TypeVar("R")
+
+HookName = Literal[
+    "process_input",
+    "process_input_step",
+    "process_api_error",
+    "process_output_stream",
+    "process_output_step",
+    "process_output_result",
+]
+HOOKS: tuple[HookName, ...] = (
+    "process_input",
+    "process_input_step",
+    "process_api_error",
+    "process_output_stream",
+    "process_output_step",
+    "process_output_result",
+)
+
+
+class RunContext(msgspec.Struct, frozen=True, kw_only=True):
+    """Request-scoped values every hook can read (Mastra's requestContext)."""
+
+    run_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    values: JsonObject | None = None
+
+
+# --- I/O a hook may ask for ---------------------------------------------------------
+
+
+class AskModel(msgspec.Struct, frozen=True):
+    """Yielded by a generator hook: run this request to completion (an LLM judge)."""
+
+    request: ModelRequest
+
+
+class ModelAnswer(msgspec.Struct, frozen=True):
+    """The reply to `AskModel`."""
+
+    text: str
+    tool_calls: tuple[ToolCallPart, ...] = ()
+
+
+# --- the tripwire ---------------------------------------------------------------------
+
+
+class TripWire(Exception):  # noqa: N818 - the contract's name
+    """Raised by `abort(...)`; the runner turns it into an `Abort` effect."""
+
+    def __init__(
+        self, reason: str, *, retry: bool = False, metadata: JsonObject | None = None
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry = retry
+        self.metadata = metadata
+
+
+def abort(
+    reason: str = "aborted by processor",
+    *,
+    retry: bool = False,
+    metadata: JsonObject | None = None,
+) -> NoReturn:
+    """Stop the run from inside a hook, as the seed's examples do."""
+    raise TripWire(reason, retry=retry, metadata=metadata)
+
+
+# --- arguments of each hook -------------------------------------------------------------
+
+
+class InputArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+    messages: tuple[Message, ...]
+    system_messages: tuple[SystemMessage, ...]
+    message_list: MessageList
+    state: S
+    retry_count: int
+    context: RunContext
+
+
+class StepChange(msgspec.Struct, frozen=True, kw_only=True):
+    """What `process_input_step` may change for this step (None: unchanged).
+
+    `message_list` changes persist into later steps; `system_messages` last this step only.
+    """
+
+    model: str | None = None
+    tool_choice: ToolChoice | None = None
+    active_tools: tuple[str, ...] | None = None
+    tools: tuple[Tool, ...] | None = None
+    message_list: MessageList | None = None
+    system_messages: tuple[SystemMessage, ...] | None = None
+    provider_options: JsonObject | None = None
+    model_settings: ModelSettings | None = None
+    structured_output: StructuredOutput | None = None
+
+
+class InputStepArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+    messages: tuple[Message, ...]
+    message_list: MessageList
+    step_number: int
+    steps: tuple[StepResult, ...]
+    system_messages: tuple[SystemMessage, ...]
+    model: str
+    tool_choice: ToolChoice
+    active_tools: tuple[str, ...] | None
+    tools: tuple[Tool, ...]
+    provider_options: JsonObject | None
+    model_settings: ModelSettings
+    structured_output: StructuredOutput | None
+    state: S
+    retry_count: int
+    context: RunContext
+
+
+class ApiErrorArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+    error: ApiError
+    messages: tuple[Message, ...]
+    message_list: MessageList
+    step_number: int
+    steps: tuple[StepResult, ...]
+    state: S
+    retry_count: int
+    context: RunContext
+
+
+class StreamArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+    part: Chunk
+    stream_parts: Sequence[Chunk]
+    """Every chunk this processor has seen so far in the run, this one included."""
+    state: S
+    message_list: MessageList
+    context: RunContext
+
+
+class OutputStepArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+    messages: tuple[Message, ...]
+    message_list: MessageList
+    step_number: int
+    steps: tuple[StepResult, ...]
+    finish_reason: FinishReason
+    tool_calls: tuple[ToolCallPart, ...]
+    text: str
+    system_messages: tuple[SystemMessage, ...]
+    state: S
+    retry_count: int
+    context: RunContext
+
+
+class OutputResultArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+    messages: tuple[Message, ...]
+    """The generated response messages."""
+    message_list: MessageList
+    result: OutputResult
+    state: S
+    context: RunContext
+
+
+# --- what each hook may return ----------------------------------------------------------
+
+InputEffect: TypeAlias = Continue | Replace[MessageList] | Abort
+InputStepEffect: TypeAlias = Continue | Replace[StepChange] | Abort
+ApiErrorEffect: TypeAlias = Continue | Retry[MessageList] | Abort
+StreamEffect: TypeAlias = Continue | Replace[Chunk] | Skip | Emit[DataChunk] | Abort
+OutputStepEffect: TypeAlias = Continue | Replace[MessageList] | Abort
+OutputResultEffect: TypeAlias = Continue | Replace[MessageList] | Abort
+
+InputResult: TypeAlias = InputEffect | Out[InputEffect, S]
+InputStepResult: TypeAlias = InputStepEffect | Out[InputStepEffect, S]
+ApiErrorResult: TypeAlias = ApiErrorEffect | Out[ApiErrorEffect, S]
+StreamResult: TypeAlias = StreamEffect | Out[StreamEffect, S]
+OutputStepResult: TypeAlias = OutputStepEffect | Out[OutputStepEffect, S]
+OutputResultResult: TypeAlias = OutputResultEffect | Out[OutputResultEffect, S]
+
+HookReturn: TypeAlias = R | Awaitable[R] | Generator[object, object, R]
+"""A hook returns its result directly, from a coroutine, or from an I/O generator."""
+
+ALLOWED_EFFECTS: Mapping[HookName, tuple[type, ...]] = {
+    "process_input": (Continue, Replace, Abort),
+    "process_input_step": (Continue, Replace, Abort),
+    "process_api_error": (Continue, Retry, Abort),
+    "process_output_stream": (Continue, Replace, Skip, Emit, Abort),
+    "process_output_step": (Continue, Replace, Abort),
+    "process_output_result": (Continue, Replace, Abort),
+}
+
+REPLACE_PAYLOAD: Mapping[HookName, tuple[type, ...]] = {
+    "process_api_error": (MessageList, type(None)),
+    "process_input": (MessageList,),
+    "process_input_step": (StepChange,),
+    "process_output_step": (MessageList,),
+    "process_output_result": (MessageList,),
+}
+
+
+# --- processors ------------------------------------------------------------------------
+
+
+class BaseProcessor:
+    """What the agent and the loop know of any processor, whatever its state type."""
+
+    id: str
+    name: str | None = None
+    process_data_parts: bool = False
+    """When True, `process_output_stream` also receives `data-*` chunks."""
+
+    def initial_state(self) -> object:
+        return None
+
+    def hook_functions(self) -> Mapping[HookName, Callable[..., object]]:
+        """The hooks this processor implements, as callables taking the hook's args."""
+        found: dict[HookName, Callable[..., object]] = {}
+        cls = type(self)
+        for hook in HOOKS:
+            impl = getattr(cls, hook, None)
+            if impl is not None and impl is not getattr(StatefulProcessor, hook):
+                found[hook] = getattr(self, hook)
+        return found
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.id
+
+
+class StatefulProcessor(BaseProcessor, Generic[S]):
+    """A processor with per-run state of type S; override the hooks you need.
+
+    The hook bodies here are never called: a hook that is not overridden is skipped.
+    """
+
+    def initial_state(self) -> S:
+        raise NotImplementedError(f"{type(self).__name__} must define initial_state()")
+
+    def process_input(self, args: InputArgs[S]) -> HookReturn[InputResult[S]]:
+        return Continue()
+
+    def process_input_step(self, args: InputStepArgs[S]) -> HookReturn[InputStepResult[S]]:
+        return Continue()
+
+    def process_api_error(self, args: ApiErrorArgs[S]) -> HookReturn[ApiErrorResult[S]]:
+        return Continue()
+
+    def process_output_stream(self, args: StreamArgs[S]) -> HookReturn[StreamResult[S]]:
+        return Continue()
+
+    def process_output_step(self, args: OutputStepArgs[S]) -> HookReturn[OutputStepResult[S]]:
+        return Continue()
+
+    def process_output_result(
+        self, args: OutputResultArgs[S]
+    ) -> HookReturn[OutputResultResult[S]]:
+        return Continue()
+
+
+class Processor(StatefulProcessor[None]):
+    """A processor without state."""
+
+    def initial_state(self) -> None:
+        return None
+
+
+class FunctionProcessor(StatefulProcessor[S]):
+    """A processor made of plain functions; build it with `processor(...)`."""
+
+    def __init__(
+        self,
+        id: str,
+        state: S,
+        hooks: Mapping[HookName, Callable[..., object]],
+        *,
+        name: str | None = None,
+        process_data_parts: bool = False,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.process_data_parts = process_data_parts
+        self._state = state
+        self._hooks = dict(hooks)
+
+    def initial_state(self) -> S:
+        return self._state
+
+    def hook_functions(self) -> Mapping[HookName, Callable[..., object]]:
+        return self._hooks
+
+    def __repr__(self) -> str:
+        return f"processor({self.id!r}, hooks={sorted(self._hooks)})"
+
+
+@overload
+def processor(
+    id: str,
+    *,
+    name: str | None = ...,
+    process_data_parts: bool = ...,
+    process_input: Callable[[InputArgs[None]], HookReturn[InputResult[None]]] | None = ...,
+    process_input_step: Callable[[InputStepArgs[None]], HookReturn[InputStepResult[None]]]
+    | None = ...,
+    process_api_error: Callable[[ApiErrorArgs[None]], HookReturn[ApiErrorResult[None]]]
+    | None = ...,
+    process_output_stream: Callable[[StreamArgs[None]], HookReturn[StreamResult[None]]]
+    | None = ...,
+    process_output_step: Callable[[OutputStepArgs[None]], HookReturn[OutputStepResult[None]]]
+    | None = ...,
+    process_output_result: Callable[
+        [OutputResultArgs[None]], HookReturn[OutputResultResult[None]]
+    ]
+    | None = ...,
+) -> FunctionProcessor[None]: ...
+@overload
+def processor(
+    id: str,
+    *,
+    state: S,
+    name: str | None = ...,
+    process_data_parts: bool = ...,
+    process_input: Callable[[InputArgs[S]], HookReturn[InputResult[S]]] | None = ...,
+    process_input_step: Callable[[InputStepArgs[S]], HookReturn[InputStepResult[S]]]
+    | None = ...,
+    process_api_error: Callable[[ApiErrorArgs[S]], HookReturn[ApiErrorResult[S]]] | None = ...,
+    process_output_stream: Callable[[StreamArgs[S]], HookReturn[StreamResult[S]]]
+    | None = ...,
+    process_output_step: Callable[[OutputStepArgs[S]], HookReturn[OutputStepResult[S]]]
+    | None = ...,
+    process_output_result: Callable[[OutputResultArgs[S]], HookReturn[OutputResultResult[S]]]
+    | None = ...,
+) -> FunctionProcessor[S]: ...
+def processor(
+    id: str,
+    *,
+    state: object = None,
+    name: str | None = None,
+    process_data_parts: bool = False,
+    process_input: Callable[..., object] | None = None,
+    process_input_step: Callable[..., object] | None = None,
+    process_api_error: Callable[..., object] | None = None,
+    process_output_stream: Callable[..., object] | None = None,
+    process_output_step: Callable[..., object] | None = None,
+    process_output_result: Callable[..., object] | None = None,
+) -> FunctionProcessor[Any]:  # the overloads above are the public type
+    """A processor from plain functions, one per hook; `state` is its initial state."""
+    given: dict[HookName, Callable[..., object] | None] = {
+        "process_input": process_input,
+        "process_input_step": process_input_step,
+        "process_api_error": process_api_error,
+        "process_output_stream": process_output_stream,
+        "process_output_step": process_output_step,
+        "process_output_result": process_output_result,
+    }
+    hooks = {k: v for k, v in given.items() if v is not None}
+    if not hooks:
+        raise ValueError(f"processor {id!r}: give at least one hook function")
+    return FunctionProcessor(
+        id, state, hooks, name=name, process_data_parts=process_data_parts
+    )
+
+
+InputProcessor = BaseProcessor
+"""A processor with `process_input` and/or `process_input_step` (checked by Agent)."""
+OutputProcessor = BaseProcessor
+"""A processor with a `process_output_*` hook (checked by Agent)."""
+ErrorProcessor = BaseProcessor
+"""A processor with `process_api_error` (checked by Agent)."""
