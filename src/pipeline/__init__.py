@@ -1,1 +1,115 @@
-"""The functional core: messages, chunks, processors and the agent loop. No I/O."""
+"""The functional core: messages, chunks, processors and the agent loop. No I/O.
+
+The names most programs need are re-exported here; each lives in one small module.
+"""
+
+from pipeline.agent import Agent, PrepareStep
+from pipeline.chunks import (
+    Chunk,
+    DataChunk,
+    ErrorChunk,
+    Finish,
+    FinishReason,
+    ModelEvent,
+    ModelFinish,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    SourceChunk,
+    StepFinish,
+    StepStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolCallDelta,
+    ToolError,
+    ToolResult,
+    Tripwire,
+    Usage,
+)
+from pipeline.loop import AgentLoop, EffectRecord, ToolInvocation, ToolOutcome, agent_loop
+from pipeline.messages import (
+    DataPart,
+    FilePart,
+    Message,
+    MessageList,
+    Part,
+    ReasoningPart,
+    RunInput,
+    SourcePart,
+    StepStartPart,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    user,
+)
+from pipeline.model import (
+    ApiError,
+    ModelRequest,
+    ModelSettings,
+    StructuredOutput,
+    ToolChoice,
+    ToolChoiceTool,
+)
+from pipeline.processor import (
+    ApiErrorArgs,
+    ApiErrorResult,
+    AskModel,
+    BaseProcessor,
+    ErrorProcessor,
+    FunctionProcessor,
+    InputArgs,
+    InputProcessor,
+    InputResult,
+    InputStepArgs,
+    InputStepResult,
+    ModelAnswer,
+    OutputProcessor,
+    OutputResultArgs,
+    OutputResultResult,
+    OutputStepArgs,
+    OutputStepResult,
+    Processor,
+    RunContext,
+    StatefulProcessor,
+    StepChange,
+    StreamArgs,
+    StreamResult,
+    TripWire,
+    abort,
+    processor,
+)
+from pipeline.result import (
+    ApiFailed,
+    Cancelled,
+    OutputResult,
+    ProcessorFailed,
+    RunError,
+    RunFailedError,
+    RunResult,
+    StepResult,
+    StreamFailed,
+)
+from pipeline.retry import RetryPolicy
+from pipeline.tools import Tool, ToolSpec, make_tool, tool
+
+__all__ = [
+    "Agent", "AgentLoop", "ApiError", "ApiErrorArgs", "ApiErrorResult", "ApiFailed",
+    "AskModel", "BaseProcessor", "Cancelled", "Chunk", "DataChunk", "DataPart",
+    "EffectRecord", "ErrorChunk", "ErrorProcessor", "FilePart", "Finish", "FinishReason",
+    "FunctionProcessor", "InputArgs", "InputProcessor", "InputResult", "InputStepArgs",
+    "InputStepResult", "Message", "MessageList", "ModelAnswer", "ModelEvent", "ModelFinish",
+    "ModelRequest", "ModelSettings", "OutputProcessor", "OutputResult", "OutputResultArgs",
+    "OutputResultResult", "OutputStepArgs", "OutputStepResult", "Part", "PrepareStep",
+    "Processor", "ProcessorFailed", "ReasoningDelta", "ReasoningEnd", "ReasoningPart",
+    "ReasoningStart", "RetryPolicy", "RunContext", "RunError", "RunFailedError", "RunInput",
+    "RunResult", "SourceChunk", "SourcePart", "StatefulProcessor", "StepChange", "StepFinish",
+    "StepResult", "StepStart", "StepStartPart", "StreamArgs", "StreamFailed", "StreamResult",
+    "StructuredOutput", "SystemMessage", "TextDelta", "TextEnd", "TextPart", "TextStart",
+    "Tool", "ToolCall", "ToolCallDelta", "ToolCallPart", "ToolChoice", "ToolChoiceTool",
+    "ToolError", "ToolInvocation", "ToolOutcome", "ToolResult", "ToolResultPart", "ToolSpec",
+    "TripWire", "Tripwire", "Usage", "abort", "agent_loop", "make_tool", "processor", "tool",
+    "user",
+]

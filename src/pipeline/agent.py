@@ -124,10 +124,10 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
                     raise TypeError(
                         f"{role} processor {p.id!r} implements none of {sorted(needs)}"
                     )
+        # One instance may serve as input and output processor; distinct ones need distinct ids.
         ids = [p.id for p in self.all_processors()]
         clash = sorted({i for i in ids if ids.count(i) > 1})
-        # The same instance may serve as input and output processor; distinct ones may not share an id.
-        if clash and len({id(p) for p in self.all_processors() if p.id in clash}) > len(clash):
+        if clash:
             raise ValueError(f"processor ids must be unique, repeated: {clash}")
 
     def all_processors(self) -> tuple[BaseProcessor, ...]:

@@ -183,7 +183,8 @@ class MessageList(msgspec.Struct, frozen=True):
 
     def remove_by_ids(self, ids: Iterable[str]) -> MessageList:
         drop = frozenset(ids)
-        kept = [(m, s) for m, s in zip(self.messages, self.sources, strict=True) if m.id not in drop]
+        pairs = zip(self.messages, self.sources, strict=True)
+        kept = [(m, s) for m, s in pairs if m.id not in drop]
         return MessageList(tuple(m for m, _ in kept), tuple(s for _, s in kept), self.system)
 
     def replace_messages(
@@ -215,3 +216,20 @@ class MessageList(msgspec.Struct, frozen=True):
 def _system(s: SystemMessage | str) -> SystemMessage:
     return SystemMessage(s) if isinstance(s, str) else s
 
+
+
+RunInput = str | Message | Iterable[Message] | MessageList
+"""What a run accepts: a user prompt, messages, or a whole MessageList."""
+
+
+def to_message_list(
+    value: RunInput, *, id_prefix: str, created_at: float = 0.0
+) -> MessageList:
+    """Normalize a run's input; a plain string becomes one user message."""
+    if isinstance(value, MessageList):
+        return value
+    if isinstance(value, str):
+        return MessageList.of([user(value, id=f"{id_prefix}-input", created_at=created_at)])
+    if isinstance(value, Message):
+        return MessageList.of([value])
+    return MessageList.of(value)

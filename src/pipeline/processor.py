@@ -74,7 +74,7 @@ class ModelAnswer(msgspec.Struct, frozen=True):
 # --- the tripwire ---------------------------------------------------------------------
 
 
-class TripWire(Exception):  # noqa: N818 - the contract's name
+class TripWire(Exception):
     """Raised by `abort(...)`; the runner turns it into an `Abort` effect."""
 
     def __init__(

@@ -34,7 +34,10 @@ class ProcessorFailed(msgspec.Struct, frozen=True, tag="processor-failed"):
     message: str
 
     def __str__(self) -> str:
-        return f"processor {self.processor_id!r} failed in {self.hook}: {self.error_type}: {self.message}"
+        return (
+            f"processor {self.processor_id!r} failed in {self.hook}: "
+            f"{self.error_type}: {self.message}"
+        )
 
 
 class ApiFailed(msgspec.Struct, frozen=True, tag="api-failed"):
@@ -45,7 +48,10 @@ class ApiFailed(msgspec.Struct, frozen=True, tag="api-failed"):
     attempts: int
 
     def __str__(self) -> str:
-        return f"model call failed at step {self.step_number} after {self.attempts} attempt(s): {self.error}"
+        return (
+            f"model call failed at step {self.step_number} "
+            f"after {self.attempts} attempt(s): {self.error}"
+        )
 
 
 class StreamFailed(msgspec.Struct, frozen=True, tag="stream-failed"):

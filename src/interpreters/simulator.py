@@ -1,0 +1,300 @@
+"""The deterministic simulator: a scripted model, virtual time, and a full trace.
+
+Use it in your own tests the way pydantic-ai users use TestModel / FunctionModel:
+
+    model = ScriptedModel([Say("Let me look.", calls=[call("weather", city="Paris")]),
+                           Say("Sunny.")])
+    run = Simulator(model).run(agent, "Weather in Paris?")
+    assert run.result.text == "Let me look.Sunny."
+    assert run.trace.chunk_types()[-1] == "finish"
+
+Everything is reproducible: run ids, message ids, tool-call ids and the clock come from
+the simulator, and latency and retry backoff advance a virtual clock instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+
+import msgspec
+
+from interpreters.provider import ProviderError
+from interpreters.sync import Handler, RunStream, SyncInterpreter
+from interpreters.trace import Trace
+from pipeline.agent import Agent
+from pipeline.chunks import (
+    DataChunk,
+    FinishReason,
+    ModelEvent,
+    ModelFinish,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    SourceChunk,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+from pipeline.messages import JsonObject, RunInput
+from pipeline.model import ApiError, ModelRequest, is_retryable_status
+from pipeline.result import RunResult
+
+
+class VirtualClock:
+    """Time that moves only when told to."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+
+
+class ScriptedCall(msgspec.Struct, frozen=True):
+    """A tool call the scripted model makes."""
+
+    tool_name: str
+    args: JsonObject
+    tool_call_id: str | None = None
+
+
+def call(tool_name: str, /, tool_call_id: str | None = None, **args: object) -> ScriptedCall:
+    """A scripted tool call: `call("weather", city="Paris")`."""
+    return ScriptedCall(tool_name, args, tool_call_id)
+
+
+class Fail(msgspec.Struct, frozen=True, kw_only=True):
+    """The model call fails before streaming (an HTTP error, or a connection failure)."""
+
+    status: int | None = 500
+    message: str = "simulated failure"
+    error_type: str | None = None
+    body: str | None = None
+    retry_after: float | None = None
+    retryable: bool | None = None
+    """None: decided by the status (429, 5xx... and connection failures are retryable)."""
+    latency: float = 0.0
+
+    def error(self) -> ApiError:
+        retryable = self.retryable
+        if retryable is None:
+            retryable = self.status is None or is_retryable_status(self.status)
+        return ApiError(
+            status=self.status, message=self.message, error_type=self.error_type,
+            body=self.body, retry_after=self.retry_after, retryable=retryable,
+        )
+
+
+class Say(msgspec.Struct, frozen=True):
+    """One scripted model response.
+
+    `text` is one string or the chunks to stream; `calls` are tool calls after the text.
+    `latency` passes before the first event, `chunk_latency` between events (virtual
+    time). `break_after=n` breaks the stream after n events; `unfinished=True` ends it
+    without its finish event (both are broken streams).
+    """
+
+    text: str | Sequence[str] = ()
+    calls: Sequence[ScriptedCall] = ()
+    reasoning: str | Sequence[str] = ()
+    reasoning_signature: str | None = None
+    data: Sequence[DataChunk] = ()
+    sources: Sequence[SourceChunk] = ()
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    latency: float = 0.0
+    chunk_latency: float = 0.0
+    break_after: int | None = None
+    unfinished: bool = False
+
+    def events(self, call_index: int) -> list[ModelEvent]:
+        """The model events of this response (deterministic ids from the call index)."""
+        ev: list[ModelEvent] = []
+        reasoning = _pieces(self.reasoning)
+        if reasoning or self.reasoning_signature:
+            rid = f"reasoning-{call_index}"
+            ev.append(ReasoningStart(rid))
+            ev.extend(ReasoningDelta(rid, r) for r in reasoning)
+            ev.append(ReasoningEnd(rid, self.reasoning_signature))
+        text = _pieces(self.text)
+        if text:
+            tid = f"text-{call_index}"
+            ev.append(TextStart(tid))
+            ev.extend(TextDelta(tid, t) for t in text)
+            ev.append(TextEnd(tid))
+        ev.extend(self.data)
+        ev.extend(self.sources)
+        for i, c in enumerate(self.calls):
+            cid = c.tool_call_id or f"call_{call_index}_{i}"
+            ev.append(ToolCallDelta(cid, c.tool_name, json.dumps(dict(c.args))))
+            ev.append(ToolCall(cid, c.tool_name, c.args))
+        reason: FinishReason = self.finish_reason or ("tool-calls" if self.calls else "stop")
+        usage = self.usage or Usage(10, sum(len(t.split()) for t in text) + len(self.calls))
+        ev.append(ModelFinish(reason, usage, f"resp-{call_index}", None))
+        return ev
+
+
+Scripted = Say | Fail
+ScriptFn = Callable[[ModelRequest], Scripted]
+
+
+class ScriptedModel:
+    """A fake model: a list of responses, one per call, or a function of the request.
+
+    It serves both interpreters (`stream` and `astream`) and records every request it got.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[Scripted] | ScriptFn,
+        *,
+        clock: VirtualClock | None = None,
+        async_sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        self._script = script
+        self.clock = clock or VirtualClock()
+        self._async_sleep = async_sleep
+        self.requests: list[ModelRequest] = []
+
+    def _next(self, request: ModelRequest) -> tuple[int, Scripted]:
+        n = len(self.requests)
+        self.requests.append(request)
+        if callable(self._script):
+            return n, self._script(request)
+        if n >= len(self._script):
+            raise ProviderError(
+                ApiError(
+                    status=None,
+                    message=f"scripted model has no response for call #{n + 1} "
+                    f"(the script has {len(self._script)})",
+                    error_type="script-exhausted",
+                )
+            )
+        return n, self._script[n]
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        n, step = self._next(request)
+        if isinstance(step, Fail):
+            self.clock.sleep(step.latency)
+            raise ProviderError(step.error())
+        return self._events(n, step)
+
+    def _events(self, n: int, step: Say) -> Iterator[ModelEvent]:
+        events = step.events(n)
+        cut = _cut(step, events)
+        self.clock.sleep(step.latency)
+        for i, e in enumerate(events[:cut]):
+            if i:
+                self.clock.sleep(step.chunk_latency)
+            yield e
+        if step.break_after is not None:
+            raise ProviderError(
+                ApiError(status=None, message="simulated connection reset mid-stream")
+            )
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        n, step = self._next(request)
+        if isinstance(step, Fail):
+            await self._pause(step.latency)
+            raise ProviderError(step.error())
+        events = step.events(n)
+        cut = _cut(step, events)
+        await self._pause(step.latency)
+        for i, e in enumerate(events[:cut]):
+            if i and step.chunk_latency:
+                await self._pause(step.chunk_latency)
+            yield e
+        if step.break_after is not None:
+            raise ProviderError(
+                ApiError(status=None, message="simulated connection reset mid-stream")
+            )
+
+    async def _pause(self, seconds: float) -> None:
+        if self._async_sleep is not None and seconds > 0:
+            await self._async_sleep(seconds)  # type: ignore[misc]
+        else:
+            self.clock.sleep(seconds)
+
+
+def _cut(step: Say, events: list[ModelEvent]) -> int:
+    if step.break_after is not None:
+        return min(step.break_after, len(events) - 1)
+    return len(events) - 1 if step.unfinished else len(events)
+
+
+def _pieces(x: str | Sequence[str]) -> tuple[str, ...]:
+    if isinstance(x, str):
+        return (x,) if x else ()
+    return tuple(x)
+
+
+class SimRun(msgspec.Struct, frozen=True):
+    """A finished simulated run: its result, every chunk, and the full trace."""
+
+    result: RunResult
+    trace: Trace
+    clock: float
+    """Virtual time when the run ended."""
+
+    @property
+    def chunks(self) -> list[object]:
+        return list(self.trace.chunks)
+
+
+class Simulator:
+    """The sync interpreter wired to scripted models, a virtual clock and fixed ids."""
+
+    def __init__(
+        self,
+        model: ScriptedModel,
+        *,
+        models: Mapping[str, ScriptedModel] | None = None,
+        handlers: Mapping[type, Handler] | None = None,
+        start: float = 1_700_000_000.0,
+    ) -> None:
+        self.clock = model.clock
+        self.clock.now = max(self.clock.now, start)
+        self.model = model
+        self.models = dict(models or {})
+        for m in self.models.values():
+            m.clock = self.clock
+        self._runs = 0
+        self._interp = SyncInterpreter(
+            resolve=lambda model_id: self.models.get(model_id, self.model),
+            handlers=handlers,
+            clock=self.clock,
+            sleep=self.clock.sleep,
+            run_ids=self._next_run_id,
+        )
+
+    def _next_run_id(self) -> str:
+        self._runs += 1
+        return f"run{self._runs}"
+
+    def run(
+        self,
+        agent: Agent,
+        messages: RunInput,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        values: JsonObject | None = None,
+    ) -> SimRun:
+        trace = Trace()
+        result = self._interp.run(
+            agent, messages, thread_id=thread_id, resource_id=resource_id,
+            values=values, trace=trace,
+        )
+        return SimRun(result, trace, self.clock.now)
+
+    def stream(self, agent: Agent, messages: RunInput, *, trace: Trace | None = None) -> RunStream:
+        return self._interp.stream(agent, messages, trace=trace)

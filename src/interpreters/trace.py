@@ -1,0 +1,58 @@
+"""A run's full trace: every command the loop issued, every processor effect, every chunk."""
+
+from __future__ import annotations
+
+import msgspec
+
+from effects import AwaitHook
+from pipeline.chunks import Chunk
+from pipeline.loop import EffectRecord, LoopCommand
+
+
+class Trace:
+    """Filled in as a run goes; interpreters that are asked for one record into it."""
+
+    __slots__ = ("chunks", "commands", "effects")
+
+    def __init__(self) -> None:
+        self.commands: list[LoopCommand] = []
+        self.effects: list[EffectRecord] = []
+        self.chunks: list[Chunk] = []
+
+    def record_effect(self, e: EffectRecord) -> None:
+        self.effects.append(e)
+
+    def record_command(self, c: LoopCommand) -> None:
+        self.commands.append(c)
+
+    def effects_of(self, processor_id: str, hook: str | None = None) -> list[object]:
+        """The effects one processor returned, in order (optionally for one hook)."""
+        return [
+            e.effect
+            for e in self.effects
+            if e.processor_id == processor_id and (hook is None or e.hook == hook)
+        ]
+
+    def commands_of(self, kind: type) -> list[LoopCommand]:
+        return [c for c in self.commands if isinstance(c, kind)]
+
+    def chunk_types(self) -> list[str]:
+        """The `type` tag of every chunk the caller received, in order."""
+        return [_TAGS[type(c)] for c in self.chunks]
+
+    def comparable(self) -> tuple[object, ...]:
+        """A value equal for equal runs under any interpreter (awaitables are dropped)."""
+        cmds = tuple(
+            ("await", c.processor_id, c.hook) if isinstance(c, AwaitHook) else c
+            for c in self.commands
+        )
+        return (cmds, tuple(self.effects), tuple(self.chunks))
+
+
+def _tag(t: type) -> str:
+    info = msgspec.inspect.type_info(t)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return str(info.tag)
+
+
+_TAGS: dict[type, str] = {t: _tag(t) for t in Chunk.__args__}

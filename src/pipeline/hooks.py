@@ -1,0 +1,147 @@
+"""How one hook runs across a processor list: order, chaining, state, effect checks.
+
+This is the one place that knows the hook semantics common to all six hooks:
+- processors run in list order and a processor without the hook is skipped;
+- a hook's return value is an effect, or `Out(effect, state, emit)`;
+- `abort(...)` (a raised TripWire) becomes `Abort`; any other exception fails closed as
+  `HookFailure`, naming the processor and the hook;
+- an effect the hook does not allow is a `HookFailure` too;
+- a coroutine result is awaited through the interpreter (`AwaitHook`), a generator hook
+  has its I/O requests carried out through the interpreter (`Perform`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Generator, Mapping
+from types import GeneratorType
+
+import msgspec
+
+from effects import Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry, Skip
+from pipeline.chunks import DataChunk
+from pipeline.processor import ALLOWED_EFFECTS, REPLACE_PAYLOAD, BaseProcessor, HookName, TripWire
+
+HookFn = Callable[..., object]
+Yielded = Perform[object] | AwaitHook
+"""Commands a hook call may yield to the interpreter."""
+
+
+class HookFailure(Exception):
+    """A processor raised, or returned something its hook does not allow."""
+
+    def __init__(self, processor_id: str, hook: str, error_type: str, message: str) -> None:
+        super().__init__(f"processor {processor_id!r} failed in {hook}: {error_type}: {message}")
+        self.processor_id = processor_id
+        self.hook = hook
+        self.error_type = error_type
+        self.message = message
+
+
+class Bound(msgspec.Struct, frozen=True):
+    """One processor's implementation of one hook, ready to call."""
+
+    processor: BaseProcessor
+    processor_id: str
+    hook: HookName
+    fn: HookFn
+    slot: int
+    """Index of the processor's state in the run's state vector."""
+    data_parts: bool
+
+
+class Outcome(msgspec.Struct, frozen=True):
+    """A hook call's checked result."""
+
+    effect: object
+    state: object
+    emit: tuple[DataChunk, ...]
+    changed_state: bool
+
+
+def bind(
+    processors: tuple[BaseProcessor, ...], hook: HookName, slots: Mapping[int, int]
+) -> tuple[Bound, ...]:
+    """The processors implementing `hook`, in list order."""
+    out: list[Bound] = []
+    for p in processors:
+        fn = p.hook_functions().get(hook)
+        if fn is not None:
+            out.append(Bound(p, p.id, hook, fn, slots[id(p)], p.process_data_parts))
+    return tuple(out)
+
+
+def call(b: Bound, args: object) -> Generator[Yielded, object, Outcome]:
+    """Call one hook and check what it returned."""
+    try:
+        raw = b.fn(args)
+        if isinstance(raw, GeneratorType):
+            raw = yield from _drive(b, raw)
+        elif inspect.isawaitable(raw):
+            raw = yield AwaitHook(b.processor_id, b.hook, raw)
+    except TripWire as t:
+        return Outcome(Abort(t.reason, t.retry, t.metadata), None, (), False)
+    except HookFailure:
+        raise
+    except Exception as e:
+        raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+    return check(b, raw)
+
+
+def _drive(
+    b: Bound, gen: Generator[object, object, object]
+) -> Generator[Yielded, object, object]:
+    """Run a generator hook: each value it yields is an I/O request for the interpreter."""
+    request = next(gen)
+    while True:
+        try:
+            answer = yield Perform(b.processor_id, b.hook, request)
+        except Exception as e:  # the I/O failed: let the hook handle it or fail
+            request = gen.throw(e)
+        else:
+            request = gen.send(answer)
+
+
+_ALWAYS_OK = (Continue,)
+
+
+def check(b: Bound, raw: object) -> Outcome:
+    """Validate a hook's return value against what its hook allows."""
+    if isinstance(raw, Out):
+        effect, state, emit, changed = raw.effect, raw.state, raw.emit, True
+    else:
+        effect, state, emit, changed = raw, None, (), False
+    if isinstance(effect, Emit):
+        emit = (*emit, *effect.chunks)
+    allowed = ALLOWED_EFFECTS[b.hook]
+    if not isinstance(effect, allowed):
+        names = ", ".join(t.__name__ for t in allowed)
+        raise HookFailure(
+            b.processor_id,
+            b.hook,
+            "InvalidEffect",
+            f"returned {type(effect).__name__}, which {b.hook} does not allow (allowed: {names})",
+        )
+    payload_types = REPLACE_PAYLOAD.get(b.hook)
+    if payload_types is not None and isinstance(effect, Replace | Retry):
+        value = effect.value
+        if not isinstance(value, payload_types):
+            raise HookFailure(
+                b.processor_id,
+                b.hook,
+                "InvalidEffect",
+                f"{type(effect).__name__} carries {type(value).__name__}, "
+                f"expected {' or '.join(t.__name__ for t in payload_types)}",
+            )
+    for c in emit:
+        if not isinstance(c, DataChunk):
+            raise HookFailure(
+                b.processor_id,
+                b.hook,
+                "InvalidEffect",
+                f"can only emit data-* chunks (DataChunk), got {type(c).__name__}",
+            )
+    return Outcome(effect, state, emit, changed)  # type: ignore[arg-type]
+
+
+__all__ = ["Bound", "HookFailure", "Outcome", "Skip", "bind", "call", "check"]
