@@ -92,14 +92,17 @@ def _drive(
     b: Bound, gen: Generator[object, object, object]
 ) -> Generator[Yielded, object, object]:
     """Run a generator hook: each value it yields is an I/O request for the interpreter."""
-    request = next(gen)
-    while True:
-        try:
-            answer = yield Perform(b.processor_id, b.hook, request)
-        except Exception as e:  # the I/O failed: let the hook handle it or fail
-            request = gen.throw(e)
-        else:
-            request = gen.send(answer)
+    try:
+        request = next(gen)
+        while True:
+            try:
+                answer = yield Perform(b.processor_id, b.hook, request)
+            except Exception as e:  # the I/O failed: let the hook handle it or fail
+                request = gen.throw(e)
+            else:
+                request = gen.send(answer)
+    except StopIteration as done:  # the hook returned its result
+        return done.value
 
 
 _ALWAYS_OK = (Continue,)
