@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from effects import AwaitHook
+from effects import AwaitHook, RunTools
 from pipeline.chunks import Chunk
 from pipeline.loop import EffectRecord, LoopCommand
 
@@ -42,11 +42,16 @@ class Trace:
 
     def comparable(self) -> tuple[object, ...]:
         """A value equal for equal runs under any interpreter (awaitables are dropped)."""
-        cmds = tuple(
-            ("await", c.processor_id, c.hook) if isinstance(c, AwaitHook) else c
-            for c in self.commands
-        )
-        return (cmds, tuple(self.effects), tuple(self.chunks))
+        return (tuple(_comparable(c) for c in self.commands), tuple(self.effects),
+                tuple(self.chunks))
+
+
+def _comparable(c: LoopCommand) -> object:
+    if isinstance(c, AwaitHook):
+        return ("await", c.processor_id, c.hook)
+    if isinstance(c, RunTools):  # tools by name: each Tool value has its own args class
+        return ("tools", tuple((i.call, i.kwargs, i.error) for i in c.calls))
+    return c
 
 
 def _tag(t: type) -> str:
