@@ -136,6 +136,7 @@ def check(b: Bound, raw: object) -> Outcome:
                 f"{type(effect).__name__} carries {type(value).__name__}, "
                 f"expected {' or '.join(t.__name__ for t in payload_types)}",
             )
+    chunks: list[DataChunk] = []
     for c in emit:
         if not isinstance(c, DataChunk):
             raise HookFailure(
@@ -144,7 +145,8 @@ def check(b: Bound, raw: object) -> Outcome:
                 "InvalidEffect",
                 f"can only emit data-* chunks (DataChunk), got {type(c).__name__}",
             )
-    return Outcome(effect, state, emit, changed)  # type: ignore[arg-type]
+        chunks.append(c)
+    return Outcome(effect, state, tuple(chunks), changed)
 
 
 __all__ = ["Bound", "HookFailure", "Outcome", "Skip", "bind", "call", "check"]

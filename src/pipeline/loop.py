@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Generator, Iterator, Sequence
 from types import GeneratorType
-from typing import overload
+from typing import TypeVar, overload
 
 import msgspec
 
@@ -67,6 +67,7 @@ from pipeline.chunks import Finish as FinishChunk
 from pipeline.hooks import Bound, HookFailure, Outcome, bind, call, check
 from pipeline.messages import (
     DataPart,
+    JsonObject,
     Message,
     MessageList,
     Part,
@@ -77,7 +78,15 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelEnded, ModelFailed, ModelRequest
+from pipeline.model import (
+    ApiError,
+    ModelEnded,
+    ModelFailed,
+    ModelRequest,
+    ModelSettings,
+    StructuredOutput,
+    ToolChoice,
+)
 from pipeline.processor import (
     ApiErrorArgs,
     BaseProcessor,
@@ -100,6 +109,8 @@ from pipeline.result import (
     StreamFailed,
 )
 from pipeline.tools import Tool
+
+_T = TypeVar("_T")
 
 
 class ToolInvocation(msgspec.Struct, frozen=True):
@@ -286,13 +297,13 @@ class _StepContent:
 
 class _StepConfig(msgspec.Struct, frozen=True, kw_only=True):
     model: str
-    tool_choice: object
+    tool_choice: ToolChoice
     active_tools: tuple[str, ...] | None
     tools: tuple[Tool, ...]
     system: tuple[SystemMessage, ...]
-    provider_options: object
-    model_settings: object
-    structured_output: object
+    provider_options: JsonObject | None
+    model_settings: ModelSettings
+    structured_output: StructuredOutput | None
 
 
 _NON_PROCESSED = (Tripwire, ErrorChunk)
@@ -388,6 +399,8 @@ class _Run:
                 if not more:
                     break
             yield from self._process_output_result()
+            # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
+            yield from self._stream_through([FinishChunk(self.finish_reason, self.usage)])
         except _Tripped as t:
             tripwire = t.tripwire
         except _Failed as f:
@@ -404,7 +417,6 @@ class _Run:
             self.pending.append(ErrorChunk(type(status_error).__name__, str(status_error)))
             status = "failed"
         else:
-            yield from self._stream_through([FinishChunk(self.finish_reason, self.usage)])
             status = "finished"
         result = RunResult(
             status=status,  # type: ignore[arg-type]
@@ -462,12 +474,12 @@ class _Run:
                 steps=tuple(self.steps),
                 system_messages=cfg.system,
                 model=cfg.model,
-                tool_choice=cfg.tool_choice,  # type: ignore[arg-type]
+                tool_choice=cfg.tool_choice,
                 active_tools=cfg.active_tools,
                 tools=cfg.tools,
-                provider_options=cfg.provider_options,  # type: ignore[arg-type]
-                model_settings=cfg.model_settings,  # type: ignore[arg-type]
-                structured_output=cfg.structured_output,  # type: ignore[arg-type]
+                provider_options=cfg.provider_options,
+                model_settings=cfg.model_settings,
+                structured_output=cfg.structured_output,
                 state=self.states[b.slot],
                 retry_count=self.retry_count,
                 context=self.ctx,
@@ -502,10 +514,10 @@ class _Run:
             system=cfg.system,
             messages=self.ml.messages,
             tools=tuple(t.spec for t in tools),
-            tool_choice=cfg.tool_choice,  # type: ignore[arg-type]
-            model_settings=cfg.model_settings,  # type: ignore[arg-type]
-            provider_options=cfg.provider_options,  # type: ignore[arg-type]
-            structured_output=cfg.structured_output,  # type: ignore[arg-type]
+            tool_choice=cfg.tool_choice,
+            model_settings=cfg.model_settings,
+            provider_options=cfg.provider_options,
+            structured_output=cfg.structured_output,
         )
 
     def _step(
@@ -849,7 +861,7 @@ class _Run:
                 self.ml = eff.value
 
 
-def _or(new: object, old: object) -> object:
+def _or(new: _T | None, old: _T) -> _T:
     return old if new is None else new
 
 
