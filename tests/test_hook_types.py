@@ -1,0 +1,97 @@
+"""Per-hook return types make an illegal effect a mypy error (checked by running mypy)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mypy import api
+
+HEADER = """
+from effects import Continue, Replace, Retry, Skip, Abort
+from pipeline import (Processor, InputArgs, InputResult, StreamArgs, StreamResult,
+    ApiErrorArgs, ApiErrorResult, OutputStepArgs, OutputStepResult, MessageList, processor)
+"""
+
+LEGAL = HEADER + """
+class Ok(Processor):
+    id = "ok"
+    def process_input(self, args: InputArgs[None]) -> InputResult[None]:
+        return Replace(args.message_list)
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        return Skip()
+    def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
+        return Abort("x", retry=True)
+
+class Recover(Processor):
+    id = "recover"
+    def process_api_error(self, args: ApiErrorArgs[None]) -> ApiErrorResult[None]:
+        return Retry(args.message_list)
+
+def fn(args: StreamArgs[None]) -> StreamResult[None]:
+    return Continue()
+p = processor("p", process_output_stream=fn)
+"""
+
+ILLEGAL = {
+    "skip from process_output_step": """
+class Bad(Processor):
+    id = "bad"
+    def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
+        return Skip()
+""",
+    "retry from a stream hook": """
+class Bad(Processor):
+    id = "bad"
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        return Retry()
+""",
+    "override with a wider return type": """
+class Bad(Processor):
+    id = "bad"
+    def process_input(self, args: InputArgs[None]) -> Skip:
+        return Skip()
+""",
+    "replace with the wrong payload": """
+class Bad(Processor):
+    id = "bad"
+    def process_input(self, args: InputArgs[None]) -> InputResult[None]:
+        return Replace("not a message list")
+""",
+    "function processor returning Skip from process_input": """
+def fn(args: InputArgs[None]) -> Skip:
+    return Skip()
+p = processor("p", process_input=fn)
+""",
+}
+
+
+def _mypy(tmp_path: Path, source: str) -> tuple[str, int]:
+    f = tmp_path / "case.py"
+    f.write_text(source)
+    out, err, status = api.run(
+        ["--strict", "--no-incremental", "--cache-dir", str(tmp_path / ".c"), str(f)]
+    )
+    return out + err, status
+
+
+def test_legal_effects_type_check(tmp_path: Path) -> None:
+    out, status = _mypy(tmp_path, LEGAL)
+    assert status == 0, out
+
+
+def test_each_illegal_effect_is_a_type_error(tmp_path: Path) -> None:
+    # All cases in one file (one mypy run); each must have an error within its lines.
+    source = HEADER
+    spans: dict[str, range] = {}
+    for i, (case, body) in enumerate(sorted(ILLEGAL.items())):
+        first = source.count("\n") + 1
+        source += body.replace("class Bad", f"class Bad{i}").replace("p = ", f"p{i} = ")
+        spans[case] = range(first, source.count("\n") + 1)
+    out, status = _mypy(tmp_path, source)
+    assert status == 1, out
+    error_lines = {
+        int(m.group(1)) for m in re.finditer(r"case\.py:(\d+): error", out)
+    }
+    missed = [case for case, span in spans.items() if not error_lines & set(span)]
+    assert missed == [], out
