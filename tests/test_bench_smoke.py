@@ -1,0 +1,56 @@
+"""The benchmark's quick mode runs, so its code cannot rot. No timing is asserted, ever:
+only that every workload completed with the right number of chunks, steps and runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.workloads import ASYNC, SYNC, Params, async_available
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_quick_mode_completes_every_workload() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows: list[dict[str, Any]] = summary["results"]
+    p = Params.quick()
+
+    systems = [SYNC, ASYNC] if async_available() else [SYNC]
+    for system in systems:
+        mine = [r for r in rows if r["system"] == system]
+        assert not [r for r in mine if "error" in r], [r["error"] for r in mine if "error" in r]
+        measured = [r for r in mine if "units" in r and r["workload"] != "W4"]
+        expected = {
+            ("W1", p.w1_chunks): 2,  # K = 0 and K = 5
+            ("W2", p.w2_steps): 2,
+            ("W3", p.w3_steps): 2,  # H = 0 and H = max
+            **{("G1", n): 1 for n in p.growth_w1},
+            **{("G2", s): 1 for s in p.growth_w2},
+        }
+        got: dict[tuple[str, int], int] = {}
+        for r in measured:
+            key = (r["workload"], r["units"])
+            got[key] = got.get(key, 0) + 1
+            # every chunk (W1, G1) or step (W2, W3, G2) of the workload was done
+            assert r["completed"] == r["units"], r
+        assert got == expected
+        ratios = {r["workload"] for r in mine if "ratio_median" in r}
+        assert ratios == {"W3", "G1", "G2"}
+
+    w4 = [r for r in rows if r["workload"] == "W4"]
+    if async_available():
+        assert {r["system"] for r in w4} == {"baseline", ASYNC}
+        for r in w4:
+            assert "error" not in r, r["error"]
+            assert r["completed"] == p.w4_concurrency  # each run did all its steps
+    else:
+        assert [r for r in rows if r["system"] == ASYNC and "error" in r]
