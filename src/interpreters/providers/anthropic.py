@@ -1,0 +1,593 @@
+"""The Anthropic Messages wire format.
+
+Encoding: system, messages with text/image/document/tool_use/tool_result blocks (turns of
+one role merged, tool results first, as the API requires), thinking and redacted_thinking
+blocks sent back with their signatures, tools and tool_choice, max_tokens (required: a
+default), settings, namespaced provider options, structured output as a forced tool.
+Decoding: message_start, content_block_start/delta/stop (text_delta, input_json_delta,
+thinking_delta, signature_delta), message_delta, message_stop, ping, error; and the
+non-streaming message body into the same events.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import msgspec
+
+from interpreters.provider import ProviderError
+from interpreters.providers.codec import (
+    Encoded,
+    StreamDecoder,
+    encode_body,
+    invalid_response,
+    invalid_tool_args,
+    json_text,
+    merge_options,
+    parse_tool_args,
+)
+from interpreters.providers.errors import stream_error
+from interpreters.providers.sse import SseEvent
+from pipeline.chunks import (
+    FinishReason,
+    ModelEvent,
+    ModelFinish,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+from pipeline.messages import (
+    FilePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from pipeline.model import ApiError, ModelRequest, ToolChoiceTool
+from pipeline.sanitize import ANTHROPIC, SanitizeProfile, prepare_request, restore_event
+
+JsonDict = dict[str, object]
+
+ANTHROPIC_VERSION = "2023-06-01"
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class AnthropicOptions(msgspec.Struct, frozen=True):
+    default_max_tokens: int = 4096
+    """Anthropic requires max_tokens; this is sent when the request sets none."""
+    version: str = ANTHROPIC_VERSION
+    option_sections: tuple[str, ...] = ("anthropic",)
+    profile: SanitizeProfile = ANTHROPIC
+
+
+# --- encoding -------------------------------------------------------------------------
+
+
+def _file_block(part: FilePart) -> JsonDict:
+    mt = part.media_type
+    source: JsonDict = (
+        {"type": "url", "url": part.data}
+        if part.is_url
+        else {"type": "base64", "media_type": mt, "data": part.data}
+    )
+    if mt.startswith("image/"):
+        return {"type": "image", "source": source}
+    if mt == "application/pdf":
+        return {"type": "document", "source": source}
+    raise ProviderError(
+        ApiError(
+            status=None,
+            message=f"the Anthropic format cannot send a {mt} file",
+            error_type="unsupported_content",
+        )
+    )
+
+
+def _blocks(m: Message) -> list[JsonDict]:
+    out: list[JsonDict] = []
+    for p in m.parts:
+        if isinstance(p, TextPart):
+            if p.text:  # the API rejects empty text blocks
+                out.append({"type": "text", "text": p.text})
+        elif isinstance(p, ToolResultPart):
+            block: JsonDict = {
+                "type": "tool_result",
+                "tool_use_id": p.tool_call_id,
+                "content": json_text(p.result),
+            }
+            if p.is_error:
+                block["is_error"] = True
+            out.append(block)
+        elif isinstance(p, FilePart):
+            if m.role != "assistant":
+                out.append(_file_block(p))
+        elif isinstance(p, ToolCallPart):
+            if m.role == "assistant":
+                out.append(
+                    {"type": "tool_use", "id": p.tool_call_id, "name": p.tool_name,
+                     "input": dict(p.args)}
+                )
+        elif isinstance(p, ReasoningPart) and m.role == "assistant":
+            # Thinking goes back only with its signature (the API verifies it); reasoning
+            # from another provider has none and is dropped.
+            if p.redacted is not None:
+                out.append({"type": "redacted_thinking", "data": p.redacted})
+            elif p.signature:
+                out.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
+    return out
+
+
+def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
+    """Wire messages (consecutive turns of one role merged) and hoisted system texts."""
+    system: list[str] = [s.content for s in request.system]
+    turns: list[tuple[Literal["user", "assistant"], list[JsonDict]]] = []
+    for m in request.messages:
+        if m.role == "system":
+            system.append(m.text)
+            continue
+        role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
+        blocks = _blocks(m)
+        if not blocks:
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    messages: list[JsonDict] = []
+    for role, blocks in turns:
+        if role == "user":
+            # tool_result blocks must open the user turn that answers the tool calls
+            blocks = [b for b in blocks if b["type"] == "tool_result"] + [
+                b for b in blocks if b["type"] != "tool_result"
+            ]
+        messages.append({"role": role, "content": blocks})
+    return messages, system
+
+
+def _json_tool_name(name: str) -> str:
+    return name if _TOOL_NAME.match(name) else "output"
+
+
+def encode_request(
+    request: ModelRequest, *, model: str, stream: bool, options: AnthropicOptions
+) -> tuple[JsonDict, str | None]:
+    """The JSON body (as a dict) and the structured-output tool name, if any."""
+    messages, system = _messages(request)
+    s = request.model_settings
+    body: JsonDict = {"model": model, "messages": messages}
+    body["max_tokens"] = s.max_tokens if s.max_tokens is not None else options.default_max_tokens
+    if system:
+        body["system"] = (
+            system[0] if len(system) == 1 else [{"type": "text", "text": t} for t in system]
+        )
+    tools: list[JsonDict] = [
+        {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+        for t in request.tools
+    ]
+    tool_choice: JsonDict | None = None
+    if tools:
+        tc = request.tool_choice
+        tool_choice = (
+            {"type": "tool", "name": tc.tool_name}
+            if isinstance(tc, ToolChoiceTool)
+            else {"type": {"auto": "auto", "required": "any", "none": "none"}[tc]}
+        )
+    json_tool: str | None = None
+    so = request.structured_output
+    if so is not None:
+        # No JSON mode in this API: a tool whose input schema is the output schema,
+        # forced, and decoded back into text.
+        json_tool = _json_tool_name(so.name)
+        tools.append(
+            {
+                "name": json_tool,
+                "description": "Respond with a JSON object that matches this schema.",
+                "input_schema": dict(so.schema),
+            }
+        )
+        tool_choice = {"type": "tool", "name": json_tool}
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = tool_choice
+    if s.temperature is not None:
+        body["temperature"] = s.temperature
+    if s.top_p is not None:
+        body["top_p"] = s.top_p
+    if s.stop is not None:
+        body["stop_sequences"] = list(s.stop)
+    body["stream"] = stream
+    merge_options(body, request.provider_options, options.option_sections)
+    return body, json_tool
+
+
+# --- wire types for decoding ----------------------------------------------------------
+
+
+class _Usage(msgspec.Struct, frozen=True):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+class _Block(msgspec.Struct, frozen=True):
+    type: str
+    text: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: dict[str, object] | None = None
+
+
+class _Delta(msgspec.Struct, frozen=True):
+    type: str | None = None
+    text: str | None = None
+    partial_json: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    stop_reason: str | None = None
+
+
+class _MessageHead(msgspec.Struct, frozen=True):
+    id: str | None = None
+    model: str | None = None
+    usage: _Usage | None = None
+
+
+class _Event(msgspec.Struct, frozen=True):
+    # One flat shape for every event type: unknown types and fields decode and are
+    # ignored, where a tagged union would reject the API's future additions.
+    type: str
+    index: int | None = None
+    message: _MessageHead | None = None
+    content_block: _Block | None = None
+    delta: _Delta | None = None
+    usage: _Usage | None = None
+
+
+class _Response(msgspec.Struct, frozen=True):
+    type: str | None = None
+    id: str | None = None
+    model: str | None = None
+    content: list[_Block] | None = None
+    stop_reason: str | None = None
+    usage: _Usage | None = None
+
+
+_event = msgspec.json.Decoder(_Event)
+_response = msgspec.json.Decoder(_Response)
+
+_FINISH: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool-calls",
+    "refusal": "content-filter",
+}
+
+
+def finish_reason(raw: str | None, *, json_tool_used: bool) -> FinishReason:
+    reason = _FINISH.get(raw or "", "other")
+    # The forced output tool is the answer, not a call to run.
+    return "stop" if json_tool_used and reason == "tool-calls" else reason
+
+
+class _UsageAcc:
+    __slots__ = ("cache_creation", "cache_read", "input", "output")
+
+    def __init__(self) -> None:
+        self.input = self.output = self.cache_read = self.cache_creation = 0
+
+    def update(self, u: _Usage | None) -> None:
+        if u is None:
+            return
+        # message_delta carries cumulative counts; a field it lacks keeps its value.
+        if u.input_tokens is not None:
+            self.input = u.input_tokens
+        if u.output_tokens is not None:
+            self.output = u.output_tokens
+        if u.cache_read_input_tokens is not None:
+            self.cache_read = u.cache_read_input_tokens
+        if u.cache_creation_input_tokens is not None:
+            self.cache_creation = u.cache_creation_input_tokens
+
+    def usage(self) -> Usage:
+        # input_tokens counts uncached input only; report the total, as OpenAI does.
+        return Usage(
+            input_tokens=self.input + self.cache_read + self.cache_creation,
+            output_tokens=self.output,
+            cached_input_tokens=self.cache_read,
+        )
+
+
+class _Open:
+    __slots__ = ("args", "id", "initial", "kind", "name", "redacted", "signature")
+
+    def __init__(self, kind: Literal["text", "reasoning", "tool", "json", "other"]) -> None:
+        self.kind = kind
+        self.id = ""
+        self.name = ""
+        self.args: list[str] = []
+        self.initial: dict[str, object] = {}
+        self.signature: list[str] = []
+        self.redacted: str | None = None
+
+
+class AnthropicStreamDecoder:
+    """Messages stream events -> ModelEvents."""
+
+    def __init__(
+        self, *, json_tool: str | None = None, status: int = 200, request_id: str | None = None
+    ) -> None:
+        self._json_tool = json_tool
+        self._status = status
+        self._request_id = request_id
+        self._done = False
+        self._started = False
+        self._blocks: dict[int, _Open] = {}
+        self._usage = _UsageAcc()
+        self._stop_reason: str | None = None
+        self._json_used = False
+        self._truncated: list[tuple[str, str]] = []
+        self._response_id: str | None = None
+        self._model_id: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def feed(self, event: SseEvent) -> list[ModelEvent]:
+        out = self._feed(event)
+        if out:
+            self._started = True
+        return out
+
+    def _feed(self, sse: SseEvent) -> list[ModelEvent]:
+        try:
+            ev = _event.decode(sse.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            if sse.event == "error":
+                raise self._error(sse.data.encode()) from None
+            raise invalid_response(
+                self._status,
+                f"a stream data frame is not a valid Messages event: {e}",
+                started=self._started,
+                request_id=self._request_id,
+                body=sse.data[:2000],
+            ) from None
+        t = ev.type
+        if t == "content_block_delta":
+            return self._block_delta(ev)
+        if t == "content_block_start":
+            return self._block_start(ev)
+        if t == "content_block_stop":
+            return self._block_stop(ev)
+        if t == "message_start":
+            if ev.message is not None:
+                self._response_id = ev.message.id
+                self._model_id = ev.message.model
+                self._usage.update(ev.message.usage)
+            return []
+        if t == "message_delta":
+            if ev.delta is not None and ev.delta.stop_reason is not None:
+                self._stop_reason = ev.delta.stop_reason
+            self._usage.update(ev.usage)
+            return []
+        if t == "message_stop":
+            return self._message_stop()
+        if t == "error" or sse.event == "error":
+            raise self._error(sse.data.encode())
+        return []  # ping, and event types this decoder does not know
+
+    def _error(self, body: bytes) -> ProviderError:
+        return ProviderError(
+            stream_error(
+                self._status, body, started=self._started, request_id=self._request_id
+            )
+        )
+
+    def _need(self, ev: _Event) -> tuple[int, _Open]:
+        block = self._blocks.get(ev.index if ev.index is not None else -1)
+        if block is None or ev.index is None:
+            raise invalid_response(
+                self._status,
+                f"{ev.type} for content block {ev.index}, which was not started",
+                started=self._started,
+                request_id=self._request_id,
+            )
+        return ev.index, block
+
+    def _block_start(self, ev: _Event) -> list[ModelEvent]:
+        cb = ev.content_block
+        if cb is None or ev.index is None:
+            raise invalid_response(
+                self._status,
+                "content_block_start without a block",
+                started=self._started,
+                request_id=self._request_id,
+            )
+        i = ev.index
+        out: list[ModelEvent] = []
+        if cb.type == "text":
+            self._blocks[i] = _Open("text")
+            out.append(TextStart(f"text-{i}"))
+            if cb.text:
+                out.append(TextDelta(f"text-{i}", cb.text))
+        elif cb.type in ("thinking", "redacted_thinking"):
+            b = _Open("reasoning")
+            b.redacted = cb.data if cb.type == "redacted_thinking" else None
+            if cb.signature:
+                b.signature.append(cb.signature)
+            self._blocks[i] = b
+            out.append(ReasoningStart(f"reasoning-{i}"))
+            if cb.thinking:
+                out.append(ReasoningDelta(f"reasoning-{i}", cb.thinking))
+        elif cb.type == "tool_use":
+            is_json = self._json_tool is not None and cb.name == self._json_tool
+            b = _Open("json" if is_json else "tool")
+            b.id, b.name, b.initial = cb.id or f"toolu_{i}", cb.name or "", cb.input or {}
+            self._blocks[i] = b
+            if is_json:
+                self._json_used = True
+                out.append(TextStart(f"text-{i}"))
+            else:
+                out.append(ToolCallDelta(b.id, b.name, ""))
+        else:
+            self._blocks[i] = _Open("other")  # server tools and future block types
+        return out
+
+    def _block_delta(self, ev: _Event) -> list[ModelEvent]:
+        i, b = self._need(ev)
+        d = ev.delta or _Delta()
+        if b.kind == "text" and d.text:
+            return [TextDelta(f"text-{i}", d.text)]
+        if b.kind == "reasoning":
+            if d.signature:
+                b.signature.append(d.signature)
+            if d.thinking:
+                return [ReasoningDelta(f"reasoning-{i}", d.thinking)]
+        elif b.kind in ("tool", "json") and d.partial_json:
+            b.args.append(d.partial_json)
+            if b.kind == "json":
+                return [TextDelta(f"text-{i}", d.partial_json)]
+            return [ToolCallDelta(b.id, b.name, d.partial_json)]
+        return []
+
+    def _block_stop(self, ev: _Event) -> list[ModelEvent]:
+        i, b = self._need(ev)
+        del self._blocks[i]
+        return self._end_block(i, b)
+
+    def _end_block(self, i: int, b: _Open) -> list[ModelEvent]:
+        if b.kind == "text":
+            return [TextEnd(f"text-{i}")]
+        if b.kind == "reasoning":
+            return [ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
+        if b.kind == "json":
+            if not b.args and b.initial:  # a whole input with no deltas (non-streamed)
+                return [TextDelta(f"text-{i}", json_text(b.initial)), TextEnd(f"text-{i}")]
+            return [TextEnd(f"text-{i}")]
+        if b.kind == "tool":
+            raw = "".join(b.args)
+            args = parse_tool_args(raw) if raw else dict(b.initial)
+            if args is None:
+                # Maybe cut by max_tokens: message_delta says so; decided at message_stop.
+                self._truncated.append((b.name, raw))
+                return []
+            return [ToolCall(b.id, b.name, args)]
+        return []
+
+    def _message_stop(self) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        for i in sorted(self._blocks):  # blocks the server never stopped
+            out.extend(self._end_block(i, self._blocks.pop(i)))
+        if self._truncated and self._stop_reason not in ("max_tokens",):
+            name, raw = self._truncated[0]
+            raise invalid_tool_args(self._status, name, raw, request_id=self._request_id)
+        out.append(
+            ModelFinish(
+                finish_reason(self._stop_reason, json_tool_used=self._json_used),
+                self._usage.usage(),
+                self._response_id,
+                self._model_id,
+            )
+        )
+        self._done = True
+        return out
+
+
+def decode_message(
+    body: bytes,
+    *,
+    json_tool: str | None = None,
+    status: int = 200,
+    request_id: str | None = None,
+) -> list[ModelEvent]:
+    """A non-streaming Messages response as the same events a stream gives."""
+    try:
+        resp = _response.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise invalid_response(
+            status,
+            f"the response is not a valid message: {e}",
+            started=False,
+            request_id=request_id,
+            body=body[:2000].decode("utf-8", "replace"),
+        ) from None
+    if resp.type == "error":
+        raise ProviderError(stream_error(status, body, started=False, request_id=request_id))
+    if resp.content is None:
+        raise invalid_response(
+            status, "the response has no content", started=False, request_id=request_id
+        )
+    # Replay the blocks through the stream decoder: one set of rules for both paths.
+    dec = AnthropicStreamDecoder(json_tool=json_tool, status=status, request_id=request_id)
+    dec._response_id, dec._model_id = resp.id, resp.model
+    dec._usage.update(resp.usage)
+    dec._stop_reason = resp.stop_reason
+    out: list[ModelEvent] = []
+    for i, block in enumerate(resp.content):
+        out += dec._block_start(_Event("content_block_start", index=i, content_block=block))
+        out += dec._block_stop(_Event("content_block_stop", index=i))
+    out += dec._message_stop()
+    return out
+
+
+class AnthropicCodec:
+    """The Codec for `/messages`."""
+
+    path = "/messages"
+
+    def __init__(self, options: AnthropicOptions | None = None) -> None:
+        self.options = options or AnthropicOptions()
+
+    def __repr__(self) -> str:
+        return f"AnthropicCodec({self.options!r})"
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        h = {"anthropic-version": self.options.version}
+        if api_key:
+            h["x-api-key"] = api_key
+        return h
+
+    def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
+        # Pairing repaired and ids/names fitted to the API; events are mapped back.
+        request, names = prepare_request(request, self.options.profile)
+        body, json_tool = encode_request(
+            request, model=model, stream=stream, options=self.options
+        )
+        if names.is_identity:
+            return Encoded(encode_body(body), json_tool=json_tool)
+        return Encoded(
+            encode_body(body), lambda e: restore_event(e, names), json_tool=json_tool
+        )
+
+    def stream_decoder(
+        self, encoded: Encoded, *, status: int, request_id: str | None
+    ) -> StreamDecoder:
+        return AnthropicStreamDecoder(
+            json_tool=encoded.json_tool, status=status, request_id=request_id
+        )
+
+    def decode_body(
+        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]:
+        return decode_message(
+            body, json_tool=encoded.json_tool, status=status, request_id=request_id
+        )

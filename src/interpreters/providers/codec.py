@@ -1,0 +1,204 @@
+"""What every wire format provides, and the pure pipeline from bytes to ModelEvents.
+
+A codec encodes a `ModelRequest` into a request body and decodes a response (an SSE
+stream or one JSON body) into `ModelEvent`s. It performs no I/O: the transport in
+`http.py` hands it bytes, and the tests and the property checks do the same without a
+socket. Failures are raised as `ProviderError` with a typed `ApiError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import msgspec
+
+from interpreters.provider import ProviderError
+from interpreters.providers.errors import broken_stream
+from interpreters.providers.sse import SseEvent, SseParser
+from pipeline.chunks import ModelEvent
+from pipeline.messages import JsonObject
+from pipeline.model import ApiError, ModelRequest
+
+EventMap = Callable[[ModelEvent], ModelEvent]
+"""Applied to every decoded event (restores sanitized tool-call ids and names)."""
+
+
+def _identity(event: ModelEvent) -> ModelEvent:
+    return event
+
+
+class Encoded(msgspec.Struct, frozen=True):
+    """A request ready for the wire, and how to map its events back."""
+
+    body: bytes
+    restore: EventMap = _identity
+    json_tool: str | None = None
+    """Anthropic structured output rides on a forced tool; its input is the answer text."""
+
+
+class StreamDecoder(Protocol):
+    """Turns the events of one SSE stream into ModelEvents."""
+
+    @property
+    def done(self) -> bool:
+        """True once the stream really completed ([DONE] / message_stop)."""
+        ...
+
+    @property
+    def started(self) -> bool:
+        """True once any ModelEvent was produced (a retry would then duplicate output)."""
+        ...
+
+    def feed(self, event: SseEvent) -> list[ModelEvent]: ...
+
+
+class Codec(Protocol):
+    """One wire format (OpenAI Chat Completions, Anthropic Messages)."""
+
+    path: str
+
+    def headers(self, api_key: str | None) -> dict[str, str]: ...
+
+    def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded: ...
+
+    def stream_decoder(
+        self, encoded: Encoded, *, status: int, request_id: str | None
+    ) -> StreamDecoder: ...
+
+    def decode_body(
+        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]: ...
+
+
+class ByteStreamDecoder:
+    """SSE framing + a codec's stream decoder + the event map: bytes in, events out.
+
+    Decoding does not depend on how the bytes are split (see properties/).
+    """
+
+    def __init__(
+        self, decoder: StreamDecoder, restore: EventMap, *, status: int, request_id: str | None
+    ) -> None:
+        self._sse = SseParser()
+        self._decoder = decoder
+        self._restore = restore
+        self._status = status
+        self._request_id = request_id
+
+    @property
+    def done(self) -> bool:
+        return self._decoder.done
+
+    @property
+    def started(self) -> bool:
+        return self._decoder.started
+
+    def feed(self, chunk: bytes) -> list[ModelEvent]:
+        return self._run(self._sse.feed(chunk))
+
+    def close(self) -> list[ModelEvent]:
+        """The byte stream ended: flush, and fail unless the stream completed."""
+        out = self._run(self._sse.close())
+        if not self._decoder.done:
+            raise ProviderError(
+                broken_stream(
+                    self._status,
+                    "the stream ended before the model finished (no [DONE] / message_stop)",
+                    started=self._decoder.started,
+                    error_type="incomplete_stream",
+                    request_id=self._request_id,
+                )
+            )
+        return out
+
+    def _run(self, events: list[SseEvent]) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        for sse in events:
+            if self._decoder.done:
+                break  # whatever follows the end marker is not part of the answer
+            out.extend(self._restore(e) for e in self._decoder.feed(sse))
+        return out
+
+
+# --- helpers shared by the codecs -------------------------------------------------------
+
+_json_object = msgspec.json.Decoder(dict[str, object])
+_encoder = msgspec.json.Encoder()
+
+
+def parse_tool_args(raw: str) -> dict[str, object] | None:
+    """A tool call's arguments as a JSON object; None when truncated or not an object.
+
+    Empty arguments mean "no arguments" (Anthropic streams "" for a tool without input,
+    and some compatible servers do the same).
+    """
+    if not raw.strip():
+        return {}
+    try:
+        return _json_object.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def json_text(value: object) -> str:
+    """A tool result for the wire: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return _encoder.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        return str(value)
+
+
+def encode_body(body: Mapping[str, object]) -> bytes:
+    return _encoder.encode(body)
+
+
+def merge_options(
+    body: dict[str, object], options: JsonObject | None, sections: tuple[str, ...]
+) -> None:
+    """Merge `provider_options[section]` into the body, for each section this codec reads.
+
+    Options are namespaced (`{"openai": {...}, "anthropic": {...}}`) so one request can
+    carry settings for several providers when a step switches models.
+    """
+    if not options:
+        return
+    for section in sections:
+        extra = options.get(section)
+        if isinstance(extra, Mapping):
+            for k, v in extra.items():
+                body[str(k)] = v
+
+
+def invalid_response(
+    status: int, message: str, *, started: bool, request_id: str | None, body: str | None = None
+) -> ProviderError:
+    return ProviderError(
+        broken_stream(
+            status,
+            message,
+            started=started,
+            error_type="invalid_response",
+            request_id=request_id,
+            body=body,
+        )
+    )
+
+
+def invalid_tool_args(
+    status: int, tool_name: str, raw: str, *, request_id: str | None
+) -> ProviderError:
+    # Never handed on as a ToolCall: running a tool on half its arguments is worse than
+    # failing the call. Not retryable here: deltas were already delivered.
+    return ProviderError(
+        ApiError(
+            status=status,
+            message=f"the model sent invalid JSON arguments for tool {tool_name!r}",
+            error_type="invalid_tool_arguments",
+            request_id=request_id,
+            retryable=False,
+            body=raw[:2000],
+        )
+    )

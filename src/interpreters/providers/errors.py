@@ -1,0 +1,203 @@
+"""Turning what went wrong on the wire into a typed `ApiError`.
+
+Pure functions over a status, headers and body, so the classification is tested without
+a server. Retryable: 408, 409, 429, 5xx (529 included) and connection failures before
+anything was delivered; `x-should-retry` overrides the status either way. `retry_after`
+comes from `retry-after-ms`, else `retry-after` (seconds or an HTTP date).
+"""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Mapping
+
+import msgspec
+
+from pipeline.model import ApiError, is_retryable_status
+
+MAX_BODY_CHARS = 8192
+"""An error body is kept for diagnosis, but never unbounded (an HTML page from a proxy)."""
+
+
+class _ErrorDetail(msgspec.Struct, frozen=True):
+    message: str | None = None
+    type: str | None = None
+    code: str | int | None = None
+    param: str | None = None
+    metadata: dict[str, object] | None = None
+
+
+class _ErrorEnvelope(msgspec.Struct, frozen=True):
+    # OpenAI and compatible servers: {"error": {...}}; Anthropic adds "type": "error" and,
+    # in newer responses, a top-level "request_id".
+    error: _ErrorDetail | str | None = None
+    type: str | None = None
+    request_id: str | None = None
+    message: str | None = None
+
+
+_envelope = msgspec.json.Decoder(_ErrorEnvelope)
+
+# Anthropic error types that mean "try again later" even inside a 200 stream.
+TRANSIENT_ERROR_TYPES = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "server_error", "timeout_error"}
+)
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """Case-insensitive header lookup over any mapping (httpx.Headers already is one)."""
+    value = headers.get(name)
+    if value is not None:
+        return value
+    lower = name.lower()
+    for k, v in headers.items():
+        if k.lower() == lower:
+            return v
+    return None
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds the server asks us to wait, or None. `now` is a Unix time (for HTTP dates)."""
+    ms = header(headers, "retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000.0
+        except ValueError:
+            value = -1.0
+        if value >= 0:
+            return value
+    raw = header(headers, "retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        return max(0.0, when.timestamp() - now)
+    return seconds if seconds >= 0 else None
+
+
+def should_retry_override(headers: Mapping[str, str]) -> bool | None:
+    raw = header(headers, "x-should-retry")
+    if raw is None:
+        return None
+    raw = raw.strip().lower()
+    return True if raw == "true" else False if raw == "false" else None
+
+
+def request_id_of(headers: Mapping[str, str]) -> str | None:
+    return header(headers, "x-request-id") or header(headers, "request-id")
+
+
+def _body_text(body: bytes) -> str:
+    text = body.decode("utf-8", errors="replace")
+    return text if len(text) <= MAX_BODY_CHARS else text[:MAX_BODY_CHARS] + "..."
+
+
+def _detail_message(detail: _ErrorDetail) -> str:
+    message = detail.message or ""
+    # OpenRouter puts the upstream provider's own words under metadata.raw.
+    raw = (detail.metadata or {}).get("raw")
+    if isinstance(raw, str) and raw and raw not in message:
+        provider = (detail.metadata or {}).get("provider_name")
+        prefix = f"{provider}: " if isinstance(provider, str) else ""
+        message = f"{message} ({prefix}{raw})" if message else f"{prefix}{raw}"
+    return message
+
+
+def parse_error_body(
+    body: bytes,
+) -> tuple[str | None, str | None, str | None, str | None]:
+    """(message, error_type, code, request_id) from an OpenAI or Anthropic error body."""
+    try:
+        env = _envelope.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None, None, None, None
+    if isinstance(env.error, _ErrorDetail):
+        d = env.error
+        code = None if d.code is None else str(d.code)
+        return _detail_message(d) or None, d.type, code, env.request_id
+    if isinstance(env.error, str):
+        return env.error, None, None, env.request_id
+    return env.message, None, None, env.request_id
+
+
+def classify_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    now: float,
+    reason: str = "",
+) -> ApiError:
+    """An HTTP error response (status >= 400) as an ApiError."""
+    message, error_type, code, body_request_id = parse_error_body(body)
+    if not message:
+        text = body.decode("utf-8", errors="replace").strip()
+        message = text[:300] if text else (reason or f"HTTP {status}")
+    retryable = is_retryable_status(status)
+    override = should_retry_override(headers)
+    if override is not None:
+        retryable = override
+    return ApiError(
+        status=status,
+        message=message,
+        error_type=error_type,
+        code=code,
+        request_id=request_id_of(headers) or body_request_id,
+        retryable=retryable,
+        retry_after=retry_after_seconds(headers, now) if retryable else None,
+        body=_body_text(body) if body else None,
+    )
+
+
+def stream_error(
+    status: int,
+    body: bytes,
+    *,
+    started: bool,
+    request_id: str | None,
+    default_type: str = "stream_error",
+) -> ApiError:
+    """An error frame inside a 200 stream. Retryable only when nothing was delivered yet
+    and the error says it is transient: a stream that already gave events never is."""
+    message, error_type, code, body_request_id = parse_error_body(body)
+    if message is None:
+        message = body.decode("utf-8", errors="replace").strip()[:300] or "error in stream"
+    transient = error_type in TRANSIENT_ERROR_TYPES or (
+        code is not None and code.isdigit() and is_retryable_status(int(code))
+    )
+    return ApiError(
+        status=status,
+        message=message,
+        error_type=error_type or default_type,
+        code=code,
+        request_id=request_id or body_request_id,
+        retryable=transient and not started,
+        body=_body_text(body),
+    )
+
+
+def broken_stream(
+    status: int | None,
+    message: str,
+    *,
+    started: bool,
+    error_type: str,
+    request_id: str | None = None,
+    body: str | None = None,
+) -> ApiError:
+    """The stream broke (dropped, timed out, garbage): retryable only if nothing was
+    delivered, since a retry after delivery would duplicate what the caller has seen."""
+    return ApiError(
+        status=status,
+        message=message,
+        error_type=error_type,
+        request_id=request_id,
+        retryable=not started,
+        body=body,
+    )

@@ -1,0 +1,579 @@
+"""The OpenAI Chat Completions wire format (OpenAI, OpenRouter, Groq, Ollama, vLLM, ...).
+
+Encoding: system/developer messages, user text and files, assistant text and tool calls,
+tool results, tools and tool_choice, response_format json_schema, model settings,
+namespaced provider options, `stream_options.include_usage`.
+Decoding: text, refusal (as text, finishing as content-filter), the reasoning fields of
+compatible servers (`reasoning`, `reasoning_content`), tool calls whose arguments arrive
+in fragments by index, usage, finish reasons, `[DONE]`, and error frames or chunks.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Literal
+
+import msgspec
+
+from interpreters.provider import ProviderError
+from interpreters.providers.codec import (
+    Encoded,
+    StreamDecoder,
+    encode_body,
+    invalid_response,
+    invalid_tool_args,
+    json_text,
+    merge_options,
+    parse_tool_args,
+)
+from interpreters.providers.errors import stream_error
+from interpreters.providers.sse import SseEvent
+from pipeline.chunks import (
+    FinishReason,
+    ModelEvent,
+    ModelFinish,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+from pipeline.messages import (
+    FilePart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from pipeline.model import ApiError, ModelRequest, ToolChoiceTool
+from pipeline.sanitize import OPENAI, SanitizeProfile, prepare_request, restore_event
+
+JsonDict = dict[str, object]
+
+
+class OpenAIChatOptions(msgspec.Struct, frozen=True):
+    """How one OpenAI-compatible server wants its requests."""
+
+    system_role: Literal["system", "developer"] = "system"
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    stream_usage: bool = True
+    """Send `stream_options.include_usage` so the stream reports token usage."""
+    option_sections: tuple[str, ...] = ("openai",)
+    """Which `provider_options` sections are merged into the body."""
+    profile: SanitizeProfile = OPENAI
+    """What this server accepts as tool-call ids and tool names."""
+
+
+# --- encoding -------------------------------------------------------------------------
+
+
+def _file_content(part: FilePart) -> JsonDict:
+    mt = part.media_type
+    url = part.data if part.is_url else f"data:{mt};base64,{part.data}"
+    if mt.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": url}}
+    if mt == "application/pdf" and not part.is_url:
+        return {
+            "type": "file",
+            "file": {"filename": part.filename or "document.pdf", "file_data": url},
+        }
+    if mt in ("audio/wav", "audio/x-wav", "audio/mpeg", "audio/mp3") and not part.is_url:
+        fmt = "wav" if "wav" in mt else "mp3"
+        return {"type": "input_audio", "input_audio": {"data": part.data, "format": fmt}}
+    if mt.startswith("text/") and not part.is_url:
+        return {"type": "text", "text": base64.b64decode(part.data).decode("utf-8", "replace")}
+    raise ProviderError(
+        ApiError(
+            status=None,
+            message=f"the OpenAI chat format cannot send a {mt} file"
+            + (" by URL" if part.is_url else ""),
+            error_type="unsupported_content",
+        )
+    )
+
+
+def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
+    out: list[JsonDict] = []
+    # Tool results are messages of their own in this format, whatever role carried them.
+    for p in m.parts:
+        if isinstance(p, ToolResultPart):
+            out.append(
+                {"role": "tool", "tool_call_id": p.tool_call_id, "content": json_text(p.result)}
+            )
+    if m.role == "tool":
+        return out
+    texts = [p.text for p in m.parts if isinstance(p, TextPart)]
+    if m.role == "system":
+        out.append({"role": system_role, "content": "".join(texts)})
+    elif m.role == "user":
+        content = [
+            {"type": "text", "text": p.text}
+            if isinstance(p, TextPart)
+            else _file_content(p)
+            for p in m.parts
+            if isinstance(p, TextPart | FilePart)
+        ]
+        if len(content) == 1 and content[0]["type"] == "text":
+            out.append({"role": "user", "content": content[0]["text"]})
+        elif content:
+            out.append({"role": "user", "content": content})
+    else:  # assistant: reasoning is not accepted back by this format and is dropped
+        calls = [
+            {
+                "id": p.tool_call_id,
+                "type": "function",
+                "function": {"name": p.tool_name, "arguments": json_text(dict(p.args))},
+            }
+            for p in m.parts
+            if isinstance(p, ToolCallPart)
+        ]
+        msg: JsonDict = {"role": "assistant"}
+        if texts:
+            msg["content"] = "".join(texts)
+        if calls:
+            msg["tool_calls"] = calls
+        if texts or calls:
+            out.append(msg)
+    return out
+
+
+def encode_request(
+    request: ModelRequest, *, model: str, stream: bool, options: OpenAIChatOptions
+) -> JsonDict:
+    """The JSON body (as a dict) for one Chat Completions call."""
+    messages: list[JsonDict] = [
+        {"role": options.system_role, "content": s.content} for s in request.system
+    ]
+    for m in request.messages:
+        messages.extend(_encode_message(m, options.system_role))
+    body: JsonDict = {"model": model, "messages": messages}
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                },
+            }
+            for t in request.tools
+        ]
+        tc = request.tool_choice
+        body["tool_choice"] = (
+            {"type": "function", "function": {"name": tc.tool_name}}
+            if isinstance(tc, ToolChoiceTool)
+            else tc
+        )
+    so = request.structured_output
+    if so is not None:
+        schema: JsonDict = {"name": so.name, "schema": dict(so.schema)}
+        if so.strict:
+            schema["strict"] = True
+        body["response_format"] = {"type": "json_schema", "json_schema": schema}
+    s = request.model_settings
+    if s.temperature is not None:
+        body["temperature"] = s.temperature
+    if s.top_p is not None:
+        body["top_p"] = s.top_p
+    if s.max_tokens is not None:
+        body[options.max_tokens_field] = s.max_tokens
+    if s.stop is not None:
+        body["stop"] = list(s.stop)
+    if s.seed is not None:
+        body["seed"] = s.seed
+    body["stream"] = stream
+    if stream and options.stream_usage:
+        body["stream_options"] = {"include_usage": True}
+    merge_options(body, request.provider_options, options.option_sections)
+    return body
+
+
+# --- wire types for decoding ----------------------------------------------------------
+
+
+class _Function(msgspec.Struct, frozen=True):
+    name: str | None = None
+    # Some compatible servers send the arguments as an object rather than a string.
+    arguments: str | dict[str, object] | None = None
+
+
+class _ToolCallDelta(msgspec.Struct, frozen=True):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _Delta(msgspec.Struct, frozen=True):
+    content: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _PromptDetails(msgspec.Struct, frozen=True):
+    cached_tokens: int | None = None
+
+
+class _CompletionDetails(msgspec.Struct, frozen=True):
+    reasoning_tokens: int | None = None
+
+
+class _Usage(msgspec.Struct, frozen=True):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
+
+    def to_usage(self) -> Usage:
+        pd, cd = self.prompt_tokens_details, self.completion_tokens_details
+        return Usage(
+            input_tokens=self.prompt_tokens or 0,
+            output_tokens=self.completion_tokens or 0,
+            reasoning_tokens=(cd.reasoning_tokens or 0) if cd else 0,
+            cached_input_tokens=(pd.cached_tokens or 0) if pd else 0,
+        )
+
+
+class _XGroq(msgspec.Struct, frozen=True):
+    usage: _Usage | None = None
+
+
+class _StreamChoice(msgspec.Struct, frozen=True):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Chunk(msgspec.Struct, frozen=True):
+    id: str | None = None
+    model: str | None = None
+    choices: list[_StreamChoice] | None = None
+    usage: _Usage | None = None
+    x_groq: _XGroq | None = None
+    error: dict[str, object] | str | None = None
+
+
+class _Message(msgspec.Struct, frozen=True):
+    content: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _Choice(msgspec.Struct, frozen=True):
+    index: int = 0
+    message: _Message | None = None
+    finish_reason: str | None = None
+
+
+class _Completion(msgspec.Struct, frozen=True):
+    id: str | None = None
+    model: str | None = None
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: dict[str, object] | str | None = None
+
+
+_chunk = msgspec.json.Decoder(_Chunk)
+_completion = msgspec.json.Decoder(_Completion)
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+}
+
+
+def finish_reason(raw: str | None, *, refused: bool) -> FinishReason:
+    reason = _FINISH.get(raw or "", "other")
+    # A refusal is a complete answer, but not the one asked for (structured output).
+    return "content-filter" if refused and reason == "stop" else reason
+
+
+def _args_text(args: str | dict[str, object] | None) -> str:
+    if args is None:
+        return ""
+    return args if isinstance(args, str) else json_text(args)
+
+
+# --- decoding -------------------------------------------------------------------------
+
+
+class _Call:
+    __slots__ = ("args", "emitted", "id", "name")
+
+    def __init__(self, id: str, name: str) -> None:
+        self.id = id
+        self.name = name
+        self.args: list[str] = []
+        self.emitted = False
+
+
+class OpenAIStreamDecoder:
+    """Chat Completions chunks -> ModelEvents. Only choice 0 is decoded."""
+
+    def __init__(self, *, status: int = 200, request_id: str | None = None) -> None:
+        self._status = status
+        self._request_id = request_id
+        self._done = False
+        self._started = False
+        self._open: tuple[Literal["text", "reasoning", "refusal"], str] | None = None
+        self._blocks = 0
+        self._calls: dict[int, _Call] = {}
+        self._last_index = -1
+        self._finish_raw: str | None = None
+        self._finished_calls = False
+        self._refused = False
+        self._usage: Usage | None = None
+        self._response_id: str | None = None
+        self._model_id: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def feed(self, event: SseEvent) -> list[ModelEvent]:
+        out = self._feed(event)
+        if out:
+            self._started = True
+        return out
+
+    def _feed(self, event: SseEvent) -> list[ModelEvent]:
+        data = event.data
+        if event.event == "error":
+            raise self._error(data.encode())
+        if data.strip() == "[DONE]":
+            final = self._finish_blocks()
+            final.append(
+                ModelFinish(
+                    finish_reason(self._finish_raw, refused=self._refused),
+                    self._usage or Usage(),
+                    self._response_id,
+                    self._model_id,
+                )
+            )
+            self._done = True
+            return final
+        try:
+            chunk = _chunk.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise invalid_response(
+                self._status,
+                f"a stream data frame is not a valid chat completion chunk: {e}",
+                started=self._started,
+                request_id=self._request_id,
+                body=data[:2000],
+            ) from None
+        if chunk.error is not None:
+            raise self._error(data.encode())
+        self._response_id = self._response_id or chunk.id
+        self._model_id = self._model_id or chunk.model
+        if chunk.usage is not None:
+            self._usage = chunk.usage.to_usage()
+        elif chunk.x_groq is not None and chunk.x_groq.usage is not None:
+            self._usage = chunk.x_groq.usage.to_usage()
+        out: list[ModelEvent] = []
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue
+            if choice.delta is not None:
+                self._delta(choice.delta, out)
+            if choice.finish_reason is not None:
+                self._finish_raw = choice.finish_reason
+                out.extend(self._finish_blocks())
+        return out
+
+    def _error(self, body: bytes) -> ProviderError:
+        return ProviderError(
+            stream_error(
+                self._status, body, started=self._started, request_id=self._request_id
+            )
+        )
+
+    def _switch(
+        self, kind: Literal["text", "reasoning", "refusal"], out: list[ModelEvent]
+    ) -> str:
+        if self._open is not None and self._open[0] == kind:
+            return self._open[1]
+        self._close(out)
+        block_id = f"{kind}-{self._blocks}"
+        self._blocks += 1
+        self._open = (kind, block_id)
+        out.append(ReasoningStart(block_id) if kind == "reasoning" else TextStart(block_id))
+        return block_id
+
+    def _close(self, out: list[ModelEvent]) -> None:
+        if self._open is None:
+            return
+        kind, block_id = self._open
+        out.append(ReasoningEnd(block_id) if kind == "reasoning" else TextEnd(block_id))
+        self._open = None
+
+    def _delta(self, d: _Delta, out: list[ModelEvent]) -> None:
+        reasoning = d.reasoning or d.reasoning_content
+        if reasoning:
+            out.append(ReasoningDelta(self._switch("reasoning", out), reasoning))
+        if d.content:
+            out.append(TextDelta(self._switch("text", out), d.content))
+        if d.refusal:
+            self._refused = True
+            out.append(TextDelta(self._switch("refusal", out), d.refusal))
+        for tc in d.tool_calls or ():
+            self._tool_delta(tc, out)
+
+    def _tool_delta(self, tc: _ToolCallDelta, out: list[ModelEvent]) -> None:
+        index = tc.index
+        if index is None:
+            # Servers that omit the index: a new id starts a new call, else the last one.
+            known = any(c.id == tc.id for c in self._calls.values())
+            index = self._last_index + 1 if tc.id and not known else max(self._last_index, 0)
+        fn = tc.function or _Function()
+        call = self._calls.get(index)
+        if call is None:
+            call = _Call(tc.id or f"call_{self._response_id or 'x'}_{index}", fn.name or "")
+            self._calls[index] = call
+            self._last_index = max(self._last_index, index)
+            out.append(ToolCallDelta(call.id, call.name, ""))
+        elif fn.name and not call.name:
+            call.name = fn.name
+        fragment = _args_text(fn.arguments)
+        if fragment:
+            call.args.append(fragment)
+            out.append(ToolCallDelta(call.id, call.name, fragment))
+
+    def _finish_blocks(self) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        self._close(out)
+        out.extend(
+            complete_calls(
+                [self._calls[i] for i in sorted(self._calls)],
+                truncated_ok=self._finish_raw == "length",
+                status=self._status,
+                request_id=self._request_id,
+            )
+        )
+        return out
+
+
+def complete_calls(
+    calls: list[_Call], *, truncated_ok: bool, status: int, request_id: str | None
+) -> list[ModelEvent]:
+    """ToolCalls for the calls not yet emitted, in index order. A call cut off by the
+    token limit is dropped (its deltas were only ever deltas); any other invalid JSON
+    fails the call rather than run a tool on half its arguments."""
+    out: list[ModelEvent] = []
+    for call in calls:
+        if call.emitted:
+            continue
+        call.emitted = True
+        raw = "".join(call.args)
+        args = parse_tool_args(raw)
+        if args is None:
+            if truncated_ok:
+                continue
+            raise invalid_tool_args(status, call.name, raw, request_id=request_id)
+        out.append(ToolCall(call.id, call.name, args))
+    return out
+
+
+def decode_completion(
+    body: bytes, *, status: int = 200, request_id: str | None = None
+) -> list[ModelEvent]:
+    """A non-streaming Chat Completions response as the same events a stream gives."""
+    try:
+        resp = _completion.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise invalid_response(
+            status,
+            f"the response is not a valid chat completion: {e}",
+            started=False,
+            request_id=request_id,
+            body=body[:2000].decode("utf-8", "replace"),
+        ) from None
+    if resp.error is not None:
+        raise ProviderError(stream_error(status, body, started=False, request_id=request_id))
+    choice = next((c for c in resp.choices or () if c.index == 0), None)
+    if choice is None or choice.message is None:
+        raise invalid_response(
+            status, "the response has no choices", started=False, request_id=request_id
+        )
+    m = choice.message
+    out: list[ModelEvent] = []
+    reasoning = m.reasoning or m.reasoning_content
+    if reasoning:
+        out += [ReasoningStart("reasoning-0"), ReasoningDelta("reasoning-0", reasoning)]
+        out.append(ReasoningEnd("reasoning-0"))
+    if m.content:
+        out += [TextStart("text-0"), TextDelta("text-0", m.content), TextEnd("text-0")]
+    if m.refusal:
+        out += [TextStart("refusal-0"), TextDelta("refusal-0", m.refusal)]
+        out.append(TextEnd("refusal-0"))
+    calls: list[_Call] = []
+    for i, tc in enumerate(m.tool_calls or ()):
+        fn = tc.function or _Function()
+        call = _Call(tc.id or f"call_{resp.id or 'x'}_{i}", fn.name or "")
+        call.args.append(_args_text(fn.arguments))
+        calls.append(call)
+    out.extend(
+        complete_calls(
+            calls,
+            truncated_ok=choice.finish_reason == "length",
+            status=status,
+            request_id=request_id,
+        )
+    )
+    out.append(
+        ModelFinish(
+            finish_reason(choice.finish_reason, refused=bool(m.refusal)),
+            resp.usage.to_usage() if resp.usage else Usage(),
+            resp.id,
+            resp.model,
+        )
+    )
+    return out
+
+
+class OpenAIChatCodec:
+    """The Codec for `/chat/completions`."""
+
+    path = "/chat/completions"
+
+    def __init__(self, options: OpenAIChatOptions | None = None) -> None:
+        self.options = options or OpenAIChatOptions()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatCodec({self.options!r})"
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
+        # Pairing repaired and ids/names fitted to the server; events are mapped back.
+        request, names = prepare_request(request, self.options.profile)
+        body = encode_request(request, model=model, stream=stream, options=self.options)
+        if names.is_identity:
+            return Encoded(encode_body(body))
+        return Encoded(encode_body(body), lambda e: restore_event(e, names))
+
+    def stream_decoder(
+        self, encoded: Encoded, *, status: int, request_id: str | None
+    ) -> StreamDecoder:
+        return OpenAIStreamDecoder(status=status, request_id=request_id)
+
+    def decode_body(
+        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]:
+        return decode_completion(body, status=status, request_id=request_id)

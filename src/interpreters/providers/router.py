@@ -1,0 +1,283 @@
+"""Router ids (`openai/gpt-4o-mini`, `anthropic/claude-sonnet-4-5`, `ollama/qwen3`...) to
+configured providers, with keys from the usual environment variables.
+
+`provider_config` is pure (the environment is a parameter); `resolve_provider` and
+`resolve_async_provider` build the sync and async providers on top of it. A missing key
+fails here, before any request, with a message that names the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Literal
+
+import httpx
+import msgspec
+
+from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
+from interpreters.providers.codec import Codec
+from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
+from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
+from interpreters.providers.secret import Secret
+from pipeline.sanitize import ANTHROPIC, MISTRAL, OPENAI, SanitizeProfile
+
+WireFormat = Literal["openai-chat", "anthropic"]
+
+
+class ProviderConfigError(ValueError):
+    """A model id that cannot be served as configured (unknown prefix, missing key)."""
+
+
+class Route(msgspec.Struct, frozen=True):
+    """What a router prefix means."""
+
+    wire: WireFormat
+    base_url: str | None
+    """None: the caller must give one (`base_url=` or `base_url_env`)."""
+    key_env: str | None = None
+    key_required: bool = False
+    base_url_env: str | None = None
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    stream_usage: bool = True
+    profile: SanitizeProfile = OPENAI
+    """What the server accepts as tool-call ids and tool names."""
+
+
+ROUTES: Mapping[str, Route] = {
+    "openai": Route(
+        "openai-chat", "https://api.openai.com/v1", "OPENAI_API_KEY", True, "OPENAI_BASE_URL",
+        max_tokens_field="max_completion_tokens",
+    ),
+    "anthropic": Route(
+        "anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", True,
+        "ANTHROPIC_BASE_URL", profile=ANTHROPIC,
+    ),
+    "openrouter": Route(
+        "openai-chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True,
+        "OPENROUTER_BASE_URL", max_tokens_field="max_completion_tokens",
+    ),
+    "groq": Route(
+        "openai-chat", "https://api.groq.com/openai/v1", "GROQ_API_KEY", True, "GROQ_BASE_URL"
+    ),
+    # Mistral rejects fields it does not know, stream_options among them.
+    "mistral": Route(
+        "openai-chat", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", True,
+        "MISTRAL_BASE_URL", stream_usage=False, profile=MISTRAL,
+    ),
+    "ollama": Route("openai-chat", "http://localhost:11434/v1", None, False, "OLLAMA_BASE_URL"),
+    "vllm": Route("openai-chat", "http://localhost:8000/v1", "VLLM_API_KEY", False,
+                  "VLLM_BASE_URL"),
+    "openai-compatible": Route(
+        "openai-chat", None, "OPENAI_COMPATIBLE_API_KEY", False, "OPENAI_COMPATIBLE_BASE_URL"
+    ),
+}
+"""Router prefixes. `openai-compatible` (or a bare model id with a base URL) serves any
+server that speaks Chat Completions: llama.cpp, LM Studio, a proxy..."""
+
+
+class ProviderConfig(msgspec.Struct, frozen=True):
+    """Everything needed to build a provider for one router id (no connection yet)."""
+
+    model_id: str
+    model: str
+    """The model name sent on the wire (the id without its router prefix)."""
+    route: str
+    endpoint: Endpoint
+    wire: WireFormat
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    stream_usage: bool = True
+    profile: SanitizeProfile = OPENAI
+
+    def codec(self) -> Codec:
+        if self.wire == "anthropic":
+            return AnthropicCodec(
+                AnthropicOptions(option_sections=(self.route,), profile=self.profile)
+            )
+        return OpenAIChatCodec(
+            OpenAIChatOptions(
+                max_tokens_field=self.max_tokens_field,
+                stream_usage=self.stream_usage,
+                option_sections=(self.route,),
+                profile=self.profile,
+            )
+        )
+
+
+def provider_config(
+    model_id: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ProviderConfig:
+    """Parse a router id and settle its endpoint and key. Raises ProviderConfigError."""
+    env = os.environ if env is None else env
+    prefix, sep, name = model_id.partition("/")
+    if sep and name and prefix in ROUTES:
+        route_name = prefix
+    elif base_url is not None and model_id:
+        route_name, name = "openai-compatible", model_id
+    else:
+        known = ", ".join(f"{p}/" for p in ROUTES)
+        raise ProviderConfigError(
+            f"unknown model id {model_id!r}: use a router prefix ({known}) "
+            "or give a base URL for an OpenAI-compatible server"
+        )
+    route = ROUTES[route_name]
+    url = base_url or (env.get(route.base_url_env) if route.base_url_env else None)
+    url = url or route.base_url
+    if not url:
+        raise ProviderConfigError(
+            f"{route_name}/ needs a base URL: pass base_url= (the CLI's --base-url)"
+            + (f" or set {route.base_url_env}" if route.base_url_env else "")
+        )
+    key = api_key if api_key is not None else (env.get(route.key_env) if route.key_env else None)
+    if not key:
+        if route.key_required:
+            raise ProviderConfigError(
+                f"no API key for {route_name}/ models: set the {route.key_env} "
+                "environment variable or pass api_key="
+            )
+        key = None
+    try:
+        secret = Secret(key) if key else None
+    except ValueError:
+        where = "api_key=" if api_key is not None else route.key_env
+        raise ProviderConfigError(f"the API key from {where} is malformed") from None
+    return ProviderConfig(
+        model_id=model_id,
+        model=name,
+        route=route_name,
+        endpoint=Endpoint(provider=route_name, base_url=url, api_key=secret),
+        wire=route.wire,
+        max_tokens_field=route.max_tokens_field,
+        stream_usage=route.stream_usage,
+        profile=route.profile,
+    )
+
+
+def resolve_provider(
+    model_id: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    stream: bool = True,
+    timeouts: Timeouts | None = None,
+    client: httpx.Client | None = None,
+    env: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> HttpProvider:
+    """A synchronous provider for a router id. Fails before any request if misconfigured."""
+    cfg = provider_config(model_id, base_url=base_url, api_key=api_key, env=env)
+    return HttpProvider(
+        cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts, client=client, clock=clock
+    )
+
+
+def resolve_async_provider(
+    model_id: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    stream: bool = True,
+    timeouts: Timeouts | None = None,
+    client: httpx.AsyncClient | None = None,
+    env: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> AsyncHttpProvider:
+    """An asynchronous provider for a router id. Fails before any request if misconfigured."""
+    cfg = provider_config(model_id, base_url=base_url, api_key=api_key, env=env)
+    return AsyncHttpProvider(
+        cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts, client=client, clock=clock
+    )
+
+
+def _hold(api_key: str | None) -> Secret | None:
+    # Kept as a Secret so the resolver's attributes never show the key.
+    if api_key is None:
+        return None
+    try:
+        return Secret(api_key)
+    except ValueError:
+        raise ProviderConfigError("the API key from api_key= is malformed") from None
+
+
+class Resolver:
+    """A `ProviderResolver` for the sync interpreter: one provider per router id, reused,
+    all sharing one `httpx.Client` (closed by `close()`)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        stream: bool = True,
+        timeouts: Timeouts | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._kw = (base_url, _hold(api_key), stream, timeouts, env)
+        self._client: httpx.Client | None = None
+        self._providers: dict[str, HttpProvider] = {}
+
+    def __call__(self, model_id: str) -> HttpProvider:
+        p = self._providers.get(model_id)
+        if p is None:
+            base_url, api_key, stream, timeouts, env = self._kw
+            if self._client is None:
+                self._client = httpx.Client(timeout=(timeouts or Timeouts()).httpx())
+            p = resolve_provider(
+                model_id,
+                base_url=base_url,
+                api_key=api_key.reveal() if api_key else None,
+                stream=stream,
+                timeouts=timeouts, client=self._client, env=env,
+            )
+            self._providers[model_id] = p
+        return p
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self._providers.clear()
+
+
+class AsyncResolver:
+    """The `AsyncProviderResolver` counterpart of `Resolver` (closed by `aclose()`)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        stream: bool = True,
+        timeouts: Timeouts | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._kw = (base_url, _hold(api_key), stream, timeouts, env)
+        self._client: httpx.AsyncClient | None = None
+        self._providers: dict[str, AsyncHttpProvider] = {}
+
+    def __call__(self, model_id: str) -> AsyncHttpProvider:
+        p = self._providers.get(model_id)
+        if p is None:
+            base_url, api_key, stream, timeouts, env = self._kw
+            if self._client is None:
+                self._client = httpx.AsyncClient(timeout=(timeouts or Timeouts()).httpx())
+            p = resolve_async_provider(
+                model_id,
+                base_url=base_url,
+                api_key=api_key.reveal() if api_key else None,
+                stream=stream,
+                timeouts=timeouts, client=self._client, env=env,
+            )
+            self._providers[model_id] = p
+        return p
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        self._providers.clear()

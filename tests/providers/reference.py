@@ -1,0 +1,255 @@
+"""Recorded request bodies, read back into ModelRequests, and compared by meaning.
+
+The conformance tests read a recorded request body into our types (written here, apart
+from the codecs), let the provider encode it over a real socket, and check that what
+arrived means the same as what the other project sent: key order, `null` versus absent,
+a one-part text list versus a string, and argument JSON spacing do not count.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipeline.messages import (
+    FilePart,
+    Message,
+    Part,
+    ReasoningPart,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from pipeline.model import ModelRequest, ModelSettings, StructuredOutput, ToolChoice, ToolChoiceTool
+from pipeline.tools import ToolSpec
+
+Json = Any  # recorded JSON is heterogeneous by nature; this module only reads it
+
+OPENAI_KEYS = {
+    "model", "messages", "tools", "tool_choice", "response_format", "temperature", "top_p",
+    "max_tokens", "max_completion_tokens", "stop", "seed", "stream", "stream_options",
+}
+ANTHROPIC_KEYS = {
+    "model", "messages", "system", "tools", "tool_choice", "max_tokens", "temperature",
+    "top_p", "stop_sequences", "stream",
+}
+
+
+def _settings(body: dict[str, Json], max_key: str | None) -> ModelSettings:
+    stop = body.get("stop", body.get("stop_sequences"))
+    return ModelSettings(
+        temperature=body.get("temperature"),
+        max_tokens=body.get(max_key) if max_key else None,
+        top_p=body.get("top_p"),
+        stop=None if stop is None else tuple([stop] if isinstance(stop, str) else stop),
+        seed=body.get("seed"),
+    )
+
+
+def _extras(body: dict[str, Json], known: set[str], section: str) -> dict[str, Json] | None:
+    extra = {k: v for k, v in body.items() if k not in known}
+    return {section: extra} if extra else None
+
+
+# --- OpenAI Chat Completions -----------------------------------------------------------
+
+
+def _openai_user_parts(content: Json) -> tuple[Part, ...]:
+    if isinstance(content, str):
+        return (TextPart(content),)
+    parts: list[Part] = []
+    for c in content:
+        if c["type"] == "text":
+            parts.append(TextPart(c["text"]))
+        elif c["type"] == "image_url":
+            url = c["image_url"]["url"]
+            if url.startswith("data:"):
+                mt, _, data = url[5:].partition(";base64,")
+                parts.append(FilePart(mt, data))
+            else:
+                parts.append(FilePart("image/*", url, is_url=True))
+        else:
+            raise AssertionError(f"content part not modelled: {c['type']}")
+    return tuple(parts)
+
+
+def openai_request(body: dict[str, Json], route: str) -> ModelRequest:
+    system: list[SystemMessage] = []
+    messages: list[Message] = []
+    names: dict[str, str] = {}
+    for i, m in enumerate(body["messages"]):
+        mid = f"m{i}"
+        role = m["role"]
+        if role in ("system", "developer"):
+            if not messages:
+                system.append(SystemMessage(m["content"]))
+            else:
+                messages.append(Message(id=mid, role="system", parts=(TextPart(m["content"]),)))
+        elif role == "user":
+            messages.append(Message(id=mid, role="user", parts=_openai_user_parts(m["content"])))
+        elif role == "assistant":
+            parts: list[Part] = []
+            if m.get("content") is not None:
+                parts.append(TextPart(m["content"]))
+            for tc in m.get("tool_calls") or ():
+                names[tc["id"]] = tc["function"]["name"]
+                args = json.loads(tc["function"]["arguments"] or "{}")
+                parts.append(ToolCallPart(tc["id"], tc["function"]["name"], args))
+            messages.append(Message(id=mid, role="assistant", parts=tuple(parts)))
+        elif role == "tool":
+            cid = m["tool_call_id"]
+            result = ToolResultPart(cid, names.get(cid, "unknown"), m["content"])
+            messages.append(Message(id=mid, role="tool", parts=(result,)))
+    tools = tuple(
+        ToolSpec(t["function"]["name"], t["function"].get("description", ""),
+                 t["function"].get("parameters", {}))
+        for t in body.get("tools", ())
+    )
+    choice: ToolChoice = "auto"
+    tc = body.get("tool_choice")
+    if isinstance(tc, dict):
+        choice = ToolChoiceTool(tc["function"]["name"])
+    elif tc in ("auto", "none", "required"):
+        choice = tc
+    so = None
+    rf = body.get("response_format")
+    if isinstance(rf, dict) and rf.get("type") == "json_schema":
+        js = rf["json_schema"]
+        so = StructuredOutput(js["schema"], js.get("name", "output"), bool(js.get("strict")))
+    max_key = next((k for k in ("max_completion_tokens", "max_tokens") if k in body), None)
+    return ModelRequest(
+        model=f"{route}/{body['model']}",
+        system=tuple(system),
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        model_settings=_settings(body, max_key),
+        provider_options=_extras(body, OPENAI_KEYS, route),
+        structured_output=so,
+    )
+
+
+def _drop_none(v: Json) -> Json:
+    if isinstance(v, dict):
+        return {k: _drop_none(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_drop_none(x) for x in v]
+    return v
+
+
+def normalize_openai(body: dict[str, Json]) -> dict[str, Json]:
+    b: dict[str, Json] = _drop_none(json.loads(json.dumps(body)))
+    b.setdefault("stream", False)
+    for m in b["messages"]:
+        c = m.get("content")
+        if isinstance(c, list) and len(c) == 1 and c[0].get("type") == "text":
+            m["content"] = c[0]["text"]
+        for tc in m.get("tool_calls", ()):
+            tc["function"]["arguments"] = json.loads(tc["function"]["arguments"] or "{}")
+    for t in b.get("tools", ()):
+        t["function"].pop("strict", None)  # not modelled by ToolSpec
+        if not t["function"].get("description"):
+            t["function"].pop("description", None)
+    if b.get("tools"):
+        b.setdefault("tool_choice", "auto")
+    if isinstance(b.get("stop"), str):
+        b["stop"] = [b["stop"]]
+    return b
+
+
+# --- Anthropic Messages ----------------------------------------------------------------
+
+
+def _tool_result_content(c: Json) -> Json:
+    if isinstance(c, list):
+        return "".join(x.get("text", "") for x in c)
+    return c
+
+
+def anthropic_request(body: dict[str, Json], route: str = "anthropic") -> ModelRequest:
+    sys = body.get("system")
+    system = (
+        () if sys is None
+        else (SystemMessage(sys),) if isinstance(sys, str)
+        else tuple(SystemMessage(s["text"]) for s in sys)
+    )
+    messages: list[Message] = []
+    names: dict[str, str] = {}
+    for i, m in enumerate(body["messages"]):
+        content = m["content"]
+        blocks: list[dict[str, Json]] = (
+            [{"type": "text", "text": content}] if isinstance(content, str) else content
+        )
+        parts: list[Part] = []
+        results: list[Part] = []
+        for b in blocks:
+            t = b["type"]
+            if t == "text":
+                parts.append(TextPart(b["text"]))
+            elif t == "thinking":
+                parts.append(ReasoningPart(b["thinking"], signature=b["signature"]))
+            elif t == "redacted_thinking":
+                parts.append(ReasoningPart("", redacted=b["data"]))
+            elif t == "tool_use":
+                names[b["id"]] = b["name"]
+                parts.append(ToolCallPart(b["id"], b["name"], b["input"]))
+            elif t == "tool_result":
+                cid = b["tool_use_id"]
+                results.append(
+                    ToolResultPart(cid, names.get(cid, "unknown"),
+                                   _tool_result_content(b.get("content", "")),
+                                   is_error=bool(b.get("is_error")))
+                )
+            elif t == "image":
+                src = b["source"]
+                if src["type"] == "url":
+                    parts.append(FilePart("image/*", src["url"], is_url=True))
+                else:
+                    parts.append(FilePart(src["media_type"], src["data"]))
+            else:
+                raise AssertionError(f"block not modelled: {t}")
+        if results:
+            messages.append(Message(id=f"m{i}r", role="tool", parts=tuple(results)))
+        if parts:
+            messages.append(Message(id=f"m{i}", role=m["role"], parts=tuple(parts)))
+    tools = tuple(
+        ToolSpec(t["name"], t.get("description", ""), t["input_schema"])
+        for t in body.get("tools", ())
+    )
+    choice: ToolChoice = "auto"
+    tc = body.get("tool_choice")
+    if isinstance(tc, dict):
+        kinds: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
+        choice = ToolChoiceTool(tc["name"]) if tc["type"] == "tool" else kinds[tc["type"]]
+    return ModelRequest(
+        model=f"{route}/{body['model']}",
+        system=system,
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        model_settings=_settings(body, "max_tokens"),
+        provider_options=_extras(body, ANTHROPIC_KEYS, route),
+    )
+
+
+def normalize_anthropic(body: dict[str, Json]) -> dict[str, Json]:
+    b: dict[str, Json] = json.loads(json.dumps(body))
+    b.setdefault("stream", False)
+    sys = b.get("system")
+    if isinstance(sys, str):
+        b["system"] = [{"type": "text", "text": sys}]
+    for m in b["messages"]:
+        if isinstance(m["content"], str):
+            m["content"] = [{"type": "text", "text": m["content"]}]
+        for blk in m["content"]:
+            if blk.get("type") == "tool_result":
+                if not blk.get("is_error"):
+                    blk.pop("is_error", None)
+                blk["content"] = _tool_result_content(blk.get("content", ""))
+    for t in b.get("tools", ()):
+        if not t.get("description"):
+            t.pop("description", None)
+    if b.get("tools"):
+        b.setdefault("tool_choice", {"type": "auto"})
+    return b
