@@ -6,6 +6,10 @@
     while not isinstance(cmd, Finish):
         cmd = gen.send(reply_to(cmd))      # or gen.throw(exc) when carrying it out failed
 
+To cancel a run, an interpreter throws `RunCancelled(reason)` in at the pending command
+(`cmd = gen.throw(RunCancelled("timeout"))`): the loop then yields only `Publish` and
+`Finish`, so it finishes with no further I/O (see `RunCancelled`).
+
 Nothing here does I/O or reads a clock: ids come from `Ids`, time from the `clock`
 the interpreter hands in. So one agent, input and model script always give one run.
 
@@ -101,6 +105,7 @@ from pipeline.processor import (
 )
 from pipeline.result import (
     ApiFailed,
+    Cancelled,
     OutputResult,
     ProcessorFailed,
     RunError,
@@ -224,6 +229,21 @@ class _Tripped(Exception):
 class _Failed(Exception):
     def __init__(self, error: RunError) -> None:
         self.error = error
+
+
+class RunCancelled(BaseException):
+    """Thrown into the loop by an interpreter (`gen.throw`) to cancel the run.
+
+    A BaseException, like GeneratorExit, so no hook's `except Exception` swallows it.
+    The loop runs no more hooks: it finishes with status "cancelled" and a `Cancelled`
+    error; text streamed so far is kept in a message marked `incomplete` (without its
+    tool calls); every tool call of the response still without a result (tools not run
+    yet, or in flight) gets an error result, streamed as a tool-error chunk too.
+    """
+
+    def __init__(self, reason: str = "cancelled") -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class _StepContent:
@@ -407,15 +427,19 @@ class _Run:
             status_error = f.error
         except HookFailure as h:
             status_error = ProcessorFailed(h.processor_id, h.hook, h.error_type, h.message)
+        except RunCancelled as c:
+            status_error = Cancelled(c.reason)
+            self._answer_dangling_calls(c.reason)
 
         if tripwire is not None:
             self.finish_reason = "tripwire"
             self.pending.append(tripwire)
             status = "tripped"
         elif status_error is not None:
-            self.finish_reason = "error"
+            cancelled = isinstance(status_error, Cancelled)
+            self.finish_reason = "cancelled" if cancelled else "error"
             self.pending.append(ErrorChunk(type(status_error).__name__, str(status_error)))
-            status = "failed"
+            status = "cancelled" if cancelled else "failed"
         else:
             status = "finished"
         result = RunResult(
@@ -666,26 +690,58 @@ class _Run:
     ) -> Generator[LoopCommand, object, None]:
         """Run the model's stream through the stream processors until ModelFinish."""
         stream = self.h_stream
-        while True:
-            t = type(reply)
-            if t is ModelFinish:
-                assert isinstance(reply, ModelFinish)
-                content.finish = reply
-                return
-            if t is ModelFailed or t is ModelEnded:
-                self._keep_partial(content)
-                err = reply.error if isinstance(reply, ModelFailed) else None
-                msg = str(err) if err is not None else "stream ended before the model finished"
-                raise _Failed(StreamFailed(step, msg, err))
-            if self.stream_io:
-                yield from self._process_chunk_io(reply, content)  # type: ignore[arg-type]
-            elif stream:
-                self._process_chunk(reply, content)  # type: ignore[arg-type]
-            else:
-                self._deliver(reply, content)  # type: ignore[arg-type]
-            out = tuple(self.pending)
-            self.pending = []
-            reply = yield Pull(out)
+        try:
+            while True:
+                t = type(reply)
+                if t is ModelFinish:
+                    assert isinstance(reply, ModelFinish)
+                    content.finish = reply
+                    return
+                if t is ModelFailed or t is ModelEnded:
+                    self._keep_partial(content)
+                    err = reply.error if isinstance(reply, ModelFailed) else None
+                    msg = (
+                        str(err) if err is not None else "stream ended before the model finished"
+                    )
+                    raise _Failed(StreamFailed(step, msg, err))
+                if self.stream_io:
+                    yield from self._process_chunk_io(reply, content)  # type: ignore[arg-type]
+                elif stream:
+                    self._process_chunk(reply, content)  # type: ignore[arg-type]
+                else:
+                    self._deliver(reply, content)  # type: ignore[arg-type]
+                out = tuple(self.pending)
+                self.pending = []
+                reply = yield Pull(out)
+        except RunCancelled:  # cancelled mid-stream: keep what arrived, marked incomplete
+            self._keep_partial(content)
+            raise
+
+    def _answer_dangling_calls(self, reason: str) -> None:
+        """On cancel: an error result for each tool call of the response without one."""
+        response = self.ml.response
+        answered = {p.tool_call_id for m in response for p in m.tool_results()}
+        parts = tuple(
+            ToolResultPart(c.tool_call_id, c.tool_name, f"tool call cancelled: {reason}", True)
+            for m in response
+            for c in m.tool_calls()
+            if c.tool_call_id not in answered
+        )
+        if parts:
+            self.ml = self.ml.add(
+                Message(
+                    id=self.ids.next("msg"),
+                    role="tool",
+                    parts=parts,
+                    created_at=self.clock(),
+                    thread_id=self.ctx.thread_id,
+                    resource_id=self.ctx.resource_id,
+                ),
+                "response",
+            )
+            self.pending.extend(
+                ToolError(p.tool_call_id, p.tool_name, str(p.result)) for p in parts
+            )
 
     def _keep_partial(self, content: _StepContent) -> None:
         """A broken stream: keep what arrived, marked incomplete, with no tool call."""

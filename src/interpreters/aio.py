@@ -1,0 +1,477 @@
+"""The async interpreter: carries out the loop's commands on anyio (asyncio or trio).
+
+    interp = AsyncInterpreter(provider)              # anything with `astream(request)`
+    result = await interp.run(agent, "hi")           # -> RunResult
+
+    async with interp.stream(agent, "hi") as stream:  # -> AsyncRunStream
+        async for chunk in stream:
+            ...
+    stream.result
+
+Design:
+- **Pull-based.** The stream is driven by its consumer, in the consumer's task: each
+  `__anext__` carries out commands until it has a chunk to hand out. No background task,
+  no queue: a slow consumer holds the model stream at the chunk it is at (backpressure),
+  at most one model event's chunks are buffered, and nothing runs once `run` returned or
+  the stream is closed.
+- **Async hooks and tools.** A hook that returns an awaitable (`AwaitHook`) is awaited;
+  an `async def` tool is awaited. The tool calls of one step run concurrently in a task
+  group; their results go back in the order of the calls.
+- **Cancellation.** An `AbortSignal`, a per-run `timeout`, an enclosing anyio cancel
+  scope, or closing the stream early end the run at once: the interpreter throws
+  `RunCancelled` into the loop, which finishes with status "cancelled" and a
+  `Cancelled` error, keeps the text streamed so far in a message marked incomplete, and
+  gives each tool call still without a result an error result. The model stream is
+  closed. With a signal or a timeout `run` returns that result; an enclosing cancel
+  scope's cancellation is re-raised (as anyio requires) and the result stays readable on
+  the stream's `.result`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import TracebackType
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from interpreters.cancel import AbortSignal
+from interpreters.provider import AsyncProvider, AsyncProviderResolver, ProviderError
+from interpreters.sync import answer_of, provider_error
+from interpreters.trace import Trace
+from pipeline.agent import Agent
+from pipeline.chunks import Chunk, ModelEvent, ModelFinish
+from pipeline.loop import (
+    AgentLoop,
+    LoopCommand,
+    RunCancelled,
+    ToolInvocation,
+    ToolOutcome,
+    agent_loop,
+)
+from pipeline.messages import JsonObject, RunInput, to_message_list
+from pipeline.model import ApiError, ModelEnded, ModelFailed, ModelRequest
+from pipeline.processor import AskModel, RunContext
+from pipeline.result import RunResult
+
+AsyncHandler = Callable[[object], object]
+"""Carries out one kind of I/O request a generator hook yields; may return an awaitable."""
+
+CLOSE_GRACE = 5.0
+"""Seconds a model stream gets to close (shielded from cancellation) before it is left."""
+
+CANCELLED_BY_CALLER = "cancelled by the caller"
+STREAM_CLOSED = "the stream was closed before the run ended"
+
+
+class AsyncInterpreter:
+    """Runs agents on anyio against an async provider.
+
+    `provider` serves every model, or `resolve` picks one per model id. `handlers` carry
+    out I/O requests of generator hooks, by request type (a handler may be sync or
+    async); `AskModel` is built in. `sleep` waits before retrying a transient failure.
+    Sync tools run in the event loop's thread unless `tools_in_threads` (then in worker
+    threads; a cancelled run waits for such a tool to return).
+    """
+
+    def __init__(
+        self,
+        provider: AsyncProvider | None = None,
+        *,
+        resolve: AsyncProviderResolver | None = None,
+        handlers: Mapping[type, AsyncHandler] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
+        tools_in_threads: bool = False,
+    ) -> None:
+        if resolve is None:
+            if provider is None:
+                raise ValueError("give a provider or a resolve function")
+            fixed = provider
+            resolve = lambda _model: fixed  # noqa: E731
+        self._resolve = resolve
+        self._handlers = dict(handlers or {})
+        self._clock = clock
+        self._sleep = sleep
+        self._run_ids = run_ids
+        self._tools_in_threads = tools_in_threads
+
+    # --- public API ------------------------------------------------------------------------
+    async def run(
+        self,
+        agent: Agent,
+        messages: RunInput,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        values: JsonObject | None = None,
+        trace: Trace | None = None,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
+    ) -> RunResult:
+        """Run to the end and return the result (check `status`, or call `unwrap()`).
+
+        A run cancelled by `signal` or past `timeout` seconds returns with status
+        "cancelled". A cancelled enclosing scope re-raises its cancellation.
+        """
+        stream = self.stream(
+            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+            trace=trace, signal=signal, timeout=timeout,
+        )
+        async with stream:
+            async for _ in stream:
+                pass
+        return stream.result
+
+    def stream(
+        self,
+        agent: Agent,
+        messages: RunInput,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        values: JsonObject | None = None,
+        trace: Trace | None = None,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
+    ) -> AsyncRunStream:
+        """The run's chunks as an async iterator; nothing happens until it is iterated."""
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        run_id = self._run_ids()
+        ctx = RunContext(
+            run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values
+        )
+        ml = to_message_list(messages, id_prefix=run_id, created_at=self._clock())
+        loop = agent_loop(
+            agent, ml, context=ctx, clock=self._clock,
+            record=trace.record_effect if trace is not None else None,
+        )
+        return AsyncRunStream(self, loop, trace, signal, timeout)
+
+    # --- commands other than the model stream -----------------------------------------------
+    async def _carry_out(self, cmd: LoopCommand) -> object:
+        if isinstance(cmd, RunTools):
+            return await self._run_tools(cmd.calls)
+        if isinstance(cmd, AwaitHook):
+            return await cmd.awaitable
+        if isinstance(cmd, Sleep):
+            await self._sleep(cmd.seconds)
+            return None
+        if isinstance(cmd, Perform):
+            return await self._perform(cmd.request)
+        raise TypeError(f"unknown command {cmd!r}")
+
+    async def _run_tools(self, calls: tuple[ToolInvocation, ...]) -> tuple[ToolOutcome, ...]:
+        """Run the calls concurrently; the outcomes in the order of the calls."""
+        if len(calls) == 1:
+            return (await self._run_tool(calls[0]),)
+        outcomes: list[ToolOutcome | None] = [None] * len(calls)
+
+        async def one(i: int, inv: ToolInvocation) -> None:
+            outcomes[i] = await self._run_tool(inv)
+
+        async with anyio.create_task_group() as tg:
+            for i, inv in enumerate(calls):
+                tg.start_soon(one, i, inv)
+        return tuple(o for o in outcomes if o is not None)
+
+    async def _run_tool(self, inv: ToolInvocation) -> ToolOutcome:
+        """One tool call; a tool that raises becomes an error result the model sees."""
+        cid = inv.call.tool_call_id
+        if inv.error is not None or inv.tool is None or inv.kwargs is None:
+            return ToolOutcome(cid, inv.error or "tool not available", is_error=True)
+        fn, kwargs = inv.tool.fn, inv.kwargs
+        try:
+            if not inv.tool.is_async and self._tools_in_threads:
+                result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            else:
+                result = fn(**kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as e:
+            return ToolOutcome(cid, f"{type(e).__name__}: {e}", is_error=True)
+        return ToolOutcome(cid, result)
+
+    async def _perform(self, request: object) -> object:
+        if isinstance(request, AskModel):
+            events: list[ModelEvent] = []
+            stream = await _open(self._resolve(request.request.model), request.request)
+            try:
+                async for e in stream:
+                    events.append(e)
+            finally:
+                await _aclose(stream)
+            if not any(isinstance(e, ModelFinish) for e in events):
+                raise ProviderError(ApiError(status=None, message="judge stream broke"))
+            return answer_of(events)
+        handler = self._handlers.get(type(request))
+        if handler is None:
+            raise LookupError(f"no handler for I/O request {type(request).__name__}")
+        answer = handler(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
+
+
+class AsyncRunStream:
+    """The chunks of one run, pulled by the consumer; `result` once the run is over.
+
+    Use `async with` (or call `aclose()`) so that a consumer that stops early closes the
+    model stream at once: the run then ends "cancelled" with what it had so far.
+    A stream is iterated by one task at a time.
+    """
+
+    __slots__ = (
+        "_anext", "_buf", "_closed", "_cmd", "_deadline", "_delivered", "_interp",
+        "_loop", "_model", "_result", "_signal", "_timeout", "_trace",
+    )
+
+    def __init__(
+        self,
+        interp: AsyncInterpreter,
+        loop: AgentLoop,
+        trace: Trace | None,
+        signal: AbortSignal | None,
+        timeout: float | None,
+    ) -> None:
+        self._interp = interp
+        self._loop = loop
+        self._trace = trace
+        self._signal = signal
+        self._timeout = timeout
+        self._deadline: float | None = None
+        self._cmd: LoopCommand | None = None
+        """The command the loop waits on (None: not started)."""
+        self._delivered = False
+        """The pending Pull's chunks went out; its reply (the next event) is still due."""
+        self._model: AsyncIterator[ModelEvent] | None = None
+        self._anext: Callable[[], Awaitable[ModelEvent]] | None = None
+        self._buf: deque[Chunk] = deque()
+        self._result: RunResult | None = None
+        self._closed = False
+
+    # --- the async iterator ------------------------------------------------------------
+    def __aiter__(self) -> AsyncRunStream:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        buf = self._buf
+        while not buf:
+            if self._result is not None or self._closed:
+                raise StopAsyncIteration
+            await self._advance_guarded()
+        return buf.popleft()
+
+    async def __aenter__(self) -> AsyncRunStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop here: a run not over yet ends "cancelled"; the model stream is closed."""
+        if self._result is None and not self._closed:
+            await self._cancel(STREAM_CLOSED)
+        self._buf.clear()
+        self._closed = True
+
+    @property
+    def done(self) -> bool:
+        """Whether the run is over (`result` is there)."""
+        return self._result is not None
+
+    @property
+    def result(self) -> RunResult:
+        if self._result is None:
+            raise RuntimeError("the run has not finished: iterate the stream to its end")
+        return self._result
+
+    # --- driving the loop ----------------------------------------------------------------
+    async def _advance_guarded(self) -> None:
+        """`_advance`, under the run's timeout and signal; a cancellation ends the run."""
+        try:
+            if self._signal is None and self._timeout is None:
+                await self._advance()
+                return
+            if self._timeout is not None and self._deadline is None:
+                self._deadline = anyio.current_time() + self._timeout
+            reason = self._cancel_reason()
+            if reason is None:
+                signal = self._signal
+                with anyio.CancelScope(
+                    deadline=math.inf if self._deadline is None else self._deadline
+                ) as scope:
+                    if signal is not None:
+                        signal.watch(scope)
+                    try:
+                        await self._advance()
+                    finally:
+                        if signal is not None:
+                            signal.unwatch(scope)
+                if not scope.cancelled_caught:
+                    return
+                reason = self._cancel_reason() or CANCELLED_BY_CALLER
+            await self._cancel(reason)
+        except anyio.get_cancelled_exc_class():
+            # An enclosing scope was cancelled: finish the run, then let the cancellation on.
+            with anyio.CancelScope(shield=True):
+                await self._cancel(CANCELLED_BY_CALLER)
+            raise
+        except BaseException:
+            self._closed = True
+            with anyio.CancelScope(shield=True):
+                await self._close_model()
+            self._loop.close()
+            raise
+
+    def _cancel_reason(self) -> str | None:
+        if self._signal is not None and self._signal.aborted:
+            return self._signal.reason
+        if self._deadline is not None and anyio.current_time() >= self._deadline:
+            return f"timed out after {self._timeout:g} s"
+        return None
+
+    def _set(self, cmd: LoopCommand) -> LoopCommand:
+        self._cmd = cmd
+        if self._trace is not None:
+            self._trace.record_command(cmd)
+        return cmd
+
+    def _out(self, chunks: tuple[Chunk, ...]) -> None:
+        self._buf.extend(chunks)
+        if self._trace is not None:
+            self._trace.chunks.extend(chunks)
+
+    async def _advance(self) -> None:
+        """Carry out commands until there are chunks to hand out or the run is over."""
+        loop = self._loop
+        cmd = self._cmd
+        if cmd is None:
+            cmd = self._set(next(loop))
+        while True:
+            t = type(cmd)
+            if t is Pull:
+                assert isinstance(cmd, Pull)
+                if not self._delivered and cmd.publish:
+                    self._delivered = True
+                    self._out(cmd.publish)  # the next event is read on the next pull
+                    return
+                self._delivered = False
+                cmd = self._set(loop.send(await self._next_event(started=True)))
+                continue
+            if self._model is not None and t is not AwaitHook and t is not Perform:
+                await self._close_model()  # stream hooks may await or perform mid-stream
+            if t is Publish:
+                assert isinstance(cmd, Publish)
+                self._out(cmd.chunks)
+                cmd = self._set(loop.send(None))
+                if self._buf:
+                    return
+            elif t is Finish:
+                assert isinstance(cmd, Finish)
+                self._result = cmd.result
+                loop.close()
+                return
+            elif t is CallModel:
+                assert isinstance(cmd, CallModel)
+                try:
+                    model = await _open(self._interp._resolve(cmd.request.model), cmd.request)
+                except Exception as e:
+                    cmd = self._set(loop.send(ModelFailed(provider_error(e))))
+                    continue
+                self._model = model
+                self._anext = model.__anext__
+                cmd = self._set(loop.send(await self._next_event(started=False)))
+            else:
+                try:
+                    reply = await self._interp._carry_out(cmd)
+                except Exception as e:
+                    cmd = self._set(loop.throw(e))
+                else:
+                    cmd = self._set(loop.send(reply))
+
+    async def _next_event(self, *, started: bool) -> object:
+        """The open stream's next event; the stream is closed after its last one."""
+        assert self._anext is not None
+        try:
+            event = await self._anext()
+        except StopAsyncIteration:
+            await self._close_model()
+            return ModelEnded()
+        except Exception as e:
+            await self._close_model()
+            err = provider_error(e)
+            if started and err.retryable:
+                # Bytes already reached the caller: a retry would duplicate them.
+                err = msgspec.structs.replace(err, retryable=False, retry_after=None)
+            return ModelFailed(err, started=started)
+        if type(event) is ModelFinish:
+            await self._close_model()
+        return event
+
+    async def _close_model(self) -> None:
+        model = self._model
+        if model is not None:
+            self._model = self._anext = None
+            with anyio.move_on_after(CLOSE_GRACE, shield=True):
+                await _aclose(model)
+
+    async def _cancel(self, reason: str) -> None:
+        """End the run as cancelled: the loop finishes without I/O; close the model."""
+        if self._result is None and not self._closed:
+            loop = self._loop
+            cmd = self._cmd if self._cmd is not None else self._set(next(loop))
+            if isinstance(cmd, AwaitHook):  # never awaited, or its await was cancelled
+                _discard(cmd.awaitable)
+            if not isinstance(cmd, Finish):
+                try:
+                    cmd = self._set(loop.throw(RunCancelled(reason)))
+                    while isinstance(cmd, Publish):
+                        self._out(cmd.chunks)
+                        cmd = self._set(loop.send(None))
+                except (RunCancelled, StopIteration) as e:
+                    raise RuntimeError("the agent loop did not finish a cancelled run") from e
+                if not isinstance(cmd, Finish):
+                    raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
+            assert isinstance(cmd, Finish)
+            self._result = cmd.result
+            loop.close()
+        await self._close_model()
+
+
+async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    """Open a model stream; tolerates an `async def astream` that returns the iterator."""
+    stream = provider.astream(request)
+    if inspect.isawaitable(stream):
+        return await stream  # type: ignore[no-any-return]
+    return stream
+
+
+async def _aclose(stream: AsyncIterator[ModelEvent]) -> None:
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def _discard(awaitable: object) -> None:
+    close = getattr(awaitable, "close", None)  # avoid "coroutine was never awaited"
+    if close is not None:
+        close()
+
+
+__all__ = ["AbortSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]

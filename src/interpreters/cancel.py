@@ -1,0 +1,58 @@
+"""The abort signal: a handle the caller holds to cancel async runs from outside.
+
+    signal = AbortSignal()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(interp.run, agent, "hi", signal=signal))
+        ...
+        signal.abort("the user left")     # the run ends promptly, status "cancelled"
+
+One signal may be given to many runs; `abort()` cancels every one of them that is running
+and every later one at its start. Call `abort()` from the event loop's thread (from
+another thread: `anyio.from_thread.run_sync(signal.abort, reason)`).
+"""
+
+from __future__ import annotations
+
+import anyio
+
+
+class AbortSignal:
+    """Cancels the runs it is given to. Aborting twice keeps the first reason."""
+
+    __slots__ = ("_reason", "_scopes")
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._scopes: set[anyio.CancelScope] = set()
+
+    @property
+    def aborted(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        """Why it was aborted; None while it was not."""
+        return self._reason
+
+    def abort(self, reason: str = "aborted by the caller") -> None:
+        """Cancel every run this signal was given to, now and later."""
+        if self._reason is not None:
+            return
+        self._reason = reason
+        for scope in tuple(self._scopes):
+            scope.cancel()
+
+    # --- for interpreters --------------------------------------------------------------
+    def watch(self, scope: anyio.CancelScope) -> None:
+        """Cancel `scope` on abort (at once when already aborted) until `unwatch`."""
+        if self._reason is not None:
+            scope.cancel()
+        else:
+            self._scopes.add(scope)
+
+    def unwatch(self, scope: anyio.CancelScope) -> None:
+        self._scopes.discard(scope)
+
+    def __repr__(self) -> str:
+        state = f"aborted: {self._reason!r}" if self._reason is not None else "not aborted"
+        return f"AbortSignal({state})"
