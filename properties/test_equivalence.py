@@ -1,0 +1,510 @@
+"""Every interpreter runs the same agent on the same scripted model to the same run.
+
+For generated scripts (text, reasoning, data, tool calls valid and not, broken and
+unfinished streams, transient and non-retryable API errors, latency) and generated
+processor pipelines (replacements, skips, emits, state, retries with feedback, aborts in
+several hooks, an API-error recovery, a processor that crashes, a generator hook doing
+I/O through a handler and a judge model, prepare_step), these produce equal traces
+(`Trace.comparable()`: commands, processor effects, chunks), equal results and equal
+virtual end times:
+
+- the sync `Simulator`;
+- the `SyncInterpreter` wired by hand to a scripted model and a virtual clock;
+- the `AsyncInterpreter` on asyncio and on trio, wired the same way;
+- the `AsyncSimulator` on asyncio and on trio.
+
+A second property makes every hook of the same pipeline `async def`: under the async
+interpreter, on both backends, the run is the same except for the `AwaitHook` commands.
+The number of examples comes from the profile (`ci`: 300 per property, every backend
+in each example).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Mapping
+
+import anyio
+import anyio.lowlevel
+import msgspec
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
+from interpreters.aio import AsyncInterpreter
+from interpreters.simulator import (
+    Fail,
+    Say,
+    Scripted,
+    ScriptedCall,
+    ScriptedModel,
+    Simulator,
+    VirtualClock,
+    call,
+)
+from interpreters.simulator_aio import AsyncSimulator
+from interpreters.sync import SyncInterpreter
+from interpreters.trace import Trace
+from pipeline.agent import Agent
+from pipeline.chunks import DataChunk, Finish, ReasoningDelta, TextDelta
+from pipeline.messages import SystemMessage
+from pipeline.model import ModelRequest
+from pipeline.processor import (
+    ApiErrorArgs,
+    ApiErrorResult,
+    AskModel,
+    BaseProcessor,
+    FunctionProcessor,
+    HookName,
+    InputArgs,
+    InputResult,
+    InputStepArgs,
+    InputStepResult,
+    ModelAnswer,
+    OutputResultArgs,
+    OutputResultResult,
+    OutputStepArgs,
+    OutputStepResult,
+    StatefulProcessor,
+    StepChange,
+    StreamArgs,
+    StreamResult,
+    abort,
+)
+from pipeline.result import RunResult
+from pipeline.retry import RetryPolicy
+
+START = 1_700_000_000.0
+BACKENDS = ("asyncio", "trio")
+
+# --- tools --------------------------------------------------------------------------
+
+
+def echo(text: str) -> str:
+    """Echo the text."""
+    return f"echo {text}"
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def boom() -> str:
+    """Always fails."""
+    raise ValueError("boom")
+
+
+# --- processors ---------------------------------------------------------------------
+
+
+class Upper(StatefulProcessor[None]):
+    id = "upper"
+
+    def initial_state(self) -> None:
+        return None
+
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        if isinstance(args.part, TextDelta):
+            return Replace(TextDelta(args.part.id, args.part.text.upper()))
+        return Continue()
+
+
+class SkipX(StatefulProcessor[None]):
+    """Skips the text delta "x" (any case) and every reasoning delta."""
+
+    id = "skip-x"
+
+    def initial_state(self) -> None:
+        return None
+
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        p = args.part
+        if isinstance(p, ReasoningDelta) or (isinstance(p, TextDelta) and p.text.lower() == "x"):
+            return Skip()
+        return Continue()
+
+
+class Counter(StatefulProcessor[int]):
+    """Counts every chunk it sees (data chunks too) and emits the count at the finish."""
+
+    id = "counter"
+    process_data_parts = True
+
+    def initial_state(self) -> int:
+        return 0
+
+    def process_output_stream(self, args: StreamArgs[int]) -> StreamResult[int]:
+        n = args.state + 1
+        if isinstance(args.part, Finish):
+            report = DataChunk("data-count", {"n": n, "seen": len(args.stream_parts)})
+            return Out(Emit((report,)), n)
+        return Out(Continue(), n)
+
+
+class Guard(StatefulProcessor[int]):
+    """Asks the model again when the response says "bad"; counts its checks."""
+
+    id = "guard"
+
+    def initial_state(self) -> int:
+        return 0
+
+    def process_output_step(self, args: OutputStepArgs[int]) -> OutputStepResult[int]:
+        if "bad" in args.text.lower():
+            return Out(Abort(f"no bad words ({args.state})", retry=True), args.state + 1)
+        return Out(Continue(), args.state + 1)
+
+
+class Stopper(StatefulProcessor[None]):
+    """Blocks a final text that says "stop"."""
+
+    id = "stopper"
+
+    def initial_state(self) -> None:
+        return None
+
+    def process_output_result(self, args: OutputResultArgs[None]) -> OutputResultResult[None]:
+        if "stop" in args.result.text.lower():
+            abort("stopped", metadata={"steps": len(args.result.steps)})
+        return Continue()
+
+
+class InputGate(StatefulProcessor[None]):
+    """Aborts a forbidden prompt; tags the system prompt of every step."""
+
+    id = "input-gate"
+
+    def initial_state(self) -> None:
+        return None
+
+    def process_input(self, args: InputArgs[None]) -> InputResult[None]:
+        if any("forbidden" in m.text for m in args.messages):
+            return Abort("forbidden prompt")
+        return Continue()
+
+    def process_input_step(self, args: InputStepArgs[None]) -> InputStepResult[None]:
+        tag = SystemMessage(f"step {args.step_number} retry {args.retry_count}", "gate")
+        return Replace(StepChange(system_messages=(*args.system_messages, tag)))
+
+
+class ApiFix(StatefulProcessor[int]):
+    """Recovers a rejected call by trimming to the last message, at most twice."""
+
+    id = "api-fix"
+
+    def initial_state(self) -> int:
+        return 0
+
+    def process_api_error(self, args: ApiErrorArgs[int]) -> ApiErrorResult[int]:
+        if args.state >= 2:
+            return Continue()
+        trimmed = args.message_list.replace_messages(args.messages[-1:])
+        return Out(Retry(trimmed), args.state + 1)
+
+
+class Crash(StatefulProcessor[None]):
+    """Crashes on the text delta "ok" (fails the run closed)."""
+
+    id = "crash"
+
+    def initial_state(self) -> None:
+        return None
+
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        if isinstance(args.part, TextDelta) and args.part.text == "ok":
+            raise RuntimeError("crashed on ok")
+        return Continue()
+
+
+class Check(msgspec.Struct, frozen=True):
+    text: str
+
+
+class Judge(StatefulProcessor[None]):
+    """A generator hook: a handler check, then a judge model's verdict."""
+
+    id = "judge"
+
+    def initial_state(self) -> None:
+        return None
+
+    def process_output_step(
+        self, args: OutputStepArgs[None]
+    ) -> Generator[object, object, OutputStepResult[None]]:
+        fine = yield Check(args.text)
+        if not fine:
+            return Abort("handler said no", retry=True)
+        verdict = yield AskModel(ModelRequest(model="judge", system=(), messages=args.messages))
+        assert isinstance(verdict, ModelAnswer)
+        if verdict.text != "PASS":
+            return Abort(f"judge: {verdict.text}")
+        return Continue()
+
+
+def check_text(request: object) -> bool:
+    assert isinstance(request, Check)
+    return "hi" not in request.text.lower()
+
+
+def judge_script(request: ModelRequest) -> Scripted:
+    last = request.messages[-1].text if request.messages else ""
+    return Say("FAIL" if "x" in last.lower() else "PASS")
+
+
+def no_tools_late(args: InputStepArgs[None]) -> InputStepResult[None]:
+    """prepare_step: no tool calls from step 2 on."""
+    if args.step_number >= 2:
+        return Replace(StepChange(tool_choice="none"))
+    return Continue()
+
+
+INPUT: dict[str, type[BaseProcessor]] = {"input-gate": InputGate}
+OUTPUT: dict[str, type[BaseProcessor]] = {
+    "upper": Upper, "skip-x": SkipX, "counter": Counter, "guard": Guard,
+    "stopper": Stopper, "crash": Crash, "judge": Judge,
+}
+ERROR: dict[str, type[BaseProcessor]] = {"api-fix": ApiFix}
+
+
+class Pipeline(msgspec.Struct, frozen=True):
+    """A generated agent configuration (built fresh for every run)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    errors: tuple[str, ...]
+    prepare: bool
+    max_steps: int
+    max_processor_retries: int
+    max_api_error_retries: int
+    max_retries: int
+
+    def agent(self, *, make_async: bool = False) -> Agent:
+        def build(names: tuple[str, ...], table: Mapping[str, type[BaseProcessor]]) -> list[
+            BaseProcessor
+        ]:
+            procs = [table[n]() for n in names]
+            return [asyncified(p) for p in procs] if make_async else procs
+
+        return Agent.create(
+            "main",
+            instructions="be brief",
+            tools=[echo, add, boom],
+            input_processors=build(self.inputs, INPUT),
+            output_processors=build(self.outputs, OUTPUT),
+            error_processors=build(self.errors, ERROR),
+            prepare_step=no_tools_late if self.prepare else None,
+            max_steps=self.max_steps,
+            max_processor_retries=self.max_processor_retries,
+            max_api_error_retries=self.max_api_error_retries,
+            retry_policy=RetryPolicy(max_retries=self.max_retries),
+        )
+
+
+def asyncified(p: BaseProcessor) -> BaseProcessor:
+    """The same processor with every plain hook made `async def` (generator hooks stay)."""
+    hooks: dict[HookName, Callable[..., object]] = {}
+    for name, fn in p.hook_functions().items():
+        hooks[name] = fn if _is_generator_hook(fn) else _async_hook(fn)
+    return FunctionProcessor(
+        p.id, p.initial_state(), hooks, process_data_parts=p.process_data_parts
+    )
+
+
+def _is_generator_hook(fn: Callable[..., object]) -> bool:
+    import inspect
+
+    return inspect.isgeneratorfunction(fn)
+
+
+def _async_hook(fn: Callable[[object], object]) -> Callable[[object], Awaitable[object]]:
+    async def hook(args: object) -> object:
+        await anyio.lowlevel.checkpoint()
+        return fn(args)
+
+    return hook
+
+
+# --- strategies -----------------------------------------------------------------------
+
+WORDS = ("hi", "bad", "ok", "stop", "x", "sun ", "", "bad ", "ok")
+
+calls_st: st.SearchStrategy[ScriptedCall] = st.one_of(
+    st.builds(lambda t: call("echo", text=t), st.sampled_from(WORDS)),
+    st.builds(lambda a, b: call("add", a=a, b=b), st.integers(-3, 3), st.integers(-3, 3)),
+    st.just(call("add", a="one", b=2)),  # fails validation
+    st.just(call("missing")),  # unknown tool
+    st.just(call("boom")),  # raises
+)
+
+
+@st.composite
+def says(draw: st.DrawFn) -> Say:
+    broken = draw(st.sampled_from(("no",) * 6 + ("break", "unfinished")))
+    return Say(
+        text=draw(st.lists(st.sampled_from(WORDS), max_size=3)),
+        calls=draw(st.lists(calls_st, max_size=2)),
+        reasoning=draw(st.sampled_from(((), ("think",), ("a", "b")))),
+        data=draw(st.sampled_from((
+            (),
+            (DataChunk("data-note", {"k": 1}),),
+            (DataChunk("data-tmp", 2, transient=True),),
+        ))),
+        latency=draw(st.sampled_from((0.0, 1.5))),
+        chunk_latency=draw(st.sampled_from((0.0, 0.25))),
+        break_after=draw(st.integers(0, 4)) if broken == "break" else None,
+        unfinished=broken == "unfinished",
+    )
+
+
+fails = st.builds(
+    Fail,
+    status=st.sampled_from((429, 500, 503, 400, 422, None)),
+    retry_after=st.sampled_from((None, 0.5, 3.0)),
+    latency=st.sampled_from((0.0, 0.5)),
+)
+
+scripts: st.SearchStrategy[list[Scripted]] = st.lists(
+    st.one_of(says(), says(), says(), fails), min_size=1, max_size=6
+)
+
+pipelines = st.builds(
+    Pipeline,
+    inputs=st.lists(st.sampled_from(sorted(INPUT)), unique=True, max_size=1).map(tuple),
+    outputs=st.permutations(sorted(OUTPUT)).flatmap(
+        lambda order: st.integers(0, 5).map(lambda k: tuple(order[:k]))
+    ),
+    errors=st.lists(st.sampled_from(sorted(ERROR)), unique=True, max_size=1).map(tuple),
+    prepare=st.booleans(),
+    max_steps=st.integers(1, 4),
+    max_processor_retries=st.integers(0, 2),
+    max_api_error_retries=st.integers(0, 2),
+    max_retries=st.integers(0, 2),
+)
+
+prompts = st.sampled_from(("hello", "please stop", "forbidden words", "say x"))
+
+# --- the interpreters -------------------------------------------------------------------
+
+Outcome = tuple[RunResult, tuple[object, ...], float]
+
+
+def on_simulator(agent: Agent, script: list[Scripted], prompt: str) -> Outcome:
+    judge = ScriptedModel(judge_script)
+    sim = Simulator(ScriptedModel(script), models={"judge": judge}, handlers={Check: check_text},
+                    start=START)
+    run = sim.run(agent, prompt)
+    return run.result, run.trace.comparable(), run.clock
+
+
+def _wired(script: list[Scripted]) -> tuple[VirtualClock, Callable[[str], ScriptedModel]]:
+    clock = VirtualClock(START)
+    model = ScriptedModel(script, clock=clock)
+    judge = ScriptedModel(judge_script, clock=clock)
+    return clock, lambda model_id: judge if model_id == "judge" else model
+
+
+def on_sync_interpreter(agent: Agent, script: list[Scripted], prompt: str) -> Outcome:
+    clock, resolve = _wired(script)
+    interp = SyncInterpreter(resolve=resolve, handlers={Check: check_text}, clock=clock,
+                             sleep=clock.sleep, run_ids=lambda: "run1")
+    trace = Trace()
+    result = interp.run(agent, prompt, trace=trace)
+    return result, trace.comparable(), clock.now
+
+
+async def on_async_interpreter(agent: Agent, script: list[Scripted], prompt: str) -> Outcome:
+    clock, resolve = _wired(script)
+
+    async def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+
+    async def check(request: object) -> bool:  # an async handler, for good measure
+        await anyio.lowlevel.checkpoint()
+        return check_text(request)
+
+    interp = AsyncInterpreter(resolve=resolve, handlers={Check: check}, clock=clock,
+                              sleep=sleep, run_ids=lambda: "run1")
+    trace = Trace()
+    result = await interp.run(agent, prompt, trace=trace)
+    return result, trace.comparable(), clock.now
+
+
+async def on_async_simulator(agent: Agent, script: list[Scripted], prompt: str) -> Outcome:
+    sim = AsyncSimulator(ScriptedModel(script), models={"judge": ScriptedModel(judge_script)},
+                         handlers={Check: check_text}, start=START)
+    run = await sim.run(agent, prompt)
+    return run.result, run.trace.comparable(), run.clock
+
+
+def on_backend(
+    backend: str, make_agent: Callable[[], Agent], script: list[Scripted], prompt: str
+) -> list[Outcome]:
+    async def both() -> list[Outcome]:
+        return [
+            await on_async_interpreter(make_agent(), script, prompt),
+            await on_async_simulator(make_agent(), script, prompt),
+        ]
+
+    return anyio.run(both, backend=backend)
+
+
+def without_awaits(outcome: Outcome) -> Outcome:
+    """The outcome with the ("await", processor, hook) commands of async hooks left out."""
+    result, comparable, clock = outcome
+    commands, effects, chunks = comparable
+    assert isinstance(commands, tuple)
+    kept = tuple(c for c in commands if not (isinstance(c, tuple) and c[:1] == ("await",)))
+    return result, (kept, effects, chunks), clock
+
+
+def _count_commands(outcome: Outcome) -> int:
+    commands = outcome[1][0]
+    assert isinstance(commands, tuple)
+    return len(commands)
+
+
+# --- the properties ---------------------------------------------------------------------
+
+
+def _events(r: RunResult) -> None:
+    """What the examples cover (see `pytest --hypothesis-show-statistics`)."""
+    event(f"status {r.status}")
+    event(f"error {type(r.error).__name__}")
+    if r.retry_count:
+        event("processor retry")
+    if r.api_error_retry_count:
+        event("api-error retry")
+    if any(s.tool_results for s in r.steps):
+        event("tools ran")
+    if any(m.incomplete for m in r.messages.messages):
+        event("incomplete message")
+
+
+@given(pipeline=pipelines, script=scripts, prompt=prompts)
+def test_every_interpreter_gives_the_same_run(
+    pipeline: Pipeline, script: list[Scripted], prompt: str
+) -> None:
+    expected = on_simulator(pipeline.agent(), script, prompt)
+    _events(expected[0])
+    assert on_sync_interpreter(pipeline.agent(), script, prompt) == expected
+    for backend in BACKENDS:
+        for got in on_backend(backend, pipeline.agent, script, prompt):
+            assert got[0] == expected[0], backend
+            assert got[1] == expected[1], backend
+            assert got[2] == expected[2], backend
+
+
+@given(pipeline=pipelines, script=scripts, prompt=prompts)
+def test_async_hooks_change_nothing_but_the_awaits(
+    pipeline: Pipeline, script: list[Scripted], prompt: str
+) -> None:
+    expected = on_simulator(pipeline.agent(), script, prompt)
+    effects = expected[1][1]
+    assert isinstance(effects, tuple)
+    # every call of a hook made async is awaited: one per recorded effect, plus a crash
+    made_async = sum(1 for e in effects if e.processor_id not in ("judge", "prepare_step"))
+    for backend in BACKENDS:
+        for got in on_backend(backend, lambda: pipeline.agent(make_async=True), script, prompt):
+            assert without_awaits(got) == expected, backend
+            awaits = _count_commands(got) - _count_commands(without_awaits(got))
+            assert made_async <= awaits <= made_async + 1
