@@ -85,6 +85,7 @@ class ByteStreamDecoder:
         self._restore = restore
         self._status = status
         self._request_id = request_id
+        self._failure: ProviderError | None = None
 
     @property
     def done(self) -> bool:
@@ -95,11 +96,15 @@ class ByteStreamDecoder:
         return self._decoder.started
 
     def feed(self, chunk: bytes) -> list[ModelEvent]:
+        self._raise_pending()
         return self._run(self._sse.feed(chunk))
 
     def close(self) -> list[ModelEvent]:
         """The byte stream ended: flush, and fail unless the stream completed."""
+        self._raise_pending()
         out = self._run(self._sse.close())
+        if out and self._failure is not None:
+            return out  # hand these over first; the next call raises
         if not self._decoder.done:
             raise ProviderError(
                 broken_stream(
@@ -112,12 +117,33 @@ class ByteStreamDecoder:
             )
         return out
 
+    @property
+    def failure(self) -> ProviderError | None:
+        return self._failure
+
+    def check(self) -> None:
+        """Raise a failure whose preceding events were returned first (call after close)."""
+        self._raise_pending()
+
+    def _raise_pending(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
     def _run(self, events: list[SseEvent]) -> list[ModelEvent]:
         out: list[ModelEvent] = []
         for sse in events:
             if self._decoder.done:
                 break  # whatever follows the end marker is not part of the answer
-            out.extend(self._restore(e) for e in self._decoder.feed(sse))
+            try:
+                decoded = self._decoder.feed(sse)
+            except ProviderError as e:
+                # Events decoded from earlier frames of the same read are delivered
+                # first (the caller keeps partial output); the failure comes next.
+                self._failure = e
+                if not out:
+                    raise
+                return out
+            out.extend(self._restore(e) for e in decoded)
         return out
 
 

@@ -170,6 +170,11 @@ class _Exchange:
             )
         return self._decoder.close()
 
+    def check(self) -> None:
+        """Raise what broke the stream after the events before it were handed over."""
+        if self._decoder is not None:
+            self._decoder.check()
+
     def transport_error(self, exc: httpx.HTTPError) -> ProviderError:
         name = type(exc).__name__
         detail = str(exc) or name
@@ -180,6 +185,8 @@ class _Exchange:
                 ApiError(status=None, message=f"{name}: {detail}", error_type=kind,
                          retryable=True)
             )
+        if self._decoder is not None and self._decoder.failure is not None:
+            return self.scrub(self._decoder.failure)  # the first cause, not its aftermath
         if self.failed:
             # The error response itself broke off: its status still says what happened.
             return self.error(b"")
@@ -288,6 +295,7 @@ class HttpProvider(_Base):
                         if ex.done:
                             break
                     yield from ex.close()
+                    ex.check()
         except httpx.HTTPError as e:
             failure = ex.transport_error(e)
         except ProviderError as e:
@@ -351,6 +359,7 @@ class AsyncHttpProvider(_Base):
                             break
                     for event in ex.close():
                         yield event
+                    ex.check()
         except httpx.HTTPError as e:
             failure = ex.transport_error(e)
         except ProviderError as e:
