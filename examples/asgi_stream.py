@@ -1,0 +1,201 @@
+"""A streaming chat endpoint as a plain ASGI app: no framework, no extra dependency.
+
+    uvicorn examples.asgi_stream:app        # under any ASGI server (uvicorn, hypercorn...)
+    python -m examples.asgi_stream          # or one request in-process, through httpx
+
+`POST /chat` with `{"prompt": "..."}` runs the agent on the `AsyncInterpreter` and
+streams every chunk as one JSON line (`application/x-ndjson`), then a last line with
+the outcome: `{"type": "result", "status": "finished", "text": "..."}`.
+
+- **Backpressure for free**: the interpreter is pulled by the loop that sends to the
+  client, so the model is read only as fast as the client takes the response.
+- **A client that goes away cancels its run**: a task watches for `http.disconnect` and
+  aborts the run's `AbortSignal`; the model stream is closed and the run ends
+  "cancelled" with what it had (`on_result` sees it, e.g. to save the history).
+- `timeout=` bounds every run.
+
+The demo model is scripted (it echoes the prompt and calls a weather tool when asked),
+so the example runs offline; swap in a real provider's interpreter to go live. The same
+app works in FastAPI/Starlette by mounting it (`app.mount("/agent", chat_app(...))`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+
+import anyio
+import msgspec
+
+from interpreters.aio import AsyncInterpreter
+from interpreters.cancel import AbortSignal
+from interpreters.simulator import Say, ScriptedModel, call
+from pipeline.agent import Agent
+from pipeline.chunks import chunk_encoder
+from pipeline.model import ModelRequest
+from pipeline.result import RunResult
+
+Scope = MutableMapping[str, object]
+Message = MutableMapping[str, object]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class ChatRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    prompt: str
+    thread_id: str | None = None
+
+
+class ResultLine(msgspec.Struct, frozen=True, tag="result"):
+    """The last line of a response: how the run ended."""
+
+    status: str
+    text: str
+    error: str | None = None
+
+
+def chat_app(
+    agent: Agent,
+    interpreter: AsyncInterpreter,
+    *,
+    timeout: float | None = None,
+    on_result: Callable[[RunResult], object] | None = None,
+) -> ASGIApp:
+    """An ASGI app serving `POST /chat` for `agent`."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        if scope.get("path") != "/chat":
+            await _plain(send, 404, b"not found")
+            return
+        if scope.get("method") != "POST":
+            await _plain(send, 405, b"use POST")
+            return
+        try:
+            req = msgspec.json.decode(await _body(receive), type=ChatRequest)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            await _plain(send, 422, str(e).encode())
+            return
+        await send({
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/x-ndjson")],
+        })
+        signal = AbortSignal()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_disconnect, receive, signal)
+            stream = interpreter.stream(
+                agent, req.prompt, thread_id=req.thread_id, signal=signal, timeout=timeout
+            )
+            async with stream:
+                async for chunk in stream:  # ends promptly once the signal is aborted
+                    if signal.aborted:
+                        continue  # the client is gone: nothing more to send
+                    line = chunk_encoder.encode(chunk) + b"\n"
+                    await send({"type": "http.response.body", "body": line, "more_body": True})
+            result = stream.result
+            if not signal.aborted:
+                last = ResultLine(
+                    result.status, result.text, str(result.error) if result.error else None
+                )
+                await send({
+                    "type": "http.response.body",
+                    "body": msgspec.json.encode(last) + b"\n",
+                    "more_body": False,
+                })
+            tg.cancel_scope.cancel()  # stop watching: the response is over
+        if on_result is not None:
+            on_result(result)
+
+    return app
+
+
+async def _watch_disconnect(receive: Receive, signal: AbortSignal) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            signal.abort("client disconnected")
+            return
+
+
+async def _body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        body = message.get("body", b"")
+        if isinstance(body, bytes):
+            parts.append(body)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+async def _plain(send: Send, status: int, text: bytes) -> None:
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+    })
+    await send({"type": "http.response.body", "body": text, "more_body": False})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+# --- the demo agent on a scripted model ------------------------------------------------
+
+
+def weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"sunny in {city}"
+
+
+def demo_script(request: ModelRequest) -> Say:
+    """Echo the prompt word by word; look up the weather first when asked about it."""
+    prompt = next((m.text for m in request.messages if m.role == "user"), "")
+    answered = any(m.role == "tool" for m in request.messages)
+    if "weather" in prompt.lower() and not answered:
+        return Say("Let me check. ", calls=[call("weather", city="Paris")])
+    words = prompt.split() or ["..."]
+    return Say([f"{w} " for w in words] + ["(echo)"], chunk_latency=0.05)
+
+
+def demo_app(
+    *,
+    real_latency: bool = False,
+    timeout: float | None = None,
+    on_result: Callable[[RunResult], object] | None = None,
+) -> ASGIApp:
+    """The demo endpoint; `real_latency` paces the scripted model with real sleeps."""
+    model = ScriptedModel(demo_script, async_sleep=anyio.sleep if real_latency else None)
+    agent = Agent.create("demo/echo", instructions="Echo the user.", tools=[weather])
+    return chat_app(agent, AsyncInterpreter(model), timeout=timeout, on_result=on_result)
+
+
+app = demo_app(real_latency=True)
+"""For `uvicorn examples.asgi_stream:app`."""
+
+
+async def main() -> None:
+    import httpx
+
+    transport = httpx.ASGITransport(app=demo_app())
+    client = httpx.AsyncClient(transport=transport, base_url="http://demo")
+    body = {"prompt": "weather in Paris?"}
+    async with client, client.stream("POST", "/chat", json=body) as response:
+        async for line in response.aiter_lines():
+            print(line)
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,126 @@
+"""The pure-ASGI streaming endpoint of examples/asgi_stream.py, through httpx's ASGI
+transport and by calling the app directly (to disconnect mid-response)."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import httpx
+import msgspec
+import pytest
+
+from examples.asgi_stream import ASGIApp, Message, ResultLine, chat_app, demo_app, main
+from interpreters.aio import AsyncInterpreter
+from interpreters.simulator import Say
+from pipeline.agent import Agent
+from pipeline.chunks import Chunk, ErrorChunk, Finish, TextDelta, ToolResult, chunk_decoder
+from pipeline.result import Cancelled, RunResult
+from tests.conftest_aio import TrackedModel, anyio_backend  # noqa: F401
+
+pytestmark = pytest.mark.anyio
+
+
+async def _post(app: ASGIApp, body: object) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        return await client.post("/chat", json=body)
+
+
+def _parse(text: str) -> tuple[list[Chunk], ResultLine]:
+    lines = text.splitlines()
+    chunks = [chunk_decoder.decode(line) for line in lines[:-1]]
+    return chunks, msgspec.json.decode(lines[-1], type=ResultLine)
+
+
+async def test_streams_every_chunk_as_ndjson_then_the_result() -> None:
+    results: list[RunResult] = []
+    r = await _post(demo_app(on_result=results.append), {"prompt": "weather today?"})
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/x-ndjson"
+    chunks, last = _parse(r.text)
+    assert isinstance(chunks[-1], Finish)
+    assert [c.result for c in chunks if isinstance(c, ToolResult)] == ["sunny in Paris"]
+    text = "".join(c.text for c in chunks if isinstance(c, TextDelta))
+    assert text == "Let me check. weather today? (echo)"
+    assert last == ResultLine("finished", text, None)
+    assert [x.status for x in results] == ["finished"]
+
+
+async def test_errors_are_plain_http_errors() -> None:
+    app = demo_app()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        assert (await client.get("/elsewhere")).status_code == 404
+        assert (await client.get("/chat")).status_code == 405
+        bad = await client.post("/chat", json={"promt": "typo"})
+    assert bad.status_code == 422
+    assert "promt" in bad.text or "prompt" in bad.text
+
+
+async def test_a_run_past_its_timeout_ends_cancelled_in_the_stream() -> None:
+    model = TrackedModel([Say(["one ", "two ", "three"])], block=(0, 2))
+    app = chat_app(Agent.create("m"), AsyncInterpreter(model), timeout=0.05)
+    with anyio.fail_after(10):
+        r = await _post(app, {"prompt": "hi"})
+    chunks, last = _parse(r.text)
+    assert chunks[-1] == ErrorChunk("Cancelled", "run cancelled: timed out after 0.05 s")
+    assert last.status == "cancelled"
+    assert last.text == "one "
+    assert last.error is not None and "timed out" in last.error
+    assert model.closed_early == 1
+
+
+async def test_a_client_that_disconnects_cancels_its_run() -> None:
+    model = TrackedModel([Say([f"w{i} " for i in range(1000)])])
+    results: list[RunResult] = []
+    app = chat_app(Agent.create("m"), AsyncInterpreter(model), on_result=results.append)
+    gone = anyio.Event()
+    request_sent = False
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        nonlocal request_sent
+        if not request_sent:
+            request_sent = True
+            return {"type": "http.request", "body": b'{"prompt": "go"}', "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        body = message.get("body", b"")
+        if isinstance(body, bytes) and b"text-delta" in body:
+            gone.set()  # the client leaves after the first word
+        await anyio.lowlevel.checkpoint()
+
+    scope: Message = {"type": "http", "method": "POST", "path": "/chat", "headers": []}
+    with anyio.fail_after(10):
+        await app(scope, receive, send)
+    assert [r.status for r in results] == ["cancelled"]
+    assert results[0].error == Cancelled("client disconnected")
+    assert model.closed_early == 1
+    assert model.produced < 10  # stopped right away, not after the 1000 words
+    bodies = [m for m in sent if m["type"] == "http.response.body"]
+    assert len(bodies) < 10
+    assert results[0].messages.messages[-1].incomplete
+
+
+async def test_lifespan_is_acknowledged() -> None:
+    incoming: list[Message] = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    sent: list[object] = []
+
+    async def receive() -> Message:
+        return incoming.pop(0)
+
+    async def send(message: Message) -> None:
+        sent.append(message["type"])
+
+    await demo_app()({"type": "lifespan"}, receive, send)
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+async def test_the_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    await main()
+    lines = capsys.readouterr().out.splitlines()
+    assert msgspec.json.decode(lines[-1], type=ResultLine).status == "finished"
+    assert any('"tool-result"' in line for line in lines)
