@@ -29,7 +29,8 @@ class CallModel(msgspec.Struct, Generic[Req], frozen=True, tag=True):
 class Pull(msgspec.Struct, Generic[Ch], frozen=True, tag=True):
     """Deliver `publish` to the caller, then reply with the open stream's next event.
 
-    Any command other than `Pull` while a model stream is open closes that stream.
+    Any command other than `Pull` while a model stream is open closes that stream, except
+    `Perform` and `AwaitHook`: a stream hook's own I/O while it processes a chunk.
     """
 
     publish: tuple[Ch, ...]

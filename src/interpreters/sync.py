@@ -150,7 +150,9 @@ class SyncInterpreter:
                     assert model is not None
                     cmd = loop.send(_next_event(model, started=True))
                     continue
-                if model is not None:  # any other command closes the open stream
+                # Any other command closes the open stream, except a stream hook's own I/O
+                # (Perform, AwaitHook) while it processes a chunk: the stream goes on after.
+                if model is not None and t is not Perform and t is not AwaitHook:
                     _close(model)
                     model = None
                 if t is Finish:

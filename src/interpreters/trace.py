@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
 
 from effects import AwaitHook, RunTools
 from pipeline.chunks import Chunk
 from pipeline.loop import EffectRecord, LoopCommand
+
+C = TypeVar("C")
 
 
 class Trace:
@@ -33,7 +37,8 @@ class Trace:
             if e.processor_id == processor_id and (hook is None or e.hook == hook)
         ]
 
-    def commands_of(self, kind: type) -> list[LoopCommand]:
+    def commands_of(self, kind: type[C]) -> list[C]:
+        """The commands of one kind, in order: `trace.commands_of(CallModel)`."""
         return [c for c in self.commands if isinstance(c, kind)]
 
     def chunk_types(self) -> list[str]:

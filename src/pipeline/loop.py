@@ -68,7 +68,7 @@ from pipeline.chunks import (
     Usage,
 )
 from pipeline.chunks import Finish as FinishChunk
-from pipeline.hooks import Bound, HookFailure, Outcome, bind, call, check
+from pipeline.hooks import Bound, HookFailure, Outcome, bind, call, check, invoke, settle
 from pipeline.messages import (
     DataPart,
     JsonObject,
@@ -412,6 +412,7 @@ class _Run:
         )
         self.ml = messages if messages.system else messages.with_system(agent.instructions)
         self.steps: list[StepResult] = []
+        self._steps_t: tuple[StepResult, ...] = ()
         self.usage = Usage()
         self.retry_count = 0
         self.api_retry_count = 0
@@ -432,6 +433,12 @@ class _Run:
 
     def _trip(self, b: Bound, a: Abort) -> _Tripped:
         return _Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
+
+    def _steps_tuple(self) -> tuple[StepResult, ...]:
+        """The steps so far as the tuple hooks see: made once per step, not once per hook."""
+        if len(self._steps_t) != len(self.steps):
+            self._steps_t = tuple(self.steps)
+        return self._steps_t
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -476,7 +483,7 @@ class _Run:
             status=status,  # type: ignore[arg-type]
             text=_response_text(self.ml),
             messages=self.ml,
-            steps=tuple(self.steps),
+            steps=self._steps_tuple(),
             usage=self.usage,
             finish_reason=self.finish_reason,
             tripwire=tripwire,
@@ -520,12 +527,14 @@ class _Run:
             model_settings=a.model_settings,
             structured_output=a.structured_output,
         )
+        record = self.record
+        steps = self._steps_tuple()
         for b in self.h_input_step:
             args = InputStepArgs(
                 messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
-                steps=tuple(self.steps),
+                steps=steps,
                 system_messages=cfg.system,
                 model=cfg.model,
                 tool_choice=cfg.tool_choice,
@@ -538,7 +547,10 @@ class _Run:
                 retry_count=self.retry_count,
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            raw = invoke(b, args)
+            if raw.__class__ is Continue and record is None:
+                continue  # a pass-through: nothing to check, keep or record
+            eff = self._apply(b, (yield from settle(b, raw)))
             if isinstance(eff, Abort):
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
@@ -558,11 +570,16 @@ class _Run:
                 )
         return cfg
 
+    @staticmethod
+    def _step_tools(cfg: _StepConfig) -> tuple[Tool, ...]:
+        """The tools of this step: `tools` narrowed to `active_tools` when set."""
+        if cfg.active_tools is None:
+            return cfg.tools
+        active = frozenset(cfg.active_tools)
+        return tuple(t for t in cfg.tools if t.name in active)
+
     def _request(self, cfg: _StepConfig) -> ModelRequest:
-        tools = cfg.tools
-        if cfg.active_tools is not None:
-            active = frozenset(cfg.active_tools)
-            tools = tuple(t for t in tools if t.name in active)
+        tools = self._step_tools(cfg)
         return ModelRequest(
             model=cfg.model,
             system=cfg.system,
@@ -596,21 +613,29 @@ class _Run:
         before = self.ml
         self.ml = self.ml.add(response, "response") if response.parts else self.ml
         # process_output_step: may replace messages, or discard the response and retry.
+        if self.h_output_step:
+            record = self.record
+            steps = self._steps_tuple()
+            tool_calls = tuple(content.tool_calls)
+            text = content.text
         for b in self.h_output_step:
             args = OutputStepArgs(
                 messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
-                steps=tuple(self.steps),
+                steps=steps,
                 finish_reason=fin.finish_reason,
-                tool_calls=tuple(content.tool_calls),
-                text=content.text,
+                tool_calls=tool_calls,
+                text=text,
                 system_messages=cfg.system,
                 state=self.states[b.slot],
                 retry_count=self.retry_count,
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            raw = invoke(b, args)
+            if raw.__class__ is Continue and record is None:
+                continue  # a pass-through: nothing to check, keep or record
+            eff = self._apply(b, (yield from settle(b, raw)))
             if isinstance(eff, Abort):
                 if eff.retry and self.retry_count < self.agent.max_processor_retries:
                     self.retry_count += 1
@@ -634,6 +659,7 @@ class _Run:
                         }, transient=True)]
                     )
                     return None
+                self.ml = before  # a blocked response is not kept (as in output_result)
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
                 self.ml = eff.value
@@ -644,7 +670,7 @@ class _Run:
         calls = kept.tool_calls() if kept is not None else ()
         results: tuple[ToolResultPart, ...] = ()
         if calls:
-            results = yield from self._run_tools(calls, cfg.tools)
+            results = yield from self._run_tools(calls, self._step_tools(cfg))
         self.steps.append(
             StepResult(
                 step_number=step,
@@ -700,7 +726,7 @@ class _Run:
                 messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
-                steps=tuple(self.steps),
+                steps=self._steps_tuple(),
                 state=self.states[b.slot],
                 retry_count=self.api_retry_count,
                 context=self.ctx,
@@ -801,9 +827,18 @@ class _Run:
             context=self.ctx,
         )
 
-    def _stream_effect(self, b: Bound, o: Outcome, chunk: Chunk) -> Chunk | None:
-        """Apply one stream hook's outcome: the chunk to pass on, or None when skipped."""
+    def _stream_effect(
+        self, b: Bound, o: Outcome, chunk: Chunk, content: _StepContent | None
+    ) -> Chunk | None:
+        """Apply one stream hook's outcome: the chunk to pass on, or None when skipped.
+
+        Chunks a stream hook emits while a model response streams belong to that response:
+        kept in its message unless transient.
+        """
         eff = self._apply(b, o)
+        if content is not None:
+            for c in o.emit:
+                content.add(c)
         if isinstance(eff, Abort):
             raise self._trip(b, eff)
         if isinstance(eff, Skip):
@@ -846,7 +881,7 @@ class _Run:
                     "returned an awaitable or generator from a plain function; "
                     "declare the hook `async def` or as a generator function",
                 )
-            passed = self._stream_effect(b, check(b, raw), chunk)
+            passed = self._stream_effect(b, check(b, raw), chunk, content)
             if passed is None:
                 return
             chunk = passed
@@ -861,7 +896,7 @@ class _Run:
             if type(chunk) is DataChunk and not b.data_parts:
                 continue
             o = yield from call(b, self._stream_args(i, b, chunk))
-            passed = self._stream_effect(b, o, chunk)
+            passed = self._stream_effect(b, o, chunk, content)
             if passed is None:
                 return
             chunk = passed
@@ -932,7 +967,7 @@ class _Run:
                 text=_response_text(self.ml),
                 usage=self.usage,
                 finish_reason=self.finish_reason,
-                steps=tuple(self.steps),
+                steps=self._steps_tuple(),
             )
             args = OutputResultArgs(
                 messages=self.ml.response,

@@ -14,7 +14,7 @@ I/O requests (`AskModel`, or your own) and receives their answers.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Generic, Literal, NoReturn, TypeAlias, TypeVar, overload
+from typing import Any, Generic, Literal, NoReturn, TypeAlias, TypeVar, get_args, overload
 
 import msgspec
 
@@ -216,6 +216,7 @@ ALLOWED_EFFECTS: Mapping[HookName, tuple[type, ...]] = {
 
 REPLACE_PAYLOAD: Mapping[HookName, tuple[type, ...]] = {
     "process_api_error": (MessageList, type(None)),
+    "process_output_stream": get_args(Chunk),
     "process_input": (MessageList,),
     "process_input_step": (StepChange,),
     "process_output_step": (MessageList,),
