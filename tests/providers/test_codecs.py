@@ -299,6 +299,15 @@ def test_anthropic_tools_choice_settings_structured_output() -> None:
     assert none["tool_choice"] == {"type": "none"}
 
 
+def test_anthropic_default_max_tokens_leaves_room_above_a_thinking_budget() -> None:
+    def max_tokens(budget: int) -> object:
+        think = {"anthropic": {"thinking": {"type": "enabled", "budget_tokens": budget}}}
+        return body(AnthropicCodec(), req(msg("user", TextPart("hi")),
+                                          provider_options=think))["max_tokens"]
+    assert max_tokens(1024) == 4096
+    assert max_tokens(10_000) == 14_096
+
+
 def test_anthropic_files() -> None:
     b = body(AnthropicCodec(), req(msg("user", FilePart("application/pdf", "JVBE"),
                                        FilePart("image/png", "https://i/p.png", is_url=True))))

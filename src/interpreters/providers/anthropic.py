@@ -12,6 +12,7 @@ non-streaming message body into the same events.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
@@ -152,6 +153,19 @@ def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
     return messages, system
 
 
+def _default_max_tokens(request: ModelRequest, options: AnthropicOptions) -> int:
+    """The default, raised above a thinking budget (the API wants max_tokens > budget)."""
+    budget: object = None
+    for section in options.option_sections:
+        opts = (request.provider_options or {}).get(section)
+        thinking = opts.get("thinking") if isinstance(opts, Mapping) else None
+        if isinstance(thinking, Mapping):
+            budget = thinking.get("budget_tokens")
+    if isinstance(budget, int) and budget >= options.default_max_tokens:
+        return budget + options.default_max_tokens
+    return options.default_max_tokens
+
+
 def _json_tool_name(name: str) -> str:
     return name if _TOOL_NAME.match(name) else "output"
 
@@ -163,7 +177,9 @@ def encode_request(
     messages, system = _messages(request)
     s = request.model_settings
     body: JsonDict = {"model": model, "messages": messages}
-    body["max_tokens"] = s.max_tokens if s.max_tokens is not None else options.default_max_tokens
+    body["max_tokens"] = (
+        s.max_tokens if s.max_tokens is not None else _default_max_tokens(request, options)
+    )
     if system:
         body["system"] = (
             system[0] if len(system) == 1 else [{"type": "text", "text": t} for t in system]

@@ -111,7 +111,7 @@ class _Exchange:
         self._headers = headers
         self._reason = reason
         self._request_id = request_id_of(headers)
-        self.failed = status >= 400
+        self.failed = status >= 300  # redirects are not followed: a wrong base URL
         if not self.failed and "event-stream" in headers.get("content-type", ""):
             self._start_sse()
         elif not self.failed:
