@@ -9,7 +9,7 @@ import pytest
 
 from interpreters.cli import main, run_model
 from tests.providers.helpers import oa_text_stream
-from tests.providers.server import Reply, ReplayServer
+from tests.providers.server import ReplayServer, Reply
 
 SSE = (("content-type", "text/event-stream"),)
 
