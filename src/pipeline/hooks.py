@@ -73,8 +73,28 @@ def bind(
 
 def call(b: Bound, args: object) -> Generator[Yielded, object, Outcome]:
     """Call one hook and check what it returned."""
+    return (yield from settle(b, invoke(b, args)))
+
+
+def invoke(b: Bound, args: object) -> object:
+    """The first half of `call`: what `b.fn(args)` returned (a raised tripwire as Abort).
+
+    A hot path may call this, skip a plain `Continue` when nothing records effects, and
+    hand anything else to `settle`: the same as `call`, without a generator per hook.
+    """
     try:
-        raw = b.fn(args)
+        return b.fn(args)
+    except TripWire as t:
+        return Abort(t.reason, t.retry, t.metadata)
+    except HookFailure:
+        raise
+    except Exception as e:
+        raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+
+
+def settle(b: Bound, raw: object) -> Generator[Yielded, object, Outcome]:
+    """The second half of `call`: drive a generator hook, await an awaitable, check."""
+    try:
         if isinstance(raw, GeneratorType):
             raw = yield from _drive(b, raw)
         elif inspect.isawaitable(raw):
@@ -106,10 +126,15 @@ def _drive(
 
 
 _ALWAYS_OK = (Continue,)
+_CARRIES_PAYLOAD = (Replace, Retry)
+"""A tuple, not `Replace | Retry`: the union of generic classes is a typing.Union built
+anew (about a microsecond) at every check."""
 
 
 def check(b: Bound, raw: object) -> Outcome:
     """Validate a hook's return value against what its hook allows."""
+    if raw.__class__ is Continue:  # allowed from every hook, carries nothing to check
+        return Outcome(raw, None, (), False)
     if isinstance(raw, Out):
         effect, state, emit, changed = raw.effect, raw.state, raw.emit, True
     else:
@@ -126,7 +151,7 @@ def check(b: Bound, raw: object) -> Outcome:
             f"returned {type(effect).__name__}, which {b.hook} does not allow (allowed: {names})",
         )
     payload_types = REPLACE_PAYLOAD.get(b.hook)
-    if payload_types is not None and isinstance(effect, Replace | Retry):
+    if payload_types is not None and isinstance(effect, _CARRIES_PAYLOAD):
         value = effect.value
         if not isinstance(value, payload_types):
             raise HookFailure(
@@ -149,4 +174,6 @@ def check(b: Bound, raw: object) -> Outcome:
     return Outcome(effect, state, tuple(chunks), changed)
 
 
-__all__ = ["Bound", "HookFailure", "Outcome", "Skip", "bind", "call", "check"]
+__all__ = [
+    "Bound", "HookFailure", "Outcome", "Skip", "bind", "call", "check", "invoke", "settle",
+]

@@ -68,7 +68,7 @@ from pipeline.chunks import (
     Usage,
 )
 from pipeline.chunks import Finish as FinishChunk
-from pipeline.hooks import Bound, HookFailure, Outcome, bind, call, check
+from pipeline.hooks import Bound, HookFailure, Outcome, bind, call, check, invoke, settle
 from pipeline.messages import (
     DataPart,
     JsonObject,
@@ -412,6 +412,7 @@ class _Run:
         )
         self.ml = messages if messages.system else messages.with_system(agent.instructions)
         self.steps: list[StepResult] = []
+        self._steps_t: tuple[StepResult, ...] = ()
         self.usage = Usage()
         self.retry_count = 0
         self.api_retry_count = 0
@@ -432,6 +433,12 @@ class _Run:
 
     def _trip(self, b: Bound, a: Abort) -> _Tripped:
         return _Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
+
+    def _steps_tuple(self) -> tuple[StepResult, ...]:
+        """The steps so far as the tuple hooks see: made once per step, not once per hook."""
+        if len(self._steps_t) != len(self.steps):
+            self._steps_t = tuple(self.steps)
+        return self._steps_t
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -476,7 +483,7 @@ class _Run:
             status=status,  # type: ignore[arg-type]
             text=_response_text(self.ml),
             messages=self.ml,
-            steps=tuple(self.steps),
+            steps=self._steps_tuple(),
             usage=self.usage,
             finish_reason=self.finish_reason,
             tripwire=tripwire,
@@ -520,12 +527,14 @@ class _Run:
             model_settings=a.model_settings,
             structured_output=a.structured_output,
         )
+        record = self.record
+        steps = self._steps_tuple()
         for b in self.h_input_step:
             args = InputStepArgs(
                 messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
-                steps=tuple(self.steps),
+                steps=steps,
                 system_messages=cfg.system,
                 model=cfg.model,
                 tool_choice=cfg.tool_choice,
@@ -538,7 +547,10 @@ class _Run:
                 retry_count=self.retry_count,
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            raw = invoke(b, args)
+            if raw.__class__ is Continue and record is None:
+                continue  # a pass-through: nothing to check, keep or record
+            eff = self._apply(b, (yield from settle(b, raw)))
             if isinstance(eff, Abort):
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
@@ -601,21 +613,29 @@ class _Run:
         before = self.ml
         self.ml = self.ml.add(response, "response") if response.parts else self.ml
         # process_output_step: may replace messages, or discard the response and retry.
+        if self.h_output_step:
+            record = self.record
+            steps = self._steps_tuple()
+            tool_calls = tuple(content.tool_calls)
+            text = content.text
         for b in self.h_output_step:
             args = OutputStepArgs(
                 messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
-                steps=tuple(self.steps),
+                steps=steps,
                 finish_reason=fin.finish_reason,
-                tool_calls=tuple(content.tool_calls),
-                text=content.text,
+                tool_calls=tool_calls,
+                text=text,
                 system_messages=cfg.system,
                 state=self.states[b.slot],
                 retry_count=self.retry_count,
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            raw = invoke(b, args)
+            if raw.__class__ is Continue and record is None:
+                continue  # a pass-through: nothing to check, keep or record
+            eff = self._apply(b, (yield from settle(b, raw)))
             if isinstance(eff, Abort):
                 if eff.retry and self.retry_count < self.agent.max_processor_retries:
                     self.retry_count += 1
@@ -706,7 +726,7 @@ class _Run:
                 messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
-                steps=tuple(self.steps),
+                steps=self._steps_tuple(),
                 state=self.states[b.slot],
                 retry_count=self.api_retry_count,
                 context=self.ctx,
@@ -947,7 +967,7 @@ class _Run:
                 text=_response_text(self.ml),
                 usage=self.usage,
                 finish_reason=self.finish_reason,
-                steps=tuple(self.steps),
+                steps=self._steps_tuple(),
             )
             args = OutputResultArgs(
                 messages=self.ml.response,
