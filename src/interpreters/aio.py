@@ -36,7 +36,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from types import TracebackType
+from types import AsyncGeneratorType, TracebackType
 
 import anyio
 import anyio.to_thread
@@ -127,9 +127,9 @@ class AsyncInterpreter:
             agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
             trace=trace, signal=signal, timeout=timeout,
         )
-        async with stream:
-            async for _ in stream:
-                pass
+        stream._hand_out = False  # nobody reads the chunks: run straight through
+        while not stream.done:
+            await stream._advance_guarded()
         return stream.result
 
     def stream(
@@ -196,7 +196,7 @@ class AsyncInterpreter:
                 result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
             else:
                 result = fn(**kwargs)
-            if inspect.isawaitable(result):
+            if hasattr(result, "__await__"):  # an async tool, or a sync one returning one
                 result = await result
         except Exception as e:
             return ToolOutcome(cid, f"{type(e).__name__}: {e}", is_error=True)
@@ -232,8 +232,8 @@ class AsyncRunStream:
     """
 
     __slots__ = (
-        "_anext", "_buf", "_closed", "_cmd", "_deadline", "_delivered", "_interp",
-        "_loop", "_model", "_result", "_signal", "_timeout", "_trace",
+        "_anext", "_buf", "_closed", "_cmd", "_deadline", "_delivered", "_hand_out",
+        "_interp", "_loop", "_model", "_result", "_signal", "_timeout", "_trace",
     )
 
     def __init__(
@@ -259,6 +259,8 @@ class AsyncRunStream:
         self._buf: deque[Chunk] = deque()
         self._result: RunResult | None = None
         self._closed = False
+        self._hand_out = True
+        """False when `run` drives the stream: chunks go to the trace only, none wait."""
 
     # --- the async iterator ------------------------------------------------------------
     def __aiter__(self) -> AsyncRunStream:
@@ -334,8 +336,7 @@ class AsyncRunStream:
             raise
         except BaseException:
             self._closed = True
-            with anyio.CancelScope(shield=True):
-                await self._close_model()
+            await self._close_model(shield=True)
             self._loop.close()
             raise
 
@@ -353,7 +354,8 @@ class AsyncRunStream:
         return cmd
 
     def _out(self, chunks: tuple[Chunk, ...]) -> None:
-        self._buf.extend(chunks)
+        if self._hand_out:
+            self._buf.extend(chunks)
         if self._trace is not None:
             self._trace.chunks.extend(chunks)
 
@@ -367,12 +369,22 @@ class AsyncRunStream:
             t = type(cmd)
             if t is Pull:
                 assert isinstance(cmd, Pull)
-                if not self._delivered and cmd.publish:
-                    self._delivered = True
-                    self._out(cmd.publish)  # the next event is read on the next pull
-                    return
+                if cmd.publish and not self._delivered:
+                    self._out(cmd.publish)
+                    if self._hand_out:
+                        self._delivered = True  # the next event is read on the next pull
+                        return
                 self._delivered = False
-                cmd = self._set(loop.send(await self._next_event(started=True)))
+                anext = self._anext
+                assert anext is not None
+                try:  # the per-chunk path: `_next_event` inlined
+                    event: object = await anext()
+                except Exception as e:
+                    event = await self._stream_ended(e, started=True)
+                else:
+                    if type(event) is ModelFinish:
+                        await self._close_model()
+                cmd = self._set(loop.send(event))
                 continue
             if self._model is not None and t is not AwaitHook and t is not Perform:
                 await self._close_model()  # stream hooks may await or perform mid-stream
@@ -380,7 +392,7 @@ class AsyncRunStream:
                 assert isinstance(cmd, Publish)
                 self._out(cmd.chunks)
                 cmd = self._set(loop.send(None))
-                if self._buf:
+                if self._buf:  # (never when `run` drives)
                     return
             elif t is Finish:
                 assert isinstance(cmd, Finish)
@@ -409,26 +421,33 @@ class AsyncRunStream:
         """The open stream's next event; the stream is closed after its last one."""
         assert self._anext is not None
         try:
-            event = await self._anext()
-        except StopAsyncIteration:
-            await self._close_model()
-            return ModelEnded()
+            event: object = await self._anext()
         except Exception as e:
-            await self._close_model()
-            err = provider_error(e)
-            if started and err.retryable:
-                # Bytes already reached the caller: a retry would duplicate them.
-                err = msgspec.structs.replace(err, retryable=False, retry_after=None)
-            return ModelFailed(err, started=started)
+            return await self._stream_ended(e, started=started)
         if type(event) is ModelFinish:
             await self._close_model()
         return event
 
-    async def _close_model(self) -> None:
+    async def _stream_ended(self, e: Exception, *, started: bool) -> object:
+        """The reply for a model stream that ended (`e`: StopAsyncIteration) or failed."""
+        await self._close_model()
+        if isinstance(e, StopAsyncIteration):
+            return ModelEnded()
+        err = provider_error(e)
+        if started and err.retryable:
+            # Bytes already reached the caller: a retry would duplicate them.
+            err = msgspec.structs.replace(err, retryable=False, retry_after=None)
+        return ModelFailed(err, started=started)
+
+    async def _close_model(self, *, shield: bool = False) -> None:
+        """Close the open model stream; shielded (for a while) when the run is cancelled."""
         model = self._model
         if model is not None:
             self._model = self._anext = None
-            with anyio.move_on_after(CLOSE_GRACE, shield=True):
+            if shield:
+                with anyio.move_on_after(CLOSE_GRACE, shield=True):
+                    await _aclose(model)
+            else:
                 await _aclose(model)
 
     async def _cancel(self, reason: str) -> None:
@@ -451,13 +470,13 @@ class AsyncRunStream:
             assert isinstance(cmd, Finish)
             self._result = cmd.result
             loop.close()
-        await self._close_model()
+        await self._close_model(shield=True)
 
 
 async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:
     """Open a model stream; tolerates an `async def astream` that returns the iterator."""
     stream = provider.astream(request)
-    if inspect.isawaitable(stream):
+    if not isinstance(stream, AsyncGeneratorType) and inspect.isawaitable(stream):
         return await stream  # type: ignore[no-any-return]
     return stream
 

@@ -1,0 +1,134 @@
+"""W4 of ../shared/bench/WORKLOADS.md: many concurrent async runs against a slow model.
+
+    python -m bench.w4                       # 1,000 runs x 3 steps, 50 ms per model call
+    python -m bench.w4 --backend trio --runs 2000 --reps 5
+
+Each run is 3 steps on the `AsyncSimulator` with real sleeps: steps 0 and 1 call the
+tool `echo`, step 2 answers "done"; every model call sleeps 50 ms (`anyio.sleep`) before
+its first event. With perfect concurrency the whole batch takes 3 x 50 ms = 150 ms, so
+the figure is wall time / 150 ms (goal: under 1.3). A baseline does the same 3,000
+sleeps in 1,000 plain tasks. Peak RSS is the process's high-water mark
+(`resource.getrusage`), which includes the interpreter and every import (goal: under
+150 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import resource
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.simulator_aio import AsyncSimulator
+from pipeline.agent import Agent
+from pipeline.model import ModelRequest
+
+
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+def make_run(steps: int, latency: float) -> Callable[[], Awaitable[int]]:
+    """One W4 run; returns its number of steps."""
+
+    def script(request: ModelRequest) -> Say:
+        done = sum(1 for m in request.messages if m.role == "tool")
+        if done < steps - 1:
+            return Say(calls=[call("echo", text=f"step {done}")], latency=latency)
+        return Say("done", latency=latency)
+
+    model = ScriptedModel(script, async_sleep=anyio.sleep)
+    sim = AsyncSimulator(model, real_sleep=True)
+    agent = Agent.create("bench/w4", tools=[echo], max_steps=steps)
+    interp = sim.interpreter
+
+    async def one() -> int:
+        result = await interp.run(agent, "go")
+        if result.status != "finished" or result.text != "done":
+            raise AssertionError(f"run {result.status}: {result.error}")
+        return len(result.steps)
+
+    return one
+
+
+async def batch(one: Callable[[], Awaitable[int]], runs: int) -> tuple[float, float, int]:
+    """`runs` concurrent runs: (wall seconds, CPU seconds, steps done)."""
+    steps = 0
+
+    async def task() -> None:
+        nonlocal steps
+        n = await one()  # (`steps += await one()` would read `steps` before the await)
+        steps += n
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    async with anyio.create_task_group() as tg:
+        for _ in range(runs):
+            tg.start_soon(task)
+    return time.perf_counter() - t0, time.process_time() - c0, steps
+
+
+def baseline(steps: int, latency: float) -> Callable[[], Awaitable[int]]:
+    async def one() -> int:
+        for _ in range(steps):
+            await anyio.sleep(latency)
+        return steps
+
+    return one
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+async def measure(args: argparse.Namespace) -> None:
+    ideal = args.steps * args.latency
+    base = baseline(args.steps, args.latency)
+    await batch(base, 10)
+    base_times = [(await batch(base, args.runs))[0] for _ in range(args.reps)]
+
+    one = make_run(args.steps, args.latency)
+    await one()  # warm up: lazy imports, caches
+    gc.collect()
+    rss_before = peak_rss_mib()
+    times: list[float] = []
+    cpu: list[float] = []
+    for _ in range(args.reps):
+        wall, cpu_s, steps = await batch(one, args.runs)
+        if steps != args.runs * args.steps:
+            raise AssertionError(f"{steps} steps, expected {args.runs * args.steps}")
+        times.append(wall)
+        cpu.append(cpu_s)
+        one = make_run(args.steps, args.latency)  # a fresh model: its request log is per rep
+
+    print(f"W4 on {args.backend}: {args.runs} concurrent runs x {args.steps} steps, "
+          f"{args.latency * 1e3:g} ms per model call; ideal {ideal * 1e3:g} ms")
+    print(f"  baseline (plain sleeps): wall / ideal min {min(base_times) / ideal:.3f}, "
+          f"median {statistics.median(base_times) / ideal:.3f}")
+    print(f"  AsyncInterpreter.run:    wall / ideal min {min(times) / ideal:.3f}, "
+          f"median {statistics.median(times) / ideal:.3f}  "
+          f"(goal < 1.3; {statistics.median(times) / args.runs * 1e6:.0f} us wall per run)")
+    print(f"  CPU per run {min(cpu) / args.runs * 1e6:.0f} us (min): the batch cannot take "
+          f"less than {min(cpu) / ideal:.2f} x ideal on one core")
+    print(f"  peak RSS {peak_rss_mib():.1f} MiB (after imports and warm-up "
+          f"{rss_before:.1f} MiB; goal < 150 MB)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
+    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    anyio.run(measure, args, backend=args.backend)
+
+
+if __name__ == "__main__":
+    main()
