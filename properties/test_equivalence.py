@@ -3,10 +3,10 @@
 For generated scripts (text, reasoning, data, tool calls valid and not, broken and
 unfinished streams, transient and non-retryable API errors, latency) and generated
 processor pipelines (replacements, skips, emits, state, retries with feedback, aborts in
-several hooks, an API-error recovery, a processor that crashes, a generator hook doing
-I/O through a handler and a judge model, prepare_step), these produce equal traces
-(`Trace.comparable()`: commands, processor effects, chunks), equal results and equal
-virtual end times:
+several hooks, an API-error recovery, a processor that crashes, generator hooks doing
+I/O through a handler (mid-stream too) and a judge model, prepare_step), these produce
+equal traces (`Trace.comparable()`: commands, processor effects, chunks), equal results
+and equal virtual end times:
 
 - the sync `Simulator`;
 - the `SyncInterpreter` wired by hand to a scripted model and a virtual clock;
@@ -241,6 +241,25 @@ class Judge(StatefulProcessor[None]):
         return Continue()
 
 
+class Censor(StatefulProcessor[None]):
+    """A generator stream hook: asks the handler about each text delta, mid-stream."""
+
+    id = "censor"
+
+    def initial_state(self) -> None:
+        return None
+
+    def process_output_stream(
+        self, args: StreamArgs[None]
+    ) -> Generator[object, object, StreamResult[None]]:
+        part = args.part
+        if isinstance(part, TextDelta):
+            fine = yield Check(part.text)
+            if not fine:
+                return Replace(TextDelta(part.id, "[censored]"))
+        return Continue()
+
+
 def check_text(request: object) -> bool:
     assert isinstance(request, Check)
     return "hi" not in request.text.lower()
@@ -261,7 +280,7 @@ def no_tools_late(args: InputStepArgs[None]) -> InputStepResult[None]:
 INPUT: dict[str, type[BaseProcessor]] = {"input-gate": InputGate}
 OUTPUT: dict[str, type[BaseProcessor]] = {
     "upper": Upper, "skip-x": SkipX, "counter": Counter, "guard": Guard,
-    "stopper": Stopper, "crash": Crash, "judge": Judge,
+    "stopper": Stopper, "crash": Crash, "judge": Judge, "censor": Censor,
 }
 ERROR: dict[str, type[BaseProcessor]] = {"api-fix": ApiFix}
 
@@ -502,7 +521,8 @@ def test_async_hooks_change_nothing_but_the_awaits(
     effects = expected[1][1]
     assert isinstance(effects, tuple)
     # every call of a hook made async is awaited: one per recorded effect, plus a crash
-    made_async = sum(1 for e in effects if e.processor_id not in ("judge", "prepare_step"))
+    generators = ("judge", "censor", "prepare_step")  # hooks that stay as they are
+    made_async = sum(1 for e in effects if e.processor_id not in generators)
     for backend in BACKENDS:
         for got in on_backend(backend, lambda: pipeline.agent(make_async=True), script, prompt):
             assert without_awaits(got) == expected, backend

@@ -224,8 +224,10 @@ async def test_enclosing_cancel_scope_cancels_run_and_its_tools() -> None:
 
     tools = WaitsForever()
     tools.started = anyio.Event()
-    agent = Agent.create("m", tools=[make_tool(tools.stuck, name="stuck")])
-    model = ScriptedModel([Say(calls=[call("stuck", x=1)])])
+    agent = Agent.create(
+        "m", tools=[make_tool(tools.quick, name="quick"), make_tool(tools.stuck, name="stuck")]
+    )
+    model = ScriptedModel([Say(calls=[call("quick", x=0), call("stuck", x=1)])])
     finished = False
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -235,7 +237,7 @@ async def test_enclosing_cancel_scope_cancels_run_and_its_tools() -> None:
                 finished = True
     assert scope.cancelled_caught
     assert not finished
-    assert tools.log == ["stuck cleaned up"]
+    assert tools.log == ["quick done", "stuck cleaned up"]
 
 
 async def test_closing_the_stream_early_cancels_the_run_and_closes_the_model() -> None:
