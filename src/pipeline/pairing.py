@@ -1,0 +1,277 @@
+"""Tool calls and their results, kept together in what is sent to a provider.
+
+Every provider rejects a history in which a tool call has no result, a result has no
+call, or a result is not in the tool messages right after its call's message (OpenAI:
+"An assistant message with 'tool_calls' must be followed by tool messages..."; Anthropic:
+"tool_use ids were found without tool_result blocks immediately after"). Processors trim,
+cancel and summarise histories, so the shape is restored before every request, and
+history trimming asks `cut_points` where it may cut.
+
+**Paired** (`is_paired`) means: tool calls are only in assistant messages and their ids
+are unique; every call has exactly one result with its id and every result has a call;
+and each result is in a tool message in the unbroken run of tool messages directly
+after its call's message.
+
+**The repair policy** (`repair_pairing`), parts taken in order (message, then part):
+
+1. A tool call outside an assistant message is dropped (no provider can encode it).
+2. Results are matched to calls with the same id. A result goes to a call before it
+   that has no result yet: the closest such message, the first such call in it. A
+   result with no call before it goes, after that, to the first call still without a
+   result. A result left over is dropped: an *orphan* when no call has its id, else a
+   *duplicate* (so of two results after a call, the first is kept).
+3. A call id that repeats (some servers number calls ``call_0`` per response or send
+   empty ids) is kept by its first call; each later call with it, and its result, get
+   a fresh id ``{id}_{n}`` (n = 2, 3, ..., skipping ids in use).
+4. A matched result not in the tool run right after its call's message (placed before
+   the call, in a non-tool message, or after another message) is moved; a call with no
+   result gets a synthetic error result (`MISSING_RESULT`, ``is_error=True``). Both go,
+   in call order, into one new tool message at the end of that tool run (id
+   ``{call message id}:results``, made unique).
+5. Everything else keeps its order; a message left with no parts is dropped (messages
+   that came in empty stay).
+
+The result is paired; a paired history comes back unchanged, so repair is idempotent.
+It runs in linear time.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+import msgspec
+
+from pipeline.messages import Message, Part, ToolCallPart, ToolResultPart
+
+__all__ = ["MISSING_RESULT", "cut_points", "is_paired", "repair_pairing"]
+
+MISSING_RESULT = (
+    "Error: this tool call has no result (the run was interrupted or the history was "
+    "trimmed before the tool finished)."
+)
+"""Content of the synthetic error result given to a call that has none."""
+
+_Pos = tuple[int, int]
+"""(message index, part index)."""
+
+
+def _run_ends(messages: tuple[Message, ...]) -> list[int]:
+    """ends[i]: the last index of the run of tool messages right after i (i if none)."""
+    ends = list(range(len(messages)))
+    for i in range(len(messages) - 2, -1, -1):
+        if messages[i + 1].role == "tool":
+            ends[i] = ends[i + 1]
+    return ends
+
+
+def _in_run(call_msg: int, result_msg: int, messages: tuple[Message, ...], ends: list[int]) -> bool:
+    return messages[result_msg].role == "tool" and call_msg < result_msg <= ends[call_msg]
+
+
+def is_paired(messages: tuple[Message, ...]) -> bool:
+    """Whether `messages` is paired (see the module docstring); linear time."""
+    calls: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                if m.role != "assistant" or p.tool_call_id in calls:
+                    return False
+                calls[p.tool_call_id] = i
+    ends = _run_ends(messages)
+    answered: set[str] = set()
+    for t, m in enumerate(messages):
+        for p in m.parts:
+            if isinstance(p, ToolResultPart):
+                c = calls.get(p.tool_call_id)
+                if c is None or p.tool_call_id in answered or not _in_run(c, t, messages, ends):
+                    return False
+                answered.add(p.tool_call_id)
+    return len(answered) == len(calls)
+
+
+class _Call:
+    """One tool call in an assistant message, as repair sees it."""
+
+    __slots__ = ("in_place", "msg", "new_id", "part", "result", "result_msg")
+
+    def __init__(self, msg: int, part: ToolCallPart) -> None:
+        self.msg = msg
+        self.part = part
+        self.new_id = part.tool_call_id
+        self.result: ToolResultPart | None = None
+        self.result_msg = -1
+        self.in_place = False
+
+
+def _match(
+    messages: tuple[Message, ...],
+) -> tuple[dict[_Pos, _Call], dict[_Pos, _Call]]:
+    """Policy steps 1-2: the kept calls and the matched results, by position."""
+    calls: dict[_Pos, _Call] = {}
+    by_id: dict[str, list[_Call]] = {}
+    # per id, calls before the scan point without a result, grouped by message (closest last)
+    open_: dict[str, list[deque[_Call]]] = {}
+    deferred: list[tuple[_Pos, ToolResultPart]] = []
+    answers: dict[_Pos, _Call] = {}
+    for i, m in enumerate(messages):
+        for j, p in enumerate(m.parts):
+            if isinstance(p, ToolCallPart) and m.role == "assistant":
+                call = _Call(i, p)
+                calls[(i, j)] = call
+                by_id.setdefault(p.tool_call_id, []).append(call)
+                groups = open_.setdefault(p.tool_call_id, [])
+                if groups and groups[-1][0].msg == i:
+                    groups[-1].append(call)
+                else:
+                    groups.append(deque((call,)))
+            elif isinstance(p, ToolResultPart):
+                rid = p.tool_call_id
+                if rid not in by_id:
+                    deferred.append(((i, j), p))
+                elif groups := open_[rid]:
+                    call = groups[-1].popleft()
+                    if not groups[-1]:
+                        groups.pop()
+                    call.result, call.result_msg = p, i
+                    answers[(i, j)] = call
+                # else: every earlier call with this id is answered: a duplicate
+    # results before every call with their id: to the first call still unanswered
+    cursor: dict[str, int] = {}
+    for pos, p in deferred:
+        same = by_id.get(p.tool_call_id, [])
+        k = cursor.get(p.tool_call_id, 0)
+        while k < len(same) and same[k].result is not None:
+            k += 1
+        cursor[p.tool_call_id] = k
+        if k < len(same):
+            same[k].result, same[k].result_msg = p, pos[0]
+            answers[pos] = same[k]
+    return calls, answers
+
+
+def _fresh_ids(messages: tuple[Message, ...], calls: Iterable[_Call]) -> None:
+    """Policy step 3: later calls with a repeated id get `{id}_{n}`."""
+    used = {
+        p.tool_call_id
+        for m in messages
+        for p in m.parts
+        if isinstance(p, ToolCallPart | ToolResultPart)
+    }
+    count: dict[str, int] = {}
+    for call in calls:
+        old = call.part.tool_call_id
+        n = count.get(old, 0) + 1
+        count[old] = n
+        if n == 1:
+            continue
+        while f"{old}_{n}" in used:
+            n += 1
+        call.new_id = f"{old}_{n}"
+        used.add(call.new_id)
+
+
+def _unique_message_id(base: str, taken: set[str]) -> str:
+    mid, n = base, 1
+    while mid in taken:
+        n += 1
+        mid = f"{base}-{n}"
+    taken.add(mid)
+    return mid
+
+
+def repair_pairing(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """`messages` made paired by the policy in the module docstring; idempotent."""
+    if not any(isinstance(p, ToolCallPart | ToolResultPart) for m in messages for p in m.parts):
+        return messages
+    calls, answers = _match(messages)
+    _fresh_ids(messages, calls.values())
+    ends = _run_ends(messages)
+    # per tool-run end: the call message whose run it is, and the results to add there
+    inserts: dict[int, tuple[int, list[ToolResultPart]]] = {}
+    for call in calls.values():
+        r = call.result
+        if r is not None and _in_run(call.msg, call.result_msg, messages, ends):
+            call.in_place = True
+            continue
+        if r is None:
+            r = ToolResultPart(
+                call.part.tool_call_id, call.part.tool_name, MISSING_RESULT, is_error=True
+            )
+        inserts.setdefault(ends[call.msg], (call.msg, []))[1].append(_renamed(r, call.new_id))
+
+    msg_ids = {m.id for m in messages}
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        parts: list[Part] = []
+        for j, p in enumerate(m.parts):
+            if isinstance(p, ToolCallPart):
+                kept = calls.get((i, j))
+                if kept is not None:
+                    parts.append(_renamed(p, kept.new_id))
+            elif isinstance(p, ToolResultPart):
+                owner = answers.get((i, j))
+                if owner is not None and owner.in_place:
+                    parts.append(_renamed(p, owner.new_id))
+            else:
+                parts.append(p)
+        if parts or not m.parts:
+            out.append(m if _same(parts, m.parts) else m.with_parts(parts))
+        if i in inserts:
+            # one run ends here, so these come from one call message
+            src_i, results = inserts[i]
+            src = messages[src_i]
+            out.append(
+                Message(
+                    id=_unique_message_id(f"{src.id}:results", msg_ids),
+                    role="tool",
+                    parts=tuple(results),
+                    created_at=src.created_at,
+                    thread_id=src.thread_id,
+                    resource_id=src.resource_id,
+                )
+            )
+    # nothing changed: hand back the same tuple (the common case for every request)
+    return messages if _same(out, messages) else tuple(out)
+
+
+_P = TypeVar("_P", ToolCallPart, ToolResultPart)
+
+
+def _renamed(p: _P, new_id: str) -> _P:
+    return p if p.tool_call_id == new_id else msgspec.structs.replace(p, tool_call_id=new_id)
+
+
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def cut_points(messages: tuple[Message, ...]) -> tuple[int, ...]:
+    """Indices i (0..len, ascending) where `messages[:i]` / `messages[i:]` separates no
+    tool call or result from another part with the same id.
+
+    On a paired history these are exactly the i where both halves are paired, so a
+    trimmer that keeps `messages[i:]` never sends half a tool exchange. On an unpaired
+    one the answer is conservative; repair first for the most cut points.
+    """
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        for p in m.parts:
+            if isinstance(p, ToolCallPart | ToolResultPart):
+                first.setdefault(p.tool_call_id, i)
+                last[p.tool_call_id] = i
+    # +1 at first+1, -1 at last+1: cut i is blocked while some span is open
+    delta = [0] * (len(messages) + 2)
+    for k, f in first.items():
+        if last[k] > f:
+            delta[f + 1] += 1
+            delta[last[k] + 1] -= 1
+    out: list[int] = []
+    open_spans = 0
+    for i in range(len(messages) + 1):
+        open_spans += delta[i]
+        if open_spans == 0:
+            out.append(i)
+    return tuple(out)
