@@ -405,11 +405,14 @@ class _Run:
         )
         # Every chunk each stream processor has seen (its stream_parts), append-only.
         self.seen: list[list[Chunk]] = [[] for _ in self.h_stream]
+        # While every stream hook has seen the very same chunks (none was skipped, replaced
+        # or held back from a later one), they share one list, so one view per chunk and,
+        # for equal states, one args value; the first divergence splits it (`_unshare`).
+        self.shared: list[Chunk] | None = [] if self.h_stream and not self.stream_io else None
         # What the per-chunk hot path needs of each stream hook, unpacked once.
-        self.stream_plan = tuple(
-            (b, b.fn, seen, b.slot, b.data_parts)
-            for b, seen in zip(self.h_stream, self.seen, strict=True)
-        )
+        self.stream_plan = tuple((b, b.fn, b.slot, b.data_parts) for b in self.h_stream)
+        self.data_all = all(b.data_parts for b in self.h_stream)
+        self.data_any = any(b.data_parts for b in self.h_stream)
         self.ml = messages if messages.system else messages.with_system(agent.instructions)
         self.steps: list[StepResult] = []
         self._steps_t: tuple[StepResult, ...] = ()
@@ -855,14 +858,85 @@ class _Run:
     def _process_chunk(self, chunk: Chunk, content: _StepContent | None) -> None:
         """One chunk through every stream processor: the per-chunk hot path.
 
-        Used when every stream hook is a plain function; a pass-through Continue costs
-        one args value, one O(1) view and one call.
+        Used when every stream hook is a plain function. While the hooks share what they
+        have seen, a pass-through Continue costs one call: the view of the shared list and
+        the args value (for hooks whose states are the same object) are made once.
         """
+        shared = self.shared
+        if shared is None:
+            self._walk(chunk, content, 0)
+            return
+        if type(chunk) is DataChunk and not self.data_all:
+            if not self.data_any:  # no stream hook sees data chunks: it passes as it is
+                self._deliver(chunk, content)
+                return
+            self._unshare(0, appended=False)  # some hooks see it, some do not
+            self._walk(chunk, content, 0)
+            return
+        shared.append(chunk)
+        view = _view(shared, len(shared))
         ml, ctx, states, record = self.ml, self.ctx, self.states, self.record
+        plan = self.stream_plan
+        args: StreamArgs[object] | None = None
+        last_state: object = None
+        for i, (b, fn, slot, _) in enumerate(plan):
+            state = states[slot]
+            if args is None or state is not last_state:
+                args = StreamArgs(
+                    part=chunk, stream_parts=view, state=state, message_list=ml, context=ctx
+                )
+                last_state = state
+            try:
+                raw = fn(args)
+            except TripWire as t:
+                raw = Abort(t.reason, t.retry, t.metadata)
+            except Exception as e:
+                raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+            if raw.__class__ is Continue and record is None:
+                continue
+            _refuse_io(b, raw)
+            passed = self._stream_effect(b, check(b, raw), chunk, content)
+            if passed is chunk:
+                continue
+            if i + 1 < len(plan):  # the later hooks see something else (or nothing)
+                self._unshare(i + 1, appended=True)
+                if passed is not None:
+                    self._walk(passed, content, i + 1)
+                return
+            if passed is None:
+                return
+            chunk = passed
+        self._deliver(chunk, content)
+
+    def _unshare(self, upto: int, *, appended: bool) -> None:
+        """Give each stream hook its own list of what it has seen, from the shared one.
+
+        Hooks before `upto` have seen all of the shared list; when `appended`, the others
+        have not seen its last chunk (skipped or replaced before it reached them). Views
+        already handed out stay valid: nothing is ever removed from a list.
+        """
+        shared = self.shared
+        assert shared is not None
+        lists: list[list[Chunk]] = []
+        for k in range(len(self.stream_plan)):
+            full = k < upto or not appended
+            if k == 0 and full:
+                lists.append(shared)
+            else:
+                lists.append(shared[:] if full else shared[:-1])
+        self.seen = lists
+        self.shared = None
+
+    def _walk(self, chunk: Chunk, content: _StepContent | None, start: int) -> None:
+        """`_process_chunk` from hook `start` on, each hook with its own list."""
+        ml, ctx, states, record, lists = self.ml, self.ctx, self.states, self.record, self.seen
+        plan = self.stream_plan
         is_data = type(chunk) is DataChunk
-        for b, fn, seen, slot, data_parts in self.stream_plan:
+        for i in range(start, len(plan)):
+            b, fn, slot, data_parts = plan[i]
             if is_data and not data_parts:
                 continue
+            seen = lists[i]
             seen.append(chunk)
             try:
                 raw = fn(StreamArgs(
@@ -875,12 +949,7 @@ class _Run:
                 raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
             if raw.__class__ is Continue and record is None:
                 continue
-            if isinstance(raw, GeneratorType) or inspect.isawaitable(raw):
-                raise HookFailure(
-                    b.processor_id, b.hook, "InvalidEffect",
-                    "returned an awaitable or generator from a plain function; "
-                    "declare the hook `async def` or as a generator function",
-                )
+            _refuse_io(b, raw)
             passed = self._stream_effect(b, check(b, raw), chunk, content)
             if passed is None:
                 return
@@ -987,6 +1056,16 @@ class _Run:
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
                 self.ml = eff.value
+
+
+def _refuse_io(b: Bound, raw: object) -> None:
+    """A plain stream hook that returned an awaitable or a generator is a processor error."""
+    if isinstance(raw, GeneratorType) or inspect.isawaitable(raw):
+        raise HookFailure(
+            b.processor_id, b.hook, "InvalidEffect",
+            "returned an awaitable or generator from a plain function; "
+            "declare the hook `async def` or as a generator function",
+        )
 
 
 def _or(new: _T | None, old: _T) -> _T:
