@@ -7,6 +7,7 @@
     python -m bench.run --workload W3      # one workload (W1, W2, W3, W4 or growth)
     python -m bench.run --quick            # smoke test with tiny sizes (not for reporting)
     python -m bench.run --gc-off           # diagnostic: cyclic GC off while timing
+    python -m bench.run --timer cpu        # W1-W3 in process CPU time (a shared machine)
 
 Each interpreter's W1-W3 and growth cases run in one subprocess (baseline and framework
 share it), W4 in one subprocess per system, next to a baseline process doing the same
@@ -294,6 +295,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="smoke test, tiny sizes")
     ap.add_argument("--reps", type=int, help="timed repetitions (default 5)")
     ap.add_argument("--gc-off", action="store_true", help="cyclic GC off while timing")
+    ap.add_argument("--timer", choices=("wall", "cpu"), default="wall",
+                    help="W1-W3: wall clock (default, as peers.py) or process CPU time")
     ap.add_argument("--child", choices=tuple(SYSTEMS.values()), help=argparse.SUPPRESS)
     ap.add_argument("--w4-child", choices=W4_SYSTEMS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -301,12 +304,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.reps:
         p.reps = args.reps
     p.gc_off = args.gc_off
+    p.timer = args.timer  # W4 children are never passed --timer: they measure wall time
     workloads = [args.workload] if args.workload else list(WORKLOADS)
     passthrough = [
         *(["--quick"] if args.quick else []),
         *(["--gc-off"] if args.gc_off else []),
         *(["--reps", str(args.reps)] if args.reps else []),
     ]
+    w123_args = ["--timer", args.timer] if args.timer != "wall" else []
 
     if args.child:
         w = [x for x in workloads if x != "W4"]
@@ -330,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[{system}] {', '.join(cases)}", file=sys.stderr, flush=True)
             out = spawn(["--child", system,
                          *(["--workload", args.workload] if args.workload else []),
-                         *passthrough])
+                         *passthrough, *w123_args])
             rows += out.get("rows", [{"system": system, "workload": ",".join(cases),
                                       "variant": "", "error": out.get("error")}])
     rows += ratios(rows, p)

@@ -121,6 +121,9 @@ class Params:
     growth_w1: tuple[int, ...] = GROWTH_W1
     growth_w2: tuple[int, ...] = GROWTH_W2
     gc_off: bool = False
+    timer: str = "wall"
+    """"wall" (time.perf_counter, as peers.py) or "cpu" (time.process_time: this process's
+    CPU time, steadier on a machine other jobs share; not for W4, which waits on sleeps)."""
 
     @classmethod
     def quick(cls) -> Params:
@@ -164,15 +167,16 @@ async def time_reps(
     """Run `fn` warm-up + timed times; the timed wall times (s) and the last check's count."""
     times: list[float] = []
     done = 0
+    clock = time.process_time if params.timer == "cpu" else time.perf_counter
     for i in range(params.warmup + params.reps):
         gc.collect()
         if params.gc_off:
             gc.disable()
-        t0 = time.perf_counter()
+        t0 = clock()
         try:
             await fn()
         finally:
-            dt = time.perf_counter() - t0
+            dt = clock() - t0
             gc.enable()
         if check is not None:
             done = check()
