@@ -23,7 +23,7 @@ process_output_result. See DESIGN.md for the contract.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from types import GeneratorType
 from typing import TypeVar, cast, overload
 
@@ -113,7 +113,7 @@ from pipeline.result import (
     StepResult,
     StreamFailed,
 )
-from pipeline.tools import Tool
+from pipeline.tools import Tool, ToolSpec
 
 _T = TypeVar("_T")
 
@@ -274,7 +274,7 @@ class RunCancelled(BaseException):
 class _StepContent:
     """What one model response has delivered so far (after the stream processors)."""
 
-    __slots__ = ("finish", "parts", "reasoning", "texts", "tool_calls")
+    __slots__ = ("finish", "parts", "reasoning", "sources", "texts", "tool_calls")
 
     def __init__(self) -> None:
         # Parts in arrival order; text/reasoning accumulate in lists joined at the end.
@@ -282,6 +282,7 @@ class _StepContent:
         self.texts: dict[str, list[str]] = {}
         self.reasoning: dict[str, tuple[int, list[str]]] = {}
         self.tool_calls: list[ToolCallPart] = []
+        self.sources = 0
         self.finish: ModelFinish | None = None
 
     def add(self, c: Chunk) -> None:
@@ -311,6 +312,7 @@ class _StepContent:
         elif t is SourceChunk:
             assert isinstance(c, SourceChunk)
             self.parts.append(SourcePart(c.source_id, c.url, c.title))
+            self.sources += 1
         elif t is DataChunk:
             assert isinstance(c, DataChunk)
             if not c.transient:
@@ -337,6 +339,8 @@ class _StepContent:
 
     @property
     def reasoning_text(self) -> str:
+        if not self.reasoning:
+            return ""
         return "".join("".join(buf) for _, buf in self.reasoning.values())
 
 
@@ -416,6 +420,11 @@ class _Run:
         self.ml = messages if messages.system else messages.with_system(agent.instructions)
         self.steps: list[StepResult] = []
         self._steps_t: tuple[StepResult, ...] = ()
+        # Made from the step's tools, kept while the step's tools are the same tuple.
+        self._specs_of: tuple[Tool, ...] | None = None
+        self._specs: tuple[ToolSpec, ...] = ()
+        self._by_name_of: tuple[Tool, ...] | None = None
+        self._by_name: dict[str, Tool] = {}
         self.usage = Usage()
         self.retry_count = 0
         self.api_retry_count = 0
@@ -531,7 +540,7 @@ class _Run:
             structured_output=a.structured_output,
         )
         record = self.record
-        steps = self._steps_tuple()
+        steps = self._steps_tuple() if self.h_input_step else ()
         for b in self.h_input_step:
             args = InputStepArgs(
                 messages=self.ml.messages,
@@ -583,11 +592,13 @@ class _Run:
 
     def _request(self, cfg: _StepConfig) -> ModelRequest:
         tools = self._step_tools(cfg)
+        if tools is not self._specs_of:  # the same tools step after step: specs made once
+            self._specs_of, self._specs = tools, tuple(t.spec for t in tools)
         return ModelRequest(
             model=cfg.model,
             system=cfg.system,
             messages=self.ml.messages,
-            tools=tuple(t.spec for t in tools),
+            tools=self._specs,
             tool_choice=cfg.tool_choice,
             model_settings=cfg.model_settings,
             provider_options=cfg.provider_options,
@@ -669,8 +680,13 @@ class _Run:
         self.usage = self.usage + fin.usage
         self.finish_reason = fin.finish_reason
         # Tools run for the calls still present in the (possibly replaced) response.
-        kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
-        calls = kept.tool_calls() if kept is not None else ()
+        msgs = self.ml.messages
+        if msgs and msgs[-1] is response:  # still as the model sent it
+            kept: Message | None = response
+            calls = tuple(content.tool_calls)
+        else:
+            kept = next((m for m in reversed(msgs) if m.id == response_id), None)
+            calls = kept.tool_calls() if kept is not None else ()
         results: tuple[ToolResultPart, ...] = ()
         if calls:
             results = yield from self._run_tools(calls, self._step_tools(cfg))
@@ -682,7 +698,10 @@ class _Run:
                 reasoning=content.reasoning_text,
                 tool_calls=calls,
                 tool_results=results,
-                sources=tuple(p for p in response.parts if isinstance(p, SourcePart)),
+                sources=(
+                    tuple(p for p in response.parts if isinstance(p, SourcePart))
+                    if content.sources else ()
+                ),
                 finish_reason=fin.finish_reason,
                 usage=fin.usage,
             )
@@ -971,20 +990,31 @@ class _Run:
             chunk = passed
         self._deliver(chunk, content)
 
-    def _stream_through(self, chunks: list[Chunk]) -> Generator[LoopCommand, object, None]:
-        """Loop-made chunks (step start/finish, tool results, finish) through the processors."""
-        for c in chunks:
-            if self.stream_io:
-                yield from self._process_chunk_io(c, None)
-            elif self.h_stream:
+    def _stream_through(self, chunks: list[Chunk]) -> Iterable[LoopCommand]:
+        """Loop-made chunks (step start/finish, tool results, finish) through the processors.
+
+        Use as `yield from`. Only stream hooks that may do I/O need a generator; otherwise
+        the chunks go through at once (before the `yield from`) and nothing is yielded.
+        """
+        if self.stream_io:
+            return self._stream_through_io(chunks)
+        if self.h_stream:
+            for c in chunks:
                 self._process_chunk(c, None)
-            else:
-                self.pending.append(c)
+        else:
+            self.pending.extend(chunks)
+        return ()
+
+    def _stream_through_io(self, chunks: list[Chunk]) -> Generator[LoopCommand, object, None]:
+        for c in chunks:
+            yield from self._process_chunk_io(c, None)
 
     def _run_tools(
         self, calls: tuple[ToolCallPart, ...], tools: tuple[Tool, ...]
     ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
-        by_name = {t.name: t for t in tools}
+        if tools is not self._by_name_of:
+            self._by_name_of, self._by_name = tools, {t.name: t for t in tools}
+        by_name = self._by_name
         invocations: list[ToolInvocation] = []
         for c in calls:
             t = by_name.get(c.tool_name)

@@ -42,7 +42,7 @@ class Tool(msgspec.Struct, frozen=True):
         if self.args_type is None:
             return dict(args)
         st = msgspec.convert(dict(args), self.args_type, strict=False)
-        return {f: getattr(st, f) for f in self.args_type.__struct_fields__}
+        return msgspec.structs.asdict(st)
 
     @staticmethod
     def define(name: str, description: str, parameters: JsonObject, fn: ToolFn) -> Tool:
