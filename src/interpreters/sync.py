@@ -148,7 +148,13 @@ class SyncInterpreter:
                             trace.chunks.append(c)
                         yield c
                     assert model is not None
-                    cmd = loop.send(_next_event(model, started=True))
+                    try:  # the per-chunk path: `_next_event` inlined
+                        event: object = next(model)
+                    except StopIteration:
+                        event = ModelEnded()
+                    except Exception as e:
+                        event = _failed(e, started=True)
+                    cmd = loop.send(event)
                     continue
                 # Any other command closes the open stream, except a stream hook's own I/O
                 # (Perform, AwaitHook) while it processes a chunk: the stream goes on after.
@@ -223,26 +229,34 @@ class RunStream:
 
     def __init__(self, gen: Generator[Chunk, None, RunResult]) -> None:
         self._gen = gen
-        self._result: RunResult | None = None
+        self._box: list[RunResult] = []
+        # Iterating hands out this generator itself: no Python-level __next__ per chunk.
+        # It keeps the result in a box, not on self, so no cycle delays closing on drop.
+        self._chunks = _capture(gen, self._box)
 
     def __iter__(self) -> Iterator[Chunk]:
-        return self
+        return self._chunks
 
     def __next__(self) -> Chunk:
-        try:
-            return next(self._gen)
-        except StopIteration as stop:
-            self._result = stop.value
-            raise
+        return next(self._chunks)
 
     def close(self) -> None:
+        self._chunks.close()
         self._gen.close()
 
     @property
     def result(self) -> RunResult:
-        if self._result is None:
+        if not self._box:
             raise RuntimeError("the run has not finished: iterate the stream to its end")
-        return self._result
+        return self._box[0]
+
+
+def _capture(
+    gen: Generator[Chunk, None, RunResult], box: list[RunResult]
+) -> Generator[Chunk, None, RunResult]:
+    result = yield from gen
+    box.append(result)
+    return result
 
 
 def refuse_async(agent: Agent) -> None:
@@ -261,14 +275,19 @@ def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
     except StopIteration:
         return ModelEnded()
     except Exception as e:
-        err = provider_error(e)
-        if started and err.retryable:
-            # Bytes already reached the caller: a retry would duplicate them.
-            err = ApiError(
-                status=err.status, message=err.message, error_type=err.error_type,
-                code=err.code, request_id=err.request_id, retryable=False, body=err.body,
-            )
-        return ModelFailed(err, started=started)
+        return _failed(e, started=started)
+
+
+def _failed(e: Exception, *, started: bool) -> ModelFailed:
+    """The reply for a model stream that raised `e`."""
+    err = provider_error(e)
+    if started and err.retryable:
+        # Bytes already reached the caller: a retry would duplicate them.
+        err = ApiError(
+            status=err.status, message=err.message, error_type=err.error_type,
+            code=err.code, request_id=err.request_id, retryable=False, body=err.body,
+        )
+    return ModelFailed(err, started=started)
 
 
 def _close(model: Iterator[ModelEvent]) -> None:

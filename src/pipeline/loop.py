@@ -768,6 +768,7 @@ class _Run:
     ) -> Generator[LoopCommand, object, None]:
         """Run the model's stream through the stream processors until ModelFinish."""
         stream = self.h_stream
+        io = self.stream_io
         try:
             while True:
                 t = type(reply)
@@ -782,10 +783,14 @@ class _Run:
                         str(err) if err is not None else "stream ended before the model finished"
                     )
                     raise _Failed(StreamFailed(step, msg, err))
-                if self.stream_io:
+                if io:
                     yield from self._process_chunk_io(reply, content)  # type: ignore[arg-type]
                 elif stream:
                     self._process_chunk(reply, content)  # type: ignore[arg-type]
+                elif not self.pending:  # no stream hooks, nothing else to hand out first
+                    content.add(reply)  # type: ignore[arg-type]
+                    reply = yield Pull((reply,))  # type: ignore[arg-type]
+                    continue
                 else:
                     self._deliver(reply, content)  # type: ignore[arg-type]
                 out = tuple(self.pending)
