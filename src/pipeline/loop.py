@@ -1108,10 +1108,23 @@ def _or(new: _T | None, old: _T) -> _T:
 
 
 def _response_text(ml: MessageList) -> str:
-    return "".join(
-        m.text for m, s in zip(ml.messages, ml.sources, strict=True)
-        if s == "response" and m.role == "assistant"
-    )
+    """The text of the response's assistant messages, in order.
+
+    Counting the response messages is a C-level scan; they are then looked for from the
+    end, where the loop adds them, so a long prior history costs next to nothing.
+    """
+    msgs, sources = ml.messages, ml.sources
+    left = sources.count("response")
+    texts: list[str] = []
+    i = len(sources)
+    while left:
+        i -= 1
+        if sources[i] == "response":
+            left -= 1
+            m = msgs[i]
+            if m.role == "assistant":
+                texts.append(m.text)
+    return "".join(reversed(texts))
 
 
 def _check_outcomes(reply: object, calls: tuple[ToolCallPart, ...]) -> tuple[ToolOutcome, ...]:
