@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from hypothesis import given, note
 from hypothesis import strategies as st
 
@@ -137,6 +138,56 @@ def test_each_call_keeps_the_result_the_policy_names(h: tuple[Message, ...]) -> 
             assert got == ToolResultPart(c.tool_call_id, c.tool_name, MISSING_RESULT, True)
 
 
+def _policy_matches(h: tuple[Message, ...]) -> list[ToolResultPart | None]:
+    """The policy's result for each kept call (in order), computed the slow way."""
+    calls: list[tuple[tuple[int, int], ToolCallPart]] = []
+    answer: dict[int, ToolResultPart] = {}  # index into calls -> its result
+    deferred: list[ToolResultPart] = []
+    for i, m in enumerate(h):
+        for j, p in enumerate(m.parts):
+            if isinstance(p, ToolCallPart) and m.role == "assistant":
+                calls.append(((i, j), p))
+            elif isinstance(p, ToolResultPart):
+                earlier = [k for k, (_, c) in enumerate(calls) if c.tool_call_id == p.tool_call_id]
+                if not earlier:
+                    deferred.append(p)
+                    continue
+                open_ = [k for k in earlier if k not in answer]
+                if open_:
+                    # the closest message with an unanswered call, its first such call
+                    closest = max(calls[k][0][0] for k in open_)
+                    answer[min(k for k in open_ if calls[k][0][0] == closest)] = p
+    for p in deferred:
+        for k, (_, c) in enumerate(calls):
+            if c.tool_call_id == p.tool_call_id and k not in answer:
+                answer[k] = p
+                break
+    return [answer.get(k) for k in range(len(calls))]
+
+
+@given(histories)
+def test_results_meet_the_calls_the_policy_names_even_with_repeated_ids(
+    h: tuple[Message, ...],
+) -> None:
+    """Against a slow reference of the policy: a result answers an unanswered call with
+    its id before it (closest message first, then the first call in it); one with no
+    call before it answers the first call left unanswered; the rest are dropped; calls
+    with no result get the synthetic error. Holds for repeated ids too."""
+    _show("input", h)
+    r = repair_pairing(h)
+    _show("repaired", r)
+    results = _results_by_id(r)
+    for expected, before, after in zip(
+        _policy_matches(h), _kept_calls(h), _kept_calls(r), strict=True
+    ):
+        want = (
+            ToolResultPart(after.tool_call_id, before.tool_name, MISSING_RESULT, True)
+            if expected is None
+            else msgspec.structs.replace(expected, tool_call_id=after.tool_call_id)
+        )
+        assert results[after.tool_call_id] == want
+
+
 @given(histories)
 def test_results_after_repair_come_from_the_input_or_are_synthetic(
     h: tuple[Message, ...],
@@ -200,3 +251,29 @@ def test_trimming_at_a_cut_point_needs_no_repair(
     _show("repaired", r)
     i = data.draw(st.sampled_from(cut_points(r)), label="cut")
     assert repair_pairing(r[i:]) == r[i:]
+
+
+@given(well_formed(reuse_ids=False, shuffle=False), st.sampled_from(("", "call_0")))
+def test_calls_that_all_share_one_id_still_get_their_own_results(
+    h: tuple[Message, ...], same: str
+) -> None:
+    """When a server gives every call the same id (or none), a paired history whose
+    results come in call order keeps each result with its own call: ids are made
+    unique and nothing is dropped or synthesized."""
+    blank = tuple(
+        x.with_parts(
+            msgspec.structs.replace(p, tool_call_id=same)
+            if isinstance(p, ToolCallPart | ToolResultPart)
+            else p
+            for p in x.parts
+        )
+        for x in h
+    )
+    _show("input", blank)
+    r = repair_pairing(blank)
+    _show("repaired", r)
+    results = _results_by_id(r)
+    calls = _kept_calls(r)
+    assert len(calls) == len(_kept_calls(h))
+    for c in calls:
+        assert results[c.tool_call_id].result == f"r:{c.args['id']}"

@@ -69,10 +69,13 @@ def raw_histories(draw: st.DrawFn) -> tuple[Message, ...]:
 
 
 @st.composite
-def well_formed(draw: st.DrawFn, *, reuse_ids: bool | None = None) -> tuple[Message, ...]:
+def well_formed(
+    draw: st.DrawFn, *, reuse_ids: bool | None = None, shuffle: bool = True
+) -> tuple[Message, ...]:
     """A paired conversation: user turns, assistant calls, their results in one or
-    more tool messages (in any order), answers. With `reuse_ids` the calls of every
-    turn are numbered ``call_0...`` like some servers do (ids repeat across turns)."""
+    more tool messages (in any order unless not `shuffle`), answers. With `reuse_ids`
+    the calls of every turn are numbered ``call_0...`` like some servers do (ids repeat
+    across turns). A call's args and its result's value both name its id."""
     reuse = draw(st.booleans()) if reuse_ids is None else reuse_ids
     out: list[Message] = []
     fresh = 0
@@ -88,10 +91,15 @@ def well_formed(draw: st.DrawFn, *, reuse_ids: bool | None = None) -> tuple[Mess
             names = [draw(st.sampled_from(NAMES)) for _ in ids]
             mid = f"a{turn}.{step}"
             out.append(
-                msg(mid, "assistant", *(call(i, n) for i, n in zip(ids, names, strict=True)))
+                msg(
+                    mid,
+                    "assistant",
+                    *(ToolCallPart(i, n, {"id": i}) for i, n in zip(ids, names, strict=True)),
+                )
             )
             results = [result(i, f"r:{i}", n) for i, n in zip(ids, names, strict=True)]
-            results = draw(st.permutations(results))
+            if shuffle:
+                results = draw(st.permutations(results))
             if draw(st.booleans()):
                 out.append(msg(f"t{turn}.{step}", "tool", *results))
             else:
