@@ -320,14 +320,19 @@ class _StepContent:
 
     def message_parts(self, *, complete: bool) -> tuple[Part, ...]:
         """The assistant message's parts; a broken stream keeps no tool call."""
-        reasoning_at = {idx: "".join(buf) for idx, buf in self.reasoning.values()}
+        reasoning_at = (
+            {idx: "".join(buf) for idx, buf in self.reasoning.values()} if self.reasoning else {}
+        )
         out: list[Part] = []
         for i, p in enumerate(self.parts):
+            # Exact types (this class made every part): `type(p) is` costs less than a
+            # failing isinstance against a Struct class (its metaclass is asked).
             if isinstance(p, list):
                 out.append(TextPart("".join(p)))
-            elif isinstance(p, ReasoningPart):
+            elif type(p) is ReasoningPart:
+                assert isinstance(p, ReasoningPart)
                 out.append(ReasoningPart(reasoning_at[i], p.signature, p.redacted))
-            elif isinstance(p, ToolCallPart) and not complete:
+            elif type(p) is ToolCallPart and not complete:
                 continue
             else:
                 out.append(p)
@@ -335,7 +340,8 @@ class _StepContent:
 
     @property
     def text(self) -> str:
-        return "".join("".join(p) for p in self.parts if isinstance(p, list))
+        # `texts` holds the same buffers as `parts`, in the same (arrival) order.
+        return "".join("".join(buf) for buf in self.texts.values()) if self.texts else ""
 
     @property
     def reasoning_text(self) -> str:
