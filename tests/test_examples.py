@@ -17,8 +17,8 @@ from pipeline import (
     Message,
     MessageList,
     ReasoningPart,
-    TextPart,
     TextDelta,
+    TextPart,
     Tripwire,
     user,
 )
@@ -60,11 +60,11 @@ def test_reasoning_transformer_rewrites_reasoning_before_the_next_call() -> None
     agent = Agent.create("m", tools=[lookup], input_processors=[ReasoningTransformer()])
     run = Simulator(model).run(agent, "go")
     second = model.requests[1].messages
-    assistant = [m for m in second if m.role == "assistant"][0]
+    assistant = next(m for m in second if m.role == "assistant")
     assert assistant.parts[0] == TextPart("<thinking>think hard</thinking>")
     assert not any(isinstance(p, ReasoningPart) for m in second for p in m.parts)
     # The change persists in the history, as input-step message changes do.
-    kept = [m for m in run.result.messages.messages if m.role == "assistant"][0]
+    kept = next(m for m in run.result.messages.messages if m.role == "assistant")
     assert kept.parts[0] == TextPart("<thinking>think hard</thinking>")
     assert run.result.steps[0].reasoning == "think hard"
 

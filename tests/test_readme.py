@@ -17,6 +17,6 @@ def test_readme_tour_runs_and_its_asserts_hold() -> None:
     assert len(blocks) >= 3
     ns: dict[str, object] = {"__name__": "readme"}
     for block in blocks:
-        exec(compile(block, str(README), "exec"), ns)  # noqa: S102 - our own README
+        exec(compile(block, str(README), "exec"), ns)
     run = ns["run"]
     assert getattr(run, "result").status == "finished"  # noqa: B009
