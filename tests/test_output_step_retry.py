@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from effects import Abort, Continue, Replace
 from interpreters.simulator import Say, call
-from pipeline.chunks import DataChunk, StepFinish, StepStart
+from pipeline.chunks import DataChunk, StepFinish, StepStart, Usage
 from pipeline.messages import Message, MessageList, TextPart
 from pipeline.processor import (
     InputStepArgs,
@@ -349,3 +349,15 @@ def test_output_step_args_describe_the_step() -> None:
     assert [s.content for s in a.system_messages] == ["sys"]
     assert (b.step_number, b.finish_reason, b.text, b.tool_calls) == (1, "stop", "done", ())
     assert len(b.steps) == 1 and isinstance(b.message_list, MessageList)
+
+
+def test_total_usage_counts_every_response_the_model_sent_also_discarded_ones() -> None:
+    guard = RejectBad()
+    ran = simulate(
+        make_agent(output_processors=[guard]),
+        [Say("bad", usage=Usage(5, 1)), Say("good", usage=Usage(7, 2))],
+    )
+    r = ran.result
+    assert r.status == "finished"
+    assert [s.usage for s in r.steps] == [Usage(7, 2)]  # the kept step only
+    assert r.usage == Usage(12, 3)  # but both responses were billed

@@ -423,6 +423,8 @@ class _Run:
         self.stream_plan = tuple((b, b.fn, b.slot, b.data_parts) for b in self.h_stream)
         self.data_all = all(b.data_parts for b in self.h_stream)
         self.data_any = any(b.data_parts for b in self.h_stream)
+        # An input with its own system messages (say, a previous run's result.messages,
+        # which already holds the instructions) keeps them; otherwise the agent's apply.
         self.ml = messages if messages.system else messages.with_system(agent.instructions)
         self.steps: list[StepResult] = []
         self._steps_t: tuple[StepResult, ...] = ()
@@ -621,6 +623,8 @@ class _Run:
         yield from self._consume(step, content, first_reply)
         fin = content.finish
         assert fin is not None
+        # Every response the model sent was billed, also one a processor discards.
+        self.usage = self.usage + fin.usage
         response_id = self.ids.next("msg")
         response = Message(
             id=response_id,
@@ -683,7 +687,6 @@ class _Run:
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
                 self.ml = eff.value
-        self.usage = self.usage + fin.usage
         self.finish_reason = fin.finish_reason
         # Tools run for the calls still present in the (possibly replaced) response.
         msgs = self.ml.messages
