@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from effects import Replace
-from interpreters.simulator import Say, call
-from pipeline.chunks import ToolError, ToolResult
+from interpreters.simulator import Say, ScriptedCall, call
+from pipeline.chunks import ToolCall, ToolError, ToolResult
 from pipeline.messages import Message, ToolResultPart
 from pipeline.processor import StepChange, processor
-from pipeline.tools import Tool, tool
+from pipeline.tools import Tool, make_tool, tool
 from tests.conftest import make_agent, simulate
 
 executed: list[tuple[str, object]] = []
@@ -189,3 +189,26 @@ def test_results_with_many_calls_keep_the_order_of_the_calls() -> None:
     assert [(r.tool_call_id, r.result) for r in _results(ran.messages)] == [
         (f"c{i}", 2 * i) for i in range(5)
     ]
+
+
+def test_calls_with_empty_or_repeated_ids_in_one_response_get_distinct_ids() -> None:
+    seen: list[str] = []
+
+    def echo(text: str) -> str:
+        """Echo."""
+        seen.append(text)
+        return text
+
+    calls = [ScriptedCall("echo", {"text": t}, tool_call_id=i)
+             for t, i in (("a", "call_0"), ("b", "call_0"), ("c", ""))]
+    ran = simulate(make_agent(tools=[make_tool(echo)]), [Say(calls=calls), Say("done")])
+    r = ran.result
+    assert r.status == "finished"
+    step = r.steps[0]
+    ids = [c.tool_call_id for c in step.tool_calls]
+    assert ids[0] == "call_0" and len(set(ids)) == 3 and all(ids)
+    # Each result answers its own call, and the stream shows the same ids.
+    assert [(p.tool_call_id, p.result) for p in step.tool_results] == list(zip(ids, "abc"))
+    streamed = [c.tool_call_id for c in ran.run.trace.chunks if isinstance(c, ToolCall)]
+    results = [c.tool_call_id for c in ran.run.trace.chunks if isinstance(c, ToolResult)]
+    assert streamed == ids == results

@@ -792,6 +792,8 @@ class _Run:
                         str(err) if err is not None else "stream ended before the model finished"
                     )
                     raise _Failed(StreamFailed(step, msg, err))
+                if t is ToolCall:
+                    reply = self._unique_call(reply, content)  # type: ignore[arg-type]
                 if io:
                     yield from self._process_chunk_io(reply, content)  # type: ignore[arg-type]
                 elif stream:
@@ -808,6 +810,14 @@ class _Run:
         except RunCancelled:  # cancelled mid-stream: keep what arrived, marked incomplete
             self._keep_partial(content)
             raise
+
+    def _unique_call(self, call: ToolCall, content: _StepContent) -> ToolCall:
+        """A call with an empty id, or one this response already used, gets a fresh id:
+        results are matched to calls by id (some servers send `call_0` for every call)."""
+        cid = call.tool_call_id
+        if cid and all(c.tool_call_id != cid for c in content.tool_calls):
+            return call
+        return ToolCall(self.ids.next("call"), call.tool_name, call.args)
 
     def _answer_dangling_calls(self, reason: str) -> None:
         """On cancel: an error result for each tool call of the response without one."""
