@@ -208,7 +208,8 @@ def test_calls_with_empty_or_repeated_ids_in_one_response_get_distinct_ids() -> 
     ids = [c.tool_call_id for c in step.tool_calls]
     assert ids[0] == "call_0" and len(set(ids)) == 3 and all(ids)
     # Each result answers its own call, and the stream shows the same ids.
-    assert [(p.tool_call_id, p.result) for p in step.tool_results] == list(zip(ids, "abc", strict=True))
+    answered = [(p.tool_call_id, p.result) for p in step.tool_results]
+    assert answered == list(zip(ids, "abc", strict=True))
     streamed = [c.tool_call_id for c in ran.run.trace.chunks if isinstance(c, ToolCall)]
     results = [c.tool_call_id for c in ran.run.trace.chunks if isinstance(c, ToolResult)]
     assert streamed == ids == results
