@@ -165,7 +165,9 @@ def test_lowercase_leaves_other_parts_alone() -> None:
     from pipeline import InputArgs, RunContext
 
     ml = MessageList.of([m])
-    eff = out(InputArgs(messages=ml.messages, system_messages=(), message_list=ml, state=None,
-                        retry_count=0, context=RunContext(run_id="r")))
+    args = InputArgs(system_messages=(), message_list=ml, state=None, retry_count=0,
+                     context=RunContext(run_id="r"))
+    assert args.messages == ml.messages  # derived from message_list
+    eff = out(args)
     assert isinstance(eff, Replace)
     assert eff.value.messages[0].parts == (TextPart("abc"), ReasoningPart("KEEP"))

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import msgspec
 import pytest
 
@@ -175,3 +181,89 @@ def test_to_message_list_normalizes_run_input() -> None:
     assert to_message_list([one, msg("u2")], id_prefix="p").sources == ("input", "input")
     ml = MessageList.of([one], source="memory")
     assert to_message_list(ml, id_prefix="p") is ml
+
+
+# --- structure sharing: `add` views a shared log; none of it may show -------------------
+
+
+def test_lists_made_by_add_equal_lists_made_whole() -> None:
+    a, b, c = msg("a"), msg("b"), msg("c")
+    grown = MessageList.of([a], system=["s"]).add(b, "response").add([c], "memory")
+    whole = MessageList((a, b, c), ("input", "response", "memory"), (SystemMessage("s"),))
+    assert grown == whole and hash(grown) == hash(whole) and repr(grown) == repr(whole)
+    assert type(grown.messages) is tuple and type(grown.sources) is tuple
+    assert grown.messages is grown.messages  # made once, then kept
+    assert len(grown) == 3 and grown.all[1] is b
+
+
+def test_adding_to_an_older_list_leaves_the_newer_ones_alone() -> None:
+    base = MessageList.of([msg("a")]).add(msg("b"))
+    left = base.add(msg("l1"), "response").add(msg("l2"))
+    right = base.add(msg("r1"), "memory")  # a branch: base's log already goes on
+    again = base.add(msg("r1"), "memory")
+    assert [m.id for m in base.all] == ["a", "b"]
+    assert [m.id for m in left.all] == ["a", "b", "l1", "l2"]
+    assert left.sources == ("input", "input", "response", "input")
+    assert [m.id for m in right.all] == ["a", "b", "r1"] and right == again
+    assert [m.id for m in right.add(msg("r2")).all] == ["a", "b", "r1", "r2"]
+    assert [m.id for m in left.all] == ["a", "b", "l1", "l2"]
+    assert base.with_system(["x"]).add(msg("w")).sources == ("input",) * 3
+    assert [m.id for m in left.with_system(["x"]).all] == ["a", "b", "l1", "l2"]
+
+
+def test_a_list_made_by_add_stays_frozen() -> None:
+    ml = MessageList.of([msg("a")]).add(msg("b"))
+    with pytest.raises(AttributeError):
+        ml.messages = ()  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del ml.sources
+    with pytest.raises(AttributeError):
+        ml.nope  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_lists_made_by_add_encode_copy_and_pickle_as_values() -> None:
+    ml = MessageList.of([msg("a")], system=["s"]).add(msg("b"), "response")
+    data = msgspec.json.encode(ml)
+    assert data == msgspec.json.encode(MessageList(ml.messages, ml.sources, ml.system))
+    back = msgspec.json.decode(data, type=MessageList)
+    assert back == ml and [m.id for m in back.add(msg("c")).all] == ["a", "b", "c"]
+
+    class Holder(msgspec.Struct):
+        messages: MessageList
+
+    held = msgspec.json.decode(msgspec.json.encode(Holder(ml)), type=Holder)
+    assert held.messages == ml
+    assert msgspec.convert(msgspec.to_builtins(ml), MessageList) == ml
+    assert msgspec.json.decode(b"{}", type=MessageList) == MessageList()
+    with pytest.raises(msgspec.ValidationError, match="same length"):
+        msgspec.json.decode(b'{"sources": ["input"]}', type=MessageList)
+    for copied in (copy.copy(ml), copy.deepcopy(ml), pickle.loads(pickle.dumps(ml))):
+        assert copied == ml
+        assert [m.id for m in copied.add(msg("c")).all] == ["a", "b", "c"]
+    assert [m.id for m in ml.add(msg("d")).all] == ["a", "b", "d"]
+
+
+def test_adds_racing_from_one_list_in_threads_each_get_their_own() -> None:
+    threads, rounds = 8, 100
+    tips = [MessageList.of([msg("a")]).add(msg("b")) for _ in range(rounds)]
+    start = threading.Barrier(threads)
+
+    def add_to_each(t: int) -> list[MessageList]:
+        out = []
+        for tip in tips:
+            start.wait()  # all threads add to the same list at once
+            out.append(tip.add(msg(f"t{t}"), "response"))
+        return out
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            results = list(pool.map(add_to_each, range(threads)))
+    finally:
+        sys.setswitchinterval(old)
+    for t, lists in enumerate(results):
+        for ml in lists:
+            assert [m.id for m in ml.all] == ["a", "b", f"t{t}"]
+            assert ml.sources == ("input", "input", "response")
+    assert all([m.id for m in tip.all] == ["a", "b"] for tip in tips)

@@ -520,7 +520,6 @@ class _Run:
     def _process_input(self) -> Generator[LoopCommand, object, None]:
         for b in self.h_input:
             args = InputArgs(
-                messages=self.ml.messages,
                 system_messages=self.ml.system,
                 message_list=self.ml,
                 state=self.states[b.slot],
@@ -551,7 +550,6 @@ class _Run:
         steps = self._steps_tuple() if self.h_input_step else ()
         for b in self.h_input_step:
             args = InputStepArgs(
-                messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
                 steps=steps,
@@ -635,7 +633,7 @@ class _Run:
             resource_id=self.ctx.resource_id,
         )
         before = self.ml
-        self.ml = self.ml.add(response, "response") if response.parts else self.ml
+        self.ml = added = self.ml.add(response, "response") if response.parts else self.ml
         # process_output_step: may replace messages, or discard the response and retry.
         if self.h_output_step:
             record = self.record
@@ -644,7 +642,6 @@ class _Run:
             text = content.text
         for b in self.h_output_step:
             args = OutputStepArgs(
-                messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
                 steps=steps,
@@ -689,12 +686,11 @@ class _Run:
                 self.ml = eff.value
         self.finish_reason = fin.finish_reason
         # Tools run for the calls still present in the (possibly replaced) response.
-        msgs = self.ml.messages
-        if msgs and msgs[-1] is response:  # still as the model sent it
+        if self.ml is added and response.parts:  # no processor replaced the messages
             kept: Message | None = response
             calls = tuple(content.tool_calls)
         else:
-            kept = next((m for m in reversed(msgs) if m.id == response_id), None)
+            kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
             calls = kept.tool_calls() if kept is not None else ()
         results: tuple[ToolResultPart, ...] = ()
         if calls:
@@ -754,7 +750,6 @@ class _Run:
         for b in self.h_error:
             args = ApiErrorArgs(
                 error=err,
-                messages=self.ml.messages,
                 message_list=self.ml,
                 step_number=step,
                 steps=self._steps_tuple(),

@@ -6,8 +6,9 @@ Everything here is frozen: a change is a new value. Parts form a tagged union on
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import msgspec
 
@@ -16,6 +17,7 @@ JsonObject = Mapping[str, object]
 
 Role = Literal["user", "assistant", "tool", "system"]
 Source = Literal["input", "response", "memory", "system", "context"]
+_T = TypeVar("_T")
 
 
 class TextPart(msgspec.Struct, frozen=True, tag="text"):
@@ -120,20 +122,92 @@ def user(text: str, *, id: str, created_at: float = 0.0) -> Message:
     return Message(id=id, role="user", parts=(TextPart(text),), created_at=created_at)
 
 
-class MessageList(msgspec.Struct, frozen=True):
+class _Log:
+    """An append-only log of messages and their sources, shared by the lists `add` made.
+
+    This is how `MessageList.add` costs O(added) instead of copying the history: a list
+    made by `add` views the first n entries of a log, which never change. An add from a
+    list whose n is where the log ends appends to the log; any other (a branch from an
+    older list) copies its entries into a new log. Two adds racing from one list (threads)
+    cannot both append: each extends, then checks that the log grew by its own entries
+    alone (`list.extend` and `len` are atomic), and one that finds more copies instead,
+    leaving entries past the end of every list that no list reads.
+    """
+
+    __slots__ = ("messages", "sources")
+
+    def __init__(self, messages: list[Message], sources: list[Source]) -> None:
+        self.messages = messages
+        self.sources = sources
+
+    def append_at(self, n: int, new: tuple[Message, ...], source: Source) -> bool:
+        """Append `new` if the log ends at `n`; False (nothing read will change) if not."""
+        msgs = self.messages
+        if len(msgs) != n:
+            return False
+        msgs.extend(new)
+        if len(msgs) != n + len(new):
+            return False
+        self.sources.extend((source,) * len(new))
+        return True
+
+
+def _prefix(log: list[_T], n: int) -> tuple[_T, ...]:
+    t = tuple(log)  # the log may grow meanwhile: one snapshot, then cut
+    return t if len(t) == n else t[:n]
+
+
+class _LogView:
+    """MessageList's private slots (a base class: a slots dataclass adds only fields)."""
+
+    __slots__ = ("_log", "_n")
+    _log: _Log | None
+    """Set for a list made by `add`: `messages` and `sources` are then made on first use."""
+    _n: int
+    """The number of messages."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageList(_LogView):
     """The conversation as an immutable value: every method returns a new list.
 
     `messages` excludes system messages, which live in `system` with their tags.
     `sources[i]` says where `messages[i]` came from.
+
+    A frozen dataclass (not a Struct, so that `add` can share structure): msgspec encodes
+    it as ``{"messages": [...], "sources": [...], "system": [...]}`` and decodes it
+    (``msgspec.json.decode(b, type=MessageList)``), also as a field of a Struct, with no
+    hooks; `dataclasses.replace` changes fields. A list made by `add` views a log it
+    shares with the list added to (see `_Log`) and makes its `messages` and `sources`
+    tuples when first read, then keeps them: adding costs O(added) however long the
+    history, and a step that never reads the whole history never pays for it.
     """
 
     messages: tuple[Message, ...] = ()
     sources: tuple[Source, ...] = ()
     system: tuple[SystemMessage, ...] = ()
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # also run by msgspec after decoding
         if len(self.messages) != len(self.sources):
             raise ValueError("MessageList: messages and sources must have the same length")
+        _set(self, "_log", None)
+        _set(self, "_n", len(self.messages))
+
+    if not TYPE_CHECKING:  # (so that mypy still rejects unknown attributes)
+
+        def __getattr__(self, name: str) -> object:
+            """Only reached for an unset slot: the tuples of a list made by `add`."""
+            if name == "messages" or name == "sources":
+                log = self._log  # unset while msgspec decodes: AttributeError
+                if log is not None:
+                    value = _prefix(getattr(log, name), self._n)
+                    _set(self, name, value)
+                    return value
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __reduce__(self) -> tuple[type[MessageList], tuple[object, ...]]:
+        # copy and pickle through __init__, with the tuples (never the shared log)
+        return MessageList, (self.messages, self.sources, self.system)
 
     @classmethod
     def of(
@@ -147,7 +221,7 @@ class MessageList(msgspec.Struct, frozen=True):
         return cls(msgs, (source,) * len(msgs), tuple(_system(s) for s in system))
 
     def __len__(self) -> int:
-        return len(self.messages)
+        return self._n
 
     # --- views -------------------------------------------------------------------
     @property
@@ -177,9 +251,10 @@ class MessageList(msgspec.Struct, frozen=True):
     # --- changes -----------------------------------------------------------------
     def add(self, messages: Message | Iterable[Message], source: Source = "input") -> MessageList:
         new = (messages,) if isinstance(messages, Message) else tuple(messages)
-        return MessageList(
-            self.messages + new, self.sources + (source,) * len(new), self.system
-        )
+        log, n = self._log, self._n
+        if log is None or not log.append_at(n, new, source):  # a new log, from here
+            log = _Log([*self.messages, *new], [*self.sources, *(source,) * len(new)])
+        return _view(log, n + len(new), self.system)
 
     def remove_by_ids(self, ids: Iterable[str]) -> MessageList:
         drop = frozenset(ids)
@@ -201,16 +276,34 @@ class MessageList(msgspec.Struct, frozen=True):
         return MessageList(tuple(fn(m) for m in self.messages), self.sources, self.system)
 
     def with_system(self, system: Iterable[SystemMessage | str]) -> MessageList:
-        return MessageList(self.messages, self.sources, tuple(_system(s) for s in system))
+        return self._with_system(tuple(_system(s) for s in system))
 
     def add_system(self, message: SystemMessage | str, tag: str | None = None) -> MessageList:
         sm = _system(message) if tag is None else SystemMessage(_system(message).content, tag)
-        return MessageList(self.messages, self.sources, (*self.system, sm))
+        return self._with_system((*self.system, sm))
 
     def clear_system_tag(self, tag: str) -> MessageList:
-        return MessageList(
-            self.messages, self.sources, tuple(s for s in self.system if s.tag != tag)
-        )
+        return self._with_system(tuple(s for s in self.system if s.tag != tag))
+
+    def _with_system(self, system: tuple[SystemMessage, ...]) -> MessageList:
+        """The same messages (viewing this list's log, if any) with other system ones."""
+        log = self._log
+        if log is None:
+            return MessageList(self.messages, self.sources, system)
+        return _view(log, self._n, system)
+
+
+def _view(log: _Log, n: int, system: tuple[SystemMessage, ...]) -> MessageList:
+    """A list of the first `n` entries of `log`; its tuples are made when first read."""
+    ml = _new(MessageList)
+    _set(ml, "system", system)
+    _set(ml, "_log", log)
+    _set(ml, "_n", n)
+    return ml
+
+
+_new = object.__new__
+_set = object.__setattr__  # the frozen dataclass's own way to set its fields
 
 
 def _system(s: SystemMessage | str) -> SystemMessage:

@@ -99,8 +99,20 @@ def abort(
 # --- arguments of each hook -------------------------------------------------------------
 
 
-class InputArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
-    messages: tuple[Message, ...]
+class _MessagesOfList:
+    """`args.messages` for the hooks whose args carry the whole history."""
+
+    __slots__ = ()
+    message_list: MessageList
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """`message_list.messages`, made when first read: a hook that never looks at the
+        whole history does not pay for it, however long the history."""
+        return self.message_list.messages
+
+
+class InputArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
     system_messages: tuple[SystemMessage, ...]
     message_list: MessageList
     state: S
@@ -125,8 +137,7 @@ class StepChange(msgspec.Struct, frozen=True, kw_only=True):
     structured_output: StructuredOutput | None = None
 
 
-class InputStepArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
-    messages: tuple[Message, ...]
+class InputStepArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
     message_list: MessageList
     step_number: int
     steps: tuple[StepResult, ...]
@@ -143,9 +154,8 @@ class InputStepArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
     context: RunContext
 
 
-class ApiErrorArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+class ApiErrorArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
     error: ApiError
-    messages: tuple[Message, ...]
     message_list: MessageList
     step_number: int
     steps: tuple[StepResult, ...]
@@ -163,8 +173,7 @@ class StreamArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
     context: RunContext
 
 
-class OutputStepArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
-    messages: tuple[Message, ...]
+class OutputStepArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
     message_list: MessageList
     step_number: int
     steps: tuple[StepResult, ...]
