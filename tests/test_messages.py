@@ -18,6 +18,7 @@ from pipeline.messages import (
     MessageList,
     Part,
     ReasoningPart,
+    Source,
     SourcePart,
     StepStartPart,
     SystemMessage,
@@ -184,35 +185,61 @@ def test_to_message_list_normalizes_run_input() -> None:
 
 
 # --- structure sharing: `add` views a shared log; none of it may show -------------------
+# Each test runs on a short list (added to by copying tuples) and on a long one (past the
+# length from which `add` shares a log), so that both ways and the switch are covered.
+
+SIZES = pytest.mark.parametrize("h", [0, 40], ids=["short", "long"])
 
 
-def test_lists_made_by_add_equal_lists_made_whole() -> None:
+def prior(h: int) -> list[Message]:
+    return [msg(f"h{i}") for i in range(h)]
+
+
+def ids(ml: MessageList) -> list[str]:
+    return [m.id for m in ml.all if not m.id.startswith("h")]
+
+
+@SIZES
+def test_lists_made_by_add_equal_lists_made_whole(h: int) -> None:
     a, b, c = msg("a"), msg("b"), msg("c")
-    grown = MessageList.of([a], system=["s"]).add(b, "response").add([c], "memory")
-    whole = MessageList((a, b, c), ("input", "response", "memory"), (SystemMessage("s"),))
+    grown = MessageList.of([*prior(h), a], system=["s"]).add(b, "response").add([c], "memory")
+    given: Source = "input"
+    sources: tuple[Source, ...] = (*(given,) * (h + 1), "response", "memory")
+    whole = MessageList((*prior(h), a, b, c), sources, (SystemMessage("s"),))
     assert grown == whole and hash(grown) == hash(whole) and repr(grown) == repr(whole)
     assert type(grown.messages) is tuple and type(grown.sources) is tuple
     assert grown.messages is grown.messages  # made once, then kept
-    assert len(grown) == 3 and grown.all[1] is b
+    assert len(grown) == h + 3 and grown.all[h + 1] is b
 
 
-def test_adding_to_an_older_list_leaves_the_newer_ones_alone() -> None:
-    base = MessageList.of([msg("a")]).add(msg("b"))
+@SIZES
+def test_adding_to_an_older_list_leaves_the_newer_ones_alone(h: int) -> None:
+    base = MessageList.of([*prior(h), msg("a")]).add(msg("b"))
     left = base.add(msg("l1"), "response").add(msg("l2"))
     right = base.add(msg("r1"), "memory")  # a branch: base's log already goes on
     again = base.add(msg("r1"), "memory")
-    assert [m.id for m in base.all] == ["a", "b"]
-    assert [m.id for m in left.all] == ["a", "b", "l1", "l2"]
-    assert left.sources == ("input", "input", "response", "input")
-    assert [m.id for m in right.all] == ["a", "b", "r1"] and right == again
-    assert [m.id for m in right.add(msg("r2")).all] == ["a", "b", "r1", "r2"]
-    assert [m.id for m in left.all] == ["a", "b", "l1", "l2"]
-    assert base.with_system(["x"]).add(msg("w")).sources == ("input",) * 3
-    assert [m.id for m in left.with_system(["x"]).all] == ["a", "b", "l1", "l2"]
+    assert ids(base) == ["a", "b"]
+    assert ids(left) == ["a", "b", "l1", "l2"]
+    assert left.sources[h:] == ("input", "input", "response", "input")
+    assert ids(right) == ["a", "b", "r1"] and right == again
+    assert ids(right.add(msg("r2"))) == ["a", "b", "r1", "r2"]
+    assert ids(left) == ["a", "b", "l1", "l2"] and len(left) == h + 4
+    assert base.with_system(["x"]).add(msg("w")).sources == ("input",) * (h + 3)
+    assert ids(left.with_system(["x"])) == ["a", "b", "l1", "l2"]
+    assert ids(base.add(msg("r3"))) == ["a", "b", "r3"]
 
 
-def test_a_list_made_by_add_stays_frozen() -> None:
-    ml = MessageList.of([msg("a")]).add(msg("b"))
+def test_adding_past_the_sharing_length_one_at_a_time_and_all_at_once() -> None:
+    one_by_one, at_once = MessageList(), MessageList().add(prior(100))
+    for m in prior(100):
+        one_by_one = one_by_one.add(m)
+    assert one_by_one == at_once == MessageList.of(prior(100))
+    assert len(one_by_one) == 100 and one_by_one.sources == ("input",) * 100
+
+
+@SIZES
+def test_a_list_made_by_add_stays_frozen(h: int) -> None:
+    ml = MessageList.of([*prior(h), msg("a")]).add(msg("b"))
     with pytest.raises(AttributeError):
         ml.messages = ()  # type: ignore[misc]
     with pytest.raises(AttributeError):
@@ -221,12 +248,13 @@ def test_a_list_made_by_add_stays_frozen() -> None:
         ml.nope  # type: ignore[attr-defined]  # noqa: B018
 
 
-def test_lists_made_by_add_encode_copy_and_pickle_as_values() -> None:
-    ml = MessageList.of([msg("a")], system=["s"]).add(msg("b"), "response")
+@SIZES
+def test_lists_made_by_add_encode_copy_and_pickle_as_values(h: int) -> None:
+    ml = MessageList.of([*prior(h), msg("a")], system=["s"]).add(msg("b"), "response")
     data = msgspec.json.encode(ml)
     assert data == msgspec.json.encode(MessageList(ml.messages, ml.sources, ml.system))
     back = msgspec.json.decode(data, type=MessageList)
-    assert back == ml and [m.id for m in back.add(msg("c")).all] == ["a", "b", "c"]
+    assert back == ml and ids(back.add(msg("c"))) == ["a", "b", "c"]
 
     class Holder(msgspec.Struct):
         messages: MessageList
@@ -234,18 +262,22 @@ def test_lists_made_by_add_encode_copy_and_pickle_as_values() -> None:
     held = msgspec.json.decode(msgspec.json.encode(Holder(ml)), type=Holder)
     assert held.messages == ml
     assert msgspec.convert(msgspec.to_builtins(ml), MessageList) == ml
+    for copied in (copy.copy(ml), copy.deepcopy(ml), pickle.loads(pickle.dumps(ml))):
+        assert copied == ml
+        assert ids(copied.add(msg("c"))) == ["a", "b", "c"]
+    assert ids(ml.add(msg("d"))) == ["a", "b", "d"]
+
+
+def test_decoding_checks_a_list_as_the_constructor_does() -> None:
     assert msgspec.json.decode(b"{}", type=MessageList) == MessageList()
     with pytest.raises(msgspec.ValidationError, match="same length"):
         msgspec.json.decode(b'{"sources": ["input"]}', type=MessageList)
-    for copied in (copy.copy(ml), copy.deepcopy(ml), pickle.loads(pickle.dumps(ml))):
-        assert copied == ml
-        assert [m.id for m in copied.add(msg("c")).all] == ["a", "b", "c"]
-    assert [m.id for m in ml.add(msg("d")).all] == ["a", "b", "d"]
 
 
-def test_adds_racing_from_one_list_in_threads_each_get_their_own() -> None:
+@SIZES
+def test_adds_racing_from_one_list_in_threads_each_get_their_own(h: int) -> None:
     threads, rounds = 8, 100
-    tips = [MessageList.of([msg("a")]).add(msg("b")) for _ in range(rounds)]
+    tips = [MessageList.of([*prior(h), msg("a")]).add(msg("b")) for _ in range(rounds)]
     start = threading.Barrier(threads)
 
     def add_to_each(t: int) -> list[MessageList]:
@@ -264,6 +296,6 @@ def test_adds_racing_from_one_list_in_threads_each_get_their_own() -> None:
         sys.setswitchinterval(old)
     for t, lists in enumerate(results):
         for ml in lists:
-            assert [m.id for m in ml.all] == ["a", "b", f"t{t}"]
-            assert ml.sources == ("input", "input", "response")
-    assert all([m.id for m in tip.all] == ["a", "b"] for tip in tips)
+            assert ids(ml) == ["a", "b", f"t{t}"]
+            assert ml.sources[h:] == ("input", "input", "response")
+    assert all(ids(tip) == ["a", "b"] for tip in tips)

@@ -125,13 +125,13 @@ def user(text: str, *, id: str, created_at: float = 0.0) -> Message:
 class _Log:
     """An append-only log of messages and their sources, shared by the lists `add` made.
 
-    This is how `MessageList.add` costs O(added) instead of copying the history: a list
-    made by `add` views the first n entries of a log, which never change. An add from a
-    list whose n is where the log ends appends to the log; any other (a branch from an
-    older list) copies its entries into a new log. Two adds racing from one list (threads)
-    cannot both append: each extends, then checks that the log grew by its own entries
-    alone (`list.extend` and `len` are atomic), and one that finds more copies instead,
-    leaving entries past the end of every list that no list reads.
+    This is how `MessageList.add` costs O(added) instead of copying a long history: a
+    list made by `add` views the first n entries of a log, which never change. An add
+    from a list whose n is where the log ends appends to the log; any other (a branch
+    from an older list) copies its entries into a new log. Two adds racing from one list
+    (threads) cannot both append: each extends, then checks that the log grew by its own
+    entries alone (`list.extend` and `len` are atomic), and one that finds more copies
+    instead, leaving entries past the end of every list, which no list reads.
     """
 
     __slots__ = ("messages", "sources")
@@ -140,15 +140,15 @@ class _Log:
         self.messages = messages
         self.sources = sources
 
-    def append_at(self, n: int, new: tuple[Message, ...], source: Source) -> bool:
-        """Append `new` if the log ends at `n`; False (nothing read will change) if not."""
+    def append_at(self, n: int, new: tuple[Message, ...], sources: tuple[Source, ...]) -> bool:
+        """Append if the log ends at `n`; False (and nothing any list reads changed) if not."""
         msgs = self.messages
         if len(msgs) != n:
             return False
         msgs.extend(new)
         if len(msgs) != n + len(new):
             return False
-        self.sources.extend((source,) * len(new))
+        self.sources.extend(sources)
         return True
 
 
@@ -157,14 +157,17 @@ def _prefix(log: list[_T], n: int) -> tuple[_T, ...]:
     return t if len(t) == n else t[:n]
 
 
-class _LogView:
-    """MessageList's private slots (a base class: a slots dataclass adds only fields)."""
+_SHARE_FROM = 32
+"""Lists shorter than this add by concatenating tuples: a copy that small costs less."""
 
-    __slots__ = ("_log", "_n")
-    _log: _Log | None
-    """Set for a list made by `add`: `messages` and `sources` are then made on first use."""
-    _n: int
-    """The number of messages."""
+
+class _LogView:
+    """MessageList's private slot (in a base class: a slots dataclass adds only fields)."""
+
+    __slots__ = ("_view",)
+    _view: tuple[_Log, int] | None
+    """For a list `add` made from a long one, `(log, n)`: its messages and sources are the
+    first n entries of the log, made into tuples when first read. None: they are set."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -190,17 +193,17 @@ class MessageList(_LogView):
     def __post_init__(self) -> None:  # also run by msgspec after decoding
         if len(self.messages) != len(self.sources):
             raise ValueError("MessageList: messages and sources must have the same length")
-        _set(self, "_log", None)
-        _set(self, "_n", len(self.messages))
+        _set(self, "_view", None)
 
     if not TYPE_CHECKING:  # (so that mypy still rejects unknown attributes)
 
         def __getattr__(self, name: str) -> object:
             """Only reached for an unset slot: the tuples of a list made by `add`."""
             if name == "messages" or name == "sources":
-                log = self._log  # unset while msgspec decodes: AttributeError
-                if log is not None:
-                    value = _prefix(getattr(log, name), self._n)
+                view = self._view  # unset while msgspec decodes: AttributeError
+                if view is not None:
+                    log, n = view
+                    value = _prefix(log.messages if name == "messages" else log.sources, n)
                     _set(self, name, value)
                     return value
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -221,7 +224,8 @@ class MessageList(_LogView):
         return cls(msgs, (source,) * len(msgs), tuple(_system(s) for s in system))
 
     def __len__(self) -> int:
-        return self._n
+        view = self._view
+        return view[1] if view is not None else len(self.messages)
 
     # --- views -------------------------------------------------------------------
     @property
@@ -251,10 +255,16 @@ class MessageList(_LogView):
     # --- changes -----------------------------------------------------------------
     def add(self, messages: Message | Iterable[Message], source: Source = "input") -> MessageList:
         new = (messages,) if isinstance(messages, Message) else tuple(messages)
-        log, n = self._log, self._n
-        if log is None or not log.append_at(n, new, source):  # a new log, from here
-            log = _Log([*self.messages, *new], [*self.sources, *(source,) * len(new)])
-        return _view(log, n + len(new), self.system)
+        sources = (source,) * len(new)
+        view = self._view
+        if view is not None:
+            log, n = view
+            if log.append_at(n, new, sources):
+                return _shared(log, n + len(new), self.system)
+        elif len(self.messages) + len(new) < _SHARE_FROM:
+            return _whole(self.messages + new, self.sources + sources, self.system)
+        log = _Log([*self.messages, *new], [*self.sources, *sources])  # a new log, from here
+        return _shared(log, len(log.messages), self.system)
 
     def remove_by_ids(self, ids: Iterable[str]) -> MessageList:
         drop = frozenset(ids)
@@ -287,18 +297,29 @@ class MessageList(_LogView):
 
     def _with_system(self, system: tuple[SystemMessage, ...]) -> MessageList:
         """The same messages (viewing this list's log, if any) with other system ones."""
-        log = self._log
-        if log is None:
-            return MessageList(self.messages, self.sources, system)
-        return _view(log, self._n, system)
+        view = self._view
+        if view is None:
+            return _whole(self.messages, self.sources, system)
+        return _shared(*view, system)
 
 
-def _view(log: _Log, n: int, system: tuple[SystemMessage, ...]) -> MessageList:
+def _whole(
+    messages: tuple[Message, ...], sources: tuple[Source, ...], system: tuple[SystemMessage, ...]
+) -> MessageList:
+    """`MessageList(messages, sources, system)` for arguments known to fit together."""
+    ml = _new(MessageList)
+    _set(ml, "messages", messages)
+    _set(ml, "sources", sources)
+    _set(ml, "system", system)
+    _set(ml, "_view", None)
+    return ml
+
+
+def _shared(log: _Log, n: int, system: tuple[SystemMessage, ...]) -> MessageList:
     """A list of the first `n` entries of `log`; its tuples are made when first read."""
     ml = _new(MessageList)
     _set(ml, "system", system)
-    _set(ml, "_log", log)
-    _set(ml, "_n", n)
+    _set(ml, "_view", (log, n))
     return ml
 
 
