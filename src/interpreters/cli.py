@@ -19,7 +19,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--model", required=True,
                      help="router id: openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, "
                           "ollama/qwen3, groq/..., openrouter/..., vllm/...")
-    run.add_argument("--base-url", help="an OpenAI-compatible endpoint (local servers)")
+    run.add_argument("--base-url",
+                     help="the endpoint for --model's route (a local server); a model id "
+                          "without a router prefix is then an OpenAI-compatible one")
     run.add_argument("--system", default="", help="instructions (a system message)")
     run.add_argument("--max-steps", type=int, default=1)
     args = parser.parse_args(argv)
@@ -48,11 +50,13 @@ def run_model(
 
     w, e = out or sys.stdout, err or sys.stderr
     try:
-        provider_config(model, base_url=base_url)  # a missing key fails before any request
+        # A missing key fails before any request.
+        route = provider_config(model, base_url=base_url).route
     except ProviderConfigError as x:
         e.write(f"pipeline run: {x}\n")
         return 2
-    resolver = Resolver(base_url=base_url)
+    # --base-url is for --model's route only: no other route's key is sent there.
+    resolver = Resolver(base_urls={route: base_url} if base_url else None)
     try:
         agent = Agent.create(model, instructions=system or (), max_steps=max_steps)
         stream = SyncInterpreter(resolve=resolver).stream(agent, prompt)

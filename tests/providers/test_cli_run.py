@@ -51,3 +51,26 @@ def test_missing_key_fails_before_any_request_naming_the_variable(
     assert code == 2
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
     assert server.seen == []
+
+
+def test_base_url_serves_a_bare_model_id(server: ReplayServer) -> None:
+    server.queue(Reply(200, SSE, oa_text_stream("ok")))
+    out, err = io.StringIO(), io.StringIO()
+    code = run_model("llama-3.2-3b", "hi", base_url=f"{server.url}/v1", out=out, err=err)
+    assert code == 0, err.getvalue()
+    assert out.getvalue() == "ok\n"
+    assert json.loads(server.seen[0].body)["model"] == "llama-3.2-3b"
+
+
+def test_base_url_goes_with_the_models_own_key(
+    server: ReplayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --base-url for an openai/ model (a proxy): that route's key goes there, no other.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-cli")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-cli")
+    server.queue(Reply(200, SSE, oa_text_stream("ok")))
+    code = run_model("openai/gpt-4o-mini", "hi", base_url=f"{server.url}/v1",
+                     out=io.StringIO(), err=io.StringIO())
+    assert code == 0
+    assert server.seen[0].headers["authorization"] == "Bearer sk-openai-cli"
+    assert "sk-ant-cli" not in str(server.seen[0].headers)

@@ -54,7 +54,7 @@ def _check_second_request(server: ReplayServer) -> None:
 
 def test_sync_interpreter_runs_a_tool_loop(server: ReplayServer) -> None:
     _queue_recording(server)
-    resolver = Resolver(base_url=server.url + "/v1", api_key=KEY)
+    resolver = Resolver(base_urls={"openai": server.url + "/v1"}, api_keys={"openai": KEY})
     result = SyncInterpreter(resolve=resolver).run(
         _agent(), "What is the capital of the UK? Use the tool, then answer.")
     resolver.close()
@@ -69,7 +69,7 @@ async def test_async_interpreter_runs_a_tool_loop(
     server: ReplayServer, anyio_backend: str
 ) -> None:
     _queue_recording(server)
-    resolver = AsyncResolver(base_url=server.url + "/v1", api_key=KEY)
+    resolver = AsyncResolver(base_urls={"openai": server.url + "/v1"}, api_keys={"openai": KEY})
     result = await AsyncInterpreter(resolve=resolver).run(
         _agent(), "What is the capital of the UK? Use the tool, then answer.")
     await resolver.aclose()
@@ -85,7 +85,7 @@ def test_retry_after_reaches_the_loops_backoff(server: ReplayServer) -> None:
         Reply(200, (("content-type", "text/event-stream"),), oa_text_stream("fine")),
     )
     waits: list[float] = []
-    resolver = Resolver(base_url=server.url + "/v1", api_key=KEY)
+    resolver = Resolver(base_urls={"openai": server.url + "/v1"}, api_keys={"openai": KEY})
     result = SyncInterpreter(resolve=resolver, sleep=waits.append).run(
         Agent.create("openai/m", retry_policy=RetryPolicy(max_retries=2)), "hi")
     resolver.close()

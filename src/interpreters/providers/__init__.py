@@ -8,6 +8,12 @@ Start from a router id:
     local = resolve_provider("ollama/qwen3")                    # no key needed
     other = resolve_provider("my-model", base_url="http://127.0.0.1:8080/v1")
 
+For an interpreter, a resolver serves every id an agent asks for; its keys and base URLs
+are per route, so a key never goes to another provider's host:
+
+    resolve = Resolver(api_keys={"openai": "sk-..."},
+                       base_urls={"ollama": "http://gpu-box:11434/v1"})
+
 Each call makes one attempt and raises `ProviderError(ApiError)` on failure; the loop's
 RetryPolicy retries what `ApiError.retryable` allows, after `retry_after` when given.
 """

@@ -5,7 +5,8 @@ tool results, tools and tool_choice, response_format json_schema, model settings
 namespaced provider options, `stream_options.include_usage`.
 Decoding: text, refusal (as text, finishing as content-filter), the reasoning fields of
 compatible servers (`reasoning`, `reasoning_content`), tool calls whose arguments arrive
-in fragments by index, usage, finish reasons, `[DONE]`, and error frames or chunks.
+in fragments by index (a new id at an index already used is a new call: Ollama gives
+every parallel call index 0), usage, finish reasons, `[DONE]`, and error frames or chunks.
 """
 
 from __future__ import annotations
@@ -309,11 +310,17 @@ def _args_text(args: str | dict[str, object] | None) -> str:
 
 
 class _Call:
-    __slots__ = ("args", "emitted", "id", "name")
+    __slots__ = ("args", "emitted", "id", "name", "order", "wire_id")
 
-    def __init__(self, id: str, name: str) -> None:
+    def __init__(
+        self, id: str, name: str, *, order: tuple[int, int] = (0, 0), wire_id: bool = True
+    ) -> None:
         self.id = id
         self.name = name
+        self.order = order
+        """(wire index, arrival): calls complete in index order, then arrival order."""
+        self.wire_id = wire_id
+        """False when the server sent no id and this one was made up."""
         self.args: list[str] = []
         self.emitted = False
 
@@ -328,7 +335,10 @@ class OpenAIStreamDecoder:
         self._started = False
         self._open: tuple[Literal["text", "reasoning", "refusal"], str] | None = None
         self._blocks = 0
-        self._calls: dict[int, _Call] = {}
+        self._calls: list[_Call] = []
+        self._at: dict[int, _Call] = {}
+        """The call open at each wire index (the latest one, when a server reuses it)."""
+        self._ids: dict[str, _Call] = {}
         self._last_index = -1
         self._finish_raw: str | None = None
         self._finished_calls = False
@@ -435,19 +445,30 @@ class OpenAIStreamDecoder:
             self._tool_delta(tc, out)
 
     def _tool_delta(self, tc: _ToolCallDelta, out: list[ModelEvent]) -> None:
-        index = tc.index
-        if index is None:
-            # Servers that omit the index: a new id starts a new call, else the last one.
-            known = any(c.id == tc.id for c in self._calls.values())
-            index = self._last_index + 1 if tc.id and not known else max(self._last_index, 0)
         fn = tc.function or _Function()
-        call = self._calls.get(index)
+        call = self._ids.get(tc.id) if tc.id else None
         if call is None:
-            call = _Call(tc.id or f"call_{self._response_id or 'x'}_{index}", fn.name or "")
-            self._calls[index] = call
-            self._last_index = max(self._last_index, index)
-            out.append(ToolCallDelta(call.id, call.name, ""))
-        elif fn.name and not call.name:
+            index = tc.index
+            if index is None:
+                # Servers that omit the index: a new id starts a new call, else the last one.
+                index = self._last_index + 1 if tc.id else max(self._last_index, 0)
+            call = self._at.get(index)
+            # A new id at an index already taken is a new call: Ollama's /v1 stream gives
+            # every parallel call index 0 (ollama/ollama#15457).
+            if call is None or (tc.id and call.wire_id and tc.id != call.id):
+                call = _Call(
+                    tc.id or f"call_{self._response_id or 'x'}_{len(self._calls)}",
+                    fn.name or "",
+                    order=(index, len(self._calls)),
+                    wire_id=bool(tc.id),
+                )
+                self._calls.append(call)
+                self._at[index] = call
+                if tc.id:
+                    self._ids[tc.id] = call
+                self._last_index = max(self._last_index, index)
+                out.append(ToolCallDelta(call.id, call.name, ""))
+        if fn.name and not call.name:
             call.name = fn.name
         fragment = _args_text(fn.arguments)
         if fragment:
@@ -459,7 +480,7 @@ class OpenAIStreamDecoder:
         self._close(out)
         out.extend(
             complete_calls(
-                [self._calls[i] for i in sorted(self._calls)],
+                sorted(self._calls, key=lambda c: c.order),
                 truncated_ok=self._finish_raw == "length",
                 status=self._status,
                 request_id=self._request_id,

@@ -4,6 +4,10 @@ configured providers, with keys from the usual environment variables.
 `provider_config` is pure (the environment is a parameter); `resolve_provider` and
 `resolve_async_provider` build the sync and async providers on top of it. A missing key
 fails here, before any request, with a message that names the variable.
+
+`Resolver` and `AsyncResolver` serve every router id an agent asks for (a step may switch
+models), so their keys and base URLs are per route: a route's key is only ever sent to
+that route's base URL, never to another provider's host.
 """
 
 from __future__ import annotations
@@ -16,18 +20,33 @@ from typing import Literal
 import httpx
 import msgspec
 
+from interpreters.provider import ProviderError
 from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
 from interpreters.providers.codec import Codec
 from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
 from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
 from interpreters.providers.secret import Secret
+from pipeline.model import ApiError
 from pipeline.sanitize import ANTHROPIC, MISTRAL, OPENAI, SanitizeProfile
 
 WireFormat = Literal["openai-chat", "anthropic"]
 
 
-class ProviderConfigError(ValueError):
-    """A model id that cannot be served as configured (unknown prefix, missing key)."""
+class ProviderConfigError(ProviderError, ValueError):
+    """A model id that cannot be served as configured (unknown prefix, missing key).
+
+    Also a `ProviderError`, so an interpreter whose resolver raises it reports it as
+    `ApiError(status=None, error_type="configuration", retryable=False)` with this
+    message, rather than as a generic provider failure."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            ApiError(status=None, message=message, error_type="configuration", retryable=False)
+        )
+        self.args = (message,)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class Route(msgspec.Struct, frozen=True):
@@ -112,7 +131,11 @@ def provider_config(
     api_key: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ProviderConfig:
-    """Parse a router id and settle its endpoint and key. Raises ProviderConfigError."""
+    """Parse a router id and settle its endpoint and key. Raises ProviderConfigError.
+
+    `base_url` and `api_key` are for this one id: they override its route's environment
+    variables (and a bare id with a `base_url` is an `openai-compatible` one). To serve
+    many ids, use a `Resolver`, whose keys are per route."""
     env = os.environ if env is None else env
     prefix, sep, name = model_id.partition("/")
     if sep and name and prefix in ROUTES:
@@ -138,7 +161,7 @@ def provider_config(
         if route.key_required:
             raise ProviderConfigError(
                 f"no API key for {route_name}/ models: set the {route.key_env} "
-                "environment variable or pass api_key="
+                "environment variable or pass the key in code"
             )
         key = None
     try:
@@ -194,45 +217,106 @@ def resolve_async_provider(
     )
 
 
-def _hold(api_key: str | None) -> Secret | None:
+def _hold(api_key: str, where: str) -> Secret:
     # Kept as a Secret so the resolver's attributes never show the key.
-    if api_key is None:
-        return None
     try:
         return Secret(api_key)
     except ValueError:
-        raise ProviderConfigError("the API key from api_key= is malformed") from None
+        raise ProviderConfigError(f"the API key from {where} is malformed") from None
+
+
+COMPATIBLE = "openai-compatible"
+
+
+def route_of(model_id: str) -> str:
+    """The route a router id belongs to: its prefix, or `openai-compatible` for an id
+    without a known prefix (served only when that route has a base URL)."""
+    prefix, sep, name = model_id.partition("/")
+    return prefix if sep and name and prefix in ROUTES else COMPATIBLE
+
+
+class _Routes:
+    """Per-route keys and base URLs, checked when the resolver is made."""
+
+    def __init__(
+        self,
+        api_keys: Mapping[str, str] | None,
+        base_urls: Mapping[str, str] | None,
+        api_key: str | None,
+        base_url: str | None,
+    ) -> None:
+        keys, urls = dict(api_keys or {}), dict(base_urls or {})
+        where = {r: f"api_keys[{r!r}]" for r in keys} | {COMPATIBLE: "api_key="}
+        for given, value, table in (("api_key", api_key, keys), ("base_url", base_url, urls)):
+            if value is None:
+                continue
+            if COMPATIBLE in table:
+                raise ProviderConfigError(
+                    f"{given}= and {given}s={{{COMPATIBLE!r}: ...}} both configure "
+                    f"{COMPATIBLE}/ ids: give one"
+                )
+            table[COMPATIBLE] = value
+        for name in (*keys, *urls):
+            if name not in ROUTES:
+                known = ", ".join(repr(p) for p in ROUTES)
+                raise ProviderConfigError(f"unknown route {name!r}: the routes are {known}")
+        self.keys = {r: _hold(k, where[r]) for r, k in keys.items()}
+        self.urls = urls
+
+    def config(self, model_id: str, env: Mapping[str, str] | None) -> ProviderConfig:
+        route = route_of(model_id)
+        key = self.keys.get(route)
+        return provider_config(
+            model_id,
+            base_url=self.urls.get(route),
+            api_key=key.reveal() if key is not None else None,
+            env=env,
+        )
 
 
 class Resolver:
     """A `ProviderResolver` for the sync interpreter: one provider per router id, reused,
-    all sharing one `httpx.Client` (closed by `close()`)."""
+    all sharing one `httpx.Client` (closed by `close()`).
+
+    Keys and base URLs are per route, so a key only ever goes to its own route's base
+    URL: `api_keys={"openai": "sk-..."}`, `base_urls={"ollama": "http://gpu-box:11434/v1"}`
+    (route names are the router prefixes, the keys of `ROUTES`). A route without an entry
+    takes its key and base URL from its environment variables (`OPENAI_API_KEY`,
+    `OLLAMA_BASE_URL`, ...), then its default base URL. `api_key=` and `base_url=` are
+    short for `api_keys` / `base_urls` of the `openai-compatible` route: they serve ids
+    without a router prefix (`my-model`) and `openai-compatible/` ids, never any other
+    route. An unknown route name or a malformed key fails here; a missing key or base URL
+    fails when an id of that route is first asked for, as a `ProviderConfigError` that
+    names the variable (an interpreter reports it as an `ApiError` of type
+    "configuration").
+    """
 
     def __init__(
         self,
         *,
-        base_url: str | None = None,
+        api_keys: Mapping[str, str] | None = None,
+        base_urls: Mapping[str, str] | None = None,
         api_key: str | None = None,
+        base_url: str | None = None,
         stream: bool = True,
         timeouts: Timeouts | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        self._kw = (base_url, _hold(api_key), stream, timeouts, env)
+        self._routes = _Routes(api_keys, base_urls, api_key, base_url)
+        self._kw = (stream, timeouts, env)
         self._client: httpx.Client | None = None
         self._providers: dict[str, HttpProvider] = {}
 
     def __call__(self, model_id: str) -> HttpProvider:
         p = self._providers.get(model_id)
         if p is None:
-            base_url, api_key, stream, timeouts, env = self._kw
+            stream, timeouts, env = self._kw
+            cfg = self._routes.config(model_id, env)
             if self._client is None:
                 self._client = httpx.Client(timeout=(timeouts or Timeouts()).httpx())
-            p = resolve_provider(
-                model_id,
-                base_url=base_url,
-                api_key=api_key.reveal() if api_key else None,
-                stream=stream,
-                timeouts=timeouts, client=self._client, env=env,
+            p = HttpProvider(
+                cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts,
+                client=self._client,
             )
             self._providers[model_id] = p
         return p
@@ -245,33 +329,36 @@ class Resolver:
 
 
 class AsyncResolver:
-    """The `AsyncProviderResolver` counterpart of `Resolver` (closed by `aclose()`)."""
+    """The `AsyncProviderResolver` counterpart of `Resolver`, sharing one
+    `httpx.AsyncClient` (closed by `aclose()`); keys and base URLs are per route, as for
+    `Resolver`."""
 
     def __init__(
         self,
         *,
-        base_url: str | None = None,
+        api_keys: Mapping[str, str] | None = None,
+        base_urls: Mapping[str, str] | None = None,
         api_key: str | None = None,
+        base_url: str | None = None,
         stream: bool = True,
         timeouts: Timeouts | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        self._kw = (base_url, _hold(api_key), stream, timeouts, env)
+        self._routes = _Routes(api_keys, base_urls, api_key, base_url)
+        self._kw = (stream, timeouts, env)
         self._client: httpx.AsyncClient | None = None
         self._providers: dict[str, AsyncHttpProvider] = {}
 
     def __call__(self, model_id: str) -> AsyncHttpProvider:
         p = self._providers.get(model_id)
         if p is None:
-            base_url, api_key, stream, timeouts, env = self._kw
+            stream, timeouts, env = self._kw
+            cfg = self._routes.config(model_id, env)
             if self._client is None:
                 self._client = httpx.AsyncClient(timeout=(timeouts or Timeouts()).httpx())
-            p = resolve_async_provider(
-                model_id,
-                base_url=base_url,
-                api_key=api_key.reveal() if api_key else None,
-                stream=stream,
-                timeouts=timeouts, client=self._client, env=env,
+            p = AsyncHttpProvider(
+                cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts,
+                client=self._client,
             )
             self._providers[model_id] = p
         return p
