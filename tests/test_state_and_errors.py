@@ -11,6 +11,7 @@ from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
 from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator, call
 from pipeline.chunks import DataChunk, ErrorChunk, TextDelta, Tripwire
 from pipeline.messages import Message, TextPart
+from pipeline.pairing import is_paired
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -247,14 +248,15 @@ def _crashing(hook: str) -> BaseProcessor:
     return processor("crasher", **{hook: crash})  # type: ignore[call-overload,no-any-return]
 
 
-# The messages each failing run must still hold: nothing lost, nothing half-applied.
+# The messages each failing run must still hold: nothing lost, nothing half-applied, and
+# (failing closed) no response whose check crashed.
 EXPECTED_ROLES = {
     "process_input": ["user"],
     "process_input_step": ["user"],
     "process_api_error": ["user"],
     "process_output_stream": ["user"],
-    "process_output_step": ["user", "assistant"],
-    "process_output_result": ["user", "assistant"],
+    "process_output_step": ["user"],
+    "process_output_result": ["user"],
 }
 
 
@@ -467,3 +469,32 @@ def test_failing_closed_leaves_no_unchecked_text_behind_a_processor() -> None:
     ran = simulate(make_agent(output_processors=[Guard()]), [Say(["a", "b", "c"])])
     assert streamed_text(ran.chunks) == "a"
     assert ran.result.status == "failed"
+
+
+def test_a_stream_processor_crash_keeps_what_already_passed_marked_incomplete() -> None:
+    def crash_on_b(args: Any) -> Any:
+        if isinstance(args.part, TextDelta) and args.part.text == "b":
+            raise RuntimeError("boom")
+        return Continue()
+
+    agent = make_agent(output_processors=[processor("p", process_output_stream=crash_on_b)])
+    ran = simulate(agent, [Say(["a", "b", "c"])])
+    assert ran.result.status == "failed"
+    kept = ran.messages[-1]
+    assert kept.role == "assistant" and kept.incomplete and kept.text == "a"
+
+
+def test_an_output_step_crash_after_a_tool_call_leaves_a_paired_history() -> None:
+    def crash(args: Any) -> Any:
+        raise RuntimeError("checker bug")
+
+    def lookup(q: str) -> str:
+        """Look up."""
+        return q
+
+    agent = make_agent(tools=[lookup],
+                       output_processors=[processor("p", process_output_step=crash)])
+    ran = simulate(agent, [Say("hm", calls=[call("lookup", q="x")])])
+    assert ran.result.status == "failed"
+    assert is_paired(ran.messages)
+    assert [m.role for m in ran.messages] == ["user"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from effects import Replace
 from interpreters.simulator import Say, ScriptedCall, call
-from pipeline.chunks import ToolCall, ToolError, ToolResult
+from pipeline.chunks import ToolCall, ToolCallDelta, ToolError, ToolResult
 from pipeline.messages import Message, ToolResultPart
 from pipeline.processor import StepChange, processor
 from pipeline.tools import Tool, make_tool, tool
@@ -213,3 +213,18 @@ def test_calls_with_empty_or_repeated_ids_in_one_response_get_distinct_ids() -> 
     streamed = [c.tool_call_id for c in ran.run.trace.chunks if isinstance(c, ToolCall)]
     results = [c.tool_call_id for c in ran.run.trace.chunks if isinstance(c, ToolResult)]
     assert streamed == ids == results
+
+
+def test_deltas_of_a_renamed_call_carry_its_new_id() -> None:
+    calls = [ScriptedCall("echo_tool", {"text": t}, tool_call_id="call_0") for t in "ab"]
+
+    def echo_tool(text: str) -> str:
+        """Echo."""
+        return text
+
+    ran = simulate(make_agent(tools=[make_tool(echo_tool)]), [Say(calls=calls), Say("ok")])
+    chunks = ran.run.trace.chunks
+    deltas = [c.tool_call_id for c in chunks if isinstance(c, ToolCallDelta)]
+    done = [c.tool_call_id for c in chunks if isinstance(c, ToolCall)]
+    assert deltas == done
+    assert done[0] == "call_0" and done[1] != "call_0"

@@ -274,7 +274,7 @@ class RunCancelled(BaseException):
 class _StepContent:
     """What one model response has delivered so far (after the stream processors)."""
 
-    __slots__ = ("finish", "parts", "reasoning", "sources", "texts", "tool_calls")
+    __slots__ = ("finish", "parts", "reasoning", "renamed", "sources", "texts", "tool_calls")
 
     def __init__(self) -> None:
         # Parts in arrival order; text/reasoning accumulate in lists joined at the end.
@@ -282,6 +282,8 @@ class _StepContent:
         self.texts: dict[str, list[str]] = {}
         self.reasoning: dict[str, tuple[int, list[str]]] = {}
         self.tool_calls: list[ToolCallPart] = []
+        # Ids the model reused within this response -> the fresh id its open call got.
+        self.renamed: dict[str, str] = {}
         self.sources = 0
         self.finish: ModelFinish | None = None
 
@@ -426,6 +428,14 @@ class _Run:
         # An input with its own system messages (say, a previous run's result.messages,
         # which already holds the instructions) keeps them; otherwise the agent's apply.
         self.ml = messages if messages.system else messages.with_system(agent.instructions)
+        if "response" in self.ml.sources:
+            # A previous run's answer is this run's memory: `response` (the result's text,
+            # what process_output_result sees and may drop) is only what this run adds.
+            self.ml = MessageList(
+                self.ml.messages,
+                tuple("memory" if s == "response" else s for s in self.ml.sources),
+                self.ml.system,
+            )
         self.steps: list[StepResult] = []
         self._steps_t: tuple[StepResult, ...] = ()
         # Made from the step's tools, kept while the step's tools are the same tuple.
@@ -634,7 +644,53 @@ class _Run:
         )
         before = self.ml
         self.ml = added = self.ml.add(response, "response") if response.parts else self.ml
-        # process_output_step: may replace messages, or discard the response and retry.
+        try:
+            keep = yield from self._output_step(step, cfg, content, fin, before)
+        except HookFailure:
+            self.ml = before  # fail closed: a response whose check crashed is not kept
+            raise
+        if not keep:
+            return None
+        self.finish_reason = fin.finish_reason
+        # Tools run for the calls still present in the (possibly replaced) response.
+        if self.ml is added and response.parts:  # no processor replaced the messages
+            kept: Message | None = response
+            calls = tuple(content.tool_calls)
+        else:
+            kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
+            calls = kept.tool_calls() if kept is not None else ()
+        results: tuple[ToolResultPart, ...] = ()
+        if calls:
+            results = yield from self._run_tools(calls, self._step_tools(cfg))
+        self.steps.append(
+            StepResult(
+                step_number=step,
+                model=cfg.model,
+                text=content.text,
+                reasoning=content.reasoning_text,
+                tool_calls=calls,
+                tool_results=results,
+                sources=(
+                    tuple(p for p in response.parts if isinstance(p, SourcePart))
+                    if content.sources else ()
+                ),
+                finish_reason=fin.finish_reason,
+                usage=fin.usage,
+            )
+        )
+        yield from self._stream_through([StepFinish(step, fin.finish_reason, fin.usage)])
+        return bool(calls)
+
+    def _output_step(
+        self,
+        step: int,
+        cfg: _StepConfig,
+        content: _StepContent,
+        fin: ModelFinish,
+        before: MessageList,
+    ) -> Generator[LoopCommand, object, bool]:
+        """process_output_step over the response just added: False when a processor
+        discarded it for a retry (the feedback is then added after `before`)."""
         if self.h_output_step:
             record = self.record
             steps = self._steps_tuple()
@@ -679,40 +735,12 @@ class _Run:
                             "retry_count": self.retry_count,
                         }, transient=True)]
                     )
-                    return None
+                    return False
                 self.ml = before  # a blocked response is not kept (as in output_result)
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
                 self.ml = eff.value
-        self.finish_reason = fin.finish_reason
-        # Tools run for the calls still present in the (possibly replaced) response.
-        if self.ml is added and response.parts:  # no processor replaced the messages
-            kept: Message | None = response
-            calls = tuple(content.tool_calls)
-        else:
-            kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
-            calls = kept.tool_calls() if kept is not None else ()
-        results: tuple[ToolResultPart, ...] = ()
-        if calls:
-            results = yield from self._run_tools(calls, self._step_tools(cfg))
-        self.steps.append(
-            StepResult(
-                step_number=step,
-                model=cfg.model,
-                text=content.text,
-                reasoning=content.reasoning_text,
-                tool_calls=calls,
-                tool_results=results,
-                sources=(
-                    tuple(p for p in response.parts if isinstance(p, SourcePart))
-                    if content.sources else ()
-                ),
-                finish_reason=fin.finish_reason,
-                usage=fin.usage,
-            )
-        )
-        yield from self._stream_through([StepFinish(step, fin.finish_reason, fin.usage)])
-        return bool(calls)
+        return True
 
     def _call_model(
         self, step: int, cfg: _StepConfig
@@ -787,7 +815,7 @@ class _Run:
                         str(err) if err is not None else "stream ended before the model finished"
                     )
                     raise _Failed(StreamFailed(step, msg, err))
-                if t is ToolCall:
+                if t is ToolCall or t is ToolCallDelta:
                     reply = self._unique_call(reply, content)  # type: ignore[arg-type]
                 if io:
                     yield from self._process_chunk_io(reply, content)  # type: ignore[arg-type]
@@ -802,17 +830,28 @@ class _Run:
                 out = tuple(self.pending)
                 self.pending = []
                 reply = yield Pull(out)
-        except RunCancelled:  # cancelled mid-stream: keep what arrived, marked incomplete
+        except (RunCancelled, HookFailure):
+            # Cancelled, or a stream processor crashed: what already passed every processor
+            # is kept, marked incomplete (the crashing chunk and later ones are not).
             self._keep_partial(content)
             raise
 
-    def _unique_call(self, call: ToolCall, content: _StepContent) -> ToolCall:
-        """A call with an empty id, or one this response already used, gets a fresh id:
-        results are matched to calls by id (some servers send `call_0` for every call)."""
+    def _unique_call(
+        self, call: ToolCall | ToolCallDelta, content: _StepContent
+    ) -> ToolCall | ToolCallDelta:
+        """A call with an empty id, or one this response already used, gets a fresh id,
+        its deltas too: results are matched to calls by id (some servers send `call_0`
+        for every call)."""
         cid = call.tool_call_id
-        if cid and all(c.tool_call_id != cid for c in content.tool_calls):
-            return call
-        return ToolCall(self.ids.next("call"), call.tool_name, call.args)
+        fresh = content.renamed.get(cid)
+        if fresh is None:
+            if cid and all(c.tool_call_id != cid for c in content.tool_calls):
+                return call
+            fresh = content.renamed[cid] = self.ids.next("call")
+        if isinstance(call, ToolCall):
+            del content.renamed[cid]  # the call is complete: a later reuse is a new call
+            return ToolCall(fresh, call.tool_name, call.args)
+        return ToolCallDelta(fresh, call.tool_name, call.args_delta)
 
     def _answer_dangling_calls(self, reason: str) -> None:
         """On cancel: an error result for each tool call of the response without one."""
@@ -1094,17 +1133,24 @@ class _Run:
                 state=self.states[b.slot],
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            try:
+                eff = self._apply(b, (yield from call(b, args)))
+            except HookFailure:
+                self._drop_response()  # fail closed, as for a block
+                raise
             if isinstance(eff, Abort):
-                # The blocked response is not kept.
-                self.ml = self.ml.replace_messages(
-                    (m for m, s in zip(self.ml.messages, self.ml.sources, strict=True)
-                     if s != "response"),
-                    "input",
-                )
+                self._drop_response()  # the blocked response is not kept
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
                 self.ml = eff.value
+
+    def _drop_response(self) -> None:
+        """Remove what this run added to the conversation."""
+        ml = self.ml
+        self.ml = ml.replace_messages(
+            (m for m, s in zip(ml.messages, ml.sources, strict=True) if s != "response"),
+            "input",
+        )
 
 
 def _refuse_io(b: Bound, raw: object) -> None:
