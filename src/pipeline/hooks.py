@@ -18,7 +18,7 @@ from types import GeneratorType
 
 import msgspec
 
-from effects import Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry, Skip
+from effects import Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
 from pipeline.chunks import DataChunk
 from pipeline.processor import ALLOWED_EFFECTS, REPLACE_PAYLOAD, BaseProcessor, HookName, TripWire
 
@@ -175,5 +175,5 @@ def check(b: Bound, raw: object) -> Outcome:
 
 
 __all__ = [
-    "Bound", "HookFailure", "Outcome", "Skip", "bind", "call", "check", "invoke", "settle",
+    "Bound", "HookFailure", "Outcome", "bind", "call", "check", "invoke", "settle",
 ]

@@ -29,5 +29,3 @@ class RetryPolicy(msgspec.Struct, frozen=True):
         unit = (zlib.crc32(f"{key}:{attempt}".encode()) & 0xFFFF) / 0xFFFF
         return backoff * (1 - self.jitter * unit)
 
-
-NO_RETRIES = RetryPolicy(max_retries=0)
