@@ -12,6 +12,7 @@ import pytest
 from effects import Abort, AwaitHook, Continue, Out, Replace
 from interpreters import AsyncNotSupportedError, Fail, Say, ScriptedModel, Simulator, call
 from interpreters.aio import AsyncInterpreter
+from interpreters.provider import AsyncProvider, ProviderError
 from interpreters.simulator import Scripted, VirtualClock
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
@@ -19,7 +20,7 @@ from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, Finish, ModelEvent, TextDelta
 from pipeline.messages import MessageList, TextPart, user
-from pipeline.model import ModelRequest
+from pipeline.model import ApiError, ModelRequest
 from pipeline.processor import (
     AskModel,
     InputArgs,
@@ -29,10 +30,13 @@ from pipeline.processor import (
     OutputResultResult,
     OutputStepArgs,
     OutputStepResult,
+    RunContext,
     StatefulProcessor,
+    StepChange,
     StreamArgs,
     StreamResult,
     abort,
+    processor,
 )
 from pipeline.result import ApiFailed, ProcessorFailed, StreamFailed
 from tests.conftest_aio import anyio_backend  # noqa: F401
@@ -394,3 +398,90 @@ async def test_timeout_must_be_non_negative() -> None:
         interp.stream(Agent.create("m"), "x", timeout=-1)
     with pytest.raises(ValueError, match="provider"):
         AsyncInterpreter()
+
+
+async def test_the_async_simulator_stream_takes_the_run_context_like_run() -> None:
+    seen: list[RunContext] = []
+
+    def note(args: InputArgs[None]) -> InputResult[None]:
+        seen.append(args.context)
+        return Continue()
+
+    agent = Agent.create("m", input_processors=[processor("note", process_input=note)])
+    sim = AsyncSimulator(ScriptedModel([Say("a"), Say("a")]))
+    ran = await sim.run(agent, "hi", thread_id="t1", resource_id="u1", values={"tier": "pro"})
+    async with sim.stream(
+        agent, "hi", thread_id="t1", resource_id="u1", values={"tier": "pro"}
+    ) as stream:
+        async for _ in stream:
+            pass
+    assert [(c.thread_id, c.resource_id, c.values) for c in seen] == [
+        ("t1", "u1", {"tier": "pro"})
+    ] * 2
+    reply = stream.result.messages.messages[-1]
+    assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
+    assert stream.result.text == ran.result.text == "a"
+
+
+# --- configuration errors ------------------------------------------------------------------
+
+
+class NoKeyError(ProviderError, ValueError):
+    """Like the router's ProviderConfigError: a provider that is not configured."""
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__(
+            ApiError(status=None, message=f"no API key for {model_id}",
+                     error_type="configuration")
+        )
+
+
+async def test_a_missing_key_for_the_agents_model_raises_before_any_request() -> None:
+    served = ScriptedModel([Say("never")])
+
+    def resolve(model_id: str) -> AsyncProvider:
+        if model_id == "m":
+            raise NoKeyError(model_id)
+        return served
+
+    interp = AsyncInterpreter(resolve=resolve)
+    with pytest.raises(NoKeyError, match="no API key for m"):
+        interp.stream(Agent.create("m"), "x")
+    with pytest.raises(NoKeyError, match="no API key for m"):
+        await interp.run(Agent.create("m"), "x")
+    assert served.requests == []
+
+
+async def test_a_switch_to_an_unconfigured_model_fails_with_a_configuration_error() -> None:
+    served = ScriptedModel([Say("never")])
+
+    def resolve(model_id: str) -> AsyncProvider:
+        if model_id == "other":
+            raise NoKeyError(model_id)
+        return served
+
+    to_other = processor(
+        "to-other", process_input_step=lambda args: Replace(StepChange(model="other"))
+    )
+    agent = Agent.create("m", input_processors=[to_other])
+    result = await AsyncInterpreter(resolve=resolve).run(agent, "x")
+    assert result.status == "failed"
+    assert isinstance(result.error, ApiFailed)
+    assert result.error.error == ApiError(
+        status=None, message="no API key for other", error_type="configuration"
+    )
+    assert "configuration: no API key for other" in str(result.error)
+    assert "connection" not in str(result.error)
+    assert served.requests == []
+
+
+async def test_other_resolver_failures_are_left_to_the_run() -> None:
+    def resolve(model_id: str) -> AsyncProvider:
+        raise KeyError(model_id)
+
+    stream = AsyncInterpreter(resolve=resolve).stream(Agent.create("m"), "x")  # no raise
+    async with stream:
+        async for _ in stream:
+            pass
+    assert isinstance(stream.result.error, ApiFailed)
+    assert stream.result.error.error.error_type == "provider-error"

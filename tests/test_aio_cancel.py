@@ -9,7 +9,7 @@ model stream closed, and no task of the run still running once it returned.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import AsyncIterator, Generator
 from functools import partial
 
 import anyio
@@ -24,9 +24,20 @@ from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ErrorChunk, TextDelta, ToolError
+from pipeline.chunks import (
+    Chunk,
+    ErrorChunk,
+    ModelEvent,
+    ModelFinish,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolError,
+    Usage,
+)
 from pipeline.loop import RunCancelled, agent_loop
 from pipeline.messages import MessageList, user
+from pipeline.model import ModelRequest
 from pipeline.processor import OutputStepArgs, OutputStepResult, RunContext, StatefulProcessor
 from pipeline.result import Cancelled, RunResult
 from tests.conftest_aio import TrackedModel, anyio_backend, unpaired_tool_calls  # noqa: F401
@@ -403,3 +414,88 @@ async def test_run_as_a_task_group_target_with_partial() -> None:
         signal.abort()
     assert model.closed_early == 1
     assert repr(signal) == "AbortSignal(aborted: 'aborted by the caller')"
+
+
+# --- a stream belongs to the task that iterates it -----------------------------------------
+
+
+async def test_aclose_from_another_task_is_a_clear_error_and_a_signal_stops_the_stream() -> None:
+    model = TrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
+    signal = AbortSignal()
+    stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi", signal=signal)
+    got: list[Chunk] = []
+
+    async def consume() -> None:
+        async with stream:
+            async for c in stream:
+                got.append(c)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await model.blocked.wait()
+            with pytest.raises(RuntimeError, match=r"another task .* signal\.abort\(\)"):
+                await stream.aclose()
+            with pytest.raises(RuntimeError, match="one task at a time"):
+                await stream.__anext__()
+            assert not stream.done and model.closed == 0  # the consumer's run is untouched
+            signal.abort("the watcher stopped it")
+    assert stream.result.status == "cancelled"
+    assert stream.result.error == Cancelled("the watcher stopped it")
+    assert _streamed_text(got) == "Hello wor" == stream.result.text
+    assert got[-1] == ErrorChunk("Cancelled", "run cancelled: the watcher stopped it")
+    assert model.closed_early == 1
+
+
+# --- the model stream's close is shielded -------------------------------------------------
+
+
+class SlowCleanup:
+    """A provider whose stream cleanup (closing its HTTP response, say) takes a while."""
+
+    def __init__(self) -> None:
+        self.closing = anyio.Event()
+        self.release = anyio.Event()
+        self.log: list[str] = []
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        try:
+            yield TextStart("t")
+            yield TextDelta("t", "hi")
+            yield TextEnd("t")
+            yield ModelFinish("stop", Usage(1, 1))
+        finally:
+            self.closing.set()
+            try:
+                await self.release.wait()
+                self.log.append("cleaned up")
+            except BaseException as e:
+                self.log.append(f"interrupted: {type(e).__name__}")
+                raise
+
+
+@pytest.mark.parametrize("how", ["enclosing scope", "signal"])
+async def test_a_cancel_while_the_model_stream_closes_does_not_cut_its_cleanup_short(
+    how: str,
+) -> None:
+    model = SlowCleanup()
+    scope = anyio.CancelScope()
+    signal = AbortSignal()
+
+    async def go() -> None:
+        with scope:
+            await AsyncInterpreter(model).run(Agent.create("m"), "hi", signal=signal)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go)
+            await model.closing.wait()  # after the finish event: the normal close
+            if how == "signal":
+                signal.abort()
+            else:
+                scope.cancel()
+            for _ in range(10):
+                await anyio.lowlevel.checkpoint()
+            assert model.log == []  # still closing: the cancel waits for it
+            model.release.set()
+    assert model.log == ["cleaned up"]

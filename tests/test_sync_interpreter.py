@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Generator, Iterator
+from typing import Any
 
 import msgspec
 import pytest
 
 from effects import CallModel, Continue, Finish, Perform, Publish, Pull, Replace, RunTools
-from interpreters.provider import ProviderError
+from interpreters.provider import Provider, ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.sync import AsyncNotSupportedError, SyncInterpreter
 from interpreters.trace import Trace
@@ -26,15 +27,18 @@ from pipeline.chunks import (
 )
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.messages import Message, ReasoningPart, SystemMessage, TextPart
-from pipeline.model import ModelRequest
+from pipeline.model import ApiError, ModelRequest
 from pipeline.processor import (
     AskModel,
+    InputArgs,
+    InputResult,
     InputStepArgs,
     InputStepResult,
     ModelAnswer,
     OutputStepArgs,
     OutputStepResult,
     Processor,
+    RunContext,
     StepChange,
     StreamArgs,
     StreamResult,
@@ -409,3 +413,120 @@ def test_a_missing_scripted_response_fails_clearly() -> None:
     err = ran.result.error
     assert isinstance(err, ApiFailed)
     assert err.error.error_type == "script-exhausted"
+
+
+# --- the stream as a context manager ------------------------------------------------------------
+
+
+def test_the_stream_is_a_context_manager_that_closes_it_early() -> None:
+    model = TrackingModel([Say(["one", "two", "three"]), Say("never")])
+    with Simulator(model).stream(make_agent(), "hi") as stream:
+        for c in stream:
+            if isinstance(c, TextDelta):
+                break
+        assert not stream.done
+    assert model.closed_early == 1 and len(model.requests) == 1
+    assert not stream.done
+    with pytest.raises(StopIteration):
+        next(stream)
+
+
+def test_done_says_when_the_result_is_there() -> None:
+    with Simulator(ScriptedModel([Say(["o", "k"])])).stream(make_agent(), "hi") as stream:
+        assert not stream.done
+        chunks = list(stream)
+        assert stream.done
+    assert stream.done and stream.result.text == "ok"
+    assert isinstance(chunks[-1], FinishChunk)
+
+
+def test_the_simulator_stream_takes_the_run_context_like_run() -> None:
+    seen: list[RunContext] = []
+
+    def note(args: InputArgs[None]) -> InputResult[None]:
+        seen.append(args.context)
+        return Continue()
+
+    agent = make_agent(input_processors=[processor("note", process_input=note)])
+    sim = Simulator(ScriptedModel([Say("a"), Say("a")]))
+    kw: dict[str, Any] = {"thread_id": "t1", "resource_id": "u1", "values": {"tier": "pro"}}
+    ran = sim.run(agent, "hi", **kw)
+    with sim.stream(agent, "hi", **kw) as stream:
+        list(stream)
+    assert [(c.thread_id, c.resource_id, c.values) for c in seen] == [
+        ("t1", "u1", {"tier": "pro"})
+    ] * 2
+    reply = stream.result.messages.messages[-1]
+    assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
+    assert stream.result.text == ran.result.text == "a"
+
+
+# --- configuration errors -------------------------------------------------------------------
+
+
+class NoKeyError(ProviderError, ValueError):
+    """Like the router's ProviderConfigError: a provider that is not configured."""
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__(
+            ApiError(status=None, message=f"no API key for {model_id}",
+                     error_type="configuration")
+        )
+
+
+def test_a_configuration_error_reads_as_one() -> None:
+    err = ApiError(status=None, message="no API key for anthropic/ models",
+                   error_type="configuration")
+    assert str(err) == "configuration: no API key for anthropic/ models"
+    assert str(ApiError(status=None, message="reset")) == "connection: reset"
+    assert str(ApiError(status=400, message="bad", error_type="invalid")) == "HTTP 400 invalid: bad"
+
+
+def test_a_missing_key_for_the_agents_model_raises_before_any_request() -> None:
+    served = EchoProvider()
+
+    def resolve(model_id: str) -> Provider:
+        if model_id == "sim/model":
+            raise NoKeyError(model_id)
+        return served
+
+    interp = SyncInterpreter(resolve=resolve)
+    with pytest.raises(NoKeyError, match="no API key for sim/model"):
+        interp.stream(make_agent(), "x")
+    with pytest.raises(NoKeyError, match="no API key for sim/model"):
+        interp.run(make_agent(), "x")
+    assert served.seen == []
+
+
+def test_a_switch_to_an_unconfigured_model_fails_the_run_with_a_configuration_error() -> None:
+    served = EchoProvider()
+
+    def resolve(model_id: str) -> Provider:
+        if model_id == "other/model":
+            raise NoKeyError(model_id)
+        return served
+
+    to_other = processor(
+        "to-other", process_input_step=lambda args: Replace(StepChange(model="other/model"))
+    )
+    result = SyncInterpreter(resolve=resolve, sleep=lambda s: None).run(
+        make_agent(input_processors=[to_other]), "x"
+    )
+    assert result.status == "failed"
+    assert isinstance(result.error, ApiFailed)
+    assert result.error.error == ApiError(
+        status=None, message="no API key for other/model", error_type="configuration"
+    )
+    assert "configuration: no API key for other/model" in str(result.error)
+    assert "connection" not in str(result.error)
+    assert served.seen == []
+
+
+def test_other_resolver_failures_are_left_to_the_run() -> None:
+    def resolve(model_id: str) -> Provider:
+        raise KeyError(model_id)
+
+    stream = SyncInterpreter(resolve=resolve).stream(make_agent(), "x")  # does not raise
+    list(stream)
+    assert isinstance(stream.result.error, ApiFailed)
+    assert stream.result.error.error.error_type == "provider-error"

@@ -18,13 +18,15 @@ Design:
   an `async def` tool is awaited. The tool calls of one step run concurrently in a task
   group; their results go back in the order of the calls.
 - **Cancellation.** An `AbortSignal`, a per-run `timeout`, an enclosing anyio cancel
-  scope, or closing the stream early end the run at once: the interpreter throws
+  scope, or closing the stream early (in the task that iterates it; from another task,
+  abort a signal) end the run at once: the interpreter throws
   `RunCancelled` into the loop, which finishes with status "cancelled" and a
   `Cancelled` error, keeps the text streamed so far in a message marked incomplete, and
   gives each tool call still without a result an error result. The model stream is
-  closed. With a signal or a timeout `run` returns that result; an enclosing cancel
-  scope's cancellation is re-raised (as anyio requires) and the result stays readable on
-  the stream's `.result`.
+  closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
+  cleanup (closing its HTTP response) is never cut short. With a signal or a timeout
+  `run` returns that result; an enclosing cancel scope's cancellation is re-raised (as
+  anyio requires) and the result stays readable on the stream's `.result`.
 """
 
 from __future__ import annotations
@@ -40,26 +42,28 @@ from types import AsyncGeneratorType, TracebackType
 
 import anyio
 import anyio.to_thread
-import msgspec
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.cancel import AbortSignal
-from interpreters.provider import AsyncProvider, AsyncProviderResolver, ProviderError
-from interpreters.sync import answer_of, provider_error
+from interpreters.common import (
+    answer_of,
+    check_model,
+    discard,
+    handler_for,
+    provider_error,
+    start_run,
+    stream_failed,
+    tool_and_args,
+    tool_failed,
+)
+from interpreters.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
-from pipeline.loop import (
-    AgentLoop,
-    LoopCommand,
-    RunCancelled,
-    ToolInvocation,
-    ToolOutcome,
-    agent_loop,
-)
-from pipeline.messages import JsonObject, RunInput, to_message_list
-from pipeline.model import ApiError, ModelEnded, ModelFailed, ModelRequest
-from pipeline.processor import AskModel, RunContext
+from pipeline.loop import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.messages import JsonObject, RunInput
+from pipeline.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.processor import AskModel
 from pipeline.result import RunResult
 
 AsyncHandler = Callable[[object], object]
@@ -144,17 +148,17 @@ class AsyncInterpreter:
         signal: AbortSignal | None = None,
         timeout: float | None = None,
     ) -> AsyncRunStream:
-        """The run's chunks as an async iterator; nothing happens until it is iterated."""
+        """The run's chunks as an async iterator; nothing happens until it is iterated.
+
+        Only the agent's model is resolved at once: a provider that is not configured (no
+        API key...) raises its configuration error here, before any request.
+        """
         if timeout is not None and not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        run_id = self._run_ids()
-        ctx = RunContext(
-            run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values
-        )
-        ml = to_message_list(messages, id_prefix=run_id, created_at=self._clock())
-        loop = agent_loop(
-            agent, ml, context=ctx, clock=self._clock,
-            record=trace.record_effect if trace is not None else None,
+        check_model(self._resolve, agent.model)
+        loop = start_run(
+            agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
+            resource_id=resource_id, values=values, trace=trace,
         )
         return AsyncRunStream(self, loop, trace, signal, timeout)
 
@@ -187,20 +191,20 @@ class AsyncInterpreter:
 
     async def _run_tool(self, inv: ToolInvocation) -> ToolOutcome:
         """One tool call; a tool that raises becomes an error result the model sees."""
-        cid = inv.call.tool_call_id
-        if inv.error is not None or inv.tool is None or inv.kwargs is None:
-            return ToolOutcome(cid, inv.error or "tool not available", is_error=True)
-        fn, kwargs = inv.tool.fn, inv.kwargs
+        ready = tool_and_args(inv)
+        if isinstance(ready, ToolOutcome):
+            return ready
+        tool, kwargs = ready
         try:
-            if not inv.tool.is_async and self._tools_in_threads:
-                result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            if not tool.is_async and self._tools_in_threads:
+                result = await anyio.to_thread.run_sync(functools.partial(tool.fn, **kwargs))
             else:
-                result = fn(**kwargs)
+                result = tool.fn(**kwargs)
             if hasattr(result, "__await__"):  # an async tool, or a sync one returning one
                 result = await result
         except Exception as e:
-            return ToolOutcome(cid, f"{type(e).__name__}: {e}", is_error=True)
-        return ToolOutcome(cid, result)
+            return tool_failed(inv, e)
+        return ToolOutcome(inv.call.tool_call_id, result)
 
     async def _perform(self, request: object) -> object:
         if isinstance(request, AskModel):
@@ -210,14 +214,9 @@ class AsyncInterpreter:
                 async for e in stream:
                     events.append(e)
             finally:
-                await _aclose(stream)
-            if not any(isinstance(e, ModelFinish) for e in events):
-                raise ProviderError(ApiError(status=None, message="judge stream broke"))
+                await _close_shielded(stream)
             return answer_of(events)
-        handler = self._handlers.get(type(request))
-        if handler is None:
-            raise LookupError(f"no handler for I/O request {type(request).__name__}")
-        answer = handler(request)
+        answer = handler_for(self._handlers, request)(request)
         if inspect.isawaitable(answer):
             answer = await answer
         return answer
@@ -228,11 +227,16 @@ class AsyncRunStream:
 
     Use `async with` (or call `aclose()`) so that a consumer that stops early closes the
     model stream at once: the run then ends "cancelled" with what it had so far.
-    A stream is iterated by one task at a time.
+
+    A stream belongs to the task that iterates it: `aclose()` is for that task, and a
+    second task that calls `__anext__` or `aclose()` while the first waits in `__anext__`
+    gets a RuntimeError. To stop a stream from another task (a watcher), give it a
+    `signal=AbortSignal()` and call `signal.abort(reason)`: the iterating task then ends
+    the run as cancelled, and its `async for` receives the final chunks and stops.
     """
 
     __slots__ = (
-        "_anext", "_buf", "_closed", "_cmd", "_deadline", "_delivered", "_hand_out",
+        "_anext", "_buf", "_busy", "_closed", "_cmd", "_deadline", "_delivered", "_hand_out",
         "_interp", "_loop", "_model", "_result", "_signal", "_timeout", "_trace",
     )
 
@@ -259,6 +263,8 @@ class AsyncRunStream:
         self._buf: deque[Chunk] = deque()
         self._result: RunResult | None = None
         self._closed = False
+        self._busy = False
+        """A task is inside `_advance_guarded` (waiting on the model, a tool, a hook...)."""
         self._hand_out = True
         """False when `run` drives the stream: chunks go to the trace only, none wait."""
 
@@ -286,7 +292,16 @@ class AsyncRunStream:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop here: a run not over yet ends "cancelled"; the model stream is closed."""
+        """Stop here: a run not over yet ends "cancelled"; the model stream is closed.
+
+        Raises RuntimeError while another task waits in `__anext__` (see the class doc).
+        """
+        if self._busy:
+            raise RuntimeError(
+                "aclose() called while another task waits in this stream's __anext__; "
+                "to stop a stream from another task, give it a signal "
+                "(stream(..., signal=AbortSignal())) and call signal.abort()"
+            )
         if self._result is None and not self._closed:
             await self._cancel(STREAM_CLOSED)
         self._buf.clear()
@@ -306,6 +321,9 @@ class AsyncRunStream:
     # --- driving the loop ----------------------------------------------------------------
     async def _advance_guarded(self) -> None:
         """`_advance`, under the run's timeout and signal; a cancellation ends the run."""
+        if self._busy:
+            raise RuntimeError("another task is iterating this stream (one task at a time)")
+        self._busy = True
         try:
             if self._signal is None and self._timeout is None:
                 await self._advance()
@@ -336,9 +354,11 @@ class AsyncRunStream:
             raise
         except BaseException:
             self._closed = True
-            await self._close_model(shield=True)
+            await self._close_model()
             self._loop.close()
             raise
+        finally:
+            self._busy = False
 
     def _cancel_reason(self) -> str | None:
         if self._signal is not None and self._signal.aborted:
@@ -433,22 +453,14 @@ class AsyncRunStream:
         await self._close_model()
         if isinstance(e, StopAsyncIteration):
             return ModelEnded()
-        err = provider_error(e)
-        if started and err.retryable:
-            # Bytes already reached the caller: a retry would duplicate them.
-            err = msgspec.structs.replace(err, retryable=False, retry_after=None)
-        return ModelFailed(err, started=started)
+        return stream_failed(e, started=started)
 
-    async def _close_model(self, *, shield: bool = False) -> None:
-        """Close the open model stream; shielded (for a while) when the run is cancelled."""
+    async def _close_model(self) -> None:
+        """Close the open model stream, shielded from cancellation (for CLOSE_GRACE)."""
         model = self._model
         if model is not None:
             self._model = self._anext = None
-            if shield:
-                with anyio.move_on_after(CLOSE_GRACE, shield=True):
-                    await _aclose(model)
-            else:
-                await _aclose(model)
+            await _close_shielded(model)
 
     async def _cancel(self, reason: str) -> None:
         """End the run as cancelled: the loop finishes without I/O; close the model."""
@@ -456,7 +468,7 @@ class AsyncRunStream:
             loop = self._loop
             cmd = self._cmd if self._cmd is not None else self._set(next(loop))
             if isinstance(cmd, AwaitHook):  # never awaited, or its await was cancelled
-                _discard(cmd.awaitable)
+                discard(cmd.awaitable)
             if not isinstance(cmd, Finish):
                 try:
                     cmd = self._set(loop.throw(RunCancelled(reason)))
@@ -470,7 +482,7 @@ class AsyncRunStream:
             assert isinstance(cmd, Finish)
             self._result = cmd.result
             loop.close()
-        await self._close_model(shield=True)
+        await self._close_model()
 
 
 async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -481,16 +493,15 @@ async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator
     return stream
 
 
-async def _aclose(stream: AsyncIterator[ModelEvent]) -> None:
+async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
+    """Close a model stream; a cancellation does not cut the provider's cleanup (closing
+    the HTTP response) short, though the cleanup gets CLOSE_GRACE seconds at most."""
+    if type(stream) is AsyncGeneratorType and stream.ag_frame is None:
+        return  # a generator that already ended: nothing to close
     close = getattr(stream, "aclose", None)
     if close is not None:
-        await close()
-
-
-def _discard(awaitable: object) -> None:
-    close = getattr(awaitable, "close", None)  # avoid "coroutine was never awaited"
-    if close is not None:
-        close()
+        with anyio.move_on_after(CLOSE_GRACE, shield=True):
+            await close()
 
 
 __all__ = ["AbortSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]

@@ -6,6 +6,9 @@
         ...
         signal.abort("the user left")     # the run ends promptly, status "cancelled"
 
+It is also how a watcher task stops a stream another task iterates (`aclose()` is for
+the iterating task): the stream's `async for` then receives the final chunks and ends.
+
 One signal may be given to many runs; `abort()` cancels every one of them that is running
 and every later one at its start. Call `abort()` from the event loop's thread (from
 another thread: `anyio.from_thread.run_sync(signal.abort, reason)`).

@@ -296,5 +296,18 @@ class Simulator:
         )
         return SimRun(result, trace, self.clock.now)
 
-    def stream(self, agent: Agent, messages: RunInput, *, trace: Trace | None = None) -> RunStream:
-        return self._interp.stream(agent, messages, trace=trace)
+    def stream(
+        self,
+        agent: Agent,
+        messages: RunInput,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        values: JsonObject | None = None,
+        trace: Trace | None = None,
+    ) -> RunStream:
+        """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after."""
+        return self._interp.stream(
+            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+            trace=trace,
+        )

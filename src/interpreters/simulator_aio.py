@@ -98,11 +98,18 @@ class AsyncSimulator:
         agent: Agent,
         messages: RunInput,
         *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        values: JsonObject | None = None,
         trace: Trace | None = None,
         signal: AbortSignal | None = None,
         timeout: float | None = None,
     ) -> AsyncRunStream:
-        return self._interp.stream(agent, messages, trace=trace, signal=signal, timeout=timeout)
+        """The run's chunks as an async iterator (`async with sim.stream(...) as s:`)."""
+        return self._interp.stream(
+            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+            trace=trace, signal=signal, timeout=timeout,
+        )
 
 
 __all__ = ["AsyncSimulator"]

@@ -5,22 +5,28 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
+from types import TracebackType
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
-from interpreters.provider import Provider, ProviderError, ProviderResolver
+from interpreters.common import (
+    answer_of,
+    check_model,
+    discard,
+    handler_for,
+    provider_error,
+    start_run,
+    stream_failed,
+    tool_and_args,
+    tool_failed,
+)
+from interpreters.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ModelEvent, ModelFinish, TextDelta, ToolCall
-from pipeline.loop import (
-    AgentLoop,
-    LoopCommand,
-    ToolInvocation,
-    ToolOutcome,
-    agent_loop,
-)
-from pipeline.messages import JsonObject, RunInput, ToolCallPart, to_message_list
-from pipeline.model import ApiError, ModelEnded, ModelFailed
-from pipeline.processor import AskModel, ModelAnswer, RunContext
+from pipeline.chunks import Chunk, ModelEvent
+from pipeline.loop import AgentLoop, LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.messages import JsonObject, RunInput
+from pipeline.model import ModelEnded, ModelFailed
+from pipeline.processor import AskModel
 from pipeline.result import RunResult
 
 Handler = Callable[[object], object]
@@ -31,33 +37,16 @@ class AsyncNotSupportedError(TypeError):
     """The sync interpreter was given an async hook or tool."""
 
 
-def provider_error(e: Exception) -> ApiError:
-    """Any failure of a provider as a typed ApiError (a provider bug is not retried)."""
-    if isinstance(e, ProviderError):
-        return e.error
-    return ApiError(
-        status=None, message=f"{type(e).__name__}: {e}", error_type="provider-error"
-    )
-
-
 def run_tool(inv: ToolInvocation) -> ToolOutcome:
     """Run one tool call; a tool that raises becomes an error result the model sees."""
-    cid = inv.call.tool_call_id
-    if inv.error is not None or inv.tool is None or inv.kwargs is None:
-        return ToolOutcome(cid, inv.error or "tool not available", is_error=True)
+    ready = tool_and_args(inv)
+    if isinstance(ready, ToolOutcome):
+        return ready
+    tool, kwargs = ready
     try:
-        return ToolOutcome(cid, inv.tool.fn(**inv.kwargs))
+        return ToolOutcome(inv.call.tool_call_id, tool.fn(**kwargs))
     except Exception as e:
-        return ToolOutcome(cid, f"{type(e).__name__}: {e}", is_error=True)
-
-
-def answer_of(events: list[ModelEvent]) -> ModelAnswer:
-    """Collect a finished model stream into the reply to AskModel."""
-    text = "".join(e.text for e in events if isinstance(e, TextDelta))
-    calls = tuple(
-        ToolCallPart(e.tool_call_id, e.tool_name, e.args) for e in events if isinstance(e, ToolCall)
-    )
-    return ModelAnswer(text, calls)
+        return tool_failed(inv, e)
 
 
 class SyncInterpreter:
@@ -119,16 +108,16 @@ class SyncInterpreter:
         values: JsonObject | None = None,
         trace: Trace | None = None,
     ) -> RunStream:
-        """Iterate the run's chunks; `.result` is there once the iteration ended."""
+        """Iterate the run's chunks; `.result` is there once the iteration ended.
+
+        The agent's model is resolved at once: a provider that is not configured (no API
+        key...) raises its configuration error here, before any request.
+        """
         refuse_async(agent)
-        run_id = self._run_ids()
-        ctx = RunContext(
-            run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values
-        )
-        ml = to_message_list(messages, id_prefix=run_id, created_at=self._clock())
-        loop = agent_loop(
-            agent, ml, context=ctx, clock=self._clock,
-            record=trace.record_effect if trace is not None else None,
+        check_model(self._resolve, agent.model)
+        loop = start_run(
+            agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
+            resource_id=resource_id, values=values, trace=trace,
         )
         return RunStream(self._drive(loop, trace))
 
@@ -153,7 +142,7 @@ class SyncInterpreter:
                     except StopIteration:
                         event = ModelEnded()
                     except Exception as e:
-                        event = _failed(e, started=True)
+                        event = stream_failed(e, started=True)
                     cmd = loop.send(event)
                     continue
                 # Any other command closes the open stream, except a stream hook's own I/O
@@ -197,7 +186,7 @@ class SyncInterpreter:
             elif isinstance(cmd, Perform):
                 reply = self._perform(cmd.request)
             elif isinstance(cmd, AwaitHook):
-                _discard(cmd.awaitable)
+                discard(cmd.awaitable)
                 raise AsyncNotSupportedError(
                     f"processor {cmd.processor_id!r} {cmd.hook} returned an awaitable; "
                     "use the async interpreter (interpreters.aio) for async hooks"
@@ -210,21 +199,20 @@ class SyncInterpreter:
 
     def _perform(self, request: object) -> object:
         if isinstance(request, AskModel):
-            events = list(self._resolve(request.request.model).stream(request.request))
-            if not any(isinstance(e, ModelFinish) for e in events):
-                raise ProviderError(ApiError(status=None, message="judge stream broke"))
-            return answer_of(events)
-        handler = self._handlers.get(type(request))
-        if handler is None:
-            raise LookupError(f"no handler for I/O request {type(request).__name__}")
-        return handler(request)
+            return answer_of(self._resolve(request.request.model).stream(request.request))
+        return handler_for(self._handlers, request)(request)
 
 
 class RunStream:
     """The chunks of a run as an iterator; `result` once it is exhausted.
 
-    Closing it early (or breaking out of a for loop and dropping it) closes the model
-    stream and the loop.
+        with interp.stream(agent, "hi") as stream:
+            for chunk in stream:
+                ...
+        stream.result
+
+    Closing it early (leaving the `with` block, `close()`, or breaking out of a for loop
+    and dropping it) closes the model stream and the loop; the run then has no result.
     """
 
     def __init__(self, gen: Generator[Chunk, None, RunResult]) -> None:
@@ -240,9 +228,26 @@ class RunStream:
     def __next__(self) -> Chunk:
         return next(self._chunks)
 
+    def __enter__(self) -> RunStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Stop here: the model stream and the loop are closed (a no-op once it ended)."""
         self._chunks.close()
         self._gen.close()
+
+    @property
+    def done(self) -> bool:
+        """Whether the run is over (`result` is there)."""
+        return bool(self._box)
 
     @property
     def result(self) -> RunResult:
@@ -275,28 +280,10 @@ def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
     except StopIteration:
         return ModelEnded()
     except Exception as e:
-        return _failed(e, started=started)
-
-
-def _failed(e: Exception, *, started: bool) -> ModelFailed:
-    """The reply for a model stream that raised `e`."""
-    err = provider_error(e)
-    if started and err.retryable:
-        # Bytes already reached the caller: a retry would duplicate them.
-        err = ApiError(
-            status=err.status, message=err.message, error_type=err.error_type,
-            code=err.code, request_id=err.request_id, retryable=False, body=err.body,
-        )
-    return ModelFailed(err, started=started)
+        return stream_failed(e, started=started)
 
 
 def _close(model: Iterator[ModelEvent]) -> None:
     close = getattr(model, "close", None)
-    if close is not None:
-        close()
-
-
-def _discard(awaitable: object) -> None:
-    close = getattr(awaitable, "close", None)  # avoid "coroutine was never awaited"
     if close is not None:
         close()

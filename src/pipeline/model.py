@@ -65,6 +65,8 @@ class ApiError(msgspec.Struct, frozen=True, kw_only=True):
     body: str | None = None
 
     def __str__(self) -> str:
+        if self.status is None and self.error_type == "configuration":
+            return f"configuration: {self.message}"  # no call was made
         where = f"HTTP {self.status}" if self.status is not None else "connection"
         kind = f" {self.error_type}" if self.error_type else ""
         return f"{where}{kind}: {self.message}"

@@ -1,0 +1,123 @@
+"""What the sync and async interpreters share: the pure parts of carrying out commands.
+
+Starting a run, resolving its model up front, turning provider failures into the loop's
+replies, the outcome of a tool call that cannot run or raised, the answer to `AskModel`,
+and the lookup of an I/O handler. No I/O here; each interpreter does its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
+
+import msgspec
+
+from interpreters.provider import ProviderError
+from interpreters.trace import Trace
+from pipeline.agent import Agent
+from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
+from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome, agent_loop
+from pipeline.messages import JsonObject, RunInput, ToolCallPart, to_message_list
+from pipeline.model import ApiError, ModelFailed
+from pipeline.processor import ModelAnswer, RunContext
+from pipeline.tools import Tool
+
+H = TypeVar("H")
+
+CONFIGURATION = "configuration"
+"""`ApiError.error_type` of a provider that cannot be used as configured (no API key...)."""
+
+
+def start_run(
+    agent: Agent,
+    messages: RunInput,
+    *,
+    run_id: str,
+    clock: Callable[[], float],
+    thread_id: str | None,
+    resource_id: str | None,
+    values: JsonObject | None,
+    trace: Trace | None,
+) -> AgentLoop:
+    """The agent loop of a new run: its context, its input as a message list, its trace."""
+    ctx = RunContext(run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values)
+    ml = to_message_list(messages, id_prefix=run_id, created_at=clock())
+    return agent_loop(
+        agent, ml, context=ctx, clock=clock,
+        record=trace.record_effect if trace is not None else None,
+    )
+
+
+def check_model(resolve: Callable[[str], object], model_id: str) -> None:
+    """Resolve a run's model before the run, so a provider that is not configured (no API
+    key...) fails at once: re-raises a `ProviderError` of type "configuration" (such as the
+    router's `ProviderConfigError`). Other failures are left to the run's first model call,
+    which reports them as usual."""
+    try:
+        resolve(model_id)
+    except ProviderError as e:
+        if e.error.error_type == CONFIGURATION:
+            raise
+    except Exception:
+        pass  # the model call that needs the provider reports it
+
+
+def provider_error(e: Exception) -> ApiError:
+    """Any failure of a provider as a typed ApiError (a provider bug is not retried)."""
+    if isinstance(e, ProviderError):
+        return e.error
+    return ApiError(
+        status=None, message=f"{type(e).__name__}: {e}", error_type="provider-error"
+    )
+
+
+def stream_failed(e: Exception, *, started: bool) -> ModelFailed:
+    """The reply for a model stream that raised `e` (`started`: events had gone out)."""
+    err = provider_error(e)
+    if started and err.retryable:
+        # Bytes already reached the caller: a retry would duplicate them.
+        err = msgspec.structs.replace(err, retryable=False, retry_after=None)
+    return ModelFailed(err, started=started)
+
+
+def tool_and_args(inv: ToolInvocation) -> tuple[Tool, dict[str, object]] | ToolOutcome:
+    """The tool to call and its validated arguments, or the error outcome of a call that
+    cannot run (unknown tool, invalid arguments)."""
+    if inv.error is not None or inv.tool is None or inv.kwargs is None:
+        return ToolOutcome(
+            inv.call.tool_call_id, inv.error or "tool not available", is_error=True
+        )
+    return inv.tool, inv.kwargs
+
+
+def tool_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:
+    """A tool that raised: an error result the model sees."""
+    return ToolOutcome(inv.call.tool_call_id, f"{type(e).__name__}: {e}", is_error=True)
+
+
+def answer_of(events: Iterable[ModelEvent]) -> ModelAnswer:
+    """Collect a finished model stream into the reply to AskModel; a stream without its
+    finish event is a failure (`ProviderError`)."""
+    events = tuple(events)
+    if not any(isinstance(e, ModelFinish) for e in events):
+        raise ProviderError(ApiError(status=None, message="judge stream broke"))
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    calls = tuple(
+        ToolCallPart(e.tool_call_id, e.tool_name, e.args) for e in events if isinstance(e, ToolCall)
+    )
+    return ModelAnswer(text, calls)
+
+
+def handler_for(handlers: Mapping[type, H], request: object) -> H:
+    """The handler for an I/O request a generator hook yielded (by its type)."""
+    handler = handlers.get(type(request))
+    if handler is None:
+        raise LookupError(f"no handler for I/O request {type(request).__name__}")
+    return handler
+
+
+def discard(awaitable: object) -> None:
+    """Close an awaitable that will not be awaited (no "coroutine was never awaited")."""
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
