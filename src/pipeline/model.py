@@ -72,13 +72,6 @@ class ApiError(msgspec.Struct, frozen=True, kw_only=True):
         return f"{where}{kind}: {self.message}"
 
 
-class StreamBroken(msgspec.Struct, frozen=True, kw_only=True):
-    """A model stream that failed after it started: never a complete answer."""
-
-    message: str
-    error: ApiError | None = None
-
-
 class ModelFailed(msgspec.Struct, frozen=True, tag="model-failed"):
     """An interpreter's reply when a model call or stream fails."""
 
