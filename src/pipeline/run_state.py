@@ -1,0 +1,84 @@
+"""What one run holds, and what every hook phase does with a hook's outcome.
+
+`_Run` (loop.py) is put together from mixins, one per phase of a run (step_config.py,
+stream_stage.py, loop.py); this is their common base. Mixins rather than objects the
+run delegates to, so that the per-chunk path reads `self.ml` as one attribute lookup,
+not two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from effects import Abort
+from pipeline.agent import Agent
+from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
+from pipeline.hooks import Bound, Outcome
+from pipeline.messages import MessageList
+from pipeline.processor import RunContext
+from pipeline.protocol import EffectRecord, Recorder
+from pipeline.result import RunError, StepResult
+
+
+class Ids:
+    """Deterministic ids for one run: `<run_id>-<kind><n>`."""
+
+    __slots__ = ("_n", "_run")
+
+    def __init__(self, run_id: str) -> None:
+        self._run = run_id
+        self._n = 0
+
+    def next(self, kind: str) -> str:
+        self._n += 1
+        return f"{self._run}-{kind}{self._n}"
+
+
+class _Tripped(Exception):
+    def __init__(self, tripwire: Tripwire) -> None:
+        self.tripwire = tripwire
+
+
+class _Failed(Exception):
+    def __init__(self, error: RunError) -> None:
+        self.error = error
+
+
+class _RunState:
+    """The state every phase of a run reads; `_Run.__init__` sets it up."""
+
+    agent: Agent
+    ctx: RunContext
+    clock: Callable[[], float]
+    record: Recorder | None
+    ids: Ids
+    # Each processor's state, by `Bound.slot`.
+    states: list[object]
+    ml: MessageList
+    steps: list[StepResult]
+    _steps_t: tuple[StepResult, ...]
+    usage: Usage
+    retry_count: int
+    api_retry_count: int
+    finish_reason: FinishReason
+    pending: list[Chunk]
+    """Chunks processed but not yet handed to the interpreter."""
+
+    def _apply(self, b: Bound, o: Outcome) -> object:
+        """Keep state and emits of a hook outcome; return its effect (tripwire on Abort)."""
+        if o.changed_state:
+            self.states[b.slot] = o.state
+        if o.emit:
+            self.pending.extend(o.emit)
+        if self.record is not None:
+            self.record(EffectRecord(b.processor_id, b.hook, o.effect))
+        return o.effect
+
+    def _trip(self, b: Bound, a: Abort) -> _Tripped:
+        return _Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
+
+    def _steps_tuple(self) -> tuple[StepResult, ...]:
+        """The steps so far as the tuple hooks see: made once per step, not once per hook."""
+        if len(self._steps_t) != len(self.steps):
+            self._steps_t = tuple(self.steps)
+        return self._steps_t

@@ -1,0 +1,128 @@
+"""What one step asks the model: process_input_step (+ prepare_step) and the request.
+
+Every step starts from the agent's settings and the run's base system messages (so a
+step's changes last that step only); the input-step hooks change them in list order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TypeVar
+
+import msgspec
+
+from effects import Abort, Continue, Replace
+from pipeline.hooks import Bound, invoke, settle
+from pipeline.messages import JsonObject, SystemMessage
+from pipeline.model import ModelRequest, ModelSettings, StructuredOutput, ToolChoice
+from pipeline.processor import InputStepArgs, StepChange
+from pipeline.protocol import LoopCommand
+from pipeline.run_state import _RunState
+from pipeline.tools import Tool, ToolSpec
+
+_T = TypeVar("_T")
+
+
+class _StepConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """One step's settings: the agent's, as the input-step hooks changed them."""
+
+    model: str
+    tool_choice: ToolChoice
+    active_tools: tuple[str, ...] | None
+    tools: tuple[Tool, ...]
+    system: tuple[SystemMessage, ...]
+    provider_options: JsonObject | None
+    model_settings: ModelSettings
+    structured_output: StructuredOutput | None
+
+
+class _StepSetup(_RunState):
+    """The input-step pipeline and the model request of a step (a mixin of `_Run`)."""
+
+    h_input_step: tuple[Bound, ...]
+    # Made from the step's tools, kept while the step's tools are the same tuple.
+    _specs_of: tuple[Tool, ...] | None
+    _specs: tuple[ToolSpec, ...]
+
+    def _input_step(
+        self, step: int, base_system: tuple[SystemMessage, ...]
+    ) -> Generator[LoopCommand, object, _StepConfig]:
+        a = self.agent
+        cfg = _StepConfig(
+            model=a.model,
+            tool_choice=a.tool_choice,
+            active_tools=None,
+            tools=a.tools,
+            system=base_system,  # reset every step: step changes last one step only
+            provider_options=a.provider_options,
+            model_settings=a.model_settings,
+            structured_output=a.structured_output,
+        )
+        record = self.record
+        steps = self._steps_tuple() if self.h_input_step else ()
+        for b in self.h_input_step:
+            args = InputStepArgs(
+                message_list=self.ml,
+                step_number=step,
+                steps=steps,
+                system_messages=cfg.system,
+                model=cfg.model,
+                tool_choice=cfg.tool_choice,
+                active_tools=cfg.active_tools,
+                tools=cfg.tools,
+                provider_options=cfg.provider_options,
+                model_settings=cfg.model_settings,
+                structured_output=cfg.structured_output,
+                state=self.states[b.slot],
+                retry_count=self.retry_count,
+                context=self.ctx,
+            )
+            raw = invoke(b, args)
+            if raw.__class__ is Continue and record is None:
+                continue  # a pass-through: nothing to check, keep or record
+            eff = self._apply(b, (yield from settle(b, raw)))
+            if isinstance(eff, Abort):
+                raise self._trip(b, eff)
+            if isinstance(eff, Replace):
+                ch: StepChange = eff.value
+                if ch.message_list is not None:
+                    self.ml = ch.message_list
+                cfg = msgspec.structs.replace(
+                    cfg,
+                    model=_or(ch.model, cfg.model),
+                    tool_choice=_or(ch.tool_choice, cfg.tool_choice),
+                    active_tools=_or(ch.active_tools, cfg.active_tools),
+                    tools=_or(ch.tools, cfg.tools),
+                    system=_or(ch.system_messages, cfg.system),
+                    provider_options=_or(ch.provider_options, cfg.provider_options),
+                    model_settings=_or(ch.model_settings, cfg.model_settings),
+                    structured_output=_or(ch.structured_output, cfg.structured_output),
+                )
+        return cfg
+
+    @staticmethod
+    def _step_tools(cfg: _StepConfig) -> tuple[Tool, ...]:
+        """The tools of this step: `tools` narrowed to `active_tools` when set."""
+        if cfg.active_tools is None:
+            return cfg.tools
+        active = frozenset(cfg.active_tools)
+        return tuple(t for t in cfg.tools if t.name in active)
+
+    def _request(self, cfg: _StepConfig) -> ModelRequest:
+        tools = self._step_tools(cfg)
+        if tools is not self._specs_of:  # the same tools step after step: specs made once
+            self._specs_of, self._specs = tools, tuple(t.spec for t in tools)
+        return ModelRequest(
+            model=cfg.model,
+            system=cfg.system,
+            messages=self.ml.messages,
+            tools=self._specs,
+            tool_choice=cfg.tool_choice,
+            model_settings=cfg.model_settings,
+            provider_options=cfg.provider_options,
+            structured_output=cfg.structured_output,
+        )
+
+
+def _or(new: _T | None, old: _T) -> _T:
+    return old if new is None else new
