@@ -51,6 +51,7 @@ from interpreters.common import (
     discard,
     handler_for,
     provider_error,
+    resolver,
     start_run,
     stream_failed,
     tool_and_args,
@@ -97,12 +98,7 @@ class AsyncInterpreter:
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
         tools_in_threads: bool = False,
     ) -> None:
-        if resolve is None:
-            if provider is None:
-                raise ValueError("give a provider or a resolve function")
-            fixed = provider
-            resolve = lambda _model: fixed  # noqa: E731
-        self._resolve = resolve
+        self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
         self._clock = clock
         self._sleep = sleep

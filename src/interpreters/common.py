@@ -23,9 +23,20 @@ from pipeline.processor import ModelAnswer, RunContext
 from pipeline.tools import Tool
 
 H = TypeVar("H")
+P = TypeVar("P")
 
 CONFIGURATION = "configuration"
 """`ApiError.error_type` of a provider that cannot be used as configured (no API key...)."""
+
+
+def resolver(provider: P | None, resolve: Callable[[str], P] | None) -> Callable[[str], P]:
+    """One provider for every model, or a function picking one per model id."""
+    if resolve is not None:
+        return resolve
+    if provider is None:
+        raise ValueError("give a provider or a resolve function")
+    fixed = provider
+    return lambda _model: fixed
 
 
 def start_run(

@@ -14,6 +14,7 @@ from interpreters.common import (
     discard,
     handler_for,
     provider_error,
+    resolver,
     start_run,
     stream_failed,
     tool_and_args,
@@ -67,12 +68,7 @@ class SyncInterpreter:
         sleep: Callable[[float], None] = time.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
     ) -> None:
-        if resolve is None:
-            if provider is None:
-                raise ValueError("give a provider or a resolve function")
-            fixed = provider
-            resolve = lambda _model: fixed  # noqa: E731
-        self._resolve = resolve
+        self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
         self._clock = clock
         self._sleep = sleep
