@@ -341,7 +341,6 @@ class OpenAIStreamDecoder:
         self._ids: dict[str, _Call] = {}
         self._last_index = -1
         self._finish_raw: str | None = None
-        self._finished_calls = False
         self._refused = False
         self._usage: Usage | None = None
         self._response_id: str | None = None
