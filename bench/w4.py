@@ -1,4 +1,4 @@
-"""W4 of ../shared/bench/WORKLOADS.md: many concurrent async runs against a slow model.
+"""W4 of bench/WORKLOADS.md: many concurrent async runs against a slow model.
 
     python -m bench.w4                       # 1,000 runs x 3 steps, 50 ms per model call
     python -m bench.w4 --backend trio --runs 2000 --reps 5

@@ -1,4 +1,4 @@
-"""The four shared workloads (../shared/bench/WORKLOADS.md) on this library.
+"""The four shared workloads (bench/WORKLOADS.md) on this library.
 
 Every figure is microseconds of framework overhead per unit, measured exactly as
 ``peers.py`` measures the peers::

@@ -17,7 +17,7 @@ Order of a run: process_input once; then per step: process_input_step (+ prepare
 last), the model call (transient failures retried by the RetryPolicy, rejections offered
 to process_api_error), every streamed chunk through process_output_stream,
 process_output_step (which may discard the response and retry), tools; finally
-process_output_result. See DESIGN.md for the contract.
+process_output_result. See docs/DESIGN.md for the contract.
 
 Where each part lives:
 - protocol.py: the commands, replies and records an interpreter deals in;

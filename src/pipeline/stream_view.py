@@ -1,7 +1,7 @@
 """`stream_parts` for a stream hook: an O(1) read-only view of what it has seen so far.
 
 Made once per chunk per stream processor, so it must cost next to nothing: a long stream
-must not cost quadratic time (DESIGN.md, Data).
+must not cost quadratic time (docs/DESIGN.md, Data).
 """
 
 from __future__ import annotations

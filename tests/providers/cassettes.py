@@ -1,4 +1,4 @@
-"""The recorded traffic of ../shared/traffic as exchanges a replay server can serve.
+"""The recorded traffic vendored in tests/traffic as exchanges a replay server can serve.
 
 Formats (see INDEX.md there): vcrpy YAML (request `body:` as a JSON string or
 `parsed_body:`; response `body: {string: ...}`, `content:` + `status_code:`, or
@@ -36,8 +36,8 @@ def traffic_dir() -> Path:
     env = os.environ.get("PIPELINE_TRAFFIC_DIR")
     if env:
         return Path(env)
-    # The repository's sibling `shared/` (as in CI: a copy of shared/ beside the clone).
-    return Path(__file__).resolve().parents[3] / "shared" / "traffic"
+    # Vendored in the repository (tests/traffic/NOTICE.md names each source and licence).
+    return Path(__file__).resolve().parents[1] / "traffic"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Every file of ../shared/traffic/INDEX.md, replayed over a real socket, decoded right.
+"""Every file of tests/traffic/INDEX.md, replayed over a real socket, decoded right.
 
 For each recorded exchange the replay server sends the recorded response bytes (chunked,
 split at odd sizes, gzip where recorded); the test checks what the provider made of them:
@@ -44,9 +44,6 @@ from tests.providers.cassettes import Recorded, index_files, load, traffic_dir
 from tests.providers.server import ReplayServer, Reply
 
 ROOT = traffic_dir()
-pytestmark = pytest.mark.skipif(
-    not (ROOT / "INDEX.md").exists(), reason=f"recorded traffic not found at {ROOT}"
-)
 
 
 @dataclass(frozen=True)

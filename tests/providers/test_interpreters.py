@@ -24,7 +24,6 @@ from tests.providers.server import ReplayServer, Reply
 ROOT = traffic_dir()
 CASSETTE = "pydantic+pydantic-ai/tests/models/cassettes/test_openai/" \
     "test_run_stream_sync_streams_real_model.yaml"
-pytestmark = pytest.mark.skipif(not (ROOT / CASSETTE).exists(), reason="no recorded traffic")
 
 
 @tool
