@@ -2,9 +2,9 @@
 
 ::
 
-    python -m bench.run                    # everything (W1-W4 and growth), a few minutes
+    python -m bench.run                    # everything (W1-W5 and growth), a few minutes
     python -m bench.run --only sync        # one interpreter (sync or async)
-    python -m bench.run --workload W3      # one workload (W1, W2, W3, W4 or growth)
+    python -m bench.run --workload W3      # one workload (W1, W2, W3, W4, W5 or growth)
     python -m bench.run --quick            # smoke test with tiny sizes (not for reporting)
     python -m bench.run --gc-off           # diagnostic: cyclic GC off while timing
     python -m bench.run --timer cpu        # W1-W3 in process CPU time (a shared machine)
@@ -32,6 +32,7 @@ import time
 from importlib import metadata
 from typing import Any
 
+from bench import w5
 from bench.workloads import (
     ASYNC,
     CASES,
@@ -46,7 +47,7 @@ from bench.workloads import (
 )
 
 SYSTEMS = {"sync": SYNC, "async": ASYNC}
-WORKLOADS = ("W1", "W2", "W3", "growth", "W4")
+WORKLOADS = ("W1", "W2", "W3", "growth", "W4", "W5")
 W4_SYSTEMS = ("baseline", ASYNC)
 CHILD_TIMEOUT_S = 900
 DISTRIBUTIONS = ("pipeline-agents", "msgspec", "anyio")
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     w123_args = ["--timer", args.timer] if args.timer != "wall" else []
 
     if args.child:
-        w = [x for x in workloads if x != "W4"]
+        w = [x for x in workloads if x not in ("W4", "W5")]
         print(json.dumps({"rows": asyncio.run(child_cases(args.child, w, p))}))
         return
     if args.w4_child:
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     have_async = async_available()
     systems = [SYSTEMS[args.only]] if args.only else list(SYSTEMS.values())
     rows: list[dict[str, Any]] = []
-    cases = [w for w in workloads if w != "W4"]
+    cases = [w for w in workloads if w not in ("W4", "W5")]
     for system in systems:
         if system == ASYNC and not have_async:
             rows.append({"system": system, "workload": ",".join(cases) or "W4", "variant": "",
@@ -346,11 +347,19 @@ def main(argv: list[str] | None = None) -> None:
             rows += out.get("rows", [{"system": system, "workload": "W4", "variant": "",
                                       "error": out.get("error")}])
 
+    # W5 (the real HTTP path) has its own processes and table: bench/w5.py.
+    w5_rows = (
+        w5.run(200 if args.quick else 2000, args.reps or (2 if args.quick else 7),
+               1 if args.quick else w5.WARM)
+        if "W5" in workloads and args.only is None else []
+    )
     order = {w: i for i, w in enumerate(("W1", "W2", "W3", "G1", "G2", "W4"))}
     sys_order = {s: i for i, s in enumerate(("baseline", SYNC, ASYNC))}
     rows.sort(key=lambda r: (order.get(r["workload"], 9), sys_order.get(r["system"], 9)))
     goal_rows = goals(rows, p)
     print_table(rows, goal_rows)
+    if w5_rows:
+        w5.print_rows(w5_rows)
     total = time.perf_counter() - t_start
     print(f"\ntotal {total:.0f} s; versions: "
           + ", ".join(f"{k} {v}" for k, v in versions().items()))
@@ -362,6 +371,7 @@ def main(argv: list[str] | None = None) -> None:
         "total_s": total,
         "results": rows,
         "goals": goal_rows,
+        "w5": w5_rows,
     }
     print(json.dumps(summary))
 

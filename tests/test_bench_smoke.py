@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.w5 import SYSTEMS as W5_SYSTEMS
 from bench.workloads import ASYNC, SYNC, Params, async_available
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,13 @@ def test_quick_mode_completes_every_workload() -> None:
         assert got == expected
         ratios = {r["workload"] for r in mine if "ratio_median" in r}
         assert ratios == {"W3", "G1", "G2"}
+
+    w5 = summary["w5"]
+    assert [r["system"] for r in w5] == list(W5_SYSTEMS)
+    for r in w5:
+        assert "error" not in r, r["error"]
+        assert r["completed"] == r["units"] == 200  # every delta of every call was read
+        assert r["ratio_min"] > 0
 
     w4 = [r for r in rows if r["workload"] == "W4"]
     if async_available():

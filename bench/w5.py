@@ -1,0 +1,210 @@
+"""W5 of bench/WORKLOADS.md: the real HTTP path, as client CPU time per streamed chunk.
+
+    python -m bench.w5                 # N = 2,000 deltas, 7 timed repetitions per system
+    python -m bench.w5 --quick         # smoke mode: N = 200, 2 repetitions (no timing asserted)
+
+A loopback server (bench/wire_server.py, its own process) streams N text deltas, one
+write per SSE event. Each system runs in a fresh process and reports its process CPU time
+per chunk (min and median over the repetitions, after warm-up runs):
+
+- floor: plain httpx `iter_lines` and msgspec decoding of each `data:` line, the least a
+  Python client on httpx can do;
+- provider-openai / provider-anthropic: this library's provider alone (`stream(request)`);
+- agent-sync / agent-async: a whole agent run with no processors, on the SyncInterpreter
+  and on the AsyncInterpreter (asyncio).
+
+Each figure is also given as a ratio to the floor measured in the same sitting. The last
+line printed is a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+SYSTEMS = ("floor", "provider-openai", "provider-anthropic", "agent-sync", "agent-async")
+GOALS = {"provider-openai": 1.1, "provider-anthropic": 1.1, "agent-sync": 1.2, "agent-async": 1.3}
+WARM = 3
+
+
+def _measure(one: Callable[[], int], n: int, reps: int, warm: int) -> dict[str, Any]:
+    for _ in range(warm):
+        got = one()
+        if got != n:
+            raise AssertionError(f"{got} text deltas, expected {n}")
+    per_chunk: list[float] = []
+    for _ in range(reps):
+        c0 = time.process_time()
+        got = one()
+        per_chunk.append((time.process_time() - c0) * 1e6 / n)
+        if got != n:
+            raise AssertionError(f"{got} text deltas, expected {n}")
+    return {
+        "cpu_us_per_chunk_min": min(per_chunk),
+        "cpu_us_per_chunk_median": statistics.median(per_chunk),
+        "completed": n,
+    }
+
+
+def _one_call(system: str, base: str) -> Callable[[], int]:
+    """A function doing one streamed call of `system` and returning its text-delta count."""
+    if system == "floor":
+        import httpx
+        import msgspec
+
+        client = httpx.Client()
+        body = msgspec.json.encode({
+            "model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+        })
+        decode = msgspec.json.Decoder().decode
+
+        def floor() -> int:
+            k = 0
+            with client.stream("POST", base + "/chat/completions", content=body,
+                               headers={"content-type": "application/json"}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        for ch in decode(line[6:])["choices"]:
+                            if ch["delta"].get("content"):
+                                k += 1
+            return k
+
+        return floor
+
+    if system.startswith("provider-"):
+        from interpreters.providers import resolve_provider
+        from pipeline.chunks import TextDelta
+        from pipeline.messages import user
+        from pipeline.model import ModelRequest
+
+        model = "gpt-4o" if system == "provider-openai" else "claude-sonnet-4-5"
+        route = "openai" if system == "provider-openai" else "anthropic"
+        provider = resolve_provider(f"{route}/{model}", base_url=base, api_key="sk-test")
+        request = ModelRequest(model=model, system=(), messages=(user("hi", id="m1"),))
+
+        def provider_alone() -> int:
+            return sum(1 for ev in provider.stream(request) if type(ev) is TextDelta)
+
+        return provider_alone
+
+    from interpreters import AsyncInterpreter, SyncInterpreter
+    from interpreters.providers import AsyncResolver, Resolver
+    from pipeline import Agent
+
+    agent = Agent.create("openai/gpt-4o", instructions="Be brief.")
+    keys, urls = {"openai": "sk-test"}, {"openai": base}
+
+    def deltas(text: str) -> int:
+        return text.count(" word")
+
+    if system == "agent-sync":
+        sync = SyncInterpreter(resolve=Resolver(api_keys=keys, base_urls=urls))
+
+        def agent_sync() -> int:
+            result = sync.run(agent, "hi")
+            if result.status != "finished":
+                raise AssertionError(result.error)
+            return deltas(result.text)
+
+        return agent_sync
+
+    import anyio
+
+    aio = AsyncInterpreter(resolve=AsyncResolver(api_keys=keys, base_urls=urls))
+
+    def agent_async() -> int:
+        async def go() -> int:
+            result = await aio.run(agent, "hi")
+            if result.status != "finished":
+                raise AssertionError(result.error)
+            return deltas(result.text)
+
+        return anyio.run(go)
+
+    return agent_async
+
+
+def _child(system: str, port: int, n: int, reps: int, warm: int) -> None:
+    row = _measure(_one_call(system, f"http://127.0.0.1:{port}/v1"), n, reps, warm)
+    print(json.dumps({"system": system, "workload": "W5", "units": n, **row}))
+
+
+def run(n: int, reps: int, warm: int, systems: tuple[str, ...] = SYSTEMS) -> list[dict[str, Any]]:
+    """Start the server, measure each system in its own process, add ratios to the floor."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.wire_server", str(n)], stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        rows: list[dict[str, Any]] = []
+        for system in systems:
+            print(f"[W5] {system}", file=sys.stderr, flush=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "bench.w5", "--child", system, "--port", str(port),
+                 "--n", str(n), "--reps", str(reps), "--warm", str(warm)],
+                capture_output=True, text=True, timeout=600,
+            )
+            if proc.returncode != 0:
+                rows.append({"system": system, "workload": "W5", "units": n,
+                             "error": proc.stderr.strip().splitlines()[-1:]})
+                continue
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    floor = next((r for r in rows if r["system"] == "floor" and "error" not in r), None)
+    if floor is not None:
+        for r in rows:
+            if "error" not in r:
+                r["ratio_min"] = r["cpu_us_per_chunk_min"] / floor["cpu_us_per_chunk_min"]
+                r["ratio_median"] = (
+                    r["cpu_us_per_chunk_median"] / floor["cpu_us_per_chunk_median"]
+                )
+                if r["system"] in GOALS:
+                    r["goal_ratio"] = GOALS[r["system"]]
+                    r["met"] = r["ratio_min"] <= GOALS[r["system"]]
+    return rows
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    print("\nW5: client CPU per streamed chunk over loopback (us; ratio to the floor)")
+    for r in rows:
+        if "error" in r:
+            print(f"  {r['system']:20} ERROR {r['error']}")
+            continue
+        goal = f"  goal {r['goal_ratio']:.2f}x {'met' if r['met'] else 'MISSED'}" \
+            if "goal_ratio" in r else ""
+        ratio = f"{r['ratio_min']:5.2f}x ({r['ratio_median']:.2f}x)" if "ratio_min" in r else ""
+        print(f"  {r['system']:20} {r['cpu_us_per_chunk_min']:7.2f} "
+              f"({r['cpu_us_per_chunk_median']:.2f})  {ratio}{goal}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke mode: N = 200, 2 repetitions")
+    ap.add_argument("--n", type=int, help="text deltas per response (default 2,000)")
+    ap.add_argument("--reps", type=int, help="timed repetitions (default 7)")
+    ap.add_argument("--warm", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    n = args.n or (200 if args.quick else 2000)
+    reps = args.reps or (2 if args.quick else 7)
+    warm = args.warm if args.warm is not None else (1 if args.quick else WARM)
+    if args.child:
+        _child(args.child, args.port, n, reps, warm)
+        return
+    rows = run(n, reps, warm)
+    print_rows(rows)
+    print(json.dumps({"workload": "W5", "n": n, "reps": reps, "results": rows}))
+
+
+if __name__ == "__main__":
+    main()

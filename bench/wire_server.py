@@ -1,0 +1,100 @@
+"""W5's loopback server: streams a fixed Chat Completions or Anthropic Messages SSE body.
+
+    python -m bench.wire_server N     # prints the port it listens on (127.0.0.1), then serves
+
+N text deltas per response, one write per SSE event with chunked transfer encoding, as a
+real server streams. It runs in its own process, so its CPU never counts against the
+client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format, any
+other POST the Chat Completions one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def openai_events(n: int) -> list[bytes]:
+    base = {
+        "id": "chatcmpl-AbCdEf0123456789",
+        "object": "chat.completion.chunk",
+        "created": 1727346143,
+        "model": "gpt-4o-2024-08-06",
+        "system_fingerprint": "fp_b40fb1c6fb",
+    }
+
+    def choice(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+    chunks: list[dict[str, object]] = [
+        dict(base, choices=[choice({"role": "assistant", "content": "", "refusal": None})])
+    ]
+    chunks += [dict(base, choices=[choice({"content": f" word{i % 97}"})]) for i in range(n)]
+    chunks.append(dict(base, choices=[choice({}, "stop")]))
+    chunks.append(
+        dict(base, choices=[], usage={
+            "prompt_tokens": 17, "completion_tokens": n, "total_tokens": n + 17,
+        })
+    )
+    events = [b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n" for c in chunks]
+    return [*events, b"data: [DONE]\n\n"]
+
+
+def anthropic_events(n: int) -> list[bytes]:
+    evs: list[tuple[str, dict[str, object]]] = [
+        ("message_start", {"type": "message_start", "message": {
+            "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+            "content": [], "model": "claude-sonnet-4-5-20250929", "stop_reason": None,
+            "stop_sequence": None, "usage": {"input_tokens": 25, "output_tokens": 1},
+        }}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+    ]
+    evs += [
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": f" word{i % 97}"}})
+        for i in range(n)
+    ]
+    evs += [
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "usage": {"output_tokens": n}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return [
+        f"event: {e}\ndata: {json.dumps(d, separators=(',', ':'))}\n\n".encode() for e, d in evs
+    ]
+
+
+def serve(n: int) -> None:
+    frames = {
+        kind: [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
+        for kind, events in (("openai", openai_events(n)), ("anthropic", anthropic_events(n)))
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            kind = "anthropic" if self.path.endswith("/messages") else "openai"
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for frame in frames[kind]:
+                self.wfile.write(frame)
+            self.wfile.flush()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
