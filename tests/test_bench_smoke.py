@@ -9,12 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.w5 import SYSTEMS as W5_SYSTEMS
 from bench.workloads import ASYNC, SYNC, Params, async_available
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_quick_mode_completes_every_workload() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.run", "--quick"],
