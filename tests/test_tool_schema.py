@@ -10,7 +10,7 @@ import pydantic
 import pytest
 
 from interpreters.simulator import Say, call
-from pipeline.tools import make_tool
+from pipeline.tools import ToolFn, make_tool
 from tests.conftest import make_agent, simulate
 
 
@@ -81,8 +81,8 @@ def sphinx(city: str, days: int = 1) -> str:
 
 
 @pytest.mark.parametrize("fn", [google, numpy_style, sphinx])
-def test_parameter_descriptions_come_from_the_docstring(fn: object) -> None:
-    t = make_tool(fn)  # type: ignore[arg-type]
+def test_parameter_descriptions_come_from_the_docstring(fn: ToolFn) -> None:
+    t = make_tool(fn)
     props = t.spec.parameters["properties"]
     assert isinstance(props, dict)
     assert props["city"]["description"] == "The city to look up."

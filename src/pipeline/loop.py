@@ -65,6 +65,7 @@ from pipeline.chunks import (
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.hooks import Bound, HookFailure, bind, call, invoke, settle
 from pipeline.messages import (
+    DataPart,
     Message,
     MessageList,
     SourcePart,
@@ -106,7 +107,8 @@ from pipeline.result import (
 from pipeline.run_state import Ids, _Failed, _Tripped
 from pipeline.step_config import _StepConfig, _StepSetup
 from pipeline.stream_stage import _StreamStage
-from pipeline.tools import Tool
+from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
+from pipeline.tools import Tool, tool_result
 
 __all__ = [
     "AgentLoop",
@@ -550,32 +552,61 @@ class _Run(_StepSetup, _StreamStage):
             self._by_name_of, self._by_name = tools, {t.name: t for t in tools}
         by_name = self._by_name
         invocations: list[ToolInvocation] = []
+        writers: list[ToolWriter | None] = []
         for c in calls:
             t = by_name.get(c.tool_name)
+            writers.append(None)
             if t is None:
                 invocations.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
                 continue
             try:
-                invocations.append(ToolInvocation(c, t, t.bind(c.args)))
+                kwargs = t.bind(c.args)
             except (msgspec.ValidationError, TypeError) as e:
                 invocations.append(
                     ToolInvocation(c, t, None, f"invalid arguments for {c.tool_name!r}: {e}")
                 )
+                continue
+            if t.context_param is not None:
+                why = deps_mismatch(t.deps_type, self.ctx.deps)
+                if why is not None:
+                    invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
+                    continue
+                writers[-1] = w = ToolWriter()
+                kwargs[t.context_param] = ToolContext(
+                    deps=self.ctx.deps, run=self.ctx, tool_call_id=c.tool_call_id,
+                    tool_name=c.tool_name, writer=w,
+                )
+            invocations.append(ToolInvocation(c, t, kwargs))
         publish = tuple(self.pending)
         self.pending = []
         if publish:
             yield Publish(publish)
-        reply = yield RunTools(tuple(invocations))
+        try:
+            reply = yield RunTools(tuple(invocations))
+        finally:
+            written = [w.close() if w is not None else () for w in writers]
         outcomes = _check_outcomes(reply, calls)
+        # What the tools wrote, per call in call order, through the stream processors;
+        # non-transient chunks that pass are kept with the results.
+        kept = _StepContent()
+        for chunks in written:
+            for d in chunks:
+                if self.stream_io:
+                    yield from self._process_chunk_io(d, kept)
+                elif self.h_stream:
+                    self._process_chunk(d, kept)
+                else:
+                    self._deliver(d, kept)
         parts = tuple(
-            ToolResultPart(c.tool_call_id, c.tool_name, o.result, o.is_error)
+            ToolResultPart(c.tool_call_id, c.tool_name, *tool_result(o.result, o.is_error))
             for c, o in zip(calls, outcomes, strict=True)
         )
+        data = tuple(p for p in kept.parts if isinstance(p, DataPart))
         self.ml = self.ml.add(
             Message(
                 id=self.ids.next("msg"),
                 role="tool",
-                parts=parts,
+                parts=(*parts, *data),
                 created_at=self.clock(),
                 thread_id=self.ctx.thread_id,
                 resource_id=self.ctx.resource_id,

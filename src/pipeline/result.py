@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+from returns.result import Failure, Result, Success
 
 from pipeline.chunks import FinishReason, Tripwire, Usage
 from pipeline.messages import MessageList, SourcePart, ToolCallPart, ToolResultPart
@@ -101,6 +102,13 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     error: RunError | None = None
     retry_count: int = 0
     api_error_retry_count: int = 0
+
+    def to_result(self) -> Result[RunResult, RunFailedError]:
+        """`Success(self)` if the run finished, else `Failure(RunFailedError(self))`:
+        for railway-style code (`returns`)."""
+        if self.status != "finished":
+            return Failure(RunFailedError(self))
+        return Success(self)
 
     def unwrap(self) -> RunResult:
         """This result if the run finished, else raise RunFailedError."""

@@ -9,6 +9,7 @@ interpreter schedules its tools.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Generic, TypeVar, get_args, get_origin
 
 import msgspec
@@ -17,6 +18,7 @@ from pipeline.chunks import DataChunk
 
 if TYPE_CHECKING:
     from pipeline.processor import RunContext
+    from pipeline.tools import Tool
 
 Deps = TypeVar("Deps")
 
@@ -90,3 +92,11 @@ def deps_mismatch(want: type | None, deps: object) -> str | None:
     if want is None or isinstance(deps, want):
         return None
     return f"needs deps of type {want.__name__}, the run has {type(deps).__name__}"
+
+
+def check_deps(tools: Iterable[Tool], deps: object) -> None:
+    """Refuse a run whose deps a tool cannot take, before it starts."""
+    for t in tools:
+        why = deps_mismatch(t.deps_type, deps) if t.context_param is not None else None
+        if why is not None:
+            raise TypeError(f"tool {t.name!r} {why}")

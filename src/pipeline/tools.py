@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any, get_type_hints, overload
 
 import msgspec
+from returns.result import Failure, Success
 
 from pipeline.messages import JsonObject
 from pipeline.tool_context import deps_type, is_context_type
@@ -168,3 +169,15 @@ def _inline_schema(schema: dict[str, object]) -> JsonObject:
             top["$defs"] = rest
         return top
     return schema
+
+
+def tool_result(value: object, is_error: bool) -> tuple[object, bool]:
+    """A tool's return value as a result and whether it is an error: a `returns` Result is
+    unwrapped (`Success(v)` is v; `Failure(e)` an error result, an exception as
+    "Type: message" as for a tool that raised)."""
+    if isinstance(value, Success):
+        return value.unwrap(), is_error
+    if isinstance(value, Failure):
+        err = value.failure()
+        return (f"{type(err).__name__}: {err}" if isinstance(err, Exception) else err), True
+    return value, is_error
