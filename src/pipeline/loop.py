@@ -75,6 +75,7 @@ from pipeline.messages import (
     ToolResultPart,
 )
 from pipeline.model import ApiError, ModelEnded, ModelFailed
+from pipeline.output_type import OutputDecodeError, TypedOutput
 from pipeline.processor import (
     ApiErrorArgs,
     BaseProcessor,
@@ -97,6 +98,7 @@ from pipeline.response import _response_text, _StepContent
 from pipeline.result import (
     ApiFailed,
     Cancelled,
+    OutputInvalid,
     OutputResult,
     ProcessorFailed,
     RunError,
@@ -109,6 +111,9 @@ from pipeline.step_config import _StepConfig, _StepSetup
 from pipeline.stream_stage import _StreamStage
 from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
 from pipeline.tools import Tool, tool_result
+
+_OUTPUT_TYPE = "output_type"
+"""Who discarded a reply that did not decode (in feedback and data-step-discarded)."""
 
 __all__ = [
     "AgentLoop",
@@ -197,6 +202,7 @@ class _Run(_StepSetup, _StreamStage):
         self.api_retry_count = 0
         self.finish_reason = "stop"
         self.pending = []
+        self.output: object = None
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -248,6 +254,7 @@ class _Run(_StepSetup, _StreamStage):
             error=status_error,
             retry_count=self.retry_count,
             api_error_retry_count=self.api_retry_count,
+            output=self.output if status == "finished" else None,
         )
         if self.pending:
             yield Publish(tuple(self.pending))
@@ -308,6 +315,10 @@ class _Run(_StepSetup, _StreamStage):
         else:
             kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
             calls = kept.tool_calls() if kept is not None else ()
+        if not calls and isinstance(cfg.structured_output, TypedOutput):
+            text = kept.text if kept is not None else ""
+            if not (yield from self._check_output(step, cfg.structured_output, text, before)):
+                return None
         results: tuple[ToolResultPart, ...] = ()
         if calls:
             results = yield from self._run_tools(calls, self._step_tools(cfg))
@@ -390,6 +401,45 @@ class _Run(_StepSetup, _StreamStage):
             if isinstance(eff, Replace):
                 self.ml = eff.value
         return True
+
+    def _check_output(
+        self, step: int, typed: TypedOutput, text: str, before: MessageList
+    ) -> Generator[LoopCommand, object, bool]:
+        """Decode a final reply into the output type: False when it did not decode and
+        goes back to the model as feedback (as a processor's retry does); OutputInvalid
+        once the retries are spent (the invalid reply is then not kept)."""
+        try:
+            self.output = typed.decode(text)
+            return True
+        except OutputDecodeError as e:
+            problem = str(e)
+        if self.retry_count >= self.agent.max_processor_retries:
+            self.ml = before
+            raise _Failed(OutputInvalid(step, problem, text, self.retry_count + 1))
+        self.retry_count += 1
+        reason = (
+            f"Your reply does not match the {typed.name} JSON schema: {problem}. "
+            "Reply again with only a JSON value that matches the schema."
+        )
+        feedback = Message(
+            id=self.ids.next("feedback"),
+            role="user",
+            parts=(TextPart(reason),),
+            created_at=self.clock(),
+            thread_id=self.ctx.thread_id,
+            resource_id=self.ctx.resource_id,
+            metadata={"feedback_from": _OUTPUT_TYPE, "retry": self.retry_count},
+        )
+        self.ml = before.add(feedback, "context")
+        yield from self._stream_through(
+            [DataChunk("data-step-discarded", {
+                "step_number": step,
+                "processor_id": _OUTPUT_TYPE,
+                "reason": reason,
+                "retry_count": self.retry_count,
+            }, transient=True)]
+        )
+        return False
 
     def _call_model(
         self, step: int, cfg: _StepConfig
