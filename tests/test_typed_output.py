@@ -226,3 +226,18 @@ def test_a_fenced_reply_decodes_and_a_non_object_type_is_refused() -> None:
         TypedOutput.of(int)
     with pytest.raises(ValueError, match="not both"):
         make_agent(output_type=Forecast, structured_output=StructuredOutput({"type": "object"}))
+
+
+def test_anthropic_with_tools_lets_the_model_call_them_or_answer() -> None:
+    from pipeline.tools import ToolSpec
+
+    agent = make_agent(output_type=Forecast)
+    so = agent.structured_output
+    assert so is not None
+    req = msgspec.structs.replace(
+        _request(so), tools=(ToolSpec("where", "Where we are", {"type": "object"}),)
+    )
+    raw_body, json_tool = anthropic_body(req, model="m", stream=False, options=AnthropicOptions())
+    body = json.loads(msgspec.json.encode(raw_body))
+    assert body["tool_choice"] == {"type": "any"}
+    assert [t["name"] for t in body["tools"]] == ["where", json_tool]
