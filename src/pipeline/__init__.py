@@ -92,7 +92,9 @@ from pipeline.result import (
     StepResult,
     StreamFailed,
 )
+from pipeline.output_type import OutputInvalid, TypedOutput
 from pipeline.retry import RetryPolicy
+from pipeline.tool_context import ToolContext, ToolWriter
 from pipeline.tools import Tool, ToolSpec, make_tool, tool
 
 __all__ = [
@@ -112,4 +114,5 @@ __all__ = [
     "ToolError", "ToolInvocation", "ToolOutcome", "ToolResult", "ToolResultPart", "ToolSpec",
     "TripWire", "Tripwire", "Usage", "abort", "agent_loop", "make_tool", "processor", "tool",
     "user",
+    "OutputInvalid", "ToolContext", "ToolWriter", "TypedOutput",
 ]
