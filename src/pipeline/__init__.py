@@ -53,6 +53,7 @@ from pipeline.model import (
     ToolChoice,
     ToolChoiceTool,
 )
+from pipeline.output_type import OutputInvalid, TypedOutput
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -92,7 +93,6 @@ from pipeline.result import (
     StepResult,
     StreamFailed,
 )
-from pipeline.output_type import OutputInvalid, TypedOutput
 from pipeline.retry import RetryPolicy
 from pipeline.tool_context import ToolContext, ToolWriter
 from pipeline.tools import Tool, ToolSpec, make_tool, tool
