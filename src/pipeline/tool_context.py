@@ -40,6 +40,16 @@ class ToolWriter:
         self._open = True
         self.cap = cap
 
+    def __eq__(self, other: object) -> bool:
+        """By what was written, so equal runs' traces (their RunTools commands) are equal.
+        (Defining __eq__ leaves it unhashable, as a mutable value should be.)"""
+        if not isinstance(other, ToolWriter):
+            return NotImplemented
+        return (self._chunks, self._open, self.cap) == (other._chunks, other._open, other.cap)
+
+    def __repr__(self) -> str:
+        return f"ToolWriter({self._chunks!r}, open={self._open})"
+
     def custom(self, name: str, data: object, *, transient: bool = False) -> None:
         """Write a `data-*` chunk; a transient one is streamed but not kept in the messages.
 
