@@ -9,6 +9,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 import pytest
+from returns.future import future_safe
 from returns.result import Failure, Result, Success, safe
 
 from effects import Continue, Replace
@@ -253,3 +254,24 @@ def test_run_result_to_result() -> None:
 
 def _boom(args: InputArgs[None]) -> InputResult[None]:
     raise RuntimeError("boom")
+
+
+@future_safe
+async def fetch(url: str) -> str:
+    """Fetch a page."""
+    await anyio.lowlevel.checkpoint()
+    if not url.startswith("https://"):
+        raise ValueError(f"not https: {url}")
+    return "<html>"
+
+
+@pytest.mark.anyio
+async def test_future_safe_works_at_the_async_tool_boundary() -> None:
+    agent = make_agent(tools=[fetch])
+    script = [
+        Say(calls=[call("fetch", url="https://a"), call("fetch", url="http://b")]),
+        Say("ok"),
+    ]
+    ran = await AsyncSimulator(ScriptedModel(script)).run(agent, "hi")
+    got = [(p.result, p.is_error) for m in ran.result.messages.messages for p in m.tool_results()]
+    assert got == [("<html>", False), ("ValueError: not https: http://b", True)]

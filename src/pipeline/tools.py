@@ -11,7 +11,9 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any, get_type_hints, overload
 
 import msgspec
+from returns.io import IOFailure, IOSuccess
 from returns.result import Failure, Success
+from returns.unsafe import unsafe_perform_io
 
 from pipeline.messages import JsonObject
 from pipeline.tool_context import deps_type, is_context_type
@@ -174,7 +176,12 @@ def _inline_schema(schema: dict[str, object]) -> JsonObject:
 def tool_result(value: object, is_error: bool) -> tuple[object, bool]:
     """A tool's return value as a result and whether it is an error: a `returns` Result is
     unwrapped (`Success(v)` is v; `Failure(e)` an error result, an exception as
-    "Type: message" as for a tool that raised)."""
+    "Type: message" as for a tool that raised). An `IOResult` (what an awaited
+    `@future_safe` tool gives) is unwrapped the same way."""
+    if isinstance(value, IOSuccess):
+        value = Success(unsafe_perform_io(value.unwrap()))
+    elif isinstance(value, IOFailure):
+        value = Failure(unsafe_perform_io(value.failure()))
     if isinstance(value, Success):
         return value.unwrap(), is_error
     if isinstance(value, Failure):
