@@ -275,3 +275,23 @@ async def test_future_safe_works_at_the_async_tool_boundary() -> None:
     ran = await AsyncSimulator(ScriptedModel(script)).run(agent, "hi")
     got = [(p.result, p.is_error) for m in ran.result.messages.messages for p in m.tool_results()]
     assert got == [("<html>", False), ("ValueError: not https: http://b", True)]
+
+
+def test_streams_take_deps_too() -> None:
+    agent = make_agent(tools=[lookup])
+    with _sim().stream(agent, "hi", deps=Deps("ann", {"a": 5})) as stream:
+        names = [c.name for c in stream if isinstance(c, DataChunk)]
+    assert names == ["data-progress", "data-found"]
+    (res,) = [p for m in stream.result.messages.messages for p in m.tool_results()]
+    assert res.result == 5
+
+
+@pytest.mark.anyio
+async def test_async_streams_take_deps_too() -> None:
+    agent = make_agent(tools=[lookup])
+    sim = AsyncSimulator(ScriptedModel(SCRIPT))
+    async with sim.stream(agent, "hi", deps=Deps("ann", {"a": 6})) as stream:
+        names = [c.name async for c in stream if isinstance(c, DataChunk)]
+    assert names == ["data-progress", "data-found"]
+    (res,) = [p for m in stream.result.messages.messages for p in m.tool_results()]
+    assert res.result == 6
