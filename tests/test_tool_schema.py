@@ -159,3 +159,13 @@ def test_without_docstring_parser_the_docstring_is_the_description(
     assert isinstance(props, dict)
     assert "description" not in props["city"]
     assert "How many days ahead." in t.spec.description
+
+
+def test_a_pydantic_parameter_may_have_a_default() -> None:
+    def ship_home(to: Address = Address(street="Home", number=1)) -> str:  # noqa: B008
+        """Ship home unless told otherwise."""
+        return f"{to.street} {to.number}"
+
+    t = make_tool(ship_home)
+    assert t.bind({}) == {"to": Address(street="Home", number=1)}
+    assert t.bind({"to": {"street": "Main", "number": 2}})["to"] == Address(street="Main", number=2)

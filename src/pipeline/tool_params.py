@@ -17,6 +17,8 @@ class ModelParam(msgspec.Struct, frozen=True):
 
     schema: dict[str, object]
     validate: Callable[[object], object]
+    dump: Callable[[object], object]
+    """A model value as JSON data (a parameter's default, in the schema)."""
 
 
 def docstring_params(doc: str) -> tuple[str, dict[str, str]]:
@@ -57,4 +59,7 @@ def pydantic_param(hint: object) -> ModelParam | None:
             raise msgspec.ValidationError(str(e)) from e
 
     schema: dict[str, object] = adapter.json_schema()
-    return ModelParam(schema, validate)
+    def dump(value: object) -> object:
+        return adapter.dump_python(value, mode="json")
+
+    return ModelParam(schema, validate, dump)

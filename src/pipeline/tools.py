@@ -6,6 +6,8 @@ a Struct, so the model's arguments are checked (and converted) before the functi
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, get_type_hints, overload
@@ -114,8 +116,11 @@ def make_tool(fn: ToolFn, *, name: str | None = None, description: str | None = 
             hint = Annotated[hint, msgspec.Meta(description=doc)]
         if p.default is inspect.Parameter.empty:
             fields.append((p.name, hint))
-        else:
+        elif model is None:
             fields.append((p.name, hint, p.default))
+        else:  # a model default as JSON data: it is validated into the model like any value
+            fresh = functools.partial(copy.deepcopy, model.dump(p.default))
+            fields.append((p.name, hint, msgspec.field(default_factory=fresh)))
     args_type = msgspec.defstruct(f"{tool_name}_args", fields, forbid_unknown_fields=True)
     schema = _inline_schema(msgspec.json.schema(args_type))
     if extra_schemas:
