@@ -72,6 +72,7 @@ from pipeline.processor import (
 )
 from pipeline.result import RunResult
 from pipeline.retry import RetryPolicy
+from pipeline.tool_context import ToolContext
 
 START = 1_700_000_000.0
 BACKENDS = ("asyncio", "trio")
@@ -92,6 +93,13 @@ def add(a: int, b: int) -> int:
 def boom() -> str:
     """Always fails."""
     raise ValueError("boom")
+
+
+def note(text: str, ctx: ToolContext[None]) -> str:
+    """Write data chunks while running (one streamed only, one kept)."""
+    ctx.writer.custom("data-tool-tmp", text, transient=True)
+    ctx.writer.custom("data-tool-note", {"text": text, "call": ctx.tool_call_id})
+    return text
 
 
 # --- processors ---------------------------------------------------------------------
@@ -307,7 +315,7 @@ class Pipeline(msgspec.Struct, frozen=True):
         return Agent.create(
             "main",
             instructions="be brief",
-            tools=[echo, add, boom],
+            tools=[echo, add, boom, note],
             input_processors=build(self.inputs, INPUT),
             output_processors=build(self.outputs, OUTPUT),
             error_processors=build(self.errors, ERROR),
@@ -353,6 +361,7 @@ calls_st: st.SearchStrategy[ScriptedCall] = st.one_of(
     st.just(call("add", a="one", b=2)),  # fails validation
     st.just(call("missing")),  # unknown tool
     st.just(call("boom")),  # raises
+    st.builds(lambda t: call("note", text=t), st.sampled_from(WORDS)),  # writes data chunks
 )
 
 

@@ -114,6 +114,7 @@ class AsyncInterpreter:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        deps: object = None,
         trace: Trace | None = None,
         signal: AbortSignal | None = None,
         timeout: float | None = None,
@@ -124,7 +125,7 @@ class AsyncInterpreter:
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
         stream = self.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
             trace=trace, signal=signal, timeout=timeout,
         )
         stream._hand_out = False  # nobody reads the chunks: run straight through
@@ -140,6 +141,7 @@ class AsyncInterpreter:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        deps: object = None,
         trace: Trace | None = None,
         signal: AbortSignal | None = None,
         timeout: float | None = None,
@@ -154,7 +156,7 @@ class AsyncInterpreter:
         check_model(self._resolve, agent.model)
         loop = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
-            resource_id=resource_id, values=values, trace=trace,
+            resource_id=resource_id, values=values, deps=deps, trace=trace,
         )
         return AsyncRunStream(self, loop, trace, signal, timeout)
 

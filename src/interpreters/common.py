@@ -20,6 +20,7 @@ from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome, agent_loop
 from pipeline.messages import JsonObject, RunInput, ToolCallPart, to_message_list
 from pipeline.model import ApiError, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
+from pipeline.tool_context import check_deps
 from pipeline.tools import Tool
 
 H = TypeVar("H")
@@ -49,9 +50,16 @@ def start_run(
     resource_id: str | None,
     values: JsonObject | None,
     trace: Trace | None,
+    deps: object = None,
 ) -> AgentLoop:
-    """The agent loop of a new run: its context, its input as a message list, its trace."""
-    ctx = RunContext(run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values)
+    """The agent loop of a new run: its context, its input as a message list, its trace.
+
+    Raises TypeError when a tool of the agent asks for deps of another type than `deps`.
+    """
+    check_deps(agent.tools, deps)
+    ctx = RunContext(
+        run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps
+    )
     ml = to_message_list(messages, id_prefix=run_id, created_at=clock())
     return agent_loop(
         agent, ml, context=ctx, clock=clock,

@@ -288,11 +288,12 @@ class Simulator:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        deps: object = None,
     ) -> SimRun:
         trace = Trace()
         result = self._interp.run(
             agent, messages, thread_id=thread_id, resource_id=resource_id,
-            values=values, trace=trace,
+            values=values, deps=deps, trace=trace,
         )
         return SimRun(result, trace, self.clock.now)
 
@@ -304,10 +305,11 @@ class Simulator:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        deps: object = None,
         trace: Trace | None = None,
     ) -> RunStream:
         """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after."""
         return self._interp.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
             trace=trace,
         )

@@ -82,13 +82,14 @@ class AsyncSimulator:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        deps: object = None,
         signal: AbortSignal | None = None,
         timeout: float | None = None,
     ) -> SimRun:
         """Run to the end; the result, the full trace and the virtual time at the end."""
         trace = Trace()
         result: RunResult = await self._interp.run(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
             trace=trace, signal=signal, timeout=timeout,
         )
         return SimRun(result, trace, self.clock.now)
@@ -101,13 +102,14 @@ class AsyncSimulator:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        deps: object = None,
         trace: Trace | None = None,
         signal: AbortSignal | None = None,
         timeout: float | None = None,
     ) -> AsyncRunStream:
         """The run's chunks as an async iterator (`async with sim.stream(...) as s:`)."""
         return self._interp.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
             trace=trace, signal=signal, timeout=timeout,
         )
 

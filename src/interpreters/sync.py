@@ -83,12 +83,13 @@ class SyncInterpreter:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        deps: object = None,
         trace: Trace | None = None,
     ) -> RunResult:
         """Run to the end and return the result (check `status`, or call `unwrap()`)."""
         stream = self.stream(
             agent, messages, thread_id=thread_id, resource_id=resource_id,
-            values=values, trace=trace,
+            values=values, deps=deps, trace=trace,
         )
         for _ in stream:
             pass
@@ -102,6 +103,7 @@ class SyncInterpreter:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        deps: object = None,
         trace: Trace | None = None,
     ) -> RunStream:
         """Iterate the run's chunks; `.result` is there once the iteration ended.
@@ -113,7 +115,7 @@ class SyncInterpreter:
         check_model(self._resolve, agent.model)
         loop = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
-            resource_id=resource_id, values=values, trace=trace,
+            resource_id=resource_id, values=values, deps=deps, trace=trace,
         )
         return RunStream(self._drive(loop, trace))
 

@@ -53,6 +53,7 @@ from pipeline.model import (
     ToolChoice,
     ToolChoiceTool,
 )
+from pipeline.output_type import OutputInvalid, TypedOutput
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -93,6 +94,7 @@ from pipeline.result import (
     StreamFailed,
 )
 from pipeline.retry import RetryPolicy
+from pipeline.tool_context import ToolContext, ToolWriter
 from pipeline.tools import Tool, ToolSpec, make_tool, tool
 
 __all__ = [
@@ -112,4 +114,5 @@ __all__ = [
     "ToolError", "ToolInvocation", "ToolOutcome", "ToolResult", "ToolResultPart", "ToolSpec",
     "TripWire", "Tripwire", "Usage", "abort", "agent_loop", "make_tool", "processor", "tool",
     "user",
+    "OutputInvalid", "ToolContext", "ToolWriter", "TypedOutput",
 ]

@@ -10,6 +10,7 @@ import msgspec
 
 from pipeline.messages import JsonObject, SystemMessage
 from pipeline.model import ModelSettings, StructuredOutput, ToolChoice
+from pipeline.output_type import TypedOutput
 from pipeline.processor import (
     BaseProcessor,
     HookName,
@@ -68,9 +69,18 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         model_settings: ModelSettings | None = None,
         provider_options: JsonObject | None = None,
         structured_output: StructuredOutput | None = None,
+        output_type: type | None = None,
         name: str = "agent",
     ) -> Agent:
-        """An agent; plain functions in `tools` become typed tools."""
+        """An agent; plain functions in `tools` become typed tools.
+
+        `output_type` (a msgspec Struct, dataclass, TypedDict or pydantic model) asks for
+        structured output and decodes the final reply into `result.output`.
+        """
+        if output_type is not None:
+            if structured_output is not None:
+                raise ValueError("give output_type or structured_output, not both")
+            structured_output = TypedOutput.of(output_type)
         if isinstance(instructions, str | SystemMessage):
             instructions = (instructions,)
         system = tuple(SystemMessage(i) if isinstance(i, str) else i for i in instructions)

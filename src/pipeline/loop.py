@@ -65,6 +65,7 @@ from pipeline.chunks import (
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.hooks import Bound, HookFailure, bind, call, invoke, settle
 from pipeline.messages import (
+    DataPart,
     Message,
     MessageList,
     SourcePart,
@@ -74,6 +75,7 @@ from pipeline.messages import (
     ToolResultPart,
 )
 from pipeline.model import ApiError, ModelEnded, ModelFailed
+from pipeline.output_type import OutputDecodeError, TypedOutput
 from pipeline.processor import (
     ApiErrorArgs,
     BaseProcessor,
@@ -96,6 +98,7 @@ from pipeline.response import _response_text, _StepContent
 from pipeline.result import (
     ApiFailed,
     Cancelled,
+    OutputInvalid,
     OutputResult,
     ProcessorFailed,
     RunError,
@@ -106,7 +109,11 @@ from pipeline.result import (
 from pipeline.run_state import Ids, _Failed, _Tripped
 from pipeline.step_config import _StepConfig, _StepSetup
 from pipeline.stream_stage import _StreamStage
-from pipeline.tools import Tool
+from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
+from pipeline.tools import Tool, tool_result
+
+_OUTPUT_TYPE = "output_type"
+"""Who discarded a reply that did not decode (in feedback and data-step-discarded)."""
 
 __all__ = [
     "AgentLoop",
@@ -195,6 +202,7 @@ class _Run(_StepSetup, _StreamStage):
         self.api_retry_count = 0
         self.finish_reason = "stop"
         self.pending = []
+        self.output: object = None
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -246,6 +254,7 @@ class _Run(_StepSetup, _StreamStage):
             error=status_error,
             retry_count=self.retry_count,
             api_error_retry_count=self.api_retry_count,
+            output=self.output if status == "finished" else None,
         )
         if self.pending:
             yield Publish(tuple(self.pending))
@@ -306,6 +315,10 @@ class _Run(_StepSetup, _StreamStage):
         else:
             kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
             calls = kept.tool_calls() if kept is not None else ()
+        if not calls and isinstance(cfg.structured_output, TypedOutput):
+            text = kept.text if kept is not None else ""
+            if not (yield from self._check_output(step, cfg.structured_output, text, before)):
+                return None
         results: tuple[ToolResultPart, ...] = ()
         if calls:
             results = yield from self._run_tools(calls, self._step_tools(cfg))
@@ -388,6 +401,45 @@ class _Run(_StepSetup, _StreamStage):
             if isinstance(eff, Replace):
                 self.ml = eff.value
         return True
+
+    def _check_output(
+        self, step: int, typed: TypedOutput, text: str, before: MessageList
+    ) -> Generator[LoopCommand, object, bool]:
+        """Decode a final reply into the output type: False when it did not decode and
+        goes back to the model as feedback (as a processor's retry does); OutputInvalid
+        once the retries are spent (the invalid reply is then not kept)."""
+        try:
+            self.output = typed.decode(text)
+            return True
+        except OutputDecodeError as e:
+            problem = str(e)
+        if self.retry_count >= self.agent.max_processor_retries:
+            self.ml = before
+            raise _Failed(OutputInvalid(step, problem, text, self.retry_count + 1))
+        self.retry_count += 1
+        reason = (
+            f"Your reply does not match the {typed.name} JSON schema: {problem}. "
+            "Reply again with only a JSON value that matches the schema."
+        )
+        feedback = Message(
+            id=self.ids.next("feedback"),
+            role="user",
+            parts=(TextPart(reason),),
+            created_at=self.clock(),
+            thread_id=self.ctx.thread_id,
+            resource_id=self.ctx.resource_id,
+            metadata={"feedback_from": _OUTPUT_TYPE, "retry": self.retry_count},
+        )
+        self.ml = before.add(feedback, "context")
+        yield from self._stream_through(
+            [DataChunk("data-step-discarded", {
+                "step_number": step,
+                "processor_id": _OUTPUT_TYPE,
+                "reason": reason,
+                "retry_count": self.retry_count,
+            }, transient=True)]
+        )
+        return False
 
     def _call_model(
         self, step: int, cfg: _StepConfig
@@ -550,32 +602,61 @@ class _Run(_StepSetup, _StreamStage):
             self._by_name_of, self._by_name = tools, {t.name: t for t in tools}
         by_name = self._by_name
         invocations: list[ToolInvocation] = []
+        writers: list[ToolWriter | None] = []
         for c in calls:
             t = by_name.get(c.tool_name)
+            writers.append(None)
             if t is None:
                 invocations.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
                 continue
             try:
-                invocations.append(ToolInvocation(c, t, t.bind(c.args)))
+                kwargs = t.bind(c.args)
             except (msgspec.ValidationError, TypeError) as e:
                 invocations.append(
                     ToolInvocation(c, t, None, f"invalid arguments for {c.tool_name!r}: {e}")
                 )
+                continue
+            if t.context_param is not None:
+                why = deps_mismatch(t.deps_type, self.ctx.deps)
+                if why is not None:
+                    invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
+                    continue
+                writers[-1] = w = ToolWriter()
+                kwargs[t.context_param] = ToolContext(
+                    deps=self.ctx.deps, run=self.ctx, tool_call_id=c.tool_call_id,
+                    tool_name=c.tool_name, writer=w,
+                )
+            invocations.append(ToolInvocation(c, t, kwargs))
         publish = tuple(self.pending)
         self.pending = []
         if publish:
             yield Publish(publish)
-        reply = yield RunTools(tuple(invocations))
+        try:
+            reply = yield RunTools(tuple(invocations))
+        finally:
+            written = [w.close() if w is not None else () for w in writers]
         outcomes = _check_outcomes(reply, calls)
+        # What the tools wrote, per call in call order, through the stream processors;
+        # non-transient chunks that pass are kept with the results.
+        kept = _StepContent()
+        for chunks in written:
+            for d in chunks:
+                if self.stream_io:
+                    yield from self._process_chunk_io(d, kept)
+                elif self.h_stream:
+                    self._process_chunk(d, kept)
+                else:
+                    self._deliver(d, kept)
         parts = tuple(
-            ToolResultPart(c.tool_call_id, c.tool_name, o.result, o.is_error)
+            ToolResultPart(c.tool_call_id, c.tool_name, *tool_result(o.result, o.is_error))
             for c, o in zip(calls, outcomes, strict=True)
         )
+        data = tuple(p for p in kept.parts if isinstance(p, DataPart))
         self.ml = self.ml.add(
             Message(
                 id=self.ids.next("msg"),
                 role="tool",
-                parts=parts,
+                parts=(*parts, *data),
                 created_at=self.clock(),
                 thread_id=self.ctx.thread_id,
                 resource_id=self.ctx.resource_id,

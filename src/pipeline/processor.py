@@ -27,6 +27,7 @@ from pipeline.tools import Tool
 
 S = TypeVar("S")
 R = TypeVar("R")
+D = TypeVar("D")
 
 HookName = Literal[
     "process_input",
@@ -53,6 +54,16 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
     thread_id: str | None = None
     resource_id: str | None = None
     values: JsonObject | None = None
+    deps: object = None
+    """The run's dependencies (`run(..., deps=...)`); read them typed with `deps_as`."""
+
+    def deps_as(self, kind: type[D]) -> D:
+        """The run's deps as a `kind`; TypeError when the run was given something else."""
+        if not isinstance(self.deps, kind):
+            raise TypeError(
+                f"the run's deps are a {type(self.deps).__name__}, not a {kind.__name__}"
+            )
+        return self.deps
 
 
 # --- I/O a hook may ask for ---------------------------------------------------------

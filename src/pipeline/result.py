@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeVar
 
 import msgspec
+from returns.result import Failure, Result, Success
 
 from pipeline.chunks import FinishReason, Tripwire, Usage
 from pipeline.messages import MessageList, SourcePart, ToolCallPart, ToolResultPart
@@ -74,7 +75,25 @@ class Cancelled(msgspec.Struct, frozen=True, tag="cancelled"):
         return f"run cancelled: {self.reason}"
 
 
-RunError = ProcessorFailed | ApiFailed | StreamFailed | Cancelled
+class OutputInvalid(msgspec.Struct, frozen=True, tag="output-invalid"):
+    """The model's final reply did not decode into the output type, retries included."""
+
+    step_number: int
+    message: str
+    text: str
+    """The last invalid reply (not kept in the messages)."""
+    attempts: int
+
+    def __str__(self) -> str:
+        return (
+            f"the reply at step {self.step_number} does not match the output type "
+            f"after {self.attempts} attempt(s): {self.message}"
+        )
+
+
+RunError = ProcessorFailed | ApiFailed | StreamFailed | Cancelled | OutputInvalid
+
+T = TypeVar("T")
 
 Status = Literal["finished", "tripped", "failed", "cancelled"]
 
@@ -101,6 +120,21 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     error: RunError | None = None
     retry_count: int = 0
     api_error_retry_count: int = 0
+    output: object = None
+    """The final reply decoded into the agent's `output_type` (None without one)."""
+
+    def output_as(self, kind: type[T]) -> T:
+        """`output`, typed: TypeError if it is not a `kind` (or the run has none)."""
+        if not isinstance(self.output, kind):
+            raise TypeError(f"the run's output is a {type(self.output).__name__}, not {kind}")
+        return self.output
+
+    def to_result(self) -> Result[RunResult, RunFailedError]:
+        """`Success(self)` if the run finished, else `Failure(RunFailedError(self))`:
+        for railway-style code (`returns`)."""
+        if self.status != "finished":
+            return Failure(RunFailedError(self))
+        return Success(self)
 
     def unwrap(self) -> RunResult:
         """This result if the run finished, else raise RunFailedError."""

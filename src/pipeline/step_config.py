@@ -15,6 +15,7 @@ from effects import Abort, Continue, Replace
 from pipeline.hooks import Bound, invoke, settle
 from pipeline.messages import JsonObject, SystemMessage
 from pipeline.model import ModelRequest, ModelSettings, StructuredOutput, ToolChoice
+from pipeline.output_type import TypedOutput
 from pipeline.processor import InputStepArgs, StepChange
 from pipeline.protocol import LoopCommand
 from pipeline.run_state import _RunState
@@ -120,7 +121,12 @@ class _StepSetup(_RunState):
             tool_choice=cfg.tool_choice,
             model_settings=cfg.model_settings,
             provider_options=cfg.provider_options,
-            structured_output=cfg.structured_output,
+            # A TypedOutput's decoder stays here: the request carries plain data.
+            structured_output=(
+                cfg.structured_output.wire()
+                if isinstance(cfg.structured_output, TypedOutput)
+                else cfg.structured_output
+            ),
         )
 
 

@@ -6,13 +6,20 @@ a Struct, so the model's arguments are checked (and converted) before the functi
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import get_type_hints, overload
+from typing import Annotated, Any, get_type_hints, overload
 
 import msgspec
+from returns.io import IOFailure, IOSuccess
+from returns.result import Failure, Success
+from returns.unsafe import unsafe_perform_io
 
 from pipeline.messages import JsonObject
+from pipeline.tool_context import deps_type, is_context_type
+from pipeline.tool_params import docstring_params, pydantic_param
 
 ToolFn = Callable[..., object]
 
@@ -32,6 +39,12 @@ class Tool(msgspec.Struct, frozen=True):
     fn: ToolFn
     args_type: type[msgspec.Struct] | None = None
     is_async: bool = False
+    context_param: str | None = None
+    """The parameter that gets the `ToolContext` (not in the schema), if any."""
+    deps_type: type | None = None
+    """The class its `ToolContext[Deps]` asks for, when it can be checked."""
+    validators: tuple[tuple[str, Callable[[object], object]], ...] = ()
+    """Per parameter, a second validation after msgspec's (pydantic models)."""
 
     @property
     def name(self) -> str:
@@ -42,7 +55,10 @@ class Tool(msgspec.Struct, frozen=True):
         if self.args_type is None:
             return dict(args)
         st = msgspec.convert(dict(args), self.args_type, strict=False)
-        return msgspec.structs.asdict(st)
+        kwargs = msgspec.structs.asdict(st)
+        for name, validate in self.validators:
+            kwargs[name] = validate(kwargs[name])
+        return kwargs
 
     @staticmethod
     def define(name: str, description: str, parameters: JsonObject, fn: ToolFn) -> Tool:
@@ -73,21 +89,75 @@ def tool(
 def make_tool(fn: ToolFn, *, name: str | None = None, description: str | None = None) -> Tool:
     """Like `tool(fn)` with a precise return type."""
     tool_name = name or fn.__name__
-    hints = get_type_hints(fn)
+    # include_extras: `Annotated[int, msgspec.Meta(ge=1)]` keeps its constraints.
+    hints = get_type_hints(fn, include_extras=True)
+    summary, param_docs = docstring_params(inspect.getdoc(fn) or "")
     fields: list[tuple[str, object] | tuple[str, object, object]] = []
+    context_param: str | None = None
+    wants: type | None = None
+    validators: list[tuple[str, Callable[[object], object]]] = []
+    extra_schemas: dict[str, dict[str, object]] = {}
     for p in inspect.signature(fn).parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise TypeError(f"tool {tool_name!r}: *args/**kwargs cannot be described to a model")
         if p.name not in hints:
             raise TypeError(f"tool {tool_name!r}: parameter {p.name!r} needs a type annotation")
+        hint = hints[p.name]
+        if is_context_type(hint):
+            context_param, wants = p.name, deps_type(hint)
+            continue
+        model = pydantic_param(hint)
+        if model is not None:
+            validators.append((p.name, model.validate))
+            extra_schemas[p.name] = model.schema
+            hint = Any  # any JSON here; the model's own validation follows
+        doc = param_docs.get(p.name)
+        if doc and not _has_description(hint):
+            hint = Annotated[hint, msgspec.Meta(description=doc)]
         if p.default is inspect.Parameter.empty:
-            fields.append((p.name, hints[p.name]))
-        else:
-            fields.append((p.name, hints[p.name], p.default))
+            fields.append((p.name, hint))
+        elif model is None:
+            fields.append((p.name, hint, p.default))
+        else:  # a model default as JSON data: it is validated into the model like any value
+            fresh = functools.partial(copy.deepcopy, model.dump(p.default))
+            fields.append((p.name, hint, msgspec.field(default_factory=fresh)))
     args_type = msgspec.defstruct(f"{tool_name}_args", fields, forbid_unknown_fields=True)
     schema = _inline_schema(msgspec.json.schema(args_type))
-    doc = description if description is not None else inspect.getdoc(fn) or ""
-    return Tool(ToolSpec(tool_name, doc, schema), fn, args_type, _is_async(fn))
+    if extra_schemas:
+        schema = _with_models(schema, extra_schemas)
+    doc = description if description is not None else summary
+    return Tool(
+        ToolSpec(tool_name, doc, schema), fn, args_type, _is_async(fn),
+        context_param, wants, tuple(validators),
+    )
+
+
+def _has_description(hint: object) -> bool:
+    return any(
+        isinstance(m, msgspec.Meta) and m.description for m in getattr(hint, "__metadata__", ())
+    )
+
+
+def _with_models(schema: JsonObject, models: Mapping[str, dict[str, object]]) -> JsonObject:
+    """Put each pydantic parameter's own schema in place of its placeholder, keeping the
+    description; the model's `$defs` join the tool's."""
+    out = dict(schema)
+    old_props, old_defs = out.get("properties"), out.get("$defs")
+    props = dict(old_props) if isinstance(old_props, Mapping) else {}
+    defs = dict(old_defs) if isinstance(old_defs, Mapping) else {}
+    for pname, model_schema in models.items():
+        ms = dict(model_schema)
+        inner = ms.pop("$defs", None)
+        if isinstance(inner, Mapping):
+            defs.update(inner)
+        old = props.get(pname)
+        if isinstance(old, Mapping) and "description" in old:
+            ms["description"] = old["description"]
+        props[pname] = ms
+    out["properties"] = props
+    if defs:
+        out["$defs"] = defs
+    return out
 
 
 def _is_async(fn: ToolFn) -> bool:
@@ -106,3 +176,20 @@ def _inline_schema(schema: dict[str, object]) -> JsonObject:
             top["$defs"] = rest
         return top
     return schema
+
+
+def tool_result(value: object, is_error: bool) -> tuple[object, bool]:
+    """A tool's return value as a result and whether it is an error: a `returns` Result is
+    unwrapped (`Success(v)` is v; `Failure(e)` an error result, an exception as
+    "Type: message" as for a tool that raised). An `IOResult` (what an awaited
+    `@future_safe` tool gives) is unwrapped the same way."""
+    if isinstance(value, IOSuccess):
+        value = Success(unsafe_perform_io(value.unwrap()))
+    elif isinstance(value, IOFailure):
+        value = Failure(unsafe_perform_io(value.failure()))
+    if isinstance(value, Success):
+        return value.unwrap(), is_error
+    if isinstance(value, Failure):
+        err = value.failure()
+        return (f"{type(err).__name__}: {err}" if isinstance(err, Exception) else err), True
+    return value, is_error

@@ -135,8 +135,9 @@ def test_openai_tools_choice_format_settings_options() -> None:
         "name": "get_weather", "description": "Weather for a city",
         "parameters": WEATHER.parameters}}]
     assert b["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
-    assert b["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "Answer", "schema": {"type": "object"}, "strict": True}}
+    assert b["response_format"] == {"type": "json_schema", "json_schema": {  # strict: closed
+        "name": "Answer", "strict": True, "schema": {
+            "type": "object", "properties": {}, "required": [], "additionalProperties": False}}}
     assert (b["temperature"], b["max_completion_tokens"], b["top_p"], b["stop"], b["seed"]) == (
         0.2, 50, 0.9, ["END"], 7)
     assert "max_tokens" not in b

@@ -209,7 +209,14 @@ def encode_request(
                 "input_schema": dict(so.schema),
             }
         )
-        tool_choice = {"type": "tool", "name": json_tool}
+        # With tools of its own the model must call one: those, or the output tool.
+        tool_choice = (
+            {"type": "any"}
+            if request.tools and request.tool_choice in ("auto", "required")
+            else tool_choice
+            if request.tools and isinstance(request.tool_choice, ToolChoiceTool)
+            else {"type": "tool", "name": json_tool}
+        )
     if tools:
         body["tools"] = tools
         body["tool_choice"] = tool_choice

@@ -51,6 +51,7 @@ from pipeline.messages import (
     ToolResultPart,
 )
 from pipeline.model import ApiError, ModelRequest, ToolChoiceTool
+from pipeline.output_type import strict_schema
 from pipeline.sanitize import OPENAI, SanitizeProfile, prepare_request, restore_event
 
 JsonDict = dict[str, object]
@@ -175,6 +176,7 @@ def encode_request(
         schema: JsonDict = {"name": so.name, "schema": dict(so.schema)}
         if so.strict:
             schema["strict"] = True
+            schema["schema"] = strict_schema(so.schema)  # refs inlined, objects closed
         body["response_format"] = {"type": "json_schema", "json_schema": schema}
     s = request.model_settings
     if s.temperature is not None:
