@@ -2,8 +2,8 @@
 streamed answer is redacted (or the run blocked) before the caller sees it.
 
 A leak is a run of at least `min_words` consecutive words of the prompt (case and
-punctuation aside), found across chunk boundaries: the last `min_words - 1` words are held
-back until the next word shows whether they start a leak. What leaks is held whole until
+punctuation aside), found across chunk boundaries: the last `min_words` words are held
+back until the next words show whether they start a leak. What leaks is held whole until
 it ends (at most as long as the prompt), then redacted.
 """
 
@@ -85,7 +85,7 @@ class SystemPromptScrubber(StatefulProcessor[ScrubState]):
         return msgspec.structs.replace(state, shingles=shingles, n=n, prompt_chars=len(prompt))
 
     def scan(self, state: ScrubState, text: str, final: bool) -> tuple[str, str]:
-        """`holdback.Scanner`: release all but the last n-1 words and any leak still
+        """`holdback.Scanner`: release all but the last n words and any leak still
         growing; leaks released are redacted (or the run is blocked)."""
         shingles, n = state.shingles or frozenset(), state.n
         if not shingles:
@@ -104,8 +104,9 @@ class SystemPromptScrubber(StatefulProcessor[ScrubState]):
         if final:
             cut = len(text)
         else:
-            k = max(n - 1, 1)  # the last words may be the start of a leak
-            cut = words[-k][0] if len(words) >= k else 0
+            # The last n words (the last one perhaps cut short) may start a leak not yet
+            # seen whole: hold them.
+            cut = words[-n][0] if len(words) >= n else 0
             for s, e in leaks:
                 if e > cut:
                     cut = min(cut, s)
