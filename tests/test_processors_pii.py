@@ -100,6 +100,15 @@ def test_block_strategy_aborts_before_the_value_reaches_anyone() -> None:
     assert "4111" not in streamed_text(ran.chunks)
 
 
+def test_cards_among_other_numbers_are_found() -> None:
+    d = PIIDetector(types=("card",))
+    assert d.redact_text("ref 12 4111 1111 1111 1111 9") == "ref 12 [REDACTED:card] 9"
+    assert d.redact_text("4111 1111 1111 1111 5500 0000 0000 0004") == (
+        "[REDACTED:card] [REDACTED:card]"
+    )
+    assert d.redact_text("4111 1111 1111 1112") == "4111 1111 1111 1112"  # fails Luhn
+
+
 def test_per_kind_strategies() -> None:
     d = PIIDetector(strategy="redact", strategies={"email": "mask"})
     out = d.redact_text("john.smith@example.com 4111 1111 1111 1111")

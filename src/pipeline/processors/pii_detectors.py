@@ -58,7 +58,6 @@ def _require(module: str, kind: str) -> ModuleType:
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)")
 IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
-CARD = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
 IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 PHONE_CANDIDATE = re.compile(r"\d[\d\s().+/-]{5,}\d")
 """A cheap pre-check: `phonenumbers` only runs on text that has something like one."""
@@ -135,15 +134,43 @@ def _checked(pattern: re.Pattern[str], valid: Callable[[str], bool]) -> Detector
 
 
 def card(*, regex_only: bool = False) -> Detector:
-    """13 to 19 digits (spaces or dashes between), Luhn-checked (`stdnum.luhn`)."""
+    """13 to 19 digits (spaces or dashes between), Luhn-checked (`stdnum.luhn`).
+
+    A run of digit groups may hold a card and other numbers around it ("ref 12 4111 1111
+    1111 1111"): each run of whole groups is tried, the longest valid one wins.
+    """
     if regex_only:
-        return _checked(CARD, lambda v: _luhn(re.sub(r"\D", "", v)))
-    luhn = _require("stdnum.luhn", "card")
+        valid: Callable[[str], bool] = _luhn
+    else:
+        luhn = _require("stdnum.luhn", "card")
+        valid = luhn.is_valid
 
-    def valid(v: str) -> bool:
-        return bool(luhn.is_valid(re.sub(r"\D", "", v)))
+    def detect(text: str) -> list[Span]:
+        out: list[Span] = []
+        for m in _DIGIT_RUN.finditer(text):
+            run = m.group()
+            groups = [g.span() for g in _DIGITS.finditer(run)]
+            i = 0
+            while i < len(groups):  # left to right, the longest valid card from each group
+                found, count = -1, 0
+                for j in range(i, len(groups)):
+                    count += groups[j][1] - groups[j][0]
+                    if count > 19:
+                        break
+                    if count >= 13 and valid(re.sub(r"\D", "", run[groups[i][0]:groups[j][1]])):
+                        found = j
+                if found < 0:
+                    i += 1
+                    continue
+                out.append((m.start() + groups[i][0], m.start() + groups[found][1]))
+                i = found + 1
+        return out
 
-    return _checked(CARD, valid)
+    return detect
+
+
+_DIGIT_RUN = re.compile(r"(?<!\d)\d+(?:[ -]\d+)+(?!\d)|(?<!\d)\d{13,19}(?!\d)")
+_DIGITS = re.compile(r"\d+")
 
 
 def _luhn(digits: str) -> bool:
