@@ -13,6 +13,8 @@ before any model call, and the caller's own message is all the history holds).
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import msgspec
 from hypothesis import given
@@ -78,7 +80,7 @@ def chunked_texts(draw: st.DrawFn) -> tuple[str, str, list[str]]:
     text = draw(prose) + draw(separators) + value + draw(separators) + draw(prose)
     cuts = sorted(set(draw(st.lists(st.integers(1, len(text) - 1), max_size=40))))
     bounds = [0, *cuts, len(text)]
-    return value, text, [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return value, text, [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _runs(agent: Agent, chunks: list[str], prompt: str) -> list[tuple[str, SimRun]]:
@@ -106,7 +108,7 @@ def test_a_pii_value_never_reaches_the_caller_the_text_or_the_messages(
     """For any text holding a PII value and any chunking of it, the value is in none of
     the streamed chunks, nor in result.text, nor in result.messages, on the Simulator and
     the AsyncSimulator (asyncio, trio), whatever the redacting strategy."""
-    value, text, chunks = case
+    value, _, chunks = case
     detector = PIIDetector(strategy=strategy)
     agent = Agent.create("m", input_processors=[detector], output_processors=[detector])
     prompt = f"here: {value} ok" if in_prompt else "hi"
