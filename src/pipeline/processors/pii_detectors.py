@@ -66,18 +66,26 @@ PHONE_REGEX = re.compile(
 )
 """The regex-only fallback for phone numbers (no numbering plan: more false positives)."""
 
-SECRETS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
-    r"\bsk-(?:proj-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{20,}",  # OpenAI, Anthropic
-    r"\bAKIA[0-9A-Z]{16}\b",  # AWS access key id
-    r"\bgh[pousr]_[A-Za-z0-9]{36,}",  # GitHub tokens
-    r"\bgithub_pat_[A-Za-z0-9_]{22,}",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
-    r"\bAIza[0-9A-Za-z_-]{35}",  # Google API key
-    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
-    r"\beyJ[A-Za-z0-9_-]{10,}(?:\.[A-Za-z0-9_-]*){0,2}",  # JWT
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
-    r"(?i)\b(?:api[_-]?key|secret|token|passw(?:or)?d|pwd)\b[\"']?\s*[:=]\s*[\"']?[^\s\"']{6,}",
-))
+SECRETS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (hints, re.compile(p)) for hints, p in (
+        (("sk-",), r"\bsk-(?:proj-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{20,}"),  # OpenAI, Anthropic
+        (("AKIA",), r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+        (("_",), r"\bgh[pousr]_[A-Za-z0-9]{36,}"),  # GitHub tokens
+        (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+        (("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack
+        (("AIza",), r"\bAIza[0-9A-Za-z_-]{35}"),  # Google API key
+        (("_live_", "_test_"), r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe
+        (("eyJ",), r"\beyJ[A-Za-z0-9_-]{10,}(?:\.[A-Za-z0-9_-]*){0,2}"),  # JWT
+        (("-----BEGIN",),
+         r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),
+        (("=", ":"),
+         r"(?i)\b(?:api[_-]?key|secret|token|passw(?:or)?d|pwd)\b[\"']?\s*[:=]\s*[\"']?"
+         r"[^\s\"']{6,}"),
+    )
+)
+"""Each pattern with literals one of which any match contains: a text with none of them
+is not searched (the regex engine costs far more than `in`)."""
+_HAS_DIGIT = re.compile(r"\d")
 
 NATIONAL_IDS: Mapping[str, tuple[str, str]] = {
     # name: (regex, stdnum module whose is_valid decides)
@@ -123,7 +131,9 @@ def ip(text: str) -> list[Span]:
 
 
 def secret(text: str) -> list[Span]:
-    return [s for p in SECRETS for s in _spans(p, text)]
+    return [
+        s for hints, p in SECRETS if any(h in text for h in hints) for s in _spans(p, text)
+    ]
 
 
 def _checked(pattern: re.Pattern[str], valid: Callable[[str], bool]) -> Detector:
@@ -147,6 +157,8 @@ def card(*, regex_only: bool = False) -> Detector:
 
     def detect(text: str) -> list[Span]:
         out: list[Span] = []
+        if _HAS_DIGIT.search(text) is None:
+            return out
         for m in _DIGIT_RUN.finditer(text):
             run = m.group()
             groups = [g.span() for g in _DIGITS.finditer(run)]
@@ -188,6 +200,8 @@ def iban(*, regex_only: bool = False) -> Detector:
 
     def detect(text: str) -> list[Span]:
         out: list[Span] = []
+        if _HAS_DIGIT.search(text) is None:
+            return out
         for m in IBAN.finditer(text):
             value = m.group()
             # The pattern may run on into a following capitalised word: try shorter ends.
@@ -226,6 +240,8 @@ def national_ids(names: Sequence[str]) -> Detector:
         checks.append((re.compile(pattern), _require(module, "national-id").is_valid))
 
     def detect(text: str) -> list[Span]:
+        if _HAS_DIGIT.search(text) is None:
+            return []
         return [
             m.span() for p, valid in checks for m in p.finditer(text) if valid(m.group())
         ]
