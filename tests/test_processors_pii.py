@@ -109,6 +109,13 @@ def test_cards_among_other_numbers_are_found() -> None:
     assert d.redact_text("4111 1111 1111 1112") == "4111 1111 1111 1112"  # fails Luhn
 
 
+def test_an_ipv6_address_before_a_colon_is_found() -> None:
+    # found by the property in properties/test_pii_properties.py
+    d = PIIDetector(types=("ip",))
+    assert d.redact_text(" 2001:db8::8a2e:370:7334: ") == " [REDACTED:ip]: "
+    assert d.redact_text("at ::1: down") == "at [REDACTED:ip]: down"
+
+
 def test_per_kind_strategies() -> None:
     d = PIIDetector(strategy="redact", strategies={"email": "mask"})
     out = d.redact_text("john.smith@example.com 4111 1111 1111 1111")

@@ -122,11 +122,15 @@ def ip(text: str) -> list[Span]:
             out.append(m.span())
     if "::" in text or text.count(":") >= 7:
         for m in IPV6.finditer(text):
-            try:
-                ipaddress.IPv6Address(m.group())
-            except ValueError:
-                continue
-            out.append(m.span())
+            v = m.group()
+            # "2001:db8::1: that one": the pattern also takes the colon after it.
+            for cand in (v, v.rstrip(":"), v[:-1]):
+                try:
+                    ipaddress.IPv6Address(cand)
+                except ValueError:
+                    continue
+                out.append((m.start(), m.start() + len(cand)))
+                break
     return out
 
 
