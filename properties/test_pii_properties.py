@@ -6,10 +6,10 @@ chunking of it (hypothesis chooses the cut points), run through an agent whose m
 streams those chunks and whose input and output processors hold a `PIIDetector` with a
 redacting strategy (redact, mask, hash or block): the value is in none of the chunks the
 caller receives, not in `result.text`, and not in `result.messages`, on the `Simulator`
-and on the `AsyncSimulator` under asyncio and trio. The prompt carries the value too,
-half of the time, so input redaction is covered as well (with "block" the run then stops
-before any model call, and the caller's own message is all the history holds).
-"""
+and on the `AsyncSimulator` under asyncio and trio (which make the very same run). The
+prompt carries the value too, half of the time, so input redaction is covered as well
+(with "block" the run then stops before any model call, and the caller's own message is
+all the history holds)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,12 @@ def test_a_pii_value_never_reaches_the_caller_the_text_or_the_messages(
     agent = Agent.create("m", input_processors=[detector], output_processors=[detector])
     prompt = f"here: {value} ok" if in_prompt else "hi"
     blocked_input = strategy == "block" and in_prompt
-    for name, run in _runs(agent, chunks, prompt):
+    runs = _runs(agent, chunks, prompt)
+    first = runs[0][1]
+    for name, run in runs:
+        # every interpreter makes the same run: commands, effects, chunks, result
+        assert run.trace.comparable() == first.trace.comparable(), name
+        assert run.result == first.result, name
         streamed = msgspec.json.encode(run.trace.chunks).decode()
         # A blocked input stays the caller's own message in the history (the run never
         # called the model); everything else must be clean.

@@ -334,3 +334,19 @@ def test_async_simulator_releases_the_same_way(
 
         result = anyio.run(go, agent, backend=backend)
         assert result.text == ("ABC!" if drop else "ABC")
+
+
+def test_later_processors_stream_parts_hold_the_released_chunks() -> None:
+    seen: list[list[str]] = []
+
+    def look(args: StreamArgs[None]) -> StreamResult[None]:
+        seen.append([c.text for c in args.stream_parts if isinstance(c, TextDelta)])
+        return Continue()
+
+    agent = make_agent(output_processors=[
+        processor("split", process_output_stream=split),
+        processor("look", process_output_stream=look),
+    ])
+    simulate(agent, [Say(["ab"])])
+    assert ["a", "b"] in seen
+    assert ["ab"] not in seen

@@ -225,3 +225,14 @@ def test_bad_configuration_is_refused() -> None:
         PIIDetector(window=100, max_hold=150)
     with pytest.raises(ValueError, match="unknown national id"):
         PIIDetector(national_ids=("xx.nope",))
+
+
+def test_reasoning_is_held_and_redacted_too() -> None:
+    from pipeline.chunks import ReasoningDelta
+
+    reasoning = ["the user is jane.d", "oe@exam", "ple.com, so I will answer politely"]
+    ran = simulate(make_agent(output_processors=[PIIDetector()]),
+                   [Say("ok", reasoning=reasoning)])
+    streamed = "".join(c.text for c in ran.chunks if isinstance(c, ReasoningDelta))
+    assert streamed == "the user is [REDACTED:email], so I will answer politely"
+    assert ran.result.steps[0].reasoning == streamed
