@@ -350,3 +350,21 @@ def test_later_processors_stream_parts_hold_the_released_chunks() -> None:
     simulate(agent, [Say(["ab"])])
     assert ["a", "b"] in seen
     assert ["ab"] not in seen
+
+
+def test_a_crashing_flush_fails_closed_and_drops_what_it_held() -> None:
+    def crash(args: FlushArgs[tuple[str, str]]) -> FlushResult[tuple[str, str]]:
+        raise RuntimeError("flush broke")
+
+    holder = HoldAll()
+    agent = make_agent(output_processors=[
+        processor("no-end", process_output_stream=drop_text_end),
+        processor("hold", state=("", ""), process_output_stream=holder.process_output_stream,
+                  flush_output_stream=crash),
+    ])
+    ran = simulate(agent, [Say(["kept ", "secret"])])
+    err = ran.result.error
+    assert isinstance(err, ProcessorFailed)
+    assert (err.processor_id, err.hook) == ("hold", "flush_output_stream")
+    assert streamed_text(ran.chunks) == ""
+    assert all("secret" not in m.text for m in ran.messages)

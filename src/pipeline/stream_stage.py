@@ -19,7 +19,7 @@ from types import GeneratorType
 
 from effects import Abort, Continue, Replace, Skip
 from pipeline.chunks import Chunk, DataChunk
-from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call, check
+from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call, check, invoke
 from pipeline.processor import FlushArgs, StreamArgs, TripWire
 from pipeline.protocol import LoopCommand
 from pipeline.response import _StepContent
@@ -277,7 +277,9 @@ class _StreamStage(_RunState):
         """The model's response ended: each flush hook, in processor order, releases what
         it holds, through the stream hooks after it (plain hooks)."""
         for b, start in self.h_flush:
-            released = self._flushed(b, call_plain(b, self._flush_args(b)), content)
+            raw = invoke(b, self._flush_args(b))
+            _refuse_io(b, raw)
+            released = self._flushed(b, check(b, raw), content)
             if not released:
                 continue
             if self.shared is not None and start < len(self.stream_plan):
@@ -309,20 +311,6 @@ class _StreamStage(_RunState):
     def _stream_through_io(self, chunks: list[Chunk]) -> Generator[LoopCommand, object, None]:
         for c in chunks:
             yield from self._process_chunk_io(c, None)
-
-
-def call_plain(b: Bound, args: object) -> Outcome:
-    """Call a plain (not async, not I/O) hook and check its result."""
-    try:
-        raw = b.fn(args)
-    except TripWire as t:
-        raw = Abort(t.reason, t.retry, t.metadata)
-    except HookFailure:
-        raise
-    except Exception as e:
-        raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
-    _refuse_io(b, raw)
-    return check(b, raw)
 
 
 def _refuse_io(b: Bound, raw: object) -> None:
