@@ -236,3 +236,28 @@ def test_reasoning_is_held_and_redacted_too() -> None:
     streamed = "".join(c.text for c in ran.chunks if isinstance(c, ReasoningDelta))
     assert streamed == "the user is [REDACTED:email], so I will answer politely"
     assert ran.result.steps[0].reasoning == streamed
+
+
+def test_judge_on_the_stream_holds_each_block_and_redacts_what_it_names() -> None:
+    d = PIIDetector(judge_model="judge", judge_stream=True)
+    named = Say('{"values": [{"type": "name", "value": "Ada Lovelace"}]}')
+    ran = simulate(
+        make_agent(output_processors=[d]),
+        [Say(["Dear Ada Love", "lace, mail me at ada@ex", "ample.com"])],
+        models={"judge": [named, named]},
+    )
+    deltas = [c.text for c in ran.chunks if isinstance(c, TextDelta)]
+    assert deltas == ["Dear [REDACTED:judged], mail me at [REDACTED:email]"]
+    assert ran.result.text == deltas[0]
+    judge = ran.models["judge"]
+    assert judge.requests[0].messages[0].text == "Dear Ada Lovelace, mail me at ada@example.com"
+
+
+def test_judge_on_the_stream_fails_closed_on_an_unreadable_reply() -> None:
+    d = PIIDetector(judge_model="judge", judge_stream=True, on_result=False)
+    ran = simulate(make_agent(output_processors=[d]), [Say(["Dear Ada ", "Lovelace"])],
+                   models={"judge": [Say("no idea")]})
+    assert ran.result.status == "tripped"
+    assert streamed_text(ran.chunks) == ""
+    with pytest.raises(ValueError, match="judge_model"):
+        PIIDetector(judge_stream=True)

@@ -40,7 +40,8 @@ class Held(msgspec.Struct, frozen=True):
 NOTHING_HELD = Held()
 
 
-def _delta(kind: BlockKind, block: str, text: str) -> Chunk:
+def delta(kind: BlockKind, block: str, text: str) -> Chunk:
+    """A text or reasoning delta of `block`."""
     return TextDelta(block, text) if kind == "text" else ReasoningDelta(block, text)
 
 
@@ -49,7 +50,7 @@ def flush_held(held: Held, scan: Scanner) -> tuple[Chunk, ...]:
     if not held.text or held.kind is None:
         return ()
     out, _ = scan(held.text, True)
-    return (_delta(held.kind, held.id, out),) if out else ()
+    return (delta(held.kind, held.id, out),) if out else ()
 
 
 def hold_stream(
@@ -67,7 +68,7 @@ def hold_stream(
             held = NOTHING_HELD
         release, keep = scan(held.text + part.text, False)
         if release:
-            out.append(_delta(kind, part.id, release))
+            out.append(delta(kind, part.id, release))
         return tuple(out), Held(kind, part.id, keep) if keep else NOTHING_HELD
     if not held.text:
         return None, held
@@ -75,4 +76,6 @@ def hold_stream(
     return (*flush_held(held, scan), part), NOTHING_HELD
 
 
-__all__ = ["NOTHING_HELD", "BlockKind", "Held", "Scanner", "flush_held", "hold_stream"]
+__all__ = [
+    "NOTHING_HELD", "BlockKind", "Held", "Scanner", "delta", "flush_held", "hold_stream",
+]

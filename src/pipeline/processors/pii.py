@@ -17,7 +17,7 @@ from typing import Literal
 import msgspec
 
 from effects import Abort, Continue, Out, Replace
-from pipeline.chunks import Chunk, DataChunk
+from pipeline.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
 from pipeline.messages import Message, MessageList, SystemMessage, TextPart
 from pipeline.model import ModelRequest
 from pipeline.processor import (
@@ -36,7 +36,14 @@ from pipeline.processor import (
     abort,
 )
 from pipeline.processors import pii_detectors as d
-from pipeline.processors.holdback import NOTHING_HELD, Held, flush_held, hold_stream
+from pipeline.processors.holdback import (
+    NOTHING_HELD,
+    BlockKind,
+    Held,
+    delta,
+    flush_held,
+    hold_stream,
+)
 
 Strategy = Literal["detect", "redact", "mask", "hash", "block"]
 OnError = Literal["block", "allow"]
@@ -81,7 +88,9 @@ class PIIDetector(StatefulProcessor[Held]):
     - `regex_only`: use no library (`phonenumbers`, `python-stdnum`): phone numbers by
       pattern, cards and IBANs by their check digits computed here, and no national ids.
     - `judge_model`: also ask this model (through `AskModel`) for values on input and on
-      the result; the stream keeps to the local detectors.
+      the result. With `judge_stream=True` the stream is judged too: each text block is
+      held whole (up to `max_hold` characters, past which the run is blocked) and
+      released at its end, judged; otherwise the stream keeps to the local detectors.
     """
 
     process_data_parts = False
@@ -105,6 +114,7 @@ class PIIDetector(StatefulProcessor[Held]):
         on_error: OnError = "block",
         regex_only: bool = False,
         judge_model: str | None = None,
+        judge_stream: bool = False,
     ) -> None:
         if window < 1 or max_hold < 2 * window:
             raise ValueError(f"need window >= 1 and max_hold >= 2 * window, got "
@@ -118,6 +128,9 @@ class PIIDetector(StatefulProcessor[Held]):
         self.on_input, self.on_stream, self.on_result = on_input, on_stream, on_result
         self.on_error: OnError = on_error
         self.judge_model = judge_model
+        if judge_stream and judge_model is None:
+            raise ValueError("judge_stream=True needs a judge_model")
+        self.judge_stream = judge_stream
         kinds = tuple(types)
         unknown = sorted(set(kinds) - set(d.BUILTIN_KINDS))
         if unknown:
@@ -280,6 +293,9 @@ class PIIDetector(StatefulProcessor[Held]):
         if self.judge_model is not None:
             hooks["process_input"] = self._judged_input
             hooks["process_output_result"] = self._judged_result
+        if self.judge_stream:
+            hooks["process_output_stream"] = self._judged_stream
+            hooks["flush_output_stream"] = self._judged_flush
         return hooks
 
     def _ask_judge(
@@ -325,6 +341,50 @@ class PIIDetector(StatefulProcessor[Held]):
         ml = _map_text(args.message_list, self._judged_text(values, report), ("assistant",),
                        only=frozenset(m.id for m in args.messages))
         return _result(ml, args.message_list, args.state, self._report(report, "result"))
+
+    def _judged_stream(
+        self, args: StreamArgs[Held]
+    ) -> Generator[object, object, StreamResult[Held]]:
+        """The stream with the judge: each block held whole, judged at its end."""
+        if not self.on_stream:
+            return Continue()
+        part, held = args.part, args.state
+        t = type(part)
+        report: list[d.Finding] = []
+        if t is TextDelta or t is ReasoningDelta:
+            assert isinstance(part, TextDelta | ReasoningDelta)
+            kind: BlockKind = "text" if t is TextDelta else "reasoning"
+            out: tuple[Chunk, ...] = ()
+            if held.text and (held.kind != kind or held.id != part.id):
+                out = yield from self._judge_block(held, report)
+                held = NOTHING_HELD
+            text = held.text + part.text
+            if len(text) > self.max_hold:
+                abort(f"text block longer than max_hold ({self.max_hold}) for the PII "
+                      "judge; blocked to fail closed", metadata={"max_hold": self.max_hold})
+            return Out(Replace(out), Held(kind, part.id, text), self._report(report, "stream"))
+        if not held.text:
+            return Continue()
+        out = yield from self._judge_block(held, report)
+        return Out(Replace((*out, part)), NOTHING_HELD, self._report(report, "stream"))
+
+    def _judged_flush(
+        self, args: FlushArgs[Held]
+    ) -> Generator[object, object, FlushResult[Held]]:
+        if not args.state.text:
+            return Continue()
+        report: list[d.Finding] = []
+        out = yield from self._judge_block(args.state, report)
+        return Out(Replace(out), NOTHING_HELD, self._report(report, "stream"))
+
+    def _judge_block(
+        self, held: Held, report: list[d.Finding]
+    ) -> Generator[object, object, tuple[Chunk, ...]]:
+        """A whole held block, judged and handled: the delta to release (if any)."""
+        assert held.kind is not None
+        values = yield from self._ask_judge([held.text])
+        text = self._judged_text(values, report)(held.text)
+        return (delta(held.kind, held.id, text),) if text else ()
 
     def _judged_text(self, values: list[str], report: list[d.Finding]) -> Callable[[str], str]:
         """Text -> text handled for the local findings and the judge's values."""
