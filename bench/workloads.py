@@ -14,6 +14,10 @@ makes one attempt and yields model events it builds on the spot (one ``TextDelta
 chunk, like the peers' fakes build one response object per chunk). The baseline iterates
 or calls that same fake directly, so what is left is the library alone.
 
+W1pii (unit: one chunk)
+    W1's stream (N text deltas) through one built-in `PIIDetector` (every kind, redact):
+    the cost of the hold-back guard per chunk, next to W1's bare K = 0 row. The detector
+    releases text in batches, so the check counts characters rather than deltas.
 W1 stream (unit: one chunk)
     One run; the fake streams N = 20,000 ``TextDelta("tok ")`` (between its text-start,
     text-end and finish events) and no tool call, consumed through the public streaming
@@ -374,6 +378,8 @@ class Runner(Protocol):
 
     async def count_deltas(self, agent: Agent, fake: StreamFake, messages: RunInput) -> int: ...
 
+    async def count_chars(self, agent: Agent, fake: StreamFake, messages: RunInput) -> int: ...
+
     async def run(self, agent: Agent, fake: StepFake, messages: RunInput) -> RunResult: ...
 
     async def baseline_stream(self, fake: StreamFake) -> None: ...
@@ -400,6 +406,13 @@ class SyncRunner:
         for chunk in self._interp(fake).stream(agent, messages):
             if type(chunk) is TextDelta:
                 c += 1
+        return c
+
+    async def count_chars(self, agent: Agent, fake: StreamFake, messages: RunInput) -> int:
+        c = 0
+        for chunk in self._interp(fake).stream(agent, messages):
+            if type(chunk) is TextDelta:
+                c += len(chunk.text)
         return c
 
     async def run(self, agent: Agent, fake: StepFake, messages: RunInput) -> RunResult:
@@ -434,6 +447,15 @@ class AsyncRunner:
             async for chunk in stream:
                 if type(chunk) is TextDelta:
                     c += 1
+        return c
+
+    async def count_chars(self, agent: Agent, fake: StreamFake, messages: RunInput) -> int:
+        c = 0
+        stream = self._interp(fake).stream(agent, messages)
+        async with stream:
+            async for chunk in stream:
+                if type(chunk) is TextDelta:
+                    c += len(chunk.text)
         return c
 
     async def run(self, agent: Agent, fake: StepFake, messages: RunInput) -> RunResult:
@@ -482,6 +504,31 @@ def stream_case(r: Runner, workload: str, k: int, n: int) -> Case:
     return Case(workload, variant, k, n, baseline, framework, check, {"size": n})
 
 
+def pii_case(r: Runner, n: int) -> Case:
+    """W1's stream through one PIIDetector (imported here: an optional extra)."""
+    from pipeline.processors import PIIDetector
+
+    fake = StreamFake(n)
+    agent = Agent.create(MODEL, output_processors=[PIIDetector()], max_steps=1)
+    got = {"n": 0}
+    want = n * len(CHUNK_TEXT)
+
+    async def baseline() -> None:
+        await r.baseline_stream(fake)
+
+    async def framework() -> None:
+        got["n"] = await r.count_chars(agent, fake, "go")
+
+    def check() -> int:
+        c, got["n"] = got["n"], 0
+        if c != want:
+            raise AssertionError(f"consumed {c} characters of text, expected {want}")
+        return n
+
+    variant = f"stream, PIIDetector (all kinds, redact), N={n}"
+    return Case("W1pii", variant, 1, n, baseline, framework, check, {"size": n})
+
+
 def steps_case(r: Runner, workload: str, k: int, steps: int, h: int) -> Case:
     fake = StepFake(steps, h)
     agent = step_agent(k, steps)
@@ -514,6 +561,10 @@ def w1(r: Runner, p: Params) -> list[Case]:
     return [stream_case(r, "W1", k, p.w1_chunks) for k in (0, p.hooks_k)]
 
 
+def w1pii(r: Runner, p: Params) -> list[Case]:
+    return [pii_case(r, p.w1_chunks)]
+
+
 def w2(r: Runner, p: Params) -> list[Case]:
     return [steps_case(r, "W2", k, p.w2_steps, 0) for k in (0, p.hooks_k)]
 
@@ -530,7 +581,7 @@ def growth(r: Runner, p: Params) -> list[Case]:
 
 
 CASES: dict[str, Callable[[Runner, Params], list[Case]]] = {
-    "W1": w1, "W2": w2, "W3": w3, "growth": growth,
+    "W1": w1, "W1pii": w1pii, "W2": w2, "W3": w3, "growth": growth,
 }
 
 

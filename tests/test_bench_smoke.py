@@ -35,6 +35,7 @@ def test_quick_mode_completes_every_workload() -> None:
         measured = [r for r in mine if "units" in r and r["workload"] != "W4"]
         expected = {
             ("W1", p.w1_chunks): 2,  # K = 0 and K = 5
+            ("W1pii", p.w1_chunks): 1,  # W1's stream through PIIDetector
             ("W2", p.w2_steps): 2,
             ("W3", p.w3_steps): 2,  # H = 0 and H = max
             **{("G1", n): 1 for n in p.growth_w1},

@@ -9,6 +9,8 @@ from examples.error_recovery import ErrorRecovery
 from examples.lowercase import Lowercase
 from examples.quality_guardrail import QualityGuardrail
 from examples.reasoning_transformer import ReasoningTransformer
+from examples.streaming_redaction import CHUNKS
+from examples.streaming_redaction import run as run_streaming_redaction
 from examples.word_counter import WordCounter
 from interpreters import Fail, Say, ScriptedModel, Simulator, call
 from pipeline import (
@@ -171,3 +173,17 @@ def test_lowercase_leaves_other_parts_alone() -> None:
     eff = out(args)
     assert isinstance(eff, Replace)
     assert eff.value.messages[0].parts == (TextPart("abc"), ReasoningPart("KEEP"))
+
+
+def test_streaming_redaction_of_values_split_across_chunks() -> None:
+    ran = run_streaming_redaction()
+    streamed = "".join(c.text for c in ran.trace.chunks if isinstance(c, TextDelta))
+    assert "jane.d" in CHUNKS[0] and "oe@exam" in CHUNKS  # the values really are split
+    for secret in ("jane.doe@example.com", "jane.d", "4111", "approval from Dana"):
+        assert secret not in streamed
+        assert secret not in ran.result.text
+        assert all(secret not in m.text for m in ran.result.messages.messages)
+    assert streamed == ran.result.text == (
+        "Sure! I will send the receipt to [REDACTED:email] and charge the card "
+        "[REDACTED:card] today. As my instructions say, [REDACTED:system-prompt]."
+    )

@@ -10,7 +10,8 @@ from mypy import api
 HEADER = """
 from effects import Continue, Replace, Retry, Skip, Abort
 from pipeline import (Processor, InputArgs, InputResult, StreamArgs, StreamResult,
-    ApiErrorArgs, ApiErrorResult, OutputStepArgs, OutputStepResult, MessageList, processor)
+    ApiErrorArgs, ApiErrorResult, OutputStepArgs, OutputStepResult, MessageList, processor,
+    FlushArgs, FlushResult, TextDelta, TextEnd)
 """
 
 LEGAL = HEADER + """
@@ -31,6 +32,17 @@ class Recover(Processor):
 def fn(args: StreamArgs[None]) -> StreamResult[None]:
     return Continue()
 p = processor("p", process_output_stream=fn)
+
+class Holds(Processor):
+    id = "holds"
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        if isinstance(args.part, TextEnd):
+            return Replace((TextDelta(args.part.id, "released"), args.part))
+        if isinstance(args.part, TextDelta):
+            return Replace(())
+        return Replace(args.part)
+    def flush_output_stream(self, args: FlushArgs[None]) -> FlushResult[None]:
+        return Replace((TextDelta("t", "released"),))
 """
 
 ILLEGAL = {
@@ -57,6 +69,30 @@ class Bad(Processor):
     id = "bad"
     def process_input(self, args: InputArgs[None]) -> InputResult[None]:
         return Replace("not a message list")
+""",
+    "replace a chunk with a tuple of strings": """
+class Bad(Processor):
+    id = "bad"
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        return Replace(("not", "chunks"))
+""",
+    "replace a chunk with a list of chunks": """
+class Bad(Processor):
+    id = "bad"
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        return Replace([args.part])
+""",
+    "flush releasing one bare chunk": """
+class Bad(Processor):
+    id = "bad"
+    def flush_output_stream(self, args: FlushArgs[None]) -> FlushResult[None]:
+        return Replace(TextDelta("t", "x"))
+""",
+    "skip from a flush": """
+class Bad(Processor):
+    id = "bad"
+    def flush_output_stream(self, args: FlushArgs[None]) -> FlushResult[None]:
+        return Skip()
 """,
     "function processor returning Skip from process_input": """
 def fn(args: InputArgs[None]) -> Skip:

@@ -15,16 +15,25 @@ T = TypeVar("T")
 E = TypeVar("E")
 S = TypeVar("S")
 C = TypeVar("C")
+T_co = TypeVar("T_co", covariant=True)
+"""Replace's payload is covariant (it is frozen): `Replace[TextDelta]` is a
+`Replace[Chunk]`, and a hook's result type may admit one payload or several kinds of it
+(a chunk or a tuple of chunks) in a single `Replace[...]`."""
 
 
 class Continue(msgspec.Struct, frozen=True, tag=True):
     """Pass on unchanged (for an API error: not handled by this processor)."""
 
 
-class Replace(msgspec.Struct, Generic[T], frozen=True, tag=True):
-    """Replace the hook's subject (messages, step settings, a chunk) with `value`."""
+class Replace(msgspec.Struct, Generic[T_co], frozen=True, tag=True):
+    """Replace the hook's subject (messages, step settings, a chunk) with `value`.
 
-    value: T
+    From `process_output_stream`, `value` may also be a tuple of chunks: the chunk is
+    replaced by several, or by none (`Replace(())`), so text held back can be released
+    later as ordinary chunks.
+    """
+
+    value: T_co
 
 
 class Abort(msgspec.Struct, frozen=True, tag=True):

@@ -20,7 +20,14 @@ import msgspec
 
 from effects import Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
 from pipeline.chunks import DataChunk
-from pipeline.processor import ALLOWED_EFFECTS, REPLACE_PAYLOAD, BaseProcessor, HookName, TripWire
+from pipeline.processor import (
+    ALLOWED_EFFECTS,
+    CHUNK_TYPES,
+    REPLACE_PAYLOAD,
+    BaseProcessor,
+    HookName,
+    TripWire,
+)
 
 HookFn = Callable[..., object]
 Yielded = Perform[object] | AwaitHook
@@ -161,6 +168,16 @@ def check(b: Bound, raw: object) -> Outcome:
                 f"{type(effect).__name__} carries {type(value).__name__}, "
                 f"expected {' or '.join(t.__name__ for t in payload_types)}",
             )
+        if value.__class__ is tuple:  # several chunks (stream hooks): each must be one
+            for c in value:
+                if not isinstance(c, CHUNK_TYPES):
+                    raise HookFailure(
+                        b.processor_id,
+                        b.hook,
+                        "InvalidEffect",
+                        f"Replace carries a tuple holding {type(c).__name__}, "
+                        "expected chunks only",
+                    )
     chunks: list[DataChunk] = []
     for c in emit:
         if not isinstance(c, DataChunk):

@@ -178,7 +178,7 @@ class _Run(_StepSetup, _StreamStage):
                 Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
                       len(self.states) - 1, False),
             )
-        self._init_stream()
+        self._init_stream(bind(agent.output_processors, "flush_output_stream", slots))
         # An input with its own system messages (say, a previous run's result.messages,
         # which already holds the instructions) keeps them; otherwise the agent's apply.
         self.ml = messages if messages.system else messages.with_system(agent.instructions)
@@ -505,6 +505,11 @@ class _Run(_StepSetup, _StreamStage):
                 t = type(reply)
                 if t is ModelFinish:
                     assert isinstance(reply, ModelFinish)
+                    if self.h_flush:  # release what processors hold, before the message
+                        if io:
+                            yield from self._flush_io(content)
+                        else:
+                            self._flush(content)
                     content.finish = reply
                     return
                 if t is ModelFailed or t is ModelEnded:

@@ -36,6 +36,7 @@ HookName = Literal[
     "process_output_stream",
     "process_output_step",
     "process_output_result",
+    "flush_output_stream",
 ]
 HOOKS: tuple[HookName, ...] = (
     "process_input",
@@ -44,7 +45,10 @@ HOOKS: tuple[HookName, ...] = (
     "process_output_stream",
     "process_output_step",
     "process_output_result",
+    "flush_output_stream",
 )
+"""The six hooks of the contract, and `flush_output_stream`, the companion of
+`process_output_stream` for processors that hold chunks back (see `FlushArgs`)."""
 
 
 class RunContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -184,6 +188,22 @@ class StreamArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
     context: RunContext
 
 
+class FlushArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+    """What `flush_output_stream` gets: the model's response has ended (after its last
+    chunk, before its message is made and `process_output_step` runs).
+
+    A processor that holds chunks back releases them now (`Replace((chunk, ...))`, which
+    the later stream processors see as ordinary chunks) or drops them (`Continue`, or
+    `Replace(())`); what it still holds after this never reaches the response.
+    """
+
+    stream_parts: Sequence[Chunk]
+    """Every chunk this processor has seen so far in the run."""
+    state: S
+    message_list: MessageList
+    context: RunContext
+
+
 class OutputStepArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
     message_list: MessageList
     step_number: int
@@ -211,7 +231,12 @@ class OutputResultArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
 InputEffect: TypeAlias = Continue | Replace[MessageList] | Abort
 InputStepEffect: TypeAlias = Continue | Replace[StepChange] | Abort
 ApiErrorEffect: TypeAlias = Continue | Retry[MessageList] | Abort
-StreamEffect: TypeAlias = Continue | Replace[Chunk] | Skip | Emit[DataChunk] | Abort
+StreamEffect: TypeAlias = (
+    Continue | Replace[Chunk | tuple[Chunk, ...]] | Skip | Emit[DataChunk] | Abort
+)
+"""`Replace(chunk)`, or `Replace((a, b, ...))` / `Replace(())`: the chunk becomes several
+chunks or none; the later stream processors see each in order."""
+FlushEffect: TypeAlias = Continue | Replace[tuple[Chunk, ...]] | Emit[DataChunk] | Abort
 OutputStepEffect: TypeAlias = Continue | Replace[MessageList] | Abort
 OutputResultEffect: TypeAlias = Continue | Replace[MessageList] | Abort
 
@@ -219,6 +244,7 @@ InputResult: TypeAlias = InputEffect | Out[InputEffect, S]
 InputStepResult: TypeAlias = InputStepEffect | Out[InputStepEffect, S]
 ApiErrorResult: TypeAlias = ApiErrorEffect | Out[ApiErrorEffect, S]
 StreamResult: TypeAlias = StreamEffect | Out[StreamEffect, S]
+FlushResult: TypeAlias = FlushEffect | Out[FlushEffect, S]
 OutputStepResult: TypeAlias = OutputStepEffect | Out[OutputStepEffect, S]
 OutputResultResult: TypeAlias = OutputResultEffect | Out[OutputResultEffect, S]
 
@@ -232,11 +258,14 @@ ALLOWED_EFFECTS: Mapping[HookName, tuple[type, ...]] = {
     "process_output_stream": (Continue, Replace, Skip, Emit, Abort),
     "process_output_step": (Continue, Replace, Abort),
     "process_output_result": (Continue, Replace, Abort),
+    "flush_output_stream": (Continue, Replace, Emit, Abort),
 }
 
+CHUNK_TYPES: tuple[type, ...] = get_args(Chunk)
 REPLACE_PAYLOAD: Mapping[HookName, tuple[type, ...]] = {
     "process_api_error": (MessageList, type(None)),
-    "process_output_stream": get_args(Chunk),
+    "process_output_stream": (*get_args(Chunk), tuple),
+    "flush_output_stream": (tuple,),
     "process_input": (MessageList,),
     "process_input_step": (StepChange,),
     "process_output_step": (MessageList,),
@@ -302,6 +331,9 @@ class StatefulProcessor(BaseProcessor, Generic[S]):
     ) -> HookReturn[OutputResultResult[S]]:
         return Continue()
 
+    def flush_output_stream(self, args: FlushArgs[S]) -> HookReturn[FlushResult[S]]:
+        return Continue()
+
 
 class Processor(StatefulProcessor[None]):
     """A processor without state."""
@@ -357,6 +389,8 @@ def processor(
         [OutputResultArgs[None]], HookReturn[OutputResultResult[None]]
     ]
     | None = ...,
+    flush_output_stream: Callable[[FlushArgs[None]], HookReturn[FlushResult[None]]]
+    | None = ...,
 ) -> FunctionProcessor[None]: ...
 @overload
 def processor(
@@ -375,6 +409,7 @@ def processor(
     | None = ...,
     process_output_result: Callable[[OutputResultArgs[S]], HookReturn[OutputResultResult[S]]]
     | None = ...,
+    flush_output_stream: Callable[[FlushArgs[S]], HookReturn[FlushResult[S]]] | None = ...,
 ) -> FunctionProcessor[S]: ...
 def processor(
     id: str,
@@ -388,6 +423,7 @@ def processor(
     process_output_stream: Callable[..., object] | None = None,
     process_output_step: Callable[..., object] | None = None,
     process_output_result: Callable[..., object] | None = None,
+    flush_output_stream: Callable[..., object] | None = None,
 ) -> FunctionProcessor[Any]:  # the overloads above are the public type
     """A processor from plain functions, one per hook; `state` is its initial state."""
     given: dict[HookName, Callable[..., object] | None] = {
@@ -397,6 +433,7 @@ def processor(
         "process_output_stream": process_output_stream,
         "process_output_step": process_output_step,
         "process_output_result": process_output_result,
+        "flush_output_stream": flush_output_stream,
     }
     hooks = {k: v for k, v in given.items() if v is not None}
     if not hooks:

@@ -2,6 +2,13 @@
 
 Model chunks and the loop's own (step start/finish, tool results, finish) alike. This is
 the per-chunk hot path of a run: keep it free of extra attribute lookups and calls.
+
+A stream hook may replace a chunk by several or by none (`Replace((a, b))`, `Replace(())`),
+so a processor can hold text back and release it later: each released chunk goes through
+the later processors in order, as an ordinary chunk. When the model's response ends, each
+processor's `flush_output_stream` (where it has one) releases or drops what it still holds,
+before the response's message is made. Whatever is still held when a run ends early
+(abort, failure, cancel) is simply never delivered: only `_deliver` hands chunks out.
 """
 
 from __future__ import annotations
@@ -12,8 +19,8 @@ from types import GeneratorType
 
 from effects import Abort, Continue, Replace, Skip
 from pipeline.chunks import Chunk, DataChunk
-from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call, check
-from pipeline.processor import StreamArgs, TripWire
+from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call, check, invoke
+from pipeline.processor import FlushArgs, StreamArgs, TripWire
 from pipeline.protocol import LoopCommand
 from pipeline.response import _StepContent
 from pipeline.run_state import _RunState
@@ -24,6 +31,9 @@ class _StreamStage(_RunState):
     """The stream processors' part of a run (a mixin of `_Run`)."""
 
     h_stream: tuple[Bound, ...]
+    h_flush: tuple[tuple[Bound, int], ...]
+    """Each `flush_output_stream` hook, with the index in `h_stream` from which what it
+    releases goes on (the stream hooks of the processors after it)."""
     stream_io: bool
     """Some stream hook is async or asks for I/O: chunks go through `_process_chunk_io`."""
     seen: list[list[Chunk]]
@@ -32,11 +42,19 @@ class _StreamStage(_RunState):
     data_all: bool
     data_any: bool
 
-    def _init_stream(self) -> None:
-        """Set up the stream state for `h_stream` (from `_Run.__init__`)."""
+    def _init_stream(self, flush: tuple[Bound, ...] = ()) -> None:
+        """Set up the stream state for `h_stream` and the `flush` hooks (from `_Run.__init__`).
+
+        `flush` is in processor order, as `h_stream` is.
+        """
+        at = {id(p): i for i, p in enumerate(self.agent.output_processors)}
+        self.h_flush = tuple(
+            (f, sum(1 for b in self.h_stream if at[id(b.processor)] <= at[id(f.processor)]))
+            for f in flush
+        )
         self.stream_io = any(
             inspect.iscoroutinefunction(b.fn) or inspect.isgeneratorfunction(b.fn)
-            for b in self.h_stream
+            for b in (*self.h_stream, *flush)
         )
         # Every chunk each stream processor has seen (its stream_parts), append-only.
         self.seen = [[] for _ in self.h_stream]
@@ -62,8 +80,9 @@ class _StreamStage(_RunState):
 
     def _stream_effect(
         self, b: Bound, o: Outcome, chunk: Chunk, content: _StepContent | None
-    ) -> Chunk | None:
-        """Apply one stream hook's outcome: the chunk to pass on, or None when skipped.
+    ) -> Chunk | tuple[Chunk, ...] | None:
+        """Apply one stream hook's outcome: the chunk to pass on, the chunks it became
+        (`Replace` with a tuple), or None when skipped.
 
         Chunks a stream hook emits while a model response streams belong to that response:
         kept in its message unless transient.
@@ -79,6 +98,13 @@ class _StreamStage(_RunState):
         if isinstance(eff, Replace):
             return eff.value  # type: ignore[no-any-return]
         return chunk
+
+    def _walk_all(
+        self, chunks: tuple[Chunk, ...], content: _StepContent | None, start: int
+    ) -> None:
+        """Chunks one hook released, each through the hooks from `start` on, in order."""
+        for c in chunks:
+            self._walk(c, content, start)
 
     def _deliver(self, chunk: Chunk, content: _StepContent | None) -> None:
         if content is not None:
@@ -130,10 +156,18 @@ class _StreamStage(_RunState):
                 continue
             if i + 1 < len(plan):  # the later hooks see something else (or nothing)
                 self._unshare(i + 1, appended=True)
-                if passed is not None:
+                if passed is None:
+                    return
+                if isinstance(passed, tuple):
+                    self._walk_all(passed, content, i + 1)
+                else:
                     self._walk(passed, content, i + 1)
                 return
             if passed is None:
+                return
+            if isinstance(passed, tuple):
+                for c in passed:
+                    self._deliver(c, content)
                 return
             chunk = passed
         self._deliver(chunk, content)
@@ -183,23 +217,81 @@ class _StreamStage(_RunState):
             passed = self._stream_effect(b, check(b, raw), chunk, content)
             if passed is None:
                 return
+            if isinstance(passed, tuple):
+                self._walk_all(passed, content, i + 1)
+                return
             chunk = passed
             is_data = type(chunk) is DataChunk
         self._deliver(chunk, content)
 
     def _process_chunk_io(
-        self, chunk: Chunk, content: _StepContent | None
+        self, chunk: Chunk, content: _StepContent | None, start: int = 0
     ) -> Generator[LoopCommand, object, None]:
         """Like `_process_chunk`, for stream hooks that are async or ask for I/O."""
-        for i, b in enumerate(self.h_stream):
+        h_stream = self.h_stream
+        for i in range(start, len(h_stream)):
+            b = h_stream[i]
             if type(chunk) is DataChunk and not b.data_parts:
                 continue
             o = yield from call(b, self._stream_args(i, b, chunk))
             passed = self._stream_effect(b, o, chunk, content)
             if passed is None:
                 return
+            if isinstance(passed, tuple):
+                for c in passed:
+                    yield from self._process_chunk_io(c, content, i + 1)
+                return
             chunk = passed
         self._deliver(chunk, content)
+
+    # --- the end of a model response: flush what processors hold ---------------------
+
+    def _flush_args(self, b: Bound) -> FlushArgs[object]:
+        i = next((k for k, s in enumerate(self.h_stream) if s.processor is b.processor), None)
+        if i is None:
+            parts: list[Chunk] = []
+        elif self.shared is not None:
+            parts = self.shared
+        else:
+            parts = self.seen[i]
+        return FlushArgs(
+            stream_parts=_view(parts, len(parts)),
+            state=self.states[b.slot],
+            message_list=self.ml,
+            context=self.ctx,
+        )
+
+    def _flushed(self, b: Bound, o: Outcome, content: _StepContent) -> tuple[Chunk, ...]:
+        """Apply a flush hook's outcome: the chunks it releases (none for Continue)."""
+        eff = self._apply(b, o)
+        for c in o.emit:
+            content.add(c)
+        if isinstance(eff, Abort):
+            raise self._trip(b, eff)
+        if isinstance(eff, Replace):
+            released: tuple[Chunk, ...] = eff.value  # `check` made sure it is
+            return released
+        return ()
+
+    def _flush(self, content: _StepContent) -> None:
+        """The model's response ended: each flush hook, in processor order, releases what
+        it holds, through the stream hooks after it (plain hooks)."""
+        for b, start in self.h_flush:
+            raw = invoke(b, self._flush_args(b))
+            _refuse_io(b, raw)
+            released = self._flushed(b, check(b, raw), content)
+            if not released:
+                continue
+            if self.shared is not None and start < len(self.stream_plan):
+                self._unshare(start, appended=False)
+            self._walk_all(released, content, start)
+
+    def _flush_io(self, content: _StepContent) -> Generator[LoopCommand, object, None]:
+        """`_flush` for hooks that are async or ask for I/O."""
+        for b, start in self.h_flush:
+            released = self._flushed(b, (yield from call(b, self._flush_args(b))), content)
+            for c in released:
+                yield from self._process_chunk_io(c, content, start)
 
     def _stream_through(self, chunks: list[Chunk]) -> Iterable[LoopCommand]:
         """Loop-made chunks (step start/finish, tool results, finish) through the processors.

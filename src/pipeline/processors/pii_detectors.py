@@ -1,0 +1,304 @@
+"""Where PII is in a text: the detectors of `PIIDetector`, each a pure function from a
+text to the spans of the values it found.
+
+Validation uses well-kept libraries where a checksum or a numbering plan decides:
+`phonenumbers` (phone numbers), `python-stdnum` (Luhn for payment cards, IBAN, national
+ids). They are the optional extra `pipeline-agents[guards]`, imported only when a
+detector that needs them is built; `detectors(..., regex_only=True)` uses none (see
+`PIIDetector`). Email, IP addresses, API keys and secrets, and custom patterns are
+regular expressions (IP addresses checked by the standard `ipaddress`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import ModuleType
+
+import msgspec
+
+Span = tuple[int, int]
+Detector = Callable[[str], Iterable[Span]]
+"""A text -> the (start, end) spans of the values found in it."""
+
+BUILTIN_KINDS: tuple[str, ...] = (
+    "email", "card", "iban", "national-id", "ip", "secret", "phone",
+)
+"""In the order a tie is decided: a span two detectors find gets the first one's kind."""
+
+
+class Finding(msgspec.Struct, frozen=True, order=True):
+    """One value found: where it is and what kind it is (never the value itself)."""
+
+    start: int
+    end: int
+    kind: str
+
+
+class MissingDependency(ImportError):
+    """A detector needs a library of the `guards` extra that is not installed."""
+
+
+def _require(module: str, kind: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        dist = "phonenumbers" if module.startswith("phonenumbers") else "python-stdnum"
+        raise MissingDependency(
+            f"PIIDetector's {kind!r} detector needs {dist}: "
+            "pip install 'pipeline-agents[guards]' (or pass regex_only=True for the "
+            "documented regex-only fallback, or leave the kind out)"
+        ) from e
+
+
+# --- regular expressions -----------------------------------------------------------
+
+EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)")
+IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
+IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+PHONE_CANDIDATE = re.compile(r"\d[\d\s().+/-]{5,}\d")
+"""A cheap pre-check: `phonenumbers` only runs on text that has something like one."""
+PHONE_REGEX = re.compile(
+    r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]?\d{2,4}){2,4}(?!\d)"
+)
+"""The regex-only fallback for phone numbers (no numbering plan: more false positives)."""
+
+SECRETS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (hints, re.compile(p)) for hints, p in (
+        (("sk-",), r"\bsk-(?:proj-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{20,}"),  # OpenAI, Anthropic
+        (("AKIA",), r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+        (("_",), r"\bgh[pousr]_[A-Za-z0-9]{36,}"),  # GitHub tokens
+        (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+        (("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack
+        (("AIza",), r"\bAIza[0-9A-Za-z_-]{35}"),  # Google API key
+        (("_live_", "_test_"), r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe
+        (("eyJ",), r"\beyJ[A-Za-z0-9_-]{10,}(?:\.[A-Za-z0-9_-]*){0,2}"),  # JWT
+        (("-----BEGIN",),
+         r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),
+        (("=", ":"),
+         r"(?i)\b(?:api[_-]?key|secret|token|passw(?:or)?d|pwd)\b[\"']?\s*[:=]\s*[\"']?"
+         r"[^\s\"']{6,}"),
+    )
+)
+"""Each pattern with literals one of which any match contains: a text with none of them
+is not searched (the regex engine costs far more than `in`)."""
+_HAS_DIGIT = re.compile(r"\d")
+
+NATIONAL_IDS: Mapping[str, tuple[str, str]] = {
+    # name: (regex, stdnum module whose is_valid decides)
+    "us.ssn": (r"(?<!\d)\d{3}-\d{2}-\d{4}(?!\d)", "stdnum.us.ssn"),
+    "es.dni": (r"(?<!\w)\d{8}-?[A-Za-z](?!\w)", "stdnum.es.dni"),
+    "br.cpf": (r"(?<!\d)\d{3}\.\d{3}\.\d{3}-\d{2}(?!\d)", "stdnum.br.cpf"),
+    "in.aadhaar": (r"(?<!\d)\d{4} ?\d{4} ?\d{4}(?!\d)", "stdnum.in_.aadhaar"),
+    "nl.bsn": (r"(?<!\d)\d{9}(?!\d)", "stdnum.nl.bsn"),
+}
+DEFAULT_NATIONAL_IDS: tuple[str, ...] = ("us.ssn", "es.dni", "br.cpf", "in.aadhaar")
+
+
+# --- detectors ---------------------------------------------------------------------
+
+
+def _spans(pattern: re.Pattern[str], text: str) -> Iterable[Span]:
+    return (m.span() for m in pattern.finditer(text))
+
+
+def email(text: str) -> Iterable[Span]:
+    if "@" not in text:
+        return ()
+    return _spans(EMAIL, text)
+
+
+def ip(text: str) -> list[Span]:
+    out: list[Span] = []
+    if "." in text:
+        for m in IPV4.finditer(text):
+            try:
+                ipaddress.IPv4Address(m.group())
+            except ValueError:
+                continue
+            out.append(m.span())
+    if "::" in text or text.count(":") >= 7:
+        for m in IPV6.finditer(text):
+            v = m.group()
+            # "2001:db8::1: that one": the pattern also takes the colon after it.
+            for cand in (v, v.rstrip(":"), v[:-1]):
+                try:
+                    ipaddress.IPv6Address(cand)
+                except ValueError:
+                    continue
+                out.append((m.start(), m.start() + len(cand)))
+                break
+    return out
+
+
+def secret(text: str) -> list[Span]:
+    return [
+        s for hints, p in SECRETS if any(h in text for h in hints) for s in _spans(p, text)
+    ]
+
+
+def _checked(pattern: re.Pattern[str], valid: Callable[[str], bool]) -> Detector:
+    def detect(text: str) -> list[Span]:
+        return [m.span() for m in pattern.finditer(text) if valid(m.group())]
+
+    return detect
+
+
+def card(*, regex_only: bool = False) -> Detector:
+    """13 to 19 digits (spaces or dashes between), Luhn-checked (`stdnum.luhn`).
+
+    A run of digit groups may hold a card and other numbers around it ("ref 12 4111 1111
+    1111 1111"): each run of whole groups is tried, the longest valid one wins.
+    """
+    if regex_only:
+        valid: Callable[[str], bool] = _luhn
+    else:
+        luhn = _require("stdnum.luhn", "card")
+        valid = luhn.is_valid
+
+    def detect(text: str) -> list[Span]:
+        out: list[Span] = []
+        if _HAS_DIGIT.search(text) is None:
+            return out
+        for m in _DIGIT_RUN.finditer(text):
+            run = m.group()
+            groups = [g.span() for g in _DIGITS.finditer(run)]
+            i = 0
+            while i < len(groups):  # left to right, the longest valid card from each group
+                found, count = -1, 0
+                for j in range(i, len(groups)):
+                    count += groups[j][1] - groups[j][0]
+                    if count > 19:
+                        break
+                    if count >= 13 and valid(re.sub(r"\D", "", run[groups[i][0]:groups[j][1]])):
+                        found = j
+                if found < 0:
+                    i += 1
+                    continue
+                out.append((m.start() + groups[i][0], m.start() + groups[found][1]))
+                i = found + 1
+        return out
+
+    return detect
+
+
+_DIGIT_RUN = re.compile(r"(?<!\d)\d+(?:[ -]\d+)+(?!\d)|(?<!\d)\d{13,19}(?!\d)")
+_DIGITS = re.compile(r"\d+")
+
+
+def _luhn(digits: str) -> bool:
+    """The Luhn check, for the regex-only fallback (stdnum's is used when installed)."""
+    total = 0
+    for i, d in enumerate(reversed(digits)):
+        n = int(d) * (2 if i % 2 else 1)
+        total += n - 9 if n > 9 else n
+    return total % 10 == 0
+
+
+def iban(*, regex_only: bool = False) -> Detector:
+    """IBANs, checked by `stdnum.iban` (country format and mod-97 check digits)."""
+    check = None if regex_only else _require("stdnum.iban", "iban")
+
+    def detect(text: str) -> list[Span]:
+        out: list[Span] = []
+        if _HAS_DIGIT.search(text) is None:
+            return out
+        for m in IBAN.finditer(text):
+            value = m.group()
+            # The pattern may run on into a following capitalised word: try shorter ends.
+            groups = value.split(" ")
+            while groups:
+                v = " ".join(groups)
+                if _iban_ok(v, check):
+                    out.append((m.start(), m.start() + len(v)))
+                    break
+                groups.pop()
+        return out
+
+    return detect
+
+
+def _iban_ok(v: str, check: ModuleType | None) -> bool:
+    compact = v.replace(" ", "")
+    if len(compact) < 15:
+        return False
+    if check is not None:
+        return bool(check.is_valid(compact))
+    moved = compact[4:] + compact[:4]  # the regex-only fallback: the mod-97 check alone
+    try:
+        return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+    except ValueError:
+        return False
+
+
+def national_ids(names: Sequence[str]) -> Detector:
+    """National ids, each by its format and `stdnum`'s checksum or validity rules."""
+    checks: list[tuple[re.Pattern[str], Callable[[str], bool]]] = []
+    for name in names:
+        if name not in NATIONAL_IDS:
+            raise ValueError(f"unknown national id {name!r}; known: {sorted(NATIONAL_IDS)}")
+        pattern, module = NATIONAL_IDS[name]
+        checks.append((re.compile(pattern), _require(module, "national-id").is_valid))
+
+    def detect(text: str) -> list[Span]:
+        if _HAS_DIGIT.search(text) is None:
+            return []
+        return [
+            m.span() for p, valid in checks for m in p.finditer(text) if valid(m.group())
+        ]
+
+    return detect
+
+
+def phone(regions: Sequence[str], *, regex_only: bool = False) -> Detector:
+    """Phone numbers valid in their numbering plan (`phonenumbers`), national formats of
+    `regions` and any number written with its +country code."""
+    if regex_only:
+        return lambda text: _spans(PHONE_REGEX, text)
+    pn = _require("phonenumbers", "phone")
+    leniency = pn.Leniency.VALID
+
+    def detect(text: str) -> list[Span]:
+        if PHONE_CANDIDATE.search(text) is None:
+            return []
+        return [
+            (m.start, m.end)
+            for region in regions
+            for m in pn.PhoneNumberMatcher(text, region, leniency=leniency)
+        ]
+
+    return detect
+
+
+def custom(pattern: str | re.Pattern[str] | Detector) -> Detector:
+    if isinstance(pattern, str):
+        pattern = re.compile(pattern)
+    if isinstance(pattern, re.Pattern):
+        compiled = pattern
+        return lambda text: _spans(compiled, text)
+    return pattern
+
+
+def resolve(found: Iterable[Finding]) -> list[Finding]:
+    """Overlapping findings -> disjoint ones: the earliest first, the longest at a tie."""
+    out: list[Finding] = []
+    for f in sorted(found, key=lambda f: (f.start, -f.end)):
+        if f.end <= f.start:
+            continue
+        if out and f.start < out[-1].end:
+            last = out[-1]
+            if f.end > last.end:  # overlapping values: cover both
+                out[-1] = Finding(last.start, f.end, last.kind)
+            continue
+        out.append(f)
+    return out
+
+
+__all__ = [
+    "BUILTIN_KINDS", "DEFAULT_NATIONAL_IDS", "NATIONAL_IDS", "Detector", "Finding",
+    "MissingDependency", "Span", "card", "custom", "email", "iban", "ip", "national_ids",
+    "phone", "resolve", "secret",
+]

@@ -1,0 +1,165 @@
+"""SystemPromptScrubber: the system prompt, or a long fragment of it, leaking into the
+streamed answer is redacted (or the run blocked) before the caller sees it.
+
+A leak is a run of at least `min_words` consecutive words of the prompt (case and
+punctuation aside), found across chunk boundaries: the last `min_words` words are held
+back until the next words show whether they start a leak. What leaks is held whole until
+it ends (at most as long as the prompt), then redacted.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import msgspec
+
+from effects import Continue, Out, Replace
+from pipeline.messages import Message, TextPart
+from pipeline.processor import (
+    FlushArgs,
+    FlushResult,
+    OutputResultArgs,
+    OutputResultResult,
+    StatefulProcessor,
+    StreamArgs,
+    StreamResult,
+    abort,
+)
+from pipeline.processors.holdback import NOTHING_HELD, Held, flush_held, hold_stream
+
+_WORD = re.compile(r"\w+")
+
+Shingles = frozenset[tuple[str, ...]]
+
+
+class ScrubState(msgspec.Struct, frozen=True):
+    held: Held = NOTHING_HELD
+    shingles: Shingles | None = None
+    """Every run of `n` consecutive words of the prompt (made at the run's first chunk)."""
+    n: int = 0
+    prompt_chars: int = 0
+
+
+def shingles_of(prompt: str, min_words: int) -> tuple[Shingles, int]:
+    words = [w.casefold() for w in _WORD.findall(prompt)]
+    n = min(min_words, len(words))
+    if n == 0:
+        return frozenset(), 0
+    return frozenset(tuple(words[i:i + n]) for i in range(len(words) - n + 1)), n
+
+
+class SystemPromptScrubber(StatefulProcessor[ScrubState]):
+    """Redacts (`strategy="redact"`) or blocks (`"block"`) system-prompt leaks.
+
+    `prompt`: the text to protect; by default the run's system messages (the agent's
+    instructions included). `min_words`: the shortest run of prompt words that counts
+    as a leak (a prompt shorter than that counts only whole).
+    """
+
+    def __init__(
+        self,
+        *,
+        prompt: str | None = None,
+        min_words: int = 8,
+        strategy: Literal["redact", "block"] = "redact",
+        replacement: str = "[REDACTED:system-prompt]",
+        id: str = "system-prompt-scrubber",
+    ) -> None:
+        if min_words < 2:
+            raise ValueError(f"min_words must be at least 2, got {min_words}")
+        self.id = id
+        self.prompt = prompt
+        self.min_words = min_words
+        self.strategy = strategy
+        self.replacement = replacement
+
+    def initial_state(self) -> ScrubState:
+        return ScrubState()
+
+    def _ready(self, state: ScrubState, system: tuple[str, ...]) -> ScrubState:
+        if state.shingles is not None:
+            return state
+        prompt = self.prompt if self.prompt is not None else "\n".join(system)
+        shingles, n = shingles_of(prompt, self.min_words)
+        return msgspec.structs.replace(state, shingles=shingles, n=n, prompt_chars=len(prompt))
+
+    def scan(self, state: ScrubState, text: str, final: bool) -> tuple[str, str]:
+        """`holdback.Scanner`: release all but the last n words and any leak still
+        growing; leaks released are redacted (or the run is blocked)."""
+        shingles, n = state.shingles or frozenset(), state.n
+        if not shingles:
+            return text, ""
+        words = [(m.start(), m.end(), m.group().casefold()) for m in _WORD.finditer(text)]
+        leaks: list[tuple[int, int]] = []
+        for i in range(len(words) - n + 1):
+            if tuple(w[2] for w in words[i:i + n]) in shingles:
+                s, e = words[i][0], words[i + n - 1][1]
+                if leaks and s <= leaks[-1][1]:
+                    leaks[-1] = (leaks[-1][0], e)
+                else:
+                    leaks.append((s, e))
+        if leaks and self.strategy == "block":
+            abort("system prompt leak detected", metadata={"processor": self.id})
+        if final:
+            cut = len(text)
+        else:
+            # The last n words (the last one perhaps cut short) may start a leak not yet
+            # seen whole: hold them.
+            cut = words[-n][0] if len(words) >= n else 0
+            for s, e in leaks:
+                if e > cut:
+                    cut = min(cut, s)
+            if len(text) - cut > state.prompt_chars + 4096:
+                abort("system prompt scrubber: held text over its cap; blocked to fail closed")
+        out: list[str] = []
+        at = 0
+        for s, e in leaks:
+            if e > cut:
+                break
+            out += (text[at:s], self.replacement)
+            at = e
+        out.append(text[at:cut])
+        return "".join(out), text[cut:]
+
+    def process_output_stream(self, args: StreamArgs[ScrubState]) -> StreamResult[ScrubState]:
+        state = args.state
+        if state.shingles is None:
+            state = self._ready(state, tuple(s.content for s in args.message_list.system))
+        chunks, held = hold_stream(args.part, state.held, lambda t, f: self.scan(state, t, f))
+        if chunks is None:
+            return Continue() if state is args.state else Out(Continue(), state)
+        return Out(Replace(chunks), msgspec.structs.replace(state, held=held))
+
+    def flush_output_stream(self, args: FlushArgs[ScrubState]) -> FlushResult[ScrubState]:
+        state = args.state
+        if not state.held.text:
+            return Continue()
+        chunks = flush_held(state.held, lambda t, f: self.scan(state, t, f))
+        return Out(Replace(chunks), msgspec.structs.replace(state, held=NOTHING_HELD))
+
+    def process_output_result(
+        self, args: OutputResultArgs[ScrubState]
+    ) -> OutputResultResult[ScrubState]:
+        state = self._ready(args.state, tuple(s.content for s in args.message_list.system))
+        ids = frozenset(m.id for m in args.messages if m.role == "assistant")
+        changed = False
+
+        def one(m: Message) -> Message:
+            nonlocal changed
+            if m.id not in ids:
+                return m
+            parts = tuple(
+                TextPart(self.scan(state, p.text, True)[0]) if isinstance(p, TextPart) else p
+                for p in m.parts
+            )
+            if parts == m.parts:
+                return m
+            changed = True
+            return m.with_parts(parts)
+
+        ml = args.message_list.map_messages(one)
+        return Out(Replace(ml), state) if changed else Out(Continue(), state)
+
+
+__all__ = ["ScrubState", "SystemPromptScrubber", "shingles_of"]
