@@ -37,7 +37,7 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
 
 import anyio
@@ -57,6 +57,7 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.observe import Observer
 from interpreters.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
@@ -96,6 +97,7 @@ class AsyncInterpreter:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
+        observers: Sequence[Observer] = (),
         tools_in_threads: bool = False,
     ) -> None:
         self._resolve = resolver(provider, resolve)
@@ -103,6 +105,7 @@ class AsyncInterpreter:
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
+        self._observers = tuple(observers)
         self._tools_in_threads = tools_in_threads
 
     # --- public API ------------------------------------------------------------------------
@@ -154,7 +157,7 @@ class AsyncInterpreter:
         check_model(self._resolve, agent.model)
         loop = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
-            resource_id=resource_id, values=values, trace=trace,
+            resource_id=resource_id, values=values, trace=trace, observers=self._observers,
         )
         return AsyncRunStream(self, loop, trace, signal, timeout)
 

@@ -7,11 +7,12 @@ and the lookup of an I/O handler. No I/O here; each interpreter does its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 import msgspec
 
+from interpreters.observe import Observer, observed_loop
 from interpreters.provider import ProviderError
 from interpreters.trace import Trace
 from pipeline.agent import Agent
@@ -49,14 +50,18 @@ def start_run(
     resource_id: str | None,
     values: JsonObject | None,
     trace: Trace | None,
+    observers: Sequence[Observer] = (),
 ) -> AgentLoop:
-    """The agent loop of a new run: its context, its input as a message list, its trace."""
+    """The agent loop of a new run: its context, its input as a message list, its trace,
+    watched by `observers` (see `interpreters.observe`)."""
     ctx = RunContext(run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values)
     ml = to_message_list(messages, id_prefix=run_id, created_at=clock())
-    return agent_loop(
-        agent, ml, context=ctx, clock=clock,
-        record=trace.record_effect if trace is not None else None,
-    )
+    record = trace.record_effect if trace is not None else None
+    if observers:
+        return observed_loop(
+            agent, ml, context=ctx, clock=clock, record=record, observers=observers
+        )
+    return agent_loop(agent, ml, context=ctx, clock=clock, record=record)
 
 
 def check_model(resolve: Callable[[str], object], model_id: str) -> None:

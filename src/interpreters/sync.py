@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
@@ -20,6 +20,7 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.observe import Observer
 from interpreters.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
@@ -67,12 +68,14 @@ class SyncInterpreter:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
+        observers: Sequence[Observer] = (),
     ) -> None:
         self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
+        self._observers = tuple(observers)
 
     # --- public API ------------------------------------------------------------------------
     def run(
@@ -113,7 +116,7 @@ class SyncInterpreter:
         check_model(self._resolve, agent.model)
         loop = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
-            resource_id=resource_id, values=values, trace=trace,
+            resource_id=resource_id, values=values, trace=trace, observers=self._observers,
         )
         return RunStream(self._drive(loop, trace))
 
