@@ -216,3 +216,44 @@ def test_bad_journals_are_a_typed_error() -> None:
         Journal.from_ndjson(b'{"t": "clock", "value": 1.0}\n')
     with pytest.raises(JournalError):
         Journal.from_ndjson(b"not json\n")
+
+
+def shouting_agent() -> Agent:
+    """`agent()` with one more processor (for the CLI's divergence test)."""
+
+    class Shout(Processor):
+        id = "shout"
+
+        def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+            if isinstance(args.part, TextDelta):
+                return Replace(TextDelta(args.part.id, args.part.text.upper()))
+            return Continue()
+
+    return agent(Shout())
+
+
+def test_pipeline_replay_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from interpreters.cli import main
+
+    rec = Recorder(tmp_path)
+    Simulator(script(), models={"judge": judge()}, observers=[rec]).run(agent(), "Weather?")
+    path = str(rec.path("run1"))
+
+    assert main(["replay", path, "--agent", "tests.test_journal:agent"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "Meh.It is sunny in Paris today.\n"  # streamed as recorded, the retry too
+    assert "identical to the recording" in err
+
+    assert main(["replay", path, "--agent", "tests.test_journal:shouting_agent"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "MEH.IT IS SUNNY IN PARIS TODAY.\n"
+    assert "diverges from the recording at command #" in err
+
+    assert main(["replay", path]) == 0
+    out, err = capsys.readouterr()
+    assert "call openai/gpt-4o-mini (step 0, attempt 0, 1 messages)" in out
+    assert "give --agent" in err
+
+    assert main(["replay", path, "--agent", "tests.test_journal:KEY"]) == 2
+    assert "not an Agent" in capsys.readouterr().err
+    assert main(["replay", str(tmp_path / "missing.ndjson")]) == 2
