@@ -57,6 +57,7 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
@@ -85,7 +86,8 @@ class AsyncInterpreter:
     out I/O requests of generator hooks, by request type (a handler may be sync or
     async); `AskModel` is built in. `sleep` waits before retrying a transient failure.
     Sync tools run in the event loop's thread unless `tools_in_threads` (then in worker
-    threads; a cancelled run waits for such a tool to return).
+    threads; a cancelled run waits for such a tool to return). `observers` watch each
+    run (`interpreters.observe`); by default the run is logged to the `pipeline` logger.
     """
 
     def __init__(
@@ -97,7 +99,7 @@ class AsyncInterpreter:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
-        observers: Sequence[Observer] = (),
+        observers: Sequence[Observer] | None = None,
         tools_in_threads: bool = False,
     ) -> None:
         self._resolve = resolver(provider, resolve)
@@ -105,7 +107,8 @@ class AsyncInterpreter:
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
-        self._observers = tuple(observers)
+        # None: the default, logging to the `pipeline` logger (interpreters.logs).
+        self._observers = tuple(observers) if observers is not None else (LogObserver(),)
         self._tools_in_threads = tools_in_threads
 
     # --- public API ------------------------------------------------------------------------

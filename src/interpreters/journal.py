@@ -33,8 +33,8 @@ from typing import IO, Literal, cast
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
-from interpreters.observe import Observer, RunInfo, RunObserver, log, observed_loop
+from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools
+from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
 from interpreters.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
 from pipeline.agent import Agent
@@ -334,31 +334,6 @@ def result_digest(result: RunResult) -> str:
 
 def _hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=10).hexdigest()
-
-
-def describe(cmd: LoopCommand) -> tuple[str, str]:
-    """A command's kind and a short description of it, without message content."""
-    if isinstance(cmd, Pull):
-        return "pull", f"pull, publishing {len(cmd.publish)} chunk(s)"
-    if isinstance(cmd, Publish):
-        return "publish", f"publish {len(cmd.chunks)} chunk(s)"
-    if isinstance(cmd, CallModel):
-        return "call-model", (
-            f"call {cmd.request.model} (step {cmd.step_number}, attempt {cmd.attempt}, "
-            f"{len(cmd.request.messages)} messages)"
-        )
-    if isinstance(cmd, RunTools):
-        calls = ", ".join(f"{i.call.tool_name}#{i.call.tool_call_id}" for i in cmd.calls)
-        return "run-tools", f"run tools {calls}"
-    if isinstance(cmd, Perform):
-        return "perform", (
-            f"{cmd.processor_id}.{cmd.hook} asks for {type(cmd.request).__name__}"
-        )
-    if isinstance(cmd, AwaitHook):
-        return "await", f"await {cmd.processor_id}.{cmd.hook}"
-    if isinstance(cmd, Sleep):
-        return "sleep", f"sleep {cmd.seconds:g} s"
-    return "finish", f"finish: {cmd.result.status}"
 
 
 # --- replaying -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from effects import Finish
+from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
 from pipeline.agent import Agent
 from pipeline.loop import AgentLoop, EffectRecord, LoopCommand, Recorder, agent_loop
 from pipeline.messages import JsonObject, MessageList
@@ -71,6 +71,10 @@ class RunObserver:
     simulator). A command is followed by exactly one of `reply` and `failed`, except
     `Finish` (followed by `end`) and a command the run was closed at (`end(None)`).
     """
+
+    sees_stream = True
+    """Whether this observer sees `Pull` (the per-chunk commands) and their replies; an
+    observer that does not want them sets this False and costs a run's chunks nothing."""
 
     def command(self, cmd: LoopCommand, at: float) -> None:
         """The loop yielded `cmd`."""
@@ -144,39 +148,66 @@ def _start(o: Observer, info: RunInfo) -> RunObserver | None:
 
 
 class _Watchers:
-    """The run's observers; one that raises is logged and dropped."""
+    """The run's observers; one that raises is logged and dropped.
 
-    __slots__ = ("live",)
+    `stream` are those that see `Pull` commands and their replies (the per-chunk path):
+    a run whose observers all skip it pays almost nothing per chunk.
+    """
+
+    __slots__ = ("live", "stream")
 
     def __init__(self, live: list[RunObserver]) -> None:
         self.live = live
+        self.stream = [o for o in live if o.sees_stream]
 
-    def _each(self, fn: Callable[[RunObserver], None]) -> None:
-        for o in tuple(self.live):
+    def _drop(self, o: RunObserver) -> None:
+        log.warning("observer %s failed and is dropped for this run",
+                    type(o).__name__, exc_info=True)
+        for group in (self.live, self.stream):
+            if o in group:
+                group.remove(o)
+
+    def command(self, cmd: LoopCommand, at: float, group: list[RunObserver]) -> None:
+        for o in tuple(group):
             try:
-                fn(o)
+                o.command(cmd, at)
             except Exception:
-                log.warning("observer %s failed and is dropped for this run",
-                            type(o).__name__, exc_info=True)
-                self.live.remove(o)
+                self._drop(o)
 
-    def command(self, cmd: LoopCommand, at: float) -> None:
-        self._each(lambda o: o.command(cmd, at))
-
-    def reply(self, cmd: LoopCommand, reply: object, at: float) -> None:
-        self._each(lambda o: o.reply(cmd, reply, at))
+    def reply(self, cmd: LoopCommand, reply: object, at: float, group: list[RunObserver]) -> None:
+        for o in tuple(group):
+            try:
+                o.reply(cmd, reply, at)
+            except Exception:
+                self._drop(o)
 
     def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
-        self._each(lambda o: o.failed(cmd, error, at))
+        for o in tuple(self.live):
+            try:
+                o.failed(cmd, error, at)
+            except Exception:
+                self._drop(o)
 
     def effect(self, record: EffectRecord, at: float) -> None:
-        self._each(lambda o: o.effect(record, at))
+        for o in tuple(self.live):
+            try:
+                o.effect(record, at)
+            except Exception:
+                self._drop(o)
 
     def clock(self, reading: float) -> None:
-        self._each(lambda o: o.clock(reading))
+        for o in tuple(self.live):
+            try:
+                o.clock(reading)
+            except Exception:
+                self._drop(o)
 
     def end(self, result: RunResult | None, at: float) -> None:
-        self._each(lambda o: o.end(result, at))
+        for o in tuple(self.live):
+            try:
+                o.end(result, at)
+            except Exception:
+                self._drop(o)
 
 
 def _wrap(loop: AgentLoop, w: _Watchers, clock: Callable[[], float]) -> AgentLoop:
@@ -186,13 +217,16 @@ def _wrap(loop: AgentLoop, w: _Watchers, clock: Callable[[], float]) -> AgentLoo
     drives it exactly as it drives the loop.
     """
     ended = False
+    live, stream = w.live, w.stream
     try:
         try:
             cmd = next(loop)
         except StopIteration as stop:  # (the loop always yields Finish first)
             return _value(stop)
         while True:
-            w.command(cmd, clock())
+            group = stream if cmd.__class__ is Pull else live
+            if group:
+                w.command(cmd, clock(), group)
             if isinstance(cmd, Finish):
                 ended = True
                 w.end(cmd.result, clock())
@@ -207,7 +241,8 @@ def _wrap(loop: AgentLoop, w: _Watchers, clock: Callable[[], float]) -> AgentLoo
                 except StopIteration as stop:
                     return _value(stop)
                 continue
-            w.reply(cmd, reply, clock())
+            if group:
+                w.reply(cmd, reply, clock(), group)
             try:
                 cmd = loop.send(reply)
             except StopIteration as stop:
@@ -218,6 +253,31 @@ def _wrap(loop: AgentLoop, w: _Watchers, clock: Callable[[], float]) -> AgentLoo
             w.end(None, clock())
 
 
+def describe(cmd: LoopCommand) -> tuple[str, str]:
+    """A command's kind and a short description of it, without message content."""
+    if isinstance(cmd, Pull):
+        return "pull", f"pull, publishing {len(cmd.publish)} chunk(s)"
+    if isinstance(cmd, Publish):
+        return "publish", f"publish {len(cmd.chunks)} chunk(s)"
+    if isinstance(cmd, CallModel):
+        return "call-model", (
+            f"call {cmd.request.model} (step {cmd.step_number}, attempt {cmd.attempt}, "
+            f"{len(cmd.request.messages)} messages)"
+        )
+    if isinstance(cmd, RunTools):
+        calls = ", ".join(f"{i.call.tool_name}#{i.call.tool_call_id}" for i in cmd.calls)
+        return "run-tools", f"run tools {calls}"
+    if isinstance(cmd, Perform):
+        return "perform", (
+            f"{cmd.processor_id}.{cmd.hook} asks for {type(cmd.request).__name__}"
+        )
+    if isinstance(cmd, AwaitHook):
+        return "await", f"await {cmd.processor_id}.{cmd.hook}"
+    if isinstance(cmd, Sleep):
+        return "sleep", f"sleep {cmd.seconds:g} s"
+    return "finish", f"finish: {cmd.result.status}"
+
+
 def _value(stop: StopIteration) -> RunResult:
     result = stop.value
     if not isinstance(result, RunResult):
@@ -225,4 +285,4 @@ def _value(stop: StopIteration) -> RunResult:
     return result
 
 
-__all__ = ["Observer", "RunInfo", "RunObserver", "observed_loop"]
+__all__ = ["Observer", "RunInfo", "RunObserver", "describe", "observed_loop"]

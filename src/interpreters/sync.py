@@ -20,6 +20,7 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
@@ -56,7 +57,8 @@ class SyncInterpreter:
 
     `provider` serves every model, or `resolve` picks one per model id (a step may switch
     models). `handlers` carry out I/O requests of generator hooks, by request type;
-    `AskModel` is built in.
+    `AskModel` is built in. `observers` watch each run (`interpreters.observe`: tracing,
+    recording); by default the run is logged to the `pipeline` logger.
     """
 
     def __init__(
@@ -68,14 +70,15 @@ class SyncInterpreter:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
-        observers: Sequence[Observer] = (),
+        observers: Sequence[Observer] | None = None,
     ) -> None:
         self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
-        self._observers = tuple(observers)
+        # None: the default, logging to the `pipeline` logger (interpreters.logs).
+        self._observers = tuple(observers) if observers is not None else (LogObserver(),)
 
     # --- public API ------------------------------------------------------------------------
     def run(
