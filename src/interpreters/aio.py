@@ -63,6 +63,7 @@ from interpreters.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
+from pipeline.cost import Pricer
 from pipeline.loop import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
@@ -88,6 +89,7 @@ class AsyncInterpreter:
     Sync tools run in the event loop's thread unless `tools_in_threads` (then in worker
     threads; a cancelled run waits for such a tool to return). `observers` watch each
     run (`interpreters.observe`); by default the run is logged to the `pipeline` logger.
+    `price` prices each model call (`pipeline.cost`): the result carries its cost.
     """
 
     def __init__(
@@ -100,6 +102,7 @@ class AsyncInterpreter:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
         observers: Sequence[Observer] | None = None,
+        price: Pricer | None = None,
         tools_in_threads: bool = False,
     ) -> None:
         self._resolve = resolver(provider, resolve)
@@ -109,6 +112,7 @@ class AsyncInterpreter:
         self._run_ids = run_ids
         # None: the default, logging to the `pipeline` logger (interpreters.logs).
         self._observers = tuple(observers) if observers is not None else (LogObserver(),)
+        self._price = price
         self._tools_in_threads = tools_in_threads
 
     # --- public API ------------------------------------------------------------------------
@@ -161,6 +165,7 @@ class AsyncInterpreter:
         loop = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
             resource_id=resource_id, values=values, trace=trace, observers=self._observers,
+            price=self._price,
         )
         return AsyncRunStream(self, loop, trace, signal, timeout)
 

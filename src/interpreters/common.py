@@ -17,6 +17,7 @@ from interpreters.provider import ProviderError
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
+from pipeline.cost import Pricer
 from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome, agent_loop
 from pipeline.messages import JsonObject, RunInput, ToolCallPart, to_message_list
 from pipeline.model import ApiError, ModelFailed
@@ -51,6 +52,7 @@ def start_run(
     values: JsonObject | None,
     trace: Trace | None,
     observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
 ) -> AgentLoop:
     """The agent loop of a new run: its context, its input as a message list, its trace,
     watched by `observers` (see `interpreters.observe`)."""
@@ -59,9 +61,10 @@ def start_run(
     record = trace.record_effect if trace is not None else None
     if observers:
         return observed_loop(
-            agent, ml, context=ctx, clock=clock, record=record, observers=observers
+            agent, ml, context=ctx, clock=clock, record=record, observers=observers,
+            price=price,
         )
-    return agent_loop(agent, ml, context=ctx, clock=clock, record=record)
+    return agent_loop(agent, ml, context=ctx, clock=clock, record=record, price=price)
 
 
 def check_model(resolve: Callable[[str], object], model_id: str) -> None:

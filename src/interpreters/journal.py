@@ -38,6 +38,7 @@ from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, 
 from interpreters.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
 from pipeline.agent import Agent
+from pipeline.cost import Pricer
 from pipeline.loop import (
     AgentLoop,
     LoopCommand,
@@ -555,7 +556,7 @@ def _discard(awaitable: object) -> None:
 
 
 def _start(
-    journal: Journal, agent: Agent, observers: Sequence[Observer]
+    journal: Journal, agent: Agent, observers: Sequence[Observer], price: Pricer | None
 ) -> tuple[AgentLoop, _Feed, Trace]:
     h = journal.header
     feed = _Feed(journal)
@@ -565,7 +566,7 @@ def _start(
     )
     loop = observed_loop(
         agent, h.messages, context=ctx, clock=feed.observer_time, record=trace.record_effect,
-        observers=observers, loop_clock=feed.read_clock,
+        observers=observers, loop_clock=feed.read_clock, price=price,
     )
     return loop, feed, trace
 
@@ -579,7 +580,11 @@ def _finish(journal: Journal, feed: _Feed, trace: Trace, result: RunResult) -> R
 
 
 def replay_sync(
-    journal: Journal, agent: Agent, *, observers: Sequence[Observer] = ()
+    journal: Journal,
+    agent: Agent,
+    *,
+    observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
 ) -> ReplayRun:
     """Replay a recorded run of `agent` (or of a changed agent) without I/O.
 
@@ -588,7 +593,7 @@ def replay_sync(
     from interpreters.sync import refuse_async
 
     refuse_async(agent)
-    loop, feed, trace = _start(journal, agent, observers)
+    loop, feed, trace = _start(journal, agent, observers, price)
     steps = _steps(loop, feed, trace)
     try:
         next(steps)
@@ -599,10 +604,14 @@ def replay_sync(
 
 
 async def replay_async(
-    journal: Journal, agent: Agent, *, observers: Sequence[Observer] = ()
+    journal: Journal,
+    agent: Agent,
+    *,
+    observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
 ) -> ReplayRun:
     """Replay a recorded run under async code: async hooks are awaited."""
-    loop, feed, trace = _start(journal, agent, observers)
+    loop, feed, trace = _start(journal, agent, observers, price)
     steps = _steps(loop, feed, trace)
     try:
         cmd = next(steps)

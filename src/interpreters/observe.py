@@ -22,6 +22,7 @@ from typing import Protocol
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
 from pipeline.agent import Agent
+from pipeline.cost import Pricer
 from pipeline.loop import AgentLoop, EffectRecord, LoopCommand, Recorder, agent_loop
 from pipeline.messages import JsonObject, MessageList
 from pipeline.processor import RunContext
@@ -33,7 +34,7 @@ log = logging.getLogger("pipeline")
 class RunInfo:
     """What an observer learns when a run starts."""
 
-    __slots__ = ("agent", "clock", "context", "messages", "started_at")
+    __slots__ = ("agent", "clock", "context", "messages", "price", "started_at")
 
     def __init__(
         self,
@@ -42,8 +43,11 @@ class RunInfo:
         context: RunContext,
         clock: Callable[[], float],
         started_at: float,
+        price: Pricer | None = None,
     ) -> None:
         self.agent = agent
+        self.price = price
+        """The run's pricer, if it has one (`pipeline.cost`)."""
         self.messages = messages
         """The run's input, as the loop gets it."""
         self.context = context
@@ -110,17 +114,19 @@ def observed_loop(
     record: Recorder | None,
     observers: Sequence[Observer],
     loop_clock: Callable[[], float] | None = None,
+    price: Pricer | None = None,
 ) -> AgentLoop:
     """The agent loop of a run, watched by `observers` (`record` still gets effects).
 
     `loop_clock` (default `clock`) is the clock the loop reads; observers time with
     `clock`. A replay hands the recorded readings in as `loop_clock`.
     """
-    info = RunInfo(agent, messages, context, clock, clock())
+    info = RunInfo(agent, messages, context, clock, clock(), price)
     watching = _Watchers([o for o in (_start(x, info) for x in observers) if o is not None])
     if not watching.live:
         return agent_loop(
-            agent, messages, context=context, clock=loop_clock or clock, record=record
+            agent, messages, context=context, clock=loop_clock or clock, record=record,
+            price=price,
         )
     inner_clock = loop_clock or clock
 
@@ -134,7 +140,9 @@ def observed_loop(
             record(e)
         watching.effect(e, clock())
 
-    loop = agent_loop(agent, messages, context=context, clock=read_clock, record=on_effect)
+    loop = agent_loop(
+        agent, messages, context=context, clock=read_clock, record=on_effect, price=price
+    )
     return _wrap(loop, watching, clock)
 
 

@@ -41,6 +41,7 @@ from pipeline.chunks import (
     ToolCallDelta,
     Usage,
 )
+from pipeline.cost import Pricer
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ApiError, ModelRequest, is_retryable_status
 from pipeline.result import RunResult
@@ -266,6 +267,7 @@ class Simulator:
         handlers: Mapping[type, Handler] | None = None,
         start: float = 1_700_000_000.0,
         observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
     ) -> None:
         self.clock = model.clock
         self.clock.now = max(self.clock.now, start)
@@ -281,6 +283,7 @@ class Simulator:
             sleep=self.clock.sleep,
             run_ids=self._next_run_id,
             observers=observers,
+            price=price,
         )
 
     def _next_run_id(self) -> str:
@@ -305,7 +308,11 @@ class Simulator:
 
     @staticmethod
     def replay(
-        journal: Journal, agent: Agent, *, observers: Sequence[Observer] = ()
+        journal: Journal,
+        agent: Agent,
+        *,
+        observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
     ) -> ReplayRun:
         """Replay a recorded run (`interpreters.journal`) offline: the same result and
         trace from the recorded model output, tool results, answers and clock readings.
@@ -313,7 +320,7 @@ class Simulator:
         `divergence` says where the run first went another way."""
         from interpreters.journal import replay_sync
 
-        return replay_sync(journal, agent, observers=observers)
+        return replay_sync(journal, agent, observers=observers, price=price)
 
     def stream(
         self,

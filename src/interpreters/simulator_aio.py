@@ -28,6 +28,7 @@ from interpreters.observe import Observer
 from interpreters.simulator import ScriptedModel, SimRun, VirtualClock
 from interpreters.trace import Trace
 from pipeline.agent import Agent
+from pipeline.cost import Pricer
 from pipeline.messages import JsonObject, RunInput
 from pipeline.result import RunResult
 
@@ -43,6 +44,7 @@ class AsyncSimulator:
         handlers: Mapping[type, AsyncHandler] | None = None,
         start: float = 1_700_000_000.0,
         observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
         real_sleep: bool = False,
         tools_in_threads: bool = False,
     ) -> None:
@@ -63,6 +65,7 @@ class AsyncSimulator:
             sleep=sleep,
             run_ids=self._next_run_id,
             observers=observers,
+            price=price,
             tools_in_threads=tools_in_threads,
         )
 
@@ -99,10 +102,14 @@ class AsyncSimulator:
 
     @staticmethod
     async def replay(
-        journal: Journal, agent: Agent, *, observers: Sequence[Observer] = ()
+        journal: Journal,
+        agent: Agent,
+        *,
+        observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
     ) -> ReplayRun:
         """`Simulator.replay` under async code: async hooks are awaited."""
-        return await replay_async(journal, agent, observers=observers)
+        return await replay_async(journal, agent, observers=observers, price=price)
 
     def stream(
         self,

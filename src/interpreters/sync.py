@@ -26,6 +26,7 @@ from interpreters.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
+from pipeline.cost import Pricer
 from pipeline.loop import AgentLoop, LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ModelEnded, ModelFailed
@@ -58,7 +59,8 @@ class SyncInterpreter:
     `provider` serves every model, or `resolve` picks one per model id (a step may switch
     models). `handlers` carry out I/O requests of generator hooks, by request type;
     `AskModel` is built in. `observers` watch each run (`interpreters.observe`: tracing,
-    recording); by default the run is logged to the `pipeline` logger.
+    recording); by default the run is logged to the `pipeline` logger. `price` prices
+    each model call (`interpreters.prices.genai_prices()`): the result carries its cost.
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class SyncInterpreter:
         sleep: Callable[[float], None] = time.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
         observers: Sequence[Observer] | None = None,
+        price: Pricer | None = None,
     ) -> None:
         self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
@@ -79,6 +82,7 @@ class SyncInterpreter:
         self._run_ids = run_ids
         # None: the default, logging to the `pipeline` logger (interpreters.logs).
         self._observers = tuple(observers) if observers is not None else (LogObserver(),)
+        self._price = price
 
     # --- public API ------------------------------------------------------------------------
     def run(
@@ -120,6 +124,7 @@ class SyncInterpreter:
         loop = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
             resource_id=resource_id, values=values, trace=trace, observers=self._observers,
+            price=self._price,
         )
         return RunStream(self._drive(loop, trace))
 

@@ -7,6 +7,7 @@ from typing import Literal
 import msgspec
 
 from pipeline.chunks import FinishReason, Tripwire, Usage
+from pipeline.cost import Cost
 from pipeline.messages import MessageList, SourcePart, ToolCallPart, ToolResultPart
 from pipeline.model import ApiError
 
@@ -23,6 +24,8 @@ class StepResult(msgspec.Struct, frozen=True, kw_only=True):
     sources: tuple[SourcePart, ...]
     finish_reason: FinishReason
     usage: Usage
+    cost: Cost | None = None
+    """What this call cost, when the run was given a pricer that knows the model."""
 
 
 class ProcessorFailed(msgspec.Struct, frozen=True, tag="processor-failed"):
@@ -101,6 +104,10 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     error: RunError | None = None
     retry_count: int = 0
     api_error_retry_count: int = 0
+    cost: Cost | None = None
+    """What every model call of the run cost (discarded responses too, as in `usage`),
+    when the run was given a pricer (see `pipeline.cost`) that knew every model called;
+    else None."""
 
     def unwrap(self) -> RunResult:
         """This result if the run finished, else raise RunFailedError."""
