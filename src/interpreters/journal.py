@@ -351,8 +351,11 @@ class Divergence(msgspec.Struct, frozen=True):
     """The command of the replay."""
 
     def __str__(self) -> str:
+        if self.expected == self.got:
+            return f"command #{self.index}: {self.got!r}, with other content"
         was = self.expected or "the end of the recording"
-        return f"command #{self.index}: recorded {was!r}, replay {self.got!r}"
+        now = self.got or "the end of the run"
+        return f"command #{self.index}: recorded {was!r}, replay {now!r}"
 
 
 class ReplayRun(msgspec.Struct, frozen=True):
