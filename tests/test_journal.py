@@ -257,3 +257,46 @@ def test_pipeline_replay_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["replay", path, "--agent", "tests.test_journal:KEY"]) == 2
     assert "not an Agent" in capsys.readouterr().err
     assert main(["replay", str(tmp_path / "missing.ndjson")]) == 2
+
+
+def test_async_hooks_run_again_in_an_async_replay() -> None:
+    class Slow(Processor):
+        id = "slow"
+
+        async def process_output_step(
+            self, args: OutputStepArgs[None]
+        ) -> OutputStepResult[None]:
+            await anyio.sleep(0)
+            return Continue()
+
+    a = Agent.create("m", output_processors=[Slow()])
+    rec = Recorder()
+
+    async def main() -> None:
+        run = await AsyncSimulator(ScriptedModel([Say("hello")]), observers=[rec]).run(a, "hi")
+        replay = await AsyncSimulator.replay(rec.last(), a)
+        assert replay.identical and replay.result == run.result
+        assert replay.trace.comparable() == run.trace.comparable()
+
+    anyio.run(main)
+    from interpreters import AsyncNotSupportedError
+
+    with pytest.raises(AsyncNotSupportedError):
+        Simulator.replay(rec.last(), a)
+
+
+def test_a_recorder_shared_by_two_simulators_keeps_each_run_whole() -> None:
+    rec = Recorder()
+    Simulator(ScriptedModel([Say("one")]), observers=[rec]).run(Agent.create("m"), "a")
+    Simulator(ScriptedModel([Say("two")]), observers=[rec]).run(Agent.create("m"), "b")
+    j = rec.journal("run1")
+    assert len([e for e in j.entries if isinstance(e, type(j.header))]) == 1
+    assert Simulator.replay(j, Agent.create("m")).result.text == "two"
+
+
+def test_a_journal_of_another_version_is_refused() -> None:
+    rec = Recorder()
+    Simulator(ScriptedModel([Say("one")]), observers=[rec]).run(Agent.create("m"), "a")
+    data = rec.last().to_ndjson().replace(b'"version":1', b'"version":99', 1)
+    with pytest.raises(JournalError, match="version 99"):
+        Journal.from_ndjson(data)

@@ -148,6 +148,10 @@ class Journal:
         self.entries: tuple[Entry, ...] = tuple(entries)
         if not self.entries or not isinstance(self.entries[0], RunStarted):
             raise JournalError("a journal starts with its run header")
+        if self.entries[0].version != VERSION:
+            raise JournalError(
+                f"journal format version {self.entries[0].version}, this library reads {VERSION}"
+            )
 
     @property
     def header(self) -> RunStarted:
@@ -201,7 +205,8 @@ class Recorder:
 
     With a `directory`, each run goes to `<directory>/<run_id>.ndjson`, written and
     flushed line by line (a crash keeps what happened up to it). Without one, the
-    journals stay in memory: `recorder.journal(run_id)`, `recorder.last()`.
+    journals stay in memory: `recorder.journal(run_id)`, `recorder.last()`. A run whose
+    id was recorded before replaces that journal.
     """
 
     def __init__(
@@ -220,7 +225,8 @@ class Recorder:
         if self.directory is not None:
             out = (self.directory / f"{_safe(run.run_id)}.ndjson").open("wb")
         else:
-            lines = self._lines.setdefault(run.run_id, [])
+            # A run id seen before (another simulator's "run1") starts its journal afresh.
+            lines = self._lines[run.run_id] = []
             self._order.append(run.run_id)
         return _Recording(run, self._scrub, out, lines)
 
