@@ -83,3 +83,16 @@ def test_real_interpreters_log_by_default(caplog: pytest.LogCaptureFixture) -> N
     model = ScriptedModel([Fail(status=503), Say("fine answer")])
     SyncInterpreter(model, sleep=lambda s: None).run(Agent.create("m"), "hi")
     assert any("transient failure" in r.getMessage() for r in caplog.records)
+
+
+def test_without_a_configured_handler_runs_are_not_watched() -> None:
+    from interpreters.observe import RunInfo
+    from pipeline import MessageList
+    from pipeline.processor import RunContext
+
+    quiet = logging.getLogger("pipeline-test-unconfigured")
+    quiet.propagate = False
+    info = RunInfo(Agent.create("m"), MessageList(), RunContext(run_id="r"), lambda: 0.0, 0.0)
+    assert LogObserver(logger=quiet).start(info) is None
+    quiet.addHandler(logging.NullHandler())
+    assert LogObserver(logger=quiet).start(info) is not None

@@ -10,7 +10,9 @@
 Lines name commands, models, tools, processors and errors, never message content (pass
 `content=True` to add chunks and tool results at DEBUG) and never an API key (each line
 is scrubbed of the values of `*_API_KEY` environment variables). The real interpreters
-log by default; give `observers=[LogObserver(), ...]` to keep it beside other observers.
+log by default, once the application has configured logging (`logging.basicConfig()`,
+or a handler on the `pipeline` logger); give `observers=[LogObserver(), ...]` to keep it
+beside other observers.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ class LogObserver:
         self.logger = logger or log
 
     def start(self, run: RunInfo) -> RunObserver | None:
-        if not self.logger.isEnabledFor(logging.WARNING):
+        # Only when the application configured logging (a handler on the way up from
+        # the logger): otherwise watching the run would cost it and print nothing.
+        if not self.logger.isEnabledFor(logging.WARNING) or not self.logger.hasHandlers():
             return None
         return _RunLog(run, self.logger, self.content)
 
