@@ -16,8 +16,9 @@ runs the new processors on the recorded model output; `divergence` says at which
 command the run first went another way. Each command is recorded as a digest of its
 content (the request sent, the chunks published...), never the request itself.
 
-What a journal holds: the run's input, the model's output, tool results (as JSON: a
-tool result JSON cannot encode is recorded as its repr) and judge answers. It never
+What a journal holds: the run's input, the model's output, tool results and judge
+answers. Tool results and the answers of custom I/O handlers are recorded as JSON (a
+value JSON cannot encode, as its repr), so a replay sees them as JSON values. It never
 holds an API key: keys are not part of anything recorded, and each line is scrubbed of
 the values of `*_API_KEY` environment variables and of the `secrets` you give.
 """

@@ -14,7 +14,8 @@ Spans (times from the interpreter's clock, so the simulator's spans carry virtua
   the call's cost, and `error.type` for a failed call; also for a judge model a processor
   asks (`AskModel`);
 - `execute_tool {name}` per tool call: tool name, call id, type, and `error.type` when the
-  tool failed;
+  tool failed. The calls of one step are carried out as one command (concurrently under
+  the async interpreter), so their spans share that command's start and end;
 - an event `pipeline.processor` per processor hook with the effect it returned
   (processor id, hook, effect; the tripwire reason on an Abort; the retry count on a
   retry), on the model call's span while its stream runs, else on the run's; the
