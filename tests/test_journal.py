@@ -300,3 +300,16 @@ def test_a_journal_of_another_version_is_refused() -> None:
     data = rec.last().to_ndjson().replace(b'"version":1', b'"version":99', 1)
     with pytest.raises(JournalError, match="version 99"):
         Journal.from_ndjson(data)
+
+
+def test_an_in_memory_recorder_keeps_the_last_runs_only() -> None:
+    rec = Recorder(keep=2)
+    sim = Simulator(ScriptedModel([Say("x")] * 3), observers=[rec])
+    for _ in range(3):
+        sim.run(Agent.create("m"), "a")
+    with pytest.raises(KeyError):
+        rec.journal("run1")
+    assert rec.journal("run2").header.run_id == "run2"
+    assert rec.last().header.run_id == "run3"
+    with pytest.raises(ValueError):
+        Recorder(keep=0)

@@ -206,13 +206,20 @@ class Recorder:
 
     With a `directory`, each run goes to `<directory>/<run_id>.ndjson`, written and
     flushed line by line (a crash keeps what happened up to it). Without one, the
-    journals stay in memory: `recorder.journal(run_id)`, `recorder.last()`. A run whose
-    id was recorded before replaces that journal.
+    journals stay in memory: `recorder.journal(run_id)`, `recorder.last()`, the last
+    `keep` runs only. A run whose id was recorded before replaces that journal.
     """
 
     def __init__(
-        self, directory: str | Path | None = None, *, secrets: Iterable[str] = ()
+        self,
+        directory: str | Path | None = None,
+        *,
+        secrets: Iterable[str] = (),
+        keep: int = 100,
     ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, got {keep}")
+        self.keep = keep
         self.directory = Path(directory) if directory is not None else None
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -228,7 +235,11 @@ class Recorder:
         else:
             # A run id seen before (another simulator's "run1") starts its journal afresh.
             lines = self._lines[run.run_id] = []
+            if run.run_id in self._order:
+                self._order.remove(run.run_id)
             self._order.append(run.run_id)
+            while len(self._order) > self.keep:  # a cap: the oldest journals go first
+                del self._lines[self._order.pop(0)]
         return _Recording(run, self._scrub, out, lines)
 
     def path(self, run_id: str) -> Path:
