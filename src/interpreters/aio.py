@@ -37,7 +37,7 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
 
 import anyio
@@ -57,10 +57,13 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.logs import LogObserver
+from interpreters.observe import Observer
 from interpreters.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
+from pipeline.cost import Pricer
 from pipeline.loop import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
@@ -84,7 +87,9 @@ class AsyncInterpreter:
     out I/O requests of generator hooks, by request type (a handler may be sync or
     async); `AskModel` is built in. `sleep` waits before retrying a transient failure.
     Sync tools run in the event loop's thread unless `tools_in_threads` (then in worker
-    threads; a cancelled run waits for such a tool to return).
+    threads; a cancelled run waits for such a tool to return). `observers` watch each
+    run (`interpreters.observe`); by default the run is logged to the `pipeline` logger.
+    `price` prices each model call (`pipeline.cost`): the result carries its cost.
     """
 
     def __init__(
@@ -96,6 +101,8 @@ class AsyncInterpreter:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
+        observers: Sequence[Observer] | None = None,
+        price: Pricer | None = None,
         tools_in_threads: bool = False,
     ) -> None:
         self._resolve = resolver(provider, resolve)
@@ -103,6 +110,9 @@ class AsyncInterpreter:
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
+        # None: the default, logging to the `pipeline` logger (interpreters.logs).
+        self._observers = tuple(observers) if observers is not None else (LogObserver(),)
+        self._price = price
         self._tools_in_threads = tools_in_threads
 
     # --- public API ------------------------------------------------------------------------
@@ -157,6 +167,7 @@ class AsyncInterpreter:
         loop = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
             resource_id=resource_id, values=values, deps=deps, trace=trace,
+            observers=self._observers, price=self._price,
         )
         return AsyncRunStream(self, loop, trace, signal, timeout)
 

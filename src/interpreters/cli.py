@@ -1,4 +1,5 @@
-"""The `pipeline` command: `pipeline demo` (the simulator) and `pipeline run` (a real model)."""
+"""The `pipeline` command: `pipeline demo` (the simulator), `pipeline run` (a real model)
+and `pipeline replay` (a recorded run, offline)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "without a router prefix is then an OpenAI-compatible one")
     run.add_argument("--system", default="", help="instructions (a system message)")
     run.add_argument("--max-steps", type=int, default=1)
+    replay = sub.add_parser("replay", help="replay a recorded run (a journal) offline")
+    replay.add_argument("file", help="the NDJSON journal a Recorder wrote")
+    replay.add_argument("--agent", help="module:name of the Agent to replay it with")
     args = parser.parse_args(argv)
+    if args.command == "replay":
+        from interpreters.replay_cli import replay_file
+
+        return replay_file(args.file, args.agent)
     if args.command == "demo":
         from interpreters.demo import run_demo
 

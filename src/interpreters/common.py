@@ -7,15 +7,17 @@ and the lookup of an I/O handler. No I/O here; each interpreter does its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 import msgspec
 
+from interpreters.observe import Observer, observed_loop
 from interpreters.provider import ProviderError
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
+from pipeline.cost import Pricer
 from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome, agent_loop
 from pipeline.messages import JsonObject, RunInput, ToolCallPart, to_message_list
 from pipeline.model import ApiError, ModelFailed
@@ -51,8 +53,11 @@ def start_run(
     values: JsonObject | None,
     trace: Trace | None,
     deps: object = None,
+    observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
 ) -> AgentLoop:
-    """The agent loop of a new run: its context, its input as a message list, its trace.
+    """The agent loop of a new run: its context, its input as a message list, its trace,
+    watched by `observers` (see `interpreters.observe`).
 
     Raises TypeError when a tool of the agent asks for deps of another type than `deps`.
     """
@@ -61,10 +66,13 @@ def start_run(
         run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps
     )
     ml = to_message_list(messages, id_prefix=run_id, created_at=clock())
-    return agent_loop(
-        agent, ml, context=ctx, clock=clock,
-        record=trace.record_effect if trace is not None else None,
-    )
+    record = trace.record_effect if trace is not None else None
+    if observers:
+        return observed_loop(
+            agent, ml, context=ctx, clock=clock, record=record, observers=observers,
+            price=price,
+        )
+    return agent_loop(agent, ml, context=ctx, clock=clock, record=record, price=price)
 
 
 def check_model(resolve: Callable[[str], object], model_id: str) -> None:

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
+from interpreters.observe import Observer
 from interpreters.provider import ProviderError
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
@@ -39,9 +41,13 @@ from pipeline.chunks import (
     ToolCallDelta,
     Usage,
 )
+from pipeline.cost import Pricer
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ApiError, ModelRequest, is_retryable_status
 from pipeline.result import RunResult
+
+if TYPE_CHECKING:
+    from interpreters.journal import Journal, ReplayRun
 
 
 class VirtualClock:
@@ -260,6 +266,8 @@ class Simulator:
         models: Mapping[str, ScriptedModel] | None = None,
         handlers: Mapping[type, Handler] | None = None,
         start: float = 1_700_000_000.0,
+        observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
     ) -> None:
         self.clock = model.clock
         self.clock.now = max(self.clock.now, start)
@@ -274,6 +282,8 @@ class Simulator:
             clock=self.clock,
             sleep=self.clock.sleep,
             run_ids=self._next_run_id,
+            observers=observers,
+            price=price,
         )
 
     def _next_run_id(self) -> str:
@@ -296,6 +306,22 @@ class Simulator:
             values=values, deps=deps, trace=trace,
         )
         return SimRun(result, trace, self.clock.now)
+
+    @staticmethod
+    def replay(
+        journal: Journal,
+        agent: Agent,
+        *,
+        observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
+    ) -> ReplayRun:
+        """Replay a recorded run (`interpreters.journal`) offline: the same result and
+        trace from the recorded model output, tool results, answers and clock readings.
+        With a changed agent, its processors run on the recorded model output and
+        `divergence` says where the run first went another way."""
+        from interpreters.journal import replay_sync
+
+        return replay_sync(journal, agent, observers=observers, price=price)
 
     def stream(
         self,

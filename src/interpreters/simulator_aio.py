@@ -16,16 +16,19 @@ runs each advance it, so in-run timestamps are meaningful for one run at a time.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import anyio.lowlevel
 
 from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
 from interpreters.cancel import AbortSignal
+from interpreters.journal import Journal, ReplayRun, replay_async
+from interpreters.observe import Observer
 from interpreters.simulator import ScriptedModel, SimRun, VirtualClock
 from interpreters.trace import Trace
 from pipeline.agent import Agent
+from pipeline.cost import Pricer
 from pipeline.messages import JsonObject, RunInput
 from pipeline.result import RunResult
 
@@ -40,6 +43,8 @@ class AsyncSimulator:
         models: Mapping[str, ScriptedModel] | None = None,
         handlers: Mapping[type, AsyncHandler] | None = None,
         start: float = 1_700_000_000.0,
+        observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
         real_sleep: bool = False,
         tools_in_threads: bool = False,
     ) -> None:
@@ -59,6 +64,8 @@ class AsyncSimulator:
             clock=self.clock,
             sleep=sleep,
             run_ids=self._next_run_id,
+            observers=observers,
+            price=price,
             tools_in_threads=tools_in_threads,
         )
 
@@ -93,6 +100,17 @@ class AsyncSimulator:
             trace=trace, signal=signal, timeout=timeout,
         )
         return SimRun(result, trace, self.clock.now)
+
+    @staticmethod
+    async def replay(
+        journal: Journal,
+        agent: Agent,
+        *,
+        observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
+    ) -> ReplayRun:
+        """`Simulator.replay` under async code: async hooks are awaited."""
+        return await replay_async(journal, agent, observers=observers, price=price)
 
     def stream(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
@@ -20,10 +20,13 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.logs import LogObserver
+from interpreters.observe import Observer
 from interpreters.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
+from pipeline.cost import Pricer
 from pipeline.loop import AgentLoop, LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ModelEnded, ModelFailed
@@ -55,7 +58,9 @@ class SyncInterpreter:
 
     `provider` serves every model, or `resolve` picks one per model id (a step may switch
     models). `handlers` carry out I/O requests of generator hooks, by request type;
-    `AskModel` is built in.
+    `AskModel` is built in. `observers` watch each run (`interpreters.observe`: tracing,
+    recording); by default the run is logged to the `pipeline` logger. `price` prices
+    each model call (`interpreters.prices.genai_prices()`): the result carries its cost.
     """
 
     def __init__(
@@ -67,12 +72,17 @@ class SyncInterpreter:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
+        observers: Sequence[Observer] | None = None,
+        price: Pricer | None = None,
     ) -> None:
         self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
+        # None: the default, logging to the `pipeline` logger (interpreters.logs).
+        self._observers = tuple(observers) if observers is not None else (LogObserver(),)
+        self._price = price
 
     # --- public API ------------------------------------------------------------------------
     def run(
@@ -116,6 +126,7 @@ class SyncInterpreter:
         loop = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
             resource_id=resource_id, values=values, deps=deps, trace=trace,
+            observers=self._observers, price=self._price,
         )
         return RunStream(self._drive(loop, trace))
 

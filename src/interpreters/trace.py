@@ -47,11 +47,12 @@ class Trace:
 
     def comparable(self) -> tuple[object, ...]:
         """A value equal for equal runs under any interpreter (awaitables are dropped)."""
-        return (tuple(_comparable(c) for c in self.commands), tuple(self.effects),
+        return (tuple(comparable_command(c) for c in self.commands), tuple(self.effects),
                 tuple(self.chunks))
 
 
-def _comparable(c: LoopCommand) -> object:
+def comparable_command(c: LoopCommand) -> object:
+    """A command as `Trace.comparable` compares it (awaitables dropped, tools by name)."""
     if isinstance(c, AwaitHook):
         return ("await", c.processor_id, c.hook)
     if isinstance(c, RunTools):  # tools by name: each Tool value has its own args class

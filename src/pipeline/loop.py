@@ -63,6 +63,7 @@ from pipeline.chunks import (
     Usage,
 )
 from pipeline.chunks import Finish as FinishChunk
+from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.hooks import Bound, HookFailure, bind, call, invoke, settle
 from pipeline.messages import (
     DataPart,
@@ -136,9 +137,13 @@ def agent_loop(
     context: RunContext,
     clock: Callable[[], float] = lambda: 0.0,
     record: Recorder | None = None,
+    price: Pricer | None = None,
 ) -> AgentLoop:
-    """The run of `agent` on `messages`, as a command generator. See the module doc."""
-    return _Run(agent, messages, context, clock, record).run()
+    """The run of `agent` on `messages`, as a command generator. See the module doc.
+
+    `price` prices each model call (`pipeline.cost`): the result then carries its cost.
+    """
+    return _Run(agent, messages, context, clock, record, price).run()
 
 
 class _Run(_StepSetup, _StreamStage):
@@ -155,8 +160,12 @@ class _Run(_StepSetup, _StreamStage):
         context: RunContext,
         clock: Callable[[], float],
         record: Recorder | None,
+        price: Pricer | None = None,
     ) -> None:
         self.agent = agent
+        self.price = price
+        self.cost: Cost | None = None
+        self.cost_known = price is not None
         self.ctx = context
         self.clock = clock
         self.record = record
@@ -255,6 +264,8 @@ class _Run(_StepSetup, _StreamStage):
             retry_count=self.retry_count,
             api_error_retry_count=self.api_retry_count,
             output=self.output if status == "finished" else None,
+
+            cost=self.cost if self.cost_known else None,
         )
         if self.pending:
             yield Publish(tuple(self.pending))
@@ -298,6 +309,7 @@ class _Run(_StepSetup, _StreamStage):
             thread_id=self.ctx.thread_id,
             resource_id=self.ctx.resource_id,
         )
+        call_cost = self._price(cfg.model, fin, response.created_at)
         before = self.ml
         self.ml = added = self.ml.add(response, "response") if response.parts else self.ml
         try:
@@ -336,10 +348,25 @@ class _Run(_StepSetup, _StreamStage):
                 ),
                 finish_reason=fin.finish_reason,
                 usage=fin.usage,
+                cost=call_cost,
             )
         )
         yield from self._stream_through([StepFinish(step, fin.finish_reason, fin.usage)])
         return bool(calls)
+
+    def _price(self, model: str, fin: ModelFinish, at: float) -> Cost | None:
+        """This call's cost; an unknown model makes the run's cost unknown for good."""
+        if self.price is None:
+            return None
+        try:
+            c = self.price(PriceQuery(model, fin.model_id, fin.usage, at))
+        except Exception:
+            c = None  # a pricer that fails knows no price: no cost, never a wrong one
+        if c is None:
+            self.cost_known = False
+        elif self.cost_known:
+            self.cost = c if self.cost is None else self.cost + c
+        return c
 
     def _output_step(
         self,

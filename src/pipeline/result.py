@@ -8,6 +8,7 @@ import msgspec
 from returns.result import Failure, Result, Success
 
 from pipeline.chunks import FinishReason, Tripwire, Usage
+from pipeline.cost import Cost
 from pipeline.messages import MessageList, SourcePart, ToolCallPart, ToolResultPart
 from pipeline.model import ApiError
 
@@ -24,6 +25,8 @@ class StepResult(msgspec.Struct, frozen=True, kw_only=True):
     sources: tuple[SourcePart, ...]
     finish_reason: FinishReason
     usage: Usage
+    cost: Cost | None = None
+    """What this call cost, when the run was given a pricer that knows the model."""
 
 
 class ProcessorFailed(msgspec.Struct, frozen=True, tag="processor-failed"):
@@ -135,6 +138,11 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
         if self.status != "finished":
             return Failure(RunFailedError(self))
         return Success(self)
+
+    cost: Cost | None = None
+    """What every model call of the run cost (discarded responses too, as in `usage`),
+    when the run was given a pricer (see `pipeline.cost`) that knew every model called;
+    else None."""
 
     def unwrap(self) -> RunResult:
         """This result if the run finished, else raise RunFailedError."""

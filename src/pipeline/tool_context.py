@@ -66,6 +66,12 @@ class ToolWriter:
             raise ToolWriterFull(f"a tool call may write at most {self.cap} chunks")
         self._chunks.append(chunk)
 
+    @property
+    def written(self) -> tuple[DataChunk, ...]:
+        """What the call wrote so far, in order (a journal records it; a replay writes it
+        again, since the tool does not run then)."""
+        return tuple(self._chunks)
+
     def close(self) -> tuple[DataChunk, ...]:
         """End the tool call: what it wrote, in order; later writes raise."""
         self._open = False

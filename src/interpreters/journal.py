@@ -1,0 +1,685 @@
+"""Record a run to an NDJSON journal, and replay it offline.
+
+A run is a pure function of its input and of what the interpreter fed the loop: model
+events, tool outcomes, judge (and other I/O) answers, clock readings, and where it was
+cancelled. `Recorder` (an observer, so it works under every interpreter) writes exactly
+that, one msgspec-encoded JSON line per entry, as the run goes:
+
+    interp = SyncInterpreter(resolve=Resolver(), observers=[Recorder("journals/")])
+    ...                                       # journals/<run_id>.ndjson, line by line
+    run = Simulator.replay(Journal.read("journals/abc.ndjson"), agent)
+    assert run.identical                      # same result, same trace, no model, no network
+
+Replay (`replay_sync`, `replay_async`) drives the loop with the recorded replies. The
+agent's processors run again, so a replay against a changed agent (a new processor, say)
+runs the new processors on the recorded model output; `divergence` says at which
+command the run first went another way. Each command is recorded as a digest of its
+content (the request sent, the chunks published...), never the request itself.
+
+What a journal holds: the run's input, the model's output, tool results and judge
+answers. Tool results and the answers of custom I/O handlers are recorded as JSON (a
+value JSON cannot encode, as its repr), so a replay sees them as JSON values. It never
+holds an API key: keys are not part of anything recorded, and each line is scrubbed of
+the values of `*_API_KEY` environment variables and of the `secrets` you give.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Sequence
+from pathlib import Path
+from typing import IO, Literal, cast
+
+import msgspec
+
+from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools
+from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
+from interpreters.provider import ProviderError
+from interpreters.trace import Trace, comparable_command
+from pipeline.agent import Agent
+from pipeline.chunks import DataChunk
+from pipeline.cost import Pricer
+from pipeline.loop import (
+    AgentLoop,
+    LoopCommand,
+    ModelReply,
+    RunCancelled,
+    ToolInvocation,
+    ToolOutcome,
+)
+from pipeline.messages import JsonObject, MessageList
+from pipeline.model import ApiError, ModelEnded, ModelFailed
+from pipeline.processor import ModelAnswer, RunContext
+from pipeline.result import RunResult
+from pipeline.tool_context import ToolContext, ToolWriter
+
+VERSION = 1
+
+
+class AgentInfo(msgspec.Struct, frozen=True):
+    """What the recorded run's agent was (for reading a journal; replay needs the agent)."""
+
+    name: str
+    model: str
+    processors: tuple[str, ...]
+    tools: tuple[str, ...]
+
+
+class RunStarted(msgspec.Struct, frozen=True, tag="run", tag_field="t"):
+    version: int
+    run_id: str
+    thread_id: str | None
+    resource_id: str | None
+    values: JsonObject | None
+    messages: MessageList
+    agent: AgentInfo
+    at: float
+
+
+class ClockRead(msgspec.Struct, frozen=True, tag="clock", tag_field="t"):
+    value: float
+
+
+class CommandSeen(msgspec.Struct, frozen=True, tag="cmd", tag_field="t"):
+    """A command the loop yielded: its kind, a short description, a digest of its content."""
+
+    kind: str
+    what: str
+    digest: str
+    at: float
+
+
+class ModelReplied(msgspec.Struct, frozen=True, tag="model", tag_field="t"):
+    """A reply to CallModel (`first`) or Pull."""
+
+    event: ModelReply
+    first: bool = False
+
+
+class ToolsDone(msgspec.Struct, frozen=True, tag="tools", tag_field="t"):
+    outcomes: tuple[ToolOutcome, ...]
+    written: tuple[tuple[str, tuple[DataChunk, ...]], ...] = ()
+    """The data chunks each call (by id) wrote through its context's writer."""
+
+
+def _writers(cmd: RunTools[ToolInvocation]) -> list[tuple[str, ToolWriter]]:
+    """The writer of each call of `cmd` whose tool takes a context, by call id."""
+    out: list[tuple[str, ToolWriter]] = []
+    for inv in cmd.calls:
+        param = inv.tool.context_param if inv.tool is not None else None
+        ctx = inv.kwargs.get(param) if param is not None and inv.kwargs is not None else None
+        if isinstance(ctx, ToolContext):
+            out.append((inv.call.tool_call_id, ctx.writer))
+    return out
+
+
+class Answered(msgspec.Struct, frozen=True, tag="answer", tag_field="t"):
+    """The reply to a processor's I/O request (`Perform`): a judge's answer, or another."""
+
+    answer: ModelAnswer | None = None
+    value: object = None
+
+
+class Raised(msgspec.Struct, frozen=True, tag="error", tag_field="t"):
+    """Carrying out a command failed; the exception was thrown into the loop."""
+
+    error_type: str
+    message: str
+    api_error: ApiError | None = None
+
+
+class CancelledAt(msgspec.Struct, frozen=True, tag="cancel", tag_field="t"):
+    reason: str
+
+
+class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
+    """The run's end: its status and a digest of its result (None: closed unfinished)."""
+
+    status: str | None
+    digest: str | None
+    at: float
+
+
+Entry = (
+    RunStarted | ClockRead | CommandSeen | ModelReplied | ToolsDone | Answered | Raised
+    | CancelledAt | RunEnded
+)
+
+_encoder = msgspec.json.Encoder(enc_hook=repr)
+_decoder: msgspec.json.Decoder[Entry] = msgspec.json.Decoder(Entry)
+
+
+class JournalError(ValueError):
+    """A journal that cannot be read: not NDJSON of this format, or no run header."""
+
+
+class Journal:
+    """One recorded run: its entries in order."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: Iterable[Entry]) -> None:
+        self.entries: tuple[Entry, ...] = tuple(entries)
+        if not self.entries or not isinstance(self.entries[0], RunStarted):
+            raise JournalError("a journal starts with its run header")
+        if self.entries[0].version != VERSION:
+            raise JournalError(
+                f"journal format version {self.entries[0].version}, this library reads {VERSION}"
+            )
+
+    @property
+    def header(self) -> RunStarted:
+        h = self.entries[0]
+        assert isinstance(h, RunStarted)
+        return h
+
+    @property
+    def ended(self) -> RunEnded | None:
+        last = self.entries[-1]
+        return last if isinstance(last, RunEnded) else None
+
+    def commands(self) -> tuple[CommandSeen, ...]:
+        return tuple(e for e in self.entries if isinstance(e, CommandSeen))
+
+    def to_ndjson(self) -> bytes:
+        return b"".join(_encoder.encode(e) + b"\n" for e in self.entries)
+
+    @classmethod
+    def from_ndjson(cls, data: bytes | str) -> Journal:
+        raw = data.encode() if isinstance(data, str) else data
+        entries: list[Entry] = []
+        for n, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                entries.append(_decoder.decode(line))
+            except msgspec.DecodeError as e:
+                raise JournalError(f"line {n}: {e}") from e
+        return cls(entries)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Journal:
+        return cls.from_ndjson(Path(path).read_bytes())
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.to_ndjson())
+
+
+# --- recording -----------------------------------------------------------------------------
+
+
+def _env_secrets() -> tuple[str, ...]:
+    return tuple(
+        v for k, v in os.environ.items() if k.upper().endswith("_API_KEY") and len(v) >= 8
+    )
+
+
+class Recorder:
+    """An observer that records every run to a journal.
+
+    With a `directory`, each run goes to `<directory>/<run_id>.ndjson`, written and
+    flushed line by line (a crash keeps what happened up to it). Without one, the
+    journals stay in memory: `recorder.journal(run_id)`, `recorder.last()`, the last
+    `keep` runs only. A run whose id was recorded before replaces that journal.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        secrets: Iterable[str] = (),
+        keep: int = 100,
+    ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, got {keep}")
+        self.keep = keep
+        self.directory = Path(directory) if directory is not None else None
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        self._secrets = tuple(s.encode() for s in (*secrets, *_env_secrets()) if s)
+        self._lines: dict[str, list[bytes]] = {}
+        self._order: list[str] = []
+
+    def start(self, run: RunInfo) -> RunObserver:
+        out: IO[bytes] | None = None
+        lines: list[bytes] | None = None
+        if self.directory is not None:
+            out = (self.directory / f"{_safe(run.run_id)}.ndjson").open("wb")
+        else:
+            # A run id seen before (another simulator's "run1") starts its journal afresh.
+            lines = self._lines[run.run_id] = []
+            if run.run_id in self._order:
+                self._order.remove(run.run_id)
+            self._order.append(run.run_id)
+            while len(self._order) > self.keep:  # a cap: the oldest journals go first
+                del self._lines[self._order.pop(0)]
+        return _Recording(run, self._scrub, out, lines)
+
+    def path(self, run_id: str) -> Path:
+        if self.directory is None:
+            raise LookupError("this recorder keeps its journals in memory")
+        return self.directory / f"{_safe(run_id)}.ndjson"
+
+    def journal(self, run_id: str) -> Journal:
+        """A recorded run's journal (in memory, or read back from its file)."""
+        if self.directory is not None:
+            return Journal.read(self.path(run_id))
+        return Journal.from_ndjson(b"".join(self._lines[run_id]))
+
+    def last(self) -> Journal:
+        """The journal of the last run recorded in memory."""
+        if not self._order:
+            raise LookupError("no run recorded in memory")
+        return self.journal(self._order[-1])
+
+    def _scrub(self, line: bytes) -> bytes:
+        for s in self._secrets:
+            if s in line:
+                line = line.replace(s, b"[redacted]")
+        return line
+
+
+def _safe(run_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id) or "run"
+
+
+class _Recording(RunObserver):
+    def __init__(
+        self,
+        run: RunInfo,
+        scrub: Callable[[bytes], bytes],
+        out: IO[bytes] | None,
+        lines: list[bytes] | None,
+    ) -> None:
+        self._scrub = scrub
+        self._out = out
+        self._lines = lines
+        agent = run.agent
+        self._write(RunStarted(
+            version=VERSION,
+            run_id=run.run_id,
+            thread_id=run.context.thread_id,
+            resource_id=run.context.resource_id,
+            values=run.context.values,
+            messages=run.messages,
+            agent=AgentInfo(
+                agent.name, agent.model, tuple(p.id for p in agent.all_processors()),
+                tuple(t.name for t in agent.tools),
+            ),
+            at=run.started_at,
+        ))
+
+    def _write(self, e: Entry) -> None:
+        line = self._scrub(_encoder.encode(e)) + b"\n"
+        if self._out is not None:
+            self._out.write(line)
+            self._out.flush()
+        elif self._lines is not None:
+            self._lines.append(line)
+
+    def command(self, cmd: LoopCommand, at: float) -> None:
+        kind, what = describe(cmd)
+        self._write(CommandSeen(kind, what, digest(cmd), at))
+
+    def reply(self, cmd: LoopCommand, reply: object, at: float) -> None:
+        t = type(cmd)
+        if t is Pull or t is CallModel:
+            self._write(ModelReplied(cast(ModelReply, reply), t is CallModel))
+        elif t is RunTools:
+            written = tuple(
+                (cid, w.written) for cid, w in _writers(cast(RunTools[ToolInvocation], cmd))
+                if w.written
+            )
+            self._write(ToolsDone(cast(tuple[ToolOutcome, ...], reply), written))
+        elif t is Perform:
+            if isinstance(reply, ModelAnswer):
+                self._write(Answered(answer=reply))
+            else:
+                self._write(Answered(value=reply))
+        # Publish and Sleep are answered None; AwaitHook's reply is the processor's own
+        # result, which a replay computes again.
+
+    def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
+        if isinstance(error, RunCancelled):
+            self._write(CancelledAt(error.reason))
+        elif not isinstance(cmd, AwaitHook):
+            api = error.error if isinstance(error, ProviderError) else None
+            self._write(Raised(type(error).__name__, str(error), api))
+
+    def clock(self, reading: float) -> None:
+        self._write(ClockRead(reading))
+
+    def end(self, result: RunResult | None, at: float) -> None:
+        if result is None:
+            self._write(RunEnded(None, None, at))
+        else:
+            self._write(RunEnded(result.status, result_digest(result), at))
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+
+def digest(cmd: LoopCommand) -> str:
+    """A short digest of a command's content (equal commands, equal digests)."""
+    return _hash(_encoder.encode(comparable_command(cmd)))
+
+
+def result_digest(result: RunResult) -> str:
+    return _hash(_encoder.encode(result))
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=10).hexdigest()
+
+
+# --- replaying -----------------------------------------------------------------------------
+
+
+class Divergence(msgspec.Struct, frozen=True):
+    """Where a replay first went another way than the recorded run."""
+
+    index: int
+    """The position of the command in the run (0: the first command)."""
+    expected: str
+    """The recorded command (its description), or "" when the recording had ended."""
+    got: str
+    """The command of the replay."""
+
+    def __str__(self) -> str:
+        if self.expected == self.got:
+            return f"command #{self.index}: {self.got!r}, with other content"
+        was = self.expected or "the end of the recording"
+        now = self.got or "the end of the run"
+        return f"command #{self.index}: recorded {was!r}, replay {now!r}"
+
+
+class ReplayRun(msgspec.Struct, frozen=True):
+    """A replayed run: its result and trace, and how it compares with the recording."""
+
+    result: RunResult
+    trace: Trace
+    divergence: Divergence | None
+    result_matches: bool
+    """The result is the recorded one (its digest is equal)."""
+
+    @property
+    def identical(self) -> bool:
+        """The same commands and the same result as the recorded run."""
+        return self.divergence is None and self.result_matches
+
+
+class ReplayExhausted(LookupError):
+    """The replayed run asked for something the journal does not hold."""
+
+
+EXHAUSTED = "replay-exhausted"
+"""`ApiError.error_type` of a model call the journal has no recording for."""
+
+
+class _Feed:
+    """The recorded replies, by channel, and the recorded commands to compare with."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.calls: deque[deque[ModelReply]] = deque()
+        self.tools: deque[ToolsDone | Raised] = deque()
+        self.answers: deque[Answered | Raised] = deque()
+        self.clock: deque[float] = deque()
+        self.commands = journal.commands()
+        self.cancels: dict[int, str] = {}
+        pending: Literal["tools", "answer", "other"] = "other"
+        n = -1
+        for e in journal.entries[1:]:
+            if isinstance(e, CommandSeen):
+                n += 1
+                pending = (
+                    "tools" if e.kind == "run-tools"
+                    else "answer" if e.kind == "perform" else "other"
+                )
+            elif isinstance(e, ModelReplied):
+                if e.first or not self.calls:
+                    self.calls.append(deque())
+                self.calls[-1].append(e.event)
+            elif isinstance(e, ToolsDone):
+                self.tools.append(e)
+            elif isinstance(e, Answered):
+                self.answers.append(e)
+            elif isinstance(e, Raised):
+                if pending == "tools":
+                    self.tools.append(e)
+                elif pending == "answer":
+                    self.answers.append(e)
+            elif isinstance(e, ClockRead):
+                self.clock.append(e.value)
+            elif isinstance(e, CancelledAt):
+                self.cancels[n] = e.reason
+        self.last_clock = journal.header.at
+        self.stream: deque[ModelReply] = deque()
+        self.index = 0
+        self.divergence: Divergence | None = None
+
+    def read_clock(self) -> float:
+        if self.clock:
+            self.last_clock = self.clock.popleft()
+        return self.last_clock
+
+    def observer_time(self) -> float:
+        """The recorded interpreter time of the command being carried out."""
+        cmds = self.commands
+        if not cmds:
+            return self.last_clock
+        return cmds[min(self.index, len(cmds) - 1)].at
+
+    def see(self, cmd: LoopCommand) -> None:
+        """Compare the replay's next command with the recorded one."""
+        i = self.index
+        self.index += 1
+        if self.divergence is not None:
+            return
+        recorded = self.commands[i] if i < len(self.commands) else None
+        if recorded is None or recorded.digest != digest(cmd):
+            self.divergence = Divergence(
+                i, recorded.what if recorded is not None else "", describe(cmd)[1]
+            )
+            log.warning("replay diverges from the recording at %s", self.divergence)
+
+    def cancel_reason(self) -> str | None:
+        return self.cancels.get(self.index - 1) if self.divergence is None else None
+
+    def open_call(self) -> ModelReply:
+        if not self.calls:
+            self.stream = deque()
+            return ModelFailed(ApiError(
+                status=None, message="the journal holds no more model calls",
+                error_type=EXHAUSTED,
+            ))
+        self.stream = self.calls.popleft()
+        return self.next_event()
+
+    def next_event(self) -> ModelReply:
+        return self.stream.popleft() if self.stream else ModelEnded()
+
+    def tool_outcomes(
+        self, cmd: RunTools[ToolInvocation]
+    ) -> tuple[ToolOutcome, ...] | BaseException:
+        ids = [i.call.tool_call_id for i in cmd.calls]
+        if not self.tools:
+            return ReplayExhausted("the journal holds no more tool results")
+        entry = self.tools.popleft()
+        if isinstance(entry, Raised):
+            return _rebuild(entry)
+        # The tools do not run again: what they wrote is written again for them.
+        recorded = dict(entry.written)
+        for cid, writer in _writers(cmd):
+            for chunk in recorded.get(cid, ()):
+                writer.write(chunk)
+        if [o.tool_call_id for o in entry.outcomes] == ids:
+            return entry.outcomes
+        # A changed agent calls other tools: answer each call by its id where recorded.
+        by_id = {o.tool_call_id: o for o in entry.outcomes}
+        return tuple(
+            by_id.get(cid) or ToolOutcome(
+                cid, "replay: no recorded result for this call", is_error=True
+            )
+            for cid in ids
+        )
+
+    def answer(self) -> object:
+        if not self.answers:
+            return ReplayExhausted("the journal holds no more answers to processor requests")
+        entry = self.answers.popleft()
+        if isinstance(entry, Raised):
+            return _rebuild(entry)
+        return entry.answer if entry.answer is not None else entry.value
+
+
+class ReplayedError(Exception):
+    """Base of the exceptions a replay rebuilds from a journal (named as the original)."""
+
+
+def _rebuild(r: Raised) -> BaseException:
+    if r.api_error is not None:
+        return ProviderError(r.api_error)
+    cls: type[ReplayedError] = type(r.error_type, (ReplayedError,), {})
+    return cls(r.message)
+
+
+class _Throw:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _steps(
+    loop: AgentLoop, feed: _Feed, trace: Trace
+) -> Generator[AwaitHook, object, RunResult]:
+    """Drive the loop on the recorded replies; yields only async hooks to await."""
+    try:
+        cmd = next(loop)
+        while True:
+            trace.record_command(cmd)
+            feed.see(cmd)
+            reason = feed.cancel_reason()
+            if reason is not None and not isinstance(cmd, Finish):
+                if isinstance(cmd, AwaitHook):
+                    _discard(cmd.awaitable)
+                cmd = loop.throw(RunCancelled(reason))
+                continue
+            reply: object = None
+            if isinstance(cmd, Finish):
+                return cmd.result
+            if isinstance(cmd, Pull):
+                trace.chunks.extend(cmd.publish)
+                reply = feed.next_event()
+            elif isinstance(cmd, Publish):
+                trace.chunks.extend(cmd.chunks)
+            elif isinstance(cmd, CallModel):
+                reply = feed.open_call()
+            elif isinstance(cmd, RunTools):
+                out = feed.tool_outcomes(cmd)
+                reply = _Throw(out) if isinstance(out, BaseException) else out
+            elif isinstance(cmd, Perform):
+                answer = feed.answer()
+                reply = _Throw(answer) if isinstance(answer, BaseException) else answer
+            elif isinstance(cmd, AwaitHook):
+                try:
+                    reply = yield cmd
+                except Exception as e:
+                    reply = _Throw(e)
+            # Sleep: no time passes in a replay.
+            cmd = loop.throw(reply.error) if isinstance(reply, _Throw) else loop.send(reply)
+    finally:
+        loop.close()
+
+
+def _discard(awaitable: object) -> None:
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
+
+
+def _start(
+    journal: Journal, agent: Agent, observers: Sequence[Observer], price: Pricer | None
+) -> tuple[AgentLoop, _Feed, Trace]:
+    h = journal.header
+    feed = _Feed(journal)
+    trace = Trace()
+    ctx = RunContext(
+        run_id=h.run_id, thread_id=h.thread_id, resource_id=h.resource_id, values=h.values
+    )
+    loop = observed_loop(
+        agent, h.messages, context=ctx, clock=feed.observer_time, record=trace.record_effect,
+        observers=observers, loop_clock=feed.read_clock, price=price,
+    )
+    return loop, feed, trace
+
+
+def _finish(journal: Journal, feed: _Feed, trace: Trace, result: RunResult) -> ReplayRun:
+    if feed.divergence is None and feed.index < len(feed.commands):
+        feed.divergence = Divergence(feed.index, feed.commands[feed.index].what, "")
+    ended = journal.ended
+    matches = ended is not None and ended.digest == result_digest(result)
+    return ReplayRun(result, trace, feed.divergence, matches)
+
+
+def replay_sync(
+    journal: Journal,
+    agent: Agent,
+    *,
+    observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
+) -> ReplayRun:
+    """Replay a recorded run of `agent` (or of a changed agent) without I/O.
+
+    Async hooks cannot run here; use `replay_async` for an agent that has them.
+    """
+    from interpreters.sync import refuse_async
+
+    refuse_async(agent)
+    loop, feed, trace = _start(journal, agent, observers, price)
+    steps = _steps(loop, feed, trace)
+    try:
+        next(steps)
+    except StopIteration as done:
+        return _finish(journal, feed, trace, _result(done))
+    steps.close()
+    raise AssertionError("unreachable: async hooks were refused")
+
+
+async def replay_async(
+    journal: Journal,
+    agent: Agent,
+    *,
+    observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
+) -> ReplayRun:
+    """Replay a recorded run under async code: async hooks are awaited."""
+    loop, feed, trace = _start(journal, agent, observers, price)
+    steps = _steps(loop, feed, trace)
+    try:
+        cmd = next(steps)
+        while True:
+            try:
+                value = await cmd.awaitable
+            except Exception as e:
+                cmd = steps.throw(e)
+            else:
+                cmd = steps.send(value)
+    except StopIteration as done:
+        return _finish(journal, feed, trace, _result(done))
+
+
+def _result(done: StopIteration) -> RunResult:
+    r = done.value
+    if not isinstance(r, RunResult):
+        raise TypeError(f"the replay returned {r!r}, not a RunResult")
+    return r
+
+
+__all__ = [
+    "AgentInfo", "Divergence", "Entry", "Journal", "JournalError", "Recorder",
+    "ReplayExhausted", "ReplayRun", "ReplayedError", "describe", "digest", "replay_async",
+    "replay_sync",
+]

@@ -1,0 +1,296 @@
+"""Observers: watch a run from outside the loop, the same way under every interpreter.
+
+An observer sees what the interpreter and the loop say to each other: every command the
+loop yields, every reply (or exception) sent back in, every processor effect, and every
+clock reading the loop takes. It is started per run (`Observer.start`) and can do
+nothing to the run; tracing (`interpreters.otel`), logging (`interpreters.logs`) and
+recording (`interpreters.journal`) are observers.
+
+    interp = SyncInterpreter(provider, observers=[LogObserver(), Recorder("runs/")])
+
+This is the one module that knows the shape of the loop protocol (a generator of
+commands answered by `send`/`throw`): `observed_loop` wraps the loop generator, so no
+interpreter has per-observer code. An observer that raises is logged and dropped for
+the rest of the run: observing never changes a run's outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from pipeline.agent import Agent
+from pipeline.cost import Pricer
+from pipeline.loop import AgentLoop, EffectRecord, LoopCommand, Recorder, agent_loop
+from pipeline.messages import JsonObject, MessageList
+from pipeline.processor import RunContext
+from pipeline.result import RunResult
+
+log = logging.getLogger("pipeline")
+
+
+class RunInfo:
+    """What an observer learns when a run starts."""
+
+    __slots__ = ("agent", "clock", "context", "messages", "price", "started_at")
+
+    def __init__(
+        self,
+        agent: Agent,
+        messages: MessageList,
+        context: RunContext,
+        clock: Callable[[], float],
+        started_at: float,
+        price: Pricer | None = None,
+    ) -> None:
+        self.agent = agent
+        self.price = price
+        """The run's pricer, if it has one (`pipeline.cost`)."""
+        self.messages = messages
+        """The run's input, as the loop gets it."""
+        self.context = context
+        self.clock = clock
+        """The interpreter's clock (virtual in the simulator): observers time with it."""
+        self.started_at = started_at
+
+    @property
+    def run_id(self) -> str:
+        return self.context.run_id
+
+    @property
+    def thread_id(self) -> str | None:
+        return self.context.thread_id
+
+    @property
+    def values(self) -> JsonObject | None:
+        return self.context.values
+
+
+class RunObserver:
+    """One run's observer. Override what you need; every method does nothing here.
+
+    `at` is the interpreter's clock when the observer is told (virtual time in the
+    simulator). A command is followed by exactly one of `reply` and `failed`, except
+    `Finish` (followed by `end`) and a command the run was closed at (`end(None)`).
+    """
+
+    sees_stream = True
+    """Whether this observer sees `Pull` (the per-chunk commands) and their replies; an
+    observer that does not want them sets this False and costs a run's chunks nothing."""
+
+    def command(self, cmd: LoopCommand, at: float) -> None:
+        """The loop yielded `cmd`."""
+
+    def reply(self, cmd: LoopCommand, reply: object, at: float) -> None:
+        """The interpreter answered `cmd` with `reply`."""
+
+    def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
+        """The interpreter threw `error` into the loop at `cmd` (RunCancelled: a cancel)."""
+
+    def effect(self, record: EffectRecord, at: float) -> None:
+        """A processor hook returned an effect."""
+
+    def clock(self, reading: float) -> None:
+        """The loop read the clock and got `reading`."""
+
+    def end(self, result: RunResult | None, at: float) -> None:
+        """The run is over: its result, or None when it was closed before it finished."""
+
+
+class Observer(Protocol):
+    """Makes a run's observer when a run starts (None: not interested in this run)."""
+
+    def start(self, run: RunInfo) -> RunObserver | None: ...
+
+
+def observed_loop(
+    agent: Agent,
+    messages: MessageList,
+    *,
+    context: RunContext,
+    clock: Callable[[], float],
+    record: Recorder | None,
+    observers: Sequence[Observer],
+    loop_clock: Callable[[], float] | None = None,
+    price: Pricer | None = None,
+) -> AgentLoop:
+    """The agent loop of a run, watched by `observers` (`record` still gets effects).
+
+    `loop_clock` (default `clock`) is the clock the loop reads; observers time with
+    `clock`. A replay hands the recorded readings in as `loop_clock`.
+    """
+    info = RunInfo(agent, messages, context, clock, clock(), price)
+    watching = _Watchers([o for o in (_start(x, info) for x in observers) if o is not None])
+    if not watching.live:
+        return agent_loop(
+            agent, messages, context=context, clock=loop_clock or clock, record=record,
+            price=price,
+        )
+    inner_clock = loop_clock or clock
+
+    def read_clock() -> float:
+        reading = inner_clock()
+        watching.clock(reading)
+        return reading
+
+    def on_effect(e: EffectRecord) -> None:
+        if record is not None:
+            record(e)
+        watching.effect(e, clock())
+
+    loop = agent_loop(
+        agent, messages, context=context, clock=read_clock, record=on_effect, price=price
+    )
+    return _wrap(loop, watching, clock)
+
+
+def _start(o: Observer, info: RunInfo) -> RunObserver | None:
+    try:
+        return o.start(info)
+    except Exception:
+        log.warning("observer %s failed to start; it will not see run %s",
+                    type(o).__name__, info.run_id, exc_info=True)
+        return None
+
+
+class _Watchers:
+    """The run's observers; one that raises is logged and dropped.
+
+    `stream` are those that see `Pull` commands and their replies (the per-chunk path):
+    a run whose observers all skip it pays almost nothing per chunk.
+    """
+
+    __slots__ = ("live", "stream")
+
+    def __init__(self, live: list[RunObserver]) -> None:
+        self.live = live
+        self.stream = [o for o in live if o.sees_stream]
+
+    def _drop(self, o: RunObserver) -> None:
+        log.warning("observer %s failed and is dropped for this run",
+                    type(o).__name__, exc_info=True)
+        for group in (self.live, self.stream):
+            if o in group:
+                group.remove(o)
+
+    def command(self, cmd: LoopCommand, at: float, group: list[RunObserver]) -> None:
+        for o in tuple(group):
+            try:
+                o.command(cmd, at)
+            except Exception:
+                self._drop(o)
+
+    def reply(self, cmd: LoopCommand, reply: object, at: float, group: list[RunObserver]) -> None:
+        for o in tuple(group):
+            try:
+                o.reply(cmd, reply, at)
+            except Exception:
+                self._drop(o)
+
+    def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
+        for o in tuple(self.live):
+            try:
+                o.failed(cmd, error, at)
+            except Exception:
+                self._drop(o)
+
+    def effect(self, record: EffectRecord, at: float) -> None:
+        for o in tuple(self.live):
+            try:
+                o.effect(record, at)
+            except Exception:
+                self._drop(o)
+
+    def clock(self, reading: float) -> None:
+        for o in tuple(self.live):
+            try:
+                o.clock(reading)
+            except Exception:
+                self._drop(o)
+
+    def end(self, result: RunResult | None, at: float) -> None:
+        for o in tuple(self.live):
+            try:
+                o.end(result, at)
+            except Exception:
+                self._drop(o)
+
+
+def _wrap(loop: AgentLoop, w: _Watchers, clock: Callable[[], float]) -> AgentLoop:
+    """`loop`, passing every command, reply and exception by the observers.
+
+    A generator with the loop's own protocol (send, throw, close), so an interpreter
+    drives it exactly as it drives the loop.
+    """
+    ended = False
+    live, stream = w.live, w.stream
+    try:
+        try:
+            cmd = next(loop)
+        except StopIteration as stop:  # (the loop always yields Finish first)
+            return _value(stop)
+        while True:
+            group = stream if cmd.__class__ is Pull else live
+            if group:
+                w.command(cmd, clock(), group)
+            if isinstance(cmd, Finish):
+                ended = True
+                w.end(cmd.result, clock())
+            try:
+                reply = yield cmd
+            except GeneratorExit:
+                raise
+            except BaseException as e:
+                w.failed(cmd, e, clock())
+                try:
+                    cmd = loop.throw(e)
+                except StopIteration as stop:
+                    return _value(stop)
+                continue
+            if group:
+                w.reply(cmd, reply, clock(), group)
+            try:
+                cmd = loop.send(reply)
+            except StopIteration as stop:
+                return _value(stop)
+    finally:
+        loop.close()
+        if not ended:
+            w.end(None, clock())
+
+
+def describe(cmd: LoopCommand) -> tuple[str, str]:
+    """A command's kind and a short description of it, without message content."""
+    if isinstance(cmd, Pull):
+        return "pull", f"pull, publishing {len(cmd.publish)} chunk(s)"
+    if isinstance(cmd, Publish):
+        return "publish", f"publish {len(cmd.chunks)} chunk(s)"
+    if isinstance(cmd, CallModel):
+        return "call-model", (
+            f"call {cmd.request.model} (step {cmd.step_number}, attempt {cmd.attempt}, "
+            f"{len(cmd.request.messages)} messages)"
+        )
+    if isinstance(cmd, RunTools):
+        calls = ", ".join(f"{i.call.tool_name}#{i.call.tool_call_id}" for i in cmd.calls)
+        return "run-tools", f"run tools {calls}"
+    if isinstance(cmd, Perform):
+        return "perform", (
+            f"{cmd.processor_id}.{cmd.hook} asks for {type(cmd.request).__name__}"
+        )
+    if isinstance(cmd, AwaitHook):
+        return "await", f"await {cmd.processor_id}.{cmd.hook}"
+    if isinstance(cmd, Sleep):
+        return "sleep", f"sleep {cmd.seconds:g} s"
+    return "finish", f"finish: {cmd.result.status}"
+
+
+def _value(stop: StopIteration) -> RunResult:
+    result = stop.value
+    if not isinstance(result, RunResult):
+        raise TypeError(f"the agent loop returned {result!r}, not a RunResult")
+    return result
+
+
+__all__ = ["Observer", "RunInfo", "RunObserver", "describe", "observed_loop"]

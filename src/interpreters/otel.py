@@ -1,0 +1,448 @@
+"""OpenTelemetry traces and metrics for runs, after the GenAI semantic conventions.
+
+An optional extra (`pip install "pipeline-agents[otel]"`): this module needs only
+`opentelemetry-api`; the application brings the SDK and its exporters.
+
+    interp = SyncInterpreter(resolve=Resolver(), observers=[OTelObserver()])
+
+Spans (times from the interpreter's clock, so the simulator's spans carry virtual time):
+- `invoke_agent {agent name}` per run: agent name, the request model and provider, the
+  conversation (thread) id, total usage and cost, the run's status and finish reason;
+  an error status for a failed run; the tripwire (reason, processor id) of a tripped one;
+- `chat {model}` per model call, a child of the run's span: provider, request model and
+  settings, response model and id, finish reasons, input/output/reasoning/cached tokens,
+  the call's cost, and `error.type` for a failed call; also for a judge model a processor
+  asks (`AskModel`);
+- `execute_tool {name}` per tool call: tool name, call id, type, and `error.type` when the
+  tool failed. The calls of one step are carried out as one command (concurrently under
+  the async interpreter), so their spans share that command's start and end;
+- an event `pipeline.processor` per processor hook with the effect it returned
+  (processor id, hook, effect; the tripwire reason on an Abort; the retry count on a
+  retry), on the model call's span while its stream runs, else on the run's; the
+  `Continue`s of `process_output_stream` (one per chunk) only with `stream_effects=True`;
+- an event `pipeline.retry.wait` before a transient failure is retried.
+
+Metrics: `gen_ai.client.token.usage` (input and output tokens per call) and
+`gen_ai.client.operation.duration` (seconds per model call), with the conventions'
+attributes. Message content (the request's messages, the answer, tool arguments and
+results) is recorded only with `content=True`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import msgspec
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from effects import Abort, AwaitHook, CallModel, Continue, Perform, Pull, Retry, RunTools, Sleep
+from interpreters.observe import RunInfo, RunObserver
+from interpreters.prices import split_model
+from pipeline.chunks import ModelFinish, TextDelta
+from pipeline.cost import Cost, PriceQuery, Pricer
+from pipeline.loop import EffectRecord, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.processor import AskModel, ModelAnswer
+from pipeline.result import RunResult
+
+SCOPE = "pipeline-agents"
+
+PROVIDER_NAMES = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "openrouter": "openrouter",
+    "ollama": "ollama",
+    "vllm": "vllm",
+    "openai-compatible": "openai",
+}
+"""Router prefix -> `gen_ai.provider.name` (the conventions' well-known values where
+there is one)."""
+
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                 16777216, 67108864)
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24,
+                    20.48, 40.96, 81.92)
+
+Attrs = dict[str, str | bool | int | float | Sequence[str]]
+
+
+class OTelObserver:
+    """Traces each run (and records its metrics) through the OpenTelemetry API.
+
+    `tracer_provider` and `meter_provider` default to the global ones. `content=True`
+    records message content too. A run's pricer (`price=` on the interpreter) also
+    prices the spans; `price` here prices them when the run has none.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        content: bool = False,
+        stream_effects: bool = False,
+        price: Pricer | None = None,
+    ) -> None:
+        self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.duration = meter.create_histogram(
+            "gen_ai.client.operation.duration", unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.content = content
+        self.stream_effects = stream_effects
+        self.price = price
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return _RunSpans(self, run)
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def provider_of(model: str) -> tuple[str | None, str]:
+    """`gen_ai.provider.name` (None when unknown) and `gen_ai.request.model` of a model id."""
+    route, name = split_model(model)
+    return (PROVIDER_NAMES.get(route) if route is not None else None), name
+
+
+def _model_attrs(model: str) -> Attrs:
+    provider, name = provider_of(model)
+    attrs: Attrs = {"gen_ai.request.model": name}
+    if provider is not None:
+        attrs["gen_ai.provider.name"] = provider
+    return attrs
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value, enc_hook=repr).decode()
+
+
+class _Chat:
+    """One open model call: its span and what it has delivered so far."""
+
+    __slots__ = ("attrs", "model", "span", "started", "text")
+
+    def __init__(self, span: Span, model: str, attrs: Attrs, started: float) -> None:
+        self.span = span
+        self.model = model
+        self.attrs = attrs
+        self.started = started
+        self.text: list[str] = []
+
+
+class _RunSpans(RunObserver):
+    def __init__(self, o: OTelObserver, run: RunInfo) -> None:
+        self.o = o
+        self.run = run
+        self.price = run.price or o.price
+        agent = run.agent
+        attrs: Attrs = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent.name,
+            "pipeline.run_id": run.run_id,
+            **_model_attrs(agent.model),
+        }
+        if run.thread_id is not None:
+            attrs["gen_ai.conversation.id"] = run.thread_id
+        if o.content:
+            attrs["gen_ai.input.messages"] = _json(run.messages.messages)
+            if run.messages.system or agent.instructions:
+                attrs["gen_ai.system_instructions"] = _json(
+                    run.messages.system or agent.instructions)
+        self.agent_span = o.tracer.start_span(
+            f"invoke_agent {agent.name}", kind=SpanKind.INTERNAL, attributes=attrs,
+            start_time=_ns(run.started_at),
+        )
+        self.parent = trace.set_span_in_context(self.agent_span, otel_context.get_current())
+        self.chat: _Chat | None = None
+        self.tools: list[tuple[Span, ToolInvocation]] = []
+        self.judge: Span | None = None
+        self.retries = 0
+        self.api_retries = 0
+        self.cost: Cost | None = None
+        self.cost_known = self.price is not None
+
+    # --- model calls ----------------------------------------------------------------------
+    def _open_chat(self, request: ModelRequest, at: float, extra: Attrs) -> Span:
+        attrs: Attrs = {"gen_ai.operation.name": "chat", **_model_attrs(request.model), **extra}
+        s = request.model_settings
+        if s.temperature is not None:
+            attrs["gen_ai.request.temperature"] = s.temperature
+        if s.max_tokens is not None:
+            attrs["gen_ai.request.max_tokens"] = s.max_tokens
+        if s.top_p is not None:
+            attrs["gen_ai.request.top_p"] = s.top_p
+        if s.seed is not None:
+            attrs["gen_ai.request.seed"] = s.seed
+        if s.stop:
+            attrs["gen_ai.request.stop_sequences"] = s.stop
+        if self.o.content:
+            attrs["gen_ai.input.messages"] = _json(request.messages)
+            if request.system:
+                attrs["gen_ai.system_instructions"] = _json(request.system)
+        name = attrs["gen_ai.request.model"]
+        return self.o.tracer.start_span(
+            f"chat {name}", context=self.parent, kind=SpanKind.CLIENT, attributes=attrs,
+            start_time=_ns(at),
+        )
+
+    def _metric_attrs(self, chat: _Chat) -> Attrs:
+        keep = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model",
+                "gen_ai.response.model")
+        return {k: v for k, v in chat.attrs.items() if k in keep}
+
+    def _finish_chat(self, fin: ModelFinish, at: float) -> None:
+        chat = self.chat
+        if chat is None:
+            return
+        self.chat = None
+        span = chat.span
+        _, name = provider_of(chat.model)
+        chat.attrs["gen_ai.response.model"] = fin.model_id or name
+        u = fin.usage
+        attrs: Attrs = {
+            "gen_ai.response.model": fin.model_id or name,
+            "gen_ai.response.finish_reasons": (fin.finish_reason,),
+            "gen_ai.usage.input_tokens": u.input_tokens,
+            "gen_ai.usage.output_tokens": u.output_tokens,
+        }
+        if fin.response_id is not None:
+            attrs["gen_ai.response.id"] = fin.response_id
+        if u.reasoning_tokens:
+            attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
+        if u.cached_input_tokens:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_input_tokens
+        cost = self._price(chat.model, fin, at)
+        if cost is not None:
+            attrs["operation.cost"] = float(cost.total)
+        if self.o.content:
+            attrs["gen_ai.output.messages"] = _json([{
+                "role": "assistant", "parts": [{"type": "text", "content": "".join(chat.text)}],
+                "finish_reason": fin.finish_reason,
+            }])
+        span.set_attributes(attrs)
+        span.end(end_time=_ns(at))
+        metric = self._metric_attrs(chat)
+        self.o.tokens.record(u.input_tokens, {**metric, "gen_ai.token.type": "input"})
+        self.o.tokens.record(u.output_tokens, {**metric, "gen_ai.token.type": "output"})
+        self.o.duration.record(max(0.0, at - chat.started), metric)
+
+    def _fail_chat(self, error_type: str, message: str, at: float) -> None:
+        chat = self.chat
+        if chat is None:
+            return
+        self.chat = None
+        chat.span.set_attribute("error.type", error_type)
+        chat.span.set_status(Status(StatusCode.ERROR, message))
+        chat.span.end(end_time=_ns(at))
+        self.o.duration.record(
+            max(0.0, at - chat.started), {**self._metric_attrs(chat), "error.type": error_type}
+        )
+
+    def _price(self, model: str, fin: ModelFinish, at: float) -> Cost | None:
+        if self.price is None:
+            return None
+        try:
+            c = self.price(PriceQuery(model, fin.model_id, fin.usage, at))
+        except Exception:
+            c = None
+        if c is None:
+            self.cost_known = False
+        elif self.cost_known:
+            self.cost = c if self.cost is None else self.cost + c
+        return c
+
+    def _model_reply(self, reply: object, at: float) -> None:
+        t = type(reply)
+        if t is TextDelta and self.o.content and self.chat is not None:
+            assert isinstance(reply, TextDelta)
+            self.chat.text.append(reply.text)
+        elif t is ModelFinish:
+            assert isinstance(reply, ModelFinish)
+            self._finish_chat(reply, at)
+        elif t is ModelFailed:
+            assert isinstance(reply, ModelFailed)
+            err = reply.error
+            kind = err.error_type or (str(err.status) if err.status is not None else "connection")
+            self._fail_chat(kind, str(err), at)
+        elif t is ModelEnded:
+            self._fail_chat("stream-ended", "the stream ended before the model finished", at)
+
+    # --- the observer ---------------------------------------------------------------------
+    def command(self, cmd: LoopCommand, at: float) -> None:
+        t = type(cmd)
+        if t is Pull:
+            return
+        if self.chat is not None and t is not Perform and t is not AwaitHook:
+            # Any other command closes the open stream: a processor stopped it early.
+            self._fail_chat("stream-closed", "the stream was closed before it finished", at)
+        if isinstance(cmd, CallModel):
+            self.chat = _Chat(
+                self._open_chat(cmd.request, at, {
+                    "pipeline.step": cmd.step_number, "pipeline.attempt": cmd.attempt,
+                }),
+                cmd.request.model, _model_attrs(cmd.request.model) | {
+                    "gen_ai.operation.name": "chat"}, at,
+            )
+        elif isinstance(cmd, RunTools):
+            for inv in cmd.calls:
+                attrs: Attrs = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": inv.call.tool_name,
+                    "gen_ai.tool.call.id": inv.call.tool_call_id,
+                    "gen_ai.tool.type": "function",
+                }
+                if inv.tool is not None and inv.tool.spec.description:
+                    attrs["gen_ai.tool.description"] = inv.tool.spec.description
+                if self.o.content:
+                    attrs["gen_ai.tool.call.arguments"] = _json(inv.call.args)
+                span = self.o.tracer.start_span(
+                    f"execute_tool {inv.call.tool_name}", context=self.parent,
+                    kind=SpanKind.INTERNAL, attributes=attrs, start_time=_ns(at),
+                )
+                self.tools.append((span, inv))
+        elif isinstance(cmd, Perform) and isinstance(cmd.request, AskModel):
+            self.judge = self._open_chat(cmd.request.request, at, {
+                "pipeline.processor.id": cmd.processor_id, "pipeline.processor.hook": cmd.hook,
+            })
+        elif isinstance(cmd, Sleep):
+            self.agent_span.add_event("pipeline.retry.wait", {
+                "pipeline.retry.seconds": cmd.seconds, "pipeline.retry.reason": cmd.reason,
+            }, timestamp=_ns(at))
+
+    def reply(self, cmd: LoopCommand, reply: object, at: float) -> None:
+        t = type(cmd)
+        if t is Pull or t is CallModel:
+            self._model_reply(reply, at)
+        elif t is RunTools and isinstance(reply, tuple):
+            self._end_tools(reply, None, at)
+        elif t is Perform and self.judge is not None:
+            span, self.judge = self.judge, None
+            if self.o.content and isinstance(reply, ModelAnswer):
+                span.set_attribute("gen_ai.output.messages", _json([{
+                    "role": "assistant", "parts": [{"type": "text", "content": reply.text}]}]))
+            span.end(end_time=_ns(at))
+
+    def _end_tools(
+        self, outcomes: tuple[object, ...], error: BaseException | None, at: float
+    ) -> None:
+        by_id = {o.tool_call_id: o for o in outcomes if isinstance(o, ToolOutcome)}
+        for span, inv in self.tools:
+            o = by_id.get(inv.call.tool_call_id)
+            if error is not None or o is None:
+                kind = type(error).__name__ if error is not None else "no-result"
+                span.set_attribute("error.type", kind)
+                span.set_status(Status(StatusCode.ERROR, kind))
+            elif o.is_error:
+                kind = _error_type(o.result)
+                span.set_attribute("error.type", kind)
+                span.set_status(Status(StatusCode.ERROR, kind))
+            if o is not None and self.o.content:
+                span.set_attribute("gen_ai.tool.call.result", _json(o.result))
+            span.end(end_time=_ns(at))
+        self.tools = []
+
+    def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
+        if isinstance(error, RunCancelled):
+            self.agent_span.add_event("pipeline.cancelled", {"pipeline.cancel.reason":
+                                                             error.reason}, timestamp=_ns(at))
+        kind = type(error).__name__
+        if isinstance(cmd, RunTools):
+            self._end_tools((), error, at)
+        elif isinstance(cmd, Perform) and self.judge is not None:
+            span, self.judge = self.judge, None
+            span.set_attribute("error.type", kind)
+            span.set_status(Status(StatusCode.ERROR, kind))
+            span.end(end_time=_ns(at))
+        elif self.chat is not None and isinstance(error, RunCancelled):
+            self._fail_chat("cancelled", error.reason, at)
+
+    def effect(self, record: EffectRecord, at: float) -> None:
+        e = record.effect
+        if (
+            not self.o.stream_effects and record.hook == "process_output_stream"
+            and e.__class__ is Continue
+        ):
+            return
+        attrs: Attrs = {
+            "pipeline.processor.id": record.processor_id,
+            "pipeline.processor.hook": record.hook,
+            "pipeline.effect": type(e).__name__,
+        }
+        if isinstance(e, Abort):
+            attrs["pipeline.tripwire.reason"] = e.reason
+            attrs["pipeline.tripwire.retry"] = e.retry
+            if (
+                e.retry and record.hook == "process_output_step"
+                and self.retries < self.run.agent.max_processor_retries
+            ):
+                self.retries += 1
+                attrs["pipeline.retry_count"] = self.retries
+        elif isinstance(e, Retry):
+            self.api_retries += 1
+            attrs["pipeline.api_error_retry_count"] = self.api_retries
+        span = self.chat.span if self.chat is not None else self.agent_span
+        span.add_event("pipeline.processor", attrs, timestamp=_ns(at))
+
+    def end(self, result: RunResult | None, at: float) -> None:
+        if self.chat is not None:
+            self._fail_chat("stream-closed", "the run ended during the stream", at)
+        if self.tools:
+            self._end_tools((), RuntimeError("the run ended"), at)
+        if self.judge is not None:
+            self.judge.end(end_time=_ns(at))
+            self.judge = None
+        span = self.agent_span
+        if result is None:
+            span.set_attribute("pipeline.status", "closed")
+            span.set_status(Status(StatusCode.ERROR, "closed before the run finished"))
+            span.end(end_time=_ns(at))
+            return
+        u = result.usage
+        attrs: Attrs = {
+            "pipeline.status": result.status,
+            "gen_ai.response.finish_reasons": (result.finish_reason,),
+            "gen_ai.usage.input_tokens": u.input_tokens,
+            "gen_ai.usage.output_tokens": u.output_tokens,
+            "pipeline.steps": len(result.steps),
+            "pipeline.retry_count": result.retry_count,
+        }
+        if u.reasoning_tokens:
+            attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
+        cost = result.cost if result.cost is not None else (
+            self.cost if self.cost_known else None)
+        if cost is not None:
+            attrs["operation.cost"] = float(cost.total)
+        if result.tripwire is not None:
+            attrs["pipeline.tripwire.reason"] = result.tripwire.reason
+            attrs["pipeline.tripwire.processor_id"] = result.tripwire.processor_id
+        if self.o.content:
+            attrs["gen_ai.output.messages"] = json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": result.text}]}])
+        span.set_attributes(attrs)
+        if result.status == "failed" and result.error is not None:
+            span.set_attribute("error.type", type(result.error).__name__)
+            span.set_status(Status(StatusCode.ERROR, str(result.error)))
+        span.end(end_time=_ns(at))
+
+
+def _error_type(result: object) -> str:
+    """A tool error's type: the exception's name (`RuntimeError: ...`), else generic."""
+    head = str(result).split(":", 1)[0]
+    return head if head.isidentifier() else "tool_error"
+
+
+__all__ = ["OTelObserver", "provider_of"]

@@ -1,0 +1,85 @@
+"""`pipeline replay FILE`: replay a recorded run offline (see `interpreters.journal`).
+
+    pipeline replay journals/abc.ndjson                       # what the journal holds
+    pipeline replay journals/abc.ndjson --agent app.agents:support
+
+With `--agent module:name` (an `Agent`, or a function of no arguments returning one) the
+run is replayed with that agent: its chunks are streamed as in the recorded run, and the
+last line says whether the replay is identical to the recording or where it diverges
+(exit code 0 only when identical). A replay makes no request and reads no key.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import TextIO
+
+from interpreters.journal import Journal, JournalError, replay_sync
+from pipeline.agent import Agent
+from pipeline.chunks import ErrorChunk, ReasoningDelta, TextDelta, Tripwire
+
+
+class AgentNotFound(LookupError):
+    """`--agent` does not name an Agent."""
+
+
+def load_agent(spec: str) -> Agent:
+    """The agent `module:name` names (an Agent, or a function returning one)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentNotFound(f"--agent wants module:name, got {spec!r}")
+    try:
+        value: object = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise AgentNotFound(f"cannot load {spec!r}: {e}") from e
+    if not isinstance(value, Agent) and callable(value):
+        value = value()
+    if not isinstance(value, Agent):
+        raise AgentNotFound(f"{spec!r} is a {type(value).__name__}, not an Agent")
+    return value
+
+
+def replay_file(
+    path: str, agent_spec: str | None, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    w, e = out or sys.stdout, err or sys.stderr
+    try:
+        journal = Journal.read(path)
+    except (OSError, JournalError) as x:
+        e.write(f"pipeline replay: cannot read {path}: {x}\n")
+        return 2
+    h = journal.header
+    end = journal.ended
+    e.write(f"run {h.run_id}: agent {h.agent.name!r} on {h.agent.model}, processors "
+            f"{list(h.agent.processors)}, tools {list(h.agent.tools)}; recorded status "
+            f"{end.status if end is not None else 'unfinished'}, "
+            f"{len(journal.commands())} commands\n")
+    if agent_spec is None:
+        for c in journal.commands():
+            w.write(f"{c.what}\n")
+        e.write("give --agent module:name to replay the run\n")
+        return 0
+    try:
+        agent = load_agent(agent_spec)
+    except AgentNotFound as x:
+        e.write(f"pipeline replay: {x}\n")
+        return 2
+    run = replay_sync(journal, agent)
+    for chunk in run.trace.chunks:
+        if isinstance(chunk, TextDelta):
+            w.write(chunk.text)
+        elif isinstance(chunk, ReasoningDelta):
+            e.write(chunk.text)
+        elif isinstance(chunk, ErrorChunk | Tripwire):
+            e.write(f"\n{chunk}\n")
+    w.write("\n")
+    e.write(f"[{run.result.status}, {run.result.finish_reason}]\n")
+    if run.identical:
+        e.write("identical to the recording\n")
+        return 0
+    if run.divergence is not None:
+        e.write(f"diverges from the recording at {run.divergence}\n")
+    else:
+        e.write("the same commands, but a different result\n")
+    return 1

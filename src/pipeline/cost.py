@@ -1,0 +1,47 @@
+"""What model calls cost: a price per call, summed per step and per run.
+
+The core prices nothing itself: the interpreter hands the loop a `Pricer` (say,
+`interpreters.prices.genai_prices()`, from a maintained price table), as it hands it a
+clock. A pricer returns None for a model it does not know, and then the run's cost is
+None too: a cost is either right or absent, never a partial sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import msgspec
+
+from pipeline.chunks import Usage
+
+
+class Cost(msgspec.Struct, frozen=True):
+    """A price, in `currency` (US dollars for genai-prices)."""
+
+    total: Decimal
+    input: Decimal = Decimal(0)
+    output: Decimal = Decimal(0)
+    currency: str = "USD"
+
+    def __add__(self, other: Cost) -> Cost:
+        if other.currency != self.currency:
+            raise ValueError(f"cannot add {other.currency} to {self.currency}")
+        return Cost(self.total + other.total, self.input + other.input,
+                     self.output + other.output, self.currency)
+
+
+class PriceQuery(msgspec.Struct, frozen=True):
+    """One model call to price."""
+
+    model: str
+    """The model id the request named (a router id such as `openai/gpt-4o-mini`)."""
+    response_model: str | None
+    """The model the provider said answered, if it said."""
+    usage: Usage
+    at: float
+    """When the response arrived (the run's clock), for prices that change over time."""
+
+
+Pricer = Callable[[PriceQuery], Cost | None]
+"""Prices one model call; None when the model (or its provider) is unknown."""
