@@ -35,6 +35,7 @@ from pipeline.ui_stream import (
     NDJSON_HEADERS,
     SSE_DONE,
     UI_MESSAGE_STREAM_HEADERS,
+    UIData,
     UIStreamState,
     ndjson,
     ndjson_async,
@@ -219,6 +220,17 @@ def test_a_tool_delta_for_a_new_call_opens_its_input_once() -> None:
         "UIToolInputStart", "UIToolInputDelta", "UIToolInputDelta",
         "UIToolInputStart", "UIToolInputDelta", "UIToolOutputAvailable",
     ]
+
+
+def test_a_discarded_tool_call_is_named_once() -> None:
+    state, _ = ui_parts(UIStreamState(), StepStart(0))
+    chunks: list[Chunk] = [ToolCallDelta("a", "f", "{}"), ToolCall("a", "f", {}),
+                           ToolCall("b", "g", {})]
+    for c in chunks:
+        state, _ = ui_parts(state, c)
+    _, parts = ui_parts(state, DataChunk("data-step-discarded", {"step_number": 0}, True))
+    assert [type(p).__name__ for p in parts] == ["UIData", "UIFinishStep"]
+    assert parts[0] == UIData("data-step-discarded", {"step_number": 0, "part_ids": ["a", "b"]})
 
 
 def test_a_result_that_is_not_json_is_sent_as_its_text() -> None:

@@ -100,7 +100,7 @@ def _run(
         # A missing key fails before any request.
         cfg = provider_config(model, base_url=base_url, api_key=api_key)
     except ProviderConfigError as x:
-        hint = " (or pass --api-key)" if "API key" in str(x) else ""
+        hint = " (or pass --api-key)" if "no API key" in str(x) else ""
         e.write(f"pipeline run: {_one_line(str(x))}{hint}\n")
         return 2
     route = cfg.route

@@ -230,6 +230,8 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
         return state, (UIToolInputStart(chunk.tool_call_id, chunk.tool_name), delta)
     if isinstance(chunk, ToolCall):
         available = UIToolInputAvailable(chunk.tool_call_id, chunk.tool_name, chunk.args)
+        if chunk.tool_call_id in state.tool_inputs:  # its deltas named it already
+            return state, (available,)
         return _with_part(state, chunk.tool_call_id), (available,)
     if isinstance(chunk, ToolResult):
         return state, (UIToolOutputAvailable(chunk.tool_call_id, chunk.result),)
