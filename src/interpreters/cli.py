@@ -134,7 +134,7 @@ def _run(
 
 def _problem(result: RunResult, url: str) -> str | None:
     """Why the run did not finish, as one line; a failed call names the URL called."""
-    from pipeline.result import ApiFailed
+    from pipeline.result import ApiFailed, StreamFailed
 
     if result.tripwire is not None:
         t = result.tripwire
@@ -143,6 +143,8 @@ def _problem(result: RunResult, url: str) -> str | None:
     if error is None:
         return None
     line = _one_line(str(error))
+    if isinstance(error, StreamFailed):
+        line += f" (POST {url})"
     if isinstance(error, ApiFailed):
         line += f" (POST {url})"
         path = url.split("://", 1)[-1].partition("/")[2]

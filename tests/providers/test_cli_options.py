@@ -118,3 +118,12 @@ def test_a_connection_failure_names_the_url() -> None:
     assert code == 1
     [line] = _error_lines(err.getvalue())
     assert "http://127.0.0.1:9/v1/chat/completions" in line
+
+
+def test_a_stream_that_breaks_names_the_url(server: ReplayServer) -> None:
+    body = oa_text_stream("Hello", " there", " friend")
+    server.queue(Reply(200, SSE, body, cut_after=len(body) // 2))
+    out, err = io.StringIO(), io.StringIO()
+    assert run_model("vllm/m", "hi", base_url=f"{server.url}/v1", out=out, err=err) == 1
+    [line] = _error_lines(err.getvalue())
+    assert f"(POST {server.url}/v1/chat/completions)" in line
