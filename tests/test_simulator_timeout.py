@@ -100,3 +100,12 @@ async def test_with_real_sleeps_the_timeout_is_real_time() -> None:
     with anyio.fail_after(10):
         run = await sim.run(Agent.create("m"), "hi", timeout=0.05)
     assert run.result.error == Cancelled("timed out after 0.05 s")
+
+
+async def test_deadlines_of_finished_streams_do_not_pile_up() -> None:
+    sim = AsyncSimulator(ScriptedModel([Say("x")] * 50))
+    for _ in range(50):
+        async with sim.stream(Agent.create("m"), "hi", timeout=5) as stream:
+            async for _c in stream:
+                pass
+    assert sim.clock.pending_alarms <= 1  # only the last stream's, at most

@@ -88,6 +88,11 @@ class VirtualClock:
     def cancel_alarm(self, handle: int) -> None:
         self._alarms.pop(handle, None)
 
+    @property
+    def pending_alarms(self) -> int:
+        """Alarms set that have neither rung nor been cancelled."""
+        return len(self._alarms)
+
 
 class ScriptedCall(msgspec.Struct, frozen=True):
     """A tool call the scripted model makes."""

@@ -54,6 +54,8 @@ class AsyncSimulator:
             m.clock = self.clock
         self._runs = 0
         self._real_sleep = real_sleep
+        self._streaming: list[_VirtualDeadline] = []
+        """Deadlines of streams handed out, disarmed once their run is over."""
         sleep: Callable[[float], Awaitable[None]] = (
             anyio.sleep if real_sleep else self._virtual_sleep
         )
@@ -133,6 +135,7 @@ class AsyncSimulator:
         )
         if deadline is not None:
             deadline.done = lambda: stream.done
+            self._streaming.append(deadline)
         return stream
 
     def _deadline(
@@ -142,6 +145,13 @@ class AsyncSimulator:
             return None  # with real sleeps, the interpreter's own (real-time) timeout
         if not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        live = []
+        for d in self._streaming:  # so alarms do not pile up on a long-lived simulator
+            if d.done():
+                d.disarm()
+            else:
+                live.append(d)
+        self._streaming = live
         return _VirtualDeadline(self.clock, timeout, signal)
 
 
