@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -23,6 +24,13 @@ def add(a: int, b: int) -> int:
 def refuse(reason: str) -> str:
     """Always fails, with the reason given (an error result the client sees)."""
     raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Answers after `seconds` (to check the client's call timeout)."""
+    await anyio.sleep(seconds)
+    return "done"
 
 
 @server.tool()

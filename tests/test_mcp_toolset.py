@@ -53,7 +53,7 @@ def _alive(pid: int) -> bool:
 async def test_stdio_tools_carry_the_servers_schemas() -> None:
     async with _stdio() as toolset:
         tools = {t.name: t for t in toolset.tools}
-    assert set(tools) == {"add", "refuse", "pid"}
+    assert set(tools) == {"add", "refuse", "slow", "pid"}
     add = tools["add"].spec
     assert add.description == "Add two integers."
     assert add.parameters["type"] == "object"
@@ -79,6 +79,16 @@ async def test_an_agent_calls_mcp_tools_and_sees_their_errors() -> None:
     assert refused.is_error and "refused: no" in str(refused.result)
     assert invalid.is_error  # the server validated the arguments
     assert model.requests[1].messages[-1].role == "tool"  # the model saw all three
+
+
+async def test_a_call_past_its_timeout_is_an_error_result() -> None:
+    model = ScriptedModel([Say("", calls=[call("slow", seconds=60)]), Say("Gave up.")])
+    async with MCPToolset.stdio(sys.executable, [SERVER], call_timeout=0.5) as toolset:
+        with anyio.fail_after(30):  # a guard only: the call timeout ends it
+            run = await AsyncSimulator(model).run(Agent.create("m", tools=toolset.tools), "go")
+    assert run.result.status == "finished"
+    [slow] = run.result.steps[0].tool_results
+    assert slow.is_error
 
 
 async def test_prefix_and_include_select_and_rename_tools() -> None:
@@ -129,7 +139,7 @@ def http_server() -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, SERVER, "http", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(200):  # wait (10 s at most) until it listens
+        for _ in range(600):  # wait (30 s at most: a loaded machine) until it listens
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
@@ -145,7 +155,7 @@ def http_server() -> Iterator[str]:
 async def test_streamable_http_tools(http_server: str) -> None:
     model = ScriptedModel([Say("", calls=[call("add", a=40, b=2)]), Say("42.")])
     async with MCPToolset.http(http_server) as toolset:
-        assert {t.name for t in toolset.tools} == {"add", "refuse", "pid"}
+        assert {t.name for t in toolset.tools} == {"add", "refuse", "slow", "pid"}
         run = await AsyncSimulator(model).run(Agent.create("m", tools=toolset.tools), "go")
     assert run.result.steps[0].tool_results[0].result == 42
 
