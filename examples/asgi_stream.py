@@ -7,6 +7,12 @@
 streams every chunk as one JSON line (`application/x-ndjson`), then a last line with
 the outcome: `{"type": "result", "status": "finished", "text": "..."}`.
 
+`POST /api/chat` speaks the AI SDK's UI message stream (server-sent events, header
+`x-vercel-ai-ui-message-stream: v1`): point a `useChat` front end at it as is. It takes
+the body `useChat` posts (`{"id": ..., "messages": [UI messages]}`) and streams text,
+reasoning, tool calls and results, data parts, errors and the finish; an answer a
+processor discarded for a retry arrives marked by a `data-step-discarded` part.
+
 - **Backpressure for free**: the interpreter is pulled by the loop that sends to the
   client, so the model is read only as fast as the client takes the response.
 - **A client that goes away cancels its run**: a task watches for `http.disconnect` and
@@ -30,9 +36,17 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.cancel import AbortSignal
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
-from pipeline.chunks import chunk_encoder
+from pipeline.messages import RunInput
 from pipeline.model import ModelRequest
 from pipeline.result import RunResult
+from pipeline.ui_stream import (
+    NDJSON_HEADERS,
+    UI_MESSAGE_STREAM_HEADERS,
+    UIChatRequest,
+    ndjson_async,
+    ui_chat_messages,
+    ui_message_sse_async,
+)
 
 Scope = MutableMapping[str, object]
 Message = MutableMapping[str, object]
@@ -61,7 +75,7 @@ def chat_app(
     timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
 ) -> ASGIApp:
-    """An ASGI app serving `POST /chat` for `agent`."""
+    """An ASGI app serving `POST /chat` (NDJSON) and `POST /api/chat` (`useChat`)."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -69,44 +83,49 @@ def chat_app(
             return
         if scope["type"] != "http":
             return
-        if scope.get("path") != "/chat":
+        path = scope.get("path")
+        if path not in ("/chat", "/api/chat"):
             await _plain(send, 404, b"not found")
             return
         if scope.get("method") != "POST":
             await _plain(send, 405, b"use POST")
             return
+        run_input: RunInput
+        thread_id: str | None
         try:
-            req = msgspec.json.decode(await _body(receive), type=ChatRequest)
+            body = await _body(receive)
+            if path == "/chat":
+                req = msgspec.json.decode(body, type=ChatRequest)
+                run_input, thread_id = req.prompt, req.thread_id
+            else:
+                ui = msgspec.json.decode(body, type=UIChatRequest)
+                run_input, thread_id = ui_chat_messages(ui), ui.id
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             await _plain(send, 422, str(e).encode())
             return
-        await send({
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"application/x-ndjson")],
-        })
+        ui_stream = path == "/api/chat"
+        headers = UI_MESSAGE_STREAM_HEADERS if ui_stream else NDJSON_HEADERS
+        await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
         signal = AbortSignal()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, signal)
             stream = interpreter.stream(
-                agent, req.prompt, thread_id=req.thread_id, signal=signal, timeout=timeout
+                agent, run_input, thread_id=thread_id, signal=signal, timeout=timeout
             )
             async with stream:
-                async for chunk in stream:  # ends promptly once the signal is aborted
+                frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
+                async for frame in frames:  # ends promptly once the signal is aborted
                     if signal.aborted:
                         continue  # the client is gone: nothing more to send
-                    line = chunk_encoder.encode(chunk) + b"\n"
-                    await send({"type": "http.response.body", "body": line, "more_body": True})
+                    await send({"type": "http.response.body", "body": frame, "more_body": True})
             result = stream.result
             if not signal.aborted:
-                last = ResultLine(
-                    result.status, result.text, str(result.error) if result.error else None
-                )
-                await send({
-                    "type": "http.response.body",
-                    "body": msgspec.json.encode(last) + b"\n",
-                    "more_body": False,
-                })
+                last = b""
+                if not ui_stream:  # NDJSON ends with the outcome; SSE with `[DONE]`
+                    last = msgspec.json.encode(ResultLine(
+                        result.status, result.text, str(result.error) if result.error else None
+                    )) + b"\n"
+                await send({"type": "http.response.body", "body": last, "more_body": False})
             tg.cancel_scope.cancel()  # stop watching: the response is over
         if on_result is not None:
             on_result(result)

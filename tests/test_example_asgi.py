@@ -126,3 +126,105 @@ async def test_the_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert msgspec.json.decode(lines[-1], type=ResultLine).status == "finished"
     assert any('"tool-result"' in line for line in lines)
+
+
+# --- the AI SDK UI message stream (`useChat`) on POST /api/chat --------------------------
+
+
+def _ui_events(text: str) -> list[dict[str, object]]:
+    """The SSE events a `useChat` client reads, up to `data: [DONE]`."""
+    frames = text.split("\n\n")
+    assert frames[-2:] == ["data: [DONE]", ""]
+    out: list[dict[str, object]] = []
+    for frame in frames[:-2]:
+        assert frame.startswith("data: ")
+        event = msgspec.json.decode(frame.removeprefix("data: "))
+        assert isinstance(event, dict)
+        out.append(event)
+    return out
+
+
+def _use_chat_body(*texts: str) -> dict[str, object]:
+    """What `useChat`'s default transport posts: the chat id and its UI messages."""
+    roles = ["user", "assistant"]
+    return {
+        "id": "chat-1",
+        "trigger": "submit-message",
+        "messages": [
+            {"id": f"m{i}", "role": roles[i % 2], "parts": [{"type": "text", "text": t}]}
+            for i, t in enumerate(texts)
+        ],
+    }
+
+
+async def test_use_chat_reads_the_ui_message_stream() -> None:
+    transport = httpx.ASGITransport(app=demo_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        r = await client.post("/api/chat", json=_use_chat_body("weather today?"))
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "text/event-stream"
+    assert r.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    evs = _ui_events(r.text)
+    kinds = [e["type"] for e in evs]
+    assert kinds[0] == "start" and kinds[-1] == "finish"
+    assert kinds.count("start-step") == kinds.count("finish-step") == 2
+    outputs = [e for e in evs if e["type"] == "tool-output-available"]
+    assert [e["output"] for e in outputs] == ["sunny in Paris"]
+    text = "".join(str(e["delta"]) for e in evs if e["type"] == "text-delta")
+    assert text == "Let me check. weather today? (echo)"
+
+
+async def test_use_chat_history_goes_to_the_model() -> None:
+    model = TrackedModel([Say("ok")])
+    app = chat_app(Agent.create("m"), AsyncInterpreter(model))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        r = await client.post("/api/chat", json=_use_chat_body("hi", "hello!", "how are you?"))
+        bad = await client.post("/api/chat", json={"messages": "nope"})
+    assert r.status_code == 200
+    sent = [(m.role, m.text) for m in model.requests[0].messages if m.role != "system"]
+    assert sent == [("user", "hi"), ("assistant", "hello!"), ("user", "how are you?")]
+    assert bad.status_code == 422
+
+
+async def test_a_discarded_answer_reaches_the_client_marked_discarded() -> None:
+    from effects import Continue
+    from pipeline.processor import OutputStepArgs, OutputStepResult, Processor, abort
+
+    class Guard(Processor):
+        id = "guard"
+
+        def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
+            if len(args.text) < 10:
+                abort("Too short.", retry=True)
+            return Continue()
+
+    model = TrackedModel([Say("Sunny."), Say("It is sunny in Paris.")])
+    app = chat_app(Agent.create("m", output_processors=[Guard()]), AsyncInterpreter(model))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        r = await client.post("/api/chat", json=_use_chat_body("weather?"))
+    evs = _ui_events(r.text)
+    discarded = [e for e in evs if e["type"] == "data-step-discarded"]
+    assert len(discarded) == 1
+    data = discarded[0]["data"]
+    assert isinstance(data, dict)
+    assert "transient" not in discarded[0]  # kept in the client's message
+    # the discarded text is named, and the retried answer is a separate text part
+    [first, second] = [e["id"] for e in evs if e["type"] == "text-start"]
+    assert data["part_ids"] == [first] and first != second
+    i = evs.index(discarded[0])
+    assert evs[i + 1] == {"type": "finish-step"}  # the discarded step is closed
+
+
+async def test_a_timed_out_run_ends_the_ui_stream_with_an_error() -> None:
+    model = TrackedModel([Say(["one ", "two ", "three"])], block=(0, 2))
+    app = chat_app(Agent.create("m"), AsyncInterpreter(model), timeout=0.5)
+    with anyio.fail_after(10):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            r = await client.post("/api/chat", json=_use_chat_body("hi"))
+    evs = _ui_events(r.text)
+    assert [e["type"] for e in evs][-3:] == ["error", "finish-step", "finish"]
+    assert "timed out" in str(evs[-3]["errorText"])
+    assert model.closed == model.opened

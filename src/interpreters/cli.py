@@ -1,18 +1,39 @@
 """The `pipeline` command: `pipeline demo` (the simulator), `pipeline run` (a real model)
-and `pipeline replay` (a recorded run, offline)."""
+and `pipeline replay` (a recorded run, offline).
+
+Errors come out as one readable line on stderr (`pipeline run: ...`), never a repr or a
+traceback; an HTTP 404 names the URL that was called, since a base URL without its
+`/v1` is the usual cause.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from pipeline.result import RunResult
+
+MAX_ERROR = 500
+"""Characters of an error line at most (a provider may send a whole page back)."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pipeline-agents")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pipeline", description="LLM agents shaped by pure processors."
     )
+    parser.add_argument("--version", action="version", version=f"pipeline {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="run a small agent on the simulator and stream it")
     run = sub.add_parser("run", help="stream a real model's answer to a prompt")
@@ -23,6 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--base-url",
                      help="the endpoint for --model's route (a local server); a model id "
                           "without a router prefix is then an OpenAI-compatible one")
+    run.add_argument("--api-key",
+                     help="the key for --model's route, sent to that route only (default: "
+                          "its environment variable, e.g. OPENAI_API_KEY, which keeps the "
+                          "key out of the process list)")
     run.add_argument("--system", default="", help="instructions (a system message)")
     run.add_argument("--max-steps", type=int, default=1)
     replay = sub.add_parser("replay", help="replay a recorded run (a journal) offline")
@@ -37,8 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from interpreters.demo import run_demo
 
         return run_demo()
-    return run_model(args.model, args.prompt, base_url=args.base_url, system=args.system,
-                     max_steps=args.max_steps)
+    return run_model(args.model, args.prompt, base_url=args.base_url, api_key=args.api_key,
+                     system=args.system, max_steps=args.max_steps)
 
 
 def run_model(
@@ -46,25 +71,53 @@ def run_model(
     prompt: str,
     *,
     base_url: str | None = None,
+    api_key: str | None = None,
     system: str = "",
     max_steps: int = 1,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
     """Stream one run against a real provider; exit code 0 when it finished."""
-    from interpreters.providers import ProviderConfigError, Resolver, provider_config
-    from interpreters.sync import SyncInterpreter
-    from pipeline import Agent, ErrorChunk, ReasoningDelta, TextDelta, Tripwire
-
     w, e = out or sys.stdout, err or sys.stderr
     try:
+        return _run(model, prompt, base_url, api_key, system, max_steps, w, e)
+    except KeyboardInterrupt:
+        e.write("\npipeline run: interrupted\n")
+        return 130
+    except Exception as x:  # anything unforeseen: one line, not a traceback
+        text = str(x)
+        e.write(f"pipeline run: {_one_line(type(x).__name__ + (': ' + text if text else ''))}\n")
+        return 1
+
+
+def _run(
+    model: str,
+    prompt: str,
+    base_url: str | None,
+    api_key: str | None,
+    system: str,
+    max_steps: int,
+    w: TextIO,
+    e: TextIO,
+) -> int:
+    from interpreters.providers import ProviderConfigError, Resolver, provider_config
+    from interpreters.sync import SyncInterpreter
+    from pipeline import Agent, ReasoningDelta, TextDelta
+
+    try:
         # A missing key fails before any request.
-        route = provider_config(model, base_url=base_url).route
+        cfg = provider_config(model, base_url=base_url, api_key=api_key)
     except ProviderConfigError as x:
-        e.write(f"pipeline run: {x}\n")
+        hint = " (or pass --api-key)" if "no API key" in str(x) else ""
+        e.write(f"pipeline run: {_one_line(str(x))}{hint}\n")
         return 2
-    # --base-url is for --model's route only: no other route's key is sent there.
-    resolver = Resolver(base_urls={route: base_url} if base_url else None)
+    route = cfg.route
+    url = cfg.endpoint.url(cfg.codec().path)
+    # --base-url and --api-key are for --model's route only: no other route gets them.
+    resolver = Resolver(
+        base_urls={route: base_url} if base_url else None,
+        api_keys={route: api_key} if api_key else None,
+    )
     try:
         agent = Agent.create(model, instructions=system or (), max_steps=max_steps)
         stream = SyncInterpreter(resolve=resolver).stream(agent, prompt)
@@ -73,18 +126,44 @@ def run_model(
                 w.write(chunk.text)
             elif isinstance(chunk, ReasoningDelta):
                 e.write(chunk.text)
-            elif isinstance(chunk, ErrorChunk | Tripwire):
-                w.flush()
-                e.write(f"\npipeline run: {chunk}\n")
             w.flush()
         result = stream.result
     finally:
         resolver.close()
     w.write("\n")
+    problem = _problem(result, url)
+    if problem:
+        e.write(f"pipeline run: {problem}\n")
     u = result.usage
     e.write(f"[{result.status}, {result.finish_reason}, "
             f"{u.input_tokens} in / {u.output_tokens} out tokens]\n")
     return 0 if result.status == "finished" else 1
+
+
+def _problem(result: RunResult, url: str) -> str | None:
+    """Why the run did not finish, as one line; a failed call names the URL called."""
+    from pipeline.result import ApiFailed, StreamFailed
+
+    if result.tripwire is not None:
+        t = result.tripwire
+        return _one_line(f"blocked by processor {t.processor_id!r}: {t.reason}")
+    error = result.error
+    if error is None:
+        return None
+    line = _one_line(str(error))
+    if isinstance(error, StreamFailed):
+        line += f" (POST {url})"
+    if isinstance(error, ApiFailed):
+        line += f" (POST {url})"
+        path = url.split("://", 1)[-1].partition("/")[2]
+        if error.error.status == 404 and not path.startswith("v1/") and "/v1/" not in path:
+            line += "; is /v1 missing from the base URL?"
+    return line
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_ERROR else line[: MAX_ERROR - 1] + "…"
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import anyio.lowlevel
 import msgspec
 
 from interpreters.observe import Observer
@@ -51,18 +52,52 @@ if TYPE_CHECKING:
 
 
 class VirtualClock:
-    """Time that moves only when told to."""
+    """Time that moves only when told to.
 
-    __slots__ = ("now",)
+    An alarm (`alarm(at, ring)`) is how a virtual timeout works: a sleep that reaches it
+    calls `ring()`, and if `ring` says it acted (returns True) the sleep ends there, at
+    `at`, as a real sleep is cut short by its timeout. Each alarm rings once.
+    """
+
+    __slots__ = ("_alarms", "_next_alarm", "now")
 
     def __init__(self, start: float = 0.0) -> None:
         self.now = start
+        self._alarms: dict[int, tuple[float, Callable[[], bool]]] = {}
+        self._next_alarm = 0
 
     def __call__(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
-        self.now += max(0.0, seconds)
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> bool:
+        """Sleep `seconds`; True when an alarm rang and cut the sleep short."""
+        target = self.now + max(0.0, seconds)
+        if self._alarms:
+            due = sorted((at, h) for h, (at, _) in self._alarms.items() if at <= target)
+            for at, h in due:
+                _, ring = self._alarms.pop(h)
+                self.now = max(self.now, at)
+                if ring():
+                    return True
+        self.now = target
+        return False
+
+    def alarm(self, at: float, ring: Callable[[], bool]) -> int:
+        """Call `ring` when a sleep reaches virtual time `at`; a handle to cancel it."""
+        self._next_alarm += 1
+        self._alarms[self._next_alarm] = (at, ring)
+        return self._next_alarm
+
+    def cancel_alarm(self, handle: int) -> None:
+        self._alarms.pop(handle, None)
+
+    @property
+    def pending_alarms(self) -> int:
+        """Alarms set that have neither rung nor been cancelled."""
+        return len(self._alarms)
 
 
 class ScriptedCall(msgspec.Struct, frozen=True):
@@ -227,8 +262,9 @@ class ScriptedModel:
     async def _pause(self, seconds: float) -> None:
         if self._async_sleep is not None and seconds > 0:
             await self._async_sleep(seconds)  # type: ignore[misc]
-        else:
-            self.clock.sleep(seconds)
+        elif self.clock.advance(seconds):
+            # A run's virtual deadline rang and cancelled it: the cancellation lands here.
+            await anyio.lowlevel.checkpoint()
 
 
 def _cut(step: Say, events: list[ModelEvent]) -> int:

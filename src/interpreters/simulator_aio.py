@@ -12,6 +12,9 @@ their turn) and cost no real time. For benchmarks, `real_sleep=True` waits for r
 (`anyio.sleep`) before retries; give the model `ScriptedModel(..., async_sleep=anyio.sleep)`
 for real model latency. The virtual clock is one counter for the simulator: concurrent
 runs each advance it, so in-run timestamps are meaningful for one run at a time.
+
+`timeout=` counts virtual time too: `run(agent, p, timeout=1)` against 100 s of scripted
+latency ends cancelled at virtual t=1, at once in real time.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ class AsyncSimulator:
         for m in self.models.values():
             m.clock = self.clock
         self._runs = 0
+        self._real_sleep = real_sleep
+        self._streaming: list[_VirtualDeadline] = []
+        """Deadlines of streams handed out, disarmed once their run is over."""
         sleep: Callable[[float], Awaitable[None]] = (
             anyio.sleep if real_sleep else self._virtual_sleep
         )
@@ -93,12 +99,21 @@ class AsyncSimulator:
         signal: AbortSignal | None = None,
         timeout: float | None = None,
     ) -> SimRun:
-        """Run to the end; the result, the full trace and the virtual time at the end."""
+        """Run to the end; the result, the full trace and the virtual time at the end.
+
+        `timeout` is in virtual seconds: the run ends cancelled when the virtual clock
+        reaches it (see `stream`)."""
         trace = Trace()
-        result: RunResult = await self._interp.run(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
-            trace=trace, signal=signal, timeout=timeout,
-        )
+        deadline = self._deadline(signal, timeout)
+        try:
+            result: RunResult = await self._interp.run(
+                agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+                deps=deps, trace=trace, signal=signal if deadline is None else deadline.signal,
+                timeout=timeout if self._real_sleep else None,
+            )
+        finally:
+            if deadline is not None:
+                deadline.disarm()
         return SimRun(result, trace, self.clock.now)
 
     @staticmethod
@@ -125,11 +140,93 @@ class AsyncSimulator:
         signal: AbortSignal | None = None,
         timeout: float | None = None,
     ) -> AsyncRunStream:
-        """The run's chunks as an async iterator (`async with sim.stream(...) as s:`)."""
-        return self._interp.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
-            trace=trace, signal=signal, timeout=timeout,
+        """The run's chunks as an async iterator (`async with sim.stream(...) as s:`).
+
+        `timeout` counts virtual time from now: when latency or retry backoff brings the
+        virtual clock to the deadline, the clock stops there and the run ends cancelled
+        ("timed out after N s"), as a real run past its timeout does. With
+        `real_sleep=True` the timeout is in real seconds, as on `AsyncInterpreter`.
+        """
+        deadline = self._deadline(signal, timeout)
+        stream = self._interp.stream(
+            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
+            deps=deps, trace=trace, signal=signal if deadline is None else deadline.signal,
+            timeout=timeout if self._real_sleep else None,
         )
+        if deadline is not None:
+            deadline.done = lambda: stream.done
+            self._streaming.append(deadline)
+        return stream
+
+    def _deadline(
+        self, signal: AbortSignal | None, timeout: float | None
+    ) -> _VirtualDeadline | None:
+        if timeout is None or self._real_sleep:
+            return None  # with real sleeps, the interpreter's own (real-time) timeout
+        if not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        live = []
+        for d in self._streaming:  # so alarms do not pile up on a long-lived simulator
+            if d.done():
+                d.disarm()
+            else:
+                live.append(d)
+        self._streaming = live
+        return _VirtualDeadline(self.clock, timeout, signal)
+
+
+class _LinkedSignal(AbortSignal):
+    """Aborted by its own `abort()` (the deadline) or by the caller's signal."""
+
+    __slots__ = ("_parent",)
+
+    def __init__(self, parent: AbortSignal | None) -> None:
+        super().__init__()
+        self._parent = parent
+
+    @property
+    def aborted(self) -> bool:
+        return super().aborted or (self._parent is not None and self._parent.aborted)
+
+    @property
+    def reason(self) -> str | None:
+        own = super().reason
+        return own if own is not None or self._parent is None else self._parent.reason
+
+    def watch(self, scope: anyio.CancelScope) -> None:
+        super().watch(scope)
+        if self._parent is not None:
+            self._parent.watch(scope)
+
+    def unwatch(self, scope: anyio.CancelScope) -> None:
+        super().unwatch(scope)
+        if self._parent is not None:
+            self._parent.unwatch(scope)
+
+
+class _VirtualDeadline:
+    """A run's timeout on the virtual clock: an alarm that aborts the run's signal."""
+
+    def __init__(self, clock: VirtualClock, timeout: float, parent: AbortSignal | None):
+        self.signal = _LinkedSignal(parent)
+        self.done: Callable[[], bool] = lambda: False
+        self._clock = clock
+        self._reason = f"timed out after {timeout:g} s"
+        if timeout <= 0:
+            self.signal.abort(self._reason)
+            self._handle: int | None = None
+        else:
+            self._handle = clock.alarm(clock.now + timeout, self._ring)
+
+    def _ring(self) -> bool:
+        if self.done() or self.signal.aborted:
+            return False  # over already, or cancelled for another reason: time goes on
+        self.signal.abort(self._reason)
+        return True
+
+    def disarm(self) -> None:
+        if self._handle is not None:
+            self._clock.cancel_alarm(self._handle)
 
 
 __all__ = ["AsyncSimulator"]

@@ -1,0 +1,388 @@
+"""A run's chunks for the web: the AI SDK UI message stream, and NDJSON. Pure, no I/O.
+
+The UI message stream (protocol v1, as the AI SDK's `useChat` reads it) is server-sent
+events, one JSON part per `data:` line, ending with `data: [DONE]`; the response carries
+the header `x-vercel-ai-ui-message-stream: v1` (`UI_MESSAGE_STREAM_HEADERS`).
+
+    for frame in ui_message_sse(stream):          # a sync run stream, or
+    async for frame in ui_message_sse_async(s):   # an async one
+        send(frame)                               # bytes, ready for the response body
+
+`ui_start` / `ui_parts` / `ui_end` are the pure steps underneath: a frozen state and a
+chunk in, the new state and the parts to send out. How the run's chunks map:
+
+- step-start / step-finish: `start-step` / `finish-step`; text-* and reasoning-*: the
+  same; a tool call's argument deltas: `tool-input-start` then `tool-input-delta`; the
+  call: `tool-input-available`; its result or error: `tool-output-available` /
+  `tool-output-error`; a source: `source-url`; `data-*` chunks: data parts.
+- A step a processor discarded for a retry is marked, never merged into the answer: the
+  loop's `data-step-discarded` chunk goes out as a data part kept in the message (not
+  transient), with `part_ids` naming the text, reasoning and tool parts of that step,
+  and the step is closed, so the retried answer becomes new parts.
+- An error chunk (a failed or cancelled run): `error`; a processor's tripwire: a
+  `data-tripwire` part. The stream always ends with `finish`, so the client settles.
+
+Only the fields the protocol defines are sent: AI SDK checks parts against strict
+schemas, so an extra key would fail the client's stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from typing import Literal
+
+import msgspec
+
+from pipeline.chunks import (
+    Chunk,
+    DataChunk,
+    ErrorChunk,
+    Finish,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    SourceChunk,
+    StepFinish,
+    StepStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolCallDelta,
+    ToolError,
+    ToolResult,
+    Tripwire,
+    chunk_encoder,
+)
+from pipeline.messages import Message, TextPart
+
+Headers = tuple[tuple[bytes, bytes], ...]
+
+UI_MESSAGE_STREAM_HEADERS: Headers = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-vercel-ai-ui-message-stream", b"v1"),
+    (b"x-accel-buffering", b"no"),  # proxies (nginx) must not buffer the stream
+)
+NDJSON_HEADERS: Headers = ((b"content-type", b"application/x-ndjson"),)
+SSE_DONE = b"data: [DONE]\n\n"
+DISCARDED = "data-step-discarded"
+
+
+class _Part(
+    msgspec.Struct, frozen=True, tag_field="type", rename="camel", omit_defaults=True
+):
+    """One part of the UI message stream; `type` is its tag."""
+
+
+class UIStart(_Part, frozen=True, tag="start"):
+    message_id: str | None = None
+
+
+class UIStartStep(_Part, frozen=True, tag="start-step"):
+    pass
+
+
+class UIFinishStep(_Part, frozen=True, tag="finish-step"):
+    pass
+
+
+class UIFinish(_Part, frozen=True, tag="finish"):
+    pass
+
+
+class UITextStart(_Part, frozen=True, tag="text-start"):
+    id: str
+
+
+class UITextDelta(_Part, frozen=True, tag="text-delta"):
+    id: str
+    delta: str
+
+
+class UITextEnd(_Part, frozen=True, tag="text-end"):
+    id: str
+
+
+class UIReasoningStart(_Part, frozen=True, tag="reasoning-start"):
+    id: str
+
+
+class UIReasoningDelta(_Part, frozen=True, tag="reasoning-delta"):
+    id: str
+    delta: str
+
+
+class UIReasoningEnd(_Part, frozen=True, tag="reasoning-end"):
+    id: str
+
+
+class UIToolInputStart(_Part, frozen=True, tag="tool-input-start"):
+    tool_call_id: str
+    tool_name: str
+
+
+class UIToolInputDelta(_Part, frozen=True, tag="tool-input-delta"):
+    tool_call_id: str
+    input_text_delta: str
+
+
+class UIToolInputAvailable(_Part, frozen=True, tag="tool-input-available"):
+    tool_call_id: str
+    tool_name: str
+    input: object
+
+
+class UIToolOutputAvailable(_Part, frozen=True, tag="tool-output-available"):
+    tool_call_id: str
+    output: object
+
+
+class UIToolOutputError(_Part, frozen=True, tag="tool-output-error"):
+    tool_call_id: str
+    error_text: str
+
+
+class UISourceUrl(_Part, frozen=True, tag="source-url"):
+    source_id: str
+    url: str
+    title: str | None = None
+
+
+class UIError(_Part, frozen=True, tag="error"):
+    error_text: str
+
+
+class UIData(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A `data-*` part: its `type` is the chunk's name (so it cannot be a fixed tag)."""
+
+    type: str
+    data: object
+    id: str | None = None
+    transient: bool = False
+
+
+UIPart = (
+    UIStart
+    | UIStartStep
+    | UIFinishStep
+    | UIFinish
+    | UITextStart
+    | UITextDelta
+    | UITextEnd
+    | UIReasoningStart
+    | UIReasoningDelta
+    | UIReasoningEnd
+    | UIToolInputStart
+    | UIToolInputDelta
+    | UIToolInputAvailable
+    | UIToolOutputAvailable
+    | UIToolOutputError
+    | UISourceUrl
+    | UIError
+    | UIData
+)
+
+
+class UIStreamState(msgspec.Struct, frozen=True):
+    """Where the UI stream is: what is open, and what the open step streamed."""
+
+    step_open: bool = False
+    step_parts: tuple[str, ...] = ()
+    """Ids of the text, reasoning and tool parts of the open step (for a discard)."""
+    tool_inputs: tuple[str, ...] = ()
+    """Tool calls of the open step whose `tool-input-start` went out."""
+    finished: bool = False
+
+
+def ui_start(message_id: str | None = None) -> tuple[UIStreamState, tuple[UIPart, ...]]:
+    """The first part; without `message_id` the client makes one up."""
+    return UIStreamState(), (UIStart(message_id),)
+
+
+def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[UIPart, ...]]:
+    """The parts one chunk becomes, and the state after it."""
+    if state.finished:
+        return state, ()  # nothing follows `finish` but `[DONE]`
+    t = type(chunk)
+    if t is TextDelta:
+        assert isinstance(chunk, TextDelta)
+        return state, (UITextDelta(chunk.id, chunk.text),)
+    if t is ReasoningDelta:
+        assert isinstance(chunk, ReasoningDelta)
+        return state, (UIReasoningDelta(chunk.id, chunk.text),)
+    if isinstance(chunk, TextStart):
+        return _with_part(state, chunk.id), (UITextStart(chunk.id),)
+    if isinstance(chunk, TextEnd):
+        return state, (UITextEnd(chunk.id),)
+    if isinstance(chunk, ReasoningStart):
+        return _with_part(state, chunk.id), (UIReasoningStart(chunk.id),)
+    if isinstance(chunk, ReasoningEnd):
+        return state, (UIReasoningEnd(chunk.id),)
+    if isinstance(chunk, ToolCallDelta):
+        delta = UIToolInputDelta(chunk.tool_call_id, chunk.args_delta)
+        if chunk.tool_call_id in state.tool_inputs:
+            return state, (delta,)
+        state = msgspec.structs.replace(
+            _with_part(state, chunk.tool_call_id),
+            tool_inputs=(*state.tool_inputs, chunk.tool_call_id),
+        )
+        return state, (UIToolInputStart(chunk.tool_call_id, chunk.tool_name), delta)
+    if isinstance(chunk, ToolCall):
+        available = UIToolInputAvailable(chunk.tool_call_id, chunk.tool_name, chunk.args)
+        if chunk.tool_call_id in state.tool_inputs:  # its deltas named it already
+            return state, (available,)
+        return _with_part(state, chunk.tool_call_id), (available,)
+    if isinstance(chunk, ToolResult):
+        return state, (UIToolOutputAvailable(chunk.tool_call_id, chunk.result),)
+    if isinstance(chunk, ToolError):
+        return state, (UIToolOutputError(chunk.tool_call_id, chunk.error),)
+    if isinstance(chunk, SourceChunk):
+        return state, (UISourceUrl(chunk.source_id, chunk.url, chunk.title),)
+    if isinstance(chunk, StepStart):
+        state, closing = _close_step(state)
+        return msgspec.structs.replace(state, step_open=True), (*closing, UIStartStep())
+    if isinstance(chunk, StepFinish):
+        return _close_step(state)
+    if isinstance(chunk, Finish):
+        state, closing = _close_step(state)
+        return msgspec.structs.replace(state, finished=True), (*closing, UIFinish())
+    if isinstance(chunk, DataChunk):
+        if chunk.name == DISCARDED:
+            return _discarded(state, chunk)
+        return state, (UIData(chunk.name, chunk.data, transient=chunk.transient),)
+    if isinstance(chunk, ErrorChunk):
+        return state, (UIError(f"{chunk.kind}: {chunk.message}"),)
+    if isinstance(chunk, Tripwire):
+        data = msgspec.to_builtins(chunk)
+        assert isinstance(data, dict)
+        data.pop("type", None)
+        return state, (UIData("data-tripwire", data),)
+    return state, ()
+
+
+def ui_end(state: UIStreamState) -> tuple[UIPart, ...]:
+    """The parts that close the stream when the run's chunks ran out (`finish`)."""
+    if state.finished:
+        return ()
+    return (*_close_step(state)[1], UIFinish())
+
+
+def sse_frame(part: UIPart) -> bytes:
+    """One server-sent event: `data: {json}` and a blank line."""
+    return b"data: " + _encoder.encode(part) + b"\n\n"
+
+
+def ui_message_sse(chunks: Iterable[Chunk], *, message_id: str | None = None) -> Iterator[bytes]:
+    """A run's chunks as the UI message stream's SSE frames, up to `data: [DONE]`."""
+    state, parts = ui_start(message_id)
+    for p in parts:
+        yield sse_frame(p)
+    for chunk in chunks:
+        state, parts = ui_parts(state, chunk)
+        for p in parts:
+            yield sse_frame(p)
+    for p in ui_end(state):
+        yield sse_frame(p)
+    yield SSE_DONE
+
+
+async def ui_message_sse_async(
+    chunks: AsyncIterable[Chunk], *, message_id: str | None = None
+) -> AsyncIterator[bytes]:
+    """`ui_message_sse` over an async run stream."""
+    state, parts = ui_start(message_id)
+    for p in parts:
+        yield sse_frame(p)
+    async for chunk in chunks:
+        state, parts = ui_parts(state, chunk)
+        for p in parts:
+            yield sse_frame(p)
+    for p in ui_end(state):
+        yield sse_frame(p)
+    yield SSE_DONE
+
+
+def ndjson_line(chunk: Chunk) -> bytes:
+    """A chunk as one JSON line (decode it with `pipeline.chunks.chunk_decoder`)."""
+    return chunk_encoder.encode(chunk) + b"\n"
+
+
+def ndjson(chunks: Iterable[Chunk]) -> Iterator[bytes]:
+    """A run's chunks as NDJSON lines."""
+    for chunk in chunks:
+        yield ndjson_line(chunk)
+
+
+async def ndjson_async(chunks: AsyncIterable[Chunk]) -> AsyncIterator[bytes]:
+    """`ndjson` over an async run stream."""
+    async for chunk in chunks:
+        yield ndjson_line(chunk)
+
+
+# --- what `useChat` posts ------------------------------------------------------------------
+
+
+class UIMessagePartIn(msgspec.Struct, frozen=True):
+    """A part of a UI message the client sends; only text parts reach the model."""
+
+    type: str
+    text: str | None = None
+
+
+class UIMessageIn(msgspec.Struct, frozen=True):
+    id: str
+    role: Literal["user", "assistant", "system"]
+    parts: tuple[UIMessagePartIn, ...] = ()
+
+
+class UIChatRequest(msgspec.Struct, frozen=True):
+    """The body `useChat`'s default transport posts (other keys are ignored)."""
+
+    messages: tuple[UIMessageIn, ...]
+    id: str | None = None
+
+
+def ui_chat_messages(request: UIChatRequest) -> tuple[Message, ...]:
+    """The conversation a `useChat` request carries, as the run's input messages.
+
+    Text parts are kept (joined per message); a message without text is left out.
+    System messages from the client are left out too: the agent's instructions apply.
+    """
+    out: list[Message] = []
+    for m in request.messages:
+        text = "".join(p.text or "" for p in m.parts if p.type == "text")
+        if text and m.role != "system":
+            out.append(Message(id=m.id, role=m.role, parts=(TextPart(text),)))
+    return tuple(out)
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _as_text(value: object) -> str:
+    # A tool result the encoder does not know goes out as its text, not as a failure of
+    # the whole response (the model already saw it in its own encoding).
+    return str(value)
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_as_text)
+
+
+def _with_part(state: UIStreamState, part_id: str) -> UIStreamState:
+    return msgspec.structs.replace(state, step_parts=(*state.step_parts, part_id))
+
+
+def _close_step(state: UIStreamState) -> tuple[UIStreamState, tuple[UIPart, ...]]:
+    if not state.step_open:
+        return state, ()
+    closed = UIStreamState(finished=state.finished)
+    return closed, (UIFinishStep(),)
+
+
+def _discarded(state: UIStreamState, chunk: DataChunk) -> tuple[UIStreamState, tuple[UIPart, ...]]:
+    base = dict(chunk.data) if isinstance(chunk.data, Mapping) else {"value": chunk.data}
+    data = {**base, "part_ids": list(state.step_parts)}
+    part = UIData(DISCARDED, data)  # no id: a second discard of the step is a new part
+    state, closing = _close_step(state)
+    return state, (part, *closing)

@@ -1,0 +1,46 @@
+"""A tiny MCP server for the MCP toolset tests, on the official SDK's MCPServer (the
+FastMCP of mcp 1.x). `python tests/mcp_server.py` serves stdio;
+`python tests/mcp_server.py http PORT` serves streamable HTTP on 127.0.0.1:PORT/mcp."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("test-tools")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def refuse(reason: str) -> str:
+    """Always fails, with the reason given (an error result the client sees)."""
+    raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Answers after `seconds` (to check the client's call timeout)."""
+    await anyio.sleep(seconds)
+    return "done"
+
+
+@server.tool()
+def pid() -> int:
+    """The server process's id (to check its lifecycle)."""
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

@@ -1,0 +1,167 @@
+"""MCP toolsets: the tools of a real MCP server process (stdio, and streamable HTTP on
+127.0.0.1) as tools an agent takes: their schemas, their errors as error results the
+model sees, and the server's lifecycle tied to the toolset's `async with`."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from interpreters.mcp_tools import MCPToolset, MCPToolsetError
+from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.simulator_aio import AsyncSimulator
+from pipeline.agent import Agent
+from pipeline.tools import Tool
+
+pytestmark = pytest.mark.anyio
+SERVER = str(Path(__file__).with_name("mcp_server.py"))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # trio works too; each test starts a server process, so one is enough
+
+
+def _stdio() -> MCPToolset:
+    return MCPToolset.stdio(sys.executable, [SERVER])
+
+
+async def _call(tool: Tool, **args: object) -> object:
+    """Call an MCP tool's function directly, as the async interpreter does."""
+    pending = tool.fn(**args)
+    assert inspect.isawaitable(pending)
+    return await pending
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_stdio_tools_carry_the_servers_schemas() -> None:
+    async with _stdio() as toolset:
+        tools = {t.name: t for t in toolset.tools}
+    assert set(tools) == {"add", "refuse", "slow", "pid"}
+    add = tools["add"].spec
+    assert add.description == "Add two integers."
+    assert add.parameters["type"] == "object"
+    props = add.parameters["properties"]
+    assert isinstance(props, dict)
+    assert {k: v["type"] for k, v in props.items()} == {"a": "integer", "b": "integer"}
+    required = add.parameters["required"]
+    assert isinstance(required, list) and sorted(required) == ["a", "b"]
+    assert all(t.is_async for t in tools.values())
+
+
+async def test_an_agent_calls_mcp_tools_and_sees_their_errors() -> None:
+    model = ScriptedModel([
+        Say("Working.", calls=[call("add", a=2, b=3), call("refuse", reason="no"),
+                               call("add", a="two", b=3)]),
+        Say("Done."),
+    ])
+    async with _stdio() as toolset:
+        run = await AsyncSimulator(model).run(Agent.create("m", tools=toolset.tools), "go")
+    assert run.result.status == "finished"
+    [ok, refused, invalid] = run.result.steps[0].tool_results
+    assert ok.result == 5 and not ok.is_error
+    assert refused.is_error and "refused: no" in str(refused.result)
+    assert invalid.is_error  # the server validated the arguments
+    assert model.requests[1].messages[-1].role == "tool"  # the model saw all three
+
+
+async def test_a_call_past_its_timeout_is_an_error_result() -> None:
+    model = ScriptedModel([Say("", calls=[call("slow", seconds=60)]), Say("Gave up.")])
+    async with MCPToolset.stdio(sys.executable, [SERVER], call_timeout=0.5) as toolset:
+        with anyio.fail_after(30):  # a guard only: the call timeout ends it
+            run = await AsyncSimulator(model).run(Agent.create("m", tools=toolset.tools), "go")
+    assert run.result.status == "finished"
+    [slow] = run.result.steps[0].tool_results
+    assert slow.is_error
+
+
+async def test_prefix_and_include_select_and_rename_tools() -> None:
+    async with MCPToolset.stdio(sys.executable, [SERVER], prefix="calc",
+                                include=["add"]) as toolset:
+        [tool] = toolset.tools
+        assert tool.name == "calc_add"
+        assert await _call(tool, a=1, b=1) == 2  # the server still gets its own name
+
+
+async def test_the_server_process_lives_as_long_as_the_toolset() -> None:
+    async with _stdio() as toolset:
+        [pid_tool] = [t for t in toolset.tools if t.name == "pid"]
+        pid = await _call(pid_tool)
+        assert isinstance(pid, int) and _alive(pid)
+        # the app's lifetime: many runs share the one server
+        model = ScriptedModel([Say("a", calls=[call("pid")]), Say("b"),
+                               Say("c", calls=[call("pid")]), Say("d")])
+        sim = AsyncSimulator(model)
+        agent = Agent.create("m", tools=toolset.tools)
+        first, second = await sim.run(agent, "1"), await sim.run(agent, "2")
+        assert first.result.steps[0].tool_results[0].result == pid
+        assert second.result.steps[0].tool_results[0].result == pid
+    with anyio.fail_after(10):
+        while _alive(pid):
+            await anyio.sleep(0.05)
+    # a tool of a closed toolset is an error result, not a hang
+    with pytest.raises(MCPToolsetError, match="closed"):
+        await _call(pid_tool)
+
+
+async def test_a_server_that_cannot_start_is_a_typed_error() -> None:
+    with pytest.raises(MCPToolsetError, match="could not connect"):
+        async with MCPToolset.stdio(sys.executable, ["-c", "import sys; sys.exit(3)"],
+                                    connect_timeout=10):
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, SERVER, "http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # wait (30 s at most: a loaded machine) until it listens
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError("the MCP test server exited")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_streamable_http_tools(http_server: str) -> None:
+    model = ScriptedModel([Say("", calls=[call("add", a=40, b=2)]), Say("42.")])
+    async with MCPToolset.http(http_server) as toolset:
+        assert {t.name for t in toolset.tools} == {"add", "refuse", "slow", "pid"}
+        run = await AsyncSimulator(model).run(Agent.create("m", tools=toolset.tools), "go")
+    assert run.result.steps[0].tool_results[0].result == 42
+
+
+async def test_an_http_server_that_is_not_there_is_a_typed_error() -> None:
+    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    with pytest.raises(MCPToolsetError, match="could not connect"):
+        async with MCPToolset.http(url, connect_timeout=5):
+            pass
