@@ -5,6 +5,7 @@ imported only by the processor that needs them, when it is created.
 """
 
 from pipeline.processors.language_detector import LanguageDetector as LanguageDetector
+from pipeline.processors.language_detector import Py3LangidBackend as Py3LangidBackend
 from pipeline.processors.moderation import ModerationProcessor as ModerationProcessor
 from pipeline.processors.prompt_injection import PromptInjectionDetector as PromptInjectionDetector
 from pipeline.processors.token_counting import ApproxTokenCounter as ApproxTokenCounter
