@@ -4,7 +4,7 @@
 
     python -m bench.run                    # everything (W1-W4 and growth), a few minutes
     python -m bench.run --only sync        # one interpreter (sync or async)
-    python -m bench.run --workload W3      # one workload (W1, W2, W3, W4 or growth)
+    python -m bench.run --workload W3      # one workload (W1, W2, W3, W3L, W4 or growth)
     python -m bench.run --quick            # smoke test with tiny sizes (not for reporting)
     python -m bench.run --gc-off           # diagnostic: cyclic GC off while timing
     python -m bench.run --timer cpu        # W1-W3 in process CPU time (a shared machine)
@@ -46,7 +46,7 @@ from bench.workloads import (
 )
 
 SYSTEMS = {"sync": SYNC, "async": ASYNC}
-WORKLOADS = ("W1", "W2", "W3", "growth", "W4")
+WORKLOADS = ("W1", "W2", "W3", "W3L", "growth", "W4")
 W4_SYSTEMS = ("baseline", ASYNC)
 CHILD_TIMEOUT_S = 900
 DISTRIBUTIONS = ("pipeline-agents", "msgspec", "anyio")
@@ -193,6 +193,10 @@ def ratios(rows: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
         if 0 in w3 and p.w3_history in w3:
             out.append(ratio_row(system, "W3", f"ratio H={p.w3_history} / H=0",
                                  w3[0], w3[p.w3_history]))
+        w3l = [r for r in ok if r["workload"] == "W3L"]
+        if w3l and p.w3_history in w3:
+            out.append(ratio_row(system, "W3L", f"ratio with TokenLimiterProcessor / W3 "
+                                 f"H={p.w3_history}", w3[p.w3_history], w3l[0]))
         for g, sizes, unit in (("G1", p.growth_w1, "N"), ("G2", p.growth_w2, "S")):
             by = {r.get("size"): r for r in ok if r["workload"] == g}
             if sizes[0] in by and sizes[-1] in by:
@@ -346,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += out.get("rows", [{"system": system, "workload": "W4", "variant": "",
                                       "error": out.get("error")}])
 
-    order = {w: i for i, w in enumerate(("W1", "W2", "W3", "G1", "G2", "W4"))}
+    order = {w: i for i, w in enumerate(("W1", "W2", "W3", "W3L", "G1", "G2", "W4"))}
     sys_order = {s: i for i, s in enumerate(("baseline", SYNC, ASYNC))}
     rows.sort(key=lambda r: (order.get(r["workload"], 9), sys_order.get(r["system"], 9)))
     goal_rows = goals(rows, p)

@@ -56,10 +56,11 @@ class ApproxTokenCounter:
         if bytes_per_token <= 0:
             raise ValueError("bytes_per_token must be positive")
         self.bytes_per_token = bytes_per_token
+        self._per = float(bytes_per_token)
 
     def count(self, text: str) -> int:
         n = len(text) if text.isascii() else len(text.encode("utf-8"))
-        return math.ceil(n / self.bytes_per_token)
+        return math.ceil(n / self._per)
 
     def __repr__(self) -> str:
         return f"ApproxTokenCounter(bytes_per_token={self.bytes_per_token})"
@@ -108,8 +109,12 @@ def count_message(
     `overhead` for the role and framing, plus `file_tokens` per file or image (whose
     cost depends on the provider, not on the length of its base64)."""
     total = overhead
+    count = counter.count
     for p in m.parts:
-        total += counter.count(_part_text(p))
+        if type(p) is TextPart:  # the common case, first and without the dispatch
+            total += count(p.text)
+            continue
+        total += count(_part_text(p))
         if isinstance(p, FilePart):
             total += file_tokens
     return total

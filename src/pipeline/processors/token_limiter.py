@@ -50,6 +50,8 @@ class LimiterState(msgspec.Struct, frozen=True):
 
     counted: tuple[Message, ...] = ()
     costs: tuple[int, ...] = ()
+    total: int = 0
+    """sum(costs)"""
     output_tokens: int = 0
     truncated: bool = False
 
@@ -145,38 +147,51 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
         )
         return sys_tokens + sum(self.message_tokens(m) for m in messages)
 
-    def _costs(self, messages: tuple[Message, ...], state: LimiterState) -> tuple[int, ...]:
+    def _costs(
+        self, messages: tuple[Message, ...], state: LimiterState
+    ) -> tuple[tuple[int, ...], int]:
+        """Each message's tokens and their sum, counting only what `state` has not."""
         n = len(state.counted)
         if n and len(messages) >= n and messages[:n] == state.counted:  # identity first, in C
-            return state.costs + tuple(self.message_tokens(m) for m in messages[n:])
-        return tuple(self.message_tokens(m) for m in messages)
+            new = tuple(self.message_tokens(m) for m in messages[n:])
+            return state.costs + new, state.total + sum(new)
+        costs = tuple(self.message_tokens(m) for m in messages)
+        return costs, sum(costs)
 
     def _trim(
         self, ml: MessageList, system: tuple[SystemMessage, ...], state: LimiterState
     ) -> tuple[Continue | Abort | MessageList, LimiterState]:
         messages = ml.messages
-        costs = self._costs(messages, state)
+        costs, total = self._costs(messages, state)
         budget = self.limit - (
             count_system(self.counter, system, overhead=self.message_overhead)
             if self.count_system_messages
             else 0
         )
-        start = trim_start(messages, costs, budget, start_with_user=self.start_with_user)
+        start = (
+            0 if total <= budget
+            else trim_start(messages, costs, budget, start_with_user=self.start_with_user)
+        )
         if start is None:
             return (
                 Abort(
                     f"The conversation does not fit the token budget of {self.limit} "
                     "even after dropping all the history that can be dropped",
                     metadata={"processor_id": self.id, "limit": self.limit,
-                              "tokens": sum(costs) + self.limit - budget},
+                              "tokens": total + self.limit - budget},
                 ),
                 state,
             )
         if start == 0:
-            return Continue(), msgspec.structs.replace(state, counted=messages, costs=costs)
+            return Continue(), msgspec.structs.replace(
+                state, counted=messages, costs=costs, total=total
+            )
         kept = messages[start:]
         new = MessageList(kept, ml.sources[start:], ml.system)
-        return new, msgspec.structs.replace(state, counted=kept, costs=costs[start:])
+        kept_costs = costs[start:]
+        return new, msgspec.structs.replace(
+            state, counted=kept, costs=kept_costs, total=sum(kept_costs)
+        )
 
     def process_input(self, args: InputArgs[LimiterState]) -> InputResult[LimiterState]:
         effect, state = self._trim(args.message_list, args.system_messages, args.state)
@@ -216,9 +231,9 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
                 metadata={"processor_id": self.id, "limit": self.limit},
             )
         keep = longest_prefix_within(self.counter, part.text, self.limit - used)
-        new_state = LimiterState(
-            state.counted, state.costs, used + self.counter.count(keep),
-            self.count_mode == "cumulative",
+        new_state = msgspec.structs.replace(
+            state, output_tokens=used + self.counter.count(keep),
+            truncated=self.count_mode == "cumulative",
         )
         note = DataChunk(f"data-{self.id}", {"processor_id": self.id, "action": "truncate",
                                               "limit": self.limit})
