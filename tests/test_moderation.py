@@ -218,3 +218,9 @@ def test_result_mode_filter_removes_all_answer_text() -> None:
 def test_no_categories_is_refused() -> None:
     with pytest.raises(ValueError, match="category"):
         ModerationProcessor("judge", categories=())
+
+
+def test_filtering_every_input_message_aborts() -> None:
+    model, _, result, _ = run_with([HATEFUL], Agent.create("m", input_processors=[mod("filter")]))
+    assert result.status == "tripped" and model.requests == []
+    assert result.tripwire is not None and "filtered" in result.tripwire.reason

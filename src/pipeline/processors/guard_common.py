@@ -18,7 +18,7 @@ import msgspec
 from pipeline.chunks import DataChunk
 from pipeline.messages import Message, MessageList, Part, Role, SystemMessage, TextPart
 from pipeline.model import ModelRequest, ModelSettings
-from pipeline.processor import AskModel, ModelAnswer
+from pipeline.processor import AskModel, ModelAnswer, abort
 
 __all__ = [
     "GUARDS_EXTRA",
@@ -27,6 +27,7 @@ __all__ = [
     "ask_judge",
     "checked_indices",
     "decode_verdict",
+    "drop_messages",
     "require_extra",
     "warning",
     "with_metadata",
@@ -73,6 +74,16 @@ def checked_indices(
         if s == "input" and m.role in wanted and m.text
     )
     return found[-1:] if last_only else found
+
+
+def drop_messages(ml: MessageList, drop: set[int], processor_id: str) -> MessageList:
+    """`ml` without the messages at `drop` (the `filter` strategy); when that leaves no
+    user message of this run's input, the run is aborted: there is nothing left to ask."""
+    pairs = [ms for i, ms in enumerate(zip(ml.messages, ml.sources, strict=True))
+             if i not in drop]
+    if not any(m.role == "user" and s == "input" for m, s in pairs):
+        abort("Every input message was filtered out", metadata={"processor_id": processor_id})
+    return MessageList(tuple(m for m, _ in pairs), tuple(s for _, s in pairs), ml.system)
 
 
 def with_text(message: Message, text: str, **metadata: object) -> Message:

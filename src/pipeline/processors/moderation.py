@@ -39,6 +39,7 @@ from pipeline.processors.guard_common import (
     check_unit,
     checked_indices,
     decode_verdict,
+    drop_messages,
     warning,
 )
 
@@ -168,10 +169,7 @@ class ModerationProcessor(Processor):
                     drop.add(i)
         if not drop:
             return Out(Continue(), None, tuple(notes)) if notes else Continue()
-        pairs = [ms for i, ms in enumerate(zip(ml.messages, ml.sources, strict=True))
-                 if i not in drop]
-        new = MessageList(tuple(m for m, _ in pairs), tuple(s for _, s in pairs), ml.system)
-        return Out(Replace(new), None, tuple(notes))
+        return Out(Replace(drop_messages(ml, drop, self.id)), None, tuple(notes))
 
     # --- output -----------------------------------------------------------------------
 

@@ -22,14 +22,24 @@ from typing import Literal
 import msgspec
 
 from effects import Continue, Out, Replace
-from pipeline.messages import MessageList, Role
-from pipeline.processor import InputArgs, InputResult, Processor, abort
+from pipeline.chunks import DataChunk
+from pipeline.messages import MessageList, Part, Role, ToolResultPart
+from pipeline.processor import (
+    InputArgs,
+    InputResult,
+    InputStepArgs,
+    InputStepResult,
+    Processor,
+    StepChange,
+    abort,
+)
 from pipeline.processors.guard_common import (
     JudgeError,
     ask_judge,
     check_unit,
     checked_indices,
     decode_verdict,
+    drop_messages,
     warning,
     with_text,
 )
@@ -276,6 +286,17 @@ class InjectionVerdict(msgspec.Struct, frozen=True):
     rewritten: str | None = None
 
 
+class _Assessment(msgspec.Struct, frozen=True):
+    score: float
+    categories: tuple[str, ...]
+    rewritten: str | None = None
+    error: str | None = None
+    """The judge failed or its answer was unreadable (fail closed unless fail_open)."""
+
+
+TOOL_RESULT_REMOVED = "[tool result removed: it contained a prompt injection]"
+
+
 class PromptInjectionDetector(Processor):
     """An input processor: checks this run's user messages (see the module docstring).
 
@@ -285,6 +306,11 @@ class PromptInjectionDetector(Processor):
     for every text they do not already flag. A judge that fails or answers something
     unreadable blocks the run (fail closed), unless `fail_open=True`, which lets the
     text through with a warning.
+
+    `check_tool_results=True` also checks, before every model call, the tool results
+    the model is about to read (indirect injection: a web page or a file that gives
+    orders); `filter` replaces such a result with a placeholder (a call keeps its
+    result), `rewrite` with the cleaned text.
     """
 
     def __init__(
@@ -298,6 +324,7 @@ class PromptInjectionDetector(Processor):
         categories: Iterable[str] = DEFAULT_CATEGORIES,
         roles: Iterable[Role] = ("user",),
         last_message_only: bool = False,
+        check_tool_results: bool = False,
         fail_open: bool = False,
         instructions: str | None = None,
         id: str = "prompt-injection-detector",
@@ -311,6 +338,7 @@ class PromptInjectionDetector(Processor):
         self.categories = tuple(categories)
         self.roles = tuple(roles)
         self.last_message_only = last_message_only
+        self.check_tool_results = check_tool_results
         self.fail_open = fail_open
         self.instructions = instructions or JUDGE_INSTRUCTIONS.format(
             categories=", ".join(self.categories)
@@ -321,59 +349,115 @@ class PromptInjectionDetector(Processor):
             return False
         return self.judge_mode == "always" or score >= self.judge_floor
 
+    def assess(self, text: str) -> Generator[object, object, _Assessment]:
+        """The heuristics' verdict on `text`, and the judge's when it is asked."""
+        report = scan_injection(text)
+        if self.judge_model is None or not self._wants_judge(report.score):
+            return _Assessment(report.score, report.categories)
+        try:
+            answer = yield ask_judge(self.judge_model, self.instructions, text)
+            verdict = decode_verdict(answer, InjectionVerdict)
+            check_unit("the judge's score", verdict.score)
+        except (JudgeError, ValueError) as e:
+            return _Assessment(report.score, report.categories, error=str(e))
+        except Exception as e:  # the judge call itself failed
+            return _Assessment(report.score, report.categories,
+                               error=f"{type(e).__name__}: {e}")
+        return _Assessment(
+            max(report.score, verdict.score),
+            tuple(dict.fromkeys((*report.categories, *verdict.categories))),
+            verdict.rewritten,
+        )
+
+    def _judge_failed(self, error: str, where: str) -> DataChunk:
+        if not self.fail_open:
+            abort(f"Prompt injection check failed (fail closed): {error}",
+                  metadata={"processor_id": self.id, "where": where})
+        return warning(self.id, action="judge-failed", where=where, error=error)
+
+    def _flagged(self, a: _Assessment, where: str) -> DataChunk:
+        detail = {"where": where, "score": a.score, "categories": list(a.categories)}
+        if self.strategy == "block":
+            abort(f"Prompt injection detected ({', '.join(a.categories)})",
+                  metadata={"processor_id": self.id, **detail})
+        return warning(self.id, action=self.strategy, **detail)
+
+    def _rewrite(self, a: _Assessment, text: str, where: str) -> str:
+        out = a.rewritten if a.rewritten is not None else rewrite_injection(text)
+        if scan_injection(out).score >= self.threshold:
+            abort("Prompt injection detected; the rewrite still contains it",
+                  metadata={"processor_id": self.id, "where": where})
+        return out
+
     def process_input(
         self, args: InputArgs[None]
     ) -> Generator[object, object, InputResult[None]]:
         ml = args.message_list
         messages = list(ml.messages)
         drop: set[int] = set()
-        warnings = []
+        notes: list[DataChunk] = []
         for i in checked_indices(ml, roles=self.roles, last_only=self.last_message_only):
             m = messages[i]
-            report = scan_injection(m.text)
-            score, categories = report.score, report.categories
-            rewritten: str | None = None
-            if self.judge_model is not None and self._wants_judge(score):
-                error: str | None = None
-                try:
-                    answer = yield ask_judge(self.judge_model, self.instructions, m.text)
-                    verdict = decode_verdict(answer, InjectionVerdict)
-                    check_unit("the judge's score", verdict.score)
-                except (JudgeError, ValueError) as e:
-                    error = str(e)
-                except Exception as e:  # the judge call itself failed
-                    error = f"{type(e).__name__}: {e}"
-                if error is not None:
-                    if not self.fail_open:
-                        abort(f"Prompt injection check failed (fail closed): {error}",
-                              metadata={"processor_id": self.id, "message_id": m.id})
-                    warnings.append(warning(self.id, action="judge-failed", message_id=m.id,
-                                            error=error))
-                    continue
-                score = max(score, verdict.score)
-                categories = tuple(dict.fromkeys((*categories, *verdict.categories)))
-                rewritten = verdict.rewritten
-            if score < self.threshold:
+            where = f"input:{m.id}"
+            a = yield from self.assess(m.text)
+            if a.error is not None:
+                notes.append(self._judge_failed(a.error, where))
                 continue
-            detail = {"message_id": m.id, "score": score, "categories": list(categories)}
-            if self.strategy == "block":
-                abort(f"Prompt injection detected ({', '.join(categories)})",
-                      metadata={"processor_id": self.id, **detail})
-            warnings.append(warning(self.id, action=self.strategy, **detail))
+            if a.score < self.threshold:
+                continue
+            notes.append(self._flagged(a, where))
             if self.strategy == "filter":
                 drop.add(i)
             elif self.strategy == "rewrite":
-                text = rewritten if rewritten is not None else rewrite_injection(m.text)
-                if scan_injection(text).score >= self.threshold:
-                    abort("Prompt injection detected; the rewrite still contains it",
-                          metadata={"processor_id": self.id, **detail})
-                messages[i] = with_text(m, text, prompt_injection=detail)
-        if not warnings:
+                detail = {"score": a.score, "categories": list(a.categories)}
+                messages[i] = with_text(m, self._rewrite(a, m.text, where),
+                                        prompt_injection=detail)
+        if not notes:
             return Continue()
         changed = drop or any(a is not b for a, b in zip(messages, ml.messages, strict=True))
         if not changed:
-            return Out(Continue(), None, tuple(warnings))
-        kept = [(m, s) for i, (m, s) in enumerate(zip(messages, ml.sources, strict=True))
-                if i not in drop]
-        new = MessageList(tuple(m for m, _ in kept), tuple(s for _, s in kept), ml.system)
-        return Out(Replace(new), None, tuple(warnings))
+            return Out(Continue(), None, tuple(notes))
+        new = MessageList(tuple(messages), ml.sources, ml.system)
+        return Out(Replace(drop_messages(new, drop, self.id)), None, tuple(notes))
+
+    def process_input_step(
+        self, args: InputStepArgs[None]
+    ) -> Generator[object, object, InputStepResult[None]]:
+        if not self.check_tool_results:
+            return Continue()
+        ml = args.message_list
+        messages = ml.messages
+        # the results the model has not read yet: the tool messages after the last
+        # non-tool message (each step's results come right after its call)
+        first = len(messages)
+        while first > 0 and messages[first - 1].role == "tool":
+            first -= 1
+        new = list(messages)
+        notes: list[DataChunk] = []
+        for i in range(first, len(messages)):
+            m = messages[i]
+            parts: list[Part] = []
+            for p in m.parts:
+                if isinstance(p, ToolResultPart):
+                    text = p.result if isinstance(p.result, str) else _JSON.encode(
+                        p.result).decode()
+                    where = f"tool-result:{p.tool_call_id}"
+                    a = yield from self.assess(text)
+                    if a.error is not None:
+                        notes.append(self._judge_failed(a.error, where))
+                    elif a.score >= self.threshold:
+                        notes.append(self._flagged(a, where))
+                        if self.strategy == "filter":
+                            p = msgspec.structs.replace(p, result=TOOL_RESULT_REMOVED)
+                        elif self.strategy == "rewrite":
+                            p = msgspec.structs.replace(p, result=self._rewrite(a, text, where))
+                parts.append(p)
+            if any(x is not y for x, y in zip(parts, m.parts, strict=True)):
+                new[i] = m.with_parts(parts)
+        if all(x is y for x, y in zip(new, messages, strict=True)):
+            return Out(Continue(), None, tuple(notes)) if notes else Continue()
+        changed = MessageList(tuple(new), ml.sources, ml.system)
+        return Out(Replace(StepChange(message_list=changed)), None, tuple(notes))
+
+
+_JSON = msgspec.json.Encoder()
