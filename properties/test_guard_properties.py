@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import msgspec
 from hypothesis import given, note
 from hypothesis import strategies as st
 
@@ -131,3 +132,37 @@ def test_tool_call_filter_output_is_paired(
     f = ToolCallFilter(exclude=exclude, keep=keep) if mode != "all" else ToolCallFilter()
     filtered = f.filter(MessageList.of(h))
     assert (filtered.messages if filtered is not None else h) == out
+
+
+@st.composite
+def renamed_results(draw: st.DrawFn) -> tuple[Message, ...]:
+    """A paired history whose results carry any tool name (servers and processors do not
+    always copy the call's): a result belongs to its call by id, never by name."""
+    out = []
+    for m in draw(well_formed()):
+        parts = tuple(
+            msgspec.structs.replace(p, tool_name=draw(st.sampled_from(NAMES)))
+            if isinstance(p, ToolResultPart) else p
+            for p in m.parts
+        )
+        out.append(m.with_parts(parts))
+    return tuple(out)
+
+
+@given(renamed_results(), st.sets(st.sampled_from(NAMES)))
+def test_tool_call_filter_keeps_each_kept_calls_own_result(
+    h: tuple[Message, ...], names: set[str]
+) -> None:
+    """From a paired history, every call of a kept tool keeps its own result (the same
+    value, whatever name the result carries) and no result of a removed call stays."""
+    note(render(h))
+    source: Source = "input"
+    out, _ = filter_tool_calls(h, (source,) * len(h), exclude=frozenset(names))
+    note(f"filtered:\n{render(out)}")
+
+    # well_formed gives each call args {"id": i} and its result the value "r:i"
+    after = {r.tool_call_id: r.result for m in out for r in m.tool_results()}
+    kept = [c for m in out for c in m.tool_calls()]
+    assert len(after) == len(kept)
+    for c in kept:
+        assert after[c.tool_call_id] == f"r:{c.args['id']}"
