@@ -46,12 +46,10 @@ CountMode = Literal["cumulative", "part"]
 
 
 class LimiterState(msgspec.Struct, frozen=True):
-    """Per run: the history last counted with each message's tokens, and the answer's."""
+    """Per run: the history last counted and its tokens, and the answer's tokens."""
 
     counted: tuple[Message, ...] = ()
-    costs: tuple[int, ...] = ()
     total: int = 0
-    """sum(costs)"""
     output_tokens: int = 0
     truncated: bool = False
 
@@ -147,31 +145,27 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
         )
         return sys_tokens + sum(self.message_tokens(m) for m in messages)
 
-    def _costs(
-        self, messages: tuple[Message, ...], state: LimiterState
-    ) -> tuple[tuple[int, ...], int]:
-        """Each message's tokens and their sum, counting only what `state` has not."""
+    def _total(self, messages: tuple[Message, ...], state: LimiterState) -> int:
+        """The messages' tokens, counting only those `state` has not counted yet."""
         n = len(state.counted)
         if n and len(messages) >= n and messages[:n] == state.counted:  # identity first, in C
-            new = tuple(self.message_tokens(m) for m in messages[n:])
-            return state.costs + new, state.total + sum(new)
-        costs = tuple(self.message_tokens(m) for m in messages)
-        return costs, sum(costs)
+            return state.total + sum(self.message_tokens(m) for m in messages[n:])
+        return sum(self.message_tokens(m) for m in messages)
 
     def _trim(
         self, ml: MessageList, system: tuple[SystemMessage, ...], state: LimiterState
     ) -> tuple[Continue | Abort | MessageList, LimiterState]:
         messages = ml.messages
-        costs, total = self._costs(messages, state)
+        total = self._total(messages, state)
         budget = self.limit - (
             count_system(self.counter, system, overhead=self.message_overhead)
             if self.count_system_messages
             else 0
         )
-        start = (
-            0 if total <= budget
-            else trim_start(messages, costs, budget, start_with_user=self.start_with_user)
-        )
+        if total <= budget:  # the common case: nothing to drop, nothing more to count
+            return Continue(), msgspec.structs.replace(state, counted=messages, total=total)
+        costs = tuple(self.message_tokens(m) for m in messages)
+        start = trim_start(messages, costs, budget, start_with_user=self.start_with_user)
         if start is None:
             return (
                 Abort(
@@ -182,16 +176,9 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
                 ),
                 state,
             )
-        if start == 0:
-            return Continue(), msgspec.structs.replace(
-                state, counted=messages, costs=costs, total=total
-            )
         kept = messages[start:]
         new = MessageList(kept, ml.sources[start:], ml.system)
-        kept_costs = costs[start:]
-        return new, msgspec.structs.replace(
-            state, counted=kept, costs=kept_costs, total=sum(kept_costs)
-        )
+        return new, msgspec.structs.replace(state, counted=kept, total=sum(costs[start:]))
 
     def process_input(self, args: InputArgs[LimiterState]) -> InputResult[LimiterState]:
         effect, state = self._trim(args.message_list, args.system_messages, args.state)
