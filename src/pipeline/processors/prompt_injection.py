@@ -101,8 +101,14 @@ def _skeleton(text: str) -> str:
 _Rule = tuple[str, str, float, re.Pattern[str]]
 
 _TARGET = (
-    r"(?:instructions?|prompts?|rules|directions|guidelines|guardrails|context|messages?|"
-    r"commands?|programming|directives?)"
+    r"(?:instructions?|prompts?|rules|directions|guidelines|guardrails|programming|"
+    r"directives?|system prompt)"
+)
+_WEAK_TARGET = r"(?:context|messages?|commands?|conversation)"
+_SECRET = r"(?:system|hidden|initial|original|secret|developer|internal)"
+_ASK = (
+    r"\b(?:reveal|show|print|repeat|output|display|leak|dump|tell me|give me|"
+    r"what (?:is|are|was|were)|recite|spell out)\b"
 )
 
 
@@ -110,27 +116,38 @@ def _r(category: str, name: str, score: float, pattern: str) -> _Rule:
     return (category, name, score, re.compile(pattern, re.I | re.M))
 
 
+# Scores: 0.8 and up is an attack on its own; 0.5-0.6 is suspicious wording that benign
+# text also uses (a judge, when configured, decides those); see `threshold`.
 TEXT_RULES: tuple[_Rule, ...] = (
     _r("injection", "ignore-previous", 0.95,
        r"\b(?:ignore|disregard|forget|skip|override|bypass|drop)\b[^.\n]{0,40}?"
        r"\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|initial|"
        r"original|existing)\b[^.\n]{0,30}?\b" + _TARGET + r"\b"),
+    _r("injection", "ignore-context", 0.5,
+       r"\b(?:ignore|disregard|forget)\b[^.\n]{0,20}?\b(?:previous|prior|above|earlier|all)"
+       r"\b[^.\n]{0,20}?\b" + _WEAK_TARGET + r"\b"),
     _r("injection", "do-not-follow", 0.85,
-       r"\b(?:do not|don't|stop|no longer)\s+(?:follow|obey|adhere to)\b[^.\n]{0,20}?\b"
-       + _TARGET),
+       r"\b(?:do not|don't|stop|no longer)\s+(?:follow|obey|adhere to)(?:ing)?\b[^.\n]{0,20}?\b"
+       r"(?:your|the|any|previous|system)\b[^.\n]{0,20}?" + _TARGET),
     _r("injection", "new-instructions", 0.6,
        r"\b(?:new|updated|real|actual)\s+(?:instructions|rules|task|system prompt)\s*:"),
     _r("injection", "from-now-on", 0.5, r"\bfrom now on\b,?\s+(?:you|ignore|only|always)\b"),
     _r("system-override", "reveal-prompt", 0.85,
-       r"\b(?:reveal|show|print|repeat|output|display|leak|dump|tell me|what (?:is|are))\b"
-       r"[^.\n]{0,30}?\b(?:system|hidden|initial|original|secret|developer)\s+"
-       r"(?:prompt|instructions|message|rules)"),
+       _ASK + r"[^.\n]{0,20}?\b(?:your|the|its)\s+(?:\w+\s+){0,2}?" + _SECRET +
+       r"\s+(?:prompt|instructions|message|rules)"),
+    _r("system-override", "ask-instructions", 0.6,
+       _ASK + r"[^.\n]{0,20}?\byour\s+(?:\w+\s+)?(?:prompt|instructions|rules)\b"),
     _r("system-override", "role-marker", 0.9,
        r"<\|?\s*(?:im_start|im_end|system|endoftext|eot_id|start_header_id)\s*\|?>"),
     _r("system-override", "fake-system-turn", 0.7,
        r"^\s*(?:\[\s*(?:system|developer|admin)\s*\]|#{1,6}\s*(?:system|developer)\b|"
        r"(?:system|developer)\s*:)"),
-    _r("system-override", "privileged-mode", 0.8,
+    _r("system-override", "privileged-mode-on", 0.85,
+       r"\b(?:you are|you're|you have been|switch(?:ed)? (?:you )?(?:in)?to|now in)\s+(?:now\s+)?"
+       r"(?:in\s+)?(?:developer|debug|god|admin|sudo|maintenance|dev|unrestricted)\s+mode\b|"
+       r"\b(?:developer|debug|god|admin|sudo|dev)\s+mode\s+(?:is\s+)?"
+       r"(?:enabled|activated|unlocked)\b"),
+    _r("system-override", "privileged-mode", 0.5,
        r"\b(?:developer|debug|god|admin|sudo|maintenance|dev)\s+mode\b"),
     _r("jailbreak", "dan", 0.9, r"\bdo anything now\b|\byou are (?:now )?dan\b"),
     _r("jailbreak", "role-play-unrestricted", 0.85,
