@@ -224,3 +224,14 @@ def test_filtering_every_input_message_aborts() -> None:
     model, _, result, _ = run_with([HATEFUL], Agent.create("m", input_processors=[mod("filter")]))
     assert result.status == "tripped" and model.requests == []
     assert result.tripwire is not None and "filtered" in result.tripwire.reason
+
+
+def test_last_message_only_judges_only_the_newest_input() -> None:
+    hist = MessageList.of([
+        Message(id="u1", role="user", parts=(TextPart("an earlier question"),)),
+        Message(id="u2", role="user", parts=(TextPart("the new one"),)),
+    ])
+    p = ModerationProcessor("judge", categories=CATS, last_message_only=True)
+    _, judge, result, _ = run_with([CLEAN], Agent.create("m", input_processors=[p]), hist)
+    assert result.status == "finished"
+    assert [r.messages[0].text for r in judge.requests] == ["<content>\nthe new one\n</content>"]
