@@ -288,3 +288,8 @@ def test_the_judge_works_the_same_on_the_async_interpreter() -> None:
 
     result, calls = anyio.run(main)
     assert result.status == "tripped" and calls == 0
+
+
+def test_latin_mixed_with_other_scripts_is_not_a_homoglyph_trick() -> None:
+    assert scan_injection("Python3で書いたコード").findings == ()
+    assert scan_injection("café naïve").findings == ()

@@ -86,6 +86,9 @@ _LOOKALIKES = str.maketrans(
     "aeopcyxijsdqwlABEKMHOPCTXIJSaeiknoptuxABEHIKMNOPTYX",
 )
 _TAGS = range(0xE0000, 0xE0080)
+_LOOKALIKE_SCRIPTS = frozenset({"CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
+"""Scripts with letters shaped like Latin ones: a word mixing one with Latin is a trick
+(a word mixing Latin with, say, Japanese is ordinary text)."""
 
 
 def _skeleton(text: str) -> str:
@@ -225,8 +228,9 @@ def _scan(text: str, depth: int) -> list[InjectionFinding]:
             inner = _scan(_skeleton(hidden), depth + 1)
             if inner:
                 best = max(inner, key=lambda f: f.score)
+                score = 0.95 if best.score >= 0.7 else 0.6  # hiding it is suspicious itself
                 found.append(InjectionFinding(
-                    "encoded-payload", f"{kind}-{best.rule}", 0.95, _excerpt(text, m)))
+                    "encoded-payload", f"{kind}-{best.rule}", score, _excerpt(text, m)))
             else:
                 found.append(InjectionFinding(
                     "encoded-payload", f"{kind}-text", 0.5, _excerpt(text, m)))
@@ -253,7 +257,7 @@ def scan_injection(text: str) -> InjectionReport:
             "encoded-payload", "unicode-tags", 0.95 if inner else 0.8, tags[:80]))
     plain = unicodedata.normalize("NFKC", text).lower()
     mixed = [w for w in _WORD.findall(unicodedata.normalize("NFKC", text))
-             if len(_scripts(w)) > 1 and "LATIN" in _scripts(w)]
+             if "LATIN" in (sc := _scripts(w)) and sc & _LOOKALIKE_SCRIPTS]
     if mixed:
         findings.append(InjectionFinding("homoglyph", "mixed-script-word", 0.5, mixed[0][:80]))
     # a rule that only matches once lookalikes are folded: a disguised injection
