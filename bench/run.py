@@ -6,6 +6,7 @@
     python -m bench.run --only sync        # one interpreter (sync or async)
     python -m bench.run --workload W3      # one workload (W1, W2, W3, W4, W5 or growth)
     python -m bench.run --workload W1pii   # W1's stream through the built-in PIIDetector
+    python -m bench.run --workload W3L     # W3 with a TokenLimiterProcessor
     python -m bench.run --quick            # smoke test with tiny sizes (not for reporting)
     python -m bench.run --gc-off           # diagnostic: cyclic GC off while timing
     python -m bench.run --timer cpu        # W1-W3 in process CPU time (a shared machine)
@@ -48,7 +49,7 @@ from bench.workloads import (
 )
 
 SYSTEMS = {"sync": SYNC, "async": ASYNC}
-WORKLOADS = ("W1", "W1pii", "W2", "W3", "growth", "W4", "W5")
+WORKLOADS = ("W1", "W1pii", "W2", "W3", "W3L", "growth", "W4", "W5")
 W4_SYSTEMS = ("baseline", ASYNC)
 CHILD_TIMEOUT_S = 900
 DISTRIBUTIONS = ("pipeline-agents", "msgspec", "anyio")
@@ -195,6 +196,10 @@ def ratios(rows: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
         if 0 in w3 and p.w3_history in w3:
             out.append(ratio_row(system, "W3", f"ratio H={p.w3_history} / H=0",
                                  w3[0], w3[p.w3_history]))
+        w3l = [r for r in ok if r["workload"] == "W3L"]
+        if w3l and p.w3_history in w3:
+            out.append(ratio_row(system, "W3L", f"ratio with TokenLimiterProcessor / W3 "
+                                 f"H={p.w3_history}", w3[p.w3_history], w3l[0]))
         for g, sizes, unit in (("G1", p.growth_w1, "N"), ("G2", p.growth_w2, "S")):
             by = {r.get("size"): r for r in ok if r["workload"] == g}
             if sizes[0] in by and sizes[-1] in by:
@@ -354,7 +359,7 @@ def main(argv: list[str] | None = None) -> None:
                1 if args.quick else w5.WARM)
         if "W5" in workloads and args.only is None else []
     )
-    order = {w: i for i, w in enumerate(("W1", "W1pii", "W2", "W3", "G1", "G2", "W4"))}
+    order = {w: i for i, w in enumerate(("W1", "W1pii", "W2", "W3", "W3L", "G1", "G2", "W4"))}
     sys_order = {s: i for i, s in enumerate(("baseline", SYNC, ASYNC))}
     rows.sort(key=lambda r: (order.get(r["workload"], 9), sys_order.get(r["system"], 9)))
     goal_rows = goals(rows, p)

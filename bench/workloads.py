@@ -84,6 +84,7 @@ from pipeline import (
     Usage,
     tool,
 )
+from pipeline.processors import TokenLimiterProcessor
 
 # --------------------------------------------------------------------------- parameters
 
@@ -99,6 +100,8 @@ WARMUP = 1
 REPS = 5
 GROWTH_W1 = (2_000, 20_000, 200_000)
 GROWTH_W2 = (20, 200, 2_000)
+LIMITER_BUDGET = 1_000_000
+"""W3L's token budget: W3's whole history (about 20,000 tokens) and its steps fit."""
 
 CHUNK_TEXT = "tok "
 MODEL = "bench/fake"
@@ -348,10 +351,12 @@ def stream_agent(k: int) -> Agent:
     return Agent.create(MODEL, output_processors=[PassStream(i) for i in range(k)], max_steps=1)
 
 
-def step_agent(k: int, steps: int) -> Agent:
+def step_agent(k: int, steps: int, limiter: bool = False) -> Agent:
     procs = [PassStep(i) for i in range(k)]
+    extra = [TokenLimiterProcessor(LIMITER_BUDGET)] if limiter else []
     return Agent.create(
-        MODEL, tools=[ECHO], input_processors=procs, output_processors=procs, max_steps=steps
+        MODEL, tools=[ECHO], input_processors=[*procs, *extra], output_processors=procs,
+        max_steps=steps,
     )
 
 
@@ -529,9 +534,11 @@ def pii_case(r: Runner, n: int) -> Case:
     return Case("W1pii", variant, 1, n, baseline, framework, check, {"size": n})
 
 
-def steps_case(r: Runner, workload: str, k: int, steps: int, h: int) -> Case:
+def steps_case(
+    r: Runner, workload: str, k: int, steps: int, h: int, limiter: bool = False
+) -> Case:
     fake = StepFake(steps, h)
-    agent = step_agent(k, steps)
+    agent = step_agent(k, steps, limiter)
     requests = [StandIn(h + 1 + 2 * i) for i in range(steps)]
     fresh: dict[str, list[Message]] = {"h": history(h)}
     last: dict[str, RunResult] = {}
@@ -553,6 +560,8 @@ def steps_case(r: Runner, workload: str, k: int, steps: int, h: int) -> Case:
         return fake.expect(steps)
 
     variant = f"run, K={k} step processors (input+output step), S={steps}, H={h}"
+    if limiter:
+        variant += ", + TokenLimiterProcessor"
     return Case(workload, variant, k, steps, baseline, framework, check,
                 {"size": steps, "history": h})
 
@@ -573,6 +582,14 @@ def w3(r: Runner, p: Params) -> list[Case]:
     return [steps_case(r, "W3", p.hooks_k, p.w3_steps, h) for h in (0, p.w3_history)]
 
 
+def w3_limiter(r: Runner, p: Params) -> list[Case]:
+    """W3 at H = max with a TokenLimiterProcessor added (input and every step, default
+    approximate counter) under a budget the whole history fits: the limiter counts every
+    message and trims nothing (the fake tells steps by the history's length), its worst
+    case per step. Compare with W3's H = max row (workload name W3L)."""
+    return [steps_case(r, "W3L", p.hooks_k, p.w3_steps, p.w3_history, limiter=True)]
+
+
 def growth(r: Runner, p: Params) -> list[Case]:
     """W1 and W2 at three sizes each, K = 5 (workload names G1, G2)."""
     return [stream_case(r, "G1", p.hooks_k, n) for n in p.growth_w1] + [
@@ -581,7 +598,7 @@ def growth(r: Runner, p: Params) -> list[Case]:
 
 
 CASES: dict[str, Callable[[Runner, Params], list[Case]]] = {
-    "W1": w1, "W1pii": w1pii, "W2": w2, "W3": w3, "growth": growth,
+    "W1": w1, "W1pii": w1pii, "W2": w2, "W3": w3, "W3L": w3_limiter, "growth": growth,
 }
 
 

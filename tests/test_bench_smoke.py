@@ -38,6 +38,7 @@ def test_quick_mode_completes_every_workload() -> None:
             ("W1pii", p.w1_chunks): 1,  # W1's stream through PIIDetector
             ("W2", p.w2_steps): 2,
             ("W3", p.w3_steps): 2,  # H = 0 and H = max
+            ("W3L", p.w3_steps): 1,  # H = max with a TokenLimiterProcessor
             **{("G1", n): 1 for n in p.growth_w1},
             **{("G2", s): 1 for s in p.growth_w2},
         }
@@ -49,7 +50,7 @@ def test_quick_mode_completes_every_workload() -> None:
             assert r["completed"] == r["units"], r
         assert got == expected
         ratios = {r["workload"] for r in mine if "ratio_median" in r}
-        assert ratios == {"W3", "G1", "G2"}
+        assert ratios == {"W3", "W3L", "G1", "G2"}
 
     w5 = summary["w5"]
     assert [r["system"] for r in w5] == list(W5_SYSTEMS)
