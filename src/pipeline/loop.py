@@ -32,6 +32,7 @@ This module re-exports the names interpreters import from it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Generator
 
 import msgspec
@@ -106,7 +107,7 @@ from pipeline.result import (
 from pipeline.run_state import Ids, _Failed, _Tripped
 from pipeline.step_config import _StepConfig, _StepSetup
 from pipeline.stream_stage import _StreamStage
-from pipeline.tools import Tool
+from pipeline.tools import Tool, unencodable
 
 __all__ = [
     "AgentLoop",
@@ -248,7 +249,9 @@ class _Run(_StepSetup, _StreamStage):
             api_error_retry_count=self.api_retry_count,
         )
         if self.pending:
-            yield Publish(tuple(self.pending))
+            # The run is over already: a cancel now changes nothing in its result.
+            with contextlib.suppress(RunCancelled):
+                yield Publish(tuple(self.pending))
             self.pending = []
         yield Finish(result)
         return result
@@ -293,8 +296,10 @@ class _Run(_StepSetup, _StreamStage):
         self.ml = added = self.ml.add(response, "response") if response.parts else self.ml
         try:
             keep = yield from self._output_step(step, cfg, content, fin, before)
-        except HookFailure:
-            self.ml = before  # fail closed: a response whose check crashed is not kept
+        except (HookFailure, RunCancelled):
+            # Fail closed: a response whose check crashed, or was cancelled (a timeout)
+            # before every processor approved it, is not kept.
+            self.ml = before
             raise
         if not keep:
             return None
@@ -527,9 +532,12 @@ class _Run(_StepSetup, _StreamStage):
             )
 
     def _keep_partial(self, content: _StepContent) -> None:
-        """A broken stream: keep what arrived, marked incomplete, with no tool call."""
+        """A broken stream: keep what arrived, marked incomplete, with no tool call.
+
+        Not when process_output_step processors exist: they never approved it (fail closed).
+        """
         parts = content.message_parts(complete=False)
-        if parts:
+        if parts and not self.h_output_step:
             self.ml = self.ml.add(
                 Message(
                     id=self.ids.next("msg"),
@@ -565,12 +573,27 @@ class _Run(_StepSetup, _StreamStage):
         self.pending = []
         if publish:
             yield Publish(publish)
-        reply = yield RunTools(tuple(invocations))
+        try:
+            reply = yield RunTools(tuple(invocations))
+        except RunCancelled as c:
+            self._keep_finished_tools(calls, c)
+            raise
         outcomes = _check_outcomes(reply, calls)
         parts = tuple(
-            ToolResultPart(c.tool_call_id, c.tool_name, o.result, o.is_error)
-            for c, o in zip(calls, outcomes, strict=True)
+            _result_part(c, o.result, o.is_error) for c, o in zip(calls, outcomes, strict=True)
         )
+        self._add_tool_message(parts)
+        yield from self._stream_through(
+            [
+                ToolError(p.tool_call_id, p.tool_name, str(p.result))
+                if p.is_error
+                else ToolResult(p.tool_call_id, p.tool_name, p.result)
+                for p in parts
+            ]
+        )
+        return parts
+
+    def _add_tool_message(self, parts: tuple[ToolResultPart, ...]) -> None:
         self.ml = self.ml.add(
             Message(
                 id=self.ids.next("msg"),
@@ -582,15 +605,31 @@ class _Run(_StepSetup, _StreamStage):
             ),
             "response",
         )
-        yield from self._stream_through(
-            [
-                ToolError(p.tool_call_id, p.tool_name, str(p.result))
-                if p.is_error
-                else ToolResult(p.tool_call_id, p.tool_name, p.result)
-                for p in parts
-            ]
+
+    def _keep_finished_tools(self, calls: tuple[ToolCallPart, ...], c: RunCancelled) -> None:
+        """A cancel while tools ran: the real results of the calls that finished (their
+        side effects happened), an error result for the others, in call order."""
+        done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
+        if not done:
+            return  # `_answer_dangling_calls` answers every call
+        parts = tuple(
+            _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
+            if call.tool_call_id in done
+            else ToolResultPart(
+                call.tool_call_id, call.tool_name, f"tool call cancelled: {c.reason}", True
+            )
+            for call in calls
         )
-        return parts
+        self._add_tool_message(parts)
+        # Real results reach the stream only through the stream processors, which run no
+        # more after a cancel: with stream processors, the stream gets none of them.
+        self.pending.extend(
+            ToolError(p.tool_call_id, p.tool_name, str(p.result))
+            if p.is_error
+            else ToolResult(p.tool_call_id, p.tool_name, p.result)
+            for p in parts
+            if p.is_error or not self.h_stream
+        )
 
     def _process_output_result(self) -> Generator[LoopCommand, object, None]:
         if not self.h_result:
@@ -611,8 +650,8 @@ class _Run(_StepSetup, _StreamStage):
             )
             try:
                 eff = self._apply(b, (yield from call(b, args)))
-            except HookFailure:
-                self._drop_response()  # fail closed, as for a block
+            except (HookFailure, RunCancelled):
+                self._drop_response()  # fail closed (a crash, a cancel), as for a block
                 raise
             if isinstance(eff, Abort):
                 self._drop_response()  # the blocked response is not kept
@@ -627,6 +666,18 @@ class _Run(_StepSetup, _StreamStage):
             (m for m, s in zip(ml.messages, ml.sources, strict=True) if s != "response"),
             "input",
         )
+
+
+def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResultPart:
+    """A tool's result as kept in the history: one that cannot be encoded as JSON (a
+    custom object, a recursive list, an awaitable never awaited) is an error result the
+    model sees, naming the type, so the history always encodes."""
+    problem = unencodable(result)
+    if problem is not None:
+        return ToolResultPart(
+            call.tool_call_id, call.tool_name, f"tool {call.tool_name!r} {problem}", True
+        )
+    return ToolResultPart(call.tool_call_id, call.tool_name, result, is_error)
 
 
 def _check_outcomes(reply: object, calls: tuple[ToolCallPart, ...]) -> tuple[ToolOutcome, ...]:
