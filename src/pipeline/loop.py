@@ -196,6 +196,9 @@ class _Run(_StepSetup, _StreamStage):
         self.api_retry_count = 0
         self.finish_reason = "stop"
         self.pending = []
+        # The tool-call ids of `_ids_of` (see `_call_ids`).
+        self._ids_of: MessageList | None = None
+        self._ids_used: set[str] = set()
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -310,6 +313,8 @@ class _Run(_StepSetup, _StreamStage):
             calls = tuple(content.tool_calls)
         else:
             kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
+            if kept is not None:
+                kept = self._unforged(kept)
             calls = kept.tool_calls() if kept is not None else ()
         results: tuple[ToolResultPart, ...] = ()
         if calls:
@@ -497,13 +502,62 @@ class _Run(_StepSetup, _StreamStage):
         cid = call.tool_call_id
         fresh = content.renamed.get(cid)
         if fresh is None:
-            if cid and all(c.tool_call_id != cid for c in content.tool_calls):
+            used = self._call_ids()
+            if cid and cid not in used and all(c.tool_call_id != cid for c in content.tool_calls):
                 return call
-            fresh = content.renamed[cid] = self.ids.next("call")
+            fresh = content.renamed[cid] = self._fresh_call_id(used, content)
         if isinstance(call, ToolCall):
             del content.renamed[cid]  # the call is complete: a later reuse is a new call
             return ToolCall(fresh, call.tool_name, call.args)
         return ToolCallDelta(fresh, call.tool_name, call.args_delta)
+
+    def _call_ids(self) -> set[str]:
+        """Every tool-call id the conversation holds (ids are unique run-wide: a model may
+        reuse one of an earlier step). Made again only when the messages changed."""
+        if self._ids_of is not self.ml:
+            self._ids_of = self.ml
+            self._ids_used = {
+                p.tool_call_id
+                for m in self.ml.messages
+                for p in m.parts
+                if isinstance(p, ToolCallPart | ToolResultPart)
+            }
+        return self._ids_used
+
+    def _fresh_call_id(self, used: set[str], content: _StepContent | None) -> str:
+        while True:
+            fresh = self.ids.next("call")
+            if fresh not in used and (
+                content is None or all(c.tool_call_id != fresh for c in content.tool_calls)
+            ):
+                return fresh
+
+    def _unforged(self, kept: Message) -> Message:
+        """The response as a processor replaced it, with a fresh id for each tool call whose
+        id another message (or an earlier call of it) already has, so results pair."""
+        others = {
+            p.tool_call_id
+            for m in self.ml.messages
+            if m.id != kept.id
+            for p in m.parts
+            if isinstance(p, ToolCallPart | ToolResultPart)
+        }
+        parts = list(kept.parts)
+        changed = False
+        for i, p in enumerate(parts):
+            if isinstance(p, ToolCallPart):
+                if p.tool_call_id in others:
+                    p = msgspec.structs.replace(p, tool_call_id=self._fresh_call_id(others, None))
+                    parts[i] = p
+                    changed = True
+                others.add(p.tool_call_id)
+        if not changed:
+            return kept
+        fixed = kept.with_parts(parts)
+        self.ml = self.ml.replace_messages(
+            fixed if m.id == kept.id else m for m in self.ml.messages
+        )
+        return fixed
 
     def _answer_dangling_calls(self, reason: str) -> None:
         """On cancel: an error result for each tool call of the response without one."""
