@@ -17,10 +17,12 @@ from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome, agent_loop
-from pipeline.messages import JsonObject, RunInput, ToolCallPart, to_message_list
+from pipeline.messages import JsonObject, RunInput, ToolCallPart
 from pipeline.model import ApiError, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
+from pipeline.result import InvalidInput
 from pipeline.tools import Tool
+from pipeline.validate import read_input, rejected
 
 H = TypeVar("H")
 P = TypeVar("P")
@@ -52,7 +54,9 @@ def start_run(
 ) -> AgentLoop:
     """The agent loop of a new run: its context, its input as a message list, its trace."""
     ctx = RunContext(run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values)
-    ml = to_message_list(messages, id_prefix=run_id, created_at=clock())
+    ml = read_input(messages, id_prefix=run_id, created_at=clock())
+    if isinstance(ml, InvalidInput):
+        return rejected(ml)  # checked at the door: fails before any call
     return agent_loop(
         agent, ml, context=ctx, clock=clock,
         record=trace.record_effect if trace is not None else None,

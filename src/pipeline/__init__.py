@@ -84,6 +84,7 @@ from pipeline.processor import (
 from pipeline.result import (
     ApiFailed,
     Cancelled,
+    InvalidInput,
     OutputResult,
     ProcessorFailed,
     RunError,
@@ -94,6 +95,7 @@ from pipeline.result import (
 )
 from pipeline.retry import RetryPolicy
 from pipeline.tools import Tool, ToolSpec, make_tool, tool
+from pipeline.validate import InvalidInputError
 
 __all__ = [
     "Agent", "AgentLoop", "ApiError", "ApiErrorArgs", "ApiErrorResult", "ApiFailed",
@@ -113,3 +115,4 @@ __all__ = [
     "TripWire", "Tripwire", "Usage", "abort", "agent_loop", "make_tool", "processor", "tool",
     "user",
 ]
+__all__ += ["InvalidInput", "InvalidInputError"]  # caller input checked at the door

@@ -20,7 +20,16 @@ import msgspec
 
 from effects import Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
 from pipeline.chunks import DataChunk
-from pipeline.processor import ALLOWED_EFFECTS, REPLACE_PAYLOAD, BaseProcessor, HookName, TripWire
+from pipeline.messages import MessageList
+from pipeline.processor import (
+    ALLOWED_EFFECTS,
+    REPLACE_PAYLOAD,
+    BaseProcessor,
+    HookName,
+    StepChange,
+    TripWire,
+)
+from pipeline.validate import check_messages
 
 HookFn = Callable[..., object]
 Yielded = Perform[object] | AwaitHook
@@ -161,6 +170,12 @@ def check(b: Bound, raw: object) -> Outcome:
                 f"{type(effect).__name__} carries {type(value).__name__}, "
                 f"expected {' or '.join(t.__name__ for t in payload_types)}",
             )
+        if isinstance(value, StepChange):
+            value = value.message_list
+        if isinstance(value, MessageList):
+            invalid = check_messages(value)
+            if invalid is not None:  # messages no provider could be sent
+                raise HookFailure(b.processor_id, b.hook, "InvalidMessages", str(invalid))
     chunks: list[DataChunk] = []
     for c in emit:
         if not isinstance(c, DataChunk):

@@ -108,6 +108,7 @@ from pipeline.run_state import Ids, _Failed, _Tripped
 from pipeline.step_config import _StepConfig, _StepSetup
 from pipeline.stream_stage import _StreamStage
 from pipeline.tools import Tool, unencodable
+from pipeline.validate import check_messages, rejected
 
 __all__ = [
     "AgentLoop",
@@ -131,7 +132,14 @@ def agent_loop(
     clock: Callable[[], float] = lambda: 0.0,
     record: Recorder | None = None,
 ) -> AgentLoop:
-    """The run of `agent` on `messages`, as a command generator. See the module doc."""
+    """The run of `agent` on `messages`, as a command generator. See the module doc.
+
+    Messages that are not a conversation the library can send (wrong types, an unknown
+    role...) fail the run at once with `InvalidInput`, before any call.
+    """
+    invalid = check_messages(messages)
+    if invalid is not None:
+        return rejected(invalid)
     return _Run(agent, messages, context, clock, record).run()
 
 
