@@ -21,8 +21,9 @@ Design:
   scope, or closing the stream early (in the task that iterates it; from another task,
   abort a signal) end the run at once: the interpreter throws
   `RunCancelled` into the loop, which finishes with status "cancelled" and a
-  `Cancelled` error, keeps the text streamed so far in a message marked incomplete, and
-  gives each tool call still without a result an error result. The model stream is
+  `Cancelled` error, keeps only what the output processors approved (see README,
+  Cancellation), the real results of tools that finished, and gives each tool call
+  still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
   cleanup (closing its HTTP response) is never cut short. With a signal or a timeout
   `run` returns that result; an enclosing cancel scope's cancellation is re-raised (as
