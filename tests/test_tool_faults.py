@@ -187,3 +187,19 @@ def test_a_processor_forging_an_earlier_id_still_leaves_a_paired_history() -> No
         ],
     )
     assert [p.result for p in _results(r)] == [1, 2]
+
+
+def test_a_processor_emitting_data_that_cannot_be_encoded_fails_naming_it() -> None:
+    from effects import Continue, Out
+    from pipeline.chunks import DataChunk
+    from pipeline.processor import StreamArgs, StreamResult
+    from pipeline.result import ProcessorFailed
+
+    def emit(args: StreamArgs[None]) -> StreamResult[None]:
+        return Out(Continue(), None, (DataChunk("data-x", Opaque()),))
+
+    agent = Agent.create("m", output_processors=[processor("emitter", process_output_stream=emit)])
+    r = Simulator(ScriptedModel([Say("hi")])).run(agent, "go").result
+    assert isinstance(r.error, ProcessorFailed) and r.error.processor_id == "emitter"
+    assert "Opaque" in r.error.message
+    msgspec.json.encode(r.messages)

@@ -29,6 +29,7 @@ from pipeline.processor import (
     StepChange,
     TripWire,
 )
+from pipeline.tools import unencodable
 from pipeline.validate import check_messages
 
 HookFn = Callable[..., object]
@@ -132,6 +133,10 @@ def _drive(
                 request = gen.send(answer)
     except StopIteration as done:  # the hook returned its result
         return done.value
+    finally:
+        # Cancelled (or failed) while the hook waited for its I/O: its cleanup runs now,
+        # before the run ends, not whenever the generator is collected.
+        gen.close()
 
 
 _ALWAYS_OK = (Continue,)
@@ -185,8 +190,20 @@ def check(b: Bound, raw: object) -> Outcome:
                 "InvalidEffect",
                 f"can only emit data-* chunks (DataChunk), got {type(c).__name__}",
             )
+        _check_data(b, c)
         chunks.append(c)
+    if effect.__class__ is Replace and isinstance(effect.value, DataChunk):
+        _check_data(b, effect.value)
     return Outcome(effect, state, tuple(chunks), changed)
+
+
+def _check_data(b: Bound, c: DataChunk) -> None:
+    """A data chunk is kept in the messages and sent on the wire: it must encode."""
+    problem = unencodable(c.data)
+    if problem is not None:
+        raise HookFailure(
+            b.processor_id, b.hook, "InvalidEffect", f"data chunk {c.name!r} holds {problem}"
+        )
 
 
 __all__ = [

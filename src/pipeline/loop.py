@@ -737,7 +737,7 @@ def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResu
     problem = unencodable(result)
     if problem is not None:
         return ToolResultPart(
-            call.tool_call_id, call.tool_name, f"tool {call.tool_name!r} {problem}", True
+            call.tool_call_id, call.tool_name, f"tool {call.tool_name!r} returned {problem}", True
         )
     return ToolResultPart(call.tool_call_id, call.tool_name, result, is_error)
 

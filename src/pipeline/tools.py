@@ -109,7 +109,8 @@ def _inline_schema(schema: dict[str, object]) -> JsonObject:
 
 
 def unencodable(result: object) -> str | None:
-    """Why a tool's result cannot be kept in the history (JSON), or None when it can.
+    """Why a value (a tool's result, a data chunk's data) cannot be kept in the history
+    (JSON), or None when it can.
 
     An awaitable (a sync tool that returned a coroutine) is closed here, so it is never
     left "never awaited".
@@ -119,14 +120,14 @@ def unencodable(result: object) -> str | None:
         if close is not None:
             close()
         return (
-            f"returned an awaitable ({type(result).__name__}) from a sync function; "
+            f"an awaitable ({type(result).__name__}) from a sync function: "
             "declare the tool `async def` and use the async interpreter"
         )
     try:
         msgspec.json.encode(result)
     except (TypeError, ValueError, RecursionError) as e:
         return (
-            f"returned a {type(result).__name__} that cannot be encoded as JSON: "
-            f"{type(e).__name__}: {e}"
+            f"a {type(result).__name__}, which cannot be encoded as JSON "
+            f"({type(e).__name__}: {e})"
         )
     return None

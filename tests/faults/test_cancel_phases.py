@@ -14,6 +14,7 @@ from collections.abc import Generator
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import msgspec
 import pytest
 
@@ -350,3 +351,69 @@ async def test_a_cancelled_run_is_over_before_run_returns() -> None:
     _assert_cancelled_and_sound(r)
     assert stuck.cleaned
 
+
+
+def test_a_generator_hook_cancelled_while_it_waits_for_its_judge_is_closed_at_once() -> None:
+    cleaned: list[str] = []
+
+    def judge(args: OutputStepArgs[None]) -> Generator[object, object, OutputStepResult[None]]:
+        try:
+            yield AskModel(ModelRequest(model="judge", system=(), messages=()))
+        finally:
+            cleaned.append("judge")
+        return Continue()
+
+    from effects import Perform
+    from pipeline.processor import processor
+
+    agent = Agent.create("m", output_processors=[processor("judge", process_output_step=judge)])
+
+    def sim() -> Simulator:
+        return Simulator(ScriptedModel([Say("x")]), models={"judge": ScriptedModel([Say("y")])})
+
+    full = sim().run(agent, "hi")
+    k = next(i for i, c in enumerate(full.trace.commands) if isinstance(c, Perform))
+    cleaned.clear()
+    with cancelling_at(k):
+        ran = sim().run(agent, "hi")
+    assert ran.result.status == "cancelled" and ran.result.text == ""
+    assert cleaned == ["judge"]  # before run() returned, not at garbage collection
+
+
+async def test_a_tool_in_a_worker_thread_that_finishes_after_the_cancel_keeps_its_result() -> None:
+    import threading
+
+    started, go = threading.Event(), threading.Event()
+
+    def blocking(x: int) -> int:
+        """Blocks its worker thread until the test lets it go."""
+        started.set()
+        go.wait(10)
+        return x * 100
+
+    agent = Agent.create("m", tools=[make_tool(blocking, name="blocking")])
+    sim = AsyncSimulator(
+        ScriptedModel(
+            [Say("", calls=[call("blocking", x=1), call("blocking", x=2)]),
+             Say("never", latency=60.0)],
+            async_sleep=anyio.sleep,  # the next call waits (a checkpoint) if reached
+        ),
+        tools_in_threads=True,
+    )
+    signal = AbortSignal()
+    box: list[RunResult] = []
+
+    async def go_run() -> None:
+        box.append(await sim.interpreter.run(agent, "hi", signal=signal))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go_run)
+            await anyio.to_thread.run_sync(started.wait, 10)
+            signal.abort("stop")
+            go.set()  # the threads finish after the cancel: their side effects happened
+    r = box[0]
+    _assert_cancelled_and_sound(r)
+    assert [(p.result, p.is_error) for p in r.messages.messages[-1].tool_results()] == [
+        (100, False), (200, False)
+    ]
