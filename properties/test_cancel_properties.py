@@ -5,7 +5,9 @@ processor, a generator output-step hook that asks a judge model (`AskModel`), an
 output-result check (async hooks where the interpreter is async), each run is cancelled
 at every command index in turn (`tests.faults.cancel_at`: `RunCancelled` thrown in at
 the k-th command, as an interpreter does on a cancel or a timeout), on the sync
-`Simulator` and on the `AsyncSimulator` (asyncio and trio). Every processor marks what it
+`Simulator` and on the `AsyncSimulator` (asyncio and trio); and, through the real
+cancel path, a consumer of the async stream aborts its `AbortSignal` after every j-th
+chunk in turn. Every processor marks what it
 approved (the stream one brackets each text chunk, the judge and the final check tag the
 assistant messages); whatever the cancel point:
 
@@ -29,8 +31,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from effects import Continue, Replace
+from interpreters.cancel import AbortSignal
 from interpreters.simulator import Say, ScriptedModel, SimRun, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
+from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import TextDelta
 from pipeline.messages import MessageList
@@ -182,3 +186,36 @@ def test_a_cancel_at_any_command_keeps_only_approved_output_async(
     """Async simulator (asyncio and trio, async hooks): the same at every command index."""
     _async_every_k(script, backend)
 
+
+
+def _async_signal_after_each_chunk(script: list[Say], backend: str) -> None:
+    async def go() -> None:
+        model, models = _models(script)
+        full = await AsyncSimulator(model, models=models).run(_agent([], is_async=True), "hi")
+        for j in range(len(full.trace.chunks) + 1):
+            asked: list[str] = []
+            model, models = _models(script)
+            sim = AsyncSimulator(model, models=models)
+            signal = AbortSignal()
+            trace = Trace()
+            got: list[object] = []
+            async with sim.stream(_agent(asked, is_async=True), "hi", signal=signal,
+                                  trace=trace) as stream:
+                async for c in stream:
+                    got.append(c)
+                    if len(got) == j:
+                        signal.abort(REASON)  # the real path: the next pull cancels
+            assert got == trace.chunks  # the consumer got exactly what the trace says
+            _check(SimRun(stream.result, trace, 0.0), asked, full.result.text)
+
+    anyio.run(go, backend=backend)
+
+
+@settings(max_examples=20)
+@given(scripts, st.sampled_from(["asyncio", "trio"]))
+def test_an_abort_signal_after_any_chunk_keeps_only_approved_output(
+    script: list[Say], backend: str
+) -> None:
+    """The real cancel path: a consumer aborts the run's signal after its j-th chunk, for
+    every j; the stream and the result hold only approved output."""
+    _async_signal_after_each_chunk(script, backend)
