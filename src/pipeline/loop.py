@@ -33,7 +33,7 @@ This module re-exports the names interpreters import from it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 
 import msgspec
 
@@ -137,10 +137,13 @@ def agent_loop(
     Messages that are not a conversation the library can send (wrong types, an unknown
     role...) fail the run at once with `InvalidInput`, before any call.
     """
-    invalid = check_messages(messages)
+    call_ids: set[str] = set()
+    invalid = check_messages(messages, call_ids)
     if invalid is not None:
         return rejected(invalid)
-    return _Run(agent, messages, context, clock, record).run()
+    run = _Run(agent, messages, context, clock, record)
+    run._ids_of, run._ids_used = run.ml, call_ids  # the input's tool-call ids, known now
+    return run.run()
 
 
 class _Run(_StepSetup, _StreamStage):
@@ -305,6 +308,7 @@ class _Run(_StepSetup, _StreamStage):
         )
         before = self.ml
         self.ml = added = self.ml.add(response, "response") if response.parts else self.ml
+        self._note_call_ids(before, content.tool_calls)
         try:
             keep = yield from self._output_step(step, cfg, content, fin, before)
         except (HookFailure, RunCancelled):
@@ -532,6 +536,15 @@ class _Run(_StepSetup, _StreamStage):
             }
         return self._ids_used
 
+    def _note_call_ids(
+        self, before: MessageList, parts: Iterable[ToolCallPart | ToolResultPart]
+    ) -> None:
+        """`self.ml` is `before` plus messages with these tool parts: keep `_call_ids` up
+        to date without scanning the history again (a long one would cost every step)."""
+        if self._ids_of is before:
+            self._ids_used.update(p.tool_call_id for p in parts)
+            self._ids_of = self.ml
+
     def _fresh_call_id(self, used: set[str], content: _StepContent | None) -> str:
         while True:
             fresh = self.ids.next("call")
@@ -656,7 +669,8 @@ class _Run(_StepSetup, _StreamStage):
         return parts
 
     def _add_tool_message(self, parts: tuple[ToolResultPart, ...]) -> None:
-        self.ml = self.ml.add(
+        before = self.ml
+        self.ml = before.add(
             Message(
                 id=self.ids.next("msg"),
                 role="tool",
@@ -667,6 +681,7 @@ class _Run(_StepSetup, _StreamStage):
             ),
             "response",
         )
+        self._note_call_ids(before, parts)
 
     def _keep_finished_tools(self, calls: tuple[ToolCallPart, ...], c: RunCancelled) -> None:
         """A cancel while tools ran: the real results of the calls that finished (their

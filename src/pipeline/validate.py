@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import NoneType
-from typing import get_args
+from typing import cast, get_args
 
 import msgspec
 
@@ -83,16 +83,15 @@ def read_input(value: object, *, id_prefix: str, created_at: float) -> MessageLi
             "expected a prompt (str), a Message, an iterable of Messages or a MessageList, "
             f"got {_type(value)}",
         )
-    msgs: list[Message] = []
-    for i, m in enumerate(value):
-        if not isinstance(m, Message):
-            return _not_a_message(i, m)
-        msgs.append(m)
-    return MessageList.of(msgs)
+    # Each item is checked by `check_messages` (agent_loop), in the same pass as the rest.
+    return MessageList.of(cast("Iterable[Message]", value))
 
 
-def check_messages(ml: object) -> InvalidInput | None:
-    """What is wrong with `ml` as a conversation to send, or None. Linear time."""
+def check_messages(ml: object, call_ids: set[str] | None = None) -> InvalidInput | None:
+    """What is wrong with `ml` as a conversation to send, or None. Linear time.
+
+    `call_ids`, when given, receives the id of every tool call and result (the loop keeps
+    tool-call ids unique run-wide, and this pass reads every part anyway)."""
     if not isinstance(ml, MessageList):
         return InvalidInput(None, "messages", f"expected a MessageList, got {_type(ml)}")
     system = ml.system
@@ -107,16 +106,78 @@ def check_messages(ml: object) -> InvalidInput | None:
             return InvalidInput(
                 None, f"system[{k}].content", f"expected a str, got {_type(s.content)}"
             )
-    for i, (m, source) in enumerate(zip(ml.messages, ml.sources, strict=True)):
+    ids = call_ids if call_ids is not None else set()
+    free: list[object] = []  # values of any JSON type (arguments, results...): encoded once
+    messages = ml.messages
+    for i, (m, source) in enumerate(zip(messages, ml.sources, strict=True)):
+        if _plainly_fine(m, ids, free) and type(source) is str and source in _SOURCES:
+            continue  # the common case, in a fraction of the full check's time
         if not isinstance(m, Message):
             return _not_a_message(i, m)
         found = _message_problem(m)
+        if found is None:
+            found = _unencodable(m)
         if found is None and not (isinstance(source, str) and source in _SOURCES):
             found = ("source", f"unknown source {source!r}")
         if found is not None:
             mid = m.id if isinstance(m.id, str) else None
             return InvalidInput(i, found[0], found[1], mid)
+        ids.update(p.tool_call_id for p in m.parts if isinstance(p, ToolCallPart | ToolResultPart))
+    if free:
+        try:
+            _encode(free)  # one pass in C; on failure, find the message
+        except (TypeError, ValueError, RecursionError):
+            for i, m in enumerate(messages):
+                found = _unencodable(m)
+                if found is not None:
+                    return InvalidInput(i, found[0], found[1], m.id)
     return None
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _plainly_fine(m: object, ids: set[str], free: list[object]) -> bool:
+    """Exact types only (what the library and msgspec make): True means `m` passes
+    `_message_problem` once the values put in `free` encode; False means: ask it. Adds
+    the message's tool-call ids to `ids`."""
+    if type(m) is not Message:
+        return False
+    if not (
+        type(m.id) is str and type(m.role) is str and m.role in _ROLES
+        and type(m.parts) is tuple and type(m.incomplete) is bool
+        and type(m.created_at) in _NUMBER
+        and (m.thread_id is None or type(m.thread_id) is str)
+        and (m.resource_id is None or type(m.resource_id) is str)
+    ):
+        return False
+    if m.metadata is not None:
+        if type(m.metadata) is not dict:
+            return False
+        free.append(m.metadata)
+    for p in m.parts:
+        t = type(p)
+        if t is TextPart:
+            if type(p.text) is not str:
+                return False
+        elif t is ToolCallPart:
+            if not (type(p.tool_call_id) is str and type(p.tool_name) is str
+                    and type(p.args) is dict):
+                return False
+            ids.add(p.tool_call_id)
+            free.append(p.args)
+        elif t is ToolResultPart:
+            if not (type(p.tool_call_id) is str and type(p.tool_name) is str
+                    and type(p.is_error) is bool):
+                return False
+            ids.add(p.tool_call_id)
+            free.append(p.result)
+        else:
+            return False
+    return True
+
+
+_NUMBER = (int, float)
 
 
 def rejected(error: InvalidInput) -> AgentLoop:
@@ -165,8 +226,12 @@ def _message_problem(m: Message) -> tuple[str, str] | None:
         if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
             want = " or ".join("None" if t is NoneType else t.__name__ for t in types)
             return name, f"expected {want}, got {_type(v)}"
+    return None
+
+
+def _unencodable(m: Message) -> tuple[str, str] | None:
     try:
-        msgspec.json.encode(m)
+        _encode(m)
     except (TypeError, ValueError, RecursionError) as e:
         return "parts", f"cannot be encoded as JSON: {type(e).__name__}: {e}"
     return None
