@@ -33,7 +33,7 @@ This module re-exports the names interpreters import from it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 
 import msgspec
 
@@ -50,6 +50,7 @@ from effects import (
     Sleep,
 )
 from pipeline.agent import Agent
+from pipeline.call_ids import _CallIds
 from pipeline.chunks import (
     DataChunk,
     ErrorChunk,
@@ -146,11 +147,12 @@ def agent_loop(
     return run.run()
 
 
-class _Run(_StepSetup, _StreamStage):
+class _Run(_StepSetup, _StreamStage, _CallIds):
     """One run's state. Only `run()` is a generator; helpers that yield are sub-generators.
 
     The input-step pipeline is in `_StepSetup` (step_config.py), the stream processors'
-    per-chunk path in `_StreamStage` (stream_stage.py); the other hooks are here.
+    per-chunk path in `_StreamStage` (stream_stage.py), run-wide unique tool-call ids in
+    `_CallIds` (call_ids.py); the other hooks are here.
     """
 
     def __init__(
@@ -207,9 +209,7 @@ class _Run(_StepSetup, _StreamStage):
         self.api_retry_count = 0
         self.finish_reason = "stop"
         self.pending = []
-        # The tool-call ids of `_ids_of` (see `_call_ids`).
-        self._ids_of: MessageList | None = None
-        self._ids_used: set[str] = set()
+        self._init_call_ids()
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -522,63 +522,6 @@ class _Run(_StepSetup, _StreamStage):
             del content.renamed[cid]  # the call is complete: a later reuse is a new call
             return ToolCall(fresh, call.tool_name, call.args)
         return ToolCallDelta(fresh, call.tool_name, call.args_delta)
-
-    def _call_ids(self) -> set[str]:
-        """Every tool-call id the conversation holds (ids are unique run-wide: a model may
-        reuse one of an earlier step). Made again only when the messages changed."""
-        if self._ids_of is not self.ml:
-            self._ids_of = self.ml
-            self._ids_used = {
-                p.tool_call_id
-                for m in self.ml.messages
-                for p in m.parts
-                if isinstance(p, ToolCallPart | ToolResultPart)
-            }
-        return self._ids_used
-
-    def _note_call_ids(
-        self, before: MessageList, parts: Iterable[ToolCallPart | ToolResultPart]
-    ) -> None:
-        """`self.ml` is `before` plus messages with these tool parts: keep `_call_ids` up
-        to date without scanning the history again (a long one would cost every step)."""
-        if self._ids_of is before:
-            self._ids_used.update(p.tool_call_id for p in parts)
-            self._ids_of = self.ml
-
-    def _fresh_call_id(self, used: set[str], content: _StepContent | None) -> str:
-        while True:
-            fresh = self.ids.next("call")
-            if fresh not in used and (
-                content is None or all(c.tool_call_id != fresh for c in content.tool_calls)
-            ):
-                return fresh
-
-    def _unforged(self, kept: Message) -> Message:
-        """The response as a processor replaced it, with a fresh id for each tool call whose
-        id another message (or an earlier call of it) already has, so results pair."""
-        others = {
-            p.tool_call_id
-            for m in self.ml.messages
-            if m.id != kept.id
-            for p in m.parts
-            if isinstance(p, ToolCallPart | ToolResultPart)
-        }
-        parts = list(kept.parts)
-        changed = False
-        for i, p in enumerate(parts):
-            if isinstance(p, ToolCallPart):
-                if p.tool_call_id in others:
-                    p = msgspec.structs.replace(p, tool_call_id=self._fresh_call_id(others, None))
-                    parts[i] = p
-                    changed = True
-                others.add(p.tool_call_id)
-        if not changed:
-            return kept
-        fixed = kept.with_parts(parts)
-        self.ml = self.ml.replace_messages(
-            fixed if m.id == kept.id else m for m in self.ml.messages
-        )
-        return fixed
 
     def _answer_dangling_calls(self, reason: str) -> None:
         """On cancel: an error result for each tool call of the response without one."""
