@@ -22,7 +22,7 @@ assistant messages); whatever the cancel point:
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Generator, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -91,7 +91,9 @@ def _agent(asked: list[str], *, is_async: bool) -> Agent:
         await anyio.lowlevel.checkpoint()
         return final_now(args)
 
-    def final(args: OutputResultArgs[None]) -> object:
+    def final(
+        args: OutputResultArgs[None],
+    ) -> OutputResultResult[None] | Awaitable[OutputResultResult[None]]:
         asked.append("final")  # asked: from now on only what it approves may be kept
         return final_later(args) if is_async else final_now(args)
 
@@ -101,7 +103,7 @@ def _agent(asked: list[str], *, is_async: bool) -> Agent:
         output_processors=[
             processor("tag", process_output_stream=atag if is_async else tag),
             processor("judge", process_output_step=judge),
-            processor("final", process_output_result=final),  # type: ignore[arg-type]
+            processor("final", process_output_result=final),
         ],
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import warnings
+from collections.abc import Callable
 from types import CoroutineType
 
 import msgspec
@@ -64,9 +65,9 @@ def _results(r: RunResult) -> list[ToolResultPart]:
     ("fn", "type_name"), [(opaque, "Opaque"), (recursive, "list")], ids=["object", "recursive"]
 )
 def test_an_unencodable_tool_result_is_an_error_result_naming_the_type(
-    fn: object, type_name: str
+    fn: Callable[[], object], type_name: str
 ) -> None:
-    t = make_tool(fn, name="t")  # type: ignore[arg-type]
+    t = make_tool(fn, name="t")
     model = ScriptedModel([Say("", calls=[call("t")]), Say("ok")])
     r = Simulator(model).run(Agent.create("m", tools=[t]), "go").result
     assert r.status == "finished"

@@ -10,6 +10,7 @@ which converts them; a hook that puts such messages in place fails as `Processor
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import msgspec
@@ -22,6 +23,7 @@ from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk
 from pipeline.loop import agent_loop
 from pipeline.messages import (
+    FilePart,
     Message,
     MessageList,
     SystemMessage,
@@ -46,6 +48,11 @@ class Opaque:
     pass
 
 
+def _unchecked(value: object) -> Any:
+    """A deliberately ill-typed value: what an untyped caller can pass."""
+    return value
+
+
 def _user(**changes: object) -> Message:
     m = Message(id="u1", role="user", parts=(TextPart("hi"),))
     return msgspec.structs.replace(m, **changes)
@@ -55,7 +62,7 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
     # name: (input, message index, field)
     "unknown role": (lambda: [_user(role="robot")], 0, "role"),
     "parts as a string": (lambda: [_user(parts="hello")], 0, "parts"),
-    "non-string text": (lambda: [_user(parts=(TextPart(5),))], 0, "parts[0].text"),  # type: ignore[arg-type]
+    "non-string text": (lambda: [_user(parts=(TextPart(_unchecked(5)),))], 0, "parts[0].text"),
     "a str where a part goes": (lambda: [_user(parts=("hi",))], 0, "parts[0]"),
     "id not a string": (lambda: [_user(id=7)], 0, "id"),
     "second message bad": (lambda: [_user(), _user(id="u2", role="bot")], 1, "role"),
@@ -66,7 +73,8 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
     "None": (lambda: None, None, "messages"),
     "bytes": (lambda: b"hi", None, "messages"),
     "tool args not an object": (
-        lambda: [Message(id="a", role="assistant", parts=(ToolCallPart("c", "t", "x"),))],  # type: ignore[arg-type]
+        lambda: [Message(id="a", role="assistant",
+                         parts=(ToolCallPart("c", "t", _unchecked("x")),))],
         0, "parts[0].args",
     ),
     "unencodable tool result": (
@@ -74,7 +82,7 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
         0, "parts",
     ),
     "bad system message": (
-        lambda: MessageList.of([_user()], system=[SystemMessage(5)]),  # type: ignore[arg-type]
+        lambda: MessageList.of([_user()], system=[SystemMessage(_unchecked(5))]),
         None, "system[0].content",
     ),
     "created_at a string": (lambda: [_user(created_at="now")], 0, "created_at"),
@@ -101,7 +109,7 @@ def _assert_refused(result: RunResult, chunks: list[object], index: int | None, 
 def test_bad_input_is_refused_before_any_call_sync(case: str) -> None:
     make, index, field = BAD[case]
     model = ScriptedModel([Say("never")])
-    ran = Simulator(model).run(Agent.create("m"), make())  # type: ignore[arg-type]
+    ran = Simulator(model).run(Agent.create("m"), _unchecked(make()))
     err = _assert_refused(ran.result, ran.chunks, index, field, model)
     if "openai" in case:
         assert "from_openai" in err.problem
@@ -114,7 +122,7 @@ def test_bad_input_is_refused_before_any_call_async(case: str, backend: str) -> 
     model = ScriptedModel([Say("never")])
 
     async def go() -> None:
-        ran = await AsyncSimulator(model).run(Agent.create("m"), make())  # type: ignore[arg-type]
+        ran = await AsyncSimulator(model).run(Agent.create("m"), _unchecked(make()))
         _assert_refused(ran.result, ran.chunks, index, field, model)
 
     anyio.run(go, backend=backend)
@@ -157,7 +165,7 @@ def test_an_output_step_replace_with_openai_dicts_fails_closed() -> None:
     def bad(args: OutputStepArgs[None]) -> OutputStepResult[None]:
         ml = args.message_list
         dicts = MessageList(
-            (*ml.messages, {"role": "assistant", "content": "x"}),  # type: ignore[arg-type]
+            (*ml.messages, _unchecked({"role": "assistant", "content": "x"})),
             (*ml.sources, "response"),
         )
         return Replace(dicts)
@@ -197,7 +205,8 @@ def test_from_openai_converts_a_chat_history_that_then_runs() -> None:
     model = ScriptedModel([Say("", calls=[call("weather", city="Paris")]), Say("Rain.")])
     r = Simulator(model).run(Agent.create("m", tools=[weather]), ml).result
     assert r.status == "finished" and r.text == "Rain."
-    assert model.requests[0].messages[0].parts[1].media_type == "image/png"  # type: ignore[union-attr]
+    image = model.requests[0].messages[0].parts[1]
+    assert isinstance(image, FilePart) and image.media_type == "image/png"
 
 
 @pytest.mark.parametrize(
@@ -216,5 +225,5 @@ def test_from_openai_refuses_what_it_cannot_read_naming_message_and_field(
     dicts: list[object], index: int, field: str
 ) -> None:
     with pytest.raises(InvalidInputError) as e:
-        MessageList.from_openai(dicts)  # type: ignore[arg-type]
+        MessageList.from_openai(_unchecked(dicts))
     assert (e.value.error.message_index, e.value.error.field) == (index, field)

@@ -10,7 +10,7 @@ closed).
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 import anyio
 import anyio.lowlevel
@@ -417,3 +417,57 @@ async def test_a_tool_in_a_worker_thread_that_finishes_after_the_cancel_keeps_it
     assert [(p.result, p.is_error) for p in r.messages.messages[-1].tool_results()] == [
         (100, False), (200, False)
     ]
+
+
+# --- a cancel while any of the six hooks waits ----------------------------------------------
+
+PHASES = (
+    "process_input", "process_input_step", "process_api_error",
+    "process_output_stream", "process_output_step", "process_output_result",
+)
+
+
+@pytest.mark.parametrize("hook", PHASES)
+async def test_a_cancel_while_each_hook_waits(hook: str) -> None:
+    """Whichever hook is deciding when the signal fires: a typed cancel, a paired history
+    with nothing the output processors did not approve, the hook cleaned up, the model
+    stream closed and no further model call."""
+    from effects import Continue as Go
+    from interpreters.simulator import Fail
+
+    stuck = Stuck()
+    waited: list[int] = []
+
+    async def wait(args: object) -> object:
+        if not waited:  # the first call waits; any later one passes
+            waited.append(1)
+            await stuck.wait()
+        return Go()
+
+    from pipeline.processor import BaseProcessor, processor
+
+    make: Callable[..., BaseProcessor] = processor  # the hook is chosen by name
+    p = make("waiter", **{hook: wait})
+    script: list[Say | Fail] = [Say(["a", "b"], calls=[call("echo", x=1)]), Say("c")]
+    if hook == "process_api_error":
+        script.insert(0, Fail(status=400))
+    model = TrackedModel(script)
+    sim = AsyncSimulator(model.inner)
+    sim.interpreter._resolve = lambda _m: model
+    kind = (
+        "input_processors" if hook.startswith("process_input")
+        else "error_processors" if hook == "process_api_error" else "output_processors"
+    )
+    create: Callable[..., Agent] = Agent.create
+    agent = create("m", tools=[echo], **{kind: [p]})
+    r, trace = await _run_aborted_when(sim, agent, stuck.entered)
+    _assert_cancelled_and_sound(r)
+    assert stuck.cleaned
+    assert model.opened == model.closed  # no model stream left open
+    calls_before = len(model.requests)
+    assert calls_before <= 2
+    streamed = "".join(c.text for c in trace.chunks if isinstance(c, TextDelta))
+    if hook in ("process_output_step", "process_output_result"):
+        assert r.text == ""  # the waiting check never approved it
+    if hook == "process_output_stream":
+        assert streamed == "" and r.text == ""  # the first chunk was held by the hook
