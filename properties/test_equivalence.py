@@ -381,6 +381,9 @@ def says(draw: st.DrawFn) -> Say:
         chunk_latency=draw(st.sampled_from((0.0, 0.25))),
         break_after=draw(st.integers(0, 4)) if broken == "break" else None,
         unfinished=broken == "unfinished",
+        # a break may be a retryable error (503, 429): after the first event, not retried
+        break_with=draw(st.sampled_from((None, Fail(status=503), Fail(status=429))))
+        if broken == "break" else None,
     )
 
 

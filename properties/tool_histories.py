@@ -17,8 +17,9 @@ from pipeline.messages import Message, Part, Role, TextPart, ToolCallPart, ToolR
 
 SAFE = string.ascii_letters + string.digits + "_-"
 
-# small pool: frequent collisions, near-collisions ("a:b"/"a.b"/"a_b") and the empty id
-POOL_IDS = ("a", "b", "c", "", "a:b", "a.b", "a_b", "call_0")
+# small pool: frequent collisions, near-collisions ("a:b"/"a.b"/"a_b"), the empty id, and
+# ids shaped like repair's fresh ones ("a_2", "a_3") beside a repeated "a"
+POOL_IDS = ("a", "b", "c", "", "a:b", "a.b", "a_b", "call_0", "a_2", "a_3")
 NAMES = ("f", "g", "get.weather", "")
 
 pool_ids = st.sampled_from(POOL_IDS)

@@ -128,12 +128,14 @@ async def test_signal_mid_tool_pairs_every_call_and_leaves_no_task() -> None:
     assert unpaired_tool_calls(msgs) == []
     assert msgs[-2].role == "assistant"
     assert [c.tool_name for c in msgs[-2].tool_calls()] == ["quick", "stuck"]
+    # the call that finished keeps its real result; only the unfinished one is cancelled
     assert [(r.tool_name, r.is_error) for r in msgs[-1].tool_results()] == [
-        ("quick", True), ("stuck", True)
+        ("quick", False), ("stuck", True)
     ]
-    assert msgs[-1].tool_results()[0].result == "tool call cancelled: stop"
+    assert msgs[-1].tool_results()[0].result == 1
+    assert msgs[-1].tool_results()[1].result == "tool call cancelled: stop"
     errors = [c for c in trace.chunks if isinstance(c, ToolError)]
-    assert [e.tool_name for e in errors] == ["quick", "stuck"]
+    assert [e.tool_name for e in errors] == ["stuck"]
     assert len(model.requests) == 1
     assert model.closed_early == 0
 
@@ -165,7 +167,7 @@ def lookup(q: str) -> str:
     return q
 
 
-async def test_signal_in_an_async_hook_before_tools_answers_their_calls() -> None:
+async def test_signal_in_an_async_output_step_hook_drops_the_response_it_was_judging() -> None:
     judge = SlowJudge()
     judge.entered = anyio.Event()
     agent = Agent.create("m", tools=[lookup], output_processors=[judge])
@@ -175,9 +177,9 @@ async def test_signal_in_an_async_hook_before_tools_answers_their_calls() -> Non
     assert result.status == "cancelled"
     msgs = result.messages.messages
     assert unpaired_tool_calls(msgs) == []
-    # the response had fully streamed: kept as it was, its call answered as cancelled
-    assert (msgs[-2].text, msgs[-2].incomplete) == ("let me see", False)
-    assert msgs[-1].tool_results()[0].is_error
+    # the judge never approved the response: it is not kept (fail closed), nor its call
+    assert [m.role for m in msgs] == ["user"]
+    assert result.text == ""
 
 
 async def test_timeout_mid_stream() -> None:
@@ -359,7 +361,7 @@ async def test_a_hook_catching_exception_cannot_swallow_the_cancel() -> None:
     interp = AsyncInterpreter(ScriptedModel([Say("answer")]), handlers={Ask: never})
     result, _ = await _run_and_abort(interp, agent, waiting)
     assert result.status == "cancelled"
-    assert result.text == "answer"
+    assert result.text == ""  # the hook never approved it
 
 
 async def test_a_cancelled_history_is_valid_input_for_the_next_run() -> None:

@@ -21,8 +21,9 @@ Design:
   scope, or closing the stream early (in the task that iterates it; from another task,
   abort a signal) end the run at once: the interpreter throws
   `RunCancelled` into the loop, which finishes with status "cancelled" and a
-  `Cancelled` error, keeps the text streamed so far in a message marked incomplete, and
-  gives each tool call still without a result an error result. The model stream is
+  `Cancelled` error, keeps only what the output processors approved (see README,
+  Cancellation), the real results of tools that finished, and gives each tool call
+  still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
   cleanup (closing its HTTP response) is never cut short. With a signal or a timeout
   `run` returns that result; an enclosing cancel scope's cancellation is re-raised (as
@@ -172,9 +173,9 @@ class AsyncInterpreter:
         return AsyncRunStream(self, loop, trace, signal, timeout)
 
     # --- commands other than the model stream -----------------------------------------------
-    async def _carry_out(self, cmd: LoopCommand) -> object:
+    async def _carry_out(self, cmd: LoopCommand, done: list[ToolOutcome] | None = None) -> object:
         if isinstance(cmd, RunTools):
-            return await self._run_tools(cmd.calls)
+            return await self._run_tools(cmd.calls, done if done is not None else [])
         if isinstance(cmd, AwaitHook):
             return await cmd.awaitable
         if isinstance(cmd, Sleep):
@@ -184,14 +185,20 @@ class AsyncInterpreter:
             return await self._perform(cmd.request)
         raise TypeError(f"unknown command {cmd!r}")
 
-    async def _run_tools(self, calls: tuple[ToolInvocation, ...]) -> tuple[ToolOutcome, ...]:
-        """Run the calls concurrently; the outcomes in the order of the calls."""
+    async def _run_tools(
+        self, calls: tuple[ToolInvocation, ...], done: list[ToolOutcome]
+    ) -> tuple[ToolOutcome, ...]:
+        """Run the calls concurrently; the outcomes in the order of the calls. Each outcome
+        is also appended to `done` as its call finishes (kept when the run is cancelled)."""
         if len(calls) == 1:
-            return (await self._run_tool(calls[0]),)
+            only = await self._run_tool(calls[0])
+            done.append(only)
+            return (only,)
         outcomes: list[ToolOutcome | None] = [None] * len(calls)
 
         async def one(i: int, inv: ToolInvocation) -> None:
-            outcomes[i] = await self._run_tool(inv)
+            outcomes[i] = o = await self._run_tool(inv)
+            done.append(o)
 
         async with anyio.create_task_group() as tg:
             for i, inv in enumerate(calls):
@@ -246,7 +253,8 @@ class AsyncRunStream:
 
     __slots__ = (
         "_anext", "_buf", "_busy", "_closed", "_cmd", "_deadline", "_delivered", "_hand_out",
-        "_interp", "_loop", "_model", "_result", "_signal", "_timeout", "_trace",
+        "_interp", "_loop", "_model", "_result", "_signal", "_timeout", "_tools_done",
+        "_trace",
     )
 
     def __init__(
@@ -276,6 +284,8 @@ class AsyncRunStream:
         """A task is inside `_advance_guarded` (waiting on the model, a tool, a hook...)."""
         self._hand_out = True
         """False when `run` drives the stream: chunks go to the trace only, none wait."""
+        self._tools_done: list[ToolOutcome] = []
+        """The outcomes of the pending RunTools' calls that finished (for a cancel)."""
 
     # --- the async iterator ------------------------------------------------------------
     def __aiter__(self) -> AsyncRunStream:
@@ -439,8 +449,10 @@ class AsyncRunStream:
                 self._anext = model.__anext__
                 cmd = self._set(loop.send(await self._next_event(started=False)))
             else:
+                if t is RunTools:
+                    self._tools_done = []
                 try:
-                    reply = await self._interp._carry_out(cmd)
+                    reply = await self._interp._carry_out(cmd, self._tools_done)
                 except Exception as e:
                     cmd = self._set(loop.throw(e))
                 else:
@@ -479,8 +491,10 @@ class AsyncRunStream:
             if isinstance(cmd, AwaitHook):  # never awaited, or its await was cancelled
                 discard(cmd.awaitable)
             if not isinstance(cmd, Finish):
+                # Tools that finished before the cancel keep their real results.
+                done = tuple(self._tools_done) if isinstance(cmd, RunTools) else ()
                 try:
-                    cmd = self._set(loop.throw(RunCancelled(reason)))
+                    cmd = self._set(loop.throw(RunCancelled(reason, done)))
                     while isinstance(cmd, Publish):
                         self._out(cmd.chunks)
                         cmd = self._set(loop.send(None))

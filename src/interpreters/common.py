@@ -19,11 +19,13 @@ from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.cost import Pricer
 from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome, agent_loop
-from pipeline.messages import JsonObject, RunInput, ToolCallPart, to_message_list
+from pipeline.messages import JsonObject, RunInput, ToolCallPart
 from pipeline.model import ApiError, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
+from pipeline.result import InvalidInput
 from pipeline.tool_context import check_deps
 from pipeline.tools import Tool
+from pipeline.validate import read_input, rejected
 
 H = TypeVar("H")
 P = TypeVar("P")
@@ -59,13 +61,17 @@ def start_run(
     """The agent loop of a new run: its context, its input as a message list, its trace,
     watched by `observers` (see `interpreters.observe`).
 
-    Raises TypeError when a tool of the agent asks for deps of another type than `deps`.
+    Input that is not a conversation the library can send gives a run that fails at once
+    with `InvalidInput`, before any call. Raises TypeError when a tool of the agent asks
+    for deps of another type than `deps`.
     """
     check_deps(agent.tools, deps)
     ctx = RunContext(
         run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps
     )
-    ml = to_message_list(messages, id_prefix=run_id, created_at=clock())
+    ml = read_input(messages, id_prefix=run_id, created_at=clock())
+    if isinstance(ml, InvalidInput):
+        return rejected(ml)  # checked at the door: fails before any call
     record = trace.record_effect if trace is not None else None
     if observers:
         return observed_loop(

@@ -140,7 +140,8 @@ class Say(msgspec.Struct, frozen=True):
 
     `text` is one string or the chunks to stream; `calls` are tool calls after the text.
     `latency` passes before the first event, `chunk_latency` between events (virtual
-    time). `break_after=n` breaks the stream after n events; `unfinished=True` ends it
+    time). `break_after=n` breaks the stream after n events (raising `break_with`'s error,
+    a connection reset by default); `unfinished=True` ends it
     without its finish event (both are broken streams).
     """
 
@@ -156,6 +157,8 @@ class Say(msgspec.Struct, frozen=True):
     chunk_latency: float = 0.0
     break_after: int | None = None
     unfinished: bool = False
+    break_with: Fail | None = None
+    """The error a `break_after` break raises (default: a connection reset)."""
 
     def events(self, call_index: int) -> list[ModelEvent]:
         """The model events of this response (deterministic ids from the call index)."""
@@ -238,9 +241,7 @@ class ScriptedModel:
                 self.clock.sleep(step.chunk_latency)
             yield e
         if step.break_after is not None:
-            raise ProviderError(
-                ApiError(status=None, message="simulated connection reset mid-stream")
-            )
+            raise ProviderError(_break_error(step))
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         n, step = self._next(request)
@@ -255,9 +256,7 @@ class ScriptedModel:
                 await self._pause(step.chunk_latency)
             yield e
         if step.break_after is not None:
-            raise ProviderError(
-                ApiError(status=None, message="simulated connection reset mid-stream")
-            )
+            raise ProviderError(_break_error(step))
 
     async def _pause(self, seconds: float) -> None:
         if self._async_sleep is not None and seconds > 0:
@@ -265,6 +264,12 @@ class ScriptedModel:
         elif self.clock.advance(seconds):
             # A run's virtual deadline rang and cancelled it: the cancellation lands here.
             await anyio.lowlevel.checkpoint()
+
+
+def _break_error(step: Say) -> ApiError:
+    if step.break_with is not None:
+        return step.break_with.error()
+    return ApiError(status=None, message="simulated connection reset mid-stream")
 
 
 def _cut(step: Say, events: list[ModelEvent]) -> int:

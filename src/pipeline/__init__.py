@@ -87,6 +87,7 @@ from pipeline.processor import (
 from pipeline.result import (
     ApiFailed,
     Cancelled,
+    InvalidInput,
     OutputResult,
     ProcessorFailed,
     RunError,
@@ -98,6 +99,7 @@ from pipeline.result import (
 from pipeline.retry import RetryPolicy
 from pipeline.tool_context import ToolContext, ToolWriter
 from pipeline.tools import Tool, ToolSpec, make_tool, tool
+from pipeline.validate import InvalidInputError
 
 __all__ = [
     "Agent", "AgentLoop", "ApiError", "ApiErrorArgs", "ApiErrorResult", "ApiFailed",
@@ -119,3 +121,4 @@ __all__ = [
     "user",
     "OutputInvalid", "ToolContext", "ToolWriter", "TypedOutput",
 ]
+__all__ += ["InvalidInput", "InvalidInputError"]  # caller input checked at the door

@@ -20,14 +20,18 @@ import msgspec
 
 from effects import Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
 from pipeline.chunks import DataChunk
+from pipeline.messages import MessageList
 from pipeline.processor import (
     ALLOWED_EFFECTS,
     CHUNK_TYPES,
     REPLACE_PAYLOAD,
     BaseProcessor,
     HookName,
+    StepChange,
     TripWire,
 )
+from pipeline.tools import unencodable
+from pipeline.validate import check_messages
 
 HookFn = Callable[..., object]
 Yielded = Perform[object] | AwaitHook
@@ -130,6 +134,10 @@ def _drive(
                 request = gen.send(answer)
     except StopIteration as done:  # the hook returned its result
         return done.value
+    finally:
+        # Cancelled (or failed) while the hook waited for its I/O: its cleanup runs now,
+        # before the run ends, not whenever the generator is collected.
+        gen.close()
 
 
 _ALWAYS_OK = (Continue,)
@@ -178,6 +186,12 @@ def check(b: Bound, raw: object) -> Outcome:
                         f"Replace carries a tuple holding {type(c).__name__}, "
                         "expected chunks only",
                     )
+        if isinstance(value, StepChange):
+            value = value.message_list
+        if isinstance(value, MessageList):
+            invalid = check_messages(value)
+            if invalid is not None:  # messages no provider could be sent
+                raise HookFailure(b.processor_id, b.hook, "InvalidMessages", str(invalid))
     chunks: list[DataChunk] = []
     for c in emit:
         if not isinstance(c, DataChunk):
@@ -187,8 +201,20 @@ def check(b: Bound, raw: object) -> Outcome:
                 "InvalidEffect",
                 f"can only emit data-* chunks (DataChunk), got {type(c).__name__}",
             )
+        _check_data(b, c)
         chunks.append(c)
+    if effect.__class__ is Replace and isinstance(effect.value, DataChunk):
+        _check_data(b, effect.value)
     return Outcome(effect, state, tuple(chunks), changed)
+
+
+def _check_data(b: Bound, c: DataChunk) -> None:
+    """A data chunk is kept in the messages and sent on the wire: it must encode."""
+    problem = unencodable(c.data)
+    if problem is not None:
+        raise HookFailure(
+            b.processor_id, b.hook, "InvalidEffect", f"data chunk {c.name!r} holds {problem}"
+        )
 
 
 __all__ = [

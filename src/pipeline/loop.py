@@ -32,6 +32,7 @@ This module re-exports the names interpreters import from it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Generator
 
 import msgspec
@@ -49,6 +50,7 @@ from effects import (
     Sleep,
 )
 from pipeline.agent import Agent
+from pipeline.call_ids import _CallIds
 from pipeline.chunks import (
     DataChunk,
     ErrorChunk,
@@ -111,7 +113,8 @@ from pipeline.run_state import Ids, _Failed, _Tripped
 from pipeline.step_config import _StepConfig, _StepSetup
 from pipeline.stream_stage import _StreamStage
 from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
-from pipeline.tools import Tool, tool_result
+from pipeline.tools import Tool, tool_result, unencodable
+from pipeline.validate import check_messages, rejected
 
 _OUTPUT_TYPE = "output_type"
 """Who discarded a reply that did not decode (in feedback and data-step-discarded)."""
@@ -142,15 +145,24 @@ def agent_loop(
     """The run of `agent` on `messages`, as a command generator. See the module doc.
 
     `price` prices each model call (`pipeline.cost`): the result then carries its cost.
+    Messages that are not a conversation the library can send (wrong types, an unknown
+    role...) fail the run at once with `InvalidInput`, before any call.
     """
-    return _Run(agent, messages, context, clock, record, price).run()
+    call_ids: set[str] = set()
+    invalid = check_messages(messages, call_ids)
+    if invalid is not None:
+        return rejected(invalid)
+    run = _Run(agent, messages, context, clock, record, price)
+    run._ids_of, run._ids_used = run.ml, call_ids  # the input's tool-call ids, known now
+    return run.run()
 
 
-class _Run(_StepSetup, _StreamStage):
+class _Run(_StepSetup, _StreamStage, _CallIds):
     """One run's state. Only `run()` is a generator; helpers that yield are sub-generators.
 
     The input-step pipeline is in `_StepSetup` (step_config.py), the stream processors'
-    per-chunk path in `_StreamStage` (stream_stage.py); the other hooks are here.
+    per-chunk path in `_StreamStage` (stream_stage.py), run-wide unique tool-call ids in
+    `_CallIds` (call_ids.py); the other hooks are here.
     """
 
     def __init__(
@@ -212,6 +224,7 @@ class _Run(_StepSetup, _StreamStage):
         self.finish_reason = "stop"
         self.pending = []
         self.output: object = None
+        self._init_call_ids()
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -268,7 +281,9 @@ class _Run(_StepSetup, _StreamStage):
             cost=self.cost if self.cost_known else None,
         )
         if self.pending:
-            yield Publish(tuple(self.pending))
+            # The run is over already: a cancel now changes nothing in its result.
+            with contextlib.suppress(RunCancelled):
+                yield Publish(tuple(self.pending))
             self.pending = []
         yield Finish(result)
         return result
@@ -312,10 +327,13 @@ class _Run(_StepSetup, _StreamStage):
         call_cost = self._price(cfg.model, fin, response.created_at)
         before = self.ml
         self.ml = added = self.ml.add(response, "response") if response.parts else self.ml
+        self._note_call_ids(before, content.tool_calls)
         try:
             keep = yield from self._output_step(step, cfg, content, fin, before)
-        except HookFailure:
-            self.ml = before  # fail closed: a response whose check crashed is not kept
+        except (HookFailure, RunCancelled):
+            # Fail closed: a response whose check crashed, or was cancelled (a timeout)
+            # before every processor approved it, is not kept.
+            self.ml = before
             raise
         if not keep:
             return None
@@ -326,6 +344,8 @@ class _Run(_StepSetup, _StreamStage):
             calls = tuple(content.tool_calls)
         else:
             kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
+            if kept is not None:
+                kept = self._unforged(kept)
             calls = kept.tool_calls() if kept is not None else ()
         if not calls and isinstance(cfg.structured_output, TypedOutput):
             text = kept.text if kept is not None else ""
@@ -576,9 +596,10 @@ class _Run(_StepSetup, _StreamStage):
         cid = call.tool_call_id
         fresh = content.renamed.get(cid)
         if fresh is None:
-            if cid and all(c.tool_call_id != cid for c in content.tool_calls):
+            used = self._call_ids()
+            if cid and cid not in used and all(c.tool_call_id != cid for c in content.tool_calls):
                 return call
-            fresh = content.renamed[cid] = self.ids.next("call")
+            fresh = content.renamed[cid] = self._fresh_call_id(used, content)
         if isinstance(call, ToolCall):
             del content.renamed[cid]  # the call is complete: a later reuse is a new call
             return ToolCall(fresh, call.tool_name, call.args)
@@ -611,9 +632,12 @@ class _Run(_StepSetup, _StreamStage):
             )
 
     def _keep_partial(self, content: _StepContent) -> None:
-        """A broken stream: keep what arrived, marked incomplete, with no tool call."""
+        """A broken stream: keep what arrived, marked incomplete, with no tool call.
+
+        Not when process_output_step processors exist: they never approved it (fail closed).
+        """
         parts = content.message_parts(complete=False)
-        if parts:
+        if parts and not self.h_output_step:
             self.ml = self.ml.add(
                 Message(
                     id=self.ids.next("msg"),
@@ -665,6 +689,9 @@ class _Run(_StepSetup, _StreamStage):
             yield Publish(publish)
         try:
             reply = yield RunTools(tuple(invocations))
+        except RunCancelled as c:
+            self._keep_finished_tools(calls, c)
+            raise
         finally:
             written = [w.close() if w is not None else () for w in writers]
         outcomes = _check_outcomes(reply, calls)
@@ -680,11 +707,24 @@ class _Run(_StepSetup, _StreamStage):
                 else:
                     self._deliver(d, kept)
         parts = tuple(
-            ToolResultPart(c.tool_call_id, c.tool_name, *tool_result(o.result, o.is_error))
-            for c, o in zip(calls, outcomes, strict=True)
+            _result_part(c, o.result, o.is_error) for c, o in zip(calls, outcomes, strict=True)
         )
-        data = tuple(p for p in kept.parts if isinstance(p, DataPart))
-        self.ml = self.ml.add(
+        self._add_tool_message(parts, tuple(p for p in kept.parts if isinstance(p, DataPart)))
+        yield from self._stream_through(
+            [
+                ToolError(p.tool_call_id, p.tool_name, str(p.result))
+                if p.is_error
+                else ToolResult(p.tool_call_id, p.tool_name, p.result)
+                for p in parts
+            ]
+        )
+        return parts
+
+    def _add_tool_message(
+        self, parts: tuple[ToolResultPart, ...], data: tuple[DataPart, ...] = ()
+    ) -> None:
+        before = self.ml
+        self.ml = before.add(
             Message(
                 id=self.ids.next("msg"),
                 role="tool",
@@ -695,15 +735,32 @@ class _Run(_StepSetup, _StreamStage):
             ),
             "response",
         )
-        yield from self._stream_through(
-            [
-                ToolError(p.tool_call_id, p.tool_name, str(p.result))
-                if p.is_error
-                else ToolResult(p.tool_call_id, p.tool_name, p.result)
-                for p in parts
-            ]
+        self._note_call_ids(before, parts)
+
+    def _keep_finished_tools(self, calls: tuple[ToolCallPart, ...], c: RunCancelled) -> None:
+        """A cancel while tools ran: the real results of the calls that finished (their
+        side effects happened), an error result for the others, in call order."""
+        done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
+        if not done:
+            return  # `_answer_dangling_calls` answers every call
+        parts = tuple(
+            _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
+            if call.tool_call_id in done
+            else ToolResultPart(
+                call.tool_call_id, call.tool_name, f"tool call cancelled: {c.reason}", True
+            )
+            for call in calls
         )
-        return parts
+        self._add_tool_message(parts)
+        # Real results reach the stream only through the stream processors, which run no
+        # more after a cancel: with stream processors, the stream gets none of them.
+        self.pending.extend(
+            ToolError(p.tool_call_id, p.tool_name, str(p.result))
+            if p.is_error
+            else ToolResult(p.tool_call_id, p.tool_name, p.result)
+            for p in parts
+            if p.is_error or not self.h_stream
+        )
 
     def _process_output_result(self) -> Generator[LoopCommand, object, None]:
         if not self.h_result:
@@ -724,8 +781,8 @@ class _Run(_StepSetup, _StreamStage):
             )
             try:
                 eff = self._apply(b, (yield from call(b, args)))
-            except HookFailure:
-                self._drop_response()  # fail closed, as for a block
+            except (HookFailure, RunCancelled):
+                self._drop_response()  # fail closed (a crash, a cancel), as for a block
                 raise
             if isinstance(eff, Abort):
                 self._drop_response()  # the blocked response is not kept
@@ -740,6 +797,20 @@ class _Run(_StepSetup, _StreamStage):
             (m for m, s in zip(ml.messages, ml.sources, strict=True) if s != "response"),
             "input",
         )
+
+
+def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResultPart:
+    """A tool's result as kept in the history: a `returns` Result is unwrapped
+    (`tools.tool_result`); one that cannot be encoded as JSON (a custom object, a
+    recursive list, an awaitable never awaited) is an error result the model sees, naming
+    the type, so the history always encodes."""
+    result, is_error = tool_result(result, is_error)
+    problem = unencodable(result)
+    if problem is not None:
+        return ToolResultPart(
+            call.tool_call_id, call.tool_name, f"tool {call.tool_name!r} returned {problem}", True
+        )
+    return ToolResultPart(call.tool_call_id, call.tool_name, result, is_error)
 
 
 def _check_outcomes(reply: object, calls: tuple[ToolCallPart, ...]) -> tuple[ToolOutcome, ...]:

@@ -223,6 +223,21 @@ class MessageList(_LogView):
         msgs = tuple(messages)
         return cls(msgs, (source,) * len(msgs), tuple(_system(s) for s in system))
 
+    @classmethod
+    def from_openai(
+        cls,
+        messages: Iterable[Mapping[str, object]],
+        *,
+        id_prefix: str = "openai",
+        created_at: float = 0.0,
+    ) -> MessageList:
+        """OpenAI Chat Completions style dicts (`{"role": ..., "content": ...}`) as a
+        list; raises `InvalidInputError` naming the message and field it cannot read.
+        See `pipeline.openai_input`."""
+        from pipeline.openai_input import from_openai  # (imports this module)
+
+        return from_openai(messages, id_prefix=id_prefix, created_at=created_at)
+
     def __len__(self) -> int:
         view = self._view
         return view[1] if view is not None else len(self.messages)

@@ -96,11 +96,20 @@ class RunCancelled(BaseException):
 
     A BaseException, like GeneratorExit, so no hook's `except Exception` swallows it.
     The loop runs no more hooks: it finishes with status "cancelled" and a `Cancelled`
-    error; text streamed so far is kept in a message marked `incomplete` (without its
-    tool calls); every tool call of the response still without a result (tools not run
-    yet, or in flight) gets an error result, streamed as a tool-error chunk too.
+    error; a response an output processor was still deciding on is dropped (fail
+    closed); text streamed so far is kept in a message marked `incomplete` (without its
+    tool calls; not at all when process_output_step processors exist); every tool call
+    of the response still without a result (tools not run yet, or in flight) gets an
+    error result, streamed as a tool-error chunk too.
+
+    Thrown at a `RunTools`, it carries in `tool_outcomes` the outcomes of the calls that
+    had finished (their side effects happened): those real results are kept, so a
+    continued conversation does not run them again.
     """
 
-    def __init__(self, reason: str = "cancelled") -> None:
+    def __init__(
+        self, reason: str = "cancelled", tool_outcomes: tuple[ToolOutcome, ...] = ()
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.tool_outcomes = tool_outcomes

@@ -94,7 +94,29 @@ class OutputInvalid(msgspec.Struct, frozen=True, tag="output-invalid"):
         )
 
 
-RunError = ProcessorFailed | ApiFailed | StreamFailed | Cancelled | OutputInvalid
+
+class InvalidInput(msgspec.Struct, frozen=True, tag="invalid-input"):
+    """The caller's input is not a conversation the library can send; no model was called.
+
+    `message_index` is the position of the bad message in the input (None: the input as a
+    whole, or its system messages), `field` the field at fault (`parts[0].text`).
+    """
+
+    message_index: int | None
+    field: str
+    problem: str
+    message_id: str | None = None
+
+    def __str__(self) -> str:
+        where = "input" if self.message_index is None else f"message {self.message_index}"
+        if self.message_id is not None:
+            where += f" (id {self.message_id!r})"
+        return f"invalid input: {where}, field {self.field!r}: {self.problem}"
+
+
+RunError = (
+    ProcessorFailed | ApiFailed | StreamFailed | Cancelled | OutputInvalid | InvalidInput
+)
 
 T = TypeVar("T")
 

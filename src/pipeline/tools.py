@@ -193,3 +193,28 @@ def tool_result(value: object, is_error: bool) -> tuple[object, bool]:
         err = value.failure()
         return (f"{type(err).__name__}: {err}" if isinstance(err, Exception) else err), True
     return value, is_error
+
+
+def unencodable(result: object) -> str | None:
+    """Why a value (a tool's result, a data chunk's data) cannot be kept in the history
+    (JSON), or None when it can.
+
+    An awaitable (a sync tool that returned a coroutine) is closed here, so it is never
+    left "never awaited".
+    """
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+        return (
+            f"an awaitable ({type(result).__name__}) from a sync function: "
+            "declare the tool `async def` and use the async interpreter"
+        )
+    try:
+        msgspec.json.encode(result)
+    except (TypeError, ValueError, RecursionError) as e:
+        return (
+            f"a {type(result).__name__}, which cannot be encoded as JSON "
+            f"({type(e).__name__}: {e})"
+        )
+    return None

@@ -1,0 +1,164 @@
+"""OpenAI Chat Completions style messages (dicts) as a `MessageList`.
+
+    MessageList.from_openai([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1",
+            "type": "function",
+            "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ])
+
+System (and developer) messages become the list's system messages; user content may be a
+string or a list of `text` and `image_url` parts; assistant tool calls keep their ids,
+their arguments decoded from JSON; a tool message's result is its text. Anything else
+raises `InvalidInputError` naming the message and the field. Runs refuse such dicts given
+directly (an `InvalidInput` error pointing here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from pipeline.messages import (
+    FilePart,
+    Message,
+    MessageList,
+    Part,
+    Role,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from pipeline.result import InvalidInput
+from pipeline.validate import InvalidInputError
+
+__all__ = ["from_openai"]
+
+
+class _Bad(Exception):
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+
+
+def from_openai(
+    messages: Iterable[Mapping[str, object]], *, id_prefix: str = "openai", created_at: float = 0.0
+) -> MessageList:
+    """Convert OpenAI-style message dicts (see the module doc); raises InvalidInputError."""
+    if isinstance(messages, str | bytes | Mapping):
+        raise InvalidInputError(InvalidInput(
+            None, "messages", f"expected a list of message dicts, got {type(messages).__name__}"
+        ))
+    system: list[SystemMessage] = []
+    out: list[Message] = []
+    names: dict[str, str] = {}  # tool-call id -> tool name, for the tool messages
+    for i, d in enumerate(messages):
+        mid = f"{id_prefix}-{i}"
+        try:
+            if not isinstance(d, Mapping):
+                raise _Bad("message", f"expected a dict, got {type(d).__name__}")
+            if isinstance(d.get("id"), str):
+                mid = str(d["id"])
+            role = d.get("role")
+            if role in ("system", "developer"):
+                system.append(SystemMessage(_text(d.get("content"), "content")))
+                continue
+            kind: Role
+            if role == "user":
+                kind, parts = "user", _user_parts(d.get("content"))
+            elif role == "assistant":
+                kind, parts = "assistant", _assistant_parts(d, names)
+            elif role == "tool":
+                kind = "tool"
+                cid = d.get("tool_call_id")
+                if not isinstance(cid, str):
+                    raise _Bad("tool_call_id", f"expected a str, got {type(cid).__name__}")
+                result = _text(d.get("content"), "content")
+                parts = (ToolResultPart(cid, names.get(cid, ""), result),)
+            else:
+                raise _Bad(
+                    "role",
+                    f"unknown role {role!r} (expected system, developer, user, assistant or tool)",
+                )
+        except _Bad as e:
+            raise InvalidInputError(InvalidInput(i, e.field, e.problem, mid)) from None
+        out.append(Message(id=mid, role=kind, parts=parts, created_at=created_at))
+    return MessageList.of(out, system=system)
+
+
+def _text(content: object, field: str) -> str:
+    """A string, or a list of text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        texts: list[str] = []
+        for j, p in enumerate(content):
+            if not (isinstance(p, Mapping) and p.get("type") == "text"
+                    and isinstance(p.get("text"), str)):
+                raise _Bad(f"{field}[{j}]", "expected a text part {'type': 'text', 'text': ...}")
+            texts.append(str(p["text"]))
+        return "".join(texts)
+    raise _Bad(field, f"expected a str or a list of text parts, got {type(content).__name__}")
+
+
+def _user_parts(content: object) -> tuple[Part, ...]:
+    if isinstance(content, str):
+        return (TextPart(content),)
+    if not isinstance(content, list | tuple):
+        raise _Bad("content", f"expected a str or a list of parts, got {type(content).__name__}")
+    parts: list[Part] = []
+    for j, p in enumerate(content):
+        kind = p.get("type") if isinstance(p, Mapping) else None
+        if kind == "text" and isinstance(p, Mapping) and isinstance(p.get("text"), str):
+            parts.append(TextPart(str(p["text"])))
+        elif kind == "image_url" and isinstance(p, Mapping):
+            image = p.get("image_url")
+            url = image.get("url") if isinstance(image, Mapping) else image
+            if not isinstance(url, str):
+                raise _Bad(f"content[{j}].image_url", "expected a url")
+            parts.append(_image(url))
+        else:
+            raise _Bad(f"content[{j}]", f"unsupported part {kind!r} (text and image_url are)")
+    return tuple(parts)
+
+
+def _image(url: str) -> FilePart:
+    if url.startswith("data:") and ";base64," in url:
+        media_type, data = url[5:].split(";base64,", 1)
+        return FilePart(media_type or "application/octet-stream", data)
+    return FilePart("image/*", url, is_url=True)
+
+
+def _assistant_parts(d: Mapping[str, object], names: dict[str, str]) -> tuple[Part, ...]:
+    content = d.get("content")
+    parts: list[Part] = []
+    if content is not None:
+        text = _text(content, "content")
+        if text:
+            parts.append(TextPart(text))
+    calls = d.get("tool_calls") or ()
+    if not isinstance(calls, list | tuple):
+        raise _Bad("tool_calls", f"expected a list, got {type(calls).__name__}")
+    for j, c in enumerate(calls):
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        cid = c.get("id") if isinstance(c, Mapping) else None
+        name = fn.get("name") if isinstance(fn, Mapping) else None
+        raw = fn.get("arguments", "{}") if isinstance(fn, Mapping) else None
+        if not (isinstance(cid, str) and isinstance(name, str) and isinstance(raw, str)):
+            raise _Bad(
+                f"tool_calls[{j}]",
+                "expected {'id': str, 'function': {'name': str, 'arguments': str}}",
+            )
+        try:
+            args = msgspec.json.decode(raw or "{}")
+        except msgspec.DecodeError as e:
+            raise _Bad(f"tool_calls[{j}].function.arguments", f"invalid JSON: {e}") from None
+        if not isinstance(args, dict):
+            raise _Bad(f"tool_calls[{j}].function.arguments", "expected a JSON object")
+        names[cid] = name
+        parts.append(ToolCallPart(cid, name, args))
+    return tuple(parts)

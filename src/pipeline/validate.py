@@ -1,0 +1,246 @@
+"""Caller input, checked at the door, the same way under every interpreter.
+
+A run's input (and any messages a hook puts in its place) must be a conversation the
+library can send: `Message` values with a known role, parts given as a tuple of part
+values with fields of the right types, encodable as JSON. Anything else is refused before
+any model call with an `InvalidInput` error naming the message and the field, rather than
+being sent as something else (an unknown role as "user", a string of parts as nothing)
+or failing later as a provider bug. OpenAI-style dicts are refused with a pointer to
+`MessageList.from_openai`, which converts them.
+
+Pure: `agent_loop` checks its `MessageList`; interpreters read a run's input with
+`read_input` and start `rejected(...)` for input that is not even a list of messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import NoneType
+from typing import cast, get_args
+
+import msgspec
+
+from effects import Finish, Publish
+from pipeline.chunks import ErrorChunk, Usage
+from pipeline.messages import (
+    DataPart,
+    FilePart,
+    Message,
+    MessageList,
+    ReasoningPart,
+    Role,
+    Source,
+    SourcePart,
+    StepStartPart,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    to_message_list,
+)
+from pipeline.protocol import AgentLoop
+from pipeline.result import InvalidInput, RunResult
+
+__all__ = ["InvalidInputError", "check_messages", "read_input", "rejected"]
+
+_ROLES: frozenset[str] = frozenset(get_args(Role))
+_SOURCES: frozenset[str] = frozenset(get_args(Source))
+_OPENAI_HINT = "an OpenAI-style dict; convert such messages with MessageList.from_openai(...)"
+
+_PART_FIELDS: dict[type, tuple[tuple[str, tuple[type, ...]], ...]] = {
+    TextPart: (("text", (str,)),),
+    ReasoningPart: (("text", (str,)), ("signature", (str, NoneType)),
+                    ("redacted", (str, NoneType))),
+    ToolCallPart: (("tool_call_id", (str,)), ("tool_name", (str,)), ("args", (Mapping,))),
+    ToolResultPart: (("tool_call_id", (str,)), ("tool_name", (str,)), ("is_error", (bool,))),
+    FilePart: (("media_type", (str,)), ("data", (str,)), ("is_url", (bool,)),
+               ("filename", (str, NoneType))),
+    SourcePart: (("source_id", (str,)), ("url", (str,)), ("title", (str, NoneType))),
+    StepStartPart: (("step_number", (int,)),),
+    DataPart: (("name", (str,)),),
+}
+"""What each part's fields must hold (msgspec does not check types at construction)."""
+
+
+class InvalidInputError(ValueError):
+    """Raised by the input helpers (`MessageList.from_openai`); carries the typed error."""
+
+    def __init__(self, error: InvalidInput) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def read_input(value: object, *, id_prefix: str, created_at: float) -> MessageList | InvalidInput:
+    """A run's input as a MessageList (a prompt string becomes one user message), or why
+    it is not one. The messages' contents are checked by `check_messages`."""
+    if isinstance(value, str | MessageList | Message):
+        return to_message_list(value, id_prefix=id_prefix, created_at=created_at)
+    if isinstance(value, Mapping):
+        return InvalidInput(None, "messages", f"got a dict, {_OPENAI_HINT}")
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
+        return InvalidInput(
+            None, "messages",
+            "expected a prompt (str), a Message, an iterable of Messages or a MessageList, "
+            f"got {_type(value)}",
+        )
+    # Each item is checked by `check_messages` (agent_loop), in the same pass as the rest.
+    return MessageList.of(cast("Iterable[Message]", value))
+
+
+def check_messages(ml: object, call_ids: set[str] | None = None) -> InvalidInput | None:
+    """What is wrong with `ml` as a conversation to send, or None. Linear time.
+
+    `call_ids`, when given, receives the id of every tool call and result (the loop keeps
+    tool-call ids unique run-wide, and this pass reads every part anyway)."""
+    if not isinstance(ml, MessageList):
+        return InvalidInput(None, "messages", f"expected a MessageList, got {_type(ml)}")
+    system = ml.system
+    if not isinstance(system, tuple | list):
+        return InvalidInput(
+            None, "system", f"expected a tuple of SystemMessage, got {_type(system)}"
+        )
+    for k, s in enumerate(system):
+        if not isinstance(s, SystemMessage):
+            return InvalidInput(None, f"system[{k}]", f"expected a SystemMessage, got {_type(s)}")
+        if not isinstance(s.content, str):
+            return InvalidInput(
+                None, f"system[{k}].content", f"expected a str, got {_type(s.content)}"
+            )
+    ids = call_ids if call_ids is not None else set()
+    free: list[object] = []  # values of any JSON type (arguments, results...): encoded once
+    messages = ml.messages
+    for i, (m, source) in enumerate(zip(messages, ml.sources, strict=True)):
+        if _plainly_fine(m, ids, free) and type(source) is str and source in _SOURCES:
+            continue  # the common case, in a fraction of the full check's time
+        if not isinstance(m, Message):
+            return _not_a_message(i, m)
+        found = _message_problem(m)
+        if found is None:
+            found = _unencodable(m)
+        if found is None and not (isinstance(source, str) and source in _SOURCES):
+            found = ("source", f"unknown source {source!r}")
+        if found is not None:
+            mid = m.id if isinstance(m.id, str) else None
+            return InvalidInput(i, found[0], found[1], mid)
+        ids.update(p.tool_call_id for p in m.parts if isinstance(p, ToolCallPart | ToolResultPart))
+    if free:
+        try:
+            _encode(free)  # one pass in C; on failure, find the message
+        except (TypeError, ValueError, RecursionError):
+            for i, m in enumerate(messages):
+                found = _unencodable(m)
+                if found is not None:
+                    return InvalidInput(i, found[0], found[1], m.id)
+    return None
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _plainly_fine(m: object, ids: set[str], free: list[object]) -> bool:
+    """Exact types only (what the library and msgspec make): True means `m` passes
+    `_message_problem` once the values put in `free` encode; False means: ask it. Adds
+    the message's tool-call ids to `ids`."""
+    if type(m) is not Message:
+        return False
+    if not (
+        type(m.id) is str and type(m.role) is str and m.role in _ROLES
+        and type(m.parts) is tuple and type(m.incomplete) is bool
+        and type(m.created_at) in _NUMBER
+        and (m.thread_id is None or type(m.thread_id) is str)
+        and (m.resource_id is None or type(m.resource_id) is str)
+    ):
+        return False
+    if m.metadata is not None:
+        if type(m.metadata) is not dict:
+            return False
+        free.append(m.metadata)
+    for p in m.parts:
+        t = type(p)
+        if t is TextPart:
+            if type(p.text) is not str:
+                return False
+        elif t is ToolCallPart:
+            if not (type(p.tool_call_id) is str and type(p.tool_name) is str
+                    and type(p.args) is dict):
+                return False
+            ids.add(p.tool_call_id)
+            free.append(p.args)
+        elif t is ToolResultPart:
+            if not (type(p.tool_call_id) is str and type(p.tool_name) is str
+                    and type(p.is_error) is bool):
+                return False
+            ids.add(p.tool_call_id)
+            free.append(p.result)
+        else:
+            return False
+    return True
+
+
+_NUMBER = (int, float)
+
+
+def rejected(error: InvalidInput) -> AgentLoop:
+    """The run of an input that was refused: it fails at once, calling nothing."""
+    result = RunResult(
+        status="failed",
+        text="",
+        messages=MessageList(),
+        steps=(),
+        usage=Usage(),
+        finish_reason="error",
+        error=error,
+    )
+    yield Publish((ErrorChunk("InvalidInput", str(error)),))
+    yield Finish(result)
+    return result
+
+
+def _message_problem(m: Message) -> tuple[str, str] | None:
+    if not isinstance(m.id, str):
+        return "id", f"expected a str, got {_type(m.id)}"
+    role = m.role
+    if not (isinstance(role, str) and role in _ROLES):
+        return "role", f"unknown role {role!r} (expected one of {', '.join(sorted(_ROLES))})"
+    parts = m.parts
+    if isinstance(parts, str):
+        return "parts", "expected a tuple of parts, got str (text goes in (TextPart(...),))"
+    if not isinstance(parts, tuple | list):
+        return "parts", f"expected a tuple of parts, got {_type(parts)}"
+    for j, p in enumerate(parts):
+        fields = _PART_FIELDS.get(type(p))
+        if fields is None:
+            hint = f", {_OPENAI_HINT}" if isinstance(p, Mapping) else ""
+            return f"parts[{j}]", f"expected a part (TextPart...), got {_type(p)}{hint}"
+        for name, types in fields:
+            v = getattr(p, name)
+            if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
+                want = " or ".join("None" if t is NoneType else t.__name__ for t in types)
+                return f"parts[{j}].{name}", f"expected {want}, got {_type(v)}"
+    for name, types in (
+        ("created_at", (int, float)), ("thread_id", (str, NoneType)),
+        ("resource_id", (str, NoneType)), ("incomplete", (bool,)),
+        ("metadata", (Mapping, NoneType)),
+    ):
+        v = getattr(m, name)
+        if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
+            want = " or ".join("None" if t is NoneType else t.__name__ for t in types)
+            return name, f"expected {want}, got {_type(v)}"
+    return None
+
+
+def _unencodable(m: Message) -> tuple[str, str] | None:
+    try:
+        _encode(m)
+    except (TypeError, ValueError, RecursionError) as e:
+        return "parts", f"cannot be encoded as JSON: {type(e).__name__}: {e}"
+    return None
+
+
+def _not_a_message(i: int, m: object) -> InvalidInput:
+    hint = f", {_OPENAI_HINT}" if isinstance(m, Mapping) else ""
+    return InvalidInput(i, "message", f"expected a Message, got {_type(m)}{hint}")
+
+
+def _type(v: object) -> str:
+    return type(v).__name__
