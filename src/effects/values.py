@@ -32,10 +32,10 @@ class Abort(msgspec.Struct, frozen=True, tag=True):
 
     `retry=True` from `process_output_step` discards the response and asks the model
     again with `reason` as feedback (bounded by `max_processor_retries`); from any other
-    hook it is a plain abort.
+    hook it is a plain abort. An empty reason becomes "Tripwire triggered by <processor id>".
     """
 
-    reason: str = "aborted by processor"
+    reason: str = ""
     retry: bool = False
     metadata: Mapping[str, object] | None = None
 

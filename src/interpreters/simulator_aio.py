@@ -23,7 +23,7 @@ import anyio.lowlevel
 
 from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
 from interpreters.cancel import AbortSignal
-from interpreters.simulator import ScriptedModel, SimRun, VirtualClock
+from interpreters.simulator import Routes, ScriptedModel, SimRun, VirtualClock
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.messages import JsonObject, RunInput
@@ -31,13 +31,21 @@ from pipeline.result import RunResult
 
 
 class AsyncSimulator:
-    """The async interpreter wired to scripted models, a virtual clock and fixed ids."""
+    """The async interpreter wired to scripted models, a virtual clock and fixed ids.
+
+    Routing as `Simulator`'s: `model` answers the agent's model id (every id when no
+    `models` are given), `models` the ids they name, `default` (when given) any other;
+    an id none of them answers fails the call, naming it. A run started through
+    `interpreter` directly (not `run`/`stream`) has its agent's id known only if `model`
+    answers every id.
+    """
 
     def __init__(
         self,
         model: ScriptedModel,
         *,
         models: Mapping[str, ScriptedModel] | None = None,
+        default: ScriptedModel | None = None,
         handlers: Mapping[type, AsyncHandler] | None = None,
         start: float = 1_700_000_000.0,
         real_sleep: bool = False,
@@ -47,14 +55,15 @@ class AsyncSimulator:
         self.clock.now = max(self.clock.now, start)
         self.model = model
         self.models = dict(models or {})
-        for m in self.models.values():
+        for m in (*self.models.values(), *((default,) if default is not None else ())):
             m.clock = self.clock
         self._runs = 0
+        self.routes = Routes(model, self.models, default)
         sleep: Callable[[float], Awaitable[None]] = (
             anyio.sleep if real_sleep else self._virtual_sleep
         )
         self._interp = AsyncInterpreter(
-            resolve=lambda model_id: self.models.get(model_id, self.model),
+            resolve=self.routes,
             handlers=handlers,
             clock=self.clock,
             sleep=sleep,
@@ -87,6 +96,7 @@ class AsyncSimulator:
     ) -> SimRun:
         """Run to the end; the result, the full trace and the virtual time at the end."""
         trace = Trace()
+        self.routes.note(agent.model)
         result: RunResult = await self._interp.run(
             agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
             trace=trace, signal=signal, timeout=timeout,
@@ -106,6 +116,7 @@ class AsyncSimulator:
         timeout: float | None = None,
     ) -> AsyncRunStream:
         """The run's chunks as an async iterator (`async with sim.stream(...) as s:`)."""
+        self.routes.note(agent.model)
         return self._interp.stream(
             agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
             trace=trace, signal=signal, timeout=timeout,

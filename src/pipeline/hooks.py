@@ -139,6 +139,13 @@ def check(b: Bound, raw: object) -> Outcome:
         effect, state, emit, changed = raw.effect, raw.state, raw.emit, True
     else:
         effect, state, emit, changed = raw, None, (), False
+    if effect is None:  # the commonest slip: a hook that falls off its end
+        raise HookFailure(
+            b.processor_id,
+            b.hook,
+            "InvalidEffect",
+            "returned None; a hook must return an effect: return Continue() to change nothing",
+        )
     if isinstance(effect, Emit):
         emit = (*emit, *effect.chunks)
     allowed = ALLOWED_EFFECTS[b.hook]

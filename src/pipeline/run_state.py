@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import msgspec
+
 from effects import Abort
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
@@ -70,9 +72,14 @@ class _RunState:
             self.states[b.slot] = o.state
         if o.emit:
             self.pending.extend(o.emit)
+        effect = o.effect
+        if isinstance(effect, Abort) and not effect.reason:
+            effect = msgspec.structs.replace(
+                effect, reason=f"Tripwire triggered by {b.processor_id}"
+            )
         if self.record is not None:
-            self.record(EffectRecord(b.processor_id, b.hook, o.effect))
-        return o.effect
+            self.record(EffectRecord(b.processor_id, b.hook, effect))
+        return effect
 
     def _trip(self, b: Bound, a: Abort) -> _Tripped:
         return _Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))

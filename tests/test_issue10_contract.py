@@ -1,0 +1,160 @@
+"""Issue 10, the loop's side of the contract: abort reasons, hooks returning None,
+the simulator's routing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from effects import Abort, Continue, Replace
+from interpreters.simulator import Say, ScriptedModel, Simulator
+from interpreters.simulator_aio import AsyncSimulator
+from pipeline.processor import (
+    FunctionProcessor,
+    HookName,
+    InputArgs,
+    InputStepArgs,
+    InputStepResult,
+    OutputStepArgs,
+    StepChange,
+    StreamArgs,
+    abort,
+    processor,
+)
+from pipeline.result import ProcessorFailed
+from tests.conftest import make_agent, simulate
+
+# --- 1. abort() without a reason names the processor --------------------------------
+
+
+def _bare_abort(args: object) -> Any:
+    abort()
+
+
+def _one_hook(id: str, hook: HookName, fn: Any) -> FunctionProcessor[None]:
+    return FunctionProcessor(id, None, {hook: fn})
+
+
+@pytest.mark.parametrize("hook", ["process_input", "process_input_step"])
+def test_abort_without_reason_names_the_processor(hook: HookName) -> None:
+    agent = make_agent(input_processors=[_one_hook("gate", hook, _bare_abort)])
+    ran = simulate(agent, [Say("never")])
+    assert ran.result.status == "tripped"
+    assert ran.result.tripwire is not None
+    assert ran.result.tripwire.reason == "Tripwire triggered by gate"
+    assert ran.result.tripwire.processor_id == "gate"
+
+
+def test_abort_effect_without_reason_names_the_processor() -> None:
+    def stream(args: StreamArgs[None]) -> Abort:
+        return Abort()
+
+    agent = make_agent(output_processors=[processor("censor", process_output_stream=stream)])
+    ran = simulate(agent, [Say("hello")])
+    assert ran.result.tripwire is not None
+    assert ran.result.tripwire.reason == "Tripwire triggered by censor"
+    assert ran.types[-1] == "tripwire"
+
+
+def test_abort_retry_without_reason_gives_the_same_feedback() -> None:
+    seen: list[int] = []
+
+    def step(args: OutputStepArgs[None]) -> Continue:
+        seen.append(args.retry_count)
+        if args.retry_count == 0:
+            abort(retry=True)
+        return Continue()
+
+    agent = make_agent(output_processors=[processor("judge", process_output_step=step)])
+    ran = simulate(agent, [Say("one"), Say("two")])
+    assert ran.result.status == "finished"
+    assert ran.requests[1].messages[-1].text == "Tripwire triggered by judge"
+
+
+def test_an_explicit_reason_is_kept() -> None:
+    def gate(args: InputArgs[None]) -> Continue:
+        abort("no, thanks")
+
+    ran = simulate(make_agent(input_processors=[processor("gate", process_input=gate)]), [])
+    assert ran.result.tripwire is not None and ran.result.tripwire.reason == "no, thanks"
+
+
+# --- 10. a hook returning None says what to return ----------------------------------------
+
+
+def _none(args: object) -> Any:
+    return None
+
+
+@pytest.mark.parametrize(
+    "where, hook",
+    [
+        ("input", "process_input"),
+        ("input", "process_input_step"),
+        ("output", "process_output_stream"),
+        ("output", "process_output_step"),
+        ("output", "process_output_result"),
+    ],
+)
+def test_a_hook_returning_none_says_return_continue(where: str, hook: HookName) -> None:
+    agent = make_agent(**{f"{where}_processors": [_one_hook("forgetful", hook, _none)]})
+    ran = simulate(agent, [Say("hello")])
+    assert ran.result.status == "failed"
+    err = ran.result.error
+    assert isinstance(err, ProcessorFailed)
+    assert (err.processor_id, err.hook) == ("forgetful", hook)
+    assert "returned None" in err.message
+    assert "return Continue() to change nothing" in err.message
+
+
+# --- 9. the simulator's routing -------------------------------------------------------
+
+
+def _switch_to(model_id: str) -> Any:
+    def step(args: InputStepArgs[None]) -> InputStepResult[None]:
+        return Replace(StepChange(model=model_id))
+
+    return processor("switch", process_input_step=step)
+
+
+def test_simulator_refuses_a_model_id_it_does_not_know() -> None:
+    main, strong = ScriptedModel([Say("main")]), ScriptedModel([Say("strong")])
+    agent = make_agent(input_processors=[_switch_to("strnog")])
+    run = Simulator(main, models={"strong": strong}).run(agent, "hi")
+    assert run.result.status == "failed"
+    assert "strnog" in str(run.result.error)
+    assert main.requests == [] and strong.requests == []
+
+
+def test_simulator_serves_the_agents_own_model_and_the_named_ones() -> None:
+    main, strong = ScriptedModel([Say("main")]), ScriptedModel([Say("strong")])
+    sim = Simulator(main, models={"strong": strong})
+    assert sim.run(make_agent(), "hi").result.text == "main"
+    assert sim.run(make_agent(input_processors=[_switch_to("strong")]), "hi").result.text == (
+        "strong")
+
+
+def test_simulator_with_an_explicit_default_serves_any_id() -> None:
+    main, fallback = ScriptedModel([]), ScriptedModel([Say("fallback")])
+    sim = Simulator(main, models={"strong": ScriptedModel([])}, default=fallback)
+    run = sim.run(make_agent(input_processors=[_switch_to("anything")]), "hi")
+    assert run.result.text == "fallback"
+
+
+def test_simulator_without_models_serves_every_id_with_its_model() -> None:
+    main = ScriptedModel([Say("main")])
+    run = Simulator(main).run(make_agent(input_processors=[_switch_to("whatever")]), "hi")
+    assert run.result.text == "main"
+
+
+@pytest.mark.anyio
+async def test_async_simulator_refuses_a_model_id_it_does_not_know(anyio_backend: str) -> None:
+    main, strong = ScriptedModel([Say("main")]), ScriptedModel([Say("strong")])
+    agent = make_agent(input_processors=[_switch_to("strnog")])
+    run = await AsyncSimulator(main, models={"strong": strong}).run(agent, "hi")
+    assert run.result.status == "failed"
+    assert "strnog" in str(run.result.error)
+    fallback = ScriptedModel([Say("fallback")])
+    sim = AsyncSimulator(main, models={"strong": strong}, default=fallback)
+    assert (await sim.run(agent, "hi")).result.text == "fallback"
