@@ -10,10 +10,12 @@ import pytest
 from effects import Abort, Continue, Replace
 from interpreters.simulator import Say, ScriptedModel, Simulator
 from interpreters.simulator_aio import AsyncSimulator
+from pipeline.messages import INSTRUCTIONS_TAG, MessageList, SystemMessage, user
 from pipeline.processor import (
     FunctionProcessor,
     HookName,
     InputArgs,
+    InputResult,
     InputStepArgs,
     InputStepResult,
     OutputStepArgs,
@@ -158,3 +160,81 @@ async def test_async_simulator_refuses_a_model_id_it_does_not_know(anyio_backend
     fallback = ScriptedModel([Say("fallback")])
     sim = AsyncSimulator(main, models={"strong": strong}, default=fallback)
     assert (await sim.run(agent, "hi")).result.text == "fallback"
+
+
+# --- 2. instructions beside the caller's system messages -----------------------------------
+
+
+def _contents(system: tuple[SystemMessage, ...]) -> list[str]:
+    return [s.content for s in system]
+
+
+def test_instructions_apply_beside_the_callers_system_messages() -> None:
+    seen: list[tuple[SystemMessage, ...]] = []
+
+    def look(args: InputArgs[None]) -> Continue:
+        seen.append(args.system_messages)
+        return Continue()
+
+    agent = make_agent(instructions="be brief",
+                       input_processors=[processor("look", process_input=look)])
+    given = MessageList.of([user("hi", id="u1")], system=["answer in French"])
+    ran = simulate(agent, [Say("Salut.")], given)
+    assert _contents(ran.requests[0].system) == ["be brief", "answer in French"]
+    assert _contents(seen[0]) == ["be brief", "answer in French"]
+    assert ran.requests[0].system[0].tag == INSTRUCTIONS_TAG
+    assert ran.requests[0].system[1].tag is None
+
+
+def test_a_continued_conversation_does_not_double_the_instructions() -> None:
+    agent = make_agent(instructions="be brief")
+    sim = Simulator(ScriptedModel([Say("First."), Say("Second."), Say("Third.")]))
+    given = MessageList.of([user("one", id="u1")], system=["answer in French"])
+    first = sim.run(agent, given).result
+    second = sim.run(agent, first.messages.add(user("two", id="u2"))).result
+    third = sim.run(agent, second.messages.add(user("three", id="u3"))).result
+    for r in (first, second, third):
+        assert _contents(r.messages.system) == ["be brief", "answer in French"]
+    assert sim.model.requests[2].system == first.messages.system
+
+
+def test_another_agent_continuing_brings_its_own_instructions() -> None:
+    sim = Simulator(ScriptedModel([Say("First."), Say("Second.")]))
+    first = sim.run(make_agent(instructions="be brief"), "one").result
+    other = make_agent(instructions="be thorough")
+    second = sim.run(other, first.messages.add(user("two", id="u2"))).result
+    assert _contents(second.messages.system) == ["be thorough"]
+
+
+def test_tagged_instructions_keep_their_own_tag_and_are_not_doubled() -> None:
+    agent = make_agent(instructions=[SystemMessage("persona", tag="persona"), "be brief"])
+    sim = Simulator(ScriptedModel([Say("First."), Say("Second.")]))
+    first = sim.run(agent, "one").result
+    second = sim.run(agent, first.messages.add(user("two", id="u2"))).result
+    assert [(s.content, s.tag) for s in second.messages.system] == [
+        ("persona", "persona"), ("be brief", INSTRUCTIONS_TAG)]
+
+
+def test_with_messages_replaces_the_messages_and_keeps_the_system_ones() -> None:
+    def trim(args: InputArgs[None]) -> InputResult[None]:
+        return Replace(args.message_list.with_messages(args.messages[-1:]))
+
+    agent = make_agent(instructions="be brief",
+                       input_processors=[processor("trim", process_input=trim)])
+    given = MessageList.of([user("old", id="u0"), user("new", id="u1")], system=["French"])
+    ran = simulate(agent, [Say("ok")], given)
+    req = ran.requests[0]
+    assert [m.text for m in req.messages] == ["new"]
+    assert _contents(req.system) == ["be brief", "French"]
+    assert ran.result.messages.sources == ("input", "response")
+
+
+def test_replace_with_a_bare_message_list_replaces_the_system_messages_too() -> None:
+    # Documented: a MessageList is the whole conversation, system messages included.
+    def swap(args: InputArgs[None]) -> InputResult[None]:
+        return Replace(MessageList.of(args.messages, system=["only this"]))
+
+    agent = make_agent(instructions="be brief",
+                       input_processors=[processor("swap", process_input=swap)])
+    ran = simulate(agent, [Say("ok")])
+    assert _contents(ran.requests[0].system) == ["only this"]

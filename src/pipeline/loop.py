@@ -172,9 +172,9 @@ class _Run(_StepSetup, _StreamStage):
                       len(self.states) - 1, False),
             )
         self._init_stream()
-        # An input with its own system messages (say, a previous run's result.messages,
-        # which already holds the instructions) keeps them; otherwise the agent's apply.
-        self.ml = messages if messages.system else messages.with_system(agent.instructions)
+        # The agent's instructions first, then the caller's system messages; a previous
+        # run's (tagged) instructions in the input are replaced, not repeated.
+        self.ml = messages.with_instructions(agent.instructions)
         if "response" in self.ml.sources:
             # A previous run's answer is this run's memory: `response` (the result's text,
             # what process_output_result sees and may drop) is only what this run adds.
