@@ -7,25 +7,51 @@ from typing import Any
 
 import pytest
 
-from effects import Abort, Continue, Replace
-from interpreters.simulator import Say, ScriptedModel, Simulator
+from effects import Abort, Continue, Out, Replace, Retry
+from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
-from pipeline.messages import INSTRUCTIONS_TAG, MessageList, SystemMessage, user
+from pipeline.chunks import DataChunk
+from pipeline.messages import (
+    INSTRUCTIONS_TAG,
+    DataPart,
+    Message,
+    MessageList,
+    SystemMessage,
+    user,
+)
+from pipeline.pairing import is_paired
 from pipeline.processor import (
+    ApiErrorArgs,
+    ApiErrorResult,
     FunctionProcessor,
     HookName,
     InputArgs,
     InputResult,
     InputStepArgs,
     InputStepResult,
+    OutputResultArgs,
+    OutputResultResult,
     OutputStepArgs,
+    OutputStepResult,
     StepChange,
     StreamArgs,
+    StreamResult,
     abort,
     processor,
 )
 from pipeline.result import ProcessorFailed
-from tests.conftest import make_agent, simulate
+from pipeline.tools import tool
+from tests.conftest import data_chunks, make_agent, simulate
+
+
+@tool(name="echo")
+def _echo(text: str) -> str:
+    """Echo."""
+    return text
+
+
+def _numbered(args: InputStepArgs[None]) -> InputStepResult[None]:
+    return Out(Continue(), None, (DataChunk("data-step", args.step_number),))
 
 # --- 1. abort() without a reason names the processor --------------------------------
 
@@ -238,3 +264,99 @@ def test_replace_with_a_bare_message_list_replaces_the_system_messages_too() -> 
                        input_processors=[processor("swap", process_input=swap)])
     ran = simulate(agent, [Say("ok")])
     assert _contents(ran.requests[0].system) == ["only this"]
+
+
+# --- 3. emitted data is kept, from every hook ----------------------------------------------
+
+
+def _data_parts(messages: tuple[Message, ...]) -> list[tuple[str, object]]:
+    return [(p.name, p.data) for m in messages for p in m.parts if isinstance(p, DataPart)]
+
+
+def _emitter(name: str, transient: bool = False) -> Any:
+    def hook(args: Any) -> Any:
+        return Out(Continue(), emit=(DataChunk(f"data-{name}", name, transient=transient),))
+    return hook
+
+
+def test_data_emitted_from_every_hook_is_kept_unless_transient() -> None:
+    agent = make_agent(
+        input_processors=[
+            processor("in", process_input=_emitter("input")),
+            processor("step", process_input_step=_emitter("input-step")),
+            processor("quiet", process_input_step=_emitter("ping", transient=True)),
+        ],
+        output_processors=[
+            processor("out-step", process_output_step=_emitter("output-step")),
+            processor("result", process_output_result=_emitter("output-result")),
+        ],
+    )
+    ran = simulate(agent, [Say("hello")])
+    assert ran.result.status == "finished"
+    streamed = [d.name for d in data_chunks(ran.chunks)]
+    assert streamed == ["data-input", "data-input-step", "data-ping", "data-output-step",
+                        "data-output-result"]
+    kept = _data_parts(ran.result.messages.messages)
+    assert kept == [("data-input", "input"), ("data-input-step", "input-step"),
+                    ("data-output-step", "output-step"), ("data-output-result", "output-result")]
+    # kept in this run's answer, which still reads as before
+    assert ran.result.text == "hello"
+    answer = ran.result.messages.messages[-1]
+    assert answer.role == "assistant" and ran.result.messages.sources[-1] == "response"
+
+
+def test_kept_data_goes_with_the_step_it_belongs_to() -> None:
+    agent = make_agent(
+        tools=[_echo],
+        input_processors=[processor("step", process_input_step=_numbered)],
+    )
+    ran = simulate(agent, [Say(calls=[call("echo", text="a")]), Say("done")])
+    assert ran.result.status == "finished"
+    assistants = [m for m in ran.result.messages.messages if m.role == "assistant"]
+    assert [_data_parts((m,)) for m in assistants] == [
+        [("data-step", 0)], [("data-step", 1)]]
+    assert is_paired(ran.result.messages.messages)
+    # and the model was never sent them as something it must answer
+    assert is_paired(ran.requests[1].messages)
+
+
+def test_data_emitted_from_an_api_error_hook_is_kept() -> None:
+    def fix(args: ApiErrorArgs[None]) -> ApiErrorResult[None]:
+        return Out(Retry(), emit=(DataChunk("data-fixed", 1),))
+
+    agent = make_agent(error_processors=[processor("fix", process_api_error=fix)])
+    ran = simulate(agent, [Fail(status=400), Say("ok")])
+    assert ran.result.status == "finished"
+    assert _data_parts(ran.result.messages.messages) == [("data-fixed", 1)]
+
+
+def test_data_emitted_when_nothing_was_answered_is_still_kept() -> None:
+    def gate(args: InputArgs[None]) -> InputResult[None]:
+        return Out(Abort("no"), emit=(DataChunk("data-why", "blocked"),))
+
+    ran = simulate(make_agent(input_processors=[processor("gate", process_input=gate)]), [])
+    assert ran.result.status == "tripped"
+    assert _data_parts(ran.result.messages.messages) == [("data-why", "blocked")]
+    assert ran.result.text == ""
+
+
+def test_out_with_emit_only_keeps_the_state() -> None:
+    final: list[int] = []
+
+    def count(args: StreamArgs[int]) -> StreamResult[int]:
+        return Out(Continue(), args.state + 1)
+
+    def note(args: OutputStepArgs[int]) -> OutputStepResult[int]:
+        return Out(Continue(), emit=(DataChunk("data-n", args.state, transient=True),))
+
+    def done(args: OutputResultArgs[int]) -> OutputResultResult[int]:
+        final.append(args.state)
+        return Continue()
+
+    p = processor("p", state=0, process_output_stream=count, process_output_step=note,
+                  process_output_result=done)
+    ran = simulate(make_agent(output_processors=[p]), [Say(["a", "b"])])
+    assert ran.result.status == "finished"
+    n = [d.data for d in data_chunks(ran.chunks)]
+    assert len(n) == 1 and isinstance(n[0], int) and n[0] > 0
+    assert final and final[0] >= n[0]  # the emit-only Out left the count alone

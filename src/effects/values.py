@@ -57,14 +57,27 @@ class Emit(msgspec.Struct, Generic[C], frozen=True, tag=True):
     chunks: tuple[C, ...]
 
 
+class Unchanged:
+    """The type of `UNCHANGED`: an `Out` that leaves the processor's state as it was."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED = Unchanged()
+
+
 class Out(msgspec.Struct, Generic[E, S], frozen=True, tag=True):
     """A hook's effect together with the processor's new state and chunks to emit.
 
-    A hook that returns a bare effect keeps its state as it was.
+    A hook that returns a bare effect keeps its state as it was, and so does an `Out`
+    without a state: `Out(Continue(), emit=(chunk,))` only emits.
     """
 
     effect: E
-    state: S
+    state: S | Unchanged = UNCHANGED
     emit: tuple[object, ...] = ()
 
 

@@ -18,7 +18,7 @@ from types import GeneratorType
 
 import msgspec
 
-from effects import Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
+from effects import UNCHANGED, Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
 from pipeline.chunks import DataChunk
 from pipeline.processor import ALLOWED_EFFECTS, REPLACE_PAYLOAD, BaseProcessor, HookName, TripWire
 
@@ -136,7 +136,8 @@ def check(b: Bound, raw: object) -> Outcome:
     if raw.__class__ is Continue:  # allowed from every hook, carries nothing to check
         return Outcome(raw, None, (), False)
     if isinstance(raw, Out):
-        effect, state, emit, changed = raw.effect, raw.state, raw.emit, True
+        effect, state, emit = raw.effect, raw.state, raw.emit
+        changed = state is not UNCHANGED  # `Out(effect, emit=...)` keeps the state
     else:
         effect, state, emit, changed = raw, None, (), False
     if effect is None:  # the commonest slip: a hook that falls off its end

@@ -195,6 +195,7 @@ class _Run(_StepSetup, _StreamStage):
         self.api_retry_count = 0
         self.finish_reason = "stop"
         self.pending = []
+        self.held = []
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -235,6 +236,7 @@ class _Run(_StepSetup, _StreamStage):
             status = "cancelled" if cancelled else "failed"
         else:
             status = "finished"
+        self._keep_held()
         result = RunResult(
             status=status,  # type: ignore[arg-type]
             text=_response_text(self.ml),
@@ -281,10 +283,14 @@ class _Run(_StepSetup, _StreamStage):
         # Every response the model sent was billed, also one a processor discards.
         self.usage = self.usage + fin.usage
         response_id = self.ids.next("msg")
+        parts = content.message_parts(complete=True)
+        if self.held:  # data hooks emitted for this step before the response came
+            parts = (*self.held, *parts)
+            self.held = []
         response = Message(
             id=response_id,
             role="assistant",
-            parts=content.message_parts(complete=True),
+            parts=parts,
             created_at=self.clock(),
             thread_id=self.ctx.thread_id,
             resource_id=self.ctx.resource_id,
@@ -306,6 +312,8 @@ class _Run(_StepSetup, _StreamStage):
         else:
             kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
             calls = kept.tool_calls() if kept is not None else ()
+        if self.held and kept is not None:  # data process_output_step emitted: its answer's
+            self._keep_held()
         results: tuple[ToolResultPart, ...] = ()
         if calls:
             results = yield from self._run_tools(calls, self._step_tools(cfg))
