@@ -3,6 +3,7 @@ the simulator's routing."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -10,15 +11,18 @@ import pytest
 from effects import Abort, Continue, Out, Replace, Retry
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
-from pipeline.chunks import DataChunk
+from interpreters.sync import SyncInterpreter
+from pipeline.chunks import DataChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
 from pipeline.messages import (
     INSTRUCTIONS_TAG,
     DataPart,
     Message,
     MessageList,
     SystemMessage,
+    ToolCallPart,
     user,
 )
+from pipeline.model import ModelRequest
 from pipeline.pairing import is_paired
 from pipeline.processor import (
     ApiErrorArgs,
@@ -360,3 +364,43 @@ def test_out_with_emit_only_keeps_the_state() -> None:
     n = [d.data for d in data_chunks(ran.chunks)]
     assert len(n) == 1 and isinstance(n[0], int) and n[0] > 0
     assert final and final[0] >= n[0]  # the emit-only Out left the count alone
+
+
+# --- 4. every request any provider receives is paired ----------------------------------
+
+
+def _drop_tool_messages(args: InputStepArgs[None]) -> InputStepResult[None]:
+    # a careless trimmer: keeps the calls, drops their results
+    kept = [m for m in args.messages if m.role != "tool"]
+    return Replace(StepChange(message_list=args.message_list.with_messages(kept)))
+
+
+def test_the_scripted_model_gets_a_paired_history_after_a_careless_trim() -> None:
+    agent = make_agent(tools=[_echo],
+                       input_processors=[processor("trim", process_input_step=_drop_tool_messages)])
+    ran = simulate(agent, [Say(calls=[call("echo", text="a")]), Say("done")])
+    assert ran.result.status == "finished"
+    assert len(ran.requests) == 2
+    assert all(is_paired(r.messages) for r in ran.requests)
+    # repaired for the request: the call got a synthetic error result
+    second = ran.requests[1].messages
+    assert second[-1].role == "tool" and second[-1].tool_results()[0].is_error
+
+
+def test_a_users_own_provider_gets_a_paired_history() -> None:
+    seen: list[ModelRequest] = []
+
+    class Mine:
+        def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+            seen.append(request)
+            return iter([TextStart("t"), TextDelta("t", "ok"), TextEnd("t"),
+                         ModelFinish("stop")])
+
+    history = MessageList.of([
+        user("q", id="u1"),
+        Message(id="a1", role="assistant", parts=(ToolCallPart("c1", "echo", {}),)),
+        user("and?", id="u2"),  # the call's result was lost
+    ])
+    result = SyncInterpreter(Mine()).run(make_agent(), history)
+    assert result.status == "finished"
+    assert len(seen) == 1 and is_paired(seen[0].messages)

@@ -74,6 +74,7 @@ from pipeline.messages import (
     ToolResultPart,
 )
 from pipeline.model import ApiError, ModelEnded, ModelFailed
+from pipeline.pairing import PairedHistory
 from pipeline.processor import (
     ApiErrorArgs,
     BaseProcessor,
@@ -187,6 +188,7 @@ class _Run(_StepSetup, _StreamStage):
         self._steps_t = ()
         self._specs_of = None
         self._specs = ()
+        self._pairing = PairedHistory()
         # The step's tools by name, kept while the step's tools are the same tuple.
         self._by_name_of: tuple[Tool, ...] | None = None
         self._by_name: dict[str, Tool] = {}

@@ -233,6 +233,17 @@ class MessageList(_LogView):
         view = self._view
         return view[1] if view is not None else len(self.messages)
 
+    def extends(self, earlier: MessageList) -> int | None:
+        """len(earlier) when this list's first messages are `earlier`'s (say, it was made
+        from `earlier` by `add`), else None: O(1) for lists that share a log, else a
+        comparison of the shared length (identity first, then value)."""
+        mine, theirs = self._view, earlier._view
+        if theirs is not None and mine is not None and mine[0] is theirs[0]:
+            return theirs[1] if theirs[1] <= mine[1] else None
+        a, b = self.messages, earlier.messages
+        n = len(b)
+        return n if len(a) >= n and (a is b or a[:n] == b) else None
+
     # --- views -------------------------------------------------------------------
     @property
     def all(self) -> tuple[Message, ...]:
