@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from effects import Continue, Retry
+from interpreters.aio import AsyncInterpreter
 from interpreters.provider import ProviderError
-from interpreters.providers import AnthropicCodec, OpenAIChatCodec
+from interpreters.providers import (
+    AnthropicCodec,
+    AsyncResolver,
+    OpenAIChatCodec,
+    Resolver,
+)
 from interpreters.providers.codec import Encoded
+from interpreters.providers.errors import stream_error
+from interpreters.sync import SyncInterpreter
+from pipeline.agent import Agent
 from pipeline.chunks import ModelFinish, Usage
 from pipeline.messages import user
-from pipeline.model import ModelRequest
-from tests.providers.helpers import sse
+from pipeline.model import ApiError, ModelRequest
+from pipeline.processor import ApiErrorArgs, ApiErrorResult, Processor
+from pipeline.result import ApiFailed, StreamFailed
+from pipeline.retry import RetryPolicy
+from tests.providers.helpers import KEY, oa_chunk, oa_text_stream, sse
+from tests.providers.server import ReplayServer, Reply
 from tests.providers.test_codecs import decode
 
 
@@ -64,3 +80,120 @@ def test_n_of_one_is_fine() -> None:
     req = ModelRequest(model="x/m", system=(), messages=(user("hi", id="u"),),
                        provider_options={"openai": {"n": 1}})
     OpenAIChatCodec().encode(req, model="m", stream=True)
+
+
+# --- 6. an error frame inside a 200 stream ------------------------------------------------
+
+SSE = (("content-type", "text/event-stream"),)
+GROQ_FRAME = sse({"error": {
+    "message": "Failed to call a function. Please adjust your prompt.",
+    "type": "invalid_request_error", "code": "tool_use_failed",
+    "failed_generation": '<function=get_weather{"city": "Paris"}</function>'}})
+OPENROUTER_FRAME = sse({"id": "gen-1", "object": "chat.completion.chunk",
+                        "error": {"code": 502, "message": "Provider returned error"},
+                        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                     "finish_reason": None}]})
+
+
+class FixToolCall(Processor):
+    """Retries once after a tool_use_failed, with a hint appended (as pydantic-ai does)."""
+
+    id = "fix-tool-call"
+
+    def __init__(self) -> None:
+        self.seen: list[ApiError] = []
+
+    def process_api_error(self, args: ApiErrorArgs[None]) -> ApiErrorResult[None]:
+        self.seen.append(args.error)
+        if args.error.code == "tool_use_failed" and args.retry_count == 0:
+            hint = user("Call the tool with valid JSON arguments.", id="hint")
+            return Retry(args.message_list.add(hint))
+        return Continue()
+
+
+def _resolver(server: ReplayServer) -> Resolver:
+    return Resolver(base_urls={"groq": server.url + "/v1", "openrouter": server.url + "/v1"},
+                    api_keys={"groq": KEY, "openrouter": KEY})
+
+
+def test_an_error_frame_before_content_is_an_api_error_offered_to_processors(
+    server: ReplayServer,
+) -> None:
+    server.queue(Reply(200, SSE, GROQ_FRAME), Reply(200, SSE, oa_text_stream("Sunny.")))
+    fix = FixToolCall()
+    resolver = _resolver(server)
+    result = SyncInterpreter(resolve=resolver).run(
+        Agent.create("groq/m", error_processors=[fix]), "Weather in Paris?")
+    resolver.close()
+    assert result.status == "finished", result.error
+    assert result.text == "Sunny." and result.api_error_retry_count == 1
+    [err] = fix.seen
+    assert (err.status, err.error_type, err.code) == (400, "invalid_request_error",
+                                                      "tool_use_failed")
+    assert not err.retryable
+    second = json.loads(server.seen[1].body)
+    assert second["messages"][-1]["content"] == "Call the tool with valid JSON arguments."
+
+
+@pytest.mark.anyio
+async def test_the_same_under_the_async_interpreter(
+    server: ReplayServer, anyio_backend: str
+) -> None:
+    server.queue(Reply(200, SSE, GROQ_FRAME), Reply(200, SSE, oa_text_stream("Sunny.")))
+    fix = FixToolCall()
+    resolver = AsyncResolver(base_urls={"groq": server.url + "/v1"}, api_keys={"groq": KEY})
+    result = await AsyncInterpreter(resolve=resolver).run(
+        Agent.create("groq/m", error_processors=[fix]), "Weather in Paris?")
+    await resolver.aclose()
+    assert result.status == "finished", result.error
+    assert [(e.status, e.code) for e in fix.seen] == [(400, "tool_use_failed")]
+
+
+def test_a_transient_error_frame_before_content_is_retried_by_the_policy(
+    server: ReplayServer,
+) -> None:
+    server.queue(Reply(200, SSE, OPENROUTER_FRAME), Reply(200, SSE, oa_text_stream("Hi.")))
+    waits: list[float] = []
+    fix = FixToolCall()
+    resolver = _resolver(server)
+    result = SyncInterpreter(resolve=resolver, sleep=waits.append).run(
+        Agent.create("openrouter/m", error_processors=[fix],
+                     retry_policy=RetryPolicy(max_retries=2)), "hi")
+    resolver.close()
+    assert result.status == "finished" and result.text == "Hi."
+    assert len(waits) == 1 and fix.seen == []  # retried by the policy, not the processors
+
+
+def test_the_frame_status_and_code_are_the_errors() -> None:
+    err = stream_error(200, b'{"error":{"code":502,"message":"upstream"}}', started=False,
+                       request_id=None)
+    assert (err.status, err.code, err.retryable) == (502, "502", True)
+    err = stream_error(200, b'{"type":"error","error":{"type":"overloaded_error",'
+                            b'"message":"Overloaded"}}', started=False, request_id=None)
+    assert (err.status, err.error_type, err.retryable) == (529, "overloaded_error", True)
+    err = stream_error(200, b'{"error":{"message":"?"}}', started=False, request_id=None)
+    assert err.status == 200  # nothing in the frame says otherwise
+
+
+def test_an_error_frame_after_content_stays_a_stream_failure(server: ReplayServer) -> None:
+    body = sse(oa_chunk({"content": "Sun"})) + GROQ_FRAME
+    server.queue(Reply(200, SSE, body))
+    fix = FixToolCall()
+    resolver = _resolver(server)
+    result = SyncInterpreter(resolve=resolver).run(
+        Agent.create("groq/m", error_processors=[fix]), "Weather?")
+    resolver.close()
+    assert result.status == "failed" and isinstance(result.error, StreamFailed)
+    assert fix.seen == [] and len(server.seen) == 1
+    assert result.messages.messages[-1].incomplete
+
+
+def test_a_run_asking_for_several_choices_fails_before_any_request(server: ReplayServer) -> None:
+    resolver = Resolver(base_urls={"openai": server.url + "/v1"}, api_keys={"openai": KEY})
+    agent = Agent.create("openai/m", provider_options={"openai": {"n": 2}})
+    result = SyncInterpreter(resolve=resolver).run(agent, "hi")
+    resolver.close()
+    assert result.status == "failed" and isinstance(result.error, ApiFailed)
+    assert result.error.error.error_type == "configuration"
+    assert "n=2" in result.error.error.message
+    assert server.seen == []
