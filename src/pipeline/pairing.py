@@ -190,10 +190,15 @@ class PairedHistory:
         """`ml`'s messages, repaired if they are not paired (see `repair_pairing`)."""
         msgs = ml.messages
         last = self._ml
-        start = ml.extends(last) if last is not None else None
-        if start is None:
+        if last is None:
             start, self._ids = 0, set()
-        if _extends_paired(msgs, start, self._ids):
+        else:
+            found = ml.extends(last)
+            if found is None:
+                start, self._ids = 0, set()
+            else:
+                start = found
+        if start == len(msgs) or _extends_paired(msgs, start, self._ids):
             self._ml = ml
             return msgs
         self._ml, self._ids = None, set()  # checked from the start next time
