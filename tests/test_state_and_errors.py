@@ -312,7 +312,7 @@ def test_returning_none_is_an_illegal_effect() -> None:
     err = ran.result.error
     assert isinstance(err, ProcessorFailed)
     assert (err.hook, err.error_type) == ("process_output_step", "InvalidEffect")
-    assert "NoneType" in err.message
+    assert "returned None" in err.message and "Continue()" in err.message
 
 
 def test_emitting_a_chunk_that_is_not_data_fails() -> None:

@@ -18,6 +18,7 @@ from effects.commands import (
     Sleep,
 )
 from effects.values import (
+    UNCHANGED,
     Abort,
     Continue,
     Effect,
@@ -26,9 +27,11 @@ from effects.values import (
     Replace,
     Retry,
     Skip,
+    Unchanged,
 )
 
 __all__ = [
+    "UNCHANGED",
     "Abort",
     "AwaitHook",
     "CallModel",
@@ -46,4 +49,5 @@ __all__ = [
     "RunTools",
     "Skip",
     "Sleep",
+    "Unchanged",
 ]

@@ -41,10 +41,10 @@ class Abort(msgspec.Struct, frozen=True, tag=True):
 
     `retry=True` from `process_output_step` discards the response and asks the model
     again with `reason` as feedback (bounded by `max_processor_retries`); from any other
-    hook it is a plain abort.
+    hook it is a plain abort. An empty reason becomes "Tripwire triggered by <processor id>".
     """
 
-    reason: str = "aborted by processor"
+    reason: str = ""
     retry: bool = False
     metadata: Mapping[str, object] | None = None
 
@@ -66,14 +66,27 @@ class Emit(msgspec.Struct, Generic[C], frozen=True, tag=True):
     chunks: tuple[C, ...]
 
 
+class Unchanged:
+    """The type of `UNCHANGED`: an `Out` that leaves the processor's state as it was."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED = Unchanged()
+
+
 class Out(msgspec.Struct, Generic[E, S], frozen=True, tag=True):
     """A hook's effect together with the processor's new state and chunks to emit.
 
-    A hook that returns a bare effect keeps its state as it was.
+    A hook that returns a bare effect keeps its state as it was, and so does an `Out`
+    without a state: `Out(Continue(), emit=(chunk,))` only emits.
     """
 
     effect: E
-    state: S
+    state: S | Unchanged = UNCHANGED
     emit: tuple[object, ...] = ()
 
 

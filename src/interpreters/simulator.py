@@ -297,14 +297,64 @@ class SimRun(msgspec.Struct, frozen=True):
         return list(self.trace.chunks)
 
 
+class Routes:
+    """Which scripted model answers a model id, for both simulators.
+
+    Without `models`, `model` answers every id. With `models`, `model` answers the model
+    id of each agent the simulator runs (`note`), `models` the ids they name, and any other
+    id is a configuration error naming it (a typo in `StepChange(model=...)` must not be
+    answered silently by another script), unless `default` is given: it answers the rest.
+    """
+
+    def __init__(
+        self,
+        model: ScriptedModel,
+        models: Mapping[str, ScriptedModel],
+        default: ScriptedModel | None,
+    ) -> None:
+        self.model = model
+        self.models = models
+        self.default = default
+        self._own: set[str] = set()
+
+    def note(self, agent_model: str) -> None:
+        """The agent about to run: `model` answers its model id."""
+        self._own.add(agent_model)
+
+    def __call__(self, model_id: str) -> ScriptedModel:
+        found = self.models.get(model_id)
+        if found is not None:
+            return found
+        if model_id in self._own or (not self.models and self.default is None):
+            return self.model
+        if self.default is not None:
+            return self.default
+        known = sorted({*self._own, *self.models})
+        raise ProviderError(
+            ApiError(
+                status=None,
+                message=f"the simulator has no model for {model_id!r} (it knows {known}); "
+                "add it to models=, or pass default= to answer any id",
+                error_type="configuration",
+                retryable=False,
+            )
+        )
+
+
 class Simulator:
-    """The sync interpreter wired to scripted models, a virtual clock and fixed ids."""
+    """The sync interpreter wired to scripted models, a virtual clock and fixed ids.
+
+    `model` answers the agent's model id (every id when no `models` are given); `models`
+    answer the ids they name; another id fails the call, naming it, unless a `default`
+    model is given (see `Routes`).
+    """
 
     def __init__(
         self,
         model: ScriptedModel,
         *,
         models: Mapping[str, ScriptedModel] | None = None,
+        default: ScriptedModel | None = None,
         handlers: Mapping[type, Handler] | None = None,
         start: float = 1_700_000_000.0,
         observers: Sequence[Observer] = (),
@@ -314,11 +364,12 @@ class Simulator:
         self.clock.now = max(self.clock.now, start)
         self.model = model
         self.models = dict(models or {})
-        for m in self.models.values():
+        for m in (*self.models.values(), *((default,) if default is not None else ())):
             m.clock = self.clock
         self._runs = 0
+        self.routes = Routes(model, self.models, default)
         self._interp = SyncInterpreter(
-            resolve=lambda model_id: self.models.get(model_id, self.model),
+            resolve=self.routes,
             handlers=handlers,
             clock=self.clock,
             sleep=self.clock.sleep,
@@ -342,6 +393,7 @@ class Simulator:
         deps: object = None,
     ) -> SimRun:
         trace = Trace()
+        self.routes.note(agent.model)
         result = self._interp.run(
             agent, messages, thread_id=thread_id, resource_id=resource_id,
             values=values, deps=deps, trace=trace,
@@ -376,6 +428,7 @@ class Simulator:
         trace: Trace | None = None,
     ) -> RunStream:
         """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after."""
+        self.routes.note(agent.model)
         return self._interp.stream(
             agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
             trace=trace,

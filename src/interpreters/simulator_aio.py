@@ -28,7 +28,7 @@ from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
 from interpreters.cancel import AbortSignal
 from interpreters.journal import Journal, ReplayRun, replay_async
 from interpreters.observe import Observer
-from interpreters.simulator import ScriptedModel, SimRun, VirtualClock
+from interpreters.simulator import Routes, ScriptedModel, SimRun, VirtualClock
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
@@ -37,13 +37,21 @@ from pipeline.result import RunResult
 
 
 class AsyncSimulator:
-    """The async interpreter wired to scripted models, a virtual clock and fixed ids."""
+    """The async interpreter wired to scripted models, a virtual clock and fixed ids.
+
+    Routing as `Simulator`'s: `model` answers the agent's model id (every id when no
+    `models` are given), `models` the ids they name, `default` (when given) any other;
+    an id none of them answers fails the call, naming it. A run started through
+    `interpreter` directly (not `run`/`stream`) has its agent's id known only if `model`
+    answers every id.
+    """
 
     def __init__(
         self,
         model: ScriptedModel,
         *,
         models: Mapping[str, ScriptedModel] | None = None,
+        default: ScriptedModel | None = None,
         handlers: Mapping[type, AsyncHandler] | None = None,
         start: float = 1_700_000_000.0,
         observers: Sequence[Observer] = (),
@@ -55,17 +63,18 @@ class AsyncSimulator:
         self.clock.now = max(self.clock.now, start)
         self.model = model
         self.models = dict(models or {})
-        for m in self.models.values():
+        for m in (*self.models.values(), *((default,) if default is not None else ())):
             m.clock = self.clock
         self._runs = 0
         self._real_sleep = real_sleep
         self._streaming: list[_VirtualDeadline] = []
         """Deadlines of streams handed out, disarmed once their run is over."""
+        self.routes = Routes(model, self.models, default)
         sleep: Callable[[float], Awaitable[None]] = (
             anyio.sleep if real_sleep else self._virtual_sleep
         )
         self._interp = AsyncInterpreter(
-            resolve=lambda model_id: self.models.get(model_id, self.model),
+            resolve=self.routes,
             handlers=handlers,
             clock=self.clock,
             sleep=sleep,
@@ -104,6 +113,7 @@ class AsyncSimulator:
         `timeout` is in virtual seconds: the run ends cancelled when the virtual clock
         reaches it (see `stream`)."""
         trace = Trace()
+        self.routes.note(agent.model)
         deadline = self._deadline(signal, timeout)
         try:
             result: RunResult = await self._interp.run(
@@ -147,6 +157,7 @@ class AsyncSimulator:
         ("timed out after N s"), as a real run past its timeout does. With
         `real_sleep=True` the timeout is in real seconds, as on `AsyncInterpreter`.
         """
+        self.routes.note(agent.model)
         deadline = self._deadline(signal, timeout)
         stream = self._interp.stream(
             agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,

@@ -30,6 +30,7 @@ from pipeline.chunks import (
 )
 from pipeline.loop import AgentLoop, EffectRecord, ToolInvocation, ToolOutcome, agent_loop
 from pipeline.messages import (
+    INSTRUCTIONS_TAG,
     DataPart,
     FilePart,
     Message,
@@ -102,6 +103,7 @@ from pipeline.tools import Tool, ToolSpec, make_tool, tool
 from pipeline.validate import InvalidInputError
 
 __all__ = [
+    "INSTRUCTIONS_TAG",
     "Agent", "AgentLoop", "ApiError", "ApiErrorArgs", "ApiErrorResult", "ApiFailed",
     "AskModel", "BaseProcessor", "Cancelled", "Chunk", "DataChunk", "DataPart",
     "EffectRecord", "ErrorChunk", "ErrorProcessor", "FilePart", "Finish", "FinishReason",

@@ -18,7 +18,7 @@ from types import GeneratorType
 
 import msgspec
 
-from effects import Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
+from effects import UNCHANGED, Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
 from pipeline.chunks import DataChunk
 from pipeline.messages import MessageList
 from pipeline.processor import (
@@ -151,9 +151,17 @@ def check(b: Bound, raw: object) -> Outcome:
     if raw.__class__ is Continue:  # allowed from every hook, carries nothing to check
         return Outcome(raw, None, (), False)
     if isinstance(raw, Out):
-        effect, state, emit, changed = raw.effect, raw.state, raw.emit, True
+        effect, state, emit = raw.effect, raw.state, raw.emit
+        changed = state is not UNCHANGED  # `Out(effect, emit=...)` keeps the state
     else:
         effect, state, emit, changed = raw, None, (), False
+    if effect is None:  # the commonest slip: a hook that falls off its end
+        raise HookFailure(
+            b.processor_id,
+            b.hook,
+            "InvalidEffect",
+            "returned None; a hook must return an effect: return Continue() to change nothing",
+        )
     if isinstance(effect, Emit):
         emit = (*emit, *effect.chunks)
     allowed = ALLOWED_EFFECTS[b.hook]

@@ -79,6 +79,7 @@ from pipeline.messages import (
 )
 from pipeline.model import ApiError, ModelEnded, ModelFailed
 from pipeline.output_type import OutputDecodeError, TypedOutput
+from pipeline.pairing import PairedHistory
 from pipeline.processor import (
     ApiErrorArgs,
     BaseProcessor,
@@ -200,9 +201,9 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                       len(self.states) - 1, False),
             )
         self._init_stream(bind(agent.output_processors, "flush_output_stream", slots))
-        # An input with its own system messages (say, a previous run's result.messages,
-        # which already holds the instructions) keeps them; otherwise the agent's apply.
-        self.ml = messages if messages.system else messages.with_system(agent.instructions)
+        # The agent's instructions first, then the caller's system messages; a previous
+        # run's (tagged) instructions in the input are replaced, not repeated.
+        self.ml = messages.with_instructions(agent.instructions)
         if "response" in self.ml.sources:
             # A previous run's answer is this run's memory: `response` (the result's text,
             # what process_output_result sees and may drop) is only what this run adds.
@@ -215,6 +216,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         self._steps_t = ()
         self._specs_of = None
         self._specs = ()
+        self._pairing = PairedHistory()
         # The step's tools by name, kept while the step's tools are the same tuple.
         self._by_name_of: tuple[Tool, ...] | None = None
         self._by_name: dict[str, Tool] = {}
@@ -225,6 +227,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         self.pending = []
         self.output: object = None
         self._init_call_ids()
+        self.held = []
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> AgentLoop:
@@ -265,6 +268,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             status = "cancelled" if cancelled else "failed"
         else:
             status = "finished"
+        self._keep_held()
         result = RunResult(
             status=status,  # type: ignore[arg-type]
             text=_response_text(self.ml),
@@ -316,10 +320,14 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         # Every response the model sent was billed, also one a processor discards.
         self.usage = self.usage + fin.usage
         response_id = self.ids.next("msg")
+        parts = content.message_parts(complete=True)
+        if self.held:  # data hooks emitted for this step before the response came
+            parts = (*self.held, *parts)
+            self.held = []
         response = Message(
             id=response_id,
             role="assistant",
-            parts=content.message_parts(complete=True),
+            parts=parts,
             created_at=self.clock(),
             thread_id=self.ctx.thread_id,
             resource_id=self.ctx.resource_id,
@@ -347,6 +355,8 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             if kept is not None:
                 kept = self._unforged(kept)
             calls = kept.tool_calls() if kept is not None else ()
+        if self.held and kept is not None:  # data process_output_step emitted: its answer's
+            self._keep_held()
         if not calls and isinstance(cfg.structured_output, TypedOutput):
             text = kept.text if kept is not None else ""
             if not (yield from self._check_output(step, cfg.structured_output, text, before)):

@@ -117,6 +117,12 @@ class SystemMessage(msgspec.Struct, frozen=True):
     tag: str | None = None
 
 
+INSTRUCTIONS_TAG = "instructions"
+"""The tag of the agent's instructions (those without a tag of their own) in a run's
+system messages: a run given a conversation that carries them (a previous run's
+`result.messages`) replaces them with its own instead of adding them twice."""
+
+
 def user(text: str, *, id: str, created_at: float = 0.0) -> Message:
     """A user message with one text part."""
     return Message(id=id, role="user", parts=(TextPart(text),), created_at=created_at)
@@ -242,6 +248,17 @@ class MessageList(_LogView):
         view = self._view
         return view[1] if view is not None else len(self.messages)
 
+    def extends(self, earlier: MessageList) -> int | None:
+        """len(earlier) when this list's first messages are `earlier`'s (say, it was made
+        from `earlier` by `add`), else None: O(1) for lists that share a log, else a
+        comparison of the shared length (identity first, then value)."""
+        mine, theirs = self._view, earlier._view
+        if theirs is not None and mine is not None and mine[0] is theirs[0]:
+            return theirs[1] if theirs[1] <= mine[1] else None
+        a, b = self.messages, earlier.messages
+        n = len(b)
+        return n if len(a) >= n and (a is b or a[:n] == b) else None
+
     # --- views -------------------------------------------------------------------
     @property
     def all(self) -> tuple[Message, ...]:
@@ -302,6 +319,40 @@ class MessageList(_LogView):
 
     def with_system(self, system: Iterable[SystemMessage | str]) -> MessageList:
         return self._with_system(tuple(_system(s) for s in system))
+
+    def with_messages(self, messages: Iterable[Message], source: Source = "input") -> MessageList:
+        """`messages` in place of this list's, keeping its system messages: what a
+        `process_input` that trims or rewrites the conversation usually means.
+
+        A message whose id was here keeps its source; a new one gets `source`. (A bare
+        `MessageList.of(...)` returned in `Replace` is the whole conversation: its system
+        messages, none unless given, replace the run's, instructions included.)
+        """
+        known = dict(zip((m.id for m in self.messages), self.sources, strict=True))
+        msgs = tuple(messages)
+        return MessageList(msgs, tuple(known.get(m.id, source) for m in msgs), self.system)
+
+    def with_instructions(self, instructions: Iterable[SystemMessage | str]) -> MessageList:
+        """The same messages with `instructions` first (an untagged one tagged
+        `INSTRUCTIONS_TAG`), then this list's other system messages, in order.
+
+        A system message here that is tagged `INSTRUCTIONS_TAG`, equals one of the
+        instructions, or has no tag and the words of one, is an earlier run's
+        instructions: replaced, never repeated.
+        """
+        own = tuple(
+            s if s.tag is not None else SystemMessage(s.content, INSTRUCTIONS_TAG)
+            for s in (_system(i) for i in instructions)
+        )
+        if not self.system:
+            return self._with_system(own) if own else self
+        texts = {s.content for s in own}
+        others = tuple(
+            s for s in self.system
+            if s.tag != INSTRUCTIONS_TAG and s not in own
+            and not (s.tag is None and s.content in texts)  # the same words, untagged
+        )
+        return self._with_system(own + others)
 
     def add_system(self, message: SystemMessage | str, tag: str | None = None) -> MessageList:
         sm = _system(message) if tag is None else SystemMessage(_system(message).content, tag)

@@ -39,13 +39,27 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from itertools import chain
+from operator import attrgetter
 from typing import TypeVar
 
 import msgspec
 
-from pipeline.messages import Message, Part, ToolCallPart, ToolResultPart
+from pipeline.messages import (
+    DataPart,
+    FilePart,
+    Message,
+    MessageList,
+    Part,
+    ReasoningPart,
+    SourcePart,
+    StepStartPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
-__all__ = ["MISSING_RESULT", "cut_points", "is_paired", "repair_pairing"]
+__all__ = ["MISSING_RESULT", "PairedHistory", "cut_points", "is_paired", "repair_pairing"]
 
 MISSING_RESULT = (
     "Error: this tool call has no result (the run was interrupted or the history was "
@@ -89,6 +103,106 @@ def is_paired(messages: tuple[Message, ...]) -> bool:
                     return False
                 answered.add(p.tool_call_id)
     return len(answered) == len(calls)
+
+
+_OTHER_PARTS = frozenset(
+    {TextPart, ReasoningPart, FilePart, SourcePart, StepStartPart, DataPart}
+)
+
+
+def _part_types(messages: tuple[Message, ...]) -> set[type]:
+    return set(map(type, chain.from_iterable(map(_parts_of, messages))))
+
+
+_parts_of = attrgetter("parts")
+
+
+def _extends_paired(
+    messages: tuple[Message, ...],
+    start: int,
+    ids: set[str],
+    _call: type[ToolCallPart] = ToolCallPart,  # locals: this runs before every model call
+    _result: type[ToolResultPart] = ToolResultPart,
+    _other: frozenset[type] = _OTHER_PARTS,
+) -> bool:
+    """Whether `messages[start:]` is paired with call ids not in `ids` (adding its own).
+
+    One pass: the calls of an assistant message are open until the run of tool messages
+    right after it has answered each once; any other message closes the run. A part of
+    a type other than the library's own answers False (the caller then repairs, which
+    decides by isinstance). `ids` is left partly filled when this answers False.
+    """
+    new = messages[start:] if start else messages
+    if len(new) > 16 and _part_types(new) <= _other:
+        return True  # no tool part at all (a long prior chat): one pass in C
+    open_: set[str] | None = None
+    for m in new:
+        role = m.role
+        if role != "tool":
+            if open_:
+                return False  # the run after the calls ended before all were answered
+            for p in m.parts:
+                t = type(p)
+                if t is _call and role == "assistant":
+                    assert isinstance(p, ToolCallPart)  # exact type: no metaclass call
+                    cid = p.tool_call_id
+                    if cid in ids:
+                        return False
+                    ids.add(cid)
+                    if open_ is None:
+                        open_ = {cid}
+                    else:
+                        open_.add(cid)
+                elif t not in _other:
+                    return False  # a result outside a tool message, a call outside an
+                    # assistant one, or a part type repair must judge
+        else:
+            for p in m.parts:
+                if type(p) is not _result or not open_:
+                    return False
+                assert isinstance(p, ToolResultPart)
+                rid = p.tool_call_id
+                if rid not in open_:
+                    return False
+                open_.discard(rid)
+    return not open_
+
+
+class PairedHistory:
+    """Pairing repair before every model call, at the cost of the messages added since
+    the last one: the history a run sends grows by `MessageList.add`, so the part known
+    to be paired is not looked at again.
+
+    `messages(ml)` is `repair_pairing(ml.messages)`. A paired history is a paired prefix
+    followed by a paired suffix whose call ids are new (a result in the suffix cannot
+    answer a call of the prefix: the prefix's calls are answered, and a second result is
+    a duplicate); so only the suffix is checked when `ml` extends the list last checked.
+    """
+
+    __slots__ = ("_ids", "_ml")
+
+    def __init__(self) -> None:
+        self._ml: MessageList | None = None
+        """The last list found paired; `_ids` are its tool-call ids."""
+        self._ids: set[str] = set()
+
+    def messages(self, ml: MessageList) -> tuple[Message, ...]:
+        """`ml`'s messages, repaired if they are not paired (see `repair_pairing`)."""
+        msgs = ml.messages
+        last = self._ml
+        if last is None:
+            start, self._ids = 0, set()
+        else:
+            found = ml.extends(last)
+            if found is None:
+                start, self._ids = 0, set()
+            else:
+                start = found
+        if start == len(msgs) or _extends_paired(msgs, start, self._ids):
+            self._ml = ml
+            return msgs
+        self._ml, self._ids = None, set()  # checked from the start next time
+        return repair_pairing(msgs)
 
 
 class _Call:

@@ -102,12 +102,13 @@ class TripWire(Exception):
 
 
 def abort(
-    reason: str = "aborted by processor",
+    reason: str = "",
     *,
     retry: bool = False,
     metadata: JsonObject | None = None,
 ) -> NoReturn:
-    """Stop the run from inside a hook, as the seed's examples do."""
+    """Stop the run from inside a hook, as the seed's examples do; without a reason, the
+    tripwire's reason is "Tripwire triggered by <processor id>"."""
     raise TripWire(reason, retry=retry, metadata=metadata)
 
 

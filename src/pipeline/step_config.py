@@ -16,6 +16,7 @@ from pipeline.hooks import Bound, invoke, settle
 from pipeline.messages import JsonObject, SystemMessage
 from pipeline.model import ModelRequest, ModelSettings, StructuredOutput, ToolChoice
 from pipeline.output_type import TypedOutput
+from pipeline.pairing import PairedHistory
 from pipeline.processor import InputStepArgs, StepChange
 from pipeline.protocol import LoopCommand
 from pipeline.run_state import _RunState
@@ -44,6 +45,7 @@ class _StepSetup(_RunState):
     # Made from the step's tools, kept while the step's tools are the same tuple.
     _specs_of: tuple[Tool, ...] | None
     _specs: tuple[ToolSpec, ...]
+    _pairing: PairedHistory
 
     def _input_step(
         self, step: int, base_system: tuple[SystemMessage, ...]
@@ -116,7 +118,8 @@ class _StepSetup(_RunState):
         return ModelRequest(
             model=cfg.model,
             system=cfg.system,
-            messages=self.ml.messages,
+            # Paired for every provider (the codecs still fit ids and names to the wire).
+            messages=self._pairing.messages(self.ml),
             tools=self._specs,
             tool_choice=cfg.tool_choice,
             model_settings=cfg.model_settings,

@@ -85,9 +85,9 @@ class _StreamStage(_RunState):
         (`Replace` with a tuple), or None when skipped.
 
         Chunks a stream hook emits while a model response streams belong to that response:
-        kept in its message unless transient.
+        kept in its message unless transient (emits on the loop's own chunks are held).
         """
-        eff = self._apply(b, o)
+        eff = self._apply(b, o, keep=content is None)
         if content is not None:
             for c in o.emit:
                 content.add(c)

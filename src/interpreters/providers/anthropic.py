@@ -234,11 +234,16 @@ def encode_request(
 # --- wire types for decoding ----------------------------------------------------------
 
 
+class _OutputDetails(msgspec.Struct, frozen=True):
+    thinking_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct, frozen=True):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
+    output_tokens_details: _OutputDetails | None = None
 
 
 class _Block(msgspec.Struct, frozen=True):
@@ -308,10 +313,10 @@ def finish_reason(raw: str | None, *, json_tool_used: bool) -> FinishReason:
 
 
 class _UsageAcc:
-    __slots__ = ("cache_creation", "cache_read", "input", "output")
+    __slots__ = ("cache_creation", "cache_read", "input", "output", "thinking")
 
     def __init__(self) -> None:
-        self.input = self.output = self.cache_read = self.cache_creation = 0
+        self.input = self.output = self.cache_read = self.cache_creation = self.thinking = 0
 
     def update(self, u: _Usage | None) -> None:
         if u is None:
@@ -325,12 +330,16 @@ class _UsageAcc:
             self.cache_read = u.cache_read_input_tokens
         if u.cache_creation_input_tokens is not None:
             self.cache_creation = u.cache_creation_input_tokens
+        details = u.output_tokens_details
+        if details is not None and details.thinking_tokens is not None:
+            self.thinking = details.thinking_tokens  # part of output_tokens, as on OpenAI
 
     def usage(self) -> Usage:
         # input_tokens counts uncached input only; report the total, as OpenAI does.
         return Usage(
             input_tokens=self.input + self.cache_read + self.cache_creation,
             output_tokens=self.output,
+            reasoning_tokens=self.thinking,
             cached_input_tokens=self.cache_read,
         )
 

@@ -196,6 +196,18 @@ def merge_options(
         if isinstance(extra, Mapping):
             for k, v in extra.items():
                 body[str(k)] = v
+    n = body.get("n")
+    if n is not None and n != 1:
+        # The loop reads one choice: more would be billed (and counted) but never seen.
+        raise ProviderError(
+            ApiError(
+                status=None,
+                message=f"provider option n={n!r} asks for several choices; the agent loop "
+                "uses exactly one (leave n out, or set it to 1)",
+                error_type="configuration",
+                retryable=False,
+            )
+        )
 
 
 def invalid_response(

@@ -163,16 +163,21 @@ def stream_error(
     request_id: str | None,
     default_type: str = "stream_error",
 ) -> ApiError:
-    """An error frame inside a 200 stream. Retryable only when nothing was delivered yet
-    and the error says it is transient: a stream that already gave events never is."""
+    """An error frame inside a 200 stream; before any event, with the status the frame
+    stands for (see `_frame_status`; the response's own when it says none). Retryable
+    only when nothing was delivered yet and the error says it is transient: a stream
+    that already gave events never is. Before any event the loop treats it as any
+    rejected call (retry policy, then `process_api_error`); after, as a broken stream."""
     message, error_type, code, body_request_id = parse_error_body(body)
     if message is None:
         message = body.decode("utf-8", errors="replace").strip()[:300] or "error in stream"
+    frame_status = _frame_status(body, error_type, code)
     transient = error_type in TRANSIENT_ERROR_TYPES or (
-        code is not None and code.isdigit() and is_retryable_status(int(code))
+        frame_status is not None and is_retryable_status(frame_status)
     )
     return ApiError(
-        status=status,
+        # Before any event it is the call's answer; after, the response's status stays.
+        status=frame_status if frame_status is not None and not started else status,
         message=message,
         error_type=error_type or default_type,
         code=code,
@@ -180,6 +185,51 @@ def stream_error(
         retryable=transient and not started,
         body=_body_text(body),
     )
+
+
+class _StatusDetail(msgspec.Struct, frozen=True):
+    status: int | None = None
+    status_code: int | None = None
+
+
+class _StatusEnvelope(msgspec.Struct, frozen=True):
+    error: _StatusDetail | str | None = None
+    status: int | None = None
+    status_code: int | None = None
+
+
+_status_envelope = msgspec.json.Decoder(_StatusEnvelope)
+
+# The HTTP status each documented error type comes with (Anthropic's list; OpenAI-format
+# servers use the same `invalid_request_error`...), for frames that carry only a type.
+_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def _frame_status(body: bytes, error_type: str | None, code: str | None) -> int | None:
+    """The HTTP status an error frame in a 200 stream stands for: its own `status` /
+    `status_code`, a numeric `code` (OpenRouter), else what its type is sent with."""
+    try:
+        env = _status_envelope.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        env = _StatusEnvelope()
+    d = env.error if isinstance(env.error, _StatusDetail) else _StatusDetail()
+    for status in (d.status, d.status_code, env.status, env.status_code):
+        if status is not None and 400 <= status <= 599:
+            return status
+    if code is not None and code.isdigit() and 400 <= int(code) <= 599:
+        return int(code)
+    return _TYPE_STATUS.get(error_type or "")
 
 
 def broken_stream(

@@ -1,0 +1,226 @@
+"""Pairing repair in the core: every request any provider receives is paired.
+
+The loop repairs the history before every model call (`pipeline.pairing.PairedHistory`),
+so the simulator's scripted model, a user's own provider and the HTTP codecs alike get a
+paired history, whatever processors did to it. Only the suffix added since the last call
+is checked; the properties here hold that shortcut to the full repair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+
+import anyio
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from effects import Continue, Replace
+from interpreters.aio import AsyncInterpreter
+from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.simulator_aio import AsyncSimulator
+from interpreters.sync import SyncInterpreter
+from pipeline.agent import Agent
+from pipeline.chunks import ModelEvent
+from pipeline.messages import Message, MessageList, TextPart, user
+from pipeline.model import ModelRequest
+from pipeline.pairing import PairedHistory, is_paired, repair_pairing
+from pipeline.processor import InputStepArgs, InputStepResult, StepChange, processor
+from pipeline.tools import tool
+
+from .tool_histories import POOL_IDS, damaged, histories, render
+
+START = 1_700_000_000.0
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+# --- what the model says, and what processors do to the history ---------------------------
+
+says = st.builds(
+    lambda ids, text: Say(text, calls=[call("echo", tool_call_id=i, text="x") for i in ids]),
+    st.lists(st.sampled_from(POOL_IDS), max_size=2),
+    st.sampled_from(("", "ok")),
+)
+"""Tool-call ids from the histories' pool: collisions with the history are common."""
+
+TRIMS = ("none", "drop_tool_messages", "drop_first", "keep_last_two")
+
+
+def _trimmed(messages: tuple[Message, ...], how: str) -> tuple[Message, ...]:
+    if how == "drop_tool_messages":
+        return tuple(m for m in messages if m.role != "tool")
+    if how == "drop_first":
+        return messages[1:]
+    if how == "keep_last_two":
+        return messages[-2:]
+    return messages
+
+
+def mangler(
+    history: tuple[Message, ...], how: str
+) -> Callable[[InputStepArgs[None]], InputStepResult[None]]:
+    """An input-step hook that puts `history` before the conversation at step 0 and
+    then trims carelessly at every later step."""
+
+    def hook(args: InputStepArgs[None]) -> InputStepResult[None]:
+        if args.step_number == 0 and not args.retry_count:
+            msgs = (*history, *args.messages)
+        elif how != "none":
+            msgs = _trimmed(args.messages, how)
+        else:
+            return Continue()
+        return Replace(StepChange(message_list=args.message_list.with_messages(msgs)))
+
+    return hook
+
+
+def make_agent(history: tuple[Message, ...], how: str) -> Agent:
+    return Agent.create(
+        "sim/model", tools=[echo], max_steps=4,
+        input_processors=[processor("mangle", process_input_step=mangler(history, how))],
+    )
+
+
+# --- the interpreters, each with a model that records what it was sent ---------------------
+
+
+class OwnProvider:
+    """A user's own provider: not the simulator's ScriptedModel."""
+
+    def __init__(self, script: Sequence[Say]) -> None:
+        self.script = script
+        self.requests: list[ModelRequest] = []
+
+    def _events(self, request: ModelRequest) -> list[ModelEvent]:
+        n = len(self.requests)
+        self.requests.append(request)
+        return self.script[min(n, len(self.script) - 1)].events(n)
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        return iter(self._events(request))
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        for e in self._events(request):
+            yield e
+
+
+Requests = list[ModelRequest]
+
+
+def _script(script: Sequence[Say]) -> list[Say]:
+    return [*script, *[Say("done")] * 4]  # enough answers for every step
+
+
+def on_simulator(agent: Agent, script: Sequence[Say]) -> Requests:
+    model = ScriptedModel(_script(script))
+    Simulator(model).run(agent, "hi")
+    return model.requests
+
+
+def on_own_provider(agent: Agent, script: Sequence[Say]) -> Requests:
+    own = OwnProvider(_script(script))
+    SyncInterpreter(own, clock=lambda: START, run_ids=lambda: "run1").run(agent, "hi")
+    return own.requests
+
+
+def on_async(agent: Agent, script: Sequence[Say], backend: str) -> list[Requests]:
+    async def both() -> list[Requests]:
+        model = ScriptedModel(_script(script))
+        await AsyncSimulator(model).run(agent, "hi")
+        own = OwnProvider(_script(script))
+        await AsyncInterpreter(own, clock=lambda: START, run_ids=lambda: "run1").run(agent, "hi")
+        return [model.requests, own.requests]
+
+    return anyio.run(both, backend=backend)
+
+
+def shape(requests: Requests) -> list[list[tuple[str, tuple[object, ...]]]]:
+    """What each request said, without message ids and timestamps."""
+    return [[(m.role, m.parts) for m in r.messages] for r in requests]
+
+
+@given(history=histories, script=st.lists(says, min_size=1, max_size=3),
+       how=st.sampled_from(TRIMS))
+def test_every_request_every_interpreter_sends_is_paired(
+    history: tuple[Message, ...], script: list[Say], how: str
+) -> None:
+    """Whatever history a processor puts in and however it trims it later, every request
+    each interpreter hands its model (the sync and async simulators, a user's own sync
+    and async provider, on asyncio and trio) is paired, and they all send the same."""
+    note(f"history:\n{render(history)}\ntrim: {how}")
+    agent = make_agent(history, how)
+    runs = [
+        on_simulator(agent, script),
+        on_own_provider(agent, script),
+        *on_async(agent, script, "asyncio"),
+        *on_async(agent, script, "trio"),
+    ]
+    for requests in runs:
+        assert requests
+        for r in requests:
+            assert is_paired(r.messages), render(r.messages)
+    first = shape(runs[0])
+    assert all(shape(r) == first for r in runs[1:])
+
+
+@given(history=damaged(), script=st.lists(says, min_size=1, max_size=3))
+def test_a_paired_history_is_sent_as_it_is(history: tuple[Message, ...], script: list[Say]) -> None:
+    """When the history is paired (and nothing trims it), each request carries exactly the
+    run's messages: repair changes nothing it need not change."""
+    agent = make_agent(history, "none")
+    requests = on_simulator(agent, script)
+    for r in requests:
+        assert is_paired(r.messages)
+        if is_paired(history) and r is requests[0]:
+            assert r.messages[: len(history)] == history
+
+
+# --- the incremental check against the full repair ----------------------------------------
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), histories),
+        st.tuples(st.just("replace"), histories),
+        st.tuples(st.just("same"), st.just(())),
+    ),
+    max_size=6,
+)
+
+
+@given(start=histories, ops=steps, long=st.booleans())
+def test_the_incremental_check_equals_the_full_repair(
+    start: tuple[Message, ...], ops: list[tuple[str, tuple[Message, ...]]], long: bool
+) -> None:
+    """For any sequence of histories a run may send (grown by `add`, replaced outright,
+    or sent again), `PairedHistory.messages` equals `repair_pairing` of the whole."""
+    padding = tuple(user(f"p{i}", id=f"pad{i}") for i in range(40 if long else 0))
+    ml = MessageList.of((*padding, *start))  # long: past the size where `add` shares a log
+    check = PairedHistory()
+    for op, msgs in [("same", ()), *ops]:
+        if op == "add":
+            ml = ml.add(msgs)
+        elif op == "replace":
+            ml = MessageList.of((*padding, *msgs))
+        note(f"{op}:\n{render(ml.messages)}")
+        assert check.messages(ml) == repair_pairing(ml.messages)
+
+
+def test_an_added_result_for_an_earlier_call_is_noticed() -> None:
+    """A suffix answering a call of the checked prefix (a duplicate result) is repaired."""
+    from pipeline.messages import ToolCallPart, ToolResultPart
+
+    paired = MessageList.of([
+        Message(id="a", role="assistant", parts=(ToolCallPart("c", "f", {}),)),
+        Message(id="t", role="tool", parts=(ToolResultPart("c", "f", 1),)),
+    ])
+    check = PairedHistory()
+    assert check.messages(paired) == paired.messages
+    later = paired.add(Message(id="t2", role="tool", parts=(ToolResultPart("c", "f", 2),)))
+    sent = check.messages(later)
+    assert is_paired(sent) and sent == repair_pairing(later.messages)
+    again = later.add(Message(id="u", role="user", parts=(TextPart("x"),)))
+    assert check.messages(again) == repair_pairing(again.messages)
