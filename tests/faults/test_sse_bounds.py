@@ -59,7 +59,7 @@ def test_a_line_past_the_cap_is_a_typed_error() -> None:
 def test_an_event_of_many_lines_past_the_cap_is_a_typed_error() -> None:
     p = SseParser(max_event=1000)
     with pytest.raises(SseLimitError):
-        p.feed(b"data: " + b"a" * 100 + b"\n" * 1 + b"".join(b"data: %03d\n" % i for i in range(400)))
+        p.feed(b"data: " + b"a" * 100 + b"\n" + b"".join(b"data: %03d\n" % i for i in range(400)))
 
 
 def test_comments_do_not_accumulate() -> None:
