@@ -22,7 +22,7 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
-from interpreters.deadline import run_deadline
+from interpreters.deadline import run_stop
 from interpreters.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
@@ -188,7 +188,7 @@ class SyncInterpreter:
                     cmd = loop.send(None)
                 elif t is CallModel:
                     assert isinstance(cmd, CallModel)
-                    token = run_deadline.set(stop.deadline) if guarded else None
+                    token = run_stop.set(stop) if guarded else None
                     try:
                         try:
                             model = iter(self._resolve(cmd.request.model).stream(cmd.request))
@@ -198,7 +198,7 @@ class SyncInterpreter:
                         first = _next_event(model, started=False)
                     finally:
                         if token is not None:
-                            run_deadline.reset(token)
+                            run_stop.reset(token)
                     if guarded and isinstance(first, ModelFailed) and stop.reason():
                         continue  # the run's deadline, not the model's: cancel above
                     cmd = loop.send(first)
@@ -208,13 +208,15 @@ class SyncInterpreter:
                     if stop.reason() is None:
                         cmd = loop.send(None)
                 else:
-                    cmd = self._other(loop, cmd)
+                    cmd = self._other(loop, cmd, stop)
         finally:
             if model is not None:
                 _close(model)
             loop.close()
 
-    def _other(self, loop: AgentLoop, cmd: LoopCommand) -> LoopCommand:
+    def _other(
+        self, loop: AgentLoop, cmd: LoopCommand, stop: _Stop | None = None
+    ) -> LoopCommand:
         """Commands outside the streaming path; failures are thrown into the loop."""
         try:
             if isinstance(cmd, RunTools):
@@ -223,7 +225,12 @@ class SyncInterpreter:
                 self._sleep(cmd.seconds)
                 reply = None
             elif isinstance(cmd, Perform):
-                reply = self._perform(cmd.request)
+                token = run_stop.set(stop) if stop is not None and stop.active else None
+                try:
+                    reply = self._perform(cmd.request)
+                finally:
+                    if token is not None:
+                        run_stop.reset(token)
             elif isinstance(cmd, AwaitHook):
                 discard(cmd.awaitable)
                 raise AsyncNotSupportedError(

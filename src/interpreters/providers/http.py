@@ -23,7 +23,7 @@ import anyio
 import httpx
 import msgspec
 
-from interpreters.deadline import run_deadline
+from interpreters.deadline import RunStop, run_stop
 from interpreters.provider import ProviderError
 from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded, invalid_response
 from interpreters.providers.errors import (
@@ -129,7 +129,8 @@ class _Exchange:
         self.total = timeouts.total
         now = time.monotonic()
         self.deadline = now + timeouts.total
-        run_end = run_deadline.get()
+        self._run: RunStop | None = run_stop.get()
+        run_end = self._run.deadline if self._run is not None else None
         if run_end is not None and run_end < self.deadline:
             self.deadline = run_end  # the run's own deadline comes first
         self.received = 0
