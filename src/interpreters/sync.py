@@ -167,8 +167,8 @@ class SyncInterpreter:
                         event = ModelEnded()
                     except Exception as e:
                         event = stream_failed(e, started=True)
-                        if guarded and stop.reason():
-                            continue  # cut off by the run's deadline or signal: cancel
+                    if guarded and stop.reason():
+                        continue  # stopped while it waited: the event is not taken; cancel
                     cmd = loop.send(event)
                     continue
                 # Any other command closes the open stream, except a stream hook's own I/O
@@ -199,8 +199,8 @@ class SyncInterpreter:
                     finally:
                         if token is not None:
                             run_stop.reset(token)
-                    if guarded and isinstance(first, ModelFailed) and stop.reason():
-                        continue  # the run's deadline, not the model's: cancel above
+                    if guarded and stop.reason():
+                        continue  # stopped while it waited: the event is not taken; cancel
                     cmd = loop.send(first)
                 elif t is Sleep and guarded:
                     assert isinstance(cmd, Sleep)

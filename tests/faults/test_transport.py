@@ -11,12 +11,16 @@ running: no thread, no task, no open connection (see `harness`). Deadlines are s
 from __future__ import annotations
 
 import json
+import threading
 
+import anyio
+import anyio.to_thread
 import pytest
 
+from interpreters.cancel import AbortSignal
 from interpreters.providers import Timeouts
 from pipeline.result import ApiFailed, Cancelled
-from tests.faults.harness import FAST, JSON, SSE, agent, both, expect, intact
+from tests.faults.harness import FAST, JSON, SSE, agent, both, expect, intact, run_async, run_sync
 from tests.providers.helpers import oa_chunk, oa_text_stream, sse
 from tests.providers.server import ReplayServer, Reply
 
@@ -157,3 +161,33 @@ async def test_run_timeout_during_a_drip_cancels_the_run(
         intact(ran.result, partial="Hel", status="cancelled")
         assert isinstance(ran.result.error, Cancelled)
         assert "timed out" in ran.result.error.reason
+
+
+async def test_signal_from_another_thread_during_a_drip_cancels_the_run(
+    server: ReplayServer, anyio_backend: str
+) -> None:
+    # The sync interpreter's thread is inside the provider's read loop: the abort reaches
+    # it there (checked at every read), not only between model events.
+    drip = Reply(200, SSE, text_frames("Hel"), forever=b": ka\n\n", pause=0.05)
+    signal = AbortSignal()
+    timer = threading.Timer(0.3, signal.abort, args=("user left",))
+    timer.start()
+    try:
+        ran = await anyio.to_thread.run_sync(
+            lambda: run_sync(server, drip, signal=signal, timeouts=FAST))
+    finally:
+        timer.cancel()
+    intact(ran.result, partial="Hel", status="cancelled")
+    assert ran.result.error == Cancelled("user left")
+
+    signal = AbortSignal()
+
+    async def abort_soon() -> None:
+        await anyio.sleep(0.3)
+        signal.abort("user left")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(abort_soon)
+        ran = await run_async(server, drip, signal=signal, timeouts=FAST)
+    intact(ran.result, partial="Hel", status="cancelled")
+    assert ran.result.error == Cancelled("user left")
