@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from interpreters.providers import Limits, Timeouts
+from interpreters.deadline import run_stop
+from interpreters.providers import Limits, Timeouts, resolve_provider
 from tests.faults.harness import JSON
-from tests.providers.helpers import an_text_stream, both
+from tests.providers.helpers import KEY, an_text_stream, ask, both, run_sync
 from tests.providers.server import ReplayServer, Reply
 
 pytestmark = pytest.mark.anyio
@@ -48,3 +49,34 @@ async def test_a_short_body_that_is_neither_json_nor_a_stream(
         assert o.error is not None and o.error.error_type == "invalid_response"
         assert "expected an event stream" in o.error.message
 
+
+
+class StopAfter:
+    """A run that must stop once the provider has asked `n` times (no clock involved)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.asked = 0
+        self.deadline: float | None = None
+
+    def reason(self) -> str | None:
+        self.asked += 1
+        return "user left" if self.asked > self.n else None
+
+
+def test_the_sync_provider_checks_the_runs_signal_at_every_read(server: ReplayServer) -> None:
+    # Keep-alive comments give no events, so only the provider's own read loop can see
+    # the run's abort: it must ask at every read and end the call as "cancelled" (not run
+    # on to its deadline).
+    server.queue(Reply(200, (("content-type", "text/event-stream"),), b": ka\n\n",
+                       forever=b": ka\n\n", pause=0.01, forever_max=3000))
+    stop = StopAfter(5)
+    token = run_stop.set(stop)
+    try:
+        p = resolve_provider("openai/m", base_url=server.url + "/v1", api_key=KEY,
+                             timeouts=Timeouts(total=30.0))
+        out = run_sync(p, ask())
+    finally:
+        run_stop.reset(token)
+    assert out.error is not None and out.error.error_type == "cancelled"
+    assert out.error.message == "user left" and stop.asked == 6

@@ -200,6 +200,13 @@ class _Exchange:
     def check_deadline(self) -> None:
         if self.past_deadline():
             raise self.deadline_error()
+        if self._run is not None:
+            reason = self._run.reason()
+            if reason is not None:
+                # The run was aborted (sync interpreter): it ends the run as cancelled.
+                raise ProviderError(
+                    ApiError(status=self.status or None, message=reason, error_type="cancelled")
+                )
 
     def deadline_error(self) -> ProviderError:
         # Not retryable: the caller gave the call this long; a retry would take as long.
