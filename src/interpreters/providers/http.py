@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Literal
 from urllib.parse import urlsplit
 
 import anyio
@@ -372,9 +373,12 @@ _SSE_START = re.compile(rb"(?::|(?:data|event|id|retry)(?::|\r|\n|$))")
 _SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:")
 
 
-def _sniff(head: bytes, *, final: bool) -> str | None:
-    """"json", "sse" or "other" for the first non-blank bytes of a body; None: too few
-    bytes yet to tell."""
+Sniffed = Literal["json", "sse", "other"]
+
+
+def _sniff(head: bytes, *, final: bool) -> Sniffed | None:
+    """What the first non-blank bytes of a body look like; None: too few yet to tell
+    (`final`: there are no more)."""
     head = head.removeprefix(b"\xef\xbb\xbf")
     if head[:1] in (b"{", b"["):
         return "json"
