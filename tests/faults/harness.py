@@ -41,8 +41,21 @@ def get_capital(country: str) -> str:
     return {"UK": "London"}.get(country, "unknown")
 
 
-def tool_call_reply() -> Reply:
+def tool_call_reply(route: str = "openai") -> Reply:
     """Step 1: the model asks for the tool."""
+    if route == "anthropic":
+        return Reply(200, SSE, sse(
+            {"type": "message_start", "message": {"id": "msg_0", "model": "m"}},
+            {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "tool_use", "id": "call_1", "name": "get_capital",
+                               "input": {}}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "input_json_delta", "partial_json": '{"country": "UK"}'}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+             "usage": {"output_tokens": 9}},
+            {"type": "message_stop"},
+        ))
     return Reply(200, SSE, sse(
         oa_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
                                   "function": {"name": "get_capital",
@@ -52,9 +65,9 @@ def tool_call_reply() -> Reply:
     ))
 
 
-def agent(retries: int = 0, max_retry_after: float = 60.0) -> Agent:
+def agent(retries: int = 0, max_retry_after: float = 60.0, route: str = "openai") -> Agent:
     return Agent.create(
-        "openai/m", tools=[get_capital],
+        f"{route}/m", tools=[get_capital],
         retry_policy=RetryPolicy(max_retries=retries, base_delay=0.01, max_delay=0.01,
                                  max_retry_after=max_retry_after),
     )
@@ -84,15 +97,17 @@ def run_sync(
     limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
     timeout: float | None = None, key: str = KEY, signal: AbortSignal | None = None,
 ) -> Ran:
+    ag = ag or agent()
+    route = ag.model.partition("/")[0]
     server.reset()
-    server.queue(*((tool_call_reply(),) if first else ()), *replies)
+    server.queue(*((tool_call_reply(route),) if first else ()), *replies)
     before = _threads()
     waits: list[float] = []
-    resolver = Resolver(base_urls={"openai": (url or server.url) + "/v1"},
-                        api_keys={"openai": key}, timeouts=timeouts, limits=limits)
+    resolver = Resolver(base_urls={route: (url or server.url) + "/v1"},
+                        api_keys={route: key}, timeouts=timeouts, limits=limits)
     try:
         result = SyncInterpreter(resolve=resolver, sleep=waits.append).run(
-            ag or agent(), PROMPT, timeout=timeout, signal=signal)
+            ag, PROMPT, timeout=timeout, signal=signal)
     finally:
         resolver.close()
     assert _threads() <= before, [t.name for t in _threads() - before]
@@ -105,19 +120,21 @@ async def run_async(
     limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
     timeout: float | None = None, key: str = KEY, signal: AbortSignal | None = None,
 ) -> Ran:
+    ag = ag or agent()
+    route = ag.model.partition("/")[0]
     server.reset()
-    server.queue(*((tool_call_reply(),) if first else ()), *replies)
+    server.queue(*((tool_call_reply(route),) if first else ()), *replies)
     tasks = len(anyio.get_running_tasks())
     waits: list[float] = []
 
     async def sleep(s: float) -> None:
         waits.append(s)
 
-    resolver = AsyncResolver(base_urls={"openai": (url or server.url) + "/v1"},
-                             api_keys={"openai": key}, timeouts=timeouts, limits=limits)
+    resolver = AsyncResolver(base_urls={route: (url or server.url) + "/v1"},
+                             api_keys={route: key}, timeouts=timeouts, limits=limits)
     try:
         result = await AsyncInterpreter(resolve=resolver, sleep=sleep).run(
-            ag or agent(), PROMPT, timeout=timeout, signal=signal)
+            ag, PROMPT, timeout=timeout, signal=signal)
     finally:
         await resolver.aclose()
     for _ in range(100):  # trio finalizes an abandoned async generator in a brief task
