@@ -55,6 +55,9 @@ def test_signal_mid_stream_cancels_keeping_the_partial_text() -> None:
     last = result.messages.messages[-1]
     assert (last.role, last.text, last.incomplete) == ("assistant", "Hello wor", True)
     assert trace.chunks[-1] == ErrorChunk("Cancelled", "run cancelled: user left")
+    # The consumer saw exactly the text the result keeps: no more, no less.
+    streamed = "".join(c.text for c in trace.chunks if isinstance(c, TextDelta))
+    assert streamed == result.text == "Hello wor"
     assert model.closed_early
 
 
