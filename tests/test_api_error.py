@@ -240,11 +240,21 @@ def test_backoff_without_retry_after_grows_with_jitter_and_is_deterministic() ->
     assert _sleeps(simulate(agent, script).trace.commands) == sleeps  # same run, same waits
 
 
-def test_an_unreasonable_retry_after_falls_back_to_backoff() -> None:
+def test_a_retry_after_past_the_policy_cap_fails_without_retrying_early() -> None:
+    # Retrying after our own short backoff when the server asked for an hour would only
+    # burn quota (issue 9): the run fails and the error says how long to wait.
     policy = RetryPolicy(base_delay=1.0, max_retry_after=60.0)
     ran = simulate(make_agent(retry_policy=policy), [Fail(status=429, retry_after=3600), Say("ok")])
-    (s,) = _sleeps(ran.trace.commands)
-    assert s <= 1.0
+    assert _sleeps(ran.trace.commands) == [] and len(ran.requests) == 1
+    err = ran.result.error
+    assert isinstance(err, ApiFailed) and err.attempts == 1
+    assert err.error.retry_after == 3600 and err.error.retryable
+
+
+def test_a_retry_after_the_policy_allows_is_waited() -> None:
+    policy = RetryPolicy(base_delay=1.0, max_retry_after=7200.0)
+    ran = simulate(make_agent(retry_policy=policy), [Fail(status=429, retry_after=3600), Say("ok")])
+    assert _sleeps(ran.trace.commands) == [3600] and ran.result.status == "finished"
 
 
 def test_transient_retries_are_bounded_by_the_retry_policy() -> None:

@@ -213,3 +213,39 @@ def test_prepare_request_repairs_then_sanitizes() -> None:
     ids = [p.tool_call_id for m in out.messages for p in m.parts if isinstance(p, ToolCallPart)]
     assert len(set(ids)) == 2 and all(re.fullmatch(r"[a-zA-Z0-9]{9}", i) for i in ids)
     assert {names.original_id(i) for i in ids} == {"call_0", "call_0_2"}
+
+
+# --- pinned outputs (issue 9 §10): a change to any of these must be deliberate ------------
+
+
+def test_an_over_long_openai_id_is_pinned() -> None:
+    long_id = "fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f"  # 53 chars, real
+    out, names = sanitize_request(request(calls(long_id)), OPENAI)
+    assert dict(names.ids) == {long_id: "fc_0f0e50a1476a6c35006912c58dc9f_A3r-LsF"}
+    assert out.messages[0].tool_calls()[0].tool_call_id == names.ids[long_id]
+    assert len(names.ids[long_id]) == 40
+
+
+def test_mistral_ids_longer_than_nine_are_pinned() -> None:
+    _, names = sanitize_request(request(calls("toolu_01A09q90qw", "call_0123456789")), MISTRAL)
+    assert dict(names.ids) == {"toolu_01A09q90qw": "vmp6ExzRX", "call_0123456789": "xNuNNbq0M"}
+
+
+def test_a_rewritten_mixed_case_name_keeps_its_case() -> None:
+    out, names = sanitize_request(
+        request(calls("x", name="Get.Weather"), tools=("Get.Weather",)), OPENAI)
+    assert dict(names.names) == {"Get.Weather": "Get_Weather"}
+    assert out.tools[0].name == "Get_Weather"
+    assert out.messages[0].tool_calls()[0].tool_name == "Get_Weather"
+
+
+def test_a_definition_keeps_the_readable_form_over_a_message_name_that_cleans_alike() -> None:
+    # "get.weather" (the tool defined) and "get:weather" (a call in the history) both
+    # clean to "get_weather": the definition gets it, the history's name the hashed form.
+    for profile in (OPENAI, ANTHROPIC):
+        out, names = sanitize_request(
+            request(calls("x", name="get:weather"), tools=("get.weather",)), profile)
+        assert dict(names.names) == {
+            "get.weather": "get_weather", "get:weather": "get_weather_iE8wAxI"}
+        assert out.tools[0].name == "get_weather"
+        assert out.messages[0].tool_calls()[0].tool_name == "get_weather_iE8wAxI"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from interpreters.cancel import AbortSignal
 from interpreters.common import (
     answer_of,
     check_model,
@@ -20,6 +22,7 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.deadline import run_stop
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.provider import Provider, ProviderResolver
@@ -27,7 +30,7 @@ from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.loop import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ModelEnded, ModelFailed
 from pipeline.processor import AskModel
@@ -95,11 +98,16 @@ class SyncInterpreter:
         values: JsonObject | None = None,
         deps: object = None,
         trace: Trace | None = None,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
     ) -> RunResult:
-        """Run to the end and return the result (check `status`, or call `unwrap()`)."""
+        """Run to the end and return the result (check `status`, or call `unwrap()`).
+
+        A run aborted by `signal` (from any thread) or past `timeout` seconds returns with
+        status "cancelled", as under the async interpreter (see `stream`)."""
         stream = self.stream(
             agent, messages, thread_id=thread_id, resource_id=resource_id,
-            values=values, deps=deps, trace=trace,
+            values=values, deps=deps, trace=trace, signal=signal, timeout=timeout,
         )
         for _ in stream:
             pass
@@ -115,12 +123,22 @@ class SyncInterpreter:
         values: JsonObject | None = None,
         deps: object = None,
         trace: Trace | None = None,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
     ) -> RunStream:
         """Iterate the run's chunks; `.result` is there once the iteration ended.
 
         The agent's model is resolved at once: a provider that is not configured (no API
         key...) raises its configuration error here, before any request.
+
+        `timeout` (seconds, counted from the first iteration) and `signal` end the run
+        with status "cancelled", as under the async interpreter. This thread is never
+        interrupted: they are checked before every command and model event, and an HTTP
+        provider's waits are cut to the run's deadline; a tool or hook that blocks is
+        waited for.
         """
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         refuse_async(agent)
         check_model(self._resolve, agent.model)
         loop = start_run(
@@ -128,14 +146,24 @@ class SyncInterpreter:
             resource_id=resource_id, values=values, deps=deps, trace=trace,
             observers=self._observers, price=self._price,
         )
-        return RunStream(self._drive(loop, trace))
+        return RunStream(self._drive(loop, trace, _Stop(signal, timeout)))
 
     # --- carrying out commands ---------------------------------------------------------
-    def _drive(self, loop: AgentLoop, trace: Trace | None) -> Generator[Chunk, None, RunResult]:
+    def _drive(
+        self, loop: AgentLoop, trace: Trace | None, stop: _Stop
+    ) -> Generator[Chunk, None, RunResult]:
         model: Iterator[ModelEvent] | None = None
+        guarded = stop.active
+        if guarded:
+            stop.start()
         try:
             cmd = next(loop)
             while True:
+                if guarded and stop.reason() is not None and not isinstance(cmd, Finish):
+                    if model is not None:
+                        _close(model)
+                        model = None
+                    return (yield from _cancel(loop, cmd, stop.reason() or "", trace))
                 if trace is not None:
                     trace.record_command(cmd)
                 t = type(cmd)
@@ -152,6 +180,8 @@ class SyncInterpreter:
                         event = ModelEnded()
                     except Exception as e:
                         event = stream_failed(e, started=True)
+                    if guarded and stop.reason():
+                        continue  # stopped while it waited: the event is not taken; cancel
                     cmd = loop.send(event)
                     continue
                 # Any other command closes the open stream, except a stream hook's own I/O
@@ -171,20 +201,35 @@ class SyncInterpreter:
                     cmd = loop.send(None)
                 elif t is CallModel:
                     assert isinstance(cmd, CallModel)
+                    token = run_stop.set(stop) if guarded else None
                     try:
-                        model = iter(self._resolve(cmd.request.model).stream(cmd.request))
-                    except Exception as e:
-                        cmd = loop.send(ModelFailed(provider_error(e)))
-                        continue
-                    cmd = loop.send(_next_event(model, started=False))
+                        try:
+                            model = iter(self._resolve(cmd.request.model).stream(cmd.request))
+                        except Exception as e:
+                            cmd = loop.send(ModelFailed(provider_error(e)))
+                            continue
+                        first = _next_event(model, started=False)
+                    finally:
+                        if token is not None:
+                            run_stop.reset(token)
+                    if guarded and stop.reason():
+                        continue  # stopped while it waited: the event is not taken; cancel
+                    cmd = loop.send(first)
+                elif t is Sleep and guarded:
+                    assert isinstance(cmd, Sleep)
+                    self._sleep(min(cmd.seconds, stop.left()))
+                    if stop.reason() is None:
+                        cmd = loop.send(None)
                 else:
-                    cmd = self._other(loop, cmd)
+                    cmd = self._other(loop, cmd, stop)
         finally:
             if model is not None:
                 _close(model)
             loop.close()
 
-    def _other(self, loop: AgentLoop, cmd: LoopCommand) -> LoopCommand:
+    def _other(
+        self, loop: AgentLoop, cmd: LoopCommand, stop: _Stop | None = None
+    ) -> LoopCommand:
         """Commands outside the streaming path; failures are thrown into the loop."""
         try:
             if isinstance(cmd, RunTools):
@@ -193,7 +238,12 @@ class SyncInterpreter:
                 self._sleep(cmd.seconds)
                 reply = None
             elif isinstance(cmd, Perform):
-                reply = self._perform(cmd.request)
+                token = run_stop.set(stop) if stop is not None and stop.active else None
+                try:
+                    reply = self._perform(cmd.request)
+                finally:
+                    if token is not None:
+                        run_stop.reset(token)
             elif isinstance(cmd, AwaitHook):
                 discard(cmd.awaitable)
                 raise AsyncNotSupportedError(
@@ -210,6 +260,62 @@ class SyncInterpreter:
         if isinstance(request, AskModel):
             return answer_of(self._resolve(request.request.model).stream(request.request))
         return handler_for(self._handlers, request)(request)
+
+
+class _Stop:
+    """A run's timeout and abort signal, for the sync interpreter (checked, never
+    interrupting: this thread is the one doing the work)."""
+
+    __slots__ = ("deadline", "signal", "timeout")
+
+    def __init__(self, signal: AbortSignal | None, timeout: float | None) -> None:
+        self.signal = signal
+        self.timeout = timeout
+        self.deadline: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.signal is not None or self.timeout is not None
+
+    def start(self) -> None:
+        if self.timeout is not None:
+            self.deadline = time.monotonic() + self.timeout
+
+    def left(self) -> float:
+        return math.inf if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def reason(self) -> str | None:
+        if self.signal is not None and self.signal.aborted:
+            return self.signal.reason
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return f"timed out after {self.timeout:g} s"
+        return None
+
+
+def _cancel(
+    loop: AgentLoop, cmd: LoopCommand, reason: str, trace: Trace | None
+) -> Generator[Chunk, None, RunResult]:
+    """End the run as cancelled at the pending command: the loop finishes without I/O,
+    publishing its final chunks (as the async interpreter's cancel does)."""
+    if isinstance(cmd, AwaitHook):
+        discard(cmd.awaitable)
+    try:
+        cmd = loop.throw(RunCancelled(reason))
+        while isinstance(cmd, Publish):
+            if trace is not None:
+                trace.record_command(cmd)
+            for c in cmd.chunks:
+                if trace is not None:
+                    trace.chunks.append(c)
+                yield c
+            cmd = loop.send(None)
+    except (RunCancelled, StopIteration) as e:
+        raise RuntimeError("the agent loop did not finish a cancelled run") from e
+    if not isinstance(cmd, Finish):
+        raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
+    if trace is not None:
+        trace.record_command(cmd)
+    return cmd.result
 
 
 class RunStream:

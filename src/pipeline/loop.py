@@ -517,7 +517,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             err = reply.error
             policy = self.agent.retry_policy
             if err.retryable:
-                if transient < policy.max_retries:
+                if transient < policy.max_retries and policy.waits(err.retry_after):
                     delay = policy.delay(transient, f"{self.ctx.run_id}:{step}", err.retry_after)
                     transient += 1
                     yield Sleep(delay, f"retrying after {err}")

@@ -13,6 +13,7 @@ from interpreters.provider import ProviderError
 from interpreters.providers import (
     AsyncHttpProvider,
     HttpProvider,
+    Limits,
     Timeouts,
     resolve_async_provider,
     resolve_provider,
@@ -76,6 +77,7 @@ async def both(
     timeouts: Timeouts | None = None,
     stream: bool = True,
     clock: Callable[[], float] | None = None,
+    limits: Limits | None = None,
 ) -> tuple[Outcome, Outcome]:
     """The same call through the sync provider (in a worker thread) and the async one.
     Queue the server's replies once per path."""
@@ -85,13 +87,15 @@ async def both(
 
     def sync_call() -> Outcome:
         p = resolve_provider(
-            req.model, base_url=base, api_key=KEY, stream=stream, timeouts=timeouts, clock=clk
+            req.model, base_url=base, api_key=KEY, stream=stream, timeouts=timeouts, clock=clk,
+            limits=limits,
         )
         return run_sync(p, req)
 
     sync = await anyio.to_thread.run_sync(sync_call)
     p = resolve_async_provider(
-        req.model, base_url=base, api_key=KEY, stream=stream, timeouts=timeouts, clock=clk
+        req.model, base_url=base, api_key=KEY, stream=stream, timeouts=timeouts, clock=clk,
+        limits=limits,
     )
     return sync, await run_async(p, req)
 

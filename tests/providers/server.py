@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -35,6 +36,16 @@ class Reply:
     """Close the connection after this many body bytes (a mid-stream disconnect)."""
     no_response: bool = False
     """Read the request, then close without answering."""
+    reset: bool = False
+    """Close with a TCP reset (RST) rather than an orderly close (with `cut_after` or
+    `no_response`)."""
+    hang: float = 0.0
+    """Read the request, then answer nothing for this many seconds (or until the client
+    hangs up), then close."""
+    forever: bytes = b""
+    """After the body, send this piece again and again (every `pause` seconds) until the
+    client hangs up or `forever_max` pieces went out: an endless response."""
+    forever_max: int = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -51,12 +62,13 @@ class ReplayServer:
     seen: list[Seen] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._live = 0
         self._lock = threading.Lock()
         self._sock = socket.create_server(("127.0.0.1", 0))
         self._sock.settimeout(0.2)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        t = threading.Thread(target=self._accept, daemon=True)
+        t = threading.Thread(target=self._accept, daemon=True, name="replay-server")
         t.start()
         self._threads.append(t)
 
@@ -86,10 +98,34 @@ class ReplayServer:
                 conn, _ = self._sock.accept()
             except (TimeoutError, OSError):
                 continue
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            t = threading.Thread(
+                target=self._serve, args=(conn,), daemon=True, name="replay-server-conn"
+            )
             t.start()
 
+    @property
+    def live(self) -> int:
+        """Connections open right now (a client that keeps none open leaves 0)."""
+        with self._lock:
+            return self._live
+
+    def wait_idle(self, limit: float = 5.0) -> bool:
+        """Wait (up to `limit` seconds) until no connection is open; whether none is."""
+        end = time.monotonic() + limit
+        while self.live and time.monotonic() < end:
+            time.sleep(0.01)
+        return self.live == 0
+
     def _serve(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._live += 1
+        try:
+            self._serve_one(conn)
+        finally:
+            with self._lock:
+                self._live -= 1
+
+    def _serve_one(self, conn: socket.socket) -> None:
         conn.settimeout(5.0)
         buf = b""
         with contextlib.closing(conn):
@@ -149,7 +185,12 @@ def _pieces(body: bytes, chunks: Sequence[int] | int | None) -> Iterator[bytes]:
 
 def _write(conn: socket.socket, r: Reply) -> bool:
     """Send one reply; False when the connection was closed on purpose."""
+    if r.hang:
+        _wait_for_hangup(conn, r.hang)
+        return False
     if r.no_response:
+        if r.reset:
+            _rst(conn)
         return False
     head = [f"HTTP/1.1 {r.status} {REASONS.get(r.status, 'Status')}"]
     head += [f"{k}: {v}" for k, v in r.headers]
@@ -163,12 +204,18 @@ def _write(conn: socket.socket, r: Reply) -> bool:
             piece = piece[: r.cut_after - sent]
             if piece:
                 conn.sendall(_frame(piece) if r.chunked else piece)
-            conn.shutdown(socket.SHUT_RDWR)
+            _rst(conn) if r.reset else conn.shutdown(socket.SHUT_RDWR)
             return False
         conn.sendall(_frame(piece) if r.chunked else piece)
         sent += len(piece)
     if r.cut_after is not None:
-        conn.shutdown(socket.SHUT_RDWR)
+        _rst(conn) if r.reset else conn.shutdown(socket.SHUT_RDWR)
+        return False
+    if r.forever:
+        for _ in range(r.forever_max):
+            if r.pause:
+                time.sleep(r.pause)
+            conn.sendall(_frame(r.forever) if r.chunked else r.forever)  # EPIPE ends it
         return False
     if r.chunked:
         conn.sendall(b"0\r\n\r\n")
@@ -177,3 +224,21 @@ def _write(conn: socket.socket, r: Reply) -> bool:
 
 def _frame(piece: bytes) -> bytes:
     return f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+
+
+def _rst(conn: socket.socket) -> None:
+    """Close with RST: linger on, timeout 0."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def _wait_for_hangup(conn: socket.socket, limit: float) -> None:
+    end = time.monotonic() + limit
+    conn.settimeout(0.02)
+    while time.monotonic() < end:
+        try:
+            if conn.recv(1024) == b"":
+                return  # the client gave up
+        except TimeoutError:
+            continue
+        except OSError:
+            return

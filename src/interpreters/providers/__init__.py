@@ -21,6 +21,7 @@ RetryPolicy retries what `ApiError.retryable` allows, after `retry_after` when g
 from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
 from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded
 from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
+from interpreters.providers.limits import Limits
 from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
 from interpreters.providers.router import (
     ROUTES,
@@ -47,6 +48,7 @@ __all__ = [
     "Encoded",
     "Endpoint",
     "HttpProvider",
+    "Limits",
     "OpenAIChatCodec",
     "OpenAIChatOptions",
     "ProviderConfig",

@@ -15,7 +15,8 @@ import msgspec
 
 from interpreters.provider import ProviderError
 from interpreters.providers.errors import broken_stream
-from interpreters.providers.sse import SseEvent, SseParser
+from interpreters.providers.limits import limit_exceeded
+from interpreters.providers.sse import DEFAULT_MAX_EVENT, SseEvent, SseLimitError, SseParser
 from pipeline.chunks import ModelEvent
 from pipeline.messages import JsonObject
 from pipeline.model import ApiError, ModelRequest
@@ -78,9 +79,15 @@ class ByteStreamDecoder:
     """
 
     def __init__(
-        self, decoder: StreamDecoder, restore: EventMap, *, status: int, request_id: str | None
+        self,
+        decoder: StreamDecoder,
+        restore: EventMap,
+        *,
+        status: int,
+        request_id: str | None,
+        max_event: int = DEFAULT_MAX_EVENT,
     ) -> None:
-        self._sse = SseParser()
+        self._sse = SseParser(max_event=max_event)
         self._decoder = decoder
         self._restore = restore
         self._status = status
@@ -97,12 +104,20 @@ class ByteStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[ModelEvent]:
         self._raise_pending()
-        return self._run(self._sse.feed(chunk))
+        try:
+            events = self._sse.feed(chunk)
+        except SseLimitError as e:
+            raise self._too_large(e) from None
+        return self._run(events)
 
     def close(self) -> list[ModelEvent]:
         """The byte stream ended: flush, and fail unless the stream completed."""
         self._raise_pending()
-        out = self._run(self._sse.close())
+        try:
+            events = self._sse.close()
+        except SseLimitError as e:
+            raise self._too_large(e) from None
+        out = self._run(events)
         if out and self._failure is not None:
             return out  # hand these over first; the next call raises
         if not self._decoder.done:
@@ -116,6 +131,12 @@ class ByteStreamDecoder:
                 )
             )
         return out
+
+    def _too_large(self, e: SseLimitError) -> ProviderError:
+        self._failure = limit_exceeded(
+            self._status, str(e), started=self._decoder.started, request_id=self._request_id
+        )
+        return self._failure
 
     @property
     def failure(self) -> ProviderError | None:

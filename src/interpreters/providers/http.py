@@ -5,16 +5,26 @@ feed bytes to the codec, classify transport failures), so the two paths cannot d
 Retrying is not done here: the loop's RetryPolicy reads `ApiError.retryable` and
 `retry_after`. Closing the event iterator early closes the response and frees the
 connection.
+
+Bounded: every call has a total deadline (`Timeouts.total`, from connecting to the last
+byte) besides httpx's per-phase timeouts, and what it reads is capped (`Limits`).
+Hitting either is a typed `ApiError` ("deadline_exceeded", "limit_exceeded"), never a
+hang or an unbounded buffer.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Literal
+from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import msgspec
 
+from interpreters.deadline import RunStop, run_stop
 from interpreters.provider import ProviderError
 from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded, invalid_response
 from interpreters.providers.errors import (
@@ -22,24 +32,60 @@ from interpreters.providers.errors import (
     classify_response,
     request_id_of,
 )
+from interpreters.providers.limits import Limits, limit_exceeded
 from interpreters.providers.secret import Secret
 from pipeline.chunks import ModelEvent
 from pipeline.model import ApiError, ModelRequest
 
-MAX_ERROR_BODY = 1 << 16
-"""Bytes of an error response read for its message; the rest is not worth waiting for."""
+MAX_ERROR_BODY = Limits().max_error_body
+"""Bytes of an error response read for its message by default (`Limits.max_error_body`)."""
+
+DEADLINE_EXCEEDED = "deadline_exceeded"
 
 
 class Timeouts(msgspec.Struct, frozen=True):
-    """Seconds. `read` bounds the silence between two reads of a stream, not its length."""
+    """Seconds. `read` bounds the silence between two reads of a stream, `total` the whole
+    call (connect to the last byte), so a server that trickles bytes cannot hold it."""
 
     connect: float = 10.0
-    read: float = 120.0
+    read: float = 60.0
     write: float = 30.0
     pool: float = 10.0
+    total: float = 600.0
 
-    def httpx(self) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+    def __post_init__(self) -> None:
+        for name in ("connect", "read", "write", "pool", "total"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"Timeouts.{name} must be a number of seconds > 0")
+
+    def httpx(self, within: float | None = None) -> httpx.Timeout:
+        """httpx's timeouts, none longer than `within` seconds (what is left of a deadline)."""
+        if within is None:
+            return httpx.Timeout(
+                connect=self.connect, read=self.read, write=self.write, pool=self.pool
+            )
+        w = max(within, 0.001)
+        return httpx.Timeout(
+            connect=min(self.connect, w), read=min(self.read, w), write=min(self.write, w),
+            pool=min(self.pool, w),
+        )
+
+
+def check_base_url(url: str) -> None:
+    """Refuse a base URL that carries credentials (`user:pass@host`): httpx would send
+    them as Basic auth instead of the key, and log them. The message never echoes them."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError("the base URL is not a valid URL") from None
+    if "@" in parts.netloc:
+        host = parts.netloc.rpartition("@")[2]
+        raise ValueError(
+            f"the base URL for host {host!r} carries credentials (user:password@); "
+            "give the key as api_key= (or its environment variable) and a base URL "
+            "without them"
+        )
 
 
 class Endpoint(msgspec.Struct, frozen=True):
@@ -50,6 +96,9 @@ class Endpoint(msgspec.Struct, frozen=True):
     base_url: str
     api_key: Secret | None = None
     headers: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        check_base_url(self.base_url)
 
     def url(self, path: str) -> str:
         return self.base_url.rstrip("/") + path
@@ -70,11 +119,23 @@ class _Exchange:
         *,
         stream: bool,
         clock: Callable[[], float],
+        timeouts: Timeouts,
+        limits: Limits,
     ) -> None:
         self._endpoint = endpoint
         self._codec = codec
         self._clock = clock
         self.stream = stream
+        self.limits = limits
+        self.total = timeouts.total
+        now = time.monotonic()
+        self.deadline = now + timeouts.total
+        self._run: RunStop | None = run_stop.get()
+        run_end = self._run.deadline if self._run is not None else None
+        if run_end is not None and run_end < self.deadline:
+            self.deadline = run_end  # the run's own deadline comes first
+        self.received = 0
+        self._content_type = ""
         self.encoded: Encoded = codec.encode(
             request, model=endpoint.wire_model(request.model), stream=stream
         )
@@ -111,8 +172,9 @@ class _Exchange:
         self._headers = headers
         self._reason = reason
         self._request_id = request_id_of(headers)
+        self._content_type = headers.get("content-type", "")
         self.failed = status >= 300  # redirects are not followed: a wrong base URL
-        if not self.failed and "event-stream" in headers.get("content-type", ""):
+        if not self.failed and "event-stream" in self._content_type:
             self._start_sse()
         elif not self.failed:
             self._sniff = bytearray()
@@ -125,9 +187,51 @@ class _Exchange:
             self.encoded.restore,
             status=self.status,
             request_id=self._request_id,
+            max_event=self.limits.max_event,
         )
 
-    def error(self, body: bytes) -> ProviderError:
+    # --- bounds ------------------------------------------------------------------------
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def past_deadline(self) -> bool:
+        # A timeout cut to the deadline fires at it, give or take the clock's grain.
+        return time.monotonic() >= self.deadline - 0.005
+
+    def check_deadline(self) -> None:
+        if self.past_deadline():
+            raise self.deadline_error()
+        if self._run is not None:
+            reason = self._run.reason()
+            if reason is not None:
+                # The run was aborted (sync interpreter): it ends the run as cancelled.
+                raise ProviderError(
+                    ApiError(status=self.status or None, message=reason, error_type="cancelled")
+                )
+
+    def deadline_error(self) -> ProviderError:
+        # Not retryable: the caller gave the call this long; a retry would take as long.
+        err = broken_stream(
+            self.status or None,
+            f"the model call did not end within its deadline ({self.total:g} s total, "
+            "Timeouts.total, or the run's timeout)",
+            started=self.started, error_type=DEADLINE_EXCEEDED, request_id=self._request_id,
+        )
+        return self._scrubbed(msgspec.structs.replace(err, retryable=False))
+
+    def _over(self, what: str, cap: int) -> ProviderError:
+        return limit_exceeded(
+            self.status, f"{what} is larger than its cap of {cap} bytes (Limits)",
+            started=self.started, request_id=self._request_id,
+        )
+
+    # --- the response ------------------------------------------------------------------
+    def error(self, body: bytes, *, cut: bool = False) -> ProviderError:
+        key = self._endpoint.api_key
+        if key is not None:
+            # Before anything cuts the body into pieces that could split the key.
+            text = key.scrub(body.decode("utf-8", "surrogateescape"), cut=cut)
+            body = text.encode("utf-8", "surrogateescape")
         return self._scrubbed(
             classify_response(
                 self.status, self._headers, body, now=self._clock(), reason=self._reason
@@ -135,34 +239,72 @@ class _Exchange:
         )
 
     def feed(self, chunk: bytes) -> list[ModelEvent]:
+        self.received += len(chunk)
         if self._json is not None:
+            if self.received > self.limits.max_body:
+                raise self._over("the response body", self.limits.max_body)
             self._json += chunk
             return []
         if self._sniff is not None:
             # Content type is not enough (a recorded stream says application/json): the
-            # first non-blank byte tells one JSON body from an event stream.
+            # first bytes tell one JSON body from an event stream, or from neither.
+            if not self._sniff:
+                chunk = chunk.lstrip()  # blank bytes before either are not kept
+                if not chunk:
+                    return []
             self._sniff += chunk
-            head = bytes(self._sniff).lstrip()
-            if not head:
+            verdict = _sniff(bytes(self._sniff[:16]), final=False)
+            if verdict is None:
                 return []
             buffered, self._sniff = bytes(self._sniff), None
-            if head[:1] in (b"{", b"["):
-                self._json = bytearray(buffered)
-                return []
+            if verdict == "json":
+                self._json = bytearray()
+                self.received = 0
+                return self.feed(buffered)
+            if verdict == "other":
+                raise self._not_expected(buffered)
             self._start_sse()
             chunk = buffered
+        if self.received > self.limits.max_stream:
+            raise self._over("the streamed response", self.limits.max_stream)
         assert self._decoder is not None
         return self._decoder.feed(chunk)
 
+    def _not_expected(self, head: bytes) -> ProviderError:
+        wanted = "an event stream" if self.stream else "a JSON body"
+        snippet = " ".join(head[:200].decode("utf-8", "replace").split())
+        return invalid_response(
+            self.status,
+            f"expected {wanted}, got {self._content_type or 'no content type'}: {snippet}",
+            started=False, request_id=self._request_id,
+        )
+
     def close(self) -> list[ModelEvent]:
+        if self._sniff:
+            head = bytes(self._sniff)
+            if _sniff(head[:16], final=True) != "other":
+                self._sniff = None
+                self.received -= len(head)
+                self.feed(head)
+                return self.close()
+            raise self._not_expected(head)
         if self._json is not None:
-            return [
-                self.encoded.restore(e)
-                for e in self._codec.decode_body(
+            try:
+                events = self._codec.decode_body(
                     self.encoded, bytes(self._json), status=self.status,
                     request_id=self._request_id,
                 )
-            ]
+            except ProviderError as e:
+                if self.stream and e.error.error_type == "invalid_response":
+                    raise ProviderError(
+                        msgspec.structs.replace(
+                            e.error,
+                            message=f"expected an event stream, got "
+                            f"{self._content_type or 'no content type'}: {e.error.message}",
+                        )
+                    ) from None
+                raise
+            return [self.encoded.restore(e) for e in events]
         if self._decoder is None:
             raise invalid_response(
                 self.status, "the response body was empty", started=False,
@@ -180,6 +322,8 @@ class _Exchange:
         detail = str(exc) or name
         if self.status == 0:
             # Nothing came back: the request may not even have arrived. Always retryable.
+            if isinstance(exc, httpx.TimeoutException) and self.past_deadline():
+                return self.deadline_error()
             kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection_error"
             return self._scrubbed(
                 ApiError(status=None, message=f"{name}: {detail}", error_type=kind,
@@ -190,6 +334,8 @@ class _Exchange:
         if self.failed:
             # The error response itself broke off: its status still says what happened.
             return self.error(b"")
+        if isinstance(exc, httpx.TimeoutException) and self.past_deadline():
+            return self.deadline_error()  # the read timeout was cut to the deadline
         if isinstance(exc, httpx.DecodingError):
             kind, what = "invalid_response", "the response body could not be decoded"
         elif isinstance(exc, httpx.TimeoutException):
@@ -207,12 +353,40 @@ class _Exchange:
     def _scrubbed(self, e: ApiError) -> ProviderError:
         key = self._endpoint.api_key
         if key is not None:
+            # Every text field: a server may echo the key in any of them.
             e = msgspec.structs.replace(
                 e,
                 message=key.scrub(e.message),
-                body=key.scrub(e.body) if e.body is not None else None,
+                error_type=_opt(key, e.error_type),
+                code=_opt(key, e.code),
+                request_id=_opt(key, e.request_id),
+                body=_opt(key, e.body),
             )
         return ProviderError(e)
+
+
+def _opt(key: Secret, text: str | None) -> str | None:
+    return key.scrub(text) if text is not None else None
+
+
+_SSE_START = re.compile(rb"(?::|(?:data|event|id|retry)(?::|\r|\n|$))")
+_SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:")
+
+
+Sniffed = Literal["json", "sse", "other"]
+
+
+def _sniff(head: bytes, *, final: bool) -> Sniffed | None:
+    """What the first non-blank bytes of a body look like; None: too few yet to tell
+    (`final`: there are no more)."""
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    if head[:1] in (b"{", b"["):
+        return "json"
+    if _SSE_START.match(head) and (final or len(head) > 5 or head[:1] == b":"):
+        return "sse"
+    if not final and any(f.startswith(head) for f in _SSE_FIELDS):
+        return None
+    return "other"
 
 
 class _Base:
@@ -223,12 +397,14 @@ class _Base:
         *,
         stream: bool = True,
         timeouts: Timeouts | None = None,
+        limits: Limits | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.endpoint = endpoint
         self.codec = codec
         self.streaming = stream
         self.timeouts = timeouts or Timeouts()
+        self.limits = limits or Limits()
         self._clock = clock
 
     def __repr__(self) -> str:
@@ -240,7 +416,8 @@ class _Base:
 
     def _exchange(self, request: ModelRequest) -> _Exchange:
         return _Exchange(
-            self.endpoint, self.codec, request, stream=self.streaming, clock=self._clock
+            self.endpoint, self.codec, request, stream=self.streaming, clock=self._clock,
+            timeouts=self.timeouts, limits=self.limits,
         )
 
 
@@ -256,8 +433,11 @@ class HttpProvider(_Base):
         timeouts: Timeouts | None = None,
         client: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
+        limits: Limits | None = None,
     ) -> None:
-        super().__init__(endpoint, codec, stream=stream, timeouts=timeouts, clock=clock)
+        super().__init__(
+            endpoint, codec, stream=stream, timeouts=timeouts, limits=limits, clock=clock
+        )
         self._own = client is None
         self._client = client
 
@@ -282,15 +462,20 @@ class HttpProvider(_Base):
         ex = self._exchange(request)
         failure: ProviderError | None = None
         try:
+            ex.check_deadline()
+            # No timeout longer than what is left of the deadline: a silent server is cut
+            # off at the deadline; one that trickles bytes is checked at every read.
             with self.client.stream(
                 "POST", ex.url, content=ex.encoded.body, headers=ex.headers(),
-                timeout=self.timeouts.httpx(),
+                timeout=self.timeouts.httpx(ex.remaining()),
             ) as resp:
                 ex.head(resp.status_code, resp.headers, resp.reason_phrase)
                 if ex.failed:
-                    failure = ex.error(_read_capped(resp.iter_bytes()))
+                    body, cut = _read_capped(resp.iter_bytes(), ex)
+                    failure = ex.error(body, cut=cut)
                 else:
                     for chunk in resp.iter_bytes():
+                        ex.check_deadline()
                         yield from ex.feed(chunk)
                         if ex.done:
                             break
@@ -318,8 +503,11 @@ class AsyncHttpProvider(_Base):
         timeouts: Timeouts | None = None,
         client: httpx.AsyncClient | None = None,
         clock: Callable[[], float] = time.time,
+        limits: Limits | None = None,
     ) -> None:
-        super().__init__(endpoint, codec, stream=stream, timeouts=timeouts, clock=clock)
+        super().__init__(
+            endpoint, codec, stream=stream, timeouts=timeouts, limits=limits, clock=clock
+        )
         self._own = client is None
         self._client = client
 
@@ -344,15 +532,34 @@ class AsyncHttpProvider(_Base):
         ex = self._exchange(request)
         failure: ProviderError | None = None
         try:
-            async with self.client.stream(
+            ex.check_deadline()
+            req = self.client.build_request(
                 "POST", ex.url, content=ex.encoded.body, headers=ex.headers(),
-                timeout=self.timeouts.httpx(),
-            ) as resp:
+                timeout=self.timeouts.httpx(ex.remaining()),
+            )
+            resp: httpx.Response | None = None
+            # Each await is bounded by what is left of the deadline; no scope spans a
+            # yield (a cancel scope must not be left open across one).
+            with anyio.move_on_after(ex.remaining()):
+                resp = await self.client.send(req, stream=True)
+            if resp is None:
+                raise ex.deadline_error()
+            try:
                 ex.head(resp.status_code, resp.headers, resp.reason_phrase)
                 if ex.failed:
-                    failure = ex.error(await _aread_capped(resp.aiter_bytes()))
+                    body, cut = await _aread_capped(resp.aiter_bytes(), ex)
+                    failure = ex.error(body, cut=cut)
                 else:
-                    async for chunk in resp.aiter_bytes():
+                    chunks = resp.aiter_bytes()
+                    while True:
+                        chunk: bytes | None = None
+                        with anyio.move_on_after(ex.remaining()):
+                            try:
+                                chunk = await chunks.__anext__()
+                            except StopAsyncIteration:
+                                break
+                        if chunk is None:
+                            raise ex.deadline_error()
                         for event in ex.feed(chunk):
                             yield event
                         if ex.done:
@@ -360,6 +567,9 @@ class AsyncHttpProvider(_Base):
                     for event in ex.close():
                         yield event
                     ex.check()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await resp.aclose()
         except httpx.HTTPError as e:
             failure = ex.transport_error(e)
         except ProviderError as e:
@@ -368,19 +578,28 @@ class AsyncHttpProvider(_Base):
             raise failure
 
 
-def _read_capped(chunks: Iterator[bytes]) -> bytes:
+def _read_capped(chunks: Iterator[bytes], ex: _Exchange) -> tuple[bytes, bool]:
+    """An error body up to its cap (and the deadline); True when it was cut short."""
+    cap = ex.limits.max_error_body
     buf = bytearray()
     for chunk in chunks:
         buf += chunk
-        if len(buf) >= MAX_ERROR_BODY:
-            break
-    return bytes(buf[:MAX_ERROR_BODY])
+        if len(buf) >= cap or ex.past_deadline():
+            return bytes(buf[:cap]), True
+    return bytes(buf), False
 
 
-async def _aread_capped(chunks: AsyncIterator[bytes]) -> bytes:
+async def _aread_capped(chunks: AsyncIterator[bytes], ex: _Exchange) -> tuple[bytes, bool]:
+    cap = ex.limits.max_error_body
     buf = bytearray()
-    async for chunk in chunks:
+    while len(buf) < cap:
+        chunk: bytes | None = None
+        with anyio.move_on_after(ex.remaining()):
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                return bytes(buf), False
+        if chunk is None:
+            break  # the deadline: what came so far is the message
         buf += chunk
-        if len(buf) >= MAX_ERROR_BODY:
-            break
-    return bytes(buf[:MAX_ERROR_BODY])
+    return bytes(buf[:cap]), True

@@ -27,7 +27,7 @@ from interpreters.providers.codec import (
     merge_options,
     parse_tool_args,
 )
-from interpreters.providers.errors import stream_error
+from interpreters.providers.errors import broken_stream, stream_error
 from interpreters.providers.sse import SseEvent
 from pipeline.chunks import (
     FinishReason,
@@ -312,17 +312,18 @@ def _args_text(args: str | dict[str, object] | None) -> str:
 
 
 class _Call:
-    __slots__ = ("args", "emitted", "id", "name", "order", "wire_id")
+    __slots__ = ("args", "emitted", "id", "name", "order", "wire")
 
     def __init__(
-        self, id: str, name: str, *, order: tuple[int, int] = (0, 0), wire_id: bool = True
+        self, id: str, name: str, *, order: tuple[int, int] = (0, 0), wire: str | None = None
     ) -> None:
         self.id = id
         self.name = name
         self.order = order
         """(wire index, arrival): calls complete in index order, then arrival order."""
-        self.wire_id = wire_id
-        """False when the server sent no id and this one was made up."""
+        self.wire = wire
+        """The id the server sent (None: it sent none and `id` was made up); `id` differs
+        when the server reused an id for another call."""
         self.args: list[str] = []
         self.emitted = False
 
@@ -341,6 +342,7 @@ class OpenAIStreamDecoder:
         self._at: dict[int, _Call] = {}
         """The call open at each wire index (the latest one, when a server reuses it)."""
         self._ids: dict[str, _Call] = {}
+        self._used: set[str] = set()
         self._last_index = -1
         self._finish_raw: str | None = None
         self._refused = False
@@ -367,6 +369,18 @@ class OpenAIStreamDecoder:
         if event.event == "error":
             raise self._error(data.encode())
         if data.strip() == "[DONE]":
+            if self._finish_raw is None:
+                # The end marker without a finish reason: the model never said it was
+                # done (a proxy cut it short), so what came is not a complete answer.
+                raise ProviderError(
+                    broken_stream(
+                        self._status,
+                        "the stream ended ([DONE]) before the model gave a finish reason",
+                        started=self._started,
+                        error_type="incomplete_stream",
+                        request_id=self._request_id,
+                    )
+                )
             final = self._finish_blocks()
             final.append(
                 ModelFinish(
@@ -448,6 +462,11 @@ class OpenAIStreamDecoder:
     def _tool_delta(self, tc: _ToolCallDelta, out: list[ModelEvent]) -> None:
         fn = tc.function or _Function()
         call = self._ids.get(tc.id) if tc.id else None
+        if call is not None and tc.index is not None and call.order[0] != tc.index:
+            # The same id at another index: another call (a server that reuses ids), not
+            # more arguments for the first one.
+            at = self._at.get(tc.index)
+            call = at if at is not None and at.wire == tc.id else None
         if call is None:
             index = tc.index
             if index is None:
@@ -456,12 +475,10 @@ class OpenAIStreamDecoder:
             call = self._at.get(index)
             # A new id at an index already taken is a new call: Ollama's /v1 stream gives
             # every parallel call index 0 (ollama/ollama#15457).
-            if call is None or (tc.id and call.wire_id and tc.id != call.id):
+            if call is None or (tc.id and call.wire is not None and tc.id != call.wire):
                 call = _Call(
-                    tc.id or f"call_{self._response_id or 'x'}_{len(self._calls)}",
-                    fn.name or "",
-                    order=(index, len(self._calls)),
-                    wire_id=bool(tc.id),
+                    self._fresh_id(tc.id), fn.name or "", order=(index, len(self._calls)),
+                    wire=tc.id,
                 )
                 self._calls.append(call)
                 self._at[index] = call
@@ -475,6 +492,18 @@ class OpenAIStreamDecoder:
         if fragment:
             call.args.append(fragment)
             out.append(ToolCallDelta(call.id, call.name, fragment))
+
+    def _fresh_id(self, wire: str | None) -> str:
+        """The id of a new call: the server's, unless an earlier call of this response
+        has it (then `<id>_2`, `<id>_3`...), or a made-up one when it sent none."""
+        used = self._used
+        base = wire or f"call_{self._response_id or 'x'}_{len(self._calls)}"
+        new, n = base, 1
+        while new in used:
+            n += 1
+            new = f"{base}_{n}"
+        used.add(new)
+        return new
 
     def _finish_blocks(self) -> list[ModelEvent]:
         out: list[ModelEvent] = []

@@ -23,7 +23,14 @@ import msgspec
 from interpreters.provider import ProviderError
 from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
 from interpreters.providers.codec import Codec
-from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
+from interpreters.providers.http import (
+    AsyncHttpProvider,
+    Endpoint,
+    HttpProvider,
+    Timeouts,
+    check_base_url,
+)
+from interpreters.providers.limits import Limits
 from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
 from interpreters.providers.secret import Secret
 from pipeline.model import ApiError
@@ -156,6 +163,7 @@ def provider_config(
             f"{route_name}/ needs a base URL: pass base_url= (the CLI's --base-url)"
             + (f" or set {route.base_url_env}" if route.base_url_env else "")
         )
+    _check_url(url)
     key = api_key if api_key is not None else (env.get(route.key_env) if route.key_env else None)
     if not key:
         if route.key_required:
@@ -191,11 +199,13 @@ def resolve_provider(
     client: httpx.Client | None = None,
     env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
+    limits: Limits | None = None,
 ) -> HttpProvider:
     """A synchronous provider for a router id. Fails before any request if misconfigured."""
     cfg = provider_config(model_id, base_url=base_url, api_key=api_key, env=env)
     return HttpProvider(
-        cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts, client=client, clock=clock
+        cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts, client=client, clock=clock,
+        limits=limits,
     )
 
 
@@ -209,12 +219,21 @@ def resolve_async_provider(
     client: httpx.AsyncClient | None = None,
     env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
+    limits: Limits | None = None,
 ) -> AsyncHttpProvider:
     """An asynchronous provider for a router id. Fails before any request if misconfigured."""
     cfg = provider_config(model_id, base_url=base_url, api_key=api_key, env=env)
     return AsyncHttpProvider(
-        cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts, client=client, clock=clock
+        cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts, client=client, clock=clock,
+        limits=limits,
     )
+
+
+def _check_url(url: str) -> None:
+    try:
+        check_base_url(url)
+    except ValueError as e:
+        raise ProviderConfigError(str(e)) from None
 
 
 def _hold(api_key: str, where: str) -> Secret:
@@ -261,6 +280,8 @@ class _Routes:
                 known = ", ".join(repr(p) for p in ROUTES)
                 raise ProviderConfigError(f"unknown route {name!r}: the routes are {known}")
         self.keys = {r: _hold(k, where[r]) for r, k in keys.items()}
+        for url in urls.values():
+            _check_url(url)
         self.urls = urls
 
     def config(self, model_id: str, env: Mapping[str, str] | None) -> ProviderConfig:
@@ -301,9 +322,11 @@ class Resolver:
         stream: bool = True,
         timeouts: Timeouts | None = None,
         env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._routes = _Routes(api_keys, base_urls, api_key, base_url)
         self._kw = (stream, timeouts, env)
+        self._limits = limits
         self._client: httpx.Client | None = None
         self._providers: dict[str, HttpProvider] = {}
 
@@ -316,7 +339,7 @@ class Resolver:
                 self._client = httpx.Client(timeout=(timeouts or Timeouts()).httpx())
             p = HttpProvider(
                 cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts,
-                client=self._client,
+                client=self._client, limits=self._limits,
             )
             self._providers[model_id] = p
         return p
@@ -343,9 +366,11 @@ class AsyncResolver:
         stream: bool = True,
         timeouts: Timeouts | None = None,
         env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._routes = _Routes(api_keys, base_urls, api_key, base_url)
         self._kw = (stream, timeouts, env)
+        self._limits = limits
         self._client: httpx.AsyncClient | None = None
         self._providers: dict[str, AsyncHttpProvider] = {}
 
@@ -358,7 +383,7 @@ class AsyncResolver:
                 self._client = httpx.AsyncClient(timeout=(timeouts or Timeouts()).httpx())
             p = AsyncHttpProvider(
                 cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts,
-                client=self._client,
+                client=self._client, limits=self._limits,
             )
             self._providers[model_id] = p
         return p

@@ -26,44 +26,72 @@ class SseEvent(msgspec.Struct, frozen=True):
     retry: int | None = None
 
 
+class SseLimitError(ValueError):
+    """One line or one event of the stream is longer than the parser's cap."""
+
+
+DEFAULT_MAX_EVENT = 8 << 20
+"""Characters of one line or one event's data (8 MiB): generous, never unbounded."""
+
+
 class SseParser:
-    """Incremental SSE parser. `feed` may be called with any split of the byte stream."""
+    """Incremental SSE parser. `feed` may be called with any split of the byte stream.
+
+    Linear in its input: each chunk is scanned once, an unterminated line is kept as a
+    list of pieces joined once when it ends (never re-copied or re-scanned per chunk).
+    A line or an event longer than `max_event` characters raises `SseLimitError`.
+    """
 
     __slots__ = (
         "_at_start",
         "_data",
+        "_data_len",
         "_decoder",
         "_event",
+        "_failed",
         "_has_data",
         "_id",
+        "_max",
         "_partial",
+        "_partial_len",
         "_pending_cr",
         "_retry",
+        "work",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_event: int = DEFAULT_MAX_EVENT) -> None:
         # errors="replace": a stray invalid byte must not kill a stream whose JSON is fine.
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial = ""
+        self._max = max_event
+        self._partial: list[str] = []
+        self._partial_len = 0
         self._pending_cr = False
         self._at_start = True
         self._event = ""
         self._data: list[str] = []
+        self._data_len = 0
         self._has_data = False
         self._id: str | None = None
         self._retry: int | None = None
+        self._failed: SseLimitError | None = None
+        self.work = 0
+        """Characters examined and copied so far: linear in the input (tests check it)."""
 
     @property
     def has_partial(self) -> bool:
         """True when bytes of an unterminated line or undispatched event are buffered."""
-        return bool(self._partial) or self._has_data or bool(self._event)
+        return bool(self._partial_len) or self._has_data or bool(self._event)
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
+        if self._failed is not None:
+            raise self._failed
         return self._feed_text(self._decoder.decode(chunk))
 
     def close(self) -> list[SseEvent]:
         """End of stream: dispatch an event whose lines were complete but which lacked the
         final blank line. An unterminated last line is a truncated frame and is dropped."""
+        if self._failed is not None:
+            raise self._failed
         out = self._feed_text(self._decoder.decode(b"", final=True))
         if self._has_data:
             out.append(self._dispatch_event())
@@ -81,28 +109,60 @@ class SseParser:
             self._pending_cr = False
             if text.startswith("\n"):
                 text = text[1:]
+                if not text:
+                    return []
+        # CRLF, CR and LF all end a line: normalise to LF, then split once (linear). A CR
+        # that ends the chunk may pair with an LF that starts the next one.
+        self._pending_cr = text.endswith("\r")
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        self.work += len(text)
+        lines = text.split("\n")
+        tail = lines.pop()
         out: list[SseEvent] = []
-        buf = self._partial + text
-        start = 0
-        n = len(buf)
-        while True:
-            cr = buf.find("\r", start)
-            lf = buf.find("\n", start)
-            if cr == -1 and lf == -1:
-                break
-            if cr == -1 or (lf != -1 and lf < cr):
-                end, nxt = lf, lf + 1
-            elif cr + 1 < n:
-                end, nxt = cr, cr + 2 if buf[cr + 1] == "\n" else cr + 1
-            else:
-                end, nxt = cr, cr + 1
-                self._pending_cr = True
-            event = self._line(buf[start:end])
-            if event is not None:
-                out.append(event)
-            start = nxt
-        self._partial = buf[start:]
+        if lines:
+            first = lines[0]
+            if self._partial:
+                if self._partial_len + len(first) > self._max:
+                    return self._fail(self._too_long(), out)
+                self.work += self._partial_len
+                self._partial.append(first)
+                first = "".join(self._partial)
+                self._partial = []
+                self._partial_len = 0
+            lines[0] = first
+            try:
+                for line in lines:
+                    event = self._line(line)
+                    if event is not None:
+                        out.append(event)
+            except SseLimitError as e:
+                return self._fail(e, out)
+        if tail:
+            self._partial_len += len(tail)
+            self._partial.append(tail)
+            try:
+                self._check_line(self._partial_len)
+            except SseLimitError as e:
+                return self._fail(e, out)
         return out
+
+    def _fail(self, e: SseLimitError, out: list[SseEvent]) -> list[SseEvent]:
+        """Over a cap: the events completed before it go out first, the error next."""
+        self._failed = e
+        self._partial, self._data = [], []  # drop what was buffered
+        if not out:
+            raise e
+        return out
+
+    def _check_line(self, n: int) -> None:
+        if n > self._max:
+            raise self._too_long()
+
+    def _too_long(self) -> SseLimitError:
+        return SseLimitError(
+            f"an event-stream line is longer than the cap of {self._max} characters"
+        )
 
     def _line(self, line: str) -> SseEvent | None:
         if not line:
@@ -112,10 +172,17 @@ class SseParser:
             return None
         if line.startswith(":"):
             return None
+        if len(line) > self._max:
+            self._check_line(len(line))
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._data_len += len(value) + 1
+            if self._data_len > self._max:
+                raise SseLimitError(
+                    f"an event-stream event is larger than the cap of {self._max} characters"
+                )
             self._data.append(value)
             self._has_data = True
         elif name == "event":
@@ -129,7 +196,9 @@ class SseParser:
 
     def _dispatch_event(self) -> SseEvent:
         event = SseEvent("\n".join(self._data), self._event, self._id, self._retry)
+        self.work += self._data_len
         self._data = []
+        self._data_len = 0
         self._has_data = False
         self._event = ""
         self._retry = None

@@ -1,0 +1,125 @@
+"""`timeout=` and `signal=` on the sync interpreter, as on the async one: the run ends
+with status "cancelled" and a `Cancelled` error, the text so far kept as incomplete, the
+history paired, the model stream closed. Nothing here depends on timing except the one
+retry-backoff test, which only needs the timeout to be shorter than the backoff."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from interpreters.cancel import AbortSignal
+from interpreters.simulator import Fail, Say, ScriptedModel, call
+from interpreters.sync import SyncInterpreter
+from interpreters.trace import Trace
+from pipeline.chunks import ErrorChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
+from pipeline.model import ModelRequest
+from pipeline.pairing import is_paired
+from pipeline.result import Cancelled
+from pipeline.retry import RetryPolicy
+from pipeline.tools import tool
+from tests.conftest import make_agent
+
+
+class AbortingProvider:
+    """Streams 'Hello', ' wor', then aborts the signal (as another thread would) and would
+    stream 'ld'; records whether its stream was closed early."""
+
+    def __init__(self, signal: AbortSignal) -> None:
+        self.signal = signal
+        self.closed_early = False
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        try:
+            yield TextStart("t")
+            yield TextDelta("t", "Hello")
+            yield TextDelta("t", " wor")
+            self.signal.abort("user left")
+            yield TextDelta("t", "ld")
+            yield TextEnd("t")
+            yield ModelFinish("stop")
+        except GeneratorExit:
+            self.closed_early = True
+            raise
+
+
+def test_signal_mid_stream_cancels_keeping_the_partial_text() -> None:
+    signal = AbortSignal()
+    model = AbortingProvider(signal)
+    trace = Trace()
+    result = SyncInterpreter(model).run(make_agent(), "hi", signal=signal, trace=trace)
+    assert result.status == "cancelled" and result.error == Cancelled("user left")
+    assert result.finish_reason == "cancelled"
+    last = result.messages.messages[-1]
+    assert (last.role, last.text, last.incomplete) == ("assistant", "Hello wor", True)
+    assert trace.chunks[-1] == ErrorChunk("Cancelled", "run cancelled: user left")
+    # The consumer saw exactly the text the result keeps: no more, no less.
+    streamed = "".join(c.text for c in trace.chunks if isinstance(c, TextDelta))
+    assert streamed == result.text == "Hello wor"
+    assert model.closed_early
+
+
+def test_stream_yields_the_final_chunks_of_a_cancelled_run() -> None:
+    signal = AbortSignal()
+    interp = SyncInterpreter(AbortingProvider(signal))
+    with interp.stream(make_agent(), "hi", signal=signal) as stream:
+        chunks = list(stream)
+    assert isinstance(chunks[-1], ErrorChunk)
+    assert stream.result.status == "cancelled"
+
+
+def test_a_signal_aborted_before_the_run_cancels_it_before_any_call() -> None:
+    signal = AbortSignal()
+    signal.abort("not wanted")
+    model = ScriptedModel([Say("never")])
+    result = SyncInterpreter(model).run(make_agent(), "hi", signal=signal)
+    assert result.status == "cancelled" and result.error == Cancelled("not wanted")
+    assert model.requests == []
+    assert [m.role for m in result.messages.messages] == ["user"]
+
+
+def test_timeout_zero_cancels_at_once() -> None:
+    model = ScriptedModel([Say("never")])
+    result = SyncInterpreter(model).run(make_agent(), "hi", timeout=0)
+    assert result.status == "cancelled"
+    assert isinstance(result.error, Cancelled) and "timed out" in result.error.reason
+    assert model.requests == []
+
+
+def test_a_signal_aborted_by_a_tool_pairs_every_call() -> None:
+    signal = AbortSignal()
+
+    @tool
+    def leave(reason: str) -> str:
+        """Abort the run."""
+        signal.abort(reason)
+        return "left"
+
+    model = ScriptedModel([Say("bye", calls=[call("leave", reason="done")]), Say("never")])
+    result = SyncInterpreter(model).run(make_agent(tools=[leave]), "hi", signal=signal)
+    assert result.status == "cancelled" and result.error == Cancelled("done")
+    assert is_paired(result.messages.all)
+    assert len(model.requests) == 1
+
+
+def test_timeout_during_a_retry_backoff_cancels_instead_of_sleeping_it_out() -> None:
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        time.sleep(s)
+
+    model = ScriptedModel([Fail(status=503), Say("late")])
+    agent = make_agent(retry_policy=RetryPolicy(max_retries=1, base_delay=60.0, jitter=0.0,
+                                                max_delay=60.0))
+    result = SyncInterpreter(model, sleep=sleep).run(agent, "hi", timeout=0.2)
+    assert result.status == "cancelled"
+    assert len(model.requests) == 1
+    assert slept and slept[0] <= 0.2  # waited what was left of the run, not 60 s
+
+
+def test_invalid_timeout_is_refused() -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        SyncInterpreter(ScriptedModel([])).run(make_agent(), "hi", timeout=-1)
