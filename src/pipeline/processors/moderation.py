@@ -338,7 +338,7 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         assert held.kind is not None
         text = held.text
         while text and (final or len(text) >= self.stream_window):
-            n = _window_end(text, self.stream_window)
+            n = _window_end(text, self.stream_window, final)
             piece, text = text[:n], text[n:]
             st = yield from self._judge_window(st, held.kind, held.id, piece, out, notes)
         return msgspec.structs.replace(
@@ -378,10 +378,11 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         return st
 
 
-def _window_end(text: str, window: int) -> int:
-    """Where the next window of `text` ends: all of it if it fits, else at the last
-    whitespace in the window's second half (words stay whole), else at `window`."""
-    if len(text) <= window:
+def _window_end(text: str, window: int, final: bool) -> int:
+    """Where the next window of `text` ends: all of it if it fits and the block ended,
+    else just after the last whitespace in the window's second half (so a word shorter
+    than half the window is never cut across windows), else at `window`."""
+    if final and len(text) <= window:
         return len(text)
     cut = max(text.rfind(c, window // 2, window) for c in " \n\t")
     return cut + 1 if cut >= 0 else window
