@@ -61,10 +61,16 @@ class Judge:
 
 
 def mod(
-    strategy: ModerationStrategy = "block", *, window: int = 16, **kw: object
+    strategy: ModerationStrategy = "block",
+    *,
+    window: int = 16,
+    fail_open: bool = False,
+    moderate_stream: bool = True,
+    context_window: int = 0,
 ) -> ModerationProcessor:
     return ModerationProcessor(
-        "judge", categories=CATS, strategy=strategy, stream_window=window, **kw  # type: ignore[arg-type]
+        "judge", categories=CATS, strategy=strategy, stream_window=window,
+        fail_open=fail_open, moderate_stream=moderate_stream, context_window=context_window,
     )
 
 
