@@ -45,7 +45,7 @@ from pipeline.processors.holdback import (
     hold_stream,
 )
 
-Strategy = Literal["detect", "redact", "mask", "hash", "block"]
+Strategy = Literal["detect", "redact", "mask", "hash", "remove", "block"]
 OnError = Literal["block", "allow"]
 Where = Literal["input", "stream", "result"]
 
@@ -74,12 +74,13 @@ class PIIDetector(StatefulProcessor[Held]):
     """Personal data and secrets, found and handled on input, stream and result.
 
     - `types`: which built-in kinds to look for (`pii_detectors.BUILTIN_KINDS`: email,
-      phone, card, iban, national-id, ip, secret); `custom` adds kinds of your own, each a
+      phone, card, iban, national-id, ip, secret; by default all of them; and on request
+      `OPTIONAL_KINDS`: url, uuid, crypto-wallet); `custom` adds kinds of your own, each a
       regex or a function returning spans.
     - `strategy` for every kind, `strategies` per kind: "detect" (pass, report in a
       transient `data-pii` chunk), "redact" (`[REDACTED:email]`), "mask" (`****1111`,
       `j***@example.com`), "hash" (`[email:3f2a...]`, salted with `salt`), "block"
-      (abort the run).
+      (abort the run), "remove" (the value dropped).
     - `window`: characters held back on the stream; set it at least as long as the
       longest value a pattern must see whole (64 covers the built-in kinds). A value
       still growing at the window's edge is held from its start, up to `max_hold`
@@ -115,6 +116,7 @@ class PIIDetector(StatefulProcessor[Held]):
         regex_only: bool = False,
         judge_model: str | None = None,
         judge_stream: bool = False,
+        judge_instructions: str = JUDGE_PROMPT,
     ) -> None:
         if window < 1 or max_hold < 2 * window:
             raise ValueError(f"need window >= 1 and max_hold >= 2 * window, got "
@@ -131,10 +133,12 @@ class PIIDetector(StatefulProcessor[Held]):
         if judge_stream and judge_model is None:
             raise ValueError("judge_stream=True needs a judge_model")
         self.judge_stream = judge_stream
+        self.judge_instructions = judge_instructions
         kinds = tuple(types)
-        unknown = sorted(set(kinds) - set(d.BUILTIN_KINDS))
+        unknown = sorted(set(kinds) - set(d.BUILTIN_KINDS) - set(d.OPTIONAL_KINDS))
         if unknown:
-            raise ValueError(f"unknown PII kinds {unknown}; built in: {list(d.BUILTIN_KINDS)}")
+            raise ValueError(f"unknown PII kinds {unknown}; built in: "
+                             f"{list(d.BUILTIN_KINDS + d.OPTIONAL_KINDS)}")
         detectors: list[tuple[str, d.Detector]] = []
         for kind in kinds:
             if kind == "email":
@@ -151,6 +155,12 @@ class PIIDetector(StatefulProcessor[Held]):
                 detectors.append((kind, d.phone(phone_regions, regex_only=regex_only)))
             elif kind == "national-id" and not regex_only and national_ids:
                 detectors.append((kind, d.national_ids(national_ids)))
+            elif kind == "url":
+                detectors.append((kind, d.url))
+            elif kind == "uuid":
+                detectors.append((kind, d.uuid))
+            elif kind == "crypto-wallet":
+                detectors.append((kind, d.crypto_wallet))
         for name, pattern in (custom or {}).items():
             detectors.append((name, d.custom(pattern)))
         self.detectors: tuple[tuple[str, d.Detector], ...] = tuple(detectors)
@@ -176,6 +186,8 @@ class PIIDetector(StatefulProcessor[Held]):
             return f"[REDACTED:{kind}]"
         if how == "mask":
             return _mask(kind, value)
+        if how == "remove":
+            return ""
         if how == "hash":
             digest = hashlib.sha256((self.salt + value).encode()).hexdigest()[:12]
             return f"[{kind}:{digest}]"
@@ -307,7 +319,7 @@ class PIIDetector(StatefulProcessor[Held]):
         assert self.judge_model is not None
         answer = yield AskModel(ModelRequest(
             model=self.judge_model,
-            system=(SystemMessage(JUDGE_PROMPT),),
+            system=(SystemMessage(self.judge_instructions),),
             messages=(Message(id="pii-judge-input", role="user",
                               parts=(TextPart("\n\n".join(texts)),)),),
         ))
