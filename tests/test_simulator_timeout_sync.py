@@ -87,3 +87,20 @@ def test_deadlines_of_finished_streams_do_not_pile_up() -> None:
             for _c in stream:
                 pass
     assert sim.clock.pending_alarms <= 1  # only the last stream's, at most
+
+
+def test_a_hook_answer_that_comes_after_the_deadline_is_not_taken() -> None:
+    # A stream judge (PIIDetector judge_stream, no step check) asked at t=0 answers at
+    # t=100 > timeout: the run ends cancelled at t=1 without taking the late answer, so
+    # the consumer and the result agree (nothing), as on the AsyncSimulator.
+    from pipeline.processors import PIIDetector
+
+    p = PIIDetector(judge_model="judge", judge_stream=True, on_result=False)
+    judge = ScriptedModel([Say('{"values": []}', latency=100.0)])
+    sim = Simulator(ScriptedModel([Say(["Dear Ada ", "Lovelace"])]), models={"judge": judge})
+    run = sim.run(Agent.create("m", output_processors=[p]), "hi", timeout=1)
+    assert run.result.error == Cancelled("timed out after 1 s")
+    streamed = "".join(c.text for c in run.chunks if isinstance(c, TextDelta))
+    assert streamed == run.result.text == ""
+    assert [m.role for m in run.result.messages.messages] == ["user"]
+    assert run.clock == START + 1
