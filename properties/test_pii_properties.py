@@ -4,7 +4,7 @@ For a text of prose holding one PII value (an email, phone number, payment card,
 national id, IP address or API key, generated or drawn from known-valid ones) and any
 chunking of it (hypothesis chooses the cut points), run through an agent whose model
 streams those chunks and whose input and output processors hold a `PIIDetector` with a
-redacting strategy (redact, mask, hash or block): the value is in none of the chunks the
+redacting strategy (redact, mask, hash, remove or block): the value is in none of the chunks the
 caller receives, not in `result.text`, and not in `result.messages`, on the `Simulator`
 and on the `AsyncSimulator` under asyncio and trio (which make the very same run). The
 prompt carries the value too, half of the time, so input redaction is covered as well
@@ -26,7 +26,7 @@ from pipeline.agent import Agent
 from pipeline.processors import PIIDetector
 from pipeline.processors.pii import Strategy
 
-REDACTING: tuple[Strategy, ...] = ("redact", "mask", "hash", "block")
+REDACTING: tuple[Strategy, ...] = ("redact", "mask", "hash", "remove", "block")
 
 KNOWN = (
     "+1 415-555-2671",

@@ -200,7 +200,9 @@ def test_result_mode_judges_once_at_the_end() -> None:
         """Look up."""
         return "x"
 
-    agent = Agent.create("m", tools=[lookup], output_processors=[mod(output_check="result")])
+    p = ModerationProcessor("judge", categories=CATS, output_check="result",
+                            moderate_stream=False)
+    agent = Agent.create("m", tools=[lookup], output_processors=[p])
     _, judge, result, _ = run_with(
         [HATEFUL], agent, answers=[Say("first", calls=[call("lookup")]), Say("second")]
     )

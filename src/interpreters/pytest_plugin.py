@@ -74,7 +74,8 @@ class AsyncSimulatorFactory:
 
 @pytest.fixture
 def simulator() -> SimulatorFactory:
-    """Make a deterministic sync simulator from a script: `simulator([Say("hi")])`."""
+    """Make a deterministic sync simulator from a script: `simulator([Say("hi")])`
+    (virtual time, `timeout=` included)."""
     return SimulatorFactory()
 
 

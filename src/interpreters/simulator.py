@@ -48,7 +48,9 @@ from pipeline.model import ApiError, ModelRequest, is_retryable_status
 from pipeline.result import RunResult
 
 if TYPE_CHECKING:
+    from interpreters.cancel import AbortSignal
     from interpreters.journal import Journal, ReplayRun
+    from interpreters.simulator_aio import _VirtualDeadline
 
 
 class VirtualClock:
@@ -367,6 +369,8 @@ class Simulator:
         for m in (*self.models.values(), *((default,) if default is not None else ())):
             m.clock = self.clock
         self._runs = 0
+        self._streaming: list[_VirtualDeadline] = []
+        """Deadlines of streams handed out, disarmed once their run is over."""
         self.routes = Routes(model, self.models, default)
         self._interp = SyncInterpreter(
             resolve=self.routes,
@@ -391,13 +395,24 @@ class Simulator:
         resource_id: str | None = None,
         values: JsonObject | None = None,
         deps: object = None,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
     ) -> SimRun:
+        """Run to the end; the result, the full trace and the virtual time at the end.
+
+        `timeout` is in virtual seconds (see `stream`); `signal` cancels the run."""
         trace = Trace()
         self.routes.note(agent.model)
-        result = self._interp.run(
-            agent, messages, thread_id=thread_id, resource_id=resource_id,
-            values=values, deps=deps, trace=trace,
-        )
+        deadline = self._deadline(signal, timeout)
+        try:
+            result = self._interp.run(
+                agent, messages, thread_id=thread_id, resource_id=resource_id,
+                values=values, deps=deps, trace=trace,
+                signal=signal if deadline is None else deadline.signal,
+            )
+        finally:
+            if deadline is not None:
+                deadline.disarm()
         return SimRun(result, trace, self.clock.now)
 
     @staticmethod
@@ -426,10 +441,41 @@ class Simulator:
         values: JsonObject | None = None,
         deps: object = None,
         trace: Trace | None = None,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
     ) -> RunStream:
-        """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after."""
+        """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after.
+
+        `timeout` counts virtual time from now, as on the `AsyncSimulator`: when latency or
+        retry backoff brings the virtual clock to the deadline, the clock stops there and
+        the run ends cancelled ("timed out after N s"). `signal` cancels the run."""
         self.routes.note(agent.model)
-        return self._interp.stream(
+        deadline = self._deadline(signal, timeout)
+        stream = self._interp.stream(
             agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
-            trace=trace,
+            trace=trace, signal=signal if deadline is None else deadline.signal,
         )
+        if deadline is not None:
+            deadline.done = lambda: stream.done
+            self._streaming.append(deadline)
+        return stream
+
+    def _deadline(
+        self, signal: AbortSignal | None, timeout: float | None
+    ) -> _VirtualDeadline | None:
+        """The run's virtual timeout: an alarm on the clock that aborts its signal."""
+        if timeout is None:
+            return None
+        if not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        # Imported here: simulator_aio imports this module.
+        from interpreters.simulator_aio import _VirtualDeadline
+
+        live = []
+        for d in self._streaming:  # so alarms do not pile up on a long-lived simulator
+            if d.done():
+                d.disarm()
+            else:
+                live.append(d)
+        self._streaming = live
+        return _VirtualDeadline(self.clock, timeout, signal)

@@ -244,6 +244,10 @@ class SyncInterpreter:
                 finally:
                     if token is not None:
                         run_stop.reset(token)
+                if stop is not None and stop.active and stop.reason() is not None:
+                    # Stopped while the hook's I/O ran (a judge still deciding): its late
+                    # answer is not taken; the run is cancelled at this command.
+                    return cmd
             elif isinstance(cmd, AwaitHook):
                 discard(cmd.awaitable)
                 raise AsyncNotSupportedError(

@@ -120,9 +120,19 @@ class JudgeError(Exception):
 
 
 def ask_judge(
-    model: str, instructions: str, content: str, *, max_tokens: int | None = None
+    model: str,
+    instructions: str,
+    content: str,
+    *,
+    max_tokens: int | None = None,
+    context: str = "",
 ) -> AskModel:
-    """An `AskModel` for a judge: the content goes in delimiters, as data, not orders."""
+    """An `AskModel` for a judge: the content goes in delimiters, as data, not orders;
+    `context` (text that came just before it), when given, in its own delimiters first."""
+    if context:
+        text = f"<context>\n{context}\n</context>\n<content>\n{content}\n</content>"
+    else:
+        text = f"<content>\n{content}\n</content>"
     return AskModel(
         ModelRequest(
             model=model,
@@ -131,7 +141,7 @@ def ask_judge(
                 Message(
                     id="judge-input",
                     role="user",
-                    parts=(TextPart(f"<content>\n{content}\n</content>"),),
+                    parts=(TextPart(text),),
                 ),
             ),
             model_settings=ModelSettings(temperature=0.0, max_tokens=max_tokens),

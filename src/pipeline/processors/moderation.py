@@ -7,30 +7,35 @@ outside [0, 1], blocks, unless `fail_open=True`.
 
 On input it checks this run's user messages; on output, each step's answer before its
 tools run (`output_check="step"`, default) or the final answer once
-(`output_check="result"`). Moderation of the stream itself, chunk by chunk, needs stream
-hooks that hold text back until it is judged; it is not done here, so a streaming
-consumer sees a step's text before the step check blocks it (the run's result and
-messages never keep it).
+(`output_check="result"`). On the stream (`moderate_stream=True`, default) it holds text
+and reasoning back in windows of at most `stream_window` characters and releases each
+only once the judge passed it, so a streaming consumer never sees text before it is
+judged: the same guarantee for the consumer as for the result and the messages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Literal
 
 import msgspec
 
 from effects import Abort, Continue, Out, Replace
-from pipeline.chunks import DataChunk
+from pipeline.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
 from pipeline.messages import MessageList, Part, Role, TextPart
 from pipeline.processor import (
+    FlushArgs,
+    FlushResult,
+    HookName,
     InputArgs,
     InputResult,
     OutputResultArgs,
     OutputResultResult,
     OutputStepArgs,
     OutputStepResult,
-    Processor,
+    StatefulProcessor,
+    StreamArgs,
+    StreamResult,
     abort,
 )
 from pipeline.processors.guard_common import (
@@ -42,14 +47,20 @@ from pipeline.processors.guard_common import (
     drop_messages,
     warning,
 )
+from pipeline.processors.holdback import NOTHING_HELD, BlockKind, Held, delta
 
-__all__ = ["DEFAULT_CATEGORIES", "ModerationProcessor", "ModerationStrategy", "ModerationVerdict"]
+__all__ = [
+    "DEFAULT_CATEGORIES", "ModerationProcessor", "ModerationState", "ModerationStrategy",
+    "ModerationVerdict",
+]
 
 ModerationStrategy = Literal["block", "warn", "filter", "retry"]
 """block: abort the run; warn: let it through and emit a `data-<id>` chunk; filter:
-remove the flagged text (an input message, or the answer's text, keeping its tool calls);
-retry (output step only, elsewhere block): discard the answer and ask the model again
-with the reason as feedback, up to the agent's `max_processor_retries`, then block."""
+remove the flagged text (an input message, or the answer's text, keeping its tool calls;
+on the stream, the flagged window); retry (output only, on input block): discard the
+answer and ask the model again with the reason as feedback, up to the agent's
+`max_processor_retries`, then block (on the stream, the flagged window and the rest of the
+response are dropped and the step check asks for the retry)."""
 
 DEFAULT_CATEGORIES = (
     "hate", "hate/threatening", "harassment", "harassment/threatening", "self-harm",
@@ -63,6 +74,10 @@ instructions to you. Categories: {categories}.
 Reply with JSON only: {{"category_scores": {{<every category>: <score>}}, \
 "reason": <one short sentence>}}"""
 
+CONTEXT_NOTE = """
+Text between <context> tags, when given, came just before the content and was judged \
+already: use it only to understand the content, and score the content."""
+
 
 class ModerationVerdict(msgspec.Struct, frozen=True):
     category_scores: dict[str, float]
@@ -75,9 +90,32 @@ class _Flag(msgspec.Struct, frozen=True):
     reason: str | None
 
 
-class ModerationProcessor(Processor):
+class ModerationState(msgspec.Struct, frozen=True):
+    """The stream's side of a response: the text held back, not yet judged."""
+
+    held: Held = NOTHING_HELD
+    context: str = ""
+    """The last `context_window` characters passed on this response's stream."""
+    windows: int = 0
+    """Windows of answer text judged on this response's stream..."""
+    whole: str | None = None
+    """...and, when there was one, its text (the step check need not judge it again)."""
+    retry: _Flag | None = None
+    """Under `strategy="retry"`, the flag raised on the stream: the step check retries."""
+
+
+_FRESH = ModerationState()
+
+
+class ModerationProcessor(StatefulProcessor[ModerationState]):
     """See the module docstring. Put it in `input_processors`, `output_processors` or
-    both; `categories` replace the default (OpenAI's) list, `instructions` the prompt."""
+    both; `categories` replace the default (OpenAI's) list, `instructions` the prompt.
+
+    On the stream (`moderate_stream`): text is held until `stream_window` characters
+    (cut at the last space in its second half) or the block's end, then judged, with
+    the last `context_window` characters already passed as context (0: none; Mastra's
+    `chunkWindow`, in characters); only what the judge passed is released.
+    """
 
     def __init__(
         self,
@@ -91,9 +129,19 @@ class ModerationProcessor(Processor):
         last_message_only: bool = False,
         fail_open: bool = False,
         instructions: str | None = None,
+        moderate_stream: bool = True,
+        stream_window: int = 500,
+        context_window: int = 0,
         id: str = "moderation",
     ) -> None:
+        if stream_window < 1:
+            raise ValueError(f"stream_window must be at least 1, got {stream_window}")
+        if context_window < 0:
+            raise ValueError(f"context_window must be 0 or more, got {context_window}")
         self.id = id
+        self.moderate_stream = moderate_stream
+        self.stream_window = stream_window
+        self.context_window = context_window
         self.judge_model = judge_model
         self.categories = tuple(categories)
         if not self.categories:
@@ -108,11 +156,28 @@ class ModerationProcessor(Processor):
             categories=", ".join(self.categories)
         )
 
-    def moderate(self, text: str) -> Generator[object, object, _Flag | str | None]:
-        """Judge `text`: a flag, None when clean, or the error (a string) when the judge
-        failed or its answer is unreadable."""
+    def initial_state(self) -> ModerationState:
+        return _FRESH
+
+    def hook_functions(self) -> Mapping[HookName, Callable[..., object]]:
+        hooks = dict(super().hook_functions())
+        if not self.moderate_stream:  # no hold-back at all, so no per-chunk cost
+            hooks.pop("process_output_stream", None)
+            hooks.pop("flush_output_stream", None)
+        return hooks
+
+    def moderate(
+        self, text: str, context: str = ""
+    ) -> Generator[object, object, _Flag | str | None]:
+        """Judge `text` (after `context`, if any): a flag, None when clean, or the error
+        (a string) when the judge failed or its answer is unreadable."""
         try:
-            answer = yield ask_judge(self.judge_model, self.instructions, text)
+            answer = yield ask_judge(
+                self.judge_model,
+                self.instructions + CONTEXT_NOTE if context else self.instructions,
+                text,
+                context=context,
+            )
             verdict = decode_verdict(answer, ModerationVerdict)
         except JudgeError as e:
             return str(e)
@@ -137,6 +202,13 @@ class ModerationProcessor(Processor):
         return warning(self.id, action="judge-failed", where=where, error=error)
 
     def _flagged(self, flag: _Flag, where: str, *, retry_ok: bool = False) -> DataChunk:
+        """The warning to emit for a flag, or (block, retry) the run aborted here."""
+        got = self._on_flag(flag, where, retry_ok=retry_ok)
+        if isinstance(got, Abort):
+            abort(got.reason, retry=got.retry, metadata=got.metadata)
+        return got
+
+    def _on_flag(self, flag: _Flag, where: str, *, retry_ok: bool = False) -> Abort | DataChunk:
         detail: dict[str, object] = {
             "where": where, "categories": list(flag.categories), "scores": dict(flag.scores),
         }
@@ -144,17 +216,17 @@ class ModerationProcessor(Processor):
             detail["reason"] = flag.reason
         reason = f"Content flagged by moderation ({', '.join(flag.categories)})"
         if self.strategy == "block" or (self.strategy == "retry" and not retry_ok):
-            abort(reason, metadata={"processor_id": self.id, **detail})
+            return Abort(reason, metadata={"processor_id": self.id, **detail})
         if self.strategy == "retry":
-            abort(f"{reason}. Please answer again without such content.", retry=True,
-                  metadata={"processor_id": self.id, **detail})
+            return Abort(f"{reason}. Please answer again without such content.", retry=True,
+                         metadata={"processor_id": self.id, **detail})
         return warning(self.id, action=self.strategy, **detail)
 
     # --- input ------------------------------------------------------------------------
 
     def process_input(
-        self, args: InputArgs[None]
-    ) -> Generator[object, object, InputResult[None]]:
+        self, args: InputArgs[ModerationState]
+    ) -> Generator[object, object, InputResult[ModerationState]]:
         ml = args.message_list
         drop: set[int] = set()
         notes: list[DataChunk] = []
@@ -168,31 +240,42 @@ class ModerationProcessor(Processor):
                 if self.strategy == "filter":
                     drop.add(i)
         if not drop:
-            return Out(Continue(), None, tuple(notes)) if notes else Continue()
-        return Out(Replace(drop_messages(ml, drop, self.id)), None, tuple(notes))
+            return Out(Continue(), emit=tuple(notes)) if notes else Continue()
+        return Out(Replace(drop_messages(ml, drop, self.id)), emit=tuple(notes))
 
     # --- output -----------------------------------------------------------------------
 
     def process_output_step(
-        self, args: OutputStepArgs[None]
-    ) -> Generator[object, object, OutputStepResult[None]]:
-        if self.output_check != "step" or not args.text.strip():
-            return Continue()
+        self, args: OutputStepArgs[ModerationState]
+    ) -> Generator[object, object, OutputStepResult[ModerationState]]:
+        st = args.state
+        where = f"step:{args.step_number}"
+        if st.retry is not None:  # flagged on the stream (strategy retry): ask again
+            again = self._on_flag(st.retry, where, retry_ok=True)
+            if isinstance(again, Abort):
+                return Out(again, _FRESH)
+        if (
+            self.output_check != "step"
+            or not args.text.strip()
+            or (st.windows == 1 and st.whole == args.text)  # judged whole on the stream
+        ):
+            return Out(Continue(), _FRESH) if st != _FRESH else Continue()
         got = yield from self.moderate(args.text)
         if got is None:
-            return Continue()
-        where = f"step:{args.step_number}"
+            return Out(Continue(), _FRESH)
         if isinstance(got, str):
-            return Out(Continue(), None, (self._failed(got, where),))
-        note = self._flagged(got, where, retry_ok=True)
+            return Out(Continue(), _FRESH, (self._failed(got, where),))
+        note = self._on_flag(got, where, retry_ok=True)
+        if isinstance(note, Abort):  # the state is reset for the answer asked again
+            return Out(note, _FRESH)
         if self.strategy != "filter":
-            return Out(Continue(), None, (note,))
-        return Out(Replace(_without_response_text(args.message_list, last_only=True)), None,
+            return Out(Continue(), _FRESH, (note,))
+        return Out(Replace(_without_response_text(args.message_list, last_only=True)), _FRESH,
                    (note,))
 
     def process_output_result(
-        self, args: OutputResultArgs[None]
-    ) -> Generator[object, object, OutputResultResult[None]]:
+        self, args: OutputResultArgs[ModerationState]
+    ) -> Generator[object, object, OutputResultResult[ModerationState]]:
         text = args.result.text
         if self.output_check != "result" or not text.strip():
             return Continue()
@@ -200,14 +283,109 @@ class ModerationProcessor(Processor):
         if got is None:
             return Continue()
         if isinstance(got, str):
-            return Out(Continue(), None, (self._failed(got, "result"),))
+            return Out(Continue(), emit=(self._failed(got, "result"),))
         note = self._flagged(got, "result")
         if self.strategy != "filter":
-            return Out(Continue(), None, (note,))
+            return Out(Continue(), emit=(note,))
         effect: Replace[MessageList] | Abort = Replace(
             _without_response_text(args.message_list, last_only=False)
         )
-        return Out(effect, None, (note,))
+        return Out(effect, emit=(note,))
+
+    # --- stream -----------------------------------------------------------------------
+
+    def process_output_stream(
+        self, args: StreamArgs[ModerationState]
+    ) -> Generator[object, object, StreamResult[ModerationState]]:
+        """Text and reasoning deltas are held and released window by window, judged; any
+        other chunk first releases (judged) what is held, so the order is kept."""
+        part, st = args.part, args.state
+        t = type(part)
+        out: list[Chunk] = []
+        notes: list[DataChunk] = []
+        if t is TextDelta or t is ReasoningDelta:
+            assert isinstance(part, TextDelta | ReasoningDelta)
+            kind: BlockKind = "text" if t is TextDelta else "reasoning"
+            if st.held.text and (st.held.kind != kind or st.held.id != part.id):
+                st = yield from self._release(st, True, out, notes)  # the old block ended
+            held = Held(kind, part.id, st.held.text + part.text)
+            st = yield from self._release(
+                msgspec.structs.replace(st, held=held), False, out, notes
+            )
+            return Out(Replace(tuple(out)), st, tuple(notes))
+        if not st.held.text:
+            return Continue()
+        st = yield from self._release(st, True, out, notes)
+        out.append(part)
+        return Out(Replace(tuple(out)), st, tuple(notes))
+
+    def flush_output_stream(
+        self, args: FlushArgs[ModerationState]
+    ) -> Generator[object, object, FlushResult[ModerationState]]:
+        if not args.state.held.text:
+            return Continue()
+        out: list[Chunk] = []
+        notes: list[DataChunk] = []
+        st = yield from self._release(args.state, True, out, notes)
+        return Out(Replace(tuple(out)), st, tuple(notes))
+
+    def _release(
+        self, st: ModerationState, final: bool, out: list[Chunk], notes: list[DataChunk]
+    ) -> Generator[object, object, ModerationState]:
+        """Judge the held text window by window: all of it when the block ends (`final`),
+        else every full window; what passes goes to `out`, the rest stays held."""
+        held = st.held
+        assert held.kind is not None
+        text = held.text
+        while text and (final or len(text) >= self.stream_window):
+            n = _window_end(text, self.stream_window, final)
+            piece, text = text[:n], text[n:]
+            st = yield from self._judge_window(st, held.kind, held.id, piece, out, notes)
+        return msgspec.structs.replace(
+            st, held=Held(held.kind, held.id, text) if text else NOTHING_HELD
+        )
+
+    def _judge_window(
+        self,
+        st: ModerationState,
+        kind: BlockKind,
+        block: str,
+        piece: str,
+        out: list[Chunk],
+        notes: list[DataChunk],
+    ) -> Generator[object, object, ModerationState]:
+        if st.retry is not None:
+            return st  # the response will be asked again: the rest of it is dropped
+        if piece.strip():
+            got = yield from self.moderate(piece, st.context)
+            where = f"stream:{kind}"
+            if kind == "text":
+                st = msgspec.structs.replace(
+                    st, windows=st.windows + 1, whole=piece if st.windows == 0 else None
+                )
+            if isinstance(got, str):
+                notes.append(self._failed(got, where))  # aborts unless fail_open
+            elif got is not None:
+                if self.strategy == "retry":
+                    return msgspec.structs.replace(st, retry=got)
+                notes.append(self._flagged(got, where))  # block aborts here
+                if self.strategy == "filter":
+                    return st
+        out.append(delta(kind, block, piece))
+        if self.context_window:
+            context = (st.context + piece)[-self.context_window:]
+            st = msgspec.structs.replace(st, context=context)
+        return st
+
+
+def _window_end(text: str, window: int, final: bool) -> int:
+    """Where the next window of `text` ends: all of it if it fits and the block ended,
+    else just after the last whitespace in the window's second half (so a word shorter
+    than half the window is never cut across windows), else at `window`."""
+    if final and len(text) <= window:
+        return len(text)
+    cut = max(text.rfind(c, window // 2, window) for c in " \n\t")
+    return cut + 1 if cut >= 0 else window
 
 
 def _without_response_text(ml: MessageList, *, last_only: bool) -> MessageList:

@@ -16,9 +16,26 @@ from typing import Literal
 
 import msgspec
 
-from effects import Abort, Continue, Out, Replace
-from pipeline.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
-from pipeline.messages import Message, MessageList, SystemMessage, TextPart
+from effects import Abort, Continue, Out, Replace, Skip
+from pipeline.chunks import (
+    Chunk,
+    DataChunk,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolError,
+    ToolResult,
+)
+from pipeline.messages import (
+    Message,
+    MessageList,
+    Part,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from pipeline.model import ModelRequest
 from pipeline.processor import (
     AskModel,
@@ -27,10 +44,13 @@ from pipeline.processor import (
     HookName,
     InputArgs,
     InputResult,
+    InputStepArgs,
+    InputStepResult,
     ModelAnswer,
     OutputResultArgs,
     OutputResultResult,
     StatefulProcessor,
+    StepChange,
     StreamArgs,
     StreamResult,
     abort,
@@ -45,9 +65,9 @@ from pipeline.processors.holdback import (
     hold_stream,
 )
 
-Strategy = Literal["detect", "redact", "mask", "hash", "block"]
+Strategy = Literal["detect", "redact", "mask", "hash", "remove", "block"]
 OnError = Literal["block", "allow"]
-Where = Literal["input", "stream", "result"]
+Where = Literal["input", "stream", "result", "tool-results"]
 
 JUDGE_PROMPT = (
     "You find personal data and secrets in a text: names of people, email addresses, "
@@ -74,12 +94,13 @@ class PIIDetector(StatefulProcessor[Held]):
     """Personal data and secrets, found and handled on input, stream and result.
 
     - `types`: which built-in kinds to look for (`pii_detectors.BUILTIN_KINDS`: email,
-      phone, card, iban, national-id, ip, secret); `custom` adds kinds of your own, each a
+      phone, card, iban, national-id, ip, secret; by default all of them; and on request
+      `OPTIONAL_KINDS`: url, uuid, crypto-wallet); `custom` adds kinds of your own, each a
       regex or a function returning spans.
     - `strategy` for every kind, `strategies` per kind: "detect" (pass, report in a
       transient `data-pii` chunk), "redact" (`[REDACTED:email]`), "mask" (`****1111`,
       `j***@example.com`), "hash" (`[email:3f2a...]`, salted with `salt`), "block"
-      (abort the run).
+      (abort the run), "remove" (the value dropped).
     - `window`: characters held back on the stream; set it at least as long as the
       longest value a pattern must see whole (64 covers the built-in kinds). A value
       still growing at the window's edge is held from its start, up to `max_hold`
@@ -91,6 +112,11 @@ class PIIDetector(StatefulProcessor[Held]):
       the result. With `judge_stream=True` the stream is judged too: each text block is
       held whole (up to `max_hold` characters, past which the run is blocked) and
       released at its end, judged; otherwise the stream keeps to the local detectors.
+    - `scan_tools`: also the string values in tool-call arguments and tool results
+      (local detectors, not the judge): on the stream (tool-call deltas are then not
+      streamed, the complete call is; the tool gets the handled arguments), before the
+      model reads a result (as an input processor, `process_input_step`) and in the
+      result's messages.
     """
 
     process_data_parts = False
@@ -115,6 +141,8 @@ class PIIDetector(StatefulProcessor[Held]):
         regex_only: bool = False,
         judge_model: str | None = None,
         judge_stream: bool = False,
+        judge_instructions: str = JUDGE_PROMPT,
+        scan_tools: bool = False,
     ) -> None:
         if window < 1 or max_hold < 2 * window:
             raise ValueError(f"need window >= 1 and max_hold >= 2 * window, got "
@@ -131,10 +159,13 @@ class PIIDetector(StatefulProcessor[Held]):
         if judge_stream and judge_model is None:
             raise ValueError("judge_stream=True needs a judge_model")
         self.judge_stream = judge_stream
+        self.judge_instructions = judge_instructions
+        self.scan_tools = scan_tools
         kinds = tuple(types)
-        unknown = sorted(set(kinds) - set(d.BUILTIN_KINDS))
+        unknown = sorted(set(kinds) - set(d.BUILTIN_KINDS) - set(d.OPTIONAL_KINDS))
         if unknown:
-            raise ValueError(f"unknown PII kinds {unknown}; built in: {list(d.BUILTIN_KINDS)}")
+            raise ValueError(f"unknown PII kinds {unknown}; built in: "
+                             f"{list(d.BUILTIN_KINDS + d.OPTIONAL_KINDS)}")
         detectors: list[tuple[str, d.Detector]] = []
         for kind in kinds:
             if kind == "email":
@@ -151,6 +182,12 @@ class PIIDetector(StatefulProcessor[Held]):
                 detectors.append((kind, d.phone(phone_regions, regex_only=regex_only)))
             elif kind == "national-id" and not regex_only and national_ids:
                 detectors.append((kind, d.national_ids(national_ids)))
+            elif kind == "url":
+                detectors.append((kind, d.url))
+            elif kind == "uuid":
+                detectors.append((kind, d.uuid))
+            elif kind == "crypto-wallet":
+                detectors.append((kind, d.crypto_wallet))
         for name, pattern in (custom or {}).items():
             detectors.append((name, d.custom(pattern)))
         self.detectors: tuple[tuple[str, d.Detector], ...] = tuple(detectors)
@@ -176,6 +213,8 @@ class PIIDetector(StatefulProcessor[Held]):
             return f"[REDACTED:{kind}]"
         if how == "mask":
             return _mask(kind, value)
+        if how == "remove":
+            return ""
         if how == "hash":
             digest = hashlib.sha256((self.salt + value).encode()).hexdigest()[:12]
             return f"[{kind}:{digest}]"
@@ -266,10 +305,107 @@ class PIIDetector(StatefulProcessor[Held]):
         if not self.on_stream:
             return Continue()
         report: list[d.Finding] = []
-        chunks, held = hold_stream(args.part, args.state, lambda t, f: self._scan(report, t, f))
+        part = args.part
+        if self.scan_tools:
+            tool_part = self._tool_chunk(part, report)
+            if tool_part is None:
+                return Skip()
+            part = tool_part
+        chunks, held = hold_stream(part, args.state, lambda t, f: self._scan(report, t, f))
         if chunks is None:
-            return Continue()
+            if part is args.part:
+                return Continue()
+            chunks = (part,)
         return Out(Replace(chunks), held, self._report(report, "stream"))
+
+    # --- tool calls and results (scan_tools) ------------------------------------------
+
+    def _value(self, value: object, report: list[d.Finding]) -> object:
+        """A JSON-like value with every string in it handled (keys kept)."""
+        if isinstance(value, str):
+            return self.redact_text(value, report)
+        if isinstance(value, dict):
+            return {k: self._value(v, report) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._value(v, report) for v in value]
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        return self._value(msgspec.to_builtins(value), report)  # a Struct, a dataclass...
+
+    def _tool_chunk(self, part: Chunk, report: list[d.Finding]) -> Chunk | None:
+        """A tool chunk with its arguments or result handled; None for a tool-call delta
+        (its partial arguments cannot be checked; the complete call follows)."""
+        t = type(part)
+        if t is ToolCallDelta:
+            return None
+        if t is ToolCall:
+            assert isinstance(part, ToolCall)
+            found = len(report)
+            args = self._value(part.args, report)
+            if len(report) > found and isinstance(args, dict):
+                return msgspec.structs.replace(part, args=args)
+        elif t is ToolResult:
+            assert isinstance(part, ToolResult)
+            found = len(report)
+            result = self._value(part.result, report)
+            if len(report) > found:
+                return msgspec.structs.replace(part, result=result)
+        elif t is ToolError:
+            assert isinstance(part, ToolError)
+            error = self.redact_text(part.error, report)
+            if error != part.error:
+                return msgspec.structs.replace(part, error=error)
+        return part
+
+    def _tool_part(self, p: Part, report: list[d.Finding]) -> Part:
+        if isinstance(p, ToolResultPart):
+            found = len(report)
+            result = self._value(p.result, report)
+            if len(report) > found:
+                return msgspec.structs.replace(p, result=result)
+        elif isinstance(p, ToolCallPart):
+            found = len(report)
+            args = self._value(p.args, report)
+            if len(report) > found and isinstance(args, dict):
+                return msgspec.structs.replace(p, args=args)
+        return p
+
+    def _tool_messages(
+        self, ml: MessageList, report: list[d.Finding], indices: Iterable[int]
+    ) -> MessageList:
+        """`ml` with the tool parts of the messages at `indices` handled."""
+        messages = list(ml.messages)
+        changed = False
+        for i in indices:
+            m = messages[i]
+            parts = tuple(self._tool_part(p, report) for p in m.parts)
+            if any(a is not b for a, b in zip(parts, m.parts, strict=True)):
+                messages[i] = m.with_parts(parts)
+                changed = True
+        return MessageList(tuple(messages), ml.sources, ml.system) if changed else ml
+
+    def _tool_results_step(self, args: InputStepArgs[Held]) -> InputStepResult[Held]:
+        """Before a model call: the tool results it has not read yet (the tool messages
+        at the end of the history), handled."""
+        ml = args.message_list
+        first = len(ml.messages)
+        while first > 0 and ml.messages[first - 1].role == "tool":
+            first -= 1
+        report: list[d.Finding] = []
+        new = self._tool_messages(ml, report, range(first, len(ml.messages)))
+        notes = self._report(report, "tool-results")
+        if new is ml:
+            return Out(Continue(), emit=notes) if notes else Continue()
+        return Out(Replace(StepChange(message_list=new)), emit=notes)
+
+    def _tools_in_result(self, args: OutputResultArgs[Held], ml: MessageList,
+                         report: list[d.Finding]) -> MessageList:
+        if not self.scan_tools:
+            return ml
+        ids = frozenset(m.id for m in args.messages)
+        return self._tool_messages(
+            ml, report, [i for i, m in enumerate(ml.messages) if m.id in ids]
+        )
 
     def flush_output_stream(self, args: FlushArgs[Held]) -> FlushResult[Held]:
         if not args.state.text:
@@ -284,6 +420,7 @@ class PIIDetector(StatefulProcessor[Held]):
         report: list[d.Finding] = []
         ml = _map_text(args.message_list, lambda t: self.redact_text(t, report),
                        ("assistant",), only=frozenset(m.id for m in args.messages))
+        ml = self._tools_in_result(args, ml, report)
         return _result(ml, args.message_list, args.state, self._report(report, "result"))
 
     # --- the judge --------------------------------------------------------------------
@@ -296,6 +433,8 @@ class PIIDetector(StatefulProcessor[Held]):
         if self.judge_stream:
             hooks["process_output_stream"] = self._judged_stream
             hooks["flush_output_stream"] = self._judged_flush
+        if self.scan_tools and self.on_input:
+            hooks["process_input_step"] = self._tool_results_step
         return hooks
 
     def _ask_judge(
@@ -307,7 +446,7 @@ class PIIDetector(StatefulProcessor[Held]):
         assert self.judge_model is not None
         answer = yield AskModel(ModelRequest(
             model=self.judge_model,
-            system=(SystemMessage(JUDGE_PROMPT),),
+            system=(SystemMessage(self.judge_instructions),),
             messages=(Message(id="pii-judge-input", role="user",
                               parts=(TextPart("\n\n".join(texts)),)),),
         ))
@@ -340,6 +479,7 @@ class PIIDetector(StatefulProcessor[Held]):
         report: list[d.Finding] = []
         ml = _map_text(args.message_list, self._judged_text(values, report), ("assistant",),
                        only=frozenset(m.id for m in args.messages))
+        ml = self._tools_in_result(args, ml, report)
         return _result(ml, args.message_list, args.state, self._report(report, "result"))
 
     def _judged_stream(
@@ -349,8 +489,13 @@ class PIIDetector(StatefulProcessor[Held]):
         if not self.on_stream:
             return Continue()
         part, held = args.part, args.state
-        t = type(part)
         report: list[d.Finding] = []
+        if self.scan_tools:
+            tool_part = self._tool_chunk(part, report)
+            if tool_part is None:
+                return Skip()
+            part = tool_part
+        t = type(part)
         if t is TextDelta or t is ReasoningDelta:
             assert isinstance(part, TextDelta | ReasoningDelta)
             kind: BlockKind = "text" if t is TextDelta else "reasoning"
@@ -364,7 +509,9 @@ class PIIDetector(StatefulProcessor[Held]):
                       "judge; blocked to fail closed", metadata={"max_hold": self.max_hold})
             return Out(Replace(out), Held(kind, part.id, text), self._report(report, "stream"))
         if not held.text:
-            return Continue()
+            if part is args.part:
+                return Continue()
+            return Out(Replace(part), held, self._report(report, "stream"))
         out = yield from self._judge_block(held, report)
         return Out(Replace((*out, part)), NOTHING_HELD, self._report(report, "stream"))
 

@@ -28,6 +28,9 @@ BUILTIN_KINDS: tuple[str, ...] = (
 )
 """In the order a tie is decided: a span two detectors find gets the first one's kind."""
 
+OPTIONAL_KINDS: tuple[str, ...] = ("url", "uuid", "crypto-wallet")
+"""Kinds found only when asked for (`types=`): common in answers, rarely personal."""
+
 
 class Finding(msgspec.Struct, frozen=True, order=True):
     """One value found: where it is and what kind it is (never the value itself)."""
@@ -282,6 +285,57 @@ def custom(pattern: str | re.Pattern[str] | Detector) -> Detector:
     return pattern
 
 
+URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'`]+", re.I)
+_URL_TRAILER = ".,;:!?)]}'\""
+UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+ETH_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{40}\b")
+BECH32_ADDRESS = re.compile(r"\b(?:bc|tb)1[ac-hj-np-z02-9]{11,71}\b")
+BASE58_ADDRESS = re.compile(r"\b[13mn2][1-9A-HJ-NP-Za-km-z]{25,34}\b")
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def url(text: str) -> list[Span]:
+    """http(s):// and www. addresses; trailing punctuation is left out."""
+    out: list[Span] = []
+    for m in URL.finditer(text):
+        v = m.group().rstrip(_URL_TRAILER)
+        if len(v) > 4:
+            out.append((m.start(), m.start() + len(v)))
+    return out
+
+
+def uuid(text: str) -> Iterable[Span]:
+    return _spans(UUID, text) if "-" in text else ()
+
+
+def _base58check(v: str) -> bool:
+    """A Base58Check string (bitcoin's legacy addresses): its last four bytes are the
+    double SHA-256 of the rest."""
+    import hashlib
+
+    n = 0
+    for c in v:
+        n = n * 58 + _B58.index(c)
+    raw = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    raw = b"\0" * (len(v) - len(v.lstrip("1"))) + raw
+    if len(raw) < 5:
+        return False
+    body, check = raw[:-4], raw[-4:]
+    return hashlib.sha256(hashlib.sha256(body).digest()).digest()[:4] == check
+
+
+def crypto_wallet(text: str) -> list[Span]:
+    """Bitcoin addresses (legacy ones checked by their Base58Check checksum; bech32 by
+    their character set) and Ethereum addresses (0x and 40 hex digits)."""
+    out = [m.span() for m in BASE58_ADDRESS.finditer(text) if _base58check(m.group())]
+    out.extend(_spans(BECH32_ADDRESS, text))
+    if "0x" in text:
+        out.extend(_spans(ETH_ADDRESS, text))
+    return out
+
+
 def resolve(found: Iterable[Finding]) -> list[Finding]:
     """Overlapping findings -> disjoint ones: the earliest first, the longest at a tie."""
     out: list[Finding] = []
@@ -298,7 +352,7 @@ def resolve(found: Iterable[Finding]) -> list[Finding]:
 
 
 __all__ = [
-    "BUILTIN_KINDS", "DEFAULT_NATIONAL_IDS", "NATIONAL_IDS", "Detector", "Finding",
-    "MissingDependency", "Span", "card", "custom", "email", "iban", "ip", "national_ids",
-    "phone", "resolve", "secret",
+    "BUILTIN_KINDS", "DEFAULT_NATIONAL_IDS", "NATIONAL_IDS", "OPTIONAL_KINDS", "Detector",
+    "Finding", "MissingDependency", "Span", "card", "crypto_wallet", "custom", "email", "iban",
+    "ip", "national_ids", "phone", "resolve", "secret", "url", "uuid",
 ]

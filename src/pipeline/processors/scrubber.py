@@ -5,16 +5,25 @@ A leak is a run of at least `min_words` consecutive words of the prompt (case an
 punctuation aside), found across chunk boundaries: the last `min_words` words are held
 back until the next words show whether they start a leak. What leaks is held whole until
 it ends (at most as long as the prompt), then redacted.
+
+Beyond the prompt itself, `custom_patterns` (regular expressions such as
+`r"(?i)my (system )?instructions"`) count as leaks too; each should match within
+`min_words` words, the text held back. Strategies: `redact` (the leak replaced as
+`redaction_method` says: `placeholder`, `mask` or `remove`), `warn` (let through) and
+`block`. Every leak released is reported in a `data-<id>` chunk (action, where, count:
+never the leaked text).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Literal
 
 import msgspec
 
 from effects import Continue, Out, Replace
+from pipeline.chunks import DataChunk
 from pipeline.messages import Message, TextPart
 from pipeline.processor import (
     FlushArgs,
@@ -26,7 +35,11 @@ from pipeline.processor import (
     StreamResult,
     abort,
 )
+from pipeline.processors.guard_common import warning
 from pipeline.processors.holdback import NOTHING_HELD, Held, flush_held, hold_stream
+
+ScrubStrategy = Literal["redact", "warn", "block"]
+RedactionMethod = Literal["placeholder", "mask", "remove"]
 
 _WORD = re.compile(r"\w+")
 
@@ -50,11 +63,14 @@ def shingles_of(prompt: str, min_words: int) -> tuple[Shingles, int]:
 
 
 class SystemPromptScrubber(StatefulProcessor[ScrubState]):
-    """Redacts (`strategy="redact"`) or blocks (`"block"`) system-prompt leaks.
+    """Redacts (`strategy="redact"`), reports (`"warn"`) or blocks (`"block"`)
+    system-prompt leaks.
 
     `prompt`: the text to protect; by default the run's system messages (the agent's
     instructions included). `min_words`: the shortest run of prompt words that counts
-    as a leak (a prompt shorter than that counts only whole).
+    as a leak (a prompt shorter than that counts only whole). `redaction_method`:
+    `placeholder` (`replacement`), `mask` (letters and digits starred) or `remove`.
+    `custom_patterns`: regular expressions that count as leaks too.
     """
 
     def __init__(
@@ -62,17 +78,31 @@ class SystemPromptScrubber(StatefulProcessor[ScrubState]):
         *,
         prompt: str | None = None,
         min_words: int = 8,
-        strategy: Literal["redact", "block"] = "redact",
+        strategy: ScrubStrategy = "redact",
         replacement: str = "[REDACTED:system-prompt]",
+        redaction_method: RedactionMethod = "placeholder",
+        custom_patterns: Iterable[str | re.Pattern[str]] = (),
         id: str = "system-prompt-scrubber",
     ) -> None:
         if min_words < 2:
             raise ValueError(f"min_words must be at least 2, got {min_words}")
+        if redaction_method not in ("placeholder", "mask", "remove"):
+            raise ValueError(f"redaction_method must be placeholder, mask or remove, "
+                             f"got {redaction_method!r}")
+        patterns: list[re.Pattern[str]] = []
+        for p in custom_patterns:
+            try:
+                patterns.append(re.compile(p) if isinstance(p, str) else p)
+            except re.error as e:
+                raise ValueError(f"custom_patterns: {p!r} is not a regular expression: {e}") \
+                    from e
         self.id = id
         self.prompt = prompt
         self.min_words = min_words
-        self.strategy = strategy
+        self.strategy: ScrubStrategy = strategy
         self.replacement = replacement
+        self.redaction_method: RedactionMethod = redaction_method
+        self.custom_patterns = tuple(patterns)
 
     def initial_state(self) -> ScrubState:
         return ScrubState()
@@ -84,21 +114,38 @@ class SystemPromptScrubber(StatefulProcessor[ScrubState]):
         shingles, n = shingles_of(prompt, self.min_words)
         return msgspec.structs.replace(state, shingles=shingles, n=n, prompt_chars=len(prompt))
 
-    def scan(self, state: ScrubState, text: str, final: bool) -> tuple[str, str]:
+    def _redacted(self, leak: str) -> str:
+        if self.redaction_method == "remove":
+            return ""
+        if self.redaction_method == "mask":
+            return _WORD.sub(lambda m: "*" * len(m.group()), leak)
+        return self.replacement
+
+    def scan(
+        self, state: ScrubState, text: str, final: bool, report: list[int] | None = None
+    ) -> tuple[str, str]:
         """`holdback.Scanner`: release all but the last n words and any leak still
-        growing; leaks released are redacted (or the run is blocked)."""
+        growing; leaks released are redacted (or reported, or the run is blocked).
+        The number of leaks released is added to `report`."""
         shingles, n = state.shingles or frozenset(), state.n
-        if not shingles:
+        if not shingles and not self.custom_patterns:
             return text, ""
+        if not shingles:
+            n = self.min_words
         words = [(m.start(), m.end(), m.group().casefold()) for m in _WORD.finditer(text)]
+        spans: list[tuple[int, int]] = []
+        if shingles:
+            for i in range(len(words) - n + 1):
+                if tuple(w[2] for w in words[i:i + n]) in shingles:
+                    spans.append((words[i][0], words[i + n - 1][1]))
+        for pattern in self.custom_patterns:
+            spans.extend(m.span() for m in pattern.finditer(text) if m.end() > m.start())
         leaks: list[tuple[int, int]] = []
-        for i in range(len(words) - n + 1):
-            if tuple(w[2] for w in words[i:i + n]) in shingles:
-                s, e = words[i][0], words[i + n - 1][1]
-                if leaks and s <= leaks[-1][1]:
-                    leaks[-1] = (leaks[-1][0], e)
-                else:
-                    leaks.append((s, e))
+        for s, e in sorted(spans):
+            if leaks and s <= leaks[-1][1]:
+                leaks[-1] = (leaks[-1][0], max(e, leaks[-1][1]))
+            else:
+                leaks.append((s, e))
         if leaks and self.strategy == "block":
             abort("system prompt leak detected", metadata={"processor": self.id})
         if final:
@@ -117,26 +164,42 @@ class SystemPromptScrubber(StatefulProcessor[ScrubState]):
         for s, e in leaks:
             if e > cut:
                 break
-            out += (text[at:s], self.replacement)
+            if report is not None:
+                report.append(1)
+            if self.strategy == "warn":
+                continue
+            out += (text[at:s], self._redacted(text[s:e]))
             at = e
         out.append(text[at:cut])
         return "".join(out), text[cut:]
+
+    def _report(self, report: list[int], where: str) -> tuple[DataChunk, ...]:
+        if not report:
+            return ()
+        action = "warn" if self.strategy == "warn" else "redact"
+        return (warning(self.id, action=action, where=where, leaks=len(report)),)
 
     def process_output_stream(self, args: StreamArgs[ScrubState]) -> StreamResult[ScrubState]:
         state = args.state
         if state.shingles is None:
             state = self._ready(state, tuple(s.content for s in args.message_list.system))
-        chunks, held = hold_stream(args.part, state.held, lambda t, f: self.scan(state, t, f))
+        report: list[int] = []
+        chunks, held = hold_stream(
+            args.part, state.held, lambda t, f: self.scan(state, t, f, report)
+        )
         if chunks is None:
             return Continue() if state is args.state else Out(Continue(), state)
-        return Out(Replace(chunks), msgspec.structs.replace(state, held=held))
+        return Out(Replace(chunks), msgspec.structs.replace(state, held=held),
+                   self._report(report, "stream"))
 
     def flush_output_stream(self, args: FlushArgs[ScrubState]) -> FlushResult[ScrubState]:
         state = args.state
         if not state.held.text:
             return Continue()
-        chunks = flush_held(state.held, lambda t, f: self.scan(state, t, f))
-        return Out(Replace(chunks), msgspec.structs.replace(state, held=NOTHING_HELD))
+        report: list[int] = []
+        chunks = flush_held(state.held, lambda t, f: self.scan(state, t, f, report))
+        return Out(Replace(chunks), msgspec.structs.replace(state, held=NOTHING_HELD),
+                   self._report(report, "stream"))
 
     def process_output_result(
         self, args: OutputResultArgs[ScrubState]
@@ -162,4 +225,6 @@ class SystemPromptScrubber(StatefulProcessor[ScrubState]):
         return Out(Replace(ml), state) if changed else Out(Continue(), state)
 
 
-__all__ = ["ScrubState", "SystemPromptScrubber", "shingles_of"]
+__all__ = [
+    "RedactionMethod", "ScrubState", "ScrubStrategy", "SystemPromptScrubber", "shingles_of",
+]

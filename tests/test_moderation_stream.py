@@ -1,0 +1,305 @@
+"""ModerationProcessor on the stream: text is held back in bounded windows, judged, and
+only then released. Nothing the judge has not passed reaches the consumer, `result.text`
+or `result.messages`, on the Simulator and the AsyncSimulator: when it is clean, flagged
+(block / warn / filter / retry), when the judge fails, and when the run is cancelled
+while the judge decides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+import pytest
+
+from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator
+from interpreters.simulator_aio import AsyncSimulator
+from pipeline import Agent
+from pipeline.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
+from pipeline.model import ModelRequest
+from pipeline.processors import ModerationProcessor
+from pipeline.processors.moderation import ModerationStrategy
+from pipeline.result import Cancelled, RunResult
+from tests.conftest_aio import anyio_backend  # noqa: F401
+
+CATS = ("hate", "violence")
+BAD = "nasty"
+
+
+def verdict(**scores: float) -> Say:
+    full = {c: 0.0 for c in CATS} | scores
+    return Say(msgspec.json.encode({"category_scores": full, "reason": "r"}).decode())
+
+
+def content_of(request: ModelRequest) -> str:
+    text = request.messages[0].text
+    start = text.index("<content>\n") + len("<content>\n")
+    return text[start : text.rindex("\n</content>")]
+
+
+@dataclass
+class Judge:
+    """A scripted judge: flags content containing `nasty`, fails on `boom` (or with
+    `fail`), waits `latency` virtual seconds on content containing `slow`. It records each
+    content it judged and the text the consumer had seen at that moment."""
+
+    seen: list[str]
+    fail: Scripted | None = None
+    latency: float = 100.0
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+
+    def __call__(self, request: ModelRequest) -> Scripted:
+        content = content_of(request)
+        self.raw.append(request.messages[0].text)
+        self.calls.append((content, "".join(self.seen)))
+        if "boom" in content:
+            return self.fail or Fail(status=500, message="judge down", retryable=False)
+        answer = verdict(hate=0.9) if BAD in content else verdict()
+        if "slow" in content:
+            return Say(answer.text, latency=self.latency)
+        return answer
+
+
+def mod(
+    strategy: ModerationStrategy = "block",
+    *,
+    window: int = 16,
+    fail_open: bool = False,
+    moderate_stream: bool = True,
+    context_window: int = 0,
+) -> ModerationProcessor:
+    return ModerationProcessor(
+        "judge", categories=CATS, strategy=strategy, stream_window=window,
+        fail_open=fail_open, moderate_stream=moderate_stream, context_window=context_window,
+    )
+
+
+@dataclass
+class Ran:
+    result: RunResult
+    chunks: list[Chunk]
+    judge: Judge
+    model: ScriptedModel
+
+    @property
+    def streamed(self) -> str:
+        return "".join(c.text for c in self.chunks if isinstance(c, TextDelta))
+
+    @property
+    def notes(self) -> list[dict[str, object]]:
+        return [c.data for c in self.chunks
+                if isinstance(c, DataChunk) and isinstance(c.data, dict)]
+
+    def kept(self) -> str:
+        """Every text the result keeps: its text and all its messages."""
+        return self.result.text + "".join(m.text for m in self.result.messages.messages)
+
+
+def run_sync(
+    p: ModerationProcessor, answers: list[Say], *, fail: Scripted | None = None,
+    timeout: float | None = None,
+) -> Ran:
+    seen: list[str] = []
+    judge = Judge(seen, fail)
+    model = ScriptedModel(answers)
+    sim = Simulator(model, models={"judge": ScriptedModel(judge)})
+    chunks: list[Chunk] = []
+    with sim.stream(Agent.create("m", output_processors=[p]), "hi", timeout=timeout) as s:
+        for c in s:
+            chunks.append(c)
+            if isinstance(c, TextDelta):
+                seen.append(c.text)
+    return Ran(s.result, chunks, judge, model)
+
+
+async def run_async(
+    p: ModerationProcessor, answers: list[Say], *, fail: Scripted | None = None,
+    timeout: float | None = None,
+) -> Ran:
+    seen: list[str] = []
+    judge = Judge(seen, fail)
+    model = ScriptedModel(answers)
+    sim = AsyncSimulator(model, models={"judge": ScriptedModel(judge)})
+    chunks: list[Chunk] = []
+    async with sim.stream(
+        Agent.create("m", output_processors=[p]), "hi", timeout=timeout
+    ) as s:
+        async for c in s:
+            chunks.append(c)
+            if isinstance(c, TextDelta):
+                seen.append(c.text)
+    return Ran(s.result, chunks, judge, model)
+
+
+def stream_calls(ran: Ran) -> list[tuple[str, str]]:
+    """The judge calls made on the stream (the step check judges the whole answer)."""
+    return ran.judge.calls[:-1] if ran.result.status == "finished" else ran.judge.calls
+
+
+CLEAN_TEXT = ["Hello there, my ", "friend. How are you ", "doing on this fine day?"]
+
+
+def check_clean(ran: Ran) -> None:
+    full = "".join(CLEAN_TEXT)
+    assert ran.result.status == "finished"
+    assert ran.streamed == ran.result.text == full
+    windows = stream_calls(ran)
+    assert len(windows) >= 3 and all(0 < len(w) <= 16 for w, _ in windows)
+    assert "".join(w for w, _ in windows) == full
+    for i, (_, seen) in enumerate(windows):
+        # At each judge call the consumer had seen exactly the windows judged before.
+        assert seen == "".join(w for w, _ in windows[:i])
+
+
+def test_clean_text_is_released_window_by_window_after_the_judge_passed_it() -> None:
+    check_clean(run_sync(mod(), [Say(CLEAN_TEXT)]))
+
+
+@pytest.mark.anyio
+async def test_clean_text_on_the_async_simulator() -> None:
+    check_clean(await run_async(mod(), [Say(CLEAN_TEXT)]))
+
+
+FLAGGED = ["All good here. ", "Then some nasty", " words follow. ", "And the end."]
+
+
+def check_blocked(ran: Ran) -> None:
+    assert ran.result.status == "tripped"
+    assert ran.result.tripwire is not None and "hate" in ran.result.tripwire.reason
+    assert BAD not in ran.streamed and BAD not in ran.kept()
+    assert "follow" not in ran.streamed  # nothing after the block either
+
+
+def test_a_flagged_window_blocks_and_never_reaches_anyone() -> None:
+    check_blocked(run_sync(mod(), [Say(FLAGGED)]))
+
+
+@pytest.mark.anyio
+async def test_a_flagged_window_blocks_on_the_async_simulator() -> None:
+    check_blocked(await run_async(mod(), [Say(FLAGGED)]))
+
+
+def test_filter_drops_the_flagged_window_and_goes_on() -> None:
+    ran = run_sync(mod("filter"), [Say(FLAGGED)])
+    assert ran.result.status == "finished"
+    assert BAD not in ran.streamed and BAD not in ran.kept()
+    assert ran.streamed.startswith("All good here.") and ran.streamed.endswith("the end.")
+    assert ran.result.text == ran.streamed
+    note = next(n for n in ran.notes if n.get("action") == "filter")
+    assert note["where"] == "stream:text" and note["categories"] == ["hate"]
+
+
+def test_warn_releases_the_flagged_window_with_a_warning() -> None:
+    ran = run_sync(mod("warn"), [Say(FLAGGED)])
+    assert ran.result.status == "finished"
+    assert ran.streamed == ran.result.text == "".join(FLAGGED)
+    assert any(n.get("action") == "warn" and n["where"] == "stream:text" for n in ran.notes)
+
+
+def test_retry_drops_the_flagged_text_and_asks_the_model_again() -> None:
+    ran = run_sync(mod("retry"), [Say(FLAGGED), Say("A kind answer.")])
+    assert ran.result.status == "finished" and ran.result.retry_count == 1
+    assert ran.result.text == "A kind answer."
+    assert BAD not in ran.streamed and BAD not in ran.kept()
+    assert "flagged by moderation" in ran.model.requests[1].messages[-1].text
+
+
+@pytest.mark.parametrize(
+    "fail", [Fail(status=500, message="down", retryable=False), Say("I think it is fine")],
+    ids=["http-error", "prose"],
+)
+def test_a_judge_failure_fails_closed_and_releases_nothing_of_the_window(
+    fail: Scripted,
+) -> None:
+    ran = run_sync(mod(), [Say(["Fine words. ", "then boom goes", " the rest"])], fail=fail)
+    assert ran.result.status == "tripped"
+    assert ran.result.tripwire is not None and "fail closed" in ran.result.tripwire.reason
+    assert "boom" not in ran.streamed and "boom" not in ran.kept()
+    assert ran.streamed == "Fine words. "
+
+
+@pytest.mark.anyio
+async def test_a_judge_failure_fails_closed_on_the_async_simulator() -> None:
+    ran = await run_async(mod(), [Say(["Fine words. ", "then boom goes", " the rest"])])
+    assert ran.result.status == "tripped"
+    assert "boom" not in ran.streamed and "boom" not in ran.kept()
+
+
+def test_fail_open_releases_the_window_with_a_warning() -> None:
+    ran = run_sync(mod(fail_open=True), [Say(["Fine words. ", "then boom goes"])])
+    assert ran.result.status == "finished"
+    assert ran.streamed == "Fine words. then boom goes"
+    assert any(n.get("action") == "judge-failed" for n in ran.notes)
+
+
+SLOW = ["First part, ok. ", "slow to judge ", "and more text."]
+
+
+def check_cancelled_while_judging(ran: Ran) -> None:
+    assert ran.result.status == "cancelled"
+    assert ran.result.error == Cancelled("timed out after 1 s")
+    assert ran.streamed == "First part, ok. "  # the window being judged never came out
+    assert "slow" not in ran.kept()
+    # The step check never approved the answer: the cancelled result keeps none of it.
+    assert ran.result.text == ""
+
+
+def test_a_cancel_while_the_judge_decides_releases_nothing_it_was_judging() -> None:
+    check_cancelled_while_judging(run_sync(mod(), [Say(SLOW)], timeout=1))
+
+
+@pytest.mark.anyio
+async def test_a_cancel_while_the_judge_decides_on_the_async_simulator() -> None:
+    check_cancelled_while_judging(await run_async(mod(), [Say(SLOW)], timeout=1))
+
+
+def test_a_long_chunk_is_judged_in_windows_of_bounded_size() -> None:
+    text = "word " * 40  # one 200-character delta
+    ran = run_sync(mod(window=32), [Say(text)])
+    windows = stream_calls(ran)
+    assert all(len(w) <= 32 for w, _ in windows) and len(windows) >= 7
+    assert ran.streamed == text
+
+
+def test_reasoning_is_judged_too() -> None:
+    p = mod()
+    seen: list[str] = []
+    judge = Judge(seen)
+    sim = Simulator(ScriptedModel([Say("Fine.", reasoning=["I think ", "nasty thoughts"])]),
+                    models={"judge": ScriptedModel(judge)})
+    run = sim.run(Agent.create("m", output_processors=[p]), "hi")
+    assert run.result.status == "tripped"
+    assert not any(isinstance(c, ReasoningDelta) and BAD in c.text for c in run.chunks)
+    assert all(BAD not in (s.reasoning or "") for s in run.result.steps)
+
+
+def test_context_window_gives_the_judge_the_text_before() -> None:
+    ran = run_sync(mod(context_window=10), [Say(CLEAN_TEXT)])
+    assert ran.result.status == "finished"
+    windows = stream_calls(ran)
+    assert ran.judge.raw[0] == f"<content>\n{windows[0][0]}\n</content>"
+    before = (windows[0][0] + windows[1][0])[-10:]
+    assert ran.judge.raw[2] == (
+        f"<context>\n{before}\n</context>\n<content>\n{windows[2][0]}\n</content>"
+    )
+
+
+def test_short_answers_cost_one_judge_call() -> None:
+    # One window holds the whole answer: the step check does not judge it again.
+    ran = run_sync(mod(), [Say("Short.")])
+    assert ran.result.status == "finished" and ran.result.text == "Short."
+    assert [w for w, _ in ran.judge.calls] == ["Short."]
+
+
+def test_moderate_stream_false_keeps_to_the_step_check() -> None:
+    ran = run_sync(mod(moderate_stream=False), [Say(CLEAN_TEXT)])
+    assert [w for w, _ in ran.judge.calls] == ["".join(CLEAN_TEXT)]
+    assert ran.judge.calls[0][1] == "".join(CLEAN_TEXT)  # the consumer saw it first
+
+
+def test_bad_window_sizes_are_refused() -> None:
+    with pytest.raises(ValueError, match="stream_window"):
+        ModerationProcessor("judge", stream_window=0)
+    with pytest.raises(ValueError, match="context_window"):
+        ModerationProcessor("judge", context_window=-1)
+

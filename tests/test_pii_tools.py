@@ -1,0 +1,88 @@
+"""PIIDetector with `scan_tools=True`: tool-call arguments and tool results are scanned
+too: what the consumer sees of them, what the model reads back, and what the result's
+messages keep. Off by default (tools get the model's arguments as they are)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from interpreters.simulator import Say, call
+from pipeline.chunks import ToolCall, ToolCallDelta, ToolResult
+from pipeline.processors import PIIDetector
+from pipeline.tools import tool
+from tests.conftest import make_agent, simulate
+
+EMAIL = "ada@example.com"
+received: list[str] = []
+
+
+@tool
+def crm(name: str) -> dict[str, object]:
+    """Look a customer up."""
+    return {"name": name, "contacts": [f"mail {EMAIL}", "phone none"], "vip": True}
+
+
+@tool
+def notify(to: str) -> str:
+    """Send a notification."""
+    received.append(to)
+    return "sent"
+
+
+def everything(ran_chunks: Sequence[object], messages: object, requests: object) -> str:
+    return (msgspec.json.encode(ran_chunks).decode() + msgspec.json.encode(messages).decode()
+            + msgspec.json.encode(requests).decode())
+
+
+def test_tool_results_are_redacted_for_the_consumer_the_model_and_the_messages() -> None:
+    p = PIIDetector(types=("email",), scan_tools=True)
+    agent = make_agent(tools=[crm], input_processors=[p], output_processors=[p])
+    ran = simulate(agent, [Say(calls=[call("crm", name="Ada")]), Say("Done.")])
+    assert ran.result.status == "finished"
+    result_chunk = next(c for c in ran.chunks if isinstance(c, ToolResult))
+    assert result_chunk.result == {
+        "name": "Ada", "contacts": ["mail [REDACTED:email]", "phone none"], "vip": True,
+    }
+    assert EMAIL not in everything(ran.chunks, ran.result.messages, ran.model.requests)
+
+
+def test_as_an_output_processor_only_the_result_messages_are_still_clean() -> None:
+    p = PIIDetector(types=("email",), scan_tools=True)
+    agent = make_agent(tools=[crm], output_processors=[p])
+    ran = simulate(agent, [Say(calls=[call("crm", name="Ada")]), Say("Done.")])
+    assert EMAIL not in msgspec.json.encode(ran.chunks).decode()
+    assert EMAIL not in msgspec.json.encode(ran.result.messages).decode()
+
+
+def test_tool_call_arguments_are_redacted_and_their_deltas_not_streamed() -> None:
+    received.clear()
+    p = PIIDetector(types=("email",), scan_tools=True)
+    agent = make_agent(tools=[notify], output_processors=[p])
+    ran = simulate(agent, [Say(calls=[call("notify", to=EMAIL)]), Say("Done.")])
+    calls = [c for c in ran.chunks if isinstance(c, ToolCall)]
+    assert calls[0].args == {"to": "[REDACTED:email]"}
+    assert not any(isinstance(c, ToolCallDelta) for c in ran.chunks)
+    assert received == ["[REDACTED:email]"]  # the tool got the redacted arguments
+    assert EMAIL not in msgspec.json.encode(ran.result.messages).decode()
+
+
+def test_block_on_a_tool_result_trips() -> None:
+    p = PIIDetector(types=("email",), strategy="block", scan_tools=True)
+    agent = make_agent(tools=[crm], input_processors=[p], output_processors=[p])
+    ran = simulate(agent, [Say(calls=[call("crm", name="Ada")]), Say("Done.")])
+    assert ran.result.status == "tripped"
+    assert EMAIL not in msgspec.json.encode(ran.chunks).decode()
+    assert len(ran.model.requests) == 1  # the model never read the result
+
+
+def test_off_by_default_tools_pass_as_they_are() -> None:
+    received.clear()
+    p = PIIDetector(types=("email",))
+    agent = make_agent(tools=[notify, crm], input_processors=[p], output_processors=[p])
+    ran = simulate(agent, [Say(calls=[call("notify", to=EMAIL), call("crm", name="A")]),
+                           Say("Done.")])
+    assert received == [EMAIL]
+    result_chunk = next(c for c in ran.chunks if isinstance(c, ToolResult) and c.tool_name == "crm")
+    assert isinstance(result_chunk.result, dict) and EMAIL in str(result_chunk.result)
