@@ -25,7 +25,6 @@ import httpx
 import msgspec
 
 from interpreters.deadline import RunStop, run_stop
-from interpreters.provider import ProviderError
 from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded, invalid_response
 from interpreters.providers.errors import (
     broken_stream,
@@ -33,6 +32,7 @@ from interpreters.providers.errors import (
     request_id_of,
 )
 from interpreters.providers.limits import Limits, limit_exceeded
+from interpreters.providers.provider import ProviderError
 from interpreters.providers.secret import Secret
 from pipeline.chunks import ModelEvent
 from pipeline.model import ApiError, ModelRequest

@@ -20,7 +20,6 @@ from typing import Literal
 import httpx
 import msgspec
 
-from interpreters.provider import ProviderError
 from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
 from interpreters.providers.codec import Codec
 from interpreters.providers.http import (
@@ -32,6 +31,7 @@ from interpreters.providers.http import (
 )
 from interpreters.providers.limits import Limits
 from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
+from interpreters.providers.provider import ProviderError
 from interpreters.providers.secret import Secret
 from pipeline.model import ApiError
 from pipeline.sanitize import ANTHROPIC, MISTRAL, OPENAI, SanitizeProfile
