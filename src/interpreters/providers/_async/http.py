@@ -6,13 +6,12 @@ wait goes through `bounded`, which keeps it within the call's deadline.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
 
 from interpreters.providers._async import bounded
-from interpreters.providers.exchange import Exchange, HttpProviderBase
+from interpreters.providers.exchange import DEADLINE_EXCEEDED, Exchange, HttpProviderBase
 from interpreters.providers.provider import ProviderError
 from pipeline.chunks import ModelEvent
 from pipeline.model import ModelRequest
@@ -80,11 +79,14 @@ async def _read_capped(chunks: AsyncIterator[bytes], ex: Exchange) -> tuple[byte
     """An error body up to its cap (and the deadline); True when it was cut short."""
     cap = ex.limits.max_error_body
     buf = bytearray()
-    # At the deadline (or the run's stop) what came so far is the message.
-    with contextlib.suppress(ProviderError):
+    try:
         while len(buf) < cap:
             chunk = await bounded.next_chunk(chunks, ex)
             if chunk is None:
                 return bytes(buf), False
             buf += chunk
+    except ProviderError as e:
+        if e.error.error_type != DEADLINE_EXCEEDED:
+            raise  # the run must stop (sync): the call ends as cancelled
+        # At the deadline, what came so far is the message.
     return bytes(buf[:cap]), True
