@@ -12,10 +12,10 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interpreters.provider import ProviderError
 from interpreters.providers.anthropic import AnthropicStreamDecoder
 from interpreters.providers.codec import ByteStreamDecoder
 from interpreters.providers.openai_chat import OpenAIStreamDecoder
+from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent, SseParser
 from pipeline.chunks import ModelEvent
 from tests.providers.cassettes import index_files, load, traffic_dir

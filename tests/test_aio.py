@@ -12,7 +12,7 @@ import pytest
 from effects import Abort, AwaitHook, Continue, Out, Replace
 from interpreters import AsyncNotSupportedError, Fail, Say, ScriptedModel, Simulator, call
 from interpreters.aio import AsyncInterpreter
-from interpreters.provider import AsyncProvider, ProviderError
+from interpreters.providers.provider import AsyncProvider, ProviderError
 from interpreters.simulator import Scripted, VirtualClock
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter

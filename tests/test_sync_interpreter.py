@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from effects import CallModel, Continue, Finish, Perform, Publish, Pull, Replace, RunTools
-from interpreters.provider import Provider, ProviderError
+from interpreters.providers.provider import Provider, ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.sync import AsyncNotSupportedError, SyncInterpreter
 from interpreters.trace import Trace

@@ -2,7 +2,7 @@
 
 from interpreters.aio import AsyncInterpreter, AsyncRunStream
 from interpreters.cancel import AbortSignal
-from interpreters.provider import AsyncProvider, Provider, ProviderError
+from interpreters.providers.provider import AsyncProvider, Provider, ProviderError
 from interpreters.simulator import Fail, Say, ScriptedCall, ScriptedModel, SimRun, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import AsyncNotSupportedError, RunStream, SyncInterpreter

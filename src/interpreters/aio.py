@@ -60,7 +60,7 @@ from interpreters.common import (
 )
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
-from interpreters.provider import AsyncProvider, AsyncProviderResolver
+from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish

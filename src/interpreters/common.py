@@ -13,7 +13,7 @@ from typing import TypeVar
 import msgspec
 
 from interpreters.observe import Observer, observed_loop
-from interpreters.provider import ProviderError
+from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall

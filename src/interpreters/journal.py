@@ -36,7 +36,7 @@ import msgspec
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools
 from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
-from interpreters.provider import ProviderError
+from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
 from pipeline.agent import Agent
 from pipeline.chunks import DataChunk

@@ -22,7 +22,7 @@ import anyio.lowlevel
 import msgspec
 
 from interpreters.observe import Observer
-from interpreters.provider import ProviderError
+from interpreters.providers.provider import ProviderError
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.agent import Agent

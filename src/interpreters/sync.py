@@ -25,7 +25,7 @@ from interpreters.common import (
 from interpreters.deadline import run_stop
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
-from interpreters.provider import Provider, ProviderResolver
+from interpreters.providers.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent

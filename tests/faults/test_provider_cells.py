@@ -80,3 +80,22 @@ def test_the_sync_provider_checks_the_runs_signal_at_every_read(server: ReplaySe
         run_stop.reset(token)
     assert out.error is not None and out.error.error_type == "cancelled"
     assert out.error.message == "user left" and stop.asked == 6
+
+
+def test_the_sync_provider_checks_the_runs_signal_while_reading_an_error_body(
+    server: ReplayServer,
+) -> None:
+    # An error body that drips: the abort ends the call as "cancelled" at the next read,
+    # as in a stream, rather than once the body's cap or the deadline is reached.
+    server.queue(Reply(500, JSON, b'{"error": {"message": "', forever=b"y" * 10,
+                       pause=0.01, forever_max=300))
+    stop = StopAfter(5)
+    token = run_stop.set(stop)
+    try:
+        p = resolve_provider("openai/m", base_url=server.url + "/v1", api_key=KEY,
+                             timeouts=Timeouts(total=30.0))
+        out = run_sync(p, ask())
+    finally:
+        run_stop.reset(token)
+    assert out.error is not None and out.error.error_type == "cancelled", out.error
+    assert out.error.message == "user left" and stop.asked == 6

@@ -12,7 +12,6 @@ import logging
 import msgspec
 import pytest
 
-from interpreters.provider import ProviderError
 from interpreters.providers import (
     Endpoint,
     Limits,
@@ -21,6 +20,7 @@ from interpreters.providers import (
     resolve_async_provider,
     resolve_provider,
 )
+from interpreters.providers.provider import ProviderError
 from interpreters.providers.secret import Secret
 from tests.faults.harness import JSON, Ran, both, expect
 from tests.providers.server import ReplayServer, Reply

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
-from interpreters.provider import ProviderError
 from interpreters.providers import (
     AsyncHttpProvider,
     HttpProvider,
@@ -18,6 +17,7 @@ from interpreters.providers import (
     resolve_async_provider,
     resolve_provider,
 )
+from interpreters.providers.provider import ProviderError
 from pipeline.chunks import ModelEvent, ModelFinish, ReasoningDelta, TextDelta
 from pipeline.messages import user
 from pipeline.model import ApiError, ModelRequest

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from interpreters.provider import ProviderError
 from interpreters.providers import (
     AnthropicCodec,
     AnthropicOptions,
@@ -17,6 +16,7 @@ from interpreters.providers import (
     OpenAIChatOptions,
 )
 from interpreters.providers.codec import Codec, Encoded
+from interpreters.providers.provider import ProviderError
 from pipeline.chunks import (
     ModelEvent,
     ModelFinish,

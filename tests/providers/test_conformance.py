@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
-from interpreters.provider import ProviderError
 from interpreters.providers import (
     AsyncHttpProvider,
     HttpProvider,
@@ -26,6 +25,7 @@ from interpreters.providers import (
     provider_config,
 )
 from interpreters.providers.codec import Codec
+from interpreters.providers.provider import ProviderError
 from pipeline.chunks import (
     FinishReason,
     ModelEvent,

@@ -13,8 +13,8 @@ import json
 import httpx
 import pytest
 
-from interpreters.provider import ProviderError
 from interpreters.providers import HttpProvider, Timeouts, provider_config, resolve_provider
+from interpreters.providers.provider import ProviderError
 from pipeline.chunks import ModelFinish, TextDelta, ToolCall, ToolCallDelta
 from tests.providers.helpers import (
     KEY,

@@ -8,7 +8,6 @@ import pytest
 
 from effects import Continue, Retry
 from interpreters.aio import AsyncInterpreter
-from interpreters.provider import ProviderError
 from interpreters.providers import (
     AnthropicCodec,
     AsyncResolver,
@@ -17,6 +16,7 @@ from interpreters.providers import (
 )
 from interpreters.providers.codec import Encoded
 from interpreters.providers.errors import stream_error
+from interpreters.providers.provider import ProviderError
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
 from pipeline.chunks import ModelFinish, Usage

@@ -11,7 +11,6 @@ import pytest
 
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
-from interpreters.provider import ProviderError
 from interpreters.providers import (
     AnthropicCodec,
     AsyncHttpProvider,
@@ -25,6 +24,7 @@ from interpreters.providers import (
     resolve_async_provider,
     resolve_provider,
 )
+from interpreters.providers.provider import ProviderError
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
 from pipeline.model import ApiError

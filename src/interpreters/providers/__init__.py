@@ -18,24 +18,52 @@ Each call makes one attempt and raises `ProviderError(ApiError)` on failure; the
 RetryPolicy retries what `ApiError.retryable` allows, after `retry_after` when given.
 """
 
-from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
-from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded
-from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
-from interpreters.providers.limits import Limits
-from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
-from interpreters.providers.router import (
-    ROUTES,
-    AsyncResolver,
-    ProviderConfig,
-    ProviderConfigError,
-    Resolver,
-    Route,
-    provider_config,
-    resolve_async_provider,
-    resolve_provider,
-)
-from interpreters.providers.secret import Secret
-from interpreters.providers.sse import SseEvent, SseParser
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
+    from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded
+    from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
+    from interpreters.providers.limits import Limits
+    from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
+    from interpreters.providers.router import (
+        ROUTES,
+        AsyncResolver,
+        ProviderConfig,
+        ProviderConfigError,
+        Resolver,
+        Route,
+        provider_config,
+        resolve_async_provider,
+        resolve_provider,
+    )
+    from interpreters.providers.secret import Secret
+    from interpreters.providers.sse import SseEvent, SseParser
+
+# Loaded when first used: `interpreters.providers.provider` (the contract every interpreter
+# imports) must not bring httpx and the wire formats in with it.
+_HOME = {
+    "ROUTES": "router", "AsyncResolver": "router", "ProviderConfig": "router",
+    "ProviderConfigError": "router", "Resolver": "router", "Route": "router",
+    "provider_config": "router", "resolve_async_provider": "router",
+    "resolve_provider": "router",
+    "AnthropicCodec": "anthropic", "AnthropicOptions": "anthropic",
+    "ByteStreamDecoder": "codec", "Codec": "codec", "Encoded": "codec",
+    "AsyncHttpProvider": "http", "Endpoint": "http", "HttpProvider": "http", "Timeouts": "http",
+    "Limits": "limits", "OpenAIChatCodec": "openai_chat", "OpenAIChatOptions": "openai_chat",
+    "Secret": "secret", "SseEvent": "sse", "SseParser": "sse",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value: object = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
 
 __all__ = [
     "ROUTES",

@@ -17,7 +17,6 @@ from typing import Literal
 
 import msgspec
 
-from interpreters.provider import ProviderError
 from interpreters.providers.codec import (
     Encoded,
     StreamDecoder,
@@ -29,6 +28,7 @@ from interpreters.providers.codec import (
     parse_tool_args,
 )
 from interpreters.providers.errors import stream_error
+from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline.chunks import (
     FinishReason,

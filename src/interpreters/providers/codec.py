@@ -13,9 +13,9 @@ from typing import Protocol
 
 import msgspec
 
-from interpreters.provider import ProviderError
 from interpreters.providers.errors import broken_stream
 from interpreters.providers.limits import limit_exceeded
+from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import DEFAULT_MAX_EVENT, SseEvent, SseLimitError, SseParser
 from pipeline.chunks import ModelEvent
 from pipeline.messages import JsonObject

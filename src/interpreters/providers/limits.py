@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-from interpreters.provider import ProviderError
 from interpreters.providers.errors import broken_stream
+from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import DEFAULT_MAX_EVENT
 
 LIMIT_EXCEEDED = "limit_exceeded"

@@ -16,7 +16,6 @@ from typing import Literal
 
 import msgspec
 
-from interpreters.provider import ProviderError
 from interpreters.providers.codec import (
     Encoded,
     StreamDecoder,
@@ -28,6 +27,7 @@ from interpreters.providers.codec import (
     parse_tool_args,
 )
 from interpreters.providers.errors import broken_stream, stream_error
+from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline.chunks import (
     FinishReason,

@@ -1,0 +1,45 @@
+"""The waits of one async model call, each bounded by what is left of its deadline.
+
+Where the two providers really differ, and only here: `_async/http.py` is written
+against these functions and the sync provider generated from it calls their twins in
+`_sync/bounded.py` (hand-written). Here a cancel scope bounds every wait, so a server
+that is silent or trickles bytes is cut off at the deadline, and a caller's cancel ends
+any wait. The sync side cannot be interrupted while it reads: it cuts httpx's timeouts
+to the deadline and checks the deadline and the run's stop after every read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import httpx
+
+from interpreters.providers.exchange import Exchange
+
+
+async def send(client: httpx.AsyncClient, request: httpx.Request, ex: Exchange) -> httpx.Response:
+    """Send the request and read the response head (its body is read by `next_chunk`)."""
+    response: httpx.Response | None = None
+    with anyio.move_on_after(ex.remaining()):
+        response = await client.send(request, stream=True)
+    if response is None:
+        raise ex.deadline_error()
+    return response
+
+
+async def next_chunk(chunks: AsyncIterator[bytes], ex: Exchange) -> bytes | None:
+    """The next bytes of the body, None at its end; raises `ex.deadline_error()` at the
+    deadline. No cancel scope is left open across the caller's yields."""
+    with anyio.move_on_after(ex.remaining()):
+        try:
+            return await chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+    raise ex.deadline_error()
+
+
+async def close(response: httpx.Response) -> None:
+    """Close the response (frees the connection), even while being cancelled."""
+    with anyio.CancelScope(shield=True):
+        await response.aclose()
