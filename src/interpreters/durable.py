@@ -247,14 +247,8 @@ class DurableRuns:
         if agent not in self.agents:
             known = sorted(self.agents)
             raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
-        if isinstance(messages, MessageList):
-            stored: str | tuple[Message, ...] = tuple(messages.messages)
-        elif isinstance(messages, str):
-            stored = messages
-        else:
-            stored = tuple(messages)
         return _enc.encode(
-            _Start(stored, self._clock(), thread_id, resource_id, values)
+            _Start(_stored(messages), self._clock(), thread_id, resource_id, values)
         )
 
     # --- reading runs --------------------------------------------------------------------
@@ -266,20 +260,9 @@ class DurableRuns:
     def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
         """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
         (the run goes on)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            st = DBOS.get_workflow_status(run_id)
-            if st is None:
-                raise DurableRunError(f"no run {run_id!r}")
-            if st.status not in _RUNNING:
-                break
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"run {run_id!r} still {st.status} after {timeout:g} s")
-            time.sleep(self._poll)
+        _wait(self.status, run_id, timeout, self._poll)
         data: object = DBOS.retrieve_workflow(run_id).get_result(polling_interval_sec=self._poll)
-        if not isinstance(data, bytes):
-            raise DurableRunError(f"run {run_id!r} is not a pipeline-agents run")
-        return _RESULT.decode(data)
+        return _decode_result(run_id, data)
 
     def chunks(self, run_id: str, *, timeout: float | None = None) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout`:
@@ -334,6 +317,101 @@ class DurableRuns:
         if isinstance(request, AskModel):
             return answer_of(self._resolve(request.request.model).stream(request.request))
         return handler_for(self._handlers, request)(request)
+
+
+class DurableClient:
+    """Puts runs on a queue and reads them, from a process that runs none itself (a web
+    app in front of workers, say): it talks to the system database only.
+
+    `database_url` must be the workers' (PostgreSQL when they are several processes);
+    the workers must have launched once, creating the tables.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        queue: str = "pipeline-agents",
+        clock: Callable[[], float] = time.time,
+        polling_interval: float = 0.05,
+    ) -> None:
+        from dbos import DBOSClient
+
+        self._client = DBOSClient(system_database_url=database_url)
+        self.queue = queue
+        self._clock = clock
+        self._poll = polling_interval
+
+    def enqueue(
+        self,
+        agent: str,
+        messages: DurableInput,
+        *,
+        run_id: str,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        values: JsonObject | None = None,
+    ) -> str:
+        """Put a run on the queue for any worker that knows `agent`; idempotent by id."""
+        payload = _enc.encode(
+            _Start(_stored(messages), self._clock(), thread_id, resource_id, values)
+        )
+        self._client.enqueue(
+            {"workflow_name": WORKFLOW, "queue_name": self.queue, "workflow_id": run_id},
+            agent, payload,
+        )
+        return run_id
+
+    def status(self, run_id: str) -> str | None:
+        """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
+        found = self._client.list_workflows(workflow_ids=[run_id])
+        return found[0].status if found else None
+
+    def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
+        """The run's result, waiting for it to end: TimeoutError after `timeout` seconds."""
+        _wait(self.status, run_id, timeout, self._poll)
+        data: object = self._client.retrieve_workflow(run_id).get_result(
+            polling_interval_sec=self._poll
+        )
+        return _decode_result(run_id, data)
+
+    def chunks(self, run_id: str, *, timeout: float | None = None) -> Iterator[Chunk]:
+        """The run's chunks from its start, as they come, until it ends."""
+        for batch in self._client.read_stream(
+            run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
+        ):
+            if isinstance(batch, bytes):
+                yield from _CHUNKS.decode(batch)
+
+    def close(self) -> None:
+        self._client.destroy()
+
+
+def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
+    if isinstance(messages, MessageList):
+        return tuple(messages.messages)
+    if isinstance(messages, str):
+        return messages
+    return tuple(messages)
+
+
+def _wait(status: Callable[[str], str | None], run_id: str, timeout: float, poll: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status(run_id)
+        if st is None:
+            raise DurableRunError(f"no run {run_id!r}")
+        if st not in _RUNNING:
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"run {run_id!r} still {st} after {timeout:g} s")
+        time.sleep(poll)
+
+
+def _decode_result(run_id: str, data: object) -> RunResult:
+    if not isinstance(data, bytes):
+        raise DurableRunError(f"run {run_id!r} is not a pipeline-agents run")
+    return _RESULT.decode(data)
 
 
 class _DbosSteps:
