@@ -90,7 +90,8 @@ def pg_url() -> str:
 
     name = f"pa_test_{uuid.uuid4().hex[:10]}"
     try:
-        engine = sa.create_engine(base, isolation_level="AUTOCOMMIT", connect_args={
+        url = sa.make_url(base).set(drivername="postgresql+psycopg")
+        engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", connect_args={
             "connect_timeout": 5,
         })
         with engine.connect() as conn:
@@ -100,4 +101,4 @@ def pg_url() -> str:
         if ci:
             pytest.fail(f"CI=true but PostgreSQL at {PG_ENV} is not reachable: {e}")
         pytest.skip(f"PostgreSQL at {PG_ENV} is not reachable: {e}")
-    return str(sa.make_url(base).set(database=name))
+    return sa.make_url(base).set(database=name).render_as_string(hide_password=False)
