@@ -127,6 +127,14 @@ def test_a_run_id_started_twice_runs_once_with_one_result(runs: DurableRuns) -> 
     assert runs.status("a") == "SUCCESS"
 
 
+def test_run_waits_for_the_result_and_is_idempotent_too(runs: DurableRuns) -> None:
+    first = runs.run("weather", "weather?", run_id="e", timeout=60)
+    assert first.text == "Sunny in Paris."
+    assert runs.run("weather", "weather?", run_id="e", timeout=60) == first
+    assert runs.result("e", timeout=60) == first
+    assert TOOL_RUNS == ["Paris"]
+
+
 def test_the_chunks_of_a_run_are_read_by_id_as_the_sync_interpreter_streams_them(
     runs: DurableRuns,
 ) -> None:

@@ -23,6 +23,7 @@ instance per process: one `DurableRuns` per process. A run's result decodes `out
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -218,6 +219,31 @@ class DurableRuns:
         with SetWorkflowID(run_id):
             DBOS.start_workflow(_run_workflow, agent, payload)
         return run_id
+
+    def run(
+        self,
+        agent: str,
+        messages: DurableInput,
+        *,
+        run_id: str,
+        timeout: float = 300.0,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        values: JsonObject | None = None,
+    ) -> RunResult:
+        """Start a run in this process (idempotent, as `start`) and wait for its result:
+        TimeoutError after `timeout` seconds (the run goes on)."""
+        payload = self._payload(agent, messages, thread_id, resource_id, values)
+        with SetWorkflowID(run_id):
+            handle = DBOS.start_workflow(_run_workflow, agent, payload)
+        # Started here: wait on its thread, no polling. Else (it existed): poll its status.
+        future = getattr(handle, "future", None)
+        if isinstance(future, concurrent.futures.Future):
+            try:
+                return _decode_result(run_id, future.result(timeout))
+            except concurrent.futures.TimeoutError as e:
+                raise TimeoutError(f"run {run_id!r} still running after {timeout:g} s") from e
+        return self.result(run_id, timeout=timeout)
 
     def enqueue(
         self,
