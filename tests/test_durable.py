@@ -176,3 +176,15 @@ def test_retry_backoff_is_a_durable_sleep(tmp_path: Path) -> None:
         steps = [s["function_name"] for s in DBOS.list_workflow_steps("d")]
     assert result.text == "ok" and len(model.requests) == 2
     assert "DBOS.sleep" in steps and steps.count("model") == 2
+
+
+def test_runs_carry_the_app_version_workers_resume_them_under(tmp_path: Path) -> None:
+    with DurableRuns(
+        {"a": make_agent()}, ScriptedModel([Say("ok")]), app_version="agents-v7",
+        database_url=f"sqlite:///{tmp_path / 'v.sqlite'}", observers=(),
+    ) as r:
+        r.run("a", "hi", run_id="v", timeout=60)
+        from dbos import DBOS
+
+        status = DBOS.get_workflow_status("v")
+    assert status is not None and status.app_version == "agents-v7"

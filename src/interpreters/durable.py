@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 
 import msgspec
-from dbos import DBOS, DBOSConfig, SetWorkflowID
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
 
 from interpreters.common import (
     answer_of,
@@ -118,6 +118,9 @@ class DurableRuns:
     workers share it. `queue`: the name of the DBOS queue `enqueue` puts runs on and
     this process takes runs from (at most `worker_concurrency` at once). `executor_id`
     names this worker: a restarted worker with the same id resumes the runs it left.
+    `app_version`: runs resume and are dequeued only by workers of the same version; bump
+    it when an agent changes in a way a half-done run must not see (by default DBOS
+    derives it from the workflow's code, which does not include your agents).
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class DurableRuns:
         queue: str = "pipeline-agents",
         worker_concurrency: int | None = None,
         executor_id: str | None = None,
+        app_version: str | None = None,
         observers: Sequence[Observer] | None = None,
         price: Pricer | None = None,
         clock: Callable[[], float] = time.time,
@@ -151,6 +155,7 @@ class DurableRuns:
         self.queue = queue
         self._worker_concurrency = worker_concurrency
         self._executor_id = executor_id
+        self._app_version = app_version
         self._observers = tuple(observers) if observers is not None else (LogObserver(),)
         self._price = price
         self._clock = clock
@@ -173,6 +178,8 @@ class DurableRuns:
         }
         if self._executor_id is not None:
             config["executor_id"] = self._executor_id
+        if self._app_version is not None:
+            config["application_version"] = self._app_version
         DBOS(config=config)
         DBOS.launch()
         DBOS.register_queue(
@@ -290,9 +297,9 @@ class DurableRuns:
         data: object = DBOS.retrieve_workflow(run_id).get_result(polling_interval_sec=self._poll)
         return _decode_result(run_id, data)
 
-    def chunks(self, run_id: str, *, timeout: float | None = None) -> Iterator[Chunk]:
+    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout`:
-        seconds to wait for each batch)."""
+        seconds to wait for each batch, past which DBOS raises its stream timeout)."""
         for batch in DBOS.read_stream(
             run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
         ):
@@ -358,13 +365,13 @@ class DurableClient:
         database_url: str,
         *,
         queue: str = "pipeline-agents",
+        app_version: str | None = None,
         clock: Callable[[], float] = time.time,
         polling_interval: float = 0.05,
     ) -> None:
-        from dbos import DBOSClient
-
         self._client = DBOSClient(system_database_url=database_url)
         self.queue = queue
+        self._app_version = app_version
         self._clock = clock
         self._poll = polling_interval
 
@@ -382,10 +389,12 @@ class DurableClient:
         payload = _enc.encode(
             _Start(_stored(messages), self._clock(), thread_id, resource_id, values)
         )
-        self._client.enqueue(
-            {"workflow_name": WORKFLOW, "queue_name": self.queue, "workflow_id": run_id},
-            agent, payload,
+        options = EnqueueOptions(
+            workflow_name=WORKFLOW, queue_name=self.queue, workflow_id=run_id
         )
+        if self._app_version is not None:
+            options["app_version"] = self._app_version  # else: the latest version takes it
+        self._client.enqueue(options, agent, payload)
         return run_id
 
     def status(self, run_id: str) -> str | None:
@@ -401,8 +410,9 @@ class DurableClient:
         )
         return _decode_result(run_id, data)
 
-    def chunks(self, run_id: str, *, timeout: float | None = None) -> Iterator[Chunk]:
-        """The run's chunks from its start, as they come, until it ends."""
+    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
+        """The run's chunks from its start, as they come, until it ends (`timeout` as
+        for `DurableRuns.chunks`)."""
         for batch in self._client.read_stream(
             run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
         ):
