@@ -85,7 +85,9 @@ def pg_url() -> str:
     if not base:
         if ci:
             pytest.fail(f"CI=true but {PG_ENV} is not set: .ci/run starts PostgreSQL")
-        pytest.skip(f"no PostgreSQL: set {PG_ENV}=postgresql://user:pw@127.0.0.1:5432/postgres")
+        pytest.skip(
+            f"no PostgreSQL: set {PG_ENV} (eval \"$(scripts/pg-test-server start)\" starts one)"
+        )
     import sqlalchemy as sa
 
     name = f"pa_test_{uuid.uuid4().hex[:10]}"
