@@ -84,10 +84,10 @@ def durable(
     agent = make_agent(steps)
     times: list[float] = []
     with DurableRuns({"bench": agent}, make_model(steps), database_url=url, observers=()) as d:
-        d.run("bench", "warm up", run_id=f"warm-{time.time_ns()}", timeout=120)
+        d.run("bench", "warm up", run_id=f"warm-{time.time_ns()}", wait=120)
         for i in range(runs):
             t = clock()
-            result = d.run("bench", "look them up", run_id=f"r{i}-{time.time_ns()}", timeout=120)
+            result = d.run("bench", "look them up", run_id=f"r{i}-{time.time_ns()}", wait=120)
             times.append(clock() - t)
             assert result.status == "finished", result.error
     return times

@@ -84,6 +84,9 @@ class LiveSteps:
     def publish(self, chunks: tuple[Chunk, ...]) -> None:
         self.published.extend(chunks)
 
+    def expired(self) -> str | None:
+        return None
+
 
 class RecoveredSteps:
     """Answers every step from the records, in order, as DBOS does on recovery."""
@@ -113,6 +116,9 @@ class RecoveredSteps:
 
     def publish(self, chunks: tuple[Chunk, ...]) -> None:
         self.published.extend(chunks)
+
+    def expired(self) -> str | None:
+        return None
 
 
 def durable_run(

@@ -70,6 +70,9 @@ class DirectSteps:
     def publish(self, chunks: tuple[Chunk, ...]) -> None:
         self.published.extend(chunks)
 
+    def expired(self) -> str | None:
+        return None
+
 
 def sync_run(agent: Agent, model: ScriptedModel) -> tuple[object, list[Chunk]]:
     interp = SyncInterpreter(model, clock=lambda: 5.0, run_ids=lambda: "r", observers=())
@@ -128,9 +131,9 @@ def test_a_run_id_started_twice_runs_once_with_one_result(runs: DurableRuns) -> 
 
 
 def test_run_waits_for_the_result_and_is_idempotent_too(runs: DurableRuns) -> None:
-    first = runs.run("weather", "weather?", run_id="e", timeout=60)
+    first = runs.run("weather", "weather?", run_id="e", wait=60)
     assert first.text == "Sunny in Paris."
-    assert runs.run("weather", "weather?", run_id="e", timeout=60) == first
+    assert runs.run("weather", "weather?", run_id="e", wait=60) == first
     assert runs.result("e", timeout=60) == first
     assert TOOL_RUNS == ["Paris"]
 
@@ -183,8 +186,28 @@ def test_runs_carry_the_app_version_workers_resume_them_under(tmp_path: Path) ->
         {"a": make_agent()}, ScriptedModel([Say("ok")]), app_version="agents-v7",
         database_url=f"sqlite:///{tmp_path / 'v.sqlite'}", observers=(),
     ) as r:
-        r.run("a", "hi", run_id="v", timeout=60)
+        r.run("a", "hi", run_id="v", wait=60)
         from dbos import DBOS
 
         status = DBOS.get_workflow_status("v")
     assert status is not None and status.app_version == "agents-v7"
+
+
+def test_a_run_past_its_timeout_ends_cancelled_between_steps_keeping_tool_results(
+    tmp_path: Path,
+) -> None:
+    TOOL_RUNS.clear()
+    ticks = iter(range(0, 1000, 10))  # every reading of the clock is 10 s later
+    model = ScriptedModel(script())
+    with DurableRuns(
+        {"weather": weather_agent()}, model, clock=lambda: float(next(ticks)),
+        database_url=f"sqlite:///{tmp_path / 't.sqlite'}", observers=(),
+    ) as r:
+        result = r.run("weather", "weather?", run_id="t", wait=60, timeout=15)
+        with pytest.raises(ValueError, match="timeout must be"):
+            r.start("weather", "weather?", run_id="bad", timeout=-1)
+    # started at 0, the model call ended at 10, the tool at 20: past 15, no second call
+    assert result.status == "cancelled"
+    assert result.error is not None and "timed out after 15 s" in str(result.error)
+    assert TOOL_RUNS == ["Paris"] and len(model.requests) == 1
+    assert any(s.tool_results for s in result.steps)

@@ -87,6 +87,7 @@ class _Start(msgspec.Struct, frozen=True):
     thread_id: str | None = None
     resource_id: str | None = None
     values: JsonObject | None = None
+    timeout: float | None = None
 
 
 class _Answer(msgspec.Struct, frozen=True):
@@ -219,10 +220,17 @@ class DurableRuns:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        timeout: float | None = None,
     ) -> str:
         """Start a run in this process; returns its id. Starting an id that exists
-        (running or finished) starts nothing: that run is the answer."""
-        payload = self._payload(agent, messages, thread_id, resource_id, values)
+        (running or finished) starts nothing: that run is the answer.
+
+        `timeout`: seconds the run may take from its start, on its recorded clock,
+        checked before each step (a step under way is not interrupted: providers bound
+        their own calls). Past it the run ends with status "cancelled", keeping what
+        the processors approved and the results of tools that ran, as under the other
+        interpreters; a recovery stops at the same place."""
+        payload = self._payload(agent, messages, thread_id, resource_id, values, timeout)
         with SetWorkflowID(run_id):
             DBOS.start_workflow(_run_workflow, agent, payload)
         return run_id
@@ -233,24 +241,25 @@ class DurableRuns:
         messages: DurableInput,
         *,
         run_id: str,
-        timeout: float = 300.0,
+        wait: float = 300.0,
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        timeout: float | None = None,
     ) -> RunResult:
         """Start a run in this process (idempotent, as `start`) and wait for its result:
-        TimeoutError after `timeout` seconds (the run goes on)."""
-        payload = self._payload(agent, messages, thread_id, resource_id, values)
+        TimeoutError after `wait` seconds (the run goes on)."""
+        payload = self._payload(agent, messages, thread_id, resource_id, values, timeout)
         with SetWorkflowID(run_id):
             handle = DBOS.start_workflow(_run_workflow, agent, payload)
         # Started here: wait on its thread, no polling. Else (it existed): poll its status.
         future = getattr(handle, "future", None)
         if isinstance(future, concurrent.futures.Future):
             try:
-                return _decode_result(run_id, future.result(timeout))
+                return _decode_result(run_id, future.result(wait))
             except concurrent.futures.TimeoutError as e:
-                raise TimeoutError(f"run {run_id!r} still running after {timeout:g} s") from e
-        return self.result(run_id, timeout=timeout)
+                raise TimeoutError(f"run {run_id!r} still running after {wait:g} s") from e
+        return self.result(run_id, timeout=wait)
 
     def enqueue(
         self,
@@ -261,10 +270,11 @@ class DurableRuns:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        timeout: float | None = None,
     ) -> str:
         """Put a run on the queue: any worker listening to it takes it. Idempotent by
         run id, as `start`."""
-        payload = self._payload(agent, messages, thread_id, resource_id, values)
+        payload = self._payload(agent, messages, thread_id, resource_id, values, timeout)
         with SetWorkflowID(run_id):
             DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
         return run_id
@@ -276,12 +286,14 @@ class DurableRuns:
         thread_id: str | None,
         resource_id: str | None,
         values: JsonObject | None,
+        timeout: float | None,
     ) -> bytes:
         if agent not in self.agents:
             known = sorted(self.agents)
             raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
         return _enc.encode(
-            _Start(_stored(messages), self._clock(), thread_id, resource_id, values)
+            _Start(_stored(messages), self._clock(), thread_id, resource_id, values,
+                   _checked(timeout))
         )
 
     # --- reading runs --------------------------------------------------------------------
@@ -314,7 +326,7 @@ class DurableRuns:
         start = _START.decode(payload)
         run_id = DBOS.workflow_id
         assert run_id is not None
-        steps = _DbosSteps(self, start.started_at)
+        steps = _DbosSteps(self, start.started_at, start.timeout)
         loop = start_run(
             agent, start.messages if isinstance(start.messages, str) else list(start.messages),
             run_id=run_id, clock=steps.now, thread_id=start.thread_id,
@@ -384,10 +396,12 @@ class DurableClient:
         thread_id: str | None = None,
         resource_id: str | None = None,
         values: JsonObject | None = None,
+        timeout: float | None = None,
     ) -> str:
         """Put a run on the queue for any worker that knows `agent`; idempotent by id."""
         payload = _enc.encode(
-            _Start(_stored(messages), self._clock(), thread_id, resource_id, values)
+            _Start(_stored(messages), self._clock(), thread_id, resource_id, values,
+                   _checked(timeout))
         )
         options = EnqueueOptions(
             workflow_name=WORKFLOW, queue_name=self.queue, workflow_id=run_id
@@ -423,6 +437,12 @@ class DurableClient:
         self._client.destroy()
 
 
+def _checked(timeout: float | None) -> float | None:
+    if timeout is not None and not timeout >= 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+    return timeout
+
+
 def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
     if isinstance(messages, MessageList):
         return tuple(messages.messages)
@@ -453,10 +473,17 @@ def _decode_result(run_id: str, data: object) -> RunResult:
 class _DbosSteps:
     """`durable_loop.Steps` on DBOS: each side effect a checkpointed step."""
 
-    def __init__(self, runs: DurableRuns, started_at: float) -> None:
+    def __init__(self, runs: DurableRuns, started_at: float, timeout: float | None) -> None:
         self._runs = runs
         self._now = started_at
+        self._deadline = None if timeout is None else started_at + timeout
+        self._timeout = timeout
         self._pending: list[Chunk] = []
+
+    def expired(self) -> str | None:
+        if self._deadline is not None and self._now >= self._deadline:
+            return f"timed out after {self._timeout:g} s"
+        return None
 
     def now(self) -> float:
         return self._now
@@ -531,6 +558,8 @@ class _DbosSteps:
 
     def sleep(self, seconds: float) -> None:
         self.flush()
+        if self._deadline is not None:  # no backoff past the run's deadline
+            seconds = max(0.0, min(seconds, self._deadline - self._now))
         DBOS.sleep(seconds)
         self._now += seconds
 

@@ -19,7 +19,7 @@ import msgspec
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.common import discard
 from pipeline.chunks import Chunk, DataChunk, ModelEvent
-from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome
+from pipeline.loop import AgentLoop, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext
@@ -56,6 +56,11 @@ class Steps(Protocol):
         """Chunks for the caller (cheap: buffered until the next step)."""
         ...
 
+    def expired(self) -> str | None:
+        """Why the run must stop now (its timeout passed), else None. Read between
+        steps, from recorded time only, so a recovery stops at the same place."""
+        ...
+
 
 class AsyncNotDurableError(TypeError):
     """The durable interpreter was given an async hook or tool."""
@@ -69,6 +74,10 @@ def drive(loop: AgentLoop, steps: Steps) -> RunResult:
     try:
         cmd = next(loop)
         while True:
+            if isinstance(cmd, _IO):
+                reason = steps.expired()
+                if reason is not None:
+                    return _cancel(loop, steps, reason)
             if isinstance(cmd, Pull):
                 if cmd.publish:
                     steps.publish(cmd.publish)
@@ -117,6 +126,24 @@ def drive(loop: AgentLoop, steps: Steps) -> RunResult:
             cmd = loop.send(reply)
     finally:
         loop.close()
+
+
+_IO = (CallModel, RunTools, Perform, Sleep)
+"""The commands that are steps: time moves only there, so the timeout is checked there."""
+
+
+def _cancel(loop: AgentLoop, steps: Steps, reason: str) -> RunResult:
+    """End the run as cancelled at the pending command: the loop finishes with no I/O."""
+    try:
+        cmd = loop.throw(RunCancelled(reason))
+        while isinstance(cmd, Publish):
+            steps.publish(cmd.chunks)
+            cmd = loop.send(None)
+    except (RunCancelled, StopIteration) as e:
+        raise RuntimeError("the agent loop did not finish a cancelled run") from e
+    if not isinstance(cmd, Finish) or not isinstance(cmd.result, RunResult):
+        raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
+    return cmd.result
 
 
 def _tool(steps: Steps, inv: object) -> ToolOutcome:
