@@ -14,7 +14,7 @@ from interpreters.durable_loop import AsyncNotDurableError, ModelOutcome, ToolDo
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter, run_tool
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, ModelEvent
+from pipeline.chunks import Chunk, DataChunk, Finish, ModelEvent, ToolCall
 from pipeline.loop import ToolInvocation
 from pipeline.model import ModelRequest
 from pipeline.retry import RetryPolicy
@@ -211,3 +211,30 @@ def test_a_run_past_its_timeout_ends_cancelled_between_steps_keeping_tool_result
     assert result.error is not None and "timed out after 15 s" in str(result.error)
     assert TOOL_RUNS == ["Paris"] and len(model.requests) == 1
     assert any(s.tool_results for s in result.steps)
+
+
+def test_chunks_reach_the_reader_while_the_run_is_still_running(tmp_path: Path) -> None:
+    import threading
+
+    release = threading.Event()
+
+    def slow_lookup(city: str) -> str:
+        """Blocks until the reader has seen the first step's chunks."""
+        assert release.wait(60), "the reader never saw the first chunks"
+        return f"sunny in {city}"
+
+    agent = make_agent(tools=[tool(slow_lookup, name="get_weather")])
+    with DurableRuns(
+        {"a": agent}, ScriptedModel(script()),
+        database_url=f"sqlite:///{tmp_path / 's.sqlite'}", observers=(),
+    ) as r:
+        r.start("a", "weather?", run_id="s")
+        reader = r.chunks("s", timeout=60)
+        seen = [next(reader)]
+        while not isinstance(seen[-1], ToolCall):
+            seen.append(next(reader))
+        assert r.status("s") == "PENDING"  # the tool is still waiting: the run is live
+        release.set()
+        seen.extend(reader)
+        assert r.result("s", timeout=60).text == "Sunny in Paris."
+    assert isinstance(seen[-1], Finish)
