@@ -157,6 +157,12 @@ def test_unknown_agents_and_runs_are_clear_errors(runs: DurableRuns) -> None:
         runs.result("missing", timeout=1)
 
 
+def test_starting_before_launch_is_a_clear_error() -> None:
+    r = DurableRuns({"a": make_agent()}, ScriptedModel([]))
+    with pytest.raises(DurableRunError, match="launch"):
+        r.start("a", "hi", run_id="x")
+
+
 def test_async_code_is_refused_before_any_run() -> None:
     async def slow(city: str) -> str:
         """Async."""

@@ -288,6 +288,8 @@ class DurableRuns:
         values: JsonObject | None,
         timeout: float | None,
     ) -> bytes:
+        if not self._launched:
+            raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
         if agent not in self.agents:
             known = sorted(self.agents)
             raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
