@@ -1,0 +1,177 @@
+"""The cost of durability: durable runs (DBOS on SQLite, and on PostgreSQL when given) next
+to the plain async interpreter, on the same agent and scripted model (no network).
+
+::
+
+    python -m bench.durable                   # 30 runs of 8 tool steps, SQLite
+    python -m bench.durable --pg-url URL      # and PostgreSQL (or PIPELINE_TEST_PG_URL)
+    python -m bench.durable --quick           # smoke test with tiny sizes (not for reporting)
+    python -m bench.durable --timer cpu       # process CPU time instead of wall time
+
+A run makes `steps` tool calls, one per model call, then answers: 2 * steps + 1 durable
+steps (steps + 1 model calls, steps tool calls). Per run: the median time of one run,
+started and waited for. The overhead (durable - plain) is split with a second size, runs
+of one tool step: per step = the growth of the overhead per extra durable step, fixed
+per run = what is left (the workflow's own records, the stream, the result). Prints a
+table, then one JSON line with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+
+from interpreters.aio import AsyncInterpreter
+from interpreters.simulator import Say, ScriptedModel, call
+from pipeline.agent import Agent
+from pipeline.model import ModelRequest
+from pipeline.tools import tool
+
+
+def lookup(i: int) -> int:
+    """Look a number up."""
+    return i * 2
+
+
+def make_agent(steps: int) -> Agent:
+    return Agent.create("bench/model", tools=[tool(lookup)], max_steps=steps + 2)
+
+
+def make_model(steps: int) -> ScriptedModel:
+    def script(request: ModelRequest) -> Say:
+        done = sum(1 for m in request.messages if m.role == "tool")
+        if done < steps:
+            return Say(calls=[call("lookup", i=done)])
+        return Say(["All ", "looked ", "up."])
+
+    return ScriptedModel(script)
+
+
+def timer(kind: str) -> Callable[[], float]:
+    return time.process_time if kind == "cpu" else time.perf_counter
+
+
+def plain(steps: int, runs: int, clock: Callable[[], float]) -> list[float]:
+    interp = AsyncInterpreter(make_model(steps), observers=())
+    agent = make_agent(steps)
+    times: list[float] = []
+
+    async def main() -> None:
+        for _ in range(runs):
+            t = clock()
+            result = await interp.run(agent, "look them up")
+            times.append(clock() - t)
+            assert result.status == "finished", result.error
+
+    anyio.run(main)
+    return times
+
+
+def durable(
+    steps: int, runs: int, url: str, clock: Callable[[], float]
+) -> list[float]:
+    from interpreters.durable import DurableRuns
+
+    agent = make_agent(steps)
+    times: list[float] = []
+    with DurableRuns({"bench": agent}, make_model(steps), database_url=url, observers=()) as d:
+        d.run("bench", "warm up", run_id=f"warm-{time.time_ns()}", wait=120)
+        for i in range(runs):
+            t = clock()
+            result = d.run("bench", "look them up", run_id=f"r{i}-{time.time_ns()}", wait=120)
+            times.append(clock() - t)
+            assert result.status == "finished", result.error
+    return times
+
+
+def fresh_pg(base: str) -> str:
+    """A new database on the server at `base`, so runs start from empty tables."""
+    import sqlalchemy as sa
+
+    name = f"pa_bench_{time.time_ns()}"
+    url = sa.make_url(base).set(drivername="postgresql+psycopg")
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return sa.make_url(base).set(database=name).render_as_string(hide_password=False)
+
+
+def row(
+    system: str,
+    times: list[float],
+    steps: int,
+    base: tuple[float, float] | None = None,
+    small: list[float] | None = None,
+) -> dict[str, object]:
+    """`base`: the plain runs' medians at `steps` and at one step; `small`: this system's
+    times at one step."""
+    med = statistics.median(times)
+    out: dict[str, object] = {"system": system, "runs": len(times), "per_run_ms": med * 1e3}
+    if base is not None and small is not None:
+        over_n = med - base[0]
+        over_1 = statistics.median(small) - base[1]
+        per_step = (over_n - over_1) / (2 * (steps - 1))  # 2 durable steps per tool step
+        out["overhead_per_run_ms"] = over_n * 1e3
+        out["overhead_per_step_ms"] = per_step * 1e3
+        out["overhead_fixed_per_run_ms"] = (over_1 - 3 * per_step) * 1e3
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.durable")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--timer", choices=("wall", "cpu"), default="wall")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--pg-url", default=os.environ.get("PIPELINE_TEST_PG_URL"))
+    a = p.parse_args(argv)
+    steps, runs = (2, 3) if a.quick else (max(2, a.steps), a.runs)
+    clock = timer(a.timer)
+
+    t0 = time.perf_counter()
+    base_times = plain(steps, runs, clock)
+    base = (statistics.median(base_times), statistics.median(plain(1, runs, clock)))
+    rows = [row("async (plain)", base_times, steps)]
+    stores: list[tuple[str, Callable[[str], str]]] = [("SQLite", lambda tmp: f"sqlite:///{tmp}")]
+    if a.pg_url:
+        pg_base = a.pg_url
+        stores.append(("PostgreSQL", lambda _tmp: fresh_pg(pg_base)))
+    for name, make_url in stores:
+        with tempfile.TemporaryDirectory() as tmp:
+            big = durable(steps, runs, make_url(str(Path(tmp) / "n.sqlite")), clock)
+            small = durable(1, runs, make_url(str(Path(tmp) / "1.sqlite")), clock)
+        rows.append(row(f"durable, {name}", big, steps, base, small))
+
+    print(f"{steps} tool steps per run ({2 * steps + 1} durable steps), {runs} runs, "
+          f"{a.timer} time, medians; overhead over the plain async interpreter")
+    print(f"{'system':<22}{'per run ms':>12}{'+ per run':>12}{'+ fixed':>10}{'+ per step':>12}")
+    for r in rows:
+        cells = [r.get(k) for k in ("overhead_per_run_ms", "overhead_fixed_per_run_ms",
+                                    "overhead_per_step_ms")]
+        shown = "".join(
+            f"{'' if v is None else f'{v:.2f}':>{w}}"
+            for v, w in zip(cells, (12, 10, 12), strict=True)
+        )
+        print(f"{r['system']!s:<22}{r['per_run_ms']:>12.2f}{shown}")
+    summary = {
+        "params": {"steps": steps, "runs": runs, "timer": a.timer, "quick": a.quick},
+        "python": sys.version.split()[0],
+        "total_s": time.perf_counter() - t0,
+        "results": rows,
+    }
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

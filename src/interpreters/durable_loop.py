@@ -1,0 +1,164 @@
+"""The durable interpreter's driver: the one place that knows the loop's command protocol.
+
+`drive` feeds the pure agent loop from `Steps`, whose methods are checkpointed steps of a
+durable workflow (`interpreters.durable` implements them on DBOS). On recovery the
+workflow runs the loop again from the start; every step that had completed returns its
+recorded outcome instead of running, so the loop, being pure, takes the same path and no
+completed model call or tool runs twice.
+
+A model call is ONE step that reads the whole stream (`ModelOutcome`); the loop is then
+fed its events one by one, as `Pull` asks. Nothing here imports dbos.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from interpreters.common import discard
+from pipeline.chunks import Chunk, DataChunk, ModelEvent
+from pipeline.loop import AgentLoop, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.result import RunResult
+from pipeline.tool_context import ToolContext
+
+
+class ModelOutcome(msgspec.Struct, frozen=True):
+    """What one model call delivered: its events, then how it ended (None: it ended)."""
+
+    events: tuple[ModelEvent, ...]
+    failed: ModelFailed | None = None
+
+
+class ToolDone(msgspec.Struct, frozen=True):
+    """One tool call's outcome, with the data chunks it wrote through its context."""
+
+    outcome: ToolOutcome
+    written: tuple[DataChunk, ...] = ()
+
+
+class Steps(Protocol):
+    """The durable side effects of one run; each is a checkpointed step."""
+
+    def model(self, request: ModelRequest) -> ModelOutcome: ...
+
+    def tool(self, inv: ToolInvocation) -> ToolDone: ...
+
+    def perform(self, request: object) -> object:
+        """A processor's I/O request (an `AskModel` judge call...): its answer."""
+        ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def publish(self, chunks: tuple[Chunk, ...]) -> None:
+        """Chunks for the caller (cheap: buffered until the next step)."""
+        ...
+
+    def expired(self) -> str | None:
+        """Why the run must stop now (its timeout passed), else None. Read between
+        steps, from recorded time only, so a recovery stops at the same place."""
+        ...
+
+
+class AsyncNotDurableError(TypeError):
+    """The durable interpreter was given an async hook or tool."""
+
+
+def drive(loop: AgentLoop, steps: Steps) -> RunResult:
+    """Run `loop` to its end with `steps` carrying out its commands."""
+    events: tuple[ModelEvent, ...] = ()
+    end: object = ModelEnded()
+    pos = 0
+    try:
+        cmd = next(loop)
+        while True:
+            if isinstance(cmd, _IO):
+                reason = steps.expired()
+                if reason is not None:
+                    return _cancel(loop, steps, reason)
+            if isinstance(cmd, Pull):
+                if cmd.publish:
+                    steps.publish(cmd.publish)
+                if pos < len(events):
+                    reply: object = events[pos]
+                    pos += 1
+                else:
+                    reply = end
+                cmd = loop.send(reply)
+                continue
+            if isinstance(cmd, Finish):
+                result = cmd.result
+                assert isinstance(result, RunResult)
+                return result
+            if isinstance(cmd, Publish):
+                steps.publish(cmd.chunks)
+                cmd = loop.send(None)
+                continue
+            if isinstance(cmd, CallModel):
+                request = cmd.request
+                assert isinstance(request, ModelRequest)
+                got = steps.model(request)
+                events, pos = got.events, 1
+                end = got.failed if got.failed is not None else ModelEnded()
+                cmd = loop.send(events[0] if events else end)
+                continue
+            try:
+                if isinstance(cmd, RunTools):
+                    reply = tuple(_tool(steps, inv) for inv in cmd.calls)
+                elif isinstance(cmd, Sleep):
+                    steps.sleep(cmd.seconds)
+                    reply = None
+                elif isinstance(cmd, Perform):
+                    reply = steps.perform(cmd.request)
+                elif isinstance(cmd, AwaitHook):
+                    discard(cmd.awaitable)
+                    raise AsyncNotDurableError(
+                        f"processor {cmd.processor_id!r} {cmd.hook} returned an awaitable; "
+                        "durable runs take sync hooks and tools"
+                    )
+                else:
+                    raise TypeError(f"unknown command {cmd!r}")
+            except Exception as e:
+                cmd = loop.throw(e)
+                continue
+            cmd = loop.send(reply)
+    finally:
+        loop.close()
+
+
+_IO = (CallModel, RunTools, Perform, Sleep)
+"""The commands that are steps: time moves only there, so the timeout is checked there."""
+
+
+def _cancel(loop: AgentLoop, steps: Steps, reason: str) -> RunResult:
+    """End the run as cancelled at the pending command: the loop finishes with no I/O."""
+    try:
+        cmd = loop.throw(RunCancelled(reason))
+        while isinstance(cmd, Publish):
+            steps.publish(cmd.chunks)
+            cmd = loop.send(None)
+    except (RunCancelled, StopIteration) as e:
+        raise RuntimeError("the agent loop did not finish a cancelled run") from e
+    if not isinstance(cmd, Finish) or not isinstance(cmd.result, RunResult):
+        raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
+    return cmd.result
+
+
+def _tool(steps: Steps, inv: object) -> ToolOutcome:
+    assert isinstance(inv, ToolInvocation)
+    done = steps.tool(inv)
+    # On recovery the tool did not run: what it wrote is written again for it.
+    ctx = tool_context(inv)
+    if ctx is not None and not ctx.writer.written:
+        for chunk in done.written:
+            ctx.writer.write(chunk)
+    return done.outcome
+
+
+def tool_context(inv: ToolInvocation) -> ToolContext[object] | None:
+    """The context of a call whose tool takes one (its writer collects data chunks)."""
+    param = inv.tool.context_param if inv.tool is not None else None
+    ctx = inv.kwargs.get(param) if param is not None and inv.kwargs is not None else None
+    return ctx if isinstance(ctx, ToolContext) else None

@@ -1,0 +1,106 @@
+"""Starting, killing and reading the worker processes of tests/durable_worker.py, and the
+PostgreSQL server the PostgreSQL tests need (PIPELINE_TEST_PG_URL; required when CI=true).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from pipeline.chunks import Chunk
+from pipeline.result import RunResult
+
+ROOT = Path(__file__).resolve().parent.parent
+WAIT = 90.0
+"""Deadline of any one wait on a worker (they finish in about a second)."""
+
+PG_ENV = "PIPELINE_TEST_PG_URL"
+
+
+def spawn(folder: Path, db_url: str, mode: str, name: str, **env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.durable_worker", str(folder), db_url, mode, name],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=(folder / f"stderr-{mode}-{name}-{uuid.uuid4().hex[:6]}.log").open("wb"),
+    )
+
+
+def wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until `path` exists; fails if the worker exited first or the deadline passed."""
+    deadline = time.monotonic() + WAIT
+    while not path.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the worker exited ({proc.returncode}) before {path.name}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"no {path.name} within {WAIT:g} s")
+        time.sleep(0.02)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(WAIT)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        code = proc.wait(WAIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the worker did not finish within {WAIT:g} s")
+    assert code == 0, f"the worker failed with {code}"
+
+
+def result_of(folder: Path, run_id: str) -> RunResult:
+    return msgspec.json.decode((folder / f"result-{run_id}.json").read_bytes(), type=RunResult)
+
+
+def chunks_of(folder: Path, run_id: str) -> list[Chunk]:
+    return msgspec.json.decode((folder / f"chunks-{run_id}.json").read_bytes(), type=list[Chunk])
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def model_log(folder: Path) -> Counter[str]:
+    return Counter(lines(folder / "model.log"))
+
+
+def pg_url() -> str:
+    """A fresh database on the test server: skips (fails under CI) when there is none."""
+    base = os.environ.get(PG_ENV)
+    ci = os.environ.get("CI") == "true"
+    if not base:
+        if ci:
+            pytest.fail(f"CI=true but {PG_ENV} is not set: .ci/run starts PostgreSQL")
+        pytest.skip(
+            f"no PostgreSQL: set {PG_ENV} (eval \"$(scripts/pg-test-server start)\" starts one)"
+        )
+    import sqlalchemy as sa
+
+    name = f"pa_test_{uuid.uuid4().hex[:10]}"
+    try:
+        url = sa.make_url(base).set(drivername="postgresql+psycopg")
+        engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", connect_args={
+            "connect_timeout": 5,
+        })
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        engine.dispose()
+    except Exception as e:
+        if ci:
+            pytest.fail(f"CI=true but PostgreSQL at {PG_ENV} is not reachable: {e}")
+        pytest.skip(f"PostgreSQL at {PG_ENV} is not reachable: {e}")
+    return sa.make_url(base).set(database=name).render_as_string(hide_password=False)

@@ -1,0 +1,133 @@
+"""A durable-runs worker process for the crash tests (tests/test_durable*.py).
+
+    python -m tests.durable_worker DIR DB_URL run RUN_ID     # run one, write its result
+    python -m tests.durable_worker DIR DB_URL serve NAME     # take runs from the queue
+
+Its model and tool count what they do in files under DIR, so a test can see what ran in
+a process it killed: `model.log` gets "start KEY" when a model call opens and "done KEY"
+when its stream ended, `tool.log` a line per tool call. With HANG=before-answer (or
+mid-stream) in the environment, the model's answer after the tool result blocks before
+its first event (or after three events), having touched DIR/hang: the test kills it there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from examples.quality_guardrail import QualityGuardrail
+from interpreters.durable import DurableRuns
+from interpreters.simulator import Say, call
+from pipeline.agent import Agent
+from pipeline.chunks import ModelEvent
+from pipeline.messages import TextPart
+from pipeline.model import ModelRequest
+from pipeline.tool_context import ToolContext
+from pipeline.tools import tool
+
+MODEL = "worker/model"
+JUDGE = "worker/judge"
+HANG_LIMIT = 120.0
+"""How long a hanging model waits to be killed (a test that forgot it must not hang)."""
+
+
+def _append(path: Path, line: str) -> None:
+    with path.open("a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class FileModel:
+    """A deterministic model that logs every call it serves to DIR/model.log."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.hang = os.environ.get("HANG", "")
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        first = request.messages[0].parts[0] if request.messages else None
+        topic = first.text if isinstance(first, TextPart) else "?"
+        key = f"{request.model}:{len(request.messages)}:{topic}"
+        return self._events(request, key)
+
+    def _events(self, request: ModelRequest, key: str) -> Iterator[ModelEvent]:
+        log = self.folder / "model.log"
+        _append(log, f"start {key}")
+        answering = request.model == MODEL and any(m.role == "tool" for m in request.messages)
+        if request.model == JUDGE:
+            say = Say("0.9")
+        elif answering:
+            say = Say(["It is ", "sunny ", "in ", "Paris ", "today."])
+        else:
+            say = Say(calls=[call("get_weather", tool_call_id="call-1", city="Paris")])
+        for i, event in enumerate(say.events(len(request.messages))):
+            if answering and self.hang == "before-answer" and i == 0:
+                self._block()
+            if answering and self.hang == "mid-stream" and i == 3:
+                self._block()
+            yield event
+        _append(log, f"done {key}")
+
+    def _block(self) -> None:
+        (self.folder / "hang").touch()
+        time.sleep(HANG_LIMIT)
+        raise SystemExit("not killed while hanging")
+
+
+def make_runs(
+    folder: Path,
+    db_url: str,
+    *,
+    executor_id: str | None = None,
+    worker_concurrency: int | None = None,
+) -> DurableRuns:
+    def get_weather(ctx: ToolContext[None], city: str) -> str:
+        """The weather in a city."""
+        _append(folder / "tool.log", f"{ctx.run.run_id} {os.environ.get('WORKER', '-')}")
+        ctx.writer.custom("data-weather", {"city": city})
+        if os.environ.get("TOOL_DELAY"):
+            time.sleep(float(os.environ["TOOL_DELAY"]))
+        return f"sunny in {city}"
+
+    agent = Agent.create(
+        MODEL, tools=[tool(get_weather)], output_processors=[QualityGuardrail(JUDGE)]
+    )
+    return DurableRuns(
+        {"weather": agent}, FileModel(folder), database_url=db_url, observers=(),
+        clock=lambda: 1_000.0, executor_id=executor_id, worker_concurrency=worker_concurrency,
+    )
+
+
+def main(argv: list[str]) -> int:
+    folder, db_url, mode, name = Path(argv[0]), argv[1], argv[2], argv[3]
+    if mode == "run":
+        runs = make_runs(folder, db_url)
+        runs.launch()  # resumes the run a killed worker left
+        runs.start("weather", f"Weather in Paris? ({name})", run_id=name)
+        chunks = list(runs.chunks(name, timeout=HANG_LIMIT))
+        result = runs.result(name, timeout=HANG_LIMIT)
+        (folder / f"result-{name}.json").write_bytes(msgspec.json.encode(result))
+        (folder / f"chunks-{name}.json").write_bytes(msgspec.json.encode(chunks))
+        runs.shutdown()
+        return 0
+    if mode == "serve":
+        os.environ["WORKER"] = name
+        runs = make_runs(folder, db_url, executor_id=name, worker_concurrency=1)
+        runs.launch()
+        (folder / f"ready-{name}").touch()
+        deadline = time.monotonic() + HANG_LIMIT
+        while not (folder / "stop").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        runs.shutdown()
+        return 0
+    raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,246 @@
+"""Durable runs in this process on SQLite: the driver gives the sync interpreter's result,
+run ids are idempotent, results and chunks are read by id, retries sleep durably."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from interpreters.common import start_run
+from interpreters.durable import DurableRunError, DurableRuns
+from interpreters.durable_loop import AsyncNotDurableError, ModelOutcome, ToolDone, drive
+from interpreters.simulator import Fail, Say, ScriptedModel, call
+from interpreters.sync import SyncInterpreter, run_tool
+from pipeline.agent import Agent
+from pipeline.chunks import Chunk, DataChunk, Finish, ModelEvent, ToolCall
+from pipeline.loop import ToolInvocation
+from pipeline.model import ModelRequest
+from pipeline.retry import RetryPolicy
+from pipeline.tool_context import ToolContext
+from pipeline.tools import tool
+from tests.conftest import make_agent
+
+TOOL_RUNS: list[str] = []
+
+
+def get_weather(ctx: ToolContext[None], city: str) -> str:
+    """The weather in a city."""
+    TOOL_RUNS.append(city)
+    ctx.writer.custom("data-weather", {"city": city})
+    return f"sunny in {city}"
+
+
+def script() -> list[Say | Fail]:
+    return [Say(calls=[call("get_weather", city="Paris")]), Say(["Sunny ", "in Paris."])]
+
+
+def weather_agent() -> Agent:
+    return make_agent(tools=[tool(get_weather)])
+
+
+class DirectSteps:
+    """`Steps` without a database: what the driver alone does with the protocol."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model_ = model
+        self.published: list[Chunk] = []
+        self.slept: list[float] = []
+
+    def model(self, request: ModelRequest) -> ModelOutcome:
+        events: list[ModelEvent] = []
+        try:
+            events.extend(self.model_.stream(request))
+        except Exception as e:
+            from interpreters.common import stream_failed
+
+            return ModelOutcome(tuple(events), stream_failed(e, started=bool(events)))
+        return ModelOutcome(tuple(events))
+
+    def tool(self, inv: ToolInvocation) -> ToolDone:
+        return ToolDone(run_tool(inv))
+
+    def perform(self, request: object) -> object:
+        raise AssertionError("no processor asks for I/O here")
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+    def publish(self, chunks: tuple[Chunk, ...]) -> None:
+        self.published.extend(chunks)
+
+    def expired(self) -> str | None:
+        return None
+
+
+def sync_run(agent: Agent, model: ScriptedModel) -> tuple[object, list[Chunk]]:
+    interp = SyncInterpreter(model, clock=lambda: 5.0, run_ids=lambda: "r", observers=())
+    stream = interp.stream(agent, "weather?")
+    chunks = list(stream)
+    return stream.result, chunks
+
+
+def test_the_driver_gives_the_sync_interpreters_run() -> None:
+    s = [Fail(status=503), *script()]
+    expected, chunks = sync_run(weather_agent(), ScriptedModel(s))
+    steps = DirectSteps(ScriptedModel(s))
+    loop = start_run(
+        weather_agent(), "weather?", run_id="r", clock=lambda: 5.0, thread_id=None,
+        resource_id=None, values=None, trace=None,
+    )
+    assert drive(loop, steps) == expected
+    assert steps.published == chunks
+    assert len(steps.slept) == 1  # the 503 was retried after a backoff
+
+
+def test_a_stream_that_breaks_is_fed_as_the_sync_interpreter_feeds_it() -> None:
+    s: list[Say | Fail] = [Say(["a ", "b ", "c"], break_after=2)]
+    expected, _ = sync_run(make_agent(), ScriptedModel(s))
+    loop = start_run(
+        make_agent(), "weather?", run_id="r", clock=lambda: 5.0, thread_id=None,
+        resource_id=None, values=None, trace=None,
+    )
+    assert drive(loop, DirectSteps(ScriptedModel(s))) == expected
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[DurableRuns]:
+    TOOL_RUNS.clear()
+    r = DurableRuns(
+        {"weather": weather_agent()},
+        ScriptedModel(lambda req: script()[0 if len(req.messages) == 1 else 1]),
+        database_url=f"sqlite:///{tmp_path / 'runs.sqlite'}",
+        observers=(),
+    )
+    r.launch()
+    try:
+        yield r
+    finally:
+        r.shutdown()
+
+
+def test_a_run_id_started_twice_runs_once_with_one_result(runs: DurableRuns) -> None:
+    runs.start("weather", "weather?", run_id="a")
+    first = runs.result("a", timeout=60)
+    runs.start("weather", "weather?", run_id="a")
+    assert runs.result("a", timeout=60) == first
+    assert TOOL_RUNS == ["Paris"]
+    assert first.text == "Sunny in Paris."
+    assert runs.status("a") == "SUCCESS"
+
+
+def test_run_waits_for_the_result_and_is_idempotent_too(runs: DurableRuns) -> None:
+    first = runs.run("weather", "weather?", run_id="e", wait=60)
+    assert first.text == "Sunny in Paris."
+    assert runs.run("weather", "weather?", run_id="e", wait=60) == first
+    assert runs.result("e", timeout=60) == first
+    assert TOOL_RUNS == ["Paris"]
+
+
+def test_the_chunks_of_a_run_are_read_by_id_as_the_sync_interpreter_streams_them(
+    runs: DurableRuns,
+) -> None:
+    runs.start("weather", "weather?", run_id="b")
+    got = list(runs.chunks("b", timeout=60))
+    model = ScriptedModel(lambda req: script()[0 if len(req.messages) == 1 else 1])
+    interp = SyncInterpreter(model, run_ids=lambda: "b", observers=())
+    expected = list(interp.stream(weather_agent(), "weather?"))
+    assert got == expected
+    assert DataChunk("data-weather", {"city": "Paris"}) in got  # what the tool wrote
+
+
+def test_unknown_agents_and_runs_are_clear_errors(runs: DurableRuns) -> None:
+    with pytest.raises(DurableRunError, match="unknown agent 'nope'"):
+        runs.start("nope", "hi", run_id="c")
+    with pytest.raises(DurableRunError, match="no run 'missing'"):
+        runs.result("missing", timeout=1)
+
+
+def test_starting_before_launch_is_a_clear_error() -> None:
+    r = DurableRuns({"a": make_agent()}, ScriptedModel([]))
+    with pytest.raises(DurableRunError, match="launch"):
+        r.start("a", "hi", run_id="x")
+
+
+def test_async_code_is_refused_before_any_run() -> None:
+    async def slow(city: str) -> str:
+        """Async."""
+        return city
+
+    with pytest.raises(AsyncNotDurableError, match="durable runs take sync code"):
+        DurableRuns({"a": make_agent(tools=[tool(slow)])}, ScriptedModel([]))
+
+
+def test_retry_backoff_is_a_durable_sleep(tmp_path: Path) -> None:
+    agent = make_agent(retry_policy=RetryPolicy(base_delay=0.01, max_delay=0.02))
+    model = ScriptedModel([Fail(status=503), Say("ok")])
+    with DurableRuns(
+        {"a": agent}, model, database_url=f"sqlite:///{tmp_path / 'r.sqlite'}", observers=()
+    ) as r:
+        r.start("a", "hi", run_id="d")
+        result = r.result("d", timeout=60)
+        from dbos import DBOS
+
+        steps = [s["function_name"] for s in DBOS.list_workflow_steps("d")]
+    assert result.text == "ok" and len(model.requests) == 2
+    assert "DBOS.sleep" in steps and steps.count("model") == 2
+
+
+def test_runs_carry_the_app_version_workers_resume_them_under(tmp_path: Path) -> None:
+    with DurableRuns(
+        {"a": make_agent()}, ScriptedModel([Say("ok")]), app_version="agents-v7",
+        database_url=f"sqlite:///{tmp_path / 'v.sqlite'}", observers=(),
+    ) as r:
+        r.run("a", "hi", run_id="v", wait=60)
+        from dbos import DBOS
+
+        status = DBOS.get_workflow_status("v")
+    assert status is not None and status.app_version == "agents-v7"
+
+
+def test_a_run_past_its_timeout_ends_cancelled_between_steps_keeping_tool_results(
+    tmp_path: Path,
+) -> None:
+    TOOL_RUNS.clear()
+    ticks = iter(range(0, 1000, 10))  # every reading of the clock is 10 s later
+    model = ScriptedModel(script())
+    with DurableRuns(
+        {"weather": weather_agent()}, model, clock=lambda: float(next(ticks)),
+        database_url=f"sqlite:///{tmp_path / 't.sqlite'}", observers=(),
+    ) as r:
+        result = r.run("weather", "weather?", run_id="t", wait=60, timeout=15)
+        with pytest.raises(ValueError, match="timeout must be"):
+            r.start("weather", "weather?", run_id="bad", timeout=-1)
+    # started at 0, the model call ended at 10, the tool at 20: past 15, no second call
+    assert result.status == "cancelled"
+    assert result.error is not None and "timed out after 15 s" in str(result.error)
+    assert TOOL_RUNS == ["Paris"] and len(model.requests) == 1
+    assert any(s.tool_results for s in result.steps)
+
+
+def test_chunks_reach_the_reader_while_the_run_is_still_running(tmp_path: Path) -> None:
+    import threading
+
+    release = threading.Event()
+
+    def slow_lookup(city: str) -> str:
+        """Blocks until the reader has seen the first step's chunks."""
+        assert release.wait(60), "the reader never saw the first chunks"
+        return f"sunny in {city}"
+
+    agent = make_agent(tools=[tool(slow_lookup, name="get_weather")])
+    with DurableRuns(
+        {"a": agent}, ScriptedModel(script()),
+        database_url=f"sqlite:///{tmp_path / 's.sqlite'}", observers=(),
+    ) as r:
+        r.start("a", "weather?", run_id="s")
+        reader = r.chunks("s", timeout=60)
+        seen = [next(reader)]
+        while not isinstance(seen[-1], ToolCall):
+            seen.append(next(reader))
+        assert r.status("s") == "PENDING"  # the tool is still waiting: the run is live
+        release.set()
+        seen.extend(reader)
+        assert r.result("s", timeout=60).text == "Sunny in Paris."
+    assert isinstance(seen[-1], Finish)
