@@ -48,7 +48,7 @@ from interpreters.durable_loop import (
 )
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
-from interpreters.provider import Provider, ProviderError, ProviderResolver
+from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
 from interpreters.sync import Handler, run_tool
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
