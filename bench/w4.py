@@ -6,10 +6,15 @@
 Each run is 3 steps on the `AsyncSimulator` with real sleeps: steps 0 and 1 call the
 tool `echo`, step 2 answers "done"; every model call sleeps 50 ms (`anyio.sleep`) before
 its first event. With perfect concurrency the whole batch takes 3 x 50 ms = 150 ms, so
-the figure is wall time / 150 ms (goal: under 1.3). A baseline does the same 3,000
-sleeps in 1,000 plain tasks. Peak RSS is the process's high-water mark
+the figure is wall time / 150 ms (goal, issue 16: at most 1.2 on asyncio, 1.3 on
+trio). A baseline does the same 3,000 sleeps in 1,000 plain tasks. Both also report the
+process CPU time per run: the event loop runs on one core, so the CPU a batch needs is
+what stretches its wall time past the ideal (the machine is shared: compare with the
+baseline of the same sitting). Peak RSS is the process's high-water mark
 (`resource.getrusage`), which includes the interpreter and every import (goal: under
-150 MB).
+64 MiB). `--gc-freeze` moves everything alive after the warm-up (imports, caches) out of
+the garbage collector's reach (`gc.freeze()`, as long-running servers do), to show what
+the collector's full passes over the imported modules cost.
 """
 
 from __future__ import annotations
@@ -90,11 +95,15 @@ async def measure(args: argparse.Namespace) -> None:
     ideal = args.steps * args.latency
     base = baseline(args.steps, args.latency)
     await batch(base, 10)
-    base_times = [(await batch(base, args.runs))[0] for _ in range(args.reps)]
+    base_runs = [await batch(base, args.runs) for _ in range(args.reps)]
+    base_times = [wall for wall, _, _ in base_runs]
+    base_cpu = min(cpu_s for _, cpu_s, _ in base_runs)
 
     one = make_run(args.steps, args.latency)
     await one()  # warm up: lazy imports, caches
     gc.collect()
+    if args.gc_freeze:
+        gc.freeze()
     rss_before = peak_rss_mib()
     times: list[float] = []
     cpu: list[float] = []
@@ -106,17 +115,19 @@ async def measure(args: argparse.Namespace) -> None:
         cpu.append(cpu_s)
         one = make_run(args.steps, args.latency)  # a fresh model: its request log is per rep
 
+    goal = 1.2 if args.backend == "asyncio" else 1.3
     print(f"W4 on {args.backend}: {args.runs} concurrent runs x {args.steps} steps, "
           f"{args.latency * 1e3:g} ms per model call; ideal {ideal * 1e3:g} ms")
     print(f"  baseline (plain sleeps): wall / ideal min {min(base_times) / ideal:.3f}, "
-          f"median {statistics.median(base_times) / ideal:.3f}")
+          f"median {statistics.median(base_times) / ideal:.3f}; "
+          f"CPU per run {base_cpu / args.runs * 1e6:.0f} us (min)")
     print(f"  AsyncInterpreter.run:    wall / ideal min {min(times) / ideal:.3f}, "
           f"median {statistics.median(times) / ideal:.3f}  "
-          f"(goal < 1.3; {statistics.median(times) / args.runs * 1e6:.0f} us wall per run)")
+          f"(goal <= {goal}; {statistics.median(times) / args.runs * 1e6:.0f} us wall per run)")
     print(f"  CPU per run {min(cpu) / args.runs * 1e6:.0f} us (min): the batch cannot take "
           f"less than {min(cpu) / ideal:.2f} x ideal on one core")
     print(f"  peak RSS {peak_rss_mib():.1f} MiB (after imports and warm-up "
-          f"{rss_before:.1f} MiB; goal < 150 MB)")
+          f"{rss_before:.1f} MiB; goal < 64 MiB)" + ("; gc frozen" if args.gc_freeze else ""))
 
 
 def main() -> None:
@@ -126,6 +137,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() after the warm-up (see the module doc)")
     args = ap.parse_args()
     anyio.run(measure, args, backend=args.backend)
 
