@@ -1,0 +1,136 @@
+"""The async interpreter's fast paths (W4 of bench/WORKLOADS.md) behave as the slow ones.
+
+A model stream that closes without waiting skips the shielded cancel scope, and one sync
+tool call runs without a task group or coroutine; these tests pin what must not change:
+a close that waits is shielded from a cancellation that is already pending when the
+stream ends, and a single tool call of every kind (sync, async, sync returning an
+awaitable, raising, in a worker thread) gives the result the model sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from interpreters.aio import AsyncInterpreter
+from interpreters.simulator import Say, ScriptedModel, call
+from pipeline.agent import Agent
+from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
+from pipeline.model import ModelRequest
+from pipeline.result import RunResult
+from tests.conftest_aio import anyio_backend  # noqa: F401
+
+pytestmark = pytest.mark.anyio
+
+
+class CancelsThenCleansUp:
+    """A provider that cancels the caller's scope just before its finish event (so the
+    cancellation is pending, not yet delivered, when the stream ends) and whose cleanup
+    first checks for a cancellation, then waits (closing an HTTP response, say)."""
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self.scope = scope
+        self.log: list[str] = []
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        try:
+            yield TextStart("t")
+            yield TextDelta("t", "hi")
+            yield TextEnd("t")
+            self.scope.cancel()
+            yield ModelFinish("stop", Usage(1, 1))
+        finally:
+            try:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                await anyio.lowlevel.checkpoint()
+                self.log.append("cleaned up")
+            except BaseException as e:
+                self.log.append(f"interrupted: {type(e).__name__}")
+                raise
+
+
+async def test_a_cancel_pending_when_the_stream_ends_does_not_cut_its_close_short() -> None:
+    scope = anyio.CancelScope()
+    model = CancelsThenCleansUp(scope)
+    with anyio.fail_after(10):
+        with scope:
+            await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
+    assert model.log == ["cleaned up"]
+
+
+class ClosesAtOnce:
+    """A provider whose streams close without waiting; counts the closes."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        try:
+            yield TextStart("t")
+            yield TextDelta("t", "hi")
+            yield TextEnd("t")
+            yield ModelFinish("stop", Usage(1, 1))
+        finally:
+            self.closed += 1
+
+
+async def test_a_stream_that_closes_at_once_is_closed_after_its_finish_event() -> None:
+    model = ClosesAtOnce()
+    result = await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
+    assert (result.status, result.text, model.closed) == ("finished", "hi", 1)
+
+
+def plain(x: int) -> int:
+    """A sync tool."""
+    return x + 1
+
+
+async def later(x: int) -> int:
+    """An async tool."""
+    await anyio.lowlevel.checkpoint()
+    return x + 2
+
+
+def gives_awaitable(x: int) -> Awaitable[int]:
+    """A sync tool that returns an awaitable."""
+    return later(x + 10)
+
+
+def fails(x: int) -> int:
+    """A sync tool that raises."""
+    raise ValueError(f"bad {x}")
+
+
+async def _one_call(tool_name: str, *, in_threads: bool = False) -> RunResult:
+    model = ScriptedModel([Say(calls=[call(tool_name, x=1)]), Say("ok")])
+    agent = Agent.create("m", tools=[plain, later, gives_awaitable, fails])
+    return await AsyncInterpreter(
+        model, observers=(), tools_in_threads=in_threads
+    ).run(agent, "go")
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "in_threads", "output", "is_error"),
+    [
+        ("plain", False, 2, False),
+        ("plain", True, 2, False),
+        ("later", False, 3, False),
+        ("later", True, 3, False),
+        ("gives_awaitable", False, 13, False),
+        ("fails", False, "ValueError: bad 1", True),
+        ("fails", True, "ValueError: bad 1", True),
+        ("nope", False, None, True),
+    ],
+)
+async def test_a_single_tool_call_of_every_kind_gives_its_result(
+    tool_name: str, in_threads: bool, output: object, is_error: bool
+) -> None:
+    result = await _one_call(tool_name, in_threads=in_threads)
+    assert result.status == "finished"
+    (res,) = [r for m in result.messages.all for r in m.tool_results()]
+    assert res.is_error is is_error
+    if output is not None:
+        assert res.result == output
