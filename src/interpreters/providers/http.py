@@ -14,6 +14,7 @@ hang or an unbounded buffer.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -26,6 +27,7 @@ import msgspec
 
 from interpreters.deadline import RunStop, run_stop
 from interpreters.provider import ProviderError
+from interpreters.providers.bounded_read import next_within
 from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded, invalid_response
 from interpreters.providers.errors import (
     broken_stream,
@@ -534,9 +536,9 @@ class AsyncHttpProvider(_Base):
         failure: ProviderError | None = None
         try:
             ex.check_deadline()
+            timeout = self.timeouts.httpx(ex.remaining())
             req = self.client.build_request(
-                "POST", ex.url, content=ex.encoded.body, headers=ex.headers(),
-                timeout=self.timeouts.httpx(ex.remaining()),
+                "POST", ex.url, content=ex.encoded.body, headers=ex.headers(), timeout=timeout,
             )
             resp: httpx.Response | None = None
             # Each await is bounded by what is left of the deadline; no scope spans a
@@ -553,14 +555,15 @@ class AsyncHttpProvider(_Base):
                 else:
                     chunks = resp.aiter_bytes()
                     while True:
-                        chunk: bytes | None = None
-                        with anyio.move_on_after(ex.remaining()):
-                            try:
-                                chunk = await chunks.__anext__()
-                            except StopAsyncIteration:
-                                break
+                        # A read that waits is bounded by what is left (bounded_read.py);
+                        # one that does not, by the check here.
+                        ex.check_deadline()
+                        chunk = await next_within(
+                            chunks, ex.remaining, ex.deadline_error,
+                            patience=timeout.read if timeout.read is not None else math.inf,
+                        )
                         if chunk is None:
-                            raise ex.deadline_error()
+                            break
                         for event in ex.feed(chunk):
                             yield event
                         if ex.done:
