@@ -109,6 +109,14 @@ class ByteStreamDecoder:
             events = self._sse.feed(chunk)
         except SseLimitError as e:
             raise self._too_large(e) from None
+        decoder = self._decoder
+        if len(events) == 1 and self._restore is None and not decoder.done:
+            # One event per read, nothing to rename: `_run` for that case, inline.
+            try:
+                return decoder.feed(events[0])
+            except ProviderError as e:
+                self._failure = e
+                raise
         return self._run(events)
 
     def close(self) -> list[ModelEvent]:

@@ -413,8 +413,16 @@ class OpenAIStreamDecoder:
         for choice in chunk.choices or ():
             if choice.index != 0:
                 continue
-            if choice.delta is not None:
-                self._delta(choice.delta, out)
+            d = choice.delta
+            if d is not None:
+                o = self._open
+                if (
+                    d.content and o is not None and o[0] == "text" and d.tool_calls is None
+                    and not (d.reasoning or d.reasoning_content or d.refusal)
+                ):
+                    out.append(TextDelta(o[1], d.content))  # more text: most chunks
+                else:
+                    self._delta(d, out)
             if choice.finish_reason is not None:
                 self._finish_raw = choice.finish_reason
                 out.extend(self._finish_blocks())
