@@ -554,13 +554,12 @@ class AsyncHttpProvider(_Base):
                     failure = ex.error(body, cut=cut)
                 else:
                     chunks = resp.aiter_raw() if _identity(resp) else resp.aiter_bytes()
+                    patience = timeout.read if timeout.read is not None else math.inf
                     while True:
-                        # A read that waits is bounded by what is left (bounded_read.py);
-                        # one that does not, by the check here.
-                        ex.check_deadline()
+                        # Bounded by what is left of the deadline (bounded_read.py); past
+                        # it, the read fails there.
                         chunk = await next_within(
-                            chunks, ex.remaining, ex.deadline_error,
-                            patience=timeout.read if timeout.read is not None else math.inf,
+                            chunks, ex.remaining, ex.deadline_error, patience
                         )
                         if chunk is None:
                             break
