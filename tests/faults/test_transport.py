@@ -97,6 +97,18 @@ async def test_keep_alive_comments_forever_end_at_the_deadline(
     expect(runs, "deadline_exceeded")
 
 
+async def test_a_drip_ends_at_the_deadline_also_when_reads_run_without_a_scope(
+    server: ReplayServer, anyio_backend: str
+) -> None:
+    # The read timeout is shorter than the deadline: the async provider reads without a
+    # cancel scope until less than one read timeout is left (bounded_read.py), then in a
+    # scope of what is left. Either way the call ends at the deadline, not never.
+    drip = Reply(200, SSE, text_frames("Hel"), forever=b": keep-alive\n\n", pause=0.05)
+    timeouts = Timeouts(connect=2.0, read=0.3, write=2.0, pool=2.0, total=0.8)
+    runs = await both(server, drip, timeouts=timeouts)
+    expect(runs, "deadline_exceeded", partial="Hel")
+
+
 async def test_a_byte_at_a_time_after_text_ends_at_the_deadline(
     server: ReplayServer, anyio_backend: str
 ) -> None:
