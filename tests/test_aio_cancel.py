@@ -23,6 +23,7 @@ from interpreters.cancel import AbortSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import (
     Chunk,
@@ -35,10 +36,10 @@ from pipeline.chunks import (
     ToolError,
     Usage,
 )
-from pipeline.loop import RunCancelled, agent_loop
 from pipeline.messages import MessageList, user
 from pipeline.model import ModelRequest
 from pipeline.processor import OutputStepArgs, OutputStepResult, RunContext, StatefulProcessor
+from pipeline.protocol import RunCancelled
 from pipeline.result import Cancelled, RunResult
 from tests.conftest_aio import TrackedModel, anyio_backend, unpaired_tool_calls  # noqa: F401
 

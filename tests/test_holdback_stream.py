@@ -13,9 +13,9 @@ import pytest
 from effects import Abort, CallModel, Continue, Emit, Finish, Out, Publish, Pull, Replace, Skip
 from interpreters.simulator import Say, ScriptedModel
 from interpreters.simulator_aio import AsyncSimulator
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, DataChunk, ErrorChunk, TextDelta, TextEnd, TextStart, Tripwire
-from pipeline.loop import RunCancelled, agent_loop
 from pipeline.messages import MessageList, user
 from pipeline.processor import (
     FlushArgs,
@@ -26,6 +26,7 @@ from pipeline.processor import (
     StreamResult,
     processor,
 )
+from pipeline.protocol import RunCancelled
 from pipeline.result import ProcessorFailed, RunResult
 from tests.conftest import make_agent, simulate, streamed_text
 

@@ -65,10 +65,10 @@ from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel
+from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 
 AsyncHandler = Callable[[object], object]
@@ -512,7 +512,8 @@ async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator
     """Open a model stream; tolerates an `async def astream` that returns the iterator."""
     stream = provider.astream(request)
     if not isinstance(stream, AsyncGeneratorType) and inspect.isawaitable(stream):
-        return await stream  # type: ignore[no-any-return]
+        opened: AsyncIterator[ModelEvent] = await stream
+        return opened
     return stream
 
 

@@ -15,13 +15,14 @@ import msgspec
 from interpreters.observe import Observer, observed_loop
 from interpreters.provider import ProviderError
 from interpreters.trace import Trace
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome, agent_loop
 from pipeline.messages import JsonObject, RunInput, ToolCallPart
 from pipeline.model import ApiError, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
+from pipeline.protocol import AgentLoop, ToolInvocation, ToolOutcome
 from pipeline.result import InvalidInput
 from pipeline.tool_context import check_deps
 from pipeline.tools import Tool

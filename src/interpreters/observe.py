@@ -21,11 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, EffectRecord, LoopCommand, Recorder, agent_loop
 from pipeline.messages import JsonObject, MessageList
 from pipeline.processor import RunContext
+from pipeline.protocol import AgentLoop, EffectRecord, LoopCommand, Recorder
 from pipeline.result import RunResult
 
 log = logging.getLogger("pipeline")

@@ -43,9 +43,15 @@ from interpreters.observe import RunInfo, RunObserver
 from interpreters.prices import split_model
 from pipeline.chunks import ModelFinish, TextDelta
 from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.loop import EffectRecord, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
+from pipeline.protocol import (
+    EffectRecord,
+    LoopCommand,
+    RunCancelled,
+    ToolInvocation,
+    ToolOutcome,
+)
 from pipeline.result import RunResult
 
 SCOPE = "pipeline-agents"

@@ -15,7 +15,7 @@ the simulator, and latency and retry backoff advance a virtual clock instead of 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import anyio.lowlevel
@@ -202,7 +202,7 @@ class ScriptedModel:
         script: Sequence[Scripted] | ScriptFn,
         *,
         clock: VirtualClock | None = None,
-        async_sleep: Callable[[float], object] | None = None,
+        async_sleep: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
         self._script = script
         self.clock = clock or VirtualClock()
@@ -260,7 +260,7 @@ class ScriptedModel:
 
     async def _pause(self, seconds: float) -> None:
         if self._async_sleep is not None and seconds > 0:
-            await self._async_sleep(seconds)  # type: ignore[misc]
+            await self._async_sleep(seconds)
         elif self.clock.advance(seconds):
             # A run's virtual deadline rang and cancelled it: the cancellation lands here.
             await anyio.lowlevel.checkpoint()

@@ -30,10 +30,10 @@ from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ModelEnded, ModelFailed
 from pipeline.processor import AskModel
+from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 
 Handler = Callable[[object], object]

@@ -8,7 +8,7 @@ import msgspec
 
 from effects import AwaitHook, RunTools
 from pipeline.chunks import Chunk
-from pipeline.loop import EffectRecord, LoopCommand
+from pipeline.protocol import EffectRecord, LoopCommand
 
 C = TypeVar("C")
 

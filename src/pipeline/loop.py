@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 
@@ -52,6 +53,7 @@ from effects import (
 from pipeline.agent import Agent
 from pipeline.call_ids import _CallIds
 from pipeline.chunks import (
+    Chunk,
     DataChunk,
     ErrorChunk,
     ModelFinish,
@@ -77,7 +79,7 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelEnded, ModelFailed
+from pipeline.model import ApiError, ModelEnded, ModelFailed, ModelRequest
 from pipeline.output_type import OutputDecodeError, TypedOutput
 from pipeline.pairing import PairedHistory
 from pipeline.processor import (
@@ -89,14 +91,17 @@ from pipeline.processor import (
     RunContext,
 )
 from pipeline.protocol import (
+    MODEL_REPLY_TYPES,
     AgentLoop,
     EffectRecord,
     LoopCommand,
     ModelReply,
+    ProtocolError,
     Recorder,
     RunCancelled,
     ToolInvocation,
     ToolOutcome,
+    checked,
 )
 from pipeline.response import _response_text, _StepContent
 from pipeline.result import (
@@ -107,6 +112,7 @@ from pipeline.result import (
     ProcessorFailed,
     RunError,
     RunResult,
+    Status,
     StepResult,
     StreamFailed,
 )
@@ -126,6 +132,7 @@ __all__ = [
     "Ids",
     "LoopCommand",
     "ModelReply",
+    "ProtocolError",
     "Recorder",
     "RunCancelled",
     "ToolInvocation",
@@ -257,6 +264,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             status_error = Cancelled(c.reason)
             self._answer_dangling_calls(c.reason)
 
+        status: Status
         if tripwire is not None:
             self.finish_reason = "tripwire"
             self.pending.append(tripwire)
@@ -270,7 +278,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             status = "finished"
         self._keep_held()
         result = RunResult(
-            status=status,  # type: ignore[arg-type]
+            status=status,
             text=_response_text(self.ml),
             messages=self.ml,
             steps=self._steps_tuple(),
@@ -287,7 +295,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         if self.pending:
             # The run is over already: a cancel now changes nothing in its result.
             with contextlib.suppress(RunCancelled):
-                yield Publish(tuple(self.pending))
+                yield from _publish(tuple(self.pending))
             self.pending = []
         yield Finish(result)
         return result
@@ -500,7 +508,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
 
     def _call_model(
         self, step: int, cfg: _StepConfig
-    ) -> Generator[LoopCommand, object, tuple[_StepContent, object]]:
+    ) -> Generator[LoopCommand, object, tuple[_StepContent, ModelReply]]:
         """Call the model until it starts streaming, retrying what may be retried."""
         transient = 0
         attempts = 0
@@ -510,8 +518,9 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             publish = tuple(self.pending)
             self.pending = []
             if publish:
-                yield Publish(publish)
-            reply = yield CallModel(request, step, attempts - 1)
+                yield from _publish(publish)
+            ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
+            reply = checked(ask, (yield ask))
             if not isinstance(reply, ModelFailed):
                 return _StepContent(), reply
             err = reply.error
@@ -520,7 +529,8 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                 if transient < policy.max_retries and policy.waits(err.retry_after):
                     delay = policy.delay(transient, f"{self.ctx.run_id}:{step}", err.retry_after)
                     transient += 1
-                    yield Sleep(delay, f"retrying after {err}")
+                    wait = Sleep(delay, f"retrying after {err}")
+                    checked(wait, (yield wait))
                     continue
                 raise _Failed(ApiFailed(step, err, attempts))
             recovered = yield from self._api_error(step, err)
@@ -552,45 +562,62 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         return False
 
     def _consume(
-        self, step: int, content: _StepContent, reply: object
+        self, step: int, content: _StepContent, first: ModelReply
     ) -> Generator[LoopCommand, object, None]:
-        """Run the model's stream through the stream processors until ModelFinish."""
+        """Run the model's stream through the stream processors until ModelFinish.
+
+        The per-chunk hot path: each Pull's reply is checked here, inline (a set lookup on
+        its class), not through `checked`; an isinstance that misses costs more.
+        """
         stream = self.h_stream
         io = self.stream_io
+        got: object = first  # checked by `_call_model`
+        pull: Pull[Chunk, ModelReply] | None = None
         try:
             while True:
-                t = type(reply)
-                if t is ModelFinish:
-                    assert isinstance(reply, ModelFinish)
-                    if self.h_flush:  # release what processors hold, before the message
-                        if io:
-                            yield from self._flush_io(content)
-                        else:
-                            self._flush(content)
-                    content.finish = reply
-                    return
-                if t is ModelFailed or t is ModelEnded:
-                    self._keep_partial(content)
-                    err = reply.error if isinstance(reply, ModelFailed) else None
-                    msg = (
-                        str(err) if err is not None else "stream ended before the model finished"
-                    )
-                    raise _Failed(StreamFailed(step, msg, err))
+                t = type(got)
+                if t not in _CHUNK_EVENTS:
+                    if isinstance(got, ModelFinish):
+                        if self.h_flush:  # release what processors hold, before the message
+                            if io:
+                                yield from self._flush_io(content)
+                            else:
+                                self._flush(content)
+                        content.finish = got
+                        return
+                    if isinstance(got, ModelFailed | ModelEnded):
+                        self._keep_partial(content)
+                        err = got.error if isinstance(got, ModelFailed) else None
+                        msg = (
+                            str(err) if err is not None
+                            else "stream ended before the model finished"
+                        )
+                        raise _Failed(StreamFailed(step, msg, err))
+                    assert pull is not None
+                    raise ProtocolError(pull, got, "a model event (ModelReply)")
+                # A model event other than the three above: a chunk (the check just made).
+                # `cast` is a call that costs 5% of this path: only the type checker sees it.
+                if TYPE_CHECKING:
+                    chunk = cast(Chunk, got)
+                else:
+                    chunk = got
                 if t is ToolCall or t is ToolCallDelta:
-                    reply = self._unique_call(reply, content)  # type: ignore[arg-type]
+                    chunk = self._unique_call(cast(_Call, chunk), content)
                 if io:
-                    yield from self._process_chunk_io(reply, content)  # type: ignore[arg-type]
+                    yield from self._process_chunk_io(chunk, content)
                 elif stream:
-                    self._process_chunk(reply, content)  # type: ignore[arg-type]
+                    self._process_chunk(chunk, content)
                 elif not self.pending:  # no stream hooks, nothing else to hand out first
-                    content.add(reply)  # type: ignore[arg-type]
-                    reply = yield Pull((reply,))  # type: ignore[arg-type]
+                    content.add(chunk)
+                    pull = Pull((chunk,))
+                    got = yield pull
                     continue
                 else:
-                    self._deliver(reply, content)  # type: ignore[arg-type]
+                    self._deliver(chunk, content)
                 out = tuple(self.pending)
                 self.pending = []
-                reply = yield Pull(out)
+                pull = Pull(out)
+                got = yield pull
         except (RunCancelled, HookFailure):
             # Cancelled, or a stream processor crashed: what already passed every processor
             # is kept, marked incomplete (the crashing chunk and later ones are not).
@@ -696,15 +723,15 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         publish = tuple(self.pending)
         self.pending = []
         if publish:
-            yield Publish(publish)
+            yield from _publish(publish)
+        run: RunTools[ToolInvocation, ToolOutcome] = RunTools(tuple(invocations))
         try:
-            reply = yield RunTools(tuple(invocations))
+            outcomes = checked(run, (yield run))
         except RunCancelled as c:
             self._keep_finished_tools(calls, c)
             raise
         finally:
             written = [w.close() if w is not None else () for w in writers]
-        outcomes = _check_outcomes(reply, calls)
         # What the tools wrote, per call in call order, through the stream processors;
         # non-transient chunks that pass are kept with the results.
         kept = _StepContent()
@@ -823,10 +850,12 @@ def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResu
     return ToolResultPart(call.tool_call_id, call.tool_name, result, is_error)
 
 
-def _check_outcomes(reply: object, calls: tuple[ToolCallPart, ...]) -> tuple[ToolOutcome, ...]:
-    if not isinstance(reply, tuple) or len(reply) != len(calls):
-        raise TypeError("interpreter bug: RunTools needs one ToolOutcome per call, in order")
-    for o, c in zip(reply, calls, strict=True):
-        if not isinstance(o, ToolOutcome) or o.tool_call_id != c.tool_call_id:
-            raise TypeError("interpreter bug: RunTools outcomes out of order")
-    return reply
+
+def _publish(chunks: tuple[Chunk, ...]) -> Generator[LoopCommand, object, None]:
+    cmd: Publish[Chunk] = Publish(chunks)
+    checked(cmd, (yield cmd))
+
+
+_CHUNK_EVENTS = MODEL_REPLY_TYPES - {ModelFinish, ModelFailed, ModelEnded}
+"""The model events that are chunks for the caller."""
+_Call = ToolCall | ToolCallDelta

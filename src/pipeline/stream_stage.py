@@ -96,7 +96,8 @@ class _StreamStage(_RunState):
         if isinstance(eff, Skip):
             return None
         if isinstance(eff, Replace):
-            return eff.value  # type: ignore[no-any-return]
+            became: Chunk | tuple[Chunk, ...] = eff.value  # `check` made sure it is
+            return became
         return chunk
 
     def _walk_all(

@@ -18,7 +18,7 @@ import interpreters.aio
 import interpreters.sync
 from effects import AwaitHook, Finish
 from interpreters.common import discard, start_run
-from pipeline.loop import AgentLoop, RunCancelled
+from pipeline.protocol import AgentLoop, RunCancelled
 
 REASON = "cut by the test"
 

@@ -19,9 +19,9 @@ import pytest
 from effects import Replace
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk
-from pipeline.loop import agent_loop
 from pipeline.messages import (
     FilePart,
     Message,
