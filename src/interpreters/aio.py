@@ -40,6 +40,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
+from typing import Unpack
 
 import anyio
 import anyio.to_thread
@@ -60,12 +61,13 @@ from interpreters.common import (
 )
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
+from interpreters.options import RunOptions, check_options
 from interpreters.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
-from pipeline.messages import JsonObject, RunInput
+from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel
 from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
@@ -121,24 +123,14 @@ class AsyncInterpreter:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunResult:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
         A run cancelled by `signal` or past `timeout` seconds returns with status
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
-        stream = self.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
-            trace=trace, signal=signal, timeout=timeout,
-        )
+        stream = self.stream(agent, messages, **options)
         stream._hand_out = False  # nobody reads the chunks: run straight through
         while not stream.done:
             await stream._advance_guarded()
@@ -148,29 +140,22 @@ class AsyncInterpreter:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> AsyncRunStream:
         """The run's chunks as an async iterator; nothing happens until it is iterated.
 
         Only the agent's model is resolved at once: a provider that is not configured (no
         API key...) raises its configuration error here, before any request.
         """
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        check_options(options)
         check_model(self._resolve, agent.model)
         loop = start_run(
-            agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
-            resource_id=resource_id, values=values, deps=deps, trace=trace,
+            agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
             observers=self._observers, price=self._price,
         )
-        return AsyncRunStream(self, loop, trace, signal, timeout)
+        return AsyncRunStream(
+            self, loop, options.get("trace"), options.get("signal"), options.get("timeout")
+        )
 
     # --- commands other than the model stream -----------------------------------------------
     async def _carry_out(self, cmd: LoopCommand, done: list[ToolOutcome] | None = None) -> object:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import anyio.lowlevel
 import msgspec
 
 from interpreters.observe import Observer
+from interpreters.options import RunScope, TracedScope, check_options, keys_of
 from interpreters.provider import ProviderError
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
@@ -50,6 +51,9 @@ from pipeline.result import RunResult
 if TYPE_CHECKING:
     from interpreters.journal import Journal, ReplayRun
 
+
+SCOPE = keys_of(RunScope)
+TRACED = keys_of(TracedScope)
 
 class VirtualClock:
     """Time that moves only when told to.
@@ -386,18 +390,12 @@ class Simulator:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
+        **options: Unpack[RunScope],
     ) -> SimRun:
+        check_options(options, SCOPE)
         trace = Trace()
         self.routes.note(agent.model)
-        result = self._interp.run(
-            agent, messages, thread_id=thread_id, resource_id=resource_id,
-            values=values, deps=deps, trace=trace,
-        )
+        result = self._interp.run(agent, messages, **options, trace=trace)
         return SimRun(result, trace, self.clock.now)
 
     @staticmethod
@@ -420,16 +418,9 @@ class Simulator:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
+        **options: Unpack[TracedScope],
     ) -> RunStream:
         """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after."""
+        check_options(options, TRACED)
         self.routes.note(agent.model)
-        return self._interp.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
-            trace=trace,
-        )
+        return self._interp.stream(agent, messages, **options)

@@ -20,6 +20,7 @@ latency ends cancelled at virtual t=1, at once in real time.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Unpack
 
 import anyio
 import anyio.lowlevel
@@ -28,13 +29,15 @@ from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
 from interpreters.cancel import AbortSignal
 from interpreters.journal import Journal, ReplayRun, replay_async
 from interpreters.observe import Observer
+from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
 from interpreters.simulator import Routes, ScriptedModel, SimRun, VirtualClock
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
-from pipeline.messages import JsonObject, RunInput
+from pipeline.messages import RunInput
 from pipeline.result import RunResult
 
+CANCELLABLE = keys_of(CancellableScope)
 
 class AsyncSimulator:
     """The async interpreter wired to scripted models, a virtual clock and fixed ids.
@@ -100,27 +103,21 @@ class AsyncSimulator:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[CancellableScope],
     ) -> SimRun:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds: the run ends cancelled when the virtual clock
         reaches it (see `stream`)."""
+        check_options(options, CANCELLABLE)
         trace = Trace()
         self.routes.note(agent.model)
-        deadline = self._deadline(signal, timeout)
+        run = self._options({**options, "trace": trace})
+        deadline = self._deadline(options.get("signal"), options.get("timeout"))
+        if deadline is not None:
+            run["signal"] = deadline.signal
         try:
-            result: RunResult = await self._interp.run(
-                agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
-                deps=deps, trace=trace, signal=signal if deadline is None else deadline.signal,
-                timeout=timeout if self._real_sleep else None,
-            )
+            result: RunResult = await self._interp.run(agent, messages, **run)
         finally:
             if deadline is not None:
                 deadline.disarm()
@@ -141,14 +138,7 @@ class AsyncSimulator:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> AsyncRunStream:
         """The run's chunks as an async iterator (`async with sim.stream(...) as s:`).
 
@@ -157,17 +147,25 @@ class AsyncSimulator:
         ("timed out after N s"), as a real run past its timeout does. With
         `real_sleep=True` the timeout is in real seconds, as on `AsyncInterpreter`.
         """
+        check_options(options)
         self.routes.note(agent.model)
-        deadline = self._deadline(signal, timeout)
-        stream = self._interp.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
-            deps=deps, trace=trace, signal=signal if deadline is None else deadline.signal,
-            timeout=timeout if self._real_sleep else None,
-        )
+        run = self._options(options)
+        deadline = self._deadline(options.get("signal"), options.get("timeout"))
+        if deadline is not None:
+            run["signal"] = deadline.signal
+        stream = self._interp.stream(agent, messages, **run)
         if deadline is not None:
             deadline.done = lambda: stream.done
             self._streaming.append(deadline)
         return stream
+
+    def _options(self, options: RunOptions) -> RunOptions:
+        """The options for the interpreter: a timeout in virtual seconds is this
+        simulator's (`_deadline`), not the interpreter's."""
+        run: RunOptions = {**options}
+        if not self._real_sleep:
+            run.pop("timeout", None)
+        return run
 
     def _deadline(
         self, signal: AbortSignal | None, timeout: float | None

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import Unpack
 
 from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.cancel import AbortSignal
@@ -25,12 +26,13 @@ from interpreters.common import (
 from interpreters.deadline import run_stop
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
+from interpreters.options import RunOptions, check_options
 from interpreters.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
-from pipeline.messages import JsonObject, RunInput
+from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed
 from pipeline.processor import AskModel
 from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
@@ -92,23 +94,13 @@ class SyncInterpreter:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunResult:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
         A run aborted by `signal` (from any thread) or past `timeout` seconds returns with
         status "cancelled", as under the async interpreter (see `stream`)."""
-        stream = self.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id,
-            values=values, deps=deps, trace=trace, signal=signal, timeout=timeout,
-        )
+        stream = self.stream(agent, messages, **options)
         for _ in stream:
             pass
         return stream.result
@@ -117,14 +109,7 @@ class SyncInterpreter:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunStream:
         """Iterate the run's chunks; `.result` is there once the iteration ended.
 
@@ -137,16 +122,15 @@ class SyncInterpreter:
         provider's waits are cut to the run's deadline; a tool or hook that blocks is
         waited for.
         """
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        check_options(options)
         refuse_async(agent)
         check_model(self._resolve, agent.model)
         loop = start_run(
-            agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
-            resource_id=resource_id, values=values, deps=deps, trace=trace,
+            agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
             observers=self._observers, price=self._price,
         )
-        return RunStream(self._drive(loop, trace, _Stop(signal, timeout)))
+        stop = _Stop(options.get("signal"), options.get("timeout"))
+        return RunStream(self._drive(loop, options.get("trace"), stop))
 
     # --- carrying out commands ---------------------------------------------------------
     def _drive(
