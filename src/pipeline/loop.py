@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import msgspec
 
@@ -51,7 +51,7 @@ from effects import (
     Sleep,
 )
 from pipeline.agent import Agent
-from pipeline.call_ids import _CallIds
+from pipeline.call_ids import CallIds
 from pipeline.chunks import (
     Chunk,
     DataChunk,
@@ -89,6 +89,7 @@ from pipeline.processor import (
     OutputResultArgs,
     OutputStepArgs,
     RunContext,
+    StepSettings,
 )
 from pipeline.protocol import (
     MODEL_REPLY_TYPES,
@@ -103,7 +104,7 @@ from pipeline.protocol import (
     ToolOutcome,
     checked,
 )
-from pipeline.response import _response_text, _StepContent
+from pipeline.response import StepContent, response_text
 from pipeline.result import (
     ApiFailed,
     Cancelled,
@@ -116,12 +117,17 @@ from pipeline.result import (
     StepResult,
     StreamFailed,
 )
-from pipeline.run_state import Ids, _Failed, _Tripped
-from pipeline.step_config import _StepConfig, _StepSetup
-from pipeline.stream_stage import _StreamStage
+from pipeline.run_state import Failed, Ids, Tripped
+from pipeline.step_config import StepSetup
+from pipeline.stream_stage import StreamStage
 from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
 from pipeline.tools import Tool, tool_result, unencodable
 from pipeline.validate import check_messages, rejected
+
+StepOutcome = Literal["next", "stop", "rerun"]
+"""After a step: "next" (tools ran: the model sees their results), "stop" (a final
+answer), "rerun" (a processor or the output type discarded the response: run the step
+again, with the feedback)."""
 
 _OUTPUT_TYPE = "output_type"
 """Who discarded a reply that did not decode (in feedback and data-step-discarded)."""
@@ -165,12 +171,12 @@ def agent_loop(
     return run.run()
 
 
-class _Run(_StepSetup, _StreamStage, _CallIds):
+class _Run(StepSetup, StreamStage, CallIds):
     """One run's state. Only `run()` is a generator; helpers that yield are sub-generators.
 
-    The input-step pipeline is in `_StepSetup` (step_config.py), the stream processors'
-    per-chunk path in `_StreamStage` (stream_stage.py), run-wide unique tool-call ids in
-    `_CallIds` (call_ids.py); the other hooks are here.
+    The input-step pipeline is in `StepSetup` (step_config.py), the stream processors'
+    per-chunk path in `StreamStage` (stream_stage.py), run-wide unique tool-call ids in
+    `CallIds` (call_ids.py); the other hooks are here.
     """
 
     def __init__(
@@ -245,18 +251,18 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             base_system = self.ml.system
             step = 0
             while step < self.agent.max_steps:
-                more = yield from self._step(step, base_system)
-                if more is None:  # the step was discarded by a processor retry: run it again
+                outcome = yield from self._step(step, base_system)
+                if outcome == "rerun":  # discarded by a processor retry: run it again
                     continue
                 step += 1
-                if not more:
+                if outcome == "stop":
                     break
             yield from self._process_output_result()
             # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
             yield from self._stream_through([FinishChunk(self.finish_reason, self.usage)])
-        except _Tripped as t:
+        except Tripped as t:
             tripwire = t.tripwire
-        except _Failed as f:
+        except Failed as f:
             status_error = f.error
         except HookFailure as h:
             status_error = ProcessorFailed(h.processor_id, h.hook, h.error_type, h.message)
@@ -279,7 +285,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         self._keep_held()
         result = RunResult(
             status=status,
-            text=_response_text(self.ml),
+            text=response_text(self.ml),
             messages=self.ml,
             steps=self._steps_tuple(),
             usage=self.usage,
@@ -317,8 +323,8 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
 
     def _step(
         self, step: int, base_system: tuple[SystemMessage, ...]
-    ) -> Generator[LoopCommand, object, bool | None]:
-        """One step. Returns whether to continue (tools ran), or None to rerun it."""
+    ) -> Generator[LoopCommand, object, StepOutcome]:
+        """One step, and what comes after it (see `StepOutcome`)."""
         cfg = yield from self._input_step(step, base_system)
         yield from self._stream_through([StepStart(step)])
         content, first_reply = yield from self._call_model(step, cfg)
@@ -352,7 +358,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             self.ml = before
             raise
         if not keep:
-            return None
+            return "rerun"
         self.finish_reason = fin.finish_reason
         # Tools run for the calls still present in the (possibly replaced) response.
         if self.ml is added and response.parts:  # no processor replaced the messages
@@ -368,7 +374,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         if not calls and isinstance(cfg.structured_output, TypedOutput):
             text = kept.text if kept is not None else ""
             if not (yield from self._check_output(step, cfg.structured_output, text, before)):
-                return None
+                return "rerun"
         results: tuple[ToolResultPart, ...] = ()
         if calls:
             results = yield from self._run_tools(calls, self._step_tools(cfg))
@@ -390,7 +396,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             )
         )
         yield from self._stream_through([StepFinish(step, fin.finish_reason, fin.usage)])
-        return bool(calls)
+        return "next" if calls else "stop"
 
     def _price(self, model: str, fin: ModelFinish, at: float) -> Cost | None:
         """This call's cost; an unknown model makes the run's cost unknown for good."""
@@ -409,18 +415,19 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
     def _output_step(
         self,
         step: int,
-        cfg: _StepConfig,
-        content: _StepContent,
+        cfg: StepSettings,
+        content: StepContent,
         fin: ModelFinish,
         before: MessageList,
     ) -> Generator[LoopCommand, object, bool]:
         """process_output_step over the response just added: False when a processor
         discarded it for a retry (the feedback is then added after `before`)."""
-        if self.h_output_step:
-            record = self.record
-            steps = self._steps_tuple()
-            tool_calls = tuple(content.tool_calls)
-            text = content.text
+        if not self.h_output_step:
+            return True
+        record = self.record
+        steps = self._steps_tuple()
+        tool_calls = tuple(content.tool_calls)
+        text = content.text
         for b in self.h_output_step:
             args = OutputStepArgs(
                 message_list=self.ml,
@@ -429,7 +436,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                 finish_reason=fin.finish_reason,
                 tool_calls=tool_calls,
                 text=text,
-                system_messages=cfg.system,
+                system_messages=cfg.system_messages,
                 state=self.states[b.slot],
                 retry_count=self.retry_count,
                 context=self.ctx,
@@ -480,7 +487,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             problem = str(e)
         if self.retry_count >= self.agent.max_processor_retries:
             self.ml = before
-            raise _Failed(OutputInvalid(step, problem, text, self.retry_count + 1))
+            raise Failed(OutputInvalid(step, problem, text, self.retry_count + 1))
         self.retry_count += 1
         reason = (
             f"Your reply does not match the {typed.name} JSON schema: {problem}. "
@@ -507,8 +514,8 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         return False
 
     def _call_model(
-        self, step: int, cfg: _StepConfig
-    ) -> Generator[LoopCommand, object, tuple[_StepContent, ModelReply]]:
+        self, step: int, cfg: StepSettings
+    ) -> Generator[LoopCommand, object, tuple[StepContent, ModelReply]]:
         """Call the model until it starts streaming, retrying what may be retried."""
         transient = 0
         attempts = 0
@@ -522,7 +529,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
             reply = checked(ask, (yield ask))
             if not isinstance(reply, ModelFailed):
-                return _StepContent(), reply
+                return StepContent(), reply
             err = reply.error
             policy = self.agent.retry_policy
             if err.retryable:
@@ -532,10 +539,10 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                     wait = Sleep(delay, f"retrying after {err}")
                     checked(wait, (yield wait))
                     continue
-                raise _Failed(ApiFailed(step, err, attempts))
+                raise Failed(ApiFailed(step, err, attempts))
             recovered = yield from self._api_error(step, err)
             if not recovered:
-                raise _Failed(ApiFailed(step, err, attempts))
+                raise Failed(ApiFailed(step, err, attempts))
 
     def _api_error(self, step: int, err: ApiError) -> Generator[LoopCommand, object, bool]:
         """Offer a rejection to the error processors; the first Retry wins."""
@@ -562,7 +569,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         return False
 
     def _consume(
-        self, step: int, content: _StepContent, first: ModelReply
+        self, step: int, content: StepContent, first: ModelReply
     ) -> Generator[LoopCommand, object, None]:
         """Run the model's stream through the stream processors until ModelFinish.
 
@@ -592,7 +599,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                             str(err) if err is not None
                             else "stream ended before the model finished"
                         )
-                        raise _Failed(StreamFailed(step, msg, err))
+                        raise Failed(StreamFailed(step, msg, err))
                     assert pull is not None
                     raise ProtocolError(pull, got, "a model event (ModelReply)")
                 # A model event other than the three above: a chunk (the check just made).
@@ -625,7 +632,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             raise
 
     def _unique_call(
-        self, call: ToolCall | ToolCallDelta, content: _StepContent
+        self, call: ToolCall | ToolCallDelta, content: StepContent
     ) -> ToolCall | ToolCallDelta:
         """A call with an empty id, or one this response already used, gets a fresh id,
         its deltas too: results are matched to calls by id (some servers send `call_0`
@@ -668,7 +675,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                 ToolError(p.tool_call_id, p.tool_name, str(p.result)) for p in parts
             )
 
-    def _keep_partial(self, content: _StepContent) -> None:
+    def _keep_partial(self, content: StepContent) -> None:
         """A broken stream: keep what arrived, marked incomplete, with no tool call.
 
         Not when process_output_step processors exist: they never approved it (fail closed).
@@ -734,7 +741,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             written = [w.close() if w is not None else () for w in writers]
         # What the tools wrote, per call in call order, through the stream processors;
         # non-transient chunks that pass are kept with the results.
-        kept = _StepContent()
+        kept = StepContent()
         for chunks in written:
             for d in chunks:
                 if self.stream_io:
@@ -804,7 +811,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             return
         for b in self.h_result:
             result = OutputResult(
-                text=_response_text(self.ml),
+                text=response_text(self.ml),
                 usage=self.usage,
                 finish_reason=self.finish_reason,
                 steps=self._steps_tuple(),

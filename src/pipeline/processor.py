@@ -136,8 +136,24 @@ class InputArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_onl
     context: RunContext
 
 
+class StepSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """One step's settings: the agent's, as the `process_input_step` hooks so far changed
+    them (each hook sees them in `InputStepArgs`, which extends this; the loop asks the
+    model with the last). `StepChange` has the same fields, each optional."""
+
+    model: str
+    tool_choice: ToolChoice
+    active_tools: tuple[str, ...] | None
+    tools: tuple[Tool, ...]
+    system_messages: tuple[SystemMessage, ...]
+    provider_options: JsonObject | None
+    model_settings: ModelSettings
+    structured_output: StructuredOutput | None
+
+
 class StepChange(msgspec.Struct, frozen=True, kw_only=True):
-    """What `process_input_step` may change for this step (None: unchanged).
+    """What `process_input_step` may change for this step (None: unchanged): the fields of
+    `StepSettings`, and `message_list`.
 
     `message_list` changes persist into later steps; `system_messages` last this step only.
     """
@@ -153,18 +169,12 @@ class StepChange(msgspec.Struct, frozen=True, kw_only=True):
     structured_output: StructuredOutput | None = None
 
 
-class InputStepArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
+class InputStepArgs(StepSettings, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
+    """What `process_input_step` gets: the step's settings so far, and the run."""
+
     message_list: MessageList
     step_number: int
     steps: tuple[StepResult, ...]
-    system_messages: tuple[SystemMessage, ...]
-    model: str
-    tool_choice: ToolChoice
-    active_tools: tuple[str, ...] | None
-    tools: tuple[Tool, ...]
-    provider_options: JsonObject | None
-    model_settings: ModelSettings
-    structured_output: StructuredOutput | None
     state: S
     retry_count: int
     context: RunContext
