@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import msgspec
-
 from effects import Abort, Continue, Replace
 from interpreters.simulator import Say, call
 from pipeline.messages import Message, SystemMessage, TextPart
@@ -311,4 +309,5 @@ def test_step_change_is_recorded_in_the_trace() -> None:
     ran = simulate(agent, [Say("x")], models={"m2": [Say("ok")]})
     (eff,) = ran.trace.effects_of("s", "process_input_step")
     assert isinstance(eff, Replace)
-    assert msgspec.structs.asdict(eff.value)["model"] == "m2"
+    assert isinstance(eff.value, StepChange)
+    assert eff.value.model == "m2"

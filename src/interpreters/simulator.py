@@ -28,6 +28,7 @@ from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import (
+    Chunk,
     DataChunk,
     FinishReason,
     ModelEvent,
@@ -297,7 +298,7 @@ class SimRun(msgspec.Struct, frozen=True):
     """Virtual time when the run ended."""
 
     @property
-    def chunks(self) -> list[object]:
+    def chunks(self) -> list[Chunk]:
         return list(self.trace.chunks)
 
 

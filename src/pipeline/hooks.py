@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Generator, Mapping
 from types import GeneratorType
+from typing import cast
 
 import msgspec
 
@@ -26,6 +27,7 @@ from pipeline.processor import (
     CHUNK_TYPES,
     REPLACE_PAYLOAD,
     BaseProcessor,
+    HookEffect,
     HookName,
     StepChange,
     TripWire,
@@ -64,7 +66,7 @@ class Bound(msgspec.Struct, frozen=True):
 class Outcome(msgspec.Struct, frozen=True):
     """A hook call's checked result."""
 
-    effect: object
+    effect: HookEffect
     state: object
     emit: tuple[DataChunk, ...]
     changed_state: bool
@@ -213,7 +215,8 @@ def check(b: Bound, raw: object) -> Outcome:
         chunks.append(c)
     if effect.__class__ is Replace and isinstance(effect.value, DataChunk):
         _check_data(b, effect.value)
-    return Outcome(effect, state, tuple(chunks), changed)
+    # Checked above against ALLOWED_EFFECTS and REPLACE_PAYLOAD, made from HookEffect.
+    return Outcome(cast(HookEffect, effect), state, tuple(chunks), changed)
 
 
 def _check_data(b: Bound, c: DataChunk) -> None:

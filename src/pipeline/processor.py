@@ -14,7 +14,19 @@ I/O requests (`AskModel`, or your own) and receives their answers.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Generic, Literal, NoReturn, TypeAlias, TypeVar, get_args, overload
+from types import UnionType
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    NoReturn,
+    TypeAlias,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    overload,
+)
 
 import msgspec
 
@@ -38,15 +50,7 @@ HookName = Literal[
     "process_output_result",
     "flush_output_stream",
 ]
-HOOKS: tuple[HookName, ...] = (
-    "process_input",
-    "process_input_step",
-    "process_api_error",
-    "process_output_stream",
-    "process_output_step",
-    "process_output_result",
-    "flush_output_stream",
-)
+HOOKS: tuple[HookName, ...] = get_args(HookName)
 """The six hooks of the contract, and `flush_output_stream`, the companion of
 `process_output_stream` for processors that hold chunks back (see `FlushArgs`)."""
 
@@ -259,29 +263,70 @@ FlushResult: TypeAlias = FlushEffect | Out[FlushEffect, S]
 OutputStepResult: TypeAlias = OutputStepEffect | Out[OutputStepEffect, S]
 OutputResultResult: TypeAlias = OutputResultEffect | Out[OutputResultEffect, S]
 
+HookEffect: TypeAlias = (
+    InputEffect
+    | InputStepEffect
+    | ApiErrorEffect
+    | StreamEffect
+    | FlushEffect
+    | OutputStepEffect
+    | OutputResultEffect
+)
+"""Any effect some hook may return (what a trace records)."""
+
 HookReturn: TypeAlias = R | Awaitable[R] | Generator[object, object, R]
 """A hook returns its result directly, from a coroutine, or from an I/O generator."""
 
-ALLOWED_EFFECTS: Mapping[HookName, tuple[type, ...]] = {
-    "process_input": (Continue, Replace, Abort),
-    "process_input_step": (Continue, Replace, Abort),
-    "process_api_error": (Continue, Retry, Abort),
-    "process_output_stream": (Continue, Replace, Skip, Emit, Abort),
-    "process_output_step": (Continue, Replace, Abort),
-    "process_output_result": (Continue, Replace, Abort),
-    "flush_output_stream": (Continue, Replace, Emit, Abort),
+HOOK_EFFECTS: Mapping[HookName, object] = {
+    "process_input": InputEffect,
+    "process_input_step": InputStepEffect,
+    "process_api_error": ApiErrorEffect,
+    "process_output_stream": StreamEffect,
+    "process_output_step": OutputStepEffect,
+    "process_output_result": OutputResultEffect,
+    "flush_output_stream": FlushEffect,
 }
+"""Each hook's effect alias: the run-time checks below are read off these types."""
+
+
+def _members(t: object) -> tuple[object, ...]:
+    """The members of a union type (a type that is not a union is its only member)."""
+    return get_args(t) if isinstance(t, UnionType) or get_origin(t) is Union else (t,)
+
+
+def _classes(t: object) -> tuple[type, ...]:
+    """The classes `isinstance` checks a value of type `t` against (a generic by its
+    origin: `Replace[MessageList]` -> Replace, `tuple[Chunk, ...]` -> tuple)."""
+    out: dict[type, None] = {}
+    for m in _members(t):
+        c = get_origin(m) or m
+        if not isinstance(c, type):
+            raise TypeError(f"cannot check {m!r} at run time")
+        out[c] = None
+    return tuple(out)
+
+
+def _payload(t: object) -> tuple[type, ...] | None:
+    """What the Replace or Retry an effect alias allows may carry (Retry's may be None)."""
+    for m in _members(t):
+        origin = get_origin(m)
+        if origin is Replace or origin is Retry:
+            (carried,) = get_args(m)
+            classes = _classes(carried)
+            return (*classes, type(None)) if origin is Retry else classes
+    return None
+
+
+ALLOWED_EFFECTS: Mapping[HookName, tuple[type, ...]] = {
+    h: _classes(t) for h, t in HOOK_EFFECTS.items()
+}
+"""The effect classes each hook may return (`hooks.check`)."""
 
 CHUNK_TYPES: tuple[type, ...] = get_args(Chunk)
 REPLACE_PAYLOAD: Mapping[HookName, tuple[type, ...]] = {
-    "process_api_error": (MessageList, type(None)),
-    "process_output_stream": (*get_args(Chunk), tuple),
-    "flush_output_stream": (tuple,),
-    "process_input": (MessageList,),
-    "process_input_step": (StepChange,),
-    "process_output_step": (MessageList,),
-    "process_output_result": (MessageList,),
+    h: p for h, t in HOOK_EFFECTS.items() if (p := _payload(t)) is not None
 }
+"""The classes a hook's Replace (or Retry) may carry (`hooks.check`)."""
 
 
 # --- processors ------------------------------------------------------------------------
@@ -453,10 +498,3 @@ def processor(
         id, state, hooks, name=name, process_data_parts=process_data_parts
     )
 
-
-InputProcessor = BaseProcessor
-"""A processor with `process_input` and/or `process_input_step` (checked by Agent)."""
-OutputProcessor = BaseProcessor
-"""A processor with a `process_output_*` hook (checked by Agent)."""
-ErrorProcessor = BaseProcessor
-"""A processor with `process_api_error` (checked by Agent)."""

@@ -31,6 +31,7 @@ from pipeline.chunks import (
 )
 from pipeline.messages import ToolCallPart
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.processor import HookEffect
 from pipeline.result import RunResult
 from pipeline.tools import Tool
 
@@ -144,7 +145,7 @@ class EffectRecord(msgspec.Struct, frozen=True):
 
     processor_id: str
     hook: str
-    effect: object
+    effect: HookEffect
 
 
 Recorder = Callable[[EffectRecord], None]

@@ -9,7 +9,7 @@ which converts them; a hook that puts such messages in place fails as `Processor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -89,7 +89,7 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
 }
 
 
-def _assert_refused(result: RunResult, chunks: list[object], index: int | None, field: str,
+def _assert_refused(result: RunResult, chunks: Sequence[object], index: int | None, field: str,
                     model: ScriptedModel) -> InvalidInput:
     assert result.status == "failed"
     err = result.error
