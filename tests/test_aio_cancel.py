@@ -41,7 +41,7 @@ from pipeline.model import ModelRequest
 from pipeline.processor import OutputStepArgs, OutputStepResult, RunContext, StatefulProcessor
 from pipeline.protocol import RunCancelled
 from pipeline.result import Cancelled, RunResult
-from tests.conftest_aio import TrackedModel, anyio_backend, unpaired_tool_calls  # noqa: F401
+from tests.helpers import AsyncTrackedModel, unpaired_tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +73,7 @@ def _streamed_text(chunks: list[Chunk]) -> str:
 
 
 async def test_signal_mid_stream_keeps_the_partial_text_marked_incomplete() -> None:
-    model = TrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
+    model = AsyncTrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
     result, trace = await _run_and_abort(
         AsyncInterpreter(model), Agent.create("m"), model.blocked, reason="user left"
     )
@@ -118,7 +118,7 @@ async def test_signal_mid_tool_pairs_every_call_and_leaves_no_task() -> None:
     agent = Agent.create(
         "m", tools=[make_tool(tools.quick, name="quick"), make_tool(tools.stuck, name="stuck")]
     )
-    model = TrackedModel([
+    model = AsyncTrackedModel([
         Say("working", calls=[call("quick", x=1), call("stuck", x=2)]), Say("never")
     ])
     result, trace = await _run_and_abort(AsyncInterpreter(model), agent, tools.started)
@@ -184,7 +184,7 @@ async def test_signal_in_an_async_output_step_hook_drops_the_response_it_was_jud
 
 
 async def test_timeout_mid_stream() -> None:
-    model = TrackedModel(STREAMING, block=(0, 2))  # blocks before ' wor'
+    model = AsyncTrackedModel(STREAMING, block=(0, 2))  # blocks before ' wor'
     with anyio.fail_after(10):
         result = await AsyncInterpreter(model).run(Agent.create("m"), "hi", timeout=0.05)
     assert result.status == "cancelled"
@@ -203,7 +203,7 @@ async def test_a_timeout_does_not_touch_a_run_that_ends_in_time() -> None:
 
 
 async def test_enclosing_cancel_scope_reraises_and_leaves_the_result_on_the_stream() -> None:
-    model = TrackedModel(STREAMING, block=(0, 3))
+    model = AsyncTrackedModel(STREAMING, block=(0, 3))
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi")
     got: list[Chunk] = []
     reached_after = False
@@ -255,7 +255,7 @@ async def test_enclosing_cancel_scope_cancels_run_and_its_tools() -> None:
 
 
 async def test_closing_the_stream_early_cancels_the_run_and_closes_the_model() -> None:
-    model = TrackedModel(STREAMING)
+    model = AsyncTrackedModel(STREAMING)
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi")
     async with stream:
         async for c in stream:
@@ -273,7 +273,7 @@ async def test_closing_the_stream_early_cancels_the_run_and_closes_the_model() -
 
 
 async def test_closing_a_stream_never_iterated_calls_no_model() -> None:
-    model = TrackedModel(STREAMING)
+    model = AsyncTrackedModel(STREAMING)
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi")
     await stream.aclose()
     assert stream.result.status == "cancelled"
@@ -281,7 +281,7 @@ async def test_closing_a_stream_never_iterated_calls_no_model() -> None:
 
 
 async def test_a_signal_aborted_before_the_run_calls_no_model() -> None:
-    model = TrackedModel(STREAMING)
+    model = AsyncTrackedModel(STREAMING)
     signal = AbortSignal()
     signal.abort("not wanted")
     signal.abort("second reason is ignored")
@@ -293,11 +293,11 @@ async def test_a_signal_aborted_before_the_run_calls_no_model() -> None:
 
 
 async def test_one_signal_cancels_every_run_it_was_given() -> None:
-    models = [TrackedModel(STREAMING, block=(0, 2)) for _ in range(3)]
+    models = [AsyncTrackedModel(STREAMING, block=(0, 2)) for _ in range(3)]
     signal = AbortSignal()
     results: list[RunResult] = []
 
-    async def go(model: TrackedModel) -> None:
+    async def go(model: AsyncTrackedModel) -> None:
         results.append(await AsyncInterpreter(model).run(Agent.create("m"), "x", signal=signal))
 
     with anyio.fail_after(10):
@@ -410,7 +410,7 @@ def test_the_loop_itself_finishes_a_cancel_without_io() -> None:
 async def test_run_as_a_task_group_target_with_partial() -> None:
     """`run` works as a task-group target with functools.partial (as documented)."""
     signal = AbortSignal()
-    model = TrackedModel(STREAMING, block=(0, 1))
+    model = AsyncTrackedModel(STREAMING, block=(0, 1))
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(AsyncInterpreter(model).run, Agent.create("m"), "x", signal=signal))
         await model.blocked.wait()
@@ -423,7 +423,7 @@ async def test_run_as_a_task_group_target_with_partial() -> None:
 
 
 async def test_aclose_from_another_task_is_a_clear_error_and_a_signal_stops_the_stream() -> None:
-    model = TrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
+    model = AsyncTrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
     signal = AbortSignal()
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi", signal=signal)
     got: list[Chunk] = []

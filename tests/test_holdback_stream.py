@@ -28,7 +28,7 @@ from pipeline.processor import (
 )
 from pipeline.protocol import RunCancelled
 from pipeline.result import ProcessorFailed, RunResult
-from tests.conftest import make_agent, simulate, streamed_text
+from tests.helpers import make_agent, simulate, streamed_text
 
 
 class Recorder(StatefulProcessor[None]):

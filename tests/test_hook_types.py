@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from mypy import api
 
 HEADER = """
@@ -111,11 +112,13 @@ def _mypy(tmp_path: Path, source: str) -> tuple[str, int]:
     return out + err, status
 
 
+@pytest.mark.slow  # runs mypy
 def test_legal_effects_type_check(tmp_path: Path) -> None:
     out, status = _mypy(tmp_path, LEGAL)
     assert status == 0, out
 
 
+@pytest.mark.slow  # runs mypy
 def test_each_illegal_effect_is_a_type_error(tmp_path: Path) -> None:
     # All cases in one file (one mypy run); each must have an error within its lines.
     source = HEADER

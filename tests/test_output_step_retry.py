@@ -16,7 +16,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.tools import tool
-from tests.conftest import make_agent, simulate, streamed_text, user_texts
+from tests.helpers import make_agent, simulate, streamed_text, user_texts
 
 FEEDBACK = "Too short. Say more."
 

@@ -12,7 +12,6 @@ from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk, TextDelta
 from pipeline.result import Cancelled
-from tests.conftest_aio import anyio_backend  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 START = 1_700_000_000.0

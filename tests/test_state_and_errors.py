@@ -32,7 +32,7 @@ from pipeline.processor import (
 )
 from pipeline.result import ProcessorFailed, StreamFailed
 from pipeline.tools import tool
-from tests.conftest import data_chunks, make_agent, simulate, streamed_text
+from tests.helpers import data_chunks, make_agent, simulate, streamed_text
 
 REJECT = Fail(status=400, message="rejected")
 tool_runs: list[str] = []

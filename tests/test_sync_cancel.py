@@ -20,7 +20,7 @@ from pipeline.pairing import is_paired
 from pipeline.result import Cancelled
 from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
-from tests.conftest import make_agent
+from tests.helpers import make_agent
 
 
 class AbortingProvider:

@@ -47,7 +47,7 @@ from pipeline.processor import (
 )
 from pipeline.result import ApiFailed, ProcessorFailed, RunFailedError
 from pipeline.tools import tool
-from tests.conftest import TrackingModel, make_agent, simulate, streamed_text
+from tests.helpers import TrackedModel, make_agent, simulate, streamed_text
 
 
 @tool
@@ -128,7 +128,7 @@ def test_the_stream_yields_the_same_chunks_as_the_trace_then_has_the_result() ->
 
 
 def test_closing_the_stream_early_closes_the_model_stream_and_the_run() -> None:
-    model = TrackingModel([Say(["one", "two", "three"]), Say("never")])
+    model = TrackedModel([Say(["one", "two", "three"]), Say("never")])
     stream = Simulator(model).stream(make_agent(), "hi")
     got: list[Chunk] = []
     for c in stream:
@@ -419,7 +419,7 @@ def test_a_missing_scripted_response_fails_clearly() -> None:
 
 
 def test_the_stream_is_a_context_manager_that_closes_it_early() -> None:
-    model = TrackingModel([Say(["one", "two", "three"]), Say("never")])
+    model = TrackedModel([Say(["one", "two", "three"]), Say("never")])
     with Simulator(model).stream(make_agent(), "hi") as stream:
         for c in stream:
             if isinstance(c, TextDelta):

@@ -8,7 +8,7 @@ from pipeline.chunks import ToolCall, ToolCallDelta, ToolError, ToolResult
 from pipeline.messages import Message, ToolResultPart
 from pipeline.processor import StepChange, processor
 from pipeline.tools import Tool, make_tool, tool
-from tests.conftest import make_agent, simulate
+from tests.helpers import make_agent, simulate
 
 executed: list[tuple[str, object]] = []
 

@@ -41,8 +41,8 @@ from pipeline.processor import (
 )
 from pipeline.result import Cancelled, RunResult
 from pipeline.tools import make_tool
-from tests.conftest_aio import TrackedModel, anyio_backend  # noqa: F401
 from tests.faults.cancel_at import REASON, cancelling_at
+from tests.helpers import AsyncTrackedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -171,7 +171,7 @@ async def test_cancel_mid_stream_with_an_output_step_processor_keeps_no_partial(
         def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
             return Continue()
 
-    model = TrackedModel([Say(["Hello", " wor", "ld"])], block=(0, 3))
+    model = AsyncTrackedModel([Say(["Hello", " wor", "ld"])], block=(0, 3))
     sim = AsyncSimulator(model.inner)
     sim.interpreter._resolve = lambda _m: model
     r, trace = await _run_aborted_when(sim, Agent.create("m", output_processors=[Judge()]),
@@ -243,7 +243,7 @@ async def test_cancel_while_tools_run_keeps_the_real_results_of_finished_calls()
 
 
 async def test_cancel_during_the_second_model_call_gives_no_call_a_second_result() -> None:
-    model = TrackedModel(
+    model = AsyncTrackedModel(
         [Say("a", calls=[call("echo", x=1), call("echo", x=2)]), Say(["b", "c"])],
         block=(1, 2),
     )
@@ -451,7 +451,7 @@ async def test_a_cancel_while_each_hook_waits(hook: str) -> None:
     script: list[Say | Fail] = [Say(["a", "b"], calls=[call("echo", x=1)]), Say("c")]
     if hook == "process_api_error":
         script.insert(0, Fail(status=400))
-    model = TrackedModel(script)
+    model = AsyncTrackedModel(script)
     sim = AsyncSimulator(model.inner)
     sim.interpreter._resolve = lambda _m: model
     kind = (
