@@ -379,8 +379,8 @@ async def test_a_cancelled_history_is_valid_input_for_the_next_run() -> None:
 
 
 def test_the_loop_itself_finishes_a_cancel_without_io() -> None:
-    """Pure: throw RunCancelled at a Pull; the loop yields only Publish and Finish."""
-    from effects import CallModel, Finish, Publish, Pull
+    """Pure: throw RunCancelled at a Pull; the loop yields only Publish and Done."""
+    from effects import CallModel, Done, Publish, Pull
     from pipeline.chunks import TextStart
 
     loop = agent_loop(
@@ -395,7 +395,7 @@ def test_the_loop_itself_finishes_a_cancel_without_io() -> None:
     assert isinstance(cmd, Pull)
     cmd = loop.throw(RunCancelled("because"))
     kinds = []
-    while not isinstance(cmd, Finish):
+    while not isinstance(cmd, Done):
         assert isinstance(cmd, Publish)
         kinds.append([type(c).__name__ for c in cmd.chunks])
         cmd = loop.send(None)

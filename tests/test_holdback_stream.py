@@ -10,7 +10,7 @@ from typing import cast
 import anyio
 import pytest
 
-from effects import Abort, CallModel, Continue, Emit, Finish, Out, Publish, Pull, Replace, Skip
+from effects import Abort, CallModel, Continue, Done, Emit, Out, Publish, Pull, Replace, Skip
 from interpreters.simulator import Say, ScriptedModel
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import agent_loop
@@ -251,7 +251,7 @@ def test_a_cancel_while_holding_keeps_only_released_text() -> None:
     assert isinstance(cmd, Pull)
     delivered += cmd.publish
     cmd = loop.throw(RunCancelled("gone"))
-    while not isinstance(cmd, Finish):
+    while not isinstance(cmd, Done):
         assert isinstance(cmd, Publish)
         delivered += cmd.chunks
         cmd = loop.send(None)

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from effects import CallModel, Continue, Finish, Perform, Publish, Pull, Replace, RunTools
+from effects import CallModel, Continue, Done, Perform, Publish, Pull, Replace, RunTools
 from interpreters.provider import Provider, ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.sync import AsyncNotSupportedError, SyncInterpreter
@@ -371,13 +371,13 @@ def test_the_trace_records_commands_in_order() -> None:
         [Fail(status=503), Say(calls=[call("lookup", query="q")]), Say("x")],
     )
     kinds = [type(c).__name__ for c in ran.trace.commands]
-    assert kinds[0] == "Publish" and kinds[-1] == "Finish"
+    assert kinds[0] == "Publish" and kinds[-1] == "Done"
     calls = ran.trace.commands_of(CallModel)
     assert [(c.step_number, c.attempt) for c in calls] == [(0, 0), (0, 1), (1, 0)]
     assert len(ran.trace.commands_of(RunTools)) == 1
     assert ran.trace.commands_of(Pull)
     assert ran.trace.commands_of(Publish)
-    assert isinstance(ran.trace.commands[-1], Finish)
+    assert isinstance(ran.trace.commands[-1], Done)
 
 
 def test_the_same_script_gives_the_same_trace() -> None:

@@ -83,8 +83,10 @@ class Sleep(Command[None], frozen=True, tag=True):
     reason: str
 
 
-class Finish(Command[None], Generic[Res], frozen=True, tag=True):
-    """The run is over; `result` is final. No reply is expected."""
+class Done(Command[None], Generic[Res], frozen=True, tag="Finish"):
+    """The run is over; `result` is final. No reply is expected.
+
+    (Its tag stays "Finish", its name before: journals recorded then still replay.)"""
 
     result: Res
 

@@ -45,7 +45,7 @@ from typing import Unpack
 import anyio
 import anyio.to_thread
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.cancel import AbortSignal
 from interpreters.common import (
     answer_of,
@@ -418,8 +418,8 @@ class AsyncRunStream:
                 cmd = self._set(loop.send(None))
                 if self._buf:  # (never when `run` drives)
                     return
-            elif t is Finish:
-                assert isinstance(cmd, Finish)
+            elif t is Done:
+                assert isinstance(cmd, Done)
                 self._result = cmd.result
                 loop.close()
                 return
@@ -475,7 +475,7 @@ class AsyncRunStream:
             cmd = self._cmd if self._cmd is not None else self._set(next(loop))
             if isinstance(cmd, AwaitHook):  # never awaited, or its await was cancelled
                 discard(cmd.awaitable)
-            if not isinstance(cmd, Finish):
+            if not isinstance(cmd, Done):
                 # Tools that finished before the cancel keep their real results.
                 done = tuple(self._tools_done) if isinstance(cmd, RunTools) else ()
                 try:
@@ -485,9 +485,9 @@ class AsyncRunStream:
                         cmd = self._set(loop.send(None))
                 except (RunCancelled, StopIteration) as e:
                     raise RuntimeError("the agent loop did not finish a cancelled run") from e
-                if not isinstance(cmd, Finish):
+                if not isinstance(cmd, Done):
                     raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
-            assert isinstance(cmd, Finish)
+            assert isinstance(cmd, Done)
             self._result = cmd.result
             loop.close()
         await self._close_model()

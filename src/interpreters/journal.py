@@ -34,7 +34,7 @@ from typing import IO, Literal, cast
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools
+from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools
 from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
 from interpreters.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
@@ -559,13 +559,13 @@ def _steps(
             trace.record_command(cmd)
             feed.see(cmd)
             reason = feed.cancel_reason()
-            if reason is not None and not isinstance(cmd, Finish):
+            if reason is not None and not isinstance(cmd, Done):
                 if isinstance(cmd, AwaitHook):
                     _discard(cmd.awaitable)
                 cmd = loop.throw(RunCancelled(reason))
                 continue
             reply: object = None
-            if isinstance(cmd, Finish):
+            if isinstance(cmd, Done):
                 return cmd.result
             if isinstance(cmd, Pull):
                 trace.chunks.extend(cmd.publish)

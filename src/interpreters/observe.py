@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools, Sleep
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
@@ -74,7 +74,7 @@ class RunObserver:
 
     `at` is the interpreter's clock when the observer is told (virtual time in the
     simulator). A command is followed by exactly one of `reply` and `failed`, except
-    `Finish` (followed by `end`) and a command the run was closed at (`end(None)`).
+    `Done` (followed by `end`) and a command the run was closed at (`end(None)`).
     """
 
     sees_stream = True
@@ -230,13 +230,13 @@ def _wrap(loop: AgentLoop, w: _Watchers, clock: Callable[[], float]) -> AgentLoo
     try:
         try:
             cmd = next(loop)
-        except StopIteration as stop:  # (the loop always yields Finish first)
+        except StopIteration as stop:  # (the loop always yields Done first)
             return _value(stop)
         while True:
             group = stream if cmd.__class__ is Pull else live
             if group:
                 w.command(cmd, clock(), group)
-            if isinstance(cmd, Finish):
+            if isinstance(cmd, Done):
                 ended = True
                 w.end(cmd.result, clock())
             try:

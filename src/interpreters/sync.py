@@ -9,7 +9,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Unpack
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.cancel import AbortSignal
 from interpreters.common import (
     answer_of,
@@ -143,7 +143,7 @@ class SyncInterpreter:
         try:
             cmd = next(loop)
             while True:
-                if guarded and stop.reason() is not None and not isinstance(cmd, Finish):
+                if guarded and stop.reason() is not None and not isinstance(cmd, Done):
                     if model is not None:
                         _close(model)
                         model = None
@@ -173,8 +173,8 @@ class SyncInterpreter:
                 if model is not None and t is not Perform and t is not AwaitHook:
                     _close(model)
                     model = None
-                if t is Finish:
-                    assert isinstance(cmd, Finish)
+                if t is Done:
+                    assert isinstance(cmd, Done)
                     return cmd.result
                 if t is Publish:
                     assert isinstance(cmd, Publish)
@@ -295,7 +295,7 @@ def _cancel(
             cmd = loop.send(None)
     except (RunCancelled, StopIteration) as e:
         raise RuntimeError("the agent loop did not finish a cancelled run") from e
-    if not isinstance(cmd, Finish):
+    if not isinstance(cmd, Done):
         raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
     if trace is not None:
         trace.record_command(cmd)

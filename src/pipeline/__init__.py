@@ -73,13 +73,13 @@ from pipeline.processor import (
     OutputStepArgs,
     OutputStepResult,
     Processor,
+    ProcessorAbort,
     RunContext,
     StatefulProcessor,
     StepChange,
     StepSettings,
     StreamArgs,
     StreamResult,
-    TripWire,
     abort,
     processor,
 )
@@ -118,7 +118,7 @@ __all__ = [
     "StructuredOutput", "SystemMessage", "TextDelta", "TextEnd", "TextPart", "TextStart",
     "Tool", "ToolCall", "ToolCallDelta", "ToolCallPart", "ToolChoice", "ToolChoiceTool",
     "ToolError", "ToolInvocation", "ToolOutcome", "ToolResult", "ToolResultPart", "ToolSpec",
-    "TripWire", "Tripwire", "Usage", "abort", "agent_loop", "make_tool", "processor", "tool",
+    "ProcessorAbort", "Tripwire", "Usage", "abort", "agent_loop", "make_tool", "processor", "tool",
     "user",
     "OutputInvalid", "ToolContext", "ToolWriter", "TypedOutput",
 ]

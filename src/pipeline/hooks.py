@@ -3,7 +3,7 @@
 This is the one place that knows the hook semantics common to all six hooks:
 - processors run in list order and a processor without the hook is skipped;
 - a hook's return value is an effect, or `Out(effect, state, emit)`;
-- `abort(...)` (a raised TripWire) becomes `Abort`; any other exception fails closed as
+- `abort(...)` (a raised ProcessorAbort) becomes `Abort`; any other exception fails closed as
   `HookFailure`, naming the processor and the hook;
 - an effect the hook does not allow is a `HookFailure` too;
 - a coroutine result is awaited through the interpreter (`AwaitHook`), a generator hook
@@ -29,8 +29,8 @@ from pipeline.processor import (
     BaseProcessor,
     HookEffect,
     HookName,
+    ProcessorAbort,
     StepChange,
-    TripWire,
 )
 from pipeline.tools import unencodable
 from pipeline.validate import check_messages
@@ -84,7 +84,7 @@ def bind(
     return tuple(out)
 
 
-def call(b: Bound, args: object) -> Generator[Yielded, object, Outcome]:
+def call_hook(b: Bound, args: object) -> Generator[Yielded, object, Outcome]:
     """Call one hook and check what it returned."""
     return (yield from settle(b, invoke(b, args)))
 
@@ -97,7 +97,7 @@ def invoke(b: Bound, args: object) -> object:
     """
     try:
         return b.fn(args)
-    except TripWire as t:
+    except ProcessorAbort as t:
         return Abort(t.reason, t.retry, t.metadata)
     except HookFailure:
         raise
@@ -112,7 +112,7 @@ def settle(b: Bound, raw: object) -> Generator[Yielded, object, Outcome]:
             raw = yield from _drive(b, raw)
         elif inspect.isawaitable(raw):
             raw = yield AwaitHook(b.processor_id, b.hook, raw)
-    except TripWire as t:
+    except ProcessorAbort as t:
         return Outcome(Abort(t.reason, t.retry, t.metadata), None, (), False)
     except HookFailure:
         raise
@@ -229,5 +229,5 @@ def _check_data(b: Bound, c: DataChunk) -> None:
 
 
 __all__ = [
-    "Bound", "HookFailure", "Outcome", "bind", "call", "check", "invoke", "settle",
+    "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check", "invoke", "settle",
 ]

@@ -3,12 +3,12 @@
 `agent_loop(...)` returns a generator. An interpreter drives it:
 
     cmd = next(gen)
-    while not isinstance(cmd, Finish):
+    while not isinstance(cmd, Done):
         cmd = gen.send(reply_to(cmd))      # or gen.throw(exc) when carrying it out failed
 
 To cancel a run, an interpreter throws `RunCancelled(reason)` in at the pending command
 (`cmd = gen.throw(RunCancelled("timeout"))`): the loop then yields only `Publish` and
-`Finish`, so it finishes with no further I/O (see `RunCancelled`).
+`Done`, so it finishes with no further I/O (see `RunCancelled`).
 
 Nothing here does I/O or reads a clock: ids come from `Ids`, time from the `clock`
 the interpreter hands in. So one agent, input and model script always give one run.
@@ -42,7 +42,7 @@ from effects import (
     Abort,
     CallModel,
     Continue,
-    Finish,
+    Done,
     Publish,
     Pull,
     Replace,
@@ -68,7 +68,7 @@ from pipeline.chunks import (
 )
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.hooks import Bound, HookFailure, bind, call, invoke, settle
+from pipeline.hooks import Bound, HookFailure, bind, call_hook, invoke, settle
 from pipeline.messages import (
     DataPart,
     Message,
@@ -303,7 +303,7 @@ class _Run(StepSetup, StreamStage, CallIds):
             with contextlib.suppress(RunCancelled):
                 yield from _publish(tuple(self.pending))
             self.pending = []
-        yield Finish(result)
+        yield Done(result)
         return result
 
     def _process_input(self) -> Generator[LoopCommand, object, None]:
@@ -315,7 +315,7 @@ class _Run(StepSetup, StreamStage, CallIds):
                 retry_count=0,
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            eff = self._apply(b, (yield from call_hook(b, args)))
             if isinstance(eff, Abort):
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
@@ -558,7 +558,7 @@ class _Run(StepSetup, StreamStage, CallIds):
                 retry_count=self.api_retry_count,
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            eff = self._apply(b, (yield from call_hook(b, args)))
             if isinstance(eff, Abort):
                 raise self._trip(b, eff)
             if isinstance(eff, Retry):
@@ -824,7 +824,7 @@ class _Run(StepSetup, StreamStage, CallIds):
                 context=self.ctx,
             )
             try:
-                eff = self._apply(b, (yield from call(b, args)))
+                eff = self._apply(b, (yield from call_hook(b, args)))
             except (HookFailure, RunCancelled):
                 self._drop_response()  # fail closed (a crash, a cancel), as for a block
                 raise

@@ -93,7 +93,7 @@ class ModelAnswer(msgspec.Struct, frozen=True):
 # --- the tripwire ---------------------------------------------------------------------
 
 
-class TripWire(Exception):
+class ProcessorAbort(Exception):
     """Raised by `abort(...)`; the runner turns it into an `Abort` effect."""
 
     def __init__(
@@ -113,7 +113,7 @@ def abort(
 ) -> NoReturn:
     """Stop the run from inside a hook, as the seed's examples do; without a reason, the
     tripwire's reason is "Tripwire triggered by <processor id>"."""
-    raise TripWire(reason, retry=retry, metadata=metadata)
+    raise ProcessorAbort(reason, retry=retry, metadata=metadata)
 
 
 # --- arguments of each hook -------------------------------------------------------------

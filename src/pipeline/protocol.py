@@ -14,7 +14,7 @@ from typing import TypeVar, cast, get_args
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Command, Finish, Perform, Publish, Pull, RunTools, Sleep
+from effects import AwaitHook, CallModel, Command, Done, Perform, Publish, Pull, RunTools, Sleep
 from pipeline.chunks import (
     Chunk,
     DataChunk,
@@ -81,7 +81,7 @@ LoopCommand = (
     | Perform[object]
     | AwaitHook
     | Sleep
-    | Finish[RunResult]
+    | Done[RunResult]
 )
 """Every command the loop yields; each declares its reply type (`effects.Command[R]`)."""
 
@@ -132,7 +132,7 @@ def checked(cmd: Command[R], reply: object) -> R:
             )
         ):
             raise ProtocolError(cmd, reply, "one ToolOutcome per call, in the order of the calls")
-    elif t is Finish:
+    elif t is Done:
         raise ProtocolError(cmd, reply, "no reply: the run is over")
     # Perform and AwaitHook: any value is an answer (the hook checks its own).
     # The checks above are what `R` means for each command: the cast states it.

@@ -19,8 +19,8 @@ from types import GeneratorType
 
 from effects import Abort, Continue, Replace, Skip
 from pipeline.chunks import Chunk, DataChunk
-from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call, check, invoke
-from pipeline.processor import FlushArgs, StreamArgs, TripWire
+from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call_hook, check, invoke
+from pipeline.processor import FlushArgs, ProcessorAbort, StreamArgs
 from pipeline.protocol import LoopCommand
 from pipeline.response import StepContent
 from pipeline.run_state import RunState
@@ -145,7 +145,7 @@ class StreamStage(RunState):
                 last_state = state
             try:
                 raw = fn(args)
-            except TripWire as t:
+            except ProcessorAbort as t:
                 raw = Abort(t.reason, t.retry, t.metadata)
             except Exception as e:
                 raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
@@ -208,7 +208,7 @@ class StreamStage(RunState):
                     part=chunk, stream_parts=view_of(seen, len(seen)), state=states[slot],
                     message_list=ml, context=ctx,
                 ))
-            except TripWire as t:
+            except ProcessorAbort as t:
                 raw = Abort(t.reason, t.retry, t.metadata)
             except Exception as e:
                 raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
@@ -234,7 +234,7 @@ class StreamStage(RunState):
             b = h_stream[i]
             if type(chunk) is DataChunk and not b.data_parts:
                 continue
-            o = yield from call(b, self._stream_args(i, b, chunk))
+            o = yield from call_hook(b, self._stream_args(i, b, chunk))
             passed = self._stream_effect(b, o, chunk, content)
             if passed is None:
                 return
@@ -290,7 +290,7 @@ class StreamStage(RunState):
     def _flush_io(self, content: StepContent) -> Generator[LoopCommand, object, None]:
         """`_flush` for hooks that are async or ask for I/O."""
         for b, start in self.h_flush:
-            released = self._flushed(b, (yield from call(b, self._flush_args(b))), content)
+            released = self._flushed(b, (yield from call_hook(b, self._flush_args(b))), content)
             for c in released:
                 yield from self._process_chunk_io(c, content, start)
 

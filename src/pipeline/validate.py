@@ -20,7 +20,7 @@ from typing import cast, get_args
 
 import msgspec
 
-from effects import Finish, Publish
+from effects import Done, Publish
 from pipeline.chunks import ErrorChunk, Usage
 from pipeline.messages import (
     DataPart,
@@ -192,7 +192,7 @@ def rejected(error: InvalidInput) -> AgentLoop:
         error=error,
     )
     yield Publish((ErrorChunk("InvalidInput", str(error)),))
-    yield Finish(result)
+    yield Done(result)
     return result
 
 
