@@ -19,7 +19,7 @@ import pytest
 
 from effects import Continue
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
@@ -52,8 +52,8 @@ STREAMING = [Say(["Hello", " wor", "ld"])]
 async def _run_and_abort(
     interp: AsyncInterpreter, agent: Agent, gate: anyio.Event, *, reason: str = "stop"
 ) -> tuple[RunResult, Trace]:
-    """Start a run with a signal, abort it once `gate` is set; return its result."""
-    signal = AbortSignal()
+    """Start a run with a signal, cancel it once `gate` is set; return its result."""
+    signal = CancelSignal()
     trace = Trace()
     box: list[RunResult] = []
 
@@ -64,7 +64,7 @@ async def _run_and_abort(
         async with anyio.create_task_group() as tg:
             tg.start_soon(go)
             await gate.wait()
-            signal.abort(reason)
+            signal.cancel(reason)
     return box[0], trace
 
 
@@ -280,11 +280,11 @@ async def test_closing_a_stream_never_iterated_calls_no_model() -> None:
     assert model.requests == []
 
 
-async def test_a_signal_aborted_before_the_run_calls_no_model() -> None:
+async def test_a_signal_cancelled_before_the_run_calls_no_model() -> None:
     model = AsyncTrackedModel(STREAMING)
-    signal = AbortSignal()
-    signal.abort("not wanted")
-    signal.abort("second reason is ignored")
+    signal = CancelSignal()
+    signal.cancel("not wanted")
+    signal.cancel("second reason is ignored")
     result = await AsyncInterpreter(model).run(Agent.create("m"), "hi", signal=signal)
     assert result.status == "cancelled"
     assert result.error == Cancelled("not wanted")
@@ -294,7 +294,7 @@ async def test_a_signal_aborted_before_the_run_calls_no_model() -> None:
 
 async def test_one_signal_cancels_every_run_it_was_given() -> None:
     models = [AsyncTrackedModel(STREAMING, block=(0, 2)) for _ in range(3)]
-    signal = AbortSignal()
+    signal = CancelSignal()
     results: list[RunResult] = []
 
     async def go(model: AsyncTrackedModel) -> None:
@@ -306,7 +306,7 @@ async def test_one_signal_cancels_every_run_it_was_given() -> None:
                 tg.start_soon(go, m)
             for m in models:
                 await m.blocked.wait()
-            signal.abort("all of them")
+            signal.cancel("all of them")
     assert [r.status for r in results] == ["cancelled"] * 3
     assert [r.text for r in results] == ["Hello"] * 3
     assert all(m.closed_early == 1 for m in models)
@@ -409,14 +409,14 @@ def test_the_loop_itself_finishes_a_cancel_without_io() -> None:
 
 async def test_run_as_a_task_group_target_with_partial() -> None:
     """`run` works as a task-group target with functools.partial (as documented)."""
-    signal = AbortSignal()
+    signal = CancelSignal()
     model = AsyncTrackedModel(STREAMING, block=(0, 1))
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(AsyncInterpreter(model).run, Agent.create("m"), "x", signal=signal))
         await model.blocked.wait()
-        signal.abort()
+        signal.cancel()
     assert model.closed_early == 1
-    assert repr(signal) == "AbortSignal(aborted: 'aborted by the caller')"
+    assert repr(signal) == "CancelSignal(cancelled: 'cancelled by the caller')"
 
 
 # --- a stream belongs to the task that iterates it -----------------------------------------
@@ -424,7 +424,7 @@ async def test_run_as_a_task_group_target_with_partial() -> None:
 
 async def test_aclose_from_another_task_is_a_clear_error_and_a_signal_stops_the_stream() -> None:
     model = AsyncTrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
-    signal = AbortSignal()
+    signal = CancelSignal()
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi", signal=signal)
     got: list[Chunk] = []
 
@@ -437,12 +437,12 @@ async def test_aclose_from_another_task_is_a_clear_error_and_a_signal_stops_the_
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
             await model.blocked.wait()
-            with pytest.raises(RuntimeError, match=r"another task .* signal\.abort\(\)"):
+            with pytest.raises(RuntimeError, match=r"another task .* signal\.cancel\(\)"):
                 await stream.aclose()
             with pytest.raises(RuntimeError, match="one task at a time"):
                 await stream.__anext__()
             assert not stream.done and model.closed == 0  # the consumer's run is untouched
-            signal.abort("the watcher stopped it")
+            signal.cancel("the watcher stopped it")
     assert stream.result.status == "cancelled"
     assert stream.result.error == Cancelled("the watcher stopped it")
     assert _streamed_text(got) == "Hello wor" == stream.result.text
@@ -483,7 +483,7 @@ async def test_a_cancel_while_the_model_stream_closes_does_not_cut_its_cleanup_s
 ) -> None:
     model = SlowCleanup()
     scope = anyio.CancelScope()
-    signal = AbortSignal()
+    signal = CancelSignal()
 
     async def go() -> None:
         with scope:
@@ -494,7 +494,7 @@ async def test_a_cancel_while_the_model_stream_closes_does_not_cut_its_cleanup_s
             tg.start_soon(go)
             await model.closing.wait()  # after the finish event: the normal close
             if how == "signal":
-                signal.abort()
+                signal.cancel()
             else:
                 scope.cancel()
             for _ in range(10):

@@ -17,9 +17,9 @@ Design:
 - **Async hooks and tools.** A hook that returns an awaitable (`AwaitHook`) is awaited;
   an `async def` tool is awaited. The tool calls of one step run concurrently in a task
   group; their results go back in the order of the calls.
-- **Cancellation.** An `AbortSignal`, a per-run `timeout`, an enclosing anyio cancel
+- **Cancellation.** An `CancelSignal`, a per-run `timeout`, an enclosing anyio cancel
   scope, or closing the stream early (in the task that iterates it; from another task,
-  abort a signal) end the run at once: the interpreter throws
+  cancel a signal) end the run at once: the interpreter throws
   `RunCancelled` into the loop, which finishes with status "cancelled" and a
   `Cancelled` error, keeps only what the output processors approved (see README,
   Cancellation), the real results of tools that finished, and gives each tool call
@@ -46,7 +46,7 @@ import anyio
 import anyio.to_thread
 
 from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools, Sleep
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.common import (
     answer_of,
     check_model,
@@ -232,7 +232,7 @@ class AsyncRunStream:
     A stream belongs to the task that iterates it: `aclose()` is for that task, and a
     second task that calls `__anext__` or `aclose()` while the first waits in `__anext__`
     gets a RuntimeError. To stop a stream from another task (a watcher), give it a
-    `signal=AbortSignal()` and call `signal.abort(reason)`: the iterating task then ends
+    `signal=CancelSignal()` and call `signal.cancel(reason)`: the iterating task then ends
     the run as cancelled, and its `async for` receives the final chunks and stops.
     """
 
@@ -247,7 +247,7 @@ class AsyncRunStream:
         interp: AsyncInterpreter,
         loop: AgentLoop,
         trace: Trace | None,
-        signal: AbortSignal | None,
+        signal: CancelSignal | None,
         timeout: float | None,
     ) -> None:
         self._interp = interp
@@ -304,7 +304,7 @@ class AsyncRunStream:
             raise RuntimeError(
                 "aclose() called while another task waits in this stream's __anext__; "
                 "to stop a stream from another task, give it a signal "
-                "(stream(..., signal=AbortSignal())) and call signal.abort()"
+                "(stream(..., signal=CancelSignal())) and call signal.cancel()"
             )
         if self._result is None and not self._closed:
             await self._cancel(STREAM_CLOSED)
@@ -365,7 +365,7 @@ class AsyncRunStream:
             self._busy = False
 
     def _cancel_reason(self) -> str | None:
-        if self._signal is not None and self._signal.aborted:
+        if self._signal is not None and self._signal.cancelled:
             return self._signal.reason
         if self._deadline is not None and anyio.current_time() >= self._deadline:
             return f"timed out after {self._timeout:g} s"
@@ -513,4 +513,4 @@ async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
             await close()
 
 
-__all__ = ["AbortSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]
+__all__ = ["CancelSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypedDict
 
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.trace import Trace
 from pipeline.messages import JsonObject
 
@@ -33,9 +33,9 @@ class TracedScope(RunScope, total=False):
 
 
 class CancellableScope(RunScope, total=False):
-    """A run's scope, and what cancels it: `signal.abort(reason)` or `timeout` seconds."""
+    """A run's scope, and what cancels it: `signal.cancel(reason)` or `timeout` seconds."""
 
-    signal: AbortSignal | None
+    signal: CancelSignal | None
     timeout: float | None
 
 

@@ -26,7 +26,7 @@ import anyio
 import anyio.lowlevel
 
 from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.journal import Journal, ReplayRun, replay_async
 from interpreters.observe import Observer
 from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
@@ -168,7 +168,7 @@ class AsyncSimulator:
         return run
 
     def _deadline(
-        self, signal: AbortSignal | None, timeout: float | None
+        self, signal: CancelSignal | None, timeout: float | None
     ) -> _VirtualDeadline | None:
         if timeout is None or self._real_sleep:
             return None  # with real sleeps, the interpreter's own (real-time) timeout
@@ -184,18 +184,18 @@ class AsyncSimulator:
         return _VirtualDeadline(self.clock, timeout, signal)
 
 
-class _LinkedSignal(AbortSignal):
-    """Aborted by its own `abort()` (the deadline) or by the caller's signal."""
+class _LinkedSignal(CancelSignal):
+    """Cancelled by its own `cancel()` (the deadline) or by the caller's signal."""
 
     __slots__ = ("_parent",)
 
-    def __init__(self, parent: AbortSignal | None) -> None:
+    def __init__(self, parent: CancelSignal | None) -> None:
         super().__init__()
         self._parent = parent
 
     @property
-    def aborted(self) -> bool:
-        return super().aborted or (self._parent is not None and self._parent.aborted)
+    def cancelled(self) -> bool:
+        return super().cancelled or (self._parent is not None and self._parent.cancelled)
 
     @property
     def reason(self) -> str | None:
@@ -214,23 +214,23 @@ class _LinkedSignal(AbortSignal):
 
 
 class _VirtualDeadline:
-    """A run's timeout on the virtual clock: an alarm that aborts the run's signal."""
+    """A run's timeout on the virtual clock: an alarm that cancels the run's signal."""
 
-    def __init__(self, clock: VirtualClock, timeout: float, parent: AbortSignal | None):
+    def __init__(self, clock: VirtualClock, timeout: float, parent: CancelSignal | None):
         self.signal = _LinkedSignal(parent)
         self.done: Callable[[], bool] = lambda: False
         self._clock = clock
         self._reason = f"timed out after {timeout:g} s"
         if timeout <= 0:
-            self.signal.abort(self._reason)
+            self.signal.cancel(self._reason)
             self._handle: int | None = None
         else:
             self._handle = clock.alarm(clock.now + timeout, self._ring)
 
     def _ring(self) -> bool:
-        if self.done() or self.signal.aborted:
+        if self.done() or self.signal.cancelled:
             return False  # over already, or cancelled for another reason: time goes on
-        self.signal.abort(self._reason)
+        self.signal.cancel(self._reason)
         return True
 
     def disarm(self) -> None:

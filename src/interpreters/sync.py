@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Unpack
 
 from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools, Sleep
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.common import (
     answer_of,
     check_model,
@@ -98,7 +98,7 @@ class SyncInterpreter:
     ) -> RunResult:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
-        A run aborted by `signal` (from any thread) or past `timeout` seconds returns with
+        A run cancelled by `signal` (from any thread) or past `timeout` seconds returns with
         status "cancelled", as under the async interpreter (see `stream`)."""
         stream = self.stream(agent, messages, **options)
         for _ in stream:
@@ -247,12 +247,12 @@ class SyncInterpreter:
 
 
 class _Stop:
-    """A run's timeout and abort signal, for the sync interpreter (checked, never
+    """A run's timeout and cancel signal, for the sync interpreter (checked, never
     interrupting: this thread is the one doing the work)."""
 
     __slots__ = ("deadline", "signal", "timeout")
 
-    def __init__(self, signal: AbortSignal | None, timeout: float | None) -> None:
+    def __init__(self, signal: CancelSignal | None, timeout: float | None) -> None:
         self.signal = signal
         self.timeout = timeout
         self.deadline: float | None = None
@@ -269,7 +269,7 @@ class _Stop:
         return math.inf if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def reason(self) -> str | None:
-        if self.signal is not None and self.signal.aborted:
+        if self.signal is not None and self.signal.cancelled:
             return self.signal.reason
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return f"timed out after {self.timeout:g} s"

@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from effects import Continue, Replace
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
@@ -70,7 +70,7 @@ class Stuck:
 async def _run_aborted_when(
     sim: AsyncSimulator, agent: Agent, gate: anyio.Event, prompt: str = "hi"
 ) -> tuple[RunResult, Trace]:
-    signal = AbortSignal()
+    signal = CancelSignal()
     trace = Trace()
     box: list[RunResult] = []
 
@@ -81,7 +81,7 @@ async def _run_aborted_when(
         async with anyio.create_task_group() as tg:
             tg.start_soon(go)
             await gate.wait()
-            signal.abort("stop")
+            signal.cancel("stop")
     return box[0], trace
 
 
@@ -400,7 +400,7 @@ async def test_a_tool_in_a_worker_thread_that_finishes_after_the_cancel_keeps_it
         ),
         tools_in_threads=True,
     )
-    signal = AbortSignal()
+    signal = CancelSignal()
     box: list[RunResult] = []
 
     async def go_run() -> None:
@@ -410,7 +410,7 @@ async def test_a_tool_in_a_worker_thread_that_finishes_after_the_cancel_keeps_it
         async with anyio.create_task_group() as tg:
             tg.start_soon(go_run)
             await anyio.to_thread.run_sync(started.wait, 10)
-            signal.abort("stop")
+            signal.cancel("stop")
             go.set()  # the threads finish after the cancel: their side effects happened
     r = box[0]
     _assert_cancelled_and_sound(r)
