@@ -9,6 +9,7 @@ the message, chunk and request types.
 from effects.commands import (
     AwaitHook,
     CallModel,
+    CloseStream,
     Command,
     Done,
     Perform,
@@ -35,6 +36,7 @@ __all__ = [
     "Abort",
     "AwaitHook",
     "CallModel",
+    "CloseStream",
     "Command",
     "Continue",
     "Effect",

@@ -27,7 +27,13 @@ class Command(msgspec.Struct, Generic[R_co], frozen=True, tag=True):
 
 
 class CallModel(Command[Ev], Generic[Req, Ev], frozen=True, tag=True):
-    """Open a model stream for `request`. Reply: its first event, or the failure."""
+    """Open a model stream for `request`. Reply: its first event, or the failure.
+
+    Model streams: `CallModel` opens one, `Pull` reads it, `CloseStream` closes it early.
+    The interpreter closes it itself once it has handed over its last event (ModelFinish,
+    the end of the stream, a failure), and when the run is cancelled; nothing else
+    closes it (a stream hook's I/O, `Perform` or `AwaitHook`, happens while it is open).
+    """
 
     request: Req
     step_number: int
@@ -35,13 +41,14 @@ class CallModel(Command[Ev], Generic[Req, Ev], frozen=True, tag=True):
 
 
 class Pull(Command[Ev], Generic[Ch, Ev], frozen=True, tag=True):
-    """Deliver `publish` to the caller, then reply with the open stream's next event.
-
-    Any command other than `Pull` while a model stream is open closes that stream, except
-    `Perform` and `AwaitHook`: a stream hook's own I/O while it processes a chunk.
-    """
+    """Deliver `publish` to the caller, then reply with the open stream's next event."""
 
     publish: tuple[Ch, ...]
+
+
+class CloseStream(Command[None], frozen=True, tag=True):
+    """Close the open model stream before its end (a processor aborted the run, a stream
+    hook failed): the provider stops generating. Reply: None."""
 
 
 class Publish(Command[None], Generic[Ch], frozen=True, tag=True):

@@ -45,7 +45,17 @@ from typing import Unpack
 import anyio
 import anyio.to_thread
 
-from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
     answer_of,
@@ -410,9 +420,10 @@ class AsyncRunStream:
                         await self._close_model()
                 cmd = self._set(loop.send(event))
                 continue
-            if self._model is not None and t is not AwaitHook and t is not Perform:
-                await self._close_model()  # stream hooks may await or perform mid-stream
-            if t is Publish:
+            if t is CloseStream:
+                await self._close_model()
+                cmd = self._set(loop.send(None))
+            elif t is Publish:
                 assert isinstance(cmd, Publish)
                 self._out(cmd.chunks)
                 cmd = self._set(loop.send(None))

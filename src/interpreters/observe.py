@@ -20,7 +20,17 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
@@ -282,6 +292,8 @@ def describe(cmd: LoopCommand) -> tuple[str, str]:
         )
     if isinstance(cmd, AwaitHook):
         return "await", f"await {cmd.processor_id}.{cmd.hook}"
+    if isinstance(cmd, CloseStream):
+        return "close-stream", "close the model stream"
     if isinstance(cmd, Sleep):
         return "sleep", f"sleep {cmd.seconds:g} s"
     return "finish", f"finish: {cmd.result.status}"

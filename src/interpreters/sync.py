@@ -9,7 +9,17 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Unpack
 
-from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
     answer_of,
@@ -30,7 +40,7 @@ from interpreters.options import RunOptions, check_options
 from interpreters.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ModelEvent
+from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
 from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed
@@ -151,6 +161,30 @@ class SyncInterpreter:
                 if trace is not None:
                     trace.record_command(cmd)
                 t = type(cmd)
+                if t is Pull and not guarded and trace is None:
+                    # The per-chunk path when there is no deadline to check and no trace to
+                    # fill: pull after pull without going round the command loop.
+                    assert model is not None
+                    read = model.__next__
+                    while type(cmd) is Pull:
+                        for c in cmd.publish:
+                            yield c
+                        try:
+                            event: object = read()
+                        except StopIteration:
+                            event = ModelEnded()
+                            model = None  # it ended: nothing to close
+                        except Exception as e:
+                            event = stream_failed(e, started=True)
+                            if model is not None:
+                                _close(model)
+                                model = None
+                        else:
+                            if type(event) is ModelFinish and model is not None:
+                                _close(model)  # its last event: close it now
+                                model = None
+                        cmd = loop.send(event)
+                    continue
                 if t is Pull:
                     assert isinstance(cmd, Pull)
                     for c in cmd.publish:
@@ -159,20 +193,28 @@ class SyncInterpreter:
                         yield c
                     assert model is not None
                     try:  # the per-chunk path: `_next_event` inlined
-                        event: object = next(model)
+                        event = next(model)
                     except StopIteration:
                         event = ModelEnded()
+                        model = None  # it ended: nothing to close
                     except Exception as e:
                         event = stream_failed(e, started=True)
+                        _close(model)
+                        model = None
+                    else:
+                        if type(event) is ModelFinish:  # its last event: close it now
+                            _close(model)
+                            model = None
                     if guarded and stop.reason():
                         continue  # stopped while it waited: the event is not taken; cancel
                     cmd = loop.send(event)
                     continue
-                # Any other command closes the open stream, except a stream hook's own I/O
-                # (Perform, AwaitHook) while it processes a chunk: the stream goes on after.
-                if model is not None and t is not Perform and t is not AwaitHook:
-                    _close(model)
-                    model = None
+                if t is CloseStream:
+                    if model is not None:
+                        _close(model)
+                        model = None
+                    cmd = loop.send(None)
+                    continue
                 if t is Done:
                     assert isinstance(cmd, Done)
                     return cmd.result
@@ -193,6 +235,9 @@ class SyncInterpreter:
                             cmd = loop.send(ModelFailed(provider_error(e)))
                             continue
                         first = _next_event(model, started=False)
+                        if type(first) in _LAST:
+                            _close(model)
+                            model = None
                     finally:
                         if token is not None:
                             run_stop.reset(token)
@@ -380,6 +425,10 @@ def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
         return ModelEnded()
     except Exception as e:
         return stream_failed(e, started=started)
+
+
+_LAST = frozenset({ModelFinish, ModelEnded, ModelFailed})
+"""A stream's last events: the interpreter closes the stream once it hands one over."""
 
 
 def _close(model: Iterator[ModelEvent]) -> None:

@@ -41,6 +41,7 @@ import msgspec
 from effects import (
     Abort,
     CallModel,
+    CloseStream,
     Continue,
     Done,
     Publish,
@@ -580,10 +581,12 @@ class _Run(StepSetup, StreamStage, CallIds):
         io = self.stream_io
         got: object = first  # checked by `_call_model`
         pull: Pull[Chunk, ModelReply] | None = None
+        ended = False  # the stream handed over its last event: the interpreter closed it
         try:
             while True:
                 t = type(got)
                 if t not in _CHUNK_EVENTS:
+                    ended = isinstance(got, _ENDS)
                     if isinstance(got, ModelFinish):
                         if self.h_flush:  # release what processors hold, before the message
                             if io:
@@ -625,10 +628,21 @@ class _Run(StepSetup, StreamStage, CallIds):
                 self.pending = []
                 pull = Pull(out)
                 got = yield pull
-        except (RunCancelled, HookFailure):
-            # Cancelled, or a stream processor crashed: what already passed every processor
-            # is kept, marked incomplete (the crashing chunk and later ones are not).
+        except RunCancelled:
+            # What already passed every processor is kept, marked incomplete. The
+            # interpreter closes the stream itself when it cancels (no I/O after a cancel).
             self._keep_partial(content)
+            raise
+        except HookFailure:
+            # A stream processor crashed: kept as for a cancel (the crashing chunk and
+            # later ones are not); the stream is closed.
+            self._keep_partial(content)
+            if not ended:
+                yield from _close_stream()
+            raise
+        except Tripped:
+            if not ended:  # a stream processor aborted mid-stream
+                yield from _close_stream()
             raise
 
     def _unique_call(
@@ -858,6 +872,14 @@ def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResu
 
 
 
+def _close_stream() -> Generator[LoopCommand, object, None]:
+    """Close the open model stream: the run ends before the stream did. A cancel now
+    changes nothing: the run is ending already, for its own reason."""
+    cmd = CloseStream()
+    with contextlib.suppress(RunCancelled):
+        checked(cmd, (yield cmd))
+
+
 def _publish(chunks: tuple[Chunk, ...]) -> Generator[LoopCommand, object, None]:
     cmd: Publish[Chunk] = Publish(chunks)
     checked(cmd, (yield cmd))
@@ -866,3 +888,4 @@ def _publish(chunks: tuple[Chunk, ...]) -> Generator[LoopCommand, object, None]:
 _CHUNK_EVENTS = MODEL_REPLY_TYPES - {ModelFinish, ModelFailed, ModelEnded}
 """The model events that are chunks for the caller."""
 _Call = ToolCall | ToolCallDelta
+_ENDS = (ModelFinish, ModelFailed, ModelEnded)

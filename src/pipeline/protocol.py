@@ -14,7 +14,18 @@ from typing import TypeVar, cast, get_args
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Command, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Command,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
 from pipeline.chunks import (
     Chunk,
     DataChunk,
@@ -76,6 +87,7 @@ MODEL_REPLY_TYPES: frozenset[type] = frozenset(get_args(ModelReply))
 LoopCommand = (
     CallModel[ModelRequest, ModelReply]
     | Pull[Chunk, ModelReply]
+    | CloseStream
     | Publish[Chunk]
     | RunTools[ToolInvocation, ToolOutcome]
     | Perform[object]
@@ -115,7 +127,7 @@ def checked(cmd: Command[R], reply: object) -> R:
     if t is Pull or t is CallModel:
         if type(reply) not in MODEL_REPLY_TYPES:
             raise ProtocolError(cmd, reply, "a model event (ModelReply)")
-    elif t is Publish or t is Sleep:
+    elif t is Publish or t is Sleep or t is CloseStream:
         if reply is not None:
             raise ProtocolError(cmd, reply, "None")
     elif t is RunTools:
