@@ -9,8 +9,8 @@ from interpreters.sync import AsyncNotSupportedError, RunStream, SyncInterpreter
 from interpreters.trace import Trace
 
 __all__ = [
-    "CancelSignal", "AsyncInterpreter", "AsyncNotSupportedError", "AsyncProvider",
-    "AsyncRunStream", "AsyncSimulator", "Fail", "Provider", "ProviderError", "RunStream",
+    "AsyncInterpreter", "AsyncNotSupportedError", "AsyncProvider", "AsyncRunStream",
+    "AsyncSimulator", "CancelSignal", "Fail", "Provider", "ProviderError", "RunStream",
     "Say", "ScriptedCall", "ScriptedModel", "SimRun", "Simulator", "SyncInterpreter",
     "Trace", "call",
 ]
