@@ -104,6 +104,7 @@ from pipeline.protocol import (
     ToolInvocation,
     ToolOutcome,
     checked,
+    outcomes_match,
 )
 from pipeline.response import StepContent, response_text
 from pipeline.result import (
@@ -302,7 +303,8 @@ class _Run(StepSetup, StreamStage, CallIds):
         if self.pending:
             # The run is over already: a cancel now changes nothing in its result.
             with contextlib.suppress(RunCancelled):
-                yield from _publish(tuple(self.pending))
+                out: Publish[Chunk] = Publish(tuple(self.pending))
+                checked(out, (yield out))
             self.pending = []
         yield Done(result)
         return result
@@ -516,8 +518,11 @@ class _Run(StepSetup, StreamStage, CallIds):
 
     def _call_model(
         self, step: int, cfg: StepSettings
-    ) -> Generator[LoopCommand, object, tuple[StepContent, ModelReply]]:
-        """Call the model until it starts streaming, retrying what may be retried."""
+    ) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
+        """Call the model until it starts streaming, retrying what may be retried.
+
+        Returns the stream's first event: a model event other than ModelFailed (checked
+        here; `_consume` reads it as it reads every event, by its class)."""
         transient = 0
         attempts = 0
         while True:
@@ -526,9 +531,15 @@ class _Run(StepSetup, StreamStage, CallIds):
             publish = tuple(self.pending)
             self.pending = []
             if publish:
-                yield from _publish(publish)
+                out: Publish[Chunk] = Publish(publish)
+                if (got := (yield out)) is not None:
+                    raise ProtocolError(out, got, "None")
+            # The replies of the commands every step asks are checked inline, as `checked`
+            # does: a call less per command on a path that runs once per step.
             ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
-            reply = checked(ask, (yield ask))
+            reply = yield ask
+            if type(reply) not in MODEL_REPLY_TYPES:
+                raise ProtocolError(ask, reply, "a model event (ModelReply)")
             if not isinstance(reply, ModelFailed):
                 return StepContent(), reply
             err = reply.error
@@ -570,7 +581,7 @@ class _Run(StepSetup, StreamStage, CallIds):
         return False
 
     def _consume(
-        self, step: int, content: StepContent, first: ModelReply
+        self, step: int, content: StepContent, first: object
     ) -> Generator[LoopCommand, object, None]:
         """Run the model's stream through the stream processors until ModelFinish.
 
@@ -612,7 +623,8 @@ class _Run(StepSetup, StreamStage, CallIds):
                 else:
                     chunk = got
                 if t is ToolCall or t is ToolCallDelta:
-                    chunk = self._unique_call(cast(_Call, chunk), content)
+                    assert isinstance(chunk, _CALLS)
+                    chunk = self._unique_call(chunk, content)
                 if io:
                     yield from self._process_chunk_io(chunk, content)
                 elif stream:
@@ -744,15 +756,21 @@ class _Run(StepSetup, StreamStage, CallIds):
         publish = tuple(self.pending)
         self.pending = []
         if publish:
-            yield from _publish(publish)
+            out: Publish[Chunk] = Publish(publish)
+            if (got := (yield out)) is not None:
+                raise ProtocolError(out, got, "None")
         run: RunTools[ToolInvocation, ToolOutcome] = RunTools(tuple(invocations))
         try:
-            outcomes = checked(run, (yield run))
+            got = yield run
         except RunCancelled as c:
             self._keep_finished_tools(calls, c)
             raise
         finally:
             written = [w.close() if w is not None else () for w in writers]
+        if outcomes_match(got, run.calls):  # as `checked` does, inline
+            outcomes = got
+        else:
+            raise ProtocolError(run, got, "one ToolOutcome per call, in order")
         # What the tools wrote, per call in call order, through the stream processors;
         # non-transient chunks that pass are kept with the results.
         kept = StepContent()
@@ -880,12 +898,8 @@ def _close_stream() -> Generator[LoopCommand, object, None]:
         checked(cmd, (yield cmd))
 
 
-def _publish(chunks: tuple[Chunk, ...]) -> Generator[LoopCommand, object, None]:
-    cmd: Publish[Chunk] = Publish(chunks)
-    checked(cmd, (yield cmd))
-
 
 _CHUNK_EVENTS = MODEL_REPLY_TYPES - {ModelFinish, ModelFailed, ModelEnded}
 """The model events that are chunks for the caller."""
-_Call = ToolCall | ToolCallDelta
+_CALLS = (ToolCall, ToolCallDelta)
 _ENDS = (ModelFinish, ModelFailed, ModelEnded)

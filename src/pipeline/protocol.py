@@ -10,7 +10,7 @@ import these from here and `agent_loop` from `pipeline`, nothing from `pipeline.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import TypeVar, cast, get_args
+from typing import TYPE_CHECKING, TypeGuard, TypeVar, cast, get_args
 
 import msgspec
 
@@ -124,7 +124,7 @@ def checked(cmd: Command[R], reply: object) -> R:
     The loop asks every question as `reply = checked(cmd, (yield cmd))`, so a wrong reply
     stops the run at once instead of travelling on (to the caller, say, as a chunk)."""
     t = type(cmd)
-    if t is Pull or t is CallModel:
+    if t is CallModel or t is Pull:
         if type(reply) not in MODEL_REPLY_TYPES:
             raise ProtocolError(cmd, reply, "a model event (ModelReply)")
     elif t is Publish or t is Sleep or t is CloseStream:
@@ -132,23 +132,32 @@ def checked(cmd: Command[R], reply: object) -> R:
             raise ProtocolError(cmd, reply, "None")
     elif t is RunTools:
         assert isinstance(cmd, RunTools)
-        calls: tuple[object, ...] = cmd.calls
-        if not (
-            type(reply) is tuple
-            and len(reply) == len(calls)
-            and all(
-                isinstance(o, ToolOutcome)
-                and isinstance(c, ToolInvocation)
-                and o.tool_call_id == c.call.tool_call_id
-                for o, c in zip(reply, calls, strict=True)
-            )
-        ):
+        if not outcomes_match(reply, cmd.calls):
             raise ProtocolError(cmd, reply, "one ToolOutcome per call, in the order of the calls")
     elif t is Done:
         raise ProtocolError(cmd, reply, "no reply: the run is over")
     # Perform and AwaitHook: any value is an answer (the hook checks its own).
-    # The checks above are what `R` means for each command: the cast states it.
-    return cast(R, reply)
+    # The checks above are what `R` means for each command; `cast` says so to the type
+    # checker only (a call per command otherwise: this runs for every command of a run).
+    if TYPE_CHECKING:
+        return cast(R, reply)
+    return reply
+
+
+def outcomes_match(
+    reply: object, calls: tuple[object, ...]
+) -> TypeGuard[tuple[ToolOutcome, ...]]:
+    """Whether `reply` answers RunTools(`calls`): one ToolOutcome per call, in order."""
+    if type(reply) is not tuple or len(reply) != len(calls):
+        return False
+    for o, c in zip(reply, calls, strict=True):
+        if not (
+            isinstance(o, ToolOutcome)
+            and isinstance(c, ToolInvocation)
+            and o.tool_call_id == c.call.tool_call_id
+        ):
+            return False
+    return True
 
 
 
