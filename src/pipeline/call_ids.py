@@ -15,13 +15,13 @@ from operator import attrgetter
 import msgspec
 
 from pipeline.messages import Message, MessageList, ToolCallPart, ToolResultPart
-from pipeline.response import _StepContent
-from pipeline.run_state import _RunState
+from pipeline.response import StepContent
+from pipeline.run_state import RunState
 
 _call_id = attrgetter("tool_call_id")
 
 
-class _CallIds(_RunState):
+class CallIds(RunState):
     """The tool-call ids of the conversation, kept as the loop adds messages."""
 
     _ids_of: MessageList | None
@@ -55,7 +55,7 @@ class _CallIds(_RunState):
             self._ids_used.update(map(_call_id, parts))
             self._ids_of = self.ml
 
-    def _fresh_call_id(self, used: set[str], content: _StepContent | None) -> str:
+    def _fresh_call_id(self, used: set[str], content: StepContent | None) -> str:
         while True:
             fresh = self.ids.next("call")
             if fresh not in used and (

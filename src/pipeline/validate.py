@@ -20,7 +20,7 @@ from typing import cast, get_args
 
 import msgspec
 
-from effects import Finish, Publish
+from effects import Done, Publish
 from pipeline.chunks import ErrorChunk, Usage
 from pipeline.messages import (
     DataPart,
@@ -186,7 +186,7 @@ def _plainly_fine(m: object, ids: set[str], free: list[object]) -> bool:
 
 _NUMBER = (int, float)
 
-_MESSAGE_FIELDS = (
+MESSAGE_FIELDS = (
     "id", "role", "parts", "created_at", "thread_id", "resource_id", "incomplete", "metadata"
 )
 """`Message`'s fields in order, as `_plainly_fine_prefix` unpacks them (a test checks)."""
@@ -259,7 +259,7 @@ def rejected(error: InvalidInput) -> AgentLoop:
         error=error,
     )
     yield Publish((ErrorChunk("InvalidInput", str(error)),))
-    yield Finish(result)
+    yield Done(result)
     return result
 
 

@@ -9,7 +9,7 @@ which converts them; a hook that puts such messages in place fails as `Processor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -19,9 +19,9 @@ import pytest
 from effects import Replace
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk
-from pipeline.loop import agent_loop
 from pipeline.messages import (
     FilePart,
     Message,
@@ -106,12 +106,12 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
 
 
 def test_the_fast_pass_unpacks_message_fields_in_their_order() -> None:
-    from pipeline.validate import _MESSAGE_FIELDS
+    from pipeline.validate import MESSAGE_FIELDS
 
-    assert Message.__struct_fields__ == _MESSAGE_FIELDS
+    assert Message.__struct_fields__ == MESSAGE_FIELDS
 
 
-def _assert_refused(result: RunResult, chunks: list[object], index: int | None, field: str,
+def _assert_refused(result: RunResult, chunks: Sequence[object], index: int | None, field: str,
                     model: ScriptedModel) -> InvalidInput:
     assert result.status == "failed"
     err = result.error

@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.providers import Timeouts
 from pipeline.result import ApiFailed, Cancelled
 from tests.faults.harness import FAST, JSON, SSE, agent, both, expect, intact, run_async, run_sync
@@ -181,8 +181,8 @@ async def test_signal_from_another_thread_during_a_drip_cancels_the_run(
     # The sync interpreter's thread is inside the provider's read loop: the abort reaches
     # it there (checked at every read), not only between model events.
     drip = Reply(200, SSE, text_frames("Hel"), forever=b": ka\n\n", pause=0.05)
-    signal = AbortSignal()
-    timer = threading.Timer(0.3, signal.abort, args=("user left",))
+    signal = CancelSignal()
+    timer = threading.Timer(0.3, signal.cancel, args=("user left",))
     timer.start()
     try:
         ran = await anyio.to_thread.run_sync(
@@ -192,11 +192,11 @@ async def test_signal_from_another_thread_during_a_drip_cancels_the_run(
     intact(ran.result, partial="Hel", status="cancelled")
     assert ran.result.error == Cancelled("user left")
 
-    signal = AbortSignal()
+    signal = CancelSignal()
 
     async def abort_soon() -> None:
         await anyio.sleep(0.3)
-        signal.abort("user left")
+        signal.cancel("user left")
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(abort_soon)

@@ -12,9 +12,6 @@ import anyio
 import pytest
 
 from interpreters.providers.bounded_read import next_within
-from tests.conftest_aio import anyio_backend
-
-__all__ = ["anyio_backend"]
 
 
 class Expired(Exception):
