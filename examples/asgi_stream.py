@@ -16,7 +16,7 @@ processor discarded for a retry arrives marked by a `data-step-discarded` part.
 - **Backpressure for free**: the interpreter is pulled by the loop that sends to the
   client, so the model is read only as fast as the client takes the response.
 - **A client that goes away cancels its run**: a task watches for `http.disconnect` and
-  aborts the run's `AbortSignal`; the model stream is closed and the run ends
+  aborts the run's `CancelSignal`; the model stream is closed and the run ends
   "cancelled" with what it had (`on_result` sees it, e.g. to save the history).
 - `timeout=` bounds every run.
 
@@ -33,7 +33,7 @@ import anyio
 import msgspec
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.messages import RunInput
@@ -106,7 +106,7 @@ def chat_app(
         ui_stream = path == "/api/chat"
         headers = UI_MESSAGE_STREAM_HEADERS if ui_stream else NDJSON_HEADERS
         await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
-        signal = AbortSignal()
+        signal = CancelSignal()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, signal)
             stream = interpreter.stream(
@@ -115,11 +115,11 @@ def chat_app(
             async with stream:
                 frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
                 async for frame in frames:  # ends promptly once the signal is aborted
-                    if signal.aborted:
+                    if signal.cancelled:
                         continue  # the client is gone: nothing more to send
                     await send({"type": "http.response.body", "body": frame, "more_body": True})
             result = stream.result
-            if not signal.aborted:
+            if not signal.cancelled:
                 last = b""
                 if not ui_stream:  # NDJSON ends with the outcome; SSE with `[DONE]`
                     last = msgspec.json.encode(ResultLine(
@@ -133,11 +133,11 @@ def chat_app(
     return app
 
 
-async def _watch_disconnect(receive: Receive, signal: AbortSignal) -> None:
+async def _watch_disconnect(receive: Receive, signal: CancelSignal) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            signal.abort("client disconnected")
+            signal.cancel("client disconnected")
             return
 
 

@@ -6,7 +6,7 @@ output-result check (async hooks where the interpreter is async), each run is ca
 at every command index in turn (`tests.faults.cancel_at`: `RunCancelled` thrown in at
 the k-th command, as an interpreter does on a cancel or a timeout), on the sync
 `Simulator` and on the `AsyncSimulator` (asyncio and trio); and, through the real
-cancel path, a consumer of the async stream aborts its `AbortSignal` after every j-th
+cancel path, a consumer of the async stream aborts its `CancelSignal` after every j-th
 chunk in turn. Every processor marks what it
 approved (the stream one brackets each text chunk, the judge and the final check tag the
 assistant messages); whatever the cancel point:
@@ -31,7 +31,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from effects import Continue, Replace
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Say, ScriptedModel, SimRun, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
@@ -198,7 +198,7 @@ def _async_signal_after_each_chunk(script: list[Say], backend: str) -> None:
             asked: list[str] = []
             model, models = _models(script)
             sim = AsyncSimulator(model, models=models)
-            signal = AbortSignal()
+            signal = CancelSignal()
             trace = Trace()
             got: list[object] = []
             async with sim.stream(_agent(asked, is_async=True), "hi", signal=signal,
@@ -206,7 +206,7 @@ def _async_signal_after_each_chunk(script: list[Say], backend: str) -> None:
                 async for c in stream:
                     got.append(c)
                     if len(got) == j:
-                        signal.abort(REASON)  # the real path: the next pull cancels
+                        signal.cancel(REASON)  # the real path: the next pull cancels
             assert got == trace.chunks  # the consumer got exactly what the trace says
             _check(SimRun(stream.result, trace, 0.0), asked, full.result.text)
 

@@ -22,9 +22,9 @@ from interpreters.simulator import Scripted, ScriptedModel
 from interpreters.sync import run_tool
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
-from pipeline.loop import ToolInvocation
 from pipeline.model import ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
+from pipeline.protocol import ToolInvocation
 from pipeline.result import RunResult
 from properties.test_equivalence import (
     Check,
@@ -125,8 +125,7 @@ def durable_run(
     agent: Agent, prompt: str, steps: LiveSteps | RecoveredSteps, clock: Callable[[], float]
 ) -> RunResult:
     loop = start_run(
-        agent, prompt, run_id="run1", clock=clock, thread_id=None, resource_id=None,
-        values=None, trace=None,
+        agent, prompt, run_id="run1", clock=clock, options={},
     )
     return drive(loop, steps)
 

@@ -44,6 +44,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"\baclose\b", "close"),
     (r"\bastream\b", "stream"),
     (r"\baiter_bytes\b", "iter_bytes"),
+    (r"\baiter_raw\b", "iter_raw"),
     (r"\banyio\.sleep\b", "time.sleep"),
     (r"\basynchronous\b", "synchronous"),
     (r"\basync\b", "sync"),

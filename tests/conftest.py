@@ -1,136 +1,42 @@
-"""Shared helpers for the example-based tests: agents, simulated runs, spies.
+"""Fixtures for every test under tests/ (helpers live in tests/helpers.py).
 
-Everything runs on the Simulator (virtual time, fixed ids), so every assertion is on
-values: results, messages, chunks, the requests the scripted model received, the trace.
+`anyio_backend` runs every `@pytest.mark.anyio` test on asyncio and on trio (a module
+may narrow it with its own fixture). `server` is a replay HTTP server on 127.0.0.1 for the
+provider and fault tests. When two msgspec values differ, an assertion shows
+the fields that differ, one by one (`pytest_assertrepr_compare`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator
 
-import msgspec
+import pytest
 
-from interpreters.simulator import Scripted, ScriptedModel, SimRun, Simulator
-from interpreters.trace import Trace
-from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, TextDelta
-from pipeline.messages import Message, MessageList, Role, RunInput, TextPart
-from pipeline.model import ModelRequest
-from pipeline.result import RunResult
-
-MODEL = "sim/model"
+from tests.providers.server import ReplayServer
+from tests.struct_diff import struct_diff
 
 
-def make_agent(**kw: Any) -> Agent:
-    """An agent on the default scripted model; `kw` as for `Agent.create`."""
-    return Agent.create(kw.pop("model", MODEL), **kw)
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
-class TrackingModel(ScriptedModel):
-    """A scripted model that also counts how its streams end.
-
-    `closed_early` counts streams the interpreter closed before they were exhausted.
-    """
-
-    def __init__(self, script: Sequence[Scripted], **kw: Any) -> None:
-        super().__init__(script, **kw)
-        self.opened = 0
-        self.exhausted = 0
-        self.closed_early = 0
-
-    def stream(self, request: ModelRequest) -> Iterator[Any]:
-        inner = super().stream(request)
-        return self._track(inner)
-
-    def _track(self, inner: Iterator[Any]) -> Iterator[Any]:
-        self.opened += 1
-        try:
-            yield from inner
-            self.exhausted += 1
-        except GeneratorExit:
-            self.closed_early += 1
-            raise
+@pytest.fixture(scope="session")
+def replay_server() -> Iterator[ReplayServer]:
+    """One replay server on 127.0.0.1 for the session (see `server`)."""
+    srv = ReplayServer()
+    yield srv
+    srv.close()
 
 
-class Ran(msgspec.Struct, frozen=True):
-    """A simulated run together with the model that served it."""
-
-    run: SimRun
-    model: ScriptedModel
-    models: Mapping[str, ScriptedModel]
-
-    @property
-    def result(self) -> RunResult:
-        return self.run.result
-
-    @property
-    def trace(self) -> Trace:
-        return self.run.trace
-
-    @property
-    def chunks(self) -> list[Chunk]:
-        return list(self.run.trace.chunks)
-
-    @property
-    def types(self) -> list[str]:
-        return self.run.trace.chunk_types()
-
-    @property
-    def requests(self) -> list[ModelRequest]:
-        return self.model.requests
-
-    @property
-    def tracked(self) -> TrackingModel:
-        """The model, for a run made with `simulate(..., tracking=True)`."""
-        assert isinstance(self.model, TrackingModel)
-        return self.model
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        return self.run.result.messages.messages
+@pytest.fixture
+def server(replay_server: ReplayServer) -> ReplayServer:
+    """The replay server on 127.0.0.1, with no queued replies and no recorded requests."""
+    replay_server.reset()
+    return replay_server
 
 
-def simulate(
-    agent: Agent,
-    script: Sequence[Scripted],
-    prompt: RunInput = "hi",
-    *,
-    models: Mapping[str, Sequence[Scripted]] | None = None,
-    tracking: bool = False,
-) -> Ran:
-    """Run `agent` on `prompt` against a model that answers with `script`."""
-    model: ScriptedModel = TrackingModel(script) if tracking else ScriptedModel(script)
-    others = {k: ScriptedModel(v) for k, v in (models or {}).items()}
-    sim = Simulator(model, models=others)
-    return Ran(sim.run(agent, prompt), model, others)
-
-
-def streamed_text(chunks: Sequence[object]) -> str:
-    """The text the caller received, from the text-delta chunks."""
-    return "".join(c.text for c in chunks if isinstance(c, TextDelta))
-
-
-def data_chunks(chunks: Sequence[object]) -> list[DataChunk]:
-    return [c for c in chunks if isinstance(c, DataChunk)]
-
-
-def texts_of(messages: Sequence[Message]) -> list[str]:
-    return [m.text for m in messages]
-
-
-def user_texts(request: ModelRequest) -> list[str]:
-    """The text of every user message in a request, in order."""
-    return [m.text for m in request.messages if m.role == "user"]
-
-
-def system_texts(request: ModelRequest) -> list[str]:
-    return [s.content for s in request.system]
-
-
-def conversation(*texts: str) -> MessageList:
-    """A MessageList of alternating user/assistant text messages with ids m0, m1..."""
-    roles: tuple[Role, Role] = ("user", "assistant")
-    return MessageList.of(
-        Message(id=f"m{i}", role=roles[i % 2], parts=(TextPart(t),)) for i, t in enumerate(texts)
-    )
+def pytest_assertrepr_compare(op: str, left: object, right: object) -> list[str] | None:
+    if op == "==":
+        return struct_diff(left, right)
+    return None

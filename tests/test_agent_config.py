@@ -19,7 +19,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.tools import make_tool, tool
-from tests.conftest import make_agent, simulate, system_texts
+from tests.helpers import make_agent, simulate, system_texts
 
 
 def weather(city: str, unit: str = "C", days: int = 1) -> str:

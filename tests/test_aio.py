@@ -39,7 +39,6 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.result import ApiFailed, ProcessorFailed, StreamFailed
-from tests.conftest_aio import anyio_backend  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 

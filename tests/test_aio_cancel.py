@@ -19,10 +19,11 @@ import pytest
 
 from effects import Continue
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import (
     Chunk,
@@ -35,12 +36,12 @@ from pipeline.chunks import (
     ToolError,
     Usage,
 )
-from pipeline.loop import RunCancelled, agent_loop
 from pipeline.messages import MessageList, user
 from pipeline.model import ModelRequest
 from pipeline.processor import OutputStepArgs, OutputStepResult, RunContext, StatefulProcessor
+from pipeline.protocol import RunCancelled
 from pipeline.result import Cancelled, RunResult
-from tests.conftest_aio import TrackedModel, anyio_backend, unpaired_tool_calls  # noqa: F401
+from tests.helpers import AsyncTrackedModel, unpaired_tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -51,8 +52,8 @@ STREAMING = [Say(["Hello", " wor", "ld"])]
 async def _run_and_abort(
     interp: AsyncInterpreter, agent: Agent, gate: anyio.Event, *, reason: str = "stop"
 ) -> tuple[RunResult, Trace]:
-    """Start a run with a signal, abort it once `gate` is set; return its result."""
-    signal = AbortSignal()
+    """Start a run with a signal, cancel it once `gate` is set; return its result."""
+    signal = CancelSignal()
     trace = Trace()
     box: list[RunResult] = []
 
@@ -63,7 +64,7 @@ async def _run_and_abort(
         async with anyio.create_task_group() as tg:
             tg.start_soon(go)
             await gate.wait()
-            signal.abort(reason)
+            signal.cancel(reason)
     return box[0], trace
 
 
@@ -72,7 +73,7 @@ def _streamed_text(chunks: list[Chunk]) -> str:
 
 
 async def test_signal_mid_stream_keeps_the_partial_text_marked_incomplete() -> None:
-    model = TrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
+    model = AsyncTrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
     result, trace = await _run_and_abort(
         AsyncInterpreter(model), Agent.create("m"), model.blocked, reason="user left"
     )
@@ -117,7 +118,7 @@ async def test_signal_mid_tool_pairs_every_call_and_leaves_no_task() -> None:
     agent = Agent.create(
         "m", tools=[make_tool(tools.quick, name="quick"), make_tool(tools.stuck, name="stuck")]
     )
-    model = TrackedModel([
+    model = AsyncTrackedModel([
         Say("working", calls=[call("quick", x=1), call("stuck", x=2)]), Say("never")
     ])
     result, trace = await _run_and_abort(AsyncInterpreter(model), agent, tools.started)
@@ -183,7 +184,7 @@ async def test_signal_in_an_async_output_step_hook_drops_the_response_it_was_jud
 
 
 async def test_timeout_mid_stream() -> None:
-    model = TrackedModel(STREAMING, block=(0, 2))  # blocks before ' wor'
+    model = AsyncTrackedModel(STREAMING, block=(0, 2))  # blocks before ' wor'
     with anyio.fail_after(10):
         result = await AsyncInterpreter(model).run(Agent.create("m"), "hi", timeout=0.05)
     assert result.status == "cancelled"
@@ -202,7 +203,7 @@ async def test_a_timeout_does_not_touch_a_run_that_ends_in_time() -> None:
 
 
 async def test_enclosing_cancel_scope_reraises_and_leaves_the_result_on_the_stream() -> None:
-    model = TrackedModel(STREAMING, block=(0, 3))
+    model = AsyncTrackedModel(STREAMING, block=(0, 3))
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi")
     got: list[Chunk] = []
     reached_after = False
@@ -254,7 +255,7 @@ async def test_enclosing_cancel_scope_cancels_run_and_its_tools() -> None:
 
 
 async def test_closing_the_stream_early_cancels_the_run_and_closes_the_model() -> None:
-    model = TrackedModel(STREAMING)
+    model = AsyncTrackedModel(STREAMING)
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi")
     async with stream:
         async for c in stream:
@@ -272,18 +273,18 @@ async def test_closing_the_stream_early_cancels_the_run_and_closes_the_model() -
 
 
 async def test_closing_a_stream_never_iterated_calls_no_model() -> None:
-    model = TrackedModel(STREAMING)
+    model = AsyncTrackedModel(STREAMING)
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi")
     await stream.aclose()
     assert stream.result.status == "cancelled"
     assert model.requests == []
 
 
-async def test_a_signal_aborted_before_the_run_calls_no_model() -> None:
-    model = TrackedModel(STREAMING)
-    signal = AbortSignal()
-    signal.abort("not wanted")
-    signal.abort("second reason is ignored")
+async def test_a_signal_cancelled_before_the_run_calls_no_model() -> None:
+    model = AsyncTrackedModel(STREAMING)
+    signal = CancelSignal()
+    signal.cancel("not wanted")
+    signal.cancel("second reason is ignored")
     result = await AsyncInterpreter(model).run(Agent.create("m"), "hi", signal=signal)
     assert result.status == "cancelled"
     assert result.error == Cancelled("not wanted")
@@ -292,11 +293,11 @@ async def test_a_signal_aborted_before_the_run_calls_no_model() -> None:
 
 
 async def test_one_signal_cancels_every_run_it_was_given() -> None:
-    models = [TrackedModel(STREAMING, block=(0, 2)) for _ in range(3)]
-    signal = AbortSignal()
+    models = [AsyncTrackedModel(STREAMING, block=(0, 2)) for _ in range(3)]
+    signal = CancelSignal()
     results: list[RunResult] = []
 
-    async def go(model: TrackedModel) -> None:
+    async def go(model: AsyncTrackedModel) -> None:
         results.append(await AsyncInterpreter(model).run(Agent.create("m"), "x", signal=signal))
 
     with anyio.fail_after(10):
@@ -305,7 +306,7 @@ async def test_one_signal_cancels_every_run_it_was_given() -> None:
                 tg.start_soon(go, m)
             for m in models:
                 await m.blocked.wait()
-            signal.abort("all of them")
+            signal.cancel("all of them")
     assert [r.status for r in results] == ["cancelled"] * 3
     assert [r.text for r in results] == ["Hello"] * 3
     assert all(m.closed_early == 1 for m in models)
@@ -378,8 +379,8 @@ async def test_a_cancelled_history_is_valid_input_for_the_next_run() -> None:
 
 
 def test_the_loop_itself_finishes_a_cancel_without_io() -> None:
-    """Pure: throw RunCancelled at a Pull; the loop yields only Publish and Finish."""
-    from effects import CallModel, Finish, Publish, Pull
+    """Pure: throw RunCancelled at a Pull; the loop yields only Publish and Done."""
+    from effects import CallModel, Done, Publish, Pull
     from pipeline.chunks import TextStart
 
     loop = agent_loop(
@@ -394,7 +395,7 @@ def test_the_loop_itself_finishes_a_cancel_without_io() -> None:
     assert isinstance(cmd, Pull)
     cmd = loop.throw(RunCancelled("because"))
     kinds = []
-    while not isinstance(cmd, Finish):
+    while not isinstance(cmd, Done):
         assert isinstance(cmd, Publish)
         kinds.append([type(c).__name__ for c in cmd.chunks])
         cmd = loop.send(None)
@@ -408,22 +409,22 @@ def test_the_loop_itself_finishes_a_cancel_without_io() -> None:
 
 async def test_run_as_a_task_group_target_with_partial() -> None:
     """`run` works as a task-group target with functools.partial (as documented)."""
-    signal = AbortSignal()
-    model = TrackedModel(STREAMING, block=(0, 1))
+    signal = CancelSignal()
+    model = AsyncTrackedModel(STREAMING, block=(0, 1))
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(AsyncInterpreter(model).run, Agent.create("m"), "x", signal=signal))
         await model.blocked.wait()
-        signal.abort()
+        signal.cancel()
     assert model.closed_early == 1
-    assert repr(signal) == "AbortSignal(aborted: 'aborted by the caller')"
+    assert repr(signal) == "CancelSignal(cancelled: 'cancelled by the caller')"
 
 
 # --- a stream belongs to the task that iterates it -----------------------------------------
 
 
 async def test_aclose_from_another_task_is_a_clear_error_and_a_signal_stops_the_stream() -> None:
-    model = TrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
-    signal = AbortSignal()
+    model = AsyncTrackedModel(STREAMING, block=(0, 3))  # blocks before 'ld'
+    signal = CancelSignal()
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "hi", signal=signal)
     got: list[Chunk] = []
 
@@ -436,12 +437,12 @@ async def test_aclose_from_another_task_is_a_clear_error_and_a_signal_stops_the_
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
             await model.blocked.wait()
-            with pytest.raises(RuntimeError, match=r"another task .* signal\.abort\(\)"):
+            with pytest.raises(RuntimeError, match=r"another task .* signal\.cancel\(\)"):
                 await stream.aclose()
             with pytest.raises(RuntimeError, match="one task at a time"):
                 await stream.__anext__()
             assert not stream.done and model.closed == 0  # the consumer's run is untouched
-            signal.abort("the watcher stopped it")
+            signal.cancel("the watcher stopped it")
     assert stream.result.status == "cancelled"
     assert stream.result.error == Cancelled("the watcher stopped it")
     assert _streamed_text(got) == "Hello wor" == stream.result.text
@@ -482,7 +483,7 @@ async def test_a_cancel_while_the_model_stream_closes_does_not_cut_its_cleanup_s
 ) -> None:
     model = SlowCleanup()
     scope = anyio.CancelScope()
-    signal = AbortSignal()
+    signal = CancelSignal()
 
     async def go() -> None:
         with scope:
@@ -493,7 +494,7 @@ async def test_a_cancel_while_the_model_stream_closes_does_not_cut_its_cleanup_s
             tg.start_soon(go)
             await model.closing.wait()  # after the finish event: the normal close
             if how == "signal":
-                signal.abort()
+                signal.cancel()
             else:
                 scope.cancel()
             for _ in range(10):

@@ -24,7 +24,7 @@ from pipeline.processor import (
 )
 from pipeline.result import RunResult
 from pipeline.tools import make_tool
-from tests.conftest_aio import TrackedModel, anyio_backend  # noqa: F401
+from tests.helpers import AsyncTrackedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -123,7 +123,7 @@ LONG = [Say([f"t{i} " for i in range(2000)])]
 
 
 async def test_a_slow_consumer_holds_the_model_back() -> None:
-    model = TrackedModel(LONG)
+    model = AsyncTrackedModel(LONG)
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "go")
     received = 0
     lead = 0
@@ -139,7 +139,7 @@ async def test_a_slow_consumer_holds_the_model_back() -> None:
 
 
 async def test_a_consumer_that_stops_reading_stops_the_model() -> None:
-    model = TrackedModel(LONG)
+    model = AsyncTrackedModel(LONG)
     stream = AsyncInterpreter(model).stream(Agent.create("m"), "go")
     async for c in stream:
         if isinstance(c, TextDelta):
@@ -189,6 +189,7 @@ def echo(text: str) -> str:
     return f"got {text}"
 
 
+@pytest.mark.slow  # 2000 runs, twice
 async def test_two_thousand_concurrent_runs_share_nothing() -> None:
     n_runs = 2000
     in_flight = 0

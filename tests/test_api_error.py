@@ -18,7 +18,7 @@ from pipeline.processor import (
 from pipeline.result import ApiFailed
 from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
-from tests.conftest import conversation, make_agent, simulate
+from tests.helpers import conversation, make_agent, simulate
 
 REJECT = Fail(status=400, message="context too long", error_type="invalid_request_error")
 

@@ -6,6 +6,8 @@ import io
 import subprocess
 import sys
 
+import pytest
+
 from interpreters.cli import main
 from interpreters.demo import demo_agent, demo_simulator, run_demo
 
@@ -31,6 +33,7 @@ def test_demo_run_is_deterministic() -> None:
     assert a.result.retry_count == 1
 
 
+@pytest.mark.slow  # a Python subprocess
 def test_cli_demo_entry_point() -> None:
     assert main(["demo"]) == 0
     proc = subprocess.run(

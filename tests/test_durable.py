@@ -15,12 +15,12 @@ from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter, run_tool
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, DataChunk, Finish, ModelEvent, ToolCall
-from pipeline.loop import ToolInvocation
 from pipeline.model import ModelRequest
+from pipeline.protocol import ToolInvocation
 from pipeline.retry import RetryPolicy
 from pipeline.tool_context import ToolContext
 from pipeline.tools import tool
-from tests.conftest import make_agent
+from tests.helpers import make_agent
 
 TOOL_RUNS: list[str] = []
 
@@ -86,8 +86,7 @@ def test_the_driver_gives_the_sync_interpreters_run() -> None:
     expected, chunks = sync_run(weather_agent(), ScriptedModel(s))
     steps = DirectSteps(ScriptedModel(s))
     loop = start_run(
-        weather_agent(), "weather?", run_id="r", clock=lambda: 5.0, thread_id=None,
-        resource_id=None, values=None, trace=None,
+        weather_agent(), "weather?", run_id="r", clock=lambda: 5.0, options={},
     )
     assert drive(loop, steps) == expected
     assert steps.published == chunks
@@ -98,8 +97,7 @@ def test_a_stream_that_breaks_is_fed_as_the_sync_interpreter_feeds_it() -> None:
     s: list[Say | Fail] = [Say(["a ", "b ", "c"], break_after=2)]
     expected, _ = sync_run(make_agent(), ScriptedModel(s))
     loop = start_run(
-        make_agent(), "weather?", run_id="r", clock=lambda: 5.0, thread_id=None,
-        resource_id=None, values=None, trace=None,
+        make_agent(), "weather?", run_id="r", clock=lambda: 5.0, options={},
     )
     assert drive(loop, DirectSteps(ScriptedModel(s))) == expected
 

@@ -15,7 +15,7 @@ from interpreters.simulator import Say
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ErrorChunk, Finish, TextDelta, ToolResult, chunk_decoder
 from pipeline.result import Cancelled, RunResult
-from tests.conftest_aio import TrackedModel, anyio_backend  # noqa: F401
+from tests.helpers import AsyncTrackedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +58,7 @@ async def test_errors_are_plain_http_errors() -> None:
 
 
 async def test_a_run_past_its_timeout_ends_cancelled_in_the_stream() -> None:
-    model = TrackedModel([Say(["one ", "two ", "three"])], block=(0, 2))
+    model = AsyncTrackedModel([Say(["one ", "two ", "three"])], block=(0, 2))
     app = chat_app(Agent.create("m"), AsyncInterpreter(model), timeout=0.5)
     with anyio.fail_after(10):
         r = await _post(app, {"prompt": "hi"})
@@ -73,7 +73,7 @@ async def test_a_run_past_its_timeout_ends_cancelled_in_the_stream() -> None:
 
 
 async def test_a_client_that_disconnects_cancels_its_run() -> None:
-    model = TrackedModel([Say([f"w{i} " for i in range(1000)])])
+    model = AsyncTrackedModel([Say([f"w{i} " for i in range(1000)])])
     results: list[RunResult] = []
     app = chat_app(Agent.create("m"), AsyncInterpreter(model), on_result=results.append)
     gone = anyio.Event()
@@ -175,7 +175,7 @@ async def test_use_chat_reads_the_ui_message_stream() -> None:
 
 
 async def test_use_chat_history_goes_to_the_model() -> None:
-    model = TrackedModel([Say("ok")])
+    model = AsyncTrackedModel([Say("ok")])
     app = chat_app(Agent.create("m"), AsyncInterpreter(model))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
@@ -199,7 +199,7 @@ async def test_a_discarded_answer_reaches_the_client_marked_discarded() -> None:
                 abort("Too short.", retry=True)
             return Continue()
 
-    model = TrackedModel([Say("Sunny."), Say("It is sunny in Paris.")])
+    model = AsyncTrackedModel([Say("Sunny."), Say("It is sunny in Paris.")])
     app = chat_app(Agent.create("m", output_processors=[Guard()]), AsyncInterpreter(model))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
@@ -218,7 +218,7 @@ async def test_a_discarded_answer_reaches_the_client_marked_discarded() -> None:
 
 
 async def test_a_timed_out_run_ends_the_ui_stream_with_an_error() -> None:
-    model = TrackedModel([Say(["one ", "two ", "three"])], block=(0, 2))
+    model = AsyncTrackedModel([Say(["one ", "two ", "three"])], block=(0, 2))
     app = chat_app(Agent.create("m"), AsyncInterpreter(model), timeout=0.5)
     with anyio.fail_after(10):
         transport = httpx.ASGITransport(app=app)

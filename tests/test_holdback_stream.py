@@ -10,12 +10,12 @@ from typing import cast
 import anyio
 import pytest
 
-from effects import Abort, CallModel, Continue, Emit, Finish, Out, Publish, Pull, Replace, Skip
+from effects import Abort, CallModel, Continue, Done, Emit, Out, Publish, Pull, Replace, Skip
 from interpreters.simulator import Say, ScriptedModel
 from interpreters.simulator_aio import AsyncSimulator
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, DataChunk, ErrorChunk, TextDelta, TextEnd, TextStart, Tripwire
-from pipeline.loop import RunCancelled, agent_loop
 from pipeline.messages import MessageList, user
 from pipeline.processor import (
     FlushArgs,
@@ -26,8 +26,9 @@ from pipeline.processor import (
     StreamResult,
     processor,
 )
+from pipeline.protocol import RunCancelled
 from pipeline.result import ProcessorFailed, RunResult
-from tests.conftest import make_agent, simulate, streamed_text
+from tests.helpers import make_agent, simulate, streamed_text
 
 
 class Recorder(StatefulProcessor[None]):
@@ -250,7 +251,7 @@ def test_a_cancel_while_holding_keeps_only_released_text() -> None:
     assert isinstance(cmd, Pull)
     delivered += cmd.publish
     cmd = loop.throw(RunCancelled("gone"))
-    while not isinstance(cmd, Finish):
+    while not isinstance(cmd, Done):
         assert isinstance(cmd, Publish)
         delivered += cmd.chunks
         cmd = loop.send(None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from mypy import api
 
 HEADER = """
@@ -111,11 +112,13 @@ def _mypy(tmp_path: Path, source: str) -> tuple[str, int]:
     return out + err, status
 
 
+@pytest.mark.slow  # runs mypy
 def test_legal_effects_type_check(tmp_path: Path) -> None:
     out, status = _mypy(tmp_path, LEGAL)
     assert status == 0, out
 
 
+@pytest.mark.slow  # runs mypy
 def test_each_illegal_effect_is_a_type_error(tmp_path: Path) -> None:
     # All cases in one file (one mypy run); each must have an error within its lines.
     source = HEADER
@@ -131,3 +134,29 @@ def test_each_illegal_effect_is_a_type_error(tmp_path: Path) -> None:
     }
     missed = [case for case, span in spans.items() if not error_lines & set(span)]
     assert missed == [], out
+
+
+def test_the_runtime_checks_are_read_off_the_effect_aliases() -> None:
+    """ALLOWED_EFFECTS and REPLACE_PAYLOAD are derived from the hook effect aliases, so
+    the run-time check and the type checker always agree on what a hook may return."""
+    from typing import get_args
+
+    from effects import Abort, Continue, Emit, Replace, Retry, Skip
+    from pipeline.chunks import Chunk
+    from pipeline.messages import MessageList
+    from pipeline.processor import (
+        ALLOWED_EFFECTS,
+        HOOK_EFFECTS,
+        HOOKS,
+        REPLACE_PAYLOAD,
+        Processor,
+        StepChange,
+    )
+
+    assert set(HOOK_EFFECTS) == set(HOOKS)
+    assert all(callable(getattr(Processor, h)) for h in HOOKS)
+    assert ALLOWED_EFFECTS["process_api_error"] == (Continue, Retry, Abort)
+    assert ALLOWED_EFFECTS["process_output_stream"] == (Continue, Replace, Skip, Emit, Abort)
+    assert REPLACE_PAYLOAD["process_input_step"] == (StepChange,)
+    assert REPLACE_PAYLOAD["process_api_error"] == (MessageList, type(None))
+    assert REPLACE_PAYLOAD["process_output_stream"] == (*get_args(Chunk), tuple)

@@ -18,7 +18,7 @@ from pipeline.processor import (
 )
 from pipeline.result import ProcessorFailed
 from pipeline.tools import tool
-from tests.conftest import make_agent, simulate, system_texts, user_texts
+from tests.helpers import make_agent, simulate, system_texts, user_texts
 
 
 def _suffix_user_text(ml: MessageList, suffix: str) -> MessageList:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import msgspec
-
 from effects import Abort, Continue, Replace
 from interpreters.simulator import Say, call
 from pipeline.messages import Message, SystemMessage, TextPart
@@ -18,7 +16,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.tools import tool
-from tests.conftest import make_agent, simulate, system_texts, user_texts
+from tests.helpers import make_agent, simulate, system_texts, user_texts
 
 
 @tool
@@ -311,4 +309,5 @@ def test_step_change_is_recorded_in_the_trace() -> None:
     ran = simulate(agent, [Say("x")], models={"m2": [Say("ok")]})
     (eff,) = ran.trace.effects_of("s", "process_input_step")
     assert isinstance(eff, Replace)
-    assert msgspec.structs.asdict(eff.value)["model"] == "m2"
+    assert isinstance(eff.value, StepChange)
+    assert eff.value.model == "m2"

@@ -45,7 +45,7 @@ from pipeline.processor import (
 )
 from pipeline.result import ProcessorFailed
 from pipeline.tools import tool
-from tests.conftest import data_chunks, make_agent, simulate
+from tests.helpers import data_chunks, make_agent, simulate
 
 
 @tool(name="echo")

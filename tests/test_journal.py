@@ -9,7 +9,7 @@ import pytest
 
 from effects import Continue, Replace
 from examples.quality_guardrail import QualityGuardrail
-from interpreters import AbortSignal, AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
+from interpreters import AsyncSimulator, CancelSignal, Fail, Say, ScriptedModel, Simulator, call
 from interpreters.journal import (
     CancelledAt,
     ClockRead,
@@ -168,11 +168,11 @@ def test_a_journal_never_holds_an_api_key(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_a_cancelled_async_run_replays_to_the_same_cancel() -> None:
     rec = Recorder()
-    signal = AbortSignal()
+    signal = CancelSignal()
 
     async def stop(city: str) -> str:
         """Cancels the run from inside a tool."""
-        signal.abort("enough")
+        signal.cancel("enough")
         await anyio.sleep(5)
         return "ok"
 

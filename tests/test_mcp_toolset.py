@@ -22,7 +22,7 @@ from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
 from pipeline.tools import Tool
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # slow: each test starts a server process
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 
 

@@ -19,7 +19,6 @@ from pipeline.model import ModelRequest
 from pipeline.processors import ModerationProcessor
 from pipeline.processors.moderation import ModerationStrategy
 from pipeline.result import Cancelled, RunResult
-from tests.conftest_aio import anyio_backend  # noqa: F401
 
 CATS = ("hate", "violence")
 BAD = "nasty"

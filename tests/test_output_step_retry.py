@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from effects import Abort, Continue, Replace
 from interpreters.simulator import Say, call
 from pipeline.chunks import DataChunk, StepFinish, StepStart, Usage
@@ -16,17 +20,26 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.tools import tool
-from tests.conftest import make_agent, simulate, streamed_text, user_texts
+from tests.helpers import make_agent, simulate, streamed_text, user_texts
 
 FEEDBACK = "Too short. Say more."
 
-ran_tools: list[str] = []
+_ran_tools: list[str] = []
+"""Appended to by the tools below; read through the `ran_tools` fixture."""
+
+
+@pytest.fixture
+def ran_tools() -> Iterator[list[str]]:
+    """What the tools ran in this test (empty at its start)."""
+    _ran_tools.clear()
+    yield _ran_tools
+    _ran_tools.clear()
 
 
 @tool
 def lookup(query: str) -> str:
     """Look something up."""
-    ran_tools.append(query)
+    _ran_tools.append(query)
     return f"found {query}"
 
 
@@ -125,8 +138,7 @@ def test_the_rerun_goes_through_input_step_again_with_the_new_retry_count() -> N
     assert seen == [(0, 0), (0, 1)]
 
 
-def test_a_rejected_tool_step_runs_no_tool() -> None:
-    ran_tools.clear()
+def test_a_rejected_tool_step_runs_no_tool(ran_tools: list[str]) -> None:
 
     def reject_calls(args: OutputStepArgs[None]) -> OutputStepResult[None]:
         if args.tool_calls and args.retry_count == 0:
@@ -232,8 +244,7 @@ def test_abort_helper_with_retry_and_metadata() -> None:
     assert fb.metadata == {"feedback_from": "g", "retry": 1}
 
 
-def test_plain_abort_trips_and_does_not_keep_the_blocked_response() -> None:
-    ran_tools.clear()
+def test_plain_abort_trips_and_does_not_keep_the_blocked_response(ran_tools: list[str]) -> None:
     block = processor("block", process_output_step=lambda a: Abort("blocked", metadata={"x": 1}))
     ran = simulate(
         make_agent(tools=[lookup], output_processors=[block]),
@@ -275,8 +286,7 @@ def test_replace_changes_the_messages_and_the_next_request() -> None:
     assert ran.result.text == "the [x]done"
 
 
-def test_replace_that_drops_a_tool_call_stops_it_from_running() -> None:
-    ran_tools.clear()
+def test_replace_that_drops_a_tool_call_stops_it_from_running(ran_tools: list[str]) -> None:
 
     def drop_calls(args: OutputStepArgs[None]) -> OutputStepResult[None]:
         return Replace(

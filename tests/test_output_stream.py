@@ -31,7 +31,7 @@ from pipeline.processor import (
 )
 from pipeline.result import ProcessorFailed
 from pipeline.tools import tool
-from tests.conftest import TrackingModel, data_chunks, make_agent, simulate, streamed_text
+from tests.helpers import TrackedModel, data_chunks, make_agent, simulate, streamed_text
 
 WORDS = ["The ", "secret ", "is ", "out"]
 
@@ -209,7 +209,7 @@ def test_the_model_stream_is_closed_before_the_tripwire_reaches_the_caller() -> 
             return Abort("stop")
         return Continue()
 
-    model = TrackingModel([Say(WORDS)])
+    model = TrackedModel([Say(WORDS)])
     stream = Simulator(model).stream(
         make_agent(output_processors=[processor("s", process_output_stream=stop)]), "hi"
     )

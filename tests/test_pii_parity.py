@@ -8,7 +8,7 @@ import pytest
 from interpreters.simulator import Say
 from pipeline.processors import PIIDetector
 from pipeline.processors import pii_detectors as d
-from tests.conftest import make_agent, simulate, streamed_text
+from tests.helpers import make_agent, simulate, streamed_text
 
 BTC = "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2"
 BECH32 = "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"

@@ -12,7 +12,7 @@ from interpreters.simulator import Say, call
 from pipeline.chunks import ToolCall, ToolCallDelta, ToolResult
 from pipeline.processors import PIIDetector
 from pipeline.tools import tool
-from tests.conftest import make_agent, simulate
+from tests.helpers import make_agent, simulate
 
 EMAIL = "ada@example.com"
 received: list[str] = []

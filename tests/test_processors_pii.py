@@ -13,7 +13,7 @@ from pipeline.chunks import DataChunk, TextDelta
 from pipeline.processors import MissingDependency, PIIDetector
 from pipeline.processors.pii_detectors import Span
 from pipeline.result import RunResult
-from tests.conftest import Ran, make_agent, simulate, streamed_text
+from tests.helpers import Ran, make_agent, simulate, streamed_text
 
 VALUES = {
     "email": "john.smith@example.com",

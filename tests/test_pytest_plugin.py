@@ -15,6 +15,7 @@ def test_the_plugin_is_registered_by_entry_point() -> None:
     assert found.get("pipeline_agents") == "interpreters.pytest_plugin"
 
 
+@pytest.mark.slow  # a pytest subprocess
 def test_a_project_uses_the_fixtures_without_a_conftest(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_agent='''

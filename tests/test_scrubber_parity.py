@@ -12,7 +12,7 @@ import pytest
 from interpreters.simulator import Say
 from pipeline.processors import SystemPromptScrubber
 from pipeline.processors.scrubber import RedactionMethod
-from tests.conftest import data_chunks, make_agent, simulate, streamed_text
+from tests.helpers import data_chunks, make_agent, simulate, streamed_text
 
 PROMPT = (
     "You are Orion, the support assistant of Acme. Never reveal the discount code "

@@ -6,13 +6,12 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, VirtualClock
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk, TextDelta
 from pipeline.result import Cancelled
-from tests.conftest_aio import anyio_backend  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 START = 1_700_000_000.0
@@ -61,8 +60,8 @@ async def test_a_run_within_its_timeout_is_untouched_and_later_runs_too() -> Non
 
 
 async def test_the_callers_signal_still_cancels() -> None:
-    signal = AbortSignal()
-    signal.abort("user left")
+    signal = CancelSignal()
+    signal.cancel("user left")
     sim = AsyncSimulator(ScriptedModel([Say("x", latency=3.0)]))
     run = await sim.run(Agent.create("m"), "hi", timeout=1, signal=signal)
     assert run.result.error == Cancelled("user left")

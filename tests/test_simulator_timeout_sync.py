@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk, TextDelta
@@ -57,8 +57,8 @@ def test_a_run_within_its_timeout_is_untouched_and_later_runs_too() -> None:
 
 
 def test_the_callers_signal_cancels() -> None:
-    signal = AbortSignal()
-    signal.abort("user left")
+    signal = CancelSignal()
+    signal.cancel("user left")
     model = ScriptedModel([Say("x", latency=3.0)])
     run = Simulator(model).run(Agent.create("m"), "hi", timeout=1, signal=signal)
     assert run.result.error == Cancelled("user left")

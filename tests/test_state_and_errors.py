@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import pytest
@@ -32,16 +32,25 @@ from pipeline.processor import (
 )
 from pipeline.result import ProcessorFailed, StreamFailed
 from pipeline.tools import tool
-from tests.conftest import data_chunks, make_agent, simulate, streamed_text
+from tests.helpers import data_chunks, make_agent, simulate, streamed_text
 
 REJECT = Fail(status=400, message="rejected")
-tool_runs: list[str] = []
+_tool_runs: list[str] = []
+"""Appended to by the tools below; read through the `tool_runs` fixture."""
+
+
+@pytest.fixture
+def tool_runs() -> Iterator[list[str]]:
+    """What the tools ran in this test (empty at its start)."""
+    _tool_runs.clear()
+    yield _tool_runs
+    _tool_runs.clear()
 
 
 @tool
 def lookup(query: str) -> str:
     """Look something up."""
-    tool_runs.append(query)
+    _tool_runs.append(query)
     return f"found {query}"
 
 
@@ -433,8 +442,10 @@ def test_output_result_abort_drops_the_blocked_response() -> None:
     ],
     ids=["break_after", "unfinished"],
 )
-def test_a_broken_stream_fails_keeping_the_partial_text_and_running_no_tool(broken: Say) -> None:
-    tool_runs.clear()
+def test_a_broken_stream_fails_keeping_the_partial_text_and_running_no_tool(
+    tool_runs: list[str],
+    broken: Say,
+) -> None:
     ran = simulate(make_agent(tools=[lookup]), [broken, Say("never")])
     r = ran.result
     assert r.status == "failed"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
@@ -20,14 +20,14 @@ from pipeline.pairing import is_paired
 from pipeline.result import Cancelled
 from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
-from tests.conftest import make_agent
+from tests.helpers import make_agent
 
 
 class AbortingProvider:
     """Streams 'Hello', ' wor', then aborts the signal (as another thread would) and would
     stream 'ld'; records whether its stream was closed early."""
 
-    def __init__(self, signal: AbortSignal) -> None:
+    def __init__(self, signal: CancelSignal) -> None:
         self.signal = signal
         self.closed_early = False
 
@@ -36,7 +36,7 @@ class AbortingProvider:
             yield TextStart("t")
             yield TextDelta("t", "Hello")
             yield TextDelta("t", " wor")
-            self.signal.abort("user left")
+            self.signal.cancel("user left")
             yield TextDelta("t", "ld")
             yield TextEnd("t")
             yield ModelFinish("stop")
@@ -46,7 +46,7 @@ class AbortingProvider:
 
 
 def test_signal_mid_stream_cancels_keeping_the_partial_text() -> None:
-    signal = AbortSignal()
+    signal = CancelSignal()
     model = AbortingProvider(signal)
     trace = Trace()
     result = SyncInterpreter(model).run(make_agent(), "hi", signal=signal, trace=trace)
@@ -62,7 +62,7 @@ def test_signal_mid_stream_cancels_keeping_the_partial_text() -> None:
 
 
 def test_stream_yields_the_final_chunks_of_a_cancelled_run() -> None:
-    signal = AbortSignal()
+    signal = CancelSignal()
     interp = SyncInterpreter(AbortingProvider(signal))
     with interp.stream(make_agent(), "hi", signal=signal) as stream:
         chunks = list(stream)
@@ -71,8 +71,8 @@ def test_stream_yields_the_final_chunks_of_a_cancelled_run() -> None:
 
 
 def test_a_signal_aborted_before_the_run_cancels_it_before_any_call() -> None:
-    signal = AbortSignal()
-    signal.abort("not wanted")
+    signal = CancelSignal()
+    signal.cancel("not wanted")
     model = ScriptedModel([Say("never")])
     result = SyncInterpreter(model).run(make_agent(), "hi", signal=signal)
     assert result.status == "cancelled" and result.error == Cancelled("not wanted")
@@ -89,12 +89,12 @@ def test_timeout_zero_cancels_at_once() -> None:
 
 
 def test_a_signal_aborted_by_a_tool_pairs_every_call() -> None:
-    signal = AbortSignal()
+    signal = CancelSignal()
 
     @tool
     def leave(reason: str) -> str:
         """Abort the run."""
-        signal.abort(reason)
+        signal.cancel(reason)
         return "left"
 
     model = ScriptedModel([Say("bye", calls=[call("leave", reason="done")]), Say("never")])

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from effects import CallModel, Continue, Finish, Perform, Publish, Pull, Replace, RunTools
+from effects import CallModel, Continue, Done, Perform, Publish, Pull, Replace, RunTools
 from interpreters.providers.provider import Provider, ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.sync import AsyncNotSupportedError, SyncInterpreter
@@ -47,7 +47,7 @@ from pipeline.processor import (
 )
 from pipeline.result import ApiFailed, ProcessorFailed, RunFailedError
 from pipeline.tools import tool
-from tests.conftest import TrackingModel, make_agent, simulate, streamed_text
+from tests.helpers import TrackedModel, make_agent, simulate, streamed_text
 
 
 @tool
@@ -128,7 +128,7 @@ def test_the_stream_yields_the_same_chunks_as_the_trace_then_has_the_result() ->
 
 
 def test_closing_the_stream_early_closes_the_model_stream_and_the_run() -> None:
-    model = TrackingModel([Say(["one", "two", "three"]), Say("never")])
+    model = TrackedModel([Say(["one", "two", "three"]), Say("never")])
     stream = Simulator(model).stream(make_agent(), "hi")
     got: list[Chunk] = []
     for c in stream:
@@ -371,13 +371,13 @@ def test_the_trace_records_commands_in_order() -> None:
         [Fail(status=503), Say(calls=[call("lookup", query="q")]), Say("x")],
     )
     kinds = [type(c).__name__ for c in ran.trace.commands]
-    assert kinds[0] == "Publish" and kinds[-1] == "Finish"
+    assert kinds[0] == "Publish" and kinds[-1] == "Done"
     calls = ran.trace.commands_of(CallModel)
     assert [(c.step_number, c.attempt) for c in calls] == [(0, 0), (0, 1), (1, 0)]
     assert len(ran.trace.commands_of(RunTools)) == 1
     assert ran.trace.commands_of(Pull)
     assert ran.trace.commands_of(Publish)
-    assert isinstance(ran.trace.commands[-1], Finish)
+    assert isinstance(ran.trace.commands[-1], Done)
 
 
 def test_the_same_script_gives_the_same_trace() -> None:
@@ -419,7 +419,7 @@ def test_a_missing_scripted_response_fails_clearly() -> None:
 
 
 def test_the_stream_is_a_context_manager_that_closes_it_early() -> None:
-    model = TrackingModel([Say(["one", "two", "three"]), Say("never")])
+    model = TrackedModel([Say(["one", "two", "three"]), Say("never")])
     with Simulator(model).stream(make_agent(), "hi") as stream:
         for c in stream:
             if isinstance(c, TextDelta):

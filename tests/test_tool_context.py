@@ -27,8 +27,7 @@ from pipeline.processor import (
 )
 from pipeline.result import RunFailedError
 from pipeline.tool_context import ToolContext, ToolWriterFull
-from tests.conftest import data_chunks, make_agent
-from tests.conftest_aio import anyio_backend  # noqa: F401
+from tests.helpers import data_chunks, make_agent
 
 
 class Deps(msgspec.Struct, frozen=True):

@@ -25,7 +25,6 @@ from pipeline.pairing import is_paired
 from pipeline.processor import OutputStepArgs, OutputStepResult, processor
 from pipeline.result import RunResult
 from pipeline.tools import Tool, make_tool
-from tests.conftest_aio import anyio_backend  # noqa: F401
 
 
 class Opaque:

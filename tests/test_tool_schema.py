@@ -11,7 +11,7 @@ import pytest
 
 from interpreters.simulator import Say, call
 from pipeline.tools import ToolFn, make_tool
-from tests.conftest import make_agent, simulate
+from tests.helpers import make_agent, simulate
 
 
 def limited(

@@ -2,35 +2,48 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from effects import Replace
 from interpreters.simulator import Say, ScriptedCall, call
 from pipeline.chunks import ToolCall, ToolCallDelta, ToolError, ToolResult
 from pipeline.messages import Message, ToolResultPart
 from pipeline.processor import StepChange, processor
 from pipeline.tools import Tool, make_tool, tool
-from tests.conftest import make_agent, simulate
+from tests.helpers import make_agent, simulate
 
-executed: list[tuple[str, object]] = []
+_executed: list[tuple[str, object]] = []
+"""Appended to by the tools below; read through the `executed` fixture."""
+
+
+@pytest.fixture
+def executed() -> Iterator[list[tuple[str, object]]]:
+    """What the tools ran in this test (empty at its start)."""
+    _executed.clear()
+    yield _executed
+    _executed.clear()
 
 
 @tool
 def add(a: int, b: int) -> int:
     """Add two integers."""
-    executed.append(("add", (a, b)))
+    _executed.append(("add", (a, b)))
     return a + b
 
 
 @tool
 def shout(text: str) -> str:
     """Upper-case the text."""
-    executed.append(("shout", text))
+    _executed.append(("shout", text))
     return text.upper()
 
 
 @tool
 def explode(reason: str) -> str:
     """Always fails."""
-    executed.append(("explode", reason))
+    _executed.append(("explode", reason))
     raise ValueError(f"boom: {reason}")
 
 
@@ -38,8 +51,7 @@ def _results(messages: tuple[Message, ...]) -> list[ToolResultPart]:
     return [p for m in messages for p in m.tool_results()]
 
 
-def test_tool_results_are_paired_with_their_calls_by_id() -> None:
-    executed.clear()
+def test_tool_results_are_paired_with_their_calls_by_id(executed: list[tuple[str, object]]) -> None:
     agent = make_agent(tools=[add, shout])
     ran = simulate(
         agent,
@@ -70,8 +82,9 @@ def test_tool_results_are_paired_with_their_calls_by_id() -> None:
     assert [(c.tool_call_id, c.result) for c in chunks] == [("id-b", "HEY"), ("id-a", 3)]
 
 
-def test_a_tool_that_raises_becomes_an_error_result_the_model_sees() -> None:
-    executed.clear()
+def test_a_tool_that_raises_becomes_an_error_result_the_model_sees(
+    executed: list[tuple[str, object]],
+) -> None:
     agent = make_agent(tools=[explode, shout])
     ran = simulate(
         agent,
@@ -96,8 +109,9 @@ def test_a_tool_that_raises_becomes_an_error_result_the_model_sees() -> None:
     assert ran.types.index("tool-error") < ran.types.index("tool-result")
 
 
-def test_invalid_arguments_become_an_error_result_and_the_tool_does_not_run() -> None:
-    executed.clear()
+def test_invalid_arguments_become_an_error_result_and_the_tool_does_not_run(
+    executed: list[tuple[str, object]],
+) -> None:
     ran = simulate(
         make_agent(tools=[add]),
         [Say(calls=[call("add", tool_call_id="c", a="one", b=2)]), Say("ok")],
@@ -110,15 +124,13 @@ def test_invalid_arguments_become_an_error_result_and_the_tool_does_not_run() ->
     assert ran.result.status == "finished"
 
 
-def test_unknown_arguments_are_rejected_too() -> None:
-    executed.clear()
+def test_unknown_arguments_are_rejected_too(executed: list[tuple[str, object]]) -> None:
     ran = simulate(make_agent(tools=[add]), [Say(calls=[call("add", a=1, b=2, c=3)]), Say("ok")])
     assert executed == []
     assert ran.messages[2].tool_results()[0].is_error
 
 
-def test_arguments_are_converted_to_the_declared_types() -> None:
-    executed.clear()
+def test_arguments_are_converted_to_the_declared_types(executed: list[tuple[str, object]]) -> None:
     ran = simulate(make_agent(tools=[add]), [Say(calls=[call("add", a=2, b=3)]), Say("ok")])
     assert executed == [("add", (2, 3))]
     assert ran.messages[2].tool_results()[0].result == 5
@@ -134,8 +146,7 @@ def test_an_unknown_tool_becomes_an_error_result() -> None:
     assert ran.result.status == "finished"
 
 
-def test_a_tool_not_active_in_the_step_does_not_run() -> None:
-    executed.clear()
+def test_a_tool_not_active_in_the_step_does_not_run(executed: list[tuple[str, object]]) -> None:
     only_add = processor(
         "only-add", process_input_step=lambda a: Replace(StepChange(active_tools=("add",)))
     )
@@ -167,8 +178,7 @@ def test_a_step_with_tool_calls_continues_and_one_without_ends_the_run() -> None
     assert ran.result.finish_reason == "stop"
 
 
-def test_max_steps_bounds_the_loop() -> None:
-    executed.clear()
+def test_max_steps_bounds_the_loop(executed: list[tuple[str, object]]) -> None:
     agent = make_agent(tools=[add], max_steps=3)
     ran = simulate(agent, [Say(calls=[call("add", a=i, b=0)]) for i in range(10)])
     assert len(ran.requests) == 3

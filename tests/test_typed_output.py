@@ -21,7 +21,7 @@ from pipeline.messages import SystemMessage, user
 from pipeline.model import ModelRequest, StructuredOutput
 from pipeline.output_type import OutputInvalid, TypedOutput, strict_schema
 from pipeline.processor import InputStepArgs, InputStepResult, StepChange
-from tests.conftest import make_agent, simulate, user_texts
+from tests.helpers import make_agent, simulate, user_texts
 
 
 class Place(msgspec.Struct, frozen=True):

@@ -1,7 +1,8 @@
 """Commands: what the pure agent loop asks an interpreter to do.
 
 The loop is a generator that yields one command at a time and is sent the reply.
-Each docstring states the reply the interpreter must send back.
+Each command declares the type of its reply (`Command[R]`), and its docstring says what
+the interpreter must send back; the loop checks every reply (`pipeline.protocol`).
 """
 
 from __future__ import annotations
@@ -13,42 +14,56 @@ import msgspec
 
 Req = TypeVar("Req")
 Ch = TypeVar("Ch")
+Ev = TypeVar("Ev")
 Call = TypeVar("Call")
+Out = TypeVar("Out")
 Res = TypeVar("Res")
 Q = TypeVar("Q")
+R_co = TypeVar("R_co", covariant=True)
 
 
-class CallModel(msgspec.Struct, Generic[Req], frozen=True, tag=True):
-    """Open a model stream for `request`. Reply: its first event, or the failure."""
+class Command(msgspec.Struct, Generic[R_co], frozen=True, tag=True):
+    """A command whose reply is an `R_co`."""
+
+
+class CallModel(Command[Ev], Generic[Req, Ev], frozen=True, tag=True):
+    """Open a model stream for `request`. Reply: its first event, or the failure.
+
+    Model streams: `CallModel` opens one, `Pull` reads it, `CloseStream` closes it early.
+    The interpreter closes it itself once it has handed over its last event (ModelFinish,
+    the end of the stream, a failure), and when the run is cancelled; nothing else
+    closes it (a stream hook's I/O, `Perform` or `AwaitHook`, happens while it is open).
+    """
 
     request: Req
     step_number: int
     attempt: int
 
 
-class Pull(msgspec.Struct, Generic[Ch], frozen=True, tag=True):
-    """Deliver `publish` to the caller, then reply with the open stream's next event.
-
-    Any command other than `Pull` while a model stream is open closes that stream, except
-    `Perform` and `AwaitHook`: a stream hook's own I/O while it processes a chunk.
-    """
+class Pull(Command[Ev], Generic[Ch, Ev], frozen=True, tag=True):
+    """Deliver `publish` to the caller, then reply with the open stream's next event."""
 
     publish: tuple[Ch, ...]
 
 
-class Publish(msgspec.Struct, Generic[Ch], frozen=True, tag=True):
+class CloseStream(Command[None], frozen=True, tag=True):
+    """Close the open model stream before its end (a processor aborted the run, a stream
+    hook failed): the provider stops generating. Reply: None."""
+
+
+class Publish(Command[None], Generic[Ch], frozen=True, tag=True):
     """Deliver chunks to the caller. Reply: None."""
 
     chunks: tuple[Ch, ...]
 
 
-class RunTools(msgspec.Struct, Generic[Call], frozen=True, tag=True):
+class RunTools(Command[tuple[Out, ...]], Generic[Call, Out], frozen=True, tag=True):
     """Run these tool calls. Reply: one outcome per call, in the order of the calls."""
 
     calls: tuple[Call, ...]
 
 
-class Perform(msgspec.Struct, Generic[Q], frozen=True, tag=True):
+class Perform(Command[object], Generic[Q], frozen=True, tag=True):
     """A processor asks for I/O (an LLM judge call, say). Reply: the answer."""
 
     processor_id: str
@@ -56,7 +71,7 @@ class Perform(msgspec.Struct, Generic[Q], frozen=True, tag=True):
     request: Q
 
 
-class AwaitHook(msgspec.Struct, frozen=True, tag=True):
+class AwaitHook(Command[object], frozen=True, tag=True):
     """An async hook or tool returned an awaitable. Reply: its result.
 
     Only the async interpreter can carry this out; the sync one rejects async hooks
@@ -68,26 +83,17 @@ class AwaitHook(msgspec.Struct, frozen=True, tag=True):
     awaitable: Awaitable[object]
 
 
-class Sleep(msgspec.Struct, frozen=True, tag=True):
+class Sleep(Command[None], frozen=True, tag=True):
     """Wait before retrying a transient failure. Reply: None. Virtual in the simulator."""
 
     seconds: float
     reason: str
 
 
-class Finish(msgspec.Struct, Generic[Res], frozen=True, tag=True):
-    """The run is over; `result` is final. No reply is expected."""
+class Done(Command[None], Generic[Res], frozen=True, tag="Finish"):
+    """The run is over; `result` is final. No reply is expected.
+
+    (Its tag stays "Finish", its name before: journals recorded then still replay.)"""
 
     result: Res
 
-
-Command = (
-    CallModel[object]
-    | Pull[object]
-    | Publish[object]
-    | RunTools[object]
-    | Perform[object]
-    | AwaitHook
-    | Sleep
-    | Finish[object]
-)

@@ -17,9 +17,9 @@ Design:
 - **Async hooks and tools.** A hook that returns an awaitable (`AwaitHook`) is awaited;
   an `async def` tool is awaited. The tool calls of one step run concurrently in a task
   group; their results go back in the order of the calls.
-- **Cancellation.** An `AbortSignal`, a per-run `timeout`, an enclosing anyio cancel
+- **Cancellation.** An `CancelSignal`, a per-run `timeout`, an enclosing anyio cancel
   scope, or closing the stream early (in the task that iterates it; from another task,
-  abort a signal) end the run at once: the interpreter throws
+  cancel a signal) end the run at once: the interpreter throws
   `RunCancelled` into the loop, which finishes with status "cancelled" and a
   `Cancelled` error, keeps only what the output processors approved (see README,
   Cancellation), the real results of tools that finished, and gives each tool call
@@ -40,12 +40,23 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
+from typing import Unpack
 
 import anyio
 import anyio.to_thread
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
-from interpreters.cancel import AbortSignal
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
+from interpreters.cancel import CancelSignal
 from interpreters.common import (
     answer_of,
     check_model,
@@ -60,15 +71,16 @@ from interpreters.common import (
 )
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
+from interpreters.options import RunOptions, check_options
 from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
-from pipeline.messages import JsonObject, RunInput
+from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel
+from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 
 AsyncHandler = Callable[[object], object]
@@ -121,24 +133,14 @@ class AsyncInterpreter:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunResult:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
         A run cancelled by `signal` or past `timeout` seconds returns with status
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
-        stream = self.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
-            trace=trace, signal=signal, timeout=timeout,
-        )
+        stream = self.stream(agent, messages, **options)
         stream._hand_out = False  # nobody reads the chunks: run straight through
         while not stream.done:
             await stream._advance_guarded()
@@ -148,29 +150,22 @@ class AsyncInterpreter:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> AsyncRunStream:
         """The run's chunks as an async iterator; nothing happens until it is iterated.
 
         Only the agent's model is resolved at once: a provider that is not configured (no
         API key...) raises its configuration error here, before any request.
         """
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        check_options(options)
         check_model(self._resolve, agent.model)
         loop = start_run(
-            agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
-            resource_id=resource_id, values=values, deps=deps, trace=trace,
+            agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
             observers=self._observers, price=self._price,
         )
-        return AsyncRunStream(self, loop, trace, signal, timeout)
+        return AsyncRunStream(
+            self, loop, options.get("trace"), options.get("signal"), options.get("timeout")
+        )
 
     # --- commands other than the model stream -----------------------------------------------
     async def _carry_out(self, cmd: LoopCommand, done: list[ToolOutcome] | None = None) -> object:
@@ -247,7 +242,7 @@ class AsyncRunStream:
     A stream belongs to the task that iterates it: `aclose()` is for that task, and a
     second task that calls `__anext__` or `aclose()` while the first waits in `__anext__`
     gets a RuntimeError. To stop a stream from another task (a watcher), give it a
-    `signal=AbortSignal()` and call `signal.abort(reason)`: the iterating task then ends
+    `signal=CancelSignal()` and call `signal.cancel(reason)`: the iterating task then ends
     the run as cancelled, and its `async for` receives the final chunks and stops.
     """
 
@@ -262,7 +257,7 @@ class AsyncRunStream:
         interp: AsyncInterpreter,
         loop: AgentLoop,
         trace: Trace | None,
-        signal: AbortSignal | None,
+        signal: CancelSignal | None,
         timeout: float | None,
     ) -> None:
         self._interp = interp
@@ -319,7 +314,7 @@ class AsyncRunStream:
             raise RuntimeError(
                 "aclose() called while another task waits in this stream's __anext__; "
                 "to stop a stream from another task, give it a signal "
-                "(stream(..., signal=AbortSignal())) and call signal.abort()"
+                "(stream(..., signal=CancelSignal())) and call signal.cancel()"
             )
         if self._result is None and not self._closed:
             await self._cancel(STREAM_CLOSED)
@@ -380,7 +375,7 @@ class AsyncRunStream:
             self._busy = False
 
     def _cancel_reason(self) -> str | None:
-        if self._signal is not None and self._signal.aborted:
+        if self._signal is not None and self._signal.cancelled:
             return self._signal.reason
         if self._deadline is not None and anyio.current_time() >= self._deadline:
             return f"timed out after {self._timeout:g} s"
@@ -425,16 +420,17 @@ class AsyncRunStream:
                         await self._close_model()
                 cmd = self._set(loop.send(event))
                 continue
-            if self._model is not None and t is not AwaitHook and t is not Perform:
-                await self._close_model()  # stream hooks may await or perform mid-stream
-            if t is Publish:
+            if t is CloseStream:
+                await self._close_model()
+                cmd = self._set(loop.send(None))
+            elif t is Publish:
                 assert isinstance(cmd, Publish)
                 self._out(cmd.chunks)
                 cmd = self._set(loop.send(None))
                 if self._buf:  # (never when `run` drives)
                     return
-            elif t is Finish:
-                assert isinstance(cmd, Finish)
+            elif t is Done:
+                assert isinstance(cmd, Done)
                 self._result = cmd.result
                 loop.close()
                 return
@@ -490,7 +486,7 @@ class AsyncRunStream:
             cmd = self._cmd if self._cmd is not None else self._set(next(loop))
             if isinstance(cmd, AwaitHook):  # never awaited, or its await was cancelled
                 discard(cmd.awaitable)
-            if not isinstance(cmd, Finish):
+            if not isinstance(cmd, Done):
                 # Tools that finished before the cancel keep their real results.
                 done = tuple(self._tools_done) if isinstance(cmd, RunTools) else ()
                 try:
@@ -500,9 +496,9 @@ class AsyncRunStream:
                         cmd = self._set(loop.send(None))
                 except (RunCancelled, StopIteration) as e:
                     raise RuntimeError("the agent loop did not finish a cancelled run") from e
-                if not isinstance(cmd, Finish):
+                if not isinstance(cmd, Done):
                     raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
-            assert isinstance(cmd, Finish)
+            assert isinstance(cmd, Done)
             self._result = cmd.result
             loop.close()
         await self._close_model()
@@ -512,7 +508,8 @@ async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator
     """Open a model stream; tolerates an `async def astream` that returns the iterator."""
     stream = provider.astream(request)
     if not isinstance(stream, AsyncGeneratorType) and inspect.isawaitable(stream):
-        return await stream  # type: ignore[no-any-return]
+        opened: AsyncIterator[ModelEvent] = await stream
+        return opened
     return stream
 
 
@@ -527,4 +524,4 @@ async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
             await close()
 
 
-__all__ = ["AbortSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]
+__all__ = ["CancelSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]

@@ -1,17 +1,20 @@
-"""The abort signal: a handle the caller holds to cancel async runs from outside.
+"""The cancel signal: a handle the caller holds to cancel runs from outside.
 
-    signal = AbortSignal()
+    signal = CancelSignal()
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(interp.run, agent, "hi", signal=signal))
         ...
-        signal.abort("the user left")     # the run ends promptly, status "cancelled"
+        signal.cancel("the user left")     # the run ends promptly, status "cancelled"
 
 It is also how a watcher task stops a stream another task iterates (`aclose()` is for
 the iterating task): the stream's `async for` then receives the final chunks and ends.
 
-One signal may be given to many runs; `abort()` cancels every one of them that is running
-and every later one at its start. Call `abort()` from the event loop's thread (from
-another thread: `anyio.from_thread.run_sync(signal.abort, reason)`).
+One signal may be given to many runs; `cancel()` cancels every one of them that is
+running and every later one at its start. Call `cancel()` from the event loop's thread
+(from another thread: `anyio.from_thread.run_sync(signal.cancel, reason)`).
+
+Vocabulary: a caller *cancels* a run (this signal, a timeout, closing the stream); a
+processor *aborts* one (`Abort`, `abort(...)`: a tripwire).
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from __future__ import annotations
 import anyio
 
 
-class AbortSignal:
-    """Cancels the runs it is given to. Aborting twice keeps the first reason."""
+class CancelSignal:
+    """Cancels the runs it is given to. Cancelling twice keeps the first reason."""
 
     __slots__ = ("_reason", "_scopes")
 
@@ -29,15 +32,15 @@ class AbortSignal:
         self._scopes: set[anyio.CancelScope] = set()
 
     @property
-    def aborted(self) -> bool:
+    def cancelled(self) -> bool:
         return self._reason is not None
 
     @property
     def reason(self) -> str | None:
-        """Why it was aborted; None while it was not."""
+        """Why it was cancelled; None while it was not."""
         return self._reason
 
-    def abort(self, reason: str = "aborted by the caller") -> None:
+    def cancel(self, reason: str = "cancelled by the caller") -> None:
         """Cancel every run this signal was given to, now and later."""
         if self._reason is not None:
             return
@@ -47,7 +50,7 @@ class AbortSignal:
 
     # --- for interpreters --------------------------------------------------------------
     def watch(self, scope: anyio.CancelScope) -> None:
-        """Cancel `scope` on abort (at once when already aborted) until `unwatch`."""
+        """Cancel `scope` on cancel (at once when already cancelled) until `unwatch`."""
         if self._reason is not None:
             scope.cancel()
         else:
@@ -57,5 +60,5 @@ class AbortSignal:
         self._scopes.discard(scope)
 
     def __repr__(self) -> str:
-        state = f"aborted: {self._reason!r}" if self._reason is not None else "not aborted"
-        return f"AbortSignal({state})"
+        state = f"cancelled: {self._reason!r}" if self._reason is not None else "not cancelled"
+        return f"CancelSignal({state})"

@@ -13,15 +13,16 @@ from typing import TypeVar
 import msgspec
 
 from interpreters.observe import Observer, observed_loop
+from interpreters.options import TracedScope
 from interpreters.providers.provider import ProviderError
-from interpreters.trace import Trace
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, ToolInvocation, ToolOutcome, agent_loop
-from pipeline.messages import JsonObject, RunInput, ToolCallPart
+from pipeline.messages import RunInput, ToolCallPart
 from pipeline.model import ApiError, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
+from pipeline.protocol import AgentLoop, ToolInvocation, ToolOutcome
 from pipeline.result import InvalidInput
 from pipeline.tool_context import check_deps
 from pipeline.tools import Tool
@@ -50,25 +51,27 @@ def start_run(
     *,
     run_id: str,
     clock: Callable[[], float],
-    thread_id: str | None,
-    resource_id: str | None,
-    values: JsonObject | None,
-    trace: Trace | None,
-    deps: object = None,
+    options: TracedScope,
     observers: Sequence[Observer] = (),
     price: Pricer | None = None,
 ) -> AgentLoop:
-    """The agent loop of a new run: its context, its input as a message list, its trace,
-    watched by `observers` (see `interpreters.observe`).
+    """The agent loop of a new run: its context (from `options`), its input as a message
+    list, its trace, watched by `observers` (see `interpreters.observe`).
 
     Input that is not a conversation the library can send gives a run that fails at once
     with `InvalidInput`, before any call. Raises TypeError when a tool of the agent asks
     for deps of another type than `deps`.
     """
+    deps = options.get("deps")
     check_deps(agent.tools, deps)
     ctx = RunContext(
-        run_id=run_id, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps
+        run_id=run_id,
+        thread_id=options.get("thread_id"),
+        resource_id=options.get("resource_id"),
+        values=options.get("values"),
+        deps=deps,
     )
+    trace = options.get("trace")
     ml = read_input(messages, id_prefix=run_id, created_at=clock())
     if isinstance(ml, InvalidInput):
         return rejected(ml)  # checked at the door: fails before any call

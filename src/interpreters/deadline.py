@@ -3,7 +3,7 @@
 The sync interpreter cannot be interrupted while a provider reads: it is the same
 thread. So while it opens a model stream under `run(..., timeout=, signal=)` it sets
 `run_stop`, and an HTTP provider cuts its own deadline (`Timeouts.total`) to the run's
-and checks the abort signal at every read. The async interpreter needs none of this (a
+and checks the cancel signal at every read. The async interpreter needs none of this (a
 cancel scope ends any wait), but a provider reads it the same way under both.
 """
 
@@ -22,7 +22,7 @@ class RunStop(Protocol):
         ...
 
     def reason(self) -> str | None:
-        """Why the run must stop now (aborted, timed out), or None."""
+        """Why the run must stop now (cancelled, timed out), or None."""
         ...
 
 

@@ -40,7 +40,7 @@ from pipeline import (
     abort,
 )
 from pipeline.chunks import ErrorChunk
-from pipeline.loop import EffectRecord
+from pipeline.protocol import EffectRecord
 
 
 def get_weather(city: str) -> str:

@@ -53,10 +53,10 @@ from interpreters.sync import Handler, run_tool
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
-from pipeline.loop import ToolInvocation, ToolOutcome
 from pipeline.messages import JsonObject, Message, MessageList
 from pipeline.model import ApiError, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
+from pipeline.protocol import ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 
 WORKFLOW = "pipeline_agents.run"
@@ -331,8 +331,9 @@ class DurableRuns:
         steps = _DbosSteps(self, start.started_at, start.timeout)
         loop = start_run(
             agent, start.messages if isinstance(start.messages, str) else list(start.messages),
-            run_id=run_id, clock=steps.now, thread_id=start.thread_id,
-            resource_id=start.resource_id, values=start.values, trace=None,
+            run_id=run_id, clock=steps.now,
+            options={"thread_id": start.thread_id, "resource_id": start.resource_id,
+                     "values": start.values},
             observers=self._observers, price=self._price,
         )
         result = drive(loop, steps)

@@ -16,11 +16,21 @@ from typing import Protocol
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
 from interpreters.common import discard
 from pipeline.chunks import Chunk, DataChunk, ModelEvent
-from pipeline.loop import AgentLoop, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.protocol import AgentLoop, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext
 
@@ -88,10 +98,15 @@ def drive(loop: AgentLoop, steps: Steps) -> RunResult:
                     reply = end
                 cmd = loop.send(reply)
                 continue
-            if isinstance(cmd, Finish):
+            if isinstance(cmd, Done):
                 result = cmd.result
                 assert isinstance(result, RunResult)
                 return result
+            if isinstance(cmd, CloseStream):
+                # The call's step already read the whole stream: nothing stays open.
+                pos = len(events)
+                cmd = loop.send(None)
+                continue
             if isinstance(cmd, Publish):
                 steps.publish(cmd.chunks)
                 cmd = loop.send(None)
@@ -141,7 +156,7 @@ def _cancel(loop: AgentLoop, steps: Steps, reason: str) -> RunResult:
             cmd = loop.send(None)
     except (RunCancelled, StopIteration) as e:
         raise RuntimeError("the agent loop did not finish a cancelled run") from e
-    if not isinstance(cmd, Finish) or not isinstance(cmd.result, RunResult):
+    if not isinstance(cmd, Done) or not isinstance(cmd.result, RunResult):
         raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
     return cmd.result
 

@@ -34,14 +34,17 @@ from typing import IO, Literal, cast
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools
+from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools
 from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
 from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
 from pipeline.agent import Agent
 from pipeline.chunks import DataChunk
 from pipeline.cost import Pricer
-from pipeline.loop import (
+from pipeline.messages import JsonObject, MessageList
+from pipeline.model import ApiError, ModelEnded, ModelFailed
+from pipeline.processor import ModelAnswer, RunContext
+from pipeline.protocol import (
     AgentLoop,
     LoopCommand,
     ModelReply,
@@ -49,9 +52,6 @@ from pipeline.loop import (
     ToolInvocation,
     ToolOutcome,
 )
-from pipeline.messages import JsonObject, MessageList
-from pipeline.model import ApiError, ModelEnded, ModelFailed
-from pipeline.processor import ModelAnswer, RunContext
 from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext, ToolWriter
 
@@ -104,7 +104,7 @@ class ToolsDone(msgspec.Struct, frozen=True, tag="tools", tag_field="t"):
     """The data chunks each call (by id) wrote through its context's writer."""
 
 
-def _writers(cmd: RunTools[ToolInvocation]) -> list[tuple[str, ToolWriter]]:
+def _writers(cmd: RunTools[ToolInvocation, ToolOutcome]) -> list[tuple[str, ToolWriter]]:
     """The writer of each call of `cmd` whose tool takes a context, by call id."""
     out: list[tuple[str, ToolWriter]] = []
     for inv in cmd.calls:
@@ -327,11 +327,8 @@ class _Recording(RunObserver):
         t = type(cmd)
         if t is Pull or t is CallModel:
             self._write(ModelReplied(cast(ModelReply, reply), t is CallModel))
-        elif t is RunTools:
-            written = tuple(
-                (cid, w.written) for cid, w in _writers(cast(RunTools[ToolInvocation], cmd))
-                if w.written
-            )
+        elif isinstance(cmd, RunTools):
+            written = tuple((cid, w.written) for cid, w in _writers(cmd) if w.written)
             self._write(ToolsDone(cast(tuple[ToolOutcome, ...], reply), written))
         elif t is Perform:
             if isinstance(reply, ModelAnswer):
@@ -501,7 +498,7 @@ class _Feed:
         return self.stream.popleft() if self.stream else ModelEnded()
 
     def tool_outcomes(
-        self, cmd: RunTools[ToolInvocation]
+        self, cmd: RunTools[ToolInvocation, ToolOutcome]
     ) -> tuple[ToolOutcome, ...] | BaseException:
         ids = [i.call.tool_call_id for i in cmd.calls]
         if not self.tools:
@@ -562,13 +559,13 @@ def _steps(
             trace.record_command(cmd)
             feed.see(cmd)
             reason = feed.cancel_reason()
-            if reason is not None and not isinstance(cmd, Finish):
+            if reason is not None and not isinstance(cmd, Done):
                 if isinstance(cmd, AwaitHook):
                     _discard(cmd.awaitable)
                 cmd = loop.throw(RunCancelled(reason))
                 continue
             reply: object = None
-            if isinstance(cmd, Finish):
+            if isinstance(cmd, Done):
                 return cmd.result
             if isinstance(cmd, Pull):
                 trace.chunks.extend(cmd.publish)

@@ -22,7 +22,7 @@ import os
 
 from effects import Abort, Publish, Pull, Retry, Sleep
 from interpreters.observe import RunInfo, RunObserver, describe
-from pipeline.loop import EffectRecord, LoopCommand, RunCancelled
+from pipeline.protocol import EffectRecord, LoopCommand, RunCancelled
 from pipeline.result import RunResult
 
 log = logging.getLogger("pipeline")

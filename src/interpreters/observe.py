@@ -20,12 +20,23 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, EffectRecord, LoopCommand, Recorder, agent_loop
 from pipeline.messages import JsonObject, MessageList
 from pipeline.processor import RunContext
+from pipeline.protocol import AgentLoop, EffectRecord, LoopCommand, Recorder
 from pipeline.result import RunResult
 
 log = logging.getLogger("pipeline")
@@ -73,7 +84,7 @@ class RunObserver:
 
     `at` is the interpreter's clock when the observer is told (virtual time in the
     simulator). A command is followed by exactly one of `reply` and `failed`, except
-    `Finish` (followed by `end`) and a command the run was closed at (`end(None)`).
+    `Done` (followed by `end`) and a command the run was closed at (`end(None)`).
     """
 
     sees_stream = True
@@ -229,13 +240,13 @@ def _wrap(loop: AgentLoop, w: _Watchers, clock: Callable[[], float]) -> AgentLoo
     try:
         try:
             cmd = next(loop)
-        except StopIteration as stop:  # (the loop always yields Finish first)
+        except StopIteration as stop:  # (the loop always yields Done first)
             return _value(stop)
         while True:
             group = stream if cmd.__class__ is Pull else live
             if group:
                 w.command(cmd, clock(), group)
-            if isinstance(cmd, Finish):
+            if isinstance(cmd, Done):
                 ended = True
                 w.end(cmd.result, clock())
             try:
@@ -281,6 +292,8 @@ def describe(cmd: LoopCommand) -> tuple[str, str]:
         )
     if isinstance(cmd, AwaitHook):
         return "await", f"await {cmd.processor_id}.{cmd.hook}"
+    if isinstance(cmd, CloseStream):
+        return "close-stream", "close the model stream"
     if isinstance(cmd, Sleep):
         return "sleep", f"sleep {cmd.seconds:g} s"
     return "finish", f"finish: {cmd.result.status}"

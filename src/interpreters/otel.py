@@ -43,9 +43,15 @@ from interpreters.observe import RunInfo, RunObserver
 from interpreters.prices import split_model
 from pipeline.chunks import ModelFinish, TextDelta
 from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.loop import EffectRecord, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
+from pipeline.protocol import (
+    EffectRecord,
+    LoopCommand,
+    RunCancelled,
+    ToolInvocation,
+    ToolOutcome,
+)
 from pipeline.result import RunResult
 
 SCOPE = "pipeline-agents"
@@ -287,7 +293,8 @@ class _RunSpans(RunObserver):
         if t is Pull:
             return
         if self.chat is not None and t is not Perform and t is not AwaitHook:
-            # Any other command closes the open stream: a processor stopped it early.
+            # The stream was closed before its end: CloseStream (a processor stopped the
+            # run) or a cancel, after which the loop's next command is a Publish or Done.
             self._fail_chat("stream-closed", "the stream was closed before it finished", at)
         if isinstance(cmd, CallModel):
             self.chat = _Chat(

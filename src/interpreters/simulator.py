@@ -15,18 +15,20 @@ the simulator, and latency and retry backoff advance a virtual clock instead of 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Unpack
 
 import anyio.lowlevel
 import msgspec
 
 from interpreters.observe import Observer
+from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
 from interpreters.providers.provider import ProviderError
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import (
+    Chunk,
     DataChunk,
     FinishReason,
     ModelEvent,
@@ -48,10 +50,12 @@ from pipeline.model import ApiError, ModelRequest, is_retryable_status
 from pipeline.result import RunResult
 
 if TYPE_CHECKING:
-    from interpreters.cancel import AbortSignal
+    from interpreters.cancel import CancelSignal
     from interpreters.journal import Journal, ReplayRun
-    from interpreters.simulator_aio import _VirtualDeadline
+    from interpreters.simulator_aio import VirtualDeadline
 
+
+CANCELLABLE = keys_of(CancellableScope)
 
 class VirtualClock:
     """Time that moves only when told to.
@@ -204,7 +208,7 @@ class ScriptedModel:
         script: Sequence[Scripted] | ScriptFn,
         *,
         clock: VirtualClock | None = None,
-        async_sleep: Callable[[float], object] | None = None,
+        async_sleep: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
         self._script = script
         self.clock = clock or VirtualClock()
@@ -262,7 +266,7 @@ class ScriptedModel:
 
     async def _pause(self, seconds: float) -> None:
         if self._async_sleep is not None and seconds > 0:
-            await self._async_sleep(seconds)  # type: ignore[misc]
+            await self._async_sleep(seconds)
         elif self.clock.advance(seconds):
             # A run's virtual deadline rang and cancelled it: the cancellation lands here.
             await anyio.lowlevel.checkpoint()
@@ -295,7 +299,7 @@ class SimRun(msgspec.Struct, frozen=True):
     """Virtual time when the run ended."""
 
     @property
-    def chunks(self) -> list[object]:
+    def chunks(self) -> list[Chunk]:
         return list(self.trace.chunks)
 
 
@@ -369,7 +373,7 @@ class Simulator:
         for m in (*self.models.values(), *((default,) if default is not None else ())):
             m.clock = self.clock
         self._runs = 0
-        self._streaming: list[_VirtualDeadline] = []
+        self._streaming: list[VirtualDeadline] = []
         """Deadlines of streams handed out, disarmed once their run is over."""
         self.routes = Routes(model, self.models, default)
         self._interp = SyncInterpreter(
@@ -390,26 +394,21 @@ class Simulator:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[CancellableScope],
     ) -> SimRun:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds (see `stream`); `signal` cancels the run."""
+        check_options(options, CANCELLABLE)
         trace = Trace()
         self.routes.note(agent.model)
-        deadline = self._deadline(signal, timeout)
+        run: RunOptions = {**options, "trace": trace}
+        run.pop("timeout", None)  # virtual seconds: this simulator's (`_deadline`)
+        deadline = self._deadline(options.get("signal"), options.get("timeout"))
+        if deadline is not None:
+            run["signal"] = deadline.signal
         try:
-            result = self._interp.run(
-                agent, messages, thread_id=thread_id, resource_id=resource_id,
-                values=values, deps=deps, trace=trace,
-                signal=signal if deadline is None else deadline.signal,
-            )
+            result = self._interp.run(agent, messages, **run)
         finally:
             if deadline is not None:
                 deadline.disarm()
@@ -435,41 +434,36 @@ class Simulator:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunStream:
         """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after.
 
         `timeout` counts virtual time from now, as on the `AsyncSimulator`: when latency or
         retry backoff brings the virtual clock to the deadline, the clock stops there and
         the run ends cancelled ("timed out after N s"). `signal` cancels the run."""
+        check_options(options)
         self.routes.note(agent.model)
-        deadline = self._deadline(signal, timeout)
-        stream = self._interp.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values, deps=deps,
-            trace=trace, signal=signal if deadline is None else deadline.signal,
-        )
+        run: RunOptions = {**options}
+        run.pop("timeout", None)
+        deadline = self._deadline(options.get("signal"), options.get("timeout"))
+        if deadline is not None:
+            run["signal"] = deadline.signal
+        stream = self._interp.stream(agent, messages, **run)
         if deadline is not None:
             deadline.done = lambda: stream.done
             self._streaming.append(deadline)
         return stream
 
     def _deadline(
-        self, signal: AbortSignal | None, timeout: float | None
-    ) -> _VirtualDeadline | None:
-        """The run's virtual timeout: an alarm on the clock that aborts its signal."""
+        self, signal: CancelSignal | None, timeout: float | None
+    ) -> VirtualDeadline | None:
+        """The run's virtual timeout: an alarm on the clock that cancels its signal."""
         if timeout is None:
             return None
         if not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         # Imported here: simulator_aio imports this module.
-        from interpreters.simulator_aio import _VirtualDeadline
+        from interpreters.simulator_aio import VirtualDeadline
 
         live = []
         for d in self._streaming:  # so alarms do not pile up on a long-lived simulator
@@ -478,4 +472,4 @@ class Simulator:
             else:
                 live.append(d)
         self._streaming = live
-        return _VirtualDeadline(self.clock, timeout, signal)
+        return VirtualDeadline(self.clock, timeout, signal)

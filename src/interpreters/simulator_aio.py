@@ -20,21 +20,24 @@ latency ends cancelled at virtual t=1, at once in real time.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Unpack
 
 import anyio
 import anyio.lowlevel
 
 from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.journal import Journal, ReplayRun, replay_async
 from interpreters.observe import Observer
+from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
 from interpreters.simulator import Routes, ScriptedModel, SimRun, VirtualClock
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
-from pipeline.messages import JsonObject, RunInput
+from pipeline.messages import RunInput
 from pipeline.result import RunResult
 
+CANCELLABLE = keys_of(CancellableScope)
 
 class AsyncSimulator:
     """The async interpreter wired to scripted models, a virtual clock and fixed ids.
@@ -67,7 +70,7 @@ class AsyncSimulator:
             m.clock = self.clock
         self._runs = 0
         self._real_sleep = real_sleep
-        self._streaming: list[_VirtualDeadline] = []
+        self._streaming: list[VirtualDeadline] = []
         """Deadlines of streams handed out, disarmed once their run is over."""
         self.routes = Routes(model, self.models, default)
         sleep: Callable[[float], Awaitable[None]] = (
@@ -100,27 +103,21 @@ class AsyncSimulator:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[CancellableScope],
     ) -> SimRun:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds: the run ends cancelled when the virtual clock
         reaches it (see `stream`)."""
+        check_options(options, CANCELLABLE)
         trace = Trace()
         self.routes.note(agent.model)
-        deadline = self._deadline(signal, timeout)
+        run = self._options({**options, "trace": trace})
+        deadline = self._deadline(options.get("signal"), options.get("timeout"))
+        if deadline is not None:
+            run["signal"] = deadline.signal
         try:
-            result: RunResult = await self._interp.run(
-                agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
-                deps=deps, trace=trace, signal=signal if deadline is None else deadline.signal,
-                timeout=timeout if self._real_sleep else None,
-            )
+            result: RunResult = await self._interp.run(agent, messages, **run)
         finally:
             if deadline is not None:
                 deadline.disarm()
@@ -141,14 +138,7 @@ class AsyncSimulator:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> AsyncRunStream:
         """The run's chunks as an async iterator (`async with sim.stream(...) as s:`).
 
@@ -157,21 +147,29 @@ class AsyncSimulator:
         ("timed out after N s"), as a real run past its timeout does. With
         `real_sleep=True` the timeout is in real seconds, as on `AsyncInterpreter`.
         """
+        check_options(options)
         self.routes.note(agent.model)
-        deadline = self._deadline(signal, timeout)
-        stream = self._interp.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id, values=values,
-            deps=deps, trace=trace, signal=signal if deadline is None else deadline.signal,
-            timeout=timeout if self._real_sleep else None,
-        )
+        run = self._options(options)
+        deadline = self._deadline(options.get("signal"), options.get("timeout"))
+        if deadline is not None:
+            run["signal"] = deadline.signal
+        stream = self._interp.stream(agent, messages, **run)
         if deadline is not None:
             deadline.done = lambda: stream.done
             self._streaming.append(deadline)
         return stream
 
+    def _options(self, options: RunOptions) -> RunOptions:
+        """The options for the interpreter: a timeout in virtual seconds is this
+        simulator's (`_deadline`), not the interpreter's."""
+        run: RunOptions = {**options}
+        if not self._real_sleep:
+            run.pop("timeout", None)
+        return run
+
     def _deadline(
-        self, signal: AbortSignal | None, timeout: float | None
-    ) -> _VirtualDeadline | None:
+        self, signal: CancelSignal | None, timeout: float | None
+    ) -> VirtualDeadline | None:
         if timeout is None or self._real_sleep:
             return None  # with real sleeps, the interpreter's own (real-time) timeout
         if not timeout >= 0:
@@ -183,21 +181,21 @@ class AsyncSimulator:
             else:
                 live.append(d)
         self._streaming = live
-        return _VirtualDeadline(self.clock, timeout, signal)
+        return VirtualDeadline(self.clock, timeout, signal)
 
 
-class _LinkedSignal(AbortSignal):
-    """Aborted by its own `abort()` (the deadline) or by the caller's signal."""
+class _LinkedSignal(CancelSignal):
+    """Cancelled by its own `cancel()` (the deadline) or by the caller's signal."""
 
     __slots__ = ("_parent",)
 
-    def __init__(self, parent: AbortSignal | None) -> None:
+    def __init__(self, parent: CancelSignal | None) -> None:
         super().__init__()
         self._parent = parent
 
     @property
-    def aborted(self) -> bool:
-        return super().aborted or (self._parent is not None and self._parent.aborted)
+    def cancelled(self) -> bool:
+        return super().cancelled or (self._parent is not None and self._parent.cancelled)
 
     @property
     def reason(self) -> str | None:
@@ -215,24 +213,24 @@ class _LinkedSignal(AbortSignal):
             self._parent.unwatch(scope)
 
 
-class _VirtualDeadline:
-    """A run's timeout on the virtual clock: an alarm that aborts the run's signal."""
+class VirtualDeadline:
+    """A run's timeout on the virtual clock: an alarm that cancels the run's signal."""
 
-    def __init__(self, clock: VirtualClock, timeout: float, parent: AbortSignal | None):
+    def __init__(self, clock: VirtualClock, timeout: float, parent: CancelSignal | None):
         self.signal = _LinkedSignal(parent)
         self.done: Callable[[], bool] = lambda: False
         self._clock = clock
         self._reason = f"timed out after {timeout:g} s"
         if timeout <= 0:
-            self.signal.abort(self._reason)
+            self.signal.cancel(self._reason)
             self._handle: int | None = None
         else:
             self._handle = clock.alarm(clock.now + timeout, self._ring)
 
     def _ring(self) -> bool:
-        if self.done() or self.signal.aborted:
+        if self.done() or self.signal.cancelled:
             return False  # over already, or cancelled for another reason: time goes on
-        self.signal.abort(self._reason)
+        self.signal.cancel(self._reason)
         return True
 
     def disarm(self) -> None:

@@ -7,9 +7,20 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import Unpack
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
-from interpreters.cancel import AbortSignal
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
+from interpreters.cancel import CancelSignal
 from interpreters.common import (
     answer_of,
     check_model,
@@ -25,15 +36,16 @@ from interpreters.common import (
 from interpreters.deadline import run_stop
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
+from interpreters.options import RunOptions, check_options
 from interpreters.providers.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ModelEvent
+from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
-from pipeline.loop import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
-from pipeline.messages import JsonObject, RunInput
+from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed
 from pipeline.processor import AskModel
+from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 
 Handler = Callable[[object], object]
@@ -92,23 +104,13 @@ class SyncInterpreter:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunResult:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
-        A run aborted by `signal` (from any thread) or past `timeout` seconds returns with
+        A run cancelled by `signal` (from any thread) or past `timeout` seconds returns with
         status "cancelled", as under the async interpreter (see `stream`)."""
-        stream = self.stream(
-            agent, messages, thread_id=thread_id, resource_id=resource_id,
-            values=values, deps=deps, trace=trace, signal=signal, timeout=timeout,
-        )
+        stream = self.stream(agent, messages, **options)
         for _ in stream:
             pass
         return stream.result
@@ -117,14 +119,7 @@ class SyncInterpreter:
         self,
         agent: Agent,
         messages: RunInput,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        deps: object = None,
-        trace: Trace | None = None,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunStream:
         """Iterate the run's chunks; `.result` is there once the iteration ended.
 
@@ -137,16 +132,15 @@ class SyncInterpreter:
         provider's waits are cut to the run's deadline; a tool or hook that blocks is
         waited for.
         """
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        check_options(options)
         refuse_async(agent)
         check_model(self._resolve, agent.model)
         loop = start_run(
-            agent, messages, run_id=self._run_ids(), clock=self._clock, thread_id=thread_id,
-            resource_id=resource_id, values=values, deps=deps, trace=trace,
+            agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
             observers=self._observers, price=self._price,
         )
-        return RunStream(self._drive(loop, trace, _Stop(signal, timeout)))
+        stop = _Stop(options.get("signal"), options.get("timeout"))
+        return RunStream(self._drive(loop, options.get("trace"), stop))
 
     # --- carrying out commands ---------------------------------------------------------
     def _drive(
@@ -159,7 +153,7 @@ class SyncInterpreter:
         try:
             cmd = next(loop)
             while True:
-                if guarded and stop.reason() is not None and not isinstance(cmd, Finish):
+                if guarded and stop.reason() is not None and not isinstance(cmd, Done):
                     if model is not None:
                         _close(model)
                         model = None
@@ -167,6 +161,30 @@ class SyncInterpreter:
                 if trace is not None:
                     trace.record_command(cmd)
                 t = type(cmd)
+                if t is Pull and not guarded and trace is None:
+                    # The per-chunk path when there is no deadline to check and no trace to
+                    # fill: pull after pull without going round the command loop.
+                    assert model is not None
+                    read = model.__next__
+                    while type(cmd) is Pull:
+                        for c in cmd.publish:
+                            yield c
+                        try:
+                            event: object = read()
+                        except StopIteration:
+                            event = ModelEnded()
+                            model = None  # it ended: nothing to close
+                        except Exception as e:
+                            event = stream_failed(e, started=True)
+                            if model is not None:
+                                _close(model)
+                                model = None
+                        else:
+                            if type(event) is ModelFinish and model is not None:
+                                _close(model)  # its last event: close it now
+                                model = None
+                        cmd = loop.send(event)
+                    continue
                 if t is Pull:
                     assert isinstance(cmd, Pull)
                     for c in cmd.publish:
@@ -175,22 +193,30 @@ class SyncInterpreter:
                         yield c
                     assert model is not None
                     try:  # the per-chunk path: `_next_event` inlined
-                        event: object = next(model)
+                        event = next(model)
                     except StopIteration:
                         event = ModelEnded()
+                        model = None  # it ended: nothing to close
                     except Exception as e:
                         event = stream_failed(e, started=True)
+                        _close(model)
+                        model = None
+                    else:
+                        if type(event) is ModelFinish:  # its last event: close it now
+                            _close(model)
+                            model = None
                     if guarded and stop.reason():
                         continue  # stopped while it waited: the event is not taken; cancel
                     cmd = loop.send(event)
                     continue
-                # Any other command closes the open stream, except a stream hook's own I/O
-                # (Perform, AwaitHook) while it processes a chunk: the stream goes on after.
-                if model is not None and t is not Perform and t is not AwaitHook:
-                    _close(model)
-                    model = None
-                if t is Finish:
-                    assert isinstance(cmd, Finish)
+                if t is CloseStream:
+                    if model is not None:
+                        _close(model)
+                        model = None
+                    cmd = loop.send(None)
+                    continue
+                if t is Done:
+                    assert isinstance(cmd, Done)
                     return cmd.result
                 if t is Publish:
                     assert isinstance(cmd, Publish)
@@ -209,6 +235,9 @@ class SyncInterpreter:
                             cmd = loop.send(ModelFailed(provider_error(e)))
                             continue
                         first = _next_event(model, started=False)
+                        if type(first) in _LAST:
+                            _close(model)
+                            model = None
                     finally:
                         if token is not None:
                             run_stop.reset(token)
@@ -267,12 +296,12 @@ class SyncInterpreter:
 
 
 class _Stop:
-    """A run's timeout and abort signal, for the sync interpreter (checked, never
+    """A run's timeout and cancel signal, for the sync interpreter (checked, never
     interrupting: this thread is the one doing the work)."""
 
     __slots__ = ("deadline", "signal", "timeout")
 
-    def __init__(self, signal: AbortSignal | None, timeout: float | None) -> None:
+    def __init__(self, signal: CancelSignal | None, timeout: float | None) -> None:
         self.signal = signal
         self.timeout = timeout
         self.deadline: float | None = None
@@ -289,7 +318,7 @@ class _Stop:
         return math.inf if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def reason(self) -> str | None:
-        if self.signal is not None and self.signal.aborted:
+        if self.signal is not None and self.signal.cancelled:
             return self.signal.reason
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return f"timed out after {self.timeout:g} s"
@@ -315,7 +344,7 @@ def _cancel(
             cmd = loop.send(None)
     except (RunCancelled, StopIteration) as e:
         raise RuntimeError("the agent loop did not finish a cancelled run") from e
-    if not isinstance(cmd, Finish):
+    if not isinstance(cmd, Done):
         raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
     if trace is not None:
         trace.record_command(cmd)
@@ -400,6 +429,10 @@ def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
         return ModelEnded()
     except Exception as e:
         return stream_failed(e, started=started)
+
+
+_LAST = frozenset({ModelFinish, ModelEnded, ModelFailed})
+"""A stream's last events: the interpreter closes the stream once it hands one over."""
 
 
 def _close(model: Iterator[ModelEvent]) -> None:

@@ -8,7 +8,8 @@ import msgspec
 
 from effects import AwaitHook, RunTools
 from pipeline.chunks import Chunk
-from pipeline.loop import EffectRecord, LoopCommand
+from pipeline.processor import HookEffect
+from pipeline.protocol import EffectRecord, LoopCommand
 
 C = TypeVar("C")
 
@@ -29,7 +30,7 @@ class Trace:
     def record_command(self, c: LoopCommand) -> None:
         self.commands.append(c)
 
-    def effects_of(self, processor_id: str, hook: str | None = None) -> list[object]:
+    def effects_of(self, processor_id: str, hook: str | None = None) -> list[HookEffect]:
         """The effects one processor returned, in order (optionally for one hook)."""
         return [
             e.effect

@@ -10,15 +10,18 @@ response) already holds gets a fresh one, its deltas too.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 import msgspec
 
 from pipeline.messages import Message, MessageList, ToolCallPart, ToolResultPart
-from pipeline.response import _StepContent
-from pipeline.run_state import _RunState
+from pipeline.response import StepContent
+from pipeline.run_state import RunState
+
+_call_id = attrgetter("tool_call_id")
 
 
-class _CallIds(_RunState):
+class CallIds(RunState):
     """The tool-call ids of the conversation, kept as the loop adds messages."""
 
     _ids_of: MessageList | None
@@ -49,10 +52,10 @@ class _CallIds(_RunState):
         """`self.ml` is `before` plus messages with these tool parts: keep `_call_ids` up
         to date without scanning the history again (a long one would cost every step)."""
         if self._ids_of is before:
-            self._ids_used.update(p.tool_call_id for p in parts)
+            self._ids_used.update(map(_call_id, parts))
             self._ids_of = self.ml
 
-    def _fresh_call_id(self, used: set[str], content: _StepContent | None) -> str:
+    def _fresh_call_id(self, used: set[str], content: StepContent | None) -> str:
         while True:
             fresh = self.ids.next("call")
             if fresh not in used and (

@@ -3,7 +3,7 @@
 This is the one place that knows the hook semantics common to all six hooks:
 - processors run in list order and a processor without the hook is skipped;
 - a hook's return value is an effect, or `Out(effect, state, emit)`;
-- `abort(...)` (a raised TripWire) becomes `Abort`; any other exception fails closed as
+- `abort(...)` (a raised ProcessorAbort) becomes `Abort`; any other exception fails closed as
   `HookFailure`, naming the processor and the hook;
 - an effect the hook does not allow is a `HookFailure` too;
 - a coroutine result is awaited through the interpreter (`AwaitHook`), a generator hook
@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Generator, Mapping
 from types import GeneratorType
+from typing import cast
 
 import msgspec
 
@@ -26,9 +27,10 @@ from pipeline.processor import (
     CHUNK_TYPES,
     REPLACE_PAYLOAD,
     BaseProcessor,
+    HookEffect,
     HookName,
+    ProcessorAbort,
     StepChange,
-    TripWire,
 )
 from pipeline.tools import unencodable
 from pipeline.validate import check_messages
@@ -64,7 +66,7 @@ class Bound(msgspec.Struct, frozen=True):
 class Outcome(msgspec.Struct, frozen=True):
     """A hook call's checked result."""
 
-    effect: object
+    effect: HookEffect
     state: object
     emit: tuple[DataChunk, ...]
     changed_state: bool
@@ -82,7 +84,7 @@ def bind(
     return tuple(out)
 
 
-def call(b: Bound, args: object) -> Generator[Yielded, object, Outcome]:
+def call_hook(b: Bound, args: object) -> Generator[Yielded, object, Outcome]:
     """Call one hook and check what it returned."""
     return (yield from settle(b, invoke(b, args)))
 
@@ -95,7 +97,7 @@ def invoke(b: Bound, args: object) -> object:
     """
     try:
         return b.fn(args)
-    except TripWire as t:
+    except ProcessorAbort as t:
         return Abort(t.reason, t.retry, t.metadata)
     except HookFailure:
         raise
@@ -110,7 +112,7 @@ def settle(b: Bound, raw: object) -> Generator[Yielded, object, Outcome]:
             raw = yield from _drive(b, raw)
         elif inspect.isawaitable(raw):
             raw = yield AwaitHook(b.processor_id, b.hook, raw)
-    except TripWire as t:
+    except ProcessorAbort as t:
         return Outcome(Abort(t.reason, t.retry, t.metadata), None, (), False)
     except HookFailure:
         raise
@@ -213,7 +215,8 @@ def check(b: Bound, raw: object) -> Outcome:
         chunks.append(c)
     if effect.__class__ is Replace and isinstance(effect.value, DataChunk):
         _check_data(b, effect.value)
-    return Outcome(effect, state, tuple(chunks), changed)
+    # Checked above against ALLOWED_EFFECTS and REPLACE_PAYLOAD, made from HookEffect.
+    return Outcome(cast(HookEffect, effect), state, tuple(chunks), changed)
 
 
 def _check_data(b: Bound, c: DataChunk) -> None:
@@ -226,5 +229,5 @@ def _check_data(b: Bound, c: DataChunk) -> None:
 
 
 __all__ = [
-    "Bound", "HookFailure", "Outcome", "bind", "call", "check", "invoke", "settle",
+    "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check", "invoke", "settle",
 ]

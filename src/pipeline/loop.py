@@ -3,12 +3,12 @@
 `agent_loop(...)` returns a generator. An interpreter drives it:
 
     cmd = next(gen)
-    while not isinstance(cmd, Finish):
+    while not isinstance(cmd, Done):
         cmd = gen.send(reply_to(cmd))      # or gen.throw(exc) when carrying it out failed
 
 To cancel a run, an interpreter throws `RunCancelled(reason)` in at the pending command
 (`cmd = gen.throw(RunCancelled("timeout"))`): the loop then yields only `Publish` and
-`Finish`, so it finishes with no further I/O (see `RunCancelled`).
+`Done`, so it finishes with no further I/O (see `RunCancelled`).
 
 Nothing here does I/O or reads a clock: ids come from `Ids`, time from the `clock`
 the interpreter hands in. So one agent, input and model script always give one run.
@@ -34,14 +34,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Literal, cast
 
 import msgspec
 
 from effects import (
     Abort,
     CallModel,
+    CloseStream,
     Continue,
-    Finish,
+    Done,
     Publish,
     Pull,
     Replace,
@@ -50,8 +52,9 @@ from effects import (
     Sleep,
 )
 from pipeline.agent import Agent
-from pipeline.call_ids import _CallIds
+from pipeline.call_ids import CallIds
 from pipeline.chunks import (
+    Chunk,
     DataChunk,
     ErrorChunk,
     ModelFinish,
@@ -66,7 +69,7 @@ from pipeline.chunks import (
 )
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.hooks import Bound, HookFailure, bind, call, invoke, settle
+from pipeline.hooks import Bound, HookFailure, bind, call_hook, invoke, settle
 from pipeline.messages import (
     DataPart,
     Message,
@@ -77,7 +80,7 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelEnded, ModelFailed
+from pipeline.model import ApiError, ModelEnded, ModelFailed, ModelRequest
 from pipeline.output_type import OutputDecodeError, TypedOutput
 from pipeline.pairing import PairedHistory
 from pipeline.processor import (
@@ -87,18 +90,23 @@ from pipeline.processor import (
     OutputResultArgs,
     OutputStepArgs,
     RunContext,
+    StepSettings,
 )
 from pipeline.protocol import (
+    MODEL_REPLY_TYPES,
     AgentLoop,
     EffectRecord,
     LoopCommand,
     ModelReply,
+    ProtocolError,
     Recorder,
     RunCancelled,
     ToolInvocation,
     ToolOutcome,
+    checked,
+    outcomes_match,
 )
-from pipeline.response import _response_text, _StepContent
+from pipeline.response import StepContent, response_text
 from pipeline.result import (
     ApiFailed,
     Cancelled,
@@ -107,15 +115,21 @@ from pipeline.result import (
     ProcessorFailed,
     RunError,
     RunResult,
+    Status,
     StepResult,
     StreamFailed,
 )
-from pipeline.run_state import Ids, _Failed, _Tripped
-from pipeline.step_config import _StepConfig, _StepSetup
-from pipeline.stream_stage import _StreamStage
+from pipeline.run_state import Failed, Ids, Tripped
+from pipeline.step_config import StepSetup
+from pipeline.stream_stage import StreamStage
 from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
 from pipeline.tools import Tool, tool_result, unencodable
 from pipeline.validate import check_messages, rejected
+
+StepOutcome = Literal["next", "stop", "rerun"]
+"""After a step: "next" (tools ran: the model sees their results), "stop" (a final
+answer), "rerun" (a processor or the output type discarded the response: run the step
+again, with the feedback)."""
 
 _OUTPUT_TYPE = "output_type"
 """Who discarded a reply that did not decode (in feedback and data-step-discarded)."""
@@ -126,6 +140,7 @@ __all__ = [
     "Ids",
     "LoopCommand",
     "ModelReply",
+    "ProtocolError",
     "Recorder",
     "RunCancelled",
     "ToolInvocation",
@@ -158,12 +173,12 @@ def agent_loop(
     return run.run()
 
 
-class _Run(_StepSetup, _StreamStage, _CallIds):
+class _Run(StepSetup, StreamStage, CallIds):
     """One run's state. Only `run()` is a generator; helpers that yield are sub-generators.
 
-    The input-step pipeline is in `_StepSetup` (step_config.py), the stream processors'
-    per-chunk path in `_StreamStage` (stream_stage.py), run-wide unique tool-call ids in
-    `_CallIds` (call_ids.py); the other hooks are here.
+    The input-step pipeline is in `StepSetup` (step_config.py), the stream processors'
+    per-chunk path in `StreamStage` (stream_stage.py), run-wide unique tool-call ids in
+    `CallIds` (call_ids.py); the other hooks are here.
     """
 
     def __init__(
@@ -238,18 +253,18 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             base_system = self.ml.system
             step = 0
             while step < self.agent.max_steps:
-                more = yield from self._step(step, base_system)
-                if more is None:  # the step was discarded by a processor retry: run it again
+                outcome = yield from self._step(step, base_system)
+                if outcome == "rerun":  # discarded by a processor retry: run it again
                     continue
                 step += 1
-                if not more:
+                if outcome == "stop":
                     break
             yield from self._process_output_result()
             # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
             yield from self._stream_through([FinishChunk(self.finish_reason, self.usage)])
-        except _Tripped as t:
+        except Tripped as t:
             tripwire = t.tripwire
-        except _Failed as f:
+        except Failed as f:
             status_error = f.error
         except HookFailure as h:
             status_error = ProcessorFailed(h.processor_id, h.hook, h.error_type, h.message)
@@ -257,6 +272,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             status_error = Cancelled(c.reason)
             self._answer_dangling_calls(c.reason)
 
+        status: Status
         if tripwire is not None:
             self.finish_reason = "tripwire"
             self.pending.append(tripwire)
@@ -270,8 +286,8 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             status = "finished"
         self._keep_held()
         result = RunResult(
-            status=status,  # type: ignore[arg-type]
-            text=_response_text(self.ml),
+            status=status,
+            text=response_text(self.ml),
             messages=self.ml,
             steps=self._steps_tuple(),
             usage=self.usage,
@@ -287,9 +303,10 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         if self.pending:
             # The run is over already: a cancel now changes nothing in its result.
             with contextlib.suppress(RunCancelled):
-                yield Publish(tuple(self.pending))
+                out: Publish[Chunk] = Publish(tuple(self.pending))
+                checked(out, (yield out))
             self.pending = []
-        yield Finish(result)
+        yield Done(result)
         return result
 
     def _process_input(self) -> Generator[LoopCommand, object, None]:
@@ -301,7 +318,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                 retry_count=0,
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            eff = self._apply(b, (yield from call_hook(b, args)))
             if isinstance(eff, Abort):
                 raise self._trip(b, eff)
             if isinstance(eff, Replace):
@@ -309,8 +326,8 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
 
     def _step(
         self, step: int, base_system: tuple[SystemMessage, ...]
-    ) -> Generator[LoopCommand, object, bool | None]:
-        """One step. Returns whether to continue (tools ran), or None to rerun it."""
+    ) -> Generator[LoopCommand, object, StepOutcome]:
+        """One step, and what comes after it (see `StepOutcome`)."""
         cfg = yield from self._input_step(step, base_system)
         yield from self._stream_through([StepStart(step)])
         content, first_reply = yield from self._call_model(step, cfg)
@@ -344,7 +361,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             self.ml = before
             raise
         if not keep:
-            return None
+            return "rerun"
         self.finish_reason = fin.finish_reason
         # Tools run for the calls still present in the (possibly replaced) response.
         if self.ml is added and response.parts:  # no processor replaced the messages
@@ -360,7 +377,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         if not calls and isinstance(cfg.structured_output, TypedOutput):
             text = kept.text if kept is not None else ""
             if not (yield from self._check_output(step, cfg.structured_output, text, before)):
-                return None
+                return "rerun"
         results: tuple[ToolResultPart, ...] = ()
         if calls:
             results = yield from self._run_tools(calls, self._step_tools(cfg))
@@ -382,7 +399,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             )
         )
         yield from self._stream_through([StepFinish(step, fin.finish_reason, fin.usage)])
-        return bool(calls)
+        return "next" if calls else "stop"
 
     def _price(self, model: str, fin: ModelFinish, at: float) -> Cost | None:
         """This call's cost; an unknown model makes the run's cost unknown for good."""
@@ -401,18 +418,19 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
     def _output_step(
         self,
         step: int,
-        cfg: _StepConfig,
-        content: _StepContent,
+        cfg: StepSettings,
+        content: StepContent,
         fin: ModelFinish,
         before: MessageList,
     ) -> Generator[LoopCommand, object, bool]:
         """process_output_step over the response just added: False when a processor
         discarded it for a retry (the feedback is then added after `before`)."""
-        if self.h_output_step:
-            record = self.record
-            steps = self._steps_tuple()
-            tool_calls = tuple(content.tool_calls)
-            text = content.text
+        if not self.h_output_step:
+            return True
+        record = self.record
+        steps = self._steps_tuple()
+        tool_calls = tuple(content.tool_calls)
+        text = content.text
         for b in self.h_output_step:
             args = OutputStepArgs(
                 message_list=self.ml,
@@ -421,7 +439,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                 finish_reason=fin.finish_reason,
                 tool_calls=tool_calls,
                 text=text,
-                system_messages=cfg.system,
+                system_messages=cfg.system_messages,
                 state=self.states[b.slot],
                 retry_count=self.retry_count,
                 context=self.ctx,
@@ -472,7 +490,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             problem = str(e)
         if self.retry_count >= self.agent.max_processor_retries:
             self.ml = before
-            raise _Failed(OutputInvalid(step, problem, text, self.retry_count + 1))
+            raise Failed(OutputInvalid(step, problem, text, self.retry_count + 1))
         self.retry_count += 1
         reason = (
             f"Your reply does not match the {typed.name} JSON schema: {problem}. "
@@ -499,9 +517,12 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         return False
 
     def _call_model(
-        self, step: int, cfg: _StepConfig
-    ) -> Generator[LoopCommand, object, tuple[_StepContent, object]]:
-        """Call the model until it starts streaming, retrying what may be retried."""
+        self, step: int, cfg: StepSettings
+    ) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
+        """Call the model until it starts streaming, retrying what may be retried.
+
+        Returns the stream's first event: a model event other than ModelFailed (checked
+        here; `_consume` reads it as it reads every event, by its class)."""
         transient = 0
         attempts = 0
         while True:
@@ -510,22 +531,30 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             publish = tuple(self.pending)
             self.pending = []
             if publish:
-                yield Publish(publish)
-            reply = yield CallModel(request, step, attempts - 1)
+                out: Publish[Chunk] = Publish(publish)
+                if (got := (yield out)) is not None:
+                    raise ProtocolError(out, got, "None")
+            # The replies of the commands every step asks are checked inline, as `checked`
+            # does: a call less per command on a path that runs once per step.
+            ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
+            reply = yield ask
+            if type(reply) not in MODEL_REPLY_TYPES:
+                raise ProtocolError(ask, reply, "a model event (ModelReply)")
             if not isinstance(reply, ModelFailed):
-                return _StepContent(), reply
+                return StepContent(), reply
             err = reply.error
             policy = self.agent.retry_policy
             if err.retryable:
                 if transient < policy.max_retries and policy.waits(err.retry_after):
                     delay = policy.delay(transient, f"{self.ctx.run_id}:{step}", err.retry_after)
                     transient += 1
-                    yield Sleep(delay, f"retrying after {err}")
+                    wait = Sleep(delay, f"retrying after {err}")
+                    checked(wait, (yield wait))
                     continue
-                raise _Failed(ApiFailed(step, err, attempts))
+                raise Failed(ApiFailed(step, err, attempts))
             recovered = yield from self._api_error(step, err)
             if not recovered:
-                raise _Failed(ApiFailed(step, err, attempts))
+                raise Failed(ApiFailed(step, err, attempts))
 
     def _api_error(self, step: int, err: ApiError) -> Generator[LoopCommand, object, bool]:
         """Offer a rejection to the error processors; the first Retry wins."""
@@ -541,7 +570,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                 retry_count=self.api_retry_count,
                 context=self.ctx,
             )
-            eff = self._apply(b, (yield from call(b, args)))
+            eff = self._apply(b, (yield from call_hook(b, args)))
             if isinstance(eff, Abort):
                 raise self._trip(b, eff)
             if isinstance(eff, Retry):
@@ -552,53 +581,84 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         return False
 
     def _consume(
-        self, step: int, content: _StepContent, reply: object
+        self, step: int, content: StepContent, first: object
     ) -> Generator[LoopCommand, object, None]:
-        """Run the model's stream through the stream processors until ModelFinish."""
+        """Run the model's stream through the stream processors until ModelFinish.
+
+        The per-chunk hot path: each Pull's reply is checked here, inline (a set lookup on
+        its class), not through `checked`; an isinstance that misses costs more.
+        """
         stream = self.h_stream
         io = self.stream_io
+        got: object = first  # checked by `_call_model`
+        pull: Pull[Chunk, ModelReply] | None = None
+        ended = False  # the stream handed over its last event: the interpreter closed it
         try:
             while True:
-                t = type(reply)
-                if t is ModelFinish:
-                    assert isinstance(reply, ModelFinish)
-                    if self.h_flush:  # release what processors hold, before the message
-                        if io:
-                            yield from self._flush_io(content)
-                        else:
-                            self._flush(content)
-                    content.finish = reply
-                    return
-                if t is ModelFailed or t is ModelEnded:
-                    self._keep_partial(content)
-                    err = reply.error if isinstance(reply, ModelFailed) else None
-                    msg = (
-                        str(err) if err is not None else "stream ended before the model finished"
-                    )
-                    raise _Failed(StreamFailed(step, msg, err))
+                t = type(got)
+                if t not in _CHUNK_EVENTS:
+                    ended = isinstance(got, _ENDS)
+                    if isinstance(got, ModelFinish):
+                        if self.h_flush:  # release what processors hold, before the message
+                            if io:
+                                yield from self._flush_io(content)
+                            else:
+                                self._flush(content)
+                        content.finish = got
+                        return
+                    if isinstance(got, ModelFailed | ModelEnded):
+                        self._keep_partial(content)
+                        err = got.error if isinstance(got, ModelFailed) else None
+                        msg = (
+                            str(err) if err is not None
+                            else "stream ended before the model finished"
+                        )
+                        raise Failed(StreamFailed(step, msg, err))
+                    assert pull is not None
+                    raise ProtocolError(pull, got, "a model event (ModelReply)")
+                # A model event other than the three above: a chunk (the check just made).
+                # `cast` is a call that costs 5% of this path: only the type checker sees it.
+                if TYPE_CHECKING:
+                    chunk = cast(Chunk, got)
+                else:
+                    chunk = got
                 if t is ToolCall or t is ToolCallDelta:
-                    reply = self._unique_call(reply, content)  # type: ignore[arg-type]
+                    assert isinstance(chunk, _CALLS)
+                    chunk = self._unique_call(chunk, content)
                 if io:
-                    yield from self._process_chunk_io(reply, content)  # type: ignore[arg-type]
+                    yield from self._process_chunk_io(chunk, content)
                 elif stream:
-                    self._process_chunk(reply, content)  # type: ignore[arg-type]
+                    self._process_chunk(chunk, content)
                 elif not self.pending:  # no stream hooks, nothing else to hand out first
-                    content.add(reply)  # type: ignore[arg-type]
-                    reply = yield Pull((reply,))  # type: ignore[arg-type]
+                    content.add(chunk)
+                    pull = Pull((chunk,))
+                    got = yield pull
                     continue
                 else:
-                    self._deliver(reply, content)  # type: ignore[arg-type]
+                    self._deliver(chunk, content)
                 out = tuple(self.pending)
                 self.pending = []
-                reply = yield Pull(out)
-        except (RunCancelled, HookFailure):
-            # Cancelled, or a stream processor crashed: what already passed every processor
-            # is kept, marked incomplete (the crashing chunk and later ones are not).
+                pull = Pull(out)
+                got = yield pull
+        except RunCancelled:
+            # What already passed every processor is kept, marked incomplete. The
+            # interpreter closes the stream itself when it cancels (no I/O after a cancel).
             self._keep_partial(content)
+            raise
+        except HookFailure:
+            # A stream processor crashed: kept as for a cancel (the crashing chunk and
+            # later ones are not); the stream is closed.
+            self._keep_partial(content)
+            if not ended:
+                yield from _close_stream()
+            raise
+        except Tripped:
+            if not ended:  # a stream processor aborted mid-stream
+                yield from _close_stream()
             raise
 
     def _unique_call(
-        self, call: ToolCall | ToolCallDelta, content: _StepContent
+        self, call: ToolCall | ToolCallDelta, content: StepContent
     ) -> ToolCall | ToolCallDelta:
         """A call with an empty id, or one this response already used, gets a fresh id,
         its deltas too: results are matched to calls by id (some servers send `call_0`
@@ -641,7 +701,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                 ToolError(p.tool_call_id, p.tool_name, str(p.result)) for p in parts
             )
 
-    def _keep_partial(self, content: _StepContent) -> None:
+    def _keep_partial(self, content: StepContent) -> None:
         """A broken stream: keep what arrived, marked incomplete, with no tool call.
 
         Not when process_output_step processors exist: they never approved it (fail closed).
@@ -696,18 +756,24 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
         publish = tuple(self.pending)
         self.pending = []
         if publish:
-            yield Publish(publish)
+            out: Publish[Chunk] = Publish(publish)
+            if (got := (yield out)) is not None:
+                raise ProtocolError(out, got, "None")
+        run: RunTools[ToolInvocation, ToolOutcome] = RunTools(tuple(invocations))
         try:
-            reply = yield RunTools(tuple(invocations))
+            got = yield run
         except RunCancelled as c:
             self._keep_finished_tools(calls, c)
             raise
         finally:
             written = [w.close() if w is not None else () for w in writers]
-        outcomes = _check_outcomes(reply, calls)
+        if outcomes_match(got, run.calls):  # as `checked` does, inline
+            outcomes = got
+        else:
+            raise ProtocolError(run, got, "one ToolOutcome per call, in order")
         # What the tools wrote, per call in call order, through the stream processors;
         # non-transient chunks that pass are kept with the results.
-        kept = _StepContent()
+        kept = StepContent()
         for chunks in written:
             for d in chunks:
                 if self.stream_io:
@@ -777,7 +843,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
             return
         for b in self.h_result:
             result = OutputResult(
-                text=_response_text(self.ml),
+                text=response_text(self.ml),
                 usage=self.usage,
                 finish_reason=self.finish_reason,
                 steps=self._steps_tuple(),
@@ -790,7 +856,7 @@ class _Run(_StepSetup, _StreamStage, _CallIds):
                 context=self.ctx,
             )
             try:
-                eff = self._apply(b, (yield from call(b, args)))
+                eff = self._apply(b, (yield from call_hook(b, args)))
             except (HookFailure, RunCancelled):
                 self._drop_response()  # fail closed (a crash, a cancel), as for a block
                 raise
@@ -823,10 +889,17 @@ def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResu
     return ToolResultPart(call.tool_call_id, call.tool_name, result, is_error)
 
 
-def _check_outcomes(reply: object, calls: tuple[ToolCallPart, ...]) -> tuple[ToolOutcome, ...]:
-    if not isinstance(reply, tuple) or len(reply) != len(calls):
-        raise TypeError("interpreter bug: RunTools needs one ToolOutcome per call, in order")
-    for o, c in zip(reply, calls, strict=True):
-        if not isinstance(o, ToolOutcome) or o.tool_call_id != c.tool_call_id:
-            raise TypeError("interpreter bug: RunTools outcomes out of order")
-    return reply
+
+def _close_stream() -> Generator[LoopCommand, object, None]:
+    """Close the open model stream: the run ends before the stream did. A cancel now
+    changes nothing: the run is ending already, for its own reason."""
+    cmd = CloseStream()
+    with contextlib.suppress(RunCancelled):
+        checked(cmd, (yield cmd))
+
+
+
+_CHUNK_EVENTS = MODEL_REPLY_TYPES - {ModelFinish, ModelFailed, ModelEnded}
+"""The model events that are chunks for the caller."""
+_CALLS = (ToolCall, ToolCallDelta)
+_ENDS = (ModelFinish, ModelFailed, ModelEnded)

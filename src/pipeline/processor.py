@@ -14,7 +14,19 @@ I/O requests (`AskModel`, or your own) and receives their answers.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Generic, Literal, NoReturn, TypeAlias, TypeVar, get_args, overload
+from types import UnionType
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    NoReturn,
+    TypeAlias,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    overload,
+)
 
 import msgspec
 
@@ -38,15 +50,7 @@ HookName = Literal[
     "process_output_result",
     "flush_output_stream",
 ]
-HOOKS: tuple[HookName, ...] = (
-    "process_input",
-    "process_input_step",
-    "process_api_error",
-    "process_output_stream",
-    "process_output_step",
-    "process_output_result",
-    "flush_output_stream",
-)
+HOOKS: tuple[HookName, ...] = get_args(HookName)
 """The six hooks of the contract, and `flush_output_stream`, the companion of
 `process_output_stream` for processors that hold chunks back (see `FlushArgs`)."""
 
@@ -89,7 +93,7 @@ class ModelAnswer(msgspec.Struct, frozen=True):
 # --- the tripwire ---------------------------------------------------------------------
 
 
-class TripWire(Exception):
+class ProcessorAbort(Exception):
     """Raised by `abort(...)`; the runner turns it into an `Abort` effect."""
 
     def __init__(
@@ -109,7 +113,7 @@ def abort(
 ) -> NoReturn:
     """Stop the run from inside a hook, as the seed's examples do; without a reason, the
     tripwire's reason is "Tripwire triggered by <processor id>"."""
-    raise TripWire(reason, retry=retry, metadata=metadata)
+    raise ProcessorAbort(reason, retry=retry, metadata=metadata)
 
 
 # --- arguments of each hook -------------------------------------------------------------
@@ -136,8 +140,24 @@ class InputArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_onl
     context: RunContext
 
 
+class StepSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """One step's settings: the agent's, as the `process_input_step` hooks so far changed
+    them (each hook sees them in `InputStepArgs`, which extends this; the loop asks the
+    model with the last). `StepChange` has the same fields, each optional."""
+
+    model: str
+    tool_choice: ToolChoice
+    active_tools: tuple[str, ...] | None
+    tools: tuple[Tool, ...]
+    system_messages: tuple[SystemMessage, ...]
+    provider_options: JsonObject | None
+    model_settings: ModelSettings
+    structured_output: StructuredOutput | None
+
+
 class StepChange(msgspec.Struct, frozen=True, kw_only=True):
-    """What `process_input_step` may change for this step (None: unchanged).
+    """What `process_input_step` may change for this step (None: unchanged): the fields of
+    `StepSettings`, and `message_list`.
 
     `message_list` changes persist into later steps; `system_messages` last this step only.
     """
@@ -153,18 +173,12 @@ class StepChange(msgspec.Struct, frozen=True, kw_only=True):
     structured_output: StructuredOutput | None = None
 
 
-class InputStepArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
+class InputStepArgs(StepSettings, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
+    """What `process_input_step` gets: the step's settings so far, and the run."""
+
     message_list: MessageList
     step_number: int
     steps: tuple[StepResult, ...]
-    system_messages: tuple[SystemMessage, ...]
-    model: str
-    tool_choice: ToolChoice
-    active_tools: tuple[str, ...] | None
-    tools: tuple[Tool, ...]
-    provider_options: JsonObject | None
-    model_settings: ModelSettings
-    structured_output: StructuredOutput | None
     state: S
     retry_count: int
     context: RunContext
@@ -249,29 +263,70 @@ FlushResult: TypeAlias = FlushEffect | Out[FlushEffect, S]
 OutputStepResult: TypeAlias = OutputStepEffect | Out[OutputStepEffect, S]
 OutputResultResult: TypeAlias = OutputResultEffect | Out[OutputResultEffect, S]
 
+HookEffect: TypeAlias = (
+    InputEffect
+    | InputStepEffect
+    | ApiErrorEffect
+    | StreamEffect
+    | FlushEffect
+    | OutputStepEffect
+    | OutputResultEffect
+)
+"""Any effect some hook may return (what a trace records)."""
+
 HookReturn: TypeAlias = R | Awaitable[R] | Generator[object, object, R]
 """A hook returns its result directly, from a coroutine, or from an I/O generator."""
 
-ALLOWED_EFFECTS: Mapping[HookName, tuple[type, ...]] = {
-    "process_input": (Continue, Replace, Abort),
-    "process_input_step": (Continue, Replace, Abort),
-    "process_api_error": (Continue, Retry, Abort),
-    "process_output_stream": (Continue, Replace, Skip, Emit, Abort),
-    "process_output_step": (Continue, Replace, Abort),
-    "process_output_result": (Continue, Replace, Abort),
-    "flush_output_stream": (Continue, Replace, Emit, Abort),
+HOOK_EFFECTS: Mapping[HookName, object] = {
+    "process_input": InputEffect,
+    "process_input_step": InputStepEffect,
+    "process_api_error": ApiErrorEffect,
+    "process_output_stream": StreamEffect,
+    "process_output_step": OutputStepEffect,
+    "process_output_result": OutputResultEffect,
+    "flush_output_stream": FlushEffect,
 }
+"""Each hook's effect alias: the run-time checks below are read off these types."""
+
+
+def _members(t: object) -> tuple[object, ...]:
+    """The members of a union type (a type that is not a union is its only member)."""
+    return get_args(t) if isinstance(t, UnionType) or get_origin(t) is Union else (t,)
+
+
+def _classes(t: object) -> tuple[type, ...]:
+    """The classes `isinstance` checks a value of type `t` against (a generic by its
+    origin: `Replace[MessageList]` -> Replace, `tuple[Chunk, ...]` -> tuple)."""
+    out: dict[type, None] = {}
+    for m in _members(t):
+        c = get_origin(m) or m
+        if not isinstance(c, type):
+            raise TypeError(f"cannot check {m!r} at run time")
+        out[c] = None
+    return tuple(out)
+
+
+def _payload(t: object) -> tuple[type, ...] | None:
+    """What the Replace or Retry an effect alias allows may carry (Retry's may be None)."""
+    for m in _members(t):
+        origin = get_origin(m)
+        if origin is Replace or origin is Retry:
+            (carried,) = get_args(m)
+            classes = _classes(carried)
+            return (*classes, type(None)) if origin is Retry else classes
+    return None
+
+
+ALLOWED_EFFECTS: Mapping[HookName, tuple[type, ...]] = {
+    h: _classes(t) for h, t in HOOK_EFFECTS.items()
+}
+"""The effect classes each hook may return (`hooks.check`)."""
 
 CHUNK_TYPES: tuple[type, ...] = get_args(Chunk)
 REPLACE_PAYLOAD: Mapping[HookName, tuple[type, ...]] = {
-    "process_api_error": (MessageList, type(None)),
-    "process_output_stream": (*get_args(Chunk), tuple),
-    "flush_output_stream": (tuple,),
-    "process_input": (MessageList,),
-    "process_input_step": (StepChange,),
-    "process_output_step": (MessageList,),
-    "process_output_result": (MessageList,),
+    h: p for h, t in HOOK_EFFECTS.items() if (p := _payload(t)) is not None
 }
+"""The classes a hook's Replace (or Retry) may carry (`hooks.check`)."""
 
 
 # --- processors ------------------------------------------------------------------------
@@ -443,10 +498,3 @@ def processor(
         id, state, hooks, name=name, process_data_parts=process_data_parts
     )
 
-
-InputProcessor = BaseProcessor
-"""A processor with `process_input` and/or `process_input_step` (checked by Agent)."""
-OutputProcessor = BaseProcessor
-"""A processor with a `process_output_*` hook (checked by Agent)."""
-ErrorProcessor = BaseProcessor
-"""A processor with `process_api_error` (checked by Agent)."""

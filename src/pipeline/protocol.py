@@ -2,17 +2,30 @@
 
 The commands the loop yields (`LoopCommand`), the replies it is sent (`ModelReply`,
 `ToolOutcome`), how a run is cancelled (`RunCancelled`) and what a trace records
-(`EffectRecord`). Interpreters need only these and `agent_loop`; `pipeline.loop`
-re-exports them all.
+(`EffectRecord`). Each command declares its reply type (`effects.Command[R]`); the loop
+checks every reply (`checked`) and raises `ProtocolError` on a wrong one. Interpreters
+import these from here and `agent_loop` from `pipeline`, nothing from `pipeline.loop`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, TypeGuard, TypeVar, cast, get_args
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Finish, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Command,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
 from pipeline.chunks import (
     Chunk,
     DataChunk,
@@ -29,6 +42,7 @@ from pipeline.chunks import (
 )
 from pipeline.messages import ToolCallPart
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.processor import HookEffect
 from pipeline.result import RunResult
 from pipeline.tools import Tool
 
@@ -67,17 +81,84 @@ ModelReply = (
 )
 """What an interpreter sends in reply to CallModel and Pull."""
 
+MODEL_REPLY_TYPES: frozenset[type] = frozenset(get_args(ModelReply))
+"""The classes of `ModelReply`, for the check of every model event (a set lookup)."""
+
 LoopCommand = (
-    CallModel[ModelRequest]
-    | Pull[Chunk]
+    CallModel[ModelRequest, ModelReply]
+    | Pull[Chunk, ModelReply]
+    | CloseStream
     | Publish[Chunk]
-    | RunTools[ToolInvocation]
+    | RunTools[ToolInvocation, ToolOutcome]
     | Perform[object]
     | AwaitHook
     | Sleep
-    | Finish[RunResult]
+    | Done[RunResult]
 )
+"""Every command the loop yields; each declares its reply type (`effects.Command[R]`)."""
+
 AgentLoop = Generator[LoopCommand, object, RunResult]
+
+R = TypeVar("R")
+
+Asking = Generator[LoopCommand, object, R]
+"""A part of the loop that yields commands and ends with an R."""
+
+
+class ProtocolError(TypeError):
+    """An interpreter sent the loop a reply of the wrong type for the pending command
+    (an interpreter bug): raised out of the loop, naming the command and the reply."""
+
+    def __init__(self, command: Command[object], reply: object, expected: str) -> None:
+        super().__init__(
+            f"interpreter bug: {type(command).__name__} was answered with {reply!r} "
+            f"({type(reply).__name__}); it expects {expected}"
+        )
+        self.command = command
+        self.reply = reply
+
+
+def checked(cmd: Command[R], reply: object) -> R:
+    """`reply` as the reply `cmd` declares; ProtocolError when it is not one.
+
+    The loop asks every question as `reply = checked(cmd, (yield cmd))`, so a wrong reply
+    stops the run at once instead of travelling on (to the caller, say, as a chunk)."""
+    t = type(cmd)
+    if t is CallModel or t is Pull:
+        if type(reply) not in MODEL_REPLY_TYPES:
+            raise ProtocolError(cmd, reply, "a model event (ModelReply)")
+    elif t is Publish or t is Sleep or t is CloseStream:
+        if reply is not None:
+            raise ProtocolError(cmd, reply, "None")
+    elif t is RunTools:
+        assert isinstance(cmd, RunTools)
+        if not outcomes_match(reply, cmd.calls):
+            raise ProtocolError(cmd, reply, "one ToolOutcome per call, in the order of the calls")
+    elif t is Done:
+        raise ProtocolError(cmd, reply, "no reply: the run is over")
+    # Perform and AwaitHook: any value is an answer (the hook checks its own).
+    # The checks above are what `R` means for each command; `cast` says so to the type
+    # checker only (a call per command otherwise: this runs for every command of a run).
+    if TYPE_CHECKING:
+        return cast(R, reply)
+    return reply
+
+
+def outcomes_match(
+    reply: object, calls: tuple[object, ...]
+) -> TypeGuard[tuple[ToolOutcome, ...]]:
+    """Whether `reply` answers RunTools(`calls`): one ToolOutcome per call, in order."""
+    if type(reply) is not tuple or len(reply) != len(calls):
+        return False
+    for o, c in zip(reply, calls, strict=True):
+        if not (
+            isinstance(o, ToolOutcome)
+            and isinstance(c, ToolInvocation)
+            and o.tool_call_id == c.call.tool_call_id
+        ):
+            return False
+    return True
+
 
 
 class EffectRecord(msgspec.Struct, frozen=True):
@@ -85,7 +166,7 @@ class EffectRecord(msgspec.Struct, frozen=True):
 
     processor_id: str
     hook: str
-    effect: object
+    effect: HookEffect
 
 
 Recorder = Callable[[EffectRecord], None]
@@ -113,3 +194,4 @@ class RunCancelled(BaseException):
         super().__init__(reason)
         self.reason = reason
         self.tool_outcomes = tool_outcomes
+

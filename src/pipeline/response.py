@@ -1,7 +1,7 @@
 """One model response as the loop collects it, and the run's response text.
 
-`_StepContent` gathers what a response delivered (after the stream processors) into the
-parts of its assistant message; `_response_text` is the text a run's result reports.
+`StepContent` gathers what a response delivered (after the stream processors) into the
+parts of its assistant message; `response_text` is the text a run's result reports.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pipeline.messages import (
 )
 
 
-class _StepContent:
+class StepContent:
     """What one model response has delivered so far (after the stream processors)."""
 
     __slots__ = ("finish", "parts", "reasoning", "renamed", "sources", "texts", "tool_calls")
@@ -108,7 +108,7 @@ class _StepContent:
         return "".join("".join(buf) for _, buf in self.reasoning.values())
 
 
-def _response_text(ml: MessageList) -> str:
+def response_text(ml: MessageList) -> str:
     """The text of the response's assistant messages, in order.
 
     Counting the response messages is a C-level scan; they are then looked for from the

@@ -36,17 +36,21 @@ class Ids:
         return f"{self._run}-{kind}{self._n}"
 
 
-class _Tripped(Exception):
+class Tripped(Exception):
+    """Raised inside the loop when a processor aborts: the run ends "tripped"."""
+
     def __init__(self, tripwire: Tripwire) -> None:
         self.tripwire = tripwire
 
 
-class _Failed(Exception):
+class Failed(Exception):
+    """Raised inside the loop when the run fails (`error` says how): it ends "failed"."""
+
     def __init__(self, error: RunError) -> None:
         self.error = error
 
 
-class _RunState:
+class RunState:
     """The state every phase of a run reads; `_Run.__init__` sets it up."""
 
     agent: Agent
@@ -115,8 +119,8 @@ class _RunState:
             "response",
         )
 
-    def _trip(self, b: Bound, a: Abort) -> _Tripped:
-        return _Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
+    def _trip(self, b: Bound, a: Abort) -> Tripped:
+        return Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
 
     def _steps_tuple(self) -> tuple[StepResult, ...]:
         """The steps so far as the tuple hooks see: made once per step, not once per hook."""

@@ -7,38 +7,25 @@ step's changes last that step only); the input-step hooks change them in list or
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TypeVar
 
 import msgspec
 
 from effects import Abort, Continue, Replace
 from pipeline.hooks import Bound, invoke, settle
-from pipeline.messages import JsonObject, SystemMessage
-from pipeline.model import ModelRequest, ModelSettings, StructuredOutput, ToolChoice
+from pipeline.messages import SystemMessage
+from pipeline.model import ModelRequest
 from pipeline.output_type import TypedOutput
 from pipeline.pairing import PairedHistory
-from pipeline.processor import InputStepArgs, StepChange
+from pipeline.processor import InputStepArgs, StepChange, StepSettings
 from pipeline.protocol import LoopCommand
-from pipeline.run_state import _RunState
+from pipeline.run_state import RunState
 from pipeline.tools import Tool, ToolSpec
 
-_T = TypeVar("_T")
+_CHANGEABLE = tuple(f for f in StepSettings.__struct_fields__ if f in StepChange.__struct_fields__)
+assert len(_CHANGEABLE) == len(StepSettings.__struct_fields__), "StepChange lacks a setting"
 
 
-class _StepConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """One step's settings: the agent's, as the input-step hooks changed them."""
-
-    model: str
-    tool_choice: ToolChoice
-    active_tools: tuple[str, ...] | None
-    tools: tuple[Tool, ...]
-    system: tuple[SystemMessage, ...]
-    provider_options: JsonObject | None
-    model_settings: ModelSettings
-    structured_output: StructuredOutput | None
-
-
-class _StepSetup(_RunState):
+class StepSetup(RunState):
     """The input-step pipeline and the model request of a step (a mixin of `_Run`)."""
 
     h_input_step: tuple[Bound, ...]
@@ -49,14 +36,14 @@ class _StepSetup(_RunState):
 
     def _input_step(
         self, step: int, base_system: tuple[SystemMessage, ...]
-    ) -> Generator[LoopCommand, object, _StepConfig]:
+    ) -> Generator[LoopCommand, object, StepSettings]:
         a = self.agent
-        cfg = _StepConfig(
+        cfg = StepSettings(
             model=a.model,
             tool_choice=a.tool_choice,
             active_tools=None,
             tools=a.tools,
-            system=base_system,  # reset every step: step changes last one step only
+            system_messages=base_system,  # reset every step: changes last one step only
             provider_options=a.provider_options,
             model_settings=a.model_settings,
             structured_output=a.structured_output,
@@ -68,7 +55,7 @@ class _StepSetup(_RunState):
                 message_list=self.ml,
                 step_number=step,
                 steps=steps,
-                system_messages=cfg.system,
+                system_messages=cfg.system_messages,
                 model=cfg.model,
                 tool_choice=cfg.tool_choice,
                 active_tools=cfg.active_tools,
@@ -90,34 +77,28 @@ class _StepSetup(_RunState):
                 ch: StepChange = eff.value
                 if ch.message_list is not None:
                     self.ml = ch.message_list
-                cfg = msgspec.structs.replace(
-                    cfg,
-                    model=_or(ch.model, cfg.model),
-                    tool_choice=_or(ch.tool_choice, cfg.tool_choice),
-                    active_tools=_or(ch.active_tools, cfg.active_tools),
-                    tools=_or(ch.tools, cfg.tools),
-                    system=_or(ch.system_messages, cfg.system),
-                    provider_options=_or(ch.provider_options, cfg.provider_options),
-                    model_settings=_or(ch.model_settings, cfg.model_settings),
-                    structured_output=_or(ch.structured_output, cfg.structured_output),
-                )
+                changed = {
+                    f: v for f in _CHANGEABLE if (v := getattr(ch, f)) is not None
+                }
+                if changed:
+                    cfg = msgspec.structs.replace(cfg, **changed)
         return cfg
 
     @staticmethod
-    def _step_tools(cfg: _StepConfig) -> tuple[Tool, ...]:
+    def _step_tools(cfg: StepSettings) -> tuple[Tool, ...]:
         """The tools of this step: `tools` narrowed to `active_tools` when set."""
         if cfg.active_tools is None:
             return cfg.tools
         active = frozenset(cfg.active_tools)
         return tuple(t for t in cfg.tools if t.name in active)
 
-    def _request(self, cfg: _StepConfig) -> ModelRequest:
+    def _request(self, cfg: StepSettings) -> ModelRequest:
         tools = self._step_tools(cfg)
         if tools is not self._specs_of:  # the same tools step after step: specs made once
             self._specs_of, self._specs = tools, tuple(t.spec for t in tools)
         return ModelRequest(
             model=cfg.model,
-            system=cfg.system,
+            system=cfg.system_messages,
             # Paired for every provider (the codecs still fit ids and names to the wire).
             messages=self._pairing.messages(self.ml),
             tools=self._specs,
@@ -132,6 +113,3 @@ class _StepSetup(_RunState):
             ),
         )
 
-
-def _or(new: _T | None, old: _T) -> _T:
-    return old if new is None else new

@@ -19,15 +19,15 @@ from types import GeneratorType
 
 from effects import Abort, Continue, Replace, Skip
 from pipeline.chunks import Chunk, DataChunk
-from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call, check, invoke
-from pipeline.processor import FlushArgs, StreamArgs, TripWire
+from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call_hook, check, invoke
+from pipeline.processor import FlushArgs, ProcessorAbort, StreamArgs
 from pipeline.protocol import LoopCommand
-from pipeline.response import _StepContent
-from pipeline.run_state import _RunState
-from pipeline.stream_view import _view
+from pipeline.response import StepContent
+from pipeline.run_state import RunState
+from pipeline.stream_view import view_of
 
 
-class _StreamStage(_RunState):
+class StreamStage(RunState):
     """The stream processors' part of a run (a mixin of `_Run`)."""
 
     h_stream: tuple[Bound, ...]
@@ -72,14 +72,14 @@ class _StreamStage(_RunState):
         seen.append(chunk)
         return StreamArgs(
             part=chunk,
-            stream_parts=_view(seen, len(seen)),
+            stream_parts=view_of(seen, len(seen)),
             state=self.states[b.slot],
             message_list=self.ml,
             context=self.ctx,
         )
 
     def _stream_effect(
-        self, b: Bound, o: Outcome, chunk: Chunk, content: _StepContent | None
+        self, b: Bound, o: Outcome, chunk: Chunk, content: StepContent | None
     ) -> Chunk | tuple[Chunk, ...] | None:
         """Apply one stream hook's outcome: the chunk to pass on, the chunks it became
         (`Replace` with a tuple), or None when skipped.
@@ -96,22 +96,23 @@ class _StreamStage(_RunState):
         if isinstance(eff, Skip):
             return None
         if isinstance(eff, Replace):
-            return eff.value  # type: ignore[no-any-return]
+            became: Chunk | tuple[Chunk, ...] = eff.value  # `check` made sure it is
+            return became
         return chunk
 
     def _walk_all(
-        self, chunks: tuple[Chunk, ...], content: _StepContent | None, start: int
+        self, chunks: tuple[Chunk, ...], content: StepContent | None, start: int
     ) -> None:
         """Chunks one hook released, each through the hooks from `start` on, in order."""
         for c in chunks:
             self._walk(c, content, start)
 
-    def _deliver(self, chunk: Chunk, content: _StepContent | None) -> None:
+    def _deliver(self, chunk: Chunk, content: StepContent | None) -> None:
         if content is not None:
             content.add(chunk)
         self.pending.append(chunk)
 
-    def _process_chunk(self, chunk: Chunk, content: _StepContent | None) -> None:
+    def _process_chunk(self, chunk: Chunk, content: StepContent | None) -> None:
         """One chunk through every stream processor: the per-chunk hot path.
 
         Used when every stream hook is a plain function. While the hooks share what they
@@ -130,7 +131,7 @@ class _StreamStage(_RunState):
             self._walk(chunk, content, 0)
             return
         shared.append(chunk)
-        view = _view(shared, len(shared))
+        view = view_of(shared, len(shared))
         ml, ctx, states, record = self.ml, self.ctx, self.states, self.record
         plan = self.stream_plan
         args: StreamArgs[object] | None = None
@@ -144,7 +145,7 @@ class _StreamStage(_RunState):
                 last_state = state
             try:
                 raw = fn(args)
-            except TripWire as t:
+            except ProcessorAbort as t:
                 raw = Abort(t.reason, t.retry, t.metadata)
             except Exception as e:
                 raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
@@ -191,7 +192,7 @@ class _StreamStage(_RunState):
         self.seen = lists
         self.shared = None
 
-    def _walk(self, chunk: Chunk, content: _StepContent | None, start: int) -> None:
+    def _walk(self, chunk: Chunk, content: StepContent | None, start: int) -> None:
         """`_process_chunk` from hook `start` on, each hook with its own list."""
         ml, ctx, states, record, lists = self.ml, self.ctx, self.states, self.record, self.seen
         plan = self.stream_plan
@@ -204,10 +205,10 @@ class _StreamStage(_RunState):
             seen.append(chunk)
             try:
                 raw = fn(StreamArgs(
-                    part=chunk, stream_parts=_view(seen, len(seen)), state=states[slot],
+                    part=chunk, stream_parts=view_of(seen, len(seen)), state=states[slot],
                     message_list=ml, context=ctx,
                 ))
-            except TripWire as t:
+            except ProcessorAbort as t:
                 raw = Abort(t.reason, t.retry, t.metadata)
             except Exception as e:
                 raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
@@ -225,7 +226,7 @@ class _StreamStage(_RunState):
         self._deliver(chunk, content)
 
     def _process_chunk_io(
-        self, chunk: Chunk, content: _StepContent | None, start: int = 0
+        self, chunk: Chunk, content: StepContent | None, start: int = 0
     ) -> Generator[LoopCommand, object, None]:
         """Like `_process_chunk`, for stream hooks that are async or ask for I/O."""
         h_stream = self.h_stream
@@ -233,7 +234,7 @@ class _StreamStage(_RunState):
             b = h_stream[i]
             if type(chunk) is DataChunk and not b.data_parts:
                 continue
-            o = yield from call(b, self._stream_args(i, b, chunk))
+            o = yield from call_hook(b, self._stream_args(i, b, chunk))
             passed = self._stream_effect(b, o, chunk, content)
             if passed is None:
                 return
@@ -255,13 +256,13 @@ class _StreamStage(_RunState):
         else:
             parts = self.seen[i]
         return FlushArgs(
-            stream_parts=_view(parts, len(parts)),
+            stream_parts=view_of(parts, len(parts)),
             state=self.states[b.slot],
             message_list=self.ml,
             context=self.ctx,
         )
 
-    def _flushed(self, b: Bound, o: Outcome, content: _StepContent) -> tuple[Chunk, ...]:
+    def _flushed(self, b: Bound, o: Outcome, content: StepContent) -> tuple[Chunk, ...]:
         """Apply a flush hook's outcome: the chunks it releases (none for Continue)."""
         eff = self._apply(b, o)
         for c in o.emit:
@@ -273,7 +274,7 @@ class _StreamStage(_RunState):
             return released
         return ()
 
-    def _flush(self, content: _StepContent) -> None:
+    def _flush(self, content: StepContent) -> None:
         """The model's response ended: each flush hook, in processor order, releases what
         it holds, through the stream hooks after it (plain hooks)."""
         for b, start in self.h_flush:
@@ -286,10 +287,10 @@ class _StreamStage(_RunState):
                 self._unshare(start, appended=False)
             self._walk_all(released, content, start)
 
-    def _flush_io(self, content: _StepContent) -> Generator[LoopCommand, object, None]:
+    def _flush_io(self, content: StepContent) -> Generator[LoopCommand, object, None]:
         """`_flush` for hooks that are async or ask for I/O."""
         for b, start in self.h_flush:
-            released = self._flushed(b, (yield from call(b, self._flush_args(b))), content)
+            released = self._flushed(b, (yield from call_hook(b, self._flush_args(b))), content)
             for c in released:
                 yield from self._process_chunk_io(c, content, start)
 

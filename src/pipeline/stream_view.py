@@ -18,7 +18,7 @@ class _Seen(msgspec.Struct, frozen=True, eq=False):
     """An immutable view of the first `n` chunks of an append-only list: O(1) to make.
 
     A Struct (made in C, about half the cost of a Python `__init__`, and it is made once
-    per chunk per stream processor) registered as a `Sequence`; `_view` is its typed
+    per chunk per stream processor) registered as a `Sequence`; `view_of` is its typed
     constructor.
     """
 
@@ -66,5 +66,5 @@ class _Seen(msgspec.Struct, frozen=True, eq=False):
 
 
 Sequence.register(_Seen)
-_view = cast(Callable[[list[Chunk], int], Sequence[Chunk]], _Seen)
+view_of = cast(Callable[[list[Chunk], int], Sequence[Chunk]], _Seen)
 """`_Seen(items, n)`, typed as the Sequence it is."""

@@ -178,11 +178,18 @@ def _inline_schema(schema: dict[str, object]) -> JsonObject:
     return schema
 
 
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+"""Exact types that are neither a `returns` container nor an awaitable: what tools
+return nearly always. Their checks below (abc instance checks, slow) are skipped."""
+
+
 def tool_result(value: object, is_error: bool) -> tuple[object, bool]:
     """A tool's return value as a result and whether it is an error: a `returns` Result is
     unwrapped (`Success(v)` is v; `Failure(e)` an error result, an exception as
     "Type: message" as for a tool that raised). An `IOResult` (what an awaited
     `@future_safe` tool gives) is unwrapped the same way."""
+    if type(value) in _PLAIN:
+        return value, is_error
     if isinstance(value, IOSuccess):
         value = Success(unsafe_perform_io(value.unwrap()))
     elif isinstance(value, IOFailure):
@@ -202,7 +209,7 @@ def unencodable(result: object) -> str | None:
     An awaitable (a sync tool that returned a coroutine) is closed here, so it is never
     left "never awaited".
     """
-    if inspect.isawaitable(result):
+    if type(result) not in _PLAIN and inspect.isawaitable(result):
         close = getattr(result, "close", None)
         if close is not None:
             close()

@@ -16,9 +16,9 @@ from unittest.mock import patch
 
 import interpreters.aio
 import interpreters.sync
-from effects import AwaitHook, Finish
+from effects import AwaitHook, Done
 from interpreters.common import discard, start_run
-from pipeline.loop import AgentLoop, RunCancelled
+from pipeline.protocol import AgentLoop, RunCancelled
 
 REASON = "cut by the test"
 
@@ -29,7 +29,7 @@ def cancel_at(loop: AgentLoop, k: int, reason: str = REASON) -> AgentLoop:
     cmd = next(loop)
     try:
         while True:
-            if isinstance(cmd, Finish):
+            if isinstance(cmd, Done):
                 yield cmd
                 return cmd.result
             if n == k:

@@ -16,7 +16,7 @@ import anyio
 import msgspec
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.providers import AsyncResolver, Limits, Resolver, Timeouts
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
@@ -95,7 +95,7 @@ def _threads() -> set[threading.Thread]:
 def run_sync(
     server: ReplayServer, *replies: Reply, first: bool = True, timeouts: Timeouts = FAST,
     limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
-    timeout: float | None = None, key: str = KEY, signal: AbortSignal | None = None,
+    timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
 ) -> Ran:
     ag = ag or agent()
     route = ag.model.partition("/")[0]
@@ -118,7 +118,7 @@ def run_sync(
 async def run_async(
     server: ReplayServer, *replies: Reply, first: bool = True, timeouts: Timeouts = FAST,
     limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
-    timeout: float | None = None, key: str = KEY, signal: AbortSignal | None = None,
+    timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
 ) -> Ran:
     ag = ag or agent()
     route = ag.model.partition("/")[0]

@@ -9,7 +9,7 @@ which converts them; a hook that puts such messages in place fails as `Processor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -19,9 +19,9 @@ import pytest
 from effects import Replace
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
+from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk
-from pipeline.loop import agent_loop
 from pipeline.messages import (
     FilePart,
     Message,
@@ -86,10 +86,32 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
         None, "system[0].content",
     ),
     "created_at a string": (lambda: [_user(created_at="now")], 0, "created_at"),
+    # After a long run of good messages (the fast pass over the input stops there).
+    "bad role after 40 good": (
+        lambda: [_user(id=f"u{i}") for i in range(40)] + [_user(id="x", role="bot")],
+        40, "role",
+    ),
+    "thread_id a number after good ones": (
+        lambda: [_user(), _user(id="u2"), _user(id="u3", thread_id=_unchecked(3))],
+        2, "thread_id",
+    ),
+    "incomplete not a bool": (lambda: [_user(), _user(id="u2", incomplete=1)], 1, "incomplete"),
+    "unknown source": (
+        lambda: MessageList((_user(), _user(id="u2")), ("input", _unchecked("elsewhere"))),
+        1, "source",
+    ),
+    "metadata a list": (lambda: [_user(metadata=_unchecked([1]))], 0, "metadata"),
+    "created_at a bool": (lambda: [_user(), _user(id="u2", created_at=True)], 1, "created_at"),
 }
 
 
-def _assert_refused(result: RunResult, chunks: list[object], index: int | None, field: str,
+def test_the_fast_pass_unpacks_message_fields_in_their_order() -> None:
+    from pipeline.validate import MESSAGE_FIELDS
+
+    assert Message.__struct_fields__ == MESSAGE_FIELDS
+
+
+def _assert_refused(result: RunResult, chunks: Sequence[object], index: int | None, field: str,
                     model: ScriptedModel) -> InvalidInput:
     assert result.status == "failed"
     err = result.error

@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from effects import Continue, Replace
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
@@ -41,8 +41,8 @@ from pipeline.processor import (
 )
 from pipeline.result import Cancelled, RunResult
 from pipeline.tools import make_tool
-from tests.conftest_aio import TrackedModel, anyio_backend  # noqa: F401
 from tests.faults.cancel_at import REASON, cancelling_at
+from tests.helpers import AsyncTrackedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +70,7 @@ class Stuck:
 async def _run_aborted_when(
     sim: AsyncSimulator, agent: Agent, gate: anyio.Event, prompt: str = "hi"
 ) -> tuple[RunResult, Trace]:
-    signal = AbortSignal()
+    signal = CancelSignal()
     trace = Trace()
     box: list[RunResult] = []
 
@@ -81,7 +81,7 @@ async def _run_aborted_when(
         async with anyio.create_task_group() as tg:
             tg.start_soon(go)
             await gate.wait()
-            signal.abort("stop")
+            signal.cancel("stop")
     return box[0], trace
 
 
@@ -171,7 +171,7 @@ async def test_cancel_mid_stream_with_an_output_step_processor_keeps_no_partial(
         def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
             return Continue()
 
-    model = TrackedModel([Say(["Hello", " wor", "ld"])], block=(0, 3))
+    model = AsyncTrackedModel([Say(["Hello", " wor", "ld"])], block=(0, 3))
     sim = AsyncSimulator(model.inner)
     sim.interpreter._resolve = lambda _m: model
     r, trace = await _run_aborted_when(sim, Agent.create("m", output_processors=[Judge()]),
@@ -243,7 +243,7 @@ async def test_cancel_while_tools_run_keeps_the_real_results_of_finished_calls()
 
 
 async def test_cancel_during_the_second_model_call_gives_no_call_a_second_result() -> None:
-    model = TrackedModel(
+    model = AsyncTrackedModel(
         [Say("a", calls=[call("echo", x=1), call("echo", x=2)]), Say(["b", "c"])],
         block=(1, 2),
     )
@@ -400,7 +400,7 @@ async def test_a_tool_in_a_worker_thread_that_finishes_after_the_cancel_keeps_it
         ),
         tools_in_threads=True,
     )
-    signal = AbortSignal()
+    signal = CancelSignal()
     box: list[RunResult] = []
 
     async def go_run() -> None:
@@ -410,7 +410,7 @@ async def test_a_tool_in_a_worker_thread_that_finishes_after_the_cancel_keeps_it
         async with anyio.create_task_group() as tg:
             tg.start_soon(go_run)
             await anyio.to_thread.run_sync(started.wait, 10)
-            signal.abort("stop")
+            signal.cancel("stop")
             go.set()  # the threads finish after the cancel: their side effects happened
     r = box[0]
     _assert_cancelled_and_sound(r)
@@ -451,7 +451,7 @@ async def test_a_cancel_while_each_hook_waits(hook: str) -> None:
     script: list[Say | Fail] = [Say(["a", "b"], calls=[call("echo", x=1)]), Say("c")]
     if hook == "process_api_error":
         script.insert(0, Fail(status=400))
-    model = TrackedModel(script)
+    model = AsyncTrackedModel(script)
     sim = AsyncSimulator(model.inner)
     sim.interpreter._resolve = lambda _m: model
     kind = (

@@ -14,7 +14,7 @@ from pipeline.result import ApiFailed
 from tests.faults.harness import JSON, agent, both, expect
 from tests.providers.server import ReplayServer, Reply
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # slow: the full status matrix, over HTTP
 
 STATUSES = (400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529)
 HINTS: dict[str, tuple[tuple[str, str], ...]] = {

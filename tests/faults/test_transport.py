@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from interpreters.cancel import AbortSignal
+from interpreters.cancel import CancelSignal
 from interpreters.providers import Timeouts
 from pipeline.result import ApiFailed, Cancelled
 from tests.faults.harness import FAST, JSON, SSE, agent, both, expect, intact, run_async, run_sync
@@ -97,6 +97,18 @@ async def test_keep_alive_comments_forever_end_at_the_deadline(
     expect(runs, "deadline_exceeded")
 
 
+async def test_a_drip_ends_at_the_deadline_also_when_reads_run_without_a_scope(
+    server: ReplayServer, anyio_backend: str
+) -> None:
+    # The read timeout is shorter than the deadline: the async provider reads without a
+    # cancel scope until less than one read timeout is left (bounded_read.py), then in a
+    # scope of what is left. Either way the call ends at the deadline, not never.
+    drip = Reply(200, SSE, text_frames("Hel"), forever=b": keep-alive\n\n", pause=0.05)
+    timeouts = Timeouts(connect=2.0, read=0.3, write=2.0, pool=2.0, total=0.8)
+    runs = await both(server, drip, timeouts=timeouts)
+    expect(runs, "deadline_exceeded", partial="Hel")
+
+
 async def test_a_byte_at_a_time_after_text_ends_at_the_deadline(
     server: ReplayServer, anyio_backend: str
 ) -> None:
@@ -169,8 +181,8 @@ async def test_signal_from_another_thread_during_a_drip_cancels_the_run(
     # The sync interpreter's thread is inside the provider's read loop: the abort reaches
     # it there (checked at every read), not only between model events.
     drip = Reply(200, SSE, text_frames("Hel"), forever=b": ka\n\n", pause=0.05)
-    signal = AbortSignal()
-    timer = threading.Timer(0.3, signal.abort, args=("user left",))
+    signal = CancelSignal()
+    timer = threading.Timer(0.3, signal.cancel, args=("user left",))
     timer.start()
     try:
         ran = await anyio.to_thread.run_sync(
@@ -180,11 +192,11 @@ async def test_signal_from_another_thread_during_a_drip_cancels_the_run(
     intact(ran.result, partial="Hel", status="cancelled")
     assert ran.result.error == Cancelled("user left")
 
-    signal = AbortSignal()
+    signal = CancelSignal()
 
     async def abort_soon() -> None:
         await anyio.sleep(0.3)
-        signal.abort("user left")
+        signal.cancel("user left")
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(abort_soon)

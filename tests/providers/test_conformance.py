@@ -43,6 +43,8 @@ from tests.providers import reference
 from tests.providers.cassettes import Recorded, index_files, load, traffic_dir
 from tests.providers.server import ReplayServer, Reply
 
+pytestmark = pytest.mark.slow  # every provider case, sync and async, over HTTP
+
 ROOT = traffic_dir()
 
 
@@ -331,7 +333,7 @@ def test_every_index_file_has_expectations() -> None:
 # --- running one exchange ------------------------------------------------------------
 
 
-def _codec(case: Case) -> tuple[str, Callable[[], Codec]]:
+def codec_for(case: Case) -> tuple[str, Callable[[], Codec]]:
     model_id = f"{case.route}/m"
 
     def make() -> Codec:
@@ -361,7 +363,7 @@ Outcome = tuple[list[ModelEvent], ApiError | None]
 def _run_sync(server: ReplayServer, case: Case, request: ModelRequest, stream: bool) -> Outcome:
     cfg = provider_config(request.model, base_url=server.url + "/v1", api_key="sk-test-key")
     events: list[ModelEvent] = []
-    with HttpProvider(cfg.endpoint, _codec(case)[1](), stream=stream) as p:
+    with HttpProvider(cfg.endpoint, codec_for(case)[1](), stream=stream) as p:
         try:
             for e in p.stream(request):
                 events.append(e)
@@ -375,7 +377,7 @@ async def _run_async(
 ) -> Outcome:
     cfg = provider_config(request.model, base_url=server.url + "/v1", api_key="sk-test-key")
     events: list[ModelEvent] = []
-    async with AsyncHttpProvider(cfg.endpoint, _codec(case)[1](), stream=stream) as p:
+    async with AsyncHttpProvider(cfg.endpoint, codec_for(case)[1](), stream=stream) as p:
         try:
             async for e in p.astream(request):
                 events.append(e)

@@ -29,7 +29,7 @@ from tests.providers.helpers import (
 )
 from tests.providers.server import ReplayServer, Reply
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # slow: every fault, both interpreters
 
 SSE = (("content-type", "text/event-stream"),)
 JSON = (("content-type", "application/json"),)

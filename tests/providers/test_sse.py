@@ -29,6 +29,18 @@ def test_utf8_split_inside_a_character() -> None:
     assert parse(raw[:cut], raw[cut:]) == [SseEvent("pélican 🦅")]
 
 
+def test_split_characters_and_invalid_bytes_between_whole_chunks() -> None:
+    # Whole chunks take a fast path; a split character or an invalid byte goes through
+    # the incremental decoder, and whole chunks after it are decoded the same way again.
+    e = "é".encode()
+    chunks = (b"data: a\n\n", b"data: b" + e[:1], e[1:] + b"\n\n", b"data: \xff c\n\n",
+              b"data: d" + e[:1], e[1:], b"\n\ndata: e\n\n")
+    expected = [SseEvent("a"), SseEvent("bé"), SseEvent("\ufffd c"), SseEvent("dé"),
+                SseEvent("e")]
+    assert parse(*chunks) == expected
+    assert parse(b"".join(chunks)) == expected
+
+
 def test_blank_lines_without_data_dispatch_nothing_and_clear_the_event_name() -> None:
     assert parse(b"event: ping\n\n\n\ndata: x\n\n") == [SseEvent("x")]
 

@@ -14,7 +14,7 @@ from pipeline.agent import Agent
 from pipeline.output_type import TypedOutput
 from tests.providers.cassettes import load, traffic_dir
 from tests.providers.server import ReplayServer, Reply
-from tests.providers.test_conformance import CASES, _codec
+from tests.providers.test_conformance import CASES, codec_for
 
 ROOT = traffic_dir()
 pytestmark = pytest.mark.skipif(
@@ -39,7 +39,7 @@ def test_anthropic_output_tool_becomes_the_typed_output(server: ReplayServer) ->
     cfg = provider_config("anthropic/m", base_url=server.url + "/v1", api_key="sk-test-key")
     # The recorded reply calls the output tool `json`: name the output so.
     agent = Agent.create("anthropic/m", structured_output=TypedOutput.of(Weather, name="json"))
-    with HttpProvider(cfg.endpoint, _codec(CASES[NAME])[1](), stream=True) as p:
+    with HttpProvider(cfg.endpoint, codec_for(CASES[NAME])[1](), stream=True) as p:
         result = SyncInterpreter(p).run(agent, "weather?")
     assert result.status == "finished", result.error
     assert result.output == Weather((Element("San Francisco", 58, "sunny"),))

@@ -345,7 +345,7 @@ class _UsageAcc:
 
 
 class _Open:
-    __slots__ = ("args", "id", "initial", "kind", "name", "redacted", "signature")
+    __slots__ = ("args", "id", "initial", "kind", "name", "redacted", "signature", "text_id")
 
     def __init__(self, kind: Literal["text", "reasoning", "tool", "json", "other"]) -> None:
         self.kind = kind
@@ -355,6 +355,7 @@ class _Open:
         self.initial: dict[str, object] = {}
         self.signature: list[str] = []
         self.redacted: str | None = None
+        self.text_id: str | None = None
 
 
 class AnthropicStreamDecoder:
@@ -366,7 +367,8 @@ class AnthropicStreamDecoder:
         self._json_tool = json_tool
         self._status = status
         self._request_id = request_id
-        self._done = False
+        self.done = False
+        """True once the stream really completed (a plain attribute: read per chunk)."""
         self._started = False
         self._blocks: dict[int, _Open] = {}
         self._usage = _UsageAcc()
@@ -375,10 +377,6 @@ class AnthropicStreamDecoder:
         self._truncated: list[tuple[str, str]] = []
         self._response_id: str | None = None
         self._model_id: str | None = None
-
-    @property
-    def done(self) -> bool:
-        return self._done
 
     @property
     def started(self) -> bool:
@@ -485,10 +483,17 @@ class AnthropicStreamDecoder:
         return out
 
     def _block_delta(self, ev: _Event) -> list[ModelEvent]:
-        i, b = self._need(ev)
+        i = ev.index
+        b = self._blocks.get(i) if i is not None else None
+        if b is None:
+            i, b = self._need(ev)  # raises: no such block
         d = ev.delta or _Delta()
-        if b.kind == "text" and d.text:
-            return [TextDelta(f"text-{i}", d.text)]
+        if b.kind == "text":
+            if d.text:
+                if b.text_id is None:
+                    b.text_id = f"text-{i}"  # made once per block, not per delta
+                return [TextDelta(b.text_id, d.text)]
+            return []
         if b.kind == "reasoning":
             if d.signature:
                 b.signature.append(d.signature)
@@ -540,7 +545,7 @@ class AnthropicStreamDecoder:
                 self._model_id,
             )
         )
-        self._done = True
+        self.done = True
         return out
 
 

@@ -89,7 +89,7 @@ class ByteStreamDecoder:
     ) -> None:
         self._sse = SseParser(max_event=max_event)
         self._decoder = decoder
-        self._restore = restore
+        self._restore: EventMap | None = None if restore is _identity else restore
         self._status = status
         self._request_id = request_id
         self._failure: ProviderError | None = None
@@ -103,11 +103,20 @@ class ByteStreamDecoder:
         return self._decoder.started
 
     def feed(self, chunk: bytes) -> list[ModelEvent]:
-        self._raise_pending()
+        if self._failure is not None:
+            raise self._failure
         try:
             events = self._sse.feed(chunk)
         except SseLimitError as e:
             raise self._too_large(e) from None
+        decoder = self._decoder
+        if len(events) == 1 and self._restore is None and not decoder.done:
+            # One event per read, nothing to rename: `_run` for that case, inline.
+            try:
+                return decoder.feed(events[0])
+            except ProviderError as e:
+                self._failure = e
+                raise
         return self._run(events)
 
     def close(self) -> list[ModelEvent]:
@@ -152,11 +161,12 @@ class ByteStreamDecoder:
 
     def _run(self, events: list[SseEvent]) -> list[ModelEvent]:
         out: list[ModelEvent] = []
+        decoder, restore = self._decoder, self._restore
         for sse in events:
-            if self._decoder.done:
+            if decoder.done:
                 break  # whatever follows the end marker is not part of the answer
             try:
-                decoded = self._decoder.feed(sse)
+                decoded = decoder.feed(sse)
             except ProviderError as e:
                 # Events decoded from earlier frames of the same read are delivered
                 # first (the caller keeps partial output); the failure comes next.
@@ -164,7 +174,12 @@ class ByteStreamDecoder:
                 if not out:
                     raise
                 return out
-            out.extend(self._restore(e) for e in decoded)
+            if restore is not None:
+                out.extend([restore(e) for e in decoded])
+            elif out:
+                out.extend(decoded)
+            else:
+                out = decoded  # one frame per read is the common case: no copy
         return out
 
 

@@ -334,7 +334,8 @@ class OpenAIStreamDecoder:
     def __init__(self, *, status: int = 200, request_id: str | None = None) -> None:
         self._status = status
         self._request_id = request_id
-        self._done = False
+        self.done = False
+        """True once the stream really completed (a plain attribute: read per chunk)."""
         self._started = False
         self._open: tuple[Literal["text", "reasoning", "refusal"], str] | None = None
         self._blocks = 0
@@ -351,10 +352,6 @@ class OpenAIStreamDecoder:
         self._model_id: str | None = None
 
     @property
-    def done(self) -> bool:
-        return self._done
-
-    @property
     def started(self) -> bool:
         return self._started
 
@@ -368,7 +365,7 @@ class OpenAIStreamDecoder:
         data = event.data
         if event.event == "error":
             raise self._error(data.encode())
-        if data.strip() == "[DONE]":
+        if len(data) < 32 and data.strip() == "[DONE]":
             if self._finish_raw is None:
                 # The end marker without a finish reason: the model never said it was
                 # done (a proxy cut it short), so what came is not a complete answer.
@@ -390,7 +387,7 @@ class OpenAIStreamDecoder:
                     self._model_id,
                 )
             )
-            self._done = True
+            self.done = True
             return final
         try:
             chunk = _chunk.decode(data)
@@ -404,8 +401,10 @@ class OpenAIStreamDecoder:
             ) from None
         if chunk.error is not None:
             raise self._error(data.encode())
-        self._response_id = self._response_id or chunk.id
-        self._model_id = self._model_id or chunk.model
+        if not self._response_id:
+            self._response_id = chunk.id
+        if not self._model_id:
+            self._model_id = chunk.model
         if chunk.usage is not None:
             self._usage = chunk.usage.to_usage()
         elif chunk.x_groq is not None and chunk.x_groq.usage is not None:
@@ -414,8 +413,16 @@ class OpenAIStreamDecoder:
         for choice in chunk.choices or ():
             if choice.index != 0:
                 continue
-            if choice.delta is not None:
-                self._delta(choice.delta, out)
+            d = choice.delta
+            if d is not None:
+                o = self._open
+                if (
+                    d.content and o is not None and o[0] == "text" and d.tool_calls is None
+                    and not (d.reasoning or d.reasoning_content or d.refusal)
+                ):
+                    out.append(TextDelta(o[1], d.content))  # more text: most chunks
+                else:
+                    self._delta(d, out)
             if choice.finish_reason is not None:
                 self._finish_raw = choice.finish_reason
                 out.extend(self._finish_blocks())
@@ -452,7 +459,9 @@ class OpenAIStreamDecoder:
         if reasoning:
             out.append(ReasoningDelta(self._switch("reasoning", out), reasoning))
         if d.content:
-            out.append(TextDelta(self._switch("text", out), d.content))
+            o = self._open  # a text block already open: the common case, inline
+            block = o[1] if o is not None and o[0] == "text" else self._switch("text", out)
+            out.append(TextDelta(block, d.content))
         if d.refusal:
             self._refused = True
             out.append(TextDelta(self._switch("refusal", out), d.refusal))

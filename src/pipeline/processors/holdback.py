@@ -25,7 +25,7 @@ Scanner = Callable[[str, bool], tuple[str, str]]
 """(raw text, final) -> (text to release now, raw text to keep holding).
 
 With `final` the block ends: everything must be released (or dropped), nothing kept.
-A scanner may raise `TripWire` (via `abort(...)`) to block the run.
+A scanner may raise `ProcessorAbort` (via `abort(...)`) to block the run.
 """
 
 

@@ -10,11 +10,13 @@ to the deadline and checks the deadline and the run's stop after every read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 
 import anyio
 import httpx
 
+from interpreters.providers.bounded_read import next_within
 from interpreters.providers.exchange import Exchange
 
 
@@ -28,15 +30,14 @@ async def send(client: httpx.AsyncClient, request: httpx.Request, ex: Exchange) 
     return response
 
 
-async def next_chunk(chunks: AsyncIterator[bytes], ex: Exchange) -> bytes | None:
+async def next_chunk(
+    chunks: AsyncIterator[bytes], ex: Exchange, patience: float = math.inf
+) -> bytes | None:
     """The next bytes of the body, None at its end; raises `ex.deadline_error()` at the
-    deadline. No cancel scope is left open across the caller's yields."""
-    with anyio.move_on_after(ex.remaining()):
-        try:
-            return await chunks.__anext__()
-        except StopAsyncIteration:
-            return None
-    raise ex.deadline_error()
+    deadline. No cancel scope is left open across the caller's yields. `patience`, the
+    longest one wait of a read can last (the read timeout), lets a read with more than
+    that left before the deadline run without a cancel scope (`bounded_read.py`)."""
+    return await next_within(chunks, ex.remaining, ex.deadline_error, patience)
 
 
 async def close(response: httpx.Response) -> None:

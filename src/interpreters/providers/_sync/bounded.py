@@ -10,6 +10,7 @@ that trickles bytes is cut off at the next one).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import httpx
@@ -24,9 +25,12 @@ def send(client: httpx.Client, request: httpx.Request, ex: Exchange) -> httpx.Re
     return client.send(request, stream=True)
 
 
-def next_chunk(chunks: Iterator[bytes], ex: Exchange) -> bytes | None:
+def next_chunk(
+    chunks: Iterator[bytes], ex: Exchange, patience: float = math.inf
+) -> bytes | None:
     """The next bytes of the body, None at its end; raises `ex.deadline_error()` past the
-    deadline, or the cancelled error once the run must stop."""
+    deadline, or the cancelled error once the run must stop. (`patience` serves the async
+    twin; here every read is checked once it returns.)"""
     chunk = next(chunks, None)
     if chunk is not None:
         ex.check_deadline()

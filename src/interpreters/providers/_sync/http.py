@@ -8,6 +8,7 @@ wait goes through `bounded`, which keeps it within the call's deadline.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import httpx
@@ -45,9 +46,9 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
         try:
             ex.check_deadline()
             # No httpx timeout longer than what is left of the deadline.
+            timeout = self.timeouts.httpx(ex.remaining())
             req = self.client.build_request(
-                "POST", ex.url, content=ex.encoded.body, headers=ex.headers(),
-                timeout=self.timeouts.httpx(ex.remaining()),
+                "POST", ex.url, content=ex.encoded.body, headers=ex.headers(), timeout=timeout,
             )
             resp = bounded.send(self.client, req, ex)
             try:
@@ -56,8 +57,11 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
                     body, cut = _read_capped(resp.iter_bytes(), ex)
                     failure = ex.error(body, cut=cut)
                 else:
-                    chunks = resp.iter_bytes()
-                    while (chunk := bounded.next_chunk(chunks, ex)) is not None:
+                    # Raw bytes when there is no Content-Encoding: one generator step
+                    # less per chunk than httpx's decoder layer.
+                    chunks = resp.iter_bytes() if _encoded(resp) else resp.iter_raw()
+                    patience = timeout.read if timeout.read is not None else math.inf
+                    while (chunk := bounded.next_chunk(chunks, ex, patience)) is not None:
                         for event in ex.feed(chunk):
                             yield event
                         if ex.done:
@@ -75,6 +79,11 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
             # Raised outside the except block: the httpx error (whose request holds the
             # auth header) must not ride along as __context__.
             raise failure
+
+
+def _encoded(resp: httpx.Response) -> bool:
+    """Whether the body has a Content-Encoding (then httpx's decoder must read it)."""
+    return "content-encoding" in resp.headers
 
 
 def _read_capped(chunks: Iterator[bytes], ex: Exchange) -> tuple[bytes, bool]:

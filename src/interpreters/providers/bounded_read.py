@@ -1,0 +1,102 @@
+"""The next chunk of a response within a deadline, without a cancel scope per chunk.
+
+An async provider bounds its reads by what is left of its call's deadline. A cancel scope
+around every read does that, but costs several microseconds (anyio's scope and its
+timer), more than all the rest of the per-chunk work, while most reads of a fast stream
+do not wait at all: the chunk is already buffered. So:
+
+- when less than `patience` (the transport's own read timeout, which ends any single
+  wait) is left, the read runs inside `anyio.move_on_after(what is left)`, as before;
+- otherwise no wait of the read can outlast the deadline by itself, and the read runs
+  bare, checked each time a wait ends: past the deadline, the read is failed there (a
+  server trickling the bytes of one chunk's framing can thus hold a call at most one
+  read timeout past its deadline, the sync provider's bound).
+
+A cancel scope cannot be entered once the read is under way (its own scopes would then
+close out of order), hence the choice at the start of each read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Generator
+from typing import Generic, TypeVar
+
+import anyio
+
+_T = TypeVar("_T")
+
+
+async def next_within(
+    chunks: AsyncIterator[_T],
+    remaining: Callable[[], float],
+    expired: Callable[[], Exception],
+    patience: float,
+) -> _T | None:
+    """The next item of `chunks`, None at its end; `expired()` is raised when the read
+    would end past the deadline (`remaining()` seconds away). `patience`: the longest one
+    wait of the read can last (the read timeout)."""
+    if remaining() < patience:
+        with anyio.move_on_after(remaining()):
+            try:
+                return await chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+        raise expired()
+    step = chunks.__anext__().__await__()
+    try:
+        first = step.send(None)
+    except StopIteration as done:
+        value: _T = done.value  # ready without waiting
+        return value
+    except StopAsyncIteration:
+        return None
+    try:
+        return await _Checked(step, first, remaining, expired)
+    except StopAsyncIteration:
+        return None
+
+
+class _Checked(Generic[_T]):
+    """The rest of a read already run up to its first wait (`first`, what it handed the
+    event loop). Awaiting this passes the loop's answers on to the read, cancellation
+    included, as if the read were awaited directly; when a wait ends past the deadline,
+    `expired()` is thrown into the read instead (it cleans up and raises it)."""
+
+    __slots__ = ("_expired", "_first", "_remaining", "_step")
+
+    def __init__(
+        self,
+        step: Generator[object, object, _T],
+        first: object,
+        remaining: Callable[[], float],
+        expired: Callable[[], Exception],
+    ) -> None:
+        self._step = step
+        self._first = first
+        self._remaining = remaining
+        self._expired = expired
+
+    def __await__(self) -> Generator[object, object, _T]:
+        step, out = self._step, self._first
+        while True:
+            try:
+                sent = yield out
+            except GeneratorExit:
+                step.close()
+                raise
+            except BaseException as e:  # a cancellation: in where the read waits
+                thrown: BaseException = e
+            else:
+                if self._remaining() > 0:
+                    try:
+                        out = step.send(sent)
+                    except StopIteration as done:
+                        value: _T = done.value
+                        return value
+                    continue
+                thrown = self._expired()
+            try:
+                out = step.throw(thrown)
+            except StopIteration as done:
+                value = done.value
+                return value

@@ -1,3 +1,0 @@
-from tests.providers.conftest import _server, anyio_backend, server
-
-__all__ = ["_server", "anyio_backend", "server"]

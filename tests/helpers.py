@@ -1,0 +1,201 @@
+"""Shared helpers for the example-based tests: agents, simulated runs, tracked models.
+
+Everything runs on the Simulator (virtual time, fixed ids), so every assertion is on
+values: results, messages, chunks, the requests the scripted model received, the trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+import anyio
+import msgspec
+
+from interpreters.simulator import Scripted, ScriptedModel, SimRun, Simulator
+from interpreters.trace import Trace
+from pipeline.agent import Agent
+from pipeline.chunks import Chunk, DataChunk, ModelEvent, ModelFinish, TextDelta
+from pipeline.messages import Message, MessageList, Role, RunInput, TextPart
+from pipeline.model import ModelRequest
+from pipeline.result import RunResult
+
+MODEL = "sim/model"
+
+
+def make_agent(**kw: Any) -> Agent:
+    """An agent on the default scripted model; `kw` as for `Agent.create`."""
+    return Agent.create(kw.pop("model", MODEL), **kw)
+
+
+class TrackedModel(ScriptedModel):
+    """A scripted model that also counts how its streams end.
+
+    `closed_early` counts streams the interpreter closed before they were exhausted.
+    """
+
+    def __init__(self, script: Sequence[Scripted], **kw: Any) -> None:
+        super().__init__(script, **kw)
+        self.opened = 0
+        self.exhausted = 0
+        self.closed_early = 0
+
+    def stream(self, request: ModelRequest) -> Iterator[Any]:
+        inner = super().stream(request)
+        return self._track(inner)
+
+    def _track(self, inner: Iterator[Any]) -> Iterator[Any]:
+        self.opened += 1
+        try:
+            yield from inner
+            self.exhausted += 1
+        except GeneratorExit:
+            self.closed_early += 1
+            raise
+
+
+class Ran(msgspec.Struct, frozen=True):
+    """A simulated run together with the model that served it."""
+
+    run: SimRun
+    model: ScriptedModel
+    models: Mapping[str, ScriptedModel]
+
+    @property
+    def result(self) -> RunResult:
+        return self.run.result
+
+    @property
+    def trace(self) -> Trace:
+        return self.run.trace
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        return list(self.run.trace.chunks)
+
+    @property
+    def types(self) -> list[str]:
+        return self.run.trace.chunk_types()
+
+    @property
+    def requests(self) -> list[ModelRequest]:
+        return self.model.requests
+
+    @property
+    def tracked(self) -> TrackedModel:
+        """The model, for a run made with `simulate(..., tracking=True)`."""
+        assert isinstance(self.model, TrackedModel)
+        return self.model
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return self.run.result.messages.messages
+
+
+def simulate(
+    agent: Agent,
+    script: Sequence[Scripted],
+    prompt: RunInput = "hi",
+    *,
+    models: Mapping[str, Sequence[Scripted]] | None = None,
+    tracking: bool = False,
+) -> Ran:
+    """Run `agent` on `prompt` against a model that answers with `script`."""
+    model: ScriptedModel = TrackedModel(script) if tracking else ScriptedModel(script)
+    others = {k: ScriptedModel(v) for k, v in (models or {}).items()}
+    sim = Simulator(model, models=others)
+    return Ran(sim.run(agent, prompt), model, others)
+
+
+def streamed_text(chunks: Sequence[object]) -> str:
+    """The text the caller received, from the text-delta chunks."""
+    return "".join(c.text for c in chunks if isinstance(c, TextDelta))
+
+
+def data_chunks(chunks: Sequence[object]) -> list[DataChunk]:
+    return [c for c in chunks if isinstance(c, DataChunk)]
+
+
+def texts_of(messages: Sequence[Message]) -> list[str]:
+    return [m.text for m in messages]
+
+
+def user_texts(request: ModelRequest) -> list[str]:
+    """The text of every user message in a request, in order."""
+    return [m.text for m in request.messages if m.role == "user"]
+
+
+def system_texts(request: ModelRequest) -> list[str]:
+    return [s.content for s in request.system]
+
+
+def conversation(*texts: str) -> MessageList:
+    """A MessageList of alternating user/assistant text messages with ids m0, m1..."""
+    roles: tuple[Role, Role] = ("user", "assistant")
+    return MessageList.of(
+        Message(id=f"m{i}", role=roles[i % 2], parts=(TextPart(t),)) for i, t in enumerate(texts)
+    )
+
+
+class AsyncTrackedModel:
+    """A scripted async model that records how it is used (the async `TrackedModel`).
+
+    It can block forever at a chosen event so a test can cancel a run mid-stream
+    deterministically (no timing).
+
+    `block=(n, k)`: call number n (0-based) blocks forever before its event k, after
+    setting `blocked`. `produced` counts the events handed out over all calls, `closed`
+    the streams whose generator ended (exhausted, closed or cancelled), `finished` those
+    that handed out their finish event; `closed_early` the others.
+    """
+
+    def __init__(self, script: Sequence[Scripted], *, block: tuple[int, int] | None = None):
+        self.inner = ScriptedModel(script)
+        self.block = block
+        self.produced = 0
+        self.opened = 0
+        self.closed = 0
+        self.finished = 0
+        self._blocked: anyio.Event | None = None
+
+    @property
+    def requests(self) -> list[ModelRequest]:
+        return self.inner.requests
+
+    @property
+    def blocked(self) -> anyio.Event:
+        if self._blocked is None:
+            self._blocked = anyio.Event()
+        return self._blocked
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        n = len(self.inner.requests)
+        self.opened += 1
+        inner = self.inner.astream(request)
+        try:
+            k = 0
+            async for e in inner:
+                if self.block == (n, k):
+                    self.blocked.set()
+                    await anyio.sleep_forever()
+                self.produced += 1
+                k += 1
+                if isinstance(e, ModelFinish):
+                    self.finished += 1
+                yield e
+        finally:
+            self.closed += 1
+            await inner.aclose()  # type: ignore[attr-defined]
+
+    @property
+    def closed_early(self) -> int:
+        return self.closed - self.finished
+
+
+def unpaired_tool_calls(messages: Sequence[Message]) -> list[str]:
+    """Ids of tool calls without exactly one result, and of results without a call."""
+    calls = [p.tool_call_id for m in messages for p in m.tool_calls()]
+    results = [p.tool_call_id for m in messages for p in m.tool_results()]
+    bad = [c for c in calls if results.count(c) != 1]
+    bad += [r for r in results if r not in calls]
+    return bad
