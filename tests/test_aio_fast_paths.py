@@ -10,6 +10,7 @@ awaitable, raising, in a worker thread) gives the result the model sees.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
+from types import AsyncGeneratorType
 
 import anyio
 import anyio.lowlevel
@@ -21,7 +22,6 @@ from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
 from pipeline.model import ModelRequest
 from pipeline.result import RunResult
-from tests.conftest_aio import anyio_backend  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
@@ -61,6 +61,31 @@ async def test_a_cancel_pending_when_the_stream_ends_does_not_cut_its_close_shor
     assert model.log == ["cleaned up"]
 
 
+class ScopedCleanup:
+    """A provider whose cleanup enters a cancel scope and waits in it (as httpx's close
+    of a pooled connection does): the close must not put a scope of its own inside."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        try:
+            yield TextStart("t")
+            yield TextDelta("t", "hi")
+            yield TextEnd("t")
+            yield ModelFinish("stop", Usage(1, 1))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.lowlevel.checkpoint()
+            self.log.append("cleaned up")
+
+
+async def test_a_cleanup_that_waits_in_its_own_cancel_scope_closes_cleanly() -> None:
+    model = ScopedCleanup()
+    result = await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
+    assert (result.status, result.text, model.log) == ("finished", "hi", ["cleaned up"])
+
+
 class ClosesAtOnce:
     """A provider whose streams close without waiting; counts the closes."""
 
@@ -81,6 +106,42 @@ async def test_a_stream_that_closes_at_once_is_closed_after_its_finish_event() -
     model = ClosesAtOnce()
     result = await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
     assert (result.status, result.text, model.closed) == ("finished", "hi", 1)
+
+
+async def bare() -> AsyncIterator[int]:
+    yield 1
+    for i in range(2, 4):
+        yield i
+
+
+async def guarded(cm: anyio.CancelScope) -> AsyncIterator[int]:
+    yield 0
+    try:
+        yield 1
+    finally:
+        pass
+    with cm:
+        yield 2
+    yield 3
+
+
+async def test_only_a_yield_outside_every_try_and_with_counts_as_nothing_to_clean_up() -> None:
+    """`_nothing_to_clean_up` reads the generator's exception table (3.11+)."""
+    from interpreters.aio import _nothing_to_clean_up
+
+    g = bare()
+    assert isinstance(g, AsyncGeneratorType)
+    seen = []
+    async for _ in g:
+        seen.append(_nothing_to_clean_up(g))
+    assert seen == [True, True, True]
+
+    h = guarded(anyio.CancelScope())
+    assert isinstance(h, AsyncGeneratorType)
+    seen = []
+    async for _ in h:
+        seen.append(_nothing_to_clean_up(h))
+    assert seen == [True, False, False, True]
 
 
 def plain(x: int) -> int:

@@ -16,7 +16,8 @@ Design:
   the stream is closed.
 - **Async hooks and tools.** A hook that returns an awaitable (`AwaitHook`) is awaited;
   an `async def` tool is awaited. The tool calls of one step run concurrently in a task
-  group; their results go back in the order of the calls.
+  group; their results go back in the order of the calls (a single call runs without
+  one, and a sync one without a coroutine).
 - **Cancellation.** An `CancelSignal`, a per-run `timeout`, an enclosing anyio cancel
   scope, or closing the stream early (in the task that iterates it; from another task,
   cancel a signal) end the run at once: the interpreter throws
@@ -25,22 +26,25 @@ Design:
   Cancellation), the real results of tools that finished, and gives each tool call
   still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
-  cleanup (closing its HTTP response) is never cut short. With a signal or a timeout
-  `run` returns that result; an enclosing cancel scope's cancellation is re-raised (as
-  anyio requires) and the result stays readable on the stream's `.result`.
+  cleanup (closing its HTTP response) is never cut short (a generator with nothing to
+  clean up, as the simulator's, closes at once, without the cancel scope). With a
+  signal or a timeout `run` returns that result; an enclosing cancel scope's
+  cancellation is re-raised (as anyio requires) and the result stays readable on the
+  stream's `.result`.
 """
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from types import AsyncGeneratorType, TracebackType
-from typing import Unpack
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from types import AsyncGeneratorType, CodeType, TracebackType
+from typing import Protocol, Unpack
 
 import anyio
 import anyio.to_thread
@@ -82,6 +86,7 @@ from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel
 from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
+from pipeline.tools import Tool
 
 AsyncHandler = Callable[[object], object]
 """Carries out one kind of I/O request a generator hook yields; may return an awaitable."""
@@ -202,10 +207,30 @@ class AsyncInterpreter:
 
     async def _run_tool(self, inv: ToolInvocation) -> ToolOutcome:
         """One tool call; a tool that raises becomes an error result the model sees."""
+        now = self._call_tool(inv)
+        return now if isinstance(now, ToolOutcome) else await now
+
+    def _call_tool(self, inv: ToolInvocation) -> ToolOutcome | Awaitable[ToolOutcome]:
+        """Start one tool call: its outcome when it is there at once (a sync tool in the
+        loop's thread, a call that cannot run), else an awaitable of it. Saves a sync
+        tool the coroutines of an async call (W4 of bench/WORKLOADS.md)."""
         ready = tool_and_args(inv)
         if isinstance(ready, ToolOutcome):
             return ready
         tool, kwargs = ready
+        if tool.is_async or self._tools_in_threads:
+            return self._await_tool(inv, tool, kwargs)
+        try:
+            result = tool.fn(**kwargs)
+        except Exception as e:
+            return tool_failed(inv, e)
+        if hasattr(result, "__await__"):  # a sync tool that returns an awaitable
+            return _tool_result(inv, result)
+        return ToolOutcome(inv.call.tool_call_id, result)
+
+    async def _await_tool(
+        self, inv: ToolInvocation, tool: Tool, kwargs: dict[str, object]
+    ) -> ToolOutcome:
         try:
             if not tool.is_async and self._tools_in_threads:
                 result = await anyio.to_thread.run_sync(functools.partial(tool.fn, **kwargs))
@@ -411,7 +436,7 @@ class AsyncRunStream:
                 self._delivered = False
                 anext = self._anext
                 assert anext is not None
-                try:  # the per-chunk path: `_next_event` inlined
+                try:  # the per-chunk path: the next event; the stream closed after its last
                     event: object = await anext()
                 except Exception as e:
                     event = await self._stream_ended(e, started=True)
@@ -442,28 +467,32 @@ class AsyncRunStream:
                     cmd = self._set(loop.send(ModelFailed(provider_error(e))))
                     continue
                 self._model = model
-                self._anext = model.__anext__
-                cmd = self._set(loop.send(await self._next_event(started=False)))
+                self._anext = anext = model.__anext__
+                try:  # its first event, as in the Pull branch (started=False)
+                    event = await anext()
+                except Exception as e:
+                    event = await self._stream_ended(e, started=False)
+                else:
+                    if type(event) is ModelFinish:
+                        await self._close_model()
+                cmd = self._set(loop.send(event))
             else:
                 if t is RunTools:
-                    self._tools_done = []
+                    assert isinstance(cmd, RunTools)
+                    self._tools_done = done = []
+                    if len(cmd.calls) == 1:  # no task group, no coroutine for a sync tool
+                        now = self._interp._call_tool(cmd.calls[0])
+                        if not isinstance(now, ToolOutcome):
+                            now = await now
+                        done.append(now)
+                        cmd = self._set(loop.send((now,)))
+                        continue
                 try:
                     reply = await self._interp._carry_out(cmd, self._tools_done)
                 except Exception as e:
                     cmd = self._set(loop.throw(e))
                 else:
                     cmd = self._set(loop.send(reply))
-
-    async def _next_event(self, *, started: bool) -> object:
-        """The open stream's next event; the stream is closed after its last one."""
-        assert self._anext is not None
-        try:
-            event: object = await self._anext()
-        except Exception as e:
-            return await self._stream_ended(e, started=started)
-        if type(event) is ModelFinish:
-            await self._close_model()
-        return event
 
     async def _stream_ended(self, e: Exception, *, started: bool) -> object:
         """The reply for a model stream that ended (`e`: StopAsyncIteration) or failed."""
@@ -477,7 +506,9 @@ class AsyncRunStream:
         model = self._model
         if model is not None:
             self._model = self._anext = None
-            await _close_shielded(model)
+            rest = _close_now(model)
+            if rest is not None:
+                await rest
 
     async def _cancel(self, reason: str) -> None:
         """End the run as cancelled: the loop finishes without I/O; close the model."""
@@ -513,15 +544,101 @@ async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator
     return stream
 
 
+async def _tool_result(inv: ToolInvocation, result: Awaitable[object]) -> ToolOutcome:
+    """The outcome of a sync tool that returned an awaitable."""
+    try:
+        value = await result
+    except Exception as e:
+        return tool_failed(inv, e)
+    return ToolOutcome(inv.call.tool_call_id, value)
+
+
 async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
     """Close a model stream; a cancellation does not cut the provider's cleanup (closing
     the HTTP response) short, though the cleanup gets CLOSE_GRACE seconds at most."""
-    if type(stream) is AsyncGeneratorType and stream.ag_frame is None:
-        return  # a generator that already ended: nothing to close
-    close = getattr(stream, "aclose", None)
-    if close is not None:
-        with anyio.move_on_after(CLOSE_GRACE, shield=True):
-            await close()
+    rest = _close_now(stream)
+    if rest is not None:
+        await rest
+
+
+def _close_now(stream: AsyncIterator[ModelEvent]) -> Awaitable[None] | None:
+    """Close a model stream at once if that runs none of its code; None when it is
+    closed, else what closes it, shielded from cancellation for CLOSE_GRACE seconds.
+
+    A generator waiting at a `yield` outside any try/with block (the simulator's, most
+    fakes) has nothing to clean up: the close skips the shielded cancel scope, which
+    costs more than the rest of the close (W4 of bench/WORKLOADS.md). A provider that
+    holds an HTTP response waits in an `async with`: its close is shielded as always.
+    """
+    if type(stream) is not AsyncGeneratorType:
+        close = getattr(stream, "aclose", None)
+        return None if close is None else _shielded(close())
+    if stream.ag_frame is None:
+        return None  # a generator that already ended: nothing to close
+    if not _nothing_to_clean_up(stream):
+        return _shielded(stream.aclose())
+    closing = stream.aclose()
+    try:
+        closing.send(None)
+    except StopIteration:
+        return None
+    closing.close()
+    raise RuntimeError(f"closing {stream!r} ran its code, though no try/with block was open")
+
+
+async def _shielded(close: Awaitable[object]) -> None:
+    with anyio.move_on_after(CLOSE_GRACE, shield=True):
+        await close
+
+
+_BARE_YIELDS: dict[tuple[CodeType, int], bool] = {}
+"""Per (code, offset) of a suspended generator: whether no try/with block covers it."""
+_BARE_YIELDS_CAP = 4096
+
+
+def _nothing_to_clean_up(gen: AsyncGeneratorType[object, object]) -> bool:
+    """Whether `gen` waits at a `yield` that no try/with block covers, so closing it
+    throws GeneratorExit straight out of its frame without running any of its code."""
+    frame = gen.ag_frame
+    if frame is None or gen.ag_running or gen.ag_await is not None:
+        return frame is None
+    key = (frame.f_code, frame.f_lasti)
+    bare = _BARE_YIELDS.get(key)
+    if bare is None:
+        bare = _bare_yield(*key)
+        if len(_BARE_YIELDS) >= _BARE_YIELDS_CAP:
+            _BARE_YIELDS.clear()
+        _BARE_YIELDS[key] = bare
+    return bare
+
+
+class _HandlerRange(Protocol):
+    """An entry of a code object's exception table (`dis.Bytecode.exception_entries`)."""
+
+    start: int
+    end: int
+    target: int
+
+
+def _bare_yield(code: CodeType, offset: int) -> bool:
+    """Whether no exception handler of `code` covers the instruction at `offset` (or the
+    one before: `f_lasti` is the yield on 3.11-3.12, the instruction after it on 3.13).
+    The handler 3.12+ wraps every generator in (turning a StopIteration into a
+    RuntimeError) runs no user code and does not count."""
+    entries: Iterable[_HandlerRange] | None = getattr(
+        dis.Bytecode(code), "exception_entries", None  # 3.11+, missing from typeshed
+    )
+    if entries is None:
+        return False
+    instructions: dict[int, dis.Instruction] | None = None
+    for entry in entries:
+        if entry.start <= offset < entry.end or entry.start <= offset - 2 < entry.end:
+            if instructions is None:
+                instructions = {i.offset: i for i in dis.get_instructions(code)}
+            handler = instructions.get(entry.target)
+            if handler is None or (handler.opname, handler.arg) != ("CALL_INTRINSIC_1", 3):
+                return False
+    return True
 
 
 __all__ = ["CancelSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]
