@@ -10,7 +10,6 @@ awaitable, raising, in a worker thread) gives the result the model sees.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
-from types import AsyncGeneratorType
 
 import anyio
 import anyio.lowlevel
@@ -106,42 +105,6 @@ async def test_a_stream_that_closes_at_once_is_closed_after_its_finish_event() -
     model = ClosesAtOnce()
     result = await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
     assert (result.status, result.text, model.closed) == ("finished", "hi", 1)
-
-
-async def bare() -> AsyncIterator[int]:
-    yield 1
-    for i in range(2, 4):
-        yield i
-
-
-async def guarded(cm: anyio.CancelScope) -> AsyncIterator[int]:
-    yield 0
-    try:
-        yield 1
-    finally:
-        pass
-    with cm:
-        yield 2
-    yield 3
-
-
-async def test_only_a_yield_outside_every_try_and_with_counts_as_nothing_to_clean_up() -> None:
-    """`_nothing_to_clean_up` reads the generator's exception table (3.11+)."""
-    from interpreters.aio import _nothing_to_clean_up
-
-    g = bare()
-    assert isinstance(g, AsyncGeneratorType)
-    seen = []
-    async for _ in g:
-        seen.append(_nothing_to_clean_up(g))
-    assert seen == [True, True, True]
-
-    h = guarded(anyio.CancelScope())
-    assert isinstance(h, AsyncGeneratorType)
-    seen = []
-    async for _ in h:
-        seen.append(_nothing_to_clean_up(h))
-    assert seen == [True, False, False, True]
 
 
 def plain(x: int) -> int:

@@ -26,25 +26,22 @@ Design:
   Cancellation), the real results of tools that finished, and gives each tool call
   still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
-  cleanup (closing its HTTP response) is never cut short (a generator with nothing to
-  clean up, as the simulator's, closes at once, without the cancel scope). With a
-  signal or a timeout `run` returns that result; an enclosing cancel scope's
-  cancellation is re-raised (as anyio requires) and the result stays readable on the
-  stream's `.result`.
+  cleanup (closing its HTTP response) is never cut short. With a signal or a timeout
+  `run` returns that result; an enclosing cancel scope's cancellation is re-raised (as
+  anyio requires) and the result stays readable on the stream's `.result`.
 """
 
 from __future__ import annotations
 
-import dis
 import functools
 import inspect
 import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from types import AsyncGeneratorType, CodeType, TracebackType
-from typing import Protocol, Unpack
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from types import AsyncGeneratorType, TracebackType
+from typing import Unpack
 
 import anyio
 import anyio.to_thread
@@ -562,83 +559,18 @@ async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
 
 
 def _close_now(stream: AsyncIterator[ModelEvent]) -> Awaitable[None] | None:
-    """Close a model stream at once if that runs none of its code; None when it is
-    closed, else what closes it, shielded from cancellation for CLOSE_GRACE seconds.
-
-    A generator waiting at a `yield` outside any try/with block (the simulator's, most
-    fakes) has nothing to clean up: the close skips the shielded cancel scope, which
-    costs more than the rest of the close (W4 of bench/WORKLOADS.md). A provider that
-    holds an HTTP response waits in an `async with`: its close is shielded as always.
-    """
-    if type(stream) is not AsyncGeneratorType:
-        close = getattr(stream, "aclose", None)
-        return None if close is None else _shielded(close())
-    if stream.ag_frame is None:
-        return None  # a generator that already ended: nothing to close
-    if not _nothing_to_clean_up(stream):
-        return _shielded(stream.aclose())
-    closing = stream.aclose()
-    try:
-        closing.send(None)
-    except StopIteration:
+    """What closes a model stream, shielded from cancellation for CLOSE_GRACE seconds
+    (a provider's cleanup, closing its HTTP response, is never cut short); None when
+    there is nothing to close (a generator that already ended, no `aclose`)."""
+    if type(stream) is AsyncGeneratorType and stream.ag_frame is None:
         return None
-    closing.close()
-    raise RuntimeError(f"closing {stream!r} ran its code, though no try/with block was open")
+    close = getattr(stream, "aclose", None)
+    return None if close is None else _shielded(close())
 
 
 async def _shielded(close: Awaitable[object]) -> None:
     with anyio.move_on_after(CLOSE_GRACE, shield=True):
         await close
-
-
-_BARE_YIELDS: dict[tuple[CodeType, int], bool] = {}
-"""Per (code, offset) of a suspended generator: whether no try/with block covers it."""
-_BARE_YIELDS_CAP = 4096
-
-
-def _nothing_to_clean_up(gen: AsyncGeneratorType[object, object]) -> bool:
-    """Whether `gen` waits at a `yield` that no try/with block covers, so closing it
-    throws GeneratorExit straight out of its frame without running any of its code."""
-    frame = gen.ag_frame
-    if frame is None or gen.ag_running or gen.ag_await is not None:
-        return frame is None
-    key = (frame.f_code, frame.f_lasti)
-    bare = _BARE_YIELDS.get(key)
-    if bare is None:
-        bare = _bare_yield(*key)
-        if len(_BARE_YIELDS) >= _BARE_YIELDS_CAP:
-            _BARE_YIELDS.clear()
-        _BARE_YIELDS[key] = bare
-    return bare
-
-
-class _HandlerRange(Protocol):
-    """An entry of a code object's exception table (`dis.Bytecode.exception_entries`)."""
-
-    start: int
-    end: int
-    target: int
-
-
-def _bare_yield(code: CodeType, offset: int) -> bool:
-    """Whether no exception handler of `code` covers the instruction at `offset` (or the
-    one before: `f_lasti` is the yield on 3.11-3.12, the instruction after it on 3.13).
-    The handler 3.12+ wraps every generator in (turning a StopIteration into a
-    RuntimeError) runs no user code and does not count."""
-    entries: Iterable[_HandlerRange] | None = getattr(
-        dis.Bytecode(code), "exception_entries", None  # 3.11+, missing from typeshed
-    )
-    if entries is None:
-        return False
-    instructions: dict[int, dis.Instruction] | None = None
-    for entry in entries:
-        if entry.start <= offset < entry.end or entry.start <= offset - 2 < entry.end:
-            if instructions is None:
-                instructions = {i.offset: i for i in dis.get_instructions(code)}
-            handler = instructions.get(entry.target)
-            if handler is None or (handler.opname, handler.arg) != ("CALL_INTRINSIC_1", 3):
-                return False
-    return True
 
 
 __all__ = ["CancelSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]
