@@ -52,7 +52,7 @@ from pipeline.result import RunResult
 if TYPE_CHECKING:
     from interpreters.cancel import CancelSignal
     from interpreters.journal import Journal, ReplayRun
-    from interpreters.simulator_aio import VirtualDeadline
+    from interpreters.virtual_deadline import Deadlines, VirtualDeadline
 
 
 CANCELLABLE = keys_of(CancellableScope)
@@ -373,8 +373,8 @@ class Simulator:
         for m in (*self.models.values(), *((default,) if default is not None else ())):
             m.clock = self.clock
         self._runs = 0
-        self._streaming: list[VirtualDeadline] = []
-        """Deadlines of streams handed out, disarmed once their run is over."""
+        self._deadlines: Deadlines | None = None
+        """Runs' virtual timeouts (made on first use: its module imports this one)."""
         self.routes = Routes(model, self.models, default)
         self._interp = SyncInterpreter(
             resolve=self.routes,
@@ -449,27 +449,17 @@ class Simulator:
         if deadline is not None:
             run["signal"] = deadline.signal
         stream = self._interp.stream(agent, messages, **run)
-        if deadline is not None:
-            deadline.done = lambda: stream.done
-            self._streaming.append(deadline)
+        if deadline is not None and self._deadlines is not None:
+            self._deadlines.streaming(deadline, lambda: stream.done)
         return stream
 
     def _deadline(
         self, signal: CancelSignal | None, timeout: float | None
     ) -> VirtualDeadline | None:
         """The run's virtual timeout: an alarm on the clock that cancels its signal."""
-        if timeout is None:
-            return None
-        if not timeout >= 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        # Imported here: simulator_aio imports this module.
-        from interpreters.simulator_aio import VirtualDeadline
+        if self._deadlines is None:
+            # Imported here: virtual_deadline imports this module (VirtualClock).
+            from interpreters.virtual_deadline import Deadlines
 
-        live = []
-        for d in self._streaming:  # so alarms do not pile up on a long-lived simulator
-            if d.done():
-                d.disarm()
-            else:
-                live.append(d)
-        self._streaming = live
-        return VirtualDeadline(self.clock, timeout, signal)
+            self._deadlines = Deadlines(self.clock)
+        return self._deadlines.start(signal, timeout)

@@ -32,6 +32,7 @@ from interpreters.observe import Observer
 from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
 from interpreters.simulator import Routes, ScriptedModel, SimRun, VirtualClock
 from interpreters.trace import Trace
+from interpreters.virtual_deadline import Deadlines, VirtualDeadline
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
 from pipeline.messages import RunInput
@@ -70,8 +71,7 @@ class AsyncSimulator:
             m.clock = self.clock
         self._runs = 0
         self._real_sleep = real_sleep
-        self._streaming: list[VirtualDeadline] = []
-        """Deadlines of streams handed out, disarmed once their run is over."""
+        self._deadlines = Deadlines(self.clock)
         self.routes = Routes(model, self.models, default)
         sleep: Callable[[float], Awaitable[None]] = (
             anyio.sleep if real_sleep else self._virtual_sleep
@@ -155,8 +155,7 @@ class AsyncSimulator:
             run["signal"] = deadline.signal
         stream = self._interp.stream(agent, messages, **run)
         if deadline is not None:
-            deadline.done = lambda: stream.done
-            self._streaming.append(deadline)
+            self._deadlines.streaming(deadline, lambda: stream.done)
         return stream
 
     def _options(self, options: RunOptions) -> RunOptions:
@@ -170,72 +169,9 @@ class AsyncSimulator:
     def _deadline(
         self, signal: CancelSignal | None, timeout: float | None
     ) -> VirtualDeadline | None:
-        if timeout is None or self._real_sleep:
+        if self._real_sleep:
             return None  # with real sleeps, the interpreter's own (real-time) timeout
-        if not timeout >= 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        live = []
-        for d in self._streaming:  # so alarms do not pile up on a long-lived simulator
-            if d.done():
-                d.disarm()
-            else:
-                live.append(d)
-        self._streaming = live
-        return VirtualDeadline(self.clock, timeout, signal)
-
-
-class _LinkedSignal(CancelSignal):
-    """Cancelled by its own `cancel()` (the deadline) or by the caller's signal."""
-
-    __slots__ = ("_parent",)
-
-    def __init__(self, parent: CancelSignal | None) -> None:
-        super().__init__()
-        self._parent = parent
-
-    @property
-    def cancelled(self) -> bool:
-        return super().cancelled or (self._parent is not None and self._parent.cancelled)
-
-    @property
-    def reason(self) -> str | None:
-        own = super().reason
-        return own if own is not None or self._parent is None else self._parent.reason
-
-    def watch(self, scope: anyio.CancelScope) -> None:
-        super().watch(scope)
-        if self._parent is not None:
-            self._parent.watch(scope)
-
-    def unwatch(self, scope: anyio.CancelScope) -> None:
-        super().unwatch(scope)
-        if self._parent is not None:
-            self._parent.unwatch(scope)
-
-
-class VirtualDeadline:
-    """A run's timeout on the virtual clock: an alarm that cancels the run's signal."""
-
-    def __init__(self, clock: VirtualClock, timeout: float, parent: CancelSignal | None):
-        self.signal = _LinkedSignal(parent)
-        self.done: Callable[[], bool] = lambda: False
-        self._clock = clock
-        self._reason = f"timed out after {timeout:g} s"
-        if timeout <= 0:
-            self.signal.cancel(self._reason)
-            self._handle: int | None = None
-        else:
-            self._handle = clock.alarm(clock.now + timeout, self._ring)
-
-    def _ring(self) -> bool:
-        if self.done() or self.signal.cancelled:
-            return False  # over already, or cancelled for another reason: time goes on
-        self.signal.cancel(self._reason)
-        return True
-
-    def disarm(self) -> None:
-        if self._handle is not None:
-            self._clock.cancel_alarm(self._handle)
+        return self._deadlines.start(signal, timeout)
 
 
 __all__ = ["AsyncSimulator"]
