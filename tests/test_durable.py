@@ -155,6 +155,14 @@ def test_unknown_agents_and_runs_are_clear_errors(runs: DurableRuns) -> None:
         runs.result("missing", timeout=1)
 
 
+def test_run_options_are_checked_as_on_every_interpreter(runs: DurableRuns) -> None:
+    with pytest.raises(TypeError, match="unexpected run option"):
+        runs.start("weather", "hi", run_id="o1", thred_id="t1")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="timeout must be"):
+        runs.start("weather", "hi", run_id="o2", timeout=-1)
+    assert runs.run("weather", "hi", run_id="o3", thread_id="t1").status == "finished"
+
+
 def test_starting_before_launch_is_a_clear_error() -> None:
     r = DurableRuns({"a": make_agent()}, ScriptedModel([]))
     with pytest.raises(DurableRunError, match="launch"):

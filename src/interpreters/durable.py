@@ -27,6 +27,7 @@ import concurrent.futures
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import Unpack
 
 import msgspec
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
@@ -48,6 +49,7 @@ from interpreters.durable_loop import (
 )
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
+from interpreters.options import DurableScope, check_options, keys_of
 from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
 from interpreters.sync import Handler, run_tool
 from pipeline.agent import Agent
@@ -88,6 +90,19 @@ class _Start(msgspec.Struct, frozen=True):
     resource_id: str | None = None
     values: JsonObject | None = None
     timeout: float | None = None
+
+
+def _start_payload(messages: DurableInput, now: float, options: DurableScope) -> bytes:
+    """A run's stored inputs; TypeError for an unknown option, ValueError for a bad
+    timeout (as on every interpreter)."""
+    check_options(options, DURABLE_OPTIONS)
+    return _enc.encode(
+        _Start(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
+               options.get("values"), options.get("timeout"))
+    )
+
+
+DURABLE_OPTIONS = keys_of(DurableScope)
 
 
 class _Answer(msgspec.Struct, frozen=True):
@@ -217,10 +232,7 @@ class DurableRuns:
         messages: DurableInput,
         *,
         run_id: str,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        timeout: float | None = None,
+        **options: Unpack[DurableScope],
     ) -> str:
         """Start a run in this process; returns its id. Starting an id that exists
         (running or finished) starts nothing: that run is the answer.
@@ -230,7 +242,7 @@ class DurableRuns:
         their own calls). Past it the run ends with status "cancelled", keeping what
         the processors approved and the results of tools that ran, as under the other
         interpreters; a recovery stops at the same place."""
-        payload = self._payload(agent, messages, thread_id, resource_id, values, timeout)
+        payload = self._payload(agent, messages, options)
         with SetWorkflowID(run_id):
             DBOS.start_workflow(_run_workflow, agent, payload)
         return run_id
@@ -242,14 +254,11 @@ class DurableRuns:
         *,
         run_id: str,
         wait: float = 300.0,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        timeout: float | None = None,
+        **options: Unpack[DurableScope],
     ) -> RunResult:
         """Start a run in this process (idempotent, as `start`) and wait for its result:
         TimeoutError after `wait` seconds (the run goes on)."""
-        payload = self._payload(agent, messages, thread_id, resource_id, values, timeout)
+        payload = self._payload(agent, messages, options)
         with SetWorkflowID(run_id):
             handle = DBOS.start_workflow(_run_workflow, agent, payload)
         # Started here: wait on its thread, no polling. Else (it existed): poll its status.
@@ -267,36 +276,22 @@ class DurableRuns:
         messages: DurableInput,
         *,
         run_id: str,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        timeout: float | None = None,
+        **options: Unpack[DurableScope],
     ) -> str:
         """Put a run on the queue: any worker listening to it takes it. Idempotent by
         run id, as `start`."""
-        payload = self._payload(agent, messages, thread_id, resource_id, values, timeout)
+        payload = self._payload(agent, messages, options)
         with SetWorkflowID(run_id):
             DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
         return run_id
 
-    def _payload(
-        self,
-        agent: str,
-        messages: DurableInput,
-        thread_id: str | None,
-        resource_id: str | None,
-        values: JsonObject | None,
-        timeout: float | None,
-    ) -> bytes:
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
         if not self._launched:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
         if agent not in self.agents:
             known = sorted(self.agents)
             raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
-        return _enc.encode(
-            _Start(_stored(messages), self._clock(), thread_id, resource_id, values,
-                   _checked(timeout))
-        )
+        return _start_payload(messages, self._clock(), options)
 
     # --- reading runs --------------------------------------------------------------------
     def status(self, run_id: str) -> str | None:
@@ -396,22 +391,16 @@ class DurableClient:
         messages: DurableInput,
         *,
         run_id: str,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        values: JsonObject | None = None,
-        timeout: float | None = None,
+        **options: Unpack[DurableScope],
     ) -> str:
         """Put a run on the queue for any worker that knows `agent`; idempotent by id."""
-        payload = _enc.encode(
-            _Start(_stored(messages), self._clock(), thread_id, resource_id, values,
-                   _checked(timeout))
-        )
-        options = EnqueueOptions(
+        payload = _start_payload(messages, self._clock(), options)
+        queued = EnqueueOptions(
             workflow_name=WORKFLOW, queue_name=self.queue, workflow_id=run_id
         )
         if self._app_version is not None:
-            options["app_version"] = self._app_version  # else: the latest version takes it
-        self._client.enqueue(options, agent, payload)
+            queued["app_version"] = self._app_version  # else: the latest version takes it
+        self._client.enqueue(queued, agent, payload)
         return run_id
 
     def status(self, run_id: str) -> str | None:
@@ -438,12 +427,6 @@ class DurableClient:
 
     def close(self) -> None:
         self._client.destroy()
-
-
-def _checked(timeout: float | None) -> float | None:
-    if timeout is not None and not timeout >= 0:
-        raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-    return timeout
 
 
 def _stored(messages: DurableInput) -> str | tuple[Message, ...]:

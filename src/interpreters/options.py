@@ -16,12 +16,24 @@ from interpreters.trace import Trace
 from pipeline.messages import JsonObject
 
 
-class RunScope(TypedDict, total=False):
+class ContextScope(TypedDict, total=False):
     """Whom and what a run is for: kept in its `RunContext`, which every hook reads."""
 
     thread_id: str | None
     resource_id: str | None
     values: JsonObject | None
+
+
+class DurableScope(ContextScope, total=False):
+    """The options of a durable run (`interpreters.durable`): all of them are stored
+    with the run, so no `deps` (live objects) and no signal; `timeout` in seconds."""
+
+    timeout: float | None
+
+
+class RunScope(ContextScope, total=False):
+    """A run's context options and its dependencies."""
+
     deps: object
     """The run's dependencies, handed to tools that ask for a `ToolContext`."""
 
@@ -43,7 +55,7 @@ class RunOptions(CancellableScope, TracedScope, total=False):
     """Every option of a run (`SyncInterpreter` and `AsyncInterpreter`)."""
 
 
-def keys_of(options: type[RunScope]) -> frozenset[str]:
+def keys_of(options: type[ContextScope]) -> frozenset[str]:
     """The keywords of an options TypedDict (its own and inherited)."""
     return frozenset(options.__annotations__)
 
