@@ -260,6 +260,7 @@ def _start(
 
 
 def _run(rc: RunConfig, st: RunState) -> AgentLoop:
+    """The whole run; the phases that ask the interpreter are its sub-generators."""
     status_error: RunError | None = None
     tripwire: Tripwire | None = None
     try:
