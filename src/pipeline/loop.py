@@ -19,12 +19,15 @@ to process_api_error), every streamed chunk through process_output_stream,
 process_output_step (which may discard the response and retry), tools; finally
 process_output_result. See docs/DESIGN.md for the contract.
 
-Where each part lives:
+Each phase is a function over the run's configuration and state, `(rc, st, ...)`, in
+the module of its phase:
 - protocol.py: the commands, replies and records an interpreter deals in;
 - step_config.py: process_input_step (+ prepare_step) and the model request;
 - stream_stage.py: process_output_stream, the per-chunk path (stream_view.py: stream_parts);
 - response.py: what one model response delivered, and the run's response text;
-- run_state.py: the state every phase shares, and how a hook outcome is kept;
+- run_state.py: the run's configuration (`RunConfig`, fixed when it starts) and state
+  (`RunState`, what changes), and how a hook outcome is kept;
+- call_ids.py: tool-call ids unique across the run;
 - here: the run itself, process_input, the model call and process_api_error,
   process_output_step, tools, process_output_result, and cancellation.
 This module re-exports the names interpreters import from it.
@@ -52,7 +55,7 @@ from effects import (
     Sleep,
 )
 from pipeline.agent import Agent
-from pipeline.call_ids import CallIds
+from pipeline.call_ids import call_ids, fresh_call_id, note_call_ids, unforged
 from pipeline.chunks import (
     Chunk,
     DataChunk,
@@ -65,7 +68,6 @@ from pipeline.chunks import (
     ToolError,
     ToolResult,
     Tripwire,
-    Usage,
 )
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.cost import Cost, PriceQuery, Pricer
@@ -82,7 +84,6 @@ from pipeline.messages import (
 )
 from pipeline.model import ApiError, ModelEnded, ModelFailed, ModelRequest
 from pipeline.output_type import OutputDecodeError, TypedOutput
-from pipeline.pairing import PairedHistory
 from pipeline.processor import (
     ApiErrorArgs,
     BaseProcessor,
@@ -119,9 +120,28 @@ from pipeline.result import (
     StepResult,
     StreamFailed,
 )
-from pipeline.run_state import Failed, Ids, Tripped
-from pipeline.step_config import StepSetup
-from pipeline.stream_stage import StreamStage
+from pipeline.run_state import (
+    Failed,
+    Ids,
+    RunConfig,
+    RunState,
+    Tripped,
+    apply,
+    keep_held,
+    steps_tuple,
+    trip,
+)
+from pipeline.step_config import input_step, model_request, step_tools
+from pipeline.stream_stage import (
+    deliver,
+    flush,
+    flush_io,
+    fresh_seen,
+    plan_stream,
+    process_chunk,
+    process_chunk_io,
+    stream_through,
+)
 from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
 from pipeline.tools import Tool, tool_result, unencodable
 from pipeline.validate import check_messages, rejected
@@ -164,715 +184,731 @@ def agent_loop(
     Messages that are not a conversation the library can send (wrong types, an unknown
     role...) fail the run at once with `InvalidInput`, before any call.
     """
-    call_ids: set[str] = set()
-    invalid = check_messages(messages, call_ids)
+    used: set[str] = set()
+    invalid = check_messages(messages, used)
     if invalid is not None:
         return rejected(invalid)
-    run = _Run(agent, messages, context, clock, record, price)
-    run._ids_of, run._ids_used = run.ml, call_ids  # the input's tool-call ids, known now
-    return run.run()
+    rc, st = _start(agent, messages, context, clock, record, price, used)
+    return _run(rc, st)
 
 
-class _Run(StepSetup, StreamStage, CallIds):
-    """One run's state. Only `run()` is a generator; helpers that yield are sub-generators.
-
-    The input-step pipeline is in `StepSetup` (step_config.py), the stream processors'
-    per-chunk path in `StreamStage` (stream_stage.py), run-wide unique tool-call ids in
-    `CallIds` (call_ids.py); the other hooks are here.
-    """
-
-    def __init__(
-        self,
-        agent: Agent,
-        messages: MessageList,
-        context: RunContext,
-        clock: Callable[[], float],
-        record: Recorder | None,
-        price: Pricer | None = None,
-    ) -> None:
-        self.agent = agent
-        self.price = price
-        self.cost: Cost | None = None
-        self.cost_known = price is not None
-        self.ctx = context
-        self.clock = clock
-        self.record = record
-        self.ids = Ids(context.run_id)
-        procs = agent.all_processors()
-        slots = {id(p): i for i, p in enumerate(procs)}
-        self.states = [p.initial_state() for p in procs]
-        self.h_input = bind(agent.input_processors, "process_input", slots)
-        self.h_input_step = bind(agent.input_processors, "process_input_step", slots)
-        self.h_error = bind(agent.error_processors, "process_api_error", slots)
-        self.h_stream = bind(agent.output_processors, "process_output_stream", slots)
-        self.h_output_step = bind(agent.output_processors, "process_output_step", slots)
-        self.h_result = bind(agent.output_processors, "process_output_result", slots)
-        if agent.prepare_step is not None:
-            prep = BaseProcessor()
-            prep.id = "prepare_step"
-            self.states.append(None)
-            self.h_input_step += (
-                Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
-                      len(self.states) - 1, False),
-            )
-        self._init_stream(bind(agent.output_processors, "flush_output_stream", slots))
-        # The agent's instructions first, then the caller's system messages; a previous
-        # run's (tagged) instructions in the input are replaced, not repeated.
-        self.ml = messages.with_instructions(agent.instructions)
-        if "response" in self.ml.sources:
-            # A previous run's answer is this run's memory: `response` (the result's text,
-            # what process_output_result sees and may drop) is only what this run adds.
-            self.ml = MessageList(
-                self.ml.messages,
-                tuple("memory" if s == "response" else s for s in self.ml.sources),
-                self.ml.system,
-            )
-        self.steps = []
-        self._steps_t = ()
-        self._specs_of = None
-        self._specs = ()
-        self._pairing = PairedHistory()
-        # The step's tools by name, kept while the step's tools are the same tuple.
-        self._by_name_of: tuple[Tool, ...] | None = None
-        self._by_name: dict[str, Tool] = {}
-        self.usage = Usage()
-        self.retry_count = 0
-        self.api_retry_count = 0
-        self.finish_reason = "stop"
-        self.pending = []
-        self.output: object = None
-        self._init_call_ids()
-        self.held = []
-
-    # --- the run ---------------------------------------------------------------------------
-    def run(self) -> AgentLoop:
-        status_error: RunError | None = None
-        tripwire: Tripwire | None = None
-        try:
-            yield from self._process_input()
-            base_system = self.ml.system
-            step = 0
-            while step < self.agent.max_steps:
-                outcome = yield from self._step(step, base_system)
-                if outcome == "rerun":  # discarded by a processor retry: run it again
-                    continue
-                step += 1
-                if outcome == "stop":
-                    break
-            yield from self._process_output_result()
-            # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
-            yield from self._stream_through([FinishChunk(self.finish_reason, self.usage)])
-        except Tripped as t:
-            tripwire = t.tripwire
-        except Failed as f:
-            status_error = f.error
-        except HookFailure as h:
-            status_error = ProcessorFailed(h.processor_id, h.hook, h.error_type, h.message)
-        except RunCancelled as c:
-            status_error = Cancelled(c.reason)
-            self._answer_dangling_calls(c.reason)
-
-        status: Status
-        if tripwire is not None:
-            self.finish_reason = "tripwire"
-            self.pending.append(tripwire)
-            status = "tripped"
-        elif status_error is not None:
-            cancelled = isinstance(status_error, Cancelled)
-            self.finish_reason = "cancelled" if cancelled else "error"
-            self.pending.append(ErrorChunk(type(status_error).__name__, str(status_error)))
-            status = "cancelled" if cancelled else "failed"
-        else:
-            status = "finished"
-        self._keep_held()
-        result = RunResult(
-            status=status,
-            text=response_text(self.ml),
-            messages=self.ml,
-            steps=self._steps_tuple(),
-            usage=self.usage,
-            finish_reason=self.finish_reason,
-            tripwire=tripwire,
-            error=status_error,
-            retry_count=self.retry_count,
-            api_error_retry_count=self.api_retry_count,
-            output=self.output if status == "finished" else None,
-
-            cost=self.cost if self.cost_known else None,
+def _start(
+    agent: Agent,
+    messages: MessageList,
+    context: RunContext,
+    clock: Callable[[], float],
+    record: Recorder | None,
+    price: Pricer | None,
+    used: set[str],
+) -> tuple[RunConfig, RunState]:
+    """The run's configuration and its state at the start (`used`: the input's tool-call
+    ids, known from checking it)."""
+    procs = agent.all_processors()
+    slots = {id(p): i for i, p in enumerate(procs)}
+    states = [p.initial_state() for p in procs]
+    h_input_step = bind(agent.input_processors, "process_input_step", slots)
+    if agent.prepare_step is not None:
+        prep = BaseProcessor()
+        prep.id = "prepare_step"
+        states.append(None)
+        h_input_step += (
+            Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
+                  len(states) - 1, False),
         )
-        if self.pending:
-            # The run is over already: a cancel now changes nothing in its result.
-            with contextlib.suppress(RunCancelled):
-                out: Publish[Chunk] = Publish(tuple(self.pending))
-                checked(out, (yield out))
-            self.pending = []
-        yield Done(result)
-        return result
-
-    def _process_input(self) -> Generator[LoopCommand, object, None]:
-        for b in self.h_input:
-            args = InputArgs(
-                system_messages=self.ml.system,
-                message_list=self.ml,
-                state=self.states[b.slot],
-                retry_count=0,
-                context=self.ctx,
-            )
-            eff = self._apply(b, (yield from call_hook(b, args)))
-            if isinstance(eff, Abort):
-                raise self._trip(b, eff)
-            if isinstance(eff, Replace):
-                self.ml = eff.value
-
-    def _step(
-        self, step: int, base_system: tuple[SystemMessage, ...]
-    ) -> Generator[LoopCommand, object, StepOutcome]:
-        """One step, and what comes after it (see `StepOutcome`)."""
-        cfg = yield from self._input_step(step, base_system)
-        yield from self._stream_through([StepStart(step)])
-        content, first_reply = yield from self._call_model(step, cfg)
-        yield from self._consume(step, content, first_reply)
-        fin = content.finish
-        assert fin is not None
-        # Every response the model sent was billed, also one a processor discards.
-        self.usage = self.usage + fin.usage
-        response_id = self.ids.next("msg")
-        parts = content.message_parts(complete=True)
-        if self.held:  # data hooks emitted for this step before the response came
-            parts = (*self.held, *parts)
-            self.held = []
-        response = Message(
-            id=response_id,
-            role="assistant",
-            parts=parts,
-            created_at=self.clock(),
-            thread_id=self.ctx.thread_id,
-            resource_id=self.ctx.resource_id,
+    h_stream = bind(agent.output_processors, "process_output_stream", slots)
+    plan = plan_stream(
+        agent, h_stream, bind(agent.output_processors, "flush_output_stream", slots)
+    )
+    rc = RunConfig(
+        agent=agent,
+        ctx=context,
+        clock=clock,
+        record=record,
+        price=price,
+        h_input=bind(agent.input_processors, "process_input", slots),
+        h_input_step=h_input_step,
+        h_error=bind(agent.error_processors, "process_api_error", slots),
+        h_stream=h_stream,
+        h_output_step=bind(agent.output_processors, "process_output_step", slots),
+        h_result=bind(agent.output_processors, "process_output_result", slots),
+        h_flush=plan.h_flush,
+        stream_io=plan.stream_io,
+        stream_plan=plan.stream_plan,
+        data_all=plan.data_all,
+        data_any=plan.data_any,
+    )
+    # The agent's instructions first, then the caller's system messages; a previous
+    # run's (tagged) instructions in the input are replaced, not repeated.
+    ml = messages.with_instructions(agent.instructions)
+    if "response" in ml.sources:
+        # A previous run's answer is this run's memory: `response` (the result's text,
+        # what process_output_result sees and may drop) is only what this run adds.
+        ml = MessageList(
+            ml.messages,
+            tuple("memory" if s == "response" else s for s in ml.sources),
+            ml.system,
         )
-        call_cost = self._price(cfg.model, fin, response.created_at)
-        before = self.ml
-        self.ml = added = self.ml.add(response, "response") if response.parts else self.ml
-        self._note_call_ids(before, content.tool_calls)
-        try:
-            keep = yield from self._output_step(step, cfg, content, fin, before)
-        except (HookFailure, RunCancelled):
-            # Fail closed: a response whose check crashed, or was cancelled (a timeout)
-            # before every processor approved it, is not kept.
-            self.ml = before
-            raise
-        if not keep:
+    seen, shared = fresh_seen(rc)
+    st = RunState(
+        Ids(context.run_id), ml, states,
+        cost_known=price is not None, seen=seen, shared=shared, ids_used=used,
+    )
+    return rc, st
+
+
+# --- the run: each phase a function over the run's configuration and state ----------------
+
+
+def _run(rc: RunConfig, st: RunState) -> AgentLoop:
+    """The whole run; the phases that ask the interpreter are its sub-generators."""
+    status_error: RunError | None = None
+    tripwire: Tripwire | None = None
+    try:
+        yield from _process_input(rc, st)
+        base_system = st.ml.system
+        step = 0
+        while step < rc.agent.max_steps:
+            outcome = yield from _step(rc, st, step, base_system)
+            if outcome == "rerun":  # discarded by a processor retry: run it again
+                continue
+            step += 1
+            if outcome == "stop":
+                break
+        yield from _process_output_result(rc, st)
+        # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
+        yield from stream_through(rc, st, [FinishChunk(st.finish_reason, st.usage)])
+    except Tripped as t:
+        tripwire = t.tripwire
+    except Failed as f:
+        status_error = f.error
+    except HookFailure as h:
+        status_error = ProcessorFailed(h.processor_id, h.hook, h.error_type, h.message)
+    except RunCancelled as c:
+        status_error = Cancelled(c.reason)
+        _answer_dangling_calls(rc, st, c.reason)
+
+    status: Status
+    if tripwire is not None:
+        st.finish_reason = "tripwire"
+        st.pending.append(tripwire)
+        status = "tripped"
+    elif status_error is not None:
+        cancelled = isinstance(status_error, Cancelled)
+        st.finish_reason = "cancelled" if cancelled else "error"
+        st.pending.append(ErrorChunk(type(status_error).__name__, str(status_error)))
+        status = "cancelled" if cancelled else "failed"
+    else:
+        status = "finished"
+    keep_held(rc, st)
+    result = RunResult(
+        status=status,
+        text=response_text(st.ml),
+        messages=st.ml,
+        steps=steps_tuple(st),
+        usage=st.usage,
+        finish_reason=st.finish_reason,
+        tripwire=tripwire,
+        error=status_error,
+        retry_count=st.retry_count,
+        api_error_retry_count=st.api_retry_count,
+        output=st.output if status == "finished" else None,
+
+        cost=st.cost if st.cost_known else None,
+    )
+    if st.pending:
+        # The run is over already: a cancel now changes nothing in its result.
+        with contextlib.suppress(RunCancelled):
+            out: Publish[Chunk] = Publish(tuple(st.pending))
+            checked(out, (yield out))
+        st.pending = []
+    yield Done(result)
+    return result
+
+
+def _process_input(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object, None]:
+    for b in rc.h_input:
+        args = InputArgs(
+            system_messages=st.ml.system,
+            message_list=st.ml,
+            state=st.states[b.slot],
+            retry_count=0,
+            context=rc.ctx,
+        )
+        eff = apply(rc, st, b, (yield from call_hook(b, args)))
+        if isinstance(eff, Abort):
+            raise trip(b, eff)
+        if isinstance(eff, Replace):
+            st.ml = eff.value
+
+
+def _step(
+    rc: RunConfig, st: RunState, step: int, base_system: tuple[SystemMessage, ...]
+) -> Generator[LoopCommand, object, StepOutcome]:
+    """One step, and what comes after it (see `StepOutcome`)."""
+    cfg = yield from input_step(rc, st, step, base_system)
+    yield from stream_through(rc, st, [StepStart(step)])
+    content, first_reply = yield from _call_model(rc, st, step, cfg)
+    yield from _consume(rc, st, step, content, first_reply)
+    fin = content.finish
+    assert fin is not None
+    # Every response the model sent was billed, also one a processor discards.
+    st.usage = st.usage + fin.usage
+    response_id = st.ids.next("msg")
+    parts = content.message_parts(complete=True)
+    if st.held:  # data hooks emitted for this step before the response came
+        parts = (*st.held, *parts)
+        st.held = []
+    response = Message(
+        id=response_id,
+        role="assistant",
+        parts=parts,
+        created_at=rc.clock(),
+        thread_id=rc.ctx.thread_id,
+        resource_id=rc.ctx.resource_id,
+    )
+    call_cost = _price(rc, st, cfg.model, fin, response.created_at)
+    before = st.ml
+    st.ml = added = st.ml.add(response, "response") if response.parts else st.ml
+    note_call_ids(st, before, content.tool_calls)
+    try:
+        keep = yield from _output_step(rc, st, step, cfg, content, fin, before)
+    except (HookFailure, RunCancelled):
+        # Fail closed: a response whose check crashed, or was cancelled (a timeout)
+        # before every processor approved it, is not kept.
+        st.ml = before
+        raise
+    if not keep:
+        return "rerun"
+    st.finish_reason = fin.finish_reason
+    # Tools run for the calls still present in the (possibly replaced) response.
+    if st.ml is added and response.parts:  # no processor replaced the messages
+        kept: Message | None = response
+        calls = tuple(content.tool_calls)
+    else:
+        kept = next((m for m in reversed(st.ml.messages) if m.id == response_id), None)
+        if kept is not None:
+            kept = unforged(st, kept)
+        calls = kept.tool_calls() if kept is not None else ()
+    if st.held and kept is not None:  # data process_output_step emitted: its answer's
+        keep_held(rc, st)
+    if not calls and isinstance(cfg.structured_output, TypedOutput):
+        text = kept.text if kept is not None else ""
+        if not (yield from _check_output(rc, st, step, cfg.structured_output, text, before)):
             return "rerun"
-        self.finish_reason = fin.finish_reason
-        # Tools run for the calls still present in the (possibly replaced) response.
-        if self.ml is added and response.parts:  # no processor replaced the messages
-            kept: Message | None = response
-            calls = tuple(content.tool_calls)
-        else:
-            kept = next((m for m in reversed(self.ml.messages) if m.id == response_id), None)
-            if kept is not None:
-                kept = self._unforged(kept)
-            calls = kept.tool_calls() if kept is not None else ()
-        if self.held and kept is not None:  # data process_output_step emitted: its answer's
-            self._keep_held()
-        if not calls and isinstance(cfg.structured_output, TypedOutput):
-            text = kept.text if kept is not None else ""
-            if not (yield from self._check_output(step, cfg.structured_output, text, before)):
-                return "rerun"
-        results: tuple[ToolResultPart, ...] = ()
-        if calls:
-            results = yield from self._run_tools(calls, self._step_tools(cfg))
-        self.steps.append(
-            StepResult(
-                step_number=step,
-                model=cfg.model,
-                text=content.text,
-                reasoning=content.reasoning_text,
-                tool_calls=calls,
-                tool_results=results,
-                sources=(
-                    tuple(p for p in response.parts if isinstance(p, SourcePart))
-                    if content.sources else ()
-                ),
-                finish_reason=fin.finish_reason,
-                usage=fin.usage,
-                cost=call_cost,
-            )
+    results: tuple[ToolResultPart, ...] = ()
+    if calls:
+        results = yield from _run_tools(rc, st, calls, step_tools(cfg))
+    st.steps.append(
+        StepResult(
+            step_number=step,
+            model=cfg.model,
+            text=content.text,
+            reasoning=content.reasoning_text,
+            tool_calls=calls,
+            tool_results=results,
+            sources=(
+                tuple(p for p in response.parts if isinstance(p, SourcePart))
+                if content.sources else ()
+            ),
+            finish_reason=fin.finish_reason,
+            usage=fin.usage,
+            cost=call_cost,
         )
-        yield from self._stream_through([StepFinish(step, fin.finish_reason, fin.usage)])
-        return "next" if calls else "stop"
+    )
+    yield from stream_through(rc, st, [StepFinish(step, fin.finish_reason, fin.usage)])
+    return "next" if calls else "stop"
 
-    def _price(self, model: str, fin: ModelFinish, at: float) -> Cost | None:
-        """This call's cost; an unknown model makes the run's cost unknown for good."""
-        if self.price is None:
-            return None
-        try:
-            c = self.price(PriceQuery(model, fin.model_id, fin.usage, at))
-        except Exception:
-            c = None  # a pricer that fails knows no price: no cost, never a wrong one
-        if c is None:
-            self.cost_known = False
-        elif self.cost_known:
-            self.cost = c if self.cost is None else self.cost + c
-        return c
 
-    def _output_step(
-        self,
-        step: int,
-        cfg: StepSettings,
-        content: StepContent,
-        fin: ModelFinish,
-        before: MessageList,
-    ) -> Generator[LoopCommand, object, bool]:
-        """process_output_step over the response just added: False when a processor
-        discarded it for a retry (the feedback is then added after `before`)."""
-        if not self.h_output_step:
-            return True
-        record = self.record
-        steps = self._steps_tuple()
-        tool_calls = tuple(content.tool_calls)
-        text = content.text
-        for b in self.h_output_step:
-            args = OutputStepArgs(
-                message_list=self.ml,
-                step_number=step,
-                steps=steps,
-                finish_reason=fin.finish_reason,
-                tool_calls=tool_calls,
-                text=text,
-                system_messages=cfg.system_messages,
-                state=self.states[b.slot],
-                retry_count=self.retry_count,
-                context=self.ctx,
-            )
-            raw = invoke(b, args)
-            if raw.__class__ is Continue and record is None:
-                continue  # a pass-through: nothing to check, keep or record
-            eff = self._apply(b, (yield from settle(b, raw)))
-            if isinstance(eff, Abort):
-                if eff.retry and self.retry_count < self.agent.max_processor_retries:
-                    self.retry_count += 1
-                    feedback = Message(
-                        id=self.ids.next("feedback"),
-                        role="user",
-                        parts=(TextPart(eff.reason),),
-                        created_at=self.clock(),
-                        thread_id=self.ctx.thread_id,
-                        resource_id=self.ctx.resource_id,
-                        metadata={"feedback_from": b.processor_id, "retry": self.retry_count},
-                    )
-                    # Feedback goes after the conversation so a prompt cache stays valid.
-                    self.ml = before.add(feedback, "context")
-                    yield from self._stream_through(
-                        [DataChunk("data-step-discarded", {
-                            "step_number": step,
-                            "processor_id": b.processor_id,
-                            "reason": eff.reason,
-                            "retry_count": self.retry_count,
-                        }, transient=True)]
-                    )
-                    return False
-                self.ml = before  # a blocked response is not kept (as in output_result)
-                raise self._trip(b, eff)
-            if isinstance(eff, Replace):
-                self.ml = eff.value
+def _price(rc: RunConfig, st: RunState, model: str, fin: ModelFinish, at: float) -> Cost | None:
+    """This call's cost; an unknown model makes the run's cost unknown for good."""
+    if rc.price is None:
+        return None
+    try:
+        c = rc.price(PriceQuery(model, fin.model_id, fin.usage, at))
+    except Exception:
+        c = None  # a pricer that fails knows no price: no cost, never a wrong one
+    if c is None:
+        st.cost_known = False
+    elif st.cost_known:
+        st.cost = c if st.cost is None else st.cost + c
+    return c
+
+
+def _output_step(
+    rc: RunConfig,
+    st: RunState,
+    step: int,
+    cfg: StepSettings,
+    content: StepContent,
+    fin: ModelFinish,
+    before: MessageList,
+) -> Generator[LoopCommand, object, bool]:
+    """process_output_step over the response just added: False when a processor
+    discarded it for a retry (the feedback is then added after `before`)."""
+    if not rc.h_output_step:
         return True
-
-    def _check_output(
-        self, step: int, typed: TypedOutput, text: str, before: MessageList
-    ) -> Generator[LoopCommand, object, bool]:
-        """Decode a final reply into the output type: False when it did not decode and
-        goes back to the model as feedback (as a processor's retry does); OutputInvalid
-        once the retries are spent (the invalid reply is then not kept)."""
-        try:
-            self.output = typed.decode(text)
-            return True
-        except OutputDecodeError as e:
-            problem = str(e)
-        if self.retry_count >= self.agent.max_processor_retries:
-            self.ml = before
-            raise Failed(OutputInvalid(step, problem, text, self.retry_count + 1))
-        self.retry_count += 1
-        reason = (
-            f"Your reply does not match the {typed.name} JSON schema: {problem}. "
-            "Reply again with only a JSON value that matches the schema."
+    record = rc.record
+    steps = steps_tuple(st)
+    tool_calls = tuple(content.tool_calls)
+    text = content.text
+    for b in rc.h_output_step:
+        args = OutputStepArgs(
+            message_list=st.ml,
+            step_number=step,
+            steps=steps,
+            finish_reason=fin.finish_reason,
+            tool_calls=tool_calls,
+            text=text,
+            system_messages=cfg.system_messages,
+            state=st.states[b.slot],
+            retry_count=st.retry_count,
+            context=rc.ctx,
         )
-        feedback = Message(
-            id=self.ids.next("feedback"),
-            role="user",
-            parts=(TextPart(reason),),
-            created_at=self.clock(),
-            thread_id=self.ctx.thread_id,
-            resource_id=self.ctx.resource_id,
-            metadata={"feedback_from": _OUTPUT_TYPE, "retry": self.retry_count},
-        )
-        self.ml = before.add(feedback, "context")
-        yield from self._stream_through(
-            [DataChunk("data-step-discarded", {
-                "step_number": step,
-                "processor_id": _OUTPUT_TYPE,
-                "reason": reason,
-                "retry_count": self.retry_count,
-            }, transient=True)]
-        )
-        return False
-
-    def _call_model(
-        self, step: int, cfg: StepSettings
-    ) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
-        """Call the model until it starts streaming, retrying what may be retried.
-
-        Returns the stream's first event: a model event other than ModelFailed (checked
-        here; `_consume` reads it as it reads every event, by its class)."""
-        transient = 0
-        attempts = 0
-        while True:
-            request = self._request(cfg)
-            attempts += 1
-            publish = tuple(self.pending)
-            self.pending = []
-            if publish:
-                out: Publish[Chunk] = Publish(publish)
-                if (got := (yield out)) is not None:
-                    raise ProtocolError(out, got, "None")
-            # The replies of the commands every step asks are checked inline, as `checked`
-            # does: a call less per command on a path that runs once per step.
-            ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
-            reply = yield ask
-            if type(reply) not in MODEL_REPLY_TYPES:
-                raise ProtocolError(ask, reply, "a model event (ModelReply)")
-            if not isinstance(reply, ModelFailed):
-                return StepContent(), reply
-            err = reply.error
-            policy = self.agent.retry_policy
-            if err.retryable:
-                if transient < policy.max_retries and policy.waits(err.retry_after):
-                    delay = policy.delay(transient, f"{self.ctx.run_id}:{step}", err.retry_after)
-                    transient += 1
-                    wait = Sleep(delay, f"retrying after {err}")
-                    checked(wait, (yield wait))
-                    continue
-                raise Failed(ApiFailed(step, err, attempts))
-            recovered = yield from self._api_error(step, err)
-            if not recovered:
-                raise Failed(ApiFailed(step, err, attempts))
-
-    def _api_error(self, step: int, err: ApiError) -> Generator[LoopCommand, object, bool]:
-        """Offer a rejection to the error processors; the first Retry wins."""
-        if self.api_retry_count >= self.agent.max_api_error_retries:
-            return False
-        for b in self.h_error:
-            args = ApiErrorArgs(
-                error=err,
-                message_list=self.ml,
-                step_number=step,
-                steps=self._steps_tuple(),
-                state=self.states[b.slot],
-                retry_count=self.api_retry_count,
-                context=self.ctx,
-            )
-            eff = self._apply(b, (yield from call_hook(b, args)))
-            if isinstance(eff, Abort):
-                raise self._trip(b, eff)
-            if isinstance(eff, Retry):
-                if eff.value is not None:
-                    self.ml = eff.value
-                self.api_retry_count += 1
-                return True
-        return False
-
-    def _consume(
-        self, step: int, content: StepContent, first: object
-    ) -> Generator[LoopCommand, object, None]:
-        """Run the model's stream through the stream processors until ModelFinish.
-
-        The per-chunk hot path: each Pull's reply is checked here, inline (a set lookup on
-        its class), not through `checked`; an isinstance that misses costs more.
-        """
-        stream = self.h_stream
-        io = self.stream_io
-        got: object = first  # checked by `_call_model`
-        pull: Pull[Chunk, ModelReply] | None = None
-        ended = False  # the stream handed over its last event: the interpreter closed it
-        try:
-            while True:
-                t = type(got)
-                if t not in _CHUNK_EVENTS:
-                    ended = isinstance(got, _ENDS)
-                    if isinstance(got, ModelFinish):
-                        if self.h_flush:  # release what processors hold, before the message
-                            if io:
-                                yield from self._flush_io(content)
-                            else:
-                                self._flush(content)
-                        content.finish = got
-                        return
-                    if isinstance(got, ModelFailed | ModelEnded):
-                        self._keep_partial(content)
-                        err = got.error if isinstance(got, ModelFailed) else None
-                        msg = (
-                            str(err) if err is not None
-                            else "stream ended before the model finished"
-                        )
-                        raise Failed(StreamFailed(step, msg, err))
-                    assert pull is not None
-                    raise ProtocolError(pull, got, "a model event (ModelReply)")
-                # A model event other than the three above: a chunk (the check just made).
-                # `cast` is a call that costs 5% of this path: only the type checker sees it.
-                if TYPE_CHECKING:
-                    chunk = cast(Chunk, got)
-                else:
-                    chunk = got
-                if t is ToolCall or t is ToolCallDelta:
-                    assert isinstance(chunk, _CALLS)
-                    chunk = self._unique_call(chunk, content)
-                if io:
-                    yield from self._process_chunk_io(chunk, content)
-                elif stream:
-                    self._process_chunk(chunk, content)
-                elif not self.pending:  # no stream hooks, nothing else to hand out first
-                    content.add(chunk)
-                    pull = Pull((chunk,))
-                    got = yield pull
-                    continue
-                else:
-                    self._deliver(chunk, content)
-                out = tuple(self.pending)
-                self.pending = []
-                pull = Pull(out)
-                got = yield pull
-        except RunCancelled:
-            # What already passed every processor is kept, marked incomplete. The
-            # interpreter closes the stream itself when it cancels (no I/O after a cancel).
-            self._keep_partial(content)
-            raise
-        except HookFailure:
-            # A stream processor crashed: kept as for a cancel (the crashing chunk and
-            # later ones are not); the stream is closed.
-            self._keep_partial(content)
-            if not ended:
-                yield from _close_stream()
-            raise
-        except Tripped:
-            if not ended:  # a stream processor aborted mid-stream
-                yield from _close_stream()
-            raise
-
-    def _unique_call(
-        self, call: ToolCall | ToolCallDelta, content: StepContent
-    ) -> ToolCall | ToolCallDelta:
-        """A call with an empty id, or one this response already used, gets a fresh id,
-        its deltas too: results are matched to calls by id (some servers send `call_0`
-        for every call)."""
-        cid = call.tool_call_id
-        fresh = content.renamed.get(cid)
-        if fresh is None:
-            used = self._call_ids()
-            if cid and cid not in used and all(c.tool_call_id != cid for c in content.tool_calls):
-                return call
-            fresh = content.renamed[cid] = self._fresh_call_id(used, content)
-        if isinstance(call, ToolCall):
-            del content.renamed[cid]  # the call is complete: a later reuse is a new call
-            return ToolCall(fresh, call.tool_name, call.args)
-        return ToolCallDelta(fresh, call.tool_name, call.args_delta)
-
-    def _answer_dangling_calls(self, reason: str) -> None:
-        """On cancel: an error result for each tool call of the response without one."""
-        response = self.ml.response
-        answered = {p.tool_call_id for m in response for p in m.tool_results()}
-        parts = tuple(
-            ToolResultPart(c.tool_call_id, c.tool_name, f"tool call cancelled: {reason}", True)
-            for m in response
-            for c in m.tool_calls()
-            if c.tool_call_id not in answered
-        )
-        if parts:
-            self.ml = self.ml.add(
-                Message(
-                    id=self.ids.next("msg"),
-                    role="tool",
-                    parts=parts,
-                    created_at=self.clock(),
-                    thread_id=self.ctx.thread_id,
-                    resource_id=self.ctx.resource_id,
-                ),
-                "response",
-            )
-            self.pending.extend(
-                ToolError(p.tool_call_id, p.tool_name, str(p.result)) for p in parts
-            )
-
-    def _keep_partial(self, content: StepContent) -> None:
-        """A broken stream: keep what arrived, marked incomplete, with no tool call.
-
-        Not when process_output_step processors exist: they never approved it (fail closed).
-        """
-        parts = content.message_parts(complete=False)
-        if parts and not self.h_output_step:
-            self.ml = self.ml.add(
-                Message(
-                    id=self.ids.next("msg"),
-                    role="assistant",
-                    parts=parts,
-                    created_at=self.clock(),
-                    thread_id=self.ctx.thread_id,
-                    resource_id=self.ctx.resource_id,
-                    incomplete=True,
-                ),
-                "response",
-            )
-
-    def _run_tools(
-        self, calls: tuple[ToolCallPart, ...], tools: tuple[Tool, ...]
-    ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
-        if tools is not self._by_name_of:
-            self._by_name_of, self._by_name = tools, {t.name: t for t in tools}
-        by_name = self._by_name
-        invocations: list[ToolInvocation] = []
-        writers: list[ToolWriter | None] = []
-        for c in calls:
-            t = by_name.get(c.tool_name)
-            writers.append(None)
-            if t is None:
-                invocations.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
-                continue
-            try:
-                kwargs = t.bind(c.args)
-            except (msgspec.ValidationError, TypeError) as e:
-                invocations.append(
-                    ToolInvocation(c, t, None, f"invalid arguments for {c.tool_name!r}: {e}")
+        raw = invoke(b, args)
+        if raw.__class__ is Continue and record is None:
+            continue  # a pass-through: nothing to check, keep or record
+        eff = apply(rc, st, b, (yield from settle(b, raw)))
+        if isinstance(eff, Abort):
+            if eff.retry and st.retry_count < rc.agent.max_processor_retries:
+                st.retry_count += 1
+                feedback = Message(
+                    id=st.ids.next("feedback"),
+                    role="user",
+                    parts=(TextPart(eff.reason),),
+                    created_at=rc.clock(),
+                    thread_id=rc.ctx.thread_id,
+                    resource_id=rc.ctx.resource_id,
+                    metadata={"feedback_from": b.processor_id, "retry": st.retry_count},
                 )
-                continue
-            if t.context_param is not None:
-                why = deps_mismatch(t.deps_type, self.ctx.deps)
-                if why is not None:
-                    invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
-                    continue
-                writers[-1] = w = ToolWriter()
-                kwargs[t.context_param] = ToolContext(
-                    deps=self.ctx.deps, run=self.ctx, tool_call_id=c.tool_call_id,
-                    tool_name=c.tool_name, writer=w,
+                # Feedback goes after the conversation so a prompt cache stays valid.
+                st.ml = before.add(feedback, "context")
+                yield from stream_through(rc, st,
+                    [DataChunk("data-step-discarded", {
+                        "step_number": step,
+                        "processor_id": b.processor_id,
+                        "reason": eff.reason,
+                        "retry_count": st.retry_count,
+                    }, transient=True)]
                 )
-            invocations.append(ToolInvocation(c, t, kwargs))
-        publish = tuple(self.pending)
-        self.pending = []
+                return False
+            st.ml = before  # a blocked response is not kept (as in output_result)
+            raise trip(b, eff)
+        if isinstance(eff, Replace):
+            st.ml = eff.value
+    return True
+
+
+def _check_output(
+    rc: RunConfig, st: RunState, step: int, typed: TypedOutput, text: str, before: MessageList
+) -> Generator[LoopCommand, object, bool]:
+    """Decode a final reply into the output type: False when it did not decode and
+    goes back to the model as feedback (as a processor's retry does); OutputInvalid
+    once the retries are spent (the invalid reply is then not kept)."""
+    try:
+        st.output = typed.decode(text)
+        return True
+    except OutputDecodeError as e:
+        problem = str(e)
+    if st.retry_count >= rc.agent.max_processor_retries:
+        st.ml = before
+        raise Failed(OutputInvalid(step, problem, text, st.retry_count + 1))
+    st.retry_count += 1
+    reason = (
+        f"Your reply does not match the {typed.name} JSON schema: {problem}. "
+        "Reply again with only a JSON value that matches the schema."
+    )
+    feedback = Message(
+        id=st.ids.next("feedback"),
+        role="user",
+        parts=(TextPart(reason),),
+        created_at=rc.clock(),
+        thread_id=rc.ctx.thread_id,
+        resource_id=rc.ctx.resource_id,
+        metadata={"feedback_from": _OUTPUT_TYPE, "retry": st.retry_count},
+    )
+    st.ml = before.add(feedback, "context")
+    yield from stream_through(rc, st,
+        [DataChunk("data-step-discarded", {
+            "step_number": step,
+            "processor_id": _OUTPUT_TYPE,
+            "reason": reason,
+            "retry_count": st.retry_count,
+        }, transient=True)]
+    )
+    return False
+
+
+def _call_model(
+    rc: RunConfig, st: RunState, step: int, cfg: StepSettings
+) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
+    """Call the model until it starts streaming, retrying what may be retried.
+
+    Returns the stream's first event: a model event other than ModelFailed (checked
+    here; `_consume` reads it as it reads every event, by its class)."""
+    transient = 0
+    attempts = 0
+    while True:
+        request = model_request(st, cfg)
+        attempts += 1
+        publish = tuple(st.pending)
+        st.pending = []
         if publish:
             out: Publish[Chunk] = Publish(publish)
             if (got := (yield out)) is not None:
                 raise ProtocolError(out, got, "None")
-        run: RunTools[ToolInvocation, ToolOutcome] = RunTools(tuple(invocations))
-        try:
-            got = yield run
-        except RunCancelled as c:
-            self._keep_finished_tools(calls, c)
-            raise
-        finally:
-            written = [w.close() if w is not None else () for w in writers]
-        if outcomes_match(got, run.calls):  # as `checked` does, inline
-            outcomes = got
-        else:
-            raise ProtocolError(run, got, "one ToolOutcome per call, in order")
-        # What the tools wrote, per call in call order, through the stream processors;
-        # non-transient chunks that pass are kept with the results.
-        kept = StepContent()
-        for chunks in written:
-            for d in chunks:
-                if self.stream_io:
-                    yield from self._process_chunk_io(d, kept)
-                elif self.h_stream:
-                    self._process_chunk(d, kept)
-                else:
-                    self._deliver(d, kept)
-        parts = tuple(
-            _result_part(c, o.result, o.is_error) for c, o in zip(calls, outcomes, strict=True)
-        )
-        self._add_tool_message(parts, tuple(p for p in kept.parts if isinstance(p, DataPart)))
-        yield from self._stream_through(
-            [
-                ToolError(p.tool_call_id, p.tool_name, str(p.result))
-                if p.is_error
-                else ToolResult(p.tool_call_id, p.tool_name, p.result)
-                for p in parts
-            ]
-        )
-        return parts
+        # The replies of the commands every step asks are checked inline, as `checked`
+        # does: a call less per command on a path that runs once per step.
+        ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
+        reply = yield ask
+        if type(reply) not in MODEL_REPLY_TYPES:
+            raise ProtocolError(ask, reply, "a model event (ModelReply)")
+        if not isinstance(reply, ModelFailed):
+            return StepContent(), reply
+        err = reply.error
+        policy = rc.agent.retry_policy
+        if err.retryable:
+            if transient < policy.max_retries and policy.waits(err.retry_after):
+                delay = policy.delay(transient, f"{rc.ctx.run_id}:{step}", err.retry_after)
+                transient += 1
+                wait = Sleep(delay, f"retrying after {err}")
+                checked(wait, (yield wait))
+                continue
+            raise Failed(ApiFailed(step, err, attempts))
+        recovered = yield from _api_error(rc, st, step, err)
+        if not recovered:
+            raise Failed(ApiFailed(step, err, attempts))
 
-    def _add_tool_message(
-        self, parts: tuple[ToolResultPart, ...], data: tuple[DataPart, ...] = ()
-    ) -> None:
-        before = self.ml
-        self.ml = before.add(
+
+def _api_error(
+    rc: RunConfig, st: RunState, step: int, err: ApiError
+) -> Generator[LoopCommand, object, bool]:
+    """Offer a rejection to the error processors; the first Retry wins."""
+    if st.api_retry_count >= rc.agent.max_api_error_retries:
+        return False
+    for b in rc.h_error:
+        args = ApiErrorArgs(
+            error=err,
+            message_list=st.ml,
+            step_number=step,
+            steps=steps_tuple(st),
+            state=st.states[b.slot],
+            retry_count=st.api_retry_count,
+            context=rc.ctx,
+        )
+        eff = apply(rc, st, b, (yield from call_hook(b, args)))
+        if isinstance(eff, Abort):
+            raise trip(b, eff)
+        if isinstance(eff, Retry):
+            if eff.value is not None:
+                st.ml = eff.value
+            st.api_retry_count += 1
+            return True
+    return False
+
+
+def _consume(
+    rc: RunConfig, st: RunState, step: int, content: StepContent, first: object
+) -> Generator[LoopCommand, object, None]:
+    """Run the model's stream through the stream processors until ModelFinish.
+
+    The per-chunk hot path: each Pull's reply is checked here, inline (a set lookup on
+    its class), not through `checked`; an isinstance that misses costs more.
+    """
+    stream = rc.h_stream
+    io = rc.stream_io
+    got: object = first  # checked by `_call_model`
+    pull: Pull[Chunk, ModelReply] | None = None
+    ended = False  # the stream handed over its last event: the interpreter closed it
+    try:
+        while True:
+            t = type(got)
+            if t not in _CHUNK_EVENTS:
+                ended = isinstance(got, _ENDS)
+                if isinstance(got, ModelFinish):
+                    if rc.h_flush:  # release what processors hold, before the message
+                        if io:
+                            yield from flush_io(rc, st, content)
+                        else:
+                            flush(rc, st, content)
+                    content.finish = got
+                    return
+                if isinstance(got, ModelFailed | ModelEnded):
+                    _keep_partial(rc, st, content)
+                    err = got.error if isinstance(got, ModelFailed) else None
+                    msg = (
+                        str(err) if err is not None
+                        else "stream ended before the model finished"
+                    )
+                    raise Failed(StreamFailed(step, msg, err))
+                assert pull is not None
+                raise ProtocolError(pull, got, "a model event (ModelReply)")
+            # A model event other than the three above: a chunk (the check just made).
+            # `cast` is a call that costs 5% of this path: only the type checker sees it.
+            if TYPE_CHECKING:
+                chunk = cast(Chunk, got)
+            else:
+                chunk = got
+            if t is ToolCall or t is ToolCallDelta:
+                assert isinstance(chunk, _CALLS)
+                chunk = _unique_call(rc, st, chunk, content)
+            if io:
+                yield from process_chunk_io(rc, st, chunk, content)
+            elif stream:
+                process_chunk(rc, st, chunk, content)
+            elif not st.pending:  # no stream hooks, nothing else to hand out first
+                content.add(chunk)
+                pull = Pull((chunk,))
+                got = yield pull
+                continue
+            else:
+                deliver(st, chunk, content)
+            out = tuple(st.pending)
+            st.pending = []
+            pull = Pull(out)
+            got = yield pull
+    except RunCancelled:
+        # What already passed every processor is kept, marked incomplete. The
+        # interpreter closes the stream itself when it cancels (no I/O after a cancel).
+        _keep_partial(rc, st, content)
+        raise
+    except HookFailure:
+        # A stream processor crashed: kept as for a cancel (the crashing chunk and
+        # later ones are not); the stream is closed.
+        _keep_partial(rc, st, content)
+        if not ended:
+            yield from _close_stream()
+        raise
+    except Tripped:
+        if not ended:  # a stream processor aborted mid-stream
+            yield from _close_stream()
+        raise
+
+
+def _unique_call(
+    rc: RunConfig, st: RunState, call: ToolCall | ToolCallDelta, content: StepContent
+) -> ToolCall | ToolCallDelta:
+    """A call with an empty id, or one this response already used, gets a fresh id,
+    its deltas too: results are matched to calls by id (some servers send `call_0`
+    for every call)."""
+    cid = call.tool_call_id
+    fresh = content.renamed.get(cid)
+    if fresh is None:
+        used = call_ids(st)
+        if cid and cid not in used and all(c.tool_call_id != cid for c in content.tool_calls):
+            return call
+        fresh = content.renamed[cid] = fresh_call_id(st, used, content)
+    if isinstance(call, ToolCall):
+        del content.renamed[cid]  # the call is complete: a later reuse is a new call
+        return ToolCall(fresh, call.tool_name, call.args)
+    return ToolCallDelta(fresh, call.tool_name, call.args_delta)
+
+
+def _answer_dangling_calls(rc: RunConfig, st: RunState, reason: str) -> None:
+    """On cancel: an error result for each tool call of the response without one."""
+    response = st.ml.response
+    answered = {p.tool_call_id for m in response for p in m.tool_results()}
+    parts = tuple(
+        ToolResultPart(c.tool_call_id, c.tool_name, f"tool call cancelled: {reason}", True)
+        for m in response
+        for c in m.tool_calls()
+        if c.tool_call_id not in answered
+    )
+    if parts:
+        st.ml = st.ml.add(
             Message(
-                id=self.ids.next("msg"),
+                id=st.ids.next("msg"),
                 role="tool",
-                parts=(*parts, *data),
-                created_at=self.clock(),
-                thread_id=self.ctx.thread_id,
-                resource_id=self.ctx.resource_id,
+                parts=parts,
+                created_at=rc.clock(),
+                thread_id=rc.ctx.thread_id,
+                resource_id=rc.ctx.resource_id,
             ),
             "response",
         )
-        self._note_call_ids(before, parts)
-
-    def _keep_finished_tools(self, calls: tuple[ToolCallPart, ...], c: RunCancelled) -> None:
-        """A cancel while tools ran: the real results of the calls that finished (their
-        side effects happened), an error result for the others, in call order."""
-        done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
-        if not done:
-            return  # `_answer_dangling_calls` answers every call
-        parts = tuple(
-            _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
-            if call.tool_call_id in done
-            else ToolResultPart(
-                call.tool_call_id, call.tool_name, f"tool call cancelled: {c.reason}", True
-            )
-            for call in calls
+        st.pending.extend(
+            ToolError(p.tool_call_id, p.tool_name, str(p.result)) for p in parts
         )
-        self._add_tool_message(parts)
-        # Real results reach the stream only through the stream processors, which run no
-        # more after a cancel: with stream processors, the stream gets none of them.
-        self.pending.extend(
+
+
+def _keep_partial(rc: RunConfig, st: RunState, content: StepContent) -> None:
+    """A broken stream: keep what arrived, marked incomplete, with no tool call.
+
+    Not when process_output_step processors exist: they never approved it (fail closed).
+    """
+    parts = content.message_parts(complete=False)
+    if parts and not rc.h_output_step:
+        st.ml = st.ml.add(
+            Message(
+                id=st.ids.next("msg"),
+                role="assistant",
+                parts=parts,
+                created_at=rc.clock(),
+                thread_id=rc.ctx.thread_id,
+                resource_id=rc.ctx.resource_id,
+                incomplete=True,
+            ),
+            "response",
+        )
+
+
+def _run_tools(
+    rc: RunConfig, st: RunState, calls: tuple[ToolCallPart, ...], tools: tuple[Tool, ...]
+) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
+    if tools is not st.by_name_of:
+        st.by_name_of, st.by_name = tools, {t.name: t for t in tools}
+    by_name = st.by_name
+    invocations: list[ToolInvocation] = []
+    writers: list[ToolWriter | None] = []
+    for c in calls:
+        t = by_name.get(c.tool_name)
+        writers.append(None)
+        if t is None:
+            invocations.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
+            continue
+        try:
+            kwargs = t.bind(c.args)
+        except (msgspec.ValidationError, TypeError) as e:
+            invocations.append(
+                ToolInvocation(c, t, None, f"invalid arguments for {c.tool_name!r}: {e}")
+            )
+            continue
+        if t.context_param is not None:
+            why = deps_mismatch(t.deps_type, rc.ctx.deps)
+            if why is not None:
+                invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
+                continue
+            writers[-1] = w = ToolWriter()
+            kwargs[t.context_param] = ToolContext(
+                deps=rc.ctx.deps, run=rc.ctx, tool_call_id=c.tool_call_id,
+                tool_name=c.tool_name, writer=w,
+            )
+        invocations.append(ToolInvocation(c, t, kwargs))
+    publish = tuple(st.pending)
+    st.pending = []
+    if publish:
+        out: Publish[Chunk] = Publish(publish)
+        if (got := (yield out)) is not None:
+            raise ProtocolError(out, got, "None")
+    run: RunTools[ToolInvocation, ToolOutcome] = RunTools(tuple(invocations))
+    try:
+        got = yield run
+    except RunCancelled as c:
+        _keep_finished_tools(rc, st, calls, c)
+        raise
+    finally:
+        written = [w.close() if w is not None else () for w in writers]
+    if outcomes_match(got, run.calls):  # as `checked` does, inline
+        outcomes = got
+    else:
+        raise ProtocolError(run, got, "one ToolOutcome per call, in order")
+    # What the tools wrote, per call in call order, through the stream processors;
+    # non-transient chunks that pass are kept with the results.
+    kept = StepContent()
+    for chunks in written:
+        for d in chunks:
+            if rc.stream_io:
+                yield from process_chunk_io(rc, st, d, kept)
+            elif rc.h_stream:
+                process_chunk(rc, st, d, kept)
+            else:
+                deliver(st, d, kept)
+    parts = tuple(
+        _result_part(c, o.result, o.is_error) for c, o in zip(calls, outcomes, strict=True)
+    )
+    _add_tool_message(rc, st, parts, tuple(p for p in kept.parts if isinstance(p, DataPart)))
+    yield from stream_through(rc, st,
+        [
             ToolError(p.tool_call_id, p.tool_name, str(p.result))
             if p.is_error
             else ToolResult(p.tool_call_id, p.tool_name, p.result)
             for p in parts
-            if p.is_error or not self.h_stream
-        )
+        ]
+    )
+    return parts
 
-    def _process_output_result(self) -> Generator[LoopCommand, object, None]:
-        if not self.h_result:
-            return
-        for b in self.h_result:
-            result = OutputResult(
-                text=response_text(self.ml),
-                usage=self.usage,
-                finish_reason=self.finish_reason,
-                steps=self._steps_tuple(),
-            )
-            args = OutputResultArgs(
-                messages=self.ml.response,
-                message_list=self.ml,
-                result=result,
-                state=self.states[b.slot],
-                context=self.ctx,
-            )
-            try:
-                eff = self._apply(b, (yield from call_hook(b, args)))
-            except (HookFailure, RunCancelled):
-                self._drop_response()  # fail closed (a crash, a cancel), as for a block
-                raise
-            if isinstance(eff, Abort):
-                self._drop_response()  # the blocked response is not kept
-                raise self._trip(b, eff)
-            if isinstance(eff, Replace):
-                self.ml = eff.value
 
-    def _drop_response(self) -> None:
-        """Remove what this run added to the conversation."""
-        ml = self.ml
-        self.ml = ml.replace_messages(
-            (m for m, s in zip(ml.messages, ml.sources, strict=True) if s != "response"),
-            "input",
+def _add_tool_message(
+    rc: RunConfig, st: RunState, parts: tuple[ToolResultPart, ...], data: tuple[DataPart, ...] = ()
+) -> None:
+    before = st.ml
+    st.ml = before.add(
+        Message(
+            id=st.ids.next("msg"),
+            role="tool",
+            parts=(*parts, *data),
+            created_at=rc.clock(),
+            thread_id=rc.ctx.thread_id,
+            resource_id=rc.ctx.resource_id,
+        ),
+        "response",
+    )
+    note_call_ids(st, before, parts)
+
+
+def _keep_finished_tools(
+    rc: RunConfig, st: RunState, calls: tuple[ToolCallPart, ...], c: RunCancelled
+) -> None:
+    """A cancel while tools ran: the real results of the calls that finished (their
+    side effects happened), an error result for the others, in call order."""
+    done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
+    if not done:
+        return  # `_answer_dangling_calls` answers every call
+    parts = tuple(
+        _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
+        if call.tool_call_id in done
+        else ToolResultPart(
+            call.tool_call_id, call.tool_name, f"tool call cancelled: {c.reason}", True
         )
+        for call in calls
+    )
+    _add_tool_message(rc, st, parts)
+    # Real results reach the stream only through the stream processors, which run no
+    # more after a cancel: with stream processors, the stream gets none of them.
+    st.pending.extend(
+        ToolError(p.tool_call_id, p.tool_name, str(p.result))
+        if p.is_error
+        else ToolResult(p.tool_call_id, p.tool_name, p.result)
+        for p in parts
+        if p.is_error or not rc.h_stream
+    )
+
+
+def _process_output_result(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object, None]:
+    if not rc.h_result:
+        return
+    for b in rc.h_result:
+        result = OutputResult(
+            text=response_text(st.ml),
+            usage=st.usage,
+            finish_reason=st.finish_reason,
+            steps=steps_tuple(st),
+        )
+        args = OutputResultArgs(
+            messages=st.ml.response,
+            message_list=st.ml,
+            result=result,
+            state=st.states[b.slot],
+            context=rc.ctx,
+        )
+        try:
+            eff = apply(rc, st, b, (yield from call_hook(b, args)))
+        except (HookFailure, RunCancelled):
+            _drop_response(rc, st)  # fail closed (a crash, a cancel), as for a block
+            raise
+        if isinstance(eff, Abort):
+            _drop_response(rc, st)  # the blocked response is not kept
+            raise trip(b, eff)
+        if isinstance(eff, Replace):
+            st.ml = eff.value
+
+
+def _drop_response(rc: RunConfig, st: RunState) -> None:
+    """Remove what this run added to the conversation."""
+    ml = st.ml
+    st.ml = ml.replace_messages(
+        (m for m, s in zip(ml.messages, ml.sources, strict=True) if s != "response"),
+        "input",
+    )
 
 
 def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResultPart:
@@ -887,7 +923,6 @@ def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResu
             call.tool_call_id, call.tool_name, f"tool {call.tool_name!r} returned {problem}", True
         )
     return ToolResultPart(call.tool_call_id, call.tool_name, result, is_error)
-
 
 
 def _close_stream() -> Generator[LoopCommand, object, None]:

@@ -1,9 +1,10 @@
 """What one run holds, and what every hook phase does with a hook's outcome.
 
-`_Run` (loop.py) is put together from mixins, one per phase of a run (step_config.py,
-stream_stage.py, loop.py); this is their common base. Mixins rather than objects the
-run delegates to, so that the per-chunk path reads `self.ml` as one attribute lookup,
-not two.
+A run is two values: `RunConfig`, what is fixed when it starts (the agent, the hooks bound
+per hook name, the context, clock, recorder, pricer, the stream plan), and `RunState`,
+what changes while it runs (messages, processor states, steps, usage, retry counts,
+pending chunks...). Each phase of a run is a function over the two (`(rc, st, ...)`), in
+the module of its phase: step_config.py, stream_stage.py, call_ids.py, loop.py.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import msgspec
 from effects import Abort
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
-from pipeline.hooks import Bound, Outcome
+from pipeline.cost import Cost, Pricer
+from pipeline.hooks import Bound, HookFn, Outcome
 from pipeline.messages import DataPart, Message, MessageList
+from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
 from pipeline.protocol import EffectRecord, Recorder
 from pipeline.result import RunError, StepResult
+from pipeline.tools import Tool, ToolSpec
 
 
 class Ids:
@@ -50,80 +54,162 @@ class Failed(Exception):
         self.error = error
 
 
-class RunState:
-    """The state every phase of a run reads; `_Run.__init__` sets it up."""
+class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """What is fixed for the whole of one run (made by `loop.agent_loop`)."""
 
     agent: Agent
     ctx: RunContext
     clock: Callable[[], float]
     record: Recorder | None
-    ids: Ids
-    # Each processor's state, by `Bound.slot`.
-    states: list[object]
-    ml: MessageList
-    steps: list[StepResult]
-    _steps_t: tuple[StepResult, ...]
-    usage: Usage
-    retry_count: int
-    api_retry_count: int
-    finish_reason: FinishReason
-    pending: list[Chunk]
-    """Chunks processed but not yet handed to the interpreter."""
-    held: list[DataPart]
-    """Non-transient data chunks hooks emitted outside a model response, not yet kept in
-    a message: the next response message of the run takes them (`_step`), or else the
-    last one when the run ends (`_keep_held`)."""
+    price: Pricer | None
+    h_input: tuple[Bound, ...]
+    h_input_step: tuple[Bound, ...]
+    """process_input_step hooks, then prepare_step (if any) last."""
+    h_error: tuple[Bound, ...]
+    h_stream: tuple[Bound, ...]
+    h_output_step: tuple[Bound, ...]
+    h_result: tuple[Bound, ...]
+    h_flush: tuple[tuple[Bound, int], ...]
+    """Each `flush_output_stream` hook, with the index in `h_stream` from which what it
+    releases goes on (the stream hooks of the processors after it)."""
+    stream_io: bool
+    """Some stream hook is async or asks for I/O: chunks go through `process_chunk_io`."""
+    stream_plan: tuple[tuple[Bound, HookFn, int, bool], ...]
+    """What the per-chunk hot path needs of each stream hook, unpacked once."""
+    data_all: bool
+    """Every stream hook sees data chunks."""
+    data_any: bool
+    """Some stream hook sees data chunks."""
 
-    def _apply(self, b: Bound, o: Outcome, *, keep: bool = True) -> object:
-        """Keep state and emits of a hook outcome; return its effect (tripwire on Abort).
 
-        Emits are streamed; unless `keep` is False (the caller keeps them itself), the
-        non-transient ones are held to be kept in the run's messages."""
-        if o.changed_state:
-            self.states[b.slot] = o.state
-        if o.emit:
-            self.pending.extend(o.emit)
-            if keep:
-                self.held.extend(DataPart(c.name, c.data) for c in o.emit if not c.transient)
-        effect = o.effect
-        if isinstance(effect, Abort) and not effect.reason:
-            effect = msgspec.structs.replace(
-                effect, reason=f"Tripwire triggered by {b.processor_id}"
-            )
-        if self.record is not None:
-            self.record(EffectRecord(b.processor_id, b.hook, effect))
-        return effect
+class RunState:
+    """What changes during one run. A slots class: the hot paths read it per chunk."""
 
-    def _keep_held(self) -> None:
-        """At the end of a run: held data goes into the run's last answer (an assistant
-        message it added), or into an assistant message of its own if there is none."""
-        held, self.held = tuple(self.held), []
-        if not held:
-            return
-        ml = self.ml
-        msgs = ml.messages
-        for i in range(len(msgs) - 1, -1, -1):
-            if ml.sources[i] == "response" and msgs[i].role == "assistant":
-                kept = msgs[i].with_parts((*msgs[i].parts, *held))
-                self.ml = MessageList((*msgs[:i], kept, *msgs[i + 1 :]), ml.sources, ml.system)
-                return
-        self.ml = ml.add(
-            Message(
-                id=self.ids.next("msg"),
-                role="assistant",
-                parts=held,
-                created_at=self.clock(),
-                thread_id=self.ctx.thread_id,
-                resource_id=self.ctx.resource_id,
-            ),
-            "response",
+    __slots__ = (
+        "api_retry_count",
+        "by_name",
+        "by_name_of",
+        "cost",
+        "cost_known",
+        "finish_reason",
+        "held",
+        "ids",
+        "ids_of",
+        "ids_used",
+        "ml",
+        "output",
+        "pairing",
+        "pending",
+        "retry_count",
+        "seen",
+        "shared",
+        "specs",
+        "specs_of",
+        "states",
+        "steps",
+        "steps_t",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        ids: Ids,
+        ml: MessageList,
+        states: list[object],
+        *,
+        cost_known: bool,
+        seen: list[list[Chunk]],
+        shared: list[Chunk] | None,
+        ids_used: set[str],
+    ) -> None:
+        self.ids = ids
+        self.ml = ml
+        # Each processor's state, by `Bound.slot`.
+        self.states = states
+        self.steps: list[StepResult] = []
+        self.steps_t: tuple[StepResult, ...] = ()
+        self.usage = Usage()
+        self.retry_count = 0
+        self.api_retry_count = 0
+        self.finish_reason: FinishReason = "stop"
+        self.pending: list[Chunk] = []
+        """Chunks processed but not yet handed to the interpreter."""
+        self.held: list[DataPart] = []
+        """Non-transient data chunks hooks emitted outside a model response, not yet kept
+        in a message: the next response message of the run takes them (`loop`'s step), or
+        else the last one when the run ends (`keep_held`)."""
+        self.output: object = None
+        self.cost: Cost | None = None
+        self.cost_known = cost_known
+        # Made from the step's tools, kept while the step's tools are the same tuple.
+        self.specs_of: tuple[Tool, ...] | None = None
+        self.specs: tuple[ToolSpec, ...] = ()
+        self.pairing = PairedHistory()
+        # The step's tools by name, kept while the step's tools are the same tuple.
+        self.by_name_of: tuple[Tool, ...] | None = None
+        self.by_name: dict[str, Tool] = {}
+        # The tool-call ids `ids_of` holds (call_ids.py): another list is scanned again.
+        self.ids_of: MessageList | None = ml
+        self.ids_used = ids_used
+        # Every chunk each stream processor has seen (its stream_parts), append-only, and
+        # the list they share while they have seen the same (stream_stage.py).
+        self.seen = seen
+        self.shared = shared
+
+
+def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = True) -> object:
+    """Keep state and emits of a hook outcome; return its effect (tripwire on Abort).
+
+    Emits are streamed; unless `keep` is False (the caller keeps them itself), the
+    non-transient ones are held to be kept in the run's messages."""
+    if o.changed_state:
+        st.states[b.slot] = o.state
+    if o.emit:
+        st.pending.extend(o.emit)
+        if keep:
+            st.held.extend(DataPart(c.name, c.data) for c in o.emit if not c.transient)
+    effect = o.effect
+    if isinstance(effect, Abort) and not effect.reason:
+        effect = msgspec.structs.replace(
+            effect, reason=f"Tripwire triggered by {b.processor_id}"
         )
+    if rc.record is not None:
+        rc.record(EffectRecord(b.processor_id, b.hook, effect))
+    return effect
 
-    def _trip(self, b: Bound, a: Abort) -> Tripped:
-        return Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
 
-    def _steps_tuple(self) -> tuple[StepResult, ...]:
-        """The steps so far as the tuple hooks see: made once per step, not once per hook."""
-        if len(self._steps_t) != len(self.steps):
-            self._steps_t = tuple(self.steps)
-        return self._steps_t
+def keep_held(rc: RunConfig, st: RunState) -> None:
+    """At the end of a run: held data goes into the run's last answer (an assistant
+    message it added), or into an assistant message of its own if there is none."""
+    held, st.held = tuple(st.held), []
+    if not held:
+        return
+    ml = st.ml
+    msgs = ml.messages
+    for i in range(len(msgs) - 1, -1, -1):
+        if ml.sources[i] == "response" and msgs[i].role == "assistant":
+            kept = msgs[i].with_parts((*msgs[i].parts, *held))
+            st.ml = MessageList((*msgs[:i], kept, *msgs[i + 1 :]), ml.sources, ml.system)
+            return
+    st.ml = ml.add(
+        Message(
+            id=st.ids.next("msg"),
+            role="assistant",
+            parts=held,
+            created_at=rc.clock(),
+            thread_id=rc.ctx.thread_id,
+            resource_id=rc.ctx.resource_id,
+        ),
+        "response",
+    )
+
+
+def trip(b: Bound, a: Abort) -> Tripped:
+    return Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
+
+
+def steps_tuple(st: RunState) -> tuple[StepResult, ...]:
+    """The steps so far as the tuple hooks see: made once per step, not once per hook."""
+    if len(st.steps_t) != len(st.steps):
+        st.steps_t = tuple(st.steps)
+    return st.steps_t

@@ -11,105 +11,98 @@ from collections.abc import Generator
 import msgspec
 
 from effects import Abort, Continue, Replace
-from pipeline.hooks import Bound, invoke, settle
+from pipeline.hooks import invoke, settle
 from pipeline.messages import SystemMessage
 from pipeline.model import ModelRequest
 from pipeline.output_type import TypedOutput
-from pipeline.pairing import PairedHistory
 from pipeline.processor import InputStepArgs, StepChange, StepSettings
 from pipeline.protocol import LoopCommand
-from pipeline.run_state import RunState
-from pipeline.tools import Tool, ToolSpec
+from pipeline.run_state import RunConfig, RunState, apply, steps_tuple, trip
+from pipeline.tools import Tool
 
 _CHANGEABLE = tuple(f for f in StepSettings.__struct_fields__ if f in StepChange.__struct_fields__)
 assert len(_CHANGEABLE) == len(StepSettings.__struct_fields__), "StepChange lacks a setting"
 
 
-class StepSetup(RunState):
-    """The input-step pipeline and the model request of a step (a mixin of `_Run`)."""
-
-    h_input_step: tuple[Bound, ...]
-    # Made from the step's tools, kept while the step's tools are the same tuple.
-    _specs_of: tuple[Tool, ...] | None
-    _specs: tuple[ToolSpec, ...]
-    _pairing: PairedHistory
-
-    def _input_step(
-        self, step: int, base_system: tuple[SystemMessage, ...]
-    ) -> Generator[LoopCommand, object, StepSettings]:
-        a = self.agent
-        cfg = StepSettings(
-            model=a.model,
-            tool_choice=a.tool_choice,
-            active_tools=None,
-            tools=a.tools,
-            system_messages=base_system,  # reset every step: changes last one step only
-            provider_options=a.provider_options,
-            model_settings=a.model_settings,
-            structured_output=a.structured_output,
-        )
-        record = self.record
-        steps = self._steps_tuple() if self.h_input_step else ()
-        for b in self.h_input_step:
-            args = InputStepArgs(
-                message_list=self.ml,
-                step_number=step,
-                steps=steps,
-                system_messages=cfg.system_messages,
-                model=cfg.model,
-                tool_choice=cfg.tool_choice,
-                active_tools=cfg.active_tools,
-                tools=cfg.tools,
-                provider_options=cfg.provider_options,
-                model_settings=cfg.model_settings,
-                structured_output=cfg.structured_output,
-                state=self.states[b.slot],
-                retry_count=self.retry_count,
-                context=self.ctx,
-            )
-            raw = invoke(b, args)
-            if raw.__class__ is Continue and record is None:
-                continue  # a pass-through: nothing to check, keep or record
-            eff = self._apply(b, (yield from settle(b, raw)))
-            if isinstance(eff, Abort):
-                raise self._trip(b, eff)
-            if isinstance(eff, Replace):
-                ch: StepChange = eff.value
-                if ch.message_list is not None:
-                    self.ml = ch.message_list
-                changed = {
-                    f: v for f in _CHANGEABLE if (v := getattr(ch, f)) is not None
-                }
-                if changed:
-                    cfg = msgspec.structs.replace(cfg, **changed)
-        return cfg
-
-    @staticmethod
-    def _step_tools(cfg: StepSettings) -> tuple[Tool, ...]:
-        """The tools of this step: `tools` narrowed to `active_tools` when set."""
-        if cfg.active_tools is None:
-            return cfg.tools
-        active = frozenset(cfg.active_tools)
-        return tuple(t for t in cfg.tools if t.name in active)
-
-    def _request(self, cfg: StepSettings) -> ModelRequest:
-        tools = self._step_tools(cfg)
-        if tools is not self._specs_of:  # the same tools step after step: specs made once
-            self._specs_of, self._specs = tools, tuple(t.spec for t in tools)
-        return ModelRequest(
+def input_step(
+    rc: RunConfig, st: RunState, step: int, base_system: tuple[SystemMessage, ...]
+) -> Generator[LoopCommand, object, StepSettings]:
+    """The step's settings: the agent's, changed by the input-step hooks in order."""
+    a = rc.agent
+    cfg = StepSettings(
+        model=a.model,
+        tool_choice=a.tool_choice,
+        active_tools=None,
+        tools=a.tools,
+        system_messages=base_system,  # reset every step: changes last one step only
+        provider_options=a.provider_options,
+        model_settings=a.model_settings,
+        structured_output=a.structured_output,
+    )
+    record = rc.record
+    hooks = rc.h_input_step
+    steps = steps_tuple(st) if hooks else ()
+    for b in hooks:
+        args = InputStepArgs(
+            message_list=st.ml,
+            step_number=step,
+            steps=steps,
+            system_messages=cfg.system_messages,
             model=cfg.model,
-            system=cfg.system_messages,
-            # Paired for every provider (the codecs still fit ids and names to the wire).
-            messages=self._pairing.messages(self.ml),
-            tools=self._specs,
             tool_choice=cfg.tool_choice,
-            model_settings=cfg.model_settings,
+            active_tools=cfg.active_tools,
+            tools=cfg.tools,
             provider_options=cfg.provider_options,
-            # A TypedOutput's decoder stays here: the request carries plain data.
-            structured_output=(
-                cfg.structured_output.wire()
-                if isinstance(cfg.structured_output, TypedOutput)
-                else cfg.structured_output
-            ),
+            model_settings=cfg.model_settings,
+            structured_output=cfg.structured_output,
+            state=st.states[b.slot],
+            retry_count=st.retry_count,
+            context=rc.ctx,
         )
+        raw = invoke(b, args)
+        if raw.__class__ is Continue and record is None:
+            continue  # a pass-through: nothing to check, keep or record
+        eff = apply(rc, st, b, (yield from settle(b, raw)))
+        if isinstance(eff, Abort):
+            raise trip(b, eff)
+        if isinstance(eff, Replace):
+            ch: StepChange = eff.value
+            if ch.message_list is not None:
+                st.ml = ch.message_list
+            changed = {
+                f: v for f in _CHANGEABLE if (v := getattr(ch, f)) is not None
+            }
+            if changed:
+                cfg = msgspec.structs.replace(cfg, **changed)
+    return cfg
 
+
+def step_tools(cfg: StepSettings) -> tuple[Tool, ...]:
+    """The tools of this step: `tools` narrowed to `active_tools` when set."""
+    if cfg.active_tools is None:
+        return cfg.tools
+    active = frozenset(cfg.active_tools)
+    return tuple(t for t in cfg.tools if t.name in active)
+
+
+def model_request(st: RunState, cfg: StepSettings) -> ModelRequest:
+    """What the step asks the model."""
+    tools = step_tools(cfg)
+    if tools is not st.specs_of:  # the same tools step after step: specs made once
+        st.specs_of, st.specs = tools, tuple(t.spec for t in tools)
+    return ModelRequest(
+        model=cfg.model,
+        system=cfg.system_messages,
+        # Paired for every provider (the codecs still fit ids and names to the wire).
+        messages=st.pairing.messages(st.ml),
+        tools=st.specs,
+        tool_choice=cfg.tool_choice,
+        model_settings=cfg.model_settings,
+        provider_options=cfg.provider_options,
+        # A TypedOutput's decoder stays here: the request carries plain data.
+        structured_output=(
+            cfg.structured_output.wire()
+            if isinstance(cfg.structured_output, TypedOutput)
+            else cfg.structured_output
+        ),
+    )

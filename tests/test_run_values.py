@@ -1,0 +1,78 @@
+"""The run's state as values (issue 11 §2): a frozen configuration, a mutable state, the
+phases as functions over them; no mixins, no private name imported across modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from pipeline import Agent
+from pipeline.messages import MessageList
+from pipeline.processor import RunContext
+from pipeline.run_state import RunConfig, RunState
+from pipeline.stream_stage import fresh_seen, plan_stream
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+FIELD, STRAY = "record", "not_a_field"  # names in variables: the type checker would refuse
+PHASE_MODULES = ("loop", "step_config", "stream_stage", "call_ids", "run_state")
+
+
+def _config(agent: Agent) -> RunConfig:
+    plan = plan_stream(agent, ())
+    return RunConfig(
+        agent=agent, ctx=RunContext(run_id="r"), clock=lambda: 0.0, record=None, price=None,
+        h_input=(), h_input_step=(), h_error=(), h_stream=(), h_output_step=(), h_result=(),
+        h_flush=plan.h_flush, stream_io=plan.stream_io, stream_plan=plan.stream_plan,
+        data_all=plan.data_all, data_any=plan.data_any,
+    )
+
+
+def test_the_configuration_is_frozen() -> None:
+    rc = _config(Agent.create(model="m"))
+    with pytest.raises(AttributeError):
+        setattr(rc, FIELD, None)
+    assert isinstance(rc, msgspec.Struct)
+
+
+def test_the_state_has_slots_only() -> None:
+    from pipeline.run_state import Ids
+
+    seen, shared = fresh_seen(_config(Agent.create(model="m")))
+    st = RunState(
+        Ids("r"), MessageList(()), [], cost_known=False, seen=seen, shared=shared, ids_used=set()
+    )
+    assert not hasattr(st, "__dict__")
+    with pytest.raises(AttributeError):
+        setattr(st, STRAY, 1)
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    found = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found += [
+                    f"{path.relative_to(SRC)}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and node.module.split(".")[0] in {
+                        p.name for p in SRC.iterdir()
+                    }
+                ]
+    assert found == []
+
+
+def test_the_phase_modules_have_no_mixins() -> None:
+    """The phases are functions: the run's modules define no class inheriting another of
+    theirs (the old `_Run(StepSetup, StreamStage, CallIds)` over `RunState`)."""
+    own: set[str] = set()
+    bases: dict[str, list[str]] = {}
+    for name in PHASE_MODULES:
+        tree = ast.parse((SRC / "pipeline" / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                own.add(node.name)
+                bases[node.name] = [ast.unparse(b) for b in node.bases]
+    assert {c: [b for b in bs if b in own] for c, bs in bases.items() if set(bs) & own} == {}
