@@ -21,13 +21,22 @@ from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent
-from pipeline.messages import Message, MessageList, TextPart, user
+from pipeline.messages import (
+    Message,
+    MessageList,
+    Part,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    user,
+)
 from pipeline.model import ModelRequest
 from pipeline.pairing import PairedHistory, is_paired, repair_pairing
 from pipeline.processor import InputStepArgs, InputStepResult, StepChange, processor
 from pipeline.tools import tool
 
-from .tool_histories import POOL_IDS, damaged, histories, render
+from .tool_histories import POOL_IDS, damaged, histories, pool_ids, raw_parts, render
 
 START = 1_700_000_000.0
 
@@ -224,3 +233,107 @@ def test_an_added_result_for_an_earlier_call_is_noticed() -> None:
     assert is_paired(sent) and sent == repair_pairing(later.messages)
     again = later.add(Message(id="u", role="user", parts=(TextPart("x"),)))
     assert check.messages(again) == repair_pairing(again.messages)
+
+
+# --- what the loop tells the check: its input has no tool part, a call and its results ----
+
+Turn = tuple[Role, list[Part], Role, list[Part], str]
+_turn_parts = st.lists(
+    st.one_of(
+        st.builds(lambda i: ToolCallPart(i, "echo", {}), st.sampled_from((*POOL_IDS, "n1", "n2"))),
+        raw_parts(pool_ids),
+    ),
+    max_size=3,
+)
+turns: st.SearchStrategy[Turn] = st.tuples(
+    st.sampled_from(("assistant", "assistant", "user", "tool")),
+    _turn_parts,
+    st.sampled_from(("tool", "assistant")),
+    _turn_parts,
+    st.sampled_from(("exact", "exact", "reversed", "one short", "as drawn")),
+)
+"""A response and the message after it: its calls answered once each, in order, as the
+loop does ("exact"), in reverse order, all but the last, or any parts at all."""
+
+edits = st.one_of(
+    st.tuples(st.just("add"), histories),
+    st.tuples(st.just("replace"), histories),
+    st.tuples(st.just("same"), st.just(())),
+)
+
+
+@given(
+    start=histories,
+    ops=st.lists(st.one_of(turns, edits), max_size=6),
+    start_as=st.sampled_from(("paired", "tool-free", "as drawn")),
+)
+def test_what_the_loop_tells_the_check_never_changes_what_is_sent(
+    start: tuple[Message, ...],
+    ops: list[Turn | tuple[str, tuple[Message, ...]]],
+    start_as: str,
+) -> None:
+    """`known_paired` (for a history with no tool part), `responded` and `answered` (for
+    a response and the tool message after it) only let the check skip work: whatever the
+    messages are, `PairedHistory.messages` still equals `repair_pairing` of the whole."""
+    if start_as == "paired":
+        start = repair_pairing(start)
+    elif start_as == "tool-free":
+        start = tuple(
+            m.with_parts([p for p in m.parts if not isinstance(p, ToolCallPart | ToolResultPart)])
+            for m in start
+        )
+    ml = MessageList.of(start)
+    check = PairedHistory()
+    if start_as == "tool-free":
+        check.known_paired(ml)
+    for n, op in enumerate(ops):
+        if len(op) == 5:
+            role, parts, role2, parts2, how = op
+            response = Message(id=f"resp{n}", role=role, parts=tuple(parts))
+            if how != "as drawn":
+                role2 = "tool"
+                parts2 = [ToolResultPart(p.tool_call_id, p.tool_name, "r")
+                          for p in parts if isinstance(p, ToolCallPart)]
+                if how == "reversed":
+                    parts2.reverse()
+                elif how == "one short":
+                    parts2 = parts2[:-1]
+            after = Message(id=f"next{n}", role=role2, parts=tuple(parts2))
+            sent = check.messages(ml)  # the model call before the response
+            assert sent == repair_pairing(ml.messages)
+            added = ml.add(response, "response")
+            check.responded(ml, added, response)
+            ml = added.add(after, "response")
+            check.answered(added, ml, after)
+        else:
+            kind, msgs = op
+            if kind == "add":
+                ml = ml.add(msgs)
+            elif kind == "replace":
+                ml = MessageList.of(msgs)
+        note(f"{op}:\n{render(ml.messages)}")
+        assert check.messages(ml) == repair_pairing(ml.messages)
+
+
+def test_a_response_reusing_a_call_id_is_still_repaired() -> None:
+    """A call id the history (or the response itself) already has: `answered` must not
+    vouch for the turn, so the repair still renames the later call."""
+    history = MessageList.of([
+        Message(id="c0", role="assistant", parts=(ToolCallPart("a", "echo", {}),)),
+        Message(id="t0", role="tool", parts=(ToolResultPart("a", "echo", "r"),)),
+    ])
+    for ids in (("a",), ("n", "n")):
+        check = PairedHistory()
+        assert check.messages(history) == history.messages
+        response = Message(
+            id="resp", role="assistant", parts=tuple(ToolCallPart(i, "echo", {}) for i in ids)
+        )
+        results = Message(
+            id="res", role="tool", parts=tuple(ToolResultPart(i, "echo", "r") for i in ids)
+        )
+        added = history.add(response, "response")
+        check.responded(history, added, response)
+        ml = added.add(results, "response")
+        check.answered(added, ml, results)
+        sent = check.messages(ml)
+        assert sent != ml.messages and sent == repair_pairing(ml.messages)

@@ -212,7 +212,7 @@ class AsyncInterpreter:
         loop's thread, a call that cannot run), else an awaitable of it. Saves a sync
         tool the coroutines of an async call (W4 of bench/WORKLOADS.md)."""
         ready = tool_and_args(inv)
-        if isinstance(ready, ToolOutcome):
+        if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
             return ready
         tool, kwargs = ready
         if tool.is_async or self._tools_in_threads:

@@ -59,7 +59,7 @@ class AsyncNotSupportedError(TypeError):
 def run_tool(inv: ToolInvocation) -> ToolOutcome:
     """Run one tool call; a tool that raises becomes an error result the model sees."""
     ready = tool_and_args(inv)
-    if isinstance(ready, ToolOutcome):
+    if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
         return ready
     tool, kwargs = ready
     try:

@@ -253,6 +253,8 @@ def _start(
         Ids(context.run_id), ml, states,
         cost_known=price is not None, seen=seen, shared=shared, ids_used=used,
     )
+    if not used:  # the check read every part and found no tool call or result
+        st.pairing.known_paired(ml)
     return rc, st
 
 
@@ -366,10 +368,14 @@ def _step(
         thread_id=rc.ctx.thread_id,
         resource_id=rc.ctx.resource_id,
     )
-    call_cost = _price(rc, st, cfg.model, fin, response.created_at)
+    call_cost = (
+        _price(rc, st, cfg.model, fin, response.created_at) if rc.price is not None else None
+    )
     before = st.ml
     st.ml = added = st.ml.add(response, "response") if response.parts else st.ml
     note_call_ids(st, before, content.tool_calls)
+    if content.tool_calls:  # paired again once their results are added (`answered`)
+        st.pairing.responded(before, added, response)
     try:
         keep = yield from _output_step(rc, st, step, cfg, content, fin, before)
     except (HookFailure, RunCancelled):
@@ -759,6 +765,7 @@ def _run_tools(
     by_name = st.by_name
     invocations: list[ToolInvocation] = []
     writers: list[ToolWriter | None] = []
+    has_writer = False
     for c in calls:
         t = by_name.get(c.tool_name)
         writers.append(None)
@@ -778,6 +785,7 @@ def _run_tools(
                 invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
                 continue
             writers[-1] = w = ToolWriter()
+            has_writer = True
             kwargs[t.context_param] = ToolContext(
                 deps=rc.ctx.deps, run=rc.ctx, tool_call_id=c.tool_call_id,
                 tool_name=c.tool_name, writer=w,
@@ -796,26 +804,29 @@ def _run_tools(
         _keep_finished_tools(rc, st, calls, c)
         raise
     finally:
-        written = [w.close() if w is not None else () for w in writers]
+        written = tuple(w.close() for w in writers if w is not None) if has_writer else ()
     if outcomes_match(got, run.calls):  # as `checked` does, inline
         outcomes = got
     else:
         raise ProtocolError(run, got, "one ToolOutcome per call, in order")
     # What the tools wrote, per call in call order, through the stream processors;
     # non-transient chunks that pass are kept with the results.
-    kept = StepContent()
-    for chunks in written:
-        for d in chunks:
-            if rc.stream_io:
-                yield from process_chunk_io(rc, st, d, kept)
-            elif rc.h_stream:
-                process_chunk(rc, st, d, kept)
-            else:
-                deliver(st, d, kept)
+    data: tuple[DataPart, ...] = ()
+    if any(written):
+        kept = StepContent()
+        for chunks in written:
+            for d in chunks:
+                if rc.stream_io:
+                    yield from process_chunk_io(rc, st, d, kept)
+                elif rc.h_stream:
+                    process_chunk(rc, st, d, kept)
+                else:
+                    deliver(st, d, kept)
+        data = tuple(p for p in kept.parts if isinstance(p, DataPart))
     parts = tuple(
         _result_part(c, o.result, o.is_error) for c, o in zip(calls, outcomes, strict=True)
     )
-    _add_tool_message(rc, st, parts, tuple(p for p in kept.parts if isinstance(p, DataPart)))
+    _add_tool_message(rc, st, parts, data)
     yield from stream_through(rc, st,
         [
             ToolError(p.tool_call_id, p.tool_name, str(p.result))
@@ -831,18 +842,17 @@ def _add_tool_message(
     rc: RunConfig, st: RunState, parts: tuple[ToolResultPart, ...], data: tuple[DataPart, ...] = ()
 ) -> None:
     before = st.ml
-    st.ml = before.add(
-        Message(
-            id=st.ids.next("msg"),
-            role="tool",
-            parts=(*parts, *data),
-            created_at=rc.clock(),
-            thread_id=rc.ctx.thread_id,
-            resource_id=rc.ctx.resource_id,
-        ),
-        "response",
+    tool = Message(
+        id=st.ids.next("msg"),
+        role="tool",
+        parts=(*parts, *data) if data else parts,
+        created_at=rc.clock(),
+        thread_id=rc.ctx.thread_id,
+        resource_id=rc.ctx.resource_id,
     )
+    st.ml = before.add(tool, "response")
     note_call_ids(st, before, parts)
+    st.pairing.answered(before, st.ml, tool)
 
 
 def _keep_finished_tools(
@@ -916,6 +926,9 @@ def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResu
     (`tools.tool_result`); one that cannot be encoded as JSON (a custom object, a
     recursive list, an awaitable never awaited) is an error result the model sees, naming
     the type, so the history always encodes."""
+    if (type(result) is str and result.isascii()) or result is None or type(result) is bool:
+        # JSON as it is (an ASCII str has no lone surrogate): nothing to unwrap or check
+        return ToolResultPart(call.tool_call_id, call.tool_name, result, is_error)
     result, is_error = tool_result(result, is_error)
     problem = unencodable(result)
     if problem is not None:

@@ -179,17 +179,73 @@ class PairedHistory:
     a duplicate); so only the suffix is checked when `ml` extends the list last checked.
     """
 
-    __slots__ = ("_ids", "_ml")
+    __slots__ = ("_ids", "_ml", "_open")
 
     def __init__(self) -> None:
         self._ml: MessageList | None = None
         """The last list found paired; `_ids` are its tool-call ids."""
         self._ids: set[str] = set()
+        self._open: tuple[MessageList, MessageList, tuple[str, ...]] | None = None
+        """After `responded`: the paired list, that list with the response, and the ids
+        of the response's calls."""
+
+    def known_paired(self, ml: MessageList) -> None:
+        """`ml` has no tool call or result (its caller read every part: the loop's input
+        check), so it is paired: the next `messages` checks only what comes after it."""
+        self._ml, self._ids, self._open = ml, set(), None
+
+    def responded(self, before: MessageList, after: MessageList, response: Message) -> None:
+        """`after` is `before.add(response)`, `response` the model's assistant message. When
+        `before` is the list last found paired and the response's calls have ids new to it
+        (each once) and it holds no result, `answered` may complete the pair."""
+        self._open = None
+        if self._ml is not before or response.role != "assistant":
+            return
+        ids: list[str] = []
+        for p in response.parts:
+            t = type(p)
+            if t is ToolCallPart:
+                assert isinstance(p, ToolCallPart)
+                ids.append(p.tool_call_id)
+            elif t not in _OTHER_PARTS:
+                return  # a result, or a part type repair must judge
+        new = set(ids)
+        if len(new) != len(ids) or not self._ids.isdisjoint(new):
+            return
+        self._open = (before, after, tuple(ids))
+
+    def answered(self, before: MessageList, after: MessageList, tool: Message) -> None:
+        """`after` is `before.add(tool)`. When `before` is the list `responded` was told of
+        and `tool` is a tool message answering each of its calls once, in order (other
+        parts are no tool part), `after` is paired: a paired list, then a call message
+        whose calls are new, then their results right after it. The loop builds exactly
+        this every step, so the next `messages` need not look at it again."""
+        pending, self._open = self._open, None
+        if (
+            pending is None or pending[0] is not self._ml or pending[1] is not before
+            or tool.role != "tool"
+        ):
+            return
+        got: list[str] = []
+        for p in tool.parts:
+            t = type(p)
+            if t is ToolResultPart:
+                assert isinstance(p, ToolResultPart)
+                got.append(p.tool_call_id)
+            elif t not in _OTHER_PARTS:
+                return
+        if tuple(got) != pending[2]:
+            return
+        self._ids.update(got)
+        self._ml = after
 
     def messages(self, ml: MessageList) -> tuple[Message, ...]:
         """`ml`'s messages, repaired if they are not paired (see `repair_pairing`)."""
         msgs = ml.messages
         last = self._ml
+        self._open = None
+        if last is ml:
+            return msgs
         if last is None:
             start, self._ids = 0, set()
         else:
@@ -201,7 +257,7 @@ class PairedHistory:
         if start == len(msgs) or _extends_paired(msgs, start, self._ids):
             self._ml = ml
             return msgs
-        self._ml, self._ids = None, set()  # checked from the start next time
+        self._ml, self._ids, self._open = None, set(), None  # checked from the start next
         return repair_pairing(msgs)
 
 

@@ -150,10 +150,12 @@ def outcomes_match(
     """Whether `reply` answers RunTools(`calls`): one ToolOutcome per call, in order."""
     if type(reply) is not tuple or len(reply) != len(calls):
         return False
+    outcome, invocation = ToolOutcome, ToolInvocation
     for o, c in zip(reply, calls, strict=True):
+        # `type(x) is` first: an isinstance against a Struct class asks its metaclass
         if not (
-            isinstance(o, ToolOutcome)
-            and isinstance(c, ToolInvocation)
+            (type(o) is outcome or isinstance(o, outcome))
+            and (type(c) is invocation or isinstance(c, invocation))
             and o.tool_call_id == c.call.tool_call_id
         ):
             return False
