@@ -59,6 +59,7 @@ from effects import (
 )
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
+    NoCleanupStream,
     answer_of,
     check_model,
     discard,
@@ -561,7 +562,11 @@ async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
 def _close_now(stream: AsyncIterator[ModelEvent]) -> Awaitable[None] | None:
     """What closes a model stream, shielded from cancellation for CLOSE_GRACE seconds
     (a provider's cleanup, closing its HTTP response, is never cut short); None when
-    there is nothing to close (a generator that already ended, no `aclose`)."""
+    there is nothing to close (a generator that already ended, no `aclose`), or when the
+    stream closed at once, holding nothing to release (`NoCleanupStream`)."""
+    if isinstance(stream, NoCleanupStream):
+        stream.close()
+        return None
     if type(stream) is AsyncGeneratorType and stream.ag_frame is None:
         return None
     close = getattr(stream, "aclose", None)

@@ -15,12 +15,13 @@ the simulator, and latency and retry backoff advance a virtual clock instead of 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Unpack
 
 import anyio.lowlevel
 import msgspec
 
+from interpreters.common import NoCleanupStream
 from interpreters.observe import Observer
 from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
 from interpreters.providers.provider import ProviderError
@@ -249,20 +250,10 @@ class ScriptedModel:
         if step.break_after is not None:
             raise ProviderError(_break_error(step))
 
-    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        n, step = self._next(request)
-        if isinstance(step, Fail):
-            await self._pause(step.latency)
-            raise ProviderError(step.error())
-        events = step.events(n)
-        cut = _cut(step, events)
-        await self._pause(step.latency)
-        for i, e in enumerate(events[:cut]):
-            if i and step.chunk_latency:
-                await self._pause(step.chunk_latency)
-            yield e
-        if step.break_after is not None:
-            raise ProviderError(_break_error(step))
+    def astream(self, request: ModelRequest) -> ScriptedStream:
+        """The response to `request` as an async iterator: the call (recording the request,
+        picking the response) is made when its first event is asked for."""
+        return ScriptedStream(self, request)
 
     async def _pause(self, seconds: float) -> None:
         if self._async_sleep is not None and seconds > 0:
@@ -270,6 +261,76 @@ class ScriptedModel:
         elif self.clock.advance(seconds):
             # A run's virtual deadline rang and cancelled it: the cancellation lands here.
             await anyio.lowlevel.checkpoint()
+
+
+class ScriptedStream(NoCleanupStream):
+    """One scripted response as an async iterator (`ScriptedModel.astream`).
+
+    It gives what an async generator over the response would: the call is made at the
+    first `__anext__`, `latency` passes before the first event and `chunk_latency` between
+    events, a `Fail` or a break raises its `ProviderError`, and once it raised or was
+    closed it only stops. It holds nothing to release, so the async interpreter closes it
+    with `close()`, without a shielded `aclose()` (W4 of bench/WORKLOADS.md).
+    """
+
+    __slots__ = ("_cut", "_done", "_events", "_i", "_model", "_request", "_step")
+
+    def __init__(self, model: ScriptedModel, request: ModelRequest) -> None:
+        self._model = model
+        self._request: ModelRequest | None = request
+        self._step: Say | None = None
+        self._events: list[ModelEvent] = []
+        self._cut = 0
+        self._i = 0
+        self._done = False
+
+    def __aiter__(self) -> ScriptedStream:
+        return self
+
+    async def __anext__(self) -> ModelEvent:
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            step = self._step
+            if step is None:
+                step = await self._start()
+            elif self._i < self._cut and step.chunk_latency:
+                await self._model._pause(step.chunk_latency)
+            i = self._i
+            if i < self._cut:
+                self._i = i + 1
+                return self._events[i]
+        except BaseException:
+            self.close()
+            raise
+        self.close()
+        if step.break_after is not None:
+            raise ProviderError(_break_error(step))
+        raise StopAsyncIteration
+
+    async def _start(self) -> Say:
+        """The call: record the request, wait the latency; a `Fail` raises."""
+        model, request = self._model, self._request
+        assert request is not None
+        self._request = None
+        n, step = model._next(request)
+        if isinstance(step, Fail):
+            await model._pause(step.latency)
+            raise ProviderError(step.error())
+        events = step.events(n)
+        self._events = events
+        self._cut = _cut(step, events)
+        self._step = step
+        await model._pause(step.latency)
+        return step
+
+    def close(self) -> None:
+        """Stop here: the stream gives no more events (nothing to release)."""
+        self._done = True
+        self._events = []
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 def _break_error(step: Say) -> ApiError:
