@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,18 +32,26 @@ from properties.test_equivalence import fails, says
 REQUEST = ModelRequest(model="m", system=(), messages=(user("hi", id="u1"),))
 
 
+async def pause(model: ScriptedModel, seconds: float) -> None:
+    """`ScriptedModel._pause` as it was."""
+    if model._async_sleep is not None and seconds > 0:
+        await model._async_sleep(seconds)
+    elif model.clock.advance(seconds):
+        await anyio.lowlevel.checkpoint()
+
+
 async def reference(model: ScriptedModel, request: ModelRequest) -> AsyncGenerator[object]:
     """`ScriptedModel.astream` as it was: an async generator."""
     n, step = model._next(request)
     if isinstance(step, Fail):
-        await model._pause(step.latency)
+        await pause(model, step.latency)
         raise ProviderError(step.error())
     events = step.events(n)
     cut = _cut(step, events)
-    await model._pause(step.latency)
+    await pause(model, step.latency)
     for i, e in enumerate(events[:cut]):
         if i and step.chunk_latency:
-            await model._pause(step.chunk_latency)
+            await pause(model, step.chunk_latency)
         yield e
     if step.break_after is not None:
         raise ProviderError(_break_error(step))

@@ -255,12 +255,15 @@ class ScriptedModel:
         picking the response) is made when its first event is asked for."""
         return ScriptedStream(self, request)
 
-    async def _pause(self, seconds: float) -> None:
+    def _wait(self, seconds: float) -> Awaitable[object] | None:
+        """What a pause of `seconds` awaits (a real sleep, or a checkpoint where a run's
+        virtual deadline rang and cancelled it), or None: the virtual clock moved on."""
         if self._async_sleep is not None and seconds > 0:
-            await self._async_sleep(seconds)
-        elif self.clock.advance(seconds):
+            return self._async_sleep(seconds)
+        if self.clock.advance(seconds):
             # A run's virtual deadline rang and cancelled it: the cancellation lands here.
-            await anyio.lowlevel.checkpoint()
+            return anyio.lowlevel.checkpoint()
+        return None
 
 
 class ScriptedStream(NoCleanupStream):
@@ -292,10 +295,27 @@ class ScriptedStream(NoCleanupStream):
             raise StopAsyncIteration
         try:
             step = self._step
-            if step is None:
-                step = await self._start()
+            model = self._model
+            if step is None:  # the call: record the request, wait the latency
+                request = self._request
+                assert request is not None
+                self._request = None
+                n, scripted = model._next(request)
+                if isinstance(scripted, Fail):
+                    wait = model._wait(scripted.latency)
+                    if wait is not None:
+                        await wait
+                    raise ProviderError(scripted.error())
+                step = self._step = scripted
+                self._events = events = step.events(n)
+                self._cut = _cut(step, events)
+                wait = model._wait(step.latency)
+                if wait is not None:
+                    await wait
             elif self._i < self._cut and step.chunk_latency:
-                await self._model._pause(step.chunk_latency)
+                wait = model._wait(step.chunk_latency)
+                if wait is not None:
+                    await wait
             i = self._i
             if i < self._cut:
                 self._i = i + 1
@@ -307,22 +327,6 @@ class ScriptedStream(NoCleanupStream):
         if step.break_after is not None:
             raise ProviderError(_break_error(step))
         raise StopAsyncIteration
-
-    async def _start(self) -> Say:
-        """The call: record the request, wait the latency; a `Fail` raises."""
-        model, request = self._model, self._request
-        assert request is not None
-        self._request = None
-        n, step = model._next(request)
-        if isinstance(step, Fail):
-            await model._pause(step.latency)
-            raise ProviderError(step.error())
-        events = step.events(n)
-        self._events = events
-        self._cut = _cut(step, events)
-        self._step = step
-        await model._pause(step.latency)
-        return step
 
     def close(self) -> None:
         """Stop here: the stream gives no more events (nothing to release)."""
