@@ -89,6 +89,9 @@ from pipeline.tools import Tool
 AsyncHandler = Callable[[object], object]
 """Carries out one kind of I/O request a generator hook yields; may return an awaitable."""
 
+_NO_BUFFER: deque[Chunk] = deque(maxlen=0)
+"""The buffer of a stream nobody reads (`run`): always empty, whatever is put in it."""
+
 CLOSE_GRACE = 5.0
 """Seconds a model stream gets to close (shielded from cancellation) before it is left."""
 
@@ -143,8 +146,7 @@ class AsyncInterpreter:
         A run cancelled by `signal` or past `timeout` seconds returns with status
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
-        stream = self.stream(agent, messages, **options)
-        stream._hand_out = False  # nobody reads the chunks: run straight through
+        stream = self._stream(agent, messages, options, hand_out=False)
         while not stream.done:
             await stream._advance_guarded()
         return stream.result
@@ -160,6 +162,13 @@ class AsyncInterpreter:
         Only the agent's model is resolved at once: a provider that is not configured (no
         API key...) raises its configuration error here, before any request.
         """
+        return self._stream(agent, messages, options, hand_out=True)
+
+    def _stream(
+        self, agent: Agent, messages: RunInput, options: RunOptions, *, hand_out: bool
+    ) -> AsyncRunStream:
+        """The run's stream; `hand_out=False` when `run` drives it (nobody reads the chunks:
+        it runs straight through, its chunks go to the trace only)."""
         check_options(options)
         check_model(self._resolve, agent.model)
         loop = start_run(
@@ -167,7 +176,8 @@ class AsyncInterpreter:
             observers=self._observers, price=self._price,
         )
         return AsyncRunStream(
-            self, loop, options.get("trace"), options.get("signal"), options.get("timeout")
+            self, loop, options.get("trace"), options.get("signal"), options.get("timeout"),
+            hand_out=hand_out,
         )
 
     # --- commands other than the model stream -----------------------------------------------
@@ -282,6 +292,8 @@ class AsyncRunStream:
         trace: Trace | None,
         signal: CancelSignal | None,
         timeout: float | None,
+        *,
+        hand_out: bool = True,
     ) -> None:
         self._interp = interp
         self._loop = loop
@@ -295,14 +307,15 @@ class AsyncRunStream:
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
         self._model: AsyncIterator[ModelEvent] | None = None
         self._anext: Callable[[], Awaitable[ModelEvent]] | None = None
-        self._buf: deque[Chunk] = deque()
+        # (`run`'s stream buffers nothing: one object fewer per run for the GC to walk)
+        self._buf: deque[Chunk] = deque() if hand_out else _NO_BUFFER
         self._result: RunResult | None = None
         self._closed = False
         self._busy = False
         """A task is inside `_advance_guarded` (waiting on the model, a tool, a hook...)."""
-        self._hand_out = True
+        self._hand_out = hand_out
         """False when `run` drives the stream: chunks go to the trace only, none wait."""
-        self._tools_done: list[ToolOutcome] = []
+        self._tools_done: list[ToolOutcome] | None = None
         """The outcomes of the pending RunTools' calls that finished (for a cancel)."""
 
     # --- the async iterator ------------------------------------------------------------
@@ -517,7 +530,8 @@ class AsyncRunStream:
                 discard(cmd.awaitable)
             if not isinstance(cmd, Done):
                 # Tools that finished before the cancel keep their real results.
-                done = tuple(self._tools_done) if isinstance(cmd, RunTools) else ()
+                finished = self._tools_done
+                done = tuple(finished) if finished and isinstance(cmd, RunTools) else ()
                 try:
                     cmd = self._set(loop.throw(RunCancelled(reason, done)))
                     while isinstance(cmd, Publish):
