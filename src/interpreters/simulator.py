@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 
 CANCELLABLE = keys_of(CancellableScope)
 
+_JSON = json.JSONEncoder()
+"""`json.dumps` with its defaults, without its per-call argument handling."""
+
 class VirtualClock:
     """Time that moves only when told to.
 
@@ -186,7 +189,8 @@ class Say(msgspec.Struct, frozen=True):
         ev.extend(self.sources)
         for i, c in enumerate(self.calls):
             cid = c.tool_call_id or f"call_{call_index}_{i}"
-            ev.append(ToolCallDelta(cid, c.tool_name, json.dumps(dict(c.args))))
+            args = c.args if type(c.args) is dict else dict(c.args)
+            ev.append(ToolCallDelta(cid, c.tool_name, _JSON.encode(args)))
             ev.append(ToolCall(cid, c.tool_name, c.args))
         reason: FinishReason = self.finish_reason or ("tool-calls" if self.calls else "stop")
         usage = self.usage or Usage(10, sum(len(t.split()) for t in text) + len(self.calls))
