@@ -26,7 +26,8 @@ Design:
   Cancellation), the real results of tools that finished, and gives each tool call
   still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
-  cleanup (closing its HTTP response) is never cut short. With a signal or a timeout
+  cleanup (closing its HTTP response) is never cut short; a stream that holds nothing to
+  release (`NoCleanupStream`, such as the simulator's) is closed at once by `close()`. With a signal or a timeout
   `run` returns that result; an enclosing cancel scope's cancellation is re-raised (as
   anyio requires) and the result stays readable on the stream's `.result`.
 """
