@@ -4,7 +4,8 @@ With 1,000 concurrent runs (W4 of bench/WORKLOADS.md) the collector finds nothin
 free, yet walks every tracked object each run holds across its waits, again and again:
 each one costs roughly 0.5 µs per run. These frozen values are declared `gc=False`. The
 chunks and the tool-call part hold only text, numbers, JSON and values like themselves,
-so they cannot be part of a reference cycle; a model request (and the `CallModel` that
+so they cannot be part of a reference cycle, nor can the simulator's scripted responses
+(`Say`, `call`, `Fail`); a model request (and the `CallModel` that
 carries it) also holds the conversation, and `Pull` and `Publish` hold chunks, either of
 which may carry a user's object (a tool result, a data chunk): one could only be in a
 cycle if such an object were changed afterwards to refer back to the request or the
@@ -19,6 +20,7 @@ import gc
 import pytest
 
 from effects import CallModel, Publish, Pull
+from interpreters.simulator import Fail, Say, call
 from pipeline.chunks import Finish, ModelFinish, StepFinish, TextDelta, ToolCall, Usage
 from pipeline.messages import ToolCallPart, user
 from pipeline.model import ModelRequest
@@ -36,6 +38,9 @@ VALUES = [
     ToolCallPart("c1", "weather", ARGS),
     REQUEST,
     CallModel(REQUEST, 0, 0),
+    call("weather", city=["Paris"]),  # the simulator's scripted responses
+    Say("hi", calls=[call("weather", city=["Paris"])]),
+    Fail(status=503, retry_after=1.0, message="x", body="{}"),
     Pull((TextDelta("t", "hi"), ToolCall("c1", "weather", ARGS))),
     Publish((TextDelta("t", "hi"), ToolCall("c1", "weather", ARGS))),
 ]

@@ -27,9 +27,10 @@ Design:
   still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
   cleanup (closing its HTTP response) is never cut short; a stream that holds nothing to
-  release (`NoCleanupStream`, such as the simulator's) is closed at once by `close()`. With a signal or a timeout
-  `run` returns that result; an enclosing cancel scope's cancellation is re-raised (as
-  anyio requires) and the result stays readable on the stream's `.result`.
+  release (`NoCleanupStream`, such as the simulator's) is closed at once by `close()`.
+  With a signal or a timeout `run` returns that result; an enclosing cancel scope's
+  cancellation is re-raised (as anyio requires) and the result stays readable on the
+  stream's `.result`.
 """
 
 from __future__ import annotations

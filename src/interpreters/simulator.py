@@ -110,7 +110,8 @@ class VirtualClock:
         return len(self._alarms)
 
 
-class ScriptedCall(msgspec.Struct, frozen=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class ScriptedCall(msgspec.Struct, frozen=True, gc=False):
     """A tool call the scripted model makes."""
 
     tool_name: str
@@ -123,7 +124,8 @@ def call(tool_name: str, /, tool_call_id: str | None = None, **args: object) -> 
     return ScriptedCall(tool_name, args, tool_call_id)
 
 
-class Fail(msgspec.Struct, frozen=True, kw_only=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class Fail(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """The model call fails before streaming (an HTTP error, or a connection failure)."""
 
     status: int | None = 500
@@ -145,7 +147,8 @@ class Fail(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class Say(msgspec.Struct, frozen=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class Say(msgspec.Struct, frozen=True, gc=False):
     """One scripted model response.
 
     `text` is one string or the chunks to stream; `calls` are tool calls after the text.
