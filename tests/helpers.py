@@ -185,7 +185,7 @@ class AsyncTrackedModel:
                 yield e
         finally:
             self.closed += 1
-            await inner.aclose()  # type: ignore[attr-defined]
+            await inner.aclose()
 
     @property
     def closed_early(self) -> int:

@@ -16,6 +16,7 @@ import anyio.lowlevel
 import pytest
 
 from interpreters.aio import AsyncInterpreter
+from interpreters.common import NoCleanupStream
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
@@ -105,6 +106,64 @@ async def test_a_stream_that_closes_at_once_is_closed_after_its_finish_event() -
     model = ClosesAtOnce()
     result = await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
     assert (result.status, result.text, model.closed) == ("finished", "hi", 1)
+
+
+class Plain(NoCleanupStream):
+    """A stream with nothing to release: it counts its `close()` calls and must never be
+    closed through a shielded `aclose()`."""
+
+    def __init__(self, events: list[ModelEvent], gate: anyio.Event | None) -> None:
+        self.events = events
+        self.gate = gate
+        self.closes = 0
+
+    def __aiter__(self) -> Plain:
+        return self
+
+    async def __anext__(self) -> ModelEvent:
+        if self.closes or not self.events:
+            raise StopAsyncIteration
+        if self.gate is not None and len(self.events) == 1:
+            await self.gate.wait()  # (before the finish event)
+        return self.events.pop(0)
+
+    def close(self) -> None:
+        self.closes += 1
+
+    async def aclose(self) -> None:
+        raise AssertionError("a stream with nothing to release is closed with close()")
+
+
+class PlainModel:
+    def __init__(self, gate: anyio.Event | None = None) -> None:
+        self.gate = gate
+        self.streams: list[Plain] = []
+
+    def astream(self, request: ModelRequest) -> Plain:
+        events: list[ModelEvent] = [
+            TextStart("t"), TextDelta("t", "hi"), TextEnd("t"), ModelFinish("stop", Usage(1, 1))
+        ]
+        self.streams.append(Plain(events, self.gate))
+        return self.streams[-1]
+
+
+async def test_a_stream_with_nothing_to_release_is_closed_at_once_after_its_finish() -> None:
+    model = PlainModel()
+    result = await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
+    assert (result.status, result.text) == ("finished", "hi")
+    assert [s.closes for s in model.streams] == [1]
+
+
+async def test_a_stream_with_nothing_to_release_is_closed_at_once_when_cancelled() -> None:
+    model = PlainModel(gate=anyio.Event())
+    interp = AsyncInterpreter(model, observers=())
+    with anyio.move_on_after(0.05) as scope:
+        async with interp.stream(Agent.create("m"), "hi") as stream:
+            async for _ in stream:
+                pass
+    assert scope.cancelled_caught
+    assert stream.result.status == "cancelled"
+    assert [s.closes for s in model.streams] == [1]
 
 
 def plain(x: int) -> int:

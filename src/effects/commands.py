@@ -26,7 +26,8 @@ class Command(msgspec.Struct, Generic[R_co], frozen=True, tag=True):
     """A command whose reply is an `R_co`."""
 
 
-class CallModel(Command[Ev], Generic[Req, Ev], frozen=True, tag=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class CallModel(Command[Ev], Generic[Req, Ev], frozen=True, gc=False, tag=True):
     """Open a model stream for `request`. Reply: its first event, or the failure.
 
     Model streams: `CallModel` opens one, `Pull` reads it, `CloseStream` closes it early.
@@ -40,7 +41,8 @@ class CallModel(Command[Ev], Generic[Req, Ev], frozen=True, tag=True):
     attempt: int
 
 
-class Pull(Command[Ev], Generic[Ch, Ev], frozen=True, tag=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class Pull(Command[Ev], Generic[Ch, Ev], frozen=True, gc=False, tag=True):
     """Deliver `publish` to the caller, then reply with the open stream's next event."""
 
     publish: tuple[Ch, ...]
@@ -51,7 +53,8 @@ class CloseStream(Command[None], frozen=True, tag=True):
     hook failed): the provider stops generating. Reply: None."""
 
 
-class Publish(Command[None], Generic[Ch], frozen=True, tag=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class Publish(Command[None], Generic[Ch], frozen=True, gc=False, tag=True):
     """Deliver chunks to the caller. Reply: None."""
 
     chunks: tuple[Ch, ...]

@@ -26,9 +26,11 @@ Design:
   Cancellation), the real results of tools that finished, and gives each tool call
   still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
-  cleanup (closing its HTTP response) is never cut short. With a signal or a timeout
-  `run` returns that result; an enclosing cancel scope's cancellation is re-raised (as
-  anyio requires) and the result stays readable on the stream's `.result`.
+  cleanup (closing its HTTP response) is never cut short; a stream that holds nothing to
+  release (`NoCleanupStream`, such as the simulator's) is closed at once by `close()`.
+  With a signal or a timeout `run` returns that result; an enclosing cancel scope's
+  cancellation is re-raised (as anyio requires) and the result stays readable on the
+  stream's `.result`.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from effects import (
 )
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
+    NoCleanupStream,
     answer_of,
     check_model,
     discard,
@@ -87,6 +90,9 @@ from pipeline.tools import Tool
 
 AsyncHandler = Callable[[object], object]
 """Carries out one kind of I/O request a generator hook yields; may return an awaitable."""
+
+_NO_BUFFER: deque[Chunk] = deque(maxlen=0)
+"""The buffer of a stream nobody reads (`run`): always empty, whatever is put in it."""
 
 CLOSE_GRACE = 5.0
 """Seconds a model stream gets to close (shielded from cancellation) before it is left."""
@@ -142,8 +148,7 @@ class AsyncInterpreter:
         A run cancelled by `signal` or past `timeout` seconds returns with status
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
-        stream = self.stream(agent, messages, **options)
-        stream._hand_out = False  # nobody reads the chunks: run straight through
+        stream = self._stream(agent, messages, options, hand_out=False)
         while not stream.done:
             await stream._advance_guarded()
         return stream.result
@@ -159,6 +164,13 @@ class AsyncInterpreter:
         Only the agent's model is resolved at once: a provider that is not configured (no
         API key...) raises its configuration error here, before any request.
         """
+        return self._stream(agent, messages, options, hand_out=True)
+
+    def _stream(
+        self, agent: Agent, messages: RunInput, options: RunOptions, *, hand_out: bool
+    ) -> AsyncRunStream:
+        """The run's stream; `hand_out=False` when `run` drives it (nobody reads the chunks:
+        it runs straight through, its chunks go to the trace only)."""
         check_options(options)
         check_model(self._resolve, agent.model)
         loop = start_run(
@@ -166,7 +178,8 @@ class AsyncInterpreter:
             observers=self._observers, price=self._price,
         )
         return AsyncRunStream(
-            self, loop, options.get("trace"), options.get("signal"), options.get("timeout")
+            self, loop, options.get("trace"), options.get("signal"), options.get("timeout"),
+            hand_out=hand_out,
         )
 
     # --- commands other than the model stream -----------------------------------------------
@@ -281,6 +294,8 @@ class AsyncRunStream:
         trace: Trace | None,
         signal: CancelSignal | None,
         timeout: float | None,
+        *,
+        hand_out: bool = True,
     ) -> None:
         self._interp = interp
         self._loop = loop
@@ -294,14 +309,15 @@ class AsyncRunStream:
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
         self._model: AsyncIterator[ModelEvent] | None = None
         self._anext: Callable[[], Awaitable[ModelEvent]] | None = None
-        self._buf: deque[Chunk] = deque()
+        # (`run`'s stream buffers nothing: one object fewer per run for the GC to walk)
+        self._buf: deque[Chunk] = deque() if hand_out else _NO_BUFFER
         self._result: RunResult | None = None
         self._closed = False
         self._busy = False
         """A task is inside `_advance_guarded` (waiting on the model, a tool, a hook...)."""
-        self._hand_out = True
+        self._hand_out = hand_out
         """False when `run` drives the stream: chunks go to the trace only, none wait."""
-        self._tools_done: list[ToolOutcome] = []
+        self._tools_done: list[ToolOutcome] | None = None
         """The outcomes of the pending RunTools' calls that finished (for a cancel)."""
 
     # --- the async iterator ------------------------------------------------------------
@@ -516,7 +532,8 @@ class AsyncRunStream:
                 discard(cmd.awaitable)
             if not isinstance(cmd, Done):
                 # Tools that finished before the cancel keep their real results.
-                done = tuple(self._tools_done) if isinstance(cmd, RunTools) else ()
+                finished = self._tools_done
+                done = tuple(finished) if finished and isinstance(cmd, RunTools) else ()
                 try:
                     cmd = self._set(loop.throw(RunCancelled(reason, done)))
                     while isinstance(cmd, Publish):
@@ -561,7 +578,11 @@ async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
 def _close_now(stream: AsyncIterator[ModelEvent]) -> Awaitable[None] | None:
     """What closes a model stream, shielded from cancellation for CLOSE_GRACE seconds
     (a provider's cleanup, closing its HTTP response, is never cut short); None when
-    there is nothing to close (a generator that already ended, no `aclose`)."""
+    there is nothing to close (a generator that already ended, no `aclose`), or when the
+    stream closed at once, holding nothing to release (`NoCleanupStream`)."""
+    if isinstance(stream, NoCleanupStream):
+        stream.close()
+        return None
     if type(stream) is AsyncGeneratorType and stream.ag_frame is None:
         return None
     close = getattr(stream, "aclose", None)

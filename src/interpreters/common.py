@@ -152,6 +152,20 @@ def handler_for(handlers: Mapping[type, H], request: object) -> H:
     return handler
 
 
+class NoCleanupStream:
+    """Base of a model stream that holds nothing to release (no connection, no task): its
+    `close()` ends it at once, without waiting. The async interpreter closes such a stream
+    with that plain call instead of the shielded, time-capped `aclose()` every other
+    stream gets (a cancel scope and a timer per model call, W4 of bench/WORKLOADS.md).
+    The simulator's streams are such (`ScriptedModel.astream`); a provider's stream that
+    holds an HTTP response is not."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
 def discard(awaitable: object) -> None:
     """Close an awaitable that will not be awaited (no "coroutine was never awaited")."""
     close = getattr(awaitable, "close", None)

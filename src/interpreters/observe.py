@@ -133,12 +133,17 @@ def observed_loop(
     `clock`. A replay hands the recorded readings in as `loop_clock`.
     """
     info = RunInfo(agent, messages, context, clock, clock(), price)
-    watching = _Watchers([o for o in (_start(x, info) for x in observers) if o is not None])
-    if not watching.live:
+    live: list[RunObserver] = []
+    for x in observers:
+        o = _start(x, info)
+        if o is not None:
+            live.append(o)
+    if not live:  # (the default LogObserver, when logging is not configured)
         return agent_loop(
             agent, messages, context=context, clock=loop_clock or clock, record=record,
             price=price,
         )
+    watching = _Watchers(live)
     inner_clock = loop_clock or clock
 
     def read_clock() -> float:

@@ -15,12 +15,13 @@ the simulator, and latency and retry backoff advance a virtual clock instead of 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Unpack
 
 import anyio.lowlevel
 import msgspec
 
+from interpreters.common import NoCleanupStream
 from interpreters.observe import Observer
 from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
 from interpreters.providers.provider import ProviderError
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
 
 
 CANCELLABLE = keys_of(CancellableScope)
+
+_JSON = json.JSONEncoder()
+"""`json.dumps` with its defaults, without its per-call argument handling."""
 
 class VirtualClock:
     """Time that moves only when told to.
@@ -106,7 +110,8 @@ class VirtualClock:
         return len(self._alarms)
 
 
-class ScriptedCall(msgspec.Struct, frozen=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class ScriptedCall(msgspec.Struct, frozen=True, gc=False):
     """A tool call the scripted model makes."""
 
     tool_name: str
@@ -119,7 +124,8 @@ def call(tool_name: str, /, tool_call_id: str | None = None, **args: object) -> 
     return ScriptedCall(tool_name, args, tool_call_id)
 
 
-class Fail(msgspec.Struct, frozen=True, kw_only=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class Fail(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """The model call fails before streaming (an HTTP error, or a connection failure)."""
 
     status: int | None = 500
@@ -141,7 +147,8 @@ class Fail(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class Say(msgspec.Struct, frozen=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class Say(msgspec.Struct, frozen=True, gc=False):
     """One scripted model response.
 
     `text` is one string or the chunks to stream; `calls` are tool calls after the text.
@@ -185,7 +192,8 @@ class Say(msgspec.Struct, frozen=True):
         ev.extend(self.sources)
         for i, c in enumerate(self.calls):
             cid = c.tool_call_id or f"call_{call_index}_{i}"
-            ev.append(ToolCallDelta(cid, c.tool_name, json.dumps(dict(c.args))))
+            args = c.args if type(c.args) is dict else dict(c.args)
+            ev.append(ToolCallDelta(cid, c.tool_name, _JSON.encode(args)))
             ev.append(ToolCall(cid, c.tool_name, c.args))
         reason: FinishReason = self.finish_reason or ("tool-calls" if self.calls else "stop")
         usage = self.usage or Usage(10, sum(len(t.split()) for t in text) + len(self.calls))
@@ -249,27 +257,91 @@ class ScriptedModel:
         if step.break_after is not None:
             raise ProviderError(_break_error(step))
 
-    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        n, step = self._next(request)
-        if isinstance(step, Fail):
-            await self._pause(step.latency)
-            raise ProviderError(step.error())
-        events = step.events(n)
-        cut = _cut(step, events)
-        await self._pause(step.latency)
-        for i, e in enumerate(events[:cut]):
-            if i and step.chunk_latency:
-                await self._pause(step.chunk_latency)
-            yield e
+    def astream(self, request: ModelRequest) -> ScriptedStream:
+        """The response to `request` as an async iterator: the call (recording the request,
+        picking the response) is made when its first event is asked for."""
+        return ScriptedStream(self, request)
+
+    def _wait(self, seconds: float) -> Awaitable[object] | None:
+        """What a pause of `seconds` awaits (a real sleep, or a checkpoint where a run's
+        virtual deadline rang and cancelled it), or None: the virtual clock moved on."""
+        if self._async_sleep is not None and seconds > 0:
+            return self._async_sleep(seconds)
+        if self.clock.advance(seconds):
+            # A run's virtual deadline rang and cancelled it: the cancellation lands here.
+            return anyio.lowlevel.checkpoint()
+        return None
+
+
+class ScriptedStream(NoCleanupStream):
+    """One scripted response as an async iterator (`ScriptedModel.astream`).
+
+    It gives what an async generator over the response would: the call is made at the
+    first `__anext__`, `latency` passes before the first event and `chunk_latency` between
+    events, a `Fail` or a break raises its `ProviderError`, and once it raised or was
+    closed it only stops. It holds nothing to release, so the async interpreter closes it
+    with `close()`, without a shielded `aclose()` (W4 of bench/WORKLOADS.md).
+    """
+
+    __slots__ = ("_cut", "_done", "_events", "_i", "_model", "_request", "_step")
+
+    def __init__(self, model: ScriptedModel, request: ModelRequest) -> None:
+        self._model = model
+        self._request: ModelRequest | None = request
+        self._step: Say | None = None
+        self._events: list[ModelEvent] = []
+        self._cut = 0
+        self._i = 0
+        self._done = False
+
+    def __aiter__(self) -> ScriptedStream:
+        return self
+
+    async def __anext__(self) -> ModelEvent:
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            step = self._step
+            model = self._model
+            if step is None:  # the call: record the request, wait the latency
+                request = self._request
+                assert request is not None
+                self._request = None
+                n, scripted = model._next(request)
+                if isinstance(scripted, Fail):
+                    wait = model._wait(scripted.latency)
+                    if wait is not None:
+                        await wait
+                    raise ProviderError(scripted.error())
+                step = self._step = scripted
+                self._events = events = step.events(n)
+                self._cut = _cut(step, events)
+                wait = model._wait(step.latency)
+                if wait is not None:
+                    await wait
+            elif self._i < self._cut and step.chunk_latency:
+                wait = model._wait(step.chunk_latency)
+                if wait is not None:
+                    await wait
+            i = self._i
+            if i < self._cut:
+                self._i = i + 1
+                return self._events[i]
+        except BaseException:
+            self.close()
+            raise
+        self.close()
         if step.break_after is not None:
             raise ProviderError(_break_error(step))
+        raise StopAsyncIteration
 
-    async def _pause(self, seconds: float) -> None:
-        if self._async_sleep is not None and seconds > 0:
-            await self._async_sleep(seconds)
-        elif self.clock.advance(seconds):
-            # A run's virtual deadline rang and cancelled it: the cancellation lands here.
-            await anyio.lowlevel.checkpoint()
+    def close(self) -> None:
+        """Stop here: the stream gives no more events (nothing to release)."""
+        self._done = True
+        self._events = []
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 def _break_error(step: Say) -> ApiError:

@@ -74,7 +74,8 @@ class ToolCallDelta(msgspec.Struct, frozen=True, tag="tool-call-delta"):
     args_delta: str
 
 
-class ToolCall(msgspec.Struct, frozen=True, tag="tool-call"):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class ToolCall(msgspec.Struct, frozen=True, gc=False, tag="tool-call"):
     """A complete tool call with parsed arguments."""
 
     tool_call_id: str
@@ -104,7 +105,8 @@ class StepStart(msgspec.Struct, frozen=True, tag="step-start"):
     step_number: int
 
 
-class ModelFinish(msgspec.Struct, frozen=True, tag="model-finish"):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class ModelFinish(msgspec.Struct, frozen=True, gc=False, tag="model-finish"):
     """The model's last event for one call: why it stopped and what it cost.
 
     A model stream that ends without it broke: it is never a complete answer.
@@ -116,13 +118,15 @@ class ModelFinish(msgspec.Struct, frozen=True, tag="model-finish"):
     model_id: str | None = None
 
 
-class StepFinish(msgspec.Struct, frozen=True, tag="step-finish"):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class StepFinish(msgspec.Struct, frozen=True, gc=False, tag="step-finish"):
     step_number: int
     finish_reason: FinishReason
     usage: Usage
 
 
-class Finish(msgspec.Struct, frozen=True, tag="finish"):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class Finish(msgspec.Struct, frozen=True, gc=False, tag="finish"):
     """The run's last chunk (unless it tripped or failed)."""
 
     finish_reason: FinishReason

@@ -32,7 +32,8 @@ class ReasoningPart(msgspec.Struct, frozen=True, tag="reasoning"):
     redacted: str | None = None
 
 
-class ToolCallPart(msgspec.Struct, frozen=True, tag="tool-call"):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class ToolCallPart(msgspec.Struct, frozen=True, gc=False, tag="tool-call"):
     tool_call_id: str
     tool_name: str
     args: JsonObject

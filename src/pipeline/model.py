@@ -35,7 +35,8 @@ class StructuredOutput(msgspec.Struct, frozen=True):
     strict: bool = True
 
 
-class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class ModelRequest(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """Everything one model call needs; what the provider codecs encode."""
 
     model: str
