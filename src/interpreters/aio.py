@@ -39,7 +39,7 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
 from typing import Unpack
 
@@ -269,9 +269,9 @@ class AsyncRunStream:
     """
 
     __slots__ = (
-        "_anext", "_buf", "_busy", "_closed", "_cmd", "_deadline", "_delivered", "_hand_out",
-        "_interp", "_loop", "_model", "_result", "_signal", "_timeout", "_tools_done",
-        "_trace",
+        "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_cmd", "_deadline",
+        "_delivered", "_hand_out", "_interp", "_loop", "_model", "_ready", "_result",
+        "_signal", "_timeout", "_tools_done", "_trace",
     )
 
     def __init__(
@@ -292,8 +292,13 @@ class AsyncRunStream:
         """The command the loop waits on (None: not started)."""
         self._delivered = False
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
-        self._model: AsyncIterator[ModelEvent] | None = None
+        self._model: AsyncIterator[object] | None = None
         self._anext: Callable[[], Awaitable[ModelEvent]] | None = None
+        """The next event of a model stream of events (a provider's `astream`)."""
+        self._anext_batch: Callable[[], Awaitable[Sequence[ModelEvent]]] | None = None
+        """The next batch of a model stream of batches (a provider's `astream_batches`)."""
+        self._ready: Iterator[ModelEvent] = _NO_EVENTS
+        """The events of the last batch not sent to the loop yet."""
         self._buf: deque[Chunk] = deque()
         self._result: RunResult | None = None
         self._closed = False
@@ -421,6 +426,7 @@ class AsyncRunStream:
         cmd = self._cmd
         if cmd is None:
             cmd = self._set(next(loop))
+        quiet = not self._hand_out and self._trace is None
         while True:
             t = type(cmd)
             if t is Pull:
@@ -431,16 +437,25 @@ class AsyncRunStream:
                         self._delivered = True  # the next event is read on the next pull
                         return
                 self._delivered = False
+                if self._anext_batch is not None:
+                    # The per-chunk path of a stream of batches: an event of the batch at
+                    # hand goes to the loop without an await.
+                    event: ModelEvent | None = next(self._ready, None)
+                    if event is not None and type(event) is not ModelFinish:
+                        cmd = self._set(loop.send(event))
+                    else:
+                        cmd = self._set(await self._from_batches(event, quiet, started=True))
+                    continue
                 anext = self._anext
                 assert anext is not None
                 try:  # the per-chunk path: the next event; the stream closed after its last
-                    event: object = await anext()
+                    reply: object = await anext()
                 except Exception as e:
-                    event = await self._stream_ended(e, started=True)
+                    reply = await self._stream_ended(e, started=True)
                 else:
-                    if type(event) is ModelFinish:
+                    if type(reply) is ModelFinish:
                         await self._close_model()
-                cmd = self._set(loop.send(event))
+                cmd = self._set(loop.send(reply))
                 continue
             if t is CloseStream:
                 await self._close_model()
@@ -459,20 +474,28 @@ class AsyncRunStream:
             elif t is CallModel:
                 assert isinstance(cmd, CallModel)
                 try:
-                    model = await _open(self._interp._resolve(cmd.request.model), cmd.request)
+                    provider = self._interp._resolve(cmd.request.model)
+                    batches = _batches(provider, cmd.request)
+                    model = None if batches is not None else await _open(provider, cmd.request)
                 except Exception as e:
                     cmd = self._set(loop.send(ModelFailed(provider_error(e))))
+                    continue
+                if model is None:
+                    assert batches is not None
+                    self._model = batches
+                    self._anext_batch = batches.__anext__
+                    cmd = self._set(await self._from_batches(None, quiet, started=False))
                     continue
                 self._model = model
                 self._anext = anext = model.__anext__
                 try:  # its first event, as in the Pull branch (started=False)
-                    event = await anext()
+                    reply = await anext()
                 except Exception as e:
-                    event = await self._stream_ended(e, started=False)
+                    reply = await self._stream_ended(e, started=False)
                 else:
-                    if type(event) is ModelFinish:
+                    if type(reply) is ModelFinish:
                         await self._close_model()
-                cmd = self._set(loop.send(event))
+                cmd = self._set(loop.send(reply))
             else:
                 if t is RunTools:
                     assert isinstance(cmd, RunTools)
@@ -491,6 +514,43 @@ class AsyncRunStream:
                 else:
                     cmd = self._set(loop.send(reply))
 
+    async def _from_batches(
+        self, event: ModelEvent | None, quiet: bool, *, started: bool
+    ) -> LoopCommand:
+        """Answer the pending pull (or model call: `started` False) from the stream of
+        batches: with `event` when given (taken from the batch at hand), else with the
+        first event of the next batch, the rest of it kept for the next pulls; the
+        loop's next command. `quiet` (`run` without a trace: no chunk waits to be handed
+        out): the pulls after it too, as long as the loop asks for nothing else, each
+        event of a batch without an await (W5 in bench/). The stream is closed after its
+        last event."""
+        loop = self._loop
+        ready = self._ready
+        anext = self._anext_batch
+        assert anext is not None
+        while True:
+            if event is None:
+                try:
+                    batch = await anext()
+                    while not batch:
+                        batch = await anext()
+                except Exception as e:
+                    return loop.send(await self._stream_ended(e, started=started))
+                if len(batch) == 1:
+                    event = batch[0]
+                else:
+                    self._ready = ready = iter(batch)
+                    event = next(ready)
+            if type(event) is ModelFinish:
+                await self._close_model()
+                return loop.send(event)
+            cmd = loop.send(event)
+            if not quiet or type(cmd) is not Pull:
+                return cmd
+            self._cmd = cmd  # (no trace to record it in)
+            started = True
+            event = next(ready, None)
+
     async def _stream_ended(self, e: Exception, *, started: bool) -> object:
         """The reply for a model stream that ended (`e`: StopAsyncIteration) or failed."""
         await self._close_model()
@@ -502,7 +562,8 @@ class AsyncRunStream:
         """Close the open model stream, shielded from cancellation (for CLOSE_GRACE)."""
         model = self._model
         if model is not None:
-            self._model = self._anext = None
+            self._model = self._anext = self._anext_batch = None
+            self._ready = _NO_EVENTS
             rest = _close_now(model)
             if rest is not None:
                 await rest
@@ -532,6 +593,20 @@ class AsyncRunStream:
         await self._close_model()
 
 
+_NO_EVENTS: Iterator[ModelEvent] = iter(())
+
+
+def _batches(
+    provider: AsyncProvider, request: ModelRequest
+) -> AsyncIterator[Sequence[ModelEvent]] | None:
+    """The provider's stream of batches of events when it has one (`astream_batches`,
+    as `AsyncHttpProvider`), else None (its `astream` is read event by event)."""
+    batches: Callable[[ModelRequest], AsyncIterator[Sequence[ModelEvent]]] | None = getattr(
+        provider, "astream_batches", None
+    )
+    return None if batches is None else batches(request)
+
+
 async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:
     """Open a model stream; tolerates an `async def astream` that returns the iterator."""
     stream = provider.astream(request)
@@ -558,7 +633,7 @@ async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
         await rest
 
 
-def _close_now(stream: AsyncIterator[ModelEvent]) -> Awaitable[None] | None:
+def _close_now(stream: AsyncIterator[object]) -> Awaitable[None] | None:
     """What closes a model stream, shielded from cancellation for CLOSE_GRACE seconds
     (a provider's cleanup, closing its HTTP response, is never cut short); None when
     there is nothing to close (a generator that already ended, no `aclose`)."""

@@ -11,12 +11,12 @@ to the deadline and checks the deadline and the run's stop after every read.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import anyio
 import httpx
 
-from interpreters.providers.bounded_read import next_within
+from interpreters.providers.bounded_read import next_within, within
 from interpreters.providers.exchange import Exchange
 
 
@@ -38,6 +38,14 @@ async def next_chunk(
     longest one wait of a read can last (the read timeout), lets a read with more than
     that left before the deadline run without a cancel scope (`bounded_read.py`)."""
     return await next_within(chunks, ex.remaining, ex.deadline_error, patience)
+
+
+def body(
+    chunks: AsyncIterator[bytes], ex: Exchange, patience: float
+) -> AsyncGenerator[bytes, None]:
+    """The bytes of the body, each read as `next_chunk` reads it, as one generator (no
+    coroutine per chunk): raises `ex.deadline_error()` at the deadline."""
+    return within(chunks, ex.remaining, ex.deadline_error, patience)
 
 
 async def close(response: httpx.Response) -> None:

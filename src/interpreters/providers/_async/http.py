@@ -7,7 +7,7 @@ wait goes through `bounded`, which keeps it within the call's deadline.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 import httpx
 
@@ -39,6 +39,21 @@ class AsyncHttpProvider(HttpProviderBase[httpx.AsyncClient]):
         await self.aclose()
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The call's events, one at a time (`astream_batches`, flattened)."""
+        batches = self.astream_batches(request)
+        try:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+        finally:
+            await batches.aclose()  # closing this closes the response, at once
+
+    async def astream_batches(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[Sequence[ModelEvent], None]:
+        """The call's events in batches, those decoded from one read of the body (never
+        an empty one): an interpreter that reads these hands the loop every event of one
+        read without a step through this generator per event."""
         ex = self._exchange(request)
         failure: ProviderError | None = None
         try:
@@ -59,13 +74,19 @@ class AsyncHttpProvider(HttpProviderBase[httpx.AsyncClient]):
                     # less per chunk than httpx's decoder layer.
                     chunks = resp.aiter_bytes() if _encoded(resp) else resp.aiter_raw()
                     patience = timeout.read if timeout.read is not None else math.inf
-                    while (chunk := await bounded.next_chunk(chunks, ex, patience)) is not None:
-                        for event in ex.feed(chunk):
-                            yield event
-                        if ex.done:
-                            break
-                    for event in ex.close():
-                        yield event
+                    reads = bounded.body(chunks, ex, patience)
+                    try:
+                        async for chunk in reads:
+                            events = ex.feed(chunk)
+                            if events:
+                                yield events
+                            if ex.done:
+                                break
+                    finally:
+                        await reads.aclose()
+                    events = ex.close()
+                    if events:
+                        yield events
                     ex.check()
             finally:
                 await bounded.close(resp)

@@ -9,7 +9,7 @@ wait goes through `bounded`, which keeps it within the call's deadline.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 
 import httpx
 
@@ -41,6 +41,21 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
         self.close()
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        """The call's events, one at a time (`stream_batches`, flattened)."""
+        batches = self.stream_batches(request)
+        try:
+            for batch in batches:
+                for event in batch:
+                    yield event
+        finally:
+            batches.close()  # closing this closes the response, at once
+
+    def stream_batches(
+        self, request: ModelRequest
+    ) -> Generator[Sequence[ModelEvent], None, None]:
+        """The call's events in batches, those decoded from one read of the body (never
+        an empty one): an interpreter that reads these hands the loop every event of one
+        read without a step through this generator per event."""
         ex = self._exchange(request)
         failure: ProviderError | None = None
         try:
@@ -61,13 +76,19 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
                     # less per chunk than httpx's decoder layer.
                     chunks = resp.iter_bytes() if _encoded(resp) else resp.iter_raw()
                     patience = timeout.read if timeout.read is not None else math.inf
-                    while (chunk := bounded.next_chunk(chunks, ex, patience)) is not None:
-                        for event in ex.feed(chunk):
-                            yield event
-                        if ex.done:
-                            break
-                    for event in ex.close():
-                        yield event
+                    reads = bounded.body(chunks, ex, patience)
+                    try:
+                        for chunk in reads:
+                            events = ex.feed(chunk)
+                            if events:
+                                yield events
+                            if ex.done:
+                                break
+                    finally:
+                        reads.close()
+                    events = ex.close()
+                    if events:
+                        yield events
                     ex.check()
             finally:
                 bounded.close(resp)
