@@ -70,9 +70,9 @@ class AsyncHttpProvider(HttpProviderBase[httpx.AsyncClient]):
                     body, cut = await _read_capped(resp.aiter_bytes(), ex)
                     failure = ex.error(body, cut=cut)
                 else:
-                    # Raw bytes when there is no Content-Encoding: one generator step
-                    # less per chunk than httpx's decoder layer.
-                    chunks = resp.aiter_bytes() if _encoded(resp) else resp.aiter_raw()
+                    # Raw bytes when there is no Content-Encoding: fewer generator steps
+                    # per chunk than httpx's decoder layer.
+                    chunks = resp.aiter_bytes() if _encoded(resp) else bounded.raw(resp)
                     patience = timeout.read if timeout.read is not None else math.inf
                     reads = bounded.body(chunks, ex, patience)
                     try:

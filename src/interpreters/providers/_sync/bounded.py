@@ -37,6 +37,16 @@ def next_chunk(
     return chunk
 
 
+def raw(response: httpx.Response) -> Iterator[bytes]:
+    """The body's bytes as the connection delivers them: what `iter_raw` yields, read
+    from `response.stream` itself (see the async twin). Closed by `close`."""
+    stream = response.stream
+    if not isinstance(stream, httpx.SyncByteStream) or response.is_stream_consumed:
+        return response.iter_raw()  # (raises httpx's own error)
+    response.is_stream_consumed = True
+    return stream.__iter__()
+
+
 def body(chunks: Iterator[bytes], ex: Exchange, patience: float) -> Generator[bytes, None, None]:
     """The bytes of the body, each checked as `next_chunk` checks it, as one generator."""
     for chunk in chunks:

@@ -72,9 +72,9 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
                     body, cut = _read_capped(resp.iter_bytes(), ex)
                     failure = ex.error(body, cut=cut)
                 else:
-                    # Raw bytes when there is no Content-Encoding: one generator step
-                    # less per chunk than httpx's decoder layer.
-                    chunks = resp.iter_bytes() if _encoded(resp) else resp.iter_raw()
+                    # Raw bytes when there is no Content-Encoding: fewer generator steps
+                    # per chunk than httpx's decoder layer.
+                    chunks = resp.iter_bytes() if _encoded(resp) else bounded.raw(resp)
                     patience = timeout.read if timeout.read is not None else math.inf
                     reads = bounded.body(chunks, ex, patience)
                     try:
