@@ -57,7 +57,7 @@ def body(
 ) -> AsyncGenerator[bytes, None]:
     """The bytes of the body, each read as `next_chunk` reads it, as one generator (no
     coroutine per chunk): raises `ex.deadline_error()` at the deadline."""
-    return within(chunks, ex.remaining, ex.deadline_error, patience)
+    return within(chunks, ex.deadline, ex.deadline_error, patience)  # (time.monotonic)
 
 
 async def close(response: httpx.Response) -> None:

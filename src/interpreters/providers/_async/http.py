@@ -14,7 +14,7 @@ import httpx
 from interpreters.providers._async import bounded
 from interpreters.providers.exchange import DEADLINE_EXCEEDED, Exchange, HttpProviderBase
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import ModelEvent
+from pipeline.chunks import ModelEvent, ModelFinish
 from pipeline.model import ModelRequest
 
 
@@ -80,8 +80,10 @@ class AsyncHttpProvider(HttpProviderBase[httpx.AsyncClient]):
                             events = ex.feed(chunk)
                             if events:
                                 yield events
-                            if ex.done:
-                                break
+                                # The end marker ([DONE], message_stop) comes with the
+                                # call's last event, a ModelFinish: no other read can end it.
+                                if type(events[-1]) is ModelFinish and ex.done:
+                                    break
                     finally:
                         await reads.aclose()
                     events = ex.close()

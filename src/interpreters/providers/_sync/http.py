@@ -16,7 +16,7 @@ import httpx
 from interpreters.providers._sync import bounded
 from interpreters.providers.exchange import DEADLINE_EXCEEDED, Exchange, HttpProviderBase
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import ModelEvent
+from pipeline.chunks import ModelEvent, ModelFinish
 from pipeline.model import ModelRequest
 
 
@@ -82,8 +82,10 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
                             events = ex.feed(chunk)
                             if events:
                                 yield events
-                            if ex.done:
-                                break
+                                # The end marker ([DONE], message_stop) comes with the
+                                # call's last event, a ModelFinish: no other read can end it.
+                                if type(events[-1]) is ModelFinish and ex.done:
+                                    break
                     finally:
                         reads.close()
                     events = ex.close()
