@@ -426,7 +426,6 @@ class AsyncRunStream:
         cmd = self._cmd
         if cmd is None:
             cmd = self._set(next(loop))
-        quiet = not self._hand_out and self._trace is None
         while True:
             t = type(cmd)
             if t is Pull:
@@ -437,25 +436,24 @@ class AsyncRunStream:
                         self._delivered = True  # the next event is read on the next pull
                         return
                 self._delivered = False
-                if self._anext_batch is not None:
-                    # The per-chunk path of a stream of batches: an event of the batch at
-                    # hand goes to the loop without an await.
-                    event: ModelEvent | None = next(self._ready, None)
-                    if event is not None and type(event) is not ModelFinish:
-                        cmd = self._set(loop.send(event))
-                    else:
-                        cmd = self._set(await self._from_batches(event, quiet, started=True))
-                    continue
                 anext = self._anext
-                assert anext is not None
-                try:  # the per-chunk path: the next event; the stream closed after its last
-                    reply: object = await anext()
-                except Exception as e:
-                    reply = await self._stream_ended(e, started=True)
+                if anext is not None:
+                    try:  # the per-chunk path: the next event; closed after its last
+                        reply: object = await anext()
+                    except Exception as e:
+                        reply = await self._stream_ended(e, started=True)
+                    else:
+                        if type(reply) is ModelFinish:
+                            await self._close_model()
+                    cmd = self._set(loop.send(reply))
+                    continue
+                # The per-chunk path of a stream of batches: an event of the batch at hand
+                # goes to the loop without an await.
+                event: ModelEvent | None = next(self._ready, None)
+                if event is not None and type(event) is not ModelFinish:
+                    cmd = self._set(loop.send(event))
                 else:
-                    if type(reply) is ModelFinish:
-                        await self._close_model()
-                cmd = self._set(loop.send(reply))
+                    cmd = self._set(await self._from_batches(event, started=True))
                 continue
             if t is CloseStream:
                 await self._close_model()
@@ -484,7 +482,7 @@ class AsyncRunStream:
                     assert batches is not None
                     self._model = batches
                     self._anext_batch = batches.__anext__
-                    cmd = self._set(await self._from_batches(None, quiet, started=False))
+                    cmd = self._set(await self._from_batches(None, started=False))
                     continue
                 self._model = model
                 self._anext = anext = model.__anext__
@@ -514,17 +512,16 @@ class AsyncRunStream:
                 else:
                     cmd = self._set(loop.send(reply))
 
-    async def _from_batches(
-        self, event: ModelEvent | None, quiet: bool, *, started: bool
-    ) -> LoopCommand:
+    async def _from_batches(self, event: ModelEvent | None, *, started: bool) -> LoopCommand:
         """Answer the pending pull (or model call: `started` False) from the stream of
         batches: with `event` when given (taken from the batch at hand), else with the
         first event of the next batch, the rest of it kept for the next pulls; the
-        loop's next command. `quiet` (`run` without a trace: no chunk waits to be handed
-        out): the pulls after it too, as long as the loop asks for nothing else, each
+        loop's next command. Under `run` without a trace (no chunk waits to be handed
+        out), the pulls after it too, as long as the loop asks for nothing else, each
         event of a batch without an await (W5 in bench/). The stream is closed after its
         last event."""
         loop = self._loop
+        quiet = not self._hand_out and self._trace is None
         ready = self._ready
         anext = self._anext_batch
         assert anext is not None
