@@ -163,3 +163,27 @@ async def test_within_passes_an_error_of_the_read_on_as_it_is() -> None:
         async for i in within(broken(), 1e9, Expired, 1.0, clock=lambda: 0.0):
             got.append(i)
     assert got == [0]
+
+
+class Countdown:
+    """An async iterator that is not a generator (its `__anext__` is a coroutine)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __aiter__(self) -> Countdown:
+        return self
+
+    async def __anext__(self) -> int:
+        if self.n == 0:
+            raise StopAsyncIteration
+        if self.n % 2:
+            await anyio.sleep(0.001)  # every other item waits
+        self.n -= 1
+        return self.n
+
+
+@pytest.mark.anyio
+async def test_within_reads_any_async_iterator_not_only_generators() -> None:
+    got = await _all(within(Countdown(4), 1e9, Expired, 1.0, clock=lambda: 0.0))
+    assert got == [3, 2, 1, 0]

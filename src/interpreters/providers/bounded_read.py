@@ -19,12 +19,15 @@ close out of order), hence the choice at the start of each read.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Generator
 from typing import Generic, TypeVar
 
 import anyio
 
 _T = TypeVar("_T")
+
+_Step = Generator[object, object, _T] | Coroutine[object, object, _T]
+"""A read under way, stepped by hand: what `__await__` gives, or a coroutine."""
 
 
 async def next_within(
@@ -73,7 +76,15 @@ async def within(
         return deadline - clock()
 
     bare_until = deadline - patience  # until then no one wait can outlast the deadline
-    anext = chunks.__anext__
+    start: Callable[[], _Step[_T]]
+    if isinstance(chunks, AsyncGenerator):
+        start = chunks.__anext__  # (a step itself: no __await__ per item)
+    else:
+        anext = chunks.__anext__
+
+        def start() -> _Step[_T]:
+            return anext().__await__()
+
     while True:
         if clock() > bare_until:
             scoped = await next_within(chunks, remaining, expired, patience)
@@ -81,7 +92,7 @@ async def within(
                 return
             yield scoped
             continue
-        step = anext().__await__()
+        step = start()
         try:
             first = step.send(None)
         except StopIteration as done:
@@ -106,7 +117,7 @@ class _Checked(Generic[_T]):
 
     def __init__(
         self,
-        step: Generator[object, object, _T],
+        step: _Step[_T],
         first: object,
         remaining: Callable[[], float],
         expired: Callable[[], Exception],
