@@ -75,9 +75,10 @@ class AsyncHttpProvider(HttpProviderBase[httpx.AsyncClient]):
                     chunks = resp.aiter_bytes() if _encoded(resp) else bounded.raw(resp)
                     patience = timeout.read if timeout.read is not None else math.inf
                     reads = bounded.body(chunks, ex, patience)
+                    feed = ex.feeder()
                     try:
                         async for chunk in reads:
-                            events = ex.feed(chunk)
+                            events = feed(chunk)
                             if events:
                                 yield events
                                 # The end marker ([DONE], message_stop) comes with the

@@ -77,9 +77,10 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
                     chunks = resp.iter_bytes() if _encoded(resp) else bounded.raw(resp)
                     patience = timeout.read if timeout.read is not None else math.inf
                     reads = bounded.body(chunks, ex, patience)
+                    feed = ex.feeder()
                     try:
                         for chunk in reads:
-                            events = ex.feed(chunk)
+                            events = feed(chunk)
                             if events:
                                 yield events
                                 # The end marker ([DONE], message_stop) comes with the
