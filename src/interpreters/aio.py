@@ -12,8 +12,9 @@ Design:
 - **Pull-based.** The stream is driven by its consumer, in the consumer's task: each
   `__anext__` carries out commands until it has a chunk to hand out. No background task,
   no queue: a slow consumer holds the model stream at the chunk it is at (backpressure),
-  at most one model event's chunks are buffered, and nothing runs once `run` returned or
-  the stream is closed.
+  at most one model event's chunks are buffered (and, from a provider with
+  `astream_batches`, the rest of one batch of events: one read's), and nothing runs once
+  `run` returned or the stream is closed.
 - **Async hooks and tools.** A hook that returns an awaitable (`AwaitHook`) is awaited;
   an `async def` tool is awaited. The tool calls of one step run concurrently in a task
   group; their results go back in the order of the calls (a single call runs without
@@ -596,8 +597,9 @@ _NO_EVENTS: Iterator[ModelEvent] = iter(())
 def _batches(
     provider: AsyncProvider, request: ModelRequest
 ) -> AsyncIterator[Sequence[ModelEvent]] | None:
-    """The provider's stream of batches of events when it has one (`astream_batches`,
-    as `AsyncHttpProvider`), else None (its `astream` is read event by event)."""
+    """The provider's stream of batches of events when it has one (`astream_batches`:
+    an `AsyncBatchProvider`, as `AsyncHttpProvider`), else None (its `astream` is read
+    event by event)."""
     batches: Callable[[ModelRequest], AsyncIterator[Sequence[ModelEvent]]] | None = getattr(
         provider, "astream_batches", None
     )
