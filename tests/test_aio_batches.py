@@ -153,3 +153,17 @@ async def test_a_timeout_while_the_next_batch_is_awaited_ends_the_run() -> None:
     assert result.status == "cancelled"
     assert result.text == "Hello"
     assert model.closed == 1
+
+
+class NotAnIterator(ScriptedModel):
+    """A provider whose astream_batches is a plain function returning a list: a bug."""
+
+    def astream_batches(self, request: object) -> list[object]:
+        return []
+
+
+async def test_an_astream_batches_that_gives_no_async_iterator_fails_the_call() -> None:
+    result = await AsyncInterpreter(NotAnIterator([Say("Hi")]), observers=()).run(
+        Agent.create("m"), "hi")
+    assert result.status == "failed"
+    assert "__anext__" in str(result.error)

@@ -475,14 +475,16 @@ class AsyncRunStream:
                 try:
                     provider = self._interp._resolve(cmd.request.model)
                     batches = _batches(provider, cmd.request)
-                    model = None if batches is not None else await _open(provider, cmd.request)
+                    if batches is not None:
+                        self._anext_batch = batches.__anext__  # (not an iterator: fails here)
+                        model = None
+                    else:
+                        model = await _open(provider, cmd.request)
                 except Exception as e:
                     cmd = self._set(loop.send(ModelFailed(provider_error(e))))
                     continue
                 if model is None:
-                    assert batches is not None
                     self._model = batches
-                    self._anext_batch = batches.__anext__
                     cmd = self._set(await self._from_batches(None, started=False))
                     continue
                 self._model = model
