@@ -7,7 +7,7 @@ values: results, messages, chunks, the requests the scripted model received, the
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -223,7 +223,6 @@ class BatchedScriptedModel(ScriptedModel):
 
     async def astream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         events = self.astream(request)
-        assert isinstance(events, AsyncGenerator)
         got: list[ModelEvent] = []
         failure: ProviderError | None = None
         try:
@@ -247,7 +246,14 @@ class BatchedScriptedModel(ScriptedModel):
                 raise failure
         finally:
             self.closed += 1
-            await events.aclose()
+            # A scripted stream closes with aclose() (a generator) or close() (one that
+            # holds nothing to release).
+            aclose: Callable[[], Awaitable[object]] | None = getattr(events, "aclose", None)
+            close: Callable[[], object] | None = getattr(events, "close", None)
+            if aclose is not None:
+                await aclose()
+            elif close is not None:
+                close()
 
 
 def unpaired_tool_calls(messages: Sequence[Message]) -> list[str]:
