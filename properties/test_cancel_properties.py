@@ -52,6 +52,7 @@ from pipeline.processor import (
 )
 from pipeline.result import Cancelled
 from tests.faults.cancel_at import REASON, cancelling_at
+from tests.helpers import BatchedScriptedModel
 
 APPROVED_TEXT = re.compile(r"(\[[a-z ]*\])*")
 
@@ -144,8 +145,13 @@ scripts = st.lists(
 )
 
 
-def _models(script: Sequence[Say]) -> tuple[ScriptedModel, dict[str, ScriptedModel]]:
-    return ScriptedModel(list(script)), {"judge": ScriptedModel(lambda _r: Say("yes"))}
+def _models(
+    script: Sequence[Say], sizes: Sequence[int] | None = None
+) -> tuple[ScriptedModel, dict[str, ScriptedModel]]:
+    """The agent's model and the judge; with `sizes`, a model that streams in batches
+    of those sizes (as the HTTP provider does), read by the async interpreter."""
+    model = ScriptedModel(list(script)) if sizes is None else BatchedScriptedModel(script, sizes)
+    return model, {"judge": ScriptedModel(lambda _r: Say("yes"))}
 
 
 @settings(max_examples=50)
@@ -163,14 +169,14 @@ def test_a_cancel_at_any_command_keeps_only_approved_output_sync(script: list[Sa
         _check(ran, asked, full.result.text)
 
 
-def _async_every_k(script: list[Say], backend: str) -> None:
+def _async_every_k(script: list[Say], backend: str, sizes: Sequence[int] | None = None) -> None:
     async def go() -> None:
-        model, models = _models(script)
+        model, models = _models(script, sizes)
         full = await AsyncSimulator(model, models=models).run(_agent([], is_async=True), "hi")
         assert full.result.status == "finished"
         for k in range(len(full.trace.commands)):
             asked: list[str] = []
-            model, models = _models(script)
+            model, models = _models(script, sizes)
             with cancelling_at(k):
                 ran = await AsyncSimulator(model, models=models).run(
                     _agent(asked, is_async=True), "hi"
@@ -190,13 +196,15 @@ def test_a_cancel_at_any_command_keeps_only_approved_output_async(
 
 
 
-def _async_signal_after_each_chunk(script: list[Say], backend: str) -> None:
+def _async_signal_after_each_chunk(
+    script: list[Say], backend: str, sizes: Sequence[int] | None = None
+) -> None:
     async def go() -> None:
-        model, models = _models(script)
+        model, models = _models(script, sizes)
         full = await AsyncSimulator(model, models=models).run(_agent([], is_async=True), "hi")
         for j in range(len(full.trace.chunks) + 1):
             asked: list[str] = []
-            model, models = _models(script)
+            model, models = _models(script, sizes)
             sim = AsyncSimulator(model, models=models)
             signal = CancelSignal()
             trace = Trace()
@@ -221,3 +229,25 @@ def test_an_abort_signal_after_any_chunk_keeps_only_approved_output(
     """The real cancel path: a consumer aborts the run's signal after its j-th chunk, for
     every j; the stream and the result hold only approved output."""
     _async_signal_after_each_chunk(script, backend)
+
+
+batch_sizes = st.lists(st.integers(0, 3), min_size=1, max_size=3).filter(any)
+
+
+@settings(max_examples=20)
+@given(scripts, st.sampled_from(["asyncio", "trio"]), batch_sizes)
+def test_a_cancel_at_any_command_keeps_only_approved_output_on_batches(
+    script: list[Say], backend: str, sizes: list[int]
+) -> None:
+    """The same, with the model's events handed out in batches (as the HTTP provider's
+    of one read): the async interpreter sends a batch's events without an await."""
+    _async_every_k(script, backend, sizes)
+
+
+@settings(max_examples=10)
+@given(scripts, st.sampled_from(["asyncio", "trio"]), batch_sizes)
+def test_an_abort_signal_after_any_chunk_keeps_only_approved_output_on_batches(
+    script: list[Say], backend: str, sizes: list[int]
+) -> None:
+    """The real cancel path with the model's events in batches."""
+    _async_signal_after_each_chunk(script, backend, sizes)

@@ -6,12 +6,14 @@ values: results, messages, chunks, the requests the scripted model received, the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
 import msgspec
 
+from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Scripted, ScriptedModel, SimRun, Simulator
 from interpreters.trace import Trace
 from pipeline.agent import Agent
@@ -190,6 +192,68 @@ class AsyncTrackedModel:
     @property
     def closed_early(self) -> int:
         return self.closed - self.finished
+
+
+class BatchedScriptedModel(ScriptedModel):
+    """A `ScriptedModel` that also streams in batches (`astream_batches`), as the HTTP
+    provider hands out the events decoded from one read: the batch sizes are `sizes` in
+    turn (0: an empty batch). The async interpreter reads these batches.
+
+    `batches` counts the batches handed out, `closed` the batch streams that ended
+    (exhausted, closed or cancelled). `block_before=k`: every call blocks forever before
+    its batch k (after setting `blocked`), so a test can cancel it there. Events before a
+    break (`Say(break_after=...)`) come as a last, shorter batch, then the error.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[Scripted],
+        sizes: Sequence[int] = (1,),
+        *,
+        block_before: int | None = None,
+    ) -> None:
+        super().__init__(script)
+        if not any(sizes) or min(sizes) < 0:
+            raise ValueError("batch sizes are >= 0, and not all 0")
+        self.sizes = tuple(sizes)
+        self.block_before = block_before
+        self.batches = 0
+        self.closed = 0
+        self.blocked = anyio.Event()
+
+    async def astream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        events = self.astream(request)
+        got: list[ModelEvent] = []
+        failure: ProviderError | None = None
+        try:
+            try:
+                async for e in events:
+                    got.append(e)
+            except ProviderError as err:
+                failure = err
+            sizes = itertools.cycle(self.sizes)
+            k = 0
+            while got:
+                if self.block_before == k:
+                    self.blocked.set()
+                    await anyio.sleep_forever()
+                want = next(sizes)
+                batch, got = got[:want], got[want:]
+                k += 1
+                self.batches += 1
+                yield batch
+            if failure is not None:
+                raise failure
+        finally:
+            self.closed += 1
+            # A scripted stream closes with aclose() (a generator) or close() (one that
+            # holds nothing to release).
+            aclose: Callable[[], Awaitable[object]] | None = getattr(events, "aclose", None)
+            close: Callable[[], object] | None = getattr(events, "close", None)
+            if aclose is not None:
+                await aclose()
+            elif close is not None:
+                close()
 
 
 def unpaired_tool_calls(messages: Sequence[Message]) -> list[str]:

@@ -12,8 +12,9 @@ Design:
 - **Pull-based.** The stream is driven by its consumer, in the consumer's task: each
   `__anext__` carries out commands until it has a chunk to hand out. No background task,
   no queue: a slow consumer holds the model stream at the chunk it is at (backpressure),
-  at most one model event's chunks are buffered, and nothing runs once `run` returned or
-  the stream is closed.
+  at most one model event's chunks are buffered (and, from a provider with
+  `astream_batches`, the rest of one batch of events: one read's), and nothing runs once
+  `run` returned or the stream is closed.
 - **Async hooks and tools.** A hook that returns an awaitable (`AwaitHook`) is awaited;
   an `async def` tool is awaited. The tool calls of one step run concurrently in a task
   group; their results go back in the order of the calls (a single call runs without
@@ -41,7 +42,7 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
 from typing import Unpack
 
@@ -282,9 +283,9 @@ class AsyncRunStream:
     """
 
     __slots__ = (
-        "_anext", "_buf", "_busy", "_closed", "_cmd", "_deadline", "_delivered", "_hand_out",
-        "_interp", "_loop", "_model", "_result", "_signal", "_timeout", "_tools_done",
-        "_trace",
+        "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_cmd", "_deadline",
+        "_delivered", "_hand_out", "_interp", "_loop", "_model", "_ready", "_result",
+        "_signal", "_timeout", "_tools_done", "_trace",
     )
 
     def __init__(
@@ -307,8 +308,13 @@ class AsyncRunStream:
         """The command the loop waits on (None: not started)."""
         self._delivered = False
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
-        self._model: AsyncIterator[ModelEvent] | None = None
+        self._model: AsyncIterator[object] | None = None
         self._anext: Callable[[], Awaitable[ModelEvent]] | None = None
+        """The next event of a model stream of events (a provider's `astream`)."""
+        self._anext_batch: Callable[[], Awaitable[Sequence[ModelEvent]]] | None = None
+        """The next batch of a model stream of batches (a provider's `astream_batches`)."""
+        self._ready: Iterator[ModelEvent] = _NO_EVENTS
+        """The events of the last batch not sent to the loop yet."""
         # (`run`'s stream buffers nothing: one object fewer per run for the GC to walk)
         self._buf: deque[Chunk] = deque() if hand_out else _NO_BUFFER
         self._result: RunResult | None = None
@@ -448,15 +454,23 @@ class AsyncRunStream:
                         return
                 self._delivered = False
                 anext = self._anext
-                assert anext is not None
-                try:  # the per-chunk path: the next event; the stream closed after its last
-                    event: object = await anext()
-                except Exception as e:
-                    event = await self._stream_ended(e, started=True)
+                if anext is not None:
+                    try:  # the per-chunk path: the next event; closed after its last
+                        reply: object = await anext()
+                    except Exception as e:
+                        reply = await self._stream_ended(e, started=True)
+                    else:
+                        if type(reply) is ModelFinish:
+                            await self._close_model()
+                    cmd = self._set(loop.send(reply))
+                    continue
+                # The per-chunk path of a stream of batches: an event of the batch at hand
+                # goes to the loop without an await.
+                event: ModelEvent | None = next(self._ready, None)
+                if event is not None and type(event) is not ModelFinish:
+                    cmd = self._set(loop.send(event))
                 else:
-                    if type(event) is ModelFinish:
-                        await self._close_model()
-                cmd = self._set(loop.send(event))
+                    cmd = self._set(await self._from_batches(event, started=True))
                 continue
             if t is CloseStream:
                 await self._close_model()
@@ -475,20 +489,30 @@ class AsyncRunStream:
             elif t is CallModel:
                 assert isinstance(cmd, CallModel)
                 try:
-                    model = await _open(self._interp._resolve(cmd.request.model), cmd.request)
+                    provider = self._interp._resolve(cmd.request.model)
+                    batches = _batches(provider, cmd.request)
+                    if batches is not None:
+                        self._anext_batch = batches.__anext__  # (not an iterator: fails here)
+                        model = None
+                    else:
+                        model = await _open(provider, cmd.request)
                 except Exception as e:
                     cmd = self._set(loop.send(ModelFailed(provider_error(e))))
+                    continue
+                if model is None:
+                    self._model = batches
+                    cmd = self._set(await self._from_batches(None, started=False))
                     continue
                 self._model = model
                 self._anext = anext = model.__anext__
                 try:  # its first event, as in the Pull branch (started=False)
-                    event = await anext()
+                    reply = await anext()
                 except Exception as e:
-                    event = await self._stream_ended(e, started=False)
+                    reply = await self._stream_ended(e, started=False)
                 else:
-                    if type(event) is ModelFinish:
+                    if type(reply) is ModelFinish:
                         await self._close_model()
-                cmd = self._set(loop.send(event))
+                cmd = self._set(loop.send(reply))
             else:
                 if t is RunTools:
                     assert isinstance(cmd, RunTools)
@@ -507,6 +531,42 @@ class AsyncRunStream:
                 else:
                     cmd = self._set(loop.send(reply))
 
+    async def _from_batches(self, event: ModelEvent | None, *, started: bool) -> LoopCommand:
+        """Answer the pending pull (or model call: `started` False) from the stream of
+        batches: with `event` when given (taken from the batch at hand), else with the
+        first event of the next batch, the rest of it kept for the next pulls; the
+        loop's next command. Under `run` without a trace (no chunk waits to be handed
+        out), the pulls after it too, as long as the loop asks for nothing else, each
+        event of a batch without an await (W5 in bench/). The stream is closed after its
+        last event."""
+        loop = self._loop
+        quiet = not self._hand_out and self._trace is None
+        ready = self._ready
+        anext = self._anext_batch
+        assert anext is not None
+        while True:
+            if event is None:
+                try:
+                    batch = await anext()
+                    while not batch:
+                        batch = await anext()
+                except Exception as e:
+                    return loop.send(await self._stream_ended(e, started=started))
+                if len(batch) == 1:
+                    event = batch[0]
+                else:
+                    self._ready = ready = iter(batch)
+                    event = next(ready)
+            if type(event) is ModelFinish:
+                await self._close_model()
+                return loop.send(event)
+            cmd = loop.send(event)
+            if not quiet or type(cmd) is not Pull:
+                return cmd
+            self._cmd = cmd  # (no trace to record it in)
+            started = True
+            event = next(ready, None)
+
     async def _stream_ended(self, e: Exception, *, started: bool) -> object:
         """The reply for a model stream that ended (`e`: StopAsyncIteration) or failed."""
         await self._close_model()
@@ -518,7 +578,8 @@ class AsyncRunStream:
         """Close the open model stream, shielded from cancellation (for CLOSE_GRACE)."""
         model = self._model
         if model is not None:
-            self._model = self._anext = None
+            self._model = self._anext = self._anext_batch = None
+            self._ready = _NO_EVENTS
             rest = _close_now(model)
             if rest is not None:
                 await rest
@@ -549,6 +610,21 @@ class AsyncRunStream:
         await self._close_model()
 
 
+_NO_EVENTS: Iterator[ModelEvent] = iter(())
+
+
+def _batches(
+    provider: AsyncProvider, request: ModelRequest
+) -> AsyncIterator[Sequence[ModelEvent]] | None:
+    """The provider's stream of batches of events when it has one (`astream_batches`:
+    an `AsyncBatchProvider`, as `AsyncHttpProvider`), else None (its `astream` is read
+    event by event)."""
+    batches: Callable[[ModelRequest], AsyncIterator[Sequence[ModelEvent]]] | None = getattr(
+        provider, "astream_batches", None
+    )
+    return None if batches is None else batches(request)
+
+
 async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:
     """Open a model stream; tolerates an `async def astream` that returns the iterator."""
     stream = provider.astream(request)
@@ -575,7 +651,7 @@ async def _close_shielded(stream: AsyncIterator[ModelEvent]) -> None:
         await rest
 
 
-def _close_now(stream: AsyncIterator[ModelEvent]) -> Awaitable[None] | None:
+def _close_now(stream: AsyncIterator[object]) -> Awaitable[None] | None:
     """What closes a model stream, shielded from cancellation for CLOSE_GRACE seconds
     (a provider's cleanup, closing its HTTP response, is never cut short); None when
     there is nothing to close (a generator that already ended, no `aclose`), or when the

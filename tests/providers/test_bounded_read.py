@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import anyio
 import pytest
 
-from interpreters.providers.bounded_read import next_within
+from interpreters.providers.bounded_read import next_within, within
 
 
 class Expired(Exception):
@@ -94,3 +94,96 @@ async def test_an_error_of_the_read_comes_out_as_it_is() -> None:
 
     with pytest.raises(ValueError, match="connection reset"):
         await next_within(broken(), lambda: 1e9, Expired, patience=1.0)
+
+
+# --- `within`: the same reads as one generator over the whole body (deadline, clock) ---
+
+
+async def _all(items: AsyncIterator[int]) -> list[int]:
+    return [i async for i in items]
+
+
+@pytest.mark.anyio
+async def test_within_hands_out_every_item_and_ends_with_the_iterator() -> None:
+    t = Trickle([0, 0, 2, 0])
+    got = await _all(within(t.items(), 100.0, Expired, 1.0, clock=lambda: t.done_waits))
+    assert got == [0, 1, 2, 3]
+    assert t.cleaned_up
+
+
+@pytest.mark.anyio
+async def test_within_fails_a_read_whose_wait_ends_past_the_deadline_and_cleans_up() -> None:
+    # The deadline falls at the end of the 3rd wait, in the middle of item 1's five; no
+    # single wait (patience 0.5) can outlast it, so the reads run bare, checked per wait.
+    t = Trickle([1, 5])
+    got: list[int] = []
+    with pytest.raises(Expired):
+        async for i in within(t.items(), 3.0, Expired, 0.5, clock=lambda: t.done_waits):
+            got.append(i)
+    assert got == [0]
+    assert t.done_waits == 3  # not one wait more
+    assert t.cleaned_up
+
+
+@pytest.mark.anyio
+async def test_within_bounds_a_read_near_the_deadline_by_what_is_left() -> None:
+    # After item 0, less than one wait's patience is left: item 1 is read in a scope of
+    # what is left (here nothing), cancelled mid-wait, and `expired()` raised.
+    t = Trickle([2, 4])
+    got: list[int] = []
+    with pytest.raises(Expired):
+        async for i in within(t.items(), 2.0, Expired, 1.0, clock=lambda: t.done_waits):
+            got.append(i)
+    assert (got, t.done_waits) == ([0], 2)
+
+
+@pytest.mark.anyio
+async def test_within_lets_a_cancel_from_outside_reach_the_waiting_read() -> None:
+    t = Trickle([0, 10**6])
+    reads = within(t.items(), 1e9, Expired, 1.0, clock=lambda: 0.0)
+    got: list[int] = []
+    with anyio.move_on_after(0.02) as scope:
+        async for i in reads:
+            got.append(i)
+    assert scope.cancelled_caught
+    assert got == [0]
+    await reads.aclose()
+    assert t.cleaned_up
+
+
+@pytest.mark.anyio
+async def test_within_passes_an_error_of_the_read_on_as_it_is() -> None:
+    async def broken() -> AsyncIterator[int]:
+        yield 0
+        await anyio.sleep(0.001)
+        raise ValueError("connection reset")
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="connection reset"):
+        async for i in within(broken(), 1e9, Expired, 1.0, clock=lambda: 0.0):
+            got.append(i)
+    assert got == [0]
+
+
+class Countdown:
+    """An async iterator that is not a generator (its `__anext__` is a coroutine)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __aiter__(self) -> Countdown:
+        return self
+
+    async def __anext__(self) -> int:
+        if self.n == 0:
+            raise StopAsyncIteration
+        if self.n % 2:
+            await anyio.sleep(0.001)  # every other item waits
+        self.n -= 1
+        return self.n
+
+
+@pytest.mark.anyio
+async def test_within_reads_any_async_iterator_not_only_generators() -> None:
+    got = await _all(within(Countdown(4), 1e9, Expired, 1.0, clock=lambda: 0.0))
+    assert got == [3, 2, 1, 0]

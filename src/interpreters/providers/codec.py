@@ -8,6 +8,7 @@ socket. Failures are raised as `ProviderError` with a typed `ApiError`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -86,8 +87,12 @@ class ByteStreamDecoder:
         status: int,
         request_id: str | None,
         max_event: int = DEFAULT_MAX_EVENT,
+        max_stream: int | None = None,
     ) -> None:
         self._sse = SseParser(max_event=max_event)
+        self._max_stream = max_stream
+        self._left: float = math.inf if max_stream is None else max_stream
+        """Bytes the stream may still take (`Limits.max_stream`)."""
         self._decoder = decoder
         self._restore: EventMap | None = None if restore is _identity else restore
         self._status = status
@@ -105,6 +110,9 @@ class ByteStreamDecoder:
     def feed(self, chunk: bytes) -> list[ModelEvent]:
         if self._failure is not None:
             raise self._failure
+        self._left -= len(chunk)
+        if self._left < 0:
+            raise self._stream_too_large()
         try:
             events = self._sse.feed(chunk)
         except SseLimitError as e:
@@ -140,6 +148,15 @@ class ByteStreamDecoder:
                 )
             )
         return out
+
+    def _stream_too_large(self) -> ProviderError:
+        self._failure = limit_exceeded(
+            self._status,
+            f"the streamed response is larger than its cap of {self._max_stream} bytes "
+            "(Limits)",
+            started=self._decoder.started, request_id=self._request_id,
+        )
+        return self._failure
 
     def _too_large(self, e: SseLimitError) -> ProviderError:
         self._failure = limit_exceeded(

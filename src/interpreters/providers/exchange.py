@@ -181,6 +181,7 @@ class Exchange:
             status=self.status,
             request_id=self._request_id,
             max_event=self.limits.max_event,
+            max_stream=self.limits.max_stream,
         )
 
     # --- bounds ------------------------------------------------------------------------
@@ -259,10 +260,14 @@ class Exchange:
                 raise self._not_expected(buffered)
             self._start_sse()
             chunk = buffered
-        if self.received > self.limits.max_stream:
-            raise self._over("the streamed response", self.limits.max_stream)
         assert self._decoder is not None
-        return self._decoder.feed(chunk)
+        return self._decoder.feed(chunk)  # (it keeps the stream within Limits.max_stream)
+
+    def feeder(self) -> Callable[[bytes], list[ModelEvent]]:
+        """What turns the body's bytes into events, once the head is in: `feed`, or for a
+        response whose head says it is an event stream, the stream decoder's own `feed`
+        (one call less per chunk: W5 in bench/)."""
+        return self._decoder.feed if self._decoder is not None else self.feed
 
     def _not_expected(self, head: bytes) -> ProviderError:
         wanted = "an event stream" if self.stream else "a JSON body"

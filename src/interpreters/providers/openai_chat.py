@@ -356,12 +356,7 @@ class OpenAIStreamDecoder:
         return self._started
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
-        out = self._feed(event)
-        if out:
-            self._started = True
-        return out
-
-    def _feed(self, event: SseEvent) -> list[ModelEvent]:
+        # `started` is set where events are returned (no wrapper call per chunk: W5).
         data = event.data
         if event.event == "error":
             raise self._error(data.encode())
@@ -388,6 +383,7 @@ class OpenAIStreamDecoder:
                 )
             )
             self.done = True
+            self._started = True
             return final
         try:
             chunk = _chunk.decode(data)
@@ -426,6 +422,8 @@ class OpenAIStreamDecoder:
             if choice.finish_reason is not None:
                 self._finish_raw = choice.finish_reason
                 out.extend(self._finish_blocks())
+        if out:
+            self._started = True
         return out
 
     def _error(self, body: bytes) -> ProviderError:

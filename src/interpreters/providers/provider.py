@@ -9,7 +9,7 @@ Closing the iterator early must release the connection.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Protocol
 
 from pipeline.chunks import ModelEvent
@@ -34,6 +34,15 @@ class AsyncProvider(Protocol):
     """An asynchronous model provider (for the anyio interpreter)."""
 
     def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+
+class AsyncBatchProvider(AsyncProvider, Protocol):
+    """An async provider that can also hand out its events in batches (say, those
+    decoded from one network read; `AsyncHttpProvider` does). The async interpreter
+    reads `astream_batches` when a provider has it, handing a batch's events to the loop
+    without an await per event; `astream` must give the same events one by one."""
+
+    def astream_batches(self, request: ModelRequest) -> AsyncIterator[Sequence[ModelEvent]]: ...
 
 
 ProviderResolver = Callable[[str], Provider]

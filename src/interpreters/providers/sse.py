@@ -53,6 +53,7 @@ class SseParser:
         "_failed",
         "_has_data",
         "_id",
+        "_idle",
         "_max",
         "_partial",
         "_partial_len",
@@ -79,6 +80,8 @@ class SseParser:
         self._id: str | None = None
         self._retry: int | None = None
         self._failed: SseLimitError | None = None
+        self._idle = False
+        """Nothing pending: no split line or character, past the start, no error."""
         self.work = 0
         """Characters examined and copied so far: linear in the input (tests check it)."""
 
@@ -88,41 +91,61 @@ class SseParser:
         return bool(self._partial_len) or self._has_data or bool(self._event)
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        if self._failed is not None:
-            raise self._failed
-        if not self._utf8_clean:
-            text = self._decoder.decode(chunk)
-            self._utf8_clean = not self._decoder.getstate()[0]
-            return self._feed_text(text)
-        # The common case, without the incremental decoder's Python layer: nothing is
-        # pending from the previous chunk and this one is valid UTF-8 as a whole.
+        if not self._idle:
+            return self._feed_any(chunk)
+        # The common case: nothing is pending from the previous chunk (`_idle`) and this
+        # one is valid UTF-8 as a whole (no incremental decoder's Python layer).
         try:
             text = chunk.decode()
         except UnicodeDecodeError:  # a character split at the end, or an invalid byte
-            text = self._decoder.decode(chunk)
-            self._utf8_clean = not self._decoder.getstate()[0]
-            return self._feed_text(text)
+            return self._feed_any(chunk)
         # Fast path: exactly one event (an optional `event:` line, one `data:` line, the
-        # blank line) with nothing buffered, as model servers write them. Inline, the
-        # rules of `_feed_text` for that case only; anything else goes there.
-        if (
-            self._partial or self._has_data or self._at_start or self._pending_cr
-            or not text.endswith("\n\n") or "\r" in text or len(text) > self._max
-        ):
-            return self._feed_text(text)
-        name = self._event
-        at = 0
-        if text.startswith("event:"):
+        # blank line), as model servers write them. Inline, the rules of `_feed_text` for
+        # that case only; anything else goes there.
+        if not text.endswith("\n\n") or "\r" in text or len(text) > self._max:
+            return self._settled(text)
+        if text.startswith("data:"):
+            at = 0
+            name = self._event
+        elif text.startswith("event:"):
             at = text.find("\n") + 1
-            name = text[7 : at - 1] if text.startswith(" ", 6) else text[6 : at - 1]
-        if not text.startswith("data:", at) or text.find("\n", at) != len(text) - 2:
-            return self._feed_text(text)
-        value = text[at + 6 : -2] if text.startswith(" ", at + 5) else text[at + 5 : -2]
+            name = text[7 : at - 1] if text[6] == " " else text[6 : at - 1]
+            if not text.startswith("data:", at):
+                return self._settled(text)
+        else:
+            return self._settled(text)
+        if text.find("\n", at) != len(text) - 2:
+            return self._settled(text)
+        value = text[at + 6 : -2] if text[at + 5] == " " else text[at + 5 : -2]
         self.work += len(text) + len(value) + 1
         event = SseEvent(value, name, self._id, self._retry)
         self._event = ""
         self._retry = None
         return [event]
+
+    def _feed_any(self, chunk: bytes) -> list[SseEvent]:
+        """`feed` when something is pending (a split line or character, the stream's
+        start, an error) or the chunk is not valid UTF-8 as a whole."""
+        if self._failed is not None:
+            raise self._failed
+        if self._utf8_clean:
+            try:
+                return self._settled(chunk.decode())
+            except UnicodeDecodeError:
+                pass
+        text = self._decoder.decode(chunk)
+        self._utf8_clean = not self._decoder.getstate()[0]
+        return self._settled(text)
+
+    def _settled(self, text: str) -> list[SseEvent]:
+        """`_feed_text`, then whether the next chunk may take `feed`'s fast path."""
+        self._idle = False
+        out = self._feed_text(text)
+        self._idle = (
+            self._failed is None and self._utf8_clean and not self._pending_cr
+            and not self._at_start and not self._partial and not self._has_data
+        )
+        return out
 
     def close(self) -> list[SseEvent]:
         """End of stream: dispatch an event whose lines were complete but which lacked the

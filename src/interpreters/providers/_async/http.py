@@ -7,14 +7,14 @@ wait goes through `bounded`, which keeps it within the call's deadline.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 import httpx
 
 from interpreters.providers._async import bounded
 from interpreters.providers.exchange import DEADLINE_EXCEEDED, Exchange, HttpProviderBase
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import ModelEvent
+from pipeline.chunks import ModelEvent, ModelFinish
 from pipeline.model import ModelRequest
 
 
@@ -39,6 +39,21 @@ class AsyncHttpProvider(HttpProviderBase[httpx.AsyncClient]):
         await self.aclose()
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The call's events, one at a time (`astream_batches`, flattened)."""
+        batches = self.astream_batches(request)
+        try:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+        finally:
+            await batches.aclose()  # closing this closes the response, at once
+
+    async def astream_batches(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[Sequence[ModelEvent], None]:
+        """The call's events in batches, those decoded from one read of the body (never
+        an empty one): an interpreter that reads these hands the loop every event of one
+        read without a step through this generator per event."""
         ex = self._exchange(request)
         failure: ProviderError | None = None
         try:
@@ -55,17 +70,26 @@ class AsyncHttpProvider(HttpProviderBase[httpx.AsyncClient]):
                     body, cut = await _read_capped(resp.aiter_bytes(), ex)
                     failure = ex.error(body, cut=cut)
                 else:
-                    # Raw bytes when there is no Content-Encoding: one generator step
-                    # less per chunk than httpx's decoder layer.
-                    chunks = resp.aiter_bytes() if _encoded(resp) else resp.aiter_raw()
+                    # Raw bytes when there is no Content-Encoding: fewer generator steps
+                    # per chunk than httpx's decoder layer.
+                    chunks = resp.aiter_bytes() if _encoded(resp) else bounded.raw(resp)
                     patience = timeout.read if timeout.read is not None else math.inf
-                    while (chunk := await bounded.next_chunk(chunks, ex, patience)) is not None:
-                        for event in ex.feed(chunk):
-                            yield event
-                        if ex.done:
-                            break
-                    for event in ex.close():
-                        yield event
+                    reads = bounded.body(chunks, ex, patience)
+                    feed = ex.feeder()
+                    try:
+                        async for chunk in reads:
+                            events = feed(chunk)
+                            if events:
+                                yield events
+                                # The end marker ([DONE], message_stop) comes with the
+                                # call's last event, a ModelFinish: no other read can end it.
+                                if type(events[-1]) is ModelFinish and ex.done:
+                                    break
+                    finally:
+                        await reads.aclose()
+                    events = ex.close()
+                    if events:
+                        yield events
                     ex.check()
             finally:
                 await bounded.close(resp)

@@ -11,7 +11,7 @@ that trickles bytes is cut off at the next one).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import httpx
 
@@ -35,6 +35,23 @@ def next_chunk(
     if chunk is not None:
         ex.check_deadline()
     return chunk
+
+
+def raw(response: httpx.Response) -> Iterator[bytes]:
+    """The body's bytes as the connection delivers them: what `iter_raw` yields, read
+    from `response.stream` itself (see the async twin). Closed by `close`."""
+    stream = response.stream
+    if not isinstance(stream, httpx.SyncByteStream) or response.is_stream_consumed:
+        return response.iter_raw()  # (raises httpx's own error)
+    response.is_stream_consumed = True
+    return stream.__iter__()
+
+
+def body(chunks: Iterator[bytes], ex: Exchange, patience: float) -> Generator[bytes, None, None]:
+    """The bytes of the body, each checked as `next_chunk` checks it, as one generator."""
+    for chunk in chunks:
+        ex.check_deadline()
+        yield chunk
 
 
 def close(response: httpx.Response) -> None:

@@ -9,14 +9,14 @@ wait goes through `bounded`, which keeps it within the call's deadline.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 
 import httpx
 
 from interpreters.providers._sync import bounded
 from interpreters.providers.exchange import DEADLINE_EXCEEDED, Exchange, HttpProviderBase
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import ModelEvent
+from pipeline.chunks import ModelEvent, ModelFinish
 from pipeline.model import ModelRequest
 
 
@@ -41,6 +41,21 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
         self.close()
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        """The call's events, one at a time (`stream_batches`, flattened)."""
+        batches = self.stream_batches(request)
+        try:
+            for batch in batches:
+                for event in batch:
+                    yield event
+        finally:
+            batches.close()  # closing this closes the response, at once
+
+    def stream_batches(
+        self, request: ModelRequest
+    ) -> Generator[Sequence[ModelEvent], None, None]:
+        """The call's events in batches, those decoded from one read of the body (never
+        an empty one): an interpreter that reads these hands the loop every event of one
+        read without a step through this generator per event."""
         ex = self._exchange(request)
         failure: ProviderError | None = None
         try:
@@ -57,17 +72,26 @@ class HttpProvider(HttpProviderBase[httpx.Client]):
                     body, cut = _read_capped(resp.iter_bytes(), ex)
                     failure = ex.error(body, cut=cut)
                 else:
-                    # Raw bytes when there is no Content-Encoding: one generator step
-                    # less per chunk than httpx's decoder layer.
-                    chunks = resp.iter_bytes() if _encoded(resp) else resp.iter_raw()
+                    # Raw bytes when there is no Content-Encoding: fewer generator steps
+                    # per chunk than httpx's decoder layer.
+                    chunks = resp.iter_bytes() if _encoded(resp) else bounded.raw(resp)
                     patience = timeout.read if timeout.read is not None else math.inf
-                    while (chunk := bounded.next_chunk(chunks, ex, patience)) is not None:
-                        for event in ex.feed(chunk):
-                            yield event
-                        if ex.done:
-                            break
-                    for event in ex.close():
-                        yield event
+                    reads = bounded.body(chunks, ex, patience)
+                    feed = ex.feeder()
+                    try:
+                        for chunk in reads:
+                            events = feed(chunk)
+                            if events:
+                                yield events
+                                # The end marker ([DONE], message_stop) comes with the
+                                # call's last event, a ModelFinish: no other read can end it.
+                                if type(events[-1]) is ModelFinish and ex.done:
+                                    break
+                    finally:
+                        reads.close()
+                    events = ex.close()
+                    if events:
+                        yield events
                     ex.check()
             finally:
                 bounded.close(resp)
