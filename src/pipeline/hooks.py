@@ -94,15 +94,23 @@ def invoke(b: Bound, args: object) -> object:
 
     A hot path may call this, skip a plain `Continue` when nothing records effects, and
     hand anything else to `settle`: the same as `call`, without a generator per hook.
+    (Per-step hot paths inline it as ``try: raw = b.fn(args)`` / ``except Exception as e:
+    raw = raised(b, e)``.)
     """
     try:
         return b.fn(args)
-    except ProcessorAbort as t:
-        return Abort(t.reason, t.retry, t.metadata)
-    except HookFailure:
-        raise
     except Exception as e:
-        raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+        return raised(b, e)
+
+
+def raised(b: Bound, e: Exception) -> Abort:
+    """What `invoke` makes of an exception the hook raised (call it in the `except`): a
+    raised tripwire is an Abort; anything else fails the run (HookFailure)."""
+    if isinstance(e, ProcessorAbort):
+        return Abort(e.reason, e.retry, e.metadata)
+    if isinstance(e, HookFailure):
+        raise e
+    raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
 
 
 def settle(b: Bound, raw: object) -> Generator[Yielded, object, Outcome]:
