@@ -347,7 +347,7 @@ def _step(
     rc: RunConfig, st: RunState, step: int, base: StepSettings
 ) -> Generator[LoopCommand, object, StepOutcome]:
     """One step, and what comes after it (see `StepOutcome`)."""
-    cfg = yield from input_step(rc, st, step, base)
+    cfg = (yield from input_step(rc, st, step, base)) if rc.h_input_step else base
     if rc.bare_stream:  # no stream hook: loop-made chunks go out as they are
         st.pending.append(StepStart(step))
     else:
@@ -376,13 +376,16 @@ def _step(
         _price(rc, st, cfg.model, fin, response.created_at) if rc.price is not None else None
     )
     before = st.ml
-    st.ml = added = before.add(response, "response") if parts else before
+    st.ml = added = before._add_one(response, "response") if parts else before
     tool_calls = tuple(content.tool_calls)
     if not tool_calls and st.ids_of is before:
         st.ids_of = added  # no new tool-call id (with calls: `_run_tools` notes the turn)
     text = content.text
     try:
-        keep = yield from _output_step(rc, st, step, cfg, tool_calls, text, fin, before)
+        keep = (
+            (yield from _output_step(rc, st, step, cfg, tool_calls, text, fin, before))
+            if rc.h_output_step else True
+        )
     except (HookFailure, RunCancelled):
         # Fail closed: a response whose check crashed, or was cancelled (a timeout)
         # before every processor approved it, is not kept.
@@ -466,7 +469,7 @@ def _output_step(
     if not rc.h_output_step:
         return True
     record = rc.record
-    steps = steps_tuple(st)
+    steps = st.steps_t if len(st.steps_t) == len(st.steps) else steps_tuple(st)
     for b in rc.h_output_step:
         args = OutputStepArgs(
             message_list=st.ml,
@@ -851,7 +854,7 @@ def _run_tools(
     # What the tools wrote, per call in call order, through the stream processors;
     # non-transient chunks that pass are kept with the results.
     data: tuple[DataPart, ...] = ()
-    if any(written):
+    if written and any(written):
         kept = StepContent()
         for chunks in written:
             for d in chunks:
@@ -863,7 +866,7 @@ def _run_tools(
                     deliver(st, d, kept)
         data = tuple(p for p in kept.parts if isinstance(p, DataPart))
     before = st.ml
-    st.ml = after = before.add(
+    st.ml = after = before._add_one(
         Message(
             id=st.ids.next("msg"),
             role="tool",
@@ -877,7 +880,7 @@ def _run_tools(
     if turn is not None and before is turn[1]:
         # The loop's own turn: its response (these calls, no result, parts of the
         # library's own kinds), then this message answering each call once, in order.
-        ids = tuple(map(_call_id, calls))
+        ids = (calls[0].tool_call_id,) if len(calls) == 1 else tuple(map(_call_id, calls))
         if st.ids_of is turn[0]:
             st.ids_used.update(ids)
             st.ids_of = after
