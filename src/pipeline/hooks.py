@@ -73,12 +73,16 @@ class Outcome(msgspec.Struct, frozen=True):
 
 
 def bind(
-    processors: tuple[BaseProcessor, ...], hook: HookName, slots: Mapping[int, int]
+    processors: tuple[BaseProcessor, ...],
+    hook: HookName,
+    slots: Mapping[int, int],
+    found: Mapping[int, Mapping[HookName, HookFn]] | None = None,
 ) -> tuple[Bound, ...]:
-    """The processors implementing `hook`, in list order."""
+    """The processors implementing `hook`, in list order. `found`: each processor's
+    `hook_functions()` by `id`, asked once per run for every hook name."""
     out: list[Bound] = []
     for p in processors:
-        fn = p.hook_functions().get(hook)
+        fn = (p.hook_functions() if found is None else found[id(p)]).get(hook)
         if fn is not None:
             out.append(Bound(p, p.id, hook, fn, slots[id(p)], p.process_data_parts))
     return tuple(out)

@@ -205,7 +205,8 @@ def _start(
     procs = agent.all_processors()
     slots = {id(p): i for i, p in enumerate(procs)}
     states = [p.initial_state() for p in procs]
-    h_input_step = bind(agent.input_processors, "process_input_step", slots)
+    fns = {id(p): p.hook_functions() for p in procs}  # once per processor, not per hook
+    h_input_step = bind(agent.input_processors, "process_input_step", slots, fns)
     if agent.prepare_step is not None:
         prep = BaseProcessor()
         prep.id = "prepare_step"
@@ -214,9 +215,9 @@ def _start(
             Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
                   len(states) - 1, False),
         )
-    h_stream = bind(agent.output_processors, "process_output_stream", slots)
+    h_stream = bind(agent.output_processors, "process_output_stream", slots, fns)
     plan = plan_stream(
-        agent, h_stream, bind(agent.output_processors, "flush_output_stream", slots)
+        agent, h_stream, bind(agent.output_processors, "flush_output_stream", slots, fns)
     )
     rc = RunConfig(
         agent=agent,
@@ -224,12 +225,12 @@ def _start(
         clock=clock,
         record=record,
         price=price,
-        h_input=bind(agent.input_processors, "process_input", slots),
+        h_input=bind(agent.input_processors, "process_input", slots, fns),
         h_input_step=h_input_step,
-        h_error=bind(agent.error_processors, "process_api_error", slots),
+        h_error=bind(agent.error_processors, "process_api_error", slots, fns),
         h_stream=h_stream,
-        h_output_step=bind(agent.output_processors, "process_output_step", slots),
-        h_result=bind(agent.output_processors, "process_output_result", slots),
+        h_output_step=bind(agent.output_processors, "process_output_step", slots, fns),
+        h_result=bind(agent.output_processors, "process_output_result", slots, fns),
         h_flush=plan.h_flush,
         stream_io=plan.stream_io,
         stream_plan=plan.stream_plan,
