@@ -48,6 +48,15 @@ class Opaque:
     pass
 
 
+class _Str(str):
+    """A str subclass with its own equality: never mistaken for a known source."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
 def _unchecked(value: object) -> Any:
     """A deliberately ill-typed value: what an untyped caller can pass."""
     return value
@@ -99,6 +108,22 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
     "unknown source": (
         lambda: MessageList((_user(), _user(id="u2")), ("input", _unchecked("elsewhere"))),
         1, "source",
+    ),
+    # Sources are checked in one pass for a short input and with sets for a long one.
+    "unhashable source, short input": (
+        lambda: MessageList((_user(), _user(id="u2")), ("input", _unchecked(["input"]))),
+        1, "source",
+    ),
+    "str subclass source, short input": (
+        lambda: MessageList((_user(), _user(id="u2")), ("input", _unchecked(_Str("input")))),
+        1, "source",
+    ),
+    "unhashable source after 40 good": (
+        lambda: MessageList(
+            tuple(_user(id=f"u{i}") for i in range(41)),
+            (*("input",) * 40, _unchecked({"input": 1})),
+        ),
+        40, "source",
     ),
     "metadata a list": (lambda: [_user(metadata=_unchecked([1]))], 0, "metadata"),
     "created_at a bool": (lambda: [_user(), _user(id="u2", created_at=True)], 1, "created_at"),
