@@ -302,7 +302,8 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         status = "cancelled" if cancelled else "failed"
     else:
         status = "finished"
-    keep_held(rc, st)
+    if st.held:
+        keep_held(rc, st)
     result = RunResult(
         status=status,
         text=response_text(st.ml),
@@ -315,14 +316,14 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         retry_count=st.retry_count,
         api_error_retry_count=st.api_retry_count,
         output=st.output if status == "finished" else None,
-
         cost=st.cost if st.cost_known else None,
     )
     if st.pending:
-        # The run is over already: a cancel now changes nothing in its result.
-        with contextlib.suppress(RunCancelled):
-            out: Publish[Chunk] = Publish(tuple(st.pending))
+        out: Publish[Chunk] = Publish(tuple(st.pending))
+        try:  # (not contextlib.suppress: a context manager object every run)  # noqa: SIM105
             checked(out, (yield out))
+        except RunCancelled:
+            pass  # the run is over already: a cancel now changes nothing in its result
         st.pending = []
     yield Done(result)
     return result
