@@ -161,7 +161,10 @@ def _known_sources(sources: tuple[object, ...]) -> bool:
     """Every source is a known one, as an exact str (one pass in C)."""
     if len(sources) < 8:  # a short input: no sets to make
         known = _SOURCES
-        return all(type(s) is str and s in known for s in sources)
+        for s in sources:  # (a loop, not all(...): no generator to make)  # noqa: SIM110
+            if type(s) is not str or s not in known:
+                return False
+        return True
     try:
         return _SOURCES.issuperset(sources) and set(map(type, sources)) <= {str}
     except TypeError:  # an unhashable source: the full check says which
