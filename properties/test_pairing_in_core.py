@@ -9,18 +9,21 @@ is checked; the properties here hold that shortcut to the full repair.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from unittest.mock import patch
 
 import anyio
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+import pipeline.call_ids as call_ids_mod
+import pipeline.loop as loop_mod
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import ModelEvent
+from pipeline.chunks import ModelEvent, ToolCall
 from pipeline.messages import (
     Message,
     MessageList,
@@ -33,7 +36,18 @@ from pipeline.messages import (
 )
 from pipeline.model import ModelRequest
 from pipeline.pairing import PairedHistory, is_paired, repair_pairing
-from pipeline.processor import InputStepArgs, InputStepResult, StepChange, processor
+from pipeline.processor import (
+    InputStepArgs,
+    InputStepResult,
+    OutputStepArgs,
+    OutputStepResult,
+    StepChange,
+    StreamArgs,
+    StreamResult,
+    processor,
+)
+from pipeline.run_state import RunState
+from pipeline.tool_context import ToolContext
 from pipeline.tools import tool
 
 from .tool_histories import POOL_IDS, damaged, histories, pool_ids, raw_parts, render
@@ -337,3 +351,108 @@ def test_a_response_reusing_a_call_id_is_still_repaired() -> None:
         check.answered(added, ml, results)
         sent = check.messages(ml)
         assert sent != ml.messages and sent == repair_pairing(ml.messages)
+
+
+# --- the loop's own tool turn: `PairedHistory.turn` and the run's call ids -----------------
+
+
+@tool
+def noted(text: str, ctx: ToolContext[None]) -> str:
+    """Echo the text, writing a data part (kept in the tool message) on the way."""
+    ctx.writer.custom("data-noted", text)
+    return text
+
+
+def _renamer(ids: list[str]) -> Callable[[StreamArgs[None]], StreamResult[None]]:
+    """A stream hook that gives each tool call the next id of `ids` (collisions with the
+    history, with earlier calls and within a response are common)."""
+    left = list(ids)
+
+    def hook(args: StreamArgs[None]) -> StreamResult[None]:
+        c = args.part
+        if isinstance(c, ToolCall) and left:
+            return Replace(ToolCall(left.pop(0), c.tool_name, c.args))
+        return Continue()
+
+    return hook
+
+
+def _replacer(how: str) -> Callable[[OutputStepArgs[None]], OutputStepResult[None]]:
+    """An output-step hook that keeps, trims or rewrites the history with the response."""
+
+    def hook(args: OutputStepArgs[None]) -> OutputStepResult[None]:
+        if how == "none":
+            return Continue()
+        return Replace(args.message_list.with_messages(_trimmed(args.messages, how)))
+
+    return hook
+
+
+turn_says = st.builds(
+    lambda ids, tools, text: Say(
+        text, calls=[call(t, tool_call_id=i, text="x") for i, t in zip(ids, tools, strict=False)]
+    ),
+    st.lists(st.sampled_from(POOL_IDS), min_size=1, max_size=3),
+    st.lists(st.sampled_from(("echo", "noted", "missing")), min_size=3, max_size=3),
+    st.sampled_from(("", "ok")),
+)
+
+
+@given(
+    # Mostly a paired history, kept: the turns then extend the list last found paired.
+    history=st.one_of(st.just(()), histories.map(repair_pairing), histories),
+    script=st.lists(turn_says, min_size=1, max_size=3),
+    how=st.sampled_from(("none", "none", *TRIMS)),
+    renames=st.none() | st.lists(st.sampled_from(POOL_IDS), max_size=4),
+    output_how=st.sampled_from(("none", "none", *TRIMS)),
+)
+def test_the_loop_s_own_turn_is_sent_as_the_full_check_sends_it(
+    history: tuple[Message, ...],
+    script: list[Say],
+    how: str,
+    renames: list[str] | None,
+    output_how: str,
+) -> None:
+    """The loop notes its own tool turn (its response, then the tool message answering
+    it) with `PairedHistory.turn` and adds the turn's ids to the run's call ids without a
+    scan. Against the same run with both shortcuts off (the pairing check then reads the
+    turn, the call ids are gathered from the whole history), every request is the same
+    and paired, and so is the result: whatever the history, the trims, the stream
+    processors' renames (duplicate ids), the output processors' rewrites and the data
+    parts tools write."""
+
+    def run() -> tuple[Requests, object]:
+        procs_out = [processor("replace", process_output_step=_replacer(output_how))]
+        if renames is not None:  # (a fresh one per run: it takes the ids as it goes)
+            procs_out.append(processor("rename", process_output_stream=_renamer(renames)))
+        agent = Agent.create(
+            "sim/model", tools=[echo, noted], max_steps=4,
+            input_processors=[processor("mangle", process_input_step=mangler(history, how))],
+            output_processors=procs_out,
+        )
+        model = ScriptedModel(_script(script))
+        result = Simulator(model).run(agent, "hi").result
+        return model.requests, result
+
+    fast = run()
+    with (
+        patch.object(PairedHistory, "turn", lambda self, before, after, ids: None),
+        patch.object(call_ids_mod, "call_ids", _scan_call_ids),
+        patch.object(loop_mod, "call_ids", _scan_call_ids),
+    ):
+        full = run()
+    for r in fast[0]:
+        assert is_paired(r.messages), render(r.messages)
+    assert fast == full
+
+
+def _scan_call_ids(st_: RunState) -> set[str]:
+    """`call_ids` without its bookkeeping: every id the conversation holds, read again."""
+    st_.ids_of = None
+    st_.ids_used = {
+        p.tool_call_id
+        for m in st_.ml.messages
+        for p in m.parts
+        if isinstance(p, ToolCallPart | ToolResultPart)
+    }
+    return st_.ids_used

@@ -73,12 +73,16 @@ class Outcome(msgspec.Struct, frozen=True):
 
 
 def bind(
-    processors: tuple[BaseProcessor, ...], hook: HookName, slots: Mapping[int, int]
+    processors: tuple[BaseProcessor, ...],
+    hook: HookName,
+    slots: Mapping[int, int],
+    found: Mapping[int, Mapping[HookName, HookFn]] | None = None,
 ) -> tuple[Bound, ...]:
-    """The processors implementing `hook`, in list order."""
+    """The processors implementing `hook`, in list order. `found`: each processor's
+    `hook_functions()` by `id`, asked once per run for every hook name."""
     out: list[Bound] = []
     for p in processors:
-        fn = p.hook_functions().get(hook)
+        fn = (p.hook_functions() if found is None else found[id(p)]).get(hook)
         if fn is not None:
             out.append(Bound(p, p.id, hook, fn, slots[id(p)], p.process_data_parts))
     return tuple(out)
@@ -94,15 +98,23 @@ def invoke(b: Bound, args: object) -> object:
 
     A hot path may call this, skip a plain `Continue` when nothing records effects, and
     hand anything else to `settle`: the same as `call`, without a generator per hook.
+    (Per-step hot paths inline it as ``try: raw = b.fn(args)`` / ``except Exception as e:
+    raw = raised(b, e)``.)
     """
     try:
         return b.fn(args)
-    except ProcessorAbort as t:
-        return Abort(t.reason, t.retry, t.metadata)
-    except HookFailure:
-        raise
     except Exception as e:
-        raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+        return raised(b, e)
+
+
+def raised(b: Bound, e: Exception) -> Abort:
+    """What `invoke` makes of an exception the hook raised (call it in the `except`): a
+    raised tripwire is an Abort; anything else fails the run (HookFailure)."""
+    if isinstance(e, ProcessorAbort):
+        return Abort(e.reason, e.retry, e.metadata)
+    if isinstance(e, HookFailure):
+        raise e
+    raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
 
 
 def settle(b: Bound, raw: object) -> Generator[Yielded, object, Outcome]:

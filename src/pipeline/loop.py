@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator
+from operator import attrgetter
 from typing import TYPE_CHECKING, Literal, cast
 
 import msgspec
@@ -71,13 +72,12 @@ from pipeline.chunks import (
 )
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.hooks import Bound, HookFailure, bind, call_hook, invoke, settle
+from pipeline.hooks import Bound, HookFailure, bind, call_hook, raised, settle
 from pipeline.messages import (
     DataPart,
     Message,
     MessageList,
     SourcePart,
-    SystemMessage,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -105,7 +105,6 @@ from pipeline.protocol import (
     ToolInvocation,
     ToolOutcome,
     checked,
-    outcomes_match,
 )
 from pipeline.response import StepContent, response_text
 from pipeline.result import (
@@ -131,7 +130,7 @@ from pipeline.run_state import (
     steps_tuple,
     trip,
 )
-from pipeline.step_config import input_step, model_request, step_tools
+from pipeline.step_config import base_settings, input_step, model_request, step_tools
 from pipeline.stream_stage import (
     deliver,
     flush,
@@ -206,7 +205,8 @@ def _start(
     procs = agent.all_processors()
     slots = {id(p): i for i, p in enumerate(procs)}
     states = [p.initial_state() for p in procs]
-    h_input_step = bind(agent.input_processors, "process_input_step", slots)
+    fns = {id(p): p.hook_functions() for p in procs}  # once per processor, not per hook
+    h_input_step = bind(agent.input_processors, "process_input_step", slots, fns)
     if agent.prepare_step is not None:
         prep = BaseProcessor()
         prep.id = "prepare_step"
@@ -215,9 +215,9 @@ def _start(
             Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
                   len(states) - 1, False),
         )
-    h_stream = bind(agent.output_processors, "process_output_stream", slots)
+    h_stream = bind(agent.output_processors, "process_output_stream", slots, fns)
     plan = plan_stream(
-        agent, h_stream, bind(agent.output_processors, "flush_output_stream", slots)
+        agent, h_stream, bind(agent.output_processors, "flush_output_stream", slots, fns)
     )
     rc = RunConfig(
         agent=agent,
@@ -225,17 +225,18 @@ def _start(
         clock=clock,
         record=record,
         price=price,
-        h_input=bind(agent.input_processors, "process_input", slots),
+        h_input=bind(agent.input_processors, "process_input", slots, fns),
         h_input_step=h_input_step,
-        h_error=bind(agent.error_processors, "process_api_error", slots),
+        h_error=bind(agent.error_processors, "process_api_error", slots, fns),
         h_stream=h_stream,
-        h_output_step=bind(agent.output_processors, "process_output_step", slots),
-        h_result=bind(agent.output_processors, "process_output_result", slots),
+        h_output_step=bind(agent.output_processors, "process_output_step", slots, fns),
+        h_result=bind(agent.output_processors, "process_output_result", slots, fns),
         h_flush=plan.h_flush,
         stream_io=plan.stream_io,
         stream_plan=plan.stream_plan,
         data_all=plan.data_all,
         data_any=plan.data_any,
+        bare_stream=not h_stream and not plan.stream_io,
     )
     # The agent's instructions first, then the caller's system messages; a previous
     # run's (tagged) instructions in the input are replaced, not repeated.
@@ -267,10 +268,10 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
     tripwire: Tripwire | None = None
     try:
         yield from _process_input(rc, st)
-        base_system = st.ml.system
+        base = base_settings(rc, st.ml.system)
         step = 0
         while step < rc.agent.max_steps:
-            outcome = yield from _step(rc, st, step, base_system)
+            outcome = yield from _step(rc, st, step, base)
             if outcome == "rerun":  # discarded by a processor retry: run it again
                 continue
             step += 1
@@ -301,7 +302,8 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         status = "cancelled" if cancelled else "failed"
     else:
         status = "finished"
-    keep_held(rc, st)
+    if st.held:
+        keep_held(rc, st)
     result = RunResult(
         status=status,
         text=response_text(st.ml),
@@ -314,14 +316,14 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         retry_count=st.retry_count,
         api_error_retry_count=st.api_retry_count,
         output=st.output if status == "finished" else None,
-
         cost=st.cost if st.cost_known else None,
     )
     if st.pending:
-        # The run is over already: a cancel now changes nothing in its result.
-        with contextlib.suppress(RunCancelled):
-            out: Publish[Chunk] = Publish(tuple(st.pending))
+        out: Publish[Chunk] = Publish(tuple(st.pending))
+        try:  # (not contextlib.suppress: a context manager object every run)  # noqa: SIM105
             checked(out, (yield out))
+        except RunCancelled:
+            pass  # the run is over already: a cancel now changes nothing in its result
         st.pending = []
     yield Done(result)
     return result
@@ -344,11 +346,14 @@ def _process_input(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object
 
 
 def _step(
-    rc: RunConfig, st: RunState, step: int, base_system: tuple[SystemMessage, ...]
+    rc: RunConfig, st: RunState, step: int, base: StepSettings
 ) -> Generator[LoopCommand, object, StepOutcome]:
     """One step, and what comes after it (see `StepOutcome`)."""
-    cfg = yield from input_step(rc, st, step, base_system)
-    yield from stream_through(rc, st, [StepStart(step)])
+    cfg = (yield from input_step(rc, st, step, base)) if rc.h_input_step else base
+    if rc.bare_stream:  # no stream hook: loop-made chunks go out as they are
+        st.pending.append(StepStart(step))
+    else:
+        yield from stream_through(rc, st, [StepStart(step)])
     content, first_reply = yield from _call_model(rc, st, step, cfg)
     yield from _consume(rc, st, step, content, first_reply)
     fin = content.finish
@@ -360,24 +365,29 @@ def _step(
     if st.held:  # data hooks emitted for this step before the response came
         parts = (*st.held, *parts)
         st.held = []
+    ctx = rc.ctx
     response = Message(
         id=response_id,
         role="assistant",
         parts=parts,
         created_at=rc.clock(),
-        thread_id=rc.ctx.thread_id,
-        resource_id=rc.ctx.resource_id,
+        thread_id=ctx.thread_id,
+        resource_id=ctx.resource_id,
     )
     call_cost = (
         _price(rc, st, cfg.model, fin, response.created_at) if rc.price is not None else None
     )
     before = st.ml
-    st.ml = added = st.ml.add(response, "response") if response.parts else st.ml
-    note_call_ids(st, before, content.tool_calls)
-    if content.tool_calls:  # paired again once their results are added (`answered`)
-        st.pairing.responded(before, added, response)
+    st.ml = added = before._add_one(response, "response") if parts else before
+    tool_calls = tuple(content.tool_calls)
+    if not tool_calls and st.ids_of is before:
+        st.ids_of = added  # no new tool-call id (with calls: `_run_tools` notes the turn)
+    text = content.text
     try:
-        keep = yield from _output_step(rc, st, step, cfg, content, fin, before)
+        keep = (
+            (yield from _output_step(rc, st, step, cfg, tool_calls, text, fin, before))
+            if rc.h_output_step else True
+        )
     except (HookFailure, RunCancelled):
         # Fail closed: a response whose check crashed, or was cancelled (a timeout)
         # before every processor approved it, is not kept.
@@ -387,9 +397,10 @@ def _step(
         return "rerun"
     st.finish_reason = fin.finish_reason
     # Tools run for the calls still present in the (possibly replaced) response.
-    if st.ml is added and response.parts:  # no processor replaced the messages
+    own = st.ml is added and bool(parts)  # no processor replaced the messages
+    if own:
         kept: Message | None = response
-        calls = tuple(content.tool_calls)
+        calls = tool_calls
     else:
         kept = next((m for m in reversed(st.ml.messages) if m.id == response_id), None)
         if kept is not None:
@@ -397,18 +408,20 @@ def _step(
         calls = kept.tool_calls() if kept is not None else ()
     if st.held and kept is not None:  # data process_output_step emitted: its answer's
         keep_held(rc, st)
-    if not calls and isinstance(cfg.structured_output, TypedOutput):
+    results: tuple[ToolResultPart, ...] = ()
+    if calls:
+        results = yield from _run_tools(
+            rc, st, calls, step_tools(cfg), (before, added) if own else None
+        )
+    elif isinstance(cfg.structured_output, TypedOutput):
         text = kept.text if kept is not None else ""
         if not (yield from _check_output(rc, st, step, cfg.structured_output, text, before)):
             return "rerun"
-    results: tuple[ToolResultPart, ...] = ()
-    if calls:
-        results = yield from _run_tools(rc, st, calls, step_tools(cfg))
     st.steps.append(
         StepResult(
             step_number=step,
             model=cfg.model,
-            text=content.text,
+            text=text,
             reasoning=content.reasoning_text,
             tool_calls=calls,
             tool_results=results,
@@ -421,7 +434,10 @@ def _step(
             cost=call_cost,
         )
     )
-    yield from stream_through(rc, st, [StepFinish(step, fin.finish_reason, fin.usage)])
+    if rc.bare_stream:
+        st.pending.append(StepFinish(step, fin.finish_reason, fin.usage))
+    else:
+        yield from stream_through(rc, st, [StepFinish(step, fin.finish_reason, fin.usage)])
     return "next" if calls else "stop"
 
 
@@ -445,18 +461,17 @@ def _output_step(
     st: RunState,
     step: int,
     cfg: StepSettings,
-    content: StepContent,
+    tool_calls: tuple[ToolCallPart, ...],
+    text: str,
     fin: ModelFinish,
     before: MessageList,
 ) -> Generator[LoopCommand, object, bool]:
-    """process_output_step over the response just added: False when a processor
-    discarded it for a retry (the feedback is then added after `before`)."""
+    """process_output_step over the response just added (its calls and text): False when
+    a processor discarded it for a retry (the feedback is then added after `before`)."""
     if not rc.h_output_step:
         return True
     record = rc.record
-    steps = steps_tuple(st)
-    tool_calls = tuple(content.tool_calls)
-    text = content.text
+    steps = st.steps_t if len(st.steps_t) == len(st.steps) else steps_tuple(st)
     for b in rc.h_output_step:
         args = OutputStepArgs(
             message_list=st.ml,
@@ -470,7 +485,10 @@ def _output_step(
             retry_count=st.retry_count,
             context=rc.ctx,
         )
-        raw = invoke(b, args)
+        try:  # `invoke`, inline: a call less per hook
+            raw = b.fn(args)
+        except Exception as e:
+            raw = raised(b, e)
         if raw.__class__ is Continue and record is None:
             continue  # a pass-through: nothing to check, keep or record
         eff = apply(rc, st, b, (yield from settle(b, raw)))
@@ -697,10 +715,12 @@ def _unique_call(
     its deltas too: results are matched to calls by id (some servers send `call_0`
     for every call)."""
     cid = call.tool_call_id
-    fresh = content.renamed.get(cid)
+    fresh = content.renamed.get(cid) if content.renamed else None
     if fresh is None:
-        used = call_ids(st)
-        if cid and cid not in used and all(c.tool_call_id != cid for c in content.tool_calls):
+        used = st.ids_used if st.ids_of is st.ml else call_ids(st)  # `call_ids`, inline
+        if cid and cid not in used and (
+            not content.tool_calls or all(c.tool_call_id != cid for c in content.tool_calls)
+        ):
             return call
         fresh = content.renamed[cid] = fresh_call_id(st, used, content)
     if isinstance(call, ToolCall):
@@ -758,17 +778,23 @@ def _keep_partial(rc: RunConfig, st: RunState, content: StepContent) -> None:
 
 
 def _run_tools(
-    rc: RunConfig, st: RunState, calls: tuple[ToolCallPart, ...], tools: tuple[Tool, ...]
+    rc: RunConfig,
+    st: RunState,
+    calls: tuple[ToolCallPart, ...],
+    tools: tuple[Tool, ...],
+    turn: tuple[MessageList, MessageList] | None,
 ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
+    """Run the calls; their results go into one tool message. `turn`: the messages before
+    the loop's own response and with it, when `calls` are that response's calls and
+    nothing replaced it (the pairing check and the call ids then trust the turn)."""
     if tools is not st.by_name_of:
         st.by_name_of, st.by_name = tools, {t.name: t for t in tools}
     by_name = st.by_name
+    ctx = rc.ctx
     invocations: list[ToolInvocation] = []
-    writers: list[ToolWriter | None] = []
-    has_writer = False
+    writers: list[ToolWriter] | None = None  # made at the first tool that may write
     for c in calls:
         t = by_name.get(c.tool_name)
-        writers.append(None)
         if t is None:
             invocations.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
             continue
@@ -780,14 +806,17 @@ def _run_tools(
             )
             continue
         if t.context_param is not None:
-            why = deps_mismatch(t.deps_type, rc.ctx.deps)
+            why = deps_mismatch(t.deps_type, ctx.deps)
             if why is not None:
                 invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
                 continue
-            writers[-1] = w = ToolWriter()
-            has_writer = True
+            w = ToolWriter()
+            if writers is None:
+                writers = [w]
+            else:
+                writers.append(w)
             kwargs[t.context_param] = ToolContext(
-                deps=rc.ctx.deps, run=rc.ctx, tool_call_id=c.tool_call_id,
+                deps=ctx.deps, run=ctx, tool_call_id=c.tool_call_id,
                 tool_name=c.tool_name, writer=w,
             )
         invocations.append(ToolInvocation(c, t, kwargs))
@@ -804,15 +833,30 @@ def _run_tools(
         _keep_finished_tools(rc, st, calls, c)
         raise
     finally:
-        written = tuple(w.close() for w in writers if w is not None) if has_writer else ()
-    if outcomes_match(got, run.calls):  # as `checked` does, inline
-        outcomes = got
-    else:
+        written = tuple(w.close() for w in writers) if writers is not None else ()
+    # One ToolOutcome per call, in order (as `checked` does, inline); the invocations are
+    # the loop's own.
+    if type(got) is not tuple or len(got) != len(calls):
         raise ProtocolError(run, got, "one ToolOutcome per call, in order")
+    outcome_t = ToolOutcome
+    parts_l: list[ToolResultPart] = []
+    for call, o in zip(calls, got, strict=True):  # lengths checked above
+        if not (
+            (type(o) is outcome_t or isinstance(o, outcome_t))
+            and o.tool_call_id == call.tool_call_id
+        ):
+            raise ProtocolError(run, got, "one ToolOutcome per call, in order")
+        r = o.result
+        if (type(r) is str and r.isascii()) or r is None or type(r) is bool:
+            # JSON as it is (an ASCII str has no lone surrogate): nothing to unwrap or check
+            parts_l.append(ToolResultPart(call.tool_call_id, call.tool_name, r, o.is_error))
+        else:
+            parts_l.append(_result_part(call, r, o.is_error))
+    parts = tuple(parts_l)
     # What the tools wrote, per call in call order, through the stream processors;
     # non-transient chunks that pass are kept with the results.
     data: tuple[DataPart, ...] = ()
-    if any(written):
+    if written and any(written):
         kept = StepContent()
         for chunks in written:
             for d in chunks:
@@ -823,36 +867,55 @@ def _run_tools(
                 else:
                     deliver(st, d, kept)
         data = tuple(p for p in kept.parts if isinstance(p, DataPart))
-    parts = tuple(
-        _result_part(c, o.result, o.is_error) for c, o in zip(calls, outcomes, strict=True)
+    before = st.ml
+    st.ml = after = before._add_one(
+        Message(
+            id=st.ids.next("msg"),
+            role="tool",
+            parts=(*parts, *data) if data else parts,
+            created_at=rc.clock(),
+            thread_id=ctx.thread_id,
+            resource_id=ctx.resource_id,
+        ),
+        "response",
     )
-    _add_tool_message(rc, st, parts, data)
-    yield from stream_through(rc, st,
-        [
-            ToolError(p.tool_call_id, p.tool_name, str(p.result))
-            if p.is_error
-            else ToolResult(p.tool_call_id, p.tool_name, p.result)
-            for p in parts
-        ]
-    )
+    if turn is not None and before is turn[1]:
+        # The loop's own turn: its response (these calls, no result, parts of the
+        # library's own kinds), then this message answering each call once, in order.
+        ids = (calls[0].tool_call_id,) if len(calls) == 1 else tuple(map(_call_id, calls))
+        if st.ids_of is turn[0]:
+            st.ids_used.update(ids)
+            st.ids_of = after
+        st.pairing.turn(turn[0], after, ids)
+    else:
+        note_call_ids(st, before, parts)
+    results: list[Chunk] = [
+        ToolError(p.tool_call_id, p.tool_name, str(p.result))
+        if p.is_error
+        else ToolResult(p.tool_call_id, p.tool_name, p.result)
+        for p in parts
+    ]
+    if rc.bare_stream:
+        st.pending.extend(results)
+    else:
+        yield from stream_through(rc, st, results)
     return parts
 
 
 def _add_tool_message(
-    rc: RunConfig, st: RunState, parts: tuple[ToolResultPart, ...], data: tuple[DataPart, ...] = ()
+    rc: RunConfig, st: RunState, parts: tuple[ToolResultPart, ...]
 ) -> None:
     before = st.ml
     tool = Message(
         id=st.ids.next("msg"),
         role="tool",
-        parts=(*parts, *data) if data else parts,
+        parts=parts,
         created_at=rc.clock(),
         thread_id=rc.ctx.thread_id,
         resource_id=rc.ctx.resource_id,
     )
     st.ml = before.add(tool, "response")
     note_call_ids(st, before, parts)
-    st.pairing.answered(before, st.ml, tool)
 
 
 def _keep_finished_tools(
@@ -950,4 +1013,5 @@ def _close_stream() -> Generator[LoopCommand, object, None]:
 _CHUNK_EVENTS = MODEL_REPLY_TYPES - {ModelFinish, ModelFailed, ModelEnded}
 """The model events that are chunks for the caller."""
 _CALLS = (ToolCall, ToolCallDelta)
+_call_id = attrgetter("tool_call_id")
 _ENDS = (ModelFinish, ModelFailed, ModelEnded)

@@ -299,6 +299,21 @@ class MessageList(_LogView):
         log = _Log([*self.messages, *new], [*self.sources, *sources])  # a new log, from here
         return _shared(log, len(log.messages), self.system)
 
+    def _add_one(self, message: Message, source: Source) -> MessageList:
+        """`add(message, source)` for one message known to be a `Message` (the loop's own
+        messages, twice a step): the same list, without the checks and tuples of `add`."""
+        view = self._view
+        if view is not None:
+            log, n = view
+            msgs = log.messages
+            if len(msgs) == n:  # `_Log.append_at` for one message
+                msgs.append(message)
+                if len(msgs) == n + 1:
+                    log.sources.append(source)
+                    return _shared(log, n + 1, self.system)
+                # another add raced this one: its entries past n are read by no list
+        return self.add(message, source)
+
     def remove_by_ids(self, ids: Iterable[str]) -> MessageList:
         drop = frozenset(ids)
         pairs = zip(self.messages, self.sources, strict=True)

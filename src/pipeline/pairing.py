@@ -239,6 +239,28 @@ class PairedHistory:
         self._ids.update(got)
         self._ml = after
 
+    def turn(self, before: MessageList, after: MessageList, ids: tuple[str, ...]) -> None:
+        """`after` is `before` plus the loop's own turn: its assistant response, whose tool
+        calls have the ids `ids` (its other parts of the library's own kinds, none a
+        result), then the tool message answering each of those calls once, in order (its
+        other parts data parts). When `before` is the list last found paired and `ids` are
+        new to it (each once), `after` is paired: the next `messages` need not look at it.
+
+        What `responded` and then `answered` find from the two messages, for the caller
+        that made them (the loop's `_run_tools`) and so knows their shape without a scan.
+        """
+        self._open = None
+        if self._ml is not before:
+            return
+        known = self._ids
+        if len(ids) == 1:
+            if ids[0] in known:
+                return
+        elif len(set(ids)) != len(ids) or not known.isdisjoint(ids):
+            return
+        known.update(ids)
+        self._ml = after
+
     def messages(self, ml: MessageList) -> tuple[Message, ...]:
         """`ml`'s messages, repaired if they are not paired (see `repair_pairing`)."""
         msgs = ml.messages

@@ -80,6 +80,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Every stream hook sees data chunks."""
     data_any: bool
     """Some stream hook sees data chunks."""
+    bare_stream: bool = False
+    """No stream hook at all: the chunks the loop makes itself go out as they are."""
 
 
 class RunState:

@@ -11,7 +11,7 @@ from collections.abc import Generator
 import msgspec
 
 from effects import Abort, Continue, Replace
-from pipeline.hooks import invoke, settle
+from pipeline.hooks import raised, settle
 from pipeline.messages import SystemMessage
 from pipeline.model import ModelRequest
 from pipeline.output_type import TypedOutput
@@ -24,24 +24,31 @@ _CHANGEABLE = tuple(f for f in StepSettings.__struct_fields__ if f in StepChange
 assert len(_CHANGEABLE) == len(StepSettings.__struct_fields__), "StepChange lacks a setting"
 
 
-def input_step(
-    rc: RunConfig, st: RunState, step: int, base_system: tuple[SystemMessage, ...]
-) -> Generator[LoopCommand, object, StepSettings]:
-    """The step's settings: the agent's, changed by the input-step hooks in order."""
+def base_settings(rc: RunConfig, base_system: tuple[SystemMessage, ...]) -> StepSettings:
+    """The settings every step starts from: the agent's, with the run's base system
+    messages (so a step's changes last that step only). Frozen: made once per run."""
     a = rc.agent
-    cfg = StepSettings(
+    return StepSettings(
         model=a.model,
         tool_choice=a.tool_choice,
         active_tools=None,
         tools=a.tools,
-        system_messages=base_system,  # reset every step: changes last one step only
+        system_messages=base_system,
         provider_options=a.provider_options,
         model_settings=a.model_settings,
         structured_output=a.structured_output,
     )
+
+
+def input_step(
+    rc: RunConfig, st: RunState, step: int, base: StepSettings
+) -> Generator[LoopCommand, object, StepSettings]:
+    """The step's settings: `base` (`base_settings`), changed by the input-step hooks in
+    order."""
+    cfg = base
     record = rc.record
     hooks = rc.h_input_step
-    steps = steps_tuple(st) if hooks else ()
+    steps = st.steps_t if len(st.steps_t) == len(st.steps) else steps_tuple(st)
     for b in hooks:
         args = InputStepArgs(
             message_list=st.ml,
@@ -59,7 +66,10 @@ def input_step(
             retry_count=st.retry_count,
             context=rc.ctx,
         )
-        raw = invoke(b, args)
+        try:  # `invoke`, inline: a call less per hook
+            raw = b.fn(args)
+        except Exception as e:
+            raw = raised(b, e)
         if raw.__class__ is Continue and record is None:
             continue  # a pass-through: nothing to check, keep or record
         eff = apply(rc, st, b, (yield from settle(b, raw)))
@@ -87,7 +97,7 @@ def step_tools(cfg: StepSettings) -> tuple[Tool, ...]:
 
 def model_request(st: RunState, cfg: StepSettings) -> ModelRequest:
     """What the step asks the model."""
-    tools = step_tools(cfg)
+    tools = cfg.tools if cfg.active_tools is None else step_tools(cfg)
     if tools is not st.specs_of:  # the same tools step after step: specs made once
         st.specs_of, st.specs = tools, tuple(t.spec for t in tools)
     return ModelRequest(
@@ -101,8 +111,7 @@ def model_request(st: RunState, cfg: StepSettings) -> ModelRequest:
         provider_options=cfg.provider_options,
         # A TypedOutput's decoder stays here: the request carries plain data.
         structured_output=(
-            cfg.structured_output.wire()
-            if isinstance(cfg.structured_output, TypedOutput)
-            else cfg.structured_output
+            so.wire() if (so := cfg.structured_output) is not None
+            and isinstance(so, TypedOutput) else so
         ),
     )

@@ -48,6 +48,8 @@ def plan_stream(
 
     `flush` is in processor order, as `h_stream` is.
     """
+    if not h_stream and not flush:
+        return _NO_STREAM_HOOKS
     at = {id(p): i for i, p in enumerate(agent.output_processors)}
     return StreamPlan(
         h_flush=tuple(
@@ -62,6 +64,10 @@ def plan_stream(
         data_all=all(b.data_parts for b in h_stream),
         data_any=any(b.data_parts for b in h_stream),
     )
+
+
+_NO_STREAM_HOOKS = StreamPlan((), False, (), True, False)
+"""The plan of an agent with no stream hook (`all` of nothing is True, `any` False)."""
 
 
 def fresh_seen(rc: RunConfig) -> tuple[list[list[Chunk]], list[Chunk] | None]:

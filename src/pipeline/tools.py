@@ -54,10 +54,14 @@ class Tool(msgspec.Struct, frozen=True):
         """Validated keyword arguments for `fn`; raises msgspec.ValidationError."""
         if self.args_type is None:
             return dict(args)
-        st = msgspec.convert(dict(args), self.args_type, strict=False)
+        # (convert never changes its input: a dict goes in as it is, uncopied)
+        st = msgspec.convert(
+            args if type(args) is dict else dict(args), self.args_type, strict=False
+        )
         kwargs = msgspec.structs.asdict(st)
-        for name, validate in self.validators:
-            kwargs[name] = validate(kwargs[name])
+        if self.validators:
+            for name, validate in self.validators:
+                kwargs[name] = validate(kwargs[name])
         return kwargs
 
     @staticmethod

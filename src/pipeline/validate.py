@@ -73,6 +73,9 @@ class InvalidInputError(ValueError):
 def read_input(value: object, *, id_prefix: str, created_at: float) -> MessageList | InvalidInput:
     """A run's input as a MessageList (a prompt string becomes one user message), or why
     it is not one. The messages' contents are checked by `check_messages`."""
+    t = type(value)
+    if t is list or t is tuple:  # the common case, before the ABC checks below
+        return MessageList.of(cast("Iterable[Message]", value))
     if isinstance(value, str | MessageList | Message):
         return to_message_list(value, id_prefix=id_prefix, created_at=created_at)
     if isinstance(value, Mapping):
@@ -95,7 +98,7 @@ def check_messages(ml: object, call_ids: set[str] | None = None) -> InvalidInput
     if not isinstance(ml, MessageList):
         return InvalidInput(None, "messages", f"expected a MessageList, got {_type(ml)}")
     system = ml.system
-    if not isinstance(system, tuple | list):
+    if type(system) is not tuple and not isinstance(system, tuple | list):
         return InvalidInput(
             None, "system", f"expected a tuple of SystemMessage, got {_type(system)}"
         )
@@ -113,8 +116,10 @@ def check_messages(ml: object, call_ids: set[str] | None = None) -> InvalidInput
     start = 0
     if type(sources) is tuple and len(sources) == len(messages) and _known_sources(sources):
         start = _plainly_fine_prefix(messages, ids, free)  # the common case: all of them
-    rest = zip(messages[start:], sources[start:], strict=True) if start else zip(
-        messages, sources, strict=True
+    rest = (
+        () if start == len(messages)
+        else zip(messages[start:], sources[start:], strict=True) if start
+        else zip(messages, sources, strict=True)
     )
     for i, (m, source) in enumerate(rest, start):
         if _plainly_fine_prefix((m,), ids, free) and type(source) is str and source in _SOURCES:
@@ -153,10 +158,18 @@ MESSAGE_FIELDS = (
 
 
 def _known_sources(sources: tuple[object, ...]) -> bool:
-    """Every source is a known one, as an exact str (one pass in C)."""
+    """Every source is a str the full check accepts (a known one): a short input as exact
+    strs in one loop, a long one in two passes in C (`join` refuses what is no str)."""
+    if len(sources) < 8:  # a short input: no sets to make
+        known = _SOURCES
+        for s in sources:  # (a loop, not all(...): no generator to make)  # noqa: SIM110
+            if type(s) is not str or s not in known:
+                return False
+        return True
     try:
-        return _SOURCES.issuperset(sources) and set(map(type, sources)) <= {str}
-    except TypeError:  # an unhashable source: the full check says which
+        "".join(cast("tuple[str, ...]", sources))  # a TypeError for anything not a str
+        return _SOURCES.issuperset(sources)
+    except TypeError:  # no str, or unhashable: the full check says which
         return False
 
 

@@ -48,6 +48,15 @@ class Opaque:
     pass
 
 
+class _Str(str):
+    """A str subclass with its own equality: never mistaken for a known source."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
 def _unchecked(value: object) -> Any:
     """A deliberately ill-typed value: what an untyped caller can pass."""
     return value
@@ -100,6 +109,28 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
         lambda: MessageList((_user(), _user(id="u2")), ("input", _unchecked("elsewhere"))),
         1, "source",
     ),
+    # Sources are checked in one pass for a short input and with sets for a long one.
+    "unhashable source, short input": (
+        lambda: MessageList((_user(), _user(id="u2")), ("input", _unchecked(["input"]))),
+        1, "source",
+    ),
+    "str subclass source, short input": (
+        lambda: MessageList((_user(), _user(id="u2")), ("input", _unchecked(_Str("input")))),
+        1, "source",
+    ),
+    "unhashable source after 40 good": (
+        lambda: MessageList(
+            tuple(_user(id=f"u{i}") for i in range(41)),
+            (*("input",) * 40, _unchecked({"input": 1})),
+        ),
+        40, "source",
+    ),
+    "int source after 40 good": (
+        lambda: MessageList(
+            tuple(_user(id=f"u{i}") for i in range(41)), (*("input",) * 40, _unchecked(1))
+        ),
+        40, "source",
+    ),
     "metadata a list": (lambda: [_user(metadata=_unchecked([1]))], 0, "metadata"),
     "created_at a bool": (lambda: [_user(), _user(id="u2", created_at=True)], 1, "created_at"),
 }
@@ -125,6 +156,23 @@ def _assert_refused(result: RunResult, chunks: Sequence[object], index: int | No
     assert is_paired(result.messages.messages)
     msgspec.json.encode(result)  # the result itself encodes
     return err
+
+
+@pytest.mark.parametrize("n", [2, 41])
+def test_a_known_source_as_a_str_subclass_is_accepted_short_or_long(n: int) -> None:
+    """What the full check accepts (a str equal to a known source) runs, whichever pass
+    looked at the sources (one loop for a short input, C passes for a long one)."""
+
+    class Src(str):
+        pass
+
+    ml = MessageList(
+        tuple(_user(id=f"u{i}") for i in range(n)),
+        _unchecked((*("input",) * (n - 1), Src("input"))),
+    )
+    model = ScriptedModel([Say("ok")])
+    ran = Simulator(model).run(Agent.create("m"), ml)
+    assert ran.result.status == "finished" and len(model.requests) == 1
 
 
 @pytest.mark.parametrize("case", list(BAD), ids=list(BAD))
