@@ -618,11 +618,19 @@ def _batches(
 ) -> AsyncIterator[Sequence[ModelEvent]] | None:
     """The provider's stream of batches of events when it has one (`astream_batches`:
     an `AsyncBatchProvider`, as `AsyncHttpProvider`), else None (its `astream` is read
-    event by event)."""
+    event by event). Not from a subclass that overrides `astream` below the class that
+    wrote `astream_batches`: its batches would bypass the events it changed."""
     batches: Callable[[ModelRequest], AsyncIterator[Sequence[ModelEvent]]] | None = getattr(
         provider, "astream_batches", None
     )
-    return None if batches is None else batches(request)
+    if batches is None:
+        return None
+    mro = type(provider).__mro__
+    of_batches = next((c for c in mro if "astream_batches" in c.__dict__), None)
+    of_events = next((c for c in mro if "astream" in c.__dict__), None)
+    if of_batches is not None and of_events is not None and not issubclass(of_batches, of_events):
+        return None  # (a few dict lookups per model call)
+    return batches(request)
 
 
 async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:
