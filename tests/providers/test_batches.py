@@ -101,3 +101,32 @@ async def test_a_subclass_that_overrides_astream_is_read_through_its_astream(
         result = await AsyncInterpreter(p, observers=()).run(Agent(model="openai/m"), "hi")
     assert result.status == "finished"
     assert result.text == "the [x] word"
+
+
+class _Logged:
+    """A user's proxy: its own `astream` (logging what passes), everything else from the
+    provider it wraps (`__getattr__`), `astream_batches` included."""
+
+    def __init__(self, inner: AsyncHttpProvider) -> None:
+        self.inner = inner
+        self.seen: list[ModelEvent] = []
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        async for e in self.inner.astream(request):
+            self.seen.append(e)
+            yield e
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_a_proxy_that_hands_out_its_inner_batches_is_read_through_its_astream(
+    server: ReplayServer,
+) -> None:
+    server.queue(Reply(200, SSE, oa_text_stream("the ", "word")))
+    p = resolve_async_provider("openai/m", base_url=server.url + "/v1", api_key=KEY)
+    logged = _Logged(p)
+    async with p:
+        result = await AsyncInterpreter(logged, observers=()).run(Agent(model="openai/m"), "hi")
+    assert result.text == "the word"
+    assert [e.text for e in logged.seen if isinstance(e, TextDelta)] == ["the ", "word"]
