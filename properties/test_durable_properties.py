@@ -4,22 +4,27 @@ recorded step outcomes alone is the same run: no model, tool or handler is calle
 For the generated agents and scripts of test_equivalence (tools valid and not, broken
 streams, retries with backoff, processors doing I/O, a judge model...), `drive` fed by
 steps that round-trip every outcome through msgspec JSON, as the DBOS steps store them,
-ends with the sync interpreter's result at the same virtual time; then a second drive
+ends with the sync interpreter's result at the same virtual time (the sync run of a model
+whose response is read whole before its first event goes to the loop, even when the loop
+closes it early: a durable model call is one step that reads the whole response, README
+"Limits"); then a second drive
 that answers every step from the first one's records, as DBOS does on recovery, ends
 with the same result and publishes the same chunks without any I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import msgspec
 from hypothesis import given
 
 from interpreters.common import answer_of, start_run, stream_failed
 from interpreters.durable_loop import ModelOutcome, ToolDone, drive, tool_context
-from interpreters.simulator import Scripted, ScriptedModel
-from interpreters.sync import run_tool
+from interpreters.providers.provider import Provider, ProviderError
+from interpreters.simulator import Scripted, ScriptedModel, VirtualClock
+from interpreters.sync import SyncInterpreter, run_tool
+from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.model import ModelRequest
@@ -27,15 +32,60 @@ from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import ToolInvocation
 from pipeline.result import RunResult
 from properties.test_equivalence import (
+    START,
     Check,
     Pipeline,
     _wired,
     check_text,
-    on_sync_interpreter,
+    judge_script,
     pipelines,
     prompts,
     scripts,
 )
+
+
+class ReadFirst:
+    """A scripted model whose whole response is read before its first event is handed
+    over, as the durable model step reads it (its virtual time passes then), even when
+    the loop would have closed the stream early (a stream processor failed or aborted)."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        events: list[ModelEvent] = []
+        failure: Exception | None = None
+        try:
+            events.extend(self.model.stream(request))  # (a Fail raises here, as before)
+        except ProviderError as e:
+            if not events:
+                raise
+            failure = e  # a break: raised after the events, as the durable step keeps it
+        return self._replay(events, failure)
+
+    @staticmethod
+    def _replay(events: list[ModelEvent], failure: Exception | None) -> Iterator[ModelEvent]:
+        yield from events
+        if failure is not None:
+            raise failure
+
+
+def on_sync_interpreter(
+    agent: Agent, script: list[Scripted], prompt: str
+) -> tuple[RunResult, float]:
+    """The sync interpreter's result and end time, each model call read whole first."""
+    clock = VirtualClock(START)
+    model = ReadFirst(ScriptedModel(script, clock=clock))
+    judge = ScriptedModel(judge_script, clock=clock)
+
+    def resolve(model_id: str) -> Provider:
+        return judge if model_id == "judge" else model
+
+    interp = SyncInterpreter(
+        resolve=resolve, handlers={Check: check_text}, clock=clock, sleep=clock.sleep,
+        run_ids=lambda: "run1",
+    )
+    return interp.run(agent, prompt, trace=Trace()), clock.now
 
 
 class LiveSteps:
@@ -150,7 +200,7 @@ class Readings:
 def test_the_durable_driver_and_its_recovery_give_the_sync_run(
     pipeline: Pipeline, script: list[Scripted], prompt: str
 ) -> None:
-    expected, _trace, end = on_sync_interpreter(pipeline.agent(), script, prompt)
+    expected, end = on_sync_interpreter(pipeline.agent(), script, prompt)
     clock, resolve = _wired(script)
     live = LiveSteps(resolve, clock.sleep)
     readings = Readings(clock, [])

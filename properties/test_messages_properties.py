@@ -1,9 +1,10 @@
 """MessageList is a value, however it was made.
 
-`add` shares structure with the list it adds to (a shared append-only log, see
-`pipeline.messages._Log`). The property: any sequence of changes, each applied to any
-earlier version (so lists branch from lists that were already added to), gives exactly
-what a plain-tuple reference model gives, and leaves every earlier version as it was.
+`add` (and the loop's `_add_one`) shares structure with the list it adds to (a shared
+append-only log, see `pipeline.messages._Log`). The property: any sequence of changes,
+each applied to any earlier version (so lists branch from lists that were already added
+to), gives exactly what a plain-tuple reference model gives, and leaves every earlier
+version as it was.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def msg(i: int) -> Message:
 # One change: (kind, which earlier version it applies to (modulo their number), an argument).
 changes = st.lists(
     st.tuples(
-        st.sampled_from(["add", "add_many", "system", "add_system", "remove", "replace",
-                         "map", "clear_tag"]),
+        st.sampled_from(["add", "add_one", "add_many", "system", "add_system", "remove",
+                         "replace", "map", "clear_tag"]),
         st.integers(0, 2**16),
         st.integers(0, 3),
     ),
@@ -51,6 +52,11 @@ def apply(
     if kind == "add":
         m = msg(fresh)
         return ml.add(m, source), Model((*ref.messages, m), (*ref.sources, source), ref.system)
+    if kind == "add_one":  # the loop's own add (the tail of a shared log, appended to)
+        m = msg(fresh)
+        return ml._add_one(m, source), Model(
+            (*ref.messages, m), (*ref.sources, source), ref.system
+        )
     if kind == "add_many":
         ms = tuple(msg(fresh + i) for i in range(arg))
         return ml.add(list(ms), source), Model(

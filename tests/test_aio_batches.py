@@ -10,7 +10,7 @@ early closes the stream, and a cancel while the next batch is awaited ends the r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 import anyio
 import pytest
@@ -20,7 +20,7 @@ from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, call
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, TextDelta
+from pipeline.chunks import Chunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
 from pipeline.result import Cancelled, RunResult
 from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
@@ -167,3 +167,40 @@ async def test_an_astream_batches_that_gives_no_async_iterator_fails_the_call() 
         Agent.create("m"), "hi")
     assert result.status == "failed"
     assert "__anext__" in str(result.error)
+
+
+class _PastTheFinish:
+    """A provider whose one batch goes on past the call's finish event (a server that
+    writes more after its end marker, in the same read)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def astream(self, request: object) -> AsyncIterator[ModelEvent]:
+        raise AssertionError("the interpreter reads the batches")
+
+    async def astream_batches(self, request: object) -> AsyncIterator[list[ModelEvent]]:
+        try:
+            yield [TextStart("t"), TextDelta("t", "said"), TextEnd("t"), ModelFinish("stop"),
+                   TextStart("u"), TextDelta("u", " and more")]
+            yield [TextDelta("u", " and more still")]
+        finally:
+            self.closed = True
+
+
+@pytest.mark.parametrize("mode", ["run", "traced run", "stream"])
+async def test_events_after_the_finish_event_in_a_batch_go_nowhere(mode: str) -> None:
+    provider = _PastTheFinish()
+    interp = AsyncInterpreter(provider, run_ids=lambda: "run", clock=lambda: 1.0, observers=())
+    trace = Trace()
+    got: list[Chunk] = []
+    if mode == "stream":
+        async with interp.stream(Agent.create("m"), "hi", trace=trace) as stream:
+            got = [c async for c in stream]
+        result = stream.result
+    else:
+        result = await interp.run(Agent.create("m"), "hi", trace=trace if mode != "run" else None)
+        got = list(trace.chunks)
+    assert result.status == "finished" and result.text == "said"
+    assert "more" not in "".join(c.text for c in got if isinstance(c, TextDelta))
+    assert provider.closed

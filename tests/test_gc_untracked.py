@@ -16,14 +16,26 @@ memory).
 from __future__ import annotations
 
 import gc
+import logging
+from collections.abc import Callable
 
+import anyio
 import pytest
 
 from effects import CallModel, Publish, Pull
-from interpreters.simulator import Fail, Say, call
+from interpreters.aio import AsyncInterpreter
+from interpreters.logs import LogObserver
+from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator, call
+from interpreters.simulator_aio import AsyncSimulator
+from interpreters.trace import Trace
+from pipeline.agent import Agent
 from pipeline.chunks import Finish, ModelFinish, StepFinish, TextDelta, ToolCall, Usage
 from pipeline.messages import ToolCallPart, user
 from pipeline.model import ModelRequest
+from pipeline.processors.pii import PIIDetector
+from pipeline.tool_context import ToolContext
+from pipeline.tools import tool as make_tool
+from tests.helpers import BatchedScriptedModel
 
 ARGS = {"city": ["Paris", {"nested": True}]}  # a tracked dict: its holder would be too
 REQUEST = ModelRequest(
@@ -59,3 +71,98 @@ def test_what_they_hold_is_still_collected_as_usual() -> None:
     del args
     gc.collect()
     assert call.args == {"x": []}
+
+
+# --- no run leaves a cycle behind --------------------------------------------------------
+# A cycle through an untracked value is never collected. None of the library's own
+# references make one (a value refers to nothing that refers back to it: no result, trace,
+# observer, traceback or stream is held by one); these runs would leak if one did: each
+# kind of run many times, every tracked object counted before and after.
+
+RUNS = 40
+
+
+def _lookup(city: str) -> dict[str, object]:
+    """A JSON result."""
+    return {"city": city, "temps": [1, 2, 3]}
+
+
+def _broken(city: str) -> str:
+    """Raises: its traceback passes through the interpreter's frames."""
+    raise ValueError(f"no {city}")
+
+
+def _writer(city: str, ctx: ToolContext[None]) -> str:
+    """Writes a data chunk through its context."""
+    ctx.writer.custom("data-note", {"city": city, "list": [city]})
+    return city
+
+
+def _agent() -> Agent:
+    return Agent.create(
+        "m",
+        tools=[make_tool(_lookup, name="lookup"), make_tool(_broken, name="broken"),
+               make_tool(_writer, name="writer")],
+        output_processors=[PIIDetector()],
+        max_api_error_retries=1,
+    )
+
+
+def _script() -> list[Scripted]:
+    return [
+        Fail(status=503, retry_after=0.0),  # a retried failure
+        Say("looking", calls=[call("lookup", city="Paris"), call("broken", city="X"),
+                              call("writer", city="Rome")]),
+        Say(["mail me at a@b.example", " thanks"], chunk_latency=0.1),
+    ]
+
+
+def _sync_run() -> None:
+    sim = Simulator(ScriptedModel(_script()), observers=[LogObserver()])
+    assert sim.run(_agent(), "hi").result.status == "finished"  # (traced)
+
+
+def _sync_timeout() -> None:
+    sim = Simulator(ScriptedModel([Say(["a", "b", "c"], chunk_latency=1.0)]))
+    assert sim.run(_agent(), "hi", timeout=1.5).result.status == "cancelled"
+
+
+def _async_run() -> None:
+    async def go() -> None:
+        sim = AsyncSimulator(ScriptedModel(_script()), observers=[LogObserver()])
+        run = await sim.run(_agent(), "hi")
+        assert run.result.status == "finished"
+        # the interpreter itself, on a stream of batches, read to its end and cut short
+        for stop in (False, True):
+            model = BatchedScriptedModel(_script(), sizes=(2, 1))
+            trace = Trace()
+            async with AsyncInterpreter(model, observers=()).stream(
+                _agent(), "hi", trace=trace
+            ) as s:
+                async for _ in s:
+                    if stop:
+                        break
+
+    anyio.run(go)
+
+
+@pytest.mark.parametrize("run_once", [_sync_run, _sync_timeout, _async_run],
+                         ids=lambda f: f.__name__)
+def test_runs_leave_no_uncollectable_cycle(
+    run_once: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runs log (LogObserver) to a handler that keeps nothing: pytest's capture would
+    # keep every record, which is no leak of the library's.
+    log = logging.getLogger("pipeline")
+    monkeypatch.setattr(log, "propagate", False)
+    monkeypatch.setattr(log, "handlers", [logging.NullHandler()])
+    run_once()
+    run_once()  # (caches, first-use imports)
+    gc.collect()
+    before = len(gc.get_objects())
+    for _ in range(RUNS):
+        run_once()
+    gc.collect()
+    grown = len(gc.get_objects()) - before
+    # One leaked run would leave dozens of tracked objects (messages, dicts, frames...).
+    assert grown < RUNS, f"{grown} tracked objects more after {RUNS} runs"

@@ -17,10 +17,17 @@ from interpreters.providers.anthropic import encode_request as anthropic_body
 from interpreters.providers.openai_chat import OpenAIChatOptions
 from interpreters.providers.openai_chat import encode_request as openai_body
 from interpreters.simulator import Say, call
-from pipeline.messages import SystemMessage, user
+from pipeline.messages import SystemMessage, TextPart, user
 from pipeline.model import ModelRequest, StructuredOutput
 from pipeline.output_type import OutputInvalid, TypedOutput, strict_schema
-from pipeline.processor import InputStepArgs, InputStepResult, StepChange
+from pipeline.processor import (
+    InputStepArgs,
+    InputStepResult,
+    OutputStepArgs,
+    OutputStepResult,
+    StepChange,
+    processor,
+)
 from tests.helpers import make_agent, simulate, user_texts
 
 
@@ -241,3 +248,29 @@ def test_anthropic_with_tools_lets_the_model_call_them_or_answer() -> None:
     body = json.loads(msgspec.json.encode(raw_body))
     assert body["tool_choice"] == {"type": "any"}
     assert [t["name"] for t in body["tools"]] == ["where", json_tool]
+
+
+def _redact_step(args: OutputStepArgs[None]) -> OutputStepResult[None]:
+    """An output-step processor that replaces the response (the word SECRET) in the
+    history."""
+    msgs = args.message_list.messages
+    last = msgs[-1].with_parts(
+        tuple(TextPart(p.text.replace("SECRET", "[x]")) if isinstance(p, TextPart) else p
+              for p in msgs[-1].parts)
+    )
+    return Replace(args.message_list.replace_messages([*msgs[:-1], last]))
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["plain", "typed"])
+def test_a_step_s_text_is_the_model_s_text_with_or_without_an_output_type(typed: bool) -> None:
+    # StepResult.text is what the model said (what was streamed), the history holds what an
+    # output-step processor made of it: the same with a typed output as without one.
+    said = '{"city": "SECRET", "high": 20}'
+    agent = make_agent(
+        output_processors=[processor("redact", process_output_step=_redact_step)],
+        output_type=DataForecast if typed else None,
+    )
+    result = simulate(agent, [Say(said)]).result
+    assert result.status == "finished"
+    assert result.text == '{"city": "[x]", "high": 20}'
+    assert [s.text for s in result.steps] == [said]

@@ -618,11 +618,21 @@ def _batches(
 ) -> AsyncIterator[Sequence[ModelEvent]] | None:
     """The provider's stream of batches of events when it has one (`astream_batches`:
     an `AsyncBatchProvider`, as `AsyncHttpProvider`), else None (its `astream` is read
-    event by event)."""
+    event by event). Only when a class wrote `astream_batches` at or below the one that
+    wrote `astream`: not from a subclass that overrides `astream` alone, nor from a proxy
+    that hands out another provider's `astream_batches` (`__getattr__`), whose batches
+    would bypass the events its own `astream` changes."""
     batches: Callable[[ModelRequest], AsyncIterator[Sequence[ModelEvent]]] | None = getattr(
         provider, "astream_batches", None
     )
-    return None if batches is None else batches(request)
+    if batches is None:
+        return None
+    mro = type(provider).__mro__
+    of_batches = next((c for c in mro if "astream_batches" in c.__dict__), None)
+    of_events = next((c for c in mro if "astream" in c.__dict__), None)
+    if of_batches is None or (of_events is not None and not issubclass(of_batches, of_events)):
+        return None  # (a few dict lookups per model call)
+    return batches(request)
 
 
 async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:

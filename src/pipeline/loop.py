@@ -414,8 +414,9 @@ def _step(
             rc, st, calls, step_tools(cfg), (before, added) if own else None
         )
     elif isinstance(cfg.structured_output, TypedOutput):
-        text = kept.text if kept is not None else ""
-        if not (yield from _check_output(rc, st, step, cfg.structured_output, text, before)):
+        # (the kept reply is checked; the step's `text` stays the model's, as without one)
+        reply = kept.text if kept is not None else ""
+        if not (yield from _check_output(rc, st, step, cfg.structured_output, reply, before)):
             return "rerun"
     st.steps.append(
         StepResult(

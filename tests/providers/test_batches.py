@@ -6,15 +6,19 @@ one. Against the replay server on 127.0.0.1, asyncio and trio.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import anyio
 import anyio.to_thread
 import pytest
 
+from interpreters.aio import AsyncInterpreter
 from interpreters.providers import resolve_async_provider
+from interpreters.providers._async.http import AsyncHttpProvider
 from interpreters.providers.provider import ProviderError
+from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta
+from pipeline.model import ModelRequest
 from tests.faults.harness import SSE
 from tests.providers.helpers import KEY, ask, oa_chunk, oa_text_stream, sse
 from tests.providers.server import ReplayServer, Reply
@@ -72,3 +76,57 @@ async def test_closing_either_stream_early_releases_the_connection(
             await stream.__anext__()
         await stream.aclose()
         assert await anyio.to_thread.run_sync(server.wait_idle)
+
+
+class _Redacting(AsyncHttpProvider):
+    """A user's provider: the HTTP provider with its `astream` overridden (here, to redact
+    a word before anything else sees it). It did not write `astream_batches`."""
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        async for e in super().astream(request):
+            yield TextDelta(e.id, e.text.replace("secret", "[x]")) if isinstance(
+                e, TextDelta
+            ) else e
+
+
+async def test_a_subclass_that_overrides_astream_is_read_through_its_astream(
+    server: ReplayServer,
+) -> None:
+    # The interpreter reads `astream_batches` only where it gives what `astream` gives:
+    # not from a subclass that changed `astream` alone (its events would be bypassed).
+    server.queue(Reply(200, SSE, oa_text_stream("the ", "secret", " word")))
+    base = resolve_async_provider("openai/m", base_url=server.url + "/v1", api_key=KEY)
+    p = _Redacting(base.endpoint, base.codec, limits=base.limits)
+    async with p:
+        result = await AsyncInterpreter(p, observers=()).run(Agent(model="openai/m"), "hi")
+    assert result.status == "finished"
+    assert result.text == "the [x] word"
+
+
+class _Logged:
+    """A user's proxy: its own `astream` (logging what passes), everything else from the
+    provider it wraps (`__getattr__`), `astream_batches` included."""
+
+    def __init__(self, inner: AsyncHttpProvider) -> None:
+        self.inner = inner
+        self.seen: list[ModelEvent] = []
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        async for e in self.inner.astream(request):
+            self.seen.append(e)
+            yield e
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_a_proxy_that_hands_out_its_inner_batches_is_read_through_its_astream(
+    server: ReplayServer,
+) -> None:
+    server.queue(Reply(200, SSE, oa_text_stream("the ", "word")))
+    p = resolve_async_provider("openai/m", base_url=server.url + "/v1", api_key=KEY)
+    logged = _Logged(p)
+    async with p:
+        result = await AsyncInterpreter(logged, observers=()).run(Agent(model="openai/m"), "hi")
+    assert result.text == "the word"
+    assert [e.text for e in logged.seen if isinstance(e, TextDelta)] == ["the ", "word"]

@@ -53,6 +53,15 @@ def test_unknown_fields_bad_retry_and_nul_ids_are_ignored() -> None:
     assert parse(b"foo: bar\nretry: soon\nid: a\x00b\ndata: x\n\n") == [SseEvent("x")]
 
 
+def test_a_retry_of_other_digits_than_ascii_ones_or_too_many_is_ignored() -> None:
+    # Only ASCII digits make a retry (WHATWG); "²" and "٣" are digits to str.isdigit but
+    # not to int(), and int() refuses more than sys.get_int_max_str_digits() digits: a
+    # server's odd retry line must not break the stream with a ValueError.
+    assert parse("retry: \u00b2\nretry: \u0663\ndata: x\n\n".encode()) == [SseEvent("x")]
+    many = b"retry: " + b"9" * 5000 + b"\ndata: y\n\n"
+    assert [e.data for e in parse(many)] == ["y"]
+
+
 def test_bom_at_start_is_ignored() -> None:
     assert parse(b"\xef\xbb\xbfdata: x\n\n") == [SseEvent("x")]
 

@@ -275,8 +275,12 @@ class SseParser:
         elif name == "id":
             if "\0" not in value:
                 self._id = value
-        elif name == "retry" and value.isdigit():
-            self._retry = int(value)
+        elif name == "retry" and value.isascii() and value.isdigit():
+            # (not contextlib.suppress: no context manager per retry line)
+            try:  # noqa: SIM105
+                self._retry = int(value)
+            except ValueError:  # more digits than int() reads (sys.set_int_max_str_digits)
+                pass
 
     def _dispatch_event(self) -> SseEvent:
         data = self._data
