@@ -150,6 +150,17 @@ class AsyncInterpreter:
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
         stream = self._stream(agent, messages, options, hand_out=False)
+        if stream._signal is None and stream._timeout is None:
+            # Driven here, one coroutine fewer alive per run across its waits (W4 of
+            # bench/WORKLOADS.md): `_advance_guarded` without a scope to take.
+            stream._busy = True
+            try:
+                await stream._advance()  # (under `run`, returns only when the run is over)
+            except BaseException as e:
+                await stream._failed(e)
+                raise
+            finally:
+                stream._busy = False
         while not stream.done:
             await stream._advance_guarded()
         return stream.result
@@ -256,7 +267,9 @@ class AsyncInterpreter:
     async def _perform(self, request: object) -> object:
         if isinstance(request, AskModel):
             events: list[ModelEvent] = []
-            stream = await _open(self._resolve(request.request.model), request.request)
+            stream = self._resolve(request.request.model).astream(request.request)
+            if _to_open(stream):
+                stream = await _open(stream)
             try:
                 async for e in stream:
                     events.append(e)
@@ -284,7 +297,7 @@ class AsyncRunStream:
 
     __slots__ = (
         "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_cmd", "_deadline",
-        "_delivered", "_hand_out", "_interp", "_loop", "_model", "_ready", "_result",
+        "_delivered", "_events", "_hand_out", "_interp", "_loop", "_model", "_ready", "_result",
         "_signal", "_timeout", "_tools_done", "_trace",
     )
 
@@ -309,8 +322,10 @@ class AsyncRunStream:
         self._delivered = False
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
         self._model: AsyncIterator[object] | None = None
-        self._anext: Callable[[], Awaitable[ModelEvent]] | None = None
-        """The next event of a model stream of events (a provider's `astream`)."""
+        self._events: AsyncIterator[ModelEvent] | None = None
+        """The open model stream of events (a provider's `astream`), as `_model`."""
+        self._anext: Callable[[AsyncIterator[ModelEvent]], Awaitable[ModelEvent]] | None = None
+        """Its type's `__anext__`: the next event of `_events`."""
         self._anext_batch: Callable[[], Awaitable[Sequence[ModelEvent]]] | None = None
         """The next batch of a model stream of batches (a provider's `astream_batches`)."""
         self._ready: Iterator[ModelEvent] = _NO_EVENTS
@@ -405,18 +420,22 @@ class AsyncRunStream:
                     return
                 reason = self._cancel_reason() or CANCELLED_BY_CALLER
             await self._cancel(reason)
-        except anyio.get_cancelled_exc_class():
-            # An enclosing scope was cancelled: finish the run, then let the cancellation on.
-            with anyio.CancelScope(shield=True):
-                await self._cancel(CANCELLED_BY_CALLER)
-            raise
-        except BaseException:
-            self._closed = True
-            await self._close_model()
-            self._loop.close()
+        except BaseException as e:
+            await self._failed(e)
             raise
         finally:
             self._busy = False
+
+    async def _failed(self, e: BaseException) -> None:
+        """After `_advance` raised (the caller re-raises): an enclosing scope's cancellation
+        finishes the run as cancelled; anything else closes the model stream and the loop."""
+        if isinstance(e, anyio.get_cancelled_exc_class()):
+            with anyio.CancelScope(shield=True):
+                await self._cancel(CANCELLED_BY_CALLER)
+            return
+        self._closed = True
+        await self._close_model()
+        self._loop.close()
 
     def _cancel_reason(self) -> str | None:
         if self._signal is not None and self._signal.cancelled:
@@ -456,7 +475,9 @@ class AsyncRunStream:
                 anext = self._anext
                 if anext is not None:
                     try:  # the per-chunk path: the next event; closed after its last
-                        reply: object = await anext()
+                        events = self._events
+                        assert events is not None
+                        reply: object = await anext(events)
                     except Exception as e:
                         reply = await self._stream_ended(e, started=True)
                     else:
@@ -495,7 +516,9 @@ class AsyncRunStream:
                         self._anext_batch = batches.__anext__  # (not an iterator: fails here)
                         model = None
                     else:
-                        model = await _open(provider, cmd.request)
+                        model = provider.astream(cmd.request)
+                        if _to_open(model):
+                            model = await _open(model)
                 except Exception as e:
                     cmd = self._set(loop.send(ModelFailed(provider_error(e))))
                     continue
@@ -503,10 +526,12 @@ class AsyncRunStream:
                     self._model = batches
                     cmd = self._set(await self._from_batches(None, started=False))
                     continue
-                self._model = model
-                self._anext = anext = model.__anext__
+                self._model = self._events = model
+                # The class's function, not a bound method: no object of its own per run
+                # for the collector to walk while the run waits (W4 of bench/WORKLOADS.md).
+                self._anext = anext = type(model).__anext__
                 try:  # its first event, as in the Pull branch (started=False)
-                    reply = await anext()
+                    reply = await anext(model)
                 except Exception as e:
                     reply = await self._stream_ended(e, started=False)
                 else:
@@ -516,19 +541,22 @@ class AsyncRunStream:
             else:
                 if t is RunTools:
                     assert isinstance(cmd, RunTools)
-                    self._tools_done = done = []
                     if len(cmd.calls) == 1:  # no task group, no coroutine for a sync tool
+                        # (no list of finished calls either: a cancel can land only while
+                        # the one call runs, none finished then)
                         now = self._interp._call_tool(cmd.calls[0])
                         if not isinstance(now, ToolOutcome):
                             now = await now
-                        done.append(now)
                         cmd = self._set(loop.send((now,)))
                         continue
+                    self._tools_done = []
                 try:
                     reply = await self._interp._carry_out(cmd, self._tools_done)
                 except Exception as e:
+                    self._tools_done = None  # (nothing of it kept across the next waits)
                     cmd = self._set(loop.throw(e))
                 else:
+                    self._tools_done = None
                     cmd = self._set(loop.send(reply))
 
     async def _from_batches(self, event: ModelEvent | None, *, started: bool) -> LoopCommand:
@@ -578,7 +606,7 @@ class AsyncRunStream:
         """Close the open model stream, shielded from cancellation (for CLOSE_GRACE)."""
         model = self._model
         if model is not None:
-            self._model = self._anext = self._anext_batch = None
+            self._model = self._events = self._anext = self._anext_batch = None
             self._ready = _NO_EVENTS
             rest = _close_now(model)
             if rest is not None:
@@ -625,13 +653,20 @@ def _batches(
     return None if batches is None else batches(request)
 
 
-async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-    """Open a model stream; tolerates an `async def astream` that returns the iterator."""
-    stream = provider.astream(request)
-    if not isinstance(stream, AsyncGeneratorType) and inspect.isawaitable(stream):
-        opened: AsyncIterator[ModelEvent] = await stream
-        return opened
-    return stream
+def _to_open(stream: object) -> bool:
+    """Whether what `astream` returned is an awaitable of the stream (an `async def
+    astream` that returns the iterator), not the stream itself."""
+    return (
+        not isinstance(stream, AsyncGeneratorType | NoCleanupStream)
+        and inspect.isawaitable(stream)
+    )
+
+
+async def _open(stream: object) -> AsyncIterator[ModelEvent]:
+    """The model stream an `async def astream` returns (see `_to_open`)."""
+    assert inspect.isawaitable(stream)
+    opened: AsyncIterator[ModelEvent] = await stream
+    return opened
 
 
 async def _tool_result(inv: ToolInvocation, result: Awaitable[object]) -> ToolOutcome:
