@@ -402,7 +402,7 @@ def _step(
         kept: Message | None = response
         calls = tool_calls
     else:
-        kept = next((m for m in reversed(st.ml.messages) if m.id == response_id), None)
+        kept = _last_with_id(st.ml.messages, response_id)
         if kept is not None:
             kept = unforged(st, kept)
         calls = kept.tool_calls() if kept is not None else ()
@@ -562,6 +562,15 @@ def _check_output(
     return False
 
 
+def _last_with_id(messages: tuple[Message, ...], message_id: str) -> Message | None:
+    """The last message with this id. (A helper, not a generator expression in `_step`:
+    that would make `_step` keep a closure cell alive per run across its waits.)"""
+    for m in reversed(messages):
+        if m.id == message_id:
+            return m
+    return None
+
+
 def _call_model(
     rc: RunConfig, st: RunState, step: int, cfg: StepSettings
 ) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
@@ -574,12 +583,14 @@ def _call_model(
     while True:
         request = model_request(st, cfg)
         attempts += 1
-        publish = tuple(st.pending)
-        st.pending = []
-        if publish:
-            out: Publish[Chunk] = Publish(publish)
+        if st.pending:
+            # (no local keeps the chunks alive while the model call waits: one object
+            # fewer per run for the garbage collector, W4 of bench/WORKLOADS.md)
+            out: Publish[Chunk] = Publish(tuple(st.pending))
+            st.pending = []
             if (got := (yield out)) is not None:
                 raise ProtocolError(out, got, "None")
+            del out
         # The replies of the commands every step asks are checked inline, as `checked`
         # does: a call less per command on a path that runs once per step.
         ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
