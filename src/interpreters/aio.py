@@ -297,7 +297,7 @@ class AsyncRunStream:
 
     __slots__ = (
         "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_cmd", "_deadline",
-        "_delivered", "_events", "_hand_out", "_interp", "_loop", "_model", "_ready", "_result",
+        "_delivered", "_hand_out", "_interp", "_loop", "_model", "_ready", "_result",
         "_signal", "_timeout", "_tools_done", "_trace",
     )
 
@@ -322,10 +322,8 @@ class AsyncRunStream:
         self._delivered = False
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
         self._model: AsyncIterator[object] | None = None
-        self._events: AsyncIterator[ModelEvent] | None = None
-        """The open model stream of events (a provider's `astream`), as `_model`."""
-        self._anext: Callable[[AsyncIterator[ModelEvent]], Awaitable[ModelEvent]] | None = None
-        """Its type's `__anext__`: the next event of `_events`."""
+        self._anext: Callable[[], Awaitable[ModelEvent]] | None = None
+        """The next event of a model stream of events (a provider's `astream`)."""
         self._anext_batch: Callable[[], Awaitable[Sequence[ModelEvent]]] | None = None
         """The next batch of a model stream of batches (a provider's `astream_batches`)."""
         self._ready: Iterator[ModelEvent] = _NO_EVENTS
@@ -475,9 +473,7 @@ class AsyncRunStream:
                 anext = self._anext
                 if anext is not None:
                     try:  # the per-chunk path: the next event; closed after its last
-                        events = self._events
-                        assert events is not None
-                        reply: object = await anext(events)
+                        reply: object = await anext()
                     except Exception as e:
                         reply = await self._stream_ended(e, started=True)
                     else:
@@ -526,12 +522,10 @@ class AsyncRunStream:
                     self._model = batches
                     cmd = self._set(await self._from_batches(None, started=False))
                     continue
-                self._model = self._events = model
-                # The class's function, not a bound method: no object of its own per run
-                # for the collector to walk while the run waits (W4 of bench/WORKLOADS.md).
-                self._anext = anext = type(model).__anext__
+                self._model = model
+                self._anext = anext = model.__anext__
                 try:  # its first event, as in the Pull branch (started=False)
-                    reply = await anext(model)
+                    reply = await anext()
                 except Exception as e:
                     reply = await self._stream_ended(e, started=False)
                 else:
@@ -606,7 +600,7 @@ class AsyncRunStream:
         """Close the open model stream, shielded from cancellation (for CLOSE_GRACE)."""
         model = self._model
         if model is not None:
-            self._model = self._events = self._anext = self._anext_batch = None
+            self._model = self._anext = self._anext_batch = None
             self._ready = _NO_EVENTS
             rest = _close_now(model)
             if rest is not None:
