@@ -460,13 +460,19 @@ class AsyncRunStream:
         cmd = self._cmd
         if cmd is None:
             cmd = self._set(next(loop))
+        # The per-chunk path (Pull) does what `_out` and `_set` do inline: a call less each.
+        trace = self._trace
+        hand_out = self._hand_out
         while True:
             t = type(cmd)
             if t is Pull:
                 assert isinstance(cmd, Pull)
-                if cmd.publish and not self._delivered:
-                    self._out(cmd.publish)
-                    if self._hand_out:
+                publish = cmd.publish
+                if publish and not self._delivered:
+                    if trace is not None:
+                        trace.chunks.extend(publish)
+                    if hand_out:
+                        self._buf.extend(publish)
                         self._delivered = True  # the next event is read on the next pull
                         return
                 self._delivered = False
@@ -479,13 +485,17 @@ class AsyncRunStream:
                     else:
                         if type(reply) is ModelFinish:
                             await self._close_model()
-                    cmd = self._set(loop.send(reply))
+                    self._cmd = cmd = loop.send(reply)
+                    if trace is not None:
+                        trace.record_command(cmd)
                     continue
                 # The per-chunk path of a stream of batches: an event of the batch at hand
                 # goes to the loop without an await.
                 event: ModelEvent | None = next(self._ready, None)
                 if event is not None and type(event) is not ModelFinish:
-                    cmd = self._set(loop.send(event))
+                    self._cmd = cmd = loop.send(event)
+                    if trace is not None:
+                        trace.record_command(cmd)
                 else:
                     cmd = self._set(await self._from_batches(event, started=True))
                 continue
