@@ -283,7 +283,8 @@ async def test_run_cancelled_by_an_enclosing_scope_in_a_tool_answers_every_call(
     assert len(answers) == calls
     assert [p.is_error for p in answers.values()] == [False] * (calls - 1) + [True]
     if calls == 2:
-        assert [p.result for p in answers.values()][0] == "quick 1"
+        first, _ = answers.values()
+        assert first.result == "quick 1"
 
 
 async def test_run_whose_hook_raises_a_base_exception_closes_the_model_and_the_loop() -> None:
