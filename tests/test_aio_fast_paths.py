@@ -17,6 +17,7 @@ import pytest
 
 from interpreters.aio import AsyncInterpreter
 from interpreters.common import NoCleanupStream
+from interpreters.observe import RunInfo, RunObserver
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
@@ -217,3 +218,87 @@ async def test_a_single_tool_call_of_every_kind_gives_its_result(
     assert res.is_error is is_error
     if output is not None:
         assert res.result == output
+
+
+# --- `run` without a signal or timeout drives the stream itself (no guard coroutine) ---
+
+
+class _Ends(RunObserver):
+    def __init__(self, ends: list[RunResult | None]) -> None:
+        self.ends = ends
+
+    def end(self, result: RunResult | None, at: float) -> None:
+        self.ends.append(result)
+
+
+class _Watch:
+    def __init__(self) -> None:
+        self.ends: list[RunResult | None] = []
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return _Ends(self.ends)
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+async def test_run_cancelled_by_an_enclosing_scope_in_a_tool_answers_every_call(
+    calls: int,
+) -> None:
+    """One async tool call (no list of finished calls kept) or two (the quick one keeps
+    its real result): the run ends cancelled, every call answered, and the scope's
+    cancellation goes on to the caller."""
+    started = anyio.Event()
+
+    async def stuck(x: int) -> str:
+        """Wait forever."""
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    def quick(x: int) -> str:
+        """Answer at once."""
+        return f"quick {x}"
+
+    script = [call("stuck", x=0)] if calls == 1 else [call("quick", x=1), call("stuck", x=0)]
+    model = ScriptedModel([Say(calls=script)])
+    watch = _Watch()
+    agent = Agent.create("m", tools=[stuck, quick])
+    finished = False
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as scope:
+
+                async def cancel() -> None:
+                    await started.wait()
+                    scope.cancel()
+
+                tg.start_soon(cancel)
+                await AsyncInterpreter(model, observers=[watch]).run(agent, "hi")
+                finished = True
+    assert scope.cancelled_caught and not finished
+    [result] = watch.ends
+    assert result is not None and result.status == "cancelled"
+    answers = {
+        p.tool_call_id: p for m in result.messages.messages for p in m.tool_results()
+    }
+    assert len(answers) == calls
+    assert [p.is_error for p in answers.values()] == [False] * (calls - 1) + [True]
+    if calls == 2:
+        first, _ = answers.values()
+        assert first.result == "quick 1"
+
+
+async def test_run_whose_hook_raises_a_base_exception_closes_the_model_and_the_loop() -> None:
+    """Anything but a cancellation (here a KeyboardInterrupt in a tool) goes on to the
+    caller; the model stream is closed and the run is ended (the observer's `end(None)`)."""
+
+    def interrupt() -> str:
+        """Interrupt."""
+        raise KeyboardInterrupt
+
+    model = ScriptedModel([Say(calls=[call("interrupt")]), Say("never")])
+    watch = _Watch()
+    interp = AsyncInterpreter(model, observers=[watch])
+    with pytest.raises(KeyboardInterrupt):
+        await interp.run(Agent.create("m", tools=[interrupt]), "hi")
+    assert watch.ends == [None]
+    assert len(model.requests) == 1

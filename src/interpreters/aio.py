@@ -150,6 +150,17 @@ class AsyncInterpreter:
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
         stream = self._stream(agent, messages, options, hand_out=False)
+        if stream._signal is None and stream._timeout is None:
+            # Driven here, one coroutine fewer alive per run across its waits (W4 of
+            # bench/WORKLOADS.md): `_advance_guarded` without a scope to take.
+            stream._busy = True
+            try:
+                await stream._advance()  # (under `run`, returns only when the run is over)
+            except BaseException as e:
+                await stream._failed(e)
+                raise
+            finally:
+                stream._busy = False
         while not stream.done:
             await stream._advance_guarded()
         return stream.result
@@ -256,7 +267,9 @@ class AsyncInterpreter:
     async def _perform(self, request: object) -> object:
         if isinstance(request, AskModel):
             events: list[ModelEvent] = []
-            stream = await _open(self._resolve(request.request.model), request.request)
+            stream = self._resolve(request.request.model).astream(request.request)
+            if _to_open(stream):
+                stream = await _open(stream)
             try:
                 async for e in stream:
                     events.append(e)
@@ -405,18 +418,22 @@ class AsyncRunStream:
                     return
                 reason = self._cancel_reason() or CANCELLED_BY_CALLER
             await self._cancel(reason)
-        except anyio.get_cancelled_exc_class():
-            # An enclosing scope was cancelled: finish the run, then let the cancellation on.
-            with anyio.CancelScope(shield=True):
-                await self._cancel(CANCELLED_BY_CALLER)
-            raise
-        except BaseException:
-            self._closed = True
-            await self._close_model()
-            self._loop.close()
+        except BaseException as e:
+            await self._failed(e)
             raise
         finally:
             self._busy = False
+
+    async def _failed(self, e: BaseException) -> None:
+        """After `_advance` raised (the caller re-raises): an enclosing scope's cancellation
+        finishes the run as cancelled; anything else closes the model stream and the loop."""
+        if isinstance(e, anyio.get_cancelled_exc_class()):
+            with anyio.CancelScope(shield=True):
+                await self._cancel(CANCELLED_BY_CALLER)
+            return
+        self._closed = True
+        await self._close_model()
+        self._loop.close()
 
     def _cancel_reason(self) -> str | None:
         if self._signal is not None and self._signal.cancelled:
@@ -443,13 +460,19 @@ class AsyncRunStream:
         cmd = self._cmd
         if cmd is None:
             cmd = self._set(next(loop))
+        # The per-chunk path (Pull) does what `_out` and `_set` do inline: a call less each.
+        trace = self._trace
+        hand_out = self._hand_out
         while True:
             t = type(cmd)
             if t is Pull:
                 assert isinstance(cmd, Pull)
-                if cmd.publish and not self._delivered:
-                    self._out(cmd.publish)
-                    if self._hand_out:
+                publish = cmd.publish
+                if publish and not self._delivered:
+                    if trace is not None:
+                        trace.chunks.extend(publish)
+                    if hand_out:
+                        self._buf.extend(publish)
                         self._delivered = True  # the next event is read on the next pull
                         return
                 self._delivered = False
@@ -462,13 +485,17 @@ class AsyncRunStream:
                     else:
                         if type(reply) is ModelFinish:
                             await self._close_model()
-                    cmd = self._set(loop.send(reply))
+                    self._cmd = cmd = loop.send(reply)
+                    if trace is not None:
+                        trace.record_command(cmd)
                     continue
                 # The per-chunk path of a stream of batches: an event of the batch at hand
                 # goes to the loop without an await.
                 event: ModelEvent | None = next(self._ready, None)
                 if event is not None and type(event) is not ModelFinish:
-                    cmd = self._set(loop.send(event))
+                    self._cmd = cmd = loop.send(event)
+                    if trace is not None:
+                        trace.record_command(cmd)
                 else:
                     cmd = self._set(await self._from_batches(event, started=True))
                 continue
@@ -495,7 +522,9 @@ class AsyncRunStream:
                         self._anext_batch = batches.__anext__  # (not an iterator: fails here)
                         model = None
                     else:
-                        model = await _open(provider, cmd.request)
+                        model = provider.astream(cmd.request)
+                        if _to_open(model):
+                            model = await _open(model)
                 except Exception as e:
                     cmd = self._set(loop.send(ModelFailed(provider_error(e))))
                     continue
@@ -516,19 +545,22 @@ class AsyncRunStream:
             else:
                 if t is RunTools:
                     assert isinstance(cmd, RunTools)
-                    self._tools_done = done = []
                     if len(cmd.calls) == 1:  # no task group, no coroutine for a sync tool
+                        # (no list of finished calls either: a cancel can land only while
+                        # the one call runs, none finished then)
                         now = self._interp._call_tool(cmd.calls[0])
                         if not isinstance(now, ToolOutcome):
                             now = await now
-                        done.append(now)
                         cmd = self._set(loop.send((now,)))
                         continue
+                    self._tools_done = []
                 try:
                     reply = await self._interp._carry_out(cmd, self._tools_done)
                 except Exception as e:
+                    self._tools_done = None  # (nothing of it kept across the next waits)
                     cmd = self._set(loop.throw(e))
                 else:
+                    self._tools_done = None
                     cmd = self._set(loop.send(reply))
 
     async def _from_batches(self, event: ModelEvent | None, *, started: bool) -> LoopCommand:
@@ -635,13 +667,20 @@ def _batches(
     return batches(request)
 
 
-async def _open(provider: AsyncProvider, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-    """Open a model stream; tolerates an `async def astream` that returns the iterator."""
-    stream = provider.astream(request)
-    if not isinstance(stream, AsyncGeneratorType) and inspect.isawaitable(stream):
-        opened: AsyncIterator[ModelEvent] = await stream
-        return opened
-    return stream
+def _to_open(stream: object) -> bool:
+    """Whether what `astream` returned is an awaitable of the stream (an `async def
+    astream` that returns the iterator), not the stream itself."""
+    return (
+        not isinstance(stream, AsyncGeneratorType | NoCleanupStream)
+        and inspect.isawaitable(stream)
+    )
+
+
+async def _open(stream: object) -> AsyncIterator[ModelEvent]:
+    """The model stream an `async def astream` returns (see `_to_open`)."""
+    assert inspect.isawaitable(stream)
+    opened: AsyncIterator[ModelEvent] = await stream
+    return opened
 
 
 async def _tool_result(inv: ToolInvocation, result: Awaitable[object]) -> ToolOutcome:

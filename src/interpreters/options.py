@@ -66,6 +66,8 @@ RUN_OPTIONS = keys_of(RunOptions)
 def check_options(options: Mapping[str, object], allowed: frozenset[str] = RUN_OPTIONS) -> None:
     """TypeError for a keyword that is not one of `allowed` (a misspelt `thred_id` would
     otherwise be dropped without a word); ValueError for a bad `timeout`."""
+    if not options:  # the common case, without a set per run
+        return
     unknown = options.keys() - allowed
     if unknown:
         raise TypeError(

@@ -289,7 +289,7 @@ class ScriptedStream(NoCleanupStream):
         self._model = model
         self._request: ModelRequest | None = request
         self._step: Say | None = None
-        self._events: list[ModelEvent] = []
+        self._events: Sequence[ModelEvent] = ()
         self._cut = 0
         self._i = 0
         self._done = False
@@ -314,11 +314,13 @@ class ScriptedStream(NoCleanupStream):
                         await wait
                     raise ProviderError(scripted.error())
                 step = self._step = scripted
-                self._events = events = step.events(n)
-                self._cut = _cut(step, events)
                 wait = model._wait(step.latency)
                 if wait is not None:
                     await wait
+                # Made after the wait: nothing more per run for the collector to walk
+                # while it waits (W4 of bench/WORKLOADS.md).
+                self._events = events = step.events(n)
+                self._cut = _cut(step, events)
             elif self._i < self._cut and step.chunk_latency:
                 wait = model._wait(step.chunk_latency)
                 if wait is not None:

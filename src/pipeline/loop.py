@@ -203,6 +203,8 @@ def _start(
     """The run's configuration and its state at the start (`used`: the input's tool-call
     ids, known from checking it)."""
     procs = agent.all_processors()
+    if not procs and agent.prepare_step is None:  # no hook at all: nothing to bind
+        return _start_bare(agent, messages, context, clock, record, price, used)
     slots = {id(p): i for i, p in enumerate(procs)}
     states = [p.initial_state() for p in procs]
     fns = {id(p): p.hook_functions() for p in procs}  # once per processor, not per hook
@@ -238,6 +240,49 @@ def _start(
         data_any=plan.data_any,
         bare_stream=not h_stream and not plan.stream_io,
     )
+    return rc, _start_state(rc, messages, states, used)
+
+
+def _start_bare(
+    agent: Agent,
+    messages: MessageList,
+    context: RunContext,
+    clock: Callable[[], float],
+    record: Recorder | None,
+    price: Pricer | None,
+    used: set[str],
+) -> tuple[RunConfig, RunState]:
+    """`_start` for an agent with no processor and no prepare_step: every hook tuple
+    empty, the stream plan of no stream hook (W4 of bench/WORKLOADS.md: a run's setup
+    is on the path of every run a batch starts)."""
+    plan = plan_stream(agent, ())
+    rc = RunConfig(
+        agent=agent,
+        ctx=context,
+        clock=clock,
+        record=record,
+        price=price,
+        h_input=(),
+        h_input_step=(),
+        h_error=(),
+        h_stream=(),
+        h_output_step=(),
+        h_result=(),
+        h_flush=plan.h_flush,
+        stream_io=plan.stream_io,
+        stream_plan=plan.stream_plan,
+        data_all=plan.data_all,
+        data_any=plan.data_any,
+        bare_stream=True,
+    )
+    return rc, _start_state(rc, messages, [], used)
+
+
+def _start_state(
+    rc: RunConfig, messages: MessageList, states: list[object], used: set[str]
+) -> RunState:
+    """The run's state at the start (`_start`)."""
+    agent, price = rc.agent, rc.price
     # The agent's instructions first, then the caller's system messages; a previous
     # run's (tagged) instructions in the input are replaced, not repeated.
     ml = messages.with_instructions(agent.instructions)
@@ -251,12 +296,12 @@ def _start(
         )
     seen, shared = fresh_seen(rc)
     st = RunState(
-        Ids(context.run_id), ml, states,
+        Ids(rc.ctx.run_id), ml, states,
         cost_known=price is not None, seen=seen, shared=shared, ids_used=used,
     )
     if not used:  # the check read every part and found no tool call or result
         st.pairing.known_paired(ml)
-    return rc, st
+    return st
 
 
 # --- the run: each phase a function over the run's configuration and state ----------------
@@ -402,7 +447,7 @@ def _step(
         kept: Message | None = response
         calls = tool_calls
     else:
-        kept = next((m for m in reversed(st.ml.messages) if m.id == response_id), None)
+        kept = _last_with_id(st.ml.messages, response_id)
         if kept is not None:
             kept = unforged(st, kept)
         calls = kept.tool_calls() if kept is not None else ()
@@ -563,6 +608,15 @@ def _check_output(
     return False
 
 
+def _last_with_id(messages: tuple[Message, ...], message_id: str) -> Message | None:
+    """The last message with this id. (A helper, not a generator expression in `_step`:
+    that would make `_step` keep a closure cell alive per run across its waits.)"""
+    for m in reversed(messages):
+        if m.id == message_id:
+            return m
+    return None
+
+
 def _call_model(
     rc: RunConfig, st: RunState, step: int, cfg: StepSettings
 ) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
@@ -575,12 +629,14 @@ def _call_model(
     while True:
         request = model_request(st, cfg)
         attempts += 1
-        publish = tuple(st.pending)
-        st.pending = []
-        if publish:
-            out: Publish[Chunk] = Publish(publish)
+        if st.pending:
+            # (no local keeps the chunks alive while the model call waits: one object
+            # fewer per run for the garbage collector, W4 of bench/WORKLOADS.md)
+            out: Publish[Chunk] = Publish(tuple(st.pending))
+            st.pending = []
             if (got := (yield out)) is not None:
                 raise ProtocolError(out, got, "None")
+            del out
         # The replies of the commands every step asks are checked inline, as `checked`
         # does: a call less per command on a path that runs once per step.
         ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
