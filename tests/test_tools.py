@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -238,3 +239,44 @@ def test_deltas_of_a_renamed_call_carry_its_new_id() -> None:
     done = [c.tool_call_id for c in chunks if isinstance(c, ToolCall)]
     assert deltas == done
     assert done[0] == "call_0" and done[1] != "call_0"
+
+
+# --- a tool that changes its arguments changes nothing else ------------------------------
+def _mutating_tools() -> list[Tool]:
+    @tool
+    def stash_any(data: Any) -> str:
+        """Append to the nested list it was given."""
+        data["items"].append("tool's own")
+        data["new"] = 1
+        return "ok"
+
+    @tool
+    def stash_dict(data: dict[str, Any]) -> str:
+        """Append to the nested list it was given."""
+        data["items"].append("tool's own")
+        return "ok"
+
+    def stash_raw(data: dict[str, list[str]]) -> str:
+        data["items"].append("tool's own")
+        return "ok"
+
+    raw = Tool.define(
+        "stash_raw", "Append.", {"type": "object", "properties": {"data": {"type": "object"}}},
+        stash_raw,
+    )
+    return [stash_any, stash_dict, raw]
+
+
+@pytest.mark.parametrize("name", ["stash_any", "stash_dict", "stash_raw"])
+def test_a_tool_that_mutates_its_arguments_leaves_the_history_and_later_requests_alone(
+    name: str,
+) -> None:
+    agent = make_agent(tools=_mutating_tools())
+    ran = simulate(agent, [Say(calls=[call(name, data={"items": ["a", "b"]})]), Say("done")])
+    args = {"data": {"items": ["a", "b"]}}
+    assert ran.result.status == "finished"
+    assert [p.result for m in ran.messages for p in m.tool_results()] == ["ok"]  # it ran
+    (part,) = [p for m in ran.messages for p in m.tool_calls()]
+    assert part.args == args  # the history keeps what the model asked for
+    later = [p for m in ran.requests[1].messages for p in m.tool_calls()]
+    assert [p.args for p in later] == [args]  # and the next call sends it unchanged

@@ -10,7 +10,7 @@ import copy
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, get_type_hints, overload
+from typing import Annotated, Any, cast, get_type_hints, overload
 
 import msgspec
 from returns.io import IOFailure, IOSuccess
@@ -52,6 +52,10 @@ class Tool(msgspec.Struct, frozen=True):
 
     def bind(self, args: JsonObject) -> dict[str, object]:
         """Validated keyword arguments for `fn`; raises msgspec.ValidationError."""
+        for v in args.values():
+            if type(v) is dict or type(v) is list:  # a tool may change what it is given:
+                args = _fresh(args)  # never the call's own arguments, kept in the history
+                break
         if self.args_type is None:
             return dict(args)
         # (convert never changes its input: a dict goes in as it is, uncopied)
@@ -68,6 +72,20 @@ class Tool(msgspec.Struct, frozen=True):
     def define(name: str, description: str, parameters: JsonObject, fn: ToolFn) -> Tool:
         """A tool with a hand-written JSON schema; `fn` gets the arguments as keywords."""
         return Tool(ToolSpec(name, description, parameters), fn, None, _is_async(fn))
+
+
+def _fresh(value: JsonObject) -> JsonObject:
+    """A copy of a call's arguments down to every dict and list (JSON values: no cycles)."""
+    return {k: _copy(v) for k, v in value.items()}
+
+
+def _copy(v: object) -> object:
+    t = type(v)
+    if t is dict:
+        return {k: _copy(x) for k, x in cast("dict[str, object]", v).items()}
+    if t is list:
+        return [_copy(x) for x in cast("list[object]", v)]
+    return v
 
 
 @overload
