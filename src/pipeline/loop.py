@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Generator
 from operator import attrgetter
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal, NamedTuple, cast
 
 import msgspec
 
@@ -203,79 +203,75 @@ def _start(
     """The run's configuration and its state at the start (`used`: the input's tool-call
     ids, known from checking it)."""
     procs = agent.all_processors()
-    if not procs and agent.prepare_step is None:  # no hook at all: nothing to bind
-        return _start_bare(agent, messages, context, clock, record, price, used)
-    slots = {id(p): i for i, p in enumerate(procs)}
-    states = [p.initial_state() for p in procs]
-    fns = {id(p): p.hook_functions() for p in procs}  # once per processor, not per hook
-    h_input_step = bind(agent.input_processors, "process_input_step", slots, fns)
-    if agent.prepare_step is not None:
-        prep = BaseProcessor()
-        prep.id = "prepare_step"
-        states.append(None)
-        h_input_step += (
-            Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
-                  len(states) - 1, False),
-        )
-    h_stream = bind(agent.output_processors, "process_output_stream", slots, fns)
-    plan = plan_stream(
-        agent, h_stream, bind(agent.output_processors, "flush_output_stream", slots, fns)
-    )
+    if procs or agent.prepare_step is not None:
+        states, hooks = _bind_hooks(agent, procs)
+    else:  # no hook at all: nothing to bind (W4 of bench/: on the path of every run)
+        states, hooks = [], _NO_HOOKS
+    plan = plan_stream(agent, hooks.stream, hooks.flush)
     rc = RunConfig(
         agent=agent,
         ctx=context,
         clock=clock,
         record=record,
         price=price,
-        h_input=bind(agent.input_processors, "process_input", slots, fns),
-        h_input_step=h_input_step,
-        h_error=bind(agent.error_processors, "process_api_error", slots, fns),
-        h_stream=h_stream,
-        h_output_step=bind(agent.output_processors, "process_output_step", slots, fns),
-        h_result=bind(agent.output_processors, "process_output_result", slots, fns),
+        h_input=hooks.input,
+        h_input_step=hooks.input_step,
+        h_error=hooks.error,
+        h_stream=hooks.stream,
+        h_output_step=hooks.output_step,
+        h_result=hooks.result,
         h_flush=plan.h_flush,
         stream_io=plan.stream_io,
         stream_plan=plan.stream_plan,
         data_all=plan.data_all,
         data_any=plan.data_any,
-        bare_stream=not h_stream and not plan.stream_io,
+        bare_stream=not hooks.stream and not plan.stream_io,
     )
     return rc, _start_state(rc, messages, states, used)
 
 
-def _start_bare(
-    agent: Agent,
-    messages: MessageList,
-    context: RunContext,
-    clock: Callable[[], float],
-    record: Recorder | None,
-    price: Pricer | None,
-    used: set[str],
-) -> tuple[RunConfig, RunState]:
-    """`_start` for an agent with no processor and no prepare_step: every hook tuple
-    empty, the stream plan of no stream hook (W4 of bench/WORKLOADS.md: a run's setup
-    is on the path of every run a batch starts)."""
-    plan = plan_stream(agent, ())
-    rc = RunConfig(
-        agent=agent,
-        ctx=context,
-        clock=clock,
-        record=record,
-        price=price,
-        h_input=(),
-        h_input_step=(),
-        h_error=(),
-        h_stream=(),
-        h_output_step=(),
-        h_result=(),
-        h_flush=plan.h_flush,
-        stream_io=plan.stream_io,
-        stream_plan=plan.stream_plan,
-        data_all=plan.data_all,
-        data_any=plan.data_any,
-        bare_stream=True,
+class _Hooks(NamedTuple):
+    """An agent's hooks, bound to their processors' state slots, per hook point."""
+
+    input: tuple[Bound, ...] = ()
+    input_step: tuple[Bound, ...] = ()
+    error: tuple[Bound, ...] = ()
+    stream: tuple[Bound, ...] = ()
+    flush: tuple[Bound, ...] = ()
+    output_step: tuple[Bound, ...] = ()
+    result: tuple[Bound, ...] = ()
+
+
+_NO_HOOKS = _Hooks()
+
+
+def _bind_hooks(
+    agent: Agent, procs: tuple[BaseProcessor, ...]
+) -> tuple[list[object], _Hooks]:
+    """The processors' initial states (by slot) and their bound hooks; `prepare_step`
+    runs last among the input-step hooks, with a slot of its own."""
+    slots = {id(p): i for i, p in enumerate(procs)}
+    states = [p.initial_state() for p in procs]
+    fns = {id(p): p.hook_functions() for p in procs}  # once per processor, not per hook
+    inp, out = agent.input_processors, agent.output_processors
+    input_step = bind(inp, "process_input_step", slots, fns)
+    if agent.prepare_step is not None:
+        prep = BaseProcessor()
+        prep.id = "prepare_step"
+        states.append(None)
+        input_step += (
+            Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
+                  len(states) - 1, False),
+        )
+    return states, _Hooks(
+        input=bind(inp, "process_input", slots, fns),
+        input_step=input_step,
+        error=bind(agent.error_processors, "process_api_error", slots, fns),
+        stream=bind(out, "process_output_stream", slots, fns),
+        flush=bind(out, "flush_output_stream", slots, fns),
+        output_step=bind(out, "process_output_step", slots, fns),
+        result=bind(out, "process_output_result", slots, fns),
     )
-    return rc, _start_state(rc, messages, [], used)
 
 
 def _start_state(
@@ -514,10 +510,8 @@ def _output_step(
 ) -> Generator[LoopCommand, object, bool]:
     """process_output_step over the response just added (its calls and text): False when
     a processor discarded it for a retry (the feedback is then added after `before`)."""
-    if not rc.h_output_step:
-        return True
     record = rc.record
-    steps = st.steps_t if len(st.steps_t) == len(st.steps) else steps_tuple(st)
+    steps = steps_tuple(st)
     for b in rc.h_output_step:
         args = OutputStepArgs(
             message_list=st.ml,
@@ -926,15 +920,7 @@ def _run_tools(
         data = tuple(p for p in kept.parts if isinstance(p, DataPart))
     before = st.ml
     st.ml = after = before._add_one(
-        Message(
-            id=st.ids.next("msg"),
-            role="tool",
-            parts=(*parts, *data) if data else parts,
-            created_at=rc.clock(),
-            thread_id=ctx.thread_id,
-            resource_id=ctx.resource_id,
-        ),
-        "response",
+        _tool_message(rc, st, (*parts, *data) if data else parts), "response"
     )
     if turn is not None and before is turn[1]:
         # The loop's own turn: its response (these calls, no result, parts of the
@@ -946,12 +932,7 @@ def _run_tools(
         st.pairing.turn(turn[0], after, ids)
     else:
         note_call_ids(st, before, parts)
-    results: list[Chunk] = [
-        ToolError(p.tool_call_id, p.tool_name, str(p.result))
-        if p.is_error
-        else ToolResult(p.tool_call_id, p.tool_name, p.result)
-        for p in parts
-    ]
+    results = [_result_chunk(p) for p in parts]
     if rc.bare_stream:
         st.pending.extend(results)
     else:
@@ -959,11 +940,11 @@ def _run_tools(
     return parts
 
 
-def _add_tool_message(
-    rc: RunConfig, st: RunState, parts: tuple[ToolResultPart, ...]
-) -> None:
-    before = st.ml
-    tool = Message(
+def _tool_message(
+    rc: RunConfig, st: RunState, parts: tuple[ToolResultPart | DataPart, ...]
+) -> Message:
+    """The message of a step's tool results (and what the tools wrote)."""
+    return Message(
         id=st.ids.next("msg"),
         role="tool",
         parts=parts,
@@ -971,8 +952,13 @@ def _add_tool_message(
         thread_id=rc.ctx.thread_id,
         resource_id=rc.ctx.resource_id,
     )
-    st.ml = before.add(tool, "response")
-    note_call_ids(st, before, parts)
+
+
+def _result_chunk(p: ToolResultPart) -> Chunk:
+    """What the caller is streamed of a tool result."""
+    if p.is_error:
+        return ToolError(p.tool_call_id, p.tool_name, str(p.result))
+    return ToolResult(p.tool_call_id, p.tool_name, p.result)
 
 
 def _keep_finished_tools(
@@ -991,16 +977,12 @@ def _keep_finished_tools(
         )
         for call in calls
     )
-    _add_tool_message(rc, st, parts)
+    before = st.ml
+    st.ml = before.add(_tool_message(rc, st, parts), "response")
+    note_call_ids(st, before, parts)
     # Real results reach the stream only through the stream processors, which run no
     # more after a cancel: with stream processors, the stream gets none of them.
-    st.pending.extend(
-        ToolError(p.tool_call_id, p.tool_name, str(p.result))
-        if p.is_error
-        else ToolResult(p.tool_call_id, p.tool_name, p.result)
-        for p in parts
-        if p.is_error or not rc.h_stream
-    )
+    st.pending.extend(_result_chunk(p) for p in parts if p.is_error or not rc.h_stream)
 
 
 def _process_output_result(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object, None]:

@@ -48,7 +48,7 @@ def input_step(
     cfg = base
     record = rc.record
     hooks = rc.h_input_step
-    steps = st.steps_t if len(st.steps_t) == len(st.steps) else steps_tuple(st)
+    steps = steps_tuple(st)
     for b in hooks:
         args = InputStepArgs(
             message_list=st.ml,
