@@ -57,6 +57,9 @@ def _plain(ch: str) -> str:
     return s.translate(LOOKALIKES)
 
 
+_ASCII = frozenset(map(chr, range(128)))
+
+
 class TextView(msgspec.Struct, frozen=True):
     """`text` read plainly; `origin[i]` is the index in the original of `text[i]`
     (`origin` None: the view is the original, character for character)."""
@@ -83,12 +86,12 @@ class TextView(msgspec.Struct, frozen=True):
 
 def view(text: str) -> TextView:
     """`text` as a reader sees it (see the module), with where each character came from."""
-    if text.isascii():
-        return TextView(text, len(text))
+    if text.isascii() or all(_plain(c) == c for c in set(text).difference(_ASCII)):
+        return TextView(text, len(text))  # also accents, curly quotes, CJK: read as written
     out: list[str] = []
     origin: list[int] = []
     for i, ch in enumerate(text):
-        if ch.isascii():
+        if ch < "\x80":
             out.append(ch)
             origin.append(i)
             continue
@@ -96,7 +99,4 @@ def view(text: str) -> TextView:
         if s:
             out.append(s)
             origin.extend([i] * len(s))
-    plain = "".join(out)
-    if plain == text:
-        return TextView(text, len(text))
-    return TextView(plain, len(text), tuple(origin))
+    return TextView("".join(out), len(text), tuple(origin))
