@@ -184,3 +184,31 @@ def test_full_width_digits_of_a_card_in_a_reasoning_stream_are_redacted() -> Non
     )
     seen = "".join(c.text for c in ran.chunks if isinstance(c, ReasoningDelta))
     assert seen == text_around("[REDACTED:card]"), repr(seen)
+
+
+def test_a_value_the_judge_names_plainly_is_found_where_it_is_disguised() -> None:
+    """The judge reads the text and may name the value as it reads it, without the
+    invisible characters or with Latin letters: it is found in the disguised text."""
+    d = PIIDetector(judge_model="judge")
+    agent = make_agent(input_processors=[d], output_processors=[d])
+    name = "Ada Lovelace"
+    reply = '{"values": [{"type": "name", "value": "Ada Lovelace"}]}'
+    ran = simulate(
+        agent, [Say(f"Hello {name.translate(_CYRILLIC)}!")], "I am A\u200bda Love\u2060lace",
+        models={"judge": [Say(reply), Say(reply)]},
+    )
+    assert ran.requests[0].messages[0].text == "I am [REDACTED:judged]"
+    assert ran.result.text == "Hello [REDACTED:judged]!"
+
+
+def test_the_view_maps_each_character_to_where_it_came_from() -> None:
+    from pipeline.processors.text_view import view
+
+    v = view("a\u200bb\ufb01\uff20c")  # a, zero-width space, b, the fi ligature, full-width @
+    assert v.text == "abfi@c"
+    assert v.origin == (0, 2, 3, 3, 4, 5)
+    assert v.span(0, 2) == (0, 3)  # "ab": the zero-width space between them included
+    assert v.span(3, 4) == (3, 4)  # half of the ligature: the whole of it
+    assert (v.offset(1), v.offset(6)) == (2, 6)
+    plain_text = "plain ascii, and “quotes” — é"
+    assert view(plain_text).text is plain_text and view(plain_text).origin is None

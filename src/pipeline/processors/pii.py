@@ -563,17 +563,25 @@ class PIIDetector(StatefulProcessor[Held]):
         return (delta(held.kind, held.id, text),) if text else ()
 
     def _judged_text(self, values: list[str], report: list[d.Finding]) -> Callable[[str], str]:
-        """Text -> text handled for the local findings and the judge's values."""
+        """Text -> text handled for the local findings and the judge's values (each
+        looked for as written and, in the text's plain view, as it reads)."""
+        wanted = {*values, *(text_view.view(v).text for v in values)} - {""}
         pattern = (
-            re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
-            if values else None
+            re.compile("|".join(re.escape(v) for v in sorted(wanted, key=len, reverse=True)))
+            if wanted else None
         )
 
         def handle(text: str) -> str:
-            local = self._find_or_fail(text) or []
+            v = text_view.view(text)
+            local = self._find_or_fail(text, v) or []
             judged = [] if pattern is None else [
                 d.Finding(m.start(), m.end(), "judged") for m in pattern.finditer(text)
             ]
+            if pattern is not None and v.origin is not None:
+                judged.extend(
+                    d.Finding(*v.span(*m.span()), "judged")
+                    for m in pattern.finditer(v.text) if m.end() > m.start()
+                )
             found = d.resolve([*local, *judged])
             report.extend(found)
             return self._handle(text, found) if found else text
