@@ -56,6 +56,7 @@ from pipeline.processor import (
     abort,
 )
 from pipeline.processors import pii_detectors as d
+from pipeline.processors import text_view
 from pipeline.processors.holdback import (
     NOTHING_HELD,
     BlockKind,
@@ -198,10 +199,25 @@ class PIIDetector(StatefulProcessor[Held]):
     # --- finding and handling ---------------------------------------------------------
 
     def find(self, text: str) -> list[d.Finding]:
-        """Every value in `text`, disjoint, in order (a detector's error propagates)."""
-        return d.resolve(
+        """Every value in `text`, disjoint, in order (a detector's error propagates).
+
+        The detectors read the text's plain view (`text_view`: invisible characters
+        dropped, full-width forms and look-alike letters made plain), so a disguised
+        value is found; each span is the whole span of `text` it was read from.
+        """
+        return self._find_in(text, text_view.view(text))
+
+    def _find_in(self, text: str, v: text_view.TextView) -> list[d.Finding]:
+        found = [d.Finding(s, e, kind) for kind, det in self.detectors for s, e in det(v.text)]
+        if v.origin is None:
+            return d.resolve(found)
+        mapped = [d.Finding(*v.span(f.start, f.end), f.kind) for f in found if f.end > f.start]
+        # and the text as it is: a custom pattern may be written for its letters, and an
+        # invisible character between two words is also a word boundary there
+        mapped.extend(
             d.Finding(s, e, kind) for kind, det in self.detectors for s, e in det(text)
         )
+        return d.resolve(mapped)
 
     def strategy_for(self, kind: str) -> Strategy:
         return self.strategies.get(kind, self.strategy)
@@ -229,15 +245,20 @@ class PIIDetector(StatefulProcessor[Held]):
         at = 0
         for f in found:
             out.append(text[at:f.start])
-            out.append(self.replacement(f.kind, text[f.start:f.end]))
+            value = text[f.start:f.end]
+            # the value as read (a disguised one made plain), except to detect (kept as is)
+            out.append(value if self.strategy_for(f.kind) == "detect"
+                       else self.replacement(f.kind, text_view.view(value).text))
             at = f.end
         out.append(text[at:])
         return "".join(out)
 
-    def _find_or_fail(self, text: str) -> list[d.Finding] | None:
+    def _find_or_fail(
+        self, text: str, v: text_view.TextView | None = None
+    ) -> list[d.Finding] | None:
         """`find`, failing closed: None when a detector raised and errors are allowed."""
         try:
-            return self.find(text)
+            return self._find_in(text, text_view.view(text) if v is None else v)
         except Exception as e:
             if self.on_error == "allow":
                 return None
@@ -261,14 +282,22 @@ class PIIDetector(StatefulProcessor[Held]):
         Scans once the held text reaches twice the window, so each character is scanned
         about twice; releases all but the last `window` characters, and never the start
         of a value that may still be growing (held from its start, up to `max_hold`).
+        The window counts characters of the plain view (`text_view`), so invisible
+        characters stretching a value being written do not push its start out of it;
+        `max_hold` counts the text's own characters (it bounds the buffer).
         """
         n = len(text)
         if not final and n < 2 * self.window:
             return "", text
-        found = self._find_or_fail(text)
+        v = text_view.view(text)
+        nv = len(v.text)
+        if not final and nv < 2 * self.window and n <= self.max_hold:
+            return "", text
+        found = self._find_or_fail(text, v)
+        keep = v.offset(max(0, nv - self.window))
         if found is None:  # a detector failed and errors are allowed through
-            return (text, "") if final else (text[: n - self.window], text[n - self.window:])
-        cut = n if final else n - self.window
+            return (text, "") if final else (text[:keep], text[keep:])
+        cut = n if final else keep
         for f in reversed(found):  # a value across the cut is held from its start
             if f.start < cut < f.end:
                 cut = f.start
@@ -534,17 +563,25 @@ class PIIDetector(StatefulProcessor[Held]):
         return (delta(held.kind, held.id, text),) if text else ()
 
     def _judged_text(self, values: list[str], report: list[d.Finding]) -> Callable[[str], str]:
-        """Text -> text handled for the local findings and the judge's values."""
+        """Text -> text handled for the local findings and the judge's values (each
+        looked for as written and, in the text's plain view, as it reads)."""
+        wanted = {*values, *(text_view.view(v).text for v in values)} - {""}
         pattern = (
-            re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
-            if values else None
+            re.compile("|".join(re.escape(v) for v in sorted(wanted, key=len, reverse=True)))
+            if wanted else None
         )
 
         def handle(text: str) -> str:
-            local = self._find_or_fail(text) or []
+            v = text_view.view(text)
+            local = self._find_or_fail(text, v) or []
             judged = [] if pattern is None else [
                 d.Finding(m.start(), m.end(), "judged") for m in pattern.finditer(text)
             ]
+            if pattern is not None and v.origin is not None:
+                judged.extend(
+                    d.Finding(*v.span(*m.span()), "judged")
+                    for m in pattern.finditer(v.text) if m.end() > m.start()
+                )
             found = d.resolve([*local, *judged])
             report.extend(found)
             return self._handle(text, found) if found else text

@@ -43,6 +43,7 @@ from pipeline.processors.guard_common import (
     warning,
     with_text,
 )
+from pipeline.processors.text_view import LOOKALIKES
 
 __all__ = [
     "InjectionFinding",
@@ -79,12 +80,6 @@ class InjectionReport(msgspec.Struct, frozen=True):
 
 # --- the skeleton -------------------------------------------------------------------------
 
-# The lookalikes attackers use most (Cyrillic and Greek letters shaped like Latin ones).
-# A fixed table keeps detection the same whether or not the `guards` extra is installed.
-_LOOKALIKES = str.maketrans(
-    "аеорсухіјѕԁԛԝӏАВЕКМНОРСТХІЈЅαεικνορτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ",
-    "aeopcyxijsdqwlABEKMHOPCTXIJSaeiknoptuxABEHIKMNOPTYX",
-)
 _TAGS = range(0xE0000, 0xE0080)
 _LOOKALIKE_SCRIPTS = frozenset({"CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
 """Scripts with letters shaped like Latin ones: a word mixing one with Latin is a trick
@@ -96,7 +91,7 @@ def _skeleton(text: str) -> str:
     text = "".join(
         ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc") or ch in "\n\t"
     )
-    return text.translate(_LOOKALIKES)
+    return text.translate(LOOKALIKES)
 
 
 # --- rules ---------------------------------------------------------------------------------
