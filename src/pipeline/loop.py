@@ -348,7 +348,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
     result = RunResult(
         status=status,
         text=response_text(st.ml),
-        messages=st.ml,
+        messages=_leaving_messages(st) if st.leaving else st.ml,
         steps=steps_tuple(st),
         usage=st.usage,
         finish_reason=st.finish_reason,
@@ -935,9 +935,71 @@ def _run_tools(
     results = [_result_chunk(p) for p in parts]
     if rc.bare_stream:
         st.pending.extend(results)
-    else:
-        yield from stream_through(rc, st, results)
-    return parts
+        return parts
+    sent = len(st.pending)
+    yield from stream_through(rc, st, results)
+    return _approved(st, parts, results, sent)
+
+
+def _approved(
+    st: RunState, parts: tuple[ToolResultPart, ...], results: list[Chunk], sent: int
+) -> tuple[ToolResultPart, ...]:
+    """The tool results as they leave the run: what the stream processors made of each
+    result's chunk (`st.pending[sent:]`, what they passed on). The step keeps these; the
+    run's messages get them at its end (`_leaving_messages`), while the model reads the
+    results as the tools returned them (unless an input processor changes its history).
+    A result whose chunk was dropped, not replaced, keeps its value: dropping hides it
+    from the stream only."""
+    passed = st.pending[sent:]
+    if len(passed) >= len(results) and all(
+        c is r for c, r in zip(passed, results, strict=False)
+    ):
+        return parts  # every chunk passed as it was (the common case): nothing changed
+    out_of: dict[str, Chunk] = {}
+    for c in passed:
+        if (type(c) is ToolResult or type(c) is ToolError) and c.tool_call_id not in out_of:
+            out_of[c.tool_call_id] = c
+    approved: list[ToolResultPart] = []
+    for p, r in zip(parts, results, strict=True):
+        c = out_of.get(p.tool_call_id)
+        if c is None or c is r:
+            approved.append(p)
+            continue
+        new = (
+            ToolResultPart(p.tool_call_id, p.tool_name, c.error, True)
+            if isinstance(c, ToolError)
+            else ToolResultPart(p.tool_call_id, p.tool_name, cast(ToolResult, c).result, False)
+        )
+        if st.leaving is None:
+            st.leaving = {}
+        st.leaving[id(p)] = (p, new)
+        approved.append(new)
+    return tuple(approved)
+
+
+def _leaving_messages(st: RunState) -> MessageList:
+    """The run's messages as they leave it: each tool result a stream processor changed
+    (`_approved`) as it changed it, in the messages this run added."""
+    leaving = st.leaving
+    if not leaving:
+        return st.ml
+
+    def swap(m: Message) -> Message:
+        if m.role != "tool":
+            return m
+        parts = tuple(
+            leaving[id(p)][1] if id(p) in leaving and leaving[id(p)][0] is p else p
+            for p in m.parts
+        )
+        return m.with_parts(parts) if any(
+            a is not b for a, b in zip(parts, m.parts, strict=True)) else m
+
+    ml = st.ml
+    return MessageList(
+        tuple(swap(m) if s == "response" else m
+              for m, s in zip(ml.messages, ml.sources, strict=True)),
+        ml.sources, ml.system,
+    )
 
 
 def _tool_message(
@@ -982,7 +1044,11 @@ def _keep_finished_tools(
     note_call_ids(st, before, parts)
     # Real results reach the stream only through the stream processors, which run no
     # more after a cancel: with stream processors, the stream gets none of them.
-    st.pending.extend(_result_chunk(p) for p in parts if p.is_error or not rc.h_stream)
+    # (a finished tool's own error is a real result too: not streamed unprocessed)
+    st.pending.extend(
+        _result_chunk(p) for p in parts
+        if not rc.h_stream or p.tool_call_id not in done
+    )
 
 
 def _process_output_result(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object, None]:

@@ -1,0 +1,173 @@
+"""What leaves a run of a tool result is what the output guards passed on: the stream
+(and so the UI message stream and NDJSON), `result.steps` and `result.messages` hold the
+value a stream processor made of it, on every interpreter. A PII guard on the agent
+handles tool results sent out by default; `scan_tools` is about what the model reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+import pytest
+
+from effects import Continue, Replace
+from interpreters.aio import AsyncInterpreter
+from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.simulator_aio import AsyncSimulator
+from interpreters.sync import SyncInterpreter
+from pipeline.agent import Agent
+from pipeline.chunks import Chunk, ToolError, ToolResult
+from pipeline.processor import StreamArgs, StreamResult, processor
+from pipeline.processors import PIIDetector
+from pipeline.result import RunResult
+from pipeline.tools import tool
+from pipeline.ui_stream import ndjson, ui_message_sse
+from tests.helpers import make_agent
+
+EMAIL = "ada@example.com"
+REDACTED = "[REDACTED:email]"
+
+
+@tool
+def crm(name: str) -> dict[str, object]:
+    """Look a customer up."""
+    return {"name": name, "contacts": [f"mail {EMAIL}"], "vip": True}
+
+
+@tool
+def lookup(name: str) -> str:
+    """Look a customer up, as text."""
+    raise RuntimeError(f"no customer {name}, try {EMAIL}")
+
+
+def _script() -> list[Say]:
+    return [Say(calls=[call("crm", name="Ada"), call("lookup", name="Bo")]), Say("Done.")]
+
+
+def _on_sync(agent: Agent) -> tuple[list[Chunk], RunResult, ScriptedModel]:
+    model = ScriptedModel(_script())
+    stream = SyncInterpreter(model, observers=()).stream(agent, "hi")
+    chunks = list(stream)
+    return chunks, stream.result, model
+
+
+def _on_simulator(agent: Agent) -> tuple[list[Chunk], RunResult, ScriptedModel]:
+    model = ScriptedModel(_script())
+    run = Simulator(model).run(agent, "hi")
+    return list(run.trace.chunks), run.result, model
+
+
+async def _on_async(agent: Agent) -> tuple[list[Chunk], RunResult, ScriptedModel]:
+    model = ScriptedModel(_script())
+    stream = AsyncInterpreter(model, observers=()).stream(agent, "hi")
+    async with stream:
+        chunks = [c async for c in stream]
+    return chunks, stream.result, model
+
+
+async def _on_async_simulator(agent: Agent) -> tuple[list[Chunk], RunResult, ScriptedModel]:
+    model = ScriptedModel(_script())
+    run = await AsyncSimulator(model).run(agent, "hi")
+    return list(run.trace.chunks), run.result, model
+
+
+def _leaves(chunks: Sequence[Chunk], result: RunResult) -> str:
+    """Everything of the run that reaches its caller, as text."""
+    return "".join((
+        msgspec.json.encode(chunks).decode(),
+        b"".join(ui_message_sse(chunks)).decode(),
+        b"".join(ndjson(chunks)).decode(),
+        msgspec.json.encode(result.steps).decode(),
+        msgspec.json.encode(result.messages).decode(),
+    ))
+
+
+def _check_approved(chunks: list[Chunk], result: RunResult, model: ScriptedModel,
+                    *, model_reads_raw: bool) -> None:
+    assert result.status == "finished"
+    assert EMAIL not in _leaves(chunks, result)
+    (step0, _) = result.steps
+    ok, err = step0.tool_results
+    assert ok.result == {"name": "Ada", "contacts": [f"mail {REDACTED}"], "vip": True}
+    assert err.is_error and REDACTED in str(err.result)
+    out = next(c for c in chunks if isinstance(c, ToolResult))
+    assert out.result == ok.result
+    assert REDACTED in next(c for c in chunks if isinstance(c, ToolError)).error
+    # the result's messages keep the run paired, each call with its (approved) result
+    results = [p for m in result.messages.messages for p in m.tool_results()]
+    assert [p.tool_call_id for p in results] == [p.tool_call_id for p in step0.tool_results]
+    assert results[0].result == ok.result
+    # what the model read of the results: scan_tools decides
+    second = msgspec.json.encode(model.requests[1].messages).decode()
+    assert (EMAIL in second) is model_reads_raw
+    assert (REDACTED in second) is not model_reads_raw
+
+
+def _agents() -> list[tuple[str, Agent, bool]]:
+    default = PIIDetector(types=("email",))
+    scanned = PIIDetector(types=("email",), scan_tools=True)
+    return [
+        # a PII guard as an output processor: tool results sent out are handled by
+        # default; the model reads them as the tools returned them
+        ("default", make_agent(tools=[crm, lookup], output_processors=[default]), True),
+        # scan_tools: the model reads them handled too
+        ("scan_tools", make_agent(tools=[crm, lookup], input_processors=[scanned],
+                                  output_processors=[scanned]), False),
+    ]
+
+
+@pytest.mark.parametrize(("name", "agent", "raw"), _agents(), ids=[a[0] for a in _agents()])
+def test_tool_results_leave_the_run_approved_on_the_sync_interpreter(
+    name: str, agent: Agent, raw: bool
+) -> None:
+    _check_approved(*_on_sync(agent), model_reads_raw=raw)
+
+
+@pytest.mark.parametrize(("name", "agent", "raw"), _agents(), ids=[a[0] for a in _agents()])
+def test_tool_results_leave_the_run_approved_on_the_simulator(
+    name: str, agent: Agent, raw: bool
+) -> None:
+    _check_approved(*_on_simulator(agent), model_reads_raw=raw)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("name", "agent", "raw"), _agents(), ids=[a[0] for a in _agents()])
+async def test_tool_results_leave_the_run_approved_on_the_async_interpreter(
+    name: str, agent: Agent, raw: bool, anyio_backend: str
+) -> None:
+    _check_approved(*(await _on_async(agent)), model_reads_raw=raw)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("name", "agent", "raw"), _agents(), ids=[a[0] for a in _agents()])
+async def test_tool_results_leave_the_run_approved_on_the_async_simulator(
+    name: str, agent: Agent, raw: bool, anyio_backend: str
+) -> None:
+    _check_approved(*(await _on_async_simulator(agent)), model_reads_raw=raw)
+
+
+def test_a_stream_processor_that_replaces_a_tool_result_replaces_it_in_steps_and_messages(
+) -> None:
+    def hide_results(args: StreamArgs[None]) -> StreamResult[None]:
+        p = args.part
+        if isinstance(p, ToolResult):
+            return Replace(msgspec.structs.replace(p, result="(hidden)"))
+        return Continue()
+
+    hide = processor("hide-results", process_output_stream=hide_results)
+    agent = make_agent(tools=[crm, lookup], output_processors=[hide])
+    chunks, result, model = _on_simulator(agent)
+    assert result.steps[0].tool_results[0].result == "(hidden)"
+    kept = [p for m in result.messages.messages for p in m.tool_results()]
+    assert kept[0].result == "(hidden)"
+    assert EMAIL not in msgspec.json.encode(result.steps).decode().replace(
+        msgspec.json.encode(result.steps[0].tool_results[1]).decode(), "")
+    assert EMAIL in msgspec.json.encode(model.requests[1].messages).decode()  # the model's
+
+
+def test_without_stream_processors_tool_results_are_kept_as_the_tools_returned_them() -> None:
+    chunks, result, _ = _on_simulator(make_agent(tools=[crm, lookup]))
+    assert result.steps[0].tool_results[0].result == {
+        "name": "Ada", "contacts": [f"mail {EMAIL}"], "vip": True}
+    assert [p for m in result.messages.messages for p in m.tool_results()] == list(
+        result.steps[0].tool_results)
