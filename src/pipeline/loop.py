@@ -955,20 +955,20 @@ def _approved(
         c is r for c, r in zip(passed, results, strict=False)
     ):
         return parts  # every chunk passed as it was (the common case): nothing changed
-    out_of: dict[str, Chunk] = {}
+    out_of: dict[str, ToolResult | ToolError] = {}
     for c in passed:
-        if (type(c) is ToolResult or type(c) is ToolError) and c.tool_call_id not in out_of:
+        if isinstance(c, ToolResult | ToolError) and c.tool_call_id not in out_of:
             out_of[c.tool_call_id] = c
     approved: list[ToolResultPart] = []
     for p, r in zip(parts, results, strict=True):
-        c = out_of.get(p.tool_call_id)
-        if c is None or c is r:
+        got = out_of.get(p.tool_call_id)
+        if got is None or got is r:
             approved.append(p)
             continue
         new = (
-            ToolResultPart(p.tool_call_id, p.tool_name, c.error, True)
-            if isinstance(c, ToolError)
-            else ToolResultPart(p.tool_call_id, p.tool_name, cast(ToolResult, c).result, False)
+            ToolResultPart(p.tool_call_id, p.tool_name, got.error, True)
+            if isinstance(got, ToolError)
+            else ToolResultPart(p.tool_call_id, p.tool_name, got.result, False)
         )
         if st.leaving is None:
             st.leaving = {}
