@@ -171,3 +171,31 @@ def test_without_stream_processors_tool_results_are_kept_as_the_tools_returned_t
         "name": "Ada", "contacts": [f"mail {EMAIL}"], "vip": True}
     assert [p for m in result.messages.messages for p in m.tool_results()] == list(
         result.steps[0].tool_results)
+
+
+def _check_withheld(chunks: list[Chunk], result: RunResult) -> None:
+    assert result.status == "tripped"
+    assert EMAIL not in _leaves(chunks, result)
+    results = [p for m in result.messages.messages for p in m.tool_results()]
+    calls = [p for m in result.messages.messages for p in m.tool_calls()]
+    assert [p.tool_call_id for p in results] == [c.tool_call_id for c in calls]  # paired
+    assert all(p.is_error and p.result == "tool result withheld: PII detected: email"
+               for p in results)
+
+
+def _blocking() -> Agent:
+    return make_agent(tools=[crm, lookup],
+                      output_processors=[PIIDetector(types=("email",), strategy="block")])
+
+
+def test_a_tool_result_a_stream_processor_blocks_is_withheld_from_the_messages() -> None:
+    _check_withheld(*_on_simulator(_blocking())[:2])
+    _check_withheld(*_on_sync(_blocking())[:2])
+
+
+@pytest.mark.anyio
+async def test_a_blocked_tool_result_is_withheld_on_the_async_interpreters(
+    anyio_backend: str,
+) -> None:
+    _check_withheld(*(await _on_async(_blocking()))[:2])
+    _check_withheld(*(await _on_async_simulator(_blocking()))[:2])

@@ -937,21 +937,38 @@ def _run_tools(
         st.pending.extend(results)
         return parts
     sent = len(st.pending)
-    yield from stream_through(rc, st, results)
+    try:
+        yield from stream_through(rc, st, results)
+    except Tripped as t:
+        _approved(st, parts, results, sent, f"tool result withheld: {t.tripwire.reason}")
+        raise
+    except HookFailure as h:
+        _approved(st, parts, results, sent,
+                  f"tool result withheld: processor {h.processor_id!r} failed")
+        raise
+    except RunCancelled as c:
+        _approved(st, parts, results, sent, f"tool result withheld: {c.reason}")
+        raise
     return _approved(st, parts, results, sent)
 
 
 def _approved(
-    st: RunState, parts: tuple[ToolResultPart, ...], results: list[Chunk], sent: int
+    st: RunState,
+    parts: tuple[ToolResultPart, ...],
+    results: list[Chunk],
+    sent: int,
+    stopped: str | None = None,
 ) -> tuple[ToolResultPart, ...]:
     """The tool results as they leave the run: what the stream processors made of each
     result's chunk (`st.pending[sent:]`, what they passed on). The step keeps these; the
     run's messages get them at its end (`_leaving_messages`), while the model reads the
     results as the tools returned them (unless an input processor changes its history).
     A result whose chunk was dropped, not replaced, keeps its value: dropping hides it
-    from the stream only."""
+    from the stream only. When the run `stopped` while they went through (a processor
+    blocked, failed, a cancel), each result not passed on leaves as an error saying so
+    (fail closed: no processor approved it; the history stays paired)."""
     passed = st.pending[sent:]
-    if len(passed) >= len(results) and all(
+    if stopped is None and len(passed) >= len(results) and all(
         c is r for c, r in zip(passed, results, strict=False)
     ):
         return parts  # every chunk passed as it was (the common case): nothing changed
@@ -962,14 +979,16 @@ def _approved(
     approved: list[ToolResultPart] = []
     for p, r in zip(parts, results, strict=True):
         got = out_of.get(p.tool_call_id)
-        if got is None or got is r:
+        if got is r or (got is None and stopped is None):
             approved.append(p)
             continue
-        new = (
-            ToolResultPart(p.tool_call_id, p.tool_name, got.error, True)
-            if isinstance(got, ToolError)
-            else ToolResultPart(p.tool_call_id, p.tool_name, got.result, False)
-        )
+        if got is None:
+            assert stopped is not None
+            new = ToolResultPart(p.tool_call_id, p.tool_name, stopped, True)
+        elif isinstance(got, ToolError):
+            new = ToolResultPart(p.tool_call_id, p.tool_name, got.error, True)
+        else:
+            new = ToolResultPart(p.tool_call_id, p.tool_name, got.result, False)
         if st.leaving is None:
             st.leaving = {}
         st.leaving[id(p)] = (p, new)
