@@ -112,11 +112,13 @@ class PIIDetector(StatefulProcessor[Held]):
       the result. With `judge_stream=True` the stream is judged too: each text block is
       held whole (up to `max_hold` characters, past which the run is blocked) and
       released at its end, judged; otherwise the stream keeps to the local detectors.
-    - `scan_tools`: also the string values in tool-call arguments and tool results
-      (local detectors, not the judge): on the stream (tool-call deltas are then not
-      streamed, the complete call is; the tool gets the handled arguments), before the
-      model reads a result (as an input processor, `process_input_step`) and in the
-      result's messages.
+    - Tool results sent out (their `tool-result` / `tool-error` chunks on the stream, and
+      the tool results in the result's messages) are always handled, every string in
+      them, by the local detectors (not the judge): what leaves the run is handled.
+    - `scan_tools`: also what the model and the tools see: tool results before the model
+      reads them (as an input processor, `process_input_step`), and tool-call arguments
+      on the stream (tool-call deltas are then not streamed, the complete call is; the
+      tool gets the handled arguments) and in the result's messages.
     """
 
     process_data_parts = False
