@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import anyio
 import msgspec
 import pytest
 
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
+from interpreters.cancel import CancelSignal
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
@@ -20,9 +22,9 @@ from pipeline.chunks import Chunk, ToolError, ToolResult
 from pipeline.processor import StreamArgs, StreamResult, processor
 from pipeline.processors import PIIDetector
 from pipeline.result import RunResult
-from pipeline.tools import tool
+from pipeline.tools import make_tool, tool
 from pipeline.ui_stream import ndjson, ui_message_sse
-from tests.helpers import make_agent
+from tests.helpers import make_agent, unpaired_tool_calls
 
 EMAIL = "ada@example.com"
 REDACTED = "[REDACTED:email]"
@@ -199,3 +201,81 @@ async def test_a_blocked_tool_result_is_withheld_on_the_async_interpreters(
 ) -> None:
     _check_withheld(*(await _on_async(_blocking()))[:2])
     _check_withheld(*(await _on_async_simulator(_blocking()))[:2])
+
+
+@pytest.mark.anyio
+async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_stream_processors(
+    anyio_backend: str,
+) -> None:
+    """A cancel while tools run: the stream processors run no more, so with them on the
+    agent a finished tool's result (or error) leaves as withheld, on the stream and in
+    the messages; the calls stay paired."""
+    started = anyio.Event()
+
+    async def failing(x: int) -> int:
+        """Fails at once."""
+        raise RuntimeError(f"no customer, mail {EMAIL}")
+
+    async def quick(x: int) -> dict[str, object]:
+        """Returns at once."""
+        return {"contact": EMAIL}
+
+    async def stuck(x: int) -> int:
+        """Never returns."""
+        started.set()
+        await anyio.sleep_forever()
+        return x
+
+    agent = make_agent(
+        tools=[make_tool(failing, name="failing"), make_tool(quick, name="quick"),
+               make_tool(stuck, name="stuck")],
+        output_processors=[PIIDetector(types=("email",))],
+    )
+    model = ScriptedModel([Say(calls=[call("failing", x=1), call("quick", x=2),
+                                      call("stuck", x=3)]), Say("never")])
+    signal = CancelSignal()
+    box: list[tuple[list[Chunk], RunResult]] = []
+
+    async def go() -> None:
+        stream = AsyncInterpreter(model, observers=()).stream(agent, "hi", signal=signal)
+        async with stream:
+            chunks = [c async for c in stream]
+        box.append((chunks, stream.result))
+
+    with anyio.fail_after(10):  # a safety net only
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go)
+            await started.wait()
+            signal.cancel("stop")
+    chunks, result = box[0]
+    assert result.status == "cancelled"
+    assert EMAIL not in _leaves(chunks, result)
+    msgs = result.messages.messages
+    assert unpaired_tool_calls(msgs) == []
+    kept = msgs[-1].tool_results()
+    assert [(r.tool_name, r.is_error) for r in kept] == [
+        ("failing", True), ("quick", True), ("stuck", True)]
+    assert [str(r.result).split(":")[0] for r in kept] == [
+        "tool result withheld", "tool result withheld", "tool call cancelled"]
+    # the client is told about every call (no tool part left waiting)
+    assert [c.tool_name for c in chunks if isinstance(c, ToolError)] == [
+        "failing", "quick", "stuck"]
+
+
+@pytest.mark.anyio
+async def test_an_async_stream_processor_replacing_a_tool_result_replaces_it_everywhere(
+    anyio_backend: str,
+) -> None:
+    async def hide_results(args: StreamArgs[None]) -> StreamResult[None]:
+        p = args.part
+        if isinstance(p, ToolResult):
+            return Replace(msgspec.structs.replace(p, result="(hidden)"))
+        return Continue()
+
+    agent = make_agent(tools=[crm, lookup], output_processors=[
+        processor("hide-results", process_output_stream=hide_results)])
+    for chunks, result, _ in (await _on_async(agent), await _on_async_simulator(agent)):
+        assert [c.result for c in chunks if isinstance(c, ToolResult)] == ["(hidden)"]
+        assert result.steps[0].tool_results[0].result == "(hidden)"
+        kept = [p for m in result.messages.messages for p in m.tool_results()]
+        assert kept[0].result == "(hidden)"

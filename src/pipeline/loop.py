@@ -1046,12 +1046,22 @@ def _keep_finished_tools(
     rc: RunConfig, st: RunState, calls: tuple[ToolCallPart, ...], c: RunCancelled
 ) -> None:
     """A cancel while tools ran: the real results of the calls that finished (their
-    side effects happened), an error result for the others, in call order."""
+    side effects happened), an error result for the others, in call order.
+
+    A real result leaves the run only through the stream processors, which run no more
+    after a cancel: with stream processors, a finished call's result (or its own error)
+    is withheld, the stream and the messages saying so (fail closed); without, it is
+    kept and streamed as it is."""
     done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
     if not done:
         return  # `_answer_dangling_calls` answers every call
+    unchecked = f"tool result withheld: the run was cancelled ({c.reason}) before it was checked"
     parts = tuple(
-        _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
+        (
+            _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
+            if not rc.h_stream
+            else ToolResultPart(call.tool_call_id, call.tool_name, unchecked, True)
+        )
         if call.tool_call_id in done
         else ToolResultPart(
             call.tool_call_id, call.tool_name, f"tool call cancelled: {c.reason}", True
@@ -1061,13 +1071,7 @@ def _keep_finished_tools(
     before = st.ml
     st.ml = before.add(_tool_message(rc, st, parts), "response")
     note_call_ids(st, before, parts)
-    # Real results reach the stream only through the stream processors, which run no
-    # more after a cancel: with stream processors, the stream gets none of them.
-    # (a finished tool's own error is a real result too: not streamed unprocessed)
-    st.pending.extend(
-        _result_chunk(p) for p in parts
-        if not rc.h_stream or p.tool_call_id not in done
-    )
+    st.pending.extend(_result_chunk(p) for p in parts)
 
 
 def _process_output_result(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object, None]:
