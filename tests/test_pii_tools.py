@@ -1,6 +1,7 @@
 """PIIDetector with `scan_tools=True`: tool-call arguments and tool results are scanned
 too: what the consumer sees of them, what the model reads back, and what the result's
-messages keep. Off by default (tools get the model's arguments as they are)."""
+messages keep. Without it tools get the model's arguments and the model reads the results
+as they are; what is sent out of a tool result is handled either way."""
 
 from __future__ import annotations
 
@@ -77,12 +78,17 @@ def test_block_on_a_tool_result_trips() -> None:
     assert len(ran.model.requests) == 1  # the model never read the result
 
 
-def test_off_by_default_tools_pass_as_they_are() -> None:
+def test_without_scan_tools_the_tools_and_the_model_get_the_values_as_they_are() -> None:
     received.clear()
     p = PIIDetector(types=("email",))
     agent = make_agent(tools=[notify, crm], input_processors=[p], output_processors=[p])
     ran = simulate(agent, [Say(calls=[call("notify", to=EMAIL), call("crm", name="A")]),
                            Say("Done.")])
-    assert received == [EMAIL]
+    assert received == [EMAIL]  # the tool got the model's arguments
+    read = msgspec.json.encode(ran.model.requests[1].messages).decode()
+    assert f"mail {EMAIL}" in read  # the model read the result as the tool returned it
+    # what was sent out of the result is handled: a PII guard's default
     result_chunk = next(c for c in ran.chunks if isinstance(c, ToolResult) and c.tool_name == "crm")
-    assert isinstance(result_chunk.result, dict) and EMAIL in str(result_chunk.result)
+    assert result_chunk.result == {
+        "name": "A", "contacts": ["mail [REDACTED:email]", "phone none"], "vip": True,
+    }

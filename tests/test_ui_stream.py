@@ -17,6 +17,7 @@ from pipeline.chunks import (
     DataChunk,
     ErrorChunk,
     Finish,
+    ReasoningStart,
     SourceChunk,
     StepFinish,
     StepStart,
@@ -31,6 +32,7 @@ from pipeline.chunks import (
     chunk_decoder,
 )
 from pipeline.processor import OutputStepArgs, OutputStepResult, Processor, abort
+from pipeline.processors import PIIDetector
 from pipeline.ui_stream import (
     NDJSON_HEADERS,
     SSE_DONE,
@@ -178,7 +180,7 @@ def test_events_carry_only_fields_the_protocol_knows() -> None:
     assert types(evs)[-1] == "finish"  # the stream is always closed for the client
 
 
-def test_a_tripwire_is_a_data_part_then_finish() -> None:
+def test_a_tripwire_is_a_data_part_an_error_then_finish() -> None:
     state, _ = ui_start(None)
     state, parts = ui_parts(state, Tripwire("blocked: PII", False, "pii", {"kind": "email"}))
     frames = [sse_frame(p) for p in (*parts, *ui_end(state))]
@@ -188,8 +190,60 @@ def test_a_tripwire_is_a_data_part_then_finish() -> None:
             "reason": "blocked: PII", "retry": False, "processor_id": "pii",
             "metadata": {"kind": "email"},
         }},
+        {"type": "error", "errorText": "blocked by pii: blocked: PII"},
         {"type": "finish"},
     ]
+
+
+def _open_parts(evs: list[JsonDict]) -> list[str]:
+    """Text and reasoning parts started and never ended, and tool inputs started and
+    never completed (available) or answered (an output error)."""
+    open_: dict[str, str] = {}
+    for e in evs:
+        t = str(e["type"])
+        if t in ("text-start", "reasoning-start"):
+            open_[f"{t[:-6]}:{e['id']}"] = t
+        elif t in ("text-end", "reasoning-end"):
+            open_.pop(f"{t[:-4]}:{e['id']}", None)
+        elif t == "tool-input-start":
+            open_[f"tool:{e['toolCallId']}"] = t
+        elif t in ("tool-input-available", "tool-output-error"):
+            open_.pop(f"tool:{e['toolCallId']}", None)
+    return sorted(open_)
+
+
+def test_a_run_tripped_on_the_stream_closes_its_open_parts_and_sends_the_reason() -> None:
+    pii = PIIDetector(types=("email",), strategy="block")
+    run = Simulator(ScriptedModel([Say(["Hello there, I am writing to you about it: ",
+                                        "mail ada@example.com now"])])).run(
+        Agent.create("m", output_processors=[pii]), "hi")
+    assert run.result.status == "tripped"
+    evs = events(list(ui_message_sse(run.trace.chunks)))
+    assert "text-start" in types(evs)
+    assert _open_parts(evs) == []
+    assert types(evs)[-5:] == ["text-end", "data-tripwire", "error", "finish-step", "finish"]
+    assert "PII detected: email" in str(evs[-3]["errorText"])
+
+
+def test_a_failed_or_cut_stream_closes_open_text_reasoning_and_tool_inputs() -> None:
+    state, _ = ui_start(None)
+    out: list[object] = []
+    for c in (StepStart(0), ReasoningStart("r"), TextStart("t"), TextDelta("t", "half"),
+              ToolCallDelta("c1", "echo", '{"x"'), ErrorChunk("StreamFailed", "it broke")):
+        state, parts = ui_parts(state, c)
+        out.extend(parts)
+    out.extend(ui_end(state))
+    evs = events([*(sse_frame(p) for p in out), SSE_DONE])  # type: ignore[arg-type]
+    assert _open_parts(evs) == []
+    assert types(evs)[-3:] == ["error", "finish-step", "finish"]
+    closing = types(evs)[types(evs).index("tool-input-delta") + 1:-3]
+    assert sorted(map(str, closing)) == ["reasoning-end", "text-end", "tool-output-error"]
+    # a stream that just ran out is closed too
+    state, _ = ui_start(None)
+    for c in (StepStart(0), TextStart("t"), TextDelta("t", "x")):
+        state, _ = ui_parts(state, c)
+    assert types(events([*(sse_frame(p) for p in ui_end(state)), SSE_DONE])) == [
+        "text-end", "finish-step", "finish"]
 
 
 def test_a_cancelled_run_ends_with_an_error_then_finish() -> None:

@@ -25,7 +25,12 @@ Spans (times from the interpreter's clock, so the simulator's spans carry virtua
 Metrics: `gen_ai.client.token.usage` (input and output tokens per call) and
 `gen_ai.client.operation.duration` (seconds per model call), with the conventions'
 attributes. Message content (the request's messages, the answer, tool arguments and
-results) is recorded only with `content=True`.
+results) is recorded only with `content=True`. A model call's answer and a tool's result
+are then what the caller received of them, after the output processors (a PII guard's
+redaction, a replaced tool result), not what the model or the tool first produced: those
+spans get their content once the run hands it out, ended at their own time. A request's
+messages are what the model was sent (tool results as the tools returned them unless an
+input processor changed them, as `PIIDetector(scan_tools=True)` does).
 """
 
 from __future__ import annotations
@@ -38,10 +43,30 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from effects import Abort, AwaitHook, CallModel, Continue, Perform, Pull, Retry, RunTools, Sleep
+from effects import (
+    Abort,
+    AwaitHook,
+    CallModel,
+    Continue,
+    Perform,
+    Publish,
+    Pull,
+    Retry,
+    RunTools,
+    Sleep,
+)
 from interpreters.observe import RunInfo, RunObserver
 from interpreters.prices import split_model
-from pipeline.chunks import ModelFinish, TextDelta
+from pipeline.chunks import (
+    Chunk,
+    Finish,
+    ModelFinish,
+    StepFinish,
+    StepStart,
+    TextDelta,
+    ToolError,
+    ToolResult,
+)
 from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
@@ -149,6 +174,19 @@ class _Chat:
         self.text: list[str] = []
 
 
+class _Answered:
+    """A finished model call whose answer is still reaching the caller (`content=True`):
+    what the output processors held back comes out after the model's finish."""
+
+    __slots__ = ("end_ns", "finish_reason", "span", "text")
+
+    def __init__(self, span: Span, end_ns: int, finish_reason: str, text: list[str]) -> None:
+        self.span = span
+        self.end_ns = end_ns
+        self.finish_reason = finish_reason
+        self.text = text
+
+
 class _RunSpans(RunObserver):
     def __init__(self, o: OTelObserver, run: RunInfo) -> None:
         self.o = o
@@ -174,7 +212,10 @@ class _RunSpans(RunObserver):
         )
         self.parent = trace.set_span_in_context(self.agent_span, otel_context.get_current())
         self.chat: _Chat | None = None
+        self.answered: _Answered | None = None
         self.tools: list[tuple[Span, ToolInvocation]] = []
+        # Tool spans (content=True) waiting for the result the caller receives, by call id.
+        self.tool_results: dict[str, tuple[Span, int]] = {}
         self.judge: Span | None = None
         self.retries = 0
         self.api_retries = 0
@@ -234,13 +275,12 @@ class _RunSpans(RunObserver):
         cost = self._price(chat.model, fin, at)
         if cost is not None:
             attrs["operation.cost"] = float(cost.total)
-        if self.o.content:
-            attrs["gen_ai.output.messages"] = _json([{
-                "role": "assistant", "parts": [{"type": "text", "content": "".join(chat.text)}],
-                "finish_reason": fin.finish_reason,
-            }])
         span.set_attributes(attrs)
-        span.end(end_time=_ns(at))
+        if self.o.content:  # the answer, once the caller has it all (`_handed`)
+            self._close_answer()
+            self.answered = _Answered(span, _ns(at), fin.finish_reason, chat.text)
+        else:
+            span.end(end_time=_ns(at))
         metric = self._metric_attrs(chat)
         self.o.tokens.record(u.input_tokens, {**metric, "gen_ai.token.type": "input"})
         self.o.tokens.record(u.output_tokens, {**metric, "gen_ai.token.type": "output"})
@@ -271,12 +311,50 @@ class _RunSpans(RunObserver):
             self.cost = c if self.cost is None else self.cost + c
         return c
 
+    def _handed(self, chunks: tuple[Chunk, ...]) -> None:
+        """Chunks the run hands to the caller (`content=True`): the answer's text, the
+        tool results, as the output processors passed them on."""
+        for c in chunks:
+            t = type(c)
+            if t is TextDelta:
+                assert isinstance(c, TextDelta)
+                if self.chat is not None:
+                    self.chat.text.append(c.text)
+                elif self.answered is not None:
+                    self.answered.text.append(c.text)
+            elif t is ToolResult or t is ToolError:
+                assert isinstance(c, ToolResult | ToolError)
+                waiting = self.tool_results.pop(c.tool_call_id, None)
+                if waiting is not None:
+                    span, end_ns = waiting
+                    span.set_attribute("gen_ai.tool.call.result", _json(
+                        c.result if isinstance(c, ToolResult) else c.error))
+                    span.end(end_time=end_ns)
+            elif t is StepFinish or t is StepStart or t is Finish:
+                self._close_answer()  # the step's answer is all out
+
+    def _close_answer(self) -> None:
+        a = self.answered
+        if a is None:
+            return
+        self.answered = None
+        a.span.set_attribute("gen_ai.output.messages", _json([{
+            "role": "assistant", "parts": [{"type": "text", "content": "".join(a.text)}],
+            "finish_reason": a.finish_reason,
+        }]))
+        a.span.end(end_time=a.end_ns)
+
+    def _close_waiting(self) -> None:
+        """End what still waits for content: a result the caller never got is not
+        exported (a processor dropped it, or the run ended first)."""
+        self._close_answer()
+        waiting, self.tool_results = self.tool_results, {}
+        for span, end_ns in waiting.values():
+            span.end(end_time=end_ns)
+
     def _model_reply(self, reply: object, at: float) -> None:
         t = type(reply)
-        if t is TextDelta and self.o.content and self.chat is not None:
-            assert isinstance(reply, TextDelta)
-            self.chat.text.append(reply.text)
-        elif t is ModelFinish:
+        if t is ModelFinish:
             assert isinstance(reply, ModelFinish)
             self._finish_chat(reply, at)
         elif t is ModelFailed:
@@ -291,12 +369,19 @@ class _RunSpans(RunObserver):
     def command(self, cmd: LoopCommand, at: float) -> None:
         t = type(cmd)
         if t is Pull:
+            if self.o.content:
+                assert isinstance(cmd, Pull)
+                self._handed(cmd.publish)
             return
+        if t is Publish and self.o.content:
+            assert isinstance(cmd, Publish)
+            self._handed(cmd.chunks)
         if self.chat is not None and t is not Perform and t is not AwaitHook:
             # The stream was closed before its end: CloseStream (a processor stopped the
             # run) or a cancel, after which the loop's next command is a Publish or Done.
             self._fail_chat("stream-closed", "the stream was closed before it finished", at)
         if isinstance(cmd, CallModel):
+            self._close_waiting()
             self.chat = _Chat(
                 self._open_chat(cmd.request, at, {
                     "pipeline.step": cmd.step_number, "pipeline.attempt": cmd.attempt,
@@ -357,8 +442,10 @@ class _RunSpans(RunObserver):
                 kind = _error_type(o.result)
                 span.set_attribute("error.type", kind)
                 span.set_status(Status(StatusCode.ERROR, kind))
-            if o is not None and self.o.content:
-                span.set_attribute("gen_ai.tool.call.result", _json(o.result))
+            if o is not None and error is None and self.o.content:
+                # the result as the caller receives it, after the stream processors
+                self.tool_results[inv.call.tool_call_id] = (span, _ns(at))
+                continue
             span.end(end_time=_ns(at))
         self.tools = []
 
@@ -412,6 +499,7 @@ class _RunSpans(RunObserver):
         if self.judge is not None:
             self.judge.end(end_time=_ns(at))
             self.judge = None
+        self._close_waiting()
         span = self.agent_span
         if result is None:
             span.set_attribute("pipeline.status", "closed")

@@ -348,7 +348,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
     result = RunResult(
         status=status,
         text=response_text(st.ml),
-        messages=st.ml,
+        messages=_leaving_messages(st) if st.leaving else st.ml,
         steps=steps_tuple(st),
         usage=st.usage,
         finish_reason=st.finish_reason,
@@ -935,9 +935,90 @@ def _run_tools(
     results = [_result_chunk(p) for p in parts]
     if rc.bare_stream:
         st.pending.extend(results)
-    else:
+        return parts
+    sent = len(st.pending)
+    try:
         yield from stream_through(rc, st, results)
-    return parts
+    except Tripped as t:
+        _approved(st, parts, results, sent, f"tool result withheld: {t.tripwire.reason}")
+        raise
+    except HookFailure as h:
+        _approved(st, parts, results, sent,
+                  f"tool result withheld: processor {h.processor_id!r} failed")
+        raise
+    except RunCancelled as c:
+        _approved(st, parts, results, sent, f"tool result withheld: {c.reason}")
+        raise
+    return _approved(st, parts, results, sent)
+
+
+def _approved(
+    st: RunState,
+    parts: tuple[ToolResultPart, ...],
+    results: list[Chunk],
+    sent: int,
+    stopped: str | None = None,
+) -> tuple[ToolResultPart, ...]:
+    """The tool results as they leave the run: what the stream processors made of each
+    result's chunk (`st.pending[sent:]`, what they passed on). The step keeps these; the
+    run's messages get them at its end (`_leaving_messages`), while the model reads the
+    results as the tools returned them (unless an input processor changes its history).
+    A result whose chunk was dropped, not replaced, keeps its value: dropping hides it
+    from the stream only. When the run `stopped` while they went through (a processor
+    blocked, failed, a cancel), each result not passed on leaves as an error saying so
+    (fail closed: no processor approved it; the history stays paired)."""
+    passed = st.pending[sent:]
+    if stopped is None and len(passed) >= len(results) and all(
+        c is r for c, r in zip(passed, results, strict=False)
+    ):
+        return parts  # every chunk passed as it was (the common case): nothing changed
+    out_of: dict[str, ToolResult | ToolError] = {}
+    for c in passed:
+        if isinstance(c, ToolResult | ToolError) and c.tool_call_id not in out_of:
+            out_of[c.tool_call_id] = c
+    approved: list[ToolResultPart] = []
+    for p, r in zip(parts, results, strict=True):
+        got = out_of.get(p.tool_call_id)
+        if got is r or (got is None and stopped is None):
+            approved.append(p)
+            continue
+        if got is None:
+            assert stopped is not None
+            new = ToolResultPart(p.tool_call_id, p.tool_name, stopped, True)
+        elif isinstance(got, ToolError):
+            new = ToolResultPart(p.tool_call_id, p.tool_name, got.error, True)
+        else:
+            new = ToolResultPart(p.tool_call_id, p.tool_name, got.result, False)
+        if st.leaving is None:
+            st.leaving = {}
+        st.leaving[id(p)] = (p, new)
+        approved.append(new)
+    return tuple(approved)
+
+
+def _leaving_messages(st: RunState) -> MessageList:
+    """The run's messages as they leave it: each tool result a stream processor changed
+    (`_approved`) as it changed it, in the messages this run added."""
+    leaving = st.leaving
+    if not leaving:
+        return st.ml
+
+    def swap(m: Message) -> Message:
+        if m.role != "tool":
+            return m
+        parts = tuple(
+            leaving[id(p)][1] if id(p) in leaving and leaving[id(p)][0] is p else p
+            for p in m.parts
+        )
+        return m.with_parts(parts) if any(
+            a is not b for a, b in zip(parts, m.parts, strict=True)) else m
+
+    ml = st.ml
+    return MessageList(
+        tuple(swap(m) if s == "response" else m
+              for m, s in zip(ml.messages, ml.sources, strict=True)),
+        ml.sources, ml.system,
+    )
 
 
 def _tool_message(
@@ -965,12 +1046,22 @@ def _keep_finished_tools(
     rc: RunConfig, st: RunState, calls: tuple[ToolCallPart, ...], c: RunCancelled
 ) -> None:
     """A cancel while tools ran: the real results of the calls that finished (their
-    side effects happened), an error result for the others, in call order."""
+    side effects happened), an error result for the others, in call order.
+
+    A real result leaves the run only through the stream processors, which run no more
+    after a cancel: with stream processors, a finished call's result (or its own error)
+    is withheld, the stream and the messages saying so (fail closed); without, it is
+    kept and streamed as it is."""
     done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
     if not done:
         return  # `_answer_dangling_calls` answers every call
+    unchecked = f"tool result withheld: the run was cancelled ({c.reason}) before it was checked"
     parts = tuple(
-        _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
+        (
+            _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
+            if not rc.h_stream
+            else ToolResultPart(call.tool_call_id, call.tool_name, unchecked, True)
+        )
         if call.tool_call_id in done
         else ToolResultPart(
             call.tool_call_id, call.tool_name, f"tool call cancelled: {c.reason}", True
@@ -980,9 +1071,7 @@ def _keep_finished_tools(
     before = st.ml
     st.ml = before.add(_tool_message(rc, st, parts), "response")
     note_call_ids(st, before, parts)
-    # Real results reach the stream only through the stream processors, which run no
-    # more after a cancel: with stream processors, the stream gets none of them.
-    st.pending.extend(_result_chunk(p) for p in parts if p.is_error or not rc.h_stream)
+    st.pending.extend(_result_chunk(p) for p in parts)
 
 
 def _process_output_result(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object, None]:

@@ -22,6 +22,8 @@ class StepResult(msgspec.Struct, frozen=True, kw_only=True):
     reasoning: str
     tool_calls: tuple[ToolCallPart, ...]
     tool_results: tuple[ToolResultPart, ...]
+    """As they left the run: what the stream processors made of each result (a PII
+    guard's redaction...), the value the caller was streamed."""
     sources: tuple[SourcePart, ...]
     finish_reason: FinishReason
     usage: Usage

@@ -18,7 +18,7 @@ from pipeline.agent import Agent
 from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
 from pipeline.cost import Cost, Pricer
 from pipeline.hooks import Bound, HookFn, Outcome
-from pipeline.messages import DataPart, Message, MessageList
+from pipeline.messages import DataPart, Message, MessageList, ToolResultPart
 from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
 from pipeline.protocol import EffectRecord, Recorder
@@ -98,6 +98,7 @@ class RunState:
         "ids",
         "ids_of",
         "ids_used",
+        "leaving",
         "ml",
         "output",
         "pairing",
@@ -157,6 +158,9 @@ class RunState:
         # the list they share while they have seen the same (stream_stage.py).
         self.seen = seen
         self.shared = shared
+        # Tool results a stream processor changed, by id of the part the tool made: the
+        # part and what leaves the run in its place (loop's `_approved`). None: none.
+        self.leaving: dict[int, tuple[ToolResultPart, ToolResultPart]] | None = None
 
 
 def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = True) -> object:

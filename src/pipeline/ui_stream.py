@@ -20,7 +20,10 @@ chunk in, the new state and the parts to send out. How the run's chunks map:
   transient), with `part_ids` naming the text, reasoning and tool parts of that step,
   and the step is closed, so the retried answer becomes new parts.
 - An error chunk (a failed or cancelled run): `error`; a processor's tripwire: a
-  `data-tripwire` part. The stream always ends with `finish`, so the client settles.
+  `data-tripwire` part, then an `error` part with its reason (what `useChat` shows).
+  Before either, every part still open is closed: text and reasoning get their end, a
+  tool call without its output gets a `tool-output-error` with the reason. The stream
+  always ends with `finish` (parts left open closed first), so the client settles.
 
 Only the fields the protocol defines are sent: AI SDK checks parts against strict
 schemas, so an extra key would fail the client's stream.
@@ -193,6 +196,13 @@ class UIStreamState(msgspec.Struct, frozen=True):
     tool_inputs: tuple[str, ...] = ()
     """Tool calls of the open step whose `tool-input-start` went out."""
     finished: bool = False
+    open_text: tuple[str, ...] = ()
+    """Text parts started and not ended (closed when the run stops short)."""
+    open_reasoning: tuple[str, ...] = ()
+    inputs_open: tuple[str, ...] = ()
+    """Tool calls whose input is streaming (started, not yet available)."""
+    awaiting: tuple[str, ...] = ()
+    """Tool calls of the open step whose input is available and output not yet sent."""
 
 
 def ui_start(message_id: str | None = None) -> tuple[UIStreamState, tuple[UIPart, ...]]:
@@ -212,12 +222,18 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
         assert isinstance(chunk, ReasoningDelta)
         return state, (UIReasoningDelta(chunk.id, chunk.text),)
     if isinstance(chunk, TextStart):
+        state = msgspec.structs.replace(state, open_text=(*state.open_text, chunk.id))
         return _with_part(state, chunk.id), (UITextStart(chunk.id),)
     if isinstance(chunk, TextEnd):
-        return state, (UITextEnd(chunk.id),)
+        open_text = _without(state.open_text, chunk.id)
+        return msgspec.structs.replace(state, open_text=open_text), (UITextEnd(chunk.id),)
     if isinstance(chunk, ReasoningStart):
+        state = msgspec.structs.replace(
+            state, open_reasoning=(*state.open_reasoning, chunk.id))
         return _with_part(state, chunk.id), (UIReasoningStart(chunk.id),)
     if isinstance(chunk, ReasoningEnd):
+        state = msgspec.structs.replace(
+            state, open_reasoning=_without(state.open_reasoning, chunk.id))
         return state, (UIReasoningEnd(chunk.id),)
     if isinstance(chunk, ToolCallDelta):
         delta = UIToolInputDelta(chunk.tool_call_id, chunk.args_delta)
@@ -226,16 +242,25 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
         state = msgspec.structs.replace(
             _with_part(state, chunk.tool_call_id),
             tool_inputs=(*state.tool_inputs, chunk.tool_call_id),
+            inputs_open=(*state.inputs_open, chunk.tool_call_id),
         )
         return state, (UIToolInputStart(chunk.tool_call_id, chunk.tool_name), delta)
     if isinstance(chunk, ToolCall):
         available = UIToolInputAvailable(chunk.tool_call_id, chunk.tool_name, chunk.args)
-        if chunk.tool_call_id in state.tool_inputs:  # its deltas named it already
-            return state, (available,)
-        return _with_part(state, chunk.tool_call_id), (available,)
+        cid = chunk.tool_call_id
+        if cid not in state.tool_inputs:  # no delta named it yet
+            state = _with_part(state, cid)
+        return msgspec.structs.replace(
+            state, inputs_open=_without(state.inputs_open, cid),
+            awaiting=(*state.awaiting, cid),
+        ), (available,)
     if isinstance(chunk, ToolResult):
+        state = msgspec.structs.replace(
+            state, awaiting=_without(state.awaiting, chunk.tool_call_id))
         return state, (UIToolOutputAvailable(chunk.tool_call_id, chunk.result),)
     if isinstance(chunk, ToolError):
+        state = msgspec.structs.replace(
+            state, awaiting=_without(state.awaiting, chunk.tool_call_id))
         return state, (UIToolOutputError(chunk.tool_call_id, chunk.error),)
     if isinstance(chunk, SourceChunk):
         return state, (UISourceUrl(chunk.source_id, chunk.url, chunk.title),)
@@ -252,12 +277,18 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
             return _discarded(state, chunk)
         return state, (UIData(chunk.name, chunk.data, transient=chunk.transient),)
     if isinstance(chunk, ErrorChunk):
-        return state, (UIError(f"{chunk.kind}: {chunk.message}"),)
+        text = f"{chunk.kind}: {chunk.message}"
+        state, closing = _close_parts(state, text)
+        return state, (*closing, UIError(text))
     if isinstance(chunk, Tripwire):
+        # The run stopped short: what is open is closed, and the reason goes out as the
+        # `error` part `useChat` shows (the data part carries the tripwire's fields).
+        text = f"blocked by {chunk.processor_id}: {chunk.reason}"
+        state, closing = _close_parts(state, text)
         data = msgspec.to_builtins(chunk)
         assert isinstance(data, dict)
         data.pop("type", None)
-        return state, (UIData("data-tripwire", data),)
+        return state, (*closing, UIData("data-tripwire", data), UIError(text))
     return state, ()
 
 
@@ -373,11 +404,37 @@ def _with_part(state: UIStreamState, part_id: str) -> UIStreamState:
     return msgspec.structs.replace(state, step_parts=(*state.step_parts, part_id))
 
 
-def _close_step(state: UIStreamState) -> tuple[UIStreamState, tuple[UIPart, ...]]:
-    if not state.step_open:
+def _without(ids: tuple[str, ...], part_id: str) -> tuple[str, ...]:
+    return tuple(i for i in ids if i != part_id) if part_id in ids else ids
+
+
+def _close_parts(
+    state: UIStreamState, reason: str | None = None
+) -> tuple[UIStreamState, tuple[UIPart, ...]]:
+    """End every text and reasoning part still open, and answer every tool input still
+    streaming with an output error; with a `reason` (the run stopped short), the calls
+    whose output never came too. A client then shows no part as still streaming."""
+    calls = (*state.inputs_open, *state.awaiting) if reason is not None else state.inputs_open
+    if not (state.open_text or state.open_reasoning or calls):
         return state, ()
+    why = reason if reason is not None else "the stream ended before the tool call did"
+    parts: tuple[UIPart, ...] = (
+        *(UITextEnd(i) for i in state.open_text),
+        *(UIReasoningEnd(i) for i in state.open_reasoning),
+        *(UIToolOutputError(c, why) for c in calls),
+    )
+    return msgspec.structs.replace(
+        state, open_text=(), open_reasoning=(), inputs_open=(),
+        awaiting=() if reason is not None else state.awaiting,
+    ), parts
+
+
+def _close_step(state: UIStreamState) -> tuple[UIStreamState, tuple[UIPart, ...]]:
+    state, closing = _close_parts(state)
+    if not state.step_open:
+        return state, closing
     closed = UIStreamState(finished=state.finished)
-    return closed, (UIFinishStep(),)
+    return closed, (*closing, UIFinishStep())
 
 
 def _discarded(state: UIStreamState, chunk: DataChunk) -> tuple[UIStreamState, tuple[UIPart, ...]]:

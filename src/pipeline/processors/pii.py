@@ -113,11 +113,13 @@ class PIIDetector(StatefulProcessor[Held]):
       the result. With `judge_stream=True` the stream is judged too: each text block is
       held whole (up to `max_hold` characters, past which the run is blocked) and
       released at its end, judged; otherwise the stream keeps to the local detectors.
-    - `scan_tools`: also the string values in tool-call arguments and tool results
-      (local detectors, not the judge): on the stream (tool-call deltas are then not
-      streamed, the complete call is; the tool gets the handled arguments), before the
-      model reads a result (as an input processor, `process_input_step`) and in the
-      result's messages.
+    - Tool results sent out (their `tool-result` / `tool-error` chunks on the stream, and
+      the tool results in the result's messages) are always handled, every string in
+      them, by the local detectors (not the judge): what leaves the run is handled.
+    - `scan_tools`: also what the model and the tools see: tool results before the model
+      reads them (as an input processor, `process_input_step`), and tool-call arguments
+      on the stream (tool-call deltas are then not streamed, the complete call is; the
+      tool gets the handled arguments) and in the result's messages.
     """
 
     process_data_parts = False
@@ -335,7 +337,8 @@ class PIIDetector(StatefulProcessor[Held]):
             return Continue()
         report: list[d.Finding] = []
         part = args.part
-        if self.scan_tools:
+        t = type(part)
+        if self.scan_tools or t is ToolResult or t is ToolError:
             tool_part = self._tool_chunk(part, report)
             if tool_part is None:
                 return Skip()
@@ -386,13 +389,13 @@ class PIIDetector(StatefulProcessor[Held]):
                 return msgspec.structs.replace(part, error=error)
         return part
 
-    def _tool_part(self, p: Part, report: list[d.Finding]) -> Part:
+    def _tool_part(self, p: Part, report: list[d.Finding], calls: bool = True) -> Part:
         if isinstance(p, ToolResultPart):
             found = len(report)
             result = self._value(p.result, report)
             if len(report) > found:
                 return msgspec.structs.replace(p, result=result)
-        elif isinstance(p, ToolCallPart):
+        elif calls and isinstance(p, ToolCallPart):
             found = len(report)
             args = self._value(p.args, report)
             if len(report) > found and isinstance(args, dict):
@@ -400,14 +403,16 @@ class PIIDetector(StatefulProcessor[Held]):
         return p
 
     def _tool_messages(
-        self, ml: MessageList, report: list[d.Finding], indices: Iterable[int]
+        self, ml: MessageList, report: list[d.Finding], indices: Iterable[int],
+        calls: bool = True,
     ) -> MessageList:
-        """`ml` with the tool parts of the messages at `indices` handled."""
+        """`ml` with the tool parts (results; calls too with `calls`) of the messages at
+        `indices` handled."""
         messages = list(ml.messages)
         changed = False
         for i in indices:
             m = messages[i]
-            parts = tuple(self._tool_part(p, report) for p in m.parts)
+            parts = tuple(self._tool_part(p, report, calls) for p in m.parts)
             if any(a is not b for a, b in zip(parts, m.parts, strict=True)):
                 messages[i] = m.with_parts(parts)
                 changed = True
@@ -429,11 +434,13 @@ class PIIDetector(StatefulProcessor[Held]):
 
     def _tools_in_result(self, args: OutputResultArgs[Held], ml: MessageList,
                          report: list[d.Finding]) -> MessageList:
-        if not self.scan_tools:
-            return ml
+        """The run's tool results in the result's messages, handled: what leaves the run
+        (the model may have read them as the tools returned them, without scan_tools);
+        the tool-call arguments too with scan_tools."""
         ids = frozenset(m.id for m in args.messages)
         return self._tool_messages(
-            ml, report, [i for i, m in enumerate(ml.messages) if m.id in ids]
+            ml, report, [i for i, m in enumerate(ml.messages) if m.id in ids],
+            calls=self.scan_tools,
         )
 
     def flush_output_stream(self, args: FlushArgs[Held]) -> FlushResult[Held]:
@@ -519,7 +526,8 @@ class PIIDetector(StatefulProcessor[Held]):
             return Continue()
         part, held = args.part, args.state
         report: list[d.Finding] = []
-        if self.scan_tools:
+        pt = type(part)
+        if self.scan_tools or pt is ToolResult or pt is ToolError:
             tool_part = self._tool_chunk(part, report)
             if tool_part is None:
                 return Skip()
