@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import httpx
 
@@ -81,6 +81,13 @@ class AsyncResolver:
             )
             self._providers[model_id] = p
         return p
+
+    def check(self, model_ids: str | Iterable[str]) -> None:
+        """Check at start-up that every id can be served (`resolver.check(["openai/gpt-4o",
+        "anthropic/claude-sonnet-4-5"])`): raises one `ProviderConfigError` that names every
+        missing key or base URL variable and every unknown id, instead of a configuration
+        error on each request. Builds no provider and sends nothing."""
+        self._routes.check(model_ids, self._kw[2])
 
     async def aclose(self) -> None:
         if self._client is not None:
