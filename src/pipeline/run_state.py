@@ -18,6 +18,7 @@ from pipeline.agent import Agent
 from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
 from pipeline.cost import Cost, Pricer
 from pipeline.hooks import Bound, HookFn, Outcome
+from pipeline.judge_ledger import JudgeLedger
 from pipeline.messages import DataPart, Message, MessageList
 from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
@@ -98,6 +99,7 @@ class RunState:
         "ids",
         "ids_of",
         "ids_used",
+        "judges",
         "ml",
         "output",
         "pairing",
@@ -110,6 +112,7 @@ class RunState:
         "states",
         "steps",
         "steps_t",
+        "unmetered",
         "usage",
     )
 
@@ -123,8 +126,13 @@ class RunState:
         seen: list[list[Chunk]],
         shared: list[Chunk] | None,
         ids_used: set[str],
+        judges: JudgeLedger | None = None,
     ) -> None:
         self.ids = ids
+        self.judges = judges
+        """The model calls hooks asked for (`judge_ledger`); None: no hook can ask."""
+        self.unmetered = 0
+        """Model calls made whose usage the provider never reported (stopped early)."""
         self.ml = ml
         # Each processor's state, by `Bound.slot`.
         self.states = states
