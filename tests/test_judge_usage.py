@@ -177,3 +177,16 @@ def test_a_run_tripped_mid_stream_says_its_last_call_was_not_metered() -> None:
     assert r.usage == MAIN  # the provider never reported the stopped call's usage
     assert r.unmetered_calls == 1
     assert r.cost is None  # not the first call's cost, as if the second were free
+
+
+@pytest.mark.anyio
+async def test_a_stopped_call_is_counted_on_the_async_interpreter(anyio_backend: str) -> None:
+    model = ScriptedModel([Say(["fine ", "text"], usage=Usage(50, 7))])
+    r = (await AsyncSimulator(model, price=flat).run(
+        Agent.create("m", output_processors=[StopAtFlush()]), "go")).result
+    assert r.status == "tripped" and r.usage == Usage(50, 7) and r.unmetered_calls == 0
+    model = ScriptedModel([Say(["ok ", "bad ", "rest"], usage=Usage(50, 7))])
+    r = (await AsyncSimulator(model, price=flat).run(
+        Agent.create("m", output_processors=[StopOnWord()]), "go")).result
+    assert r.status == "tripped" and r.usage == Usage() and r.unmetered_calls == 1
+    assert r.cost is None

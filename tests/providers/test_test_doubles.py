@@ -12,8 +12,11 @@ import httpx
 import pytest
 import respx
 
-from interpreters.providers import resolve_async_provider, resolve_provider
+from interpreters.aio import AsyncInterpreter
+from interpreters.providers import AsyncResolver, Resolver, resolve_async_provider, resolve_provider
 from interpreters.providers._sync import bounded as sync_bounded
+from interpreters.sync import SyncInterpreter
+from pipeline.agent import Agent
 from tests.providers.helpers import KEY, Outcome, ask, oa_text_stream, run_async, run_sync
 from tests.providers.server import ReplayServer, Reply
 
@@ -161,3 +164,38 @@ def test_a_real_transport_keeps_the_direct_read_of_its_stream(server: ReplayServ
     mock = httpx.Client(transport=httpx.MockTransport(handler))
     with mock, mock.stream("POST", BASE + "/chat/completions") as resp:
         assert b"".join(sync_bounded.raw(resp)) == SSE
+
+
+def _agent() -> Agent:
+    return Agent.create("openai/gpt-4o-mini")
+
+
+def test_sync_interpreter_over_a_resolver_given_a_mock_transport_client() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=SSE, headers={"content-type": "text/event-stream"})
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    resolver = Resolver(api_keys={"openai": KEY}, client=client)
+    result = SyncInterpreter(resolve=resolver).run(_agent(), "hi")
+    resolver.close()
+    assert result.status == "finished", result.error
+    assert result.text == "Hello"
+    assert not client.is_closed  # a client given is the caller's to close
+    client.close()
+
+
+@pytest.mark.anyio
+async def test_async_interpreter_over_a_resolver_given_a_mock_transport_client(
+    anyio_backend: str,
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=SSE, headers={"content-type": "text/event-stream"})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    resolver = AsyncResolver(api_keys={"openai": KEY}, client=client)
+    result = await AsyncInterpreter(resolve=resolver).run(_agent(), "hi")
+    await resolver.aclose()
+    assert result.status == "finished", result.error
+    assert result.text == "Hello"
+    assert not client.is_closed
+    await client.aclose()

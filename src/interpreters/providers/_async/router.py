@@ -47,7 +47,11 @@ class AsyncResolver:
     route. An unknown route name or a malformed key fails here; a missing key or base URL
     fails when an id of that route is first asked for, as a `ProviderConfigError` that
     names the variable (an interpreter reports it as an `ApiError` of type
-    "configuration").
+    "configuration"); `check(ids)` finds them all at start-up.
+
+    `client=` gives the providers a client of the caller's (one over
+    `httpx.MockTransport` in tests, or with proxies): it is used as it is, its own
+    timeouts included (each request still gets the call's), and `aclose()` leaves it open.
     """
 
     def __init__(
@@ -61,11 +65,13 @@ class AsyncResolver:
         timeouts: Timeouts | None = None,
         env: Mapping[str, str] | None = None,
         limits: Limits | None = None,
+        client: httpx.AsyncClient | None = None,
     ) -> None:
         self._routes = Routes(api_keys, base_urls, api_key, base_url)
         self._kw = (stream, timeouts, env)
         self._limits = limits
-        self._client: httpx.AsyncClient | None = None
+        self._own = client is None  # only a client it made is closed by aclose()
+        self._client: httpx.AsyncClient | None = client
         self._providers: dict[str, AsyncHttpProvider] = {}
 
     def __call__(self, model_id: str) -> AsyncHttpProvider:
@@ -90,7 +96,7 @@ class AsyncResolver:
         self._routes.check(model_ids, self._kw[2])
 
     async def aclose(self) -> None:
-        if self._client is not None:
+        if self._client is not None and self._own:
             await self._client.aclose()
             self._client = None
         self._providers.clear()

@@ -49,7 +49,11 @@ class Resolver:
     route. An unknown route name or a malformed key fails here; a missing key or base URL
     fails when an id of that route is first asked for, as a `ProviderConfigError` that
     names the variable (an interpreter reports it as an `ApiError` of type
-    "configuration").
+    "configuration"); `check(ids)` finds them all at start-up.
+
+    `client=` gives the providers a client of the caller's (one over
+    `httpx.MockTransport` in tests, or with proxies): it is used as it is, its own
+    timeouts included (each request still gets the call's), and `close()` leaves it open.
     """
 
     def __init__(
@@ -63,11 +67,13 @@ class Resolver:
         timeouts: Timeouts | None = None,
         env: Mapping[str, str] | None = None,
         limits: Limits | None = None,
+        client: httpx.Client | None = None,
     ) -> None:
         self._routes = Routes(api_keys, base_urls, api_key, base_url)
         self._kw = (stream, timeouts, env)
         self._limits = limits
-        self._client: httpx.Client | None = None
+        self._own = client is None  # only a client it made is closed by close()
+        self._client: httpx.Client | None = client
         self._providers: dict[str, HttpProvider] = {}
 
     def __call__(self, model_id: str) -> HttpProvider:
@@ -92,7 +98,7 @@ class Resolver:
         self._routes.check(model_ids, self._kw[2])
 
     def close(self) -> None:
-        if self._client is not None:
+        if self._client is not None and self._own:
             self._client.close()
             self._client = None
         self._providers.clear()
