@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from decimal import Decimal
+from pathlib import Path
 
 import msgspec
 import pytest
 
 from effects import Continue
 from interpreters import Say, ScriptedModel, Simulator, call
+from interpreters.durable import DurableRuns
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import Agent, Processor, Usage, abort
 from pipeline.chunks import TextDelta
@@ -190,3 +192,15 @@ async def test_a_stopped_call_is_counted_on_the_async_interpreter(anyio_backend:
         Agent.create("m", output_processors=[StopOnWord()]), "go")).result
     assert r.status == "tripped" and r.usage == Usage() and r.unmetered_calls == 1
     assert r.cost is None
+
+
+def test_a_durable_run_counts_its_judge_calls(tmp_path: Path) -> None:
+    main, models = _models()
+
+    def resolve(model_id: str) -> ScriptedModel:
+        return models.get(model_id, main)
+
+    agent = Agent.create("m", input_processors=[AskJudge()])
+    with DurableRuns({"a": agent}, resolve=resolve, price=flat, observers=(),
+                     database_url=f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs:
+        _check_counted(runs.run("a", "hi", run_id="j", wait=60))
