@@ -3,6 +3,7 @@ apart from the agent's own calls, and a call a processor stopped is not left out
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from decimal import Decimal
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from effects import Continue
 from interpreters import Say, ScriptedModel, Simulator, call
 from interpreters.durable import DurableRuns
+from interpreters.logs import LogObserver
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import Agent, Processor, Usage, abort
 from pipeline.chunks import TextDelta
@@ -204,3 +206,12 @@ def test_a_durable_run_counts_its_judge_calls(tmp_path: Path) -> None:
     with DurableRuns({"a": agent}, resolve=resolve, price=flat, observers=(),
                      database_url=f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs:
         _check_counted(runs.run("a", "hi", run_id="j", wait=60))
+
+
+def test_the_debug_log_counts_the_judges_tokens(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="pipeline")
+    main, models = _models()
+    agent = Agent.create("m", input_processors=[AskJudge()])
+    Simulator(main, models=models, observers=[LogObserver()]).run(agent, "hi")
+    lines = [r.getMessage() for r in caplog.records if r.name == "pipeline"]
+    assert any("1010 in / 1001 out tokens (1 judge call(s))" in m for m in lines), lines
