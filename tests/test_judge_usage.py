@@ -14,6 +14,7 @@ import pytest
 from effects import Continue
 from interpreters import Say, ScriptedModel, Simulator, call
 from interpreters.durable import DurableRuns
+from interpreters.journal import Recorder
 from interpreters.logs import LogObserver
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import Agent, Processor, Usage, abort
@@ -215,3 +216,18 @@ def test_the_debug_log_counts_the_judges_tokens(caplog: pytest.LogCaptureFixture
     Simulator(main, models=models, observers=[LogObserver()]).run(agent, "hi")
     lines = [r.getMessage() for r in caplog.records if r.name == "pipeline"]
     assert any("1010 in / 1001 out tokens (1 judge call(s))" in m for m in lines), lines
+
+
+def test_a_run_with_judges_recorded_with_a_pricer_replays_the_same() -> None:
+    main, models = _models()
+    agent = Agent.create("m", input_processors=[AskJudge()])
+    rec = Recorder()
+    run = Simulator(main, models=models, price=flat, observers=[rec]).run(agent, "hi")
+    _check_counted(run.result)
+    journal = rec.last()
+    priced = Simulator.replay(journal, agent, price=flat)
+    assert priced.divergence is None and priced.result == run.result
+    # Without the pricer the run reads the clock as it did: only the cost is absent.
+    unpriced = Simulator.replay(journal, agent)
+    assert unpriced.result.messages == run.result.messages
+    assert unpriced.result.judges[0].usage == JUDGE and unpriced.result.cost is None

@@ -111,6 +111,7 @@ from pipeline.response import StepContent, response_text
 from pipeline.result import (
     ApiFailed,
     Cancelled,
+    JudgeCall,
     OutputInvalid,
     OutputResult,
     ProcessorFailed,
@@ -206,7 +207,7 @@ def _start(
     procs = agent.all_processors()
     judges: JudgeLedger | None = None
     if procs or agent.prepare_step is not None:
-        judges = JudgeLedger(price, clock)
+        judges = JudgeLedger()
         states, hooks = _bind_hooks(agent, procs, judges)
     else:  # no hook at all: nothing to bind (W4 of bench/: on the path of every run)
         states, hooks = [], _NO_HOOKS
@@ -351,6 +352,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         status = "finished"
     if st.held:
         keep_held(rc, st)
+    judges, cost = _run_cost(rc, st)
     result = RunResult(
         status=status,
         text=response_text(st.ml),
@@ -363,8 +365,8 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         retry_count=st.retry_count,
         api_error_retry_count=st.api_retry_count,
         output=st.output if status == "finished" else None,
-        cost=_run_cost(st),
-        judges=tuple(st.judges.calls) if st.judges is not None else (),
+        cost=cost,
+        judges=judges,
         unmetered_calls=st.unmetered,
     )
     if st.pending:
@@ -501,25 +503,32 @@ def _count_stopped(rc: RunConfig, st: RunState, model: str, fin: ModelFinish | N
     (the response had ended), else the call is unmetered and the run's cost unknown."""
     if fin is not None:
         st.usage = st.usage + fin.usage
-        if rc.price is not None:
-            _price(rc, st, model, fin, rc.clock())
+        if rc.price is not None:  # (no clock read: see `judge_ledger`)
+            _price(rc, st, model, fin, _last_time(st))
     else:
         st.unmetered += 1
         st.cost_known = False
 
 
-def _run_cost(st: RunState) -> Cost | None:
-    """The run's cost: the agent's calls and the judges', or None if one is unknown."""
-    if not st.cost_known:
-        return None
-    judges = st.judges
-    if judges is None or not judges.calls:
-        return st.cost
-    if not judges.cost_known:
-        return None
-    if st.cost is None or judges.cost is None:
-        return st.cost or judges.cost
-    return st.cost + judges.cost
+def _last_time(st: RunState) -> float:
+    """The run's latest clock value without reading the clock: its last message's."""
+    messages = st.ml.messages
+    return messages[-1].created_at if messages else 0.0
+
+
+def _run_cost(rc: RunConfig, st: RunState) -> tuple[tuple[JudgeCall, ...], Cost | None]:
+    """The run's judge calls, priced, and its cost: the agent's calls and the judges',
+    or None if one of them is unknown."""
+    if st.judges is None or not st.judges.asked:
+        return (), st.cost if st.cost_known else None
+    judges, known = st.judges.calls(rc.price, _last_time(st))
+    if not (st.cost_known and known):
+        return judges, None
+    cost = st.cost
+    for j in judges:
+        if j.cost is not None:
+            cost = j.cost if cost is None else cost + j.cost
+    return judges, cost
 
 
 def _price(rc: RunConfig, st: RunState, model: str, fin: ModelFinish, at: float) -> Cost | None:
