@@ -121,7 +121,12 @@ def test_the_run_span(otel: Otel) -> None:
     assert a["gen_ai.usage.output_tokens"] == 3 + 1 + 6
     assert a["gen_ai.usage.reasoning.output_tokens"] == 2
     assert a["pipeline.retry_count"] == 1
-    assert a["operation.cost"] == pytest.approx((14 + 11 + 46) / 1000)
+    # The run's cost is every call's, the two judge calls' too (10 + 1 tokens each);
+    # its usage is the agent's calls', the judges' apart.
+    assert a["operation.cost"] == pytest.approx((14 + 11 + 46 + 11 + 11) / 1000)
+    assert a["pipeline.judges.calls"] == 2
+    assert a["pipeline.judges.usage.input_tokens"] == 20
+    assert a["pipeline.judges.usage.output_tokens"] == 2
     assert run.start_time == START * 1e9  # virtual time
     assert run.status.status_code == StatusCode.UNSET
     children = [s for s in otel.spans() if s is not run]
@@ -160,6 +165,34 @@ def test_chat_spans(otel: Otel) -> None:
     ja = dict(judges[0].attributes or {})
     assert ja["pipeline.processor.id"] == "quality-guardrail"
     assert ja["gen_ai.request.model"] == "judge"
+    assert ja["gen_ai.usage.input_tokens"] == 10 and ja["gen_ai.usage.output_tokens"] == 1
+    assert ja["operation.cost"] == pytest.approx(0.011)
+    assert judges[0].kind == SpanKind.CLIENT
+
+
+def test_a_judge_span_carries_its_own_usage_and_cost(otel: Otel) -> None:
+    model = ScriptedModel([Say("Fine.", usage=Usage(3, 1))])
+    judge = ScriptedModel([Say("0.9", usage=Usage(1000, 1000))])
+    sim = Simulator(model, models={"openai/judge": judge}, observers=[otel.observer],
+                    start=START, price=flat)
+    a = Agent.create("openai/gpt-4o-mini", name="bot",
+                     output_processors=[QualityGuardrail("openai/judge", threshold=0.5)])
+    r = sim.run(a, "hi").result
+    assert r.status == "finished"
+    assert r.cost == Cost(Decimal(4 + 2000) / 1000)
+    [run] = otel.named("invoke_agent")
+    [span] = otel.named("chat judge")
+    ja = dict(span.attributes or {})
+    assert ja["gen_ai.operation.name"] == "chat"
+    assert ja["gen_ai.usage.input_tokens"] == 1000
+    assert ja["gen_ai.usage.output_tokens"] == 1000
+    assert ja["operation.cost"] == pytest.approx(2.0)
+    assert span.parent is not None and span.parent.span_id == run.context.span_id
+    assert dict(run.attributes or {})["operation.cost"] == pytest.approx(2.004)
+    inputs = [p.sum for p in otel.points("gen_ai.client.token.usage")
+              if dict(p.attributes or {}).get("gen_ai.request.model") == "judge"
+              and dict(p.attributes or {}).get("gen_ai.token.type") == "input"]
+    assert inputs == [1000]
 
 
 def test_tool_spans(otel: Otel) -> None:

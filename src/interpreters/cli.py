@@ -134,9 +134,10 @@ def _run(
     problem = _problem(result, url)
     if problem:
         e.write(f"pipeline run: {problem}\n")
-    u = result.usage
+    u = result.total_usage  # the judges' calls too (`judges=N` says how many)
+    judges = f", judges={len(result.judges)}" if result.judges else ""
     e.write(f"[{result.status}, {result.finish_reason}, "
-            f"{u.input_tokens} in / {u.output_tokens} out tokens]\n")
+            f"{u.input_tokens} in / {u.output_tokens} out tokens{judges}]\n")
     return 0 if result.status == "finished" else 1
 
 

@@ -135,13 +135,14 @@ def answer_of(events: Iterable[ModelEvent]) -> ModelAnswer:
     """Collect a finished model stream into the reply to AskModel; a stream without its
     finish event is a failure (`ProviderError`)."""
     events = tuple(events)
-    if not any(isinstance(e, ModelFinish) for e in events):
+    fin = next((e for e in events if isinstance(e, ModelFinish)), None)
+    if fin is None:
         raise ProviderError(ApiError(status=None, message="judge stream broke"))
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     calls = tuple(
         ToolCallPart(e.tool_call_id, e.tool_name, e.args) for e in events if isinstance(e, ToolCall)
     )
-    return ModelAnswer(text, calls)
+    return ModelAnswer(text, calls, fin.usage, fin.model_id)
 
 
 def handler_for(handlers: Mapping[type, H], request: object) -> H:

@@ -111,10 +111,11 @@ class _RunLog(RunObserver):
         elif result.status == "failed":
             self._emit(logging.WARNING, f"failed closed: {result.error}")
         elif self.debug:
-            u = result.usage
+            u = result.total_usage  # the judges' calls too
+            judges = f" ({len(result.judges)} judge call(s))" if result.judges else ""
             self._emit(logging.DEBUG, (
                 f"{result.status} after {len(result.steps)} step(s), "
-                f"{u.input_tokens} in / {u.output_tokens} out tokens"
+                f"{u.input_tokens} in / {u.output_tokens} out tokens{judges}"
             ))
 
 

@@ -66,6 +66,7 @@ from pipeline.chunks import (
     TextDelta,
     ToolError,
     ToolResult,
+    Usage,
 )
 from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
@@ -272,7 +273,7 @@ class _RunSpans(RunObserver):
             attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
         if u.cached_input_tokens:
             attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_input_tokens
-        cost = self._price(chat.model, fin, at)
+        cost = self._price(chat.model, fin.model_id, fin.usage, at)
         if cost is not None:
             attrs["operation.cost"] = float(cost.total)
         span.set_attributes(attrs)
@@ -298,11 +299,13 @@ class _RunSpans(RunObserver):
             max(0.0, at - chat.started), {**self._metric_attrs(chat), "error.type": error_type}
         )
 
-    def _price(self, model: str, fin: ModelFinish, at: float) -> Cost | None:
+    def _price(
+        self, model: str, response_model: str | None, usage: Usage, at: float
+    ) -> Cost | None:
         if self.price is None:
             return None
         try:
-            c = self.price(PriceQuery(model, fin.model_id, fin.usage, at))
+            c = self.price(PriceQuery(model, response_model, usage, at))
         except Exception:
             c = None
         if c is None:
@@ -423,10 +426,37 @@ class _RunSpans(RunObserver):
             self._end_tools(reply, None, at)
         elif t is Perform and self.judge is not None:
             span, self.judge = self.judge, None
+            if isinstance(reply, ModelAnswer) and isinstance(cmd, Perform) and isinstance(
+                cmd.request, AskModel
+            ):
+                self._judge_usage(span, cmd.request.request.model, reply, at)
             if self.o.content and isinstance(reply, ModelAnswer):
                 span.set_attribute("gen_ai.output.messages", _json([{
                     "role": "assistant", "parts": [{"type": "text", "content": reply.text}]}]))
             span.end(end_time=_ns(at))
+
+    def _judge_usage(self, span: Span, model: str, answer: ModelAnswer, at: float) -> None:
+        """A judge call's usage and cost on its own `chat` span (and in the metrics), as a
+        call of the agent's has them."""
+        _, name = provider_of(model)
+        u = answer.usage
+        attrs: Attrs = {
+            "gen_ai.response.model": answer.response_model or name,
+            "gen_ai.usage.input_tokens": u.input_tokens,
+            "gen_ai.usage.output_tokens": u.output_tokens,
+        }
+        if u.reasoning_tokens:
+            attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
+        if u.cached_input_tokens:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_input_tokens
+        cost = self._price(model, answer.response_model, u, at)
+        if cost is not None:
+            attrs["operation.cost"] = float(cost.total)
+        span.set_attributes(attrs)
+        metric: Attrs = {"gen_ai.operation.name": "chat", **_model_attrs(model),
+                         "gen_ai.response.model": answer.response_model or name}
+        self.o.tokens.record(u.input_tokens, {**metric, "gen_ai.token.type": "input"})
+        self.o.tokens.record(u.output_tokens, {**metric, "gen_ai.token.type": "output"})
 
     def _end_tools(
         self, outcomes: tuple[object, ...], error: BaseException | None, at: float
@@ -517,6 +547,13 @@ class _RunSpans(RunObserver):
         }
         if u.reasoning_tokens:
             attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
+        if result.judges:  # the judges' own spans carry theirs; here, their sum
+            ju = result.judge_usage
+            attrs["pipeline.judges.calls"] = len(result.judges)
+            attrs["pipeline.judges.usage.input_tokens"] = ju.input_tokens
+            attrs["pipeline.judges.usage.output_tokens"] = ju.output_tokens
+        if result.unmetered_calls:
+            attrs["pipeline.unmetered_calls"] = result.unmetered_calls
         cost = result.cost if result.cost is not None else (
             self.cost if self.cost_known else None)
         if cost is not None:

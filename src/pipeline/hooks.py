@@ -21,14 +21,17 @@ import msgspec
 
 from effects import UNCHANGED, Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
 from pipeline.chunks import DataChunk
+from pipeline.judge_ledger import JudgeLedger
 from pipeline.messages import MessageList
 from pipeline.processor import (
     ALLOWED_EFFECTS,
     CHUNK_TYPES,
     REPLACE_PAYLOAD,
+    AskModel,
     BaseProcessor,
     HookEffect,
     HookName,
+    ModelAnswer,
     ProcessorAbort,
     StepChange,
 )
@@ -61,6 +64,8 @@ class Bound(msgspec.Struct, frozen=True):
     slot: int
     """Index of the processor's state in the run's state vector."""
     data_parts: bool
+    judges: JudgeLedger | None = None
+    """The run's judge calls (`judge_ledger`): an `AskModel` answered is counted there."""
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -77,14 +82,16 @@ def bind(
     hook: HookName,
     slots: Mapping[int, int],
     found: Mapping[int, Mapping[HookName, HookFn]] | None = None,
+    judges: JudgeLedger | None = None,
 ) -> tuple[Bound, ...]:
     """The processors implementing `hook`, in list order. `found`: each processor's
-    `hook_functions()` by `id`, asked once per run for every hook name."""
+    `hook_functions()` by `id`, asked once per run for every hook name; `judges`: where
+    the run counts the model calls its hooks ask for."""
     out: list[Bound] = []
     for p in processors:
         fn = (p.hook_functions() if found is None else found[id(p)]).get(hook)
         if fn is not None:
-            out.append(Bound(p, p.id, hook, fn, slots[id(p)], p.process_data_parts))
+            out.append(Bound(p, p.id, hook, fn, slots[id(p)], p.process_data_parts, judges))
     return tuple(out)
 
 
@@ -145,6 +152,12 @@ def _drive(
             except Exception as e:  # the I/O failed: let the hook handle it or fail
                 request = gen.throw(e)
             else:
+                if (
+                    b.judges is not None and answer.__class__ is ModelAnswer
+                    and isinstance(request, AskModel)
+                ):
+                    assert isinstance(answer, ModelAnswer)
+                    b.judges.add(b.processor_id, b.hook, request, answer)
                 request = gen.send(answer)
     except StopIteration as done:  # the hook returned its result
         return done.value

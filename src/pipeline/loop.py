@@ -73,6 +73,7 @@ from pipeline.chunks import (
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.hooks import Bound, HookFailure, bind, call_hook, raised, settle
+from pipeline.judge_ledger import JudgeLedger
 from pipeline.messages import (
     DataPart,
     Message,
@@ -110,6 +111,7 @@ from pipeline.response import StepContent, response_text
 from pipeline.result import (
     ApiFailed,
     Cancelled,
+    JudgeCall,
     OutputInvalid,
     OutputResult,
     ProcessorFailed,
@@ -203,8 +205,10 @@ def _start(
     """The run's configuration and its state at the start (`used`: the input's tool-call
     ids, known from checking it)."""
     procs = agent.all_processors()
+    judges: JudgeLedger | None = None
     if procs or agent.prepare_step is not None:
-        states, hooks = _bind_hooks(agent, procs)
+        judges = JudgeLedger()
+        states, hooks = _bind_hooks(agent, procs, judges)
     else:  # no hook at all: nothing to bind (W4 of bench/: on the path of every run)
         states, hooks = [], _NO_HOOKS
     plan = plan_stream(agent, hooks.stream, hooks.flush)
@@ -227,7 +231,7 @@ def _start(
         data_any=plan.data_any,
         bare_stream=not hooks.stream and not plan.stream_io,
     )
-    return rc, _start_state(rc, messages, states, used)
+    return rc, _start_state(rc, messages, states, used, judges)
 
 
 class _Hooks(NamedTuple):
@@ -246,36 +250,38 @@ _NO_HOOKS = _Hooks()
 
 
 def _bind_hooks(
-    agent: Agent, procs: tuple[BaseProcessor, ...]
+    agent: Agent, procs: tuple[BaseProcessor, ...], judges: JudgeLedger
 ) -> tuple[list[object], _Hooks]:
     """The processors' initial states (by slot) and their bound hooks; `prepare_step`
-    runs last among the input-step hooks, with a slot of its own."""
+    runs last among the input-step hooks, with a slot of its own. The model calls the
+    hooks ask for are counted in `judges`."""
     slots = {id(p): i for i, p in enumerate(procs)}
     states = [p.initial_state() for p in procs]
     fns = {id(p): p.hook_functions() for p in procs}  # once per processor, not per hook
     inp, out = agent.input_processors, agent.output_processors
-    input_step = bind(inp, "process_input_step", slots, fns)
+    input_step = bind(inp, "process_input_step", slots, fns, judges)
     if agent.prepare_step is not None:
         prep = BaseProcessor()
         prep.id = "prepare_step"
         states.append(None)
         input_step += (
             Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
-                  len(states) - 1, False),
+                  len(states) - 1, False, judges),
         )
     return states, _Hooks(
-        input=bind(inp, "process_input", slots, fns),
+        input=bind(inp, "process_input", slots, fns, judges),
         input_step=input_step,
-        error=bind(agent.error_processors, "process_api_error", slots, fns),
-        stream=bind(out, "process_output_stream", slots, fns),
-        flush=bind(out, "flush_output_stream", slots, fns),
-        output_step=bind(out, "process_output_step", slots, fns),
-        result=bind(out, "process_output_result", slots, fns),
+        error=bind(agent.error_processors, "process_api_error", slots, fns, judges),
+        stream=bind(out, "process_output_stream", slots, fns, judges),
+        flush=bind(out, "flush_output_stream", slots, fns, judges),
+        output_step=bind(out, "process_output_step", slots, fns, judges),
+        result=bind(out, "process_output_result", slots, fns, judges),
     )
 
 
 def _start_state(
-    rc: RunConfig, messages: MessageList, states: list[object], used: set[str]
+    rc: RunConfig, messages: MessageList, states: list[object], used: set[str],
+    judges: JudgeLedger | None,
 ) -> RunState:
     """The run's state at the start (`_start`)."""
     agent, price = rc.agent, rc.price
@@ -294,6 +300,7 @@ def _start_state(
     st = RunState(
         Ids(rc.ctx.run_id), ml, states,
         cost_known=price is not None, seen=seen, shared=shared, ids_used=used,
+        judges=judges,
     )
     if not used:  # the check read every part and found no tool call or result
         st.pairing.known_paired(ml)
@@ -345,6 +352,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         status = "finished"
     if st.held:
         keep_held(rc, st)
+    judges, cost = _run_cost(rc, st)
     result = RunResult(
         status=status,
         text=response_text(st.ml),
@@ -357,7 +365,9 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         retry_count=st.retry_count,
         api_error_retry_count=st.api_retry_count,
         output=st.output if status == "finished" else None,
-        cost=st.cost if st.cost_known else None,
+        cost=cost,
+        judges=judges,
+        unmetered_calls=st.unmetered,
     )
     if st.pending:
         out: Publish[Chunk] = Publish(tuple(st.pending))
@@ -396,7 +406,11 @@ def _step(
     else:
         yield from stream_through(rc, st, [StepStart(step)])
     content, first_reply = yield from _call_model(rc, st, step, cfg)
-    yield from _consume(rc, st, step, content, first_reply)
+    try:
+        yield from _consume(rc, st, step, content, first_reply)
+    except (Tripped, Failed, HookFailure, RunCancelled):
+        _count_stopped(rc, st, cfg.model, content.finish)
+        raise
     fin = content.finish
     assert fin is not None
     # Every response the model sent was billed, also one a processor discards.
@@ -481,6 +495,40 @@ def _step(
     else:
         yield from stream_through(rc, st, [StepFinish(step, fin.finish_reason, fin.usage)])
     return "next" if calls else "stop"
+
+
+def _count_stopped(rc: RunConfig, st: RunState, model: str, fin: ModelFinish | None) -> None:
+    """A model call the run stopped during (a processor's abort or crash, a cancel, a
+    broken stream) was made all the same: its usage counts if the provider reported it
+    (the response had ended), else the call is unmetered and the run's cost unknown."""
+    if fin is not None:
+        st.usage = st.usage + fin.usage
+        if rc.price is not None:  # (no clock read: see `judge_ledger`)
+            _price(rc, st, model, fin, _last_time(st))
+    else:
+        st.unmetered += 1
+        st.cost_known = False
+
+
+def _last_time(st: RunState) -> float:
+    """The run's latest clock value without reading the clock: its last message's."""
+    messages = st.ml.messages
+    return messages[-1].created_at if messages else 0.0
+
+
+def _run_cost(rc: RunConfig, st: RunState) -> tuple[tuple[JudgeCall, ...], Cost | None]:
+    """The run's judge calls, priced, and its cost: the agent's calls and the judges',
+    or None if one of them is unknown."""
+    if st.judges is None or not st.judges.asked:
+        return (), st.cost if st.cost_known else None
+    judges, known = st.judges.calls(rc.price, _last_time(st))
+    if not (st.cost_known and known):
+        return judges, None
+    cost = st.cost
+    for j in judges:
+        if j.cost is not None:
+            cost = j.cost if cost is None else cost + j.cost
+    return judges, cost
 
 
 def _price(rc: RunConfig, st: RunState, model: str, fin: ModelFinish, at: float) -> Cost | None:
@@ -700,12 +748,13 @@ def _consume(
             if t not in _CHUNK_EVENTS:
                 ended = isinstance(got, _ENDS)
                 if isinstance(got, ModelFinish):
+                    # (set first: a flush hook that stops the run leaves the call counted)
+                    content.finish = got
                     if rc.h_flush:  # release what processors hold, before the message
                         if io:
                             yield from flush_io(rc, st, content)
                         else:
                             flush(rc, st, content)
-                    content.finish = got
                     return
                 if isinstance(got, ModelFailed | ModelEnded):
                     _keep_partial(rc, st, content)

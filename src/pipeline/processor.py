@@ -31,7 +31,7 @@ from typing import (
 import msgspec
 
 from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
-from pipeline.chunks import Chunk, DataChunk, FinishReason
+from pipeline.chunks import Chunk, DataChunk, FinishReason, Usage
 from pipeline.messages import JsonObject, Message, MessageList, SystemMessage, ToolCallPart
 from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoice
 from pipeline.result import OutputResult, StepResult
@@ -84,10 +84,14 @@ class AskModel(msgspec.Struct, frozen=True):
 
 
 class ModelAnswer(msgspec.Struct, frozen=True):
-    """The reply to `AskModel`."""
+    """The reply to `AskModel`: the answer, and what the call used (the run counts it in
+    `RunResult.judges`)."""
 
     text: str
     tool_calls: tuple[ToolCallPart, ...] = ()
+    usage: Usage = Usage()
+    response_model: str | None = None
+    """The model the provider said answered, if it said."""
 
 
 # --- the tripwire ---------------------------------------------------------------------

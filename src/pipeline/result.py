@@ -31,6 +31,21 @@ class StepResult(msgspec.Struct, frozen=True, kw_only=True):
     """What this call cost, when the run was given a pricer that knows the model."""
 
 
+class JudgeCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One model call a processor asked for (`AskModel`: a moderation, PII or injection
+    judge...), apart from the agent's own calls: `RunResult.judges`."""
+
+    processor_id: str
+    hook: str
+    model: str
+    """The model id the request named."""
+    response_model: str | None
+    """The model the provider said answered, if it said."""
+    usage: Usage
+    cost: Cost | None = None
+    """What this call cost, when the run was given a pricer that knows the model."""
+
+
 class ProcessorFailed(msgspec.Struct, frozen=True, tag="processor-failed"):
     """A processor raised (or returned an effect its hook does not allow)."""
 
@@ -164,9 +179,31 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
         return Success(self)
 
     cost: Cost | None = None
-    """What every model call of the run cost (discarded responses too, as in `usage`),
-    when the run was given a pricer (see `pipeline.cost`) that knew every model called;
-    else None."""
+    """What every model call of the run cost: the agent's (discarded responses too, as in
+    `usage`) and the judges' (`judges`), when the run was given a pricer (see
+    `pipeline.cost`) that knew every model called and every call was metered
+    (`unmetered_calls` is 0); else None, never a sum that leaves a call out."""
+    judges: tuple[JudgeCall, ...] = ()
+    """The model calls processors made (`AskModel`), in order, each with its usage and
+    cost. Their tokens are not in `usage` (the agent's own calls, as the steps and the
+    finish chunk count them) but in `judge_usage` and `total_usage`."""
+    unmetered_calls: int = 0
+    """Model calls of the agent that were made but whose usage the provider never
+    reported: a processor stopped the stream (or the run was cancelled) before the
+    response ended. Not in `usage`; with any, `cost` is None."""
+
+    @property
+    def judge_usage(self) -> Usage:
+        """The tokens of every judge call (`judges`)."""
+        total = Usage()
+        for j in self.judges:
+            total = total + j.usage
+        return total
+
+    @property
+    def total_usage(self) -> Usage:
+        """Every metered model call of the run: the agent's (`usage`) and the judges'."""
+        return self.usage + self.judge_usage if self.judges else self.usage
 
     def unwrap(self) -> RunResult:
         """This result if the run finished, else raise RunFailedError."""

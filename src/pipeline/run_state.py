@@ -18,6 +18,7 @@ from pipeline.agent import Agent
 from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
 from pipeline.cost import Cost, Pricer
 from pipeline.hooks import Bound, HookFn, Outcome
+from pipeline.judge_ledger import JudgeLedger
 from pipeline.messages import DataPart, Message, MessageList, ToolResultPart
 from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
@@ -98,6 +99,7 @@ class RunState:
         "ids",
         "ids_of",
         "ids_used",
+        "judges",
         "leaving",
         "ml",
         "output",
@@ -111,6 +113,7 @@ class RunState:
         "states",
         "steps",
         "steps_t",
+        "unmetered",
         "usage",
     )
 
@@ -124,8 +127,13 @@ class RunState:
         seen: list[list[Chunk]],
         shared: list[Chunk] | None,
         ids_used: set[str],
+        judges: JudgeLedger | None = None,
     ) -> None:
         self.ids = ids
+        self.judges = judges
+        """The model calls hooks asked for (`judge_ledger`); None: no hook can ask."""
+        self.unmetered = 0
+        """Model calls made whose usage the provider never reported (stopped early)."""
         self.ml = ml
         # Each processor's state, by `Bound.slot`.
         self.states = states

@@ -423,3 +423,27 @@ def test_key_absent_from_connection_errors() -> None:
     out = run_sync(p, ask())
     assert out.error is not None and out.error.status is None
     assert KEY not in repr(out.error)
+
+
+@pytest.mark.parametrize("make", [Resolver, AsyncResolver])
+def test_resolver_check_names_every_missing_variable_before_any_request(
+    make: type[Resolver] | type[AsyncResolver],
+) -> None:
+    r = make(api_keys={"openai": K_OA}, env={})
+    models = ["openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5", "anthropic/claude-haiku",
+              "groq/llama", "ollama/qwen3", "my-model"]
+    with pytest.raises(ProviderConfigError) as info:
+        r.check(models)
+    message = str(info.value)
+    for name in ("ANTHROPIC_API_KEY", "GROQ_API_KEY", "'my-model'"):
+        assert name in message
+    assert message.count("ANTHROPIC_API_KEY") == 1  # one line per problem, with its ids
+    assert "anthropic/claude-sonnet-4-5" in message and "anthropic/claude-haiku" in message
+    assert "openai/gpt-4o-mini" not in message and "ollama/qwen3" not in message
+    assert info.value.error.error_type == "configuration"
+    # What can be served passes, and a check builds no provider (nor a client).
+    r.check(["openai/gpt-4o-mini", "ollama/qwen3"])
+    r.check("openai/gpt-4o-mini")  # one id as it is, not its letters
+    assert r._client is None and not r._providers
+    ok = make(env={"ANTHROPIC_API_KEY": K_AN, "GROQ_API_KEY": K_OA})
+    ok.check(["anthropic/claude-sonnet-4-5", "groq/llama"])

@@ -11,7 +11,7 @@ to that route's base URL, never to another provider's host.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import msgspec
@@ -242,3 +242,20 @@ class Routes:
             api_key=key.reveal() if key is not None else None,
             env=env,
         )
+
+    def check(self, model_ids: str | Iterable[str], env: Mapping[str, str] | None) -> None:
+        """Raise one ProviderConfigError naming every id that cannot be served and why
+        (each missing variable once, with the ids that need it); builds nothing."""
+        ids = (model_ids,) if isinstance(model_ids, str) else tuple(model_ids)
+        problems: dict[str, list[str]] = {}
+        for model_id in dict.fromkeys(ids):
+            try:
+                self.config(model_id, env)
+            except ProviderConfigError as e:
+                problems.setdefault(str(e), []).append(model_id)
+        if problems:
+            lines = [f"- {why} (for {', '.join(who)})" for why, who in problems.items()]
+            raise ProviderConfigError(
+                f"{sum(map(len, problems.values()))} of {len(dict.fromkeys(ids))} model ids "
+                "cannot be served:\n" + "\n".join(lines)
+            )

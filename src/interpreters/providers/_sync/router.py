@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import httpx
 
@@ -49,7 +49,11 @@ class Resolver:
     route. An unknown route name or a malformed key fails here; a missing key or base URL
     fails when an id of that route is first asked for, as a `ProviderConfigError` that
     names the variable (an interpreter reports it as an `ApiError` of type
-    "configuration").
+    "configuration"); `check(ids)` finds them all at start-up.
+
+    `client=` gives the providers a client of the caller's (one over
+    `httpx.MockTransport` in tests, or with proxies): it is used as it is, its own
+    timeouts included (each request still gets the call's), and `close()` leaves it open.
     """
 
     def __init__(
@@ -63,11 +67,13 @@ class Resolver:
         timeouts: Timeouts | None = None,
         env: Mapping[str, str] | None = None,
         limits: Limits | None = None,
+        client: httpx.Client | None = None,
     ) -> None:
         self._routes = Routes(api_keys, base_urls, api_key, base_url)
         self._kw = (stream, timeouts, env)
         self._limits = limits
-        self._client: httpx.Client | None = None
+        self._own = client is None  # only a client it made is closed by close()
+        self._client: httpx.Client | None = client
         self._providers: dict[str, HttpProvider] = {}
 
     def __call__(self, model_id: str) -> HttpProvider:
@@ -84,8 +90,15 @@ class Resolver:
             self._providers[model_id] = p
         return p
 
+    def check(self, model_ids: str | Iterable[str]) -> None:
+        """Check at start-up that every id can be served (`resolver.check(["openai/gpt-4o",
+        "anthropic/claude-sonnet-4-5"])`): raises one `ProviderConfigError` that names every
+        missing key or base URL variable and every unknown id, instead of a configuration
+        error on each request. Builds no provider and sends nothing."""
+        self._routes.check(model_ids, self._kw[2])
+
     def close(self) -> None:
-        if self._client is not None:
+        if self._client is not None and self._own:
             self._client.close()
             self._client = None
         self._providers.clear()
