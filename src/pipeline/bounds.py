@@ -1,0 +1,76 @@
+"""The bounds every input is held to, in one place.
+
+- `MAX_TOOL_RESULT_BYTES`: a tool's result, as encoded JSON, at most 1 MiB by default
+  (`Agent.create(max_tool_result_bytes=...)`, per tool `tool(fn, max_result_bytes=...)`,
+  per MCP toolset). 1 MiB is ~250k tokens, more than any model's context takes in one
+  message, yet far above what a useful tool answer needs; beyond it the model gets an
+  error result saying by how much, so it can ask for less.
+- `MAX_JSON_DEPTH`: how deeply JSON values (tool-call arguments, tool results, metadata)
+  may nest, 128 (serde_json's default): deep enough for any real document, far below the
+  interpreter's recursion limit, so decoding, encoding and copying never overflow it.
+
+The depth checks walk with an explicit stack: they never recurse in Python.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+MAX_TOOL_RESULT_BYTES = 1 << 20
+MAX_JSON_DEPTH = 128
+
+
+def check_cap(name: str, value: object) -> None:
+    """Raise for a size cap that is not a positive int (a bool is no int here)."""
+    if type(value) is not int:
+        raise TypeError(f"{name} must be an int (bytes), got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1 byte, got {value}")
+
+
+def json_text_too_deep(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON text nests arrays/objects deeper than `limit`, before decoding it.
+
+    Counts brackets outside strings in one pass (no recursion); malformed text is left to
+    the decoder, which says what is wrong with it."""
+    data = text.encode() if isinstance(text, str) else text
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False  # the common case: too few brackets to nest that deep
+    depth = 0
+    in_str = escaped = False
+    for b in data:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif b == 0x5C:  # backslash
+                escaped = True
+            elif b == 0x22:  # quote
+                in_str = False
+        elif b == 0x22:
+            in_str = True
+        elif b == 0x5B or b == 0x7B:  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif b == 0x5D or b == 0x7D:  # ] }
+            depth -= 1
+    return False
+
+
+def value_too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether dicts, lists and tuples nest deeper than `limit` in `value` (walked with a
+    stack; a cycle counts as too deep)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        t = type(v)
+        if t is dict or isinstance(v, dict):
+            items: object = cast("dict[object, object]", v).values()
+        elif t is list or t is tuple or isinstance(v, list | tuple):
+            items = v
+        else:
+            continue
+        if d >= limit:
+            return True
+        stack.extend((x, d + 1) for x in cast("list[object]", items))
+    return False
