@@ -5,6 +5,8 @@
   per MCP toolset). 1 MiB is ~250k tokens, more than any model's context takes in one
   message, yet far above what a useful tool answer needs; beyond it the model gets an
   error result saying by how much, so it can ask for less.
+- `MAX_TOOL_ARGS_BYTES`: a tool call's arguments as JSON text given to
+  `MessageList.from_openai`, 1 MiB (the same reasoning as for results).
 - `MAX_JSON_DEPTH`: how deeply JSON values (tool-call arguments, tool results, metadata)
   may nest, 128 (serde_json's default): deep enough for any real document, far below the
   interpreter's recursion limit, so decoding, encoding and copying never overflow it.
@@ -14,10 +16,12 @@ The depth checks walk with an explicit stack: they never recurse in Python.
 
 from __future__ import annotations
 
+import re
 from typing import cast
 
 MAX_TOOL_RESULT_BYTES = 1 << 20
 MAX_JSON_DEPTH = 128
+MAX_TOOL_ARGS_BYTES = 1 << 20
 
 
 def check_cap(name: str, value: object) -> None:
@@ -28,33 +32,31 @@ def check_cap(name: str, value: object) -> None:
         raise ValueError(f"{name} must be at least 1 byte, got {value}")
 
 
-def json_text_too_deep(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_too_deep(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether JSON text nests arrays/objects deeper than `limit`, before decoding it.
 
-    Counts brackets outside strings in one pass (no recursion); malformed text is left to
-    the decoder, which says what is wrong with it."""
-    data = text.encode() if isinstance(text, str) else text
+    In C-speed passes, no recursion: the strings are cut out, only the brackets kept,
+    then the innermost pairs removed once per level. Malformed text is left to the
+    decoder, which says what is wrong with it."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if data.count(b"[") + data.count(b"{") <= limit:
         return False  # the common case: too few brackets to nest that deep
-    depth = 0
-    in_str = escaped = False
-    for b in data:
-        if in_str:
-            if escaped:
-                escaped = False
-            elif b == 0x5C:  # backslash
-                escaped = True
-            elif b == 0x22:  # quote
-                in_str = False
-        elif b == 0x22:
-            in_str = True
-        elif b == 0x5B or b == 0x7B:  # [ {
-            depth += 1
-            if depth > limit:
-                return True
-        elif b == 0x5D or b == 0x7D:  # ] }
-            depth -= 1
-    return False
+    left = _STRINGS.sub(b"", data).translate(_BRACKETS, _NOT_BRACKETS)
+    for level in range(limit):
+        if not left:
+            return False
+        shorter = left.replace(b"[]", b"")
+        if len(shorter) == len(left):
+            # unbalanced ("]]][[["): not JSON, but a decoder descends into every opener
+            # before it finds that out, so those count
+            return level + left.count(b"[") > limit
+        left = shorter
+    return b"[" in left
 
 
 def value_too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:

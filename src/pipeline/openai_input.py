@@ -11,7 +11,8 @@
 
 System (and developer) messages become the list's system messages; user content may be a
 string or a list of `text` and `image_url` parts; assistant tool calls keep their ids,
-their arguments decoded from JSON; a tool message's result is its text. Anything else
+their arguments decoded from JSON (at most `MAX_TOOL_ARGS_BYTES` and `MAX_JSON_DEPTH`
+deep); a tool message's result is its text. Anything else
 raises `InvalidInputError` naming the message and the field. Runs refuse such dicts given
 directly (an `InvalidInput` error pointing here).
 """
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from pipeline.bounds import MAX_JSON_DEPTH, MAX_TOOL_ARGS_BYTES, json_too_deep
 from pipeline.messages import (
     FilePart,
     Message,
@@ -153,6 +155,12 @@ def _assistant_parts(d: Mapping[str, object], names: dict[str, str]) -> tuple[Pa
                 f"tool_calls[{j}]",
                 "expected {'id': str, 'function': {'name': str, 'arguments': str}}",
             )
+        where = f"tool_calls[{j}].function.arguments"
+        size = len(raw.encode("utf-8", "surrogatepass"))
+        if size > MAX_TOOL_ARGS_BYTES:
+            raise _Bad(where, f"{size} bytes, over the cap of {MAX_TOOL_ARGS_BYTES}")
+        if json_too_deep(raw):
+            raise _Bad(where, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             args = msgspec.json.decode(raw or "{}")
         except msgspec.DecodeError as e:

@@ -17,7 +17,7 @@ from returns.io import IOFailure, IOSuccess
 from returns.result import Failure, Success
 from returns.unsafe import unsafe_perform_io
 
-from pipeline.bounds import MAX_JSON_DEPTH, check_cap, value_too_deep
+from pipeline.bounds import MAX_JSON_DEPTH, check_cap, json_too_deep, value_too_deep
 from pipeline.messages import JsonObject
 from pipeline.tool_context import deps_type, is_context_type
 from pipeline.tool_params import docstring_params, pydantic_param
@@ -57,6 +57,10 @@ class Tool(msgspec.Struct, frozen=True):
         """Validated keyword arguments for `fn`; raises msgspec.ValidationError."""
         for v in args.values():
             if type(v) is dict or type(v) is list:  # a tool may change what it is given:
+                if value_too_deep(args):  # (so the copy below cannot recurse too far)
+                    raise msgspec.ValidationError(
+                        f"arguments nested deeper than {MAX_JSON_DEPTH} levels"
+                    )
                 args = _fresh(args)  # never the call's own arguments, kept in the history
                 break
         if self.args_type is None:
@@ -271,11 +275,7 @@ def unencodable(result: object, cap: int | None = None) -> str | None:
             f"({type(e).__name__}: {e})"
         )
     size = len(encoded)
-    if (
-        type(result) is not str
-        and encoded.count(b"[") + encoded.count(b"{") > MAX_JSON_DEPTH  # (in C: cheap)
-        and value_too_deep(result)
-    ):
+    if type(result) is not str and json_too_deep(encoded):
         return f"a {type(result).__name__} nested deeper than {MAX_JSON_DEPTH} levels"
     if cap is not None and size > cap:
         return (
