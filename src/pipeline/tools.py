@@ -20,7 +20,7 @@ from returns.unsafe import unsafe_perform_io
 from pipeline.bounds import MAX_JSON_DEPTH, check_cap, json_too_deep, value_too_deep
 from pipeline.messages import JsonObject
 from pipeline.tool_context import deps_type, is_context_type
-from pipeline.tool_params import docstring_params, pydantic_param
+from pipeline.tool_params import docstring_params, ecma_hint, pydantic_param
 
 ToolFn = Callable[..., object]
 
@@ -172,6 +172,12 @@ def make_tool(
             fields.append((p.name, hint, msgspec.field(default_factory=fresh)))
     args_type = msgspec.defstruct(f"{tool_name}_args", fields, forbid_unknown_fields=True)
     schema = _inline_schema(msgspec.json.schema(args_type))
+    # The model reads the patterns as JSON Schema; the arguments are checked the same way.
+    checked = [(f[0], ecma_hint(f[1]), *f[2:]) for f in fields]
+    if any(c[1] is not f[1] for c, f in zip(checked, fields, strict=True)):
+        args_type = msgspec.defstruct(
+            f"{tool_name}_args", checked, forbid_unknown_fields=True
+        )
     if extra_schemas:
         schema = _with_models(schema, extra_schemas)
     doc = description if description is not None else summary
