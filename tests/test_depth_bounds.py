@@ -124,3 +124,29 @@ def test_tool_arguments_nested_too_deep_are_an_error_result_not_a_crash() -> Non
 def test_a_providers_tool_call_nested_too_deep_is_invalid_arguments() -> None:
     assert parse_tool_args(nested_text(DEEP)) is None
     assert parse_tool_args(nested_text(MAX_JSON_DEPTH)) == nested(MAX_JSON_DEPTH)
+
+
+def test_a_structured_reply_nested_too_deep_is_an_output_decode_error() -> None:
+    from pipeline.output_type import OutputDecodeError, TypedOutput
+
+    class Reply(msgspec.Struct):
+        data: Any
+
+    typed = TypedOutput.of(Reply)
+    with pytest.raises(OutputDecodeError, match=f"deeper than {MAX_JSON_DEPTH}"):
+        typed.decode('{"data":' + nested_text(DEEP) + "}")
+    assert typed.decode('{"data": [1]}') == Reply([1])
+
+
+def test_a_judges_answer_nested_too_deep_is_a_judge_error() -> None:
+    from pipeline.processor import ModelAnswer
+    from pipeline.processors.guard_common import JudgeError, decode_verdict
+
+    class Verdict(msgspec.Struct):
+        flagged: bool
+        detail: Any = None
+
+    text = '{"flagged": false, "detail": ' + nested_text(DEEP) + "}"
+    with pytest.raises(JudgeError, match=f"deeper than {MAX_JSON_DEPTH}"):
+        decode_verdict(ModelAnswer(text), Verdict)
+    assert decode_verdict(ModelAnswer('{"flagged": true}'), Verdict) == Verdict(True)
