@@ -54,6 +54,16 @@ def test_the_depth_checks_agree_and_do_not_recurse() -> None:
     assert not json_too_deep('["' + "[" * DEEP + '"]')  # brackets in a string
     assert not json_too_deep("[" + ",".join(["[]"] * DEEP) + "]")  # wide, not deep
     assert json_too_deep("[" * DEEP)  # unclosed: a decoder would descend into all
+    inside = "[" * DEEP
+    assert not json_too_deep('["a\\"' + inside + '", "b\\\\"]')  # escaped quotes
+    assert json_too_deep('["a\\\\", ' + nested_text(DEEP) + "]")  # an escaped backslash
+    for text in ('["a\\"' + inside + '"]', '["a\\\\", ' + nested_text(DEEP) + "]"):
+        try:  # what the decoder makes of the same text agrees
+            msgspec.json.decode(text)
+            deep = False
+        except RecursionError:
+            deep = True
+        assert deep is json_too_deep(text)
 
 
 def test_from_openai_refuses_arguments_nested_too_deep_with_a_typed_error() -> None:

@@ -16,7 +16,6 @@ The depth checks walk with an explicit stack: they never recurse in Python.
 
 from __future__ import annotations
 
-import re
 from typing import cast
 
 MAX_TOOL_RESULT_BYTES = 1 << 20
@@ -32,21 +31,26 @@ def check_cap(name: str, value: object) -> None:
         raise ValueError(f"{name} must be at least 1 byte, got {value}")
 
 
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_KEPT = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
 def json_too_deep(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether JSON text nests arrays/objects deeper than `limit`, before decoding it.
 
-    In C-speed passes, no recursion: the strings are cut out, only the brackets kept,
-    then the innermost pairs removed once per level. Malformed text is left to the
-    decoder, which says what is wrong with it."""
+    In C-speed passes, no recursion: escapes dropped, the strings cut out, only the
+    brackets kept, then the innermost pairs removed once per level. Malformed text is
+    left to the decoder, which says what is wrong with it."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if data.count(b"[") + data.count(b"{") <= limit:
         return False  # the common case: too few brackets to nest that deep
-    left = _STRINGS.sub(b"", data).translate(_BRACKETS, _NOT_BRACKETS)
+    if b"\\" in data:  # an escaped backslash first, then an escaped quote: no quote left
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    kept = data.translate(_BRACKETS, _NOT_KEPT)  # brackets and the strings' quotes
+    # Most strings hold no bracket: `""` now. Dropping any `""` (an empty string, or the
+    # end of one string and the start of the next) keeps what is outside the strings.
+    kept = kept.replace(b'""', b"")
+    left = b"".join(kept.split(b'"')[::2]) if b'"' in kept else kept
     for level in range(limit):
         if not left:
             return False
