@@ -160,3 +160,16 @@ def test_a_judges_answer_nested_too_deep_is_a_judge_error() -> None:
     with pytest.raises(JudgeError, match=f"deeper than {MAX_JSON_DEPTH}"):
         decode_verdict(ModelAnswer(text), Verdict)
     assert decode_verdict(ModelAnswer('{"flagged": true}'), Verdict) == Verdict(True)
+
+
+def test_from_openai_refuses_input_over_the_total_size_cap() -> None:
+    from pipeline.bounds import MAX_CONVERT_CHARS
+
+    half = "x" * (MAX_CONVERT_CHARS // 2)
+    messages = [{"role": "user", "content": half}, {"role": "assistant", "content": half},
+                {"role": "user", "content": "one more"}]
+    with pytest.raises(InvalidInputError) as e:
+        MessageList.from_openai(messages)
+    assert e.value.error.message_index == 2 and e.value.error.field == "content"
+    assert f"cap of {MAX_CONVERT_CHARS}" in e.value.error.problem
+    assert len(MessageList.from_openai(messages[:2]).messages) == 2

@@ -7,6 +7,9 @@
   error result saying by how much, so it can ask for less.
 - `MAX_TOOL_ARGS_BYTES`: a tool call's arguments as JSON text given to
   `MessageList.from_openai`, 1 MiB (the same reasoning as for results).
+- `MAX_CONVERT_CHARS`: all the text (content, arguments, results) one call of
+  `MessageList.from_openai` converts, 32 Mi characters: the largest context windows
+  hold a few million tokens, some 10 MB of text.
 - `MAX_JSON_DEPTH`: how deeply JSON values (tool-call arguments, tool results, metadata)
   may nest, 128 (serde_json's default): deep enough for any real document, far below the
   interpreter's recursion limit, so decoding, encoding and copying never overflow it.
@@ -21,6 +24,7 @@ from typing import cast
 MAX_TOOL_RESULT_BYTES = 1 << 20
 MAX_JSON_DEPTH = 128
 MAX_TOOL_ARGS_BYTES = 1 << 20
+MAX_CONVERT_CHARS = 32 << 20
 
 
 def check_cap(name: str, value: object) -> None:
