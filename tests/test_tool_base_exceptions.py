@@ -27,3 +27,31 @@ def test_a_tools_keyboard_interrupt_or_system_exit_propagates_as_itself(
     )
     # what `run` raised, then what left the event loop: the exception itself, both times
     assert out.stdout.split() == [exc, exc], out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+def test_the_sync_interpreters_let_them_propagate_as_themselves(
+    exc: type[BaseException],
+) -> None:
+    from interpreters.simulator import Say, ScriptedModel, Simulator, call
+    from interpreters.sync import SyncInterpreter
+    from pipeline.agent import Agent
+    from pipeline.tools import make_tool
+
+    def boom() -> str:
+        """Raises."""
+        raise exc("stop")
+
+    def fine() -> str:
+        """Answers."""
+        return "ok"
+
+    agent = Agent.create("m", tools=[make_tool(fine), make_tool(boom)])
+    for run in (
+        lambda model: Simulator(model).run(agent, "go"),
+        lambda model: SyncInterpreter(model).run(agent, "go"),
+    ):
+        model = ScriptedModel([Say("", calls=[call("fine"), call("boom")]), Say("ok")])
+        with pytest.raises(exc) as caught:
+            run(model)
+        assert type(caught.value) is exc
