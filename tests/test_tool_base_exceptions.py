@@ -11,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.sync import SyncInterpreter
+from pipeline.agent import Agent
+from pipeline.tools import make_tool
+
 CHILD = str(Path(__file__).with_name("base_exception_run.py"))
 
 
@@ -33,11 +38,6 @@ def test_a_tools_keyboard_interrupt_or_system_exit_propagates_as_itself(
 def test_the_sync_interpreters_let_them_propagate_as_themselves(
     exc: type[BaseException],
 ) -> None:
-    from interpreters.simulator import Say, ScriptedModel, Simulator, call
-    from interpreters.sync import SyncInterpreter
-    from pipeline.agent import Agent
-    from pipeline.tools import make_tool
-
     def boom() -> str:
         """Raises."""
         raise exc("stop")
