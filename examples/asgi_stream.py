@@ -19,6 +19,10 @@ processor discarded for a retry arrives marked by a `data-step-discarded` part.
   aborts the run's `CancelSignal`; the model stream is closed and the run ends
   "cancelled" with what it had (`on_result` sees it, e.g. to save the history).
 - `timeout=` bounds every run.
+- **Every input has a cap**: a body over `max_body_bytes` (1 MiB by default) is refused
+  with 413 as soon as its declared length or what arrived says so, read no further; a
+  `useChat` request carrying more than `max_messages` (200) messages is refused with 413.
+  Raise them for your app, never drop them: an unbounded body is memory a client takes.
 
 The demo model is scripted (it echoes the prompt and calls a weather tool when asked),
 so the example runs offline; swap in a real provider's interpreter to go live. The same
@@ -54,6 +58,15 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+MAX_BODY_BYTES = 1 << 20
+"""A request body at most: a chat turn is a few kB, a long `useChat` history some 100 kB."""
+MAX_MESSAGES = 200
+"""The messages a `useChat` request may carry at most."""
+
+
+class TooLarge(Exception):
+    """A request over one of the app's caps (answered 413 with this message)."""
+
 
 class ChatRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     prompt: str
@@ -74,8 +87,13 @@ def chat_app(
     *,
     timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_messages: int = MAX_MESSAGES,
 ) -> ASGIApp:
     """An ASGI app serving `POST /chat` (NDJSON) and `POST /api/chat` (`useChat`)."""
+    for name, cap in (("max_body_bytes", max_body_bytes), ("max_messages", max_messages)):
+        if type(cap) is not int or cap < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {cap!r}")
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -93,13 +111,20 @@ def chat_app(
         run_input: RunInput
         thread_id: str | None
         try:
-            body = await _body(receive)
+            body = await _body(scope, receive, max_body_bytes)
             if path == "/chat":
                 req = msgspec.json.decode(body, type=ChatRequest)
                 run_input, thread_id = req.prompt, req.thread_id
             else:
                 ui = msgspec.json.decode(body, type=UIChatRequest)
+                if len(ui.messages) > max_messages:
+                    raise TooLarge(
+                        f"{len(ui.messages)} messages, over the cap of {max_messages}"
+                    )
                 run_input, thread_id = ui_chat_messages(ui), ui.id
+        except TooLarge as e:
+            await _plain(send, 413, str(e).encode())
+            return
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             await _plain(send, 422, str(e).encode())
             return
@@ -141,12 +166,22 @@ async def _watch_disconnect(receive: Receive, signal: CancelSignal) -> None:
             return
 
 
-async def _body(receive: Receive) -> bytes:
+async def _body(scope: Scope, receive: Receive, cap: int) -> bytes:
+    """The request body, at most `cap` bytes (else `TooLarge`, reading no further)."""
+    over = f"a body over the cap of {cap} bytes"
+    headers = scope.get("headers")
+    for name, value in headers if isinstance(headers, list) else ():
+        if name.lower() == b"content-length" and not (value.isdigit() and int(value) <= cap):
+            raise TooLarge(over)  # (a length that is no number is refused as well)
     parts: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         body = message.get("body", b"")
         if isinstance(body, bytes):
+            size += len(body)
+            if size > cap:
+                raise TooLarge(over)
             parts.append(body)
         if not message.get("more_body", False):
             return b"".join(parts)

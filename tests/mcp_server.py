@@ -34,6 +34,12 @@ async def slow(seconds: float) -> str:
 
 
 @server.tool()
+def big(n: int) -> str:
+    """n characters (to check the client's cap on a result)."""
+    return "x" * n
+
+
+@server.tool()
 def pid() -> int:
     """The server process's id (to check its lifecycle)."""
     return os.getpid()

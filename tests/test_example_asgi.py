@@ -9,7 +9,15 @@ import httpx
 import msgspec
 import pytest
 
-from examples.asgi_stream import ASGIApp, Message, ResultLine, chat_app, demo_app, main
+from examples.asgi_stream import (
+    ASGIApp,
+    Message,
+    Receive,
+    ResultLine,
+    chat_app,
+    demo_app,
+    main,
+)
 from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say
 from pipeline.agent import Agent
@@ -228,3 +236,72 @@ async def test_a_timed_out_run_ends_the_ui_stream_with_an_error() -> None:
     assert [e["type"] for e in evs][-3:] == ["error", "finish-step", "finish"]
     assert "timed out" in str(evs[-3]["errorText"])
     assert model.closed == model.opened
+
+
+# --- bounds: the body and the messages a client may send ---------------------------------
+
+
+def _endless_body(chunk: int = 64 << 10) -> tuple[list[int], Receive]:
+    """A `receive` that sends body chunks without end (a 200 MB upload, and more), and
+    the count of chunks it was asked for."""
+    asked = [0]
+
+    async def receive() -> Message:
+        asked[0] += 1
+        return {"type": "http.request", "body": b"x" * chunk, "more_body": True}
+
+    return asked, receive
+
+
+@pytest.mark.parametrize("path", ["/chat", "/api/chat"])
+async def test_a_body_over_the_cap_is_refused_with_413_reading_no_further(path: str) -> None:
+    model = AsyncTrackedModel([Say("ok")])
+    app = chat_app(Agent.create("m"), AsyncInterpreter(model), max_body_bytes=1 << 20)
+    asked, receive = _endless_body()
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope: Message = {"type": "http", "method": "POST", "path": path, "headers": []}
+    with anyio.fail_after(10):
+        await app(scope, receive, send)
+    assert sent[0]["status"] == 413
+    body = sent[1]["body"]
+    assert isinstance(body, bytes) and b"1048576" in body
+    assert asked[0] <= (1 << 20) // (64 << 10) + 1  # stopped at the cap
+    assert model.opened == 0
+
+
+async def test_a_declared_length_over_the_cap_is_refused_before_reading() -> None:
+    model = AsyncTrackedModel([Say("ok")])
+    app = chat_app(Agent.create("m"), AsyncInterpreter(model), max_body_bytes=1000)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        big = await client.post("/chat", json={"prompt": "x" * 2000})
+        fine = await client.post("/chat", json={"prompt": "x" * 900})
+    assert big.status_code == 413 and "1000" in big.text
+    assert fine.status_code == 200
+    assert model.opened == 1
+
+
+async def test_more_messages_than_the_cap_are_refused_with_413() -> None:
+    model = AsyncTrackedModel([Say("ok")])
+    app = chat_app(Agent.create("m"), AsyncInterpreter(model), max_messages=3)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        many = await client.post("/api/chat", json=_use_chat_body("a", "b", "c", "d"))
+        three = await client.post("/api/chat", json=_use_chat_body("a", "b", "c"))
+    assert many.status_code == 413 and "4 messages" in many.text and "3" in many.text
+    assert three.status_code == 200
+    assert model.opened == 1
+
+
+def test_the_default_caps_and_bad_ones() -> None:
+    from examples.asgi_stream import MAX_BODY_BYTES, MAX_MESSAGES
+
+    assert MAX_BODY_BYTES == 1 << 20 and MAX_MESSAGES == 200
+    interp = AsyncInterpreter(AsyncTrackedModel([Say("ok")]))
+    for bad in ({"max_body_bytes": 0}, {"max_messages": 0}, {"max_body_bytes": 1.5}):
+        with pytest.raises((ValueError, TypeError)):
+            chat_app(Agent.create("m"), interp, **bad)

@@ -53,7 +53,7 @@ def _alive(pid: int) -> bool:
 async def test_stdio_tools_carry_the_servers_schemas() -> None:
     async with _stdio() as toolset:
         tools = {t.name: t for t in toolset.tools}
-    assert set(tools) == {"add", "refuse", "slow", "pid"}
+    assert set(tools) == {"add", "refuse", "slow", "big", "pid"}
     add = tools["add"].spec
     assert add.description == "Add two integers."
     assert add.parameters["type"] == "object"
@@ -79,6 +79,44 @@ async def test_an_agent_calls_mcp_tools_and_sees_their_errors() -> None:
     assert refused.is_error and "refused: no" in str(refused.result)
     assert invalid.is_error  # the server validated the arguments
     assert model.requests[1].messages[-1].role == "tool"  # the model saw all three
+
+
+async def test_a_result_over_the_toolsets_cap_is_an_error_result_the_model_sees() -> None:
+    model = ScriptedModel([
+        Say("", calls=[call("big", n=50_000), call("big", n=10)]), Say("Done."),
+    ])
+    async with MCPToolset.stdio(sys.executable, [SERVER], max_result_bytes=1000) as toolset:
+        assert {t.max_result_bytes for t in toolset.tools} == {1000}
+        agent = Agent.create("m", tools=toolset.tools)
+        run = await AsyncSimulator(model).run(agent, "go")
+    [over, fine] = run.result.steps[0].tool_results
+    assert over.is_error and "50002 bytes" in str(over.result)
+    assert "49002 bytes over" in str(over.result) and "x" * 100 not in str(over.result)
+    assert fine.result == "x" * 10 and not fine.is_error
+    assert [p.is_error for p in model.requests[1].messages[-1].tool_results()] == [True, False]
+
+
+async def test_the_default_cap_holds_mcp_results_too() -> None:
+    model = ScriptedModel([Say("", calls=[call("big", n=2 << 20)]), Say("Done.")])
+    async with _stdio() as toolset:
+        run = await AsyncSimulator(model).run(Agent.create("m", tools=toolset.tools), "go")
+    [over] = run.result.steps[0].tool_results
+    assert over.is_error and f"cap of {1 << 20}" in str(over.result)
+
+
+async def test_a_description_or_schema_over_its_cap_is_a_typed_error_naming_the_tool() -> None:
+    with pytest.raises(MCPToolsetError, match=r"'add'.*description of 17 bytes.*cap of 10"):
+        async with MCPToolset.stdio(sys.executable, [SERVER], include=["add"],
+                                    max_description_bytes=10):
+            pass
+    with pytest.raises(MCPToolsetError, match=r"'add'.*schema of \d+ bytes.*cap of 20"):
+        async with MCPToolset.stdio(sys.executable, [SERVER], include=["add"],
+                                    max_schema_bytes=20):
+            pass
+    for bad in ({"max_result_bytes": 0}, {"max_description_bytes": -1},
+                {"max_schema_bytes": 1.5}):
+        with pytest.raises((ValueError, TypeError), match=next(iter(bad))):
+            MCPToolset.stdio(sys.executable, [SERVER], **bad)
 
 
 async def test_a_call_past_its_timeout_is_an_error_result() -> None:
@@ -155,7 +193,7 @@ def http_server() -> Iterator[str]:
 async def test_streamable_http_tools(http_server: str) -> None:
     model = ScriptedModel([Say("", calls=[call("add", a=40, b=2)]), Say("42.")])
     async with MCPToolset.http(http_server) as toolset:
-        assert {t.name for t in toolset.tools} == {"add", "refuse", "slow", "pid"}
+        assert {t.name for t in toolset.tools} == {"add", "refuse", "slow", "big", "pid"}
         run = await AsyncSimulator(model).run(Agent.create("m", tools=toolset.tools), "go")
     assert run.result.steps[0].tool_results[0].result == 42
 

@@ -222,9 +222,15 @@ class AsyncInterpreter:
             outcomes[i] = o = await self._run_tool(inv)
             done.append(o)
 
-        async with anyio.create_task_group() as tg:
-            for i, inv in enumerate(calls):
-                tg.start_soon(one, i, inv)
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, inv in enumerate(calls):
+                    tg.start_soon(one, i, inv)
+        except BaseExceptionGroup as group:
+            stop = _stop_of(group)
+            if stop is None:
+                raise
+            raise stop from None
         return tuple(o for o in outcomes if o is not None)
 
     async def _run_tool(self, inv: ToolInvocation) -> ToolOutcome:
@@ -681,6 +687,19 @@ async def _open(stream: object) -> AsyncIterator[ModelEvent]:
     assert inspect.isawaitable(stream)
     opened: AsyncIterator[ModelEvent] = await stream
     return opened
+
+
+def _stop_of(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The (first) KeyboardInterrupt or SystemExit a task group of tools raised, to
+    propagate as itself (an exception group is no KeyboardInterrupt to the caller)."""
+    todo: list[BaseException] = [group]
+    while todo:
+        e = todo.pop(0)
+        if isinstance(e, BaseExceptionGroup):
+            todo[:0] = e.exceptions
+        elif isinstance(e, KeyboardInterrupt | SystemExit):
+            return e
+    return None
 
 
 async def _tool_result(inv: ToolInvocation, result: Awaitable[object]) -> ToolOutcome:

@@ -20,11 +20,15 @@ Needs the optional extra: `pip install "pipeline-agents[mcp]"` (the official `mc
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+import msgspec
+
+from pipeline.bounds import check_cap
 from pipeline.tools import Tool
 
 if TYPE_CHECKING:
@@ -33,6 +37,10 @@ if TYPE_CHECKING:
 
 MAX_TOOL_PAGES = 100
 """Pages of `tools/list` read at most (a server whose pages never end cannot hang us)."""
+MAX_DESCRIPTION_BYTES = 8 << 10
+"""A tool's description (UTF-8) at most: it goes into every model request."""
+MAX_SCHEMA_BYTES = 64 << 10
+"""A tool's input schema (encoded JSON) at most: it goes into every model request."""
 
 
 class MCPToolsetError(Exception):
@@ -48,7 +56,10 @@ class MCPToolset:
 
     `prefix` renames tools to `<prefix>_<name>` (the server still gets its own names);
     `include` keeps only the tools named. `connect_timeout` bounds starting the server
-    and listing its tools, `call_timeout` each tool call (seconds).
+    and listing its tools, `call_timeout` each tool call (seconds). `max_result_bytes`
+    caps each tool's result (encoded JSON; None: the agent's cap, 1 MiB by default);
+    a tool whose description or schema is over `max_description_bytes` or
+    `max_schema_bytes` makes opening the toolset fail with `MCPToolsetError`.
     """
 
     def __init__(
@@ -63,7 +74,14 @@ class MCPToolset:
         include: Sequence[str] | None = None,
         connect_timeout: float = 30.0,
         call_timeout: float = 60.0,
+        max_result_bytes: int | None = None,
+        max_description_bytes: int = MAX_DESCRIPTION_BYTES,
+        max_schema_bytes: int = MAX_SCHEMA_BYTES,
     ) -> None:
+        if max_result_bytes is not None:
+            check_cap("max_result_bytes", max_result_bytes)
+        check_cap("max_description_bytes", max_description_bytes)
+        check_cap("max_schema_bytes", max_schema_bytes)
         if (command is None) == (url is None):
             raise ValueError("give either command= (a stdio server) or url= (streamable HTTP)")
         for what, t in (("connect_timeout", connect_timeout), ("call_timeout", call_timeout)):
@@ -78,6 +96,9 @@ class MCPToolset:
         self._include = None if include is None else frozenset(include)
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout
+        self._max_result_bytes = max_result_bytes
+        self._max_description_bytes = max_description_bytes
+        self._max_schema_bytes = max_schema_bytes
         self._client: Client | None = None
         self._stack: AsyncExitStack | None = None
         self._tools: tuple[Tool, ...] = ()
@@ -94,10 +115,16 @@ class MCPToolset:
         include: Sequence[str] | None = None,
         connect_timeout: float = 30.0,
         call_timeout: float = 60.0,
+        max_result_bytes: int | None = None,
+        max_description_bytes: int = MAX_DESCRIPTION_BYTES,
+        max_schema_bytes: int = MAX_SCHEMA_BYTES,
     ) -> MCPToolset:
         """A server started as a subprocess, spoken to over its stdin and stdout."""
         return cls(command=command, args=args, env=env, cwd=cwd, prefix=prefix,
-                   include=include, connect_timeout=connect_timeout, call_timeout=call_timeout)
+                   include=include, connect_timeout=connect_timeout, call_timeout=call_timeout,
+                   max_result_bytes=max_result_bytes,
+                   max_description_bytes=max_description_bytes,
+                   max_schema_bytes=max_schema_bytes)
 
     @classmethod
     def http(
@@ -108,10 +135,16 @@ class MCPToolset:
         include: Sequence[str] | None = None,
         connect_timeout: float = 30.0,
         call_timeout: float = 60.0,
+        max_result_bytes: int | None = None,
+        max_description_bytes: int = MAX_DESCRIPTION_BYTES,
+        max_schema_bytes: int = MAX_SCHEMA_BYTES,
     ) -> MCPToolset:
         """A server at a streamable HTTP endpoint (usually ending in `/mcp`)."""
         return cls(url=url, prefix=prefix, include=include,
-                   connect_timeout=connect_timeout, call_timeout=call_timeout)
+                   connect_timeout=connect_timeout, call_timeout=call_timeout,
+                   max_result_bytes=max_result_bytes,
+                   max_description_bytes=max_description_bytes,
+                   max_schema_bytes=max_schema_bytes)
 
     @property
     def tools(self) -> tuple[Tool, ...]:
@@ -144,6 +177,9 @@ class MCPToolset:
         try:
             await stack.enter_async_context(client)
             tools = await self._list(client)
+        except _TooBig as e:
+            await _close_quietly(stack)
+            raise MCPToolsetError(f"MCP server {self._describe()}: {e}") from None
         except Exception as e:
             await _close_quietly(stack)
             raise MCPToolsetError(
@@ -188,11 +224,23 @@ class MCPToolset:
     def _tool(self, remote: str, description: str, schema: Mapping[str, object]) -> Tool:
         name = f"{self._prefix}_{remote}" if self._prefix else remote
         parameters = {k: v for k, v in schema.items() if k != "$schema"}
+        for what, size, cap in (
+            ("description", len(description.encode("utf-8", "surrogatepass")),
+             self._max_description_bytes),
+            ("input schema", _json_size(parameters), self._max_schema_bytes),
+        ):
+            if size > cap:
+                raise _TooBig(
+                    f"MCP tool {remote!r} has a {what} of {size} bytes, over the cap of "
+                    f"{cap} (max_{what.split()[-1]}_bytes)"
+                )
 
         async def call_mcp_tool(**arguments: object) -> object:
             return await self._call(remote, arguments)
 
-        return Tool.define(name, description, parameters, call_mcp_tool)
+        return Tool.define(
+            name, description, parameters, call_mcp_tool, max_result_bytes=self._max_result_bytes
+        )
 
     async def _call(self, name: str, arguments: Mapping[str, object]) -> object:
         client = self._client
@@ -216,6 +264,17 @@ class MCPToolset:
         if self._command is not None:
             return " ".join((self._command, *self._args))
         return str(self._url)
+
+
+class _TooBig(Exception):
+    """A tool's description or schema over its cap (made an `MCPToolsetError`)."""
+
+
+def _json_size(value: object) -> int:
+    try:
+        return len(msgspec.json.encode(value))
+    except (TypeError, ValueError, RecursionError):  # a schema that cannot be sent at all
+        return sys.maxsize
 
 
 def _text(content: Sequence[ContentBlock]) -> str:

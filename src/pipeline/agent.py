@@ -8,6 +8,8 @@ from typing import TypeAlias
 
 import msgspec
 
+from pipeline.bounds import MAX_TOOL_RESULT_BYTES as MAX_TOOL_RESULT_BYTES
+from pipeline.bounds import check_cap
 from pipeline.messages import JsonObject, SystemMessage
 from pipeline.model import ModelSettings, StructuredOutput, ToolChoice
 from pipeline.output_type import TypedOutput
@@ -50,6 +52,8 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     provider_options: JsonObject | None = None
     structured_output: StructuredOutput | None = None
     name: str = "agent"
+    max_tool_result_bytes: int = MAX_TOOL_RESULT_BYTES
+    """The cap on a tool's result (encoded JSON bytes) unless the tool sets its own."""
 
     @staticmethod
     def create(
@@ -71,6 +75,7 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         structured_output: StructuredOutput | None = None,
         output_type: type | None = None,
         name: str = "agent",
+        max_tool_result_bytes: int = MAX_TOOL_RESULT_BYTES,
     ) -> Agent:
         """An agent; plain functions in `tools` become typed tools.
 
@@ -102,12 +107,14 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
             provider_options=provider_options,
             structured_output=structured_output,
             name=name,
+            max_tool_result_bytes=max_tool_result_bytes,
         )
         agent.check()
         return agent
 
     def check(self) -> None:
         """Raise ValueError/TypeError for a configuration that cannot run."""
+        check_cap("max_tool_result_bytes", self.max_tool_result_bytes)
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {self.max_steps}")
         for bound_name, bound in (
@@ -116,6 +123,9 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         ):
             if bound < 0:
                 raise ValueError(f"{bound_name} must be >= 0, got {bound}")
+        for t in self.tools:
+            if t.max_result_bytes is not None:
+                check_cap(f"tool {t.name!r}: max_result_bytes", t.max_result_bytes)
         names = [t.name for t in self.tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

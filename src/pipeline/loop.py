@@ -947,11 +947,18 @@ def _run_tools(
         ):
             raise ProtocolError(run, got, "one ToolOutcome per call, in order")
         r = o.result
-        if (type(r) is str and r.isascii()) or r is None or type(r) is bool:
-            # JSON as it is (an ASCII str has no lone surrogate): nothing to unwrap or check
+        t = by_name.get(call.tool_name)
+        cap = rc.agent.max_tool_result_bytes if t is None or t.max_result_bytes is None \
+            else t.max_result_bytes
+        if (
+            (type(r) is str and r.isascii() and len(r) <= (cap - 2) // 6)
+            or r is None or type(r) is bool
+        ):
+            # JSON as it is (an ASCII str has no lone surrogate), and short enough that
+            # even all escapes (6 bytes a character) keep it under the cap
             parts_l.append(ToolResultPart(call.tool_call_id, call.tool_name, r, o.is_error))
         else:
-            parts_l.append(_result_part(call, r, o.is_error))
+            parts_l.append(_result_part(call, r, o.is_error, cap))
     parts = tuple(parts_l)
     # What the tools wrote, per call in call order, through the stream processors;
     # non-transient chunks that pass are kept with the results.
@@ -1105,9 +1112,13 @@ def _keep_finished_tools(
     if not done:
         return  # `_answer_dangling_calls` answers every call
     unchecked = f"tool result withheld: the run was cancelled ({c.reason}) before it was checked"
+    caps = {t.name: t.max_result_bytes for t in st.by_name.values()}
     parts = tuple(
         (
-            _result_part(call, done[call.tool_call_id].result, done[call.tool_call_id].is_error)
+            _result_part(
+                call, done[call.tool_call_id].result, done[call.tool_call_id].is_error,
+                caps.get(call.tool_name) or rc.agent.max_tool_result_bytes,
+            )
             if not rc.h_stream
             else ToolResultPart(call.tool_call_id, call.tool_name, unchecked, True)
         )
@@ -1161,16 +1172,18 @@ def _drop_response(rc: RunConfig, st: RunState) -> None:
     )
 
 
-def _result_part(call: ToolCallPart, result: object, is_error: bool) -> ToolResultPart:
+def _result_part(
+    call: ToolCallPart, result: object, is_error: bool, cap: int
+) -> ToolResultPart:
     """A tool's result as kept in the history: a `returns` Result is unwrapped
     (`tools.tool_result`); one that cannot be encoded as JSON (a custom object, a
-    recursive list, an awaitable never awaited) is an error result the model sees, naming
-    the type, so the history always encodes."""
-    if (type(result) is str and result.isascii()) or result is None or type(result) is bool:
-        # JSON as it is (an ASCII str has no lone surrogate): nothing to unwrap or check
+    recursive list, an awaitable never awaited) or whose JSON is over `cap` bytes is an
+    error result the model sees, naming the type or the size, so the history always
+    encodes and stays bounded."""
+    if result is None or type(result) is bool:
         return ToolResultPart(call.tool_call_id, call.tool_name, result, is_error)
     result, is_error = tool_result(result, is_error)
-    problem = unencodable(result)
+    problem = unencodable(result, cap)
     if problem is not None:
         return ToolResultPart(
             call.tool_call_id, call.tool_name, f"tool {call.tool_name!r} returned {problem}", True

@@ -11,9 +11,10 @@
 
 System (and developer) messages become the list's system messages; user content may be a
 string or a list of `text` and `image_url` parts; assistant tool calls keep their ids,
-their arguments decoded from JSON; a tool message's result is its text. Anything else
-raises `InvalidInputError` naming the message and the field. Runs refuse such dicts given
-directly (an `InvalidInput` error pointing here).
+their arguments decoded from JSON (at most `MAX_TOOL_ARGS_BYTES`, `MAX_JSON_DEPTH`
+deep); a tool message's result is its text; `MAX_CONVERT_CHARS` of text at most in all.
+Anything else raises `InvalidInputError` naming the message and the field. Runs refuse
+such dicts given directly (an `InvalidInput` error pointing here).
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from pipeline.bounds import (
+    MAX_CONVERT_CHARS,
+    MAX_JSON_DEPTH,
+    MAX_TOOL_ARGS_BYTES,
+    json_too_deep,
+)
 from pipeline.messages import (
     FilePart,
     Message,
@@ -56,6 +63,7 @@ def from_openai(
     system: list[SystemMessage] = []
     out: list[Message] = []
     names: dict[str, str] = {}  # tool-call id -> tool name, for the tool messages
+    total = 0  # characters converted so far
     for i, d in enumerate(messages):
         mid = f"{id_prefix}-{i}"
         try:
@@ -63,6 +71,10 @@ def from_openai(
                 raise _Bad("message", f"expected a dict, got {type(d).__name__}")
             if isinstance(d.get("id"), str):
                 mid = str(d["id"])
+            total += _chars(d)
+            if total > MAX_CONVERT_CHARS:
+                raise _Bad("content", f"the input passes the cap of {MAX_CONVERT_CHARS} "
+                                      "characters here")
             role = d.get("role")
             if role in ("system", "developer"):
                 system.append(SystemMessage(_text(d.get("content"), "content")))
@@ -88,6 +100,32 @@ def from_openai(
             raise InvalidInputError(InvalidInput(i, e.field, e.problem, mid)) from None
         out.append(Message(id=mid, role=kind, parts=parts, created_at=created_at))
     return MessageList.of(out, system=system)
+
+
+def _chars(d: Mapping[str, object]) -> int:
+    """The characters of a message's content and tool-call arguments (what it costs to
+    convert), counted before converting; what is not text counts nothing here (it is
+    refused below)."""
+    n = 0
+    content = d.get("content")
+    if isinstance(content, str):
+        n += len(content)
+    elif isinstance(content, list | tuple):
+        for p in content:
+            if isinstance(p, Mapping):
+                for v in (p.get("text"), p.get("image_url")):
+                    if isinstance(v, Mapping):
+                        v = v.get("url")
+                    if isinstance(v, str):
+                        n += len(v)
+    calls = d.get("tool_calls")
+    if isinstance(calls, list | tuple):
+        for c in calls:
+            fn = c.get("function") if isinstance(c, Mapping) else None
+            raw = fn.get("arguments") if isinstance(fn, Mapping) else None
+            if isinstance(raw, str):
+                n += len(raw)
+    return n
 
 
 def _text(content: object, field: str) -> str:
@@ -153,6 +191,12 @@ def _assistant_parts(d: Mapping[str, object], names: dict[str, str]) -> tuple[Pa
                 f"tool_calls[{j}]",
                 "expected {'id': str, 'function': {'name': str, 'arguments': str}}",
             )
+        where = f"tool_calls[{j}].function.arguments"
+        size = len(raw.encode("utf-8", "surrogatepass"))
+        if size > MAX_TOOL_ARGS_BYTES:
+            raise _Bad(where, f"{size} bytes, over the cap of {MAX_TOOL_ARGS_BYTES}")
+        if json_too_deep(raw):
+            raise _Bad(where, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             args = msgspec.json.decode(raw or "{}")
         except msgspec.DecodeError as e:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from pipeline.bounds import MAX_JSON_DEPTH, json_too_deep
 from pipeline.messages import JsonObject
 from pipeline.model import StructuredOutput
 from pipeline.result import OutputInvalid
@@ -70,6 +71,8 @@ class TypedOutput(StructuredOutput, frozen=True):
         if fenced is not None:  # a reply wrapped in a ```json fence
             text = fenced.group(1)
         assert isinstance(self.target, type)
+        if json_too_deep(text):
+            raise OutputDecodeError(f"the reply's JSON nests deeper than {MAX_JSON_DEPTH} levels")
         model = pydantic_param(self.target)
         try:
             if model is None:

@@ -17,9 +17,10 @@ from returns.io import IOFailure, IOSuccess
 from returns.result import Failure, Success
 from returns.unsafe import unsafe_perform_io
 
+from pipeline.bounds import MAX_JSON_DEPTH, check_cap, json_too_deep, value_too_deep
 from pipeline.messages import JsonObject
 from pipeline.tool_context import deps_type, is_context_type
-from pipeline.tool_params import docstring_params, pydantic_param
+from pipeline.tool_params import docstring_params, ecma_hint, pydantic_param
 
 ToolFn = Callable[..., object]
 
@@ -45,6 +46,8 @@ class Tool(msgspec.Struct, frozen=True):
     """The class its `ToolContext[Deps]` asks for, when it can be checked."""
     validators: tuple[tuple[str, Callable[[object], object]], ...] = ()
     """Per parameter, a second validation after msgspec's (pydantic models)."""
+    max_result_bytes: int | None = None
+    """This tool's cap on its result (encoded JSON bytes); None: the agent's."""
 
     @property
     def name(self) -> str:
@@ -54,6 +57,10 @@ class Tool(msgspec.Struct, frozen=True):
         """Validated keyword arguments for `fn`; raises msgspec.ValidationError."""
         for v in args.values():
             if type(v) is dict or type(v) is list:  # a tool may change what it is given:
+                if value_too_deep(args):  # (so the copy below cannot recurse too far)
+                    raise msgspec.ValidationError(
+                        f"arguments nested deeper than {MAX_JSON_DEPTH} levels"
+                    )
                 args = _fresh(args)  # never the call's own arguments, kept in the history
                 break
         if self.args_type is None:
@@ -69,9 +76,17 @@ class Tool(msgspec.Struct, frozen=True):
         return kwargs
 
     @staticmethod
-    def define(name: str, description: str, parameters: JsonObject, fn: ToolFn) -> Tool:
+    def define(
+        name: str, description: str, parameters: JsonObject, fn: ToolFn,
+        *, max_result_bytes: int | None = None,
+    ) -> Tool:
         """A tool with a hand-written JSON schema; `fn` gets the arguments as keywords."""
-        return Tool(ToolSpec(name, description, parameters), fn, None, _is_async(fn))
+        if max_result_bytes is not None:
+            check_cap("max_result_bytes", max_result_bytes)
+        return Tool(
+            ToolSpec(name, description, parameters), fn, None, _is_async(fn),
+            max_result_bytes=max_result_bytes,
+        )
 
 
 def _fresh(value: JsonObject) -> JsonObject:
@@ -89,27 +104,39 @@ def _copy(v: object) -> object:
 
 
 @overload
-def tool(fn: ToolFn, *, name: str | None = None, description: str | None = None) -> Tool: ...
+def tool(
+    fn: ToolFn, *, name: str | None = None, description: str | None = None,
+    max_result_bytes: int | None = None,
+) -> Tool: ...
 @overload
 def tool(
-    fn: None = None, *, name: str | None = None, description: str | None = None
+    fn: None = None, *, name: str | None = None, description: str | None = None,
+    max_result_bytes: int | None = None,
 ) -> Callable[[ToolFn], Tool]: ...
 def tool(
-    fn: ToolFn | None = None, *, name: str | None = None, description: str | None = None
+    fn: ToolFn | None = None, *, name: str | None = None, description: str | None = None,
+    max_result_bytes: int | None = None,
 ) -> Tool | Callable[[ToolFn], Tool]:
     """Make a Tool from a function: its name, docstring and annotated parameters.
 
     Usable as `tool(fn)` or as a decorator `@tool` / `@tool(name=...)`.
+    `max_result_bytes` caps its result (encoded JSON), in place of the agent's cap.
     """
 
     def build(f: ToolFn) -> Tool:
-        return make_tool(f, name=name, description=description)
+        return make_tool(f, name=name, description=description,
+                         max_result_bytes=max_result_bytes)
 
     return build(fn) if fn is not None else build
 
 
-def make_tool(fn: ToolFn, *, name: str | None = None, description: str | None = None) -> Tool:
+def make_tool(
+    fn: ToolFn, *, name: str | None = None, description: str | None = None,
+    max_result_bytes: int | None = None,
+) -> Tool:
     """Like `tool(fn)` with a precise return type."""
+    if max_result_bytes is not None:
+        check_cap("max_result_bytes", max_result_bytes)
     tool_name = name or fn.__name__
     # include_extras: `Annotated[int, msgspec.Meta(ge=1)]` keeps its constraints.
     hints = get_type_hints(fn, include_extras=True)
@@ -145,12 +172,18 @@ def make_tool(fn: ToolFn, *, name: str | None = None, description: str | None = 
             fields.append((p.name, hint, msgspec.field(default_factory=fresh)))
     args_type = msgspec.defstruct(f"{tool_name}_args", fields, forbid_unknown_fields=True)
     schema = _inline_schema(msgspec.json.schema(args_type))
+    # The model reads the patterns as JSON Schema; the arguments are checked the same way.
+    checked = [(f[0], ecma_hint(f[1]), *f[2:]) for f in fields]
+    if any(c[1] is not f[1] for c, f in zip(checked, fields, strict=True)):
+        args_type = msgspec.defstruct(
+            f"{tool_name}_args", checked, forbid_unknown_fields=True
+        )
     if extra_schemas:
         schema = _with_models(schema, extra_schemas)
     doc = description if description is not None else summary
     return Tool(
         ToolSpec(tool_name, doc, schema), fn, args_type, _is_async(fn),
-        context_param, wants, tuple(validators),
+        context_param, wants, tuple(validators), max_result_bytes,
     )
 
 
@@ -224,9 +257,10 @@ def tool_result(value: object, is_error: bool) -> tuple[object, bool]:
     return value, is_error
 
 
-def unencodable(result: object) -> str | None:
+def unencodable(result: object, cap: int | None = None) -> str | None:
     """Why a value (a tool's result, a data chunk's data) cannot be kept in the history
-    (JSON), or None when it can.
+    (JSON), or None when it can: it does not encode, nests deeper than `MAX_JSON_DEPTH`,
+    or encodes to more than `cap` bytes (when given).
 
     An awaitable (a sync tool that returned a coroutine) is closed here, so it is never
     left "never awaited".
@@ -240,10 +274,18 @@ def unencodable(result: object) -> str | None:
             "declare the tool `async def` and use the async interpreter"
         )
     try:
-        msgspec.json.encode(result)
+        encoded = msgspec.json.encode(result)
     except (TypeError, ValueError, RecursionError) as e:
         return (
             f"a {type(result).__name__}, which cannot be encoded as JSON "
             f"({type(e).__name__}: {e})"
+        )
+    size = len(encoded)
+    if type(result) is not str and json_too_deep(encoded):
+        return f"a {type(result).__name__} nested deeper than {MAX_JSON_DEPTH} levels"
+    if cap is not None and size > cap:
+        return (
+            f"a result of {size} bytes of JSON, {size - cap} bytes over its cap of {cap} "
+            "(max_result_bytes): ask for less, or a part of it"
         )
     return None

@@ -21,6 +21,7 @@ from typing import cast, get_args
 import msgspec
 
 from effects import Done, Publish
+from pipeline.bounds import MAX_JSON_DEPTH, json_too_deep
 from pipeline.chunks import ErrorChunk, Usage
 from pipeline.messages import (
     DataPart,
@@ -137,12 +138,15 @@ def check_messages(ml: object, call_ids: set[str] | None = None) -> InvalidInput
         ids.update(p.tool_call_id for p in m.parts if isinstance(p, ToolCallPart | ToolResultPart))
     if free:
         try:
-            _encode(free)  # one pass in C; on failure, find the message
+            # one pass in C (the list is one level more); on failure, find the message
+            if not json_too_deep(_encode(free), MAX_JSON_DEPTH + 1):
+                return None
         except (TypeError, ValueError, RecursionError):
-            for i, m in enumerate(messages):
-                found = _unencodable(m)
-                if found is not None:
-                    return InvalidInput(i, found[0], found[1], m.id)
+            pass
+        for i, m in enumerate(messages):
+            found = _unencodable(m)
+            if found is not None:
+                return InvalidInput(i, found[0], found[1], m.id)
     return None
 
 
@@ -272,10 +276,18 @@ def _message_problem(m: Message) -> tuple[str, str] | None:
 
 
 def _unencodable(m: Message) -> tuple[str, str] | None:
+    """Why a message cannot be kept as JSON: it does not encode, or its values (a tool
+    call's arguments, a result, metadata: one level inside the message's own JSON) nest
+    deeper than `MAX_JSON_DEPTH`."""
     try:
-        _encode(m)
-    except (TypeError, ValueError, RecursionError) as e:
+        encoded = _encode(m)
+    except RecursionError:  # too deep for the encoder (or a value containing itself)
+        return "parts", f"a value nested deeper than {MAX_JSON_DEPTH} levels (or in itself)"
+    except (TypeError, ValueError) as e:
         return "parts", f"cannot be encoded as JSON: {type(e).__name__}: {e}"
+    # a message is an object of a tuple of part objects: its values start 3 levels in
+    if json_too_deep(encoded, MAX_JSON_DEPTH + 3):
+        return "parts", f"a value nested deeper than {MAX_JSON_DEPTH} levels"
     return None
 
 

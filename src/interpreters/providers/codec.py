@@ -18,6 +18,7 @@ from interpreters.providers.errors import broken_stream
 from interpreters.providers.limits import limit_exceeded
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import DEFAULT_MAX_EVENT, SseEvent, SseLimitError, SseParser
+from pipeline.bounds import json_too_deep
 from pipeline.chunks import ModelEvent
 from pipeline.messages import JsonObject
 from pipeline.model import ApiError, ModelRequest
@@ -209,11 +210,14 @@ _encoder = msgspec.json.Encoder()
 def parse_tool_args(raw: str) -> dict[str, object] | None:
     """A tool call's arguments as a JSON object; None when truncated or not an object.
 
+    Arguments nested deeper than `MAX_JSON_DEPTH` are refused (None) as well.
     Empty arguments mean "no arguments" (Anthropic streams "" for a tool without input,
     and some compatible servers do the same).
     """
     if not raw.strip():
         return {}
+    if json_too_deep(raw):  # what the decoder would descend into past the recursion limit
+        return None
     try:
         return _json_object.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):

@@ -15,6 +15,7 @@ from typing import Literal, TypeVar
 
 import msgspec
 
+from pipeline.bounds import MAX_JSON_DEPTH, json_too_deep
 from pipeline.chunks import DataChunk
 from pipeline.messages import Message, MessageList, Part, Role, SystemMessage, TextPart
 from pipeline.model import ModelRequest, ModelSettings
@@ -163,6 +164,8 @@ def decode_verdict(answer: object, type_: type[_T]) -> _T:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
         raise JudgeError(f"the judge's answer is not JSON: {answer.text[:200]!r}")
+    if json_too_deep(text[start : end + 1]):
+        raise JudgeError(f"the judge's answer nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         return msgspec.json.decode(text[start : end + 1], type=type_)
     except msgspec.DecodeError as e:
