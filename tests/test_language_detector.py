@@ -86,7 +86,7 @@ def test_translate_goes_through_the_judge_and_keeps_the_original() -> None:
 def test_short_or_unsure_texts_are_left_alone() -> None:
     det = LanguageDetector(["en"], strategy="block")
     assert run_with(det, "Danke!")[2].status == "finished"  # shorter than min_text_length
-    unsure = LanguageDetector(["en"], strategy="block", threshold=1.0, undecided="allow")
+    unsure = LanguageDetector(["en"], strategy="block", backend=Unsure(), undecided="allow")
     assert run_with(unsure, GERMAN)[2].status == "finished"
 
 
@@ -163,7 +163,7 @@ class Unsure:
     ("Bom dia amigo", "pt"),
 ])
 def test_two_word_texts_are_told_apart_by_default(text: str, lang: str) -> None:
-    model, _, result, notes = run_with(LanguageDetector(["en"], strategy="warn"), text)
+    _, _, result, notes = run_with(LanguageDetector(["en"], strategy="warn"), text)
     assert result.status == "finished"
     assert [n.data["language"] for n in notes if isinstance(n.data, dict)] == [lang]
 
