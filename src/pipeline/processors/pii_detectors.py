@@ -332,22 +332,115 @@ def national_ids(names: Sequence[str]) -> Detector:
     return detect
 
 
-def phone(regions: Sequence[str], *, regex_only: bool = False) -> Detector:
-    """Phone numbers valid in their numbering plan (`phonenumbers`), national formats of
-    `regions` and any number written with its +country code."""
+PHONE_OTHER_REGIONS: tuple[str, ...] = (
+    "GB", "IE", "DE", "AT", "CH", "FR", "BE", "NL", "ES", "PT", "IT", "SE", "NO", "DK",
+    "FI", "PL", "CZ", "RU", "UA", "TR", "IL", "AE", "SA", "EG", "ZA", "NG", "KE", "IN",
+    "PK", "CN", "JP", "KR", "TW", "HK", "SG", "ID", "PH", "VN", "TH", "AU", "NZ", "BR",
+    "MX", "AR", "CO", "CL", "CA",
+)
+"""Regions whose national numbers are also found besides `regions`, on stronger evidence
+(`phone`): written in the region's own grouping, or after a phone word."""
+
+_PHONE_NATIONAL = re.compile(
+    r"(?<![\w+.])(?:\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]?\d{1,5}){0,5}(?![\w.]\d)"
+)
+_PHONE_WORDS = re.compile(
+    r"(?i)phone|\btel\b|mobile|\bmob\b|mobil|cell|\bcall|\bring|whatsapp|\bsms\b|\bfax\b|"
+    r"contact|reach|\bdial|nummer|numéro|número|tel[eé]fono|telefon|t[eé]l[eé]phone|handy|"
+    r"m[oó]vil|celular|portable|cellulare|携帯|電話|电话|手机|फ़ोन|फोन|मोबाइल"
+)
+_NOT_PHONE_BEFORE = re.compile(
+    r"(?i)(?:isbn|issn|order|\bref|invoice|tracking|\bid|serial|barcode|\bean|\bsku|"
+    r"timestamp|epoch|version|build|account)[^\n]{0,12}$"
+)
+_NOT_PHONE_AFTER = re.compile(
+    r"(?i)\s*(?:ms|milliseconds?|seconds?|secs?|bytes?|[kmgt]i?b|rows?|records?|items?|"
+    r"times|users?|views?|downloads?|entries|lines|tokens|hits|requests|units|points|"
+    r"words|characters|chars|people|copies|votes|steps|dollars|euros|usd|eur)\b"
+)
+_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}")
+
+
+def _not_a_phone(text: str, start: int, end: int, value: str) -> bool:
+    """A date, an ISBN, a count ("8835402787 rows") or a reference ("order 0141 ...")."""
+    if _DATE.search(value):
+        return True
+    if _NOT_PHONE_AFTER.match(text, end):
+        return True
+    return _NOT_PHONE_BEFORE.search(text, max(0, start - 24), start) is not None
+
+
+def phone(
+    regions: Sequence[str], *, regex_only: bool = False,
+    other_regions: Sequence[str] = PHONE_OTHER_REGIONS,
+) -> Detector:
+    """Phone numbers valid in their numbering plan (`phonenumbers`): national formats of
+    `regions` and any number written with its +country code; and the national numbers
+    of `other_regions` written in that region's own grouping ("(0141) 496 0124",
+    "090-1354-7704") or, as a bare run of digits, after a phone word ("mobile: 8835402787").
+    Dates, ISBNs, counts ("... rows") and references ("order ...") are not phones."""
     if regex_only:
-        return lambda text: _spans(PHONE_REGEX, text)
+        return lambda text: [
+            m.span() for m in PHONE_REGEX.finditer(text)
+            if not _not_a_phone(text, m.start(), m.end(), m.group())
+        ]
     pn = _require("phonenumbers", "phone")
     leniency = pn.Leniency.VALID
+    primary = tuple(regions)
+    others = tuple(r for r in other_regions if r not in primary)
+    national = pn.PhoneNumberFormat.NATIONAL
+
+    def grouped_as(value: str, region: str, num: object) -> bool:
+        groups = _DIGITS.findall(value)
+        if len(groups) < 2:
+            return False
+        written = _DIGITS.findall(pn.format_number(num, national))
+        if "".join(groups) != "".join(written):  # the trunk prefix as the region writes it
+            return False
+        cuts, at = set(), 0
+        for g in written:
+            at += len(g)
+            cuts.add(at)
+        at = 0
+        for g in groups[:-1]:  # each break the writer made is one the region makes
+            at += len(g)
+            if at not in cuts:
+                return False
+        return True
+
+    def other(text: str, m: re.Match[str]) -> bool:
+        value = m.group()
+        digits = sum(c.isdigit() for c in value)
+        if digits < 6 or digits > 15:
+            return False
+        worded = _PHONE_WORDS.search(text, max(0, m.start() - 32), m.start()) is not None
+        for region in others:
+            try:
+                num = pn.parse(value, region)
+            except pn.NumberParseException:
+                continue
+            if pn.is_valid_number_for_region(num, region) and (
+                worded or grouped_as(value, region, num)
+            ):
+                return True
+        return False
 
     def detect(text: str) -> list[Span]:
         if PHONE_CANDIDATE.search(text) is None:
             return []
-        return [
+        out = [
             (m.start, m.end)
-            for region in regions
+            for region in primary
             for m in pn.PhoneNumberMatcher(text, region, leniency=leniency)
         ]
+        if others:
+            taken = sorted(out)
+            for m in _PHONE_NATIONAL.finditer(text):
+                if any(s < m.end() and m.start() < e for s, e in taken):
+                    continue
+                if other(text, m):
+                    out.append(m.span())
+        return [(s, e) for s, e in out if not _not_a_phone(text, s, e, text[s:e])]
 
     return detect
 
