@@ -408,20 +408,40 @@ def phone(
                 return False
         return True
 
+    # Each region's fixed-line and mobile number patterns, compiled here: a candidate is
+    # tested against them directly (phonenumbers' own validation compiles its patterns
+    # through the `re` module's cache, which this many regions overflow).
+    plans: list[tuple[str, str, tuple[re.Pattern[str], ...]]] = []
+    for region in others:
+        meta = pn.PhoneMetadata.metadata_for_region(region)
+        if meta is None:
+            continue
+        descs = (meta.fixed_line, meta.mobile)
+        pats = tuple(re.compile(x.national_number_pattern) for x in descs
+                     if x is not None and x.national_number_pattern)
+        plans.append((region, meta.national_prefix or "", pats))
+
     def other(text: str, m: re.Match[str]) -> bool:
         value = m.group()
         digits = sum(c.isdigit() for c in value)
         if digits < 6 or digits > 15:
             return False
         worded = _PHONE_WORDS.search(text, max(0, m.start() - 32), m.start()) is not None
-        for region in others:
+        if not worded and (len(_DIGITS.findall(value)) < 2
+                           or _not_a_phone(text, m.start(), m.end(), value)):
+            return False  # no evidence a lookup could add to: skip it
+        number = "".join(_DIGITS.findall(value))
+        for region, trunk, pats in plans:
+            nsn = number[len(trunk):] if trunk and number.startswith(trunk) else number
+            if not any(p.fullmatch(nsn) for p in pats):
+                continue
+            if worded:
+                return True
             try:
                 num = pn.parse(value, region)
             except pn.NumberParseException:
                 continue
-            if pn.is_valid_number_for_region(num, region) and (
-                worded or grouped_as(value, region, num)
-            ):
+            if grouped_as(value, region, num):
                 return True
         return False
 
