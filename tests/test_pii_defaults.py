@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from interpreters.simulator import Say
 from pipeline.processors import PIIDetector
+from tests.helpers import make_agent, simulate, streamed_text
 
 DEFAULT = PIIDetector()
 
@@ -95,3 +97,18 @@ def test_version_strings_are_not_ip_addresses(text: str) -> None:
 
 def test_an_address_after_other_words_is_still_an_ip() -> None:
     assert ("ip", "10.1.2.3") in kinds("The server at 10.1.2.3 has version 2 installed.")
+
+
+@pytest.mark.parametrize("size", [1, 5, 17])
+def test_the_new_shapes_are_redacted_on_the_stream(size: int) -> None:
+    values = ("(0141)4960124", "8835402787", "675964982648",
+              "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    text = ("Call our Glasgow office on (0141)4960124 before noon. Mobile: 8835402787 "
+            "(after six). My maestro: 675964982648. And the config line "
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, keep it.")
+    ran = simulate(make_agent(output_processors=[PIIDetector()]),
+                   [Say([text[i:i + size] for i in range(0, len(text), size)])])
+    out = streamed_text(ran.chunks)
+    assert ran.result.status == "finished" and out == ran.result.text
+    assert all(v not in out for v in values), out
+    assert "Upgrade" not in out and "keep it." in out

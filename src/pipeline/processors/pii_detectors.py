@@ -255,8 +255,24 @@ _REFERENCE_WORDS = re.compile(
 )
 
 
+CONTEXT_REACH = 40
+"""How far before a value the phone and card words are looked for (characters)."""
+
+
+def context_start(text: str, cut: int) -> int:
+    """Where a stream's scanner must hold from instead of `cut`, so a phone or card word
+    within `CONTEXT_REACH` before it stays with the number that may follow it (a bare
+    number is taken on the strength of that word): the word's start, or `cut`."""
+    lo = max(0, cut - CONTEXT_REACH)
+    for pattern in (_PHONE_WORDS, _CARD_WORDS):
+        m = pattern.search(text, lo, cut)
+        if m is not None:
+            cut = min(cut, m.start())
+    return cut
+
+
 def _card_context_ok(text: str, start: int, end: int) -> bool:
-    before = text[max(0, start - 40):start]
+    before = text[max(0, start - CONTEXT_REACH):start]
     if _CARD_WORDS.search(before):
         return True
     if not text[start:end].isdigit():  # written in groups, the way cards are
@@ -426,7 +442,8 @@ def phone(
         digits = sum(c.isdigit() for c in value)
         if digits < 6 or digits > 15:
             return False
-        worded = _PHONE_WORDS.search(text, max(0, m.start() - 32), m.start()) is not None
+        worded = _PHONE_WORDS.search(
+            text, max(0, m.start() - CONTEXT_REACH), m.start()) is not None
         if not worded and (len(_DIGITS.findall(value)) < 2
                            or _not_a_phone(text, m.start(), m.end(), value)):
             return False  # no evidence a lookup could add to: skip it
@@ -542,6 +559,7 @@ def resolve(found: Iterable[Finding]) -> list[Finding]:
 
 __all__ = [
     "BUILTIN_KINDS", "DEFAULT_NATIONAL_IDS", "NATIONAL_IDS", "OPTIONAL_KINDS", "Detector",
-    "Finding", "MissingDependency", "Span", "card", "crypto_wallet", "custom", "email", "iban",
+    "CONTEXT_REACH", "Finding", "MissingDependency", "PHONE_OTHER_REGIONS", "Span", "card",
+    "card_issuer_ok", "context_start", "crypto_wallet", "custom", "email", "iban",
     "ip", "national_ids", "phone", "resolve", "secret", "url", "uuid",
 ]
