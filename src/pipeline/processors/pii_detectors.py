@@ -401,6 +401,12 @@ def phone(
             if not _not_a_phone(text, m.start(), m.end(), m.group())
         ]
     pn = _require("phonenumbers", "phone")
+    # Many regions' patterns overflow the `re` module's cache (512), which then recompiles
+    # them on every call; phonenumbers can keep its own (bounded by its metadata).
+    enable_cache = getattr(_require("phonenumbers.re_util", "phone"),
+                           "enable_pattern_cache", None)
+    if enable_cache is not None:
+        enable_cache()
     leniency = pn.Leniency.VALID
     primary = tuple(regions)
     others = tuple(r for r in other_regions if r not in primary)
