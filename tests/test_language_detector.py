@@ -86,7 +86,7 @@ def test_translate_goes_through_the_judge_and_keeps_the_original() -> None:
 def test_short_or_unsure_texts_are_left_alone() -> None:
     det = LanguageDetector(["en"], strategy="block")
     assert run_with(det, "Danke!")[2].status == "finished"  # shorter than min_text_length
-    unsure = LanguageDetector(["en"], strategy="block", threshold=1.0)
+    unsure = LanguageDetector(["en"], strategy="block", backend=Unsure(), undecided="allow")
     assert run_with(unsure, GERMAN)[2].status == "finished"
 
 
@@ -149,3 +149,64 @@ def test_without_the_extra_the_error_names_it(no_langid: None) -> None:
     with pytest.raises(GuardsExtraMissing, match=r"pipeline-agents\[guards\]"):
         LanguageDetector(["en"])
     LanguageDetector(["en"], backend=Broken())  # a backend of one's own needs no extra
+
+
+class Unsure:
+    """A backend that names a language it is not sure of."""
+
+    def detect(self, text: str) -> tuple[str, float]:
+        return "de", 0.3
+
+
+@pytest.mark.parametrize(("text", "lang"), [
+    ("Guten Morgen", "de"), ("Buenos días", "es"), ("Merci beaucoup", "fr"),
+    ("Bom dia amigo", "pt"),
+])
+def test_two_word_texts_are_told_apart_by_default(text: str, lang: str) -> None:
+    _, _, result, notes = run_with(LanguageDetector(["en"], strategy="warn"), text)
+    assert result.status == "finished"
+    assert [n.data["language"] for n in notes if isinstance(n.data, dict)] == [lang]
+
+
+def test_the_default_candidates_keep_a_target_outside_the_common_set() -> None:
+    det = LanguageDetector(["sw"], strategy="block")
+    _, _, result, _ = run_with(det, "Habari ya asubuhi, rafiki yangu, karibu nyumbani kwetu.")
+    assert result.status == "finished"
+
+
+def test_an_undecided_text_is_blocked_under_block() -> None:
+    model, _, result, _ = run_with(LanguageDetector(["en"], strategy="block",
+                                                    backend=Unsure()), ENGLISH)
+    assert result.status == "tripped" and model.requests == []
+    assert result.tripwire is not None and "undecided" in result.tripwire.reason
+
+
+@pytest.mark.parametrize("strategy", ["detect", "translate"])
+def test_an_undecided_text_passes_when_the_strategy_does_not_block(
+    strategy: LanguageStrategy,
+) -> None:
+    det = LanguageDetector(["en"], strategy=strategy, backend=Unsure(), judge_model="judge")
+    model, judge, result, notes = run_with(det, ENGLISH)
+    assert result.status == "finished" and judge.requests == [] and notes == []
+    assert model.requests[0].messages[0].text == ENGLISH
+
+
+def test_an_undecided_text_is_warned_of_under_warn() -> None:
+    _, _, result, notes = run_with(LanguageDetector(["en"], strategy="warn",
+                                                    backend=Unsure()), ENGLISH)
+    assert result.status == "finished"
+    assert [n.data["action"] for n in notes if isinstance(n.data, dict)] == ["undecided"]
+
+
+def test_the_undecided_choice_overrides_the_strategy() -> None:
+    _, _, allowed, _ = run_with(LanguageDetector(["en"], strategy="block", backend=Unsure(),
+                                                 undecided="allow"), ENGLISH)
+    assert allowed.status == "finished"
+    _, _, blocked, _ = run_with(LanguageDetector(["en"], backend=Unsure(),
+                                                 undecided="block"), ENGLISH)
+    assert blocked.status == "tripped"
+
+
+def test_an_unknown_undecided_choice_is_refused() -> None:
+    with pytest.raises(ValueError, match="undecided"):
+        LanguageDetector(["en"], undecided="maybe")  # type: ignore[arg-type]

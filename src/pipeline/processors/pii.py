@@ -299,7 +299,7 @@ class PIIDetector(StatefulProcessor[Held]):
         keep = v.offset(max(0, nv - self.window))
         if found is None:  # a detector failed and errors are allowed through
             return (text, "") if final else (text[:keep], text[keep:])
-        cut = n if final else keep
+        cut = n if final else d.context_start(text, keep)  # a phone/card word held too
         for f in reversed(found):  # a value across the cut is held from its start
             if f.start < cut < f.end:
                 cut = f.start

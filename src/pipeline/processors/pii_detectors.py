@@ -72,22 +72,34 @@ PHONE_REGEX = re.compile(
 SECRETS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
     (hints, re.compile(p)) for hints, p in (
         (("sk-",), r"\bsk-(?:proj-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{20,}"),  # OpenAI, Anthropic
-        (("AKIA",), r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+        (("akia",), r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+        (("secret_access_key", "secretaccesskey", "secret-access-key"),  # and its secret
+         r"(?i)secret[_-]?access[_-]?key[\"']?\s*[:=]\s*[\"']?(?P<v>[A-Za-z0-9/+]{40})"
+         r"(?![A-Za-z0-9/+])"),
         (("_",), r"\bgh[pousr]_[A-Za-z0-9]{36,}"),  # GitHub tokens
         (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
         (("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack
-        (("AIza",), r"\bAIza[0-9A-Za-z_-]{35}"),  # Google API key
+        (("aiza",), r"\bAIza[0-9A-Za-z_-]{35}"),  # Google API key
         (("_live_", "_test_"), r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe
-        (("eyJ",), r"\beyJ[A-Za-z0-9_-]{10,}(?:\.[A-Za-z0-9_-]*){0,2}"),  # JWT
-        (("-----BEGIN",),
+        (("eyj",), r"\beyJ[A-Za-z0-9_-]{10,}(?:\.[A-Za-z0-9_-]*){0,2}"),  # JWT
+        (("-----begin",),
          r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),
+        (("private_key_id",),  # a GCP service account's key id (its key is the PEM above)
+         r"\"private_key_id\"\s*:\s*\"(?P<v>[0-9a-f]{40})\""),
+        (("accountkey=", "sharedaccesskey="),  # Azure storage / service bus connection strings
+         r"(?i)\b(?:AccountKey|SharedAccessKey)=(?P<v>[A-Za-z0-9+/]{40,}={0,2})"),
+        (("sig=",), r"[?&;]sig=(?P<v>[A-Za-z0-9%+/=]{30,})"),  # Azure SAS signature
+        (("q~",), r"(?<![\w~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"),  # Entra secret
+        (("://",),  # a URL's user:password (databases, brokers, git remotes)
+         r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://(?P<v>[^\s:/@]+:[^\s@/]+)@"),
         (("=", ":"),
          r"(?i)\b(?:api[_-]?key|secret|token|passw(?:or)?d|pwd)\b[\"']?\s*[:=]\s*[\"']?"
          r"[^\s\"']{6,}"),
     )
 )
-"""Each pattern with literals one of which any match contains: a text with none of them
-is not searched (the regex engine costs far more than `in`)."""
+"""Each pattern with (lower-case) literals one of which any match contains: a text with
+none of them is not searched (the regex engine costs far more than `in`). A pattern with
+a group `v` reports that group (the secret, not the name before it)."""
 _HAS_DIGIT = re.compile(r"\d")
 
 NATIONAL_IDS: Mapping[str, tuple[str, str]] = {
@@ -114,6 +126,13 @@ def email(text: str) -> Iterable[Span]:
     return _spans(EMAIL, text)
 
 
+_VERSION_BEFORE = re.compile(
+    r"(?i)\b(?:version|ver|v|build|release|firmware|fw|rev|revision|patch|update|driver|"
+    r"sdk|kernel|os)\.?[\s:#=]*$"
+)
+"""A dotted quad right after these words is a version number, not an address."""
+
+
 def ip(text: str) -> list[Span]:
     out: list[Span] = []
     if "." in text:
@@ -121,6 +140,8 @@ def ip(text: str) -> list[Span]:
             try:
                 ipaddress.IPv4Address(m.group())
             except ValueError:
+                continue
+            if _VERSION_BEFORE.search(text, max(0, m.start() - 24), m.start()):
                 continue
             out.append(m.span())
     if "::" in text or text.count(":") >= 7:
@@ -138,8 +159,10 @@ def ip(text: str) -> list[Span]:
 
 
 def secret(text: str) -> list[Span]:
+    low = text.lower()
     return [
-        s for hints, p in SECRETS if any(h in text for h in hints) for s in _spans(p, text)
+        m.span("v") if "v" in p.groupindex else m.span()
+        for hints, p in SECRETS if any(h in low for h in hints) for m in p.finditer(text)
     ]
 
 
@@ -151,16 +174,23 @@ def _checked(pattern: re.Pattern[str], valid: Callable[[str], bool]) -> Detector
 
 
 def card(*, regex_only: bool = False) -> Detector:
-    """13 to 19 digits (spaces or dashes between), Luhn-checked (`stdnum.luhn`).
+    """12 to 19 digits (spaces or dashes between), Luhn-checked (`stdnum.luhn`), in an
+    issuer's range (`card_issuer_ok`: its IIN prefix and lengths).
 
     A run of digit groups may hold a card and other numbers around it ("ref 12 4111 1111
-    1111 1111"): each run of whole groups is tried, the longest valid one wins.
+    1111 1111"): each run of whole groups is tried, the longest valid one wins. Context
+    decides the doubtful ones: a 12- or 13-digit number written without separators
+    (the length of EAN-13 barcodes and millisecond timestamps) needs a card word before it
+    ("card", "visa", "maestro", ...), and so does one after a reference word ("order",
+    "invoice", "tracking", "barcode", ...). A number written in groups is taken as is.
     """
     if regex_only:
-        valid: Callable[[str], bool] = _luhn
+        luhn_ok: Callable[[str], bool] = _luhn
     else:
-        luhn = _require("stdnum.luhn", "card")
-        valid = luhn.is_valid
+        luhn_ok = _require("stdnum.luhn", "card").is_valid
+
+    def valid(digits: str) -> bool:
+        return card_issuer_ok(digits) and luhn_ok(digits)
 
     def detect(text: str) -> list[Span]:
         out: list[Span] = []
@@ -176,19 +206,81 @@ def card(*, regex_only: bool = False) -> Detector:
                     count += groups[j][1] - groups[j][0]
                     if count > 19:
                         break
-                    if count >= 13 and valid(re.sub(r"\D", "", run[groups[i][0]:groups[j][1]])):
+                    if count >= 12 and valid(re.sub(r"\D", "", run[groups[i][0]:groups[j][1]])):
                         found = j
                 if found < 0:
                     i += 1
                     continue
-                out.append((m.start() + groups[i][0], m.start() + groups[found][1]))
+                start, end = m.start() + groups[i][0], m.start() + groups[found][1]
+                if _card_context_ok(text, start, end):
+                    out.append((start, end))
                 i = found + 1
         return out
 
     return detect
 
 
-_DIGIT_RUN = re.compile(r"(?<!\d)\d+(?:[ -]\d+)+(?!\d)|(?<!\d)\d{13,19}(?!\d)")
+def card_issuer_ok(digits: str) -> bool:
+    """Whether a number of this length is in an issuer's IIN range: Visa (4: 13, 16, 19
+    digits), Mastercard (51-55, 2221-2720: 16), Mir (2200-2204: 16-19), American Express
+    (34, 37: 15), Diners (300-305, 36, 38, 39: 14-19), JCB (3528-3589: 16-19), Maestro
+    (50, 56-69: 12-19), Discover and UnionPay (60-65: 16-19)."""
+    n, head = len(digits), digits[:4]
+    d0 = head[0]
+    if d0 == "4":
+        return n in (13, 16, 19)
+    if d0 == "5":
+        return n == 16 if "51" <= head[:2] <= "55" else 12 <= n <= 19
+    if d0 == "6":
+        return 12 <= n <= 19
+    if d0 == "2":
+        return (n == 16 and "2221" <= head <= "2720") or (
+            16 <= n <= 19 and "2200" <= head <= "2204")
+    if d0 == "3":
+        if head[:2] in ("34", "37"):
+            return n == 15
+        if "300" <= head[:3] <= "305" or head[:2] in ("36", "38", "39"):
+            return 14 <= n <= 19
+        return 16 <= n <= 19 and "3528" <= head <= "3589"
+    return False
+
+
+_CARD_WORDS = re.compile(
+    r"(?i)card|visa|master|maestro|amex|american express|diners|discover|jcb|unionpay|"
+    r"credit|debit|\bcc\b|\bpan\b|karte|carte|tarjeta|cart[aã]o|carta|kaart|kort"
+)
+_REFERENCE_WORDS = re.compile(
+    r"(?i)order|\bref\b|reference|invoice|tracking|shipment|parcel|barcode|\bean\b|"
+    r"\bupc\b|\bgtin\b|\bsku\b|isbn|timestamp|epoch|account number|ticket|booking"
+)
+
+
+CONTEXT_REACH = 40
+"""How far before a value the phone and card words are looked for (characters)."""
+
+
+def context_start(text: str, cut: int) -> int:
+    """Where a stream's scanner must hold from instead of `cut`, so a phone or card word
+    within `CONTEXT_REACH` before it stays with the number that may follow it (a bare
+    number is taken on the strength of that word): the word's start, or `cut`."""
+    lo = max(0, cut - CONTEXT_REACH)
+    for pattern in (_PHONE_WORDS, _CARD_WORDS):
+        m = pattern.search(text, lo, cut)
+        if m is not None:
+            cut = min(cut, m.start())
+    return cut
+
+
+def _card_context_ok(text: str, start: int, end: int) -> bool:
+    before = text[max(0, start - CONTEXT_REACH):start]
+    if _CARD_WORDS.search(before):
+        return True
+    if not text[start:end].isdigit():  # written in groups, the way cards are
+        return True
+    return end - start > 13 and _REFERENCE_WORDS.search(before) is None
+
+
+_DIGIT_RUN = re.compile(r"(?<!\d)\d+(?:[ -]\d+)+(?!\d)|(?<!\d)\d{12,19}(?!\d)")
 _DIGITS = re.compile(r"\d+")
 
 
@@ -256,22 +348,142 @@ def national_ids(names: Sequence[str]) -> Detector:
     return detect
 
 
-def phone(regions: Sequence[str], *, regex_only: bool = False) -> Detector:
-    """Phone numbers valid in their numbering plan (`phonenumbers`), national formats of
-    `regions` and any number written with its +country code."""
+PHONE_OTHER_REGIONS: tuple[str, ...] = (
+    "GB", "IE", "DE", "AT", "CH", "FR", "BE", "NL", "ES", "PT", "IT", "SE", "NO", "DK",
+    "FI", "PL", "CZ", "RU", "UA", "TR", "IL", "AE", "SA", "EG", "ZA", "NG", "KE", "IN",
+    "PK", "CN", "JP", "KR", "TW", "HK", "SG", "ID", "PH", "VN", "TH", "AU", "NZ", "BR",
+    "MX", "AR", "CO", "CL", "CA",
+)
+"""Regions whose national numbers are also found besides `regions`, on stronger evidence
+(`phone`): written in the region's own grouping, or after a phone word."""
+
+_PHONE_NATIONAL = re.compile(
+    r"(?<![\w+.])(?:\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]?\d{1,5}){0,5}(?![\w.]\d)"
+)
+_PHONE_WORDS = re.compile(
+    r"(?i)phone|\btel\b|mobile|\bmob\b|mobil|cell|\bcall|\bring|whatsapp|\bsms\b|\bfax\b|"
+    r"contact|reach|\bdial|nummer|numéro|número|tel[eé]fono|telefon|t[eé]l[eé]phone|handy|"
+    r"m[oó]vil|celular|portable|cellulare|携帯|電話|电话|手机|फ़ोन|फोन|मोबाइल"
+)
+_NOT_PHONE_BEFORE = re.compile(
+    r"(?i)(?:isbn|issn|order|\bref|invoice|tracking|\bid|serial|barcode|\bean|\bsku|"
+    r"timestamp|epoch|version|build|account)[^\n]{0,12}$"
+)
+_NOT_PHONE_AFTER = re.compile(
+    r"(?i)\s*(?:ms|milliseconds?|seconds?|secs?|bytes?|[kmgt]i?b|rows?|records?|items?|"
+    r"times|users?|views?|downloads?|entries|lines|tokens|hits|requests|units|points|"
+    r"words|characters|chars|people|copies|votes|steps|dollars|euros|usd|eur)\b"
+)
+_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}")
+
+
+def _not_a_phone(text: str, start: int, end: int, value: str) -> bool:
+    """A date, an ISBN, a count ("8835402787 rows") or a reference ("order 0141 ...")."""
+    if _DATE.search(value):
+        return True
+    if _NOT_PHONE_AFTER.match(text, end):
+        return True
+    return _NOT_PHONE_BEFORE.search(text, max(0, start - 24), start) is not None
+
+
+def phone(
+    regions: Sequence[str], *, regex_only: bool = False,
+    other_regions: Sequence[str] = PHONE_OTHER_REGIONS,
+) -> Detector:
+    """Phone numbers valid in their numbering plan (`phonenumbers`): national formats of
+    `regions` and any number written with its +country code; and the national numbers
+    of `other_regions` written in that region's own grouping ("(0141) 496 0124",
+    "090-1354-7704") or, as a bare run of digits, after a phone word ("mobile: 8835402787").
+    Dates, ISBNs, counts ("... rows") and references ("order ...") are not phones."""
     if regex_only:
-        return lambda text: _spans(PHONE_REGEX, text)
+        return lambda text: [
+            m.span() for m in PHONE_REGEX.finditer(text)
+            if not _not_a_phone(text, m.start(), m.end(), m.group())
+        ]
     pn = _require("phonenumbers", "phone")
+    # Many regions' patterns overflow the `re` module's cache (512), which then recompiles
+    # them on every call; phonenumbers can keep its own (bounded by its metadata).
+    enable_cache = getattr(_require("phonenumbers.re_util", "phone"),
+                           "enable_pattern_cache", None)
+    if enable_cache is not None:
+        enable_cache()
     leniency = pn.Leniency.VALID
+    primary = tuple(regions)
+    others = tuple(r for r in other_regions if r not in primary)
+    national = pn.PhoneNumberFormat.NATIONAL
+
+    def grouped_as(value: str, region: str, num: object) -> bool:
+        groups = _DIGITS.findall(value)
+        if len(groups) < 2:
+            return False
+        written = _DIGITS.findall(pn.format_number(num, national))
+        if "".join(groups) != "".join(written):  # the trunk prefix as the region writes it
+            return False
+        cuts, at = set(), 0
+        for g in written:
+            at += len(g)
+            cuts.add(at)
+        at = 0
+        for g in groups[:-1]:  # each break the writer made is one the region makes
+            at += len(g)
+            if at not in cuts:
+                return False
+        return True
+
+    # Each region's fixed-line and mobile number patterns, compiled here: a candidate is
+    # tested against them directly (phonenumbers' own validation compiles its patterns
+    # through the `re` module's cache, which this many regions overflow).
+    plans: list[tuple[str, str, tuple[re.Pattern[str], ...]]] = []
+    for region in others:
+        meta = pn.PhoneMetadata.metadata_for_region(region)
+        if meta is None:
+            continue
+        descs = (meta.fixed_line, meta.mobile)
+        pats = tuple(re.compile(x.national_number_pattern) for x in descs
+                     if x is not None and x.national_number_pattern)
+        plans.append((region, meta.national_prefix or "", pats))
+
+    def other(text: str, m: re.Match[str]) -> bool:
+        value = m.group()
+        digits = sum(c.isdigit() for c in value)
+        if digits < 6 or digits > 15:
+            return False
+        worded = _PHONE_WORDS.search(
+            text, max(0, m.start() - CONTEXT_REACH), m.start()) is not None
+        if not worded and (len(_DIGITS.findall(value)) < 2
+                           or _not_a_phone(text, m.start(), m.end(), value)):
+            return False  # no evidence a lookup could add to: skip it
+        number = "".join(_DIGITS.findall(value))
+        for region, trunk, pats in plans:
+            nsn = number[len(trunk):] if trunk and number.startswith(trunk) else number
+            if not any(p.fullmatch(nsn) for p in pats):
+                continue
+            if worded:
+                return True
+            try:
+                num = pn.parse(value, region)
+            except pn.NumberParseException:
+                continue
+            if grouped_as(value, region, num):
+                return True
+        return False
 
     def detect(text: str) -> list[Span]:
         if PHONE_CANDIDATE.search(text) is None:
             return []
-        return [
+        out = [
             (m.start, m.end)
-            for region in regions
+            for region in primary
             for m in pn.PhoneNumberMatcher(text, region, leniency=leniency)
         ]
+        if others:
+            taken = sorted(out)
+            for m in _PHONE_NATIONAL.finditer(text):
+                if any(s < m.end() and m.start() < e for s, e in taken):
+                    continue
+                if other(text, m):
+                    out.append(m.span())
+        return [(s, e) for s, e in out if not _not_a_phone(text, s, e, text[s:e])]
 
     return detect
 
@@ -353,6 +565,7 @@ def resolve(found: Iterable[Finding]) -> list[Finding]:
 
 __all__ = [
     "BUILTIN_KINDS", "DEFAULT_NATIONAL_IDS", "NATIONAL_IDS", "OPTIONAL_KINDS", "Detector",
-    "Finding", "MissingDependency", "Span", "card", "crypto_wallet", "custom", "email", "iban",
+    "CONTEXT_REACH", "Finding", "MissingDependency", "PHONE_OTHER_REGIONS", "Span", "card",
+    "card_issuer_ok", "context_start", "crypto_wallet", "custom", "email", "iban",
     "ip", "national_ids", "phone", "resolve", "secret", "url", "uuid",
 ]
