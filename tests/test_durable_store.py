@@ -1,0 +1,120 @@
+"""The store fails under a run: a checkpoint write refused after a tool ran (a real full
+disk for SQLite, an injected lock timeout on PostgreSQL) is retried, and past the retry
+deadline the run stops unrecorded and resumes at the next launch; the tool runs once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from interpreters.durable import DurableRuns
+from interpreters.durable_store import StoreRetry, StoreUnavailable, Takeover
+from interpreters.simulator import Say, ScriptedModel, call
+from pipeline.agent import Agent
+from pipeline.model import ModelRequest
+from pipeline.tools import tool
+from tests.durable_harness import fill, pg_url, small_filesystem
+from tests.helpers import make_agent
+
+REFUNDS: list[str] = []
+FAULT: list[str] = []  # what the tool breaks after it ran ("fill" the disk...)
+
+
+def refund(order: str) -> str:
+    """Refund an order."""
+    REFUNDS.append(order)
+    for fault in FAULT:
+        _BREAK[fault]()
+    return f"refunded {order}"
+
+
+_BREAK: dict[str, Callable[[], None]] = {}
+
+
+def refund_agent() -> Agent:
+    return make_agent(tools=[tool(refund)])
+
+
+ANSWER_FAULT: list[str] = []  # what the model's answer breaks after the tool's checkpoint
+
+
+def refund_model() -> ScriptedModel:
+    def turn(req: ModelRequest) -> Say:
+        if len(req.messages) == 1:
+            return Say(calls=[call("refund", order="A1")])
+        for fault in ANSWER_FAULT:
+            _BREAK[fault]()
+        return Say("Refunded A1.")
+
+    return ScriptedModel(turn)
+
+
+class OnRetry(logging.Handler):
+    """Calls `then` at the first 'checkpoint write failed' warning (the store is
+    healthy again once the run has seen it fail)."""
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.then = then
+        self.seen = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "checkpoint write failed" in record.getMessage():
+            self.seen += 1
+            if self.seen == 1:
+                self.then()
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    REFUNDS.clear()
+    FAULT.clear()
+    ANSWER_FAULT.clear()
+    with small_filesystem(tmp_path / "disk") as d:
+        _BREAK["fill"] = lambda: fill(d / "filler")
+        yield d
+
+
+def runs_on(url: str, retry: StoreRetry) -> DurableRuns:
+    return DurableRuns({"refunds": refund_agent()}, refund_model(), database_url=url,
+                       observers=(), store_retry=retry, takeover=None)
+
+
+def watch(handler: logging.Handler) -> Iterator[None]:
+    logger = logging.getLogger("interpreters.durable")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_full_disk_after_a_tool_ran_is_retried_and_the_run_finishes(disk: Path) -> None:
+    url = f"sqlite:///{disk / 'runs.sqlite'}"
+    freed = OnRetry(lambda: (disk / "filler").unlink())
+    with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60)) as runs:
+        FAULT.append("fill")
+        for _ in watch(freed):
+            result = runs.run("refunds", "refund A1", run_id="r1", wait=60)
+        assert runs.status("r1") == "SUCCESS"
+    assert freed.seen >= 1, "the disk never filled: the test tests nothing"
+    assert result.status == "finished" and result.text == "Refunded A1."
+    assert REFUNDS == ["A1"], "the refund ran again"
+
+
+def test_a_store_down_past_the_deadline_leaves_the_run_to_resume(disk: Path) -> None:
+    url = f"sqlite:///{disk / 'runs.sqlite'}"
+    with runs_on(url, StoreRetry(initial=0.01, max_wait=0.05, deadline=0.3)) as runs:
+        ANSWER_FAULT.append("fill")  # after the refund's checkpoint: the answer's fails
+        with pytest.raises(StoreUnavailable):
+            runs.run("refunds", "refund A1", run_id="r2", wait=60)
+        ANSWER_FAULT.clear()
+        (disk / "filler").unlink()
+        assert runs.status("r2") == "PENDING", "the store's fault became the run's outcome"
+    with runs_on(url, StoreRetry()) as runs:  # relaunched: it resumes
+        result = runs.result("r2", timeout=60)
+    assert result.status == "finished" and result.text == "Refunded A1."
+    assert REFUNDS == ["A1"], "the refund ran again"
