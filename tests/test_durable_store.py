@@ -4,6 +4,7 @@ deadline the run stops unrecorded and resumes at the next launch; the tool runs 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from interpreters.durable import DurableRuns
-from interpreters.durable_store import StoreRetry, StoreUnavailable, Takeover
+from interpreters.durable_store import StoreRetry, StoreUnavailable
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.model import ModelRequest
@@ -83,6 +84,7 @@ def runs_on(url: str, retry: StoreRetry) -> DurableRuns:
                        observers=(), store_retry=retry, takeover=None)
 
 
+@contextlib.contextmanager
 def watch(handler: logging.Handler) -> Iterator[None]:
     logger = logging.getLogger("interpreters.durable")
     logger.addHandler(handler)
@@ -97,7 +99,7 @@ def test_a_full_disk_after_a_tool_ran_is_retried_and_the_run_finishes(disk: Path
     freed = OnRetry(lambda: (disk / "filler").unlink())
     with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60)) as runs:
         FAULT.append("fill")
-        for _ in watch(freed):
+        with watch(freed):
             result = runs.run("refunds", "refund A1", run_id="r1", wait=60)
         assert runs.status("r1") == "SUCCESS"
     assert freed.seen >= 1, "the disk never filled: the test tests nothing"
@@ -116,5 +118,50 @@ def test_a_store_down_past_the_deadline_leaves_the_run_to_resume(disk: Path) -> 
         assert runs.status("r2") == "PENDING", "the store's fault became the run's outcome"
     with runs_on(url, StoreRetry()) as runs:  # relaunched: it resumes
         result = runs.result("r2", timeout=60)
+    assert result.status == "finished" and result.text == "Refunded A1."
+    assert REFUNDS == ["A1"], "the refund ran again"
+
+
+def test_an_injected_lock_timeout_on_postgresql_is_retried_and_the_tool_runs_once() -> None:
+    import sqlalchemy as sa
+    from dbos._dbos import _get_dbos_instance
+
+    REFUNDS.clear()
+    FAULT.clear()
+    ANSWER_FAULT.clear()
+    url = pg_url()  # skips (fails under CI) without a server
+    with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60)) as runs:
+        sys_db = _get_dbos_instance()._sys_db
+        schema = sys_db.schema
+        engine = sys_db.engine
+        # While public.fault holds a row, recording a tool's outcome fails as a lock
+        # timeout does (SQLSTATE 55P03, which the driver does not retry).
+        with engine.begin() as c:
+            c.execute(sa.text("CREATE TABLE public.fault (armed int)"))
+            c.execute(sa.text(
+                "CREATE FUNCTION public.refuse() RETURNS trigger AS $$ BEGIN "
+                "IF NEW.function_name LIKE 'tool:%' AND EXISTS (SELECT 1 FROM public.fault) "
+                "THEN RAISE EXCEPTION 'lock timeout (injected)' "
+                "USING ERRCODE = 'lock_not_available'; END IF; RETURN NEW; END $$ "
+                "LANGUAGE plpgsql"))
+            c.execute(sa.text(
+                f'CREATE TRIGGER refuse BEFORE INSERT ON "{schema}".operation_outputs '
+                "FOR EACH ROW EXECUTE FUNCTION public.refuse()"))
+
+        def arm() -> None:
+            with engine.begin() as c:
+                c.execute(sa.text("INSERT INTO public.fault VALUES (1)"))
+
+        def disarm() -> None:
+            with engine.begin() as c:
+                c.execute(sa.text("DELETE FROM public.fault"))
+
+        _BREAK["arm"] = arm
+        FAULT.append("arm")
+        healed = OnRetry(disarm)
+        with watch(healed):
+            result = runs.run("refunds", "refund A1", run_id="p1", wait=60)
+        assert runs.status("p1") == "SUCCESS"
+    assert healed.seen >= 1, "no write failed: the test tests nothing"
     assert result.status == "finished" and result.text == "Refunded A1."
     assert REFUNDS == ["A1"], "the refund ran again"
