@@ -119,6 +119,8 @@ class Checkpoints:
             try:
                 return fn()
             except DBOSWorkflowConflictIDError as e:
+                log.warning("%s: another worker owns this run now (this one was taken for "
+                            "dead): it stops here, its outcome not written", what)
                 raise RunTakenOver(f"{what}: another worker owns this run now") from e
             except Exception as e:
                 if not is_store_error(e):
