@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from interpreters.durable import DurableRuns
-from interpreters.durable_store import StoreRetry, StoreUnavailable
+from interpreters.durable_store import StoreRetry, StoreUnavailable, Takeover
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.model import ModelRequest
@@ -165,3 +165,16 @@ def test_an_injected_lock_timeout_on_postgresql_is_retried_and_the_tool_runs_onc
     assert healed.seen >= 1, "no write failed: the test tests nothing"
     assert result.status == "finished" and result.text == "Refunded A1."
     assert REFUNDS == ["A1"], "the refund ran again"
+
+
+def test_store_and_takeover_settings_not_understood_are_refused() -> None:
+    with pytest.raises(TypeError, match="store_retry"):
+        DurableRuns({}, refund_model(), store_retry=30)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="takeover"):
+        DurableRuns({}, refund_model(), takeover=60)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_wait"):
+        StoreRetry(initial=2.0, max_wait=1.0)
+    with pytest.raises(ValueError, match="interval"):
+        Takeover(after=10, interval=10)
+    with pytest.raises(ValueError, match="after"):
+        Takeover(after=0)

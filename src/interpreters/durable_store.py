@@ -103,9 +103,15 @@ def brief(e: BaseException) -> str:
 class Checkpoints:
     """Runs DBOS calls that write a checkpoint, retrying the store's faults."""
 
-    def __init__(self, policy: StoreRetry, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        policy: StoreRetry,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.policy = policy
         self._sleep = sleep
+        self._monotonic = monotonic
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` (one DBOS call of the running workflow), again after a store fault
@@ -125,7 +131,7 @@ class Checkpoints:
             except Exception as e:
                 if not is_store_error(e):
                     raise
-                now = time.monotonic()
+                now = self._monotonic()
                 if deadline is None:
                     deadline = now + self.policy.deadline
                 attempt += 1
