@@ -107,17 +107,35 @@ def test_a_full_disk_after_a_tool_ran_is_retried_and_the_run_finishes(disk: Path
     assert REFUNDS == ["A1"], "the refund ran again"
 
 
-def test_a_store_down_past_the_deadline_leaves_the_run_to_resume(disk: Path) -> None:
+def test_a_store_down_past_the_deadline_stops_the_run_which_resumes_once_it_heals(
+    disk: Path,
+) -> None:
     url = f"sqlite:///{disk / 'runs.sqlite'}"
     with runs_on(url, StoreRetry(initial=0.01, max_wait=0.05, deadline=0.3)) as runs:
         ANSWER_FAULT.append("fill")  # after the refund's checkpoint: the answer's fails
         with pytest.raises(StoreUnavailable):
             runs.run("refunds", "refund A1", run_id="r2", wait=60)
         ANSWER_FAULT.clear()
-        (disk / "filler").unlink()
-        assert runs.status("r2") == "PENDING", "the store's fault became the run's outcome"
-    with runs_on(url, StoreRetry()) as runs:  # relaunched: it resumes
+        (disk / "filler").unlink()  # the store heals: the run resumes in this process
         result = runs.result("r2", timeout=60)
+        assert runs.status("r2") == "SUCCESS"
+    assert result.status == "finished" and result.text == "Refunded A1."
+    assert REFUNDS == ["A1"], "the refund ran again"
+
+
+def test_a_run_stopped_by_the_store_resumes_at_the_next_launch(disk: Path) -> None:
+    url = f"sqlite:///{disk / 'runs.sqlite'}"
+    retry = StoreRetry(initial=0.01, max_wait=0.05, deadline=0.3)
+    with runs_on(url, retry) as runs:
+        ANSWER_FAULT.append("fill")
+        with pytest.raises(StoreUnavailable):
+            runs.run("refunds", "refund A1", run_id="r3", wait=60)
+        runs.shutdown()  # the process ends before the store heals
+    ANSWER_FAULT.clear()
+    (disk / "filler").unlink()
+    with runs_on(url, StoreRetry()) as runs:  # relaunched: it resumes
+        assert runs.status("r3") in ("PENDING", "ENQUEUED", "SUCCESS")
+        result = runs.result("r3", timeout=60)
     assert result.status == "finished" and result.text == "Refunded A1."
     assert REFUNDS == ["A1"], "the refund ran again"
 

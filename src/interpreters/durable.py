@@ -51,7 +51,7 @@ from interpreters.durable_loop import (
 )
 from interpreters.durable_store import (
     Checkpoints,
-    Heartbeats,
+    Keeper,
     Once,
     StoreRetry,
     Takeover,
@@ -200,9 +200,10 @@ class DurableRuns:
         self._clock = clock
         self._poll = polling_interval
         self._launched = False
-        self._checkpoints = Checkpoints(store_retry)
+        self._checkpoints = Checkpoints(store_retry, stopped=self._resume_later)
+        self._store_retry = store_retry
         self._takeover = takeover
-        self._heartbeats: Heartbeats | None = None
+        self._keeper: Keeper | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
     def launch(self) -> None:
@@ -229,16 +230,21 @@ class DurableRuns:
             polling_interval_sec=self._poll,
         )
         self._launched = True
-        if self._takeover is not None:
-            self._heartbeats = Heartbeats(_sys_db(), DBOS.executor_id, self._takeover)
-            self._heartbeats.start()
+        self._keeper = Keeper(
+            _sys_db(), DBOS.executor_id, self._takeover, self._store_retry.max_wait
+        )
+        self._keeper.start()
+
+    def _resume_later(self, run_id: str) -> None:
+        if self._keeper is not None:
+            self._keeper.resume_later(run_id)
 
     def shutdown(self) -> None:
         """Stop this process's DBOS (unfinished runs resume at the next `launch`)."""
         global _runtime
-        if self._heartbeats is not None:
-            self._heartbeats.stop()
-            self._heartbeats = None
+        if self._keeper is not None:
+            self._keeper.stop()
+            self._keeper = None
         if self._launched:
             DBOS.destroy(destroy_registry=False)
             self._launched = False

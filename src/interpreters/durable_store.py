@@ -4,11 +4,12 @@ A checkpoint write that fails for a moment (`database or disk is full`, a lock t
 dropped connection the driver does not retry) is a fault of the store, not of the run:
 `Checkpoints` retries the write with capped exponential backoff, and when `StoreRetry`'s
 deadline passes it stops the run with `StoreUnavailable`, which records no outcome, so
-the run stays pending and resumes at the next `launch()` (or `recover`). A step's body
+the run stays pending. A step's body
 (the tool, the model call) runs once: a retry writes the outcome it already has.
 
-`Heartbeats` keeps a row per worker in the system database, refreshed every
-`Takeover.interval`; a worker silent for `Takeover.after` seconds is taken for dead and
+`Keeper` (a worker's background thread) queues such a run again once the store takes
+writes again. With a `Takeover` it also keeps a row per worker in the system database,
+refreshed every `Takeover.interval`; a worker silent for `Takeover.after` seconds is taken for dead and
 its pending runs are handed to the live workers (DBOS's recovery: the run is queued
 again and exactly one worker dequeues it). A dead worker that wakes up cannot complete a
 run it lost: DBOS checks the run's ownership token with every checkpoint it writes.
@@ -108,10 +109,12 @@ class Checkpoints:
         policy: StoreRetry,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        stopped: Callable[[str], None] = lambda run_id: None,
     ) -> None:
         self.policy = policy
         self._sleep = sleep
         self._monotonic = monotonic
+        self._stopped = stopped
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` (one DBOS call of the running workflow), again after a store fault
@@ -137,8 +140,10 @@ class Checkpoints:
                 attempt += 1
                 if now >= deadline:
                     log.error("%s: the store kept failing for %g s, stopping the run "
-                              "unrecorded (it resumes at the next launch): %s",
+                              "unrecorded (it resumes once the store takes writes again): %s",
                               what, self.policy.deadline, brief(e))
+                    if ctx is not None and ctx.workflow_id:
+                        self._stopped(ctx.workflow_id)
                     raise StoreUnavailable(f"{what}: the store failed for "
                                            f"{self.policy.deadline:g} s: {brief(e)}") from e
                 pause = min(wait * (0.5 + random.random()), deadline - now)
@@ -205,10 +210,13 @@ def recover(sys_db: SystemDatabase, executor_ids: Sequence[str]) -> list[str]:
     return handed
 
 
-class Heartbeats:
-    """This worker's heartbeat, and the takeover of workers silent too long."""
+class Keeper:
+    """A worker's background thread: it resumes the runs this worker stopped on a store
+    fault once the store takes writes again and, with a `Takeover`, beats and takes over
+    the runs of workers silent too long. Wakes every `every` seconds."""
 
-    def __init__(self, sys_db: SystemDatabase, executor_id: str, takeover: Takeover) -> None:
+    def __init__(self, sys_db: SystemDatabase, executor_id: str, takeover: Takeover | None,
+                 every: float) -> None:
         self._sys_db = sys_db
         self._engine = sys_db.engine
         self._app = sys_db.app_name or ""
@@ -216,20 +224,43 @@ class Heartbeats:
         self._takeover = takeover
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.taken_over: list[str] = []
+        self._every = takeover.every if takeover is not None else every
+        self._lock = threading.Lock()
+        self._stopped: set[str] = set()
 
     def start(self) -> None:
-        HEARTBEATS.create(self._engine, checkfirst=True)
-        self.beat()
-        self._thread = threading.Thread(target=self._loop, name="pipeline-heartbeat",
+        if self._takeover is not None:
+            HEARTBEATS.create(self._engine, checkfirst=True)
+            self.beat()
+        self._thread = threading.Thread(target=self._loop, name="pipeline-keeper",
                                         daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(self._takeover.every + 5.0)
+            self._thread.join(self._every + 5.0)
             self._thread = None
+
+    def resume_later(self, run_id: str) -> None:
+        """A run this worker stopped unrecorded: queue it again once the store heals."""
+        with self._lock:
+            self._stopped.add(run_id)
+
+    def resume_stopped(self) -> list[str]:
+        with self._lock:
+            waiting = sorted(self._stopped)
+        resumed = []
+        for run_id in waiting:
+            # Fails on a store still down (kept for the next round); a no-op for a run
+            # no longer pending here (taken over, or resumed by a relaunch).
+            self._sys_db.reenqueue_for_recovery(run_id, [self._me], INTERNAL_QUEUE_NAME)
+            with self._lock:
+                self._stopped.discard(run_id)
+            resumed.append(run_id)
+        if resumed:
+            log.warning("the store takes writes again: runs %s resume", resumed)
+        return resumed
 
     def beat(self) -> None:
         now = _db_now(self._engine)
@@ -244,6 +275,7 @@ class Heartbeats:
 
     def dead(self) -> list[str]:
         """The other workers of this app silent for longer than `Takeover.after`."""
+        assert self._takeover is not None
         limit = _db_now(self._engine) - self._takeover.after
         with self._engine.begin() as c:
             rows = c.execute(
@@ -263,17 +295,18 @@ class Heartbeats:
         taken = recover(self._sys_db, dead)
         if taken:
             log.warning("workers %s silent for %g s: their runs %s go to the live workers",
-                        dead, self._takeover.after, taken)
-            self.taken_over.extend(taken)
+                        dead, self._takeover.after if self._takeover else 0, taken)
         return taken
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._takeover.every):
+        while not self._stop.wait(self._every):
             try:
-                self.beat()
-                self.sweep()
-            except Exception as e:  # a store fault: beat again next time
+                self.resume_stopped()
+                if self._takeover is not None:
+                    self.beat()
+                    self.sweep()
+            except Exception as e:  # a store fault: try again next time
                 if not is_store_error(e):
-                    log.exception("heartbeat failed")
+                    log.exception("heartbeat or resume failed")
                 else:
-                    log.warning("heartbeat failed: %s", brief(e))
+                    log.warning("heartbeat or resume failed: %s", brief(e))
