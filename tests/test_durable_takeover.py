@@ -1,7 +1,8 @@
 """A worker that never comes back: its pending runs go to the live workers, by
 `DurableClient.recover` or by the automatic takeover after its heartbeat goes silent, and
 a worker that wakes up after its run was taken over completes nothing of it: the tool ran
-once, the judge once, one result. On PostgreSQL (PIPELINE_TEST_PG_URL; CI starts one)."""
+once, the judge once, one result. On PostgreSQL (PIPELINE_TEST_PG_URL; CI starts one),
+and `DurableRuns.recover` on SQLite too."""
 
 from __future__ import annotations
 
@@ -85,3 +86,20 @@ def test_a_silent_worker_is_taken_over_and_a_zombie_completes_nothing(
     assert calls[f"start {JUDGE}"] == 1, "the zombie went on to the judge"
     assert any("another worker owns this run" in p.read_text()
                for p in tmp_path.glob("stderr-serve-w1-*.log")), "the zombie said nothing"
+
+
+def test_a_live_worker_recovers_a_dead_ones_run_on_sqlite(tmp_path: Path) -> None:
+    from tests.durable_worker import make_runs
+
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    dead = spawn(tmp_path, db, "run", RUN, HANG="before-answer")  # executor "local"
+    wait_for(tmp_path / "hang", dead)
+    kill(dead)
+    with make_runs(tmp_path, db, executor_id="live") as runs:
+        assert runs.status(RUN) == "PENDING"
+        assert runs.recover(["local"]) == [RUN]
+        result = runs.result(RUN, timeout=WAIT)
+        assert runs.recover(["local"]) == []
+    assert result.status == "finished" and result.text == "It is sunny in Paris today."
+    assert len(lines(tmp_path / "tool.log")) == 1, "the tool ran again"
+    assert model_log(tmp_path)[f"done {JUDGE}"] == 1
