@@ -230,7 +230,11 @@ class Keeper:
 
     def start(self) -> None:
         if self._takeover is not None:
-            HEARTBEATS.create(self._engine, checkfirst=True)
+            try:
+                HEARTBEATS.create(self._engine, checkfirst=True)
+            except sa.exc.DBAPIError:  # another worker created it at the same moment
+                if not sa.inspect(self._engine).has_table(HEARTBEATS.name):
+                    raise
             self.beat()
         self._thread = threading.Thread(target=self._loop, name="pipeline-keeper",
                                         daemon=True)
