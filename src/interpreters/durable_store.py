@@ -9,10 +9,11 @@ the run stays pending. A step's body
 
 `Keeper` (a worker's background thread) queues such a run again once the store takes
 writes again. With a `Takeover` it also keeps a row per worker in the system database,
-refreshed every `Takeover.interval`; a worker silent for `Takeover.after` seconds is taken for dead and
-its pending runs are handed to the live workers (DBOS's recovery: the run is queued
-again and exactly one worker dequeues it). A dead worker that wakes up cannot complete a
-run it lost: DBOS checks the run's ownership token with every checkpoint it writes.
+refreshed every `Takeover.interval`; a worker silent for `Takeover.after` seconds is
+taken for dead and its pending runs are handed to the live workers (DBOS's recovery: the
+run is queued again and exactly one worker dequeues it). A dead worker that wakes up
+cannot complete a run it lost: DBOS checks the run's ownership token with every
+checkpoint it writes.
 """
 
 from __future__ import annotations
