@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from effects import RunTools
 from interpreters.durable import DurableRuns
-from interpreters.durable_store import StoreRetry, StoreUnavailable, Takeover
+from interpreters.durable_store import RunTakenOver, StoreRetry, StoreUnavailable, Takeover
+from interpreters.observe import RunInfo, RunObserver
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.model import ModelRequest
+from pipeline.protocol import LoopCommand
 from pipeline.tools import tool
 from tests.durable_harness import fill, pg_url, small_filesystem
 from tests.helpers import make_agent
@@ -196,3 +199,42 @@ def test_store_and_takeover_settings_not_understood_are_refused() -> None:
         Takeover(after=10, interval=10)
     with pytest.raises(ValueError, match="after"):
         Takeover(after=0)
+
+
+class TakenOverBeforeTools(RunObserver):
+    """When the loop asks for its tools, another worker claims the run (as a takeover
+    does while this worker is stalled between steps)."""
+
+    sees_stream = False
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return self
+
+    def command(self, cmd: LoopCommand, at: float) -> None:
+        if isinstance(cmd, RunTools):
+            import sqlalchemy as sa
+
+            engine = sa.create_engine(self.url)
+            with engine.begin() as c:
+                c.execute(sa.text(
+                    "UPDATE workflow_status SET owner_xid = 'another-worker' "
+                    "WHERE workflow_uuid = 'z1'"))
+            engine.dispose()
+
+
+def test_a_worker_that_lost_its_run_does_not_start_its_tool(tmp_path: Path) -> None:
+    # The chunks written before the tool's step carry DBOS's ownership check: the
+    # worker stops there (RunTakenOver), before the tool.
+    REFUNDS.clear()
+    FAULT.clear()
+    ANSWER_FAULT.clear()
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    with DurableRuns({"refunds": refund_agent()}, refund_model(), database_url=url,
+                     observers=(TakenOverBeforeTools(url),), takeover=None) as runs:
+        with pytest.raises(RunTakenOver):
+            runs.run("refunds", "refund A1", run_id="z1", wait=60)
+        assert runs.status("z1") == "PENDING"  # the other worker's to finish
+    assert REFUNDS == [], "the refund ran on a worker that no longer owned the run"
