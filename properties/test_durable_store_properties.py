@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.durable_store import Checkpoints, Once, StoreRetry, StoreUnavailable
+from interpreters.durable_store import (
+    Checkpoints,
+    Once,
+    StepDatabaseError,
+    StoreRetry,
+    StoreUnavailable,
+)
 
 
 class FakeClock:
@@ -75,6 +81,26 @@ def test_errors_not_of_the_store_are_not_retried(policy: StoreRetry) -> None:
     with pytest.raises(ValueError):
         checkpoints.call("tool:x", broken)
     assert clock.waits == []
+
+
+@given(policies)
+def test_a_database_error_of_the_steps_own_code_is_its_outcome_not_retried(
+    policy: StoreRetry,
+) -> None:
+    clock = FakeClock()
+    checkpoints = Checkpoints(policy, clock.sleep, clock.monotonic)
+    ran: list[int] = []
+
+    def handler() -> None:
+        ran.append(1)
+        raise sqlite3.OperationalError("no such table: orders")
+
+    body = Once(handler)
+    with pytest.raises(StepDatabaseError, match="no such table"):
+        checkpoints.call("perform:Lookup", body)
+    with pytest.raises(StepDatabaseError):
+        body()  # a retried step gets the same outcome
+    assert ran == [1] and clock.waits == []
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan")])

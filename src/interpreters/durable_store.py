@@ -156,8 +156,15 @@ class Checkpoints:
                     ctx.function_id = function_id
 
 
+class StepDatabaseError(RuntimeError):
+    """A step's own code (a handler) failed with a database error: that is the step's
+    outcome, recorded as such, not a fault of the checkpoint store to retry."""
+
+
 class Once(Generic[T]):
-    """A step body that runs once: a retried step gets the first run's outcome."""
+    """A step body that runs once: a retried step gets the first run's outcome. A
+    database error of the body's own is raised as `StepDatabaseError`, so it is not
+    taken for the store's (nor is its recorded copy on a resume)."""
 
     def __init__(self, fn: Callable[[], T]) -> None:
         self._fn = fn
@@ -171,6 +178,10 @@ class Once(Generic[T]):
             try:
                 self._outcome = (self._fn(),)
             except Exception as e:
+                if is_store_error(e):
+                    own = StepDatabaseError(brief(e))
+                    self._error = own
+                    raise own from e
                 self._error = e
                 raise
         return self._outcome[0]
