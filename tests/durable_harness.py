@@ -4,6 +4,8 @@ PostgreSQL server the PostgreSQL tests need (PIPELINE_TEST_PG_URL; required when
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -11,6 +13,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -104,3 +107,36 @@ def pg_url() -> str:
             pytest.fail(f"CI=true but PostgreSQL at {PG_ENV} is not reachable: {e}")
         pytest.skip(f"PostgreSQL at {PG_ENV} is not reachable: {e}")
     return sa.make_url(base).set(database=name).render_as_string(hide_password=False)
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, size: str = "4m") -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `path`, to fill for real: skips where mounting is
+    impossible (not root), but fails under CI=true, which runs as root."""
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+            check=True, capture_output=True, timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but a tmpfs cannot be mounted at {path}: {e}")
+        pytest.skip(f"cannot mount a tmpfs (needs root): {e}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True,
+                       timeout=30)
+
+
+def fill(path: Path) -> None:
+    """Write `path` until its file system is full."""
+    block = b"\0" * 65536
+    with path.open("wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(block)
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise

@@ -7,7 +7,9 @@ Its model and tool count what they do in files under DIR, so a test can see what
 a process it killed: `model.log` gets "start KEY" when a model call opens and "done KEY"
 when its stream ended, `tool.log` a line per tool call. With HANG=before-answer (or
 mid-stream) in the environment, the model's answer after the tool result blocks before
-its first event (or after three events), having touched DIR/hang: the test kills it there.
+its first event (or after three events), having touched DIR/hang: the test kills it there
+(or stops it, and lets it go on by touching DIR/release). TAKEOVER=SECONDS makes a
+serving worker take the runs of workers silent that long.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import msgspec
 
 from examples.quality_guardrail import QualityGuardrail
 from interpreters.durable import DurableRuns
+from interpreters.durable_store import Takeover
 from interpreters.simulator import Say, call
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent
@@ -76,7 +79,11 @@ class FileModel:
 
     def _block(self) -> None:
         (self.folder / "hang").touch()
-        time.sleep(HANG_LIMIT)
+        deadline = time.monotonic() + HANG_LIMIT
+        while time.monotonic() < deadline:  # DIR/release lets it go on (a zombie wakes)
+            if (self.folder / "release").exists():
+                return
+            time.sleep(0.02)
         raise SystemExit("not killed while hanging")
 
 
@@ -86,6 +93,7 @@ def make_runs(
     *,
     executor_id: str | None = None,
     worker_concurrency: int | None = None,
+    takeover: Takeover | None = None,
 ) -> DurableRuns:
     def get_weather(ctx: ToolContext[None], city: str) -> str:
         """The weather in a city."""
@@ -101,6 +109,7 @@ def make_runs(
     return DurableRuns(
         {"weather": agent}, FileModel(folder), database_url=db_url, observers=(),
         clock=lambda: 1_000.0, executor_id=executor_id, worker_concurrency=worker_concurrency,
+        takeover=takeover,
     )
 
 
@@ -118,7 +127,11 @@ def main(argv: list[str]) -> int:
         return 0
     if mode == "serve":
         os.environ["WORKER"] = name
-        runs = make_runs(folder, db_url, executor_id=name, worker_concurrency=1)
+        after = os.environ.get("TAKEOVER")  # seconds of silence before a takeover
+        takeover = Takeover(float(after), float(after) / 5) if after else None
+        runs = make_runs(
+            folder, db_url, executor_id=name, worker_concurrency=1, takeover=takeover
+        )
         runs.launch()
         (folder / f"ready-{name}").touch()
         deadline = time.monotonic() + HANG_LIMIT

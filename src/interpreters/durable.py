@@ -31,6 +31,8 @@ from typing import Unpack
 
 import msgspec
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
+from dbos._dbos import _get_dbos_instance
+from dbos._sys_db import SystemDatabase
 
 from interpreters.common import (
     answer_of,
@@ -46,6 +48,14 @@ from interpreters.durable_loop import (
     ToolDone,
     drive,
     tool_context,
+)
+from interpreters.durable_store import (
+    Checkpoints,
+    Keeper,
+    Once,
+    StoreRetry,
+    Takeover,
+    recover,
 )
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
@@ -119,6 +129,9 @@ _ANSWER = msgspec.json.Decoder(_Answer)
 _CHUNKS = msgspec.json.Decoder(tuple[Chunk, ...])
 _enc = msgspec.json.Encoder()
 
+DEFAULT_STORE_RETRY = StoreRetry()
+DEFAULT_TAKEOVER = Takeover()
+
 _runtime: DurableRuns | None = None
 _RUNNING = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
 
@@ -137,6 +150,10 @@ class DurableRuns:
     `app_version`: runs resume and are dequeued only by workers of the same version; bump
     it when an agent changes in a way a half-done run must not see (by default DBOS
     derives it from the workflow's code, which does not include your agents).
+    `store_retry`: how long a checkpoint write the store refuses (full, locked,
+    unreachable) is retried before the run is stopped unrecorded, to resume at the
+    next `launch` (`StoreUnavailable`). `takeover`: a worker silent that long is dead
+    and the live workers take its pending runs (None: only `recover` hands them over).
     """
 
     def __init__(
@@ -156,7 +173,13 @@ class DurableRuns:
         price: Pricer | None = None,
         clock: Callable[[], float] = time.time,
         polling_interval: float = 0.05,
+        store_retry: StoreRetry = DEFAULT_STORE_RETRY,
+        takeover: Takeover | None = DEFAULT_TAKEOVER,
     ) -> None:
+        if not isinstance(store_retry, StoreRetry):
+            raise TypeError(f"store_retry must be a StoreRetry, not {store_retry!r}")
+        if takeover is not None and not isinstance(takeover, Takeover):
+            raise TypeError(f"takeover must be a Takeover or None, not {takeover!r}")
         for name, agent in agents.items():
             parts = agent.async_parts()
             if parts:
@@ -177,6 +200,10 @@ class DurableRuns:
         self._clock = clock
         self._poll = polling_interval
         self._launched = False
+        self._checkpoints = Checkpoints(store_retry, stopped=self._resume_later)
+        self._store_retry = store_retry
+        self._takeover = takeover
+        self._keeper: Keeper | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
     def launch(self) -> None:
@@ -203,10 +230,21 @@ class DurableRuns:
             polling_interval_sec=self._poll,
         )
         self._launched = True
+        self._keeper = Keeper(
+            _sys_db(), DBOS.executor_id, self._takeover, self._store_retry.max_wait
+        )
+        self._keeper.start()
+
+    def _resume_later(self, run_id: str) -> None:
+        if self._keeper is not None:
+            self._keeper.resume_later(run_id)
 
     def shutdown(self) -> None:
         """Stop this process's DBOS (unfinished runs resume at the next `launch`)."""
         global _runtime
+        if self._keeper is not None:
+            self._keeper.stop()
+            self._keeper = None
         if self._launched:
             DBOS.destroy(destroy_registry=False)
             self._launched = False
@@ -293,6 +331,13 @@ class DurableRuns:
             raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
         return _start_payload(messages, self._clock(), options)
 
+    def recover(self, executor_ids: Sequence[str]) -> list[str]:
+        """Hand the pending runs of workers that are gone for good (`executor_ids`) to
+        the live workers (each is dequeued by exactly one); returns their run ids."""
+        if not self._launched:
+            raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
+        return recover(_sys_db(), executor_ids)
+
     # --- reading runs --------------------------------------------------------------------
     def status(self, run_id: str) -> str | None:
         """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
@@ -333,7 +378,7 @@ class DurableRuns:
         )
         result = drive(loop, steps)
         steps.flush()
-        DBOS.close_stream(CHUNKS)
+        self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
         return _enc.encode(result)
 
     def _call_model(self, request: ModelRequest) -> ModelOutcome:
@@ -425,8 +470,17 @@ class DurableClient:
             if isinstance(batch, bytes):
                 yield from _CHUNKS.decode(batch)
 
+    def recover(self, executor_ids: Sequence[str]) -> list[str]:
+        """Hand the pending runs of workers that are gone for good (`executor_ids`) to
+        the live workers (as `DurableRuns.recover`); returns their run ids."""
+        return recover(self._client._sys_db, executor_ids)
+
     def close(self) -> None:
         self._client.destroy()
+
+
+def _sys_db() -> SystemDatabase:
+    return _get_dbos_instance()._sys_db
 
 
 def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
@@ -480,18 +534,22 @@ class _DbosSteps:
     def flush(self) -> None:
         """Write the buffered chunks to the run's stream (a checkpointed write)."""
         if self._pending:
-            DBOS.write_stream(CHUNKS, _enc.encode(tuple(self._pending)))
+            data = _enc.encode(tuple(self._pending))
+            self._runs._checkpoints.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
             self._pending = []
 
     def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
         self.flush()
         clock = self._runs._clock
 
-        def body() -> tuple[float, bytes]:
+        def run() -> tuple[float, bytes]:
             out = fn()
             return clock(), out
 
-        at, data = DBOS.run_step({"name": name}, body)
+        body = Once(run)  # a retried write stores this outcome: the body runs once
+        at, data = self._runs._checkpoints.call(
+            name, lambda: DBOS.run_step({"name": name}, body)
+        )
         self._now = at
         return data
 
@@ -535,9 +593,10 @@ class _DbosSteps:
             return got.answer
         # Other requests' answers are stored by DBOS's own serializer.
         self.flush()
-        value, at = DBOS.run_step(
-            {"name": f"perform:{type(request).__name__}"},
-            lambda: (runs._perform(request), runs._clock()),
+        name = f"perform:{type(request).__name__}"
+        body = Once(lambda: (runs._perform(request), runs._clock()))
+        value, at = runs._checkpoints.call(
+            name, lambda: DBOS.run_step({"name": name}, body)
         )
         self._now = at
         return value
@@ -546,7 +605,7 @@ class _DbosSteps:
         self.flush()
         if self._deadline is not None:  # no backoff past the run's deadline
             seconds = max(0.0, min(seconds, self._deadline - self._now))
-        DBOS.sleep(seconds)
+        self._runs._checkpoints.call("sleep", lambda: DBOS.sleep(seconds))
         self._now += seconds
 
 
