@@ -109,8 +109,8 @@ def test_a_bare_string_where_a_list_is_expected_is_an_error() -> None:
 
 def test_unknown_roles_and_languages_are_errors() -> None:
     with pytest.raises(ProcessorConfigError) as err:
-        UnicodeNormalizer(roles=("usr",))  # type: ignore[list-item]
-    assert err.value.option == "roles" and "'assistant'" in err.value.allowed
+        UnicodeNormalizer(roles=("usr",))  # type: ignore[arg-type]
+    assert err.value.option == "roles[0]" and "'assistant'" in err.value.allowed
     with pytest.raises(ProcessorConfigError, match="target_languages"):
         LanguageDetector(["englsh"], backend=English())
     assert LanguageDetector(["English", "fr"], backend=English()).targets == ("en", "fr")
@@ -149,7 +149,7 @@ def test_other_misspelt_choices_are_errors() -> None:
     with pytest.raises(ProcessorConfigError, match="on_error"):
         PIIDetector(on_error="ignore", regex_only=True)  # type: ignore[arg-type]
     with pytest.raises(ProcessorConfigError, match="types"):
-        PIIDetector(types=("email", "phon"), regex_only=True)  # type: ignore[list-item]
+        PIIDetector(types=("email", "phon"), regex_only=True)  # type: ignore[arg-type]
 
 
 def test_the_error_is_a_value_error_and_a_type_error() -> None:
