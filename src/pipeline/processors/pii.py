@@ -610,7 +610,8 @@ def _check_options(
                       describe="a region phonenumbers knows (ISO 3166, 'US')")
     o.strings("national_ids", national_ids, allowed=sorted(d.NATIONAL_IDS))
     w = o.integer("window", window, min=1)
-    o.integer("max_hold", max_hold, min=2 * w)
+    if not isinstance(max_hold, int) or isinstance(max_hold, bool) or max_hold < 2 * w:
+        raise o.fail("max_hold", max_hold, f"an int >= 2 * window ({2 * w})")
     o.text("salt", salt, empty=True)
     o.choice("on_error", on_error, OnError)
     o.text("judge_instructions", judge_instructions)

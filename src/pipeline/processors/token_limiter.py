@@ -113,7 +113,10 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
         o.integer("limit", limit, min=1)
         o.choice("strategy", strategy, OutputStrategy)
         o.choice("count_mode", count_mode, CountMode)
-        if counter is not None and not isinstance(counter, TokenCounter):
+        if counter is not None and (  # a str or a tuple has a count() too, of another kind
+            isinstance(counter, str | bytes | bytearray | tuple | list)
+            or not isinstance(counter, TokenCounter)
+        ):
             raise o.fail("counter", counter, "None or a counter with count(text) -> int")
         for name, value in (("every_step", every_step),
                             ("count_system_messages", count_system_messages),
