@@ -30,8 +30,11 @@ class ProcessorConfigError(ValueError, TypeError):
     takes. A `ValueError` for a bad value and a `TypeError` for a bad type, so code that
     caught either before still does."""
 
-    def __init__(self, processor: str, option: str, value: str, allowed: str) -> None:
-        super().__init__(f"{processor}: {option}={value} is not allowed; expected {allowed}")
+    def __init__(
+        self, processor: str, option: str, value: str, allowed: str, *, key: bool = False
+    ) -> None:
+        given = f"{option} has the key {value}, which" if key else f"{option}={value}"
+        super().__init__(f"{processor}: {given} is not allowed; expected {allowed}")
         self.processor = processor
         self.option = option
         self.value = value
@@ -65,8 +68,10 @@ class Options:
     def __init__(self, processor: str) -> None:
         self.processor = processor
 
-    def fail(self, option: str, value: object, allowed: str) -> ProcessorConfigError:
-        return ProcessorConfigError(self.processor, option, _show(value), allowed)
+    def fail(
+        self, option: str, value: object, allowed: str, *, key: bool = False
+    ) -> ProcessorConfigError:
+        return ProcessorConfigError(self.processor, option, _show(value), allowed, key=key)
 
     def choice(self, option: str, value: object, literal: object) -> None:
         """`value` is one of the `Literal`'s values (a `str` `Literal`: compared as str,
@@ -169,7 +174,7 @@ class Options:
         for k, v in value.items():
             if not isinstance(k, str) or k not in keys:
                 raise self.fail(option, k, "keys " + _one_of(sorted(keys)) if keys
-                                else "no keys (nothing is looked for)")
+                                else "no keys (nothing is looked for)", key=True)
             self.choice(f"{option}[{k!r}]", v, values)
         return dict(value)
 
