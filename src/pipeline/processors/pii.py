@@ -594,7 +594,7 @@ def _check_options(
         raise o.fail("judge_stream", judge_stream, "False without a judge_model")
     if strategies is not None:
         found = {*kinds, *patterns, *((JUDGED,) if judge_model is not None else ())}
-        if regex_only:  # no library: national ids are not looked for
+        if regex_only or not national_ids:  # then national ids are not looked for
             found.discard("national-id")
         o.mapping("strategies", strategies, keys=found, values=Strategy)
     o.strings("phone_regions", phone_regions, check=_REGION.fullmatch,
