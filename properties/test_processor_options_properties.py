@@ -141,6 +141,8 @@ def objects(good: Values, bad: Values) -> tuple[Values, Values]:
     return good, bad
 
 
+_names = strings(st.text(max_size=8), _not(str))
+TOOL_NAMES = (st.one_of(st.none(), _names[0]), _names[1])
 REGEXES = (r"ORD-\d+", r"[A-Z]{3}\d{4}", r"(?i)my (system )?instructions")
 BAD_REGEXES = st.sampled_from(("(", "[a-", "*x", "a{2,1}"))
 KINDS = tuple(str(k) for k in get_args(Kind))
@@ -260,8 +262,8 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
         "id": text(),
     }),
     ToolCallFilter: ({}, {
-        "exclude": (st.one_of(st.none(), names()[0]), names()[1].filter(lambda v: v != [])),
-        "keep": (st.one_of(st.none(), names()[0]), names()[1].filter(lambda v: v != [])),
+        "exclude": TOOL_NAMES,
+        "keep": TOOL_NAMES,
         "every_step": flag(),
         "id": text(),
     }),

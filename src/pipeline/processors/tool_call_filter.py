@@ -98,9 +98,9 @@ class ToolCallFilter(Processor):
             raise o.fail("keep", keep, "None when exclude is given (give exclude or keep, "
                          "not both)")
         if exclude is not None:
-            exclude = o.strings("exclude", exclude, check=bool, describe="a tool name")
+            exclude = o.strings("exclude", exclude, describe="tool names")
         if keep is not None:
-            keep = o.strings("keep", keep, check=bool, describe="a tool name")
+            keep = o.strings("keep", keep, describe="tool names")
         o.flag("every_step", every_step)
         o.id(id)
         self.id = id
