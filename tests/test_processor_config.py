@@ -204,3 +204,13 @@ def test_mypy_rejects_a_misspelt_option_value(tmp_path: Path) -> None:
     assert MYPY_HEADER.count("\n") + 1 not in error_lines, out  # the legal call
     missed = [case for case, line in lines.items() if line not in error_lines]
     assert missed == [], out
+
+
+def test_the_kind_literal_is_every_built_in_kind() -> None:
+    from typing import get_args
+
+    from pipeline.processors import pii_detectors as d
+    from pipeline.processors.pii import DEFAULT_KINDS, Kind
+
+    assert get_args(Kind) == d.BUILTIN_KINDS + d.OPTIONAL_KINDS
+    assert DEFAULT_KINDS == d.BUILTIN_KINDS

@@ -74,7 +74,7 @@ Kind = Literal[
 ]
 """The built-in kinds `types=` takes (`pii_detectors.BUILTIN_KINDS + OPTIONAL_KINDS`)."""
 DEFAULT_KINDS = cast("tuple[Kind, ...]", d.BUILTIN_KINDS)
-JUDGED = "judged"
+JUDGED = "judged"  # the kind `_judged_text` gives
 """The kind of a value the judge found (a key `strategies=` may have with a judge)."""
 Where = Literal["input", "stream", "result", "tool-results"]
 
@@ -550,7 +550,7 @@ class PIIDetector(StatefulProcessor[Held]):
         def handle(text: str) -> str:
             local = self._find_or_fail(text) or []
             judged = [] if pattern is None else [
-                d.Finding(m.start(), m.end(), JUDGED) for m in pattern.finditer(text)
+                d.Finding(m.start(), m.end(), "judged") for m in pattern.finditer(text)
             ]
             found = d.resolve([*local, *judged])
             report.extend(found)
