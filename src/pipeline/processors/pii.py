@@ -74,8 +74,9 @@ Kind = Literal[
 ]
 """The built-in kinds `types=` takes (`pii_detectors.BUILTIN_KINDS + OPTIONAL_KINDS`)."""
 DEFAULT_KINDS = cast("tuple[Kind, ...]", d.BUILTIN_KINDS)
-JUDGED = "judged"  # the kind `_judged_text` gives
-"""The kind of a value the judge found (a key `strategies=` may have with a judge)."""
+JUDGED = "judged"
+"""The kind of a value the judge found (`_judged_text`), a key `strategies=` may have
+with a judge."""
 Where = Literal["input", "stream", "result", "tool-results"]
 
 JUDGE_PROMPT = (
