@@ -8,6 +8,7 @@ import pytest
 from interpreters.simulator import Say
 from pipeline.processors import PIIDetector
 from pipeline.processors import pii_detectors as d
+from pipeline.processors.pii import Kind
 from tests.helpers import make_agent, simulate, streamed_text
 
 BTC = "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2"
@@ -39,7 +40,7 @@ def test_remove_on_the_stream_across_chunks() -> None:
         (f"send to {ETH} please", "crypto-wallet"),
     ],
 )
-def test_opt_in_kinds_are_found(text: str, kind: str) -> None:
+def test_opt_in_kinds_are_found(text: str, kind: Kind) -> None:
     p = PIIDetector(types=(kind,))
     out = p.redact_text(text)
     assert f"[REDACTED:{kind}]" in out

@@ -219,11 +219,11 @@ def test_an_unreadable_judge_reply_blocks() -> None:
 
 
 def test_bad_configuration_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown PII kinds"):
-        PIIDetector(types=("emails",))
+    with pytest.raises(ValueError, match=r"types\[0\]='emails'"):
+        PIIDetector(types=("emails",))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_hold"):
         PIIDetector(window=100, max_hold=150)
-    with pytest.raises(ValueError, match="unknown national id"):
+    with pytest.raises(ValueError, match=r"national_ids.*'xx\.nope'.*'us\.ssn'"):
         PIIDetector(national_ids=("xx.nope",))
 
 

@@ -83,6 +83,7 @@ from pipeline.processor import (
     abort,
     processor,
 )
+from pipeline.processors.options import ProcessorConfigError
 from pipeline.result import (
     ApiFailed,
     Cancelled,
@@ -123,3 +124,4 @@ __all__ = [
     "OutputInvalid", "ToolContext", "ToolWriter", "TypedOutput",
 ]
 __all__ += ["InvalidInput", "InvalidInputError"]  # caller input checked at the door
+__all__ += ["ProcessorConfigError"]  # a built-in processor's option not understood

@@ -11,6 +11,7 @@ from pipeline.processors.batch import BatchPartsProcessor
 from pipeline.processors.holdback import Held
 from pipeline.processors.language_detector import LanguageDetector, Py3LangidBackend
 from pipeline.processors.moderation import ModerationProcessor
+from pipeline.processors.options import ProcessorConfigError
 from pipeline.processors.pii import PIIDetector
 from pipeline.processors.pii_detectors import Finding, MissingDependency
 from pipeline.processors.prompt_injection import PromptInjectionDetector
@@ -30,6 +31,7 @@ __all__ = [
     "MissingDependency",
     "ModerationProcessor",
     "PIIDetector",
+    "ProcessorConfigError",
     "Py3LangidBackend",
     "PromptInjectionDetector",
     "SystemPromptScrubber",

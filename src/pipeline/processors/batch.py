@@ -13,6 +13,7 @@ import msgspec
 from effects import Continue, Out, Replace
 from pipeline.chunks import Chunk, TextDelta
 from pipeline.processor import FlushArgs, FlushResult, StatefulProcessor, StreamArgs, StreamResult
+from pipeline.processors.options import Options
 
 
 class Batch(msgspec.Struct, frozen=True):
@@ -32,9 +33,10 @@ class BatchPartsProcessor(StatefulProcessor[Batch]):
     def __init__(
         self, *, max_parts: int = 5, max_chars: int | None = None, id: str = "batch-parts"
     ) -> None:
-        if max_parts < 1 or (max_chars is not None and max_chars < 1):
-            raise ValueError(f"need max_parts >= 1 and max_chars >= 1 or None, got "
-                             f"max_parts={max_parts}, max_chars={max_chars}")
+        o = Options("BatchPartsProcessor")
+        o.integer("max_parts", max_parts, min=1)
+        o.optional_integer("max_chars", max_chars, min=1)
+        o.id(id)
         self.id = id
         self.max_parts = max_parts
         self.max_chars = max_chars

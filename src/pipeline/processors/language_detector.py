@@ -8,6 +8,7 @@ thing that needs a model, goes through `AskModel` to a judge model.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator, Iterable
 from functools import cache
 from typing import Literal, Protocol, cast
@@ -18,13 +19,13 @@ from pipeline.messages import Message, MessageList, Role
 from pipeline.processor import InputArgs, InputResult, ModelAnswer, Processor, abort
 from pipeline.processors.guard_common import (
     ask_judge,
-    check_unit,
     checked_indices,
     require_extra,
     warning,
     with_metadata,
     with_text,
 )
+from pipeline.processors.options import Options
 
 __all__ = [
     "COMMON_LANGUAGES", "LanguageBackend", "LanguageDetector", "LanguageStrategy",
@@ -86,6 +87,10 @@ class Py3LangidBackend:
     the few a product expects), which makes short texts far more reliable."""
 
     def __init__(self, languages: Iterable[str] | None = None) -> None:
+        if languages is not None:
+            languages = Options("Py3LangidBackend").strings(
+                "languages", languages, check=_CODE.fullmatch, empty=False,
+                describe="an ISO 639-1 code ('en')")
         self.languages = None if languages is None else tuple(sorted(set(languages)))
         _identifier(self.languages)  # load now: a missing extra fails here, named
 
@@ -104,6 +109,10 @@ _NAMES = {
     "indonesian": "id", "romanian": "ro", "hungarian": "hu", "persian": "fa",
 }
 _DISPLAY = {code: name.capitalize() for name, code in _NAMES.items()}
+
+
+_CODE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{2,8})*")
+"""An ISO 639 code, with a region or script after it ('pt-br', 'zh-hant') if any."""
 
 
 def language_code(name_or_code: str) -> str:
@@ -144,24 +153,39 @@ class LanguageDetector(Processor):
         undecided: Undecided | None = None,
         id: str = "language-detector",
     ) -> None:
-        self.id = id
-        if undecided not in (None, "block", "allow", "warn"):
-            raise ValueError(f"LanguageDetector: undecided must be 'block', 'allow' or "
-                             f"'warn', got {undecided!r}")
-        self.targets = tuple(dict.fromkeys(language_code(t) for t in target_languages))
-        if not self.targets:
-            raise ValueError("LanguageDetector: give at least one target language")
+        o = Options("LanguageDetector")
+        targets = o.strings(
+            "target_languages", target_languages,
+            check=lambda t: _CODE.fullmatch(language_code(t)) is not None, empty=False,
+            describe="a language code ('en', 'pt-br') or English name ('English')",
+        )
+        o.choice("strategy", strategy, LanguageStrategy)
+        threshold = o.unit("threshold", threshold)
+        o.integer("min_text_length", min_text_length, min=0)
+        o.optional_text("judge_model", judge_model)
+        if undecided is not None:
+            o.choice("undecided", undecided, Undecided)
         if strategy == "translate" and judge_model is None:
-            raise ValueError("LanguageDetector: strategy 'translate' needs a judge_model")
+            raise o.fail("judge_model", judge_model, "a model id: strategy 'translate' "
+                         "needs a judge_model")
+        if backend is not None and not callable(getattr(backend, "detect", None)):
+            raise o.fail("backend", backend,
+                         "a backend with detect(text) -> (language, confidence)")
+        roles = o.choices("roles", roles, Role, empty=False)
+        o.flag("last_message_only", last_message_only)
+        o.flag("fail_open", fail_open)
+        o.id(id)
+        self.id = id
+        self.targets = tuple(dict.fromkeys(language_code(t) for t in targets))
         self.strategy: LanguageStrategy = strategy
-        self.threshold = check_unit("threshold", threshold)
+        self.threshold = threshold
         self.min_text_length = min_text_length
         self.judge_model = judge_model
         self.undecided: Undecided = undecided if undecided is not None else (
             "block" if strategy == "block" else "warn" if strategy == "warn" else "allow")
         self.backend: LanguageBackend = backend if backend is not None else Py3LangidBackend(
             self.targets + COMMON_LANGUAGES)
-        self.roles = tuple(roles)
+        self.roles = roles
         self.last_message_only = last_message_only
         self.fail_open = fail_open
 

@@ -41,20 +41,23 @@ from pipeline.processor import (
 from pipeline.processors.guard_common import (
     JudgeError,
     ask_judge,
-    check_unit,
     checked_indices,
     decode_verdict,
     drop_messages,
     warning,
 )
 from pipeline.processors.holdback import NOTHING_HELD, BlockKind, Held, delta
+from pipeline.processors.options import Options
 
 __all__ = [
     "DEFAULT_CATEGORIES", "ModerationProcessor", "ModerationState", "ModerationStrategy",
+    "OutputCheck",
     "ModerationVerdict",
 ]
 
 ModerationStrategy = Literal["block", "warn", "filter", "retry"]
+OutputCheck = Literal["step", "result"]
+"""step: each step's answer, before its tools run; result: the final answer, once."""
 """block: abort the run; warn: let it through and emit a `data-<id>` chunk; filter:
 remove the flagged text (an input message, or the answer's text, keeping its tool calls;
 on the stream, the flagged window); retry (output only, on input block): discard the
@@ -124,7 +127,7 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         categories: Iterable[str] = DEFAULT_CATEGORIES,
         threshold: float = 0.5,
         strategy: ModerationStrategy = "block",
-        output_check: Literal["step", "result"] = "step",
+        output_check: OutputCheck = "step",
         roles: Iterable[Role] = ("user",),
         last_message_only: bool = False,
         fail_open: bool = False,
@@ -134,19 +137,28 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         context_window: int = 0,
         id: str = "moderation",
     ) -> None:
-        if stream_window < 1:
-            raise ValueError(f"stream_window must be at least 1, got {stream_window}")
-        if context_window < 0:
-            raise ValueError(f"context_window must be 0 or more, got {context_window}")
+        o = Options("ModerationProcessor")
+        o.text("judge_model", judge_model)
+        categories = o.strings("categories", categories, check=bool,
+                               describe="a non-empty category name", empty=False)
+        threshold = o.unit("threshold", threshold)
+        o.choice("strategy", strategy, ModerationStrategy)
+        o.choice("output_check", output_check, OutputCheck)
+        roles = o.choices("roles", roles, Role, empty=False)
+        for name, value in (("last_message_only", last_message_only), ("fail_open", fail_open),
+                            ("moderate_stream", moderate_stream)):
+            o.flag(name, value)
+        o.optional_text("instructions", instructions)
+        o.integer("stream_window", stream_window, min=1)
+        o.integer("context_window", context_window, min=0)
+        o.id(id)
         self.id = id
         self.moderate_stream = moderate_stream
         self.stream_window = stream_window
         self.context_window = context_window
         self.judge_model = judge_model
-        self.categories = tuple(categories)
-        if not self.categories:
-            raise ValueError("ModerationProcessor: give at least one category")
-        self.threshold = check_unit("threshold", threshold)
+        self.categories = tuple(dict.fromkeys(categories))
+        self.threshold = threshold
         self.strategy: ModerationStrategy = strategy
         self.output_check = output_check
         self.roles = tuple(roles)

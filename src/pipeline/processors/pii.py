@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
@@ -65,9 +65,19 @@ from pipeline.processors.holdback import (
     flush_held,
     hold_stream,
 )
+from pipeline.processors.options import Options
 
 Strategy = Literal["detect", "redact", "mask", "hash", "remove", "block"]
 OnError = Literal["block", "allow"]
+Kind = Literal[
+    "email", "card", "iban", "national-id", "ip", "secret", "phone",  # BUILTIN_KINDS
+    "url", "uuid", "crypto-wallet",  # OPTIONAL_KINDS
+]
+"""The built-in kinds `types=` takes (`pii_detectors.BUILTIN_KINDS + OPTIONAL_KINDS`)."""
+DEFAULT_KINDS = cast("tuple[Kind, ...]", d.BUILTIN_KINDS)
+JUDGED = "judged"
+"""The kind of a value the judge found (`_judged_text`), a key `strategies=` may have
+with a judge."""
 Where = Literal["input", "stream", "result", "tool-results"]
 
 JUDGE_PROMPT = (
@@ -128,7 +138,7 @@ class PIIDetector(StatefulProcessor[Held]):
         self,
         *,
         id: str = "pii-detector",
-        types: Iterable[str] = d.BUILTIN_KINDS,
+        types: Iterable[Kind] = DEFAULT_KINDS,
         strategy: Strategy = "redact",
         strategies: Mapping[str, Strategy] | None = None,
         custom: Mapping[str, str | re.Pattern[str] | d.Detector] | None = None,
@@ -147,9 +157,14 @@ class PIIDetector(StatefulProcessor[Held]):
         judge_instructions: str = JUDGE_PROMPT,
         scan_tools: bool = False,
     ) -> None:
-        if window < 1 or max_hold < 2 * window:
-            raise ValueError(f"need window >= 1 and max_hold >= 2 * window, got "
-                             f"window={window}, max_hold={max_hold}")
+        kinds, patterns = _check_options(
+            id=id, types=types, strategy=strategy, strategies=strategies, custom=custom,
+            phone_regions=phone_regions, national_ids=national_ids, window=window,
+            max_hold=max_hold, salt=salt, on_input=on_input, on_stream=on_stream,
+            on_result=on_result, on_error=on_error, regex_only=regex_only,
+            judge_model=judge_model, judge_stream=judge_stream,
+            judge_instructions=judge_instructions, scan_tools=scan_tools,
+        )
         self.id = id
         self.strategy: Strategy = strategy
         self.strategies: dict[str, Strategy] = dict(strategies or {})
@@ -159,16 +174,9 @@ class PIIDetector(StatefulProcessor[Held]):
         self.on_input, self.on_stream, self.on_result = on_input, on_stream, on_result
         self.on_error: OnError = on_error
         self.judge_model = judge_model
-        if judge_stream and judge_model is None:
-            raise ValueError("judge_stream=True needs a judge_model")
         self.judge_stream = judge_stream
         self.judge_instructions = judge_instructions
         self.scan_tools = scan_tools
-        kinds = tuple(types)
-        unknown = sorted(set(kinds) - set(d.BUILTIN_KINDS) - set(d.OPTIONAL_KINDS))
-        if unknown:
-            raise ValueError(f"unknown PII kinds {unknown}; built in: "
-                             f"{list(d.BUILTIN_KINDS + d.OPTIONAL_KINDS)}")
         detectors: list[tuple[str, d.Detector]] = []
         for kind in kinds:
             if kind == "email":
@@ -191,7 +199,7 @@ class PIIDetector(StatefulProcessor[Held]):
                 detectors.append((kind, d.uuid))
             elif kind == "crypto-wallet":
                 detectors.append((kind, d.crypto_wallet))
-        for name, pattern in (custom or {}).items():
+        for name, pattern in patterns.items():
             detectors.append((name, d.custom(pattern)))
         self.detectors: tuple[tuple[str, d.Detector], ...] = tuple(detectors)
 
@@ -597,6 +605,65 @@ class PIIDetector(StatefulProcessor[Held]):
         return handle
 
 
+_REGION = re.compile(r"[A-Z]{2}")
+
+
+def _check_options(
+    *, id: object, types: Iterable[str], strategy: object, strategies: object, custom: object,
+    phone_regions: object, national_ids: object, window: object, max_hold: object,
+    salt: object, on_input: object, on_stream: object, on_result: object,
+    on_error: object, regex_only: object, judge_model: object, judge_stream: object,
+    judge_instructions: object, scan_tools: object,
+) -> tuple[tuple[str, ...], dict[str, str | re.Pattern[str] | d.Detector]]:
+    """Every option of `PIIDetector` checked (a setting not understood is an error, not a
+    guard that lets values through): the kinds to look for and the custom detectors."""
+    o = Options("PIIDetector")
+    o.id(id)
+    kinds = tuple(dict.fromkeys(o.choices("types", types, Kind)))
+    o.choice("strategy", strategy, Strategy)
+    patterns: dict[str, str | re.Pattern[str] | d.Detector] = {}
+    if custom is not None:
+        if not isinstance(custom, Mapping):
+            raise o.fail("custom", custom, "a dict of kind name to a regex or a function")
+        for name, pattern in custom.items():
+            o.text("custom", name)
+            if callable(pattern):
+                patterns[name] = pattern
+            else:
+                patterns[name] = o.pattern(f"custom[{name!r}]", pattern)
+    for flag, value in (("on_input", on_input), ("on_stream", on_stream),
+                        ("on_result", on_result), ("regex_only", regex_only),
+                        ("judge_stream", judge_stream), ("scan_tools", scan_tools)):
+        o.flag(flag, value)
+    o.optional_text("judge_model", judge_model)
+    if judge_stream and judge_model is None:
+        raise o.fail("judge_stream", judge_stream, "False without a judge_model")
+    if strategies is not None:
+        found = {*kinds, *patterns, *((JUDGED,) if judge_model is not None else ())}
+        if regex_only or not national_ids:  # then national ids are not looked for
+            found.discard("national-id")
+        o.mapping("strategies", strategies, keys=found, values=Strategy)
+    o.strings("phone_regions", phone_regions, check=_REGION.fullmatch,
+              describe="a region code of two capital letters (ISO 3166, 'US')")
+    if not regex_only and "phone" in kinds:
+        try:
+            import phonenumbers
+        except ImportError:  # the phone detector names the missing library
+            pass
+        else:
+            o.strings("phone_regions", phone_regions,
+                      allowed=frozenset(phonenumbers.SUPPORTED_REGIONS),
+                      describe="a region phonenumbers knows (ISO 3166, 'US')")
+    o.strings("national_ids", national_ids, allowed=sorted(d.NATIONAL_IDS))
+    w = o.integer("window", window, min=1)
+    if not isinstance(max_hold, int) or isinstance(max_hold, bool) or max_hold < 2 * w:
+        raise o.fail("max_hold", max_hold, f"an int >= 2 * window ({2 * w})")
+    o.text("salt", salt, empty=True)
+    o.choice("on_error", on_error, OnError)
+    o.text("judge_instructions", judge_instructions)
+    return kinds, patterns
+
+
 def _token_start(text: str, cut: int, floor: int) -> int:
     """Move `cut` back to the start of the word it falls in (a value being typed is
     held whole), unless that word reaches back past `floor` (then the cut stays)."""
@@ -667,4 +734,4 @@ def _mask(kind: str, value: str) -> str:
     return "".join(reversed(out))
 
 
-__all__ = ["JUDGE_PROMPT", "OnError", "PIIDetector", "Strategy"]
+__all__ = ["DEFAULT_KINDS", "JUDGE_PROMPT", "Kind", "OnError", "PIIDetector", "Strategy"]

@@ -43,15 +43,21 @@ from pipeline.processors.guard_common import (
     warning,
     with_text,
 )
+from pipeline.processors.options import Options
 from pipeline.processors.text_view import LOOKALIKES
 
 __all__ = [
     "InjectionFinding",
     "InjectionReport",
     "InjectionStrategy",
+    "JudgeMode",
     "PromptInjectionDetector",
     "scan_injection",
 ]
+
+JudgeMode = Literal["unclear", "always"]
+"""When the judge is asked: on texts the heuristics score from `judge_floor` up to below
+`threshold` (unclear), or on every text they do not flag (always)."""
 
 InjectionStrategy = Literal["block", "warn", "rewrite", "filter"]
 """block: abort the run; warn: let it through and emit a `data-<id>` chunk; rewrite:
@@ -335,7 +341,7 @@ class PromptInjectionDetector(Processor):
         strategy: InjectionStrategy = "block",
         threshold: float = 0.7,
         judge_model: str | None = None,
-        judge: Literal["unclear", "always"] = "unclear",
+        judge: JudgeMode = "unclear",
         judge_floor: float = 0.3,
         categories: Iterable[str] = DEFAULT_CATEGORIES,
         roles: Iterable[Role] = ("user",),
@@ -345,14 +351,29 @@ class PromptInjectionDetector(Processor):
         instructions: str | None = None,
         id: str = "prompt-injection-detector",
     ) -> None:
+        o = Options("PromptInjectionDetector")
+        o.choice("strategy", strategy, InjectionStrategy)
+        threshold = o.unit("threshold", threshold)
+        o.optional_text("judge_model", judge_model)
+        o.choice("judge", judge, JudgeMode)
+        judge_floor = o.unit("judge_floor", judge_floor)
+        categories = o.strings("categories", categories, check=bool,
+                               describe="a non-empty category name", empty=False)
+        roles = o.choices("roles", roles, Role, empty=False)
+        for name, value in (("last_message_only", last_message_only),
+                            ("check_tool_results", check_tool_results),
+                            ("fail_open", fail_open)):
+            o.flag(name, value)
+        o.optional_text("instructions", instructions)
+        o.id(id)
         self.id = id
         self.strategy: InjectionStrategy = strategy
-        self.threshold = check_unit("threshold", threshold)
-        self.judge_floor = check_unit("judge_floor", judge_floor)
+        self.threshold = threshold
+        self.judge_floor = judge_floor
         self.judge_model = judge_model
-        self.judge_mode = judge
-        self.categories = tuple(categories)
-        self.roles = tuple(roles)
+        self.judge_mode: JudgeMode = judge
+        self.categories = tuple(dict.fromkeys(categories))
+        self.roles = roles
         self.last_message_only = last_message_only
         self.check_tool_results = check_tool_results
         self.fail_open = fail_open

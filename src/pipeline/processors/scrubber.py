@@ -37,6 +37,7 @@ from pipeline.processor import (
 )
 from pipeline.processors.guard_common import warning
 from pipeline.processors.holdback import NOTHING_HELD, Held, flush_held, hold_stream
+from pipeline.processors.options import Options
 
 ScrubStrategy = Literal["redact", "warn", "block"]
 RedactionMethod = Literal["placeholder", "mask", "remove"]
@@ -84,18 +85,21 @@ class SystemPromptScrubber(StatefulProcessor[ScrubState]):
         custom_patterns: Iterable[str | re.Pattern[str]] = (),
         id: str = "system-prompt-scrubber",
     ) -> None:
-        if min_words < 2:
-            raise ValueError(f"min_words must be at least 2, got {min_words}")
-        if redaction_method not in ("placeholder", "mask", "remove"):
-            raise ValueError(f"redaction_method must be placeholder, mask or remove, "
-                             f"got {redaction_method!r}")
-        patterns: list[re.Pattern[str]] = []
-        for p in custom_patterns:
-            try:
-                patterns.append(re.compile(p) if isinstance(p, str) else p)
-            except re.error as e:
-                raise ValueError(f"custom_patterns: {p!r} is not a regular expression: {e}") \
-                    from e
+        o = Options("SystemPromptScrubber")
+        if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
+            raise o.fail("prompt", prompt, "None (the run's system messages) or a non-empty "
+                         "string (an empty one protects nothing)")
+        o.integer("min_words", min_words, min=2)
+        o.choice("strategy", strategy, ScrubStrategy)
+        o.text("replacement", replacement, empty=True)
+        o.choice("redaction_method", redaction_method, RedactionMethod)
+        if isinstance(custom_patterns, str | bytes | re.Pattern) or not isinstance(
+            custom_patterns, Iterable
+        ):
+            raise o.fail("custom_patterns", custom_patterns,
+                         "a list or tuple of regular expressions")
+        patterns = [o.pattern("custom_patterns", p) for p in custom_patterns]
+        o.id(id)
         self.id = id
         self.prompt = prompt
         self.min_words = min_words

@@ -26,6 +26,7 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from pipeline.processors.options import Options
 
 __all__ = [
     "ApproxTokenCounter",
@@ -53,10 +54,8 @@ class ApproxTokenCounter:
     """
 
     def __init__(self, bytes_per_token: float = 4.0) -> None:
-        if bytes_per_token <= 0:
-            raise ValueError("bytes_per_token must be positive")
+        self._per = Options("ApproxTokenCounter").positive("bytes_per_token", bytes_per_token)
         self.bytes_per_token = bytes_per_token
-        self._per = float(bytes_per_token)
 
     def count(self, text: str) -> int:
         n = len(text) if text.isascii() else len(text.encode("utf-8"))
@@ -75,6 +74,7 @@ class EncodingCounter:
     """
 
     def __init__(self, encode: Callable[[str], Sized]) -> None:
+        Options("EncodingCounter").function("encode", encode, "a function text -> tokens")
         self.encode = encode
 
     def count(self, text: str) -> int:

@@ -31,6 +31,7 @@ from pipeline.processor import (
     StreamArgs,
     StreamResult,
 )
+from pipeline.processors.options import Options
 from pipeline.processors.token_counting import (
     ApproxTokenCounter,
     TokenCounter,
@@ -39,7 +40,7 @@ from pipeline.processors.token_counting import (
     longest_prefix_within,
 )
 
-__all__ = ["LimiterState", "TokenLimiterProcessor", "trim_start"]
+__all__ = ["CountMode", "LimiterState", "OutputStrategy", "TokenLimiterProcessor", "trim_start"]
 
 OutputStrategy = Literal["truncate", "abort"]
 CountMode = Literal["cumulative", "part"]
@@ -108,13 +109,22 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
         message_overhead: int = 4,
         id: str = "token-limiter",
     ) -> None:
-        if limit <= 0:
-            raise ValueError(f"TokenLimiterProcessor: limit must be positive, got {limit}")
-        if counter is not None and not isinstance(counter, TokenCounter):
-            raise TypeError(
-                f"TokenLimiterProcessor: counter must have count(text) -> int, "
-                f"got {type(counter).__name__}"
-            )
+        o = Options("TokenLimiterProcessor")
+        o.integer("limit", limit, min=1)
+        o.choice("strategy", strategy, OutputStrategy)
+        o.choice("count_mode", count_mode, CountMode)
+        if counter is not None and (  # a str or a tuple has a count() too, of another kind
+            isinstance(counter, str | bytes | bytearray | tuple | list)
+            or not isinstance(counter, TokenCounter)
+        ):
+            raise o.fail("counter", counter, "None or a counter with count(text) -> int")
+        for name, value in (("every_step", every_step),
+                            ("count_system_messages", count_system_messages),
+                            ("start_with_user", start_with_user),
+                            ("count_reasoning", count_reasoning)):
+            o.flag(name, value)
+        o.integer("message_overhead", message_overhead, min=0)
+        o.id(id)
         self.id = id
         self.limit = limit
         self.strategy: OutputStrategy = strategy

@@ -22,6 +22,7 @@ from pipeline.processor import (
     Processor,
     StepChange,
 )
+from pipeline.processors.options import Options
 
 __all__ = ["ToolCallFilter", "filter_tool_calls"]
 
@@ -92,8 +93,16 @@ class ToolCallFilter(Processor):
         every_step: bool = False,
         id: str = "tool-call-filter",
     ) -> None:
+        o = Options("ToolCallFilter")
         if exclude is not None and keep is not None:
-            raise ValueError("ToolCallFilter: give exclude or keep, not both")
+            raise o.fail("keep", keep, "None when exclude is given (give exclude or keep, "
+                         "not both)")
+        if exclude is not None:
+            exclude = o.strings("exclude", exclude, describe="tool names")
+        if keep is not None:
+            keep = o.strings("keep", keep, describe="tool names")
+        o.flag("every_step", every_step)
+        o.id(id)
         self.id = id
         self.exclude = None if exclude is None else frozenset(exclude)
         self.keep = None if keep is None else frozenset(keep)

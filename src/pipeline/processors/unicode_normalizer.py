@@ -28,8 +28,12 @@ from pipeline.processor import (
     StepChange,
 )
 from pipeline.processors.guard_common import require_extra
+from pipeline.processors.options import Options
 
-__all__ = ["FoldHomoglyphs", "UnicodeNormalizer", "normalize_text"]
+__all__ = ["FoldHomoglyphs", "NormalForm", "UnicodeNormalizer", "normalize_text"]
+
+NormalForm = Literal["NFKC", "NFC"]
+"""The Unicode normal form (None: none)."""
 
 FoldHomoglyphs = Literal["off", "mixed", "all"]
 """Homoglyph folding: off; only in words that mix scripts (the homograph attack: a
@@ -187,7 +191,7 @@ class UnicodeNormalizer(Processor):
     def __init__(
         self,
         *,
-        form: Literal["NFKC", "NFC"] | None = "NFKC",
+        form: NormalForm | None = "NFKC",
         strip_control: bool = True,
         preserve_emojis: bool = True,
         collapse_whitespace: bool = True,
@@ -197,6 +201,16 @@ class UnicodeNormalizer(Processor):
         every_step: bool = False,
         id: str = "unicode-normalizer",
     ) -> None:
+        o = Options("UnicodeNormalizer")
+        o.choice("form", form, NormalForm | None)
+        for name, value in (("strip_control", strip_control),
+                            ("preserve_emojis", preserve_emojis),
+                            ("collapse_whitespace", collapse_whitespace), ("trim", trim),
+                            ("every_step", every_step)):
+            o.flag(name, value)
+        o.choice("fold_homoglyphs", fold_homoglyphs, FoldHomoglyphs)
+        roles = o.choices("roles", roles, Role, empty=False)
+        o.id(id)
         self.id = id
         self.roles = frozenset(roles)
         self.every_step = every_step
