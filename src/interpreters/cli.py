@@ -53,11 +53,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     replay = sub.add_parser("replay", help="replay a recorded run (a journal) offline")
     replay.add_argument("file", help="the NDJSON journal a Recorder wrote")
     replay.add_argument("--agent", help="module:name of the Agent to replay it with")
+    replay.add_argument("--price", metavar="PRICER",
+                        help="price the replay: 'genai-prices', or module:name of a Pricer "
+                             "(default: the costs the journal recorded)")
+    replay.add_argument("--max-bytes", type=int, default=None,
+                        help="the largest journal file read (default 256 MiB)")
     args = parser.parse_args(argv)
     if args.command == "replay":
+        from interpreters.journal import MAX_JOURNAL_BYTES
         from interpreters.replay_cli import replay_file
 
-        return replay_file(args.file, args.agent)
+        return replay_file(
+            args.file, args.agent, price=args.price,
+            max_bytes=MAX_JOURNAL_BYTES if args.max_bytes is None else args.max_bytes,
+        )
     if args.command == "demo":
         from interpreters.demo import run_demo
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
@@ -147,6 +148,9 @@ Entry = (
     | CancelledAt | RunEnded
 )
 
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024
+"""The largest journal file `Journal.read` reads (`max_bytes=` to change it)."""
+
 _encoder = msgspec.json.Encoder(enc_hook=repr)
 _decoder: msgspec.json.Decoder[Entry] = msgspec.json.Decoder(Entry)
 
@@ -200,11 +204,38 @@ class Journal:
         return cls(entries)
 
     @classmethod
-    def read(cls, path: str | Path) -> Journal:
-        return cls.from_ndjson(Path(path).read_bytes())
+    def read(cls, path: str | Path, *, max_bytes: int = MAX_JOURNAL_BYTES) -> Journal:
+        """The journal in the file at `path`: a regular file of at most `max_bytes`.
+
+        A device, FIFO, socket or directory is refused without being read (opened
+        non-blocking, so a FIFO with no writer does not wait), as is a larger file:
+        JournalError, and nothing else is read.
+        """
+        return cls.from_ndjson(read_bounded(path, max_bytes))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_bytes(self.to_ndjson())
+
+
+def read_bounded(path: str | Path, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most `max_bytes` of them; JournalError otherwise."""
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
+    # O_NONBLOCK: opening a FIFO without a writer returns at once, so fstat can refuse it.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise JournalError("not a regular file")
+        if st.st_size > max_bytes:
+            raise JournalError(f"{st.st_size} bytes, more than the bound of {max_bytes} bytes")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(max_bytes + 1)  # a file that grew since fstat is still bounded
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise JournalError(f"more than the bound of {max_bytes} bytes")
+    return data
 
 
 # --- recording -----------------------------------------------------------------------------
