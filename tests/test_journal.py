@@ -313,3 +313,104 @@ def test_an_in_memory_recorder_keeps_the_last_runs_only() -> None:
     assert rec.last().header.run_id == "run3"
     with pytest.raises(ValueError):
         Recorder(keep=0)
+
+
+ESCAPED_KEYS = ('sk-q"uo"te-0123456789abc', "sk-back\\slash\\0123456789", "sk-a/b<c>&d\u00e9-01234")
+
+
+def secret_forms(key: str) -> set[bytes]:
+    """The key as a journal line could hold it: raw, JSON-escaped (once and twice, with
+    and without `\\/` and `\\u` escapes), and as a repr (a tool result JSON cannot encode)."""
+    import json
+
+    escaped = json.dumps(key, ensure_ascii=False)[1:-1]
+    forms = {key, escaped, json.dumps(key)[1:-1], json.dumps(escaped)[1:-1],
+             escaped.replace("/", "\\/"), repr(key)[1:-1], json.dumps(repr(key)[1:-1])[1:-1]}
+    return {f.encode() for f in forms}
+
+
+@pytest.mark.parametrize("key", ESCAPED_KEYS)
+def test_a_secret_is_scrubbed_in_every_encoded_form(key: str) -> None:
+    import json
+
+    class Opaque:
+        def __repr__(self) -> str:
+            return f"Opaque({key!r})"
+
+    def leaky(city: str) -> object:
+        """Echoes the key as text, inside JSON, and as a value JSON cannot encode."""
+        return {"raw": key, "json": json.dumps({"key": key}), "opaque": Opaque()}
+
+    rec = Recorder(secrets=[key])
+    a = Agent.create("openai/gpt-4o-mini", tools=[leaky])
+    Simulator(ScriptedModel([Say(calls=[call("leaky", city=key)]), Say(json.dumps(key))]),
+              observers=[rec]).run(a, f"my key is {key}")
+    data = rec.last().to_ndjson()
+    for form in secret_forms(key):
+        assert form not in data, form
+    assert b"[redacted]" in data
+
+
+def streamed_texts(journal: Journal) -> dict[str, str]:
+    """Each streamed text of a journal, its deltas joined, by id."""
+    from pipeline.chunks import ReasoningDelta, ToolCallDelta
+
+    out: dict[str, str] = {}
+    for e in journal.entries:
+        if isinstance(e, ModelReplied):
+            ev = e.event
+            if isinstance(ev, TextDelta | ReasoningDelta):
+                out[ev.id] = out.get(ev.id, "") + ev.text
+            elif isinstance(ev, ToolCallDelta):
+                out[ev.tool_call_id] = out.get(ev.tool_call_id, "") + ev.args_delta
+    return out
+
+
+def test_a_key_the_model_streams_in_pieces_is_stored_in_no_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    rec = Recorder()
+    pieces = ["Your key: ", KEY[:9], KEY[9:12], KEY[12:], " (keep it safe)"]
+    run = Simulator(ScriptedModel([Say(pieces, reasoning=list(KEY))]),
+                    observers=[rec]).run(Agent.create("m"), "key?")
+    assert KEY in run.result.text  # the run itself is not changed: only what is stored
+    j = rec.last()
+    data = j.to_ndjson()
+    assert KEY.encode() not in data and KEY[9:].encode() not in data
+    texts = streamed_texts(j)
+    assert all(KEY not in t for t in texts.values()), texts
+    assert texts["text-0"] == "Your key: [redacted] (keep it safe)"
+    assert texts["reasoning-0"] == "[redacted]"  # one character a delta
+    # as many deltas as were streamed: the replay pulls as often as the run did
+    assert sum(isinstance(e, ModelReplied) for e in j.entries) == sum(
+        1 for c in run.trace.commands if type(c).__name__ in ("Pull", "CallModel")
+    )
+
+
+def test_a_journal_can_store_only_what_the_agents_pii_guard_lets_out() -> None:
+    from pipeline.processors.pii import PIIDetector
+
+    email, card = "jane.doe@example.com", "4111 1111 1111 1111"
+
+    def lookup(name: str) -> str:
+        """The customer's contact."""
+        return f"{name}: {email}"
+
+    guard = PIIDetector(strategies={"card": "block"}, on_input=True)
+    a = Agent.create("m", tools=[lookup], input_processors=[guard], output_processors=[guard])
+    script = [Say(calls=[call("lookup", name="jane")]),
+              Say(["Write to jane.doe", "@exam", "ple.com, card 4111 11", "11 1111 1111."])]
+    data, joined = b"", ""
+    for pii, stored in (("keep", True), ("agent", False)):
+        rec = Recorder(pii=pii)  # type: ignore[arg-type]
+        run = Simulator(ScriptedModel(list(script)), observers=[rec]).run(a, f"I am {email}")
+        assert run.result.status == "tripped"  # the card: blocked on the stream
+        j = rec.last()
+        data = j.to_ndjson()
+        joined = "".join(streamed_texts(j).values())
+        assert (email.encode() in data) is stored
+        assert (email in joined or card in joined) is stored
+    assert b"[REDACTED:email]" in data and "[REDACTED:card]" in joined
+    with pytest.raises(ValueError, match="pii"):
+        Recorder(pii="agnet")  # type: ignore[arg-type]

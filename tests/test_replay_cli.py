@@ -67,6 +67,7 @@ def test_terminal_escapes_from_a_journal_are_printed_escaped(
         escaping_agent(), "hi"
     )
     path = str(rec.path("run1"))
+    out = ""
     for args in ([path], [path, "--agent", "tests.test_replay_cli:escaping_agent"]):
         main(["replay", *args])
         out, err = capsys.readouterr()

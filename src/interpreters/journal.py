@@ -36,11 +36,18 @@ from typing import IO, Literal, cast
 import msgspec
 
 from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools
+from interpreters.journal_scrub import (
+    DeltaScrubber,
+    LineScrubber,
+    PIIRedactor,
+    Redactor,
+    SecretRedactor,
+)
 from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
 from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
 from pipeline.agent import Agent
-from pipeline.chunks import DataChunk
+from pipeline.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.cost import Pricer
 from pipeline.messages import JsonObject, MessageList
 from pipeline.model import ApiError, ModelEnded, ModelFailed
@@ -57,6 +64,10 @@ from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext, ToolWriter
 
 VERSION = 1
+
+PIIHandling = Literal["keep", "agent"]
+"""What a `Recorder` does with personal data: "keep" stores it as the run saw it, "agent"
+stores what the agent's PII guards (its `PIIDetector`s) would let out."""
 
 
 class AgentInfo(msgspec.Struct, frozen=True):
@@ -262,14 +273,19 @@ class Recorder:
         *,
         secrets: Iterable[str] = (),
         keep: int = 100,
+        pii: PIIHandling = "keep",
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
+        if pii not in ("keep", "agent"):
+            raise ValueError(f"pii must be 'keep' or 'agent', got {pii!r}")
+        self.pii: PIIHandling = pii
         self.keep = keep
         self.directory = Path(directory) if directory is not None else None
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
-        self._secrets = tuple(s.encode() for s in (*secrets, *_env_secrets()) if s)
+        self._secrets = tuple(s for s in (*secrets, *_env_secrets()) if s)
+        self._scrub = LineScrubber(self._secrets, _encoder.encode)
         self._lines: dict[str, list[bytes]] = {}
         self._order: list[str] = []
 
@@ -286,7 +302,13 @@ class Recorder:
             self._order.append(run.run_id)
             while len(self._order) > self.keep:  # a cap: the oldest journals go first
                 del self._lines[self._order.pop(0)]
-        return _Recording(run, self._scrub, out, lines)
+        redactors: list[Redactor] = []
+        secrets = SecretRedactor(self._secrets)
+        if secrets:
+            redactors.append(secrets)
+        guards = _pii_guards(run.agent) if self.pii == "agent" else []
+        redactors.extend(guards)
+        return _Recording(run, self._scrub, out, lines, redactors, guards)
 
     def path(self, run_id: str) -> Path:
         if self.directory is None:
@@ -305,11 +327,73 @@ class Recorder:
             raise LookupError("no run recorded in memory")
         return self.journal(self._order[-1])
 
-    def _scrub(self, line: bytes) -> bytes:
-        for s in self._secrets:
-            if s in line:
-                line = line.replace(s, b"[redacted]")
-        return line
+
+
+def _pii_guards(agent: Agent) -> list[PIIRedactor]:
+    """The agent's PII guards, as redactors of what a journal stores."""
+    from pipeline.processors.pii import PIIDetector
+
+    out: list[PIIRedactor] = []
+    for p in agent.all_processors():
+        if isinstance(p, PIIDetector):
+            guard = p
+
+            def find(text: str, g: PIIDetector = guard) -> list[tuple[int, int, str]]:
+                try:
+                    return [(f.start, f.end, f.kind) for f in g.find(text)]
+                except Exception:  # a detector that fails stores nothing of the text
+                    return [(0, len(text), "unchecked")] if text else []
+
+            def replacement(kind: str, value: str, g: PIIDetector = guard) -> str:
+                # A kind the guard blocks is not stored either.
+                if kind == "unchecked" or g.strategy_for(kind) == "block":
+                    return f"[REDACTED:{kind}]"
+                return g.replacement(kind, value)
+
+            out.append(PIIRedactor(find, replacement))
+    return out
+
+
+def _delta(e: Entry) -> tuple[str, str] | None:
+    """A streamed delta's stream key and text, or None."""
+    if type(e) is ModelReplied:
+        ev = e.event
+        if type(ev) is TextDelta:
+            return f"text:{ev.id}", ev.text
+        if type(ev) is ReasoningDelta:
+            return f"reasoning:{ev.id}", ev.text
+        if type(ev) is ToolCallDelta:
+            return f"call:{ev.tool_call_id}", ev.args_delta
+    return None
+
+
+def _with_text(e: Entry, text: str) -> Entry:
+    assert isinstance(e, ModelReplied)
+    ev = e.event
+    if isinstance(ev, ToolCallDelta):
+        return msgspec.structs.replace(e, event=msgspec.structs.replace(ev, args_delta=text))
+    assert isinstance(ev, TextDelta | ReasoningDelta)
+    return msgspec.structs.replace(e, event=msgspec.structs.replace(ev, text=text))
+
+
+_IDS = frozenset({
+    "t", "type", "id", "tool_call_id", "tool_name", "run_id", "thread_id", "resource_id",
+    "role", "model", "model_id", "response_id", "finish_reason", "status", "processors",
+    "tools", "error_type",
+})
+"""Fields of an entry that name or identify (a tool, a call, a run), never content."""
+
+
+def _redact_strings(value: object, redact: Callable[[str], str]) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_strings(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: v if k in _IDS else _redact_strings(v, redact) for k, v in value.items()
+        }
+    return value
 
 
 def _safe(run_id: str) -> str:
@@ -323,10 +407,14 @@ class _Recording(RunObserver):
         scrub: Callable[[bytes], bytes],
         out: IO[bytes] | None,
         lines: list[bytes] | None,
+        redactors: Sequence[Redactor] = (),
+        guards: Sequence[PIIRedactor] = (),
     ) -> None:
         self._scrub = scrub
         self._out = out
         self._lines = lines
+        self._held: DeltaScrubber[Entry] | None = DeltaScrubber(redactors) if redactors else None
+        self._guards = tuple(guards)
         agent = run.agent
         self._write(RunStarted(
             version=VERSION,
@@ -343,7 +431,24 @@ class _Recording(RunObserver):
         ))
 
     def _write(self, e: Entry) -> None:
-        line = self._scrub(_encoder.encode(e)) + b"\n"
+        if self._held is None:
+            self._store(e)
+            return
+        delta = _delta(e)
+        ends = delta is None and type(e) is not CommandSeen and type(e) is not ClockRead
+        for entry, text in self._held.push(e, delta, ends_streams=ends):
+            self._store(entry if text is None else _with_text(entry, text), text is None)
+
+    def _store(self, e: Entry, whole: bool = True) -> None:
+        line = _encoder.encode(e)
+        if whole and self._guards and type(e) not in (CommandSeen, ClockRead, RunEnded):
+            # What is not streamed (the input, tool results, answers...): each string
+            # handled as the agent's PII guards handle a text.
+            data = msgspec.json.decode(line)
+            for g in self._guards:
+                data = _redact_strings(data, g.text)
+            line = _encoder.encode(data)
+        line = self._scrub(line) + b"\n"
         if self._out is not None:
             self._out.write(line)
             self._out.flush()
