@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from effects import Continue, Replace
@@ -20,7 +22,9 @@ from interpreters.journal import (
     ToolsDone,
 )
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, StreamArgs, TextDelta
+from pipeline.cost import Cost, PriceQuery
 from pipeline.processor import StreamResult
+from pipeline.tool_context import ToolContext
 
 KEY = "sk-test-0123456789abcdefSECRET"
 
@@ -414,3 +418,88 @@ def test_a_journal_can_store_only_what_the_agents_pii_guard_lets_out() -> None:
     assert b"[REDACTED:email]" in data and "[REDACTED:card]" in joined
     with pytest.raises(ValueError, match="pii"):
         Recorder(pii="agnet")  # type: ignore[arg-type]
+
+
+class Shop(msgspec.Struct, frozen=True):
+    """A tool's dependencies (a live object in a real app)."""
+
+    currency: str
+
+
+def price_of(item: str, ctx: ToolContext[Shop]) -> str:
+    """The price of an item."""
+    ctx.writer.custom("data-looked-up", {"item": item})
+    return f"{item}: 3 {ctx.deps.currency}"
+
+
+def shop_agent() -> Agent:
+    return Agent.create("openai/gpt-4o-mini", tools=[price_of])
+
+
+def shop_script() -> ScriptedModel:
+    return ScriptedModel([Say(calls=[call("price_of", item="tea")]), Say("Tea is 3 EUR.")])
+
+
+def test_a_run_whose_tools_take_a_context_replays_as_identical() -> None:
+    rec = Recorder()
+    run = Simulator(shop_script(), observers=[rec]).run(
+        shop_agent(), "tea?", deps=Shop("EUR")
+    )
+    assert run.result.status == "finished"
+    # the replay's deps are another object (a new connection, say): the tools do not run
+    replay = Simulator.replay(rec.last(), shop_agent(), deps=Shop("EUR"))
+    assert replay.divergence is None, str(replay.divergence)
+    assert replay.identical and replay.result == run.result
+
+    async def main() -> None:
+        again = await AsyncSimulator.replay(rec.last(), shop_agent(), deps=Shop("EUR"))
+        assert again.identical, str(again.divergence)
+
+    anyio.run(main)
+
+
+def flat_price(q: PriceQuery) -> Cost:
+    return Cost(Decimal("0.001") * (q.usage.input_tokens + q.usage.output_tokens))
+
+
+def test_a_run_recorded_with_a_pricer_replays_as_identical_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = Recorder(tmp_path)
+    run = Simulator(script(), models={"judge": judge()}, observers=[rec],
+                    price=flat_price).run(agent(), "Weather?")
+    assert run.result.cost is not None
+    journal = rec.journal("run1")
+    replay = Simulator.replay(journal, agent())  # the recorded costs
+    assert replay.identical, str(replay.divergence)
+    assert replay.result.cost == run.result.cost
+    assert Simulator.replay(journal, agent(), price=flat_price).identical
+    from interpreters.cli import main
+
+    path = str(rec.path("run1"))
+    assert main(["replay", path, "--agent", "tests.test_journal:agent"]) == 0
+    assert "identical to the recording" in capsys.readouterr().err
+    assert main(["replay", path, "--agent", "tests.test_journal:agent",
+                 "--price", "tests.test_journal:flat_price"]) == 0
+    assert main(["replay", path, "--agent", "tests.test_journal:agent",
+                 "--price", "tests.test_journal:double_price"]) == 1
+    err = capsys.readouterr().err
+    assert "cost differs" in err and '"0.012"' in err and '"0.024"' in err  # both values
+
+
+def double_price(q: PriceQuery) -> Cost:
+    return Cost(flat_price(q).total * 2)
+
+
+def test_a_divergence_names_the_field_and_shows_both_values() -> None:
+    rec, sim = recorded()
+    sim.run(agent(), "Weather in Paris?")
+    replay = Simulator.replay(rec.last(), shouting_agent())
+    d = replay.divergence
+    assert d is not None
+    assert d.field.startswith("publish") and "text" in d.field
+    assert "It is sunny" in d.recorded or "Meh" in d.recorded
+    assert d.replayed == d.recorded.upper()
+    text = str(d)
+    assert d.field in text and d.recorded in text and d.replayed in text
+    assert "with other content" not in text

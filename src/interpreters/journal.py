@@ -48,7 +48,7 @@ from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
 from pipeline.agent import Agent
 from pipeline.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
-from pipeline.cost import Pricer
+from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.messages import JsonObject, MessageList
 from pipeline.model import ApiError, ModelEnded, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
@@ -61,7 +61,7 @@ from pipeline.protocol import (
     ToolOutcome,
 )
 from pipeline.result import RunResult
-from pipeline.tool_context import ToolContext, ToolWriter
+from pipeline.tool_context import ToolContext, ToolWriter, check_deps
 
 VERSION = 1
 
@@ -94,13 +94,25 @@ class ClockRead(msgspec.Struct, frozen=True, tag="clock", tag_field="t"):
     value: float
 
 
+class FieldSeen(msgspec.Struct, frozen=True, array_like=True):
+    """One field of a command: its path (`publish[0].text`), a digest of its value and
+    the start of it (at most `PREVIEW` characters of its JSON), to say how a replay's
+    command differs."""
+
+    path: str
+    digest: str
+    value: str
+
+
 class CommandSeen(msgspec.Struct, frozen=True, tag="cmd", tag_field="t"):
-    """A command the loop yielded: its kind, a short description, a digest of its content."""
+    """A command the loop yielded: its kind, a short description, a digest of its content
+    and of each of its fields (down to `FIELD_DEPTH` levels, at most `MAX_FIELDS`)."""
 
     kind: str
     what: str
     digest: str
     at: float
+    fields: tuple[FieldSeen, ...] = ()
 
 
 class ModelReplied(msgspec.Struct, frozen=True, tag="model", tag_field="t"):
@@ -146,6 +158,12 @@ class CancelledAt(msgspec.Struct, frozen=True, tag="cancel", tag_field="t"):
     reason: str
 
 
+class Priced(msgspec.Struct, frozen=True, tag="price", tag_field="t"):
+    """What the run's pricer said a model call cost (None: no price known)."""
+
+    cost: Cost | None
+
+
 class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
     """The run's end: its status and a digest of its result (None: closed unfinished)."""
 
@@ -156,7 +174,7 @@ class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
 
 Entry = (
     RunStarted | ClockRead | CommandSeen | ModelReplied | ToolsDone | Answered | Raised
-    | CancelledAt | RunEnded
+    | CancelledAt | Priced | RunEnded
 )
 
 MAX_JOURNAL_BYTES = 256 * 1024 * 1024
@@ -441,7 +459,7 @@ class _Recording(RunObserver):
 
     def _store(self, e: Entry, whole: bool = True) -> None:
         line = _encoder.encode(e)
-        if whole and self._guards and type(e) not in (CommandSeen, ClockRead, RunEnded):
+        if whole and self._guards and type(e) not in (ClockRead, Priced, RunEnded):
             # What is not streamed (the input, tool results, answers...): each string
             # handled as the agent's PII guards handle a text.
             data = msgspec.json.decode(line)
@@ -457,7 +475,7 @@ class _Recording(RunObserver):
 
     def command(self, cmd: LoopCommand, at: float) -> None:
         kind, what = describe(cmd)
-        self._write(CommandSeen(kind, what, digest(cmd), at))
+        self._write(CommandSeen(kind, what, digest(cmd), at, fields_of(cmd)))
 
     def reply(self, cmd: LoopCommand, reply: object, at: float) -> None:
         t = type(cmd)
@@ -484,6 +502,9 @@ class _Recording(RunObserver):
     def clock(self, reading: float) -> None:
         self._write(ClockRead(reading))
 
+    def priced(self, query: PriceQuery, cost: Cost | None) -> None:
+        self._write(Priced(cost))
+
     def end(self, result: RunResult | None, at: float) -> None:
         if result is None:
             self._write(RunEnded(None, None, at))
@@ -497,6 +518,39 @@ class _Recording(RunObserver):
 def digest(cmd: LoopCommand) -> str:
     """A short digest of a command's content (equal commands, equal digests)."""
     return _hash(_encoder.encode(comparable_command(cmd)))
+
+
+FIELD_DEPTH = 4
+"""How deep a journal records a command's fields (deeper: a field's whole value)."""
+MAX_FIELDS = 48
+"""The most fields a journal records of one command (then: whole values)."""
+PREVIEW = 160
+"""How much of a field's value a journal keeps to show (its JSON, cut)."""
+
+
+def fields_of(cmd: LoopCommand) -> tuple[FieldSeen, ...]:
+    """Each field of a command's content (as `digest` sees it), with a digest and a preview."""
+    out: list[FieldSeen] = []
+    budget = [MAX_FIELDS]
+
+    def walk(path: str, value: object, depth: int) -> None:
+        children: list[tuple[str, object]] = []
+        if isinstance(value, dict):
+            children = [(f"{path}.{k}" if path else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list | tuple):
+            children = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+        if children and depth < FIELD_DEPTH and len(children) - 1 <= budget[0]:
+            budget[0] -= len(children) - 1
+            for p, v in children:
+                walk(p, v, depth + 1)
+            return
+        data = _encoder.encode(value)
+        text = data.decode(errors="replace")
+        preview = text if len(text) <= PREVIEW else text[:PREVIEW - 1] + "\u2026"
+        out.append(FieldSeen(path or "(value)", _hash(data), preview))
+
+    walk("", msgspec.to_builtins(comparable_command(cmd), enc_hook=repr), 0)
+    return tuple(out)
 
 
 def result_digest(result: RunResult) -> str:
@@ -519,13 +573,44 @@ class Divergence(msgspec.Struct, frozen=True):
     """The recorded command (its description), or "" when the recording had ended."""
     got: str
     """The command of the replay."""
+    field: str = ""
+    """The first field of the command that differs (`result.cost.total`), when the
+    commands are of one kind."""
+    recorded: str = ""
+    """That field's recorded value (its JSON, cut at `PREVIEW` characters)."""
+    replayed: str = ""
+    """That field's value in the replay (its JSON, cut alike)."""
 
     def __str__(self) -> str:
+        if self.field:
+            return (f"command #{self.index} ({self.got!r}): {self.field} differs, "
+                    f"recorded {self.recorded}, replay {self.replayed}")
         if self.expected == self.got:
-            return f"command #{self.index}: {self.got!r}, with other content"
+            return (f"command #{self.index}: {self.got!r}, its content differs (the "
+                    "journal records no fields of it)")
         was = self.expected or "the end of the recording"
         now = self.got or "the end of the run"
         return f"command #{self.index}: recorded {was!r}, replay {now!r}"
+
+
+def _divergence(i: int, recorded: CommandSeen | None, cmd: LoopCommand) -> Divergence:
+    what = describe(cmd)[1]
+    if recorded is None:
+        return Divergence(i, "", what)
+    if recorded.kind != describe(cmd)[0] or not recorded.fields:
+        return Divergence(i, recorded.what, what)
+    mine = {f.path: f for f in fields_of(cmd)}
+    theirs = {f.path: f for f in recorded.fields}
+    for f in recorded.fields:
+        other = mine.get(f.path)
+        if other is None:
+            return Divergence(i, recorded.what, what, f.path, f.value, "(absent)")
+        if other.digest != f.digest:
+            return Divergence(i, recorded.what, what, f.path, f.value, other.value)
+    for f in mine.values():
+        if f.path not in theirs:
+            return Divergence(i, recorded.what, what, f.path, "(absent)", f.value)
+    return Divergence(i, recorded.what, what)
 
 
 class ReplayRun(msgspec.Struct, frozen=True):
@@ -561,6 +646,8 @@ class _Feed:
         self.clock: deque[float] = deque()
         self.commands = journal.commands()
         self.cancels: dict[int, str] = {}
+        self.costs: deque[Cost | None] = deque()
+        self.priced = False
         pending: Literal["tools", "answer", "other"] = "other"
         n = -1
         for e in journal.entries[1:]:
@@ -587,10 +674,18 @@ class _Feed:
                 self.clock.append(e.value)
             elif isinstance(e, CancelledAt):
                 self.cancels[n] = e.reason
+            elif isinstance(e, Priced):
+                self.priced = True
+                self.costs.append(e.cost)
         self.last_clock = journal.header.at
         self.stream: deque[ModelReply] = deque()
         self.index = 0
         self.divergence: Divergence | None = None
+
+    def recorded_price(self, query: PriceQuery) -> Cost | None:
+        """The recorded pricer's answers, in order (a replay that prices more calls than
+        the run did gets None for them: no cost, never a made-up one)."""
+        return self.costs.popleft() if self.costs else None
 
     def read_clock(self) -> float:
         if self.clock:
@@ -612,9 +707,7 @@ class _Feed:
             return
         recorded = self.commands[i] if i < len(self.commands) else None
         if recorded is None or recorded.digest != digest(cmd):
-            self.divergence = Divergence(
-                i, recorded.what if recorded is not None else "", describe(cmd)[1]
-            )
+            self.divergence = _divergence(i, recorded, cmd)
             log.warning("replay diverges from the recording at %s", self.divergence)
 
     def cancel_reason(self) -> str | None:
@@ -734,13 +827,21 @@ def _discard(awaitable: object) -> None:
 
 
 def _start(
-    journal: Journal, agent: Agent, observers: Sequence[Observer], price: Pricer | None
+    journal: Journal,
+    agent: Agent,
+    observers: Sequence[Observer],
+    price: Pricer | None,
+    deps: object,
 ) -> tuple[AgentLoop, _Feed, Trace]:
+    check_deps(agent.tools, deps)
     h = journal.header
     feed = _Feed(journal)
     trace = Trace()
+    if price is None and feed.priced:
+        price = feed.recorded_price
     ctx = RunContext(
-        run_id=h.run_id, thread_id=h.thread_id, resource_id=h.resource_id, values=h.values
+        run_id=h.run_id, thread_id=h.thread_id, resource_id=h.resource_id, values=h.values,
+        deps=deps,
     )
     loop = observed_loop(
         agent, h.messages, context=ctx, clock=feed.observer_time, record=trace.record_effect,
@@ -763,15 +864,19 @@ def replay_sync(
     *,
     observers: Sequence[Observer] = (),
     price: Pricer | None = None,
+    deps: object = None,
 ) -> ReplayRun:
     """Replay a recorded run of `agent` (or of a changed agent) without I/O.
 
+    `deps` are what the run's tools that take a `ToolContext` are given (the tools do not
+    run again, but the loop checks their type as in the run). `price` prices the model
+    calls; without it, a run recorded with a pricer gets the costs it recorded.
     Async hooks cannot run here; use `replay_async` for an agent that has them.
     """
     from interpreters.sync import refuse_async
 
     refuse_async(agent)
-    loop, feed, trace = _start(journal, agent, observers, price)
+    loop, feed, trace = _start(journal, agent, observers, price, deps)
     steps = _steps(loop, feed, trace)
     try:
         next(steps)
@@ -787,9 +892,11 @@ async def replay_async(
     *,
     observers: Sequence[Observer] = (),
     price: Pricer | None = None,
+    deps: object = None,
 ) -> ReplayRun:
-    """Replay a recorded run under async code: async hooks are awaited."""
-    loop, feed, trace = _start(journal, agent, observers, price)
+    """Replay a recorded run under async code: async hooks are awaited (see
+    `replay_sync` for `price` and `deps`)."""
+    loop, feed, trace = _start(journal, agent, observers, price, deps)
     steps = _steps(loop, feed, trace)
     try:
         cmd = next(steps)
@@ -812,7 +919,7 @@ def _result(done: StopIteration) -> RunResult:
 
 
 __all__ = [
-    "AgentInfo", "Divergence", "Entry", "Journal", "JournalError", "Recorder",
-    "ReplayExhausted", "ReplayRun", "ReplayedError", "describe", "digest", "replay_async",
-    "replay_sync",
+    "MAX_JOURNAL_BYTES", "AgentInfo", "Divergence", "Entry", "FieldSeen", "Journal",
+    "JournalError", "PIIHandling", "Priced", "Recorder", "ReplayExhausted", "ReplayRun",
+    "ReplayedError", "describe", "digest", "replay_async", "replay_sync",
 ]

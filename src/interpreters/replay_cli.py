@@ -2,11 +2,14 @@
 
     pipeline replay journals/abc.ndjson                       # what the journal holds
     pipeline replay journals/abc.ndjson --agent app.agents:support
+    pipeline replay journals/abc.ndjson --agent app.agents:support --price genai-prices
 
 With `--agent module:name` (an `Agent`, or a function of no arguments returning one) the
 run is replayed with that agent: its chunks are streamed as in the recorded run, and the
 last line says whether the replay is identical to the recording or where it diverges
-(exit code 0 only when identical). A replay makes no request and reads no key.
+(exit code 0 only when identical). A replay makes no request and reads no key. A run
+recorded with a pricer replays with the costs it recorded, unless `--price` names one
+(`genai-prices`, or `module:name` of a Pricer) to price it again.
 
 The file must be a regular file of at most `--max-bytes` (256 MiB by default); anything
 else (a device, a FIFO, a directory, a larger file) is refused with one line and exit
@@ -19,11 +22,12 @@ from __future__ import annotations
 import importlib
 import sys
 import unicodedata
-from typing import TextIO
+from typing import TextIO, cast
 
 from interpreters.journal import MAX_JOURNAL_BYTES, Journal, JournalError, replay_sync
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk, ReasoningDelta, TextDelta, Tripwire
+from pipeline.cost import Pricer
 
 
 class AgentNotFound(LookupError):
@@ -44,6 +48,24 @@ def load_agent(spec: str) -> Agent:
     if not isinstance(value, Agent):
         raise AgentNotFound(f"{spec!r} is a {type(value).__name__}, not an Agent")
     return value
+
+
+def load_pricer(spec: str) -> Pricer:
+    """`genai-prices` (the maintained price table), or the Pricer `module:name` names."""
+    if spec == "genai-prices":
+        from interpreters.prices import genai_prices
+
+        return genai_prices()
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentNotFound(f"--price wants genai-prices or module:name, got {spec!r}")
+    try:
+        value: object = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise AgentNotFound(f"cannot load {spec!r}: {e}") from e
+    if not callable(value):
+        raise AgentNotFound(f"{spec!r} is a {type(value).__name__}, not a Pricer")
+    return cast(Pricer, value)
 
 
 def escaped(text: str, *, keep: str = "") -> str:
@@ -99,7 +121,12 @@ def replay_file(
     except AgentNotFound as x:
         e.write(f"pipeline replay: {escaped(str(x))}\n")
         return 2
-    run = replay_sync(journal, agent)
+    try:
+        pricer = load_pricer(price) if price is not None else None
+    except AgentNotFound as x:
+        e.write(f"pipeline replay: {escaped(str(x))}\n")
+        return 2
+    run = replay_sync(journal, agent, price=pricer)
     for chunk in run.trace.chunks:
         if isinstance(chunk, TextDelta):
             w.write(_text(chunk.text))
