@@ -19,8 +19,10 @@ content (the request sent, the chunks published...), never the request itself.
 What a journal holds: the run's input, the model's output, tool results and judge
 answers. Tool results and the answers of custom I/O handlers are recorded as JSON (a
 value JSON cannot encode, as its repr), so a replay sees them as JSON values. It never
-holds an API key: keys are not part of anything recorded, and each line is scrubbed of
-the values of `*_API_KEY` environment variables and of the `secrets` you give.
+holds an API key: keys are not part of anything recorded, and the values of `*_API_KEY`
+environment variables and the `secrets` you give are scrubbed in every encoded form and
+across streamed deltas (`interpreters.journal_scrub`). `Recorder(pii="agent")` stores
+what the agent's PII guards let out.
 """
 
 from __future__ import annotations
