@@ -4,7 +4,7 @@ For any secret (quotes, backslashes, slashes, control and non-ASCII characters i
 echoed by the model raw or JSON-escaped (once or twice), with any text around it and
 cut into deltas anywhere (one character a delta included), in the text or the reasoning,
 the journal's bytes hold no encoded form of it, no stream's deltas joined hold it, and
-each delta is still its own entry.
+each delta is still its own entry; nor do the commands' recorded fields, read in a row.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.journal import Journal, ModelReplied, Recorder
+from interpreters.journal import CommandSeen, Journal, ModelReplied, Recorder
 from interpreters.simulator import Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from pipeline.chunks import ReasoningDelta, TextDelta
@@ -90,3 +90,7 @@ def test_a_streamed_secret_is_stored_in_no_entry_and_no_join(
     assert deltas == streamed_count
     for text in joined.values():
         assert not any(f in text for f in forms), text
+    # nor the commands' recorded fields, read one after the other
+    previews = "".join(f.value for e in journal.entries if isinstance(e, CommandSeen)
+                       for f in e.fields)
+    assert not any(f in previews for f in forms)

@@ -503,3 +503,19 @@ def test_a_divergence_names_the_field_and_shows_both_values() -> None:
     text = str(d)
     assert d.field in text and d.recorded in text and d.replayed in text
     assert "with other content" not in text
+
+
+def test_the_recorded_fields_of_commands_hold_no_piece_of_a_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from interpreters.journal import CommandSeen
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    rec = Recorder()
+    Simulator(ScriptedModel([Say(list(KEY)), Say("x" * 150 + KEY)]),
+              observers=[rec]).run(Agent.create("m"), f"{'y' * 150}{KEY} and more")
+    previews = [f.value for c in rec.last().entries if isinstance(c, CommandSeen)
+                for f in c.fields]
+    # one character a delta: no published piece is kept, nor a preview cut inside the key
+    assert not any(len(p) >= 3 and p.strip('"') and p.strip('"') in KEY for p in previews)
+    assert not any(KEY[:6] in p for p in previews), [p for p in previews if KEY[:6] in p]

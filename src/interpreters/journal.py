@@ -44,6 +44,8 @@ from interpreters.journal_scrub import (
     PIIRedactor,
     Redactor,
     SecretRedactor,
+    apply,
+    merged,
 )
 from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
 from interpreters.providers.provider import ProviderError
@@ -435,6 +437,13 @@ class _Recording(RunObserver):
         self._lines = lines
         self._held: DeltaScrubber[Entry] | None = DeltaScrubber(redactors) if redactors else None
         self._guards = tuple(guards)
+        self._clean: Callable[[str], str] | None = None
+        """Scrubs a whole text (a field's value, before it is cut to a preview)."""
+        if redactors:
+            found = tuple(redactors)
+            self._clean = lambda text: apply(
+                text, merged(sp for r in found for sp in r.find(text))
+            )
         agent = run.agent
         self._write(RunStarted(
             version=VERSION,
@@ -477,7 +486,13 @@ class _Recording(RunObserver):
 
     def command(self, cmd: LoopCommand, at: float) -> None:
         kind, what = describe(cmd)
-        self._write(CommandSeen(kind, what, digest(cmd), at, fields_of(cmd)))
+        if self._clean is not None and type(cmd) in (Pull, Publish):
+            # What the stream published, piece by piece: a piece could be part of a
+            # secret split over deltas, so only its digest is kept.
+            fields = tuple(FieldSeen(f.path, f.digest, "") for f in fields_of(cmd))
+        else:
+            fields = fields_of(cmd, self._clean)
+        self._write(CommandSeen(kind, what, digest(cmd), at, fields))
 
     def reply(self, cmd: LoopCommand, reply: object, at: float) -> None:
         t = type(cmd)
@@ -530,8 +545,11 @@ PREVIEW = 160
 """How much of a field's value a journal keeps to show (its JSON, cut)."""
 
 
-def fields_of(cmd: LoopCommand) -> tuple[FieldSeen, ...]:
-    """Each field of a command's content (as `digest` sees it), with a digest and a preview."""
+def fields_of(
+    cmd: LoopCommand, clean: Callable[[str], str] | None = None
+) -> tuple[FieldSeen, ...]:
+    """Each field of a command's content (as `digest` sees it), with a digest and a
+    preview (`clean`ed whole before it is cut, so no cut keeps a piece of a secret)."""
     out: list[FieldSeen] = []
     budget = [MAX_FIELDS]
 
@@ -548,6 +566,8 @@ def fields_of(cmd: LoopCommand) -> tuple[FieldSeen, ...]:
             return
         data = _encoder.encode(value)
         text = data.decode(errors="replace")
+        if clean is not None:
+            text = clean(text)
         preview = text if len(text) <= PREVIEW else text[:PREVIEW - 1] + "\u2026"
         out.append(FieldSeen(path or "(value)", _hash(data), preview))
 
@@ -585,8 +605,9 @@ class Divergence(msgspec.Struct, frozen=True):
 
     def __str__(self) -> str:
         if self.field:
+            was = self.recorded or "(not kept: streamed text of a scrubbed journal)"
             return (f"command #{self.index} ({self.got!r}): {self.field} differs, "
-                    f"recorded {self.recorded}, replay {self.replayed}")
+                    f"recorded {was}, replay {self.replayed}")
         if self.expected == self.got:
             return (f"command #{self.index}: {self.got!r}, its content differs (the "
                     "journal records no fields of it)")
