@@ -75,3 +75,10 @@ def test_terminal_escapes_from_a_journal_are_printed_escaped(
             assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
         assert "evil\\x1b]0;owned\\x07" in err
     assert "hi\\x1b]0;owned\\x07\\x1b[2J\\u202eend\nline two" in out
+
+
+def test_a_negative_size_bound_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["replay", "/dev/null", "--max-bytes", "-1"])
+    assert done.value.code == 2
+    assert "at least 0" in capsys.readouterr().err

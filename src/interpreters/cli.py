@@ -29,6 +29,17 @@ def _version() -> str:
         return "unknown"
 
 
+def _byte_count(text: str) -> int:
+    """A non-negative number of bytes (argparse reports anything else in one line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"a number of bytes is at least 0, got {n}")
+    return n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pipeline", description="LLM agents shaped by pure processors."
@@ -56,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     replay.add_argument("--price", metavar="PRICER",
                         help="price the replay: 'genai-prices', or module:name of a Pricer "
                              "(default: the costs the journal recorded)")
-    replay.add_argument("--max-bytes", type=int, default=None,
+    replay.add_argument("--max-bytes", type=_byte_count, default=None,
                         help="the largest journal file read (default 256 MiB)")
     args = parser.parse_args(argv)
     if args.command == "replay":

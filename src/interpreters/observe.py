@@ -248,8 +248,11 @@ class _Watchers:
 
     def priced(self, query: PriceQuery, cost: Cost | None) -> None:
         for o in tuple(self.live):
+            told = getattr(o, "priced", None)  # (an observer written before it existed)
+            if told is None:
+                continue
             try:
-                o.priced(query, cost)
+                told(query, cost)
             except Exception:
                 self._drop(o)
 
