@@ -519,3 +519,23 @@ def test_the_recorded_fields_of_commands_hold_no_piece_of_a_secret(
     # one character a delta: no published piece is kept, nor a preview cut inside the key
     assert not any(len(p) >= 3 and p.strip('"') and p.strip('"') in KEY for p in previews)
     assert not any(KEY[:6] in p for p in previews), [p for p in previews if KEY[:6] in p]
+
+
+def eur_shop() -> Shop:
+    return Shop("EUR")
+
+
+def test_pipeline_replay_gives_tools_their_deps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from interpreters.cli import main
+
+    rec = Recorder(tmp_path)
+    Simulator(shop_script(), observers=[rec]).run(shop_agent(), "tea?", deps=Shop("EUR"))
+    path = str(rec.path("run1"))
+    base = ["replay", path, "--agent", "tests.test_journal:shop_agent"]
+    assert main([*base, "--deps", "tests.test_journal:eur_shop"]) == 0
+    assert "identical to the recording" in capsys.readouterr().err
+    assert main(base) == 2  # the tool needs a Shop: said in one line, no traceback
+    err = capsys.readouterr().err
+    assert "needs deps of type Shop" in err and "--deps" in err and "Traceback" not in err

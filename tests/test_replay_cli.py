@@ -82,3 +82,29 @@ def test_a_negative_size_bound_is_a_usage_error(capsys: pytest.CaptureFixture[st
         main(["replay", "/dev/null", "--max-bytes", "-1"])
     assert done.value.code == 2
     assert "at least 0" in capsys.readouterr().err
+
+
+def async_agent() -> Agent:
+    from effects import Continue
+    from pipeline import OutputStepArgs, OutputStepResult, Processor
+
+    class Slow(Processor):
+        id = "slow"
+
+        async def process_output_step(
+            self, args: OutputStepArgs[None]
+        ) -> OutputStepResult[None]:
+            return Continue()
+
+    return Agent.create("m", output_processors=[Slow()])
+
+
+def test_an_agent_with_async_hooks_is_refused_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = Recorder(tmp_path)
+    Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(Agent.create("m"), "hi")
+    assert main(["replay", str(rec.path("run1")), "--agent",
+                 "tests.test_replay_cli:async_agent"]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("pipeline replay: ") and "async" in last

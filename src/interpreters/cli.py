@@ -67,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     replay.add_argument("--price", metavar="PRICER",
                         help="price the replay: 'genai-prices', or module:name of a Pricer "
                              "(default: the costs the journal recorded)")
+    replay.add_argument("--deps", metavar="MODULE:NAME",
+                        help="the run's deps, for tools that take a ToolContext (a value, "
+                             "or a function of no arguments returning one)")
     replay.add_argument("--max-bytes", type=_byte_count, default=None,
                         help="the largest journal file read (default 256 MiB)")
     args = parser.parse_args(argv)
@@ -75,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from interpreters.replay_cli import replay_file
 
         return replay_file(
-            args.file, args.agent, price=args.price,
+            args.file, args.agent, price=args.price, deps=args.deps,
             max_bytes=MAX_JOURNAL_BYTES if args.max_bytes is None else args.max_bytes,
         )
     if args.command == "demo":

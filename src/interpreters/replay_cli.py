@@ -9,7 +9,8 @@ run is replayed with that agent: its chunks are streamed as in the recorded run,
 last line says whether the replay is identical to the recording or where it diverges
 (exit code 0 only when identical). A replay makes no request and reads no key. A run
 recorded with a pricer replays with the costs it recorded, unless `--price` names one
-(`genai-prices`, or `module:name` of a Pricer) to price it again.
+(`genai-prices`, or `module:name` of a Pricer) to price it again; `--deps module:name`
+gives tools that take a `ToolContext` the run's dependencies.
 
 The file must be a regular file of at most `--max-bytes` (256 MiB by default); anything
 else (a device, a FIFO, a directory, a larger file) is refused with one line and exit
@@ -28,6 +29,7 @@ from interpreters.journal import MAX_JOURNAL_BYTES, Journal, JournalError, repla
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk, ReasoningDelta, TextDelta, Tripwire
 from pipeline.cost import Pricer
+from pipeline.tool_context import check_deps
 
 
 class AgentNotFound(LookupError):
@@ -47,6 +49,20 @@ def load_agent(spec: str) -> Agent:
         value = value()
     if not isinstance(value, Agent):
         raise AgentNotFound(f"{spec!r} is a {type(value).__name__}, not an Agent")
+    return value
+
+
+def load_value(spec: str, option: str) -> object:
+    """The value `module:name` names (a function of no arguments: what it returns)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentNotFound(f"{option} wants module:name, got {spec!r}")
+    try:
+        value: object = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise AgentNotFound(f"cannot load {spec!r}: {e}") from e
+    if callable(value) and not isinstance(value, type):
+        value = value()
     return value
 
 
@@ -95,6 +111,7 @@ def replay_file(
     err: TextIO | None = None,
     max_bytes: int = MAX_JOURNAL_BYTES,
     price: str | None = None,
+    deps: str | None = None,
 ) -> int:
     w, e = out or sys.stdout, err or sys.stderr
     try:
@@ -123,10 +140,22 @@ def replay_file(
         return 2
     try:
         pricer = load_pricer(price) if price is not None else None
+        run_deps = load_value(deps, "--deps") if deps is not None else None
     except AgentNotFound as x:
         e.write(f"pipeline replay: {escaped(str(x))}\n")
         return 2
-    run = replay_sync(journal, agent, price=pricer)
+    try:
+        check_deps(agent.tools, run_deps)
+    except TypeError as x:
+        e.write(f"pipeline replay: {escaped(str(x))} (--deps module:name gives them)\n")
+        return 2
+    from interpreters.sync import AsyncNotSupportedError
+
+    try:
+        run = replay_sync(journal, agent, price=pricer, deps=run_deps)
+    except AsyncNotSupportedError as x:
+        e.write(f"pipeline replay: {escaped(str(x))}\n")
+        return 2
     for chunk in run.trace.chunks:
         if isinstance(chunk, TextDelta):
             w.write(_text(chunk.text))
