@@ -196,7 +196,6 @@ def redistribute(texts: Sequence[str], spans: Sequence[Span]) -> list[str]:
                 stop = min(end, spans[si][0]) if si < len(spans) else end
                 pieces.append(joined[i:stop])
                 i = stop
-        # an empty span (a value replaced by itself at a piece's end) is nothing to do
         out.append("".join(pieces))
         pos = end
     return out
