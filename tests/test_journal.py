@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from effects import Continue, Replace
@@ -20,7 +22,9 @@ from interpreters.journal import (
     ToolsDone,
 )
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, StreamArgs, TextDelta
+from pipeline.cost import Cost, PriceQuery
 from pipeline.processor import StreamResult
+from pipeline.tool_context import ToolContext
 
 KEY = "sk-test-0123456789abcdefSECRET"
 
@@ -313,3 +317,225 @@ def test_an_in_memory_recorder_keeps_the_last_runs_only() -> None:
     assert rec.last().header.run_id == "run3"
     with pytest.raises(ValueError):
         Recorder(keep=0)
+
+
+ESCAPED_KEYS = ('sk-q"uo"te-0123456789abc', "sk-back\\slash\\0123456789", "sk-a/b<c>&d\u00e9-01234")
+
+
+def secret_forms(key: str) -> set[bytes]:
+    """The key as a journal line could hold it: raw, JSON-escaped (once and twice, with
+    and without `\\/` and `\\u` escapes), and as a repr (a tool result JSON cannot encode)."""
+    import json
+
+    escaped = json.dumps(key, ensure_ascii=False)[1:-1]
+    forms = {key, escaped, json.dumps(key)[1:-1], json.dumps(escaped)[1:-1],
+             escaped.replace("/", "\\/"), repr(key)[1:-1], json.dumps(repr(key)[1:-1])[1:-1]}
+    return {f.encode() for f in forms}
+
+
+@pytest.mark.parametrize("key", ESCAPED_KEYS)
+def test_a_secret_is_scrubbed_in_every_encoded_form(key: str) -> None:
+    import json
+
+    class Opaque:
+        def __repr__(self) -> str:
+            return f"Opaque({key!r})"
+
+    def leaky(city: str) -> object:
+        """Echoes the key as text, inside JSON, and as a value JSON cannot encode."""
+        return {"raw": key, "json": json.dumps({"key": key}), "opaque": Opaque()}
+
+    rec = Recorder(secrets=[key])
+    a = Agent.create("openai/gpt-4o-mini", tools=[leaky])
+    Simulator(ScriptedModel([Say(calls=[call("leaky", city=key)]), Say(json.dumps(key))]),
+              observers=[rec]).run(a, f"my key is {key}")
+    data = rec.last().to_ndjson()
+    for form in secret_forms(key):
+        assert form not in data, form
+    assert b"[redacted]" in data
+
+
+def streamed_texts(journal: Journal) -> dict[str, str]:
+    """Each streamed text of a journal, its deltas joined, by id."""
+    from pipeline.chunks import ReasoningDelta, ToolCallDelta
+
+    out: dict[str, str] = {}
+    for e in journal.entries:
+        if isinstance(e, ModelReplied):
+            ev = e.event
+            if isinstance(ev, TextDelta | ReasoningDelta):
+                out[ev.id] = out.get(ev.id, "") + ev.text
+            elif isinstance(ev, ToolCallDelta):
+                out[ev.tool_call_id] = out.get(ev.tool_call_id, "") + ev.args_delta
+    return out
+
+
+def test_a_key_the_model_streams_in_pieces_is_stored_in_no_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    rec = Recorder()
+    pieces = ["Your key: ", KEY[:9], KEY[9:12], KEY[12:], " (keep it safe)"]
+    run = Simulator(ScriptedModel([Say(pieces, reasoning=list(KEY))]),
+                    observers=[rec]).run(Agent.create("m"), "key?")
+    assert KEY in run.result.text  # the run itself is not changed: only what is stored
+    j = rec.last()
+    data = j.to_ndjson()
+    assert KEY.encode() not in data and KEY[9:].encode() not in data
+    texts = streamed_texts(j)
+    assert all(KEY not in t for t in texts.values()), texts
+    assert texts["text-0"] == "Your key: [redacted] (keep it safe)"
+    assert texts["reasoning-0"] == "[redacted]"  # one character a delta
+    # as many deltas as were streamed: the replay pulls as often as the run did
+    assert sum(isinstance(e, ModelReplied) for e in j.entries) == sum(
+        1 for c in run.trace.commands if type(c).__name__ in ("Pull", "CallModel")
+    )
+
+
+def test_a_journal_can_store_only_what_the_agents_pii_guard_lets_out() -> None:
+    from pipeline.processors.pii import PIIDetector
+
+    email, card = "jane.doe@example.com", "4111 1111 1111 1111"
+
+    def lookup(name: str) -> str:
+        """The customer's contact."""
+        return f"{name}: {email}"
+
+    guard = PIIDetector(strategies={"card": "block"}, on_input=True)
+    a = Agent.create("m", tools=[lookup], input_processors=[guard], output_processors=[guard])
+    script = [Say(calls=[call("lookup", name="jane")]),
+              Say(["Write to jane.doe", "@exam", "ple.com, card 4111 11", "11 1111 1111."])]
+    data, joined = b"", ""
+    for pii, stored in (("keep", True), ("agent", False)):
+        rec = Recorder(pii=pii)  # type: ignore[arg-type]
+        run = Simulator(ScriptedModel(list(script)), observers=[rec]).run(a, f"I am {email}")
+        assert run.result.status == "tripped"  # the card: blocked on the stream
+        j = rec.last()
+        data = j.to_ndjson()
+        joined = "".join(streamed_texts(j).values())
+        assert (email.encode() in data) is stored
+        assert (email in joined or card in joined) is stored
+    assert b"[REDACTED:email]" in data and "[REDACTED:card]" in joined
+    with pytest.raises(ValueError, match="pii"):
+        Recorder(pii="agnet")  # type: ignore[arg-type]
+
+
+class Shop(msgspec.Struct, frozen=True):
+    """A tool's dependencies (a live object in a real app)."""
+
+    currency: str
+
+
+def price_of(item: str, ctx: ToolContext[Shop]) -> str:
+    """The price of an item."""
+    ctx.writer.custom("data-looked-up", {"item": item})
+    return f"{item}: 3 {ctx.deps.currency}"
+
+
+def shop_agent() -> Agent:
+    return Agent.create("openai/gpt-4o-mini", tools=[price_of])
+
+
+def shop_script() -> ScriptedModel:
+    return ScriptedModel([Say(calls=[call("price_of", item="tea")]), Say("Tea is 3 EUR.")])
+
+
+def test_a_run_whose_tools_take_a_context_replays_as_identical() -> None:
+    rec = Recorder()
+    run = Simulator(shop_script(), observers=[rec]).run(
+        shop_agent(), "tea?", deps=Shop("EUR")
+    )
+    assert run.result.status == "finished"
+    # the replay's deps are another object (a new connection, say): the tools do not run
+    replay = Simulator.replay(rec.last(), shop_agent(), deps=Shop("EUR"))
+    assert replay.divergence is None, str(replay.divergence)
+    assert replay.identical and replay.result == run.result
+
+    async def main() -> None:
+        again = await AsyncSimulator.replay(rec.last(), shop_agent(), deps=Shop("EUR"))
+        assert again.identical, str(again.divergence)
+
+    anyio.run(main)
+
+
+def flat_price(q: PriceQuery) -> Cost:
+    return Cost(Decimal("0.001") * (q.usage.input_tokens + q.usage.output_tokens))
+
+
+def test_a_run_recorded_with_a_pricer_replays_as_identical_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = Recorder(tmp_path)
+    run = Simulator(script(), models={"judge": judge()}, observers=[rec],
+                    price=flat_price).run(agent(), "Weather?")
+    assert run.result.cost is not None
+    journal = rec.journal("run1")
+    replay = Simulator.replay(journal, agent())  # the recorded costs
+    assert replay.identical, str(replay.divergence)
+    assert replay.result.cost == run.result.cost
+    assert Simulator.replay(journal, agent(), price=flat_price).identical
+    from interpreters.cli import main
+
+    path = str(rec.path("run1"))
+    assert main(["replay", path, "--agent", "tests.test_journal:agent"]) == 0
+    assert "identical to the recording" in capsys.readouterr().err
+    assert main(["replay", path, "--agent", "tests.test_journal:agent",
+                 "--price", "tests.test_journal:flat_price"]) == 0
+    assert main(["replay", path, "--agent", "tests.test_journal:agent",
+                 "--price", "tests.test_journal:double_price"]) == 1
+    err = capsys.readouterr().err
+    assert "cost differs" in err and '"0.012"' in err and '"0.024"' in err  # both values
+
+
+def double_price(q: PriceQuery) -> Cost:
+    return Cost(flat_price(q).total * 2)
+
+
+def test_a_divergence_names_the_field_and_shows_both_values() -> None:
+    rec, sim = recorded()
+    sim.run(agent(), "Weather in Paris?")
+    replay = Simulator.replay(rec.last(), shouting_agent())
+    d = replay.divergence
+    assert d is not None
+    assert d.field.startswith("publish") and "text" in d.field
+    assert "It is sunny" in d.recorded or "Meh" in d.recorded
+    assert d.replayed == d.recorded.upper()
+    text = str(d)
+    assert d.field in text and d.recorded in text and d.replayed in text
+    assert "with other content" not in text
+
+
+def test_the_recorded_fields_of_commands_hold_no_piece_of_a_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from interpreters.journal import CommandSeen
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    rec = Recorder()
+    Simulator(ScriptedModel([Say(list(KEY)), Say("x" * 150 + KEY)]),
+              observers=[rec]).run(Agent.create("m"), f"{'y' * 150}{KEY} and more")
+    previews = [f.value for c in rec.last().entries if isinstance(c, CommandSeen)
+                for f in c.fields]
+    # one character a delta: no published piece is kept, nor a preview cut inside the key
+    assert not any(len(p) >= 3 and p.strip('"') and p.strip('"') in KEY for p in previews)
+    assert not any(KEY[:6] in p for p in previews), [p for p in previews if KEY[:6] in p]
+
+
+def eur_shop() -> Shop:
+    return Shop("EUR")
+
+
+def test_pipeline_replay_gives_tools_their_deps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from interpreters.cli import main
+
+    rec = Recorder(tmp_path)
+    Simulator(shop_script(), observers=[rec]).run(shop_agent(), "tea?", deps=Shop("EUR"))
+    path = str(rec.path("run1"))
+    base = ["replay", path, "--agent", "tests.test_journal:shop_agent"]
+    assert main([*base, "--deps", "tests.test_journal:eur_shop"]) == 0
+    assert "identical to the recording" in capsys.readouterr().err
+    assert main(base) == 2  # the tool needs a Shop: said in one line, no traceback
+    err = capsys.readouterr().err
+    assert "needs deps of type Shop" in err and "--deps" in err and "Traceback" not in err

@@ -29,6 +29,17 @@ def _version() -> str:
         return "unknown"
 
 
+def _byte_count(text: str) -> int:
+    """A non-negative number of bytes (argparse reports anything else in one line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"a number of bytes is at least 0, got {n}")
+    return n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pipeline", description="LLM agents shaped by pure processors."
@@ -53,11 +64,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     replay = sub.add_parser("replay", help="replay a recorded run (a journal) offline")
     replay.add_argument("file", help="the NDJSON journal a Recorder wrote")
     replay.add_argument("--agent", help="module:name of the Agent to replay it with")
+    replay.add_argument("--price", metavar="PRICER",
+                        help="price the replay: 'genai-prices', or module:name of a Pricer "
+                             "(default: the costs the journal recorded)")
+    replay.add_argument("--deps", metavar="MODULE:NAME",
+                        help="the run's deps, for tools that take a ToolContext (a value, "
+                             "or a function of no arguments returning one)")
+    replay.add_argument("--max-bytes", type=_byte_count, default=None,
+                        help="the largest journal file read (default 256 MiB)")
     args = parser.parse_args(argv)
     if args.command == "replay":
+        from interpreters.journal import MAX_JOURNAL_BYTES
         from interpreters.replay_cli import replay_file
 
-        return replay_file(args.file, args.agent)
+        return replay_file(
+            args.file, args.agent, price=args.price, deps=args.deps,
+            max_bytes=MAX_JOURNAL_BYTES if args.max_bytes is None else args.max_bytes,
+        )
     if args.command == "demo":
         from interpreters.demo import run_demo
 

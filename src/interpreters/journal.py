@@ -19,14 +19,17 @@ content (the request sent, the chunks published...), never the request itself.
 What a journal holds: the run's input, the model's output, tool results and judge
 answers. Tool results and the answers of custom I/O handlers are recorded as JSON (a
 value JSON cannot encode, as its repr), so a replay sees them as JSON values. It never
-holds an API key: keys are not part of anything recorded, and each line is scrubbed of
-the values of `*_API_KEY` environment variables and of the `secrets` you give.
+holds an API key: keys are not part of anything recorded, and the values of `*_API_KEY`
+environment variables and the `secrets` you give are scrubbed in every encoded form and
+across streamed deltas (`interpreters.journal_scrub`). `Recorder(pii="agent")` stores
+what the agent's PII guards let out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
@@ -35,12 +38,21 @@ from typing import IO, Literal, cast
 import msgspec
 
 from effects import AwaitHook, CallModel, Done, Perform, Publish, Pull, RunTools
+from interpreters.journal_scrub import (
+    DeltaScrubber,
+    LineScrubber,
+    PIIRedactor,
+    Redactor,
+    SecretRedactor,
+    apply,
+    merged,
+)
 from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
 from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
 from pipeline.agent import Agent
-from pipeline.chunks import DataChunk
-from pipeline.cost import Pricer
+from pipeline.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
+from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.messages import JsonObject, MessageList
 from pipeline.model import ApiError, ModelEnded, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
@@ -53,9 +65,13 @@ from pipeline.protocol import (
     ToolOutcome,
 )
 from pipeline.result import RunResult
-from pipeline.tool_context import ToolContext, ToolWriter
+from pipeline.tool_context import ToolContext, ToolWriter, check_deps
 
 VERSION = 1
+
+PIIHandling = Literal["keep", "agent"]
+"""What a `Recorder` does with personal data: "keep" stores it as the run saw it, "agent"
+stores what the agent's PII guards (its `PIIDetector`s) would let out."""
 
 
 class AgentInfo(msgspec.Struct, frozen=True):
@@ -82,13 +98,25 @@ class ClockRead(msgspec.Struct, frozen=True, tag="clock", tag_field="t"):
     value: float
 
 
+class FieldSeen(msgspec.Struct, frozen=True, array_like=True):
+    """One field of a command: its path (`publish[0].text`), a digest of its value and
+    the start of it (at most `PREVIEW` characters of its JSON), to say how a replay's
+    command differs."""
+
+    path: str
+    digest: str
+    value: str
+
+
 class CommandSeen(msgspec.Struct, frozen=True, tag="cmd", tag_field="t"):
-    """A command the loop yielded: its kind, a short description, a digest of its content."""
+    """A command the loop yielded: its kind, a short description, a digest of its content
+    and of each of its fields (down to `FIELD_DEPTH` levels, at most `MAX_FIELDS`)."""
 
     kind: str
     what: str
     digest: str
     at: float
+    fields: tuple[FieldSeen, ...] = ()
 
 
 class ModelReplied(msgspec.Struct, frozen=True, tag="model", tag_field="t"):
@@ -134,6 +162,12 @@ class CancelledAt(msgspec.Struct, frozen=True, tag="cancel", tag_field="t"):
     reason: str
 
 
+class Priced(msgspec.Struct, frozen=True, tag="price", tag_field="t"):
+    """What the run's pricer said a model call cost (None: no price known)."""
+
+    cost: Cost | None
+
+
 class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
     """The run's end: its status and a digest of its result (None: closed unfinished)."""
 
@@ -144,8 +178,11 @@ class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
 
 Entry = (
     RunStarted | ClockRead | CommandSeen | ModelReplied | ToolsDone | Answered | Raised
-    | CancelledAt | RunEnded
+    | CancelledAt | Priced | RunEnded
 )
+
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024
+"""The largest journal file `Journal.read` reads (`max_bytes=` to change it)."""
 
 _encoder = msgspec.json.Encoder(enc_hook=repr)
 _decoder: msgspec.json.Decoder[Entry] = msgspec.json.Decoder(Entry)
@@ -200,11 +237,38 @@ class Journal:
         return cls(entries)
 
     @classmethod
-    def read(cls, path: str | Path) -> Journal:
-        return cls.from_ndjson(Path(path).read_bytes())
+    def read(cls, path: str | Path, *, max_bytes: int = MAX_JOURNAL_BYTES) -> Journal:
+        """The journal in the file at `path`: a regular file of at most `max_bytes`.
+
+        A device, FIFO, socket or directory is refused without being read (opened
+        non-blocking, so a FIFO with no writer does not wait), as is a larger file:
+        JournalError, and nothing else is read.
+        """
+        return cls.from_ndjson(read_bounded(path, max_bytes))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_bytes(self.to_ndjson())
+
+
+def read_bounded(path: str | Path, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most `max_bytes` of them; JournalError otherwise."""
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
+    # O_NONBLOCK: opening a FIFO without a writer returns at once, so fstat can refuse it.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise JournalError("not a regular file")
+        if st.st_size > max_bytes:
+            raise JournalError(f"{st.st_size} bytes, more than the bound of {max_bytes} bytes")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(max_bytes + 1)  # a file that grew since fstat is still bounded
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise JournalError(f"more than the bound of {max_bytes} bytes")
+    return data
 
 
 # --- recording -----------------------------------------------------------------------------
@@ -231,14 +295,19 @@ class Recorder:
         *,
         secrets: Iterable[str] = (),
         keep: int = 100,
+        pii: PIIHandling = "keep",
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
+        if pii not in ("keep", "agent"):
+            raise ValueError(f"pii must be 'keep' or 'agent', got {pii!r}")
+        self.pii: PIIHandling = pii
         self.keep = keep
         self.directory = Path(directory) if directory is not None else None
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
-        self._secrets = tuple(s.encode() for s in (*secrets, *_env_secrets()) if s)
+        self._secrets = tuple(s for s in (*secrets, *_env_secrets()) if s)
+        self._scrub = LineScrubber(self._secrets, _encoder.encode)
         self._lines: dict[str, list[bytes]] = {}
         self._order: list[str] = []
 
@@ -255,7 +324,13 @@ class Recorder:
             self._order.append(run.run_id)
             while len(self._order) > self.keep:  # a cap: the oldest journals go first
                 del self._lines[self._order.pop(0)]
-        return _Recording(run, self._scrub, out, lines)
+        redactors: list[Redactor] = []
+        secrets = SecretRedactor(self._secrets)
+        if secrets:
+            redactors.append(secrets)
+        guards = _pii_guards(run.agent) if self.pii == "agent" else []
+        redactors.extend(guards)
+        return _Recording(run, self._scrub, out, lines, redactors, guards)
 
     def path(self, run_id: str) -> Path:
         if self.directory is None:
@@ -274,11 +349,73 @@ class Recorder:
             raise LookupError("no run recorded in memory")
         return self.journal(self._order[-1])
 
-    def _scrub(self, line: bytes) -> bytes:
-        for s in self._secrets:
-            if s in line:
-                line = line.replace(s, b"[redacted]")
-        return line
+
+
+def _pii_guards(agent: Agent) -> list[PIIRedactor]:
+    """The agent's PII guards, as redactors of what a journal stores."""
+    from pipeline.processors.pii import PIIDetector
+
+    out: list[PIIRedactor] = []
+    for p in agent.all_processors():
+        if isinstance(p, PIIDetector):
+            guard = p
+
+            def find(text: str, g: PIIDetector = guard) -> list[tuple[int, int, str]]:
+                try:
+                    return [(f.start, f.end, f.kind) for f in g.find(text)]
+                except Exception:  # a detector that fails stores nothing of the text
+                    return [(0, len(text), "unchecked")] if text else []
+
+            def replacement(kind: str, value: str, g: PIIDetector = guard) -> str:
+                # A kind the guard blocks is not stored either.
+                if kind == "unchecked" or g.strategy_for(kind) == "block":
+                    return f"[REDACTED:{kind}]"
+                return g.replacement(kind, value)
+
+            out.append(PIIRedactor(find, replacement))
+    return out
+
+
+def _delta(e: Entry) -> tuple[str, str] | None:
+    """A streamed delta's stream key and text, or None."""
+    if type(e) is ModelReplied:
+        ev = e.event
+        if type(ev) is TextDelta:
+            return f"text:{ev.id}", ev.text
+        if type(ev) is ReasoningDelta:
+            return f"reasoning:{ev.id}", ev.text
+        if type(ev) is ToolCallDelta:
+            return f"call:{ev.tool_call_id}", ev.args_delta
+    return None
+
+
+def _with_text(e: Entry, text: str) -> Entry:
+    assert isinstance(e, ModelReplied)
+    ev = e.event
+    if isinstance(ev, ToolCallDelta):
+        return msgspec.structs.replace(e, event=msgspec.structs.replace(ev, args_delta=text))
+    assert isinstance(ev, TextDelta | ReasoningDelta)
+    return msgspec.structs.replace(e, event=msgspec.structs.replace(ev, text=text))
+
+
+_IDS = frozenset({
+    "t", "type", "id", "tool_call_id", "tool_name", "run_id", "thread_id", "resource_id",
+    "role", "model", "model_id", "response_id", "finish_reason", "status", "processors",
+    "tools", "error_type",
+})
+"""Fields of an entry that name or identify (a tool, a call, a run), never content."""
+
+
+def _redact_strings(value: object, redact: Callable[[str], str]) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_strings(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: v if k in _IDS else _redact_strings(v, redact) for k, v in value.items()
+        }
+    return value
 
 
 def _safe(run_id: str) -> str:
@@ -292,10 +429,21 @@ class _Recording(RunObserver):
         scrub: Callable[[bytes], bytes],
         out: IO[bytes] | None,
         lines: list[bytes] | None,
+        redactors: Sequence[Redactor] = (),
+        guards: Sequence[PIIRedactor] = (),
     ) -> None:
         self._scrub = scrub
         self._out = out
         self._lines = lines
+        self._held: DeltaScrubber[Entry] | None = DeltaScrubber(redactors) if redactors else None
+        self._guards = tuple(guards)
+        self._clean: Callable[[str], str] | None = None
+        """Scrubs a whole text (a field's value, before it is cut to a preview)."""
+        if redactors:
+            found = tuple(redactors)
+            self._clean = lambda text: apply(
+                text, merged(sp for r in found for sp in r.find(text))
+            )
         agent = run.agent
         self._write(RunStarted(
             version=VERSION,
@@ -312,7 +460,24 @@ class _Recording(RunObserver):
         ))
 
     def _write(self, e: Entry) -> None:
-        line = self._scrub(_encoder.encode(e)) + b"\n"
+        if self._held is None:
+            self._store(e)
+            return
+        delta = _delta(e)
+        ends = delta is None and type(e) is not CommandSeen and type(e) is not ClockRead
+        for entry, text in self._held.push(e, delta, ends_streams=ends):
+            self._store(entry if text is None else _with_text(entry, text), text is None)
+
+    def _store(self, e: Entry, whole: bool = True) -> None:
+        line = _encoder.encode(e)
+        if whole and self._guards and type(e) not in (ClockRead, Priced, RunEnded):
+            # What is not streamed (the input, tool results, answers...): each string
+            # handled as the agent's PII guards handle a text.
+            data = msgspec.json.decode(line)
+            for g in self._guards:
+                data = _redact_strings(data, g.text)
+            line = _encoder.encode(data)
+        line = self._scrub(line) + b"\n"
         if self._out is not None:
             self._out.write(line)
             self._out.flush()
@@ -321,7 +486,13 @@ class _Recording(RunObserver):
 
     def command(self, cmd: LoopCommand, at: float) -> None:
         kind, what = describe(cmd)
-        self._write(CommandSeen(kind, what, digest(cmd), at))
+        if self._clean is not None and type(cmd) in (Pull, Publish):
+            # What the stream published, piece by piece: a piece could be part of a
+            # secret split over deltas, so only its digest is kept.
+            fields = tuple(FieldSeen(f.path, f.digest, "") for f in fields_of(cmd))
+        else:
+            fields = fields_of(cmd, self._clean)
+        self._write(CommandSeen(kind, what, digest(cmd), at, fields))
 
     def reply(self, cmd: LoopCommand, reply: object, at: float) -> None:
         t = type(cmd)
@@ -348,6 +519,9 @@ class _Recording(RunObserver):
     def clock(self, reading: float) -> None:
         self._write(ClockRead(reading))
 
+    def priced(self, query: PriceQuery, cost: Cost | None) -> None:
+        self._write(Priced(cost))
+
     def end(self, result: RunResult | None, at: float) -> None:
         if result is None:
             self._write(RunEnded(None, None, at))
@@ -361,6 +535,44 @@ class _Recording(RunObserver):
 def digest(cmd: LoopCommand) -> str:
     """A short digest of a command's content (equal commands, equal digests)."""
     return _hash(_encoder.encode(comparable_command(cmd)))
+
+
+FIELD_DEPTH = 4
+"""How deep a journal records a command's fields (deeper: a field's whole value)."""
+MAX_FIELDS = 48
+"""The most fields a journal records of one command (then: whole values)."""
+PREVIEW = 160
+"""How much of a field's value a journal keeps to show (its JSON, cut)."""
+
+
+def fields_of(
+    cmd: LoopCommand, clean: Callable[[str], str] | None = None
+) -> tuple[FieldSeen, ...]:
+    """Each field of a command's content (as `digest` sees it), with a digest and a
+    preview (`clean`ed whole before it is cut, so no cut keeps a piece of a secret)."""
+    out: list[FieldSeen] = []
+    budget = [MAX_FIELDS]
+
+    def walk(path: str, value: object, depth: int) -> None:
+        children: list[tuple[str, object]] = []
+        if isinstance(value, dict):
+            children = [(f"{path}.{k}" if path else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list | tuple):
+            children = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+        if children and depth < FIELD_DEPTH and len(children) - 1 <= budget[0]:
+            budget[0] -= len(children) - 1
+            for p, v in children:
+                walk(p, v, depth + 1)
+            return
+        data = _encoder.encode(value)
+        text = data.decode(errors="replace")
+        if clean is not None:
+            text = clean(text)
+        preview = text if len(text) <= PREVIEW else text[:PREVIEW - 1] + "\u2026"
+        out.append(FieldSeen(path or "(value)", _hash(data), preview))
+
+    walk("", msgspec.to_builtins(comparable_command(cmd), enc_hook=repr), 0)
+    return tuple(out)
 
 
 def result_digest(result: RunResult) -> str:
@@ -383,13 +595,45 @@ class Divergence(msgspec.Struct, frozen=True):
     """The recorded command (its description), or "" when the recording had ended."""
     got: str
     """The command of the replay."""
+    field: str = ""
+    """The first field of the command that differs (`result.cost.total`), when the
+    commands are of one kind."""
+    recorded: str = ""
+    """That field's recorded value (its JSON, cut at `PREVIEW` characters)."""
+    replayed: str = ""
+    """That field's value in the replay (its JSON, cut alike)."""
 
     def __str__(self) -> str:
+        if self.field:
+            was = self.recorded or "(not kept: streamed text of a scrubbed journal)"
+            return (f"command #{self.index} ({self.got!r}): {self.field} differs, "
+                    f"recorded {was}, replay {self.replayed}")
         if self.expected == self.got:
-            return f"command #{self.index}: {self.got!r}, with other content"
+            return (f"command #{self.index}: {self.got!r}, its content differs (the "
+                    "journal records no fields of it)")
         was = self.expected or "the end of the recording"
         now = self.got or "the end of the run"
         return f"command #{self.index}: recorded {was!r}, replay {now!r}"
+
+
+def _divergence(i: int, recorded: CommandSeen | None, cmd: LoopCommand) -> Divergence:
+    what = describe(cmd)[1]
+    if recorded is None:
+        return Divergence(i, "", what)
+    if recorded.kind != describe(cmd)[0] or not recorded.fields:
+        return Divergence(i, recorded.what, what)
+    mine = {f.path: f for f in fields_of(cmd)}
+    theirs = {f.path: f for f in recorded.fields}
+    for f in recorded.fields:
+        other = mine.get(f.path)
+        if other is None:
+            return Divergence(i, recorded.what, what, f.path, f.value, "(absent)")
+        if other.digest != f.digest:
+            return Divergence(i, recorded.what, what, f.path, f.value, other.value)
+    for f in mine.values():
+        if f.path not in theirs:
+            return Divergence(i, recorded.what, what, f.path, "(absent)", f.value)
+    return Divergence(i, recorded.what, what)
 
 
 class ReplayRun(msgspec.Struct, frozen=True):
@@ -425,6 +669,8 @@ class _Feed:
         self.clock: deque[float] = deque()
         self.commands = journal.commands()
         self.cancels: dict[int, str] = {}
+        self.costs: deque[Cost | None] = deque()
+        self.priced = False
         pending: Literal["tools", "answer", "other"] = "other"
         n = -1
         for e in journal.entries[1:]:
@@ -451,10 +697,18 @@ class _Feed:
                 self.clock.append(e.value)
             elif isinstance(e, CancelledAt):
                 self.cancels[n] = e.reason
+            elif isinstance(e, Priced):
+                self.priced = True
+                self.costs.append(e.cost)
         self.last_clock = journal.header.at
         self.stream: deque[ModelReply] = deque()
         self.index = 0
         self.divergence: Divergence | None = None
+
+    def recorded_price(self, query: PriceQuery) -> Cost | None:
+        """The recorded pricer's answers, in order (a replay that prices more calls than
+        the run did gets None for them: no cost, never a made-up one)."""
+        return self.costs.popleft() if self.costs else None
 
     def read_clock(self) -> float:
         if self.clock:
@@ -476,9 +730,7 @@ class _Feed:
             return
         recorded = self.commands[i] if i < len(self.commands) else None
         if recorded is None or recorded.digest != digest(cmd):
-            self.divergence = Divergence(
-                i, recorded.what if recorded is not None else "", describe(cmd)[1]
-            )
+            self.divergence = _divergence(i, recorded, cmd)
             log.warning("replay diverges from the recording at %s", self.divergence)
 
     def cancel_reason(self) -> str | None:
@@ -598,13 +850,21 @@ def _discard(awaitable: object) -> None:
 
 
 def _start(
-    journal: Journal, agent: Agent, observers: Sequence[Observer], price: Pricer | None
+    journal: Journal,
+    agent: Agent,
+    observers: Sequence[Observer],
+    price: Pricer | None,
+    deps: object,
 ) -> tuple[AgentLoop, _Feed, Trace]:
+    check_deps(agent.tools, deps)
     h = journal.header
     feed = _Feed(journal)
     trace = Trace()
+    if price is None and feed.priced:
+        price = feed.recorded_price
     ctx = RunContext(
-        run_id=h.run_id, thread_id=h.thread_id, resource_id=h.resource_id, values=h.values
+        run_id=h.run_id, thread_id=h.thread_id, resource_id=h.resource_id, values=h.values,
+        deps=deps,
     )
     loop = observed_loop(
         agent, h.messages, context=ctx, clock=feed.observer_time, record=trace.record_effect,
@@ -627,15 +887,19 @@ def replay_sync(
     *,
     observers: Sequence[Observer] = (),
     price: Pricer | None = None,
+    deps: object = None,
 ) -> ReplayRun:
     """Replay a recorded run of `agent` (or of a changed agent) without I/O.
 
+    `deps` are what the run's tools that take a `ToolContext` are given (the tools do not
+    run again, but the loop checks their type as in the run). `price` prices the model
+    calls; without it, a run recorded with a pricer gets the costs it recorded.
     Async hooks cannot run here; use `replay_async` for an agent that has them.
     """
     from interpreters.sync import refuse_async
 
     refuse_async(agent)
-    loop, feed, trace = _start(journal, agent, observers, price)
+    loop, feed, trace = _start(journal, agent, observers, price, deps)
     steps = _steps(loop, feed, trace)
     try:
         next(steps)
@@ -651,9 +915,11 @@ async def replay_async(
     *,
     observers: Sequence[Observer] = (),
     price: Pricer | None = None,
+    deps: object = None,
 ) -> ReplayRun:
-    """Replay a recorded run under async code: async hooks are awaited."""
-    loop, feed, trace = _start(journal, agent, observers, price)
+    """Replay a recorded run under async code: async hooks are awaited (see
+    `replay_sync` for `price` and `deps`)."""
+    loop, feed, trace = _start(journal, agent, observers, price, deps)
     steps = _steps(loop, feed, trace)
     try:
         cmd = next(steps)
@@ -676,7 +942,7 @@ def _result(done: StopIteration) -> RunResult:
 
 
 __all__ = [
-    "AgentInfo", "Divergence", "Entry", "Journal", "JournalError", "Recorder",
-    "ReplayExhausted", "ReplayRun", "ReplayedError", "describe", "digest", "replay_async",
-    "replay_sync",
+    "MAX_JOURNAL_BYTES", "AgentInfo", "Divergence", "Entry", "FieldSeen", "Journal",
+    "JournalError", "PIIHandling", "Priced", "Recorder", "ReplayExhausted", "ReplayRun",
+    "ReplayedError", "describe", "digest", "replay_async", "replay_sync",
 ]

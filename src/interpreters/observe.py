@@ -33,7 +33,7 @@ from effects import (
 )
 from pipeline import agent_loop
 from pipeline.agent import Agent
-from pipeline.cost import Pricer
+from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.messages import JsonObject, MessageList
 from pipeline.processor import RunContext
 from pipeline.protocol import AgentLoop, EffectRecord, LoopCommand, Recorder
@@ -106,6 +106,9 @@ class RunObserver:
     def clock(self, reading: float) -> None:
         """The loop read the clock and got `reading`."""
 
+    def priced(self, query: PriceQuery, cost: Cost | None) -> None:
+        """The run's pricer priced a model call (None: it knows no price, or failed)."""
+
     def end(self, result: RunResult | None, at: float) -> None:
         """The run is over: its result, or None when it was closed before it finished."""
 
@@ -157,9 +160,26 @@ def observed_loop(
         watching.effect(e, clock())
 
     loop = agent_loop(
-        agent, messages, context=context, clock=read_clock, record=on_effect, price=price
+        agent, messages, context=context, clock=read_clock, record=on_effect,
+        price=_watched_price(price, watching) if price is not None else None,
     )
     return _wrap(loop, watching, clock)
+
+
+def _watched_price(price: Pricer, watching: _Watchers) -> Pricer:
+    """`price`, each call and its answer told to the observers (a pricer that raises:
+    as None, the cost the loop then gives the call)."""
+
+    def priced(q: PriceQuery) -> Cost | None:
+        try:
+            cost = price(q)
+        except Exception:
+            watching.priced(q, None)
+            raise
+        watching.priced(q, cost)
+        return cost
+
+    return priced
 
 
 def _start(o: Observer, info: RunInfo) -> RunObserver | None:
@@ -223,6 +243,16 @@ class _Watchers:
         for o in tuple(self.live):
             try:
                 o.clock(reading)
+            except Exception:
+                self._drop(o)
+
+    def priced(self, query: PriceQuery, cost: Cost | None) -> None:
+        for o in tuple(self.live):
+            told = getattr(o, "priced", None)  # (an observer written before it existed)
+            if told is None:
+                continue
+            try:
+                told(query, cost)
             except Exception:
                 self._drop(o)
 

@@ -495,14 +495,17 @@ class Simulator:
         *,
         observers: Sequence[Observer] = (),
         price: Pricer | None = None,
+        deps: object = None,
     ) -> ReplayRun:
         """Replay a recorded run (`interpreters.journal`) offline: the same result and
         trace from the recorded model output, tool results, answers and clock readings.
         With a changed agent, its processors run on the recorded model output and
-        `divergence` says where the run first went another way."""
+        `divergence` says where the run first went another way (which field, both
+        values). `deps`: the run's deps, for tools that take a `ToolContext`; `price`:
+        a pricer (by default, the costs a run recorded with one)."""
         from interpreters.journal import replay_sync
 
-        return replay_sync(journal, agent, observers=observers, price=price)
+        return replay_sync(journal, agent, observers=observers, price=price, deps=deps)
 
     def stream(
         self,

@@ -130,9 +130,11 @@ class AsyncSimulator:
         *,
         observers: Sequence[Observer] = (),
         price: Pricer | None = None,
+        deps: object = None,
     ) -> ReplayRun:
         """`Simulator.replay` under async code: async hooks are awaited."""
-        return await replay_async(journal, agent, observers=observers, price=price)
+        return await replay_async(journal, agent, observers=observers, price=price,
+                                  deps=deps)
 
     def stream(
         self,

@@ -10,6 +10,7 @@ from effects import AwaitHook, RunTools
 from pipeline.chunks import Chunk
 from pipeline.processor import HookEffect
 from pipeline.protocol import EffectRecord, LoopCommand
+from pipeline.tool_context import ToolContext
 
 C = TypeVar("C")
 
@@ -57,8 +58,20 @@ def comparable_command(c: LoopCommand) -> object:
     if isinstance(c, AwaitHook):
         return ("await", c.processor_id, c.hook)
     if isinstance(c, RunTools):  # tools by name: each Tool value has its own args class
-        return ("tools", tuple((i.call, i.kwargs, i.error) for i in c.calls))
+        return ("tools", tuple((i.call, _arguments(i.kwargs), i.error) for i in c.calls))
     return c
+
+
+def _arguments(kwargs: dict[str, object] | None) -> dict[str, object] | None:
+    """A call's arguments, its tool context by what identifies the call: the deps and the
+    writer in it are live objects of the run (another connection in a replay), not
+    what the model asked for."""
+    if kwargs is None or not any(isinstance(v, ToolContext) for v in kwargs.values()):
+        return kwargs
+    return {
+        k: ("tool-context", v.tool_call_id, v.tool_name) if isinstance(v, ToolContext) else v
+        for k, v in kwargs.items()
+    }
 
 
 def _tag(t: type) -> str:

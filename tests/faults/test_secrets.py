@@ -115,3 +115,33 @@ def test_a_base_url_with_credentials_is_refused_without_echoing_them() -> None:
         Endpoint("openai", "http://token@127.0.0.1:1/v1", Secret("sk-x0123456789"))
     assert "token" not in str(err.value).replace("127.0.0.1", "")
     assert isinstance(info.value, ProviderError)
+
+
+@pytest.mark.parametrize("name", list(KEYS))
+def test_a_key_in_the_environment_is_stored_in_no_journal(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Streamed by the model in two deltas, JSON-escaped in a tool result, in the input:
+    # no form of it in the journal's bytes, and no stream's deltas joined hold it.
+    from interpreters import Say, ScriptedModel, Simulator, call
+    from interpreters.journal import ModelReplied, Recorder
+    from pipeline import Agent, TextDelta
+
+    key = KEYS[name]
+    monkeypatch.setenv("ACME_API_KEY", key)
+
+    def config(section: str) -> str:
+        """A careless tool that returns its configuration."""
+        return json.dumps({"section": section, "api_key": key})
+
+    half = len(key) // 2
+    rec = Recorder()
+    Simulator(ScriptedModel([Say(calls=[call("config", section="x")]),
+                             Say(["the key is ", key[:half], key[half:], "."])]),
+              observers=[rec]).run(Agent.create("m", tools=[config]), f"use {key}")
+    data = rec.last().to_ndjson().decode()
+    for form in forms(key):
+        assert form not in data, form
+    text = "".join(e.event.text for e in rec.last().entries
+                   if isinstance(e, ModelReplied) and isinstance(e.event, TextDelta))
+    assert text == "the key is [redacted]."
