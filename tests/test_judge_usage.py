@@ -227,7 +227,8 @@ def test_a_run_with_judges_recorded_with_a_pricer_replays_the_same() -> None:
     journal = rec.last()
     priced = Simulator.replay(journal, agent, price=flat)
     assert priced.divergence is None and priced.result == run.result
-    # Without the pricer the run reads the clock as it did: only the cost is absent.
+    # Without the pricer the recorded costs stand in for it, the judges' included.
     unpriced = Simulator.replay(journal, agent)
     assert unpriced.result.messages == run.result.messages
-    assert unpriced.result.judges[0].usage == JUDGE and unpriced.result.cost is None
+    assert unpriced.result.judges[0].usage == JUDGE
+    assert unpriced.result.cost == run.result.cost and run.result.cost is not None
