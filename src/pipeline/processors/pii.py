@@ -353,11 +353,21 @@ class PIIDetector(StatefulProcessor[Held]):
     # --- tool calls and results (scan_tools) ------------------------------------------
 
     def _value(self, value: object, report: list[d.Finding]) -> object:
-        """A JSON-like value with every string in it handled (keys kept)."""
+        """A JSON-like value with every string in it handled, keys too (a result keyed
+        by e-mail address); keys handled alike stay apart (` #2`...), nothing is lost."""
         if isinstance(value, str):
             return self.redact_text(value, report)
         if isinstance(value, dict):
-            return {k: self._value(v, report) for k, v in value.items()}
+            out: dict[object, object] = {}
+            for k, v in value.items():
+                key = self.redact_text(k, report) if isinstance(k, str) else k
+                if key in out:
+                    n = 2
+                    while f"{key} #{n}" in out or f"{key} #{n}" in value:
+                        n += 1
+                    key = f"{key} #{n}"
+                out[key] = self._value(v, report)
+            return out
         if isinstance(value, list | tuple):
             return [self._value(v, report) for v in value]
         if value is None or isinstance(value, bool | int | float):
