@@ -19,7 +19,15 @@ from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ToolError, ToolResult
-from pipeline.processor import StreamArgs, StreamResult, processor
+from pipeline.messages import MessageList, ToolResultPart
+from pipeline.processor import (
+    InputStepArgs,
+    InputStepResult,
+    StepChange,
+    StreamArgs,
+    StreamResult,
+    processor,
+)
 from pipeline.processors import PIIDetector
 from pipeline.result import RunResult
 from pipeline.tools import make_tool, tool
@@ -279,3 +287,34 @@ async def test_an_async_stream_processor_replacing_a_tool_result_replaces_it_eve
         assert result.steps[0].tool_results[0].result == "(hidden)"
         kept = [p for m in result.messages.messages for p in m.tool_results()]
         assert kept[0].result == "(hidden)"
+
+
+def test_a_result_an_input_processor_rebuilt_leaves_as_a_stream_processor_replaced_it() -> None:
+    """An input processor that rebuilds the history for the model (here: it trims every
+    tool result) does not bring the tool's own value back into the result's messages."""
+    def trim(args: InputStepArgs[None]) -> InputStepResult[None]:
+        ml = args.message_list
+        messages = tuple(
+            m.with_parts(
+                ToolResultPart(p.tool_call_id, p.tool_name, str(p.result)[:200], p.is_error)
+                if isinstance(p, ToolResultPart) else p
+                for p in m.parts
+            ) if m.role == "tool" else m
+            for m in ml.messages
+        )
+        return Replace(StepChange(message_list=MessageList(messages, ml.sources, ml.system)))
+
+    def hide_results(args: StreamArgs[None]) -> StreamResult[None]:
+        p = args.part
+        if isinstance(p, ToolResult):
+            return Replace(msgspec.structs.replace(p, result="(hidden)"))
+        return Continue()
+
+    agent = make_agent(tools=[crm, lookup], input_processors=[
+        processor("trim", process_input_step=trim)], output_processors=[
+        processor("hide-results", process_output_stream=hide_results)])
+    _, result, model = _on_simulator(agent)
+    assert result.steps[0].tool_results[0].result == "(hidden)"
+    kept = [p for m in result.messages.messages for p in m.tool_results()]
+    assert kept[0].result == "(hidden)"
+    assert "'contacts'" in msgspec.json.encode(model.requests[1].messages).decode()  # trimmed
