@@ -18,8 +18,8 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ToolError, ToolResult
-from pipeline.messages import MessageList, ToolResultPart
+from pipeline.chunks import Chunk, DataChunk, ToolError, ToolResult
+from pipeline.messages import DataPart, MessageList, ToolResultPart
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
@@ -30,6 +30,7 @@ from pipeline.processor import (
 )
 from pipeline.processors import PIIDetector
 from pipeline.result import RunResult
+from pipeline.tool_context import ToolContext
 from pipeline.tools import make_tool, tool
 from pipeline.ui_stream import ndjson, ui_message_sse
 from tests.helpers import make_agent, unpaired_tool_calls
@@ -318,3 +319,26 @@ def test_a_result_an_input_processor_rebuilt_leaves_as_a_stream_processor_replac
     kept = [p for m in result.messages.messages for p in m.tool_results()]
     assert kept[0].result == "(hidden)"
     assert "'contacts'" in msgspec.json.encode(model.requests[1].messages).decode()  # trimmed
+
+
+def test_what_a_tool_writes_for_the_client_is_handled_by_a_pii_guard() -> None:
+    """A tool's `data-*` chunks go to the client and, kept, into the tool message: a PII
+    guard on the agent handles them as it handles the tool's result."""
+
+    def card(name: str, ctx: ToolContext[None]) -> str:
+        """Show a customer's card."""
+        ctx.writer.custom("data-customer", {"name": name, "mail": EMAIL})
+        ctx.writer.custom("data-progress", f"found {EMAIL}", transient=True)
+        return "shown"
+
+    agent = make_agent(tools=[make_tool(card, name="card")],
+                       output_processors=[PIIDetector(types=("email",))])
+    model = ScriptedModel([Say(calls=[call("card", name="Ada")]), Say("Done.")])
+    run = Simulator(model).run(agent, "hi")
+    chunks, result = list(run.trace.chunks), run.result
+    assert result.status == "finished"
+    assert EMAIL not in _leaves(chunks, result)
+    data = [c for c in chunks if isinstance(c, DataChunk) and c.name.startswith("data-c")]
+    assert [c.data for c in data] == [{"name": "Ada", "mail": REDACTED}]
+    kept = [p for m in result.messages.messages for p in m.parts if isinstance(p, DataPart)]
+    assert [p.data for p in kept] == [{"name": "Ada", "mail": REDACTED}]
