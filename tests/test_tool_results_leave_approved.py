@@ -82,6 +82,14 @@ async def _on_async_simulator(agent: Agent) -> tuple[list[Chunk], RunResult, Scr
     return list(run.trace.chunks), run.result, model
 
 
+def hide_results(args: StreamArgs[None]) -> StreamResult[None]:
+    """A stream processor's hook that replaces every tool result."""
+    p = args.part
+    if isinstance(p, ToolResult):
+        return Replace(msgspec.structs.replace(p, result="(hidden)"))
+    return Continue()
+
+
 def _leaves(chunks: Sequence[Chunk], result: RunResult) -> str:
     """Everything of the run that reaches its caller, as text."""
     return "".join((
@@ -159,12 +167,6 @@ async def test_tool_results_leave_the_run_approved_on_the_async_simulator(
 
 def test_a_stream_processor_that_replaces_a_tool_result_replaces_it_in_steps_and_messages(
 ) -> None:
-    def hide_results(args: StreamArgs[None]) -> StreamResult[None]:
-        p = args.part
-        if isinstance(p, ToolResult):
-            return Replace(msgspec.structs.replace(p, result="(hidden)"))
-        return Continue()
-
     hide = processor("hide-results", process_output_stream=hide_results)
     agent = make_agent(tools=[crm, lookup], output_processors=[hide])
     _, result, model = _on_simulator(agent)
@@ -304,12 +306,6 @@ def test_a_result_an_input_processor_rebuilt_leaves_as_a_stream_processor_replac
             for m in ml.messages
         )
         return Replace(StepChange(message_list=MessageList(messages, ml.sources, ml.system)))
-
-    def hide_results(args: StreamArgs[None]) -> StreamResult[None]:
-        p = args.part
-        if isinstance(p, ToolResult):
-            return Replace(msgspec.structs.replace(p, result="(hidden)"))
-        return Continue()
 
     agent = make_agent(tools=[crm, lookup], input_processors=[
         processor("trim", process_input_step=trim)], output_processors=[
