@@ -127,3 +127,17 @@ def test_content_changes_no_span_times(where: str) -> None:
         RUNS[where](observer)
         shapes.append([(s.name, s.start_time, s.end_time) for s in _spans(out)])
     assert shapes[0] == shapes[1]
+
+
+@pytest.mark.parametrize("where", list(RUNS))
+def test_a_requests_tool_results_are_exported_as_the_caller_received_them(where: str) -> None:
+    """The model reads a tool's result as the tool returned it, but the export of the
+    requests that carry it holds what the caller received (the PII guard's redaction)."""
+    out, observer = _exporter(content=True)
+    RUNS[where](observer)
+    chats = [s for s in _spans(out) if s.name.startswith("chat ")]
+    inputs = [str(dict(s.attributes or {})["gen_ai.input.messages"]) for s in chats]
+    assert all(EMAIL not in i for i in inputs)
+    later = [msgspec.json.decode(i) for i in inputs[1:]]
+    results = [p for ms in later for m in ms for p in m["parts"] if p["type"] == "tool-result"]
+    assert [p["result"] for p in results] == [f"Ada: {REDACTED}"] * 2

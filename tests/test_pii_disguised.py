@@ -212,3 +212,43 @@ def test_the_view_maps_each_character_to_where_it_came_from() -> None:
     assert (v.offset(1), v.offset(6)) == (2, 6)
     plain_text = "plain ascii, and “quotes” — é"
     assert view(plain_text).text is plain_text and view(plain_text).origin is None
+
+
+@pytest.mark.parametrize("dash", ["\u2010", "\u2011", "\u2012", "\u2212"],
+                         ids=["hyphen", "non-breaking-hyphen", "figure-dash", "minus"])
+@pytest.mark.parametrize(("kind", "plain"), [
+    ("card", "4111-1111-1111-1111"), ("national-id", "123-45-6789"),
+])
+def test_a_value_written_with_a_dash_that_looks_like_a_hyphen_is_redacted(
+    dash: str, kind: str, plain: str
+) -> None:
+    """Dashes that render as the hyphen-minus (models write U+2011 in numbers)."""
+    p = PIIDetector()
+    assert p.redact_text(f"it is {plain}.", []) == f"it is [REDACTED:{kind}]."
+    assert p.redact_text(f"it is {plain.replace('-', dash)}.", []) == f"it is [REDACTED:{kind}]."
+
+
+@pytest.mark.parametrize("mark", ["\u2065", "\ufff0", "\U000e0080", "\U000e0fff"])
+def test_unassigned_default_ignorable_characters_inside_a_value_are_dropped(mark: str) -> None:
+    """Default-ignorable code points not yet assigned render as nothing too."""
+    p = PIIDetector(types=("email",))
+    text = f"mail jane.doe@exa{mark}mple.com now"
+    assert p.redact_text(text, []) == "mail [REDACTED:email] now"
+
+
+@pytest.mark.parametrize("letter", [
+    "\u04bb",  # Cyrillic shha, h
+    "\u0570",  # Armenian ho, h
+])
+def test_a_look_alike_letter_of_another_script_does_not_leave_half_a_value(letter: str) -> None:
+    p = PIIDetector(types=("email",))
+    assert p.redact_text(f"mail jo{letter}n@example.com now", []) == "mail [REDACTED:email] now"
+
+
+@pytest.mark.parametrize(("letter", "latin"), [
+    ("\u0396", "Z"), ("\u03f3", "j"), ("\u0585", "o"), ("\u057d", "u"), ("\u13aa", "A"),
+    ("\u13df", "C"), ("\u1d0f", "o"), ("\u04ae", "Y"), ("\u0475", "v"), ("\u0261", "g"),
+])
+def test_more_look_alike_letters_read_as_latin(letter: str, latin: str) -> None:
+    from pipeline.processors.text_view import view
+    assert view(f"x{letter}y").text == f"x{latin}y"

@@ -92,3 +92,20 @@ def test_without_scan_tools_the_tools_and_the_model_get_the_values_as_they_are()
     assert result_chunk.result == {
         "name": "A", "contacts": ["mail [REDACTED:email]", "phone none"], "vip": True,
     }
+
+
+@tool
+def by_mail() -> dict[str, object]:
+    """Customers by e-mail address."""
+    return {EMAIL: {"name": "Ada"}, "bo@example.com": {"name": "Bo"}, "count": 2}
+
+
+def test_a_value_in_a_key_of_a_tool_result_is_handled_and_no_entry_is_lost() -> None:
+    agent = make_agent(tools=[by_mail], output_processors=[PIIDetector(types=("email",))])
+    ran = simulate(agent, [Say(calls=[call("by_mail")]), Say("Done.")])
+    (out,) = [c for c in ran.chunks if isinstance(c, ToolResult)]
+    assert isinstance(out.result, dict)
+    assert "@example.com" not in msgspec.json.encode(out.result).decode()
+    assert "@example.com" not in msgspec.json.encode(ran.result.messages).decode()
+    # two keys redacted alike stay two entries, in order
+    assert list(out.result.values()) == [{"name": "Ada"}, {"name": "Bo"}, 2]

@@ -18,10 +18,19 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ToolError, ToolResult
-from pipeline.processor import StreamArgs, StreamResult, processor
+from pipeline.chunks import Chunk, DataChunk, ToolError, ToolResult
+from pipeline.messages import DataPart, MessageList, ToolResultPart
+from pipeline.processor import (
+    InputStepArgs,
+    InputStepResult,
+    StepChange,
+    StreamArgs,
+    StreamResult,
+    processor,
+)
 from pipeline.processors import PIIDetector
 from pipeline.result import RunResult
+from pipeline.tool_context import ToolContext
 from pipeline.tools import make_tool, tool
 from pipeline.ui_stream import ndjson, ui_message_sse
 from tests.helpers import make_agent, unpaired_tool_calls
@@ -71,6 +80,14 @@ async def _on_async_simulator(agent: Agent) -> tuple[list[Chunk], RunResult, Scr
     model = ScriptedModel(_script())
     run = await AsyncSimulator(model).run(agent, "hi")
     return list(run.trace.chunks), run.result, model
+
+
+def hide_results(args: StreamArgs[None]) -> StreamResult[None]:
+    """A stream processor's hook that replaces every tool result."""
+    p = args.part
+    if isinstance(p, ToolResult):
+        return Replace(msgspec.structs.replace(p, result="(hidden)"))
+    return Continue()
 
 
 def _leaves(chunks: Sequence[Chunk], result: RunResult) -> str:
@@ -150,12 +167,6 @@ async def test_tool_results_leave_the_run_approved_on_the_async_simulator(
 
 def test_a_stream_processor_that_replaces_a_tool_result_replaces_it_in_steps_and_messages(
 ) -> None:
-    def hide_results(args: StreamArgs[None]) -> StreamResult[None]:
-        p = args.part
-        if isinstance(p, ToolResult):
-            return Replace(msgspec.structs.replace(p, result="(hidden)"))
-        return Continue()
-
     hide = processor("hide-results", process_output_stream=hide_results)
     agent = make_agent(tools=[crm, lookup], output_processors=[hide])
     _, result, model = _on_simulator(agent)
@@ -279,3 +290,51 @@ async def test_an_async_stream_processor_replacing_a_tool_result_replaces_it_eve
         assert result.steps[0].tool_results[0].result == "(hidden)"
         kept = [p for m in result.messages.messages for p in m.tool_results()]
         assert kept[0].result == "(hidden)"
+
+
+def test_a_result_an_input_processor_rebuilt_leaves_as_a_stream_processor_replaced_it() -> None:
+    """An input processor that rebuilds the history for the model (here: it trims every
+    tool result) does not bring the tool's own value back into the result's messages."""
+    def trim(args: InputStepArgs[None]) -> InputStepResult[None]:
+        ml = args.message_list
+        messages = tuple(
+            m.with_parts(
+                ToolResultPart(p.tool_call_id, p.tool_name, str(p.result)[:200], p.is_error)
+                if isinstance(p, ToolResultPart) else p
+                for p in m.parts
+            ) if m.role == "tool" else m
+            for m in ml.messages
+        )
+        return Replace(StepChange(message_list=MessageList(messages, ml.sources, ml.system)))
+
+    agent = make_agent(tools=[crm, lookup], input_processors=[
+        processor("trim", process_input_step=trim)], output_processors=[
+        processor("hide-results", process_output_stream=hide_results)])
+    _, result, model = _on_simulator(agent)
+    assert result.steps[0].tool_results[0].result == "(hidden)"
+    kept = [p for m in result.messages.messages for p in m.tool_results()]
+    assert kept[0].result == "(hidden)"
+    assert "'contacts'" in msgspec.json.encode(model.requests[1].messages).decode()  # trimmed
+
+
+def test_what_a_tool_writes_for_the_client_is_handled_by_a_pii_guard() -> None:
+    """A tool's `data-*` chunks go to the client and, kept, into the tool message: a PII
+    guard on the agent handles them as it handles the tool's result."""
+
+    def card(name: str, ctx: ToolContext[None]) -> str:
+        """Show a customer's card."""
+        ctx.writer.custom("data-customer", {"name": name, "mail": EMAIL})
+        ctx.writer.custom("data-progress", f"found {EMAIL}", transient=True)
+        return "shown"
+
+    agent = make_agent(tools=[make_tool(card, name="card")],
+                       output_processors=[PIIDetector(types=("email",))])
+    model = ScriptedModel([Say(calls=[call("card", name="Ada")]), Say("Done.")])
+    run = Simulator(model).run(agent, "hi")
+    chunks, result = list(run.trace.chunks), run.result
+    assert result.status == "finished"
+    assert EMAIL not in _leaves(chunks, result)
+    data = [c for c in chunks if isinstance(c, DataChunk) and c.name.startswith("data-c")]
+    assert [c.data for c in data] == [{"name": "Ada", "mail": REDACTED}]
+    kept = [p for m in result.messages.messages for p in m.parts if isinstance(p, DataPart)]
+    assert [p.data for p in kept] == [{"name": "Ada", "mail": REDACTED}]

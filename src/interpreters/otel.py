@@ -29,8 +29,9 @@ results) is recorded only with `content=True`. A model call's answer and a tool'
 are then what the caller received of them, after the output processors (a PII guard's
 redaction, a replaced tool result), not what the model or the tool first produced: those
 spans get their content once the run hands it out, ended at their own time. A request's
-messages are what the model was sent (tool results as the tools returned them unless an
-input processor changed them, as `PIIDetector(scan_tools=True)` does).
+messages are what the model was sent, with the results of the run's own tools as the
+caller received them (the model may read them as the tools returned them); a judge's
+request (`AskModel`) is recorded as sent.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from pipeline.chunks import (
     Usage,
 )
 from pipeline.cost import Cost, PriceQuery, Pricer
+from pipeline.messages import Message, Part, ToolResultPart
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import (
@@ -217,6 +219,10 @@ class _RunSpans(RunObserver):
         self.tools: list[tuple[Span, ToolInvocation]] = []
         # Tool spans (content=True) waiting for the result the caller receives, by call id.
         self.tool_results: dict[str, tuple[Span, int]] = {}
+        # (content=True) The calls this run's tools ran, and what the caller received of
+        # each result: a later request's messages are exported with it in their place.
+        self.ran: set[str] = set()
+        self.received: dict[str, ToolResultPart] = {}
         self.judge: Span | None = None
         self.retries = 0
         self.api_retries = 0
@@ -224,7 +230,9 @@ class _RunSpans(RunObserver):
         self.cost_known = self.price is not None
 
     # --- model calls ----------------------------------------------------------------------
-    def _open_chat(self, request: ModelRequest, at: float, extra: Attrs) -> Span:
+    def _open_chat(
+        self, request: ModelRequest, at: float, extra: Attrs, judge: str | None = None
+    ) -> Span:
         attrs: Attrs = {"gen_ai.operation.name": "chat", **_model_attrs(request.model), **extra}
         s = request.model_settings
         if s.temperature is not None:
@@ -238,13 +246,35 @@ class _RunSpans(RunObserver):
         if s.stop:
             attrs["gen_ai.request.stop_sequences"] = s.stop
         if self.o.content:
-            attrs["gen_ai.input.messages"] = _json(request.messages)
+            attrs["gen_ai.input.messages"] = _json(
+                self._as_received(request.messages) if judge is None else request.messages)
             if request.system:
                 attrs["gen_ai.system_instructions"] = _json(request.system)
         name = attrs["gen_ai.request.model"]
         return self.o.tracer.start_span(
             f"chat {name}", context=self.parent, kind=SpanKind.CLIENT, attributes=attrs,
             start_time=_ns(at),
+        )
+
+    def _as_received(self, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+        """A request's messages with each result of this run's tools as the caller
+        received it (the model reads what the tool returned); one the caller never got
+        (a processor dropped it) is exported as withheld."""
+        ran = self.ran
+        if not ran:
+            return messages
+
+        def part(p: Part) -> Part:
+            if not isinstance(p, ToolResultPart) or p.tool_call_id not in ran:
+                return p
+            got = self.received.get(p.tool_call_id)
+            return got if got is not None else ToolResultPart(
+                p.tool_call_id, p.tool_name, "tool result withheld: not passed on", True)
+
+        return tuple(
+            m.with_parts(part(p) for p in m.parts)
+            if m.role == "tool" else m
+            for m in messages
         )
 
     def _metric_attrs(self, chat: _Chat) -> Attrs:
@@ -327,6 +357,11 @@ class _RunSpans(RunObserver):
                     self.answered.text.append(c.text)
             elif t is ToolResult or t is ToolError:
                 assert isinstance(c, ToolResult | ToolError)
+                self.received[c.tool_call_id] = (
+                    ToolResultPart(c.tool_call_id, c.tool_name, c.result, False)
+                    if isinstance(c, ToolResult)
+                    else ToolResultPart(c.tool_call_id, c.tool_name, c.error, True)
+                )
                 waiting = self.tool_results.pop(c.tool_call_id, None)
                 if waiting is not None:
                     span, end_ns = waiting
@@ -393,6 +428,8 @@ class _RunSpans(RunObserver):
                     "gen_ai.operation.name": "chat"}, at,
             )
         elif isinstance(cmd, RunTools):
+            if self.o.content:
+                self.ran.update(inv.call.tool_call_id for inv in cmd.calls)
             for inv in cmd.calls:
                 attrs: Attrs = {
                     "gen_ai.operation.name": "execute_tool",
@@ -412,7 +449,7 @@ class _RunSpans(RunObserver):
         elif isinstance(cmd, Perform) and isinstance(cmd.request, AskModel):
             self.judge = self._open_chat(cmd.request.request, at, {
                 "pipeline.processor.id": cmd.processor_id, "pipeline.processor.hook": cmd.hook,
-            })
+            }, judge=cmd.processor_id)
         elif isinstance(cmd, Sleep):
             self.agent_span.add_event("pipeline.retry.wait", {
                 "pipeline.retry.seconds": cmd.seconds, "pipeline.retry.reason": cmd.reason,

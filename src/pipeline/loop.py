@@ -78,6 +78,7 @@ from pipeline.messages import (
     DataPart,
     Message,
     MessageList,
+    Part,
     SourcePart,
     TextPart,
     ToolCallPart,
@@ -314,6 +315,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
     """The whole run; the phases that ask the interpreter are its sub-generators."""
     status_error: RunError | None = None
     tripwire: Tripwire | None = None
+    before_result: MessageList | None = None  # the messages the result processors got
     try:
         yield from _process_input(rc, st)
         base = base_settings(rc, st.ml.system)
@@ -325,6 +327,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
             step += 1
             if outcome == "stop":
                 break
+        before_result = st.ml
         yield from _process_output_result(rc, st)
         # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
         yield from stream_through(rc, st, [FinishChunk(st.finish_reason, st.usage)])
@@ -356,7 +359,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
     result = RunResult(
         status=status,
         text=response_text(st.ml),
-        messages=_leaving_messages(st) if st.leaving else st.ml,
+        messages=_leaving_messages(st, before_result) if st.leaving else st.ml,
         steps=steps_tuple(st),
         usage=st.usage,
         finish_reason=st.finish_reason,
@@ -1047,25 +1050,34 @@ def _approved(
             new = ToolResultPart(p.tool_call_id, p.tool_name, got.result, False)
         if st.leaving is None:
             st.leaving = {}
-        st.leaving[id(p)] = (p, new)
+        st.leaving[p.tool_call_id] = new
         approved.append(new)
     return tuple(approved)
 
 
-def _leaving_messages(st: RunState) -> MessageList:
+def _leaving_messages(st: RunState, before_result: MessageList | None) -> MessageList:
     """The run's messages as they leave it: each tool result a stream processor changed
-    (`_approved`) as it changed it, in the messages this run added."""
+    (`_approved`) as it changed it, in the messages this run added, by call id (an input
+    processor may have rebuilt the history the model reads from the tool's own value).
+    A result an output result processor changed (`before_result`: the messages it got)
+    is kept as it made it."""
     leaving = st.leaving
     if not leaving:
         return st.ml
+    ours: set[int] | None = None
+    if before_result is not None and before_result is not st.ml:
+        ours = {id(p) for m in before_result.messages if m.role == "tool" for p in m.parts}
+
+    def part(p: Part) -> Part:
+        if type(p) is not ToolResultPart or (ours is not None and id(p) not in ours):
+            return p
+        assert isinstance(p, ToolResultPart)
+        return leaving.get(p.tool_call_id, p)
 
     def swap(m: Message) -> Message:
         if m.role != "tool":
             return m
-        parts = tuple(
-            leaving[id(p)][1] if id(p) in leaving and leaving[id(p)][0] is p else p
-            for p in m.parts
-        )
+        parts = tuple(part(p) for p in m.parts)
         return m.with_parts(parts) if any(
             a is not b for a, b in zip(parts, m.parts, strict=True)) else m
 

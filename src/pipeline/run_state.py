@@ -166,9 +166,9 @@ class RunState:
         # the list they share while they have seen the same (stream_stage.py).
         self.seen = seen
         self.shared = shared
-        # Tool results a stream processor changed, by id of the part the tool made: the
-        # part and what leaves the run in its place (loop's `_approved`). None: none.
-        self.leaving: dict[int, tuple[ToolResultPart, ToolResultPart]] | None = None
+        # Tool results a stream processor changed, by call id: what leaves the run in
+        # place of the tool's own (loop's `_approved`). None: none.
+        self.leaving: dict[str, ToolResultPart] | None = None
 
 
 def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = True) -> object:

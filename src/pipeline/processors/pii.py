@@ -125,14 +125,16 @@ class PIIDetector(StatefulProcessor[Held]):
       released at its end, judged; otherwise the stream keeps to the local detectors.
     - Tool results sent out (their `tool-result` / `tool-error` chunks on the stream, and
       the tool results in the result's messages) are always handled, every string in
-      them, by the local detectors (not the judge): what leaves the run is handled.
+      them (keys too), by the local detectors (not the judge): what leaves the run is
+      handled. So are `data-*` chunks on the stream (what a tool writes for the client).
     - `scan_tools`: also what the model and the tools see: tool results before the model
       reads them (as an input processor, `process_input_step`), and tool-call arguments
       on the stream (tool-call deltas are then not streamed, the complete call is; the
       tool gets the handled arguments) and in the result's messages.
     """
 
-    process_data_parts = False
+    process_data_parts = True
+    """`data-*` chunks (what a tool writes for the client) are handled as tool results are."""
 
     def __init__(
         self,
@@ -346,6 +348,8 @@ class PIIDetector(StatefulProcessor[Held]):
         report: list[d.Finding] = []
         part = args.part
         t = type(part)
+        if t is DataChunk:
+            return self._data_chunk(part, args.state, report)
         if self.scan_tools or t is ToolResult or t is ToolError:
             tool_part = self._tool_chunk(part, report)
             if tool_part is None:
@@ -361,16 +365,38 @@ class PIIDetector(StatefulProcessor[Held]):
     # --- tool calls and results (scan_tools) ------------------------------------------
 
     def _value(self, value: object, report: list[d.Finding]) -> object:
-        """A JSON-like value with every string in it handled (keys kept)."""
+        """A JSON-like value with every string in it handled, keys too (a result keyed
+        by e-mail address); keys handled alike stay apart (` #2`...), nothing is lost."""
         if isinstance(value, str):
             return self.redact_text(value, report)
         if isinstance(value, dict):
-            return {k: self._value(v, report) for k, v in value.items()}
+            out: dict[object, object] = {}
+            for k, v in value.items():
+                key = self.redact_text(k, report) if isinstance(k, str) else k
+                if key in out:
+                    n = 2
+                    while f"{key} #{n}" in out or f"{key} #{n}" in value:
+                        n += 1
+                    key = f"{key} #{n}"
+                out[key] = self._value(v, report)
+            return out
         if isinstance(value, list | tuple):
             return [self._value(v, report) for v in value]
         if value is None or isinstance(value, bool | int | float):
             return value
         return self._value(msgspec.to_builtins(value), report)  # a Struct, a dataclass...
+
+    def _data_chunk(
+        self, part: Chunk, held: Held, report: list[d.Finding]
+    ) -> StreamResult[Held]:
+        """A `data-*` chunk with every string in its data handled (local detectors). It
+        passes at once, the text held stays held (as before it was looked at)."""
+        assert isinstance(part, DataChunk)
+        data = self._value(part.data, report)
+        if not report:
+            return Continue()
+        return Out(Replace(msgspec.structs.replace(part, data=data)), held,
+                   self._report(report, "stream"))
 
     def _tool_chunk(self, part: Chunk, report: list[d.Finding]) -> Chunk | None:
         """A tool chunk with its arguments or result handled; None for a tool-call delta
@@ -535,6 +561,8 @@ class PIIDetector(StatefulProcessor[Held]):
         part, held = args.part, args.state
         report: list[d.Finding] = []
         pt = type(part)
+        if pt is DataChunk:
+            return self._data_chunk(part, held, report)
         if self.scan_tools or pt is ToolResult or pt is ToolError:
             tool_part = self._tool_chunk(part, report)
             if tool_part is None:

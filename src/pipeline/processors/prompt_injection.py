@@ -1,7 +1,7 @@
 """PromptInjectionDetector: fast local heuristics, plus an optional judge model.
 
 The heuristics run on a *skeleton* of the text (NFKC, invisible characters removed,
-common Cyrillic and Greek lookalikes folded to Latin), so "ignore" spelled with Cyrillic
+look-alike letters of other scripts folded to Latin), so "ignore" spelled with Cyrillic
 letters, full-width letters or zero-width spaces between the letters is still "ignore".
 They look for instruction overrides, system-prompt extraction and fake role markers,
 role-play jailbreaks, encoded payloads (base64, hex, invisible Unicode tag characters:

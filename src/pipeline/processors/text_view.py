@@ -9,8 +9,10 @@ The view is built character by character:
   joiners, the word joiner, the BOM, the soft hyphen, bidi controls) and the other
   default-ignorable ones (variation selectors, the combining grapheme joiner, Hangul
   fillers);
-- the Cyrillic and Greek letters shaped like Latin ones folded to them (`LOOKALIKES`,
-  the table PromptInjectionDetector's skeleton uses too).
+- the letters of other scripts shaped like Latin ones (Cyrillic, Greek, Armenian,
+  Cherokee, Latin small capitals) folded to them (`LOOKALIKES`, the table
+  PromptInjectionDetector's skeleton uses too), and the dashes drawn as a hyphen-minus
+  made one (`DASHES`).
 Each view character then has one origin, the text character it came from, and a span
 found in the view maps back to the whole span of the text it was read from, invisible
 characters inside it included.
@@ -26,20 +28,35 @@ from functools import lru_cache
 
 import msgspec
 
-__all__ = ["LOOKALIKES", "TextView", "view"]
+__all__ = ["DASHES", "LOOKALIKES", "TextView", "view"]
 
 # The lookalikes attackers use most (Cyrillic and Greek letters shaped like Latin ones).
 # A fixed table keeps detection the same whether or not the `guards` extra is installed.
 LOOKALIKES = str.maketrans(
-    "аеорсухіјѕԁԛԝӏАВЕКМНОРСТХІЈЅαεικνορτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ",
-    "aeopcyxijsdqwlABEKMHOPCTXIJSaeiknoptuxABEHIKMNOPTYX",
+    "аеорсухіјѕԁԛԝӏАВЕКМНОРСТХІЈЅαεικνορτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ"
+    # more drawn as Latin letters are (UTS #39 confusables): Cyrillic, Greek, Armenian,
+    # Cherokee capitals, Latin small capitals and other Latin forms NFKC keeps
+    "һүҮѵѴӀԜΖϳͿօՕսՍհոՏ"  # noqa: RUF001
+    "ᎪᏴᏟᎠᎬᏀᎻᎫᏦᏞᎷᏢᎡᏚᎢᏙᏔᏃꮯꮪꮓꮩꮃ"  # noqa: RUF001
+    "ᴄᴏᴜᴠᴡᴢꜱɑɡǀ",  # noqa: RUF001
+    "aeopcyxijsdqwlABEKMHOPCTXIJSaeiknoptuxABEHIKMNOPTYX"
+    "hyYvVlWZjJoOuUhnS"
+    "ABCDEGHJKLMPRSTVWZcszvw"
+    "couvwzsagl",
 )
+
+DASHES = str.maketrans("\u2010\u2011\u2012\u2212", "----")
+"""Dashes drawn as the hyphen-minus (hyphen, non-breaking hyphen, figure dash, minus
+sign): models write U+2011 in phone and card numbers. NFKC keeps them."""
 
 _IGNORABLE = frozenset((
     0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0,
-    *range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0),
+    *range(0x180B, 0x1810), *range(0x2060, 0x2070), *range(0xFE00, 0xFE10),
+    *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000),
 ))
-"""Default-ignorable characters outside category Cf (they render as nothing)."""
+"""Default-ignorable characters outside category Cf (they render as nothing), the ones
+not yet assigned included (U+2065, U+FFF0..U+FFF8, the rest of U+E0000..U+E0FFF):
+a renderer draws none of them."""
 
 
 def _invisible(ch: str) -> bool:
@@ -54,7 +71,7 @@ def _plain(ch: str) -> str:
     s = unicodedata.normalize("NFKC", ch)
     if s != ch:
         s = "".join(c for c in s if not _invisible(c))
-    return s.translate(LOOKALIKES)
+    return s.translate(LOOKALIKES).translate(DASHES)
 
 
 _ASCII = frozenset(map(chr, range(128)))
