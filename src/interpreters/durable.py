@@ -24,13 +24,18 @@ instance per process: one `DurableRuns` per process. A run's result decodes `out
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Unpack
 
 import msgspec
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
+from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
+from dbos._utils import GlobalParams
+
+from interpreters import durable_fingerprint as fp
 
 from interpreters.common import (
     answer_of,
@@ -75,6 +80,45 @@ DurableInput = str | Sequence[Message] | MessageList
 
 class DurableRunError(RuntimeError):
     """A durable run could not be started or read (unknown agent, no such run...)."""
+
+
+class AgentChangedError(DurableRunError):
+    """A run recorded on one definition of its agent was resumed on another: replaying
+    its recorded steps there would be wrong, so the run ends with this error. `changed`
+    names what differs; a worker accepts such a run by naming `recorded` in its
+    `migrations`."""
+
+    def __init__(
+        self, run_id: str, agent: str, changed: tuple[str, ...], recorded: str, current: str
+    ) -> None:
+        self.run_id, self.agent, self.changed = run_id, agent, changed
+        self.recorded, self.current = recorded, current
+        super().__init__(
+            f"run {run_id!r} was recorded on another definition of agent {agent!r} "
+            f"({recorded}, this worker has {current}); changed: {'; '.join(changed)}. "
+            f"Resume it on a worker with the agent it started on, or accept it with "
+            f"migrations={{{agent!r}: [{recorded!r}]}}"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, tuple[str, ...], str, str]]:
+        # DBOS pickles the run's error: rebuild it from its fields
+        return (type(self), (self.run_id, self.agent, self.changed, self.recorded,
+                             self.current))
+
+
+class RunConflictError(DurableRunError):
+    """A run id that exists was started again with another agent, input or options."""
+
+
+class RunKeptCrashingError(DurableRunError):
+    """A run was recovered more than `MAX_RECOVERY_ATTEMPTS` times without ending (it
+    kills its worker, say): DBOS stopped resuming it."""
+
+
+MAX_RECOVERY_ATTEMPTS = 100
+"""Recoveries of one run after which it ends with `RunKeptCrashingError`."""
+
+_log = logging.getLogger("interpreters.durable")
 
 
 class StepFailed(RuntimeError):
@@ -137,6 +181,13 @@ class DurableRuns:
     `app_version`: runs resume and are dequeued only by workers of the same version; bump
     it when an agent changes in a way a half-done run must not see (by default DBOS
     derives it from the workflow's code, which does not include your agents).
+
+    Each run records its agent's definition (model, instructions, tools and their
+    schemas, processors and their settings, output type; `durable_fingerprint`): a
+    worker whose agent differs does not replay the run but ends it with
+    `AgentChangedError`, naming what changed. `migrations` maps an agent's name to the
+    recorded definitions (their digests, as the error gives them) this worker resumes
+    all the same: you checked that its runs replay on the agent as it is now.
     """
 
     def __init__(
@@ -156,6 +207,7 @@ class DurableRuns:
         price: Pricer | None = None,
         clock: Callable[[], float] = time.time,
         polling_interval: float = 0.05,
+        migrations: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         for name, agent in agents.items():
             parts = agent.async_parts()
@@ -164,6 +216,12 @@ class DurableRuns:
                     f"agent {name!r}: durable runs take sync code only: " + "; ".join(parts)
                 )
         self.agents = dict(agents)
+        self._definitions = {name: fp.definition(a) for name, a in self.agents.items()}
+        self._encoded = {name: fp.encode(d) for name, d in self._definitions.items()}
+        unknown = sorted(set(migrations or {}) - set(self.agents))
+        if unknown:
+            raise ValueError(f"migrations name agents this worker does not run: {unknown}")
+        self._migrations = {name: frozenset(ds) for name, ds in (migrations or {}).items()}
         self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
         self.database_url = database_url or "sqlite:///pipeline_runs.sqlite"
@@ -203,6 +261,26 @@ class DurableRuns:
             polling_interval_sec=self._poll,
         )
         self._launched = True
+        self._note_other_versions()
+
+    def fingerprint(self, agent: str) -> str:
+        """The digest of `agent`'s definition, as runs record it (see `migrations`)."""
+        return fp.digest(self._definitions[agent])
+
+    def _note_other_versions(self) -> None:
+        """Log the runs on this queue that wait for a worker of another app_version: this
+        worker does not take them (else they would seem stuck without a word)."""
+        ours = GlobalParams.app_version
+        waiting = DBOS.list_workflows(
+            status="ENQUEUED", queue_name=self.queue, load_input=False, load_output=False
+        )
+        others = sorted({w.app_version or "" for w in waiting} - {ours})
+        if others:
+            n = sum(1 for w in waiting if w.app_version != ours)
+            _log.warning(
+                "%d run(s) on queue %r wait for app_version %s; this worker runs %r "
+                "and does not take them", n, self.queue, ", ".join(map(repr, others)), ours,
+            )
 
     def shutdown(self) -> None:
         """Stop this process's DBOS (unfinished runs resume at the next `launch`)."""
@@ -243,8 +321,11 @@ class DurableRuns:
         the processors approved and the results of tools that ran, as under the other
         interpreters; a recovery stops at the same place."""
         payload = self._payload(agent, messages, options)
-        with SetWorkflowID(run_id):
-            DBOS.start_workflow(_run_workflow, agent, payload)
+        if not self._exists(run_id, agent, payload):
+            with SetWorkflowID(run_id):
+                handle = DBOS.start_workflow(_run_workflow, agent, payload)
+            if not isinstance(getattr(handle, "future", None), concurrent.futures.Future):
+                self._exists(run_id, agent, payload)  # another process started it first
         return run_id
 
     def run(
@@ -259,6 +340,8 @@ class DurableRuns:
         """Start a run in this process (idempotent, as `start`) and wait for its result:
         TimeoutError after `wait` seconds (the run goes on)."""
         payload = self._payload(agent, messages, options)
+        if self._exists(run_id, agent, payload):
+            return self.result(run_id, timeout=wait)
         with SetWorkflowID(run_id):
             handle = DBOS.start_workflow(_run_workflow, agent, payload)
         # Started here: wait on its thread, no polling. Else (it existed): poll its status.
@@ -268,6 +351,7 @@ class DurableRuns:
                 return _decode_result(run_id, future.result(wait))
             except concurrent.futures.TimeoutError as e:
                 raise TimeoutError(f"run {run_id!r} still running after {wait:g} s") from e
+        self._exists(run_id, agent, payload)  # another process started it first
         return self.result(run_id, timeout=wait)
 
     def enqueue(
@@ -281,9 +365,21 @@ class DurableRuns:
         """Put a run on the queue: any worker listening to it takes it. Idempotent by
         run id, as `start`."""
         payload = self._payload(agent, messages, options)
-        with SetWorkflowID(run_id):
-            DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
+        if not self._exists(run_id, agent, payload):
+            with SetWorkflowID(run_id):
+                DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
+            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
         return run_id
+
+    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
+        """Whether the run exists; RunConflictError when it does with another agent,
+        input or options (its start time aside). Starting no workflow for a run that
+        exists also spares DBOS's warning about the queue a recovered run is on."""
+        found = DBOS.list_workflows(workflow_ids=[run_id], load_output=False)
+        if not found:
+            return False
+        _check_same(run_id, found[0].name, found[0].input, agent, payload)
+        return True
 
     def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
         if not self._launched:
@@ -302,9 +398,19 @@ class DurableRuns:
     def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
         """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
         (the run goes on)."""
-        _wait(self.status, run_id, timeout, self._poll)
-        data: object = DBOS.retrieve_workflow(run_id).get_result(polling_interval_sec=self._poll)
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        try:
+            data: object = DBOS.retrieve_workflow(run_id).get_result(
+                polling_interval_sec=self._poll
+            )
+        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+            raise _kept_crashing(run_id) from e
         return _decode_result(run_id, data)
+
+    def _why_waiting(self, run_id: str) -> str:
+        found = DBOS.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        return _version_note(found[0].app_version if found else None,
+                             GlobalParams.app_version)
 
     def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout`:
@@ -323,6 +429,7 @@ class DurableRuns:
         start = _START.decode(payload)
         run_id = DBOS.workflow_id
         assert run_id is not None
+        self._check_definition(run_id, agent_name)
         steps = _DbosSteps(self, start.started_at, start.timeout)
         loop = start_run(
             agent, start.messages if isinstance(start.messages, str) else list(start.messages),
@@ -335,6 +442,24 @@ class DurableRuns:
         steps.flush()
         DBOS.close_stream(CHUNKS)
         return _enc.encode(result)
+
+    def _check_definition(self, run_id: str, agent_name: str) -> None:
+        """Record the agent's definition as the run's first step; on a resume, that step
+        gives the recorded one: a different one ends the run unless migrated."""
+        current = self._encoded[agent_name]
+        stored = DBOS.run_step({"name": "agent"}, lambda: current)
+        if stored == current:
+            return
+        recorded = fp.DEFINITION.decode(stored) if isinstance(stored, bytes) else None
+        if recorded is None:
+            raise DurableRunError(f"run {run_id!r}: its recorded agent cannot be read")
+        digest = fp.digest(recorded)
+        if digest in self._migrations.get(agent_name, ()):
+            return
+        raise AgentChangedError(
+            run_id, agent_name, fp.changes(recorded, self._definitions[agent_name]),
+            digest, fp.digest(self._definitions[agent_name]),
+        )
 
     def _call_model(self, request: ModelRequest) -> ModelOutcome:
         events: list[ModelEvent] = []
@@ -400,8 +525,17 @@ class DurableClient:
         )
         if self._app_version is not None:
             queued["app_version"] = self._app_version  # else: the latest version takes it
-        self._client.enqueue(queued, agent, payload)
+        if not self._exists(run_id, agent, payload):
+            self._client.enqueue(queued, agent, payload)
+            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
         return run_id
+
+    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
+        found = self._client.list_workflows(workflow_ids=[run_id], load_output=False)
+        if not found:
+            return False
+        _check_same(run_id, found[0].name, found[0].input, agent, payload)
+        return True
 
     def status(self, run_id: str) -> str | None:
         """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
@@ -410,11 +544,20 @@ class DurableClient:
 
     def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
         """The run's result, waiting for it to end: TimeoutError after `timeout` seconds."""
-        _wait(self.status, run_id, timeout, self._poll)
-        data: object = self._client.retrieve_workflow(run_id).get_result(
-            polling_interval_sec=self._poll
-        )
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        try:
+            data: object = self._client.retrieve_workflow(run_id).get_result(
+                polling_interval_sec=self._poll
+            )
+        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+            raise _kept_crashing(run_id) from e
         return _decode_result(run_id, data)
+
+    def _why_waiting(self, run_id: str) -> str:
+        found = self._client.list_workflows(
+            workflow_ids=[run_id], load_input=False, load_output=False
+        )
+        return _version_note(found[0].app_version if found else None, None)
 
     def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout` as
@@ -437,7 +580,51 @@ def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
     return tuple(messages)
 
 
-def _wait(status: Callable[[str], str | None], run_id: str, timeout: float, poll: float) -> None:
+def _check_same(
+    run_id: str, name: str, inputs: object, agent: str, payload: bytes
+) -> None:
+    """RunConflictError unless the stored run is this one: same workflow, agent, input
+    and options (the start time is the first start's)."""
+    args = inputs.get("args") if isinstance(inputs, dict) else None
+    stored = tuple(args) if isinstance(args, list | tuple) else ()
+    if name != WORKFLOW or len(stored) != 2 or not isinstance(stored[1], bytes):
+        raise RunConflictError(f"run id {run_id!r} is taken by another kind of workflow")
+    old, new = _START.decode(stored[1]), _START.decode(payload)
+    what = [f"agent {stored[0]!r}"] if stored[0] != agent else []
+    what += [f for f in _Start.__struct_fields__
+             if f != "started_at" and getattr(old, f) != getattr(new, f)]
+    if what:
+        raise RunConflictError(
+            f"run {run_id!r} exists with another {', '.join(what)}: a run id starts one "
+            "run; give this one another id"
+        )
+
+
+def _version_note(run_version: str | None, ours: str | None) -> str:
+    if run_version is None:
+        return ""
+    if ours is None:
+        return f" (it waits for a worker of app_version {run_version!r})"
+    if run_version != ours:
+        return (f": it is for app_version {run_version!r} and this worker runs {ours!r}, "
+                "so only a worker of that version takes it")
+    return ""
+
+
+def _kept_crashing(run_id: str) -> RunKeptCrashingError:
+    return RunKeptCrashingError(
+        f"run {run_id!r} was recovered more than {MAX_RECOVERY_ATTEMPTS} times without "
+        "ending (its worker died each time): it is not resumed again"
+    )
+
+
+def _wait(
+    status: Callable[[str], str | None],
+    run_id: str,
+    timeout: float,
+    poll: float,
+    why: Callable[[str], str] = lambda _: "",
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         st = status(run_id)
@@ -446,7 +633,7 @@ def _wait(status: Callable[[str], str | None], run_id: str, timeout: float, poll
         if st not in _RUNNING:
             return
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"run {run_id!r} still {st} after {timeout:g} s")
+            raise TimeoutError(f"run {run_id!r} still {st} after {timeout:g} s{why(run_id)}")
         time.sleep(poll)
 
 
@@ -550,7 +737,7 @@ class _DbosSteps:
         self._now += seconds
 
 
-@DBOS.workflow(name=WORKFLOW)
+@DBOS.workflow(name=WORKFLOW, max_recovery_attempts=MAX_RECOVERY_ATTEMPTS)
 def _run_workflow(agent: str, payload: bytes) -> bytes:
     if _runtime is None:
         raise DurableRunError("no DurableRuns launched in this process")
