@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from interpreters.common import start_run
-from interpreters.durable import DurableRunError, DurableRuns
+from interpreters.durable import DurableClient, DurableRunError, DurableRuns, RunConflictError
 from interpreters.durable_loop import AsyncNotDurableError, ModelOutcome, ToolDone, drive
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter, run_tool
@@ -146,6 +146,50 @@ def test_the_chunks_of_a_run_are_read_by_id_as_the_sync_interpreter_streams_them
     expected = list(interp.stream(weather_agent(), "weather?"))
     assert got == expected
     assert DataChunk("data-weather", {"city": "Paris"}) in got  # what the tool wrote
+
+
+def test_a_run_id_started_again_with_other_input_or_options_is_a_conflict(
+    runs: DurableRuns,
+) -> None:
+    runs.run("weather", "weather?", run_id="k", wait=60)
+    with pytest.raises(RunConflictError, match="another messages"):
+        runs.start("weather", "rain?", run_id="k")
+    with pytest.raises(RunConflictError, match="another thread_id"):
+        runs.run("weather", "weather?", run_id="k", thread_id="t2", wait=60)
+    with pytest.raises(RunConflictError, match="another messages"):
+        runs.enqueue("weather", "rain?", run_id="k")
+    runs.start("weather", "weather?", run_id="k")  # the same run: its result is the answer
+    assert TOOL_RUNS == ["Paris"]
+
+
+def test_a_client_enqueue_of_a_taken_id_with_other_input_is_a_conflict(
+    runs: DurableRuns,
+) -> None:
+    runs.run("weather", "weather?", run_id="q", wait=60)
+    client = DurableClient(runs.database_url)
+    try:
+        client.enqueue("weather", "weather?", run_id="q")  # same input: fine
+        with pytest.raises(RunConflictError, match="another messages"):
+            client.enqueue("weather", "snow?", run_id="q")
+    finally:
+        client.close()
+
+
+def test_a_run_for_another_app_version_says_why_this_worker_does_not_take_it(
+    runs: DurableRuns, caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = DurableClient(runs.database_url, app_version="agents-v1")
+    try:
+        client.enqueue("weather", "weather?", run_id="w")
+    finally:
+        client.close()
+    with pytest.raises(TimeoutError, match="it is for app_version 'agents-v1'"):
+        runs.result("w", timeout=0.3)
+    runs.shutdown()
+    with caplog.at_level("WARNING", logger="interpreters.durable"):
+        runs.launch()  # a worker that starts says which runs it leaves
+    assert "1 run(s) on queue 'pipeline-agents' wait for app_version 'agents-v1'" in caplog.text
+    assert TOOL_RUNS == []
 
 
 def test_unknown_agents_and_runs_are_clear_errors(runs: DurableRuns) -> None:

@@ -36,7 +36,6 @@ from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
 from dbos._utils import GlobalParams
 
 from interpreters import durable_fingerprint as fp
-
 from interpreters.common import (
     answer_of,
     handler_for,
