@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from interpreters.common import start_run
@@ -294,3 +295,61 @@ def test_chunks_reach_the_reader_while_the_run_is_still_running(tmp_path: Path) 
         seen.extend(reader)
         assert r.result("s", timeout=60).text == "Sunny in Paris."
     assert isinstance(seen[-1], Finish)
+
+
+class Units(msgspec.Struct, frozen=True):
+    unit: str
+
+
+class Pool:
+    """A live dependency: not storable, built by each worker."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def test_stored_deps_reach_the_tools_decoded_as_the_type_they_ask_for(tmp_path: Path) -> None:
+    seen: list[object] = []
+
+    def temperature(ctx: ToolContext[Units], city: str) -> str:
+        """The temperature in a city."""
+        seen.append(ctx.deps)
+        return f"20 {ctx.deps.unit}"
+
+    agent = make_agent(tools=[tool(temperature)])
+    model = ScriptedModel([Say(calls=[call("temperature", city="Paris")]), Say("warm")])
+    with DurableRuns(
+        {"a": agent}, model, database_url=f"sqlite:///{tmp_path / 'd.sqlite'}", observers=()
+    ) as r:
+        assert r.run("a", "hi", run_id="d1", deps=Units("C"), wait=60).text == "warm"
+        with pytest.raises(TypeError, match="needs deps of type Units"):
+            r.start("a", "hi", run_id="d2", deps={"unit": "C"})
+        with pytest.raises(RunConflictError, match="another deps"):
+            r.start("a", "hi", run_id="d1", deps=Units("F"))
+    assert seen == [Units("C")]
+
+
+def test_live_deps_are_built_per_worker_by_its_factory(tmp_path: Path) -> None:
+    seen: list[object] = []
+
+    def query(ctx: ToolContext[Pool], city: str) -> str:
+        """Looks a city up in the pool."""
+        seen.append(ctx.deps)
+        return city
+
+    agent = make_agent(tools=[tool(query)])
+    model = ScriptedModel([Say(calls=[call("query", city="Paris")]), Say("found")])
+    built: list[str] = []
+
+    def factory(name: str) -> Pool:
+        built.append(name)
+        return Pool(name)
+
+    with DurableRuns(
+        {"a": agent}, model, deps=factory, observers=(),
+        database_url=f"sqlite:///{tmp_path / 'f.sqlite'}",
+    ) as r:
+        assert r.run("a", "hi", run_id="f1", wait=60).text == "found"
+        with pytest.raises(TypeError, match="must be msgspec-encodable"):
+            r.start("a", "hi", run_id="f2", deps=Pool("mine"))
+    assert built == ["a"] and isinstance(seen[0], Pool) and seen[0].name == "a"

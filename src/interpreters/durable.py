@@ -64,6 +64,7 @@ from pipeline.model import ApiError, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
+from pipeline.tool_context import check_deps
 
 WORKFLOW = "pipeline_agents.run"
 """The DBOS workflow name of a run (its id is the run id)."""
@@ -133,16 +134,34 @@ class _Start(msgspec.Struct, frozen=True):
     resource_id: str | None = None
     values: JsonObject | None = None
     timeout: float | None = None
+    deps: str | None = None
+    """The run's stored deps, JSON (None: none, or the worker's factory builds them)."""
 
 
 def _start_payload(messages: DurableInput, now: float, options: DurableScope) -> bytes:
-    """A run's stored inputs; TypeError for an unknown option, ValueError for a bad
-    timeout (as on every interpreter)."""
+    """A run's stored inputs; TypeError for an unknown option or deps that cannot be
+    stored, ValueError for a bad timeout (as on every interpreter)."""
     check_options(options, DURABLE_OPTIONS)
+    deps = options.get("deps")
+    try:
+        stored_deps = None if deps is None else _enc.encode(deps).decode()
+    except (TypeError, msgspec.EncodeError) as e:
+        raise TypeError(
+            f"deps of a durable run are stored with it and must be msgspec-encodable: {e}; "
+            "build live ones per worker with DurableRuns(deps=factory)"
+        ) from e
     return _enc.encode(
         _Start(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
-               options.get("values"), options.get("timeout"))
+               options.get("values"), options.get("timeout"), stored_deps)
     )
+
+
+def _deps_type(agent: Agent) -> type:
+    """The type a run's stored deps decode as: what its tools' `ToolContext` asks for."""
+    for t in agent.tools:
+        if t.context_param is not None and t.deps_type is not None:
+            return t.deps_type
+    return object
 
 
 DURABLE_OPTIONS = keys_of(DurableScope)
@@ -187,6 +206,11 @@ class DurableRuns:
     `AgentChangedError`, naming what changed. `migrations` maps an agent's name to the
     recorded definitions (their digests, as the error gives them) this worker resumes
     all the same: you checked that its runs replay on the agent as it is now.
+
+    `deps`: a factory this worker calls with the agent's name when it runs or resumes a
+    run, for dependencies that cannot be stored (a connection pool...): they are rebuilt
+    per worker. Deps given to `start(..., deps=)` are stored with the run instead (they
+    must be msgspec-encodable) and win over the factory's.
     """
 
     def __init__(
@@ -207,6 +231,7 @@ class DurableRuns:
         clock: Callable[[], float] = time.time,
         polling_interval: float = 0.05,
         migrations: Mapping[str, Collection[str]] | None = None,
+        deps: Callable[[str], object] | None = None,
     ) -> None:
         for name, agent in agents.items():
             parts = agent.async_parts()
@@ -220,6 +245,7 @@ class DurableRuns:
         unknown = sorted(set(migrations or {}) - set(self.agents))
         if unknown:
             raise ValueError(f"migrations name agents this worker does not run: {unknown}")
+        self._deps = deps
         self._migrations = {name: frozenset(ds) for name, ds in (migrations or {}).items()}
         self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
@@ -386,6 +412,8 @@ class DurableRuns:
         if agent not in self.agents:
             known = sorted(self.agents)
             raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
+        if options.get("deps") is not None:
+            check_deps(self.agents[agent].tools, options.get("deps"))
         return _start_payload(messages, self._clock(), options)
 
     # --- reading runs --------------------------------------------------------------------
@@ -430,11 +458,15 @@ class DurableRuns:
         assert run_id is not None
         self._check_definition(run_id, agent_name)
         steps = _DbosSteps(self, start.started_at, start.timeout)
+        if start.deps is not None:
+            deps: object = msgspec.json.decode(start.deps, type=_deps_type(agent))
+        else:
+            deps = self._deps(agent_name) if self._deps is not None else None
         loop = start_run(
             agent, start.messages if isinstance(start.messages, str) else list(start.messages),
             run_id=run_id, clock=steps.now,
             options={"thread_id": start.thread_id, "resource_id": start.resource_id,
-                     "values": start.values},
+                     "values": start.values, "deps": deps},
             observers=self._observers, price=self._price,
         )
         result = drive(loop, steps)
