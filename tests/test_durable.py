@@ -3,6 +3,7 @@ run ids are idempotent, results and chunks are read by id, retries sleep durably
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from interpreters.common import start_run
 from interpreters.durable import DurableClient, DurableRunError, DurableRuns, RunConflictError
-from interpreters.durable_loop import AsyncNotDurableError, ModelOutcome, ToolDone, drive
+from interpreters.durable_loop import ModelOutcome, ToolDone, drive
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter, run_tool
 from pipeline.agent import Agent
@@ -214,13 +215,33 @@ def test_starting_before_launch_is_a_clear_error() -> None:
         r.start("a", "hi", run_id="x")
 
 
-def test_async_code_is_refused_before_any_run() -> None:
+def test_async_tools_hooks_and_handlers_are_awaited(tmp_path: Path) -> None:
+    from effects import Continue, Replace
+    from pipeline.chunks import TextDelta
+    from pipeline.processor import Processor, StreamArgs, StreamResult
+
     async def slow(city: str) -> str:
         """Async."""
-        return city
+        await asyncio.sleep(0)
+        return f"slow {city}"
 
-    with pytest.raises(AsyncNotDurableError, match="durable runs take sync code"):
-        DurableRuns({"a": make_agent(tools=[tool(slow)])}, ScriptedModel([]))
+    class Shout(Processor):
+        id = "shout"
+
+        async def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+            await asyncio.sleep(0)
+            if isinstance(args.part, TextDelta):
+                return Replace(TextDelta(args.part.id, args.part.text.upper()))
+            return Continue()
+
+    agent = make_agent(tools=[tool(slow)], output_processors=[Shout()])
+    model = ScriptedModel([Say(calls=[call("slow", city="Paris")]), Say("done")])
+    with DurableRuns(
+        {"a": agent}, model, database_url=f"sqlite:///{tmp_path / 'a.sqlite'}", observers=()
+    ) as r:
+        result = r.run("a", "hi", run_id="as", wait=60)
+    assert result.status == "finished" and result.text == "DONE"
+    assert [t.result for s in result.steps for t in s.tool_results] == ["slow Paris"]
 
 
 def test_retry_backoff_is_a_durable_sleep(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Unpack
 
@@ -43,19 +43,21 @@ from interpreters.common import (
     resolver,
     start_run,
     stream_failed,
+    tool_and_args,
+    tool_failed,
 )
 from interpreters.durable_loop import (
-    AsyncNotDurableError,
     ModelOutcome,
     ToolDone,
     drive,
     tool_context,
+    wait_for,
 )
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import DurableScope, check_options, keys_of
 from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
-from interpreters.sync import Handler, run_tool
+from interpreters.sync import Handler
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
@@ -233,12 +235,6 @@ class DurableRuns:
         migrations: Mapping[str, Collection[str]] | None = None,
         deps: Callable[[str], object] | None = None,
     ) -> None:
-        for name, agent in agents.items():
-            parts = agent.async_parts()
-            if parts:
-                raise AsyncNotDurableError(
-                    f"agent {name!r}: durable runs take sync code only: " + "; ".join(parts)
-                )
         self.agents = dict(agents)
         self._definitions = {name: fp.definition(a) for name, a in self.agents.items()}
         self._encoded = {name: fp.encode(d) for name, d in self._definitions.items()}
@@ -515,7 +511,8 @@ class DurableRuns:
     def _perform(self, request: object) -> object:
         if isinstance(request, AskModel):
             return answer_of(self._resolve(request.request.model).stream(request.request))
-        return handler_for(self._handlers, request)(request)
+        answer = handler_for(self._handlers, request)(request)
+        return wait_for(answer) if isinstance(answer, Awaitable) else answer
 
 
 class DurableClient:
@@ -601,6 +598,21 @@ class DurableClient:
 
     def close(self) -> None:
         self._client.destroy()
+
+
+def _run_tool(inv: ToolInvocation) -> ToolOutcome:
+    """One tool call, an async tool awaited; one that raises gives an error result."""
+    ready = tool_and_args(inv)
+    if not isinstance(ready, tuple):
+        return ready
+    tool, kwargs = ready
+    try:
+        result = tool.fn(**kwargs)
+        if isinstance(result, Awaitable):
+            result = wait_for(result)
+    except Exception as e:
+        return tool_failed(inv, e)
+    return ToolOutcome(inv.call.tool_call_id, result)
 
 
 def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
@@ -719,7 +731,7 @@ class _DbosSteps:
 
     def tool(self, inv: ToolInvocation) -> ToolDone:
         def body() -> bytes:
-            outcome = run_tool(inv)
+            outcome = _run_tool(inv)
             ctx = tool_context(inv)
             written = ctx.writer.written if ctx is not None else ()
             try:
