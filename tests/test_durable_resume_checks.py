@@ -14,7 +14,7 @@ from interpreters.durable import (
     AgentChangedError,
     RunKeptCrashingError,
 )
-from tests.durable_harness import WAIT, finish, kill, lines, model_log, spawn, wait_for
+from tests.durable_harness import WAIT, finish, kill, lines, model_log, pg_url, spawn, wait_for
 from tests.durable_worker import make_runs
 
 pytestmark = [pytest.mark.slow]
@@ -23,9 +23,9 @@ RUN = "run-1"
 ANSWER = f"worker/model:3:Weather in Paris? ({RUN})"
 
 
-def crashed_run(folder: Path) -> str:
-    """The SQLite URL of a run whose worker was killed after its tool ran."""
-    url = f"sqlite:///{folder / 'runs.sqlite'}"
+def crashed_run(folder: Path, url: str | None = None) -> str:
+    """The store (SQLite unless `url`) of a run whose worker was killed after its tool ran."""
+    url = url or f"sqlite:///{folder / 'runs.sqlite'}"
     worker = spawn(folder, url, "run", RUN, HANG="before-answer")
     wait_for(folder / "hang", worker)
     kill(worker)
@@ -51,6 +51,16 @@ def test_a_run_resumed_on_a_changed_agent_ends_with_an_error_naming_the_change(
     # nothing was replayed on the changed agent, nothing ran again
     assert len(lines(tmp_path / "tool.log")) == 1
     assert model_log(tmp_path)[f"start {ANSWER}"] == 1
+
+
+def test_a_run_resumed_on_a_changed_agent_on_postgresql_ends_with_the_error_too(
+    tmp_path: Path,
+) -> None:
+    url = crashed_run(tmp_path, pg_url())  # skips (or fails under CI) without a server
+    with make_runs(tmp_path, url, variant="instructions") as runs:
+        with pytest.raises(AgentChangedError, match="changed: instructions"):
+            runs.result(RUN, timeout=WAIT)
+    assert len(lines(tmp_path / "tool.log")) == 1
 
 
 def test_a_worker_that_accepts_the_recorded_agent_resumes_the_run(tmp_path: Path) -> None:
