@@ -57,9 +57,11 @@ def test_a_run_resumed_on_a_changed_agent_on_postgresql_ends_with_the_error_too(
     tmp_path: Path,
 ) -> None:
     url = crashed_run(tmp_path, pg_url())  # skips (or fails under CI) without a server
-    with make_runs(tmp_path, url, variant="instructions") as runs:
-        with pytest.raises(AgentChangedError, match="changed: instructions"):
-            runs.result(RUN, timeout=WAIT)
+    with (
+        make_runs(tmp_path, url, variant="instructions") as runs,
+        pytest.raises(AgentChangedError, match="changed: instructions"),
+    ):
+        runs.result(RUN, timeout=WAIT)
     assert len(lines(tmp_path / "tool.log")) == 1
 
 
