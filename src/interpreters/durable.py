@@ -13,10 +13,17 @@ step whose outcome is checkpointed msgspec-encoded, and retry backoff is a durab
 again: completed steps return their recorded outcomes, so no completed model call or
 tool runs twice, and the run ends as an uninterrupted one would have.
 
+A run records its agent's definition first (`interpreters.durable_fingerprint`): a resume
+on a changed agent ends the run with `AgentChangedError` instead of replaying steps that
+agent never took (unless the worker's `migrations` accept it; `interpreters.durable_replay`
+checks recorded runs in CI). A run id started again with another input is a
+`RunConflictError`; a run past DBOS's recovery-attempt limit a `RunKeptCrashingError`.
+
 The run's time is part of what is recorded: the clock the loop reads is the run's start
 time (an input of the workflow) moved on by each step's recorded end time.
 
-Needs the `durable` extra (`pip install pipeline-agents[durable]`). DBOS holds one
+Async tools, hooks and handlers are awaited on an event loop of their own. Needs the
+`durable` extra (`pip install pipeline-agents[durable]`). DBOS holds one
 instance per process: one `DurableRuns` per process. A run's result decodes `output`
 (typed output) as plain JSON: decode it with the agent's output type where needed.
 """
