@@ -129,6 +129,9 @@ MAX_RECOVERY_ATTEMPTS = 100
 
 _log = logging.getLogger("interpreters.durable")
 
+_VERSION_SCAN = 1000
+"""Queued runs a launching worker reads to say which it leaves to another app_version."""
+
 
 class StepFailed(RuntimeError):
     """A recorded I/O request failed; raised into the loop again on recovery."""
@@ -300,7 +303,8 @@ class DurableRuns:
         worker does not take them (else they would seem stuck without a word)."""
         ours = GlobalParams.app_version
         waiting = DBOS.list_workflows(
-            status="ENQUEUED", queue_name=self.queue, load_input=False, load_output=False
+            status="ENQUEUED", queue_name=self.queue, load_input=False, load_output=False,
+            limit=_VERSION_SCAN,
         )
         others = sorted({w.app_version or "" for w in waiting} - {ours})
         if others:
