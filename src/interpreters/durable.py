@@ -137,7 +137,7 @@ class StepFailed(RuntimeError):
     """A recorded I/O request failed; raised into the loop again on recovery."""
 
 
-class _Start(msgspec.Struct, frozen=True):
+class RunStart(msgspec.Struct, frozen=True):
     """A run's inputs, as the workflow stores them."""
 
     messages: str | tuple[Message, ...]
@@ -163,12 +163,12 @@ def _start_payload(messages: DurableInput, now: float, options: DurableScope) ->
             "build live ones per worker with DurableRuns(deps=factory)"
         ) from e
     return _enc.encode(
-        _Start(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
+        RunStart(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
                options.get("values"), options.get("timeout"), stored_deps)
     )
 
 
-def _deps_type(agent: Agent) -> type:
+def deps_type(agent: Agent) -> type:
     """The type a run's stored deps decode as: what its tools' `ToolContext` asks for."""
     for t in agent.tools:
         if t.context_param is not None and t.deps_type is not None:
@@ -179,17 +179,19 @@ def _deps_type(agent: Agent) -> type:
 DURABLE_OPTIONS = keys_of(DurableScope)
 
 
-class _Answer(msgspec.Struct, frozen=True):
+class StepAnswer(msgspec.Struct, frozen=True):
+    """A judge call's stored outcome: its answer, the provider's error, or a failure."""
+
     answer: ModelAnswer | None = None
     error: ApiError | None = None
     failure: str | None = None
 
 
 _RESULT = msgspec.json.Decoder(RunResult)
-_START = msgspec.json.Decoder(_Start)
+_START = msgspec.json.Decoder(RunStart)
 _MODEL = msgspec.json.Decoder(ModelOutcome)
 _TOOL = msgspec.json.Decoder(ToolDone)
-_ANSWER = msgspec.json.Decoder(_Answer)
+_ANSWER = msgspec.json.Decoder(StepAnswer)
 _CHUNKS = msgspec.json.Decoder(tuple[Chunk, ...])
 _enc = msgspec.json.Encoder()
 
@@ -466,7 +468,7 @@ class DurableRuns:
         self._check_definition(run_id, agent_name)
         steps = _DbosSteps(self, start.started_at, start.timeout)
         if start.deps is not None:
-            deps: object = msgspec.json.decode(start.deps, type=_deps_type(agent))
+            deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
         else:
             deps = self._deps(agent_name) if self._deps is not None else None
         loop = start_run(
@@ -645,7 +647,7 @@ def _check_same(
         raise RunConflictError(f"run id {run_id!r} is taken by another kind of workflow")
     old, new = _START.decode(stored[1]), _START.decode(payload)
     what = [f"agent {stored[0]!r}"] if stored[0] != agent else []
-    what += [f for f in _Start.__struct_fields__
+    what += [f for f in RunStart.__struct_fields__
              if f != "started_at" and getattr(old, f) != getattr(new, f)]
     if what:
         raise RunConflictError(
@@ -762,11 +764,11 @@ class _DbosSteps:
                 try:
                     answer = runs._perform(request)
                 except ProviderError as e:
-                    return _enc.encode(_Answer(error=e.error))
+                    return _enc.encode(StepAnswer(error=e.error))
                 except Exception as e:
-                    return _enc.encode(_Answer(failure=f"{type(e).__name__}: {e}"))
+                    return _enc.encode(StepAnswer(failure=f"{type(e).__name__}: {e}"))
                 assert isinstance(answer, ModelAnswer)
-                return _enc.encode(_Answer(answer=answer))
+                return _enc.encode(StepAnswer(answer=answer))
 
             got = _ANSWER.decode(self._step("ask-model", ask))
             if got.error is not None:

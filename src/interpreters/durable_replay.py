@@ -21,16 +21,7 @@ from dbos import DBOSClient
 
 from interpreters import durable_fingerprint as fp
 from interpreters.common import start_run
-from interpreters.durable import (
-    _ANSWER,
-    _MODEL,
-    _RESULT,
-    _START,
-    _TOOL,
-    WORKFLOW,
-    StepFailed,
-    _deps_type,
-)
+from interpreters.durable import WORKFLOW, RunStart, StepAnswer, StepFailed, deps_type
 from interpreters.durable_loop import ModelOutcome, ToolDone, drive
 from interpreters.providers.provider import ProviderError
 from pipeline.agent import Agent
@@ -39,6 +30,12 @@ from pipeline.model import ModelRequest
 from pipeline.processor import AskModel
 from pipeline.protocol import ToolInvocation
 from pipeline.result import RunResult
+
+_START = msgspec.json.Decoder(RunStart)
+_MODEL = msgspec.json.Decoder(ModelOutcome)
+_TOOL = msgspec.json.Decoder(ToolDone)
+_ANSWER = msgspec.json.Decoder(StepAnswer)
+_RESULT = msgspec.json.Decoder(RunResult)
 
 MAX_RUNS = 10_000
 """Runs one call replays at most (the newest first); pass `run_ids` for others."""
@@ -205,7 +202,7 @@ def _replay_one(
         return ReplayProblem(run_id, name, f"agent changed ({fp.digest(recorded)}): {changed}")
     start = _START.decode(payload)
     if start.deps is not None:
-        run_deps: object = msgspec.json.decode(start.deps, type=_deps_type(agent))
+        run_deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
     else:
         run_deps = deps(name) if deps is not None else None
     replay = _RecordedSteps(steps[1:], start.started_at, start.timeout)
