@@ -374,3 +374,10 @@ def test_live_deps_are_built_per_worker_by_its_factory(tmp_path: Path) -> None:
         with pytest.raises(TypeError, match="must be msgspec-encodable"):
             r.start("a", "hi", run_id="f2", deps=Pool("mine"))
     assert built == ["a"] and isinstance(seen[0], Pool) and seen[0].name == "a"
+
+
+def test_migrations_are_checked_when_the_worker_is_built() -> None:
+    with pytest.raises(ValueError, match="agents this worker does not run: \\['b'\\]"):
+        DurableRuns({"a": make_agent()}, ScriptedModel([]), migrations={"b": ["0" * 16]})
+    with pytest.raises(TypeError, match="collection of digests"):
+        DurableRuns({"a": make_agent()}, ScriptedModel([]), migrations={"a": "0" * 16})

@@ -254,6 +254,8 @@ class DurableRuns:
         if unknown:
             raise ValueError(f"migrations name agents this worker does not run: {unknown}")
         self._deps = deps
+        if any(isinstance(ds, str) for ds in (migrations or {}).values()):
+            raise TypeError("migrations map an agent's name to a collection of digests")
         self._migrations = {name: frozenset(ds) for name, ds in (migrations or {}).items()}
         self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
@@ -308,9 +310,11 @@ class DurableRuns:
             status="ENQUEUED", queue_name=self.queue, load_input=False, load_output=False,
             limit=_VERSION_SCAN,
         )
-        others = sorted({w.app_version or "" for w in waiting} - {ours})
+        # (a run queued with no version is for whichever worker takes it)
+        left = [w.app_version for w in waiting if w.app_version and w.app_version != ours]
+        others = sorted(set(left))
         if others:
-            n = sum(1 for w in waiting if w.app_version != ours)
+            n = len(left)
             _log.warning(
                 "%d run(s) on queue %r wait for app_version %s; this worker runs %r "
                 "and does not take them", n, self.queue, ", ".join(map(repr, others)), ours,
