@@ -10,10 +10,10 @@ to the plain async interpreter, on the same agent and scripted model (no network
 
 A run makes `steps` tool calls, one per model call, then answers: 2 * steps + 2 durable
 steps (the agent's recorded definition, steps + 1 model calls, steps tool calls). Per
-run: the median time of one run, started and waited for. The overhead (durable - plain) is split with a second size, runs
-of one tool step: per step = the growth of the overhead per extra durable step, fixed
-per run = what is left (the workflow's own records, the agent's definition, the stream,
-the result). Prints a
+run: the median time of one run, started and waited for. The overhead (durable - plain)
+is split with a second size, runs of one tool step: per step = the growth of the
+overhead per extra durable step, fixed per run = what is left (the workflow's own
+records, the agent's definition, the stream, the result). Prints a
 table, then one JSON line with every figure.
 """
 
