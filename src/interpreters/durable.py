@@ -60,6 +60,7 @@ from interpreters.durable_loop import (
     tool_context,
     wait_for,
 )
+from interpreters.durable_payload import compact, expand
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import DurableScope, check_options, keys_of
@@ -187,7 +188,6 @@ class StepAnswer(msgspec.Struct, frozen=True):
     failure: str | None = None
 
 
-_RESULT = msgspec.json.Decoder(RunResult)
 _START = msgspec.json.Decoder(RunStart)
 _MODEL = msgspec.json.Decoder(ModelOutcome)
 _TOOL = msgspec.json.Decoder(ToolDone)
@@ -485,7 +485,7 @@ class DurableRuns:
         result = drive(loop, steps)
         steps.flush()
         DBOS.close_stream(CHUNKS)
-        return _enc.encode(result)
+        return compact(result)
 
     def _check_definition(self, run_id: str, agent_name: str) -> None:
         """Record the agent's definition as the run's first step; on a resume, that step
@@ -700,7 +700,7 @@ def _wait(
 def _decode_result(run_id: str, data: object) -> RunResult:
     if not isinstance(data, bytes):
         raise DurableRunError(f"run {run_id!r} is not a pipeline-agents run")
-    return _RESULT.decode(data)
+    return expand(data)
 
 
 class _DbosSteps:

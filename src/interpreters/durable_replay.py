@@ -23,6 +23,7 @@ from interpreters import durable_fingerprint as fp
 from interpreters.common import start_run
 from interpreters.durable import WORKFLOW, RunStart, StepAnswer, StepFailed, deps_type
 from interpreters.durable_loop import ModelOutcome, ToolDone, drive
+from interpreters.durable_payload import expand
 from interpreters.providers.provider import ProviderError
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk
@@ -35,7 +36,6 @@ _START = msgspec.json.Decoder(RunStart)
 _MODEL = msgspec.json.Decoder(ModelOutcome)
 _TOOL = msgspec.json.Decoder(ToolDone)
 _ANSWER = msgspec.json.Decoder(StepAnswer)
-_RESULT = msgspec.json.Decoder(RunResult)
 
 MAX_RUNS = 10_000
 """Runs one call replays at most (the newest first); pass `run_ids` for others."""
@@ -225,7 +225,7 @@ def _replay_one(
             run_id, name, f"the run now ends before recorded step {replay.left}"
         )
     if (status == "SUCCESS" and isinstance(output, bytes)
-            and _outcome(_RESULT.decode(output)) != _outcome(result)):
+            and _outcome(expand(output)) != _outcome(result)):
         return ReplayProblem(run_id, name, "the replay ends with another result")
     return None
 
