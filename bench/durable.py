@@ -8,11 +8,12 @@ to the plain async interpreter, on the same agent and scripted model (no network
     python -m bench.durable --quick           # smoke test with tiny sizes (not for reporting)
     python -m bench.durable --timer cpu       # process CPU time instead of wall time
 
-A run makes `steps` tool calls, one per model call, then answers: 2 * steps + 1 durable
-steps (steps + 1 model calls, steps tool calls). Per run: the median time of one run,
-started and waited for. The overhead (durable - plain) is split with a second size, runs
-of one tool step: per step = the growth of the overhead per extra durable step, fixed
-per run = what is left (the workflow's own records, the stream, the result). Prints a
+A run makes `steps` tool calls, one per model call, then answers: 2 * steps + 2 durable
+steps (the agent's recorded definition, steps + 1 model calls, steps tool calls). Per
+run: the median time of one run, started and waited for. The overhead (durable - plain)
+is split with a second size, runs of one tool step: per step = the growth of the
+overhead per extra durable step, fixed per run = what is left (the workflow's own
+records, the agent's definition, the stream, the result). Prints a
 table, then one JSON line with every figure.
 """
 
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             small = durable(1, runs, make_url(str(Path(tmp) / "1.sqlite")), clock)
         rows.append(row(f"durable, {name}", big, steps, base, small))
 
-    print(f"{steps} tool steps per run ({2 * steps + 1} durable steps), {runs} runs, "
+    print(f"{steps} tool steps per run ({2 * steps + 2} durable steps), {runs} runs, "
           f"{a.timer} time, medians; overhead over the plain async interpreter")
     print(f"{'system':<22}{'per run ms':>12}{'+ per run':>12}{'+ fixed':>10}{'+ per step':>12}")
     for r in rows:

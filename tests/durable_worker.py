@@ -94,7 +94,11 @@ def make_runs(
     executor_id: str | None = None,
     worker_concurrency: int | None = None,
     takeover: Takeover | None = None,
+    variant: str = "",
+    migrations: dict[str, list[str]] | None = None,
 ) -> DurableRuns:
+    """The worker's runs; `variant` changes its agent as a new deploy might: "instructions"
+    gives it instructions, "tool" another tool (a resume must notice)."""
     def get_weather(ctx: ToolContext[None], city: str) -> str:
         """The weather in a city."""
         _append(folder / "tool.log", f"{ctx.run.run_id} {os.environ.get('WORKER', '-')}")
@@ -103,13 +107,20 @@ def make_runs(
             time.sleep(float(os.environ["TOOL_DELAY"]))
         return f"sunny in {city}"
 
+    def get_forecast(city: str) -> str:
+        """Tomorrow's weather in a city."""
+        return f"rain in {city}"
+
+    tools = [tool(get_weather)] + ([tool(get_forecast)] if variant == "tool" else [])
     agent = Agent.create(
-        MODEL, tools=[tool(get_weather)], output_processors=[QualityGuardrail(JUDGE)]
+        MODEL, tools=tools, output_processors=[QualityGuardrail(JUDGE)],
+        instructions="Answer in French." if variant == "instructions" else (),
     )
     return DurableRuns(
         {"weather": agent}, FileModel(folder), database_url=db_url, observers=(),
         clock=lambda: 1_000.0, executor_id=executor_id, worker_concurrency=worker_concurrency,
         takeover=takeover,
+        migrations=migrations,
     )
 
 

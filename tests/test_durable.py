@@ -3,14 +3,16 @@ run ids are idempotent, results and chunks are read by id, retries sleep durably
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from interpreters.common import start_run
-from interpreters.durable import DurableRunError, DurableRuns
-from interpreters.durable_loop import AsyncNotDurableError, ModelOutcome, ToolDone, drive
+from interpreters.durable import DurableClient, DurableRunError, DurableRuns, RunConflictError
+from interpreters.durable_loop import ModelOutcome, ToolDone, drive
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter, run_tool
 from pipeline.agent import Agent
@@ -148,6 +150,50 @@ def test_the_chunks_of_a_run_are_read_by_id_as_the_sync_interpreter_streams_them
     assert DataChunk("data-weather", {"city": "Paris"}) in got  # what the tool wrote
 
 
+def test_a_run_id_started_again_with_other_input_or_options_is_a_conflict(
+    runs: DurableRuns,
+) -> None:
+    runs.run("weather", "weather?", run_id="k", wait=60)
+    with pytest.raises(RunConflictError, match="another messages"):
+        runs.start("weather", "rain?", run_id="k")
+    with pytest.raises(RunConflictError, match="another thread_id"):
+        runs.run("weather", "weather?", run_id="k", thread_id="t2", wait=60)
+    with pytest.raises(RunConflictError, match="another messages"):
+        runs.enqueue("weather", "rain?", run_id="k")
+    runs.start("weather", "weather?", run_id="k")  # the same run: its result is the answer
+    assert TOOL_RUNS == ["Paris"]
+
+
+def test_a_client_enqueue_of_a_taken_id_with_other_input_is_a_conflict(
+    runs: DurableRuns,
+) -> None:
+    runs.run("weather", "weather?", run_id="q", wait=60)
+    client = DurableClient(runs.database_url)
+    try:
+        client.enqueue("weather", "weather?", run_id="q")  # same input: fine
+        with pytest.raises(RunConflictError, match="another messages"):
+            client.enqueue("weather", "snow?", run_id="q")
+    finally:
+        client.close()
+
+
+def test_a_run_for_another_app_version_says_why_this_worker_does_not_take_it(
+    runs: DurableRuns, caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = DurableClient(runs.database_url, app_version="agents-v1")
+    try:
+        client.enqueue("weather", "weather?", run_id="w")
+    finally:
+        client.close()
+    with pytest.raises(TimeoutError, match="it is for app_version 'agents-v1'"):
+        runs.result("w", timeout=0.3)
+    runs.shutdown()
+    with caplog.at_level("WARNING", logger="interpreters.durable"):
+        runs.launch()  # a worker that starts says which runs it leaves
+    assert "1 run(s) on queue 'pipeline-agents' wait for app_version 'agents-v1'" in caplog.text
+    assert TOOL_RUNS == []
+
+
 def test_unknown_agents_and_runs_are_clear_errors(runs: DurableRuns) -> None:
     with pytest.raises(DurableRunError, match="unknown agent 'nope'"):
         runs.start("nope", "hi", run_id="c")
@@ -169,13 +215,33 @@ def test_starting_before_launch_is_a_clear_error() -> None:
         r.start("a", "hi", run_id="x")
 
 
-def test_async_code_is_refused_before_any_run() -> None:
+def test_async_tools_hooks_and_handlers_are_awaited(tmp_path: Path) -> None:
+    from effects import Continue, Replace
+    from pipeline.chunks import TextDelta
+    from pipeline.processor import Processor, StreamArgs, StreamResult
+
     async def slow(city: str) -> str:
         """Async."""
-        return city
+        await asyncio.sleep(0)
+        return f"slow {city}"
 
-    with pytest.raises(AsyncNotDurableError, match="durable runs take sync code"):
-        DurableRuns({"a": make_agent(tools=[tool(slow)])}, ScriptedModel([]))
+    class Shout(Processor):
+        id = "shout"
+
+        async def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+            await asyncio.sleep(0)
+            if isinstance(args.part, TextDelta):
+                return Replace(TextDelta(args.part.id, args.part.text.upper()))
+            return Continue()
+
+    agent = make_agent(tools=[tool(slow)], output_processors=[Shout()])
+    model = ScriptedModel([Say(calls=[call("slow", city="Paris")]), Say("done")])
+    with DurableRuns(
+        {"a": agent}, model, database_url=f"sqlite:///{tmp_path / 'a.sqlite'}", observers=()
+    ) as r:
+        result = r.run("a", "hi", run_id="as", wait=60)
+    assert result.status == "finished" and result.text == "DONE"
+    assert [t.result for s in result.steps for t in s.tool_results] == ["slow Paris"]
 
 
 def test_retry_backoff_is_a_durable_sleep(tmp_path: Path) -> None:
@@ -250,3 +316,68 @@ def test_chunks_reach_the_reader_while_the_run_is_still_running(tmp_path: Path) 
         seen.extend(reader)
         assert r.result("s", timeout=60).text == "Sunny in Paris."
     assert isinstance(seen[-1], Finish)
+
+
+class Units(msgspec.Struct, frozen=True):
+    unit: str
+
+
+class Pool:
+    """A live dependency: not storable, built by each worker."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def test_stored_deps_reach_the_tools_decoded_as_the_type_they_ask_for(tmp_path: Path) -> None:
+    seen: list[object] = []
+
+    def temperature(ctx: ToolContext[Units], city: str) -> str:
+        """The temperature in a city."""
+        seen.append(ctx.deps)
+        return f"20 {ctx.deps.unit}"
+
+    agent = make_agent(tools=[tool(temperature)])
+    model = ScriptedModel([Say(calls=[call("temperature", city="Paris")]), Say("warm")])
+    with DurableRuns(
+        {"a": agent}, model, database_url=f"sqlite:///{tmp_path / 'd.sqlite'}", observers=()
+    ) as r:
+        assert r.run("a", "hi", run_id="d1", deps=Units("C"), wait=60).text == "warm"
+        with pytest.raises(TypeError, match="needs deps of type Units"):
+            r.start("a", "hi", run_id="d2", deps={"unit": "C"})
+        with pytest.raises(RunConflictError, match="another deps"):
+            r.start("a", "hi", run_id="d1", deps=Units("F"))
+    assert seen == [Units("C")]
+
+
+def test_live_deps_are_built_per_worker_by_its_factory(tmp_path: Path) -> None:
+    seen: list[object] = []
+
+    def query(ctx: ToolContext[Pool], city: str) -> str:
+        """Looks a city up in the pool."""
+        seen.append(ctx.deps)
+        return city
+
+    agent = make_agent(tools=[tool(query)])
+    model = ScriptedModel([Say(calls=[call("query", city="Paris")]), Say("found")])
+    built: list[str] = []
+
+    def factory(name: str) -> Pool:
+        built.append(name)
+        return Pool(name)
+
+    with DurableRuns(
+        {"a": agent}, model, deps=factory, observers=(),
+        database_url=f"sqlite:///{tmp_path / 'f.sqlite'}",
+    ) as r:
+        assert r.run("a", "hi", run_id="f1", wait=60).text == "found"
+        with pytest.raises(TypeError, match="must be msgspec-encodable"):
+            r.start("a", "hi", run_id="f2", deps=Pool("mine"))
+    assert built == ["a"] and isinstance(seen[0], Pool) and seen[0].name == "a"
+
+
+def test_migrations_are_checked_when_the_worker_is_built() -> None:
+    with pytest.raises(ValueError, match="agents this worker does not run: \\['b'\\]"):
+        DurableRuns({"a": make_agent()}, ScriptedModel([]), migrations={"b": ["0" * 16]})
+    with pytest.raises(TypeError, match="collection of digests"):
+        DurableRuns({"a": make_agent()}, ScriptedModel([]), migrations={"a": "0" * 16})

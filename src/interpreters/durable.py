@@ -13,10 +13,17 @@ step whose outcome is checkpointed msgspec-encoded, and retry backoff is a durab
 again: completed steps return their recorded outcomes, so no completed model call or
 tool runs twice, and the run ends as an uninterrupted one would have.
 
+A run records its agent's definition first (`interpreters.durable_fingerprint`): a resume
+on a changed agent ends the run with `AgentChangedError` instead of replaying steps that
+agent never took (unless the worker's `migrations` accept it; `interpreters.durable_replay`
+checks recorded runs in CI). A run id started again with another input is a
+`RunConflictError`; a run past DBOS's recovery-attempt limit a `RunKeptCrashingError`.
+
 The run's time is part of what is recorded: the clock the loop reads is the run's start
 time (an input of the workflow) moved on by each step's recorded end time.
 
-Needs the `durable` extra (`pip install pipeline-agents[durable]`). DBOS holds one
+Async tools, hooks and handlers are awaited on an event loop of their own. Needs the
+`durable` extra (`pip install pipeline-agents[durable]`). DBOS holds one
 instance per process: one `DurableRuns` per process. A run's result decodes `output`
 (typed output) as plain JSON: decode it with the agent's output type where needed.
 """
@@ -24,16 +31,20 @@ instance per process: one `DurableRuns` per process. A run's result decodes `out
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Unpack
 
 import msgspec
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
 from dbos._dbos import _get_dbos_instance
+from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
 from dbos._sys_db import SystemDatabase
+from dbos._utils import GlobalParams
 
+from interpreters import durable_fingerprint as fp
 from interpreters.common import (
     answer_of,
     handler_for,
@@ -41,14 +52,17 @@ from interpreters.common import (
     resolver,
     start_run,
     stream_failed,
+    tool_and_args,
+    tool_failed,
 )
 from interpreters.durable_loop import (
-    AsyncNotDurableError,
     ModelOutcome,
     ToolDone,
     drive,
     tool_context,
+    wait_for,
 )
+from interpreters.durable_payload import compact, expand
 from interpreters.durable_store import (
     Checkpoints,
     Keeper,
@@ -61,7 +75,7 @@ from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import DurableScope, check_options, keys_of
 from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
-from interpreters.sync import Handler, run_tool
+from interpreters.sync import Handler
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
@@ -70,6 +84,7 @@ from pipeline.model import ApiError, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
+from pipeline.tool_context import check_deps
 
 WORKFLOW = "pipeline_agents.run"
 """The DBOS workflow name of a run (its id is the run id)."""
@@ -87,11 +102,53 @@ class DurableRunError(RuntimeError):
     """A durable run could not be started or read (unknown agent, no such run...)."""
 
 
+class AgentChangedError(DurableRunError):
+    """A run recorded on one definition of its agent was resumed on another: replaying
+    its recorded steps there would be wrong, so the run ends with this error. `changed`
+    names what differs; a worker accepts such a run by naming `recorded` in its
+    `migrations`."""
+
+    def __init__(
+        self, run_id: str, agent: str, changed: tuple[str, ...], recorded: str, current: str
+    ) -> None:
+        self.run_id, self.agent, self.changed = run_id, agent, changed
+        self.recorded, self.current = recorded, current
+        super().__init__(
+            f"run {run_id!r} was recorded on another definition of agent {agent!r} "
+            f"({recorded}, this worker has {current}); changed: {'; '.join(changed)}. "
+            f"Resume it on a worker with the agent it started on, or accept it with "
+            f"migrations={{{agent!r}: [{recorded!r}]}}"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, tuple[str, ...], str, str]]:
+        # DBOS pickles the run's error: rebuild it from its fields
+        return (type(self), (self.run_id, self.agent, self.changed, self.recorded,
+                             self.current))
+
+
+class RunConflictError(DurableRunError):
+    """A run id that exists was started again with another agent, input or options."""
+
+
+class RunKeptCrashingError(DurableRunError):
+    """A run was recovered more than `MAX_RECOVERY_ATTEMPTS` times without ending (it
+    kills its worker, say): DBOS stopped resuming it."""
+
+
+MAX_RECOVERY_ATTEMPTS = 100
+"""Recoveries of one run after which it ends with `RunKeptCrashingError`."""
+
+_log = logging.getLogger("interpreters.durable")
+
+_VERSION_SCAN = 1000
+"""Queued runs a launching worker reads to say which it leaves to another app_version."""
+
+
 class StepFailed(RuntimeError):
     """A recorded I/O request failed; raised into the loop again on recovery."""
 
 
-class _Start(msgspec.Struct, frozen=True):
+class RunStart(msgspec.Struct, frozen=True):
     """A run's inputs, as the workflow stores them."""
 
     messages: str | tuple[Message, ...]
@@ -100,32 +157,51 @@ class _Start(msgspec.Struct, frozen=True):
     resource_id: str | None = None
     values: JsonObject | None = None
     timeout: float | None = None
+    deps: str | None = None
+    """The run's stored deps, JSON (None: none, or the worker's factory builds them)."""
 
 
 def _start_payload(messages: DurableInput, now: float, options: DurableScope) -> bytes:
-    """A run's stored inputs; TypeError for an unknown option, ValueError for a bad
-    timeout (as on every interpreter)."""
+    """A run's stored inputs; TypeError for an unknown option or deps that cannot be
+    stored, ValueError for a bad timeout (as on every interpreter)."""
     check_options(options, DURABLE_OPTIONS)
+    deps = options.get("deps")
+    try:
+        stored_deps = None if deps is None else _enc.encode(deps).decode()
+    except (TypeError, msgspec.EncodeError) as e:
+        raise TypeError(
+            f"deps of a durable run are stored with it and must be msgspec-encodable: {e}; "
+            "build live ones per worker with DurableRuns(deps=factory)"
+        ) from e
     return _enc.encode(
-        _Start(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
-               options.get("values"), options.get("timeout"))
+        RunStart(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
+               options.get("values"), options.get("timeout"), stored_deps)
     )
+
+
+def deps_type(agent: Agent) -> type:
+    """The type a run's stored deps decode as: what its tools' `ToolContext` asks for."""
+    for t in agent.tools:
+        if t.context_param is not None and t.deps_type is not None:
+            return t.deps_type
+    return object
 
 
 DURABLE_OPTIONS = keys_of(DurableScope)
 
 
-class _Answer(msgspec.Struct, frozen=True):
+class StepAnswer(msgspec.Struct, frozen=True):
+    """A judge call's stored outcome: its answer, the provider's error, or a failure."""
+
     answer: ModelAnswer | None = None
     error: ApiError | None = None
     failure: str | None = None
 
 
-_RESULT = msgspec.json.Decoder(RunResult)
-_START = msgspec.json.Decoder(_Start)
+_START = msgspec.json.Decoder(RunStart)
 _MODEL = msgspec.json.Decoder(ModelOutcome)
 _TOOL = msgspec.json.Decoder(ToolDone)
-_ANSWER = msgspec.json.Decoder(_Answer)
+_ANSWER = msgspec.json.Decoder(StepAnswer)
 _CHUNKS = msgspec.json.Decoder(tuple[Chunk, ...])
 _enc = msgspec.json.Encoder()
 
@@ -154,6 +230,18 @@ class DurableRuns:
     unreachable) is retried before the run is stopped unrecorded, to resume at the
     next `launch` (`StoreUnavailable`). `takeover`: a worker silent that long is dead
     and the live workers take its pending runs (None: only `recover` hands them over).
+
+    Each run records its agent's definition (model, instructions, tools and their
+    schemas, processors and their settings, output type; `durable_fingerprint`): a
+    worker whose agent differs does not replay the run but ends it with
+    `AgentChangedError`, naming what changed. `migrations` maps an agent's name to the
+    recorded definitions (their digests, as the error gives them) this worker resumes
+    all the same: you checked that its runs replay on the agent as it is now.
+
+    `deps`: a factory this worker calls with the agent's name when it runs or resumes a
+    run, for dependencies that cannot be stored (a connection pool...): they are rebuilt
+    per worker. Deps given to `start(..., deps=)` are stored with the run instead (they
+    must be msgspec-encodable) and win over the factory's.
     """
 
     def __init__(
@@ -175,18 +263,23 @@ class DurableRuns:
         polling_interval: float = 0.05,
         store_retry: StoreRetry = DEFAULT_STORE_RETRY,
         takeover: Takeover | None = DEFAULT_TAKEOVER,
+        migrations: Mapping[str, Collection[str]] | None = None,
+        deps: Callable[[str], object] | None = None,
     ) -> None:
         if not isinstance(store_retry, StoreRetry):
             raise TypeError(f"store_retry must be a StoreRetry, not {store_retry!r}")
         if takeover is not None and not isinstance(takeover, Takeover):
             raise TypeError(f"takeover must be a Takeover or None, not {takeover!r}")
-        for name, agent in agents.items():
-            parts = agent.async_parts()
-            if parts:
-                raise AsyncNotDurableError(
-                    f"agent {name!r}: durable runs take sync code only: " + "; ".join(parts)
-                )
         self.agents = dict(agents)
+        self._definitions = {name: fp.definition(a) for name, a in self.agents.items()}
+        self._encoded = {name: fp.encode(d) for name, d in self._definitions.items()}
+        unknown = sorted(set(migrations or {}) - set(self.agents))
+        if unknown:
+            raise ValueError(f"migrations name agents this worker does not run: {unknown}")
+        self._deps = deps
+        if any(isinstance(ds, str) for ds in (migrations or {}).values()):
+            raise TypeError("migrations map an agent's name to a collection of digests")
+        self._migrations = {name: frozenset(ds) for name, ds in (migrations or {}).items()}
         self._resolve = resolver(provider, resolve)
         self._handlers = dict(handlers or {})
         self.database_url = database_url or "sqlite:///pipeline_runs.sqlite"
@@ -234,10 +327,33 @@ class DurableRuns:
             _sys_db(), DBOS.executor_id, self._takeover, self._store_retry.max_wait
         )
         self._keeper.start()
+        self._note_other_versions()
 
     def _resume_later(self, run_id: str) -> None:
         if self._keeper is not None:
             self._keeper.resume_later(run_id)
+
+    def fingerprint(self, agent: str) -> str:
+        """The digest of `agent`'s definition, as runs record it (see `migrations`)."""
+        return fp.digest(self._definitions[agent])
+
+    def _note_other_versions(self) -> None:
+        """Log the runs on this queue that wait for a worker of another app_version: this
+        worker does not take them (else they would seem stuck without a word)."""
+        ours = GlobalParams.app_version
+        waiting = DBOS.list_workflows(
+            status="ENQUEUED", queue_name=self.queue, load_input=False, load_output=False,
+            limit=_VERSION_SCAN,
+        )
+        # (a run queued with no version is for whichever worker takes it)
+        left = [w.app_version for w in waiting if w.app_version and w.app_version != ours]
+        others = sorted(set(left))
+        if others:
+            n = len(left)
+            _log.warning(
+                "%d run(s) on queue %r wait for app_version %s; this worker runs %r "
+                "and does not take them", n, self.queue, ", ".join(map(repr, others)), ours,
+            )
 
     def shutdown(self) -> None:
         """Stop this process's DBOS (unfinished runs resume at the next `launch`)."""
@@ -281,8 +397,11 @@ class DurableRuns:
         the processors approved and the results of tools that ran, as under the other
         interpreters; a recovery stops at the same place."""
         payload = self._payload(agent, messages, options)
-        with SetWorkflowID(run_id):
-            DBOS.start_workflow(_run_workflow, agent, payload)
+        if not self._exists(run_id, agent, payload):
+            with SetWorkflowID(run_id):
+                handle = DBOS.start_workflow(_run_workflow, agent, payload)
+            if not isinstance(getattr(handle, "future", None), concurrent.futures.Future):
+                self._exists(run_id, agent, payload)  # another process started it first
         return run_id
 
     def run(
@@ -297,6 +416,8 @@ class DurableRuns:
         """Start a run in this process (idempotent, as `start`) and wait for its result:
         TimeoutError after `wait` seconds (the run goes on)."""
         payload = self._payload(agent, messages, options)
+        if self._exists(run_id, agent, payload):
+            return self.result(run_id, timeout=wait)
         with SetWorkflowID(run_id):
             handle = DBOS.start_workflow(_run_workflow, agent, payload)
         # Started here: wait on its thread, no polling. Else (it existed): poll its status.
@@ -306,6 +427,7 @@ class DurableRuns:
                 return _decode_result(run_id, future.result(wait))
             except concurrent.futures.TimeoutError as e:
                 raise TimeoutError(f"run {run_id!r} still running after {wait:g} s") from e
+        self._exists(run_id, agent, payload)  # another process started it first
         return self.result(run_id, timeout=wait)
 
     def enqueue(
@@ -319,9 +441,21 @@ class DurableRuns:
         """Put a run on the queue: any worker listening to it takes it. Idempotent by
         run id, as `start`."""
         payload = self._payload(agent, messages, options)
-        with SetWorkflowID(run_id):
-            DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
+        if not self._exists(run_id, agent, payload):
+            with SetWorkflowID(run_id):
+                DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
+            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
         return run_id
+
+    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
+        """Whether the run exists; RunConflictError when it does with another agent,
+        input or options (its start time aside). Starting no workflow for a run that
+        exists also spares DBOS's warning about the queue a recovered run is on."""
+        found = DBOS.list_workflows(workflow_ids=[run_id], load_output=False)
+        if not found:
+            return False
+        _check_same(run_id, found[0].name, found[0].input, agent, payload)
+        return True
 
     def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
         if not self._launched:
@@ -329,6 +463,8 @@ class DurableRuns:
         if agent not in self.agents:
             known = sorted(self.agents)
             raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
+        if options.get("deps") is not None:
+            check_deps(self.agents[agent].tools, options.get("deps"))
         return _start_payload(messages, self._clock(), options)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
@@ -347,9 +483,19 @@ class DurableRuns:
     def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
         """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
         (the run goes on)."""
-        _wait(self.status, run_id, timeout, self._poll)
-        data: object = DBOS.retrieve_workflow(run_id).get_result(polling_interval_sec=self._poll)
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        try:
+            data: object = DBOS.retrieve_workflow(run_id).get_result(
+                polling_interval_sec=self._poll
+            )
+        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+            raise _kept_crashing(run_id) from e
         return _decode_result(run_id, data)
+
+    def _why_waiting(self, run_id: str) -> str:
+        found = DBOS.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        return _version_note(found[0].app_version if found else None,
+                             GlobalParams.app_version)
 
     def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout`:
@@ -368,18 +514,43 @@ class DurableRuns:
         start = _START.decode(payload)
         run_id = DBOS.workflow_id
         assert run_id is not None
+        self._check_definition(run_id, agent_name)
         steps = _DbosSteps(self, start.started_at, start.timeout)
+        if start.deps is not None:
+            deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
+        else:
+            deps = self._deps(agent_name) if self._deps is not None else None
         loop = start_run(
             agent, start.messages if isinstance(start.messages, str) else list(start.messages),
             run_id=run_id, clock=steps.now,
             options={"thread_id": start.thread_id, "resource_id": start.resource_id,
-                     "values": start.values},
+                     "values": start.values, "deps": deps},
             observers=self._observers, price=self._price,
         )
         result = drive(loop, steps)
         steps.flush()
         self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
-        return _enc.encode(result)
+        return compact(result)
+
+    def _check_definition(self, run_id: str, agent_name: str) -> None:
+        """Record the agent's definition as the run's first step; on a resume, that step
+        gives the recorded one: a different one ends the run unless migrated."""
+        current = self._encoded[agent_name]
+        stored = self._checkpoints.call(
+            "agent", lambda: DBOS.run_step({"name": "agent"}, lambda: current)
+        )
+        if stored == current:
+            return
+        recorded = fp.DEFINITION.decode(stored) if isinstance(stored, bytes) else None
+        if recorded is None:
+            raise DurableRunError(f"run {run_id!r}: its recorded agent cannot be read")
+        digest = fp.digest(recorded)
+        if digest in self._migrations.get(agent_name, ()):
+            return
+        raise AgentChangedError(
+            run_id, agent_name, fp.changes(recorded, self._definitions[agent_name]),
+            digest, fp.digest(self._definitions[agent_name]),
+        )
 
     def _call_model(self, request: ModelRequest) -> ModelOutcome:
         events: list[ModelEvent] = []
@@ -404,7 +575,8 @@ class DurableRuns:
     def _perform(self, request: object) -> object:
         if isinstance(request, AskModel):
             return answer_of(self._resolve(request.request.model).stream(request.request))
-        return handler_for(self._handlers, request)(request)
+        answer = handler_for(self._handlers, request)(request)
+        return wait_for(answer) if isinstance(answer, Awaitable) else answer
 
 
 class DurableClient:
@@ -445,8 +617,17 @@ class DurableClient:
         )
         if self._app_version is not None:
             queued["app_version"] = self._app_version  # else: the latest version takes it
-        self._client.enqueue(queued, agent, payload)
+        if not self._exists(run_id, agent, payload):
+            self._client.enqueue(queued, agent, payload)
+            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
         return run_id
+
+    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
+        found = self._client.list_workflows(workflow_ids=[run_id], load_output=False)
+        if not found:
+            return False
+        _check_same(run_id, found[0].name, found[0].input, agent, payload)
+        return True
 
     def status(self, run_id: str) -> str | None:
         """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
@@ -455,11 +636,20 @@ class DurableClient:
 
     def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
         """The run's result, waiting for it to end: TimeoutError after `timeout` seconds."""
-        _wait(self.status, run_id, timeout, self._poll)
-        data: object = self._client.retrieve_workflow(run_id).get_result(
-            polling_interval_sec=self._poll
-        )
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        try:
+            data: object = self._client.retrieve_workflow(run_id).get_result(
+                polling_interval_sec=self._poll
+            )
+        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+            raise _kept_crashing(run_id) from e
         return _decode_result(run_id, data)
+
+    def _why_waiting(self, run_id: str) -> str:
+        found = self._client.list_workflows(
+            workflow_ids=[run_id], load_input=False, load_output=False
+        )
+        return _version_note(found[0].app_version if found else None, None)
 
     def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout` as
@@ -481,6 +671,19 @@ class DurableClient:
 
 def _sys_db() -> SystemDatabase:
     return _get_dbos_instance()._sys_db
+def _run_tool(inv: ToolInvocation) -> ToolOutcome:
+    """One tool call, an async tool awaited; one that raises gives an error result."""
+    ready = tool_and_args(inv)
+    if not isinstance(ready, tuple):
+        return ready
+    tool, kwargs = ready
+    try:
+        result = tool.fn(**kwargs)
+        if isinstance(result, Awaitable):
+            result = wait_for(result)
+    except Exception as e:
+        return tool_failed(inv, e)
+    return ToolOutcome(inv.call.tool_call_id, result)
 
 
 def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
@@ -491,7 +694,51 @@ def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
     return tuple(messages)
 
 
-def _wait(status: Callable[[str], str | None], run_id: str, timeout: float, poll: float) -> None:
+def _check_same(
+    run_id: str, name: str, inputs: object, agent: str, payload: bytes
+) -> None:
+    """RunConflictError unless the stored run is this one: same workflow, agent, input
+    and options (the start time is the first start's)."""
+    args = inputs.get("args") if isinstance(inputs, dict) else None
+    stored = tuple(args) if isinstance(args, list | tuple) else ()
+    if name != WORKFLOW or len(stored) != 2 or not isinstance(stored[1], bytes):
+        raise RunConflictError(f"run id {run_id!r} is taken by another kind of workflow")
+    old, new = _START.decode(stored[1]), _START.decode(payload)
+    what = [f"agent {stored[0]!r}"] if stored[0] != agent else []
+    what += [f for f in RunStart.__struct_fields__
+             if f != "started_at" and getattr(old, f) != getattr(new, f)]
+    if what:
+        raise RunConflictError(
+            f"run {run_id!r} exists with another {', '.join(what)}: a run id starts one "
+            "run; give this one another id"
+        )
+
+
+def _version_note(run_version: str | None, ours: str | None) -> str:
+    if run_version is None:
+        return ""
+    if ours is None:
+        return f" (it waits for a worker of app_version {run_version!r})"
+    if run_version != ours:
+        return (f": it is for app_version {run_version!r} and this worker runs {ours!r}, "
+                "so only a worker of that version takes it")
+    return ""
+
+
+def _kept_crashing(run_id: str) -> RunKeptCrashingError:
+    return RunKeptCrashingError(
+        f"run {run_id!r} was recovered more than {MAX_RECOVERY_ATTEMPTS} times without "
+        "ending (its worker died each time): it is not resumed again"
+    )
+
+
+def _wait(
+    status: Callable[[str], str | None],
+    run_id: str,
+    timeout: float,
+    poll: float,
+    why: Callable[[str], str] = lambda _: "",
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         st = status(run_id)
@@ -500,14 +747,14 @@ def _wait(status: Callable[[str], str | None], run_id: str, timeout: float, poll
         if st not in _RUNNING:
             return
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"run {run_id!r} still {st} after {timeout:g} s")
+            raise TimeoutError(f"run {run_id!r} still {st} after {timeout:g} s{why(run_id)}")
         time.sleep(poll)
 
 
 def _decode_result(run_id: str, data: object) -> RunResult:
     if not isinstance(data, bytes):
         raise DurableRunError(f"run {run_id!r} is not a pipeline-agents run")
-    return _RESULT.decode(data)
+    return expand(data)
 
 
 class _DbosSteps:
@@ -559,7 +806,7 @@ class _DbosSteps:
 
     def tool(self, inv: ToolInvocation) -> ToolDone:
         def body() -> bytes:
-            outcome = run_tool(inv)
+            outcome = _run_tool(inv)
             ctx = tool_context(inv)
             written = ctx.writer.written if ctx is not None else ()
             try:
@@ -579,11 +826,11 @@ class _DbosSteps:
                 try:
                     answer = runs._perform(request)
                 except ProviderError as e:
-                    return _enc.encode(_Answer(error=e.error))
+                    return _enc.encode(StepAnswer(error=e.error))
                 except Exception as e:
-                    return _enc.encode(_Answer(failure=f"{type(e).__name__}: {e}"))
+                    return _enc.encode(StepAnswer(failure=f"{type(e).__name__}: {e}"))
                 assert isinstance(answer, ModelAnswer)
-                return _enc.encode(_Answer(answer=answer))
+                return _enc.encode(StepAnswer(answer=answer))
 
             got = _ANSWER.decode(self._step("ask-model", ask))
             if got.error is not None:
@@ -609,7 +856,7 @@ class _DbosSteps:
         self._now += seconds
 
 
-@DBOS.workflow(name=WORKFLOW)
+@DBOS.workflow(name=WORKFLOW, max_recovery_attempts=MAX_RECOVERY_ATTEMPTS)
 def _run_workflow(agent: str, payload: bytes) -> bytes:
     if _runtime is None:
         raise DurableRunError("no DurableRuns launched in this process")

@@ -12,6 +12,8 @@ fed its events one by one, as `Pull` asks. Nothing here imports dbos.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Protocol
 
 import msgspec
@@ -27,7 +29,6 @@ from effects import (
     RunTools,
     Sleep,
 )
-from interpreters.common import discard
 from pipeline.chunks import Chunk, DataChunk, ModelEvent
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.protocol import AgentLoop, RunCancelled, ToolInvocation, ToolOutcome
@@ -70,10 +71,6 @@ class Steps(Protocol):
         """Why the run must stop now (its timeout passed), else None. Read between
         steps, from recorded time only, so a recovery stops at the same place."""
         ...
-
-
-class AsyncNotDurableError(TypeError):
-    """The durable interpreter was given an async hook or tool."""
 
 
 def drive(loop: AgentLoop, steps: Steps) -> RunResult:
@@ -128,11 +125,10 @@ def drive(loop: AgentLoop, steps: Steps) -> RunResult:
                 elif isinstance(cmd, Perform):
                     reply = steps.perform(cmd.request)
                 elif isinstance(cmd, AwaitHook):
-                    discard(cmd.awaitable)
-                    raise AsyncNotDurableError(
-                        f"processor {cmd.processor_id!r} {cmd.hook} returned an awaitable; "
-                        "durable runs take sync hooks and tools"
-                    )
+                    # A hook is not a step (as a sync one is not): it runs again on recovery.
+                    aw = cmd.awaitable
+                    assert isinstance(aw, Awaitable)
+                    reply = wait_for(aw)
                 else:
                     raise TypeError(f"unknown command {cmd!r}")
             except Exception as e:
@@ -141,6 +137,16 @@ def drive(loop: AgentLoop, steps: Steps) -> RunResult:
             cmd = loop.send(reply)
     finally:
         loop.close()
+
+
+def wait_for(aw: Awaitable[object]) -> object:
+    """The value of an async hook's or tool's awaitable, on an event loop of its own (a
+    workflow runs in a thread of its own, with none running)."""
+
+    async def main() -> object:
+        return await aw
+
+    return asyncio.run(main())
 
 
 _IO = (CallModel, RunTools, Perform, Sleep)

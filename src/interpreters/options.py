@@ -26,9 +26,12 @@ class ContextScope(TypedDict, total=False):
 
 class DurableScope(ContextScope, total=False):
     """The options of a durable run (`interpreters.durable`): all of them are stored
-    with the run, so no `deps` (live objects) and no signal; `timeout` in seconds."""
+    with the run, so no signal; `timeout` in seconds."""
 
     timeout: float | None
+    deps: object
+    """Dependencies stored with the run (msgspec-encodable: a Struct, a dict...), decoded
+    as the type its tools ask for; live ones come from `DurableRuns(deps=factory)`."""
 
 
 class RunScope(ContextScope, total=False):
