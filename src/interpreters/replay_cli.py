@@ -36,15 +36,20 @@ class AgentNotFound(LookupError):
     """`--agent` does not name an Agent."""
 
 
-def load_agent(spec: str) -> Agent:
-    """The agent `module:name` names (an Agent, or a function returning one)."""
+def _attribute(spec: str, option: str, wants: str = "module:name") -> object:
+    """The attribute `module:name` names."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise AgentNotFound(f"--agent wants module:name, got {spec!r}")
+        raise AgentNotFound(f"{option} wants {wants}, got {spec!r}")
     try:
-        value: object = getattr(importlib.import_module(module_name), attr)
+        return cast(object, getattr(importlib.import_module(module_name), attr))
     except (ImportError, AttributeError) as e:
         raise AgentNotFound(f"cannot load {spec!r}: {e}") from e
+
+
+def load_agent(spec: str) -> Agent:
+    """The agent `module:name` names (an Agent, or a function returning one)."""
+    value = _attribute(spec, "--agent")
     if not isinstance(value, Agent) and callable(value):
         value = value()
     if not isinstance(value, Agent):
@@ -54,13 +59,7 @@ def load_agent(spec: str) -> Agent:
 
 def load_value(spec: str, option: str) -> object:
     """The value `module:name` names (a function of no arguments: what it returns)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise AgentNotFound(f"{option} wants module:name, got {spec!r}")
-    try:
-        value: object = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise AgentNotFound(f"cannot load {spec!r}: {e}") from e
+    value = _attribute(spec, option)
     if callable(value) and not isinstance(value, type):
         value = value()
     return value
@@ -72,13 +71,7 @@ def load_pricer(spec: str) -> Pricer:
         from interpreters.prices import genai_prices
 
         return genai_prices()
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise AgentNotFound(f"--price wants genai-prices or module:name, got {spec!r}")
-    try:
-        value: object = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise AgentNotFound(f"cannot load {spec!r}: {e}") from e
+    value = _attribute(spec, "--price", "genai-prices or module:name")
     if not callable(value):
         raise AgentNotFound(f"{spec!r} is a {type(value).__name__}, not a Pricer")
     return cast(Pricer, value)
