@@ -16,7 +16,10 @@ overhead per extra durable step, fixed per run = what is left (the workflow's ow
 records, the agent's definition, the stream, the result). In the same sitting and on the
 same kind of database, a bare DBOS workflow of as many trivial `DBOS.run_step` steps
 (returning a small int) gives DBOS's own cost, split the same way: what the library adds
-is the ratio of its per-step overhead to DBOS's bare per-step cost. The header states the
+is the ratio of its per-step overhead to DBOS's bare per-step cost. The library also
+writes the chunks published since the last step to the run's stream before each step (a
+second checkpointed write): a second bare row ("+ stream") writes 32 bytes to a stream
+before each step, for the like-for-like ratio. The header states the
 timer and the machine's load average (`os.getloadavg()`), at the start and the end.
 Prints a table, then one JSON line with every figure.
 """
@@ -105,15 +108,23 @@ def _small(i: int) -> int:
 
 
 @DBOS.workflow(name="bench_bare_steps")
-def bare_workflow(n: int) -> int:
-    """`n` trivial checkpointed steps, as the library runs them (`DBOS.run_step`)."""
+def bare_workflow(n: int, stream: bool) -> int:
+    """`n` trivial checkpointed steps, as the library runs them (`DBOS.run_step`); with
+    `stream`, each preceded by a small stream write, as the library writes the chunks
+    published since the last step."""
     total = 0
     for i in range(n):
+        if stream:
+            DBOS.write_stream("chunks", b"x" * 32)
         total += DBOS.run_step({"name": "step"}, _small, i)
+    if stream:
+        DBOS.close_stream("chunks")
     return total
 
 
-def bare(n: int, runs: int, url: str, clock: Callable[[], float]) -> list[float]:
+def bare(
+    n: int, runs: int, url: str, clock: Callable[[], float], *, stream: bool = False
+) -> list[float]:
     """Bare DBOS: runs of one workflow of `n` steps, each started and waited for."""
     config: DBOSConfig = {"name": "bench-bare", "system_database_url": url,
                           "log_level": "WARNING"}
@@ -124,7 +135,7 @@ def bare(n: int, runs: int, url: str, clock: Callable[[], float]) -> list[float]
         for i in range(-1, runs):  # the first is a warm-up
             t = clock()
             with SetWorkflowID(f"b{i}-{time.time_ns()}"):
-                handle = DBOS.start_workflow(bare_workflow, n)
+                handle = DBOS.start_workflow(bare_workflow, n, stream)
             # Wait on its thread, as DurableRuns.run does (get_result writes a record too).
             future = getattr(handle, "future", None)
             assert isinstance(future, concurrent.futures.Future)
@@ -212,16 +223,24 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             big = durable(steps, runs, make_url(str(Path(tmp) / "n.sqlite")), clock)
             small = durable(1, runs, make_url(str(Path(tmp) / "1.sqlite")), clock)
-            bare_big = bare(2 * steps + 1, runs, make_url(str(Path(tmp) / "bn.sqlite")), clock)
-            bare_small = bare(3, runs, make_url(str(Path(tmp) / "b1.sqlite")), clock)
+            bare_rows = []
+            for label, stream in (("", False), (" + stream", True)):
+                bare_big, bare_small = (
+                    bare(n, runs, make_url(str(Path(tmp) / f"b{n}{stream}.sqlite")), clock,
+                         stream=stream)
+                    for n in (2 * steps + 1, 3)
+                )
+                bare_rows.append(
+                    bare_row(f"DBOS bare{label}, {name}", bare_big, bare_small, steps)
+                )
         lib = row(f"durable, {name}", big, steps, base, small)
-        dbos = bare_row(f"DBOS bare, {name}", bare_big, bare_small, steps)
-        dbos_step = _num(dbos, "per_step_ms")
-        lib["dbos_bare_per_step_ms"] = dbos_step
-        lib["per_step_ratio_to_dbos"] = (
-            _num(lib, "overhead_per_step_ms") / dbos_step if dbos_step > 0 else None
-        )
-        rows += [lib, dbos]
+        for key, dbos in (("dbos", bare_rows[0]), ("dbos_stream", bare_rows[1])):
+            dbos_step = _num(dbos, "per_step_ms")
+            lib[f"{key}_bare_per_step_ms"] = dbos_step
+            lib[f"per_step_ratio_to_{key}"] = (
+                _num(lib, "overhead_per_step_ms") / dbos_step if dbos_step > 0 else None
+            )
+        rows += [lib, *bare_rows]
     load_end = os.getloadavg()
 
     loads = " / ".join(" ".join(f"{x:.2f}" for x in ld) for ld in (load_start, load_end))
@@ -229,21 +248,22 @@ def main(argv: list[str] | None = None) -> int:
           f"timer: {a.timer} ({clock.__name__}), medians; load average (1, 5, 15 min) "
           f"at start / end: {loads}")
     print("durable rows: overhead over the plain async interpreter; DBOS bare rows: a "
-          f"workflow of {2 * steps + 1} trivial steps (3 for the split); x DBOS: the "
-          "durable per-step overhead over DBOS's bare per-step cost")
-    print(f"{'system':<22}{'per run ms':>12}{'+ per run':>12}{'+ fixed':>10}{'+ per step':>12}"
-          f"{'x DBOS':>8}")
+          f"workflow of {2 * steps + 1} trivial steps (3 for the split), + stream: each "
+          "after a small stream write, as the library's; x DBOS, x +stream: the durable "
+          "per-step overhead over those rows' per-step cost")
+    print(f"{'system':<31}{'per run ms':>12}{'+ per run':>12}{'+ fixed':>10}{'+ per step':>12}"
+          f"{'x DBOS':>8}{'x +stream':>11}")
     for r in rows:
         cells = [r.get(k) for k in ("overhead_per_run_ms", "overhead_fixed_per_run_ms",
                                     "overhead_per_step_ms")]
         if "per_step_ms" in r:  # a bare row: its whole cost is DBOS's
             cells = [r["per_run_ms"], r["fixed_per_run_ms"], r["per_step_ms"]]
-        cells.append(r.get("per_step_ratio_to_dbos"))
+        cells += [r.get("per_step_ratio_to_dbos"), r.get("per_step_ratio_to_dbos_stream")]
         shown = "".join(
             f"{'' if v is None else f'{v:.2f}':>{w}}"
-            for v, w in zip(cells, (12, 10, 12, 8), strict=True)
+            for v, w in zip(cells, (12, 10, 12, 8, 11), strict=True)
         )
-        print(f"{r['system']!s:<22}{r['per_run_ms']:>12.2f}{shown}")
+        print(f"{r['system']!s:<31}{r['per_run_ms']:>12.2f}{shown}")
     summary = {
         "params": {"steps": steps, "runs": runs, "timer": a.timer, "quick": a.quick},
         "timer": clock.__name__,
