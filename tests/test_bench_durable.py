@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
-def test_quick_mode_measures_plain_and_durable_runs() -> None:
+def test_quick_mode_measures_plain_durable_and_bare_dbos_runs() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.durable", "--quick", "--pg-url", ""],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -22,5 +22,18 @@ def test_quick_mode_measures_plain_and_durable_runs() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     systems = [r["system"] for r in summary["results"]]
-    assert systems == ["async (plain)", "durable, SQLite"]
+    assert systems == [
+        "async (plain)", "durable, SQLite", "DBOS bare, SQLite", "DBOS bare + stream, SQLite",
+    ]
     assert all(r["runs"] == summary["params"]["runs"] for r in summary["results"])
+    lib, *bare_rows = summary["results"][1:]
+    for key, dbos in zip(("dbos", "dbos_stream"), bare_rows, strict=True):
+        assert {"per_step_ms", "fixed_per_run_ms"} <= dbos.keys()
+        assert lib[f"{key}_bare_per_step_ms"] == dbos["per_step_ms"]
+        if dbos["per_step_ms"] > 0:  # a noisy quick run can measure no per-step cost
+            ratio = lib["overhead_per_step_ms"] / dbos["per_step_ms"]
+            assert lib[f"per_step_ratio_to_{key}"] == pytest.approx(ratio)
+    # The figures can be reproduced: the timer and the machine's load are stated.
+    assert summary["timer"] == "perf_counter"
+    assert len(summary["loadavg_start"]) == len(summary["loadavg_end"]) == 3
+    assert "load average" in proc.stdout and "timer: wall" in proc.stdout
