@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import pytest
 
+from effects import Continue, Replace
 from interpreters.durable import DurableRuns
-from interpreters.durable_payload import compact, expand
+from interpreters.durable_payload import compact, expand, recorder
 from interpreters.simulator import Say, ScriptedModel, call
+from pipeline.chunks import ToolResult
+from pipeline.processor import Processor, StreamArgs, StreamResult
 from pipeline.tools import tool
 from tests.helpers import make_agent
 
@@ -20,7 +24,9 @@ def big(n: int) -> str:
     return "x" * n
 
 
-def test_a_big_tool_result_is_stored_once_in_the_runs_result(tmp_path: Path) -> None:
+def test_a_big_tool_result_is_left_to_its_tool_step_by_the_runs_result(
+    tmp_path: Path,
+) -> None:
     model = ScriptedModel([Say(calls=[call("big", n=BIG)]), Say("ok")])
     with DurableRuns(
         {"a": make_agent(tools=[tool(big)])}, model, observers=(),
@@ -30,10 +36,41 @@ def test_a_big_tool_result_is_stored_once_in_the_runs_result(tmp_path: Path) -> 
         from dbos import DBOS
 
         stored: object = DBOS.retrieve_workflow("p").get_result()
+        steps = [(s["function_name"], s["output"]) for s in DBOS.list_workflow_steps("p")]
+        again = r.result("p")
     assert isinstance(stored, bytes)
-    assert stored.count(b"x" * 1000) == BIG // 1000  # one copy, not two
+    assert stored.count(b"x" * 1000) == 0  # the tool step's outcome holds it
     assert [t.result for s in result.steps for t in s.tool_results] == ["x" * BIG]
-    assert expand(stored) == result
+    assert expand(stored, recorder(lambda: steps)) == result == again
+    with pytest.raises(ValueError, match="refers to tool steps"):
+        expand(stored)
+
+
+def test_a_redacted_big_tool_result_is_stored_apart_from_the_raw_one(
+    tmp_path: Path,
+) -> None:
+    class Hide(Processor):
+        id = "hide"
+
+        def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+            if isinstance(args.part, ToolResult):
+                return Replace(msgspec.structs.replace(args.part, result="y" * BIG))
+            return Continue()
+
+    model = ScriptedModel([Say(calls=[call("big", n=BIG)]), Say("ok")])
+    with DurableRuns(
+        {"a": make_agent(tools=[tool(big)], output_processors=[Hide()])}, model,
+        observers=(), database_url=f"sqlite:///{tmp_path / 'p.sqlite'}",
+    ) as r:
+        result = r.run("a", "hi", run_id="p", wait=60)
+        streamed = list(r.chunks("p"))
+        from dbos import DBOS
+
+        stored: object = DBOS.retrieve_workflow("p").get_result()
+    assert isinstance(stored, bytes)
+    assert stored.count(b"y" * 1000) == BIG // 1000
+    assert [t.result for s in result.steps for t in s.tool_results] == ["y" * BIG]
+    assert [c.result for c in streamed if isinstance(c, ToolResult)] == ["y" * BIG]
 
 
 def test_a_result_stored_whole_reads_as_it_is_and_compact_round_trips() -> None:
@@ -43,3 +80,42 @@ def test_a_result_stored_whole_reads_as_it_is_and_compact_round_trips() -> None:
     result = SyncInterpreter(model, observers=()).run(make_agent(tools=[tool(big)]), "hi")
     assert expand(msgspec.json.encode(result)) == result
     assert expand(compact(result)) == result
+
+
+def _stored_bytes(db: Path, run_id: str) -> int:
+    """The bytes of every column DBOS stores for `run_id` (outcomes, stream, result)."""
+    import sqlite3
+
+    total = 0
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            key = next((c for c in ("workflow_uuid", "workflow_id") if c in cols), None)
+            if key is None:
+                continue
+            lengths = " + ".join(f"coalesce(length({c}), 0)" for c in cols)
+            row = conn.execute(
+                f"SELECT sum({lengths}) FROM {table} WHERE {key} = ?", (run_id,)
+            ).fetchone()
+            total += int(row[0] or 0)
+    return total
+
+
+def test_a_10_mb_tool_result_takes_its_size_once_in_the_store(tmp_path: Path) -> None:
+    size = 10_000_000
+    db = tmp_path / "p.sqlite"
+    model = ScriptedModel([Say(calls=[call("big", n=size)]), Say("ok")])
+    with DurableRuns(
+        {"a": make_agent(tools=[tool(big)], max_tool_result_bytes=2 * size)}, model, observers=(),
+        database_url=f"sqlite:///{db}",
+    ) as r:
+        result = r.run("a", "hi", run_id="p", wait=120)
+        streamed = list(r.chunks("p"))
+        again = r.result("p")
+    stored = _stored_bytes(db, "p")
+    print(f"stored {stored} bytes for a {size} byte tool result")
+    assert stored < 1.5 * size, stored
+    assert again == result
+    assert [t.result for s in result.steps for t in s.tool_results] == ["x" * size]
+    assert [c.result for c in streamed if isinstance(c, ToolResult)] == ["x" * size]
