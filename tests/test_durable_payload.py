@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from effects import Continue, Replace
-from interpreters.durable import DurableRuns
+from interpreters.durable import DurableClient, DurableRuns
 from interpreters.durable_payload import compact, expand, recorder
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.chunks import ToolResult
@@ -113,9 +113,31 @@ def test_a_10_mb_tool_result_takes_its_size_once_in_the_store(tmp_path: Path) ->
         result = r.run("a", "hi", run_id="p", wait=120)
         streamed = list(r.chunks("p"))
         again = r.result("p")
+        client = DurableClient(r.database_url)
+        try:
+            by_client = (client.result("p"), list(client.chunks("p")))
+        finally:
+            client.close()
     stored = _stored_bytes(db, "p")
     print(f"stored {stored} bytes for a {size} byte tool result")
     assert stored < 1.5 * size, stored
     assert again == result
     assert [t.result for s in result.steps for t in s.tool_results] == ["x" * size]
     assert [c.result for c in streamed if isinstance(c, ToolResult)] == ["x" * size]
+    assert by_client == (result, streamed)
+
+
+def test_a_stream_batch_refers_only_to_a_recorded_result_that_encodes_the_same() -> None:
+    from interpreters.durable_payload import compact_chunks, expand_chunks
+
+    same = ToolResult("c1", "big", [1, "a"])
+    equal_not_same = ToolResult("c2", "big", True)  # == 1, but encodes as true
+    other = ToolResult("c3", "big", "redacted")
+    big = {"c1": (0, b'[1,"a"]'), "c2": (1, b"1"), "c3": (2, b'"raw"')}
+    recorded = {0: [1, "a"], 1: 1, 2: "raw"}
+    data = compact_chunks((same, equal_not_same, other), big)
+    assert data.count(b'"a"') == 0 and b"true" in data and b"redacted" in data
+    assert expand_chunks(data, recorded.__getitem__) == (same, equal_not_same, other)
+    plain = compact_chunks((other,), {})
+    assert plain == msgspec.json.encode((other,))
+    assert expand_chunks(plain, recorded.__getitem__) == (other,)
