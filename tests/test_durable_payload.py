@@ -134,10 +134,15 @@ def test_a_stream_batch_refers_only_to_a_recorded_result_that_encodes_the_same()
     equal_not_same = ToolResult("c2", "big", True)  # == 1, but encodes as true
     other = ToolResult("c3", "big", "redacted")
     big = {"c1": (0, b'[1,"a"]'), "c2": (1, b"1"), "c3": (2, b'"raw"')}
-    recorded = {0: [1, "a"], 1: 1, 2: "raw"}
+    values = {0: ("c1", [1, "a"]), 1: ("c2", 1), 2: ("c3", "raw")}
+
+    def recorded(n: int, call_id: str) -> object:
+        assert values[n][0] == call_id
+        return values[n][1]
+
     data = compact_chunks((same, equal_not_same, other), big)
     assert data.count(b'"a"') == 0 and b"true" in data and b"redacted" in data
-    assert expand_chunks(data, recorded.__getitem__) == (same, equal_not_same, other)
+    assert expand_chunks(data, recorded) == (same, equal_not_same, other)
     plain = compact_chunks((other,), {})
     assert plain == msgspec.json.encode((other,))
-    assert expand_chunks(plain, recorded.__getitem__) == (other,)
+    assert expand_chunks(plain, recorded) == (other,)

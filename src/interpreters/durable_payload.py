@@ -22,6 +22,7 @@ import msgspec
 from interpreters.durable_loop import ToolDone
 from pipeline.chunks import Chunk, ToolResult
 from pipeline.messages import Message, ToolResultPart
+from pipeline.protocol import ToolOutcome
 from pipeline.result import RunResult, StepResult
 
 REF_MIN = 64 * 1024
@@ -30,8 +31,8 @@ REF_MIN = 64 * 1024
 Big = Mapping[str, tuple[int, bytes]]
 """Large tool results of a run: call id -> (tool step ordinal, the result encoded)."""
 
-Recorded = Callable[[int], object]
-"""The recorded result of the run's tool step of that ordinal."""
+Recorded = Callable[[int, str], object]
+"""The recorded result of the run's tool step of that ordinal, for that call id."""
 
 
 class StoredResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -94,16 +95,19 @@ def compact(result: RunResult, big: Big | None = None) -> bytes:
             kept.append(part)
         steps.append(msgspec.structs.replace(step, tool_results=tuple(kept)))
     refs: list[tuple[int, int, int]] = []
-    messages: list[Message] = list(result.messages.messages)
+    messages: list[Message] = list(result.messages.messages) if big else []
     for m, message in enumerate(messages):
         parts = list(message.parts)
+        changed = False
         for k, item in enumerate(parts):
             if isinstance(item, ToolResultPart) and big:
                 n = _same(item.result, big, item.tool_call_id)
                 if n is not None:
                     refs.append((m, k, n))
                     parts[k] = msgspec.structs.replace(item, result=_PLACEHOLDER)
-        messages[m] = msgspec.structs.replace(message, parts=tuple(parts))
+                    changed = True
+        if changed:
+            messages[m] = msgspec.structs.replace(message, parts=tuple(parts))
     if not dropped and not refs:
         return _enc.encode(result)
     stored = msgspec.structs.replace(result, steps=tuple(steps))
@@ -128,7 +132,7 @@ def expand(data: bytes, recorded: Recorded | None = None) -> RunResult:
         for m, k, n in stored.from_steps:
             part = messages[m][k]
             assert isinstance(part, ToolResultPart)
-            messages[m][k] = msgspec.structs.replace(part, result=recorded(n))
+            messages[m][k] = msgspec.structs.replace(part, result=recorded(n, part.tool_call_id))
         result = msgspec.structs.replace(result, messages=dataclasses.replace(
             result.messages, messages=tuple(
                 msgspec.structs.replace(message, parts=tuple(parts))
@@ -169,31 +173,33 @@ def expand_chunks(data: bytes, recorded: Recorded) -> tuple[Chunk, ...]:
     for i, n in batch.refs:
         chunk = out[i]
         assert isinstance(chunk, ToolResult)
-        out[i] = msgspec.structs.replace(chunk, result=recorded(n))
+        out[i] = msgspec.structs.replace(chunk, result=recorded(n, chunk.tool_call_id))
     return tuple(out)
 
 
-def tool_results(steps: Iterable[tuple[str, object]]) -> list[object]:
-    """The recorded results of a run's tool steps (name, DBOS output), in order."""
-    found: list[object] = []
+def tool_outcomes(steps: Iterable[tuple[str, object]]) -> list[ToolOutcome | None]:
+    """The recorded outcomes of a run's tool steps (name, DBOS output), in order (None
+    for one not readable, so that the others keep their ordinals)."""
+    found: list[ToolOutcome | None] = []
     for name, output in steps:
-        if name.startswith("tool:") and isinstance(output, (tuple, list)) and len(output) == 2:
-            data = output[1]
-            if isinstance(data, bytes):
-                found.append(_TOOL.decode(data).outcome.result)
+        if not name.startswith("tool:"):
+            continue
+        data = output[1] if isinstance(output, tuple | list) and len(output) == 2 else None
+        found.append(_TOOL.decode(data).outcome if isinstance(data, bytes) else None)
     return found
 
 
 def recorder(steps: Callable[[], Iterable[tuple[str, object]]]) -> Recorded:
     """`Recorded` over a run's steps, read when first needed (again for a later step)."""
-    cache: list[object] = []
+    cache: list[ToolOutcome | None] = []
 
-    def get(n: int) -> object:
+    def get(n: int, call_id: str) -> object:
         nonlocal cache
-        if n >= len(cache):
-            cache = tool_results(steps())
-            if n >= len(cache):
-                raise LookupError(f"the run's tool step {n} is not recorded")
-        return cache[n]
+        if n >= len(cache) or cache[n] is None:
+            cache = tool_outcomes(steps())
+        found = cache[n] if n < len(cache) else None
+        if found is None or found.tool_call_id != call_id:
+            raise LookupError(f"the run's tool step {n} (call {call_id!r}) is not recorded")
+        return found.result
 
     return get
