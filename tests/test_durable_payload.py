@@ -146,3 +146,18 @@ def test_a_stream_batch_refers_only_to_a_recorded_result_that_encodes_the_same()
     plain = compact_chunks((other,), {})
     assert plain == msgspec.json.encode((other,))
     assert expand_chunks(plain, recorded) == (other,)
+
+
+def test_a_run_whose_result_refers_to_its_tool_step_replays_without_a_problem(
+    tmp_path: Path,
+) -> None:
+    from interpreters.durable_replay import replay_runs
+
+    agent = make_agent(tools=[tool(big)])
+    url = f"sqlite:///{tmp_path / 'p.sqlite'}"
+    model = ScriptedModel([Say(calls=[call("big", n=BIG)]), Say("ok")])
+    with DurableRuns({"a": agent}, model, observers=(), database_url=url) as r:
+        r.run("a", "hi", run_id="p", wait=60)
+    assert replay_runs(url, {"a": agent}) == ()
+    other = make_agent(tools=[tool(big)], instructions="another")
+    assert replay_runs(url, {"a": other}, migrations={"a": ()}) != ()  # replay can fail
