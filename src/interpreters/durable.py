@@ -41,7 +41,7 @@ import msgspec
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
 from dbos._dbos import _get_dbos_instance
 from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
-from dbos._sys_db import SystemDatabase
+from dbos._sys_db import StepInfo, SystemDatabase
 from dbos._utils import GlobalParams
 
 from interpreters import durable_fingerprint as fp
@@ -62,7 +62,14 @@ from interpreters.durable_loop import (
     tool_context,
     wait_for,
 )
-from interpreters.durable_payload import compact, expand
+from interpreters.durable_payload import (
+    REF_MIN,
+    compact,
+    compact_chunks,
+    expand,
+    expand_chunks,
+    recorder,
+)
 from interpreters.durable_store import (
     Checkpoints,
     Keeper,
@@ -202,7 +209,6 @@ _START = msgspec.json.Decoder(RunStart)
 _MODEL = msgspec.json.Decoder(ModelOutcome)
 _TOOL = msgspec.json.Decoder(ToolDone)
 _ANSWER = msgspec.json.Decoder(StepAnswer)
-_CHUNKS = msgspec.json.Decoder(tuple[Chunk, ...])
 _enc = msgspec.json.Encoder()
 
 DEFAULT_STORE_RETRY = StoreRetry()
@@ -424,7 +430,10 @@ class DurableRuns:
         future = getattr(handle, "future", None)
         if isinstance(future, concurrent.futures.Future):
             try:
-                return _decode_result(run_id, future.result(wait))
+                return _decode_result(
+                    run_id, future.result(wait),
+                    lambda: _named(DBOS.list_workflow_steps(run_id)),
+                )
             except concurrent.futures.TimeoutError as e:
                 raise TimeoutError(f"run {run_id!r} still running after {wait:g} s") from e
         self._exists(run_id, agent, payload)  # another process started it first
@@ -490,7 +499,7 @@ class DurableRuns:
             )
         except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
             raise _kept_crashing(run_id) from e
-        return _decode_result(run_id, data)
+        return _decode_result(run_id, data, lambda: _named(DBOS.list_workflow_steps(run_id)))
 
     def _why_waiting(self, run_id: str) -> str:
         found = DBOS.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
@@ -500,11 +509,12 @@ class DurableRuns:
     def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout`:
         seconds to wait for each batch, past which DBOS raises its stream timeout)."""
+        recorded = recorder(lambda: _named(DBOS.list_workflow_steps(run_id)))
         for batch in DBOS.read_stream(
             run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
         ):
             if isinstance(batch, bytes):
-                yield from _CHUNKS.decode(batch)
+                yield from expand_chunks(batch, recorded)
 
     # --- inside the workflow -------------------------------------------------------------
     def _run(self, agent_name: str, payload: bytes) -> bytes:
@@ -530,7 +540,7 @@ class DurableRuns:
         result = drive(loop, steps)
         steps.flush()
         self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
-        return compact(result)
+        return compact(result, steps.big)
 
     def _check_definition(self, run_id: str, agent_name: str) -> None:
         """Record the agent's definition as the run's first step; on a resume, that step
@@ -643,7 +653,9 @@ class DurableClient:
             )
         except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
             raise _kept_crashing(run_id) from e
-        return _decode_result(run_id, data)
+        client = self._client
+        return _decode_result(run_id, data,
+                              lambda: _named(client.list_workflow_steps(run_id)))
 
     def _why_waiting(self, run_id: str) -> str:
         found = self._client.list_workflows(
@@ -654,11 +666,13 @@ class DurableClient:
     def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout` as
         for `DurableRuns.chunks`)."""
-        for batch in self._client.read_stream(
+        client = self._client
+        recorded = recorder(lambda: _named(client.list_workflow_steps(run_id)))
+        for batch in client.read_stream(
             run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
         ):
             if isinstance(batch, bytes):
-                yield from _CHUNKS.decode(batch)
+                yield from expand_chunks(batch, recorded)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
@@ -751,10 +765,16 @@ def _wait(
         time.sleep(poll)
 
 
-def _decode_result(run_id: str, data: object) -> RunResult:
+def _decode_result(
+    run_id: str, data: object, steps: Callable[[], list[tuple[str, object]]]
+) -> RunResult:
     if not isinstance(data, bytes):
         raise DurableRunError(f"run {run_id!r} is not a pipeline-agents run")
-    return expand(data)
+    return expand(data, recorder(steps))
+
+
+def _named(steps: Sequence[StepInfo]) -> list[tuple[str, object]]:
+    return [(s["function_name"], s["output"]) for s in steps]
 
 
 class _DbosSteps:
@@ -766,6 +786,9 @@ class _DbosSteps:
         self._deadline = None if timeout is None else started_at + timeout
         self._timeout = timeout
         self._pending: list[Chunk] = []
+        self._tools = 0
+        self.big: dict[str, tuple[int, bytes]] = {}
+        """Large tool results (`durable_payload.Big`): stored once, by the tool step."""
 
     def expired(self) -> str | None:
         if self._deadline is not None and self._now >= self._deadline:
@@ -781,7 +804,7 @@ class _DbosSteps:
     def flush(self) -> None:
         """Write the buffered chunks to the run's stream (a checkpointed write)."""
         if self._pending:
-            data = _enc.encode(tuple(self._pending))
+            data = compact_chunks(tuple(self._pending), self.big)
             self._runs._checkpoints.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
             self._pending = []
 
@@ -817,7 +840,12 @@ class _DbosSteps:
                 )
                 return _enc.encode(ToolDone(bad, written))
 
-        return _TOOL.decode(self._step(f"tool:{inv.call.tool_name}", body))
+        data = self._step(f"tool:{inv.call.tool_name}", body)
+        done = _TOOL.decode(data)
+        if len(data) >= REF_MIN:
+            self.big[inv.call.tool_call_id] = (self._tools, _enc.encode(done.outcome.result))
+        self._tools += 1
+        return done
 
     def perform(self, request: object) -> object:
         runs = self._runs

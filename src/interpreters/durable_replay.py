@@ -23,7 +23,7 @@ from interpreters import durable_fingerprint as fp
 from interpreters.common import start_run
 from interpreters.durable import WORKFLOW, RunStart, StepAnswer, StepFailed, deps_type
 from interpreters.durable_loop import ModelOutcome, ToolDone, drive
-from interpreters.durable_payload import expand
+from interpreters.durable_payload import expand, recorder
 from interpreters.providers.provider import ProviderError
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk
@@ -225,7 +225,7 @@ def _replay_one(
             run_id, name, f"the run now ends before recorded step {replay.left}"
         )
     if (status == "SUCCESS" and isinstance(output, bytes)
-            and _outcome(expand(output)) != _outcome(result)):
+            and _outcome(expand(output, recorder(lambda: steps))) != _outcome(result)):
         return ReplayProblem(run_id, name, "the replay ends with another result")
     return None
 
