@@ -13,7 +13,7 @@
 
 Each interpreter's W1-W3 and growth cases run in one subprocess (baseline and framework
 share it), W4 in one subprocess per system, next to a baseline process doing the same
-sleeps with plain asyncio. The script prints a table, the goals of issue 6 with whether
+sleeps with plain asyncio. The script prints a table, the goals (bench/WORKLOADS.md) with whether
 each is met, and last one JSON line in the shape of peers.py's (params, versions,
 platform, total_s, results; plus goals).
 """
@@ -54,12 +54,12 @@ W4_SYSTEMS = ("baseline", ASYNC)
 CHILD_TIMEOUT_S = 900
 DISTRIBUTIONS = ("pipeline-agents", "msgspec", "anyio")
 
-# The goals of issue 6 (microseconds per unit, or ratios).
+# The goals (microseconds per unit, or ratios).
 GOAL_W1 = {SYNC: 2.0, ASYNC: 5.0}
 GOAL_W2 = 50.0
 GOAL_W3 = 1.3
-GOAL_W4_WALL = 1.2  # issue 16 (was 1.3): bench.w4 also checks trio, against 1.3
-GOAL_W4_RSS_MIB = 64.0  # issue 16 (was 150 MB)
+GOAL_W4_WALL = 1.2  # bench.w4 also checks trio, against 1.3
+GOAL_W4_RSS_MIB = 64.0
 GOAL_GROWTH = 1.3
 
 
@@ -209,7 +209,7 @@ def ratios(rows: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
 
 
 def goals(rows: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
-    """Each goal of issue 6 with the figure measured (the min-based one, median beside)."""
+    """Each goal with the figure measured (the min-based one, median beside)."""
     out: list[dict[str, Any]] = []
 
     def add(name: str, limit: float, row: dict[str, Any] | None, key: str, med: str) -> None:
@@ -283,7 +283,7 @@ def print_table(rows: list[dict[str, Any]], goal_rows: list[dict[str, Any]]) -> 
                     "overhead_median_us")
             print(f"{lead} " + " ".join(f"{r[k]:9.2f}" for k in keys))
     print()
-    print("Goals (issue 6), on the min-based figure (median in brackets):")
+    print("Goals, on the min-based figure (median in brackets):")
     for g in goal_rows:
         if g["met"] is None:
             print(f'  {g["goal"]:40} limit {g["limit"]:7.2f}  not measured')

@@ -1,4 +1,4 @@
-"""Properties of the built-in guard processors (issue 12 section 3): normalization is
+"""Properties of the built-in guard processors: normalization is
 idempotent, history trimming never breaks pairing nor exceeds its budget, and
 ToolCallFilter's output is paired."""
 

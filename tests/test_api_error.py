@@ -242,7 +242,7 @@ def test_backoff_without_retry_after_grows_with_jitter_and_is_deterministic() ->
 
 def test_a_retry_after_past_the_policy_cap_fails_without_retrying_early() -> None:
     # Retrying after our own short backoff when the server asked for an hour would only
-    # burn quota (issue 9): the run fails and the error says how long to wait.
+    # burn quota: the run fails and the error says how long to wait.
     policy = RetryPolicy(base_delay=1.0, max_retry_after=60.0)
     ran = simulate(make_agent(retry_policy=policy), [Fail(status=429, retry_after=3600), Say("ok")])
     assert _sleeps(ran.trace.commands) == [] and len(ran.requests) == 1

@@ -1,4 +1,4 @@
-"""The run's state as values (issue 11 §2): a frozen configuration, a mutable state, the
+"""The run's state as values: a frozen configuration, a mutable state, the
 phases as functions over them; no mixins, no private name imported across modules."""
 
 from __future__ import annotations

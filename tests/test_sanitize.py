@@ -215,7 +215,7 @@ def test_prepare_request_repairs_then_sanitizes() -> None:
     assert {names.original_id(i) for i in ids} == {"call_0", "call_0_2"}
 
 
-# --- pinned outputs (issue 9 §10): a change to any of these must be deliberate ------------
+# --- pinned outputs: a change to any of these must be deliberate ------------
 
 
 def test_an_over_long_openai_id_is_pinned() -> None:

@@ -1,4 +1,4 @@
-"""Issue 10 on the provider side: thinking tokens, `n > 1`, error frames before content."""
+"""Provider streams at the edges: thinking tokens, `n > 1`, error frames before content."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 10, the loop's side of the contract: abort reasons, hooks returning None,
+"""The loop's side of the contract: abort reasons, hooks returning None,
 the simulator's routing."""
 
 from __future__ import annotations
