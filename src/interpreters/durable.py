@@ -57,6 +57,7 @@ from interpreters.common import (
 )
 from interpreters.durable_loop import (
     ModelOutcome,
+    RecordedClock,
     ToolDone,
     drive,
     tool_context,
@@ -777,26 +778,16 @@ def _named(steps: Sequence[StepInfo]) -> list[tuple[str, object]]:
     return [(s["function_name"], s["output"]) for s in steps]
 
 
-class _DbosSteps:
+class _DbosSteps(RecordedClock):
     """`durable_loop.Steps` on DBOS: each side effect a checkpointed step."""
 
     def __init__(self, runs: DurableRuns, started_at: float, timeout: float | None) -> None:
+        super().__init__(started_at, timeout)
         self._runs = runs
-        self._now = started_at
-        self._deadline = None if timeout is None else started_at + timeout
-        self._timeout = timeout
         self._pending: list[Chunk] = []
         self._tools = 0
         self.big: dict[str, tuple[int, bytes]] = {}
         """Large tool results (`durable_payload.Big`): stored once, by the tool step."""
-
-    def expired(self) -> str | None:
-        if self._deadline is not None and self._now >= self._deadline:
-            return f"timed out after {self._timeout:g} s"
-        return None
-
-    def now(self) -> float:
-        return self._now
 
     def publish(self, chunks: tuple[Chunk, ...]) -> None:
         self._pending.extend(chunks)

@@ -73,6 +73,24 @@ class Steps(Protocol):
         ...
 
 
+class RecordedClock:
+    """A run's time as its steps recorded it, and its timeout on that time (`expired`):
+    the base of every `Steps` that reads recorded outcomes."""
+
+    def __init__(self, started_at: float, timeout: float | None) -> None:
+        self._now = started_at
+        self._deadline = None if timeout is None else started_at + timeout
+        self._timeout = timeout
+
+    def expired(self) -> str | None:
+        if self._deadline is not None and self._now >= self._deadline:
+            return f"timed out after {self._timeout:g} s"
+        return None
+
+    def now(self) -> float:
+        return self._now
+
+
 def drive(loop: AgentLoop, steps: Steps) -> RunResult:
     """Run `loop` to its end with `steps` carrying out its commands."""
     events: tuple[ModelEvent, ...] = ()

@@ -22,7 +22,7 @@ from dbos import DBOSClient
 from interpreters import durable_fingerprint as fp
 from interpreters.common import start_run
 from interpreters.durable import WORKFLOW, RunStart, StepAnswer, StepFailed, deps_type
-from interpreters.durable_loop import ModelOutcome, ToolDone, drive
+from interpreters.durable_loop import ModelOutcome, RecordedClock, ToolDone, drive
 from interpreters.durable_payload import expand, recorder
 from interpreters.providers.provider import ProviderError
 from pipeline.agent import Agent
@@ -62,16 +62,14 @@ class _OutOfSteps(BaseException):
     """The recorded steps ended (a run under way): the replay stops there."""
 
 
-class _RecordedSteps:
+class _RecordedSteps(RecordedClock):
     """`durable_loop.Steps` that hand back recorded outcomes and run nothing."""
 
     def __init__(self, steps: Sequence[tuple[str, object]], started_at: float,
                  timeout: float | None) -> None:
+        super().__init__(started_at, timeout)
         self._steps = [s for s in steps if s[0] not in _BOOKKEEPING]
         self._pos = 0
-        self._now = started_at
-        self._deadline = None if timeout is None else started_at + timeout
-        self._timeout = timeout
 
     def _next(self, name: str) -> object:
         if self._pos >= len(self._steps):
@@ -95,14 +93,6 @@ class _RecordedSteps:
     def left(self) -> int:
         """The position (from 1) of the first recorded step not replayed, 0 if none."""
         return self._pos + 1 if self._pos < len(self._steps) else 0
-
-    def expired(self) -> str | None:
-        if self._deadline is not None and self._now >= self._deadline:
-            return f"timed out after {self._timeout:g} s"
-        return None
-
-    def now(self) -> float:
-        return self._now
 
     def publish(self, chunks: tuple[Chunk, ...]) -> None:
         pass
