@@ -950,9 +950,7 @@ def _run_tools(
         ):
             raise ProtocolError(run, got, "one ToolOutcome per call, in order")
         r = o.result
-        t = by_name.get(call.tool_name)
-        cap = rc.agent.max_tool_result_bytes if t is None or t.max_result_bytes is None \
-            else t.max_result_bytes
+        cap = _result_cap(rc, by_name.get(call.tool_name))
         if (
             (type(r) is str and r.isascii() and len(r) <= (cap - 2) // 6)
             or r is None or type(r) is bool
@@ -998,17 +996,25 @@ def _run_tools(
     sent = len(st.pending)
     try:
         yield from stream_through(rc, st, results)
-    except Tripped as t:
-        _approved(st, parts, results, sent, f"tool result withheld: {t.tripwire.reason}")
-        raise
-    except HookFailure as h:
-        _approved(st, parts, results, sent,
-                  f"tool result withheld: processor {h.processor_id!r} failed")
-        raise
-    except RunCancelled as c:
-        _approved(st, parts, results, sent, f"tool result withheld: {c.reason}")
+    except (Tripped, HookFailure, RunCancelled) as stop:
+        _approved(st, parts, results, sent, f"tool result withheld: {_why_stopped(stop)}")
         raise
     return _approved(st, parts, results, sent)
+
+
+def _why_stopped(stop: Tripped | HookFailure | RunCancelled) -> str:
+    if isinstance(stop, Tripped):
+        return stop.tripwire.reason
+    if isinstance(stop, HookFailure):
+        return f"processor {stop.processor_id!r} failed"
+    return stop.reason
+
+
+def _result_cap(rc: RunConfig, t: Tool | None) -> int:
+    """The size cap of a tool's result: its own, else the agent's."""
+    if t is None or t.max_result_bytes is None:
+        return rc.agent.max_tool_result_bytes
+    return t.max_result_bytes
 
 
 def _approved(
@@ -1124,12 +1130,11 @@ def _keep_finished_tools(
     if not done:
         return  # `_answer_dangling_calls` answers every call
     unchecked = f"tool result withheld: the run was cancelled ({c.reason}) before it was checked"
-    caps = {t.name: t.max_result_bytes for t in st.by_name.values()}
     parts = tuple(
         (
             _result_part(
                 call, done[call.tool_call_id].result, done[call.tool_call_id].is_error,
-                caps.get(call.tool_name) or rc.agent.max_tool_result_bytes,
+                _result_cap(rc, st.by_name.get(call.tool_name)),
             )
             if not rc.h_stream
             else ToolResultPart(call.tool_call_id, call.tool_name, unchecked, True)
