@@ -381,3 +381,8 @@ def test_migrations_are_checked_when_the_worker_is_built() -> None:
         DurableRuns({"a": make_agent()}, ScriptedModel([]), migrations={"b": ["0" * 16]})
     with pytest.raises(TypeError, match="collection of digests"):
         DurableRuns({"a": make_agent()}, ScriptedModel([]), migrations={"a": "0" * 16})
+
+
+def test_a_deps_factory_that_is_not_a_function_is_refused_when_the_worker_is_built() -> None:
+    with pytest.raises(TypeError, match="deps must be a function"):
+        DurableRuns({"a": make_agent()}, ScriptedModel([]), deps={"db": "x"})  # type: ignore[arg-type]

@@ -283,6 +283,8 @@ class DurableRuns:
         unknown = sorted(set(migrations or {}) - set(self.agents))
         if unknown:
             raise ValueError(f"migrations name agents this worker does not run: {unknown}")
+        if deps is not None and not callable(deps):
+            raise TypeError(f"deps must be a function of the agent's name, not {deps!r}")
         self._deps = deps
         if any(isinstance(ds, str) for ds in (migrations or {}).values()):
             raise TypeError("migrations map an agent's name to a collection of digests")

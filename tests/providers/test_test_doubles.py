@@ -199,3 +199,12 @@ async def test_async_interpreter_over_a_resolver_given_a_mock_transport_client(
     assert result.text == "Hello"
     assert not client.is_closed
     await client.aclose()
+
+
+def test_a_resolver_refuses_a_client_of_the_other_kind_when_built() -> None:
+    with httpx.Client() as sync_client, pytest.raises(
+        TypeError, match=r"must be an httpx\.AsyncClient"
+    ):
+        AsyncResolver(client=sync_client)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"must be an httpx\.Client"):
+        Resolver(client="http://localhost")  # type: ignore[arg-type]

@@ -67,6 +67,9 @@ class AsyncResolver:
         limits: Limits | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
+        if client is not None and not isinstance(client, httpx.AsyncClient):
+            # (else every request would fail on it, one at a time)
+            raise TypeError(f"client must be an httpx.AsyncClient, not {type(client).__name__}")
         self._routes = Routes(api_keys, base_urls, api_key, base_url)
         self._kw = (stream, timeouts, env)
         self._limits = limits

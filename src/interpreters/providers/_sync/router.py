@@ -69,6 +69,9 @@ class Resolver:
         limits: Limits | None = None,
         client: httpx.Client | None = None,
     ) -> None:
+        if client is not None and not isinstance(client, httpx.Client):
+            # (else every request would fail on it, one at a time)
+            raise TypeError(f"client must be an httpx.Client, not {type(client).__name__}")
         self._routes = Routes(api_keys, base_urls, api_key, base_url)
         self._kw = (stream, timeouts, env)
         self._limits = limits
