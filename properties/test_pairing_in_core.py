@@ -16,7 +16,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 import pipeline.call_ids as call_ids_mod
-import pipeline.loop as loop_mod
+import pipeline.model_call as model_call_mod
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
@@ -438,7 +438,7 @@ def test_the_loop_s_own_turn_is_sent_as_the_full_check_sends_it(
     with (
         patch.object(PairedHistory, "turn", lambda self, before, after, ids: None),
         patch.object(call_ids_mod, "call_ids", _scan_call_ids),
-        patch.object(loop_mod, "call_ids", _scan_call_ids),
+        patch.object(model_call_mod, "call_ids", _scan_call_ids),
     ):
         full = run()
     for r in fast[0]:

@@ -28,7 +28,7 @@ from pipeline.chunks import (
     Tripwire,
     Usage,
 )
-from pipeline.loop import AgentLoop, EffectRecord, ToolInvocation, ToolOutcome, agent_loop
+from pipeline.loop import agent_loop
 from pipeline.messages import (
     INSTRUCTIONS_TAG,
     DataPart,
@@ -84,6 +84,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.processors.options import ProcessorConfigError
+from pipeline.protocol import AgentLoop, EffectRecord, ToolInvocation, ToolOutcome
 from pipeline.result import (
     ApiFailed,
     Cancelled,

@@ -19,7 +19,7 @@ from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
 from pipeline.cost import Cost, Pricer
 from pipeline.hooks import Bound, HookFn, Outcome
 from pipeline.judge_ledger import JudgeLedger
-from pipeline.messages import DataPart, Message, MessageList, ToolResultPart
+from pipeline.messages import DataPart, MessageList, ToolResultPart
 from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
 from pipeline.protocol import EffectRecord, Recorder
@@ -148,7 +148,7 @@ class RunState:
         self.held: list[DataPart] = []
         """Non-transient data chunks hooks emitted outside a model response, not yet kept
         in a message: the next response message of the run takes them (`loop`'s step), or
-        else the last one when the run ends (`keep_held`)."""
+        else the last one when the run ends (`loop_messages.keep_held`)."""
         self.output: object = None
         self.cost: Cost | None = None
         self.cost_known = cost_known
@@ -190,32 +190,6 @@ def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = Tru
     if rc.record is not None:
         rc.record(EffectRecord(b.processor_id, b.hook, effect))
     return effect
-
-
-def keep_held(rc: RunConfig, st: RunState) -> None:
-    """At the end of a run: held data goes into the run's last answer (an assistant
-    message it added), or into an assistant message of its own if there is none."""
-    held, st.held = tuple(st.held), []
-    if not held:
-        return
-    ml = st.ml
-    msgs = ml.messages
-    for i in range(len(msgs) - 1, -1, -1):
-        if ml.sources[i] == "response" and msgs[i].role == "assistant":
-            kept = msgs[i].with_parts((*msgs[i].parts, *held))
-            st.ml = MessageList((*msgs[:i], kept, *msgs[i + 1 :]), ml.sources, ml.system)
-            return
-    st.ml = ml.add(
-        Message(
-            id=st.ids.next("msg"),
-            role="assistant",
-            parts=held,
-            created_at=rc.clock(),
-            thread_id=rc.ctx.thread_id,
-            resource_id=rc.ctx.resource_id,
-        ),
-        "response",
-    )
 
 
 def trip(b: Bound, a: Abort) -> Tripped:
