@@ -286,9 +286,10 @@ def test_what_the_loop_tells_the_check_never_changes_what_is_sent(
     ops: list[Turn | tuple[str, tuple[Message, ...]]],
     start_as: str,
 ) -> None:
-    """`known_paired` (for a history with no tool part), `responded` and `answered` (for
-    a response and the tool message after it) only let the check skip work: whatever the
-    messages are, `PairedHistory.messages` still equals `repair_pairing` of the whole."""
+    """`known_paired` (for a history with no tool part) and the list last checked only
+    let the check skip work: whatever the messages added after it (a response and the
+    message after it, any other messages, a new list), `PairedHistory.messages` still
+    equals `repair_pairing` of the whole."""
     if start_as == "paired":
         start = repair_pairing(start)
     elif start_as == "tool-free":
@@ -315,10 +316,7 @@ def test_what_the_loop_tells_the_check_never_changes_what_is_sent(
             after = Message(id=f"next{n}", role=role2, parts=tuple(parts2))
             sent = check.messages(ml)  # the model call before the response
             assert sent == repair_pairing(ml.messages)
-            added = ml.add(response, "response")
-            check.responded(ml, added, response)
-            ml = added.add(after, "response")
-            check.answered(added, ml, after)
+            ml = ml.add(response, "response").add(after, "response")
         else:
             kind, msgs = op
             if kind == "add":
@@ -330,7 +328,7 @@ def test_what_the_loop_tells_the_check_never_changes_what_is_sent(
 
 
 def test_a_response_reusing_a_call_id_is_still_repaired() -> None:
-    """A call id the history (or the response itself) already has: `answered` must not
+    """A call id the history (or the response itself) already has: `turn` must not
     vouch for the turn, so the repair still renames the later call."""
     history = MessageList.of([
         Message(id="c0", role="assistant", parts=(ToolCallPart("a", "echo", {}),)),
@@ -345,10 +343,8 @@ def test_a_response_reusing_a_call_id_is_still_repaired() -> None:
         results = Message(
             id="res", role="tool", parts=tuple(ToolResultPart(i, "echo", "r") for i in ids)
         )
-        added = history.add(response, "response")
-        check.responded(history, added, response)
-        ml = added.add(results, "response")
-        check.answered(added, ml, results)
+        ml = history.add(response, "response").add(results, "response")
+        check.turn(history, ml, ids)
         sent = check.messages(ml)
         assert sent != ml.messages and sent == repair_pairing(ml.messages)
 
