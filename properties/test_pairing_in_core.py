@@ -15,14 +15,13 @@ import anyio
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-import pipeline.call_ids as call_ids_mod
-import pipeline.model_call as model_call_mod
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
+from pipeline.call_ids import CallIds
 from pipeline.chunks import ModelEvent, ToolCall
 from pipeline.messages import (
     Message,
@@ -46,7 +45,6 @@ from pipeline.processor import (
     StreamResult,
     processor,
 )
-from pipeline.run_state import RunState
 from pipeline.tool_context import ToolContext
 from pipeline.tools import tool
 
@@ -433,8 +431,7 @@ def test_the_loop_s_own_turn_is_sent_as_the_full_check_sends_it(
     fast = run()
     with (
         patch.object(PairedHistory, "turn", lambda self, before, after, ids: None),
-        patch.object(call_ids_mod, "call_ids", _scan_call_ids),
-        patch.object(model_call_mod, "call_ids", _scan_call_ids),
+        patch.object(CallIds, "held_by", _scan_call_ids),
     ):
         full = run()
     for r in fast[0]:
@@ -442,13 +439,14 @@ def test_the_loop_s_own_turn_is_sent_as_the_full_check_sends_it(
     assert fast == full
 
 
-def _scan_call_ids(st_: RunState) -> set[str]:
-    """`call_ids` without its bookkeeping: every id the conversation holds, read again."""
-    st_.ids_of = None
-    st_.ids_used = {
+def _scan_call_ids(self: CallIds, ml: MessageList) -> set[str]:
+    """`CallIds.held_by` without its bookkeeping: every id the conversation holds, read
+    again (and no list known, so no step adds to it either)."""
+    self.of = None
+    self.used = {
         p.tool_call_id
-        for m in st_.ml.messages
+        for m in ml.messages
         for p in m.parts
         if isinstance(p, ToolCallPart | ToolResultPart)
     }
-    return st_.ids_used
+    return self.used

@@ -96,27 +96,40 @@ def bind(
 
 
 def call_hook(b: Bound, args: object) -> Generator[Yielded, object, Outcome]:
-    """Call one hook and check what it returned."""
+    """Call one hook and check what it returned: `settle(b, invoke(b, args))`."""
     return (yield from settle(b, invoke(b, args)))
 
 
 def invoke(b: Bound, args: object) -> object:
-    """The first half of `call`: what `b.fn(args)` returned (a raised tripwire as Abort).
-
-    A hot path may call this, skip a plain `Continue` when nothing records effects, and
-    hand anything else to `settle`: the same as `call`, without a generator per hook.
-    (Per-step hot paths inline it as ``try: raw = b.fn(args)`` / ``except Exception as e:
-    raw = raised(b, e)``.)
-    """
+    """The first half of `call_hook`: what `b.fn(args)` returned (a raise as `raised`
+    makes it)."""
     try:
         return b.fn(args)
     except Exception as e:
         return raised(b, e)
 
 
+PASSED = object()
+"""What `fast_call` returns for a hook that changed nothing."""
+
+
+def fast_call(b: Bound, args: object, record: object) -> object:
+    """The fast path of the per-step hooks: `invoke`, or `PASSED` when the hook returned
+    a plain `Continue` and nothing records effects (nothing to check, keep or record).
+    Hand anything else to `settle`: the same as `call_hook`, without a generator per
+    hook that passes. (The per-chunk path, stream_stage.py, inlines it, the call as
+    ``try: raw = fn(args)`` / ``except Exception as e: raw = raised(b, e)``.)"""
+    try:
+        raw = b.fn(args)
+    except Exception as e:
+        return raised(b, e)
+    return PASSED if raw.__class__ is Continue and record is None else raw
+
+
 def raised(b: Bound, e: Exception) -> Abort:
-    """What `invoke` makes of an exception the hook raised (call it in the `except`): a
-    raised tripwire is an Abort; anything else fails the run (HookFailure)."""
+    """What an exception a hook raised becomes (the one mapping, for every way a hook is
+    called; call it in the `except`): a raised tripwire is an Abort; anything else fails
+    the run (HookFailure, as it is if it is one already)."""
     if isinstance(e, ProcessorAbort):
         return Abort(e.reason, e.retry, e.metadata)
     if isinstance(e, HookFailure):
@@ -125,18 +138,14 @@ def raised(b: Bound, e: Exception) -> Abort:
 
 
 def settle(b: Bound, raw: object) -> Generator[Yielded, object, Outcome]:
-    """The second half of `call`: drive a generator hook, await an awaitable, check."""
+    """The second half of `call_hook`: drive a generator hook, await an awaitable, check."""
     try:
         if isinstance(raw, GeneratorType):
             raw = yield from _drive(b, raw)
         elif inspect.isawaitable(raw):
             raw = yield AwaitHook(b.processor_id, b.hook, raw)
-    except ProcessorAbort as t:
-        return Outcome(Abort(t.reason, t.retry, t.metadata), None, (), False)
-    except HookFailure:
-        raise
     except Exception as e:
-        raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+        raw = raised(b, e)
     return check(b, raw)
 
 
@@ -254,5 +263,6 @@ def _check_data(b: Bound, c: DataChunk) -> None:
 
 
 __all__ = [
-    "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check", "invoke", "settle",
+    "PASSED", "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check", "fast_call",
+    "invoke", "raised", "settle",
 ]

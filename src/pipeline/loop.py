@@ -68,7 +68,7 @@ from pipeline.run_state import (
 )
 from pipeline.step_config import base_settings, input_step, step_tools
 from pipeline.stream_stage import fresh_seen, plan_stream, stream_through
-from pipeline.tool_step import answer_dangling_calls, leaving_messages, run_tools
+from pipeline.tool_step import answer_dangling_calls, run_tools
 from pipeline.validate import check_messages, rejected
 
 StepOutcome = Literal["next", "stop", "rerun"]
@@ -205,10 +205,9 @@ def _start_state(
             tuple("memory" if s == "response" else s for s in ml.sources),
             ml.system,
         )
-    seen, shared = fresh_seen(rc)
     st = RunState(
         Ids(rc.ctx.run_id), ml, states,
-        cost_known=price is not None, seen=seen, shared=shared, ids_used=used,
+        cost_known=price is not None, seen=fresh_seen(rc), ids_used=used,
         judges=judges,
     )
     if not used:  # the check read every part and found no tool call or result
@@ -267,7 +266,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
     result = RunResult(
         status=status,
         text=response_text(st.ml),
-        messages=leaving_messages(st, before_result) if st.leaving else st.ml,
+        messages=st.leaving.messages(st.ml, before_result),
         steps=steps_tuple(st),
         usage=st.usage,
         finish_reason=st.finish_reason,
@@ -338,8 +337,8 @@ def _step(
     before = st.ml
     st.ml = added = before._add_one(response, "response") if parts else before
     tool_calls = tuple(content.tool_calls)
-    if not tool_calls and st.ids_of is before:
-        st.ids_of = added  # no new tool-call id (with calls: `_run_tools` notes the turn)
+    if not tool_calls:  # no new tool-call id (with calls: `run_tools` notes the turn)
+        st.call_ids.grew(before, added, ())
     text = content.text
     try:
         keep = (

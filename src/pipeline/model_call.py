@@ -19,7 +19,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, cast
 
 from effects import Abort, CallModel, CloseStream, Publish, Pull, Retry, Sleep
-from pipeline.call_ids import call_ids, fresh_call_id
+from pipeline.call_ids import fresh_call_id
 from pipeline.chunks import Chunk, ModelFinish, ToolCall, ToolCallDelta
 from pipeline.hooks import HookFailure, call_hook
 from pipeline.loop_messages import loop_message
@@ -203,7 +203,8 @@ def unique_call(
     cid = call.tool_call_id
     fresh = content.renamed.get(cid) if content.renamed else None
     if fresh is None:
-        used = st.ids_used if st.ids_of is st.ml else call_ids(st)  # `call_ids`, inline
+        known = st.call_ids
+        used = known.used if known.of is st.ml else known.held_by(st.ml)  # (inline: a call less)
         if cid and cid not in used and (
             not content.tool_calls or all(c.tool_call_id != cid for c in content.tool_calls)
         ):

@@ -15,16 +15,19 @@ import msgspec
 
 from effects import Abort
 from pipeline.agent import Agent
+from pipeline.call_ids import CallIds
 from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
 from pipeline.cost import Cost, Pricer
 from pipeline.hooks import Bound, HookFn, Outcome
 from pipeline.judge_ledger import JudgeLedger
-from pipeline.messages import DataPart, MessageList, ToolResultPart
+from pipeline.leaving import LeavingResults
+from pipeline.messages import DataPart, MessageList
 from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
 from pipeline.protocol import EffectRecord, Recorder
 from pipeline.result import RunError, StepResult
-from pipeline.tools import Tool, ToolSpec
+from pipeline.stream_view import SeenChunks
+from pipeline.tools import StepTools
 
 
 class Ids:
@@ -90,15 +93,12 @@ class RunState:
 
     __slots__ = (
         "api_retry_count",
-        "by_name",
-        "by_name_of",
+        "call_ids",
         "cost",
         "cost_known",
         "finish_reason",
         "held",
         "ids",
-        "ids_of",
-        "ids_used",
         "judges",
         "leaving",
         "ml",
@@ -107,12 +107,10 @@ class RunState:
         "pending",
         "retry_count",
         "seen",
-        "shared",
-        "specs",
-        "specs_of",
         "states",
         "steps",
         "steps_t",
+        "tools",
         "unmetered",
         "usage",
     )
@@ -124,8 +122,7 @@ class RunState:
         states: list[object],
         *,
         cost_known: bool,
-        seen: list[list[Chunk]],
-        shared: list[Chunk] | None,
+        seen: SeenChunks,
         ids_used: set[str],
         judges: JudgeLedger | None = None,
     ) -> None:
@@ -152,23 +149,17 @@ class RunState:
         self.output: object = None
         self.cost: Cost | None = None
         self.cost_known = cost_known
-        # Made from the step's tools, kept while the step's tools are the same tuple.
-        self.specs_of: tuple[Tool, ...] | None = None
-        self.specs: tuple[ToolSpec, ...] = ()
         self.pairing = PairedHistory()
-        # The step's tools by name, kept while the step's tools are the same tuple.
-        self.by_name_of: tuple[Tool, ...] | None = None
-        self.by_name: dict[str, Tool] = {}
-        # The tool-call ids `ids_of` holds (call_ids.py): another list is scanned again.
-        self.ids_of: MessageList | None = ml
-        self.ids_used = ids_used
-        # Every chunk each stream processor has seen (its stream_parts), append-only, and
-        # the list they share while they have seen the same (stream_stage.py).
+        # Caches by identity, each owned by a small object: kept while what they were
+        # made from is the same object.
+        self.tools = StepTools()
+        """The step's tools' specs and the tools by name (tools.py)."""
+        self.call_ids = CallIds(ml, ids_used)
+        """The tool-call ids the run's messages hold (call_ids.py)."""
         self.seen = seen
-        self.shared = shared
-        # Tool results a stream processor changed, by call id: what leaves the run in
-        # place of the tool's own (loop's `_approved`). None: none.
-        self.leaving: dict[str, ToolResultPart] | None = None
+        """What each stream processor has seen (stream_view.py)."""
+        self.leaving = LeavingResults()
+        """The tool results a stream processor changed (leaving.py)."""
 
 
 def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = True) -> object:

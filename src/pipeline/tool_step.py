@@ -4,8 +4,8 @@
 or deps of the wrong type are error results the model sees), hands the interpreter the
 invocations (`RunTools`), keeps each result in one tool message (capped and made
 encodable: `result_part`), and streams the results through the stream processors. What
-those processors made of a result is what leaves the run (`_approved`, then
-`leaving_messages` at its end), while the model reads the tool's own value.
+those processors made of a result is what leaves the run (`leaving.py`), while the
+model reads the tool's own value.
 
 On a cancel, the calls that finished keep their results (`keep_finished_tools`) and
 every call still without one gets an error result (`answer_dangling_calls`), so the
@@ -26,9 +26,7 @@ from pipeline.hooks import HookFailure
 from pipeline.loop_messages import loop_message
 from pipeline.messages import (
     DataPart,
-    Message,
     MessageList,
-    Part,
     ToolCallPart,
     ToolResultPart,
 )
@@ -58,9 +56,7 @@ def run_tools(
     """Run the calls; their results go into one tool message. `turn`: the messages before
     the loop's own response and with it, when `calls` are that response's calls and
     nothing replaced it (the pairing check and the call ids then trust the turn)."""
-    if tools is not st.by_name_of:
-        st.by_name_of, st.by_name = tools, {t.name: t for t in tools}
-    by_name = st.by_name
+    by_name = st.tools.by_name(tools)
     ctx = rc.ctx
     invocations: list[ToolInvocation] = []
     writers: list[ToolWriter] | None = None  # made at the first tool that may write
@@ -151,9 +147,7 @@ def run_tools(
         # The loop's own turn: its response (these calls, no result, parts of the
         # library's own kinds), then this message answering each call once, in order.
         ids = (calls[0].tool_call_id,) if len(calls) == 1 else tuple(map(_call_id, calls))
-        if st.ids_of is turn[0]:
-            st.ids_used.update(ids)
-            st.ids_of = after
+        st.call_ids.grew(turn[0], after, ids)
         st.pairing.turn(turn[0], after, ids)
     else:
         note_call_ids(st, before, parts)
@@ -165,9 +159,11 @@ def run_tools(
     try:
         yield from stream_through(rc, st, results)
     except (Tripped, HookFailure, RunCancelled) as stop:
-        _approved(st, parts, results, sent, f"tool result withheld: {_why_stopped(stop)}")
+        st.leaving.approved(
+            parts, results, st.pending[sent:], f"tool result withheld: {_why_stopped(stop)}"
+        )
         raise
-    return _approved(st, parts, results, sent)
+    return st.leaving.approved(parts, results, st.pending[sent:])
 
 
 def _why_stopped(stop: Tripped | HookFailure | RunCancelled) -> str:
@@ -183,84 +179,6 @@ def _result_cap(rc: RunConfig, t: Tool | None) -> int:
     if t is None or t.max_result_bytes is None:
         return rc.agent.max_tool_result_bytes
     return t.max_result_bytes
-
-
-def _approved(
-    st: RunState,
-    parts: tuple[ToolResultPart, ...],
-    results: list[Chunk],
-    sent: int,
-    stopped: str | None = None,
-) -> tuple[ToolResultPart, ...]:
-    """The tool results as they leave the run: what the stream processors made of each
-    result's chunk (`st.pending[sent:]`, what they passed on). The step keeps these; the
-    run's messages get them at its end (`leaving_messages`), while the model reads the
-    results as the tools returned them (unless an input processor changes its history).
-    A result whose chunk was dropped, not replaced, keeps its value: dropping hides it
-    from the stream only. When the run `stopped` while they went through (a processor
-    blocked, failed, a cancel), each result not passed on leaves as an error saying so
-    (fail closed: no processor approved it; the history stays paired)."""
-    passed = st.pending[sent:]
-    if stopped is None and len(passed) >= len(results) and all(
-        c is r for c, r in zip(passed, results, strict=False)
-    ):
-        return parts  # every chunk passed as it was (the common case): nothing changed
-    out_of: dict[str, ToolResult | ToolError] = {}
-    for c in passed:
-        if isinstance(c, ToolResult | ToolError) and c.tool_call_id not in out_of:
-            out_of[c.tool_call_id] = c
-    approved: list[ToolResultPart] = []
-    for p, r in zip(parts, results, strict=True):
-        got = out_of.get(p.tool_call_id)
-        if got is r or (got is None and stopped is None):
-            approved.append(p)
-            continue
-        if got is None:
-            assert stopped is not None
-            new = ToolResultPart(p.tool_call_id, p.tool_name, stopped, True)
-        elif isinstance(got, ToolError):
-            new = ToolResultPart(p.tool_call_id, p.tool_name, got.error, True)
-        else:
-            new = ToolResultPart(p.tool_call_id, p.tool_name, got.result, False)
-        if st.leaving is None:
-            st.leaving = {}
-        st.leaving[p.tool_call_id] = new
-        approved.append(new)
-    return tuple(approved)
-
-
-def leaving_messages(st: RunState, before_result: MessageList | None) -> MessageList:
-    """The run's messages as they leave it: each tool result a stream processor changed
-    (`_approved`) as it changed it, in the messages this run added, by call id (an input
-    processor may have rebuilt the history the model reads from the tool's own value).
-    A result an output result processor changed (`before_result`: the messages it got)
-    is kept as it made it."""
-    leaving = st.leaving
-    if not leaving:
-        return st.ml
-    ours: set[int] | None = None
-    if before_result is not None and before_result is not st.ml:
-        ours = {id(p) for m in before_result.messages if m.role == "tool" for p in m.parts}
-
-    def part(p: Part) -> Part:
-        if type(p) is not ToolResultPart or (ours is not None and id(p) not in ours):
-            return p
-        assert isinstance(p, ToolResultPart)
-        return leaving.get(p.tool_call_id, p)
-
-    def swap(m: Message) -> Message:
-        if m.role != "tool":
-            return m
-        parts = tuple(part(p) for p in m.parts)
-        return m.with_parts(parts) if any(
-            a is not b for a, b in zip(parts, m.parts, strict=True)) else m
-
-    ml = st.ml
-    return MessageList(
-        tuple(swap(m) if s == "response" else m
-              for m, s in zip(ml.messages, ml.sources, strict=True)),
-        ml.sources, ml.system,
-    )
 
 
 def _result_chunk(p: ToolResultPart) -> Chunk:
@@ -288,7 +206,7 @@ def keep_finished_tools(
         (
             result_part(
                 call, done[call.tool_call_id].result, done[call.tool_call_id].is_error,
-                _result_cap(rc, st.by_name.get(call.tool_name)),
+                _result_cap(rc, st.tools.by_name().get(call.tool_name)),
             )
             if not rc.h_stream
             else ToolResultPart(call.tool_call_id, call.tool_name, unchecked, True)
