@@ -192,10 +192,8 @@ def check(b: Bound, raw: object) -> Outcome:
     else:
         effect, state, emit, changed = raw, None, (), False
     if effect is None:  # the commonest slip: a hook that falls off its end
-        raise HookFailure(
-            b.processor_id,
-            b.hook,
-            "InvalidEffect",
+        raise invalid(
+            b,
             "returned None; a hook must return an effect: return Continue() to change nothing",
         )
     if isinstance(effect, Emit):
@@ -203,46 +201,38 @@ def check(b: Bound, raw: object) -> Outcome:
     allowed = ALLOWED_EFFECTS[b.hook]
     if not isinstance(effect, allowed):
         names = ", ".join(t.__name__ for t in allowed)
-        raise HookFailure(
-            b.processor_id,
-            b.hook,
-            "InvalidEffect",
+        raise invalid(
+            b,
             f"returned {type(effect).__name__}, which {b.hook} does not allow (allowed: {names})",
         )
     payload_types = REPLACE_PAYLOAD.get(b.hook)
     if payload_types is not None and isinstance(effect, _CARRIES_PAYLOAD):
         value = effect.value
         if not isinstance(value, payload_types):
-            raise HookFailure(
-                b.processor_id,
-                b.hook,
-                "InvalidEffect",
+            raise invalid(
+                b,
                 f"{type(effect).__name__} carries {type(value).__name__}, "
                 f"expected {' or '.join(t.__name__ for t in payload_types)}",
             )
         if value.__class__ is tuple:  # several chunks (stream hooks): each must be one
             for c in value:
                 if not isinstance(c, CHUNK_TYPES):
-                    raise HookFailure(
-                        b.processor_id,
-                        b.hook,
-                        "InvalidEffect",
+                    raise invalid(
+                        b,
                         f"Replace carries a tuple holding {type(c).__name__}, "
                         "expected chunks only",
                     )
         if isinstance(value, StepChange):
             value = value.message_list
         if isinstance(value, MessageList):
-            invalid = check_messages(value)
-            if invalid is not None:  # messages no provider could be sent
-                raise HookFailure(b.processor_id, b.hook, "InvalidMessages", str(invalid))
+            problem = check_messages(value)
+            if problem is not None:  # messages no provider could be sent
+                raise invalid(b, str(problem), "InvalidMessages")
     chunks: list[DataChunk] = []
     for c in emit:
         if not isinstance(c, DataChunk):
-            raise HookFailure(
-                b.processor_id,
-                b.hook,
-                "InvalidEffect",
+            raise invalid(
+                b,
                 f"can only emit data-* chunks (DataChunk), got {type(c).__name__}",
             )
         _check_data(b, c)
@@ -257,12 +247,15 @@ def _check_data(b: Bound, c: DataChunk) -> None:
     """A data chunk is kept in the messages and sent on the wire: it must encode."""
     problem = unencodable(c.data)
     if problem is not None:
-        raise HookFailure(
-            b.processor_id, b.hook, "InvalidEffect", f"data chunk {c.name!r} holds {problem}"
-        )
+        raise invalid(b, f"data chunk {c.name!r} holds {problem}")
+
+
+def invalid(b: Bound, message: str, kind: str = "InvalidEffect") -> HookFailure:
+    """The failure of a hook that returned what its hook does not allow."""
+    return HookFailure(b.processor_id, b.hook, kind, message)
 
 
 __all__ = [
     "PASSED", "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check", "fast_call",
-    "invoke", "raised", "settle",
+    "invalid", "invoke", "raised", "settle",
 ]

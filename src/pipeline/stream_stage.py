@@ -23,7 +23,7 @@ from typing import NamedTuple
 from effects import Abort, Continue, Replace, Skip
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, DataChunk
-from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call_hook, check, invoke, raised
+from pipeline.hooks import Bound, HookFn, Outcome, call_hook, check, invalid, invoke, raised
 from pipeline.processor import FlushArgs, StreamArgs
 from pipeline.protocol import LoopCommand
 from pipeline.response import StepContent
@@ -162,8 +162,7 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
             raw = raised(b, e)
         if raw.__class__ is Continue and record is None:
             continue
-        _refuse_io(b, raw)
-        passed = stream_effect(rc, st, b, check(b, raw), chunk, content)
+        passed = stream_effect(rc, st, b, _checked(b, raw), chunk, content)
         if passed is chunk:
             continue
         if i + 1 < len(plan):  # the later hooks see something else (or nothing)
@@ -209,8 +208,7 @@ def walk(
             raw = raised(b, e)
         if raw.__class__ is Continue and record is None:
             continue
-        _refuse_io(b, raw)
-        passed = stream_effect(rc, st, b, check(b, raw), chunk, content)
+        passed = stream_effect(rc, st, b, _checked(b, raw), chunk, content)
         if passed is None:
             return
         if isinstance(passed, tuple):
@@ -279,8 +277,7 @@ def flush(rc: RunConfig, st: RunState, content: StepContent) -> None:
     it holds, through the stream hooks after it (plain hooks)."""
     for b, start in rc.h_flush:
         raw = invoke(b, flush_args(rc, st, b))
-        _refuse_io(b, raw)
-        released = flushed(rc, st, b, check(b, raw), content)
+        released = flushed(rc, st, b, _checked(b, raw), content)
         if not released:
             continue
         if st.seen.shared is not None and start < len(rc.stream_plan):
@@ -321,11 +318,13 @@ def _stream_through_io(
         yield from process_chunk_io(rc, st, c, None)
 
 
-def _refuse_io(b: Bound, raw: object) -> None:
-    """A plain stream hook that returned an awaitable or a generator is a processor error."""
+def _checked(b: Bound, raw: object) -> Outcome:
+    """What a plain stream or flush hook returned, checked (`hooks.check`); an awaitable
+    or a generator is a processor error (a plain hook's result is not awaited)."""
     if isinstance(raw, GeneratorType) or inspect.isawaitable(raw):
-        raise HookFailure(
-            b.processor_id, b.hook, "InvalidEffect",
+        raise invalid(
+            b,
             "returned an awaitable or generator from a plain function; "
             "declare the hook `async def` or as a generator function",
         )
+    return check(b, raw)
