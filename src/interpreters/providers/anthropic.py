@@ -20,12 +20,15 @@ import msgspec
 from interpreters.providers.codec import (
     Encoded,
     StreamDecoder,
+    WireFormat,
+    WireRoute,
     encode_body,
     invalid_response,
     invalid_tool_args,
     json_text,
     merge_options,
     parse_tool_args,
+    route_options,
 )
 from interpreters.providers.errors import stream_error
 from interpreters.providers.provider import ProviderError
@@ -589,13 +592,14 @@ def decode_message(
 class AnthropicCodec:
     """The Codec for `/messages`."""
 
-    path = "/messages"
-
     def __init__(self, options: AnthropicOptions | None = None) -> None:
         self.options = options or AnthropicOptions()
 
     def __repr__(self) -> str:
         return f"AnthropicCodec({self.options!r})"
+
+    def path(self, model: str, *, stream: bool) -> str:
+        return "/messages"
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         h = {"anthropic-version": self.options.version}
@@ -628,3 +632,13 @@ class AnthropicCodec:
         return decode_message(
             body, json_tool=encoded.json_tool, status=status, request_id=request_id
         )
+
+
+def _route_codec(route: WireRoute) -> AnthropicCodec:
+    # A route reads its own `provider_options` section.
+    options = route_options(route, AnthropicOptions)
+    return AnthropicCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
+
+
+MESSAGES = WireFormat("anthropic", _route_codec, AnthropicOptions)
+"""The Anthropic Messages wire format, for the table of wire formats (providers/table.py)."""

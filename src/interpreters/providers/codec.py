@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -59,7 +59,10 @@ class StreamDecoder(Protocol):
 class Codec(Protocol):
     """One wire format (OpenAI Chat Completions, Anthropic Messages)."""
 
-    path: str
+    def path(self, model: str, *, stream: bool) -> str:
+        """The URL path of a call, after the route's base URL (`/chat/completions`); a
+        format that names the model or the streaming in its URL says so here."""
+        ...
 
     def headers(self, api_key: str | None) -> dict[str, str]: ...
 
@@ -72,6 +75,44 @@ class Codec(Protocol):
     def decode_body(
         self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
     ) -> list[ModelEvent]: ...
+
+
+class WireRoute(msgspec.Struct, frozen=True):
+    """The route a codec is made for (a row of `providers/table.py`'s `ROUTES`)."""
+
+    name: str
+    """The route's name (`openai`, `groq`...): the `provider_options` section it reads."""
+    options: msgspec.Struct | None = None
+    """The route's settings for its wire format (of that format's `WireFormat.options`
+    type); None: the format's defaults."""
+
+
+class WireFormat(msgspec.Struct, frozen=True):
+    """One wire format as data: its name and how to make its codec for a route.
+
+    A module defines its `Codec` and one of these; `register_wire_format` (or the
+    built-in table in `providers/table.py`) makes it known, and a route row names it."""
+
+    name: str
+    codec: Callable[[WireRoute], Codec]
+    options: type[msgspec.Struct] | None = None
+    """The type of `Route.options` this format reads; None: it takes none."""
+
+
+Options = TypeVar("Options", bound=msgspec.Struct)
+
+
+def route_options(route: WireRoute, kind: type[Options]) -> Options:
+    """The route's options for a codec that reads `kind` (its defaults when it has none);
+    `register_route` has already refused options of another type."""
+    options = route.options
+    if options is None:
+        return kind()
+    if not isinstance(options, kind):
+        raise TypeError(
+            f"route {route.name!r} gives {type(options).__name__}, not {kind.__name__}"
+        )
+    return options
 
 
 class ByteStreamDecoder:

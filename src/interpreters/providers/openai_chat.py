@@ -19,12 +19,15 @@ import msgspec
 from interpreters.providers.codec import (
     Encoded,
     StreamDecoder,
+    WireFormat,
+    WireRoute,
     encode_body,
     invalid_response,
     invalid_tool_args,
     json_text,
     merge_options,
     parse_tool_args,
+    route_options,
 )
 from interpreters.providers.errors import broken_stream, stream_error
 from interpreters.providers.provider import ProviderError
@@ -607,13 +610,14 @@ def decode_completion(
 class OpenAIChatCodec:
     """The Codec for `/chat/completions`."""
 
-    path = "/chat/completions"
-
     def __init__(self, options: OpenAIChatOptions | None = None) -> None:
         self.options = options or OpenAIChatOptions()
 
     def __repr__(self) -> str:
         return f"OpenAIChatCodec({self.options!r})"
+
+    def path(self, model: str, *, stream: bool) -> str:
+        return "/chat/completions"
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
@@ -635,3 +639,13 @@ class OpenAIChatCodec:
         self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
     ) -> list[ModelEvent]:
         return decode_completion(body, status=status, request_id=request_id)
+
+
+def _route_codec(route: WireRoute) -> OpenAIChatCodec:
+    # A route reads its own `provider_options` section.
+    options = route_options(route, OpenAIChatOptions)
+    return OpenAIChatCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
+
+
+CHAT_COMPLETIONS = WireFormat("openai-chat", _route_codec, OpenAIChatOptions)
+"""The Chat Completions wire format, for the table of wire formats (providers/table.py)."""
