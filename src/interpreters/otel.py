@@ -57,6 +57,7 @@ from effects import (
     Sleep,
 )
 from interpreters.observe import RunInfo, RunObserver
+from interpreters.providers.codec import put_given
 from interpreters.providers.table import ROUTES, split_model
 from pipeline.chunks import (
     Chunk,
@@ -223,16 +224,11 @@ class _RunSpans(RunObserver):
     ) -> Span:
         attrs: Attrs = {"gen_ai.operation.name": "chat", **_model_attrs(request.model), **extra}
         s = request.model_settings
-        if s.temperature is not None:
-            attrs["gen_ai.request.temperature"] = s.temperature
-        if s.max_tokens is not None:
-            attrs["gen_ai.request.max_tokens"] = s.max_tokens
-        if s.top_p is not None:
-            attrs["gen_ai.request.top_p"] = s.top_p
-        if s.seed is not None:
-            attrs["gen_ai.request.seed"] = s.seed
-        if s.stop:
-            attrs["gen_ai.request.stop_sequences"] = s.stop
+        put_given(attrs, (
+            ("gen_ai.request.temperature", s.temperature),
+            ("gen_ai.request.max_tokens", s.max_tokens), ("gen_ai.request.top_p", s.top_p),
+            ("gen_ai.request.seed", s.seed), ("gen_ai.request.stop_sequences", s.stop or None),
+        ))
         if self.o.content:
             attrs["gen_ai.input.messages"] = _json(
                 self._as_received(request.messages) if judge is None else request.messages)
