@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from interpreters.providers.table import ROUTES, split_model
 from pipeline.cost import Cost, PriceQuery, Pricer
 
+
 class PricesNotInstalled(ImportError):
     """genai-prices is not installed."""
 
