@@ -12,11 +12,13 @@ import httpx
 import msgspec
 import pytest
 
+from interpreters.aio import AsyncInterpreter
 from interpreters.otel import provider_of
 from interpreters.prices import genai_prices, split_model
 from interpreters.providers import (
     ROUTES,
     WIRE_FORMATS,
+    AsyncResolver,
     Encoded,
     OpenAIChatOptions,
     Resolver,
@@ -163,6 +165,20 @@ def test_a_registered_wire_format_serves_an_agent(toy: None, stream: bool, verb:
     # The route's options reach the codec, and its name is the options section.
     assert msgspec.json.decode(request.content) == {
         "prompt": "Hello. how are you", "section": "toy"}
+
+
+@pytest.mark.anyio
+async def test_a_registered_wire_format_serves_an_agent_async(
+    toy: None, anyio_backend: str
+) -> None:
+    seen: list[httpx.Request] = []
+    async with httpx.AsyncClient(transport=_server(seen)) as client:
+        resolver = AsyncResolver(client=client, env={"TOY_API_KEY": "toy-secret"})
+        result = await AsyncInterpreter(resolve=resolver).run(Agent.create("toy/tiny"), "hi")
+        await resolver.aclose()
+    assert result.status == "finished", result.error
+    assert result.text == "Hi there"
+    assert [str(r.url) for r in seen] == ["https://toy.example/v1/models/tiny:stream"]
 
 
 def test_a_registered_route_is_configured_named_and_priced_from_its_row(toy: None) -> None:
