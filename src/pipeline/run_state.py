@@ -4,7 +4,9 @@ A run is two values: `RunConfig`, what is fixed when it starts (the agent, the h
 per hook name, the context, clock, recorder, pricer, the stream plan), and `RunState`,
 what changes while it runs (messages, processor states, steps, usage, retry counts,
 pending chunks...). Each phase of a run is a function over the two (`(rc, st, ...)`), in
-the module of its phase: step_config.py, stream_stage.py, call_ids.py, loop.py.
+the module of its phase (the list in loop.py). What the state keeps by identity (the
+step's tools, the tool-call ids, what the stream hooks have seen, the results leaving the
+run) is owned by a small object each, with its rules beside it.
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def keep_finished_tools(
     kept and streamed as it is."""
     done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
     if not done:
-        return  # `_answer_dangling_calls` answers every call
+        return  # `answer_dangling_calls` answers every call
     unchecked = f"tool result withheld: the run was cancelled ({c.reason}) before it was checked"
     parts = tuple(
         (
