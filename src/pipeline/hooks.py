@@ -8,6 +8,11 @@ This is the one place that knows the hook semantics common to all six hooks:
 - an effect the hook does not allow is a `HookFailure` too;
 - a coroutine result is awaited through the interpreter (`AwaitHook`), a generator hook
   has its I/O requests carried out through the interpreter (`Perform`).
+
+One way to call a hook: `call_hook` is `invoke` (the call; a raise becomes what `raised`
+makes of it, the one exception-to-effect mapping) then `settle` (drive, await, `check`).
+The fast path skips the generator of `settle` for a hook that passes: `fast_call` on the
+per-step paths, the same three steps inlined on the per-chunk path (stream_stage.py).
 """
 
 from __future__ import annotations
