@@ -23,6 +23,7 @@ def test_the_profile_named_on_the_command_line_is_loaded() -> None:
     if want is None:
         pytest.skip("checked in a child pytest run with --hypothesis-profile")
     loaded, named = settings.default, PROFILES[want]
+    assert loaded is not None
     assert (loaded.max_examples, loaded.derandomize, loaded.database) == (
         named.max_examples, named.derandomize, named.database)
 
