@@ -11,6 +11,7 @@ import pytest
 from interpreters.simulator import Say
 from pipeline.chunks import DataChunk, TextDelta
 from pipeline.processors import MissingDependency, PIIDetector
+from pipeline.processors.guard_common import GuardsExtraMissing
 from pipeline.processors.pii_detectors import Span
 from pipeline.result import RunResult
 from tests.helpers import Ran, make_agent, simulate, streamed_text
@@ -191,6 +192,20 @@ def test_missing_library_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     d = PIIDetector(regex_only=True)  # the documented fallback
     assert d.redact_text("call +1 415-555-2671") == "call [REDACTED:phone]"
     assert d.redact_text("card 4111 1111 1111 1111") == "card [REDACTED:card]"
+
+
+def test_a_missing_library_is_the_guards_extra_error_with_the_pii_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "phonenumbers", None)
+    with pytest.raises(GuardsExtraMissing) as caught:  # one error for every guard's extra
+        PIIDetector()
+    err = caught.value
+    assert isinstance(err, MissingDependency)
+    assert (err.feature, err.module, err.package) == (
+        "PIIDetector's 'phone' detector", "phonenumbers", "phonenumbers")
+    assert "pip install 'pipeline-agents[guards]'" in str(err)
+    assert "regex_only=True" in str(err)  # the detector's own way out
 
 
 def test_judge_names_values_the_patterns_miss() -> None:
