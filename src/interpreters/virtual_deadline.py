@@ -9,11 +9,14 @@ as a real run past its timeout does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
 from interpreters.cancel import CancelSignal
-from interpreters.simulator import VirtualClock
+
+if TYPE_CHECKING:
+    from interpreters.simulator import VirtualClock  # (it imports this module)
 
 
 class _LinkedSignal(CancelSignal):
