@@ -12,8 +12,8 @@ import anyio.abc
 import anyio.lowlevel
 import pytest
 
-from interpreters.simulator import Fail, Say, ScriptedModel, VirtualClock, call
-from interpreters.simulator_aio import AsyncSimulator, SimRun
+from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, SimRun, VirtualClock, call
+from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
 from pipeline.model import ModelRequest
 from pipeline.result import Cancelled
@@ -26,11 +26,11 @@ CAP = 10  # seconds of real time, a safety net
 
 async def test_a_minute_of_latency_and_two_backoffs_pass_in_virtual_time() -> None:
     called: list[float] = []
-    script = [Fail(status=503, retry_after=20.0, latency=1.0),
+    script: list[Scripted] = [Fail(status=503, retry_after=20.0, latency=1.0),
               Fail(status=429, retry_after=30.0), Say("ok", latency=60.0)]
     sim: AsyncSimulator
 
-    def answer(request: ModelRequest) -> Fail | Say:
+    def answer(request: ModelRequest) -> Scripted:
         called.append(sim.clock.now - START)
         return script[len(called) - 1]
 
