@@ -13,13 +13,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
+from effects import Publish, Pull
 from interpreters.aio import AsyncInterpreter
 from interpreters.cancel import CancelSignal
+from interpreters.observe import Observer, RunInfo, RunObserver
 from interpreters.providers import AsyncResolver, Limits, Resolver, Timeouts
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
+from pipeline.chunks import TextDelta
 from pipeline.messages import TextPart, ToolCallPart, ToolResultPart
 from pipeline.model import ApiError
 from pipeline.pairing import is_paired
@@ -73,6 +77,33 @@ def agent(retries: int = 0, max_retry_after: float = 60.0, route: str = "openai"
     )
 
 
+class TextSeen(Observer, RunObserver):
+    """Calls `then()` once the run has handed out `text` (at the start of its text): a
+    test acts at that point of a stream instead of after a guessed delay."""
+
+    def __init__(self, text: str, then: Callable[[], object]) -> None:
+        self._want = text
+        self._then: Callable[[], object] | None = then
+        self._text = ""
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return self
+
+    def command(self, cmd: object, at: float) -> None:
+        if self._then is None:
+            return
+        if isinstance(cmd, Publish):
+            chunks: tuple[object, ...] = cmd.chunks
+        elif isinstance(cmd, Pull):  # (chunks handed out on the way to the next event)
+            chunks = cmd.publish
+        else:
+            return
+        self._text += "".join(c.text for c in chunks if isinstance(c, TextDelta))
+        if self._text.startswith(self._want):
+            then, self._then = self._then, None
+            then()
+
+
 @dataclass
 class Ran:
     result: RunResult
@@ -96,6 +127,7 @@ def run_sync(
     server: ReplayServer, *replies: Reply, first: bool = True, timeouts: Timeouts = FAST,
     limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
     timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
+    observers: Sequence[Observer] | None = None,
 ) -> Ran:
     ag = ag or agent()
     route = ag.model.partition("/")[0]
@@ -106,7 +138,7 @@ def run_sync(
     resolver = Resolver(base_urls={route: (url or server.url) + "/v1"},
                         api_keys={route: key}, timeouts=timeouts, limits=limits)
     try:
-        result = SyncInterpreter(resolve=resolver, sleep=waits.append).run(
+        result = SyncInterpreter(resolve=resolver, sleep=waits.append, observers=observers).run(
             ag, PROMPT, timeout=timeout, signal=signal)
     finally:
         resolver.close()
@@ -119,6 +151,7 @@ async def run_async(
     server: ReplayServer, *replies: Reply, first: bool = True, timeouts: Timeouts = FAST,
     limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
     timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
+    observers: Sequence[Observer] | None = None,
 ) -> Ran:
     ag = ag or agent()
     route = ag.model.partition("/")[0]
@@ -133,15 +166,15 @@ async def run_async(
     resolver = AsyncResolver(base_urls={route: (url or server.url) + "/v1"},
                              api_keys={route: key}, timeouts=timeouts, limits=limits)
     try:
-        result = await AsyncInterpreter(resolve=resolver, sleep=sleep).run(
+        result = await AsyncInterpreter(resolve=resolver, sleep=sleep, observers=observers).run(
             ag, PROMPT, timeout=timeout, signal=signal)
     finally:
         await resolver.aclose()
-    for _ in range(100):  # trio finalizes an abandoned async generator in a brief task
-        if len(anyio.get_running_tasks()) <= tasks:
-            break
-        await anyio.sleep(0.01)
-    assert len(anyio.get_running_tasks()) <= tasks, [t.name for t in anyio.get_running_tasks()]
+    # trio finalizes an abandoned async generator in a brief task: let it run (a task left
+    # over for good fails the cap)
+    with anyio.fail_after(10):
+        while len(anyio.get_running_tasks()) > tasks:
+            await anyio.lowlevel.checkpoint()
     done = await anyio.to_thread.run_sync(server.wait_idle)
     assert done, "a connection was left open"
     return Ran(result, waits, len(server.seen))
@@ -189,7 +222,7 @@ def intact(
         assert last.role == "assistant" and last.incomplete
         text = "".join(p.text for p in last.parts if isinstance(p, TextPart))
         assert text == partial if isinstance(partial, str) else partial(text), text
-    assert result.status == status
+    assert result.status == status, (result.status, result.error)
     msgspec.json.encode(result)  # the run's record always encodes
 
 
