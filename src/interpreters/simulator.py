@@ -145,7 +145,7 @@ class VirtualClock:
                     continue
                 self._driver = me
                 try:
-                    await _until_idle()
+                    await until_idle()
                     self._jump()
                 finally:
                     self._driver = None
@@ -189,8 +189,9 @@ class _Sleeper:
         self.event = anyio.Event()
 
 
-async def _until_idle() -> None:
-    """Return once no other task can run: each one waits on something."""
+async def until_idle() -> None:
+    """Return once no other task can run: each one waits on something (what the virtual
+    clock waits for before it jumps; tests use it to let every task go as far as it can)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio: trio
