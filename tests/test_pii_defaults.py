@@ -100,7 +100,7 @@ def test_an_address_after_other_words_is_still_an_ip() -> None:
 
 
 @pytest.mark.parametrize("size", [1, 5, 17])
-def test_the_new_shapes_are_redacted_on_the_stream(size: int) -> None:
+def test_local_phones_maestro_cards_and_aws_secrets_are_redacted_on_the_stream(size: int) -> None:
     values = ("(0141)4960124", "8835402787", "675964982648",
               "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
     text = ("Call our Glasgow office on (0141)4960124 before noon. Mobile: 8835402787 "
