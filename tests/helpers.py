@@ -17,9 +17,18 @@ from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Scripted, ScriptedModel, SimRun, Simulator
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, ModelEvent, ModelFinish, TextDelta
+from pipeline.chunks import (
+    Chunk,
+    DataChunk,
+    ModelEvent,
+    ModelFinish,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    Usage,
+)
 from pipeline.messages import Message, MessageList, Role, RunInput, TextPart
-from pipeline.model import ModelRequest
+from pipeline.model import ApiError, ModelRequest
 from pipeline.result import RunResult
 
 MODEL = "sim/model"
@@ -263,3 +272,19 @@ def unpaired_tool_calls(messages: Sequence[Message]) -> list[str]:
     bad = [c for c in calls if results.count(c) != 1]
     bad += [r for r in results if r not in calls]
     return bad
+
+
+class NoKeyError(ProviderError, ValueError):
+    """Like the router's ProviderConfigError: a provider that is not configured."""
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__(
+            ApiError(status=None, message=f"no API key for {model_id}",
+                     error_type="configuration")
+        )
+
+
+SAYS_HI: tuple[ModelEvent, ...] = (
+    TextStart("t"), TextDelta("t", "hi"), TextEnd("t"), ModelFinish("stop", Usage(1, 1))
+)
+"""The events of a model answering "hi" (for hand-written providers)."""

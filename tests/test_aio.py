@@ -12,7 +12,7 @@ import pytest
 from effects import Abort, AwaitHook, Continue, Out, Replace
 from interpreters import AsyncNotSupportedError, Fail, Say, ScriptedModel, Simulator, call
 from interpreters.aio import AsyncInterpreter
-from interpreters.providers.provider import AsyncProvider, ProviderError
+from interpreters.providers.provider import AsyncProvider
 from interpreters.simulator import Scripted, VirtualClock
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
@@ -39,6 +39,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.result import ApiFailed, ProcessorFailed, StreamFailed
+from tests.helpers import NoKeyError
 
 pytestmark = pytest.mark.anyio
 
@@ -423,16 +424,6 @@ async def test_the_async_simulator_stream_takes_the_run_context_like_run() -> No
 
 
 # --- configuration errors ------------------------------------------------------------------
-
-
-class NoKeyError(ProviderError, ValueError):
-    """Like the router's ProviderConfigError: a provider that is not configured."""
-
-    def __init__(self, model_id: str) -> None:
-        super().__init__(
-            ApiError(status=None, message=f"no API key for {model_id}",
-                     error_type="configuration")
-        )
 
 
 async def test_a_missing_key_for_the_agents_model_raises_before_any_request() -> None:

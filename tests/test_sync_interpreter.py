@@ -47,7 +47,7 @@ from pipeline.processor import (
 )
 from pipeline.result import ApiFailed, ProcessorFailed, RunFailedError
 from pipeline.tools import tool
-from tests.helpers import TrackedModel, make_agent, simulate, streamed_text
+from tests.helpers import NoKeyError, TrackedModel, make_agent, simulate, streamed_text
 
 
 @tool
@@ -462,16 +462,6 @@ def test_the_simulator_stream_takes_the_run_context_like_run() -> None:
 
 
 # --- configuration errors -------------------------------------------------------------------
-
-
-class NoKeyError(ProviderError, ValueError):
-    """Like the router's ProviderConfigError: a provider that is not configured."""
-
-    def __init__(self, model_id: str) -> None:
-        super().__init__(
-            ApiError(status=None, message=f"no API key for {model_id}",
-                     error_type="configuration")
-        )
 
 
 def test_a_configuration_error_reads_as_one() -> None:
