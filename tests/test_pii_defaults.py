@@ -8,7 +8,7 @@ import pytest
 
 from interpreters.simulator import Say
 from pipeline.processors import PIIDetector
-from tests.helpers import make_agent, simulate, streamed_text
+from tests.helpers import chunked, make_agent, simulate, streamed_text
 
 DEFAULT = PIIDetector()
 
@@ -107,7 +107,7 @@ def test_local_phones_maestro_cards_and_aws_secrets_are_redacted_on_the_stream(s
             "(after six). My maestro: 675964982648. And the config line "
             "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, keep it.")
     ran = simulate(make_agent(output_processors=[PIIDetector()]),
-                   [Say([text[i:i + size] for i in range(0, len(text), size)])])
+                   [Say(chunked(text, size))])
     out = streamed_text(ran.chunks)
     assert ran.result.status == "finished" and out == ran.result.text
     assert all(v not in out for v in values), out

@@ -14,7 +14,7 @@ from pipeline.processors import MissingDependency, PIIDetector
 from pipeline.processors.guard_common import GuardsExtraMissing
 from pipeline.processors.pii_detectors import Span
 from pipeline.result import RunResult
-from tests.helpers import Ran, make_agent, simulate, streamed_text
+from tests.helpers import Ran, chunked, make_agent, simulate, streamed_text
 
 VALUES = {
     "email": "john.smith@example.com",
@@ -25,10 +25,6 @@ VALUES = {
     "ip": "192.168.10.20",
     "secret": "sk-abcdefghijklmnopqrstuvwxyz123456",
 }
-
-
-def chunked(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
 
 
 def stream_run(detector: PIIDetector, text: str, size: int = 3) -> Ran:

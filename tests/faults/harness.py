@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import anyio
 import anyio.lowlevel
@@ -123,20 +124,38 @@ def _threads() -> set[threading.Thread]:
             if not t.name.startswith(("replay-server", "AnyIO worker", "Trio thread"))}
 
 
+def _queue(
+    server: ReplayServer, replies: Sequence[Reply], first: bool, ag: Agent | None
+) -> tuple[Agent, str]:
+    """The agent (by default `agent()`) and its route; the server reset, with `replies`
+    queued (after the tool-call reply, when `first`)."""
+    ag = ag or agent()
+    route = ag.model.partition("/")[0]
+    server.reset()
+    server.queue(*((tool_call_reply(route),) if first else ()), *replies)
+    return ag, route
+
+
+class _Routed(TypedDict):
+    base_urls: dict[str, str]
+    api_keys: dict[str, str]
+
+
+def _to(server: ReplayServer, route: str, url: str | None, key: str) -> _Routed:
+    """A resolver's route to the server (or `url`), with `key`."""
+    return {"base_urls": {route: (url or server.url) + "/v1"}, "api_keys": {route: key}}
+
+
 def run_sync(
     server: ReplayServer, *replies: Reply, first: bool = True, timeouts: Timeouts = FAST,
     limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
     timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
     observers: Sequence[Observer] | None = None,
 ) -> Ran:
-    ag = ag or agent()
-    route = ag.model.partition("/")[0]
-    server.reset()
-    server.queue(*((tool_call_reply(route),) if first else ()), *replies)
+    ag, route = _queue(server, replies, first, ag)
     before = _threads()
     waits: list[float] = []
-    resolver = Resolver(base_urls={route: (url or server.url) + "/v1"},
-                        api_keys={route: key}, timeouts=timeouts, limits=limits)
+    resolver = Resolver(**_to(server, route, url, key), timeouts=timeouts, limits=limits)
     try:
         result = SyncInterpreter(resolve=resolver, sleep=waits.append, observers=observers).run(
             ag, PROMPT, timeout=timeout, signal=signal)
@@ -153,18 +172,14 @@ async def run_async(
     timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
     observers: Sequence[Observer] | None = None,
 ) -> Ran:
-    ag = ag or agent()
-    route = ag.model.partition("/")[0]
-    server.reset()
-    server.queue(*((tool_call_reply(route),) if first else ()), *replies)
+    ag, route = _queue(server, replies, first, ag)
     tasks = len(anyio.get_running_tasks())
     waits: list[float] = []
 
     async def sleep(s: float) -> None:
         waits.append(s)
 
-    resolver = AsyncResolver(base_urls={route: (url or server.url) + "/v1"},
-                             api_keys={route: key}, timeouts=timeouts, limits=limits)
+    resolver = AsyncResolver(**_to(server, route, url, key), timeouts=timeouts, limits=limits)
     try:
         result = await AsyncInterpreter(resolve=resolver, sleep=sleep, observers=observers).run(
             ag, PROMPT, timeout=timeout, signal=signal)
