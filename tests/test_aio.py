@@ -20,7 +20,7 @@ from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, Finish, ModelEvent, TextDelta
 from pipeline.messages import MessageList, TextPart, user
-from pipeline.model import ApiError, ModelRequest
+from pipeline.model import ModelRequest
 from pipeline.processor import (
     AskModel,
     InputArgs,
@@ -39,7 +39,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.result import ApiFailed, ProcessorFailed, StreamFailed
-from tests.helpers import NoKeyError
+from tests.helpers import NoKeyError, assert_unconfigured, unconfigured
 
 pytestmark = pytest.mark.anyio
 
@@ -428,13 +428,7 @@ async def test_the_async_simulator_stream_takes_the_run_context_like_run() -> No
 
 async def test_a_missing_key_for_the_agents_model_raises_before_any_request() -> None:
     served = ScriptedModel([Say("never")])
-
-    def resolve(model_id: str) -> AsyncProvider:
-        if model_id == "m":
-            raise NoKeyError(model_id)
-        return served
-
-    interp = AsyncInterpreter(resolve=resolve)
+    interp = AsyncInterpreter(resolve=unconfigured("m", served))
     with pytest.raises(NoKeyError, match="no API key for m"):
         interp.stream(Agent.create("m"), "x")
     with pytest.raises(NoKeyError, match="no API key for m"):
@@ -444,24 +438,12 @@ async def test_a_missing_key_for_the_agents_model_raises_before_any_request() ->
 
 async def test_a_switch_to_an_unconfigured_model_fails_with_a_configuration_error() -> None:
     served = ScriptedModel([Say("never")])
-
-    def resolve(model_id: str) -> AsyncProvider:
-        if model_id == "other":
-            raise NoKeyError(model_id)
-        return served
-
     to_other = processor(
         "to-other", process_input_step=lambda args: Replace(StepChange(model="other"))
     )
     agent = Agent.create("m", input_processors=[to_other])
-    result = await AsyncInterpreter(resolve=resolve).run(agent, "x")
-    assert result.status == "failed"
-    assert isinstance(result.error, ApiFailed)
-    assert result.error.error == ApiError(
-        status=None, message="no API key for other", error_type="configuration"
-    )
-    assert "configuration: no API key for other" in str(result.error)
-    assert "connection" not in str(result.error)
+    result = await AsyncInterpreter(resolve=unconfigured("other", served)).run(agent, "x")
+    assert_unconfigured(result, "other")
     assert served.requests == []
 
 
