@@ -29,6 +29,7 @@ from pipeline.chunks import (
 )
 from pipeline.messages import Message, MessageList, Role, RunInput, TextPart
 from pipeline.model import ApiError, ModelRequest
+from pipeline.processor import RunContext
 from pipeline.result import ApiFailed, RunResult
 
 MODEL = "sim/model"
@@ -326,3 +327,14 @@ def assert_unconfigured(result: RunResult, model_id: str) -> None:
     )
     assert f"configuration: no API key for {model_id}" in str(result.error)
     assert "connection" not in str(result.error)
+
+
+def assert_scoped(seen: Sequence[RunContext], streamed: RunResult, ran: RunResult) -> None:
+    """A run and a stream of it with thread "t1", resource "u1" and values {"tier": "pro"},
+    answering "a": each hook saw the scope in its context (`seen`) and the reply carries it."""
+    assert [(c.thread_id, c.resource_id, c.values) for c in seen] == [
+        ("t1", "u1", {"tier": "pro"})
+    ] * 2
+    reply = streamed.messages.messages[-1]
+    assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
+    assert streamed.text == ran.text == "a"

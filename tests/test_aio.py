@@ -39,7 +39,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.result import ApiFailed, ProcessorFailed, StreamFailed
-from tests.helpers import NoKeyError, assert_unconfigured, unconfigured
+from tests.helpers import NoKeyError, assert_scoped, assert_unconfigured, unconfigured
 
 pytestmark = pytest.mark.anyio
 
@@ -415,12 +415,7 @@ async def test_the_async_simulator_stream_takes_the_run_context_like_run() -> No
     ) as stream:
         async for _ in stream:
             pass
-    assert [(c.thread_id, c.resource_id, c.values) for c in seen] == [
-        ("t1", "u1", {"tier": "pro"})
-    ] * 2
-    reply = stream.result.messages.messages[-1]
-    assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
-    assert stream.result.text == ran.result.text == "a"
+    assert_scoped(seen, stream.result, ran.result)
 
 
 # --- configuration errors ------------------------------------------------------------------

@@ -132,7 +132,7 @@ def test_a_changed_agent_runs_on_the_recorded_output_and_says_where_it_diverges(
     assert replay.divergence.index == first_text
 
 
-def test_a_new_guard_that_blocks_ends_the_replay_early_and_diverges() -> None:
+def test_an_added_guard_that_blocks_ends_the_replay_early_and_diverges() -> None:
     rec, sim = recorded()
     sim.run(agent(), "Weather in Paris?")
 

@@ -50,6 +50,7 @@ from pipeline.tools import tool
 from tests.helpers import (
     NoKeyError,
     TrackedModel,
+    assert_scoped,
     assert_unconfigured,
     make_agent,
     simulate,
@@ -461,12 +462,7 @@ def test_the_simulator_stream_takes_the_run_context_like_run() -> None:
     ran = sim.run(agent, "hi", **kw)
     with sim.stream(agent, "hi", **kw) as stream:
         list(stream)
-    assert [(c.thread_id, c.resource_id, c.values) for c in seen] == [
-        ("t1", "u1", {"tier": "pro"})
-    ] * 2
-    reply = stream.result.messages.messages[-1]
-    assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
-    assert stream.result.text == ran.result.text == "a"
+    assert_scoped(seen, stream.result, ran.result)
 
 
 # --- configuration errors -------------------------------------------------------------------
