@@ -7,6 +7,9 @@ The `fail_after` caps are safety nets only: a real wait of a minute would trip t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
+from typing import Any
+
 import anyio
 import anyio.abc
 import anyio.lowlevel
@@ -22,6 +25,14 @@ from pipeline.tools import make_tool
 pytestmark = pytest.mark.anyio
 START = 1_700_000_000.0
 CAP = 10  # seconds of real time, a safety net
+
+
+async def together(*tasks: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run `tasks` concurrently to their end (under the cap)."""
+    with anyio.fail_after(CAP):
+        async with anyio.create_task_group() as tg:
+            for task in tasks:
+                tg.start_soon(task)
 
 
 async def test_a_minute_of_latency_and_two_backoffs_pass_in_virtual_time() -> None:
@@ -74,10 +85,7 @@ async def test_concurrent_runs_share_virtual_time() -> None:
     async def one(model: str) -> None:
         runs[model] = await sim.run(Agent.create(model), "hi")
 
-    with anyio.fail_after(CAP):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(one, "m")
-            tg.start_soon(one, "n")
+    await together(lambda: one("m"), lambda: one("n"))
     assert (runs["m"].clock, runs["n"].clock) == (START + 10.0, START + 4.0)
 
 
@@ -93,10 +101,7 @@ async def test_a_runs_timeout_fires_at_its_virtual_instant_beside_another_run() 
         else:
             runs[model] = await sim.run(agent, "hi", timeout=timeout)
 
-    with anyio.fail_after(CAP):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(one, "m", 5.0)
-            tg.start_soon(one, "n", None)
+    await together(lambda: one("m", 5.0), lambda: one("n", None))
     assert runs["m"].result.error == Cancelled("timed out after 5 s")
     assert runs["m"].clock == START + 5.0
     assert runs["n"].result.text == "on time"
@@ -152,10 +157,7 @@ async def test_the_clock_waits_while_another_task_can_run() -> None:
         await clock.wait(1.0)
         seen.append(("woke", clock.now))
 
-    with anyio.fail_after(CAP):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sleeper)
-            tg.start_soon(busy)
+    await together(sleeper, busy)
     assert seen == [("busy done", START), ("woke", START + 1.0)]
 
 
@@ -166,7 +168,7 @@ async def test_a_cancelled_wait_leaves_the_others_to_wake() -> None:
 
     async def cancelled() -> None:
         with scope:
-            await clock.wait(5.0)  # the first to wait (it watches the clock) is cancelled
+            await clock.wait(5.0)  # (it may be the wait that watches the clock)
             seen.append(("not reached", clock.now))
 
     async def canceller() -> None:
@@ -178,11 +180,7 @@ async def test_a_cancelled_wait_leaves_the_others_to_wake() -> None:
         await clock.wait(10.0)
         seen.append(("later", clock.now))
 
-    with anyio.fail_after(CAP):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancelled)
-            tg.start_soon(canceller)
-            tg.start_soon(later)
+    await together(cancelled, canceller, later)
     assert seen == [("cancelled it", START + 1.0), ("later", START + 10.0)]
     assert clock.waiting == 0
 
