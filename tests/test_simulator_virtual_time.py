@@ -15,7 +15,16 @@ import anyio.abc
 import anyio.lowlevel
 import pytest
 
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, SimRun, VirtualClock, call
+from interpreters.simulator import (
+    Fail,
+    Say,
+    Scripted,
+    ScriptedModel,
+    SimRun,
+    VirtualClock,
+    call,
+    until_idle,
+)
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
 from pipeline.model import ModelRequest
@@ -191,3 +200,28 @@ async def test_a_wait_of_zero_or_less_is_a_checkpoint() -> None:
     await clock.wait(-3.0)
     await clock.wait(float("nan"))
     assert clock.now == START and clock.waiting == 0
+
+
+async def test_two_clocks_jump_side_by_side() -> None:
+    """Two simulators' clocks in one event loop each wait for the other's tasks too."""
+    clocks = (VirtualClock(START), VirtualClock(START))
+    seen: list[tuple[int, float]] = []
+
+    async def waits(which: int, seconds: float) -> None:
+        await clocks[which].wait(seconds)
+        seen.append((which, clocks[which].now - START))
+
+    await together(lambda: waits(0, 2.0), lambda: waits(1, 3.0), lambda: waits(0, 5.0))
+    assert sorted(seen) == [(0, 2.0), (0, 5.0), (1, 3.0)]
+    assert [w for w, _ in seen if w == 0] == [0, 0]
+
+
+async def test_tasks_waiting_for_idleness_together_all_get_it() -> None:
+    done: list[str] = []
+
+    async def idle(name: str) -> None:
+        await until_idle()
+        done.append(name)
+
+    await together(lambda: idle("a"), lambda: idle("b"), lambda: idle("c"))
+    assert sorted(done) == ["a", "b", "c"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from typing import Protocol, TypeVar, Unpack
@@ -191,7 +192,8 @@ class _Sleeper:
 
 async def until_idle() -> None:
     """Return once no other task can run: each one waits on something (what the virtual
-    clock waits for before it jumps; tests use it to let every task go as far as it can)."""
+    clock waits for before it jumps; tests use it to let every task go as far as it can).
+    Tasks that call it together return together, as trio's `wait_all_tasks_blocked`."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio: trio
@@ -203,9 +205,37 @@ async def until_idle() -> None:
     if ready is None:  # an event loop without it: anyio's polling check
         await anyio.wait_all_tasks_blocked()
         return
-    await anyio.lowlevel.checkpoint()
-    while len(ready):
+    while True:
+        check = _idle_checks.get(loop)
+        if check is None:
+            break
+        await check.event.wait()  # another task looks, for all (two would keep each other busy)
+        if check.reached:
+            return
+    check = _idle_checks[loop] = _IdleCheck()
+    try:
         await anyio.lowlevel.checkpoint()
+        while len(ready):
+            await anyio.lowlevel.checkpoint()
+        check.reached = True
+    finally:
+        del _idle_checks[loop]
+        check.event.set()
+
+
+class _IdleCheck:
+    """One task's look for idleness on an asyncio loop, which others wait for."""
+
+    __slots__ = ("event", "reached")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.reached = False
+
+
+_idle_checks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _IdleCheck] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 # gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
