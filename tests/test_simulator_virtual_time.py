@@ -225,3 +225,19 @@ async def test_tasks_waiting_for_idleness_together_all_get_it() -> None:
 
     await together(lambda: idle("a"), lambda: idle("b"), lambda: idle("c"))
     assert sorted(done) == ["a", "b", "c"]
+
+
+async def test_a_runs_timeout_comes_also_when_nothing_of_the_run_waits_on_the_clock() -> None:
+    never = anyio.Event()
+
+    async def stuck() -> str:
+        """Waits on an event nobody sets (not on the clock)."""
+        await never.wait()
+        return "never"
+
+    sim = AsyncSimulator(ScriptedModel([Say(calls=[call("stuck")], latency=1.0), Say("x")]))
+    with anyio.fail_after(CAP):
+        run = await sim.run(Agent.create("m", tools=[make_tool(stuck)]), "go", timeout=30)
+    assert run.result.error == Cancelled("timed out after 30 s")
+    assert run.clock == START + 30.0
+    assert sim.clock.waiting == 0 and sim.clock.pending_alarms == 0

@@ -603,13 +603,13 @@ class SimulatorBase:
     @contextmanager
     def _running(
         self, agent: Agent, options: CancellableScope
-    ) -> Iterator[tuple[RunOptions, Trace]]:
-        """Around `run`: its options and trace, and its deadline disarmed at the end."""
+    ) -> Iterator[tuple[RunOptions, Trace, VirtualDeadline | None]]:
+        """Around `run`: its options, trace and deadline, disarmed at the end."""
         check_options(options, CANCELLABLE)
         trace = Trace()
         run, deadline = self._begin(agent, {**options, "trace": trace})
         try:
-            yield run, trace
+            yield run, trace, deadline
         finally:
             if deadline is not None:
                 deadline.disarm()
@@ -660,7 +660,7 @@ class Simulator(SimulatorBase):
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds (see `stream`); `signal` cancels the run."""
-        with self._running(agent, options) as (run, trace):
+        with self._running(agent, options) as (run, trace, _):
             result = self._interp.run(agent, messages, **run)
         return SimRun(result, trace, self.clock.now)
 

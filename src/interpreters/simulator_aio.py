@@ -30,6 +30,7 @@ from interpreters.journal import replay_async
 from interpreters.observe import Observer
 from interpreters.options import CancellableScope, RunOptions, check_options
 from interpreters.simulator import ScriptedModel, SimRun, SimulatorBase
+from interpreters.virtual_deadline import VirtualDeadline
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
 from pipeline.messages import RunInput
@@ -94,9 +95,27 @@ class AsyncSimulator(SimulatorBase):
 
         `timeout` is in virtual seconds: the run ends cancelled when the virtual clock
         reaches it (see `stream`)."""
-        with self._running(agent, options) as (run, trace):
-            result: RunResult = await self._interp.run(agent, messages, **run)
+        with self._running(agent, options) as (run, trace, deadline):
+            job = self._interp.run(agent, messages, **run)
+            result = await (job if deadline is None else self._within(deadline, job))
         return SimRun(result, trace, self.clock.now)
+
+    async def _within(self, deadline: VirtualDeadline, job: Awaitable[RunResult]) -> RunResult:
+        """`job`, beside a task that waits on the clock for `deadline`: the clock jumps
+        there once every task waits, also when nothing of the run waits on the clock (a
+        tool blocked on an event, say), and the deadline's alarm cancels the run."""
+        result: RunResult | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.clock.wait, deadline.at - self.clock.now)
+                result = await job
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the run's own error, as itself
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        assert result is not None
+        return result
 
     replay = staticmethod(replay_async)
     """`Simulator.replay` under async code: async hooks are awaited."""
