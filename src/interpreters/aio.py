@@ -44,7 +44,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
-from typing import Unpack
+from typing import Generic, Unpack
 
 import anyio
 import anyio.to_thread
@@ -76,7 +76,7 @@ from interpreters.common import (
 )
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
-from interpreters.options import RunOptions, check_options
+from interpreters.options import Deps, RunOptions, check_options
 from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
@@ -86,7 +86,7 @@ from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel
 from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
-from pipeline.result import RunResult
+from pipeline.result import Output, RunResult
 from pipeline.tools import Tool
 
 AsyncHandler = Callable[[object], object]
@@ -140,10 +140,10 @@ class AsyncInterpreter:
     # --- public API ------------------------------------------------------------------------
     async def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunResult:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunResult[Output]:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
         A run cancelled by `signal` or past `timeout` seconds returns with status
@@ -167,10 +167,10 @@ class AsyncInterpreter:
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> AsyncRunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> AsyncRunStream[Output]:
         """The run's chunks as an async iterator; nothing happens until it is iterated.
 
         Only the agent's model is resolved at once: a provider that is not configured (no
@@ -288,7 +288,7 @@ class AsyncInterpreter:
         return answer
 
 
-class AsyncRunStream:
+class AsyncRunStream(Generic[Output]):
     """The chunks of one run, pulled by the consumer; `result` once the run is over.
 
     Use `async with` (or call `aclose()`) so that a consumer that stops early closes the
@@ -346,7 +346,7 @@ class AsyncRunStream:
         """The outcomes of the pending RunTools' calls that finished (for a cancel)."""
 
     # --- the async iterator ------------------------------------------------------------
-    def __aiter__(self) -> AsyncRunStream:
+    def __aiter__(self) -> AsyncRunStream[Output]:
         return self
 
     async def __anext__(self) -> Chunk:
@@ -357,7 +357,7 @@ class AsyncRunStream:
             await self._advance_guarded()
         return buf.popleft()
 
-    async def __aenter__(self) -> AsyncRunStream:
+    async def __aenter__(self) -> AsyncRunStream[Output]:
         return self
 
     async def __aexit__(
@@ -390,7 +390,7 @@ class AsyncRunStream:
         return self._result is not None
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[Output]:
         if self._result is None:
             raise RuntimeError("the run has not finished: iterate the stream to its end")
         return self._result

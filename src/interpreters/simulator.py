@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Generic, Unpack
 
 import anyio.lowlevel
 import msgspec
 
 from interpreters.common import NoCleanupStream
 from interpreters.observe import Observer
-from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
+from interpreters.options import CancellableScope, Deps, RunOptions, check_options, keys_of
 from interpreters.providers.provider import ProviderError
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
@@ -48,7 +48,7 @@ from pipeline.chunks import (
 from pipeline.cost import Pricer
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ApiError, ModelRequest, is_retryable_status
-from pipeline.result import RunResult
+from pipeline.result import Output, RunResult
 
 if TYPE_CHECKING:
     from interpreters.cancel import CancelSignal
@@ -364,10 +364,10 @@ def _pieces(x: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(x)
 
 
-class SimRun(msgspec.Struct, frozen=True):
+class SimRun(msgspec.Struct, Generic[Output], frozen=True):
     """A finished simulated run: its result, every chunk, and the full trace."""
 
-    result: RunResult
+    result: RunResult[Output]
     trace: Trace
     clock: float
     """Virtual time when the run ended."""
@@ -466,10 +466,10 @@ class Simulator:
 
     def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[CancellableScope],
-    ) -> SimRun:
+        **options: Unpack[CancellableScope[Deps]],
+    ) -> SimRun[Output]:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds (see `stream`); `signal` cancels the run."""
@@ -509,10 +509,10 @@ class Simulator:
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunStream[Output]:
         """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after.
 
         `timeout` counts virtual time from now, as on the `AsyncSimulator`: when latency or

@@ -29,14 +29,14 @@ from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
 from interpreters.cancel import CancelSignal
 from interpreters.journal import Journal, ReplayRun, replay_async
 from interpreters.observe import Observer
-from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
+from interpreters.options import CancellableScope, Deps, RunOptions, check_options, keys_of
 from interpreters.simulator import Routes, ScriptedModel, SimRun, VirtualClock
 from interpreters.trace import Trace
 from interpreters.virtual_deadline import Deadlines, VirtualDeadline
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
 from pipeline.messages import RunInput
-from pipeline.result import RunResult
+from pipeline.result import Output, RunResult
 
 CANCELLABLE = keys_of(CancellableScope)
 
@@ -101,10 +101,10 @@ class AsyncSimulator:
 
     async def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[CancellableScope],
-    ) -> SimRun:
+        **options: Unpack[CancellableScope[Deps]],
+    ) -> SimRun[Output]:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds: the run ends cancelled when the virtual clock
@@ -138,10 +138,10 @@ class AsyncSimulator:
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> AsyncRunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> AsyncRunStream[Output]:
         """The run's chunks as an async iterator (`async with sim.stream(...) as s:`).
 
         `timeout` counts virtual time from now: when latency or retry backoff brings the

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Unpack
+from typing import Generic, Unpack
 
 from effects import (
     AwaitHook,
@@ -36,7 +36,7 @@ from interpreters.common import (
 from interpreters.deadline import run_stop
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
-from interpreters.options import RunOptions, check_options
+from interpreters.options import Deps, RunOptions, check_options
 from interpreters.providers.provider import Provider, ProviderResolver
 from interpreters.trace import Trace
 from pipeline.agent import Agent
@@ -46,7 +46,7 @@ from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed
 from pipeline.processor import AskModel
 from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
-from pipeline.result import RunResult
+from pipeline.result import Output, RunResult
 
 Handler = Callable[[object], object]
 """Carries out one kind of I/O request a generator hook yields."""
@@ -102,10 +102,10 @@ class SyncInterpreter:
     # --- public API ------------------------------------------------------------------------
     def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunResult:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunResult[Output]:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
         A run cancelled by `signal` (from any thread) or past `timeout` seconds returns with
@@ -117,10 +117,10 @@ class SyncInterpreter:
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunStream[Output]:
         """Iterate the run's chunks; `.result` is there once the iteration ended.
 
         The agent's model is resolved at once: a provider that is not configured (no API
@@ -351,7 +351,7 @@ def _cancel(
     return cmd.result
 
 
-class RunStream:
+class RunStream(Generic[Output]):
     """The chunks of a run as an iterator; `result` once it is exhausted.
 
         with interp.stream(agent, "hi") as stream:
@@ -376,7 +376,7 @@ class RunStream:
     def __next__(self) -> Chunk:
         return next(self._chunks)
 
-    def __enter__(self) -> RunStream:
+    def __enter__(self) -> RunStream[Output]:
         return self
 
     def __exit__(
@@ -398,7 +398,7 @@ class RunStream:
         return bool(self._box)
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[Output]:
         if not self._box:
             raise RuntimeError("the run has not finished: iterate the stream to its end")
         return self._box[0]

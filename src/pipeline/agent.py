@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import TypeAlias
+from typing import Any, Generic, TypeAlias, overload
 
 import msgspec
+from typing_extensions import TypeVar
 
 from pipeline.bounds import MAX_TOOL_RESULT_BYTES as MAX_TOOL_RESULT_BYTES
 from pipeline.bounds import check_cap
@@ -26,6 +27,15 @@ from pipeline.tools import Tool, ToolFn, make_tool
 PrepareStep: TypeAlias = Callable[[InputStepArgs[None]], HookReturn[InputStepResult[None]]]
 """A user callback run last in the input-step pipeline, after the input processors."""
 
+Deps = TypeVar("Deps", default=Any)
+"""What the agent's runs are given as `deps` (its tools' `ToolContext[Deps]`). A bare
+`Agent` is any agent; `Agent.create(deps_type=Db)` (or tools taking `ToolContext[Db]`)
+makes an `Agent[Db, ...]`, and the interpreters then accept only a `Db` as `deps=`."""
+Output = TypeVar("Output", default=Any)
+"""What `result.output` holds: the agent's `output_type` (None without one)."""
+GivenDeps = TypeVar("GivenDeps", default=Any)
+GivenOutput = TypeVar("GivenOutput")
+
 _INPUT_HOOKS: frozenset[HookName] = frozenset({"process_input", "process_input_step"})
 _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
     {"process_output_stream", "process_output_step", "process_output_result"}
@@ -33,12 +43,16 @@ _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
 _ERROR_HOOKS: frozenset[HookName] = frozenset({"process_api_error"})
 
 
-class Agent(msgspec.Struct, frozen=True, kw_only=True):
-    """What to run. Build with `Agent.create(...)`, which checks the configuration."""
+class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
+    """What to run. Build with `Agent.create(...)`, which checks the configuration.
+
+    Typed by what its runs take and give: `Agent[Db, Answer]` runs only with `deps=` a
+    `Db`, and its results' `output` is an `Answer | None` (checked by mypy).
+    """
 
     model: str
     instructions: tuple[SystemMessage, ...] = ()
-    tools: tuple[Tool, ...] = ()
+    tools: tuple[Tool[Deps], ...] = ()
     input_processors: tuple[BaseProcessor, ...] = ()
     output_processors: tuple[BaseProcessor, ...] = ()
     error_processors: tuple[BaseProcessor, ...] = ()
@@ -54,11 +68,63 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     name: str = "agent"
     max_tool_result_bytes: int = MAX_TOOL_RESULT_BYTES
     """The cap on a tool's result (encoded JSON bytes) unless the tool sets its own."""
+    deps_type: type | None = None
+    """The class of the deps its runs are given, when declared: a tool asking for deps
+    of another class is refused at construction."""
 
+    @overload
     @staticmethod
     def create(
         model: str,
         *,
+        deps_type: type[GivenDeps] | None = ...,
+        output_type: type[GivenOutput],
+        instructions: str | SystemMessage | Iterable[str | SystemMessage] = ...,
+        tools: Iterable[Tool[GivenDeps] | ToolFn] = ...,
+        input_processors: Iterable[BaseProcessor] = ...,
+        output_processors: Iterable[BaseProcessor] = ...,
+        error_processors: Iterable[BaseProcessor] = ...,
+        max_steps: int = ...,
+        max_processor_retries: int = ...,
+        max_api_error_retries: int = ...,
+        retry_policy: RetryPolicy | None = ...,
+        prepare_step: PrepareStep | None = ...,
+        tool_choice: ToolChoice = ...,
+        model_settings: ModelSettings | None = ...,
+        provider_options: JsonObject | None = ...,
+        structured_output: None = ...,
+        name: str = ...,
+        max_tool_result_bytes: int = ...,
+    ) -> Agent[GivenDeps, GivenOutput]: ...
+    @overload
+    @staticmethod
+    def create(
+        model: str,
+        *,
+        deps_type: type[GivenDeps] | None = ...,
+        output_type: None = ...,
+        instructions: str | SystemMessage | Iterable[str | SystemMessage] = ...,
+        tools: Iterable[Tool[GivenDeps] | ToolFn] = ...,
+        input_processors: Iterable[BaseProcessor] = ...,
+        output_processors: Iterable[BaseProcessor] = ...,
+        error_processors: Iterable[BaseProcessor] = ...,
+        max_steps: int = ...,
+        max_processor_retries: int = ...,
+        max_api_error_retries: int = ...,
+        retry_policy: RetryPolicy | None = ...,
+        prepare_step: PrepareStep | None = ...,
+        tool_choice: ToolChoice = ...,
+        model_settings: ModelSettings | None = ...,
+        provider_options: JsonObject | None = ...,
+        structured_output: StructuredOutput | None = ...,
+        name: str = ...,
+        max_tool_result_bytes: int = ...,
+    ) -> Agent[GivenDeps, None]: ...
+    @staticmethod
+    def create(
+        model: str,
+        *,
+        deps_type: type | None = None,
         instructions: str | SystemMessage | Iterable[str | SystemMessage] = (),
         tools: Iterable[Tool | ToolFn] = (),
         input_processors: Iterable[BaseProcessor] = (),
@@ -80,7 +146,9 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         """An agent; plain functions in `tools` become typed tools.
 
         `output_type` (a msgspec Struct, dataclass, TypedDict or pydantic model) asks for
-        structured output and decodes the final reply into `result.output`.
+        structured output and decodes the final reply into `result.output`. `deps_type`
+        declares the class of the runs' deps (without it, the tools made with `tool` that
+        take a `ToolContext[X]` decide it for mypy; at run time each tool checks its own).
         """
         if output_type is not None:
             if structured_output is not None:
@@ -108,6 +176,7 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
             structured_output=structured_output,
             name=name,
             max_tool_result_bytes=max_tool_result_bytes,
+            deps_type=deps_type,
         )
         agent.check()
         return agent
@@ -123,9 +192,21 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         ):
             if bound < 0:
                 raise ValueError(f"{bound_name} must be >= 0, got {bound}")
+        if self.deps_type is not None and not isinstance(self.deps_type, type):
+            raise TypeError(f"deps_type must be a class, got {self.deps_type!r}")
         for t in self.tools:
             if t.max_result_bytes is not None:
                 check_cap(f"tool {t.name!r}: max_result_bytes", t.max_result_bytes)
+            wants = t.deps_type if t.context_param is not None else None
+            if (
+                wants is not None
+                and self.deps_type is not None
+                and not issubclass(self.deps_type, wants)
+            ):
+                raise TypeError(
+                    f"tool {t.name!r} needs deps of type {wants.__name__}, "
+                    f"the agent's deps_type is {self.deps_type.__name__}"
+                )
         names = [t.name for t in self.tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -1,0 +1,70 @@
+"""Code the public API's types must accept (tests/test_public_types.py runs mypy on it).
+
+Never run: the functions only say what mypy infers (`assert_type`).
+"""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+import msgspec
+
+from interpreters import AsyncInterpreter, AsyncSimulator, Simulator, SyncInterpreter
+from pipeline import Agent, RunResult, ToolContext, tool
+
+
+class Db:
+    def get(self, key: str) -> str:
+        return key
+
+
+class LocalDb(Db):
+    pass
+
+
+class Answer(msgspec.Struct, frozen=True):
+    text: str
+
+
+@tool
+def lookup(ctx: ToolContext[Db], key: str) -> str:
+    """Look a key up."""
+    return ctx.deps.get(key)
+
+
+@tool(name="echo")
+def echo(text: str) -> str:
+    """No context: fits any agent."""
+    return text
+
+
+typed = Agent.create("m", deps_type=Db, output_type=Answer, tools=[lookup, echo])
+assert_type(typed, Agent[Db, Answer])
+assert_type(Agent.create("m", deps_type=Db, tools=[lookup]), Agent[Db, None])
+# Without deps_type, the tools' contexts decide the deps type.
+assert_type(Agent.create("m", tools=(lookup, echo)), Agent[Db, None])
+
+
+def sync_runs(interp: SyncInterpreter, sim: Simulator) -> None:
+    result = interp.run(typed, "hi", deps=Db())
+    assert_type(result, RunResult[Answer])
+    assert_type(result.output, Answer | None)
+    assert_type(interp.run(typed, "hi", deps=LocalDb()).output, Answer | None)
+    with interp.stream(typed, "hi", deps=Db()) as stream:
+        assert_type(stream.result.output, Answer | None)
+    assert_type(sim.run(typed, "hi", deps=Db()).result.output, Answer | None)
+    assert_type(sim.stream(typed, "hi", deps=Db()).result.output, Answer | None)
+
+
+async def async_runs(interp: AsyncInterpreter, sim: AsyncSimulator) -> None:
+    assert_type((await interp.run(typed, "hi", deps=Db())).output, Answer | None)
+    assert_type(interp.stream(typed, "hi", deps=Db()).result.output, Answer | None)
+    assert_type((await sim.run(typed, "hi", deps=Db())).result.output, Answer | None)
+
+
+def untyped_runs(interp: SyncInterpreter) -> None:
+    # An agent that declares nothing is not in the way: any deps, output None.
+    plain = Agent.create("m", tools=[echo])
+    interp.run(plain, "hi")
+    interp.run(plain, "hi", deps={"any": "thing"})
+    assert_type(interp.run(Agent.create("m"), "hi").output, None)
