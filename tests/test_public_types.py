@@ -1,6 +1,6 @@
-"""The public API's types, as mypy sees them: what an agent's deps and output types let a
-caller write (tests/typing_cases/accepted.py type-checks) and refuse
-(each `# E:` line of tests/typing_cases/rejected.py is an error, and no other line)."""
+"""The public API's types, as mypy sees them: what an agent's deps and output types and a
+request's answer type let a caller write (tests/typing_cases/accepted.py type-checks)
+and refuse (each `# E:` line of tests/typing_cases/rejected.py is an error, no other)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _expected() -> dict[int, str]:
 
 
 @pytest.mark.slow
-def test_typed_agents_accept_what_fits_and_refuse_the_rest(
+def test_the_public_types_accept_what_fits_and_refuse_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     errors = _mypy_errors(monkeypatch)

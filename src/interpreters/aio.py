@@ -74,6 +74,7 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.handlers import Handler, Handlers
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import Deps, RunOptions, check_options
@@ -89,7 +90,7 @@ from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocati
 from pipeline.result import Output, RunResult
 from pipeline.tools import Tool
 
-AsyncHandler = Callable[[object], object]
+AsyncHandler = Handler
 """Carries out one kind of I/O request a generator hook yields; may return an awaitable."""
 
 _NO_BUFFER: deque[Chunk] = deque(maxlen=0)
@@ -128,7 +129,7 @@ class AsyncInterpreter:
         tools_in_threads: bool = False,
     ) -> None:
         self._resolve = resolver(provider, resolve)
-        self._handlers = dict(handlers or {})
+        self._handlers = Handlers.of(handlers)
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids

@@ -34,6 +34,8 @@ from interpreters.common import (
     tool_failed,
 )
 from interpreters.deadline import run_stop
+from interpreters.handlers import Handler as Handler
+from interpreters.handlers import Handlers
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import Deps, RunOptions, check_options
@@ -47,9 +49,6 @@ from pipeline.model import ModelEnded, ModelFailed
 from pipeline.processor import AskModel
 from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.result import Output, RunResult
-
-Handler = Callable[[object], object]
-"""Carries out one kind of I/O request a generator hook yields."""
 
 
 class AsyncNotSupportedError(TypeError):
@@ -91,7 +90,7 @@ class SyncInterpreter:
         price: Pricer | None = None,
     ) -> None:
         self._resolve = resolver(provider, resolve)
-        self._handlers = dict(handlers or {})
+        self._handlers = Handlers.of(handlers, sync=True)
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids

@@ -8,7 +8,8 @@ A hook receives a frozen snapshot (its `...Args`) and returns an effect, or
 The per-hook result aliases below are the whole contract: an override returning an
 effect its hook does not allow is a mypy error (and a `ProcessorFailed` at run time).
 A hook may also be `async def` (async interpreter only) or a generator that yields
-I/O requests (`AskModel`, or your own) and receives their answers.
+I/O requests (`AskModel`, or your own: an `effects.Request[R]`) and receives their
+answers (`answer = yield from ask(request)` types them).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import (
 
 import msgspec
 
-from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
+from effects import Abort, Continue, Emit, Out, Replace, Request, Retry, Skip
 from pipeline.chunks import Chunk, DataChunk, FinishReason, Usage
 from pipeline.messages import JsonObject, Message, MessageList, SystemMessage, ToolCallPart
 from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoice
@@ -77,12 +78,6 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
 # --- I/O a hook may ask for ---------------------------------------------------------
 
 
-class AskModel(msgspec.Struct, frozen=True):
-    """Yielded by a generator hook: run this request to completion (an LLM judge)."""
-
-    request: ModelRequest
-
-
 class ModelAnswer(msgspec.Struct, frozen=True):
     """The reply to `AskModel`: the answer, and what the call used (the run counts it in
     `RunResult.judges`)."""
@@ -92,6 +87,13 @@ class ModelAnswer(msgspec.Struct, frozen=True):
     usage: Usage = Usage()
     response_model: str | None = None
     """The model the provider said answered, if it said."""
+
+
+class AskModel(Request[ModelAnswer], frozen=True):
+    """Yielded by a generator hook: run this request to completion (an LLM judge).
+    `answer = yield from ask(AskModel(...))` gives the `ModelAnswer` typed."""
+
+    request: ModelRequest
 
 
 # --- the tripwire ---------------------------------------------------------------------

@@ -5,12 +5,15 @@ Never run: the functions only say what mypy infers (`assert_type`).
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import assert_type
 
 import msgspec
 
+from effects import Request, ask
 from interpreters import AsyncInterpreter, AsyncSimulator, Simulator, SyncInterpreter
-from pipeline import Agent, RunResult, ToolContext, tool
+from interpreters.handlers import Handlers
+from pipeline import Agent, AskModel, ModelAnswer, ModelRequest, RunResult, ToolContext, tool
 
 
 class Db:
@@ -68,3 +71,27 @@ def untyped_runs(interp: SyncInterpreter) -> None:
     interp.run(plain, "hi")
     interp.run(plain, "hi", deps={"any": "thing"})
     assert_type(interp.run(Agent.create("m"), "hi").output, None)
+
+
+class Allowed(Request[bool], frozen=True):
+    user: str
+
+
+def allowed(request: Allowed) -> bool:
+    return request.user == "ann"
+
+
+async def allowed_later(request: Allowed) -> bool:
+    return request.user == "ann"
+
+
+handlers = Handlers().add(Allowed, allowed).add(Allowed, allowed_later)
+Handlers().add(Allowed, lambda request: request.user == "ann")
+Handlers().add(AskModel, lambda request: ModelAnswer(request.request.model))
+
+
+def hook_asks() -> Generator[object, object, None]:
+    answer = yield from ask(Allowed("ann"))
+    assert_type(answer, bool)
+    judged = yield from ask(AskModel(ModelRequest(model="judge", system=(), messages=())))
+    assert_type(judged, ModelAnswer)

@@ -4,9 +4,13 @@ must be a mypy error whose message holds that text, and no other line may be one
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
+from effects import ask
 from interpreters import AsyncInterpreter, Simulator, SyncInterpreter
-from pipeline import Agent
-from tests.typing_cases.accepted import Answer, Db, lookup, typed
+from interpreters.handlers import Handlers
+from pipeline import Agent, AskModel
+from tests.typing_cases.accepted import Allowed, Answer, Db, lookup, typed
 
 
 def wrong_deps(interp: SyncInterpreter, sim: Simulator) -> None:
@@ -31,3 +35,22 @@ def output_is_typed(interp: SyncInterpreter) -> None:
 
 # A tool that needs a Db on an agent whose deps are a str.
 Agent.create("m", deps_type=str, tools=(lookup,))  # E: "create" of "Agent"
+
+
+def answers_of_another_type(request: Allowed) -> str:
+    return request.user
+
+
+def handler_of_another_request(request: AskModel) -> bool:
+    return True
+
+
+Handlers().add(Allowed, answers_of_another_type)  # E: Argument 2 to "add" of "Handlers"
+Handlers().add(Allowed, handler_of_another_request)  # E: Argument 2 to "add" of "Handlers"
+Handlers().add(Allowed, lambda request: request.missing)  # E: "Allowed" has no attribute
+Handlers().add(Answer, lambda request: True)  # E: Argument 1 to "add" of "Handlers"
+
+
+def hook_misreads() -> Generator[object, object, None]:
+    answer = yield from ask(Allowed("ann"))
+    print(answer.text)  # E: "bool" has no attribute "text"
