@@ -9,16 +9,12 @@ an ordinary signature.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, TypedDict
-
-from typing_extensions import TypeVar
+from typing import Generic, TypedDict
 
 from interpreters.cancel import CancelSignal
 from interpreters.trace import Trace
 from pipeline.messages import JsonObject
-
-Deps = TypeVar("Deps", default=Any)
-"""The type of a run's `deps`: the agent's (`Agent[Db, ...]` runs with `deps=` a Db)."""
+from pipeline.tool_context import Deps as Deps
 
 
 class ContextScope(TypedDict, total=False):

@@ -377,7 +377,7 @@ class SimRun(msgspec.Struct, Generic[Output], frozen=True):
         return list(self.trace.chunks)
 
 
-class Routes:
+class ScriptedRoutes:
     """Which scripted model answers a model id, for both simulators.
 
     Without `models`, `model` answers every id. With `models`, `model` answers the model
@@ -426,7 +426,7 @@ class Simulator:
 
     `model` answers the agent's model id (every id when no `models` are given); `models`
     answer the ids they name; another id fails the call, naming it, unless a `default`
-    model is given (see `Routes`).
+    model is given (see `ScriptedRoutes`).
     """
 
     def __init__(
@@ -449,7 +449,7 @@ class Simulator:
         self._runs = 0
         self._deadlines: Deadlines | None = None
         """Runs' virtual timeouts (made on first use: its module imports this one)."""
-        self.routes = Routes(model, self.models, default)
+        self.routes = ScriptedRoutes(model, self.models, default)
         self._interp = SyncInterpreter(
             resolve=self.routes,
             handlers=handlers,

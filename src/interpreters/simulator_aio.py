@@ -30,7 +30,7 @@ from interpreters.cancel import CancelSignal
 from interpreters.journal import Journal, ReplayRun, replay_async
 from interpreters.observe import Observer
 from interpreters.options import CancellableScope, Deps, RunOptions, check_options, keys_of
-from interpreters.simulator import Routes, ScriptedModel, SimRun, VirtualClock
+from interpreters.simulator import ScriptedModel, ScriptedRoutes, SimRun, VirtualClock
 from interpreters.trace import Trace
 from interpreters.virtual_deadline import Deadlines, VirtualDeadline
 from pipeline.agent import Agent
@@ -72,7 +72,7 @@ class AsyncSimulator:
         self._runs = 0
         self._real_sleep = real_sleep
         self._deadlines = Deadlines(self.clock)
-        self.routes = Routes(model, self.models, default)
+        self.routes = ScriptedRoutes(model, self.models, default)
         sleep: Callable[[float], Awaitable[None]] = (
             anyio.sleep if real_sleep else self._virtual_sleep
         )

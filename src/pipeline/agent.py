@@ -21,19 +21,16 @@ from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
 )
+from pipeline.result import Output
 from pipeline.retry import RetryPolicy
+from pipeline.tool_context import Deps
 from pipeline.tools import Tool, ToolFn, make_tool
 
 PrepareStep: TypeAlias = Callable[[InputStepArgs[None]], HookReturn[InputStepResult[None]]]
 """A user callback run last in the input-step pipeline, after the input processors."""
 
-Deps = TypeVar("Deps", default=Any)
-"""What the agent's runs are given as `deps` (its tools' `ToolContext[Deps]`). A bare
-`Agent` is any agent; `Agent.create(deps_type=Db)` (or tools taking `ToolContext[Db]`)
-makes an `Agent[Db, ...]`, and the interpreters then accept only a `Db` as `deps=`."""
-Output = TypeVar("Output", default=Any)
-"""What `result.output` holds: the agent's `output_type` (None without one)."""
 GivenDeps = TypeVar("GivenDeps", default=Any)
+"""`create`'s deps type: its `deps_type`, else what its `tool`s' contexts ask for, else any."""
 GivenOutput = TypeVar("GivenOutput")
 
 _INPUT_HOOKS: frozenset[HookName] = frozenset({"process_input", "process_input_step"})

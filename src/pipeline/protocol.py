@@ -171,7 +171,9 @@ class EffectRecord(msgspec.Struct, frozen=True):
     effect: HookEffect
 
 
-Recorder = Callable[[EffectRecord], None]
+EffectRecorder = Callable[[EffectRecord], None]
+"""What the loop hands each hook's effect to (`agent_loop(record=...)`, a trace's
+`record_effect`). Not `interpreters.Recorder`, the observer that writes journals."""
 
 
 class RunCancelled(BaseException):
