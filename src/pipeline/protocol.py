@@ -199,3 +199,9 @@ class RunCancelled(BaseException):
         self.reason = reason
         self.tool_outcomes = tool_outcomes
 
+
+__all__ = [
+    "MODEL_REPLY_TYPES", "AgentLoop", "Asking", "EffectRecord", "EffectRecorder",
+    "LoopCommand", "ModelReply", "ProtocolError", "RunCancelled", "ToolInvocation",
+    "ToolOutcome", "checked", "outcomes_match",
+]
