@@ -33,6 +33,9 @@ from effects.values import (
     Unchanged,
 )
 
+__distribution__ = "pipeline-agents"
+"""Whose `effects` this is (`interpreters` refuses another distribution's)."""
+
 __all__ = [
     "UNCHANGED",
     "Abort",

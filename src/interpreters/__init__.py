@@ -8,6 +8,9 @@ requests, and the observers (`Recorder` writes a `Journal` a simulator can repla
 import importlib
 from typing import TYPE_CHECKING
 
+# First: importing it checks that `pipeline` and `effects` are ours, not another
+# distribution's (ShadowedPackageError says which and how to fix it).
+from interpreters._distribution import ShadowedPackageError
 from interpreters.aio import AsyncInterpreter, AsyncRunStream
 from interpreters.cancel import CancelSignal
 from interpreters.handlers import Handlers
@@ -44,6 +47,7 @@ __all__ = [
     "AsyncInterpreter", "AsyncNotSupportedError", "AsyncProvider", "AsyncResolver",
     "AsyncRunStream", "AsyncSimulator", "CancelSignal", "Fail", "Handlers", "Journal",
     "Observer", "Provider", "ProviderError", "Recorder", "Resolver", "RunOptions", "RunStream",
-    "Say", "ScriptedCall", "ScriptedModel", "SimRun", "Simulator", "SyncInterpreter",
+    "Say", "ScriptedCall", "ScriptedModel", "ShadowedPackageError", "SimRun", "Simulator",
+    "SyncInterpreter",
     "Trace", "call",
 ]

@@ -103,6 +103,9 @@ from pipeline.tool_context import ToolContext, ToolWriter
 from pipeline.tools import Tool, ToolSpec, make_tool, tool
 from pipeline.validate import InvalidInputError
 
+__distribution__ = "pipeline-agents"
+"""Whose `pipeline` this is (`interpreters` refuses another distribution's)."""
+
 __all__ = [
     "INSTRUCTIONS_TAG",
     "Agent", "ApiError", "ApiErrorArgs", "ApiErrorResult", "ApiFailed",
