@@ -44,7 +44,10 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
     """What to run. Build with `Agent.create(...)`, which checks the configuration.
 
     Typed by what its runs take and give: `Agent[Db, Answer]` runs only with `deps=` a
-    `Db`, and its results' `output` is an `Answer | None` (checked by mypy).
+    `Db`, and its results' `output` is an `Answer | None` (checked by mypy). Without an
+    `output_type` the output is an `object` (a step's `StepChange(structured_output=
+    TypedOutput.of(T))` decodes one); a step that switches an agent with an `output_type`
+    to another type's output is not seen by mypy.
     """
 
     model: str
@@ -116,7 +119,7 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         structured_output: StructuredOutput | None = ...,
         name: str = ...,
         max_tool_result_bytes: int = ...,
-    ) -> Agent[GivenDeps, None]: ...
+    ) -> Agent[GivenDeps, object]: ...
     @staticmethod
     def create(
         model: str,

@@ -43,9 +43,9 @@ def echo(text: str) -> str:
 
 typed = Agent.create("m", deps_type=Db, output_type=Answer, tools=[lookup, echo])
 assert_type(typed, Agent[Db, Answer])
-assert_type(Agent.create("m", deps_type=Db, tools=[lookup]), Agent[Db, None])
+assert_type(Agent.create("m", deps_type=Db, tools=[lookup]), Agent[Db, object])
 # Without deps_type, the tools' contexts decide the deps type.
-assert_type(Agent.create("m", tools=(lookup, echo)), Agent[Db, None])
+assert_type(Agent.create("m", tools=(lookup, echo)), Agent[Db, object])
 
 
 def sync_runs(interp: SyncInterpreter, sim: Simulator) -> None:
@@ -66,11 +66,11 @@ async def async_runs(interp: AsyncInterpreter, sim: AsyncSimulator) -> None:
 
 
 def untyped_runs(interp: SyncInterpreter) -> None:
-    # An agent that declares nothing is not in the way: any deps, output None.
+    # An agent that declares nothing is not in the way: any deps, any output.
     plain = Agent.create("m", tools=[echo])
     interp.run(plain, "hi")
     interp.run(plain, "hi", deps={"any": "thing"})
-    assert_type(interp.run(Agent.create("m"), "hi").output, None)
+    assert_type(interp.run(Agent.create("m"), "hi").output, object | None)
 
 
 class Allowed(Request[bool], frozen=True):
