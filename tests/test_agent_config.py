@@ -122,7 +122,7 @@ def test_tools_that_cannot_be_described_are_rejected() -> None:
 )
 def test_invalid_configuration_is_rejected(kw: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        Agent.create("m", **kw)  # type: ignore[call-overload]
+        Agent.create("m", **kw)  # type: ignore[arg-type]
 
 
 def test_processors_must_implement_a_hook_of_their_role() -> None:

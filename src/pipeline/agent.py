@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeAlias, overload
+from typing import Any, Generic, TypeAlias
 
 import msgspec
 from typing_extensions import TypeVar
@@ -31,7 +31,8 @@ PrepareStep: TypeAlias = Callable[[InputStepArgs[None]], HookReturn[InputStepRes
 
 GivenDeps = TypeVar("GivenDeps", default=Any)
 """`create`'s deps type: its `deps_type`, else what its `tool`s' contexts ask for, else any."""
-GivenOutput = TypeVar("GivenOutput")
+GivenOutput = TypeVar("GivenOutput", default=object)
+"""`create`'s output type: its `output_type`, else any (a step may decode one)."""
 
 _INPUT_HOOKS: frozenset[HookName] = frozenset({"process_input", "process_input_step"})
 _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
@@ -72,61 +73,13 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
     """The class of the deps its runs are given, when declared: a tool asking for deps
     of another class is refused at construction."""
 
-    @overload
     @staticmethod
     def create(
         model: str,
         *,
-        deps_type: type[GivenDeps] | None = ...,
-        output_type: type[GivenOutput],
-        instructions: str | SystemMessage | Iterable[str | SystemMessage] = ...,
-        tools: Iterable[Tool[GivenDeps] | ToolFn] = ...,
-        input_processors: Iterable[BaseProcessor] = ...,
-        output_processors: Iterable[BaseProcessor] = ...,
-        error_processors: Iterable[BaseProcessor] = ...,
-        max_steps: int = ...,
-        max_processor_retries: int = ...,
-        max_api_error_retries: int = ...,
-        retry_policy: RetryPolicy | None = ...,
-        prepare_step: PrepareStep | None = ...,
-        tool_choice: ToolChoice = ...,
-        model_settings: ModelSettings | None = ...,
-        provider_options: JsonObject | None = ...,
-        structured_output: None = ...,
-        name: str = ...,
-        max_tool_result_bytes: int = ...,
-    ) -> Agent[GivenDeps, GivenOutput]: ...
-    @overload
-    @staticmethod
-    def create(
-        model: str,
-        *,
-        deps_type: type[GivenDeps] | None = ...,
-        output_type: None = ...,
-        instructions: str | SystemMessage | Iterable[str | SystemMessage] = ...,
-        tools: Iterable[Tool[GivenDeps] | ToolFn] = ...,
-        input_processors: Iterable[BaseProcessor] = ...,
-        output_processors: Iterable[BaseProcessor] = ...,
-        error_processors: Iterable[BaseProcessor] = ...,
-        max_steps: int = ...,
-        max_processor_retries: int = ...,
-        max_api_error_retries: int = ...,
-        retry_policy: RetryPolicy | None = ...,
-        prepare_step: PrepareStep | None = ...,
-        tool_choice: ToolChoice = ...,
-        model_settings: ModelSettings | None = ...,
-        provider_options: JsonObject | None = ...,
-        structured_output: StructuredOutput | None = ...,
-        name: str = ...,
-        max_tool_result_bytes: int = ...,
-    ) -> Agent[GivenDeps, object]: ...
-    @staticmethod
-    def create(
-        model: str,
-        *,
-        deps_type: type | None = None,
+        deps_type: type[GivenDeps] | None = None,
         instructions: str | SystemMessage | Iterable[str | SystemMessage] = (),
-        tools: Iterable[Tool | ToolFn] = (),
+        tools: Iterable[Tool[GivenDeps] | ToolFn] = (),
         input_processors: Iterable[BaseProcessor] = (),
         output_processors: Iterable[BaseProcessor] = (),
         error_processors: Iterable[BaseProcessor] = (),
@@ -139,10 +92,10 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         model_settings: ModelSettings | None = None,
         provider_options: JsonObject | None = None,
         structured_output: StructuredOutput | None = None,
-        output_type: type | None = None,
+        output_type: type[GivenOutput] | None = None,
         name: str = "agent",
         max_tool_result_bytes: int = MAX_TOOL_RESULT_BYTES,
-    ) -> Agent:
+    ) -> Agent[GivenDeps, GivenOutput]:
         """An agent; plain functions in `tools` become typed tools.
 
         `output_type` (a msgspec Struct, dataclass, TypedDict or pydantic model) asks for
