@@ -54,9 +54,9 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
     model: str
     instructions: tuple[SystemMessage, ...] = ()
     tools: tuple[Tool[Deps], ...] = ()
-    input_processors: tuple[BaseProcessor, ...] = ()
-    output_processors: tuple[BaseProcessor, ...] = ()
-    error_processors: tuple[BaseProcessor, ...] = ()
+    input_processors: tuple[BaseProcessor[Deps], ...] = ()
+    output_processors: tuple[BaseProcessor[Deps], ...] = ()
+    error_processors: tuple[BaseProcessor[Deps], ...] = ()
     max_steps: int = 10
     max_processor_retries: int = 3
     max_api_error_retries: int = 3
@@ -80,9 +80,9 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         deps_type: type[GivenDeps] | None = None,
         instructions: str | SystemMessage | Iterable[str | SystemMessage] = (),
         tools: Iterable[Tool[GivenDeps] | ToolFn] = (),
-        input_processors: Iterable[BaseProcessor] = (),
-        output_processors: Iterable[BaseProcessor] = (),
-        error_processors: Iterable[BaseProcessor] = (),
+        input_processors: Iterable[BaseProcessor[GivenDeps]] = (),
+        output_processors: Iterable[BaseProcessor[GivenDeps]] = (),
+        error_processors: Iterable[BaseProcessor[GivenDeps]] = (),
         max_steps: int = 10,
         max_processor_retries: int = 3,
         max_api_error_retries: int = 3,
@@ -184,8 +184,8 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         if clash:
             raise ValueError(f"processor ids must be unique, repeated: {clash}")
 
-    def all_processors(self) -> tuple[BaseProcessor, ...]:
-        seen: dict[int, BaseProcessor] = {}
+    def all_processors(self) -> tuple[BaseProcessor[Deps], ...]:
+        seen: dict[int, BaseProcessor[Deps]] = {}
         for p in (*self.input_processors, *self.output_processors, *self.error_processors):
             seen.setdefault(id(p), p)
         return tuple(seen.values())

@@ -88,7 +88,7 @@ class ToolContext(msgspec.Struct, Generic[Deps], frozen=True, kw_only=True):
     """
 
     deps: Deps
-    run: RunContext
+    run: RunContext[Deps]
     tool_call_id: str
     tool_name: str
     writer: ToolWriter

@@ -10,10 +10,24 @@ from typing import assert_type
 
 import msgspec
 
-from effects import Request, ask
+from effects import Continue, Request, ask
 from interpreters import AsyncInterpreter, AsyncSimulator, Simulator, SyncInterpreter
 from interpreters.handlers import Handlers
-from pipeline import Agent, AskModel, ModelAnswer, ModelRequest, RunResult, ToolContext, tool
+from pipeline import (
+    Agent,
+    AskModel,
+    FunctionProcessor,
+    InputArgs,
+    InputResult,
+    ModelAnswer,
+    ModelRequest,
+    Processor,
+    RunResult,
+    ToolContext,
+    processor,
+    tool,
+)
+from pipeline.processors import PIIDetector
 
 
 class Db:
@@ -95,3 +109,33 @@ def hook_asks() -> Generator[object, object, None]:
     assert_type(answer, bool)
     judged = yield from ask(AskModel(ModelRequest(model="judge", system=(), messages=())))
     assert_type(judged, ModelAnswer)
+
+
+class Audit(Processor[Db]):
+    """Its hooks read the run's deps as a Db."""
+
+    id = "audit"
+
+    def process_input(self, args: InputArgs[None, Db]) -> InputResult[None]:
+        deps = args.context.deps
+        assert_type(deps, Db | None)
+        return Continue()
+
+
+def audit_input(args: InputArgs[None, Db]) -> InputResult[None]:
+    assert args.context.deps is not None
+    assert_type(args.context.deps.get("k"), str)
+    return Continue()
+
+
+def plain_input(args: InputArgs[None]) -> InputResult[None]:
+    return Continue()
+
+
+audited = Agent.create(
+    "m", deps_type=Db, input_processors=[Audit(), processor("a", process_input=audit_input)],
+    output_processors=[PIIDetector()],  # a built-in reads no deps: it fits any agent
+)
+assert_type(audited, Agent[Db, object])
+assert_type(Agent.create("m", input_processors=[Audit()]), Agent[Db, object])
+assert_type(processor("p", process_input=plain_input), FunctionProcessor[None, object])

@@ -9,8 +9,8 @@ from collections.abc import Generator
 from effects import ask
 from interpreters import AsyncInterpreter, Simulator, SyncInterpreter
 from interpreters.handlers import Handlers
-from pipeline import Agent, AskModel
-from tests.typing_cases.accepted import Allowed, Answer, Db, lookup, typed
+from pipeline import Agent, AskModel, processor
+from tests.typing_cases.accepted import Allowed, Answer, Audit, Db, audit_input, lookup, typed
 
 
 def wrong_deps(interp: SyncInterpreter, sim: Simulator) -> None:
@@ -54,3 +54,10 @@ Handlers().add(Answer, lambda request: True)  # E: Argument 1 to "add" of "Handl
 def hook_misreads() -> Generator[object, object, None]:
     answer = yield from ask(Allowed("ann"))
     print(answer.text)  # E: "bool" has no attribute "text"
+
+
+# Processors that read a Db on an agent whose deps are a str.
+Agent.create("m", deps_type=str, input_processors=[Audit()])  # E: "create" of "Agent"
+Agent.create(  # E: "create" of "Agent"
+    "m", deps_type=str, input_processors=[processor("a", process_input=audit_input)]
+)
