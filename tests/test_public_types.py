@@ -55,3 +55,16 @@ def test_the_public_types_accept_what_fits_and_refuse_the_rest(
     assert sorted(got) == sorted(expected), got
     for line, text in expected.items():
         assert text in got[line], (line, got[line])
+
+
+def test_the_accepted_cases_run_as_they_are_typed() -> None:
+    from interpreters import Say, ScriptedModel, Simulator
+    from tests.typing_cases import accepted as cases
+
+    sim = Simulator(ScriptedModel([Say('{"text": "hi"}'), Say("plain")]))
+    typed = sim.run(cases.typed, "go", deps=cases.LocalDb()).result
+    assert typed.output == cases.Answer("hi")
+    audited = sim.run(cases.audited, "go", deps=cases.Db()).result
+    assert (audited.status, audited.output) == ("finished", None)
+    assert cases.audited.deps_type is cases.Db
+    assert len(cases.handlers) == len(cases.async_handlers) == 1

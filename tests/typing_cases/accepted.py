@@ -1,6 +1,7 @@
-"""Code the public API's types must accept (tests/test_public_types.py runs mypy on it).
+"""Code the public API's types must accept (tests/test_public_types.py runs mypy on it,
+and imports it: what it builds at import also works).
 
-Never run: the functions only say what mypy infers (`assert_type`).
+The functions are not called: they say what mypy infers (`assert_type`).
 """
 
 from __future__ import annotations
@@ -99,9 +100,14 @@ async def allowed_later(request: Allowed) -> bool:
     return request.user == "ann"
 
 
-handlers = Handlers().add(Allowed, allowed).add(Allowed, allowed_later)
-Handlers().add(Allowed, lambda request: request.user == "ann")
-Handlers().add(AskModel, lambda request: ModelAnswer(request.request.model))
+handlers = Handlers().add(Allowed, allowed)
+async_handlers = Handlers().add(Allowed, allowed_later)
+inline = Handlers().add(Allowed, lambda request: request.user == "ann")
+
+
+def built_in_requests_type_check_too() -> None:
+    # (refused at run time: the interpreters answer AskModel themselves)
+    Handlers().add(AskModel, lambda request: ModelAnswer(request.request.model))
 
 
 def hook_asks() -> Generator[object, object, None]:
