@@ -6,10 +6,21 @@ import warnings
 from collections.abc import Generator, Iterator
 from typing import Any
 
-import msgspec
 import pytest
 
-from effects import CallModel, Continue, Done, Perform, Publish, Pull, Replace, RunTools
+from effects import (
+    CallModel,
+    Continue,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    Replace,
+    Request,
+    RunTools,
+    ask,
+)
+from interpreters.handlers import Handlers
 from interpreters.providers.provider import Provider, ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.sync import AsyncNotSupportedError, SyncInterpreter
@@ -269,14 +280,14 @@ def test_a_judge_that_keeps_saying_no_blocks() -> None:
     assert ran.result.tripwire.reason == "the judge said no"
 
 
-class Lookup(msgspec.Struct, frozen=True):
+class Lookup(Request[bool], frozen=True):
     key: str
 
 
 def _asks_lookup(args: StreamArgs[None]) -> Generator[object, object, StreamResult[None]]:
     if isinstance(args.part, TextDelta):
-        allowed = yield Lookup(args.part.text)
-        if allowed is not True:
+        allowed = yield from ask(Lookup(args.part.text))
+        if not allowed:
             abort(f"{args.part.text} not allowed")
     return Continue()
 
@@ -284,12 +295,13 @@ def _asks_lookup(args: StreamArgs[None]) -> Generator[object, object, StreamResu
 def test_custom_io_requests_go_to_their_handler() -> None:
     asked: list[str] = []
 
-    def handle(req: object) -> object:
-        assert isinstance(req, Lookup)
+    def handle(req: Lookup) -> bool:
         asked.append(req.key)
         return req.key != "bad"
 
-    sim = Simulator(ScriptedModel([Say(["ok", "bad", "never"])]), handlers={Lookup: handle})
+    sim = Simulator(
+        ScriptedModel([Say(["ok", "bad", "never"])]), handlers=Handlers().add(Lookup, handle)
+    )
     agent = make_agent(output_processors=[processor("check", process_output_stream=_asks_lookup)])
     run = sim.run(agent, "hi")
     assert asked == ["ok", "bad"]

@@ -20,7 +20,7 @@ import json
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
-from typing import Protocol, TypeVar, Unpack
+from typing import Generic, Protocol, TypeVar, Unpack
 
 import anyio
 import anyio.lowlevel
@@ -29,7 +29,7 @@ import msgspec
 from interpreters.common import NoCleanupStream
 from interpreters.journal import replay_sync
 from interpreters.observe import Observer
-from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
+from interpreters.options import CancellableScope, Deps, RunOptions, check_options, keys_of
 from interpreters.providers.provider import ProviderError
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
@@ -55,7 +55,7 @@ from pipeline.chunks import (
 from pipeline.cost import Pricer
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ApiError, ModelRequest, is_retryable_status
-from pipeline.result import RunResult
+from pipeline.result import Output, RunResult
 
 CANCELLABLE = keys_of(CancellableScope)
 
@@ -491,10 +491,10 @@ def _pieces(x: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(x)
 
 
-class SimRun(msgspec.Struct, frozen=True):
+class SimRun(msgspec.Struct, Generic[Output], frozen=True):
     """A finished simulated run: its result, every chunk, and the full trace."""
 
-    result: RunResult
+    result: RunResult[Output]
     trace: Trace
     clock: float
     """Virtual time when the run ended."""
@@ -504,7 +504,7 @@ class SimRun(msgspec.Struct, frozen=True):
         return list(self.trace.chunks)
 
 
-class Routes:
+class ScriptedRoutes:
     """Which scripted model answers a model id, for both simulators.
 
     Without `models`, `model` answers every id. With `models`, `model` answers the model
@@ -579,7 +579,7 @@ class SimulatorBase:
         self._virtual_timeouts = virtual_timeouts
         """False: a `timeout` is the interpreter's own (real seconds)."""
         self._deadlines = Deadlines(self.clock)
-        self.routes = Routes(model, self.models, default)
+        self.routes = ScriptedRoutes(model, self.models, default)
 
     def _next_run_id(self) -> str:
         self._runs += 1
@@ -626,7 +626,7 @@ class Simulator(SimulatorBase):
 
     `model` answers the agent's model id (every id when no `models` are given); `models`
     answer the ids they name; another id fails the call, naming it, unless a `default`
-    model is given (see `Routes`).
+    model is given (see `ScriptedRoutes`).
     """
 
     def __init__(
@@ -653,10 +653,10 @@ class Simulator(SimulatorBase):
 
     def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[CancellableScope],
-    ) -> SimRun:
+        **options: Unpack[CancellableScope[Deps]],
+    ) -> SimRun[Output]:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds (see `stream`); `signal` cancels the run."""
@@ -672,10 +672,10 @@ class Simulator(SimulatorBase):
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunStream[Output]:
         """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after.
 
         `timeout` counts virtual time from now, as on the `AsyncSimulator`: when latency or

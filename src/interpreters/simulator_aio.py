@@ -28,13 +28,13 @@ import anyio
 from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
 from interpreters.journal import replay_async
 from interpreters.observe import Observer
-from interpreters.options import CancellableScope, RunOptions, check_options
+from interpreters.options import CancellableScope, Deps, RunOptions, check_options
 from interpreters.simulator import ScriptedModel, SimRun, SimulatorBase
 from interpreters.virtual_deadline import VirtualDeadline
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
 from pipeline.messages import RunInput
-from pipeline.result import RunResult
+from pipeline.result import Output, RunResult
 
 
 class AsyncSimulator(SimulatorBase):
@@ -87,10 +87,10 @@ class AsyncSimulator(SimulatorBase):
 
     async def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[CancellableScope],
-    ) -> SimRun:
+        **options: Unpack[CancellableScope[Deps]],
+    ) -> SimRun[Output]:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds: the run ends cancelled when the virtual clock
@@ -122,10 +122,10 @@ class AsyncSimulator(SimulatorBase):
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> AsyncRunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> AsyncRunStream[Output]:
         """The run's chunks as an async iterator (`async with sim.stream(...) as s:`).
 
         `timeout` counts virtual time from now: when latency or retry backoff brings the

@@ -99,10 +99,10 @@ from pipeline.protocol import (
     MODEL_REPLY_TYPES,
     AgentLoop,
     EffectRecord,
+    EffectRecorder,
     LoopCommand,
     ModelReply,
     ProtocolError,
-    Recorder,
     RunCancelled,
     ToolInvocation,
     ToolOutcome,
@@ -163,7 +163,7 @@ __all__ = [
     "LoopCommand",
     "ModelReply",
     "ProtocolError",
-    "Recorder",
+    "EffectRecorder",
     "RunCancelled",
     "ToolInvocation",
     "ToolOutcome",
@@ -177,7 +177,7 @@ def agent_loop(
     *,
     context: RunContext,
     clock: Callable[[], float] = lambda: 0.0,
-    record: Recorder | None = None,
+    record: EffectRecorder | None = None,
     price: Pricer | None = None,
 ) -> AgentLoop:
     """The run of `agent` on `messages`, as a command generator. See the module doc.
@@ -199,7 +199,7 @@ def _start(
     messages: MessageList,
     context: RunContext,
     clock: Callable[[], float],
-    record: Recorder | None,
+    record: EffectRecorder | None,
     price: Pricer | None,
     used: set[str],
 ) -> tuple[RunConfig, RunState]:

@@ -22,7 +22,7 @@ from pipeline.judge_ledger import JudgeLedger
 from pipeline.messages import DataPart, Message, MessageList, ToolResultPart
 from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
-from pipeline.protocol import EffectRecord, Recorder
+from pipeline.protocol import EffectRecord, EffectRecorder
 from pipeline.result import RunError, StepResult
 from pipeline.tools import Tool, ToolSpec
 
@@ -61,7 +61,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     agent: Agent
     ctx: RunContext
     clock: Callable[[], float]
-    record: Recorder | None
+    record: EffectRecorder | None
     price: Pricer | None
     h_input: tuple[Bound, ...]
     h_input_step: tuple[Bound, ...]
