@@ -15,6 +15,7 @@ from interpreters import AsyncSimulator, CancelSignal, Fail, Say, ScriptedModel,
 from interpreters.journal import (
     CancelledAt,
     ClockRead,
+    EffectSeen,
     Journal,
     JournalError,
     ModelReplied,
@@ -539,3 +540,35 @@ def test_pipeline_replay_gives_tools_their_deps(
     assert main(base) == 2  # the tool needs a Shop: said in one line, no traceback
     err = capsys.readouterr().err
     assert "needs deps of type Shop" in err and "--deps" in err and "Traceback" not in err
+
+
+class _Upper(Processor):
+    id = "upper"
+
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        if isinstance(args.part, TextDelta):
+            return Replace(TextDelta(args.part.id, args.part.text.upper()))
+        return Continue()
+
+
+def test_the_journal_holds_each_processor_decision_in_the_order_the_run_made_them() -> None:
+    rec, sim = recorded()
+    run = sim.run(agent(_Upper()), "Weather in Paris?")
+    seen = [e for e in rec.last().entries if isinstance(e, EffectSeen)]
+    assert [(e.processor_id, e.hook, e.effect) for e in seen] == [
+        (r.processor_id, r.hook, type(r.effect).__name__) for r in run.trace.effects
+    ]
+    retried = [e for e in seen if e.effect == "Abort"]
+    assert retried and retried[0].hook == "process_output_step"
+    assert retried[0].detail.startswith("retry: ")  # the guardrail's feedback
+    assert any(e.detail == "TextDelta" for e in seen if e.processor_id == "upper")
+    # the replay ignores them: the same run
+    assert Simulator.replay(Journal.from_ndjson(rec.last().to_ndjson()), agent(_Upper())).identical
+
+
+def test_a_processor_decision_names_what_it_replaced_never_the_text() -> None:
+    rec, sim = recorded()
+    sim.run(agent(_Upper()), "Weather in Paris?")
+    details = [e.detail for e in rec.last().entries
+               if isinstance(e, EffectSeen) and e.processor_id == "upper"]
+    assert details and not any("PARIS" in d for d in details)
