@@ -195,10 +195,10 @@ class EffectSeen(msgspec.Struct, frozen=True, tag="effect", tag_field="t"):
     at: float = 0.0
 
 
-def _effect_detail(effect: object) -> str:
+def effect_summary(effect: object) -> str:
     """What an effect carries, in a few words (a tuple of chunks: how many, and which)."""
     if isinstance(effect, Out):
-        inner = _effect_detail(effect.effect)
+        inner = effect_summary(effect.effect)
         return f"{inner}; emits {len(effect.emit)}" if effect.emit else inner
     if isinstance(effect, Abort):
         return ("retry: " if effect.retry else "") + effect.reason
@@ -566,7 +566,7 @@ class _Recording(RunObserver):
     def effect(self, record: EffectRecord, at: float) -> None:
         e = record.effect
         kind = type(e.effect if isinstance(e, Out) else e).__name__
-        self._write(EffectSeen(record.processor_id, record.hook, kind, _effect_detail(e), at))
+        self._write(EffectSeen(record.processor_id, record.hook, kind, effect_summary(e), at))
 
     def clock(self, reading: float) -> None:
         self._write(ClockRead(reading))
@@ -994,7 +994,8 @@ def _result(done: StopIteration) -> RunResult:
 
 
 __all__ = [
-    "MAX_JOURNAL_BYTES", "AgentInfo", "Divergence", "EffectSeen", "Entry", "FieldSeen", "Journal",
-    "JournalError", "PIIHandling", "Priced", "Recorder", "ReplayExhausted", "ReplayRun",
-    "ReplayedError", "describe", "digest", "replay_async", "replay_sync",
+    "MAX_JOURNAL_BYTES", "AgentInfo", "Divergence", "EffectSeen", "Entry", "FieldSeen",
+    "Journal", "JournalError", "PIIHandling", "Priced", "Recorder", "ReplayExhausted",
+    "ReplayRun", "ReplayedError", "describe", "digest", "effect_summary", "fields_of",
+    "replay_async", "replay_sync",
 ]
