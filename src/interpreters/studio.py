@@ -492,7 +492,10 @@ def _handler(studio: Studio) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
 
         def _json(self, status: int, value: Json) -> None:
-            body = json.dumps(value, ensure_ascii=True).encode()
+            # `<`, `>` and `&` only occur inside JSON strings: escaped, no browser that
+            # sniffs the body as HTML finds markup in it.
+            body = (json.dumps(value, ensure_ascii=True).replace("<", "\\u003c")
+                    .replace(">", "\\u003e").replace("&", "\\u0026").encode())
             self._send(status, body, "application/json")
 
         def do_HEAD(self) -> None:

@@ -1,5 +1,5 @@
-// pipeline studio: builds the page from the studio's JSON with textContent only (never
-// innerHTML), since journals hold model output; the server's CSP runs no inline script.
+// pipeline studio: builds the page from the studio's JSON with textContent and text nodes
+// only, since journals hold model output; the server's CSP runs no inline script.
 "use strict";
 
 const main = document.getElementById("main");
