@@ -93,7 +93,7 @@ async function showRun(name, query) {
   main.append(summary([["agent", s.agent], ["model", s.model], ["status", s.status],
     ["steps", s.steps], ["model calls", s.model_calls], ["tool results", s.tool_results],
     ["tripwires", s.tripwires], ["processor retries", s.processor_retries], ["errors", s.errors],
-    ["usage", s.usage], ["cost", s.cost], ["duration (s)", s.duration], ["entries", s.entries],
+    ["usage", `${s.usage.input_tokens} in / ${s.usage.output_tokens} out tokens`], ["cost", s.cost], ["duration (s)", s.duration], ["entries", s.entries],
     ["processors", s.processors.join(", ")], ["tools", s.tools.join(", ")]]));
   if (data.can_replay) main.append(el("p", {}, el("a", { href: `#/replay/${encodeURIComponent(name)}`, class: "replay-link", text: "Replay against the studio's agent →" })));
   const chosen = new Set(kinds ? kinds.split(",") : KINDS);
@@ -108,13 +108,13 @@ async function showRun(name, query) {
     filters.append(el("label", {}, box, k));
   }
   main.append(filters);
-  const table = el("table", { id: "timeline" }, el("tr", {}, ...["#", "step", "time", "kind", "what"].map(h => el("th", { text: h }))));
+  const table = el("table", { id: "timeline" }, el("tr", {}, ...["#", "step", "t (s)", "kind", "what"].map(h => el("th", { text: h }))));
   for (const row of data.page.items) {
     const kind = el("span", { class: `kind kind-${row.kind}`, text: row.kind });
     const title = el("span", { class: row.effect ? `effect-${row.effect}` : "", text: row.title });
     table.append(el("tr", { class: `row row-${row.kind}` },
       el("td", { text: String(row.n) }), el("td", { text: row.step >= 0 ? String(row.step) : "" }),
-      el("td", { text: Number(row.at).toFixed(3) }), el("td", {}, kind),
+      el("td", { text: (Number(row.at) - Number(s.started_at)).toFixed(3) }), el("td", {}, kind),
       el("td", {}, title, details("details", row.data))));
   }
   main.append(table, pager(data.page, `#/run/${encodeURIComponent(name)}${kinds ? "?kinds=" + encodeURIComponent(kinds) : ""}`));
