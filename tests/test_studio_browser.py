@@ -40,8 +40,7 @@ def _browser() -> tuple[str, str] | None:
 def driver() -> Iterator[WebDriver]:
     found = _browser()
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
+        import selenium  # noqa: F401
     except ImportError:
         found = None
     if found is None:
@@ -50,6 +49,9 @@ def driver() -> Iterator[WebDriver]:
                         "chromium-driver) or no selenium (the dev extra)")
         pytest.skip("no headless browser here: install chromium and chromium-driver "
                     "(Debian) and selenium to run the studio in a browser")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     browser, chromedriver = found
     options = webdriver.ChromeOptions()
     options.binary_location = browser
