@@ -22,7 +22,15 @@ from interpreters.journal import (
     Recorder,
     ToolsDone,
 )
-from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, StreamArgs, TextDelta
+from pipeline import (
+    Agent,
+    OutputStepArgs,
+    OutputStepResult,
+    Processor,
+    StreamArgs,
+    TextDelta,
+    abort,
+)
 from pipeline.cost import Cost, PriceQuery
 from pipeline.processor import StreamResult
 from pipeline.tool_context import ToolContext
@@ -572,3 +580,20 @@ def test_a_processor_decision_names_what_it_replaced_never_the_text() -> None:
     details = [e.detail for e in rec.last().entries
                if isinstance(e, EffectSeen) and e.processor_id == "upper"]
     assert details and not any("PARIS" in d for d in details)
+
+
+class _Tattle(Processor):
+    id = "tattle"
+
+    def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
+        abort(f"the answer mentions {KEY}")
+
+
+def test_a_processor_decision_keeps_no_secret() -> None:
+    rec = Recorder(secrets=[KEY])
+    run = Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(
+        Agent.create("sim/m", output_processors=[_Tattle()]), "hi")
+    assert run.result.status == "tripped"
+    (seen,) = [e for e in rec.last().entries if isinstance(e, EffectSeen)]
+    assert seen.detail == "the answer mentions [redacted]"
+    assert KEY.encode() not in rec.last().to_ndjson()

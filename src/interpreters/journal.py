@@ -2,7 +2,8 @@
 
 A run is a pure function of its input and of what the interpreter fed the loop: model
 events, tool outcomes, judge (and other I/O) answers, clock readings, and where it was
-cancelled. `Recorder` (an observer, so it works under every interpreter) writes exactly
+cancelled; and, for readers such as `pipeline studio`, each processor decision
+(`EffectSeen`, which a replay ignores and computes again). `Recorder` (an observer, so it works under every interpreter) writes exactly
 that, one msgspec-encoded JSON line per entry, as the run goes:
 
     interp = SyncInterpreter(resolve=Resolver(), observers=[Recorder("journals/")])
