@@ -16,6 +16,7 @@ from interpreters.journal import Journal
 from interpreters.studio import (
     MAX_PAGE,
     MAX_TEXT,
+    NotFound,
     Studio,
     StudioError,
     StudioServer,
@@ -207,6 +208,21 @@ def test_the_command_refuses_a_remote_host_and_a_missing_directory(
     assert "is not a directory" in capsys.readouterr().err
     assert cli.main(["studio", str(journals), "--agent", "nope:x", "--port", "0"]) == 2
     assert "cannot load 'nope:x'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["studio", str(journals), "--port", "70000"])
+    assert "a port is 0 to 65535, got 70000" in capsys.readouterr().err
+
+
+def test_a_journal_linked_from_outside_the_directory_is_not_read(
+    journals: Path, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "other.ndjson"
+    outside.write_bytes((journals / "run1.ndjson").read_bytes())
+    (journals / "linked.ndjson").symlink_to(outside)
+    studio = Studio(journals)
+    assert [r["name"] for r in studio.runs()["items"]] == ["run1"]  # type: ignore[attr-defined]
+    with pytest.raises(NotFound):
+        studio.run("linked")
 
 
 def test_a_large_journal_is_paged_not_sent_whole(tmp_path: Path) -> None:

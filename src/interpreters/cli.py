@@ -41,6 +41,17 @@ def _byte_count(text: str) -> int:
     return n
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {n}")
+    return n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pipeline", description="LLM agents shaped by pure processors."
@@ -80,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     studio.add_argument("--agent", help="module:name of an Agent to replay runs against")
     studio.add_argument("--host", default="127.0.0.1",
                         help="the address to serve on (loopback only, unless --allow-remote)")
-    studio.add_argument("--port", type=int, default=None, help="the port (default 8765)")
+    studio.add_argument("--port", type=_port, default=None,
+                        help="the port (default 8765; 0: any free one)")
     studio.add_argument("--allow-remote", action="store_true",
                         help="serve on a non-loopback address (journals hold model output "
                              "and tool results: anyone who reaches it reads them)")

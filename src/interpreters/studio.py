@@ -25,6 +25,7 @@ import ipaddress
 import json
 import os
 import re
+import stat
 import sys
 import threading
 from collections import OrderedDict
@@ -339,8 +340,12 @@ class Studio:
         if not _NAME.fullmatch(name) or name.startswith("."):
             raise NotFound(name)
         path = self.directory / f"{name}.ndjson"
-        if not path.is_file():
-            raise NotFound(name)
+        try:
+            # As the listing: a regular file of the directory itself, not a symlink out.
+            if not stat.S_ISREG(path.lstat().st_mode):
+                raise NotFound(name)
+        except FileNotFoundError:
+            raise NotFound(name) from None
         return path
 
     def runs(self, offset: int = 0, limit: int = PAGE) -> dict[str, Json]:
@@ -368,7 +373,10 @@ class Studio:
         row: dict[str, Json] = {"name": name, "modified": mtime, "bytes": size}
         try:
             with (self.directory / f"{name}.ndjson").open("rb") as f:
-                first = f.readline(MAX_HEADER_BYTES)
+                first = f.readline(MAX_HEADER_BYTES + 1)
+            if len(first) > MAX_HEADER_BYTES:
+                row["problem"] = "its header (the run's input) is over 1 MiB: open it to read"
+                return row
             header = Journal.from_ndjson(first).header
         except (OSError, JournalError) as e:
             row["problem"] = shown(str(e))
