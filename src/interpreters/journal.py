@@ -3,8 +3,9 @@
 A run is a pure function of its input and of what the interpreter fed the loop: model
 events, tool outcomes, judge (and other I/O) answers, clock readings, and where it was
 cancelled; and, for readers such as `pipeline studio`, each processor decision
-(`EffectSeen`, which a replay ignores and computes again). `Recorder` (an observer, so it works under every interpreter) writes exactly
-that, one msgspec-encoded JSON line per entry, as the run goes:
+(`EffectSeen`, which a replay ignores and computes again). `Recorder` (an observer, so
+it works under every interpreter) writes exactly that, one msgspec-encoded JSON line per
+entry, as the run goes:
 
     interp = SyncInterpreter(resolve=Resolver(), observers=[Recorder("journals/")])
     ...                                       # journals/<run_id>.ndjson, line by line
