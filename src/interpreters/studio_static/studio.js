@@ -108,7 +108,7 @@ async function showRun(name, query) {
     filters.append(el("label", {}, box, k));
   }
   main.append(filters);
-  const table = el("table", { id: "timeline" }, el("tr", {}, ...["#", "step", "t (s)", "kind", "what"].map(h => el("th", { text: h }))));
+  const table = el("table", { id: "timeline", "data-kinds": kinds || "all" }, el("tr", {}, ...["#", "step", "t (s)", "kind", "what"].map(h => el("th", { text: h }))));
   for (const row of data.page.items) {
     const kind = el("span", { class: `kind kind-${row.kind}`, text: row.kind });
     const title = el("span", { class: row.effect ? `effect-${row.effect}` : "", text: row.title });
