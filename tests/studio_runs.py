@@ -80,9 +80,9 @@ def louder_agent() -> Agent:
 def record_support_run(directory: Path) -> str:
     """Record one support run into `directory`; its journal's name."""
     model = ScriptedModel([
-        Say("Let me check.", calls=[call("order_status", order_id="1042")]),
-        Say("Shipped."),                                  # too short: asked again
-        Say(["Your order 1042 shipped today; card 4111 ", HOSTILE]),
+        Say("Let me check.", calls=[call("order_status", order_id="1042")], latency=0.4),
+        Say("Shipped.", latency=0.3),                     # too short: asked again
+        Say(["Your order 1042 shipped today; card 4111 ", HOSTILE], latency=0.5),
     ])
     before = set(directory.glob("*.ndjson"))
     run = Simulator(model, observers=[Recorder(directory)]).run(

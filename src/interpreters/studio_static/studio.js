@@ -93,7 +93,7 @@ async function showRun(name, query) {
   main.append(summary([["agent", s.agent], ["model", s.model], ["status", s.status],
     ["steps", s.steps], ["model calls", s.model_calls], ["tool results", s.tool_results],
     ["tripwires", s.tripwires], ["processor retries", s.processor_retries], ["errors", s.errors],
-    ["usage", `${s.usage.input_tokens} in / ${s.usage.output_tokens} out tokens`], ["cost", s.cost], ["duration (s)", s.duration], ["entries", s.entries],
+    ["usage", `${s.usage.input_tokens} in / ${s.usage.output_tokens} out tokens`], ["cost", s.cost], ["duration (s)", s.duration === null ? null : Number(s.duration).toFixed(3)], ["entries", s.entries],
     ["processors", s.processors.join(", ")], ["tools", s.tools.join(", ")]]));
   if (data.can_replay) main.append(el("p", {}, el("a", { href: `#/replay/${encodeURIComponent(name)}`, class: "replay-link", text: "Replay against the studio's agent →" })));
   const chosen = new Set(kinds ? kinds.split(",") : KINDS);
