@@ -33,7 +33,7 @@ def journals(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server(journals: Path) -> Iterator[StudioServer]:
+def studio(journals: Path) -> Iterator[StudioServer]:
     with StudioServer(Studio(journals, louder_agent()), port=0) as s:
         yield s
 
@@ -57,17 +57,17 @@ def get_json(s: StudioServer, path: str) -> dict[str, Any]:  # JSON, read as suc
     return data
 
 
-def test_the_list_names_each_recorded_run(server: StudioServer) -> None:
-    runs = get_json(server, "/api/runs")
+def test_the_list_names_each_recorded_run(studio: StudioServer) -> None:
+    runs = get_json(studio, "/api/runs")
     assert runs["total"] == 1 and runs["can_replay"] is True
     (item,) = runs["items"]
     assert item["agent"] == "support" and item["input"] == "Where is order 1042?"
 
 
 def test_a_timeline_shows_steps_chunks_effects_tools_retries_and_usage(
-    server: StudioServer,
+    studio: StudioServer,
 ) -> None:
-    data = get_json(server, "/api/runs/run1?limit=500")
+    data = get_json(studio, "/api/runs/run1?limit=500")
     summary = data["summary"]
     assert isinstance(summary, dict)
     assert summary["status"] == "finished"
@@ -89,32 +89,32 @@ def test_a_timeline_shows_steps_chunks_effects_tools_retries_and_usage(
                if r["kind"] == "tools")
 
 
-def test_a_timeline_pages_and_filters_by_kind(server: StudioServer) -> None:
-    whole = get_json(server, "/api/runs/run1?limit=500")["page"]
+def test_a_timeline_pages_and_filters_by_kind(studio: StudioServer) -> None:
+    whole = get_json(studio, "/api/runs/run1?limit=500")["page"]
     assert isinstance(whole, dict)
     total = whole["total"]
-    first = get_json(server, "/api/runs/run1?limit=10")["page"]
-    second = get_json(server, "/api/runs/run1?offset=10&limit=10")["page"]
+    first = get_json(studio, "/api/runs/run1?limit=10")["page"]
+    second = get_json(studio, "/api/runs/run1?offset=10&limit=10")["page"]
     assert isinstance(first, dict) and isinstance(second, dict)
     assert [r["n"] for r in first["items"]] == list(range(10))
     assert [r["n"] for r in second["items"]] == list(range(10, 20))
     assert first["total"] == total > 20
-    effects = get_json(server, "/api/runs/run1?kinds=effect&limit=500")["page"]
+    effects = get_json(studio, "/api/runs/run1?kinds=effect&limit=500")["page"]
     assert isinstance(effects, dict)
     assert effects["items"] and {r["kind"] for r in effects["items"]} == {"effect"}
 
 
-def test_a_page_larger_than_the_bound_is_refused(server: StudioServer) -> None:
-    status, _, body = get(server, f"/api/runs/run1?limit={MAX_PAGE + 1}")
+def test_a_page_larger_than_the_bound_is_refused(studio: StudioServer) -> None:
+    status, _, body = get(studio, f"/api/runs/run1?limit={MAX_PAGE + 1}")
     assert status == 400 and b"limit must be between 0 and 500" in body
-    status, _, _ = get(server, "/api/runs/run1?offset=-1")
+    status, _, _ = get(studio, "/api/runs/run1?offset=-1")
     assert status == 400
 
 
 def test_a_replay_shows_where_it_diverges_and_what_the_new_processor_changed(
-    server: StudioServer,
+    studio: StudioServer,
 ) -> None:
-    data = get_json(server, "/api/runs/run1/replay")
+    data = get_json(studio, "/api/runs/run1/replay")
     summary = data["summary"]
     assert isinstance(summary, dict)
     assert summary["identical"] is False
@@ -137,32 +137,32 @@ def test_a_replay_needs_an_agent(journals: Path) -> None:
     assert status == 400 and b"--agent" in body
 
 
-def test_only_journals_of_the_directory_are_read(server: StudioServer, journals: Path) -> None:
+def test_only_journals_of_the_directory_are_read(studio: StudioServer, journals: Path) -> None:
     (journals.parent / "secret.ndjson").write_text("not for you")
     for path in ("/api/runs/..%2Fsecret", "/api/runs/%2E%2E", "/api/runs/.hidden",
                  "/api/runs/nope", "/api/elsewhere", "/static/../studio.py"):
-        status, _, body = get(server, path)
+        status, _, body = get(studio, path)
         assert status == 404, (path, body)
 
 
-def test_the_studio_is_read_only(server: StudioServer) -> None:
+def test_the_studio_is_read_only(studio: StudioServer) -> None:
     for method in ("POST", "PUT", "DELETE", "PATCH"):
-        status, _, _ = get(server, "/api/runs", method)
+        status, _, _ = get(studio, "/api/runs", method)
         assert status == 405
 
 
-def test_pages_run_no_inline_script(server: StudioServer) -> None:
-    status, headers, body = get(server, "/")
+def test_pages_run_no_inline_script(studio: StudioServer) -> None:
+    status, headers, body = get(studio, "/")
     assert status == 200 and b'<script src="/static/studio.js">' in body
     csp = headers["content-security-policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert headers["x-content-type-options"] == "nosniff"
-    status, _, js = get(server, "/static/studio.js")
+    status, _, js = get(studio, "/static/studio.js")
     assert status == 200 and b"innerHTML" not in js and b"insertAdjacentHTML" not in js
 
 
-def test_model_output_reaches_the_page_as_json_text(server: StudioServer) -> None:
-    status, headers, body = get(server, "/api/runs/run1?limit=500")
+def test_model_output_reaches_the_page_as_json_text(studio: StudioServer) -> None:
+    status, headers, body = get(studio, "/api/runs/run1?limit=500")
     assert status == 200
     assert headers["content-type"] == "application/json"
     assert b"<script>" not in body and b"<img" not in body  # \u003c escapes
@@ -235,3 +235,21 @@ def test_a_large_journal_is_paged_not_sent_whole(tmp_path: Path) -> None:
     assert isinstance(page, dict)
     assert page["total"] == len(big.entries) and len(page["items"]) == 100
     assert len(json.dumps(page)) < 200_000
+
+
+def test_the_summary_totals_the_recorded_costs(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    from interpreters import Say, ScriptedModel, Simulator
+    from interpreters.journal import Recorder
+    from pipeline import Agent
+    from pipeline.cost import Cost, PriceQuery
+
+    def price(q: PriceQuery) -> Cost:
+        return Cost(Decimal("0.25"))
+
+    Simulator(ScriptedModel([Say("hello there")]), observers=[Recorder(tmp_path)],
+              price=price).run(Agent.create("openai/gpt-4o-mini"), "hi")
+    summary = Studio(tmp_path).run("run1")["summary"]
+    assert isinstance(summary, dict) and summary["cost"] == "0.25"
+
