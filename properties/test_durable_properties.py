@@ -174,10 +174,10 @@ class RecoveredSteps:
 def durable_run(
     agent: Agent, prompt: str, steps: LiveSteps | RecoveredSteps, clock: Callable[[], float]
 ) -> RunResult:
-    loop = start_run(
+    driver = start_run(
         agent, prompt, run_id="run1", clock=clock, options={},
     )
-    return drive(loop, steps)
+    return drive(driver, steps)
 
 
 class Readings:

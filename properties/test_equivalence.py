@@ -11,7 +11,10 @@ and equal virtual end times:
 - the sync `Simulator`;
 - the `SyncInterpreter` wired by hand to a scripted model and a virtual clock;
 - the `AsyncInterpreter` on asyncio and on trio, wired the same way;
-- the `AsyncSimulator` on asyncio and on trio.
+- the `AsyncSimulator` on asyncio and on trio;
+- the durable interpreter's loop (`durable_loop.drive`) over in-process steps (on the
+  script without its model latencies: its model step reads a whole stream at once);
+- the journal's replay of the sync interpreter's recorded run (identical to it).
 
 A second property makes every hook of the same pipeline `async def`: under the async
 interpreter, on both backends, the run is the same except for the `AwaitHook` commands.
@@ -31,6 +34,9 @@ from hypothesis import strategies as st
 
 from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
 from interpreters.aio import AsyncInterpreter
+from interpreters.common import perform_here, start_run, stream_failed
+from interpreters.durable_loop import ModelOutcome, ToolDone, drive
+from interpreters.journal import Recorder, replay_sync
 from interpreters.simulator import (
     Fail,
     Say,
@@ -42,10 +48,10 @@ from interpreters.simulator import (
     call,
 )
 from interpreters.simulator_aio import AsyncSimulator
-from interpreters.sync import SyncInterpreter
+from interpreters.sync import SyncInterpreter, run_tool
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import DataChunk, Finish, ReasoningDelta, TextDelta
+from pipeline.chunks import Chunk, DataChunk, Finish, ModelEvent, ReasoningDelta, TextDelta
 from pipeline.messages import SystemMessage
 from pipeline.model import ModelRequest
 from pipeline.processor import (
@@ -70,6 +76,7 @@ from pipeline.processor import (
     StreamResult,
     abort,
 )
+from pipeline.protocol import ToolInvocation
 from pipeline.result import RunResult
 from pipeline.retry import RetryPolicy
 from pipeline.tool_context import ToolContext
@@ -467,6 +474,63 @@ async def on_async_simulator(agent: Agent, script: list[Scripted], prompt: str) 
     return run.result, run.trace.comparable(), run.clock
 
 
+class _InProcessSteps:
+    """The durable driver's `Steps` carried out in process, on the scripted models and the
+    virtual clock: what `interpreters.durable_loop.drive` does with the protocol, without
+    a database."""
+
+    def __init__(self, clock: VirtualClock, resolve: Callable[[str], ScriptedModel]) -> None:
+        self.clock = clock
+        self.resolve = resolve
+
+    def model(self, request: ModelRequest) -> ModelOutcome:
+        events: list[ModelEvent] = []
+        try:
+            for e in self.resolve(request.model).stream(request):
+                events.append(e)
+        except Exception as e:
+            return ModelOutcome(tuple(events), stream_failed(e, started=bool(events)))
+        return ModelOutcome(tuple(events))
+
+    def tool(self, inv: ToolInvocation) -> ToolDone:
+        return ToolDone(run_tool(inv))
+
+    def perform(self, request: object) -> object:
+        return perform_here(self.resolve, {Check: check_text}, request)
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds)
+
+    def publish(self, chunks: tuple[Chunk, ...]) -> None:
+        pass
+
+    def expired(self) -> str | None:
+        return None
+
+
+def on_durable_driver(agent: Agent, script: list[Scripted], prompt: str) -> Outcome:
+    """The durable interpreter's loop (`drive`) over in-process steps."""
+    clock, resolve = _wired(script)
+    trace = Trace()
+    driver = start_run(agent, prompt, run_id="run1", clock=clock, options={"trace": trace})
+    result = drive(driver, _InProcessSteps(clock, resolve))
+    return result, trace.comparable(), clock.now
+
+
+def on_replay(agent: Agent, make_agent: Callable[[], Agent], script: list[Scripted],
+              prompt: str) -> Outcome:
+    """The sync interpreter's run recorded, then replayed from its journal on a fresh
+    agent: the replay must be identical to the recording and give the same run."""
+    clock, resolve = _wired(script)
+    recorder = Recorder()
+    interp = SyncInterpreter(resolve=resolve, handlers={Check: check_text}, clock=clock,
+                             sleep=clock.sleep, run_ids=lambda: "run1", observers=[recorder])
+    interp.run(agent, prompt)
+    replayed = replay_sync(recorder.journal("run1"), make_agent())
+    assert replayed.identical, replayed.divergence
+    return replayed.result, replayed.trace.comparable(), clock.now
+
+
 def on_backend(
     backend: str, make_agent: Callable[[], Agent], script: list[Scripted], prompt: str
 ) -> list[Outcome]:
@@ -518,6 +582,16 @@ def test_every_interpreter_gives_the_same_run(
     expected = on_simulator(pipeline.agent(), script, prompt)
     _events(expected[0])
     assert on_sync_interpreter(pipeline.agent(), script, prompt) == expected
+    # Its model step reads a whole stream (as a DBOS step does): the model's latencies
+    # pass before the loop sees the events, so it is compared without them.
+    flat = [msgspec.structs.replace(s, latency=0.0) for s in script]
+    flat = [msgspec.structs.replace(s, chunk_latency=0.0) if isinstance(s, Say) else s
+            for s in flat]
+    assert on_durable_driver(pipeline.agent(), flat, prompt) == on_simulator(
+        pipeline.agent(), flat, prompt
+    )
+    replayed = on_replay(pipeline.agent(), pipeline.agent, script, prompt)
+    assert replayed[:2] == expected[:2]
     for backend in BACKENDS:
         for got in on_backend(backend, pipeline.agent, script, prompt):
             assert got[0] == expected[0], backend

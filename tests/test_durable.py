@@ -87,10 +87,10 @@ def test_the_driver_gives_the_sync_interpreters_run() -> None:
     s = [Fail(status=503), *script()]
     expected, chunks = sync_run(weather_agent(), ScriptedModel(s))
     steps = DirectSteps(ScriptedModel(s))
-    loop = start_run(
+    driver = start_run(
         weather_agent(), "weather?", run_id="r", clock=lambda: 5.0, options={},
     )
-    assert drive(loop, steps) == expected
+    assert drive(driver, steps) == expected
     assert steps.published == chunks
     assert len(steps.slept) == 1  # the 503 was retried after a backoff
 
@@ -98,10 +98,10 @@ def test_the_driver_gives_the_sync_interpreters_run() -> None:
 def test_a_stream_that_breaks_is_fed_as_the_sync_interpreter_feeds_it() -> None:
     s: list[Say | Fail] = [Say(["a ", "b ", "c"], break_after=2)]
     expected, _ = sync_run(make_agent(), ScriptedModel(s))
-    loop = start_run(
+    driver = start_run(
         make_agent(), "weather?", run_id="r", clock=lambda: 5.0, options={},
     )
-    assert drive(loop, DirectSteps(ScriptedModel(s))) == expected
+    assert drive(driver, DirectSteps(ScriptedModel(s))) == expected
 
 
 @pytest.fixture

@@ -49,23 +49,12 @@ from typing import Unpack
 import anyio
 import anyio.to_thread
 
-from effects import (
-    AwaitHook,
-    CallModel,
-    CloseStream,
-    Done,
-    Perform,
-    Publish,
-    Pull,
-    RunTools,
-    Sleep,
-)
+from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
     NoCleanupStream,
     answer_of,
     check_model,
-    discard,
     handler_for,
     provider_error,
     resolver,
@@ -78,14 +67,14 @@ from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import RunOptions, check_options
 from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
-from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
+from pipeline.driver import Driver
 from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel
-from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 from pipeline.tools import Tool
 
@@ -185,19 +174,20 @@ class AsyncInterpreter:
         it runs straight through, its chunks go to the trace only)."""
         check_options(options)
         check_model(self._resolve, agent.model)
-        loop = start_run(
+        driver = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
             observers=self._observers, price=self._price,
         )
         return AsyncRunStream(
-            self, loop, options.get("trace"), options.get("signal"), options.get("timeout"),
-            hand_out=hand_out,
+            self, driver, options.get("signal"), options.get("timeout"), hand_out=hand_out
         )
 
     # --- commands other than the model stream -----------------------------------------------
-    async def _carry_out(self, cmd: LoopCommand, done: list[ToolOutcome] | None = None) -> object:
+    async def _carry_out(
+        self, cmd: LoopCommand, each_done: Callable[[ToolOutcome], None]
+    ) -> object:
         if isinstance(cmd, RunTools):
-            return await self._run_tools(cmd.calls, done if done is not None else [])
+            return await self._run_tools(cmd.calls, each_done)
         if isinstance(cmd, AwaitHook):
             return await cmd.awaitable
         if isinstance(cmd, Sleep):
@@ -208,19 +198,19 @@ class AsyncInterpreter:
         raise TypeError(f"unknown command {cmd!r}")
 
     async def _run_tools(
-        self, calls: tuple[ToolInvocation, ...], done: list[ToolOutcome]
+        self, calls: tuple[ToolInvocation, ...], each_done: Callable[[ToolOutcome], None]
     ) -> tuple[ToolOutcome, ...]:
         """Run the calls concurrently; the outcomes in the order of the calls. Each outcome
-        is also appended to `done` as its call finishes (kept when the run is cancelled)."""
+        is also told to `each_done` as its call finishes (kept when the run is cancelled)."""
         if len(calls) == 1:
             only = await self._run_tool(calls[0])
-            done.append(only)
+            each_done(only)
             return (only,)
         outcomes: list[ToolOutcome | None] = [None] * len(calls)
 
         async def one(i: int, inv: ToolInvocation) -> None:
             outcomes[i] = o = await self._run_tool(inv)
-            done.append(o)
+            each_done(o)
 
         try:
             async with anyio.create_task_group() as tg:
@@ -302,29 +292,25 @@ class AsyncRunStream:
     """
 
     __slots__ = (
-        "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_cmd", "_deadline",
-        "_delivered", "_hand_out", "_interp", "_loop", "_model", "_ready", "_result",
-        "_signal", "_timeout", "_tools_done", "_trace",
+        "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_d", "_deadline",
+        "_delivered", "_hand_out", "_interp", "_model", "_ready", "_signal", "_timeout",
     )
 
     def __init__(
         self,
         interp: AsyncInterpreter,
-        loop: AgentLoop,
-        trace: Trace | None,
+        driver: Driver,
         signal: CancelSignal | None,
         timeout: float | None,
         *,
         hand_out: bool = True,
     ) -> None:
         self._interp = interp
-        self._loop = loop
-        self._trace = trace
+        self._d = driver
+        """The run's protocol state (`pipeline.driver`): this class does its I/O."""
         self._signal = signal
         self._timeout = timeout
         self._deadline: float | None = None
-        self._cmd: LoopCommand | None = None
-        """The command the loop waits on (None: not started)."""
         self._delivered = False
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
         self._model: AsyncIterator[object] | None = None
@@ -336,14 +322,11 @@ class AsyncRunStream:
         """The events of the last batch not sent to the loop yet."""
         # (`run`'s stream buffers nothing: one object fewer per run for the GC to walk)
         self._buf: deque[Chunk] = deque() if hand_out else _NO_BUFFER
-        self._result: RunResult | None = None
         self._closed = False
         self._busy = False
         """A task is inside `_advance_guarded` (waiting on the model, a tool, a hook...)."""
         self._hand_out = hand_out
         """False when `run` drives the stream: chunks go to the trace only, none wait."""
-        self._tools_done: list[ToolOutcome] | None = None
-        """The outcomes of the pending RunTools' calls that finished (for a cancel)."""
 
     # --- the async iterator ------------------------------------------------------------
     def __aiter__(self) -> AsyncRunStream:
@@ -352,7 +335,7 @@ class AsyncRunStream:
     async def __anext__(self) -> Chunk:
         buf = self._buf
         while not buf:
-            if self._result is not None or self._closed:
+            if self._d.result is not None or self._closed:
                 raise StopAsyncIteration
             await self._advance_guarded()
         return buf.popleft()
@@ -379,7 +362,7 @@ class AsyncRunStream:
                 "to stop a stream from another task, give it a signal "
                 "(stream(..., signal=CancelSignal())) and call signal.cancel()"
             )
-        if self._result is None and not self._closed:
+        if self._d.result is None and not self._closed:
             await self._cancel(STREAM_CLOSED)
         self._buf.clear()
         self._closed = True
@@ -387,13 +370,14 @@ class AsyncRunStream:
     @property
     def done(self) -> bool:
         """Whether the run is over (`result` is there)."""
-        return self._result is not None
+        return self._d.result is not None
 
     @property
     def result(self) -> RunResult:
-        if self._result is None:
+        result = self._d.result
+        if result is None:
             raise RuntimeError("the run has not finished: iterate the stream to its end")
-        return self._result
+        return result
 
     # --- driving the loop ----------------------------------------------------------------
     async def _advance_guarded(self) -> None:
@@ -439,7 +423,7 @@ class AsyncRunStream:
             return
         self._closed = True
         await self._close_model()
-        self._loop.close()
+        self._d.close()
 
     def _cancel_reason(self) -> str | None:
         if self._signal is not None and self._signal.cancelled:
@@ -448,39 +432,18 @@ class AsyncRunStream:
             return f"timed out after {self._timeout:g} s"
         return None
 
-    def _set(self, cmd: LoopCommand) -> LoopCommand:
-        self._cmd = cmd
-        if self._trace is not None:
-            self._trace.record_command(cmd)
-        return cmd
-
-    def _out(self, chunks: tuple[Chunk, ...]) -> None:
-        if self._hand_out:
-            self._buf.extend(chunks)
-        if self._trace is not None:
-            self._trace.chunks.extend(chunks)
-
     async def _advance(self) -> None:
         """Carry out commands until there are chunks to hand out or the run is over."""
-        loop = self._loop
-        cmd = self._cmd
-        if cmd is None:
-            cmd = self._set(next(loop))
-        # The per-chunk path (Pull) does what `_out` and `_set` do inline: a call less each.
-        trace = self._trace
+        d = self._d
+        cmd = d.start()
         hand_out = self._hand_out
         while True:
-            t = type(cmd)
-            if t is Pull:
-                assert isinstance(cmd, Pull)
+            if type(cmd) is Pull:
                 publish = cmd.publish
-                if publish and not self._delivered:
-                    if trace is not None:
-                        trace.chunks.extend(publish)
-                    if hand_out:
-                        self._buf.extend(publish)
-                        self._delivered = True  # the next event is read on the next pull
-                        return
+                if publish and not self._delivered and hand_out:
+                    self._buf.extend(publish)
+                    self._delivered = True  # the next event is read on the next pull
+                    return
                 self._delivered = False
                 anext = self._anext
                 if anext is not None:
@@ -491,36 +454,28 @@ class AsyncRunStream:
                     else:
                         if type(reply) is ModelFinish:
                             await self._close_model()
-                    self._cmd = cmd = loop.send(reply)
-                    if trace is not None:
-                        trace.record_command(cmd)
+                    cmd = d.send(reply)
                     continue
                 # The per-chunk path of a stream of batches: an event of the batch at hand
                 # goes to the loop without an await.
                 event: ModelEvent | None = next(self._ready, None)
                 if event is not None and type(event) is not ModelFinish:
-                    self._cmd = cmd = loop.send(event)
-                    if trace is not None:
-                        trace.record_command(cmd)
+                    cmd = d.send(event)
                 else:
-                    cmd = self._set(await self._from_batches(event, started=True))
+                    cmd = await self._from_batches(event, started=True)
                 continue
-            if t is CloseStream:
+            if type(cmd) is CloseStream:  # (only with a stream open: see the driver)
                 await self._close_model()
-                cmd = self._set(loop.send(None))
-            elif t is Publish:
-                assert isinstance(cmd, Publish)
-                self._out(cmd.chunks)
-                cmd = self._set(loop.send(None))
+                cmd = d.send(None)
+            elif type(cmd) is Publish:
+                if hand_out:
+                    self._buf.extend(cmd.chunks)
+                cmd = d.send(None)
                 if self._buf:  # (never when `run` drives)
                     return
-            elif t is Done:
-                assert isinstance(cmd, Done)
-                self._result = cmd.result
-                loop.close()
+            elif type(cmd) is Done:
                 return
-            elif t is CallModel:
-                assert isinstance(cmd, CallModel)
+            elif type(cmd) is CallModel:
                 try:
                     provider = self._interp._resolve(cmd.request.model)
                     batches = _batches(provider, cmd.request)
@@ -532,11 +487,11 @@ class AsyncRunStream:
                         if _to_open(model):
                             model = await _open(model)
                 except Exception as e:
-                    cmd = self._set(loop.send(ModelFailed(provider_error(e))))
+                    cmd = d.send(ModelFailed(provider_error(e)))
                     continue
                 if model is None:
                     self._model = batches
-                    cmd = self._set(await self._from_batches(None, started=False))
+                    cmd = await self._from_batches(None, started=False)
                     continue
                 self._model = model
                 self._anext = anext = model.__anext__
@@ -547,27 +502,22 @@ class AsyncRunStream:
                 else:
                     if type(reply) is ModelFinish:
                         await self._close_model()
-                cmd = self._set(loop.send(reply))
+                cmd = d.send(reply)
             else:
-                if t is RunTools:
-                    assert isinstance(cmd, RunTools)
-                    if len(cmd.calls) == 1:  # no task group, no coroutine for a sync tool
-                        # (no list of finished calls either: a cancel can land only while
-                        # the one call runs, none finished then)
-                        now = self._interp._call_tool(cmd.calls[0])
-                        if not isinstance(now, ToolOutcome):
-                            now = await now
-                        cmd = self._set(loop.send((now,)))
-                        continue
-                    self._tools_done = []
+                if type(cmd) is RunTools and len(cmd.calls) == 1:
+                    # No task group, no coroutine for a sync tool (and no list of finished
+                    # calls: a cancel can land only while the one call runs)
+                    now = self._interp._call_tool(cmd.calls[0])
+                    if not isinstance(now, ToolOutcome):
+                        now = await now
+                    cmd = d.send((now,))
+                    continue
                 try:
-                    reply = await self._interp._carry_out(cmd, self._tools_done)
+                    reply = await self._interp._carry_out(cmd, d.tool_finished)
                 except Exception as e:
-                    self._tools_done = None  # (nothing of it kept across the next waits)
-                    cmd = self._set(loop.throw(e))
+                    cmd = d.fail(e)
                 else:
-                    self._tools_done = None
-                    cmd = self._set(loop.send(reply))
+                    cmd = d.send(reply)
 
     async def _from_batches(self, event: ModelEvent | None, *, started: bool) -> LoopCommand:
         """Answer the pending pull (or model call: `started` False) from the stream of
@@ -577,8 +527,9 @@ class AsyncRunStream:
         out), the pulls after it too, as long as the loop asks for nothing else, each
         event of a batch without an await (W5 in bench/). The stream is closed after its
         last event."""
-        loop = self._loop
-        quiet = not self._hand_out and self._trace is None
+        d = self._d
+        quiet = not self._hand_out and d.fast
+        send = d.send_event if quiet else d.send
         ready = self._ready
         anext = self._anext_batch
         assert anext is not None
@@ -589,7 +540,7 @@ class AsyncRunStream:
                     while not batch:
                         batch = await anext()
                 except Exception as e:
-                    return loop.send(await self._stream_ended(e, started=started))
+                    return d.send(await self._stream_ended(e, started=started))
                 if len(batch) == 1:
                     event = batch[0]
                 else:
@@ -597,11 +548,10 @@ class AsyncRunStream:
                     event = next(ready)
             if type(event) is ModelFinish:
                 await self._close_model()
-                return loop.send(event)
-            cmd = loop.send(event)
+                return send(event)
+            cmd = send(event)
             if not quiet or type(cmd) is not Pull:
                 return cmd
-            self._cmd = cmd  # (no trace to record it in)
             started = True
             event = next(ready, None)
 
@@ -624,27 +574,10 @@ class AsyncRunStream:
 
     async def _cancel(self, reason: str) -> None:
         """End the run as cancelled: the loop finishes without I/O; close the model."""
-        if self._result is None and not self._closed:
-            loop = self._loop
-            cmd = self._cmd if self._cmd is not None else self._set(next(loop))
-            if isinstance(cmd, AwaitHook):  # never awaited, or its await was cancelled
-                discard(cmd.awaitable)
-            if not isinstance(cmd, Done):
-                # Tools that finished before the cancel keep their real results.
-                finished = self._tools_done
-                done = tuple(finished) if finished and isinstance(cmd, RunTools) else ()
-                try:
-                    cmd = self._set(loop.throw(RunCancelled(reason, done)))
-                    while isinstance(cmd, Publish):
-                        self._out(cmd.chunks)
-                        cmd = self._set(loop.send(None))
-                except (RunCancelled, StopIteration) as e:
-                    raise RuntimeError("the agent loop did not finish a cancelled run") from e
-                if not isinstance(cmd, Done):
-                    raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
-            assert isinstance(cmd, Done)
-            self._result = cmd.result
-            loop.close()
+        if not self._closed:
+            chunks = self._d.cancel(reason)
+            if self._hand_out:
+                self._buf.extend(chunks)
         await self._close_model()
 
 

@@ -164,7 +164,7 @@ def _run(
         e.write(f"pipeline run: {_one_line(str(x))}{hint}\n")
         return 2
     route = cfg.route
-    url = cfg.endpoint.url(cfg.codec().path)
+    url = cfg.endpoint.url(cfg.codec().path(cfg.model, stream=True))
     # --base-url and --api-key are for --model's route only: no other route gets them.
     resolver = Resolver(
         base_urls={route: base_url} if base_url else None,

@@ -12,17 +12,18 @@ from typing import TypeVar
 
 import msgspec
 
-from interpreters.observe import Observer, observed_loop
+from interpreters.observe import Observer, watched_loop
 from interpreters.options import TracedScope
-from interpreters.providers.provider import ProviderError
+from interpreters.providers.provider import Provider, ProviderError
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.cost import Pricer
+from pipeline.driver import Driver
 from pipeline.messages import RunInput, ToolCallPart
 from pipeline.model import ApiError, ModelFailed
-from pipeline.processor import ModelAnswer, RunContext
-from pipeline.protocol import AgentLoop, ToolInvocation, ToolOutcome
+from pipeline.processor import AskModel, ModelAnswer, RunContext
+from pipeline.protocol import ToolInvocation, ToolOutcome
 from pipeline.result import InvalidInput
 from pipeline.tool_context import check_deps
 from pipeline.tools import Tool
@@ -54,9 +55,10 @@ def start_run(
     options: TracedScope,
     observers: Sequence[Observer] = (),
     price: Pricer | None = None,
-) -> AgentLoop:
-    """The agent loop of a new run: its context (from `options`), its input as a message
-    list, its trace, watched by `observers` (see `interpreters.observe`).
+) -> Driver:
+    """The driver of a new run (`pipeline.driver`): its agent loop, with its context (from
+    `options`), its input as a message list, its trace, watched by `observers` (see
+    `interpreters.observe`).
 
     Input that is not a conversation the library can send gives a run that fails at once
     with `InvalidInput`, before any call. Raises TypeError when a tool of the agent asks
@@ -74,14 +76,16 @@ def start_run(
     trace = options.get("trace")
     ml = read_input(messages, id_prefix=run_id, created_at=clock())
     if isinstance(ml, InvalidInput):
-        return rejected(ml)  # checked at the door: fails before any call
+        return Driver(rejected(ml), log=trace)  # checked at the door: fails before any call
     record = trace.record_effect if trace is not None else None
     if observers:
-        return observed_loop(
+        loop, watch = watched_loop(
             agent, ml, context=ctx, clock=clock, record=record, observers=observers,
             price=price,
         )
-    return agent_loop(agent, ml, context=ctx, clock=clock, record=record, price=price)
+        return Driver(loop, log=trace, watch=watch)
+    loop = agent_loop(agent, ml, context=ctx, clock=clock, record=record, price=price)
+    return Driver(loop, log=trace)
 
 
 def check_model(resolve: Callable[[str], object], model_id: str) -> None:
@@ -143,6 +147,18 @@ def answer_of(events: Iterable[ModelEvent]) -> ModelAnswer:
         ToolCallPart(e.tool_call_id, e.tool_name, e.args) for e in events if isinstance(e, ToolCall)
     )
     return ModelAnswer(text, calls, fin.usage, fin.model_id)
+
+
+def perform_here(
+    resolve: Callable[[str], Provider], handlers: Mapping[type, Callable[[object], object]],
+    request: object,
+) -> object:
+    """Carry out an I/O request a generator hook yielded, in this thread: `AskModel` on
+    the provider of its model, any other by its handler (whose answer may be an
+    awaitable: the caller decides what to do with one)."""
+    if isinstance(request, AskModel):
+        return answer_of(resolve(request.request.model).stream(request.request))
+    return handler_for(handlers, request)(request)
 
 
 def handler_for(handlers: Mapping[type, H], request: object) -> H:

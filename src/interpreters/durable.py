@@ -46,8 +46,7 @@ from dbos._utils import GlobalParams
 
 from interpreters import durable_fingerprint as fp
 from interpreters.common import (
-    answer_of,
-    handler_for,
+    perform_here,
     provider_error,
     resolver,
     start_run,
@@ -533,14 +532,14 @@ class DurableRuns:
             deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
         else:
             deps = self._deps(agent_name) if self._deps is not None else None
-        loop = start_run(
+        driver = start_run(
             agent, start.messages if isinstance(start.messages, str) else list(start.messages),
             run_id=run_id, clock=steps.now,
             options={"thread_id": start.thread_id, "resource_id": start.resource_id,
                      "values": start.values, "deps": deps},
             observers=self._observers, price=self._price,
         )
-        result = drive(loop, steps)
+        result = drive(driver, steps)
         steps.flush()
         self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
         return compact(result, steps.big)
@@ -586,9 +585,7 @@ class DurableRuns:
         return ModelOutcome(tuple(events))
 
     def _perform(self, request: object) -> object:
-        if isinstance(request, AskModel):
-            return answer_of(self._resolve(request.request.model).stream(request.request))
-        answer = handler_for(self._handlers, request)(request)
+        answer = perform_here(self._resolve, self._handlers, request)
         return wait_for(answer) if isinstance(answer, Awaitable) else answer
 
 

@@ -1,4 +1,4 @@
-"""The durable interpreter's driver: the one place that knows the loop's command protocol.
+"""The durable interpreter's I/O over a run's driver (`pipeline.driver`).
 
 `drive` feeds the pure agent loop from `Steps`, whose methods are checkpointed steps of a
 durable workflow (`interpreters.durable` implements them on DBOS). On recovery the
@@ -18,20 +18,11 @@ from typing import Protocol
 
 import msgspec
 
-from effects import (
-    AwaitHook,
-    CallModel,
-    CloseStream,
-    Done,
-    Perform,
-    Publish,
-    Pull,
-    RunTools,
-    Sleep,
-)
+from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from pipeline.chunks import Chunk, DataChunk, ModelEvent
+from pipeline.driver import Driver
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
-from pipeline.protocol import AgentLoop, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext
 
@@ -91,19 +82,25 @@ class RecordedClock:
         return self._now
 
 
-def drive(loop: AgentLoop, steps: Steps) -> RunResult:
-    """Run `loop` to its end with `steps` carrying out its commands."""
+def drive(d: Driver, steps: Steps) -> RunResult:
+    """Run `d`'s loop to its end with `steps` carrying out its commands."""
     events: tuple[ModelEvent, ...] = ()
     end: object = ModelEnded()
     pos = 0
     try:
-        cmd = next(loop)
+        cmd = d.start()
         while True:
-            if isinstance(cmd, _IO):
+            t = type(cmd)
+            if t is Done:
+                assert d.result is not None
+                return d.result
+            if t in _IO:
                 reason = steps.expired()
                 if reason is not None:
-                    return _cancel(loop, steps, reason)
-            if isinstance(cmd, Pull):
+                    steps.publish(d.cancel(reason))
+                    assert d.result is not None
+                    return d.result
+            if type(cmd) is Pull:
                 if cmd.publish:
                     steps.publish(cmd.publish)
                 if pos < len(events):
@@ -111,50 +108,45 @@ def drive(loop: AgentLoop, steps: Steps) -> RunResult:
                     pos += 1
                 else:
                     reply = end
-                cmd = loop.send(reply)
-                continue
-            if isinstance(cmd, Done):
-                result = cmd.result
-                assert isinstance(result, RunResult)
-                return result
-            if isinstance(cmd, CloseStream):
+                cmd = d.send(reply)
+            elif t is CloseStream:
                 # The call's step already read the whole stream: nothing stays open.
                 pos = len(events)
-                cmd = loop.send(None)
-                continue
-            if isinstance(cmd, Publish):
+                cmd = d.send(None)
+            elif type(cmd) is Publish:
                 steps.publish(cmd.chunks)
-                cmd = loop.send(None)
-                continue
-            if isinstance(cmd, CallModel):
-                request = cmd.request
-                assert isinstance(request, ModelRequest)
-                got = steps.model(request)
+                cmd = d.send(None)
+            elif type(cmd) is CallModel:
+                got = steps.model(cmd.request)
                 events, pos = got.events, 1
                 end = got.failed if got.failed is not None else ModelEnded()
-                cmd = loop.send(events[0] if events else end)
-                continue
-            try:
-                if isinstance(cmd, RunTools):
-                    reply = tuple(_tool(steps, inv) for inv in cmd.calls)
-                elif isinstance(cmd, Sleep):
-                    steps.sleep(cmd.seconds)
-                    reply = None
-                elif isinstance(cmd, Perform):
-                    reply = steps.perform(cmd.request)
-                elif isinstance(cmd, AwaitHook):
-                    # A hook is not a step (as a sync one is not): it runs again on recovery.
-                    aw = cmd.awaitable
-                    assert isinstance(aw, Awaitable)
-                    reply = wait_for(aw)
+                cmd = d.send(events[0] if events else end)
+            else:
+                try:
+                    reply = _carry_out(steps, cmd)
+                except Exception as e:
+                    cmd = d.fail(e)
                 else:
-                    raise TypeError(f"unknown command {cmd!r}")
-            except Exception as e:
-                cmd = loop.throw(e)
-                continue
-            cmd = loop.send(reply)
+                    cmd = d.send(reply)
     finally:
-        loop.close()
+        d.close()
+
+
+def _carry_out(steps: Steps, cmd: LoopCommand) -> object:
+    """The reply to a command other than the model's."""
+    if isinstance(cmd, RunTools):
+        return tuple(_tool(steps, inv) for inv in cmd.calls)
+    if isinstance(cmd, Sleep):
+        steps.sleep(cmd.seconds)
+        return None
+    if isinstance(cmd, Perform):
+        return steps.perform(cmd.request)
+    if isinstance(cmd, AwaitHook):
+        # A hook is not a step (as a sync one is not): it runs again on recovery.
+        aw = cmd.awaitable
+        assert isinstance(aw, Awaitable)
+        return wait_for(aw)
+    raise TypeError(f"unknown command {cmd!r}")
 
 
 def wait_for(aw: Awaitable[object]) -> object:
@@ -169,20 +161,6 @@ def wait_for(aw: Awaitable[object]) -> object:
 
 _IO = (CallModel, RunTools, Perform, Sleep)
 """The commands that are steps: time moves only there, so the timeout is checked there."""
-
-
-def _cancel(loop: AgentLoop, steps: Steps, reason: str) -> RunResult:
-    """End the run as cancelled at the pending command: the loop finishes with no I/O."""
-    try:
-        cmd = loop.throw(RunCancelled(reason))
-        while isinstance(cmd, Publish):
-            steps.publish(cmd.chunks)
-            cmd = loop.send(None)
-    except (RunCancelled, StopIteration) as e:
-        raise RuntimeError("the agent loop did not finish a cancelled run") from e
-    if not isinstance(cmd, Done) or not isinstance(cmd.result, RunResult):
-        raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
-    return cmd.result
 
 
 def _tool(steps: Steps, inv: object) -> ToolOutcome:

@@ -196,14 +196,14 @@ def _replay_one(
     else:
         run_deps = deps(name) if deps is not None else None
     replay = _RecordedSteps(steps[1:], start.started_at, start.timeout)
-    loop = start_run(
+    driver = start_run(
         agent, start.messages if isinstance(start.messages, str) else list(start.messages),
         run_id=run_id, clock=replay.now,
         options={"thread_id": start.thread_id, "resource_id": start.resource_id,
                  "values": start.values, "deps": run_deps},
     )
     try:
-        result = drive(loop, replay)
+        result = drive(driver, replay)
     except _OutOfSteps:
         if status == "SUCCESS":
             return ReplayProblem(run_id, name, "the run now asks for more steps than it ran")

@@ -43,7 +43,6 @@ from effects import (
     Abort,
     AwaitHook,
     CallModel,
-    Done,
     Emit,
     Out,
     Perform,
@@ -62,17 +61,17 @@ from interpreters.journal_scrub import (
     apply,
     merged,
 )
-from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, observed_loop
+from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, watched_loop
 from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace, comparable_command
 from pipeline.agent import Agent
 from pipeline.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.cost import Cost, PriceQuery, Pricer
+from pipeline.driver import Driver, Watch
 from pipeline.messages import JsonObject, MessageList
 from pipeline.model import ApiError, ModelEnded, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
 from pipeline.protocol import (
-    AgentLoop,
     EffectRecord,
     LoopCommand,
     ModelReply,
@@ -848,59 +847,67 @@ def _rebuild(r: Raised) -> BaseException:
     return cls(r.message)
 
 
-class _Throw:
-    __slots__ = ("error",)
+class _Seen:
+    """What the replay's driver tells: the observers first (timed by the recorded clock
+    of the command), then the feed, which compares every command with the recorded one
+    (those a cancel's finish publishes too)."""
 
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
+    __slots__ = ("feed", "watch")
+
+    def __init__(self, feed: _Feed, watch: Watch | None) -> None:
+        self.feed = feed
+        self.watch = watch
+
+    def command(self, cmd: LoopCommand) -> None:
+        if self.watch is not None:
+            self.watch.command(cmd)
+        self.feed.see(cmd)
+
+    def reply(self, cmd: LoopCommand, reply: object) -> None:
+        if self.watch is not None:
+            self.watch.reply(cmd, reply)
+
+    def failed(self, cmd: LoopCommand, error: BaseException) -> None:
+        if self.watch is not None:
+            self.watch.failed(cmd, error)
+
+    def end(self, result: RunResult | None) -> None:
+        if self.watch is not None:
+            self.watch.end(result)
 
 
-def _steps(
-    loop: AgentLoop, feed: _Feed, trace: Trace
-) -> Generator[AwaitHook, object, RunResult]:
-    """Drive the loop on the recorded replies; yields only async hooks to await."""
+def _steps(d: Driver, feed: _Feed) -> Generator[AwaitHook, object, RunResult]:
+    """Drive the run on the recorded replies; yields only async hooks to await."""
     try:
-        cmd = next(loop)
-        while True:
-            trace.record_command(cmd)
-            feed.see(cmd)
+        cmd = d.start()
+        while d.result is None:
             reason = feed.cancel_reason()
-            if reason is not None and not isinstance(cmd, Done):
-                if isinstance(cmd, AwaitHook):
-                    _discard(cmd.awaitable)
-                cmd = loop.throw(RunCancelled(reason))
-                continue
+            if reason is not None:
+                d.cancel(reason)  # (its chunks are in the trace)
+                break
             reply: object = None
-            if isinstance(cmd, Done):
-                return cmd.result
+            failure: BaseException | None = None
             if isinstance(cmd, Pull):
-                trace.chunks.extend(cmd.publish)
                 reply = feed.next_event()
-            elif isinstance(cmd, Publish):
-                trace.chunks.extend(cmd.chunks)
             elif isinstance(cmd, CallModel):
                 reply = feed.open_call()
             elif isinstance(cmd, RunTools):
-                out = feed.tool_outcomes(cmd)
-                reply = _Throw(out) if isinstance(out, BaseException) else out
+                reply = out = feed.tool_outcomes(cmd)
+                failure = out if isinstance(out, BaseException) else None
             elif isinstance(cmd, Perform):
-                answer = feed.answer()
-                reply = _Throw(answer) if isinstance(answer, BaseException) else answer
+                reply = answer = feed.answer()
+                failure = answer if isinstance(answer, BaseException) else None
             elif isinstance(cmd, AwaitHook):
                 try:
                     reply = yield cmd
                 except Exception as e:
-                    reply = _Throw(e)
-            # Sleep: no time passes in a replay.
-            cmd = loop.throw(reply.error) if isinstance(reply, _Throw) else loop.send(reply)
+                    failure = e
+            # Publish, CloseStream: no reply; Sleep: no time passes in a replay.
+            cmd = d.fail(failure) if failure is not None else d.send(reply)
+        assert d.result is not None
+        return d.result
     finally:
-        loop.close()
-
-
-def _discard(awaitable: object) -> None:
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()
+        d.close()
 
 
 def _start(
@@ -909,7 +916,7 @@ def _start(
     observers: Sequence[Observer],
     price: Pricer | None,
     deps: object,
-) -> tuple[AgentLoop, _Feed, Trace]:
+) -> tuple[Driver, _Feed, Trace]:
     check_deps(agent.tools, deps)
     h = journal.header
     feed = _Feed(journal)
@@ -920,11 +927,11 @@ def _start(
         run_id=h.run_id, thread_id=h.thread_id, resource_id=h.resource_id, values=h.values,
         deps=deps,
     )
-    loop = observed_loop(
+    loop, watch = watched_loop(
         agent, h.messages, context=ctx, clock=feed.observer_time, record=trace.record_effect,
         observers=observers, loop_clock=feed.read_clock, price=price,
     )
-    return loop, feed, trace
+    return Driver(loop, log=trace, watch=_Seen(feed, watch)), feed, trace
 
 
 def _finish(journal: Journal, feed: _Feed, trace: Trace, result: RunResult) -> ReplayRun:
@@ -953,8 +960,8 @@ def replay_sync(
     from interpreters.sync import refuse_async
 
     refuse_async(agent)
-    loop, feed, trace = _start(journal, agent, observers, price, deps)
-    steps = _steps(loop, feed, trace)
+    driver, feed, trace = _start(journal, agent, observers, price, deps)
+    steps = _steps(driver, feed)
     try:
         next(steps)
     except StopIteration as done:
@@ -973,8 +980,8 @@ async def replay_async(
 ) -> ReplayRun:
     """Replay a recorded run under async code: async hooks are awaited (see
     `replay_sync` for `price` and `deps`)."""
-    loop, feed, trace = _start(journal, agent, observers, price, deps)
-    steps = _steps(loop, feed, trace)
+    driver, feed, trace = _start(journal, agent, observers, price, deps)
+    steps = _steps(driver, feed)
     try:
         cmd = next(steps)
         while True:

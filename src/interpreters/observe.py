@@ -8,10 +8,10 @@ recording (`interpreters.journal`) are observers.
 
     interp = SyncInterpreter(provider, observers=[LogObserver(), Recorder("runs/")])
 
-This is the one module that knows the shape of the loop protocol (a generator of
-commands answered by `send`/`throw`): `observed_loop` wraps the loop generator, so no
-interpreter has per-observer code. An observer that raises is logged and dropped for
-the rest of the run: observing never changes a run's outcome.
+The run's `pipeline.driver.Driver` tells the observers what passes (`watched_loop` gives
+the loop and its `Watch`), so no interpreter has per-observer code. An observer that
+raises is logged and dropped for the rest of the run: observing never changes a run's
+outcome.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from effects import (
     AwaitHook,
     CallModel,
     CloseStream,
-    Done,
     Perform,
     Publish,
     Pull,
@@ -34,6 +33,7 @@ from effects import (
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.cost import Cost, PriceQuery, Pricer
+from pipeline.driver import Watch
 from pipeline.messages import JsonObject, MessageList
 from pipeline.processor import RunContext
 from pipeline.protocol import AgentLoop, EffectRecord, LoopCommand, Recorder
@@ -119,7 +119,7 @@ class Observer(Protocol):
     def start(self, run: RunInfo) -> RunObserver | None: ...
 
 
-def observed_loop(
+def watched_loop(
     agent: Agent,
     messages: MessageList,
     *,
@@ -129,8 +129,9 @@ def observed_loop(
     observers: Sequence[Observer],
     loop_clock: Callable[[], float] | None = None,
     price: Pricer | None = None,
-) -> AgentLoop:
-    """The agent loop of a run, watched by `observers` (`record` still gets effects).
+) -> tuple[AgentLoop, Watch | None]:
+    """The agent loop of a run and what its driver tells of it to `observers` (None when
+    none is interested in the run); `record` still gets effects.
 
     `loop_clock` (default `clock`) is the clock the loop reads; observers time with
     `clock`. A replay hands the recorded readings in as `loop_clock`.
@@ -142,11 +143,12 @@ def observed_loop(
         if o is not None:
             live.append(o)
     if not live:  # (the default LogObserver, when logging is not configured)
-        return agent_loop(
+        loop = agent_loop(
             agent, messages, context=context, clock=loop_clock or clock, record=record,
             price=price,
         )
-    watching = _Watchers(live)
+        return loop, None
+    watching = _Watchers(live, clock)
     inner_clock = loop_clock or clock
 
     def read_clock() -> float:
@@ -163,7 +165,7 @@ def observed_loop(
         agent, messages, context=context, clock=read_clock, record=on_effect,
         price=_watched_price(price, watching) if price is not None else None,
     )
-    return _wrap(loop, watching, clock)
+    return loop, watching
 
 
 def _watched_price(price: Pricer, watching: _Watchers) -> Pricer:
@@ -192,16 +194,18 @@ def _start(o: Observer, info: RunInfo) -> RunObserver | None:
 
 
 class _Watchers:
-    """The run's observers; one that raises is logged and dropped.
+    """The run's observers, told by the run's driver; one that raises is logged and
+    dropped. Each is told the time by `now` (the interpreter's clock).
 
     `stream` are those that see `Pull` commands and their replies (the per-chunk path):
     a run whose observers all skip it pays almost nothing per chunk.
     """
 
-    __slots__ = ("live", "stream")
+    __slots__ = ("live", "now", "stream")
 
-    def __init__(self, live: list[RunObserver]) -> None:
+    def __init__(self, live: list[RunObserver], now: Callable[[], float]) -> None:
         self.live = live
+        self.now = now
         self.stream = [o for o in live if o.sees_stream]
 
     def _drop(self, o: RunObserver) -> None:
@@ -211,21 +215,30 @@ class _Watchers:
             if o in group:
                 group.remove(o)
 
-    def command(self, cmd: LoopCommand, at: float, group: list[RunObserver]) -> None:
+    def command(self, cmd: LoopCommand) -> None:
+        group = self.stream if cmd.__class__ is Pull else self.live
+        if not group:
+            return
+        at = self.now()
         for o in tuple(group):
             try:
                 o.command(cmd, at)
             except Exception:
                 self._drop(o)
 
-    def reply(self, cmd: LoopCommand, reply: object, at: float, group: list[RunObserver]) -> None:
+    def reply(self, cmd: LoopCommand, reply: object) -> None:
+        group = self.stream if cmd.__class__ is Pull else self.live
+        if not group:
+            return
+        at = self.now()
         for o in tuple(group):
             try:
                 o.reply(cmd, reply, at)
             except Exception:
                 self._drop(o)
 
-    def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
+    def failed(self, cmd: LoopCommand, error: BaseException) -> None:
+        at = self.now()
         for o in tuple(self.live):
             try:
                 o.failed(cmd, error, at)
@@ -256,55 +269,13 @@ class _Watchers:
             except Exception:
                 self._drop(o)
 
-    def end(self, result: RunResult | None, at: float) -> None:
+    def end(self, result: RunResult | None) -> None:
+        at = self.now()
         for o in tuple(self.live):
             try:
                 o.end(result, at)
             except Exception:
                 self._drop(o)
-
-
-def _wrap(loop: AgentLoop, w: _Watchers, clock: Callable[[], float]) -> AgentLoop:
-    """`loop`, passing every command, reply and exception by the observers.
-
-    A generator with the loop's own protocol (send, throw, close), so an interpreter
-    drives it exactly as it drives the loop.
-    """
-    ended = False
-    live, stream = w.live, w.stream
-    try:
-        try:
-            cmd = next(loop)
-        except StopIteration as stop:  # (the loop always yields Done first)
-            return _value(stop)
-        while True:
-            group = stream if cmd.__class__ is Pull else live
-            if group:
-                w.command(cmd, clock(), group)
-            if isinstance(cmd, Done):
-                ended = True
-                w.end(cmd.result, clock())
-            try:
-                reply = yield cmd
-            except GeneratorExit:
-                raise
-            except BaseException as e:
-                w.failed(cmd, e, clock())
-                try:
-                    cmd = loop.throw(e)
-                except StopIteration as stop:
-                    return _value(stop)
-                continue
-            if group:
-                w.reply(cmd, reply, clock(), group)
-            try:
-                cmd = loop.send(reply)
-            except StopIteration as stop:
-                return _value(stop)
-    finally:
-        loop.close()
-        if not ended:
-            w.end(None, clock())
 
 
 def describe(cmd: LoopCommand) -> tuple[str, str]:
@@ -334,11 +305,4 @@ def describe(cmd: LoopCommand) -> tuple[str, str]:
     return "finish", f"finish: {cmd.result.status}"
 
 
-def _value(stop: StopIteration) -> RunResult:
-    result = stop.value
-    if not isinstance(result, RunResult):
-        raise TypeError(f"the agent loop returned {result!r}, not a RunResult")
-    return result
-
-
-__all__ = ["Observer", "RunInfo", "RunObserver", "describe", "observed_loop"]
+__all__ = ["Observer", "RunInfo", "RunObserver", "describe", "watched_loop"]

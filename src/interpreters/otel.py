@@ -57,7 +57,8 @@ from effects import (
     Sleep,
 )
 from interpreters.observe import RunInfo, RunObserver
-from interpreters.prices import split_model
+from interpreters.providers.codec import put_given
+from interpreters.providers.table import ROUTES, split_model
 from pipeline.chunks import (
     Chunk,
     Finish,
@@ -83,19 +84,6 @@ from pipeline.protocol import (
 from pipeline.result import RunResult
 
 SCOPE = "pipeline-agents"
-
-PROVIDER_NAMES = {
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "groq": "groq",
-    "mistral": "mistral_ai",
-    "openrouter": "openrouter",
-    "ollama": "ollama",
-    "vllm": "vllm",
-    "openai-compatible": "openai",
-}
-"""Router prefix -> `gen_ai.provider.name` (the conventions' well-known values where
-there is one)."""
 
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
                  16777216, 67108864)
@@ -147,9 +135,10 @@ def _ns(seconds: float) -> int:
 
 
 def provider_of(model: str) -> tuple[str | None, str]:
-    """`gen_ai.provider.name` (None when unknown) and `gen_ai.request.model` of a model id."""
+    """`gen_ai.provider.name` (None when unknown) and `gen_ai.request.model` of a model id:
+    the name is its route's `otel_name` in the table of routes."""
     route, name = split_model(model)
-    return (PROVIDER_NAMES.get(route) if route is not None else None), name
+    return (ROUTES[route].otel_name if route is not None else None), name
 
 
 def _model_attrs(model: str) -> Attrs:
@@ -235,16 +224,11 @@ class _RunSpans(RunObserver):
     ) -> Span:
         attrs: Attrs = {"gen_ai.operation.name": "chat", **_model_attrs(request.model), **extra}
         s = request.model_settings
-        if s.temperature is not None:
-            attrs["gen_ai.request.temperature"] = s.temperature
-        if s.max_tokens is not None:
-            attrs["gen_ai.request.max_tokens"] = s.max_tokens
-        if s.top_p is not None:
-            attrs["gen_ai.request.top_p"] = s.top_p
-        if s.seed is not None:
-            attrs["gen_ai.request.seed"] = s.seed
-        if s.stop:
-            attrs["gen_ai.request.stop_sequences"] = s.stop
+        put_given(attrs, (
+            ("gen_ai.request.temperature", s.temperature),
+            ("gen_ai.request.max_tokens", s.max_tokens), ("gen_ai.request.top_p", s.top_p),
+            ("gen_ai.request.seed", s.seed), ("gen_ai.request.stop_sequences", s.stop or None),
+        ))
         if self.o.content:
             attrs["gen_ai.input.messages"] = _json(
                 self._as_received(request.messages) if judge is None else request.messages)

@@ -6,43 +6,24 @@
     result.cost            # Cost(total=Decimal('0.000021'), ...) or None
 
 Only the table bundled with the installed package is used (no update is fetched: the
-library runs offline). A model is priced on its provider's price list, from the router
-prefix of its id (`openai/`, `anthropic/`, `groq/`, `mistral/`, `openrouter/`); the
-model the provider said answered is priced when it said one. A self-hosted route
-(`ollama/`, `vllm/`, `openai-compatible/`), an id without a known prefix, or a model
-the table does not list gives None: no cost, never a wrong one.
+library runs offline). A model is priced on its provider's price list: the `price_id` of
+its route's row in the table of routes (providers/table.py; `openai/`, `anthropic/`,
+`groq/`, `mistral/`, `openrouter/` have one); the model the provider said answered is
+priced when it said one. A route without a price id (the self-hosted `ollama/`, `vllm/`,
+`openai-compatible/`), an id without a known prefix, or a model the table does not list
+gives None: no cost, never a wrong one.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from interpreters.providers.table import ROUTES, split_model
 from pipeline.cost import Cost, PriceQuery, Pricer
-
-PROVIDERS = {
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "groq": "groq",
-    "mistral": "mistral",
-    "openrouter": "openrouter",
-}
-"""Router prefix -> genai-prices provider id. Routes not here are not priced."""
 
 
 class PricesNotInstalled(ImportError):
     """genai-prices is not installed."""
-
-
-def split_model(model: str) -> tuple[str | None, str]:
-    """A router id's route and the model name the provider knows (`openai/gpt-4o` ->
-    ("openai", "gpt-4o")); (None, id) for an id without a router prefix."""
-    route, sep, name = model.partition("/")
-    if sep and route in _ROUTES:
-        return route, name
-    return None, model
-
-
-_ROUTES = frozenset({*PROVIDERS, "ollama", "vllm", "openai-compatible"})
 
 
 def genai_prices() -> Pricer:
@@ -56,7 +37,7 @@ def genai_prices() -> Pricer:
 
     def price(q: PriceQuery) -> Cost | None:
         route, name = split_model(q.model)
-        provider = PROVIDERS.get(route or "")
+        provider = ROUTES[route].price_id if route is not None else None
         if provider is None:
             return None
         usage = gp.Usage(
@@ -86,4 +67,4 @@ def _refs(response_model: str | None, name: str) -> tuple[str, ...]:
     return (name,)
 
 
-__all__ = ["PROVIDERS", "PricesNotInstalled", "genai_prices", "split_model"]
+__all__ = ["PricesNotInstalled", "genai_prices", "split_model"]

@@ -9,23 +9,12 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Unpack
 
-from effects import (
-    AwaitHook,
-    CallModel,
-    CloseStream,
-    Done,
-    Perform,
-    Publish,
-    Pull,
-    RunTools,
-    Sleep,
-)
+from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
-    answer_of,
     check_model,
     discard,
-    handler_for,
+    perform_here,
     provider_error,
     resolver,
     start_run,
@@ -38,14 +27,13 @@ from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import RunOptions, check_options
 from interpreters.providers.provider import Provider, ProviderResolver
-from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
+from pipeline.driver import LAST, Driver
 from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed
-from pipeline.processor import AskModel
-from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.result import RunResult
 
 Handler = Callable[[object], object]
@@ -135,107 +123,82 @@ class SyncInterpreter:
         check_options(options)
         refuse_async(agent)
         check_model(self._resolve, agent.model)
-        loop = start_run(
+        driver = start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
             observers=self._observers, price=self._price,
         )
         stop = _Stop(options.get("signal"), options.get("timeout"))
-        return RunStream(self._drive(loop, options.get("trace"), stop))
+        return RunStream(self._drive(driver, stop))
 
     # --- carrying out commands ---------------------------------------------------------
-    def _drive(
-        self, loop: AgentLoop, trace: Trace | None, stop: _Stop
-    ) -> Generator[Chunk, None, RunResult]:
+    def _drive(self, d: Driver, stop: _Stop) -> Generator[Chunk, None, RunResult]:
+        """The run's I/O over its driver (`pipeline.driver`), handing out its chunks."""
         model: Iterator[ModelEvent] | None = None
         guarded = stop.active
         if guarded:
             stop.start()
         try:
-            cmd = next(loop)
+            cmd = d.start()
             while True:
-                if guarded and stop.reason() is not None and not isinstance(cmd, Done):
+                if type(cmd) is Done:
+                    return cmd.result
+                if guarded and stop.reason() is not None:
                     if model is not None:
                         _close(model)
                         model = None
-                    return (yield from _cancel(loop, cmd, stop.reason() or "", trace))
-                if trace is not None:
-                    trace.record_command(cmd)
-                t = type(cmd)
-                if t is Pull and not guarded and trace is None:
-                    # The per-chunk path when there is no deadline to check and no trace to
-                    # fill: pull after pull without going round the command loop.
+                    yield from d.cancel(stop.reason() or "")
+                    assert d.result is not None
+                    return d.result
+                if type(cmd) is Pull:
                     assert model is not None
-                    read = model.__next__
-                    while type(cmd) is Pull:
-                        for c in cmd.publish:
-                            yield c
-                        try:
-                            event: object = read()
-                        except StopIteration:
-                            event = ModelEnded()
-                            model = None  # it ended: nothing to close
-                        except Exception as e:
-                            event = stream_failed(e, started=True)
-                            if model is not None:
-                                _close(model)
+                    if not guarded:
+                        # The per-chunk path when there is no deadline to check: pull after
+                        # pull without going round (`send_event` when nothing watches).
+                        m, send = model, d.send_event if d.fast else d.send
+                        read = m.__next__
+                        while type(cmd) is Pull:
+                            yield from cmd.publish
+                            try:
+                                event: object = read()
+                            except StopIteration:
+                                event = ModelEnded()
+                                model = None  # it ended: nothing to close
+                            except Exception as e:
+                                event = stream_failed(e, started=True)
+                                _close(m)
                                 model = None
-                        else:
-                            if type(event) is ModelFinish and model is not None:
-                                _close(model)  # its last event: close it now
-                                model = None
-                        cmd = loop.send(event)
-                    continue
-                if t is Pull:
-                    assert isinstance(cmd, Pull)
-                    for c in cmd.publish:
-                        if trace is not None:
-                            trace.chunks.append(c)
-                        yield c
-                    assert model is not None
-                    try:  # the per-chunk path: `_next_event` inlined
-                        event = next(model)
-                    except StopIteration:
-                        event = ModelEnded()
-                        model = None  # it ended: nothing to close
-                    except Exception as e:
-                        event = stream_failed(e, started=True)
+                            else:
+                                if type(event) is ModelFinish:  # its last event: close it
+                                    _close(m)
+                                    model = None
+                            cmd = send(event)
+                        continue
+                    yield from cmd.publish
+                    event = _next_event(model, started=True)
+                    if type(event) in LAST:
                         _close(model)
                         model = None
-                    else:
-                        if type(event) is ModelFinish:  # its last event: close it now
-                            _close(model)
-                            model = None
                     if guarded and stop.reason():
                         continue  # stopped while it waited: the event is not taken; cancel
-                    cmd = loop.send(event)
-                    continue
-                if t is CloseStream:
+                    cmd = d.send(event)
+                elif type(cmd) is Publish:
+                    yield from cmd.chunks
+                    cmd = d.send(None)
+                elif type(cmd) is CloseStream:  # (only with a stream open: see the driver)
                     if model is not None:
                         _close(model)
                         model = None
-                    cmd = loop.send(None)
-                    continue
-                if t is Done:
-                    assert isinstance(cmd, Done)
-                    return cmd.result
-                if t is Publish:
-                    assert isinstance(cmd, Publish)
-                    for c in cmd.chunks:
-                        if trace is not None:
-                            trace.chunks.append(c)
-                        yield c
-                    cmd = loop.send(None)
-                elif t is CallModel:
-                    assert isinstance(cmd, CallModel)
+                    cmd = d.send(None)
+                elif type(cmd) is CallModel:
                     token = run_stop.set(stop) if guarded else None
                     try:
                         try:
                             model = iter(self._resolve(cmd.request.model).stream(cmd.request))
                         except Exception as e:
-                            cmd = loop.send(ModelFailed(provider_error(e)))
+                            cmd = d.send(ModelFailed(provider_error(e)))
                             continue
                         first = _next_event(model, started=False)
-                        if type(first) in _LAST:
+                        if type(first) in LAST:
                             _close(model)
                             model = None
                     finally:
@@ -243,22 +206,19 @@ class SyncInterpreter:
                             run_stop.reset(token)
                     if guarded and stop.reason():
                         continue  # stopped while it waited: the event is not taken; cancel
-                    cmd = loop.send(first)
-                elif t is Sleep and guarded:
-                    assert isinstance(cmd, Sleep)
+                    cmd = d.send(first)
+                elif type(cmd) is Sleep and guarded:
                     self._sleep(min(cmd.seconds, stop.left()))
                     if stop.reason() is None:
-                        cmd = loop.send(None)
+                        cmd = d.send(None)
                 else:
-                    cmd = self._other(loop, cmd, stop)
+                    cmd = self._other(d, cmd, stop)
         finally:
             if model is not None:
                 _close(model)
-            loop.close()
+            d.close()
 
-    def _other(
-        self, loop: AgentLoop, cmd: LoopCommand, stop: _Stop | None = None
-    ) -> LoopCommand:
+    def _other(self, d: Driver, cmd: LoopCommand, stop: _Stop) -> LoopCommand:
         """Commands outside the streaming path; failures are thrown into the loop."""
         try:
             if isinstance(cmd, RunTools):
@@ -267,13 +227,13 @@ class SyncInterpreter:
                 self._sleep(cmd.seconds)
                 reply = None
             elif isinstance(cmd, Perform):
-                token = run_stop.set(stop) if stop is not None and stop.active else None
+                token = run_stop.set(stop) if stop.active else None
                 try:
-                    reply = self._perform(cmd.request)
+                    reply = perform_here(self._resolve, self._handlers, cmd.request)
                 finally:
                     if token is not None:
                         run_stop.reset(token)
-                if stop is not None and stop.active and stop.reason() is not None:
+                if stop.active and stop.reason() is not None:
                     # Stopped while the hook's I/O ran (a judge still deciding): its late
                     # answer is not taken; the run is cancelled at this command.
                     return cmd
@@ -286,13 +246,8 @@ class SyncInterpreter:
             else:
                 raise TypeError(f"unknown command {cmd!r}")
         except Exception as e:
-            return loop.throw(e)
-        return loop.send(reply)
-
-    def _perform(self, request: object) -> object:
-        if isinstance(request, AskModel):
-            return answer_of(self._resolve(request.request.model).stream(request.request))
-        return handler_for(self._handlers, request)(request)
+            return d.fail(e)
+        return d.send(reply)
 
 
 class _Stop:
@@ -323,32 +278,6 @@ class _Stop:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return f"timed out after {self.timeout:g} s"
         return None
-
-
-def _cancel(
-    loop: AgentLoop, cmd: LoopCommand, reason: str, trace: Trace | None
-) -> Generator[Chunk, None, RunResult]:
-    """End the run as cancelled at the pending command: the loop finishes without I/O,
-    publishing its final chunks (as the async interpreter's cancel does)."""
-    if isinstance(cmd, AwaitHook):
-        discard(cmd.awaitable)
-    try:
-        cmd = loop.throw(RunCancelled(reason))
-        while isinstance(cmd, Publish):
-            if trace is not None:
-                trace.record_command(cmd)
-            for c in cmd.chunks:
-                if trace is not None:
-                    trace.chunks.append(c)
-                yield c
-            cmd = loop.send(None)
-    except (RunCancelled, StopIteration) as e:
-        raise RuntimeError("the agent loop did not finish a cancelled run") from e
-    if not isinstance(cmd, Done):
-        raise RuntimeError(f"the agent loop asked for {cmd!r} after a cancel")
-    if trace is not None:
-        trace.record_command(cmd)
-    return cmd.result
 
 
 class RunStream:
@@ -429,10 +358,6 @@ def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
         return ModelEnded()
     except Exception as e:
         return stream_failed(e, started=started)
-
-
-_LAST = frozenset({ModelFinish, ModelEnded, ModelFailed})
-"""A stream's last events: the interpreter closes the stream once it hands one over."""
 
 
 def _close(model: Iterator[ModelEvent]) -> None:

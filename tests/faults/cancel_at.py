@@ -1,7 +1,7 @@
 """A test driver that cancels a run at its k-th command, under any interpreter.
 
-`cancelling_at(k)` patches the interpreters' `start_run` so that each run's agent loop is
-wrapped: the loop's commands go out as usual until the k-th (0-based), at which
+`cancelling_at(k)` patches where the interpreters make a run's agent loop, so that each
+run's loop is wrapped: the loop's commands go out as usual until the k-th (0-based), at which
 `RunCancelled` is thrown into the loop instead of carrying the command out, as an
 interpreter does on a cancel or a timeout. So a test can hit every phase of a run in
 turn, deterministically, on the sync and the async interpreters alike.
@@ -14,10 +14,11 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 from unittest.mock import patch
 
-import interpreters.aio
-import interpreters.sync
+import interpreters.common
+import interpreters.observe
 from effects import AwaitHook, Done
-from interpreters.common import discard, start_run
+from interpreters.common import discard
+from pipeline import agent_loop
 from pipeline.protocol import AgentLoop, RunCancelled
 
 REASON = "cut by the test"
@@ -53,14 +54,14 @@ def cancel_at(loop: AgentLoop, k: int, reason: str = REASON) -> AgentLoop:
 
 @contextmanager
 def cancelling_at(k: int, reason: str = REASON) -> Iterator[None]:
-    """Within the block, every run the sync and async interpreters start is cancelled at
+    """Within the block, every run an interpreter starts is cancelled at
     its k-th command. (A run's trace records every command: `len(trace.commands)` runs
     cover every index.)"""
 
     def wrapped(*args: Any, **kwargs: Any) -> AgentLoop:
-        return cancel_at(start_run(*args, **kwargs), k, reason)
+        return cancel_at(agent_loop(*args, **kwargs), k, reason)
 
     with ExitStack() as stack:
-        stack.enter_context(patch.object(interpreters.sync, "start_run", wrapped))
-        stack.enter_context(patch.object(interpreters.aio, "start_run", wrapped))
+        stack.enter_context(patch.object(interpreters.common, "agent_loop", wrapped))
+        stack.enter_context(patch.object(interpreters.observe, "agent_loop", wrapped))
         yield

@@ -14,6 +14,10 @@ are per route, so a key never goes to another provider's host:
     resolve = Resolver(api_keys={"openai": "sk-..."},
                        base_urls={"ollama": "http://gpu-box:11434/v1"})
 
+The wire formats and the routes are tables (providers/table.py): `register_wire_format`
+and `register_route` add a format (a module with its `Codec` and `WireFormat`) and a
+router prefix that speaks it.
+
 Each call makes one attempt and raises `ProviderError(ApiError)` on failure; the loop's
 RetryPolicy retries what `ApiError.retryable` allows, after `retry_after` when given.
 """
@@ -23,7 +27,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
-    from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded
+    from interpreters.providers.codec import (
+        ByteStreamDecoder,
+        Codec,
+        Encoded,
+        WireFormat,
+        WireRoute,
+        route_options,
+    )
     from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
     from interpreters.providers.limits import Limits
     from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
@@ -40,6 +51,13 @@ if TYPE_CHECKING:
     )
     from interpreters.providers.secret import Secret
     from interpreters.providers.sse import SseEvent, SseParser
+    from interpreters.providers.table import (
+        WIRE_FORMATS,
+        register_route,
+        register_wire_format,
+        unregister_route,
+        unregister_wire_format,
+    )
 
 # Loaded when first used: `interpreters.providers.provider` (the contract every interpreter
 # imports) must not bring httpx and the wire formats in with it.
@@ -50,6 +68,9 @@ _HOME = {
     "resolve_provider": "router",
     "AnthropicCodec": "anthropic", "AnthropicOptions": "anthropic",
     "ByteStreamDecoder": "codec", "Codec": "codec", "Encoded": "codec",
+    "WireFormat": "codec", "WireRoute": "codec", "route_options": "codec",
+    "WIRE_FORMATS": "table", "register_route": "table", "register_wire_format": "table",
+    "unregister_route": "table", "unregister_wire_format": "table",
     "AsyncHttpProvider": "http", "Endpoint": "http", "HttpProvider": "http", "Timeouts": "http",
     "Limits": "limits", "OpenAIChatCodec": "openai_chat", "OpenAIChatOptions": "openai_chat",
     "Secret": "secret", "SseEvent": "sse", "SseParser": "sse",
@@ -67,6 +88,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ROUTES",
+    "WIRE_FORMATS",
     "AnthropicCodec",
     "AnthropicOptions",
     "AsyncHttpProvider",
@@ -87,7 +109,14 @@ __all__ = [
     "SseEvent",
     "SseParser",
     "Timeouts",
+    "WireFormat",
+    "WireRoute",
     "provider_config",
+    "register_route",
+    "register_wire_format",
     "resolve_async_provider",
     "resolve_provider",
+    "route_options",
+    "unregister_route",
+    "unregister_wire_format",
 ]

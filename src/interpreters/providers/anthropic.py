@@ -18,17 +18,23 @@ from typing import Literal
 import msgspec
 
 from interpreters.providers.codec import (
+    DecoderBase,
     Encoded,
+    JsonCodec,
+    JsonDict,
     StreamDecoder,
-    encode_body,
+    WireFormat,
+    WireRoute,
+    decode_response,
     invalid_response,
     invalid_tool_args,
     json_text,
     merge_options,
     parse_tool_args,
+    put_given,
+    route_options,
+    unsupported_file,
 )
-from interpreters.providers.errors import stream_error
-from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline.chunks import (
     FinishReason,
@@ -52,10 +58,8 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelRequest, ToolChoiceTool
-from pipeline.sanitize import ANTHROPIC, SanitizeProfile, prepare_request, restore_event
-
-JsonDict = dict[str, object]
+from pipeline.model import ModelRequest, ToolChoiceTool
+from pipeline.sanitize import ANTHROPIC, SanitizeProfile
 
 ANTHROPIC_VERSION = "2023-06-01"
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -83,13 +87,7 @@ def _file_block(part: FilePart) -> JsonDict:
         return {"type": "image", "source": source}
     if mt == "application/pdf":
         return {"type": "document", "source": source}
-    raise ProviderError(
-        ApiError(
-            status=None,
-            message=f"the Anthropic format cannot send a {mt} file",
-            error_type="unsupported_content",
-        )
-    )
+    raise unsupported_file("Anthropic", mt)
 
 
 def _blocks(m: Message) -> list[JsonDict]:
@@ -220,12 +218,10 @@ def encode_request(
     if tools:
         body["tools"] = tools
         body["tool_choice"] = tool_choice
-    if s.temperature is not None:
-        body["temperature"] = s.temperature
-    if s.top_p is not None:
-        body["top_p"] = s.top_p
-    if s.stop is not None:
-        body["stop_sequences"] = list(s.stop)
+    put_given(body, (
+        ("temperature", s.temperature), ("top_p", s.top_p),
+        ("stop_sequences", list(s.stop) if s.stop is not None else None),
+    ))
     body["stream"] = stream
     merge_options(body, request.provider_options, options.option_sections)
     return body, json_tool
@@ -358,29 +354,19 @@ class _Open:
         self.text_id: str | None = None
 
 
-class AnthropicStreamDecoder:
+class AnthropicStreamDecoder(DecoderBase):
     """Messages stream events -> ModelEvents."""
 
     def __init__(
         self, *, json_tool: str | None = None, status: int = 200, request_id: str | None = None
     ) -> None:
+        super().__init__(status=status, request_id=request_id)
         self._json_tool = json_tool
-        self._status = status
-        self._request_id = request_id
-        self.done = False
-        """True once the stream really completed (a plain attribute: read per chunk)."""
-        self._started = False
         self._blocks: dict[int, _Open] = {}
         self._usage = _UsageAcc()
         self._stop_reason: str | None = None
         self._json_used = False
         self._truncated: list[tuple[str, str]] = []
-        self._response_id: str | None = None
-        self._model_id: str | None = None
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         out = self._feed(event)
@@ -394,13 +380,7 @@ class AnthropicStreamDecoder:
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             if sse.event == "error":
                 raise self._error(sse.data.encode()) from None
-            raise invalid_response(
-                self._status,
-                f"a stream data frame is not a valid Messages event: {e}",
-                started=self._started,
-                request_id=self._request_id,
-                body=sse.data[:2000],
-            ) from None
+            raise self._bad_frame("Messages event", e, sse.data) from None
         t = ev.type
         if t == "content_block_delta":
             return self._block_delta(ev)
@@ -425,33 +405,16 @@ class AnthropicStreamDecoder:
             raise self._error(sse.data.encode())
         return []  # ping, and event types this decoder does not know
 
-    def _error(self, body: bytes) -> ProviderError:
-        return ProviderError(
-            stream_error(
-                self._status, body, started=self._started, request_id=self._request_id
-            )
-        )
-
     def _need(self, ev: _Event) -> tuple[int, _Open]:
         block = self._blocks.get(ev.index if ev.index is not None else -1)
         if block is None or ev.index is None:
-            raise invalid_response(
-                self._status,
-                f"{ev.type} for content block {ev.index}, which was not started",
-                started=self._started,
-                request_id=self._request_id,
-            )
+            raise self._invalid(f"{ev.type} for content block {ev.index}, which was not started")
         return ev.index, block
 
     def _block_start(self, ev: _Event) -> list[ModelEvent]:
         cb = ev.content_block
         if cb is None or ev.index is None:
-            raise invalid_response(
-                self._status,
-                "content_block_start without a block",
-                started=self._started,
-                request_id=self._request_id,
-            )
+            raise self._invalid("content_block_start without a block")
         i = ev.index
         out: list[ModelEvent] = []
         if cb.type == "text":
@@ -557,18 +520,10 @@ def decode_message(
     request_id: str | None = None,
 ) -> list[ModelEvent]:
     """A non-streaming Messages response as the same events a stream gives."""
-    try:
-        resp = _response.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise invalid_response(
-            status,
-            f"the response is not a valid message: {e}",
-            started=False,
-            request_id=request_id,
-            body=body[:2000].decode("utf-8", "replace"),
-        ) from None
-    if resp.type == "error":
-        raise ProviderError(stream_error(status, body, started=False, request_id=request_id))
+    resp = decode_response(
+        _response, body, "message", lambda r: r.type == "error",
+        status=status, request_id=request_id,
+    )
     if resp.content is None:
         raise invalid_response(
             status, "the response has no content", started=False, request_id=request_id
@@ -586,16 +541,14 @@ def decode_message(
     return out
 
 
-class AnthropicCodec:
+class AnthropicCodec(JsonCodec[AnthropicOptions]):
     """The Codec for `/messages`."""
 
-    path = "/messages"
-
     def __init__(self, options: AnthropicOptions | None = None) -> None:
-        self.options = options or AnthropicOptions()
+        super().__init__(options or AnthropicOptions())
 
-    def __repr__(self) -> str:
-        return f"AnthropicCodec({self.options!r})"
+    def path(self, model: str, *, stream: bool) -> str:
+        return "/messages"
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         h = {"anthropic-version": self.options.version}
@@ -603,17 +556,10 @@ class AnthropicCodec:
             h["x-api-key"] = api_key
         return h
 
-    def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
-        # Pairing repaired and ids/names fitted to the API; events are mapped back.
-        request, names = prepare_request(request, self.options.profile)
-        body, json_tool = encode_request(
-            request, model=model, stream=stream, options=self.options
-        )
-        if names.is_identity:
-            return Encoded(encode_body(body), json_tool=json_tool)
-        return Encoded(
-            encode_body(body), lambda e: restore_event(e, names), json_tool=json_tool
-        )
+    def body(
+        self, request: ModelRequest, *, model: str, stream: bool
+    ) -> tuple[JsonDict, str | None]:
+        return encode_request(request, model=model, stream=stream, options=self.options)
 
     def stream_decoder(
         self, encoded: Encoded, *, status: int, request_id: str | None
@@ -628,3 +574,13 @@ class AnthropicCodec:
         return decode_message(
             body, json_tool=encoded.json_tool, status=status, request_id=request_id
         )
+
+
+def _route_codec(route: WireRoute) -> AnthropicCodec:
+    # A route reads its own `provider_options` section.
+    options = route_options(route, AnthropicOptions)
+    return AnthropicCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
+
+
+MESSAGES = WireFormat("anthropic", _route_codec, AnthropicOptions)
+"""The Anthropic Messages wire format, for the table of wire formats (providers/table.py)."""

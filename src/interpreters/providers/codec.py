@@ -9,12 +9,12 @@ socket. Failures are raised as `ProviderError` with a typed `ApiError`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from typing import Generic, Protocol, TypeVar
 
 import msgspec
 
-from interpreters.providers.errors import broken_stream
+from interpreters.providers.errors import broken_stream, stream_error
 from interpreters.providers.limits import limit_exceeded
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import DEFAULT_MAX_EVENT, SseEvent, SseLimitError, SseParser
@@ -22,6 +22,7 @@ from pipeline.bounds import json_too_deep
 from pipeline.chunks import ModelEvent
 from pipeline.messages import JsonObject
 from pipeline.model import ApiError, ModelRequest
+from pipeline.sanitize import SanitizeProfile, prepare_request, restore_event
 
 EventMap = Callable[[ModelEvent], ModelEvent]
 """Applied to every decoded event (restores sanitized tool-call ids and names)."""
@@ -59,7 +60,10 @@ class StreamDecoder(Protocol):
 class Codec(Protocol):
     """One wire format (OpenAI Chat Completions, Anthropic Messages)."""
 
-    path: str
+    def path(self, model: str, *, stream: bool) -> str:
+        """The URL path of a call, after the route's base URL (`/chat/completions`); a
+        format that names the model or the streaming in its URL says so here."""
+        ...
 
     def headers(self, api_key: str | None) -> dict[str, str]: ...
 
@@ -72,6 +76,44 @@ class Codec(Protocol):
     def decode_body(
         self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
     ) -> list[ModelEvent]: ...
+
+
+class WireRoute(msgspec.Struct, frozen=True):
+    """The route a codec is made for (a row of `providers/table.py`'s `ROUTES`)."""
+
+    name: str
+    """The route's name (`openai`, `groq`...): the `provider_options` section it reads."""
+    options: msgspec.Struct | None = None
+    """The route's settings for its wire format (of that format's `WireFormat.options`
+    type); None: the format's defaults."""
+
+
+class WireFormat(msgspec.Struct, frozen=True):
+    """One wire format as data: its name and how to make its codec for a route.
+
+    A module defines its `Codec` and one of these; `register_wire_format` (or the
+    built-in table in `providers/table.py`) makes it known, and a route row names it."""
+
+    name: str
+    codec: Callable[[WireRoute], Codec]
+    options: type[msgspec.Struct] | None = None
+    """The type of `Route.options` this format reads; None: it takes none."""
+
+
+Options = TypeVar("Options", bound=msgspec.Struct)
+
+
+def route_options(route: WireRoute, kind: type[Options]) -> Options:
+    """The route's options for a codec that reads `kind` (its defaults when it has none);
+    `register_route` has already refused options of another type."""
+    options = route.options
+    if options is None:
+        return kind()
+    if not isinstance(options, kind):
+        raise TypeError(
+            f"route {route.name!r} gives {type(options).__name__}, not {kind.__name__}"
+        )
+    return options
 
 
 class ByteStreamDecoder:
@@ -297,3 +339,119 @@ def invalid_tool_args(
             body=raw[:2000],
         )
     )
+
+
+def unsupported_file(wire: str, media_type: str, how: str = "") -> ProviderError:
+    """A file part this wire format cannot carry (`how`: " by URL", say)."""
+    return ProviderError(
+        ApiError(
+            status=None,
+            message=f"the {wire} format cannot send a {media_type} file{how}",
+            error_type="unsupported_content",
+        )
+    )
+
+
+V = TypeVar("V")
+
+
+def put_given(target: MutableMapping[str, V], items: Iterable[tuple[str, V | None]]) -> None:
+    """Set each item whose value is given (not None): settings into a body or attributes."""
+    for key, value in items:
+        if value is not None:
+            target[key] = value
+
+
+Response = TypeVar("Response")
+
+
+def decode_response(
+    decoder: msgspec.json.Decoder[Response],
+    body: bytes,
+    what: str,
+    failed: Callable[[Response], bool],
+    *,
+    status: int,
+    request_id: str | None,
+) -> Response:
+    """A non-streaming response body decoded; raises for one that is not `what` or that
+    `failed` says is an error object instead."""
+    try:
+        response = decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise invalid_response(
+            status, f"the response is not a valid {what}: {e}", started=False,
+            request_id=request_id, body=body[:2000].decode("utf-8", "replace"),
+        ) from None
+    if failed(response):
+        raise ProviderError(stream_error(status, body, started=False, request_id=request_id))
+    return response
+
+
+class _Profiled(Protocol):
+    @property
+    def profile(self) -> SanitizeProfile: ...
+
+
+CodecOptions = TypeVar("CodecOptions", bound=_Profiled)
+
+JsonDict = dict[str, object]
+
+
+class JsonCodec(Generic[CodecOptions]):
+    """What the JSON wire formats' codecs share: their options and repr, and the encoding
+    step that fits tool-call ids and names to the server (`Encoded.restore` maps the
+    events back). A codec writes `body`, `path`, `headers` and the decoding."""
+
+    def __init__(self, options: CodecOptions) -> None:
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.options!r})"
+
+    def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
+        # Pairing repaired and ids/names fitted to the server; events are mapped back.
+        request, names = prepare_request(request, self.options.profile)
+        body, json_tool = self.body(request, model=model, stream=stream)
+        if names.is_identity:
+            return Encoded(encode_body(body), json_tool=json_tool)
+        return Encoded(encode_body(body), lambda e: restore_event(e, names), json_tool=json_tool)
+
+    def body(
+        self, request: ModelRequest, *, model: str, stream: bool
+    ) -> tuple[JsonDict, str | None]:
+        """The request body, and the name of the tool structured output rides on, if any."""
+        raise NotImplementedError
+
+
+class DecoderBase:
+    """What the stream decoders share: the response's status and request id, whether
+    the stream is done or started, what the server said it was, and the errors."""
+
+    def __init__(self, *, status: int, request_id: str | None) -> None:
+        self._status = status
+        self._request_id = request_id
+        self.done = False
+        """True once the stream really completed (a plain attribute: read per chunk)."""
+        self._started = False
+        self._response_id: str | None = None
+        self._model_id: str | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def _error(self, body: bytes) -> ProviderError:
+        """An error the server sent in the stream."""
+        return ProviderError(
+            stream_error(self._status, body, started=self._started, request_id=self._request_id)
+        )
+
+    def _invalid(self, message: str, body: str | None = None) -> ProviderError:
+        return invalid_response(
+            self._status, message, started=self._started, request_id=self._request_id,
+            body=body,
+        )
+
+    def _bad_frame(self, what: str, e: Exception, data: str) -> ProviderError:
+        return self._invalid(f"a stream data frame is not a valid {what}: {e}", data[:2000])

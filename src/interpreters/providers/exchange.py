@@ -12,7 +12,6 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Generic, Literal, TypeVar
-from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -27,6 +26,7 @@ from interpreters.providers.errors import (
 from interpreters.providers.limits import Limits, limit_exceeded
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.secret import Secret
+from interpreters.providers.table import check_base_url
 from pipeline.chunks import ModelEvent
 from pipeline.model import ApiError, ModelRequest
 
@@ -62,22 +62,6 @@ class Timeouts(msgspec.Struct, frozen=True):
         return httpx.Timeout(
             connect=min(self.connect, w), read=min(self.read, w), write=min(self.write, w),
             pool=min(self.pool, w),
-        )
-
-
-def check_base_url(url: str) -> None:
-    """Refuse a base URL that carries credentials (`user:pass@host`): httpx would send
-    them as Basic auth instead of the key, and log them. The message never echoes them."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        raise ValueError("the base URL is not a valid URL") from None
-    if "@" in parts.netloc:
-        host = parts.netloc.rpartition("@")[2]
-        raise ValueError(
-            f"the base URL for host {host!r} carries credentials (user:password@); "
-            "give the key as api_key= (or its environment variable) and a base URL "
-            "without them"
         )
 
 
@@ -129,10 +113,9 @@ class Exchange:
             self.deadline = run_end  # the run's own deadline comes first
         self.received = 0
         self._content_type = ""
-        self.encoded: Encoded = codec.encode(
-            request, model=endpoint.wire_model(request.model), stream=stream
-        )
-        self.url = endpoint.url(codec.path)
+        model = endpoint.wire_model(request.model)
+        self.encoded: Encoded = codec.encode(request, model=model, stream=stream)
+        self.url = endpoint.url(codec.path(model, stream=stream))
         self.status = 0
         self._request_id: str | None = None
         self._decoder: ByteStreamDecoder | None = None

@@ -21,8 +21,8 @@ from interpreters.providers.exchange import (
     MAX_ERROR_BODY,
     Endpoint,
     Timeouts,
-    check_base_url,
 )
+from interpreters.providers.table import check_base_url
 
 __all__ = [
     "DEADLINE_EXCEEDED",

@@ -17,16 +17,24 @@ from typing import Literal
 import msgspec
 
 from interpreters.providers.codec import (
+    DecoderBase,
     Encoded,
+    JsonCodec,
+    JsonDict,
     StreamDecoder,
-    encode_body,
+    WireFormat,
+    WireRoute,
+    decode_response,
     invalid_response,
     invalid_tool_args,
     json_text,
     merge_options,
     parse_tool_args,
+    put_given,
+    route_options,
+    unsupported_file,
 )
-from interpreters.providers.errors import broken_stream, stream_error
+from interpreters.providers.errors import broken_stream
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline.chunks import (
@@ -50,11 +58,9 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelRequest, ToolChoiceTool
+from pipeline.model import ModelRequest, ToolChoiceTool
 from pipeline.output_type import strict_schema
-from pipeline.sanitize import OPENAI, SanitizeProfile, prepare_request, restore_event
-
-JsonDict = dict[str, object]
+from pipeline.sanitize import OPENAI, SanitizeProfile
 
 
 class OpenAIChatOptions(msgspec.Struct, frozen=True):
@@ -88,14 +94,7 @@ def _file_content(part: FilePart) -> JsonDict:
         return {"type": "input_audio", "input_audio": {"data": part.data, "format": fmt}}
     if mt.startswith("text/") and not part.is_url:
         return {"type": "text", "text": base64.b64decode(part.data).decode("utf-8", "replace")}
-    raise ProviderError(
-        ApiError(
-            status=None,
-            message=f"the OpenAI chat format cannot send a {mt} file"
-            + (" by URL" if part.is_url else ""),
-            error_type="unsupported_content",
-        )
-    )
+    raise unsupported_file("OpenAI chat", mt, " by URL" if part.is_url else "")
 
 
 def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
@@ -179,16 +178,11 @@ def encode_request(
             schema["schema"] = strict_schema(so.schema)  # refs inlined, objects closed
         body["response_format"] = {"type": "json_schema", "json_schema": schema}
     s = request.model_settings
-    if s.temperature is not None:
-        body["temperature"] = s.temperature
-    if s.top_p is not None:
-        body["top_p"] = s.top_p
-    if s.max_tokens is not None:
-        body[options.max_tokens_field] = s.max_tokens
-    if s.stop is not None:
-        body["stop"] = list(s.stop)
-    if s.seed is not None:
-        body["seed"] = s.seed
+    put_given(body, (
+        ("temperature", s.temperature), ("top_p", s.top_p),
+        (options.max_tokens_field, s.max_tokens),
+        ("stop", list(s.stop) if s.stop is not None else None), ("seed", s.seed),
+    ))
     body["stream"] = stream
     if stream and options.stream_usage:
         body["stream_options"] = {"include_usage": True}
@@ -212,6 +206,8 @@ class _ToolCallDelta(msgspec.Struct, frozen=True):
 
 
 class _Delta(msgspec.Struct, frozen=True):
+    """A stream chunk's delta, and a whole response's message (the same fields)."""
+
     content: str | None = None
     refusal: str | None = None
     reasoning: str | None = None
@@ -253,35 +249,28 @@ class _StreamChoice(msgspec.Struct, frozen=True):
     finish_reason: str | None = None
 
 
-class _Chunk(msgspec.Struct, frozen=True):
+class _Head(msgspec.Struct, frozen=True):
+    """What a stream chunk and a whole response both carry."""
+
     id: str | None = None
     model: str | None = None
-    choices: list[_StreamChoice] | None = None
     usage: _Usage | None = None
-    x_groq: _XGroq | None = None
     error: dict[str, object] | str | None = None
 
 
-class _Message(msgspec.Struct, frozen=True):
-    content: str | None = None
-    refusal: str | None = None
-    reasoning: str | None = None
-    reasoning_content: str | None = None
-    tool_calls: list[_ToolCallDelta] | None = None
+class _Chunk(_Head, frozen=True):
+    choices: list[_StreamChoice] | None = None
+    x_groq: _XGroq | None = None
 
 
 class _Choice(msgspec.Struct, frozen=True):
     index: int = 0
-    message: _Message | None = None
+    message: _Delta | None = None
     finish_reason: str | None = None
 
 
-class _Completion(msgspec.Struct, frozen=True):
-    id: str | None = None
-    model: str | None = None
+class _Completion(_Head, frozen=True):
     choices: list[_Choice] | None = None
-    usage: _Usage | None = None
-    error: dict[str, object] | str | None = None
 
 
 _chunk = msgspec.json.Decoder(_Chunk)
@@ -328,15 +317,11 @@ class _Call:
         self.emitted = False
 
 
-class OpenAIStreamDecoder:
+class OpenAIStreamDecoder(DecoderBase):
     """Chat Completions chunks -> ModelEvents. Only choice 0 is decoded."""
 
     def __init__(self, *, status: int = 200, request_id: str | None = None) -> None:
-        self._status = status
-        self._request_id = request_id
-        self.done = False
-        """True once the stream really completed (a plain attribute: read per chunk)."""
-        self._started = False
+        super().__init__(status=status, request_id=request_id)
         self._open: tuple[Literal["text", "reasoning", "refusal"], str] | None = None
         self._blocks = 0
         self._calls: list[_Call] = []
@@ -348,12 +333,6 @@ class OpenAIStreamDecoder:
         self._finish_raw: str | None = None
         self._refused = False
         self._usage: Usage | None = None
-        self._response_id: str | None = None
-        self._model_id: str | None = None
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         # `started` is set where events are returned (no wrapper call per chunk: W5).
@@ -388,13 +367,7 @@ class OpenAIStreamDecoder:
         try:
             chunk = _chunk.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            raise invalid_response(
-                self._status,
-                f"a stream data frame is not a valid chat completion chunk: {e}",
-                started=self._started,
-                request_id=self._request_id,
-                body=data[:2000],
-            ) from None
+            raise self._bad_frame("chat completion chunk", e, data) from None
         if chunk.error is not None:
             raise self._error(data.encode())
         if not self._response_id:
@@ -425,13 +398,6 @@ class OpenAIStreamDecoder:
         if out:
             self._started = True
         return out
-
-    def _error(self, body: bytes) -> ProviderError:
-        return ProviderError(
-            stream_error(
-                self._status, body, started=self._started, request_id=self._request_id
-            )
-        )
 
     def _switch(
         self, kind: Literal["text", "reasoning", "refusal"], out: list[ModelEvent]
@@ -551,18 +517,10 @@ def decode_completion(
     body: bytes, *, status: int = 200, request_id: str | None = None
 ) -> list[ModelEvent]:
     """A non-streaming Chat Completions response as the same events a stream gives."""
-    try:
-        resp = _completion.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise invalid_response(
-            status,
-            f"the response is not a valid chat completion: {e}",
-            started=False,
-            request_id=request_id,
-            body=body[:2000].decode("utf-8", "replace"),
-        ) from None
-    if resp.error is not None:
-        raise ProviderError(stream_error(status, body, started=False, request_id=request_id))
+    resp = decode_response(
+        _completion, body, "chat completion", lambda r: r.error is not None,
+        status=status, request_id=request_id,
+    )
     choice = next((c for c in resp.choices or () if c.index == 0), None)
     if choice is None or choice.message is None:
         raise invalid_response(
@@ -604,27 +562,22 @@ def decode_completion(
     return out
 
 
-class OpenAIChatCodec:
+class OpenAIChatCodec(JsonCodec[OpenAIChatOptions]):
     """The Codec for `/chat/completions`."""
 
-    path = "/chat/completions"
-
     def __init__(self, options: OpenAIChatOptions | None = None) -> None:
-        self.options = options or OpenAIChatOptions()
+        super().__init__(options or OpenAIChatOptions())
 
-    def __repr__(self) -> str:
-        return f"OpenAIChatCodec({self.options!r})"
+    def path(self, model: str, *, stream: bool) -> str:
+        return "/chat/completions"
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
-        # Pairing repaired and ids/names fitted to the server; events are mapped back.
-        request, names = prepare_request(request, self.options.profile)
-        body = encode_request(request, model=model, stream=stream, options=self.options)
-        if names.is_identity:
-            return Encoded(encode_body(body))
-        return Encoded(encode_body(body), lambda e: restore_event(e, names))
+    def body(
+        self, request: ModelRequest, *, model: str, stream: bool
+    ) -> tuple[JsonDict, str | None]:
+        return encode_request(request, model=model, stream=stream, options=self.options), None
 
     def stream_decoder(
         self, encoded: Encoded, *, status: int, request_id: str | None
@@ -635,3 +588,13 @@ class OpenAIChatCodec:
         self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
     ) -> list[ModelEvent]:
         return decode_completion(body, status=status, request_id=request_id)
+
+
+def _route_codec(route: WireRoute) -> OpenAIChatCodec:
+    # A route reads its own `provider_options` section.
+    options = route_options(route, OpenAIChatOptions)
+    return OpenAIChatCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
+
+
+CHAT_COMPLETIONS = WireFormat("openai-chat", _route_codec, OpenAIChatOptions)
+"""The Chat Completions wire format, for the table of wire formats (providers/table.py)."""

@@ -16,14 +16,12 @@ from interpreters.providers._async.router import AsyncResolver, resolve_async_pr
 from interpreters.providers._sync.router import Resolver, resolve_provider
 from interpreters.providers.routes import (
     COMPATIBLE,
-    ROUTES,
     ProviderConfig,
     ProviderConfigError,
-    Route,
-    WireFormat,
     provider_config,
     route_of,
 )
+from interpreters.providers.table import ROUTES, Route
 
 __all__ = [
     "COMPATIBLE",
@@ -33,7 +31,6 @@ __all__ = [
     "ProviderConfigError",
     "Resolver",
     "Route",
-    "WireFormat",
     "provider_config",
     "resolve_async_provider",
     "resolve_provider",

@@ -1,5 +1,6 @@
 """Router ids (`openai/gpt-4o-mini`, `anthropic/claude-sonnet-4-5`, `ollama/qwen3`...) to
 provider configurations, with keys from the usual environment variables; no I/O.
+What each route is lives in the table of routes (providers/table.py).
 
 `provider_config` is pure (the environment is a parameter); the providers and resolvers
 (`providers/_async/router.py`, and `_sync/router.py` generated from it) build on it. A
@@ -12,20 +13,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Literal
 
 import msgspec
 
-from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
-from interpreters.providers.codec import Codec
-from interpreters.providers.exchange import Endpoint, check_base_url
-from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
+from interpreters.providers.codec import Codec, WireRoute
+from interpreters.providers.exchange import Endpoint
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.secret import Secret
+from interpreters.providers.table import ROUTES, check_base_url, split_model, wire_format
 from pipeline.model import ApiError
-from pipeline.sanitize import ANTHROPIC, MISTRAL, OPENAI, SanitizeProfile
-
-WireFormat = Literal["openai-chat", "anthropic"]
 
 
 class ProviderConfigError(ProviderError, ValueError):
@@ -45,53 +41,6 @@ class ProviderConfigError(ProviderError, ValueError):
         return str(self.args[0])
 
 
-class Route(msgspec.Struct, frozen=True):
-    """What a router prefix means."""
-
-    wire: WireFormat
-    base_url: str | None
-    """None: the caller must give one (`base_url=` or `base_url_env`)."""
-    key_env: str | None = None
-    key_required: bool = False
-    base_url_env: str | None = None
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    stream_usage: bool = True
-    profile: SanitizeProfile = OPENAI
-    """What the server accepts as tool-call ids and tool names."""
-
-
-ROUTES: Mapping[str, Route] = {
-    "openai": Route(
-        "openai-chat", "https://api.openai.com/v1", "OPENAI_API_KEY", True, "OPENAI_BASE_URL",
-        max_tokens_field="max_completion_tokens",
-    ),
-    "anthropic": Route(
-        "anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", True,
-        "ANTHROPIC_BASE_URL", profile=ANTHROPIC,
-    ),
-    "openrouter": Route(
-        "openai-chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True,
-        "OPENROUTER_BASE_URL", max_tokens_field="max_completion_tokens",
-    ),
-    "groq": Route(
-        "openai-chat", "https://api.groq.com/openai/v1", "GROQ_API_KEY", True, "GROQ_BASE_URL"
-    ),
-    # Mistral rejects fields it does not know, stream_options among them.
-    "mistral": Route(
-        "openai-chat", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", True,
-        "MISTRAL_BASE_URL", stream_usage=False, profile=MISTRAL,
-    ),
-    "ollama": Route("openai-chat", "http://localhost:11434/v1", None, False, "OLLAMA_BASE_URL"),
-    "vllm": Route("openai-chat", "http://localhost:8000/v1", "VLLM_API_KEY", False,
-                  "VLLM_BASE_URL"),
-    "openai-compatible": Route(
-        "openai-chat", None, "OPENAI_COMPATIBLE_API_KEY", False, "OPENAI_COMPATIBLE_BASE_URL"
-    ),
-}
-"""Router prefixes. `openai-compatible` (or a bare model id with a base URL) serves any
-server that speaks Chat Completions: llama.cpp, LM Studio, a proxy..."""
-
-
 class ProviderConfig(msgspec.Struct, frozen=True):
     """Everything needed to build a provider for one router id (no connection yet)."""
 
@@ -100,24 +49,13 @@ class ProviderConfig(msgspec.Struct, frozen=True):
     """The model name sent on the wire (the id without its router prefix)."""
     route: str
     endpoint: Endpoint
-    wire: WireFormat
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    stream_usage: bool = True
-    profile: SanitizeProfile = OPENAI
+    wire: str
+    """The name of its route's wire format."""
+    options: msgspec.Struct | None = None
+    """Its route's options for that wire format."""
 
     def codec(self) -> Codec:
-        if self.wire == "anthropic":
-            return AnthropicCodec(
-                AnthropicOptions(option_sections=(self.route,), profile=self.profile)
-            )
-        return OpenAIChatCodec(
-            OpenAIChatOptions(
-                max_tokens_field=self.max_tokens_field,
-                stream_usage=self.stream_usage,
-                option_sections=(self.route,),
-                profile=self.profile,
-            )
-        )
+        return wire_format(self.wire).codec(WireRoute(self.route, self.options))
 
 
 def provider_config(
@@ -133,8 +71,8 @@ def provider_config(
     variables (and a bare id with a `base_url` is an `openai-compatible` one). To serve
     many ids, use a `Resolver`, whose keys are per route."""
     env = os.environ if env is None else env
-    prefix, sep, name = model_id.partition("/")
-    if sep and name and prefix in ROUTES:
+    prefix, name = split_model(model_id)
+    if prefix is not None:
         route_name = prefix
     elif base_url is not None and model_id:
         route_name, name = "openai-compatible", model_id
@@ -172,9 +110,7 @@ def provider_config(
         route=route_name,
         endpoint=Endpoint(provider=route_name, base_url=url, api_key=secret),
         wire=route.wire,
-        max_tokens_field=route.max_tokens_field,
-        stream_usage=route.stream_usage,
-        profile=route.profile,
+        options=route.options,
     )
 
 
@@ -199,8 +135,7 @@ COMPATIBLE = "openai-compatible"
 def route_of(model_id: str) -> str:
     """The route a router id belongs to: its prefix, or `openai-compatible` for an id
     without a known prefix (served only when that route has a base URL)."""
-    prefix, sep, name = model_id.partition("/")
-    return prefix if sep and name and prefix in ROUTES else COMPATIBLE
+    return split_model(model_id)[0] or COMPATIBLE
 
 
 class Routes:

@@ -198,17 +198,7 @@ class SseParser:
                     # handled here; `_line` does the rest, with the same rules.
                     if not line:
                         if self._has_data:
-                            data = self._data
-                            out.append(SseEvent(
-                                data[0] if len(data) == 1 else "\n".join(data),
-                                self._event, self._id, self._retry,
-                            ))
-                            self.work += self._data_len
-                            self._data = []
-                            self._data_len = 0
-                            self._has_data = False
-                            self._event = ""
-                            self._retry = None
+                            out.append(self._dispatch_event())
                         else:
                             self._event = ""  # a blank line without data dispatches nothing
                     elif line.startswith("data:"):
