@@ -2,8 +2,10 @@
 
 A run is a pure function of its input and of what the interpreter fed the loop: model
 events, tool outcomes, judge (and other I/O) answers, clock readings, and where it was
-cancelled. `Recorder` (an observer, so it works under every interpreter) writes exactly
-that, one msgspec-encoded JSON line per entry, as the run goes:
+cancelled; and, for readers such as `pipeline studio`, each processor decision
+(`EffectSeen`, which a replay ignores and computes again). `Recorder` (an observer, so
+it works under every interpreter) writes exactly that, one msgspec-encoded JSON line per
+entry, as the run goes:
 
     interp = SyncInterpreter(resolve=Resolver(), observers=[Recorder("journals/")])
     ...                                       # journals/<run_id>.ndjson, line by line
@@ -37,7 +39,19 @@ from typing import IO, Literal, cast
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Perform, Publish, Pull, RunTools
+from effects import (
+    Abort,
+    AwaitHook,
+    CallModel,
+    Emit,
+    Out,
+    Perform,
+    Publish,
+    Pull,
+    Replace,
+    Retry,
+    RunTools,
+)
 from interpreters.journal_scrub import (
     DeltaScrubber,
     LineScrubber,
@@ -57,7 +71,14 @@ from pipeline.driver import Driver, Watch
 from pipeline.messages import JsonObject, MessageList
 from pipeline.model import ApiError, ModelEnded, ModelFailed
 from pipeline.processor import ModelAnswer, RunContext
-from pipeline.protocol import LoopCommand, ModelReply, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.protocol import (
+    EffectRecord,
+    LoopCommand,
+    ModelReply,
+    RunCancelled,
+    ToolInvocation,
+    ToolOutcome,
+)
 from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext, ToolWriter, check_deps
 
@@ -162,6 +183,39 @@ class Priced(msgspec.Struct, frozen=True, tag="price", tag_field="t"):
     cost: Cost | None
 
 
+class EffectSeen(msgspec.Struct, frozen=True, tag="effect", tag_field="t"):
+    """What a processor hook returned: the effect's kind (`Continue`, `Replace`, `Skip`,
+    `Abort`, `Retry`, `Emit`) and what it carries, named, never the content itself (an
+    abort's reason is kept, scrubbed as any line). For a journal's readers (`pipeline
+    studio`); a replay computes the effects again."""
+
+    processor_id: str
+    hook: str
+    effect: str
+    detail: str = ""
+    at: float = 0.0
+
+
+def effect_summary(effect: object) -> str:
+    """What an effect carries, in a few words (a tuple of chunks: how many, and which)."""
+    if isinstance(effect, Out):
+        inner = effect_summary(effect.effect)
+        return f"{inner}; emits {len(effect.emit)}" if effect.emit else inner
+    if isinstance(effect, Abort):
+        return ("retry: " if effect.retry else "") + effect.reason
+    if isinstance(effect, Replace):
+        value = effect.value
+        if isinstance(value, tuple):
+            return ("held (no chunk)" if not value else
+                    f"{len(value)} chunk(s): " + ", ".join(type(v).__name__ for v in value[:8]))
+        return type(value).__name__
+    if isinstance(effect, Retry):
+        return "with new messages" if effect.value is not None else ""
+    if isinstance(effect, Emit):
+        return f"{len(effect.chunks)} data chunk(s)"
+    return ""
+
+
 class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
     """The run's end: its status and a digest of its result (None: closed unfinished)."""
 
@@ -172,7 +226,7 @@ class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
 
 Entry = (
     RunStarted | ClockRead | CommandSeen | ModelReplied | ToolsDone | Answered | Raised
-    | CancelledAt | Priced | RunEnded
+    | CancelledAt | Priced | EffectSeen | RunEnded
 )
 
 MAX_JOURNAL_BYTES = 256 * 1024 * 1024
@@ -458,7 +512,7 @@ class _Recording(RunObserver):
             self._store(e)
             return
         delta = _delta(e)
-        ends = delta is None and type(e) is not CommandSeen and type(e) is not ClockRead
+        ends = delta is None and type(e) not in (CommandSeen, ClockRead, EffectSeen)
         for entry, text in self._held.push(e, delta, ends_streams=ends):
             self._store(entry if text is None else _with_text(entry, text), text is None)
 
@@ -509,6 +563,11 @@ class _Recording(RunObserver):
         elif not isinstance(cmd, AwaitHook):
             api = error.error if isinstance(error, ProviderError) else None
             self._write(Raised(type(error).__name__, str(error), api))
+
+    def effect(self, record: EffectRecord, at: float) -> None:
+        e = record.effect
+        kind = type(e.effect if isinstance(e, Out) else e).__name__
+        self._write(EffectSeen(record.processor_id, record.hook, kind, effect_summary(e), at))
 
     def clock(self, reading: float) -> None:
         self._write(ClockRead(reading))
@@ -944,7 +1003,8 @@ def _result(done: StopIteration) -> RunResult:
 
 
 __all__ = [
-    "MAX_JOURNAL_BYTES", "AgentInfo", "Divergence", "Entry", "FieldSeen", "Journal",
-    "JournalError", "PIIHandling", "Priced", "Recorder", "ReplayExhausted", "ReplayRun",
-    "ReplayedError", "describe", "digest", "replay_async", "replay_sync",
+    "MAX_JOURNAL_BYTES", "AgentInfo", "Divergence", "EffectSeen", "Entry", "FieldSeen",
+    "Journal", "JournalError", "PIIHandling", "Priced", "Recorder", "ReplayExhausted",
+    "ReplayRun", "ReplayedError", "describe", "digest", "effect_summary", "fields_of",
+    "replay_async", "replay_sync",
 ]
