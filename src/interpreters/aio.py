@@ -23,8 +23,8 @@ Design:
   scope, or closing the stream early (in the task that iterates it; from another task,
   cancel a signal) end the run at once: the interpreter throws
   `RunCancelled` into the loop, which finishes with status "cancelled" and a
-  `Cancelled` error, keeps only what the output processors approved (see README,
-  Cancellation), the real results of tools that finished, and gives each tool call
+  `Cancelled` error, keeps only what the output processors approved (see
+  docs/interpreters.md), the real results of tools that finished, and gives each tool call
   still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
   cleanup (closing its HTTP response) is never cut short; a stream that holds nothing to
