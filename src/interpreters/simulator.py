@@ -27,10 +27,10 @@ import anyio.lowlevel
 import msgspec
 
 from interpreters.common import NoCleanupStream
-from interpreters.journal import replay_sync
 from interpreters.observe import Observer
 from interpreters.options import CancellableScope, Deps, RunOptions, check_options, keys_of
 from interpreters.providers.provider import ProviderError
+from interpreters.replay import replay_sync
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
 from interpreters.virtual_deadline import Deadlines, VirtualDeadline

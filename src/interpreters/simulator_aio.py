@@ -26,9 +26,9 @@ from typing import Unpack
 import anyio
 
 from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
-from interpreters.journal import replay_async
 from interpreters.observe import Observer
 from interpreters.options import CancellableScope, Deps, RunOptions, check_options
+from interpreters.replay import replay_async
 from interpreters.simulator import ScriptedModel, SimRun, SimulatorBase
 from interpreters.virtual_deadline import VirtualDeadline
 from pipeline.agent import Agent

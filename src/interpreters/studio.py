@@ -8,7 +8,7 @@ each command the loop yielded (model calls with their request, published chunks,
 runs, sleeps), every model event, each processor decision (`EffectSeen`: continued,
 replaced, held, released, skipped, aborted, retried), errors, cancels, costs and the
 recorded clock. With `--agent module:name` a run can be replayed against that agent and
-shown side by side with the recording: where it diverges (`journal.Divergence`) and what
+shown side by side with the recording: where it diverges (`replay.Divergence`) and what
 each processor the recording did not have changed.
 
 The page is plain HTML and JavaScript served from the package (no build step); it builds
@@ -55,15 +55,14 @@ from interpreters.journal import (
     ModelReplied,
     Priced,
     Raised,
-    ReplayRun,
     RunEnded,
     RunStarted,
     ToolsDone,
     effect_summary,
     fields_of,
-    replay_async,
 )
 from interpreters.observe import describe
+from interpreters.replay import ReplayRun, replay_async
 from pipeline.agent import Agent
 from pipeline.chunks import ModelFinish, ReasoningDelta, TextDelta, Usage
 
