@@ -58,7 +58,7 @@ def vendored() -> list[Row]:
 
 
 def spaced(t: str) -> str:
-    return " ".join(" ".join(w) for w in t.split(" "))
+    return "  ".join(" ".join(w) for w in t.split(" "))  # words two spaces apart
 
 
 def leet(t: str) -> str:
@@ -85,10 +85,12 @@ OBFUSCATIONS: dict[str, Callable[[str], str]] = {
 }
 
 
-def obfuscated(rows: Iterable[Row], n: int) -> list[Row]:
-    """`n` short English attacks of `rows`, each obfuscated every way."""
-    short = [r for r in rows if r.attack and r.lang == "en" and 20 < len(r.text) < 400]
-    picked = random.Random("obfuscate").sample(short, min(n, len(short)))
+def obfuscated(rows: Iterable[Row], n: int, flagged: Callable[[str], bool]) -> list[Row]:
+    """`n` short English attacks of `rows` that the detector flags as written, each
+    obfuscated every way (what obfuscation costs, not what the plain text misses)."""
+    short = [r for r in rows if r.attack and r.lang == "en" and 20 < len(r.text) < 600]
+    short = [r for r in random.Random("obfuscate").sample(short, len(short)) if flagged(r.text)]
+    picked = short[:n]
     return [Row(f(r.text), True, f"obfuscated: {name}", "en")
             for name, f in OBFUSCATIONS.items() for r in picked]
 
@@ -164,8 +166,9 @@ def main(argv: list[str] | None = None) -> dict[str, Table]:
     else:
         print(f"vendored sample {SAMPLE.relative_to(ROOT)}: {len(rows)} rows "
               "(Tensor Trust is not vendored: no licence; pass --data for every source)")
-    rows += obfuscated(rows, 10 if args.quick else 40)
-    load_model()
+    det = PromptInjectionDetector()
+    rows += obfuscated(rows, 10 if args.quick else 40,
+                       lambda t: det.local_score(t)[0] >= det.threshold)
     model_threshold = load_model().threshold
     det_threshold = PromptInjectionDetector().threshold
     tables: dict[str, Table] = {}

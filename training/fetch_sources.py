@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from training.sources import SOURCES, Source  # noqa: E402
+from training.sources import SOURCES, Source
 
 
 def _git_dir(source: Source, mirror: Path | None, cache: Path) -> Path:

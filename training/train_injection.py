@@ -132,7 +132,7 @@ class Matrix:
         coef = lr.coef_[0]
         top = np.argsort(-np.abs(coef), kind="stable")[:max_features]
         scale = float(np.abs(coef[top]).max()) / 127.0
-        q = {self.names[i]: int(round(coef[i] / scale)) for i in top}
+        q = {self.names[i]: round(float(coef[i]) / scale) for i in top}
         q = {f: v for f, v in q.items() if v}
         return InjectionModel(1, float(lr.intercept_[0]), scale, dict(sorted(q.items())),
                               threshold)

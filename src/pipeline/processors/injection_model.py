@@ -30,6 +30,7 @@ import math
 import re
 import threading
 from importlib import resources
+from itertools import pairwise
 
 import msgspec
 
@@ -104,7 +105,7 @@ def features(t: str) -> set[str]:
     out.update(s[i : i + 5] for i in range(len(s) - 4))
     words = t.split()
     out.update("\x01" + w for w in words)
-    out.update(f"\x02{a} {b}" for a, b in zip(words, words[1:], strict=False))
+    out.update(f"\x02{a} {b}" for a, b in pairwise(words))
     return out
 
 

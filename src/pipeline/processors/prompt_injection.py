@@ -37,7 +37,6 @@ from pipeline.processor import (
     StepChange,
     abort,
 )
-from pipeline.processors.injection_model import classify_injection, load_model
 from pipeline.processors.guard_common import (
     JudgeError,
     ask_judge,
@@ -48,6 +47,7 @@ from pipeline.processors.guard_common import (
     warning,
     with_text,
 )
+from pipeline.processors.injection_model import classify_injection, load_model
 from pipeline.processors.options import Options
 from pipeline.processors.text_view import LOOKALIKES
 
@@ -540,7 +540,7 @@ class PromptInjectionDetector(Processor):
         if len(unread) > 1 and not flagged_any:
             # an injection split across results: each part alone reads as harmless
             where = "tool-results:" + ",".join(p.tool_call_id for _, _, p in unread)
-            a = yield from self.assess("\n".join(texts))
+            a = yield from self.assess(" ".join(texts))  # read on, as the model reads them
             if a.error is not None:
                 notes.append(self._judge_failed(a.error, where))
             elif a.score >= self.threshold:
