@@ -44,7 +44,7 @@ from pipeline.processors.prompt_injection import (  # noqa: E402
 from training.sources import Row, load  # noqa: E402
 
 SAMPLE = ROOT / "bench/data/injection_heldout.jsonl"
-THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
+THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.96, 0.98)
 
 
 def vendored() -> list[Row]:

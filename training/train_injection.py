@@ -10,7 +10,7 @@ training/sources.py, and measure it holding out one whole source at a time.
 
 It reads each source at its recorded commit, normalizes each text the way the package
 does at run time (`injection_model.normalize`), cuts long ones in the same windows,
-and fits a logistic regression (scikit-learn, liblinear, fixed seeds) on hashed-free
+and fits a logistic regression (scikit-learn, liblinear, fixed seeds) on
 character 3- to 5-grams, words and word pairs (`injection_model.features`). The
 weights are pruned to the `--max-features` largest and quantized to 8 bits; every
 figure below is measured with that quantized model through the package's own scoring
@@ -18,8 +18,9 @@ code, so it is the model that ships.
 
 Held out: each training source in turn is left out of a fit and scored by it (attack
 recall or benign false positives, per language). The default decision threshold is the
-lowest at which those held-out false positives stay within `--target-fpr` on every
-benign source. The evaluation-only sources (the benchmarks) are never trained on:
+lowest at which those held-out false positives, averaged over the benign sources, stay
+within `--target-fpr` (2%: at 1% the held-out jailbreak recall falls below 20%).
+The evaluation-only sources (the benchmarks) are never trained on:
 `bench/injection.py` scores them with the shipped model. The report goes to
 training/REPORT.md.
 """
@@ -51,7 +52,7 @@ from pipeline.processors.injection_model import (  # noqa: E402
 )
 from training.sources import SOURCES, Row, load  # noqa: E402
 
-THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
+THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.93, 0.95, 0.97, 0.98)
 MAX_WINDOWS = 3
 
 
@@ -157,18 +158,21 @@ def hold_out(rows: list[Row], m: Matrix,
     return out
 
 
+def _macro_fpr(benign: dict[str, list[float]], t: float) -> float:
+    return sum(sum(x >= t for x in ss) / len(ss) for ss in benign.values()) / len(benign)
+
+
 def choose_threshold(scored: dict[str, list[tuple[Row, float]]], target: float) -> float:
-    """The lowest threshold (a step of 0.01) at which every benign source's held-out
-    false-positive rate is at most `target`."""
-    benign = defaultdict(list)
+    """The lowest threshold (a step of 0.01) at which the held-out false-positive rate,
+    averaged over the benign sources (each weighing the same), is at most `target`."""
+    benign: dict[str, list[float]] = defaultdict(list)
     for name, pairs in scored.items():
         for r, s in pairs:
             if not r.attack:
                 benign[name].append(s)
     for step in range(50, 100):
-        t = step / 100
-        if all(sum(s >= t for s in ss) / len(ss) <= target for ss in benign.values()):
-            return t
+        if _macro_fpr(benign, step / 100) <= target:
+            return step / 100
     return 0.99
 
 
@@ -198,6 +202,15 @@ def report(scored: dict[str, list[tuple[Row, float]]], threshold: float) -> str:
             rates = " | ".join(f"{100 * v:.1f}%" for v in _rates(ss, attack))
             kind = "attack" if attack else "benign"
             lines.append(f"| {name} | {kind} | {lang} | {len(ss)} | {rates} |")
+    for attack in (True, False):
+        per_source = [[s for r, s in pairs if r.attack == attack] for pairs in scored.values()]
+        per_source = [ss for ss in per_source if ss]
+        means = [sum(sum(x >= t for x in ss) / len(ss) for ss in per_source) / len(per_source)
+                 for t in THRESHOLDS]
+        rates = " | ".join(f"{100 * m:.1f}%" for m in means)
+        kind = "attack" if attack else "benign"
+        lines.append(f"| **mean of the sources** | {kind} | all | {len(per_source)} sources "
+                     f"| {rates} |")
     return "\n".join(lines) + "\n"
 
 
@@ -209,7 +222,8 @@ def main() -> None:
     ap.add_argument("--report", type=Path, default=ROOT / "training/REPORT.md")
     ap.add_argument("--c", type=float, default=4.0, help="inverse regularisation")
     ap.add_argument("--max-features", type=int, default=200_000)
-    ap.add_argument("--target-fpr", type=float, default=0.01)
+    ap.add_argument("--target-fpr", type=float, default=0.02,
+                    help="held-out false positives, averaged over the benign sources")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-hold-out", action="store_true",
                     help="fit the shipped model only (keep the threshold given)")

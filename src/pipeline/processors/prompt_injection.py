@@ -324,10 +324,10 @@ class _Assessment(msgspec.Struct, frozen=True):
 
 TOOL_RESULT_REMOVED = "[tool result removed: it contained a prompt injection]"
 
-DEFAULT_CLASSIFIER_THRESHOLD = 0.9
+DEFAULT_CLASSIFIER_THRESHOLD = 0.96
 """The classifier's probability from which a text counts as an injection by default: the
-threshold the training chose (held-out false positives within 1% on every benign source;
-training/REPORT.md)."""
+threshold the training chose (held-out false positives at most 2% averaged over the
+benign sources, each held out of the fit in turn; training/REPORT.md)."""
 
 
 def _classifier_score(p: float, at: float, threshold: float) -> float:
