@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 JudgeMode = Literal["unclear", "always"]
-"""When the judge is asked: on texts the heuristics score from `judge_floor` up to below
+"""When the judge is asked: on texts the local checks score from `judge_floor` up to below
 `threshold` (unclear), or on every text they do not flag (always)."""
 
 InjectionStrategy = Literal["block", "warn", "rewrite", "filter"]
@@ -348,8 +348,8 @@ class PromptInjectionDetector(Processor):
     `DEFAULT_CLASSIFIER_THRESHOLD`; lower catches more and flags more benign text);
     None runs the heuristics alone. `judge_model`:
     a model asked through `AskModel`; with `judge="unclear"` (default) only for texts the
-    heuristics score at least `judge_floor` but below `threshold`, with `judge="always"`
-    for every text they do not already flag. A judge that fails or answers something
+    local checks (heuristics and classifier) score at least `judge_floor` but below
+    `threshold`, with `judge="always"` for every text they do not already flag. A judge that fails or answers something
     unreadable blocks the run (fail closed), unless `fail_open=True`, which lets the
     text through with a warning.
 
