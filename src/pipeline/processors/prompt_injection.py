@@ -349,9 +349,9 @@ class PromptInjectionDetector(Processor):
     None runs the heuristics alone. `judge_model`:
     a model asked through `AskModel`; with `judge="unclear"` (default) only for texts the
     local checks (heuristics and classifier) score at least `judge_floor` but below
-    `threshold`, with `judge="always"` for every text they do not already flag. A judge that fails or answers something
-    unreadable blocks the run (fail closed), unless `fail_open=True`, which lets the
-    text through with a warning.
+    `threshold`, with `judge="always"` for every text they do not already flag. A judge
+    that fails or answers something unreadable blocks the run (fail closed), unless
+    `fail_open=True`, which lets the text through with a warning.
 
     `check_tool_results=True` also checks, before every model call, the tool results
     the model is about to read (indirect injection: a web page or a file that gives
