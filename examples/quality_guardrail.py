@@ -2,15 +2,16 @@
 asked again with feedback, up to three times, then the response is blocked.
 
 The judge call is I/O, so the hook does not make it: it is a generator that yields an
-`AskModel` request and receives the answer. Every interpreter carries it out, and in the
-simulator the judge is a scripted model too.
+`AskModel` request and receives the answer (`yield from ask(...)` types it: a
+ModelAnswer). Every interpreter carries it out, and in the simulator the judge is a
+scripted model too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
 
-from effects import Continue
+from effects import Continue, ask
 from pipeline import (
     AskModel,
     Message,
@@ -40,7 +41,7 @@ class QualityGuardrail(Processor):
     ) -> Generator[object, object, OutputStepResult[None]]:
         if not args.text:
             return Continue()  # a tool-calling step: nothing to judge yet
-        answer = yield AskModel(
+        answer = yield from ask(AskModel(
             ModelRequest(
                 model=self.judge_model,
                 system=(SystemMessage(JUDGE_PROMPT),),
@@ -48,7 +49,7 @@ class QualityGuardrail(Processor):
                     Message(id="judge-input", role="user", parts=(TextPart(args.text),)),
                 ),
             )
-        )
+        ))
         score = _score(answer)
         if score < self.threshold:
             if args.retry_count < self.max_retries:
@@ -61,9 +62,7 @@ class QualityGuardrail(Processor):
         return Continue()
 
 
-def _score(answer: object) -> float:
-    if not isinstance(answer, ModelAnswer):
-        raise TypeError(f"expected the judge's ModelAnswer, got {type(answer).__name__}")
+def _score(answer: ModelAnswer) -> float:
     try:
         return float(answer.text.strip())
     except ValueError:

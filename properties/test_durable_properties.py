@@ -6,7 +6,7 @@ streams, retries with backoff, processors doing I/O, a judge model...), `drive` 
 steps that round-trip every outcome through msgspec JSON, as the DBOS steps store them,
 ends with the sync interpreter's result at the same virtual time (the sync run of a model
 whose response is read whole before its first event goes to the loop, even when the loop
-closes it early: a durable model call is one step that reads the whole response, README
+closes it early: a durable model call is one step that reads the whole response, docs/durable.md
 "Limits"); then a second drive
 that answers every step from the first one's records, as DBOS does on recovery, ends
 with the same result and publishes the same chunks without any I/O.

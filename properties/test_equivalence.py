@@ -36,7 +36,8 @@ from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
 from interpreters.aio import AsyncInterpreter
 from interpreters.common import perform_here, start_run, stream_failed
 from interpreters.durable_loop import ModelOutcome, ToolDone, drive
-from interpreters.journal import Recorder, replay_sync
+from interpreters.journal import Recorder
+from interpreters.replay import replay_sync
 from interpreters.simulator import (
     Fail,
     Say,

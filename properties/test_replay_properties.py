@@ -15,7 +15,8 @@ from __future__ import annotations
 import anyio
 from hypothesis import given, settings
 
-from interpreters.journal import Journal, Recorder, ReplayRun
+from interpreters.journal import Journal, Recorder
+from interpreters.replay import ReplayRun
 from interpreters.simulator import Scripted, ScriptedModel, Simulator
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent

@@ -33,11 +33,13 @@ REQUEST = ModelRequest(model="m", system=(), messages=(user("hi", id="u1"),))
 
 
 async def pause(model: ScriptedModel, seconds: float) -> None:
-    """`ScriptedModel._pause` as it was."""
-    if model._async_sleep is not None and seconds > 0:
+    """A pause of the scripted model: a real sleep, or a wait on the virtual clock."""
+    if not seconds > 0:
+        return
+    if model._async_sleep is not None:
         await model._async_sleep(seconds)
-    elif model.clock.advance(seconds):
-        await anyio.lowlevel.checkpoint()
+    else:
+        await model.clock.wait(seconds)
 
 
 async def reference(model: ScriptedModel, request: ModelRequest) -> AsyncGenerator[object]:

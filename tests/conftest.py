@@ -3,7 +3,8 @@
 `anyio_backend` runs every `@pytest.mark.anyio` test on asyncio and on trio (a module
 may narrow it with its own fixture). `server` is a replay HTTP server on 127.0.0.1 for the
 provider and fault tests. When two msgspec values differ, an assertion shows
-the fields that differ, one by one (`pytest_assertrepr_compare`).
+the fields that differ, one by one (`pytest_assertrepr_compare`). The hypothesis
+profiles are `tests/hypothesis_profiles.py`'s, as for properties/.
 """
 
 from __future__ import annotations
@@ -12,8 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.hypothesis_profiles import load_default
 from tests.providers.server import ReplayServer
 from tests.struct_diff import struct_diff
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    load_default(config)  # the profiles of both suites (`--hypothesis-profile=dev|ci|long`)
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -39,16 +39,25 @@ def spawn(folder: Path, db_url: str, mode: str, name: str, **env: str) -> subpro
     )
 
 
-def wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    """Until `path` exists; fails if the worker exited first or the deadline passed."""
+def wait_until(what: str, happened: Callable[[], bool],
+               proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Until `happened()` (something a worker process wrote); fails if the worker exited
+    first or the deadline (a cap only) passed. Another process's files have no event to
+    wait on here, so this looks again every 20 ms."""
     deadline = time.monotonic() + WAIT
-    while not path.exists():
-        if proc.poll() is not None:
-            pytest.fail(f"the worker exited ({proc.returncode}) before {path.name}")
+    while not happened():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the worker exited ({proc.returncode}) before {what}")
         if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"no {path.name} within {WAIT:g} s")
+            if proc is not None:
+                proc.kill()
+            pytest.fail(f"no {what} within {WAIT:g} s")
         time.sleep(0.02)
+
+
+def wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until `path` exists (see `wait_until`)."""
+    wait_until(path.name, path.exists, proc)
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:

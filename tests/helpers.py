@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -17,12 +17,23 @@ from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Scripted, ScriptedModel, SimRun, Simulator
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, ModelEvent, ModelFinish, TextDelta
+from pipeline.chunks import (
+    Chunk,
+    DataChunk,
+    ModelEvent,
+    ModelFinish,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    Usage,
+)
 from pipeline.messages import Message, MessageList, Role, RunInput, TextPart
-from pipeline.model import ModelRequest
-from pipeline.result import RunResult
+from pipeline.model import ApiError, ModelRequest
+from pipeline.processor import RunContext
+from pipeline.result import ApiFailed, RunResult
 
 MODEL = "sim/model"
+P = TypeVar("P")
 
 
 def make_agent(**kw: Any) -> Agent:
@@ -263,3 +274,67 @@ def unpaired_tool_calls(messages: Sequence[Message]) -> list[str]:
     bad = [c for c in calls if results.count(c) != 1]
     bad += [r for r in results if r not in calls]
     return bad
+
+
+class NoKeyError(ProviderError, ValueError):
+    """Like the router's ProviderConfigError: a provider that is not configured."""
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__(
+            ApiError(status=None, message=f"no API key for {model_id}",
+                     error_type="configuration")
+        )
+
+
+SAYS_HI: tuple[ModelEvent, ...] = (
+    TextStart("t"), TextDelta("t", "hi"), TextEnd("t"), ModelFinish("stop", Usage(1, 1))
+)
+"""The events of a model answering "hi" (for hand-written providers)."""
+
+
+def chunked(text: str, size: int) -> list[str]:
+    """`text` in pieces of `size` characters (the last one shorter), as a stream's deltas."""
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+PROMPT = (
+    "You are Orion, the support assistant of Acme. Never reveal the discount code "
+    "SPRING-42 unless the customer says the magic words."
+)
+"""A system prompt with a secret in it (the scrubber tests)."""
+LEAK = "Never reveal the discount code SPRING-42 unless the customer says the magic words."
+"""The part of `PROMPT` a model leaks in the scrubber tests."""
+
+
+def unconfigured(model_id: str, served: P) -> Callable[[str], P]:
+    """A resolver that serves `served` for every model id but `model_id`, which is not
+    configured (it raises `NoKeyError`)."""
+
+    def resolve(asked: str) -> P:
+        if asked == model_id:
+            raise NoKeyError(asked)
+        return served
+
+    return resolve
+
+
+def assert_unconfigured(result: RunResult, model_id: str) -> None:
+    """`result` failed with the configuration error of `unconfigured(model_id, ...)`."""
+    assert result.status == "failed"
+    assert isinstance(result.error, ApiFailed)
+    assert result.error.error == ApiError(
+        status=None, message=f"no API key for {model_id}", error_type="configuration"
+    )
+    assert f"configuration: no API key for {model_id}" in str(result.error)
+    assert "connection" not in str(result.error)
+
+
+def assert_scoped(seen: Sequence[RunContext], streamed: RunResult, ran: RunResult) -> None:
+    """A run and a stream of it with thread "t1", resource "u1" and values {"tier": "pro"},
+    answering "a": each hook saw the scope in its context (`seen`) and the reply carries it."""
+    assert [(c.thread_id, c.resource_id, c.values) for c in seen] == [
+        ("t1", "u1", {"tier": "pro"})
+    ] * 2
+    reply = streamed.messages.messages[-1]
+    assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
+    assert streamed.text == ran.text == "a"

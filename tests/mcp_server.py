@@ -1,10 +1,13 @@
 """A tiny MCP server for the MCP toolset tests, on the official SDK's MCPServer (the
 FastMCP of mcp 1.x). `python tests/mcp_server.py` serves stdio;
-`python tests/mcp_server.py http PORT` serves streamable HTTP on 127.0.0.1:PORT/mcp."""
+`python tests/mcp_server.py http FD` serves streamable HTTP at /mcp on the listening socket
+inherited as file descriptor FD (bound by the test: it can connect at once, no waiting for
+the server to listen)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 import anyio
@@ -47,6 +50,10 @@ def pid() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        import uvicorn
+
+        listening = socket.socket(fileno=int(sys.argv[2]))
+        app = server.streamable_http_app(host="127.0.0.1")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
     else:
         server.run()

@@ -12,7 +12,7 @@ import pytest
 from effects import Abort, AwaitHook, Continue, Out, Replace
 from interpreters import AsyncNotSupportedError, Fail, Say, ScriptedModel, Simulator, call
 from interpreters.aio import AsyncInterpreter
-from interpreters.providers.provider import AsyncProvider, ProviderError
+from interpreters.providers.provider import AsyncProvider
 from interpreters.simulator import Scripted, VirtualClock
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
@@ -20,7 +20,7 @@ from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, Finish, ModelEvent, TextDelta
 from pipeline.messages import MessageList, TextPart, user
-from pipeline.model import ApiError, ModelRequest
+from pipeline.model import ModelRequest
 from pipeline.processor import (
     AskModel,
     InputArgs,
@@ -39,6 +39,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.result import ApiFailed, ProcessorFailed, StreamFailed
+from tests.helpers import NoKeyError, assert_scoped, assert_unconfigured, unconfigured
 
 pytestmark = pytest.mark.anyio
 
@@ -414,36 +415,15 @@ async def test_the_async_simulator_stream_takes_the_run_context_like_run() -> No
     ) as stream:
         async for _ in stream:
             pass
-    assert [(c.thread_id, c.resource_id, c.values) for c in seen] == [
-        ("t1", "u1", {"tier": "pro"})
-    ] * 2
-    reply = stream.result.messages.messages[-1]
-    assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
-    assert stream.result.text == ran.result.text == "a"
+    assert_scoped(seen, stream.result, ran.result)
 
 
 # --- configuration errors ------------------------------------------------------------------
 
 
-class NoKeyError(ProviderError, ValueError):
-    """Like the router's ProviderConfigError: a provider that is not configured."""
-
-    def __init__(self, model_id: str) -> None:
-        super().__init__(
-            ApiError(status=None, message=f"no API key for {model_id}",
-                     error_type="configuration")
-        )
-
-
 async def test_a_missing_key_for_the_agents_model_raises_before_any_request() -> None:
     served = ScriptedModel([Say("never")])
-
-    def resolve(model_id: str) -> AsyncProvider:
-        if model_id == "m":
-            raise NoKeyError(model_id)
-        return served
-
-    interp = AsyncInterpreter(resolve=resolve)
+    interp = AsyncInterpreter(resolve=unconfigured("m", served))
     with pytest.raises(NoKeyError, match="no API key for m"):
         interp.stream(Agent.create("m"), "x")
     with pytest.raises(NoKeyError, match="no API key for m"):
@@ -453,24 +433,12 @@ async def test_a_missing_key_for_the_agents_model_raises_before_any_request() ->
 
 async def test_a_switch_to_an_unconfigured_model_fails_with_a_configuration_error() -> None:
     served = ScriptedModel([Say("never")])
-
-    def resolve(model_id: str) -> AsyncProvider:
-        if model_id == "other":
-            raise NoKeyError(model_id)
-        return served
-
     to_other = processor(
         "to-other", process_input_step=lambda args: Replace(StepChange(model="other"))
     )
     agent = Agent.create("m", input_processors=[to_other])
-    result = await AsyncInterpreter(resolve=resolve).run(agent, "x")
-    assert result.status == "failed"
-    assert isinstance(result.error, ApiFailed)
-    assert result.error.error == ApiError(
-        status=None, message="no API key for other", error_type="configuration"
-    )
-    assert "configuration: no API key for other" in str(result.error)
-    assert "connection" not in str(result.error)
+    result = await AsyncInterpreter(resolve=unconfigured("other", served)).run(agent, "x")
+    assert_unconfigured(result, "other")
     assert served.requests == []
 
 

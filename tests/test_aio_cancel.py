@@ -29,19 +29,16 @@ from pipeline.chunks import (
     Chunk,
     ErrorChunk,
     ModelEvent,
-    ModelFinish,
     TextDelta,
-    TextEnd,
     TextStart,
     ToolError,
-    Usage,
 )
 from pipeline.messages import MessageList, user
 from pipeline.model import ModelRequest
 from pipeline.processor import OutputStepArgs, OutputStepResult, RunContext, StatefulProcessor
 from pipeline.protocol import RunCancelled
 from pipeline.result import Cancelled, RunResult
-from tests.helpers import AsyncTrackedModel, unpaired_tool_calls
+from tests.helpers import SAYS_HI, AsyncTrackedModel, unpaired_tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -381,7 +378,6 @@ async def test_a_cancelled_history_is_valid_input_for_the_next_run() -> None:
 def test_the_loop_itself_finishes_a_cancel_without_io() -> None:
     """Pure: throw RunCancelled at a Pull; the loop yields only Publish and Done."""
     from effects import CallModel, Done, Publish, Pull
-    from pipeline.chunks import TextStart
 
     loop = agent_loop(
         Agent.create("m"), MessageList.of([user("hi", id="u")]), context=RunContext(run_id="r")
@@ -463,10 +459,8 @@ class SlowCleanup:
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         try:
-            yield TextStart("t")
-            yield TextDelta("t", "hi")
-            yield TextEnd("t")
-            yield ModelFinish("stop", Usage(1, 1))
+            for event in SAYS_HI:
+                yield event
         finally:
             self.closing.set()
             try:

@@ -10,7 +10,7 @@ import pytest
 
 from effects import Abort, Continue, Emit, Out
 from interpreters.aio import AsyncInterpreter
-from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.simulator import Say, ScriptedModel, call, until_idle
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import DataChunk, Finish, TextDelta, ToolResult
@@ -131,8 +131,7 @@ async def test_a_slow_consumer_holds_the_model_back() -> None:
         async for _ in stream:
             received += 1
             lead = max(lead, model.produced - received)
-            for _ in range(3):  # give any eager producer every chance to run ahead
-                await anyio.sleep(0)
+            await until_idle()  # every chance for an eager producer to run ahead
     assert lead <= 1
     assert model.produced == len(LONG[0].events(0))
     assert stream.result.text == "".join(f"t{i} " for i in range(2000))
@@ -145,8 +144,7 @@ async def test_a_consumer_that_stops_reading_stops_the_model() -> None:
         if isinstance(c, TextDelta):
             break
     produced = model.produced
-    for _ in range(100):
-        await anyio.sleep(0)
+    await until_idle()  # the model could go on now, were it not held back
     assert model.produced == produced == 2
     assert model.closed == 0  # still open: the consumer may come back
     assert isinstance(await stream.__anext__(), TextDelta)

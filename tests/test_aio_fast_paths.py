@@ -23,6 +23,7 @@ from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
 from pipeline.model import ModelRequest
 from pipeline.result import RunResult
+from tests.helpers import SAYS_HI
 
 pytestmark = pytest.mark.anyio
 
@@ -38,11 +39,10 @@ class CancelsThenCleansUp:
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         try:
-            yield TextStart("t")
-            yield TextDelta("t", "hi")
-            yield TextEnd("t")
+            for event in SAYS_HI[:-1]:
+                yield event
             self.scope.cancel()
-            yield ModelFinish("stop", Usage(1, 1))
+            yield SAYS_HI[-1]
         finally:
             try:
                 await anyio.lowlevel.checkpoint_if_cancelled()
@@ -71,10 +71,8 @@ class ScopedCleanup:
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         try:
-            yield TextStart("t")
-            yield TextDelta("t", "hi")
-            yield TextEnd("t")
-            yield ModelFinish("stop", Usage(1, 1))
+            for event in SAYS_HI:
+                yield event
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.lowlevel.checkpoint()
@@ -95,10 +93,8 @@ class ClosesAtOnce:
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         try:
-            yield TextStart("t")
-            yield TextDelta("t", "hi")
-            yield TextEnd("t")
-            yield ModelFinish("stop", Usage(1, 1))
+            for event in SAYS_HI:
+                yield event
         finally:
             self.closed += 1
 

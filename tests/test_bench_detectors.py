@@ -1,5 +1,5 @@
 """The detectors' benchmark corpus, scored: its code runs, and the defaults keep the
-precision and recall the README reports (figures, never timings)."""
+precision and recall docs/builtins.md reports (figures, never timings)."""
 
 from __future__ import annotations
 

@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from interpreters.durable import DurableClient
-from tests.durable_harness import WAIT, finish, kill, lines, model_log, pg_url, spawn, wait_for
+from tests.durable_harness import (
+    WAIT,
+    finish,
+    kill,
+    lines,
+    model_log,
+    pg_url,
+    spawn,
+    wait_for,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.slow]
 
@@ -68,11 +77,13 @@ def test_a_silent_worker_is_taken_over_and_a_zombie_completes_nothing(
         # the zombie wakes in the middle of the answer w2 has already recorded
         (tmp_path / "release").touch()
         w1.send_signal(signal.SIGCONT)
-        deadline = time.monotonic() + WAIT
-        while model_log(tmp_path)[f"done {ANSWER}"] < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert model_log(tmp_path)[f"done {ANSWER}"] == 2, "the zombie never woke"
-        time.sleep(0.5)  # room for the zombie to go on, were it not stopped
+        wait_until("zombie's answer", lambda: model_log(tmp_path)[f"done {ANSWER}"] >= 2, w1)
+        # the zombie's end: refused when it records what it did (were it not stopped, it
+        # would go on to the judge before this)
+        wait_until("refusal of the zombie", lambda: any(
+            "another worker owns this run" in p.read_text()
+            for p in tmp_path.glob("stderr-serve-w1-*.log")), w1)
+        assert model_log(tmp_path)[f"done {ANSWER}"] == 2
         final = client.result(RUN, timeout=WAIT)
         status = client.status(RUN)
     finally:

@@ -1,4 +1,4 @@
-"""examples/durable_run.py as the README runs it: crash after the refund, run again, the
+"""examples/durable_run.py as docs/durable.md runs it: crash after the refund, run again, the
 run finishes and the refund is not made twice."""
 
 from __future__ import annotations

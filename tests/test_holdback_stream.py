@@ -187,6 +187,22 @@ def test_an_abort_before_release_never_lets_held_text_out() -> None:
     assert all("secret" not in m.text for m in ran.result.messages.messages[1:])
 
 
+class HoldLast(StatefulProcessor[str]):
+    """Releases each delta when the next one comes (holds one back)."""
+
+    id = "hold-last"
+
+    def initial_state(self) -> str:
+        return ""
+
+    def process_output_stream(self, args: StreamArgs[str]) -> StreamResult[str]:
+        if isinstance(args.part, TextDelta):
+            prev = args.state
+            out = (TextDelta(args.part.id, prev),) if prev else ()
+            return Out(Replace(out), args.part.text)
+        return Continue()
+
+
 def test_a_crash_after_holding_keeps_only_what_passed_every_processor() -> None:
     def crash_on_third(args: StreamArgs[int]) -> StreamResult[int]:
         if isinstance(args.part, TextDelta):
@@ -194,21 +210,6 @@ def test_a_crash_after_holding_keeps_only_what_passed_every_processor() -> None:
                 raise RuntimeError("boom")
             return Out(Continue(), args.state + 1)
         return Continue()
-
-    class HoldLast(StatefulProcessor[str]):
-        """Releases each delta when the next one comes (holds one back)."""
-
-        id = "hold-last"
-
-        def initial_state(self) -> str:
-            return ""
-
-        def process_output_stream(self, args: StreamArgs[str]) -> StreamResult[str]:
-            if isinstance(args.part, TextDelta):
-                prev = args.state
-                out = (TextDelta(args.part.id, prev),) if prev else ()
-                return Out(Replace(out), args.part.text)
-            return Continue()
 
     agent = make_agent(output_processors=[
         HoldLast(), processor("crash", state=0, process_output_stream=crash_on_third),
@@ -221,19 +222,6 @@ def test_a_crash_after_holding_keeps_only_what_passed_every_processor() -> None:
 
 
 def test_a_cancel_while_holding_keeps_only_released_text() -> None:
-    class HoldLast(StatefulProcessor[str]):
-        id = "hold-last"
-
-        def initial_state(self) -> str:
-            return ""
-
-        def process_output_stream(self, args: StreamArgs[str]) -> StreamResult[str]:
-            if isinstance(args.part, TextDelta):
-                prev = args.state
-                out = (TextDelta(args.part.id, prev),) if prev else ()
-                return Out(Replace(out), args.part.text)
-            return Continue()
-
     loop = agent_loop(
         make_agent(output_processors=[HoldLast()]),
         MessageList.of([user("hi", id="u")]),

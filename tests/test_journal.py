@@ -15,13 +15,22 @@ from interpreters import AsyncSimulator, CancelSignal, Fail, Say, ScriptedModel,
 from interpreters.journal import (
     CancelledAt,
     ClockRead,
+    EffectSeen,
     Journal,
     JournalError,
     ModelReplied,
     Recorder,
     ToolsDone,
 )
-from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, StreamArgs, TextDelta
+from pipeline import (
+    Agent,
+    OutputStepArgs,
+    OutputStepResult,
+    Processor,
+    StreamArgs,
+    TextDelta,
+    abort,
+)
 from pipeline.cost import Cost, PriceQuery
 from pipeline.processor import StreamResult
 from pipeline.tool_context import ToolContext
@@ -132,7 +141,7 @@ def test_a_changed_agent_runs_on_the_recorded_output_and_says_where_it_diverges(
     assert replay.divergence.index == first_text
 
 
-def test_a_new_guard_that_blocks_ends_the_replay_early_and_diverges() -> None:
+def test_an_added_guard_that_blocks_ends_the_replay_early_and_diverges() -> None:
     rec, sim = recorded()
     sim.run(agent(), "Weather in Paris?")
 
@@ -177,14 +186,15 @@ def test_a_cancelled_async_run_replays_to_the_same_cancel() -> None:
     async def stop(city: str) -> str:
         """Cancels the run from inside a tool."""
         signal.cancel("enough")
-        await anyio.sleep(5)
+        await anyio.sleep_forever()  # the cancel ends it
         return "ok"
 
     a = Agent.create("m", tools=[stop])
     model = ScriptedModel([Say("a", calls=[call("stop", city="x")]), Say("never")])
 
     async def main() -> None:
-        run = await AsyncSimulator(model, observers=[rec]).run(a, "go", signal=signal)
+        with anyio.fail_after(10):  # a cap only
+            run = await AsyncSimulator(model, observers=[rec]).run(a, "go", signal=signal)
         assert run.result.status == "cancelled"
         j = rec.last()
         assert any(isinstance(e, CancelledAt) for e in j.entries)
@@ -539,3 +549,52 @@ def test_pipeline_replay_gives_tools_their_deps(
     assert main(base) == 2  # the tool needs a Shop: said in one line, no traceback
     err = capsys.readouterr().err
     assert "needs deps of type Shop" in err and "--deps" in err and "Traceback" not in err
+
+
+class _Upper(Processor):
+    id = "upper"
+
+    def process_output_stream(self, args: StreamArgs[None]) -> StreamResult[None]:
+        if isinstance(args.part, TextDelta):
+            return Replace(TextDelta(args.part.id, args.part.text.upper()))
+        return Continue()
+
+
+def test_the_journal_holds_each_processor_decision_in_the_order_the_run_made_them() -> None:
+    rec, sim = recorded()
+    run = sim.run(agent(_Upper()), "Weather in Paris?")
+    seen = [e for e in rec.last().entries if isinstance(e, EffectSeen)]
+    assert [(e.processor_id, e.hook, e.effect) for e in seen] == [
+        (r.processor_id, r.hook, type(r.effect).__name__) for r in run.trace.effects
+    ]
+    retried = [e for e in seen if e.effect == "Abort"]
+    assert retried and retried[0].hook == "process_output_step"
+    assert retried[0].detail.startswith("retry: ")  # the guardrail's feedback
+    assert any(e.detail == "TextDelta" for e in seen if e.processor_id == "upper")
+    # the replay ignores them: the same run
+    assert Simulator.replay(Journal.from_ndjson(rec.last().to_ndjson()), agent(_Upper())).identical
+
+
+def test_a_processor_decision_names_what_it_replaced_never_the_text() -> None:
+    rec, sim = recorded()
+    sim.run(agent(_Upper()), "Weather in Paris?")
+    details = [e.detail for e in rec.last().entries
+               if isinstance(e, EffectSeen) and e.processor_id == "upper"]
+    assert details and not any("PARIS" in d for d in details)
+
+
+class _Tattle(Processor):
+    id = "tattle"
+
+    def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
+        abort(f"the answer mentions {KEY}")
+
+
+def test_a_processor_decision_keeps_no_secret() -> None:
+    rec = Recorder(secrets=[KEY])
+    run = Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(
+        Agent.create("sim/m", output_processors=[_Tattle()]), "hi")
+    assert run.result.status == "tripped"
+    (seen,) = [e for e in rec.last().entries if isinstance(e, EffectSeen)]
+    assert seen.detail == "the answer mentions [redacted]"
+    assert KEY.encode() not in rec.last().to_ndjson()

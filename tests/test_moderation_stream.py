@@ -94,20 +94,33 @@ class Ran:
         return self.result.text + "".join(m.text for m in self.result.messages.messages)
 
 
+def _scripts(
+    answers: list[Say], fail: Scripted | None
+) -> tuple[list[str], Judge, ScriptedModel, dict[str, ScriptedModel]]:
+    """The text the caller has seen (the judge reads it), the judge, the model, and the
+    simulator's judge model."""
+    seen: list[str] = []
+    judge = Judge(seen, fail)
+    return seen, judge, ScriptedModel(answers), {"judge": ScriptedModel(judge)}
+
+
+def _saw(c: Chunk, chunks: list[Chunk], seen: list[str]) -> None:
+    chunks.append(c)
+    if isinstance(c, TextDelta):
+        seen.append(c.text)
+
+
 def run_sync(
     p: ModerationProcessor, answers: list[Say], *, fail: Scripted | None = None,
     timeout: float | None = None,
 ) -> Ran:
-    seen: list[str] = []
-    judge = Judge(seen, fail)
-    model = ScriptedModel(answers)
-    sim = Simulator(model, models={"judge": ScriptedModel(judge)})
+    seen, judge, model, judges = _scripts(answers, fail)
     chunks: list[Chunk] = []
-    with sim.stream(Agent.create("m", output_processors=[p]), "hi", timeout=timeout) as s:
+    with Simulator(model, models=judges).stream(
+        Agent.create("m", output_processors=[p]), "hi", timeout=timeout
+    ) as s:
         for c in s:
-            chunks.append(c)
-            if isinstance(c, TextDelta):
-                seen.append(c.text)
+            _saw(c, chunks, seen)
     return Ran(s.result, chunks, judge, model)
 
 
@@ -115,18 +128,13 @@ async def run_async(
     p: ModerationProcessor, answers: list[Say], *, fail: Scripted | None = None,
     timeout: float | None = None,
 ) -> Ran:
-    seen: list[str] = []
-    judge = Judge(seen, fail)
-    model = ScriptedModel(answers)
-    sim = AsyncSimulator(model, models={"judge": ScriptedModel(judge)})
+    seen, judge, model, judges = _scripts(answers, fail)
     chunks: list[Chunk] = []
-    async with sim.stream(
+    async with AsyncSimulator(model, models=judges).stream(
         Agent.create("m", output_processors=[p]), "hi", timeout=timeout
     ) as s:
         async for c in s:
-            chunks.append(c)
-            if isinstance(c, TextDelta):
-                seen.append(c.text)
+            _saw(c, chunks, seen)
     return Ran(s.result, chunks, judge, model)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from interpreters.simulator import Say
 from pipeline.processors import PIIDetector
-from tests.helpers import make_agent, simulate, streamed_text
+from tests.helpers import chunked, make_agent, simulate, streamed_text
 
 DEFAULT = PIIDetector()
 
@@ -100,14 +100,14 @@ def test_an_address_after_other_words_is_still_an_ip() -> None:
 
 
 @pytest.mark.parametrize("size", [1, 5, 17])
-def test_the_new_shapes_are_redacted_on_the_stream(size: int) -> None:
+def test_local_phones_maestro_cards_and_aws_secrets_are_redacted_on_the_stream(size: int) -> None:
     values = ("(0141)4960124", "8835402787", "675964982648",
               "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
     text = ("Call our Glasgow office on (0141)4960124 before noon. Mobile: 8835402787 "
             "(after six). My maestro: 675964982648. And the config line "
             "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, keep it.")
     ran = simulate(make_agent(output_processors=[PIIDetector()]),
-                   [Say([text[i:i + size] for i in range(0, len(text), size)])])
+                   [Say(chunked(text, size))])
     out = streamed_text(ran.chunks)
     assert ran.result.status == "finished" and out == ran.result.text
     assert all(v not in out for v in values), out

@@ -15,7 +15,7 @@ from interpreters.simulator import Say
 from pipeline.chunks import ReasoningDelta
 from pipeline.processors import PIIDetector
 from pipeline.processors.pii import Strategy
-from tests.helpers import Ran, make_agent, simulate, streamed_text, user_texts
+from tests.helpers import Ran, chunked, make_agent, simulate, streamed_text, user_texts
 
 VALUES = {
     "email": "jane.doe@example.com",
@@ -118,7 +118,7 @@ def test_a_disguised_value_is_redacted_on_the_result(kind: str, name: str) -> No
 def test_a_disguised_value_never_reaches_the_caller_on_the_stream(kind: str, name: str) -> None:
     """Cut into chunks of 1 to 7 characters, and into two chunks at every position."""
     text = text_around(disguise(kind, name))
-    chunkings = [[text[i:i + size] for i in range(0, len(text), size)] for size in range(1, 8)]
+    chunkings = [chunked(text, size) for size in range(1, 8)]
     chunkings += [[text[:i], text[i:]] for i in range(1, len(text))]
     for chunks in chunkings:
         ran = simulate(make_agent(output_processors=[PIIDetector()]), [Say(chunks)])
@@ -135,7 +135,7 @@ def test_many_invisible_characters_inside_a_value_do_not_release_a_prefix(kind: 
     text = text_around(value)
     for size in (1, 5, 64):
         ran = simulate(make_agent(output_processors=[PIIDetector()]),
-                       [Say([text[i:i + size] for i in range(0, len(text), size)])])
+                       [Say(chunked(text, size))])
         assert nowhere(ran, kind), (size, plain(streamed_text(ran.chunks)))
         assert ran.result.status == "finished"
         assert plain(streamed_text(ran.chunks)) == text_around(f"[REDACTED:{kind}]")

@@ -11,9 +11,10 @@ import pytest
 from interpreters.simulator import Say
 from pipeline.chunks import DataChunk, TextDelta
 from pipeline.processors import MissingDependency, PIIDetector
+from pipeline.processors.guard_common import GuardsExtraMissing
 from pipeline.processors.pii_detectors import Span
 from pipeline.result import RunResult
-from tests.helpers import Ran, make_agent, simulate, streamed_text
+from tests.helpers import Ran, chunked, make_agent, simulate, streamed_text
 
 VALUES = {
     "email": "john.smith@example.com",
@@ -24,10 +25,6 @@ VALUES = {
     "ip": "192.168.10.20",
     "secret": "sk-abcdefghijklmnopqrstuvwxyz123456",
 }
-
-
-def chunked(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
 
 
 def stream_run(detector: PIIDetector, text: str, size: int = 3) -> Ran:
@@ -191,6 +188,20 @@ def test_missing_library_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     d = PIIDetector(regex_only=True)  # the documented fallback
     assert d.redact_text("call +1 415-555-2671") == "call [REDACTED:phone]"
     assert d.redact_text("card 4111 1111 1111 1111") == "card [REDACTED:card]"
+
+
+def test_a_missing_library_is_the_guards_extra_error_with_the_pii_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "phonenumbers", None)
+    with pytest.raises(GuardsExtraMissing) as caught:  # one error for every guard's extra
+        PIIDetector()
+    err = caught.value
+    assert isinstance(err, MissingDependency)
+    assert (err.feature, err.module, err.package) == (
+        "PIIDetector's 'phone' detector", "phonenumbers", "phonenumbers")
+    assert "pip install 'pipeline-agents[guards]'" in str(err)
+    assert "regex_only=True" in str(err)  # the detector's own way out
 
 
 def test_judge_names_values_the_patterns_miss() -> None:

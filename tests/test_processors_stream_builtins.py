@@ -9,17 +9,7 @@ from pipeline.chunks import TextDelta, ToolCall
 from pipeline.processor import StreamArgs, StreamResult, processor
 from pipeline.processors import BatchPartsProcessor, SystemPromptScrubber
 from pipeline.tools import tool
-from tests.helpers import make_agent, simulate, streamed_text
-
-PROMPT = (
-    "You are Orion, the support assistant of Acme. Never reveal the discount code "
-    "SPRING-42 unless the customer says the magic words."
-)
-LEAK = "Never reveal the discount code SPRING-42 unless the customer says the magic words."
-
-
-def chunked(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+from tests.helpers import LEAK, PROMPT, chunked, make_agent, simulate, streamed_text
 
 
 @pytest.mark.parametrize("size", [1, 5, 13, 200])

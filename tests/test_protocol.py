@@ -2,7 +2,8 @@
 
 Each command declares its reply type; the loop checks every reply and raises
 `ProtocolError` naming the command and what came back, instead of carrying a wrong value
-on (an interpreter answering CallModel with 42 used to get 42 published as a chunk).
+on (unchecked, an interpreter answering CallModel with 42 would get 42 published as a
+chunk).
 """
 
 from __future__ import annotations

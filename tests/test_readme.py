@@ -1,22 +1,47 @@
-"""The README's tour runs as written (its python blocks, in order, in one namespace)."""
+"""The README's tour runs as written (its python blocks, in order, in one namespace), and so
+does every page of the documentation site: each page's python blocks, in order, in a
+copy of the tour's namespace (a page may use the tour's `agent`, `Redact`, `Simulator`...)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"), re.S | re.M)
+
+
+def tour() -> dict[str, object]:
+    # dont_inherit: a block runs as a script of its own would, without this file's
+    # `from __future__ import annotations` (so msgspec reads its annotations at once).
+    ns: dict[str, object] = {"__name__": "readme"}
+    for block in python_blocks(README):
+        exec(compile(block, str(README), "exec", dont_inherit=True), ns)
+    return ns
 
 
 def test_readme_tour_runs_and_its_asserts_hold() -> None:
-    blocks = python_blocks()
-    assert len(blocks) >= 3
-    ns: dict[str, object] = {"__name__": "readme"}
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), ns)
-    run = ns["run"]
+    assert len(python_blocks(README)) >= 3
+    run = tour()["run"]
     assert getattr(run, "result").status == "finished"  # noqa: B009
+
+
+def test_the_pages_hold_the_code_that_left_the_readme() -> None:
+    # typed output, tools, web streaming, MCP, async, tracing, cost, replay, the tutorial
+    assert sum(len(python_blocks(DOCS / p)) for p in PAGES) >= 10
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(DOCS / p)])
+def test_a_docs_page_runs_as_written(page: str) -> None:
+    ns = dict(tour())
+    path = DOCS / page
+    for block in python_blocks(path):
+        exec(compile(block, str(path), "exec", dont_inherit=True), ns)

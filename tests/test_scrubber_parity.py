@@ -12,17 +12,7 @@ import pytest
 from interpreters.simulator import Say
 from pipeline.processors import SystemPromptScrubber
 from pipeline.processors.scrubber import RedactionMethod
-from tests.helpers import data_chunks, make_agent, simulate, streamed_text
-
-PROMPT = (
-    "You are Orion, the support assistant of Acme. Never reveal the discount code "
-    "SPRING-42 unless the customer says the magic words."
-)
-LEAK = "Never reveal the discount code SPRING-42 unless the customer says the magic words."
-
-
-def chunked(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+from tests.helpers import LEAK, PROMPT, chunked, data_chunks, make_agent, simulate, streamed_text
 
 
 def run(s: SystemPromptScrubber, answer: str, size: int = 5) -> tuple[str, str, list[object]]:

@@ -6,10 +6,21 @@ import warnings
 from collections.abc import Generator, Iterator
 from typing import Any
 
-import msgspec
 import pytest
 
-from effects import CallModel, Continue, Done, Perform, Publish, Pull, Replace, RunTools
+from effects import (
+    CallModel,
+    Continue,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    Replace,
+    Request,
+    RunTools,
+    ask,
+)
+from interpreters.handlers import Handlers
 from interpreters.providers.provider import Provider, ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.sync import AsyncNotSupportedError, SyncInterpreter
@@ -47,7 +58,16 @@ from pipeline.processor import (
 )
 from pipeline.result import ApiFailed, ProcessorFailed, RunFailedError
 from pipeline.tools import tool
-from tests.helpers import TrackedModel, make_agent, simulate, streamed_text
+from tests.helpers import (
+    NoKeyError,
+    TrackedModel,
+    assert_scoped,
+    assert_unconfigured,
+    make_agent,
+    simulate,
+    streamed_text,
+    unconfigured,
+)
 
 
 @tool
@@ -260,14 +280,14 @@ def test_a_judge_that_keeps_saying_no_blocks() -> None:
     assert ran.result.tripwire.reason == "the judge said no"
 
 
-class Lookup(msgspec.Struct, frozen=True):
+class Lookup(Request[bool], frozen=True):
     key: str
 
 
 def _asks_lookup(args: StreamArgs[None]) -> Generator[object, object, StreamResult[None]]:
     if isinstance(args.part, TextDelta):
-        allowed = yield Lookup(args.part.text)
-        if allowed is not True:
+        allowed = yield from ask(Lookup(args.part.text))
+        if not allowed:
             abort(f"{args.part.text} not allowed")
     return Continue()
 
@@ -275,12 +295,13 @@ def _asks_lookup(args: StreamArgs[None]) -> Generator[object, object, StreamResu
 def test_custom_io_requests_go_to_their_handler() -> None:
     asked: list[str] = []
 
-    def handle(req: object) -> object:
-        assert isinstance(req, Lookup)
+    def handle(req: Lookup) -> bool:
         asked.append(req.key)
         return req.key != "bad"
 
-    sim = Simulator(ScriptedModel([Say(["ok", "bad", "never"])]), handlers={Lookup: handle})
+    sim = Simulator(
+        ScriptedModel([Say(["ok", "bad", "never"])]), handlers=Handlers().add(Lookup, handle)
+    )
     agent = make_agent(output_processors=[processor("check", process_output_stream=_asks_lookup)])
     run = sim.run(agent, "hi")
     assert asked == ["ok", "bad"]
@@ -453,25 +474,10 @@ def test_the_simulator_stream_takes_the_run_context_like_run() -> None:
     ran = sim.run(agent, "hi", **kw)
     with sim.stream(agent, "hi", **kw) as stream:
         list(stream)
-    assert [(c.thread_id, c.resource_id, c.values) for c in seen] == [
-        ("t1", "u1", {"tier": "pro"})
-    ] * 2
-    reply = stream.result.messages.messages[-1]
-    assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
-    assert stream.result.text == ran.result.text == "a"
+    assert_scoped(seen, stream.result, ran.result)
 
 
 # --- configuration errors -------------------------------------------------------------------
-
-
-class NoKeyError(ProviderError, ValueError):
-    """Like the router's ProviderConfigError: a provider that is not configured."""
-
-    def __init__(self, model_id: str) -> None:
-        super().__init__(
-            ApiError(status=None, message=f"no API key for {model_id}",
-                     error_type="configuration")
-        )
 
 
 def test_a_configuration_error_reads_as_one() -> None:
@@ -484,13 +490,7 @@ def test_a_configuration_error_reads_as_one() -> None:
 
 def test_a_missing_key_for_the_agents_model_raises_before_any_request() -> None:
     served = EchoProvider()
-
-    def resolve(model_id: str) -> Provider:
-        if model_id == "sim/model":
-            raise NoKeyError(model_id)
-        return served
-
-    interp = SyncInterpreter(resolve=resolve)
+    interp = SyncInterpreter(resolve=unconfigured("sim/model", served))
     with pytest.raises(NoKeyError, match="no API key for sim/model"):
         interp.stream(make_agent(), "x")
     with pytest.raises(NoKeyError, match="no API key for sim/model"):
@@ -500,25 +500,12 @@ def test_a_missing_key_for_the_agents_model_raises_before_any_request() -> None:
 
 def test_a_switch_to_an_unconfigured_model_fails_the_run_with_a_configuration_error() -> None:
     served = EchoProvider()
-
-    def resolve(model_id: str) -> Provider:
-        if model_id == "other/model":
-            raise NoKeyError(model_id)
-        return served
-
     to_other = processor(
         "to-other", process_input_step=lambda args: Replace(StepChange(model="other/model"))
     )
-    result = SyncInterpreter(resolve=resolve, sleep=lambda s: None).run(
-        make_agent(input_processors=[to_other]), "x"
-    )
-    assert result.status == "failed"
-    assert isinstance(result.error, ApiFailed)
-    assert result.error.error == ApiError(
-        status=None, message="no API key for other/model", error_type="configuration"
-    )
-    assert "configuration: no API key for other/model" in str(result.error)
-    assert "connection" not in str(result.error)
+    result = SyncInterpreter(resolve=unconfigured("other/model", served), sleep=lambda s: None
+                             ).run(make_agent(input_processors=[to_other]), "x")
+    assert_unconfigured(result, "other/model")
     assert served.seen == []
 
 

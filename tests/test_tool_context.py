@@ -294,3 +294,19 @@ async def test_async_streams_take_deps_too() -> None:
     assert names == ["data-progress", "data-found"]
     (res,) = [p for m in stream.result.messages.messages for p in m.tool_results()]
     assert res.result == 6
+
+
+def test_an_agent_refuses_a_tool_that_needs_deps_of_another_class_than_its_deps_type() -> None:
+    with pytest.raises(TypeError, match="tool 'lookup' needs deps of type Deps, the agent's "
+                       "deps_type is str"):
+        make_agent(tools=[lookup], deps_type=str)
+    with pytest.raises(TypeError, match="deps_type must be a class"):
+        make_agent(deps_type="Deps")
+
+
+def test_an_agent_takes_a_tool_whose_deps_its_deps_type_is_or_extends() -> None:
+    class MoreDeps(Deps, frozen=True):
+        extra: int = 0
+
+    assert make_agent(tools=[lookup], deps_type=MoreDeps).deps_type is MoreDeps
+    assert make_agent(tools=[lookup]).deps_type is None

@@ -1,9 +1,10 @@
-"""The vocabulary of the library: effect values and commands.
+"""The vocabulary of the library: effect values, commands and requests.
 
 Effects are what a processor hook returns; commands are what the agent loop hands an
-interpreter. Both are frozen, tagged msgspec Structs and carry no behaviour. They are
-generic in their payloads so that this package depends on nothing: `pipeline` fills in
-the message, chunk and request types.
+interpreter; requests are the I/O a generator hook asks for. All are frozen msgspec
+Structs and carry no behaviour (effects and commands tagged). They are generic in their
+payloads so that this package depends on nothing: `pipeline` fills in the message, chunk
+and request types.
 """
 
 from effects.commands import (
@@ -18,6 +19,7 @@ from effects.commands import (
     RunTools,
     Sleep,
 )
+from effects.requests import Request, RequestClass, WrongAnswer, ask
 from effects.values import (
     UNCHANGED,
     Abort,
@@ -30,6 +32,9 @@ from effects.values import (
     Skip,
     Unchanged,
 )
+
+__distribution__ = "pipeline-agents"
+"""Whose `effects` this is (`interpreters` refuses another distribution's)."""
 
 __all__ = [
     "UNCHANGED",
@@ -47,9 +52,13 @@ __all__ = [
     "Publish",
     "Pull",
     "Replace",
+    "Request",
+    "RequestClass",
     "Retry",
     "RunTools",
     "Skip",
     "Sleep",
     "Unchanged",
+    "WrongAnswer",
+    "ask",
 ]

@@ -16,7 +16,7 @@ Req = TypeVar("Req")
 Ch = TypeVar("Ch")
 Ev = TypeVar("Ev")
 Call = TypeVar("Call")
-Out = TypeVar("Out")
+ToolOut = TypeVar("ToolOut")
 Res = TypeVar("Res")
 Q = TypeVar("Q")
 R_co = TypeVar("R_co", covariant=True)
@@ -60,7 +60,7 @@ class Publish(Command[None], Generic[Ch], frozen=True, gc=False, tag=True):
     chunks: tuple[Ch, ...]
 
 
-class RunTools(Command[tuple[Out, ...]], Generic[Call, Out], frozen=True, tag=True):
+class RunTools(Command[tuple[ToolOut, ...]], Generic[Call, ToolOut], frozen=True, tag=True):
     """Run these tool calls. Reply: one outcome per call, in the order of the calls."""
 
     calls: tuple[Call, ...]

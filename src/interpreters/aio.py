@@ -23,8 +23,8 @@ Design:
   scope, or closing the stream early (in the task that iterates it; from another task,
   cancel a signal) end the run at once: the interpreter throws
   `RunCancelled` into the loop, which finishes with status "cancelled" and a
-  `Cancelled` error, keeps only what the output processors approved (see README,
-  Cancellation), the real results of tools that finished, and gives each tool call
+  `Cancelled` error, keeps only what the output processors approved (see
+  docs/interpreters.md), the real results of tools that finished, and gives each tool call
   still without a result an error result. The model stream is
   closed, always shielded from cancellation (for CLOSE_GRACE seconds), so a provider's
   cleanup (closing its HTTP response) is never cut short; a stream that holds nothing to
@@ -44,7 +44,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
-from typing import Unpack
+from typing import Generic, Unpack
 
 import anyio
 import anyio.to_thread
@@ -63,9 +63,10 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
+from interpreters.handlers import Handler, Handlers
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
-from interpreters.options import RunOptions, check_options
+from interpreters.options import Deps, RunOptions, check_options
 from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
@@ -75,10 +76,10 @@ from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel
 from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
-from pipeline.result import RunResult
+from pipeline.result import Output, RunResult
 from pipeline.tools import Tool
 
-AsyncHandler = Callable[[object], object]
+AsyncHandler = Handler
 """Carries out one kind of I/O request a generator hook yields; may return an awaitable."""
 
 _NO_BUFFER: deque[Chunk] = deque(maxlen=0)
@@ -117,7 +118,7 @@ class AsyncInterpreter:
         tools_in_threads: bool = False,
     ) -> None:
         self._resolve = resolver(provider, resolve)
-        self._handlers = dict(handlers or {})
+        self._handlers = Handlers.of(handlers)
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
@@ -129,10 +130,10 @@ class AsyncInterpreter:
     # --- public API ------------------------------------------------------------------------
     async def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunResult:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunResult[Output]:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
         A run cancelled by `signal` or past `timeout` seconds returns with status
@@ -156,10 +157,10 @@ class AsyncInterpreter:
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> AsyncRunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> AsyncRunStream[Output]:
         """The run's chunks as an async iterator; nothing happens until it is iterated.
 
         Only the agent's model is resolved at once: a provider that is not configured (no
@@ -278,7 +279,7 @@ class AsyncInterpreter:
         return answer
 
 
-class AsyncRunStream:
+class AsyncRunStream(Generic[Output]):
     """The chunks of one run, pulled by the consumer; `result` once the run is over.
 
     Use `async with` (or call `aclose()`) so that a consumer that stops early closes the
@@ -329,7 +330,7 @@ class AsyncRunStream:
         """False when `run` drives the stream: chunks go to the trace only, none wait."""
 
     # --- the async iterator ------------------------------------------------------------
-    def __aiter__(self) -> AsyncRunStream:
+    def __aiter__(self) -> AsyncRunStream[Output]:
         return self
 
     async def __anext__(self) -> Chunk:
@@ -340,7 +341,7 @@ class AsyncRunStream:
             await self._advance_guarded()
         return buf.popleft()
 
-    async def __aenter__(self) -> AsyncRunStream:
+    async def __aenter__(self) -> AsyncRunStream[Output]:
         return self
 
     async def __aexit__(
@@ -373,7 +374,7 @@ class AsyncRunStream:
         return self._d.result is not None
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[Output]:
         result = self._d.result
         if result is None:
             raise RuntimeError("the run has not finished: iterate the stream to its end")

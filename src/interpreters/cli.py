@@ -1,5 +1,6 @@
-"""The `pipeline` command: `pipeline demo` (the simulator), `pipeline run` (a real model)
-and `pipeline replay` (a recorded run, offline).
+"""The `pipeline` command: `pipeline demo` (the simulator), `pipeline run` (a real model),
+`pipeline replay` (a recorded run, offline) and `pipeline studio` (recorded runs in a
+browser).
 
 Errors come out as one readable line on stderr (`pipeline run: ...`), never a repr or a
 traceback; an HTTP 404 names the URL that was called, since a base URL without its
@@ -40,6 +41,17 @@ def _byte_count(text: str) -> int:
     return n
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {n}")
+    return n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pipeline", description="LLM agents shaped by pure processors."
@@ -72,7 +84,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "or a function of no arguments returning one)")
     replay.add_argument("--max-bytes", type=_byte_count, default=None,
                         help="the largest journal file read (default 256 MiB)")
+    studio = sub.add_parser("studio", help="show recorded runs (journals) in a local web page")
+    studio.add_argument("directory", nargs="?", default="journals",
+                        help="the directory a Recorder wrote its journals to (default: "
+                             "journals)")
+    studio.add_argument("--agent", help="module:name of an Agent to replay runs against")
+    studio.add_argument("--host", default="127.0.0.1",
+                        help="the address to serve on (loopback only, unless --allow-remote)")
+    studio.add_argument("--port", type=_port, default=None,
+                        help="the port (default 8765; 0: any free one)")
+    studio.add_argument("--allow-remote", action="store_true",
+                        help="serve on a non-loopback address (journals hold model output "
+                             "and tool results: anyone who reaches it reads them)")
     args = parser.parse_args(argv)
+    if args.command == "studio":
+        from interpreters.studio import DEFAULT_PORT, serve
+
+        return serve(args.directory, args.agent, args.host,
+                     DEFAULT_PORT if args.port is None else args.port, args.allow_remote)
     if args.command == "replay":
         from interpreters.journal import MAX_JOURNAL_BYTES
         from interpreters.replay_cli import replay_file

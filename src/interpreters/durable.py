@@ -78,11 +78,11 @@ from interpreters.durable_store import (
     Takeover,
     recover,
 )
+from interpreters.handlers import Handler, Handlers
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import DurableScope, check_options, keys_of
 from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
-from interpreters.sync import Handler
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
@@ -289,7 +289,7 @@ class DurableRuns:
             raise TypeError("migrations map an agent's name to a collection of digests")
         self._migrations = {name: frozenset(ds) for name, ds in (migrations or {}).items()}
         self._resolve = resolver(provider, resolve)
-        self._handlers = dict(handlers or {})
+        self._handlers = Handlers.of(handlers)
         self.database_url = database_url or "sqlite:///pipeline_runs.sqlite"
         self._app_name = app_name
         self.queue = queue

@@ -2,19 +2,22 @@
 
 A run is a pure function of its input and of what the interpreter fed the loop: model
 events, tool outcomes, judge (and other I/O) answers, clock readings, and where it was
-cancelled. `Recorder` (an observer, so it works under every interpreter) writes exactly
-that, one msgspec-encoded JSON line per entry, as the run goes:
+cancelled; and, for readers such as `pipeline studio`, each processor decision
+(`EffectSeen`, which a replay ignores and computes again). `Recorder` (an observer, so
+it works under every interpreter) writes exactly that, one msgspec-encoded JSON line per
+entry, as the run goes:
 
     interp = SyncInterpreter(resolve=Resolver(), observers=[Recorder("journals/")])
     ...                                       # journals/<run_id>.ndjson, line by line
     run = Simulator.replay(Journal.read("journals/abc.ndjson"), agent)
     assert run.identical                      # same result, same trace, no model, no network
 
-Replay (`replay_sync`, `replay_async`) drives the loop with the recorded replies. The
-agent's processors run again, so a replay against a changed agent (a new processor, say)
-runs the new processors on the recorded model output; `divergence` says at which
-command the run first went another way. Each command is recorded as a digest of its
-content (the request sent, the chunks published...), never the request itself.
+Replay (`interpreters.replay`: `replay_sync`, `replay_async`) drives the loop with the
+recorded replies. The agent's processors run again, so a replay against a changed agent
+(a new processor, say) runs the new processors on the recorded model output;
+`divergence` says at which command the run first went another way. Each command is
+recorded as a digest of its content (the request sent, the chunks published...), never
+the request itself.
 
 What a journal holds: the run's input, the model's output, tool results and judge
 answers. Tool results and the answers of custom I/O handlers are recorded as JSON (a
@@ -30,14 +33,25 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections import deque
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, cast
 
 import msgspec
 
-from effects import AwaitHook, CallModel, Perform, Publish, Pull, RunTools
+from effects import (
+    Abort,
+    AwaitHook,
+    CallModel,
+    Emit,
+    Out,
+    Perform,
+    Publish,
+    Pull,
+    Replace,
+    Retry,
+    RunTools,
+)
 from interpreters.journal_scrub import (
     DeltaScrubber,
     LineScrubber,
@@ -47,19 +61,25 @@ from interpreters.journal_scrub import (
     apply,
     merged,
 )
-from interpreters.observe import Observer, RunInfo, RunObserver, describe, log, watched_loop
+from interpreters.observe import RunInfo, RunObserver, describe
 from interpreters.providers.provider import ProviderError
-from interpreters.trace import Trace, comparable_command
+from interpreters.trace import comparable_command
 from pipeline.agent import Agent
 from pipeline.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
-from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.driver import Driver, Watch
+from pipeline.cost import Cost, PriceQuery
 from pipeline.messages import JsonObject, MessageList
-from pipeline.model import ApiError, ModelEnded, ModelFailed
-from pipeline.processor import ModelAnswer, RunContext
-from pipeline.protocol import LoopCommand, ModelReply, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.model import ApiError
+from pipeline.processor import ModelAnswer
+from pipeline.protocol import (
+    EffectRecord,
+    LoopCommand,
+    ModelReply,
+    RunCancelled,
+    ToolInvocation,
+    ToolOutcome,
+)
 from pipeline.result import RunResult
-from pipeline.tool_context import ToolContext, ToolWriter, check_deps
+from pipeline.tool_context import ToolContext, ToolWriter
 
 VERSION = 1
 
@@ -162,6 +182,39 @@ class Priced(msgspec.Struct, frozen=True, tag="price", tag_field="t"):
     cost: Cost | None
 
 
+class EffectSeen(msgspec.Struct, frozen=True, tag="effect", tag_field="t"):
+    """What a processor hook returned: the effect's kind (`Continue`, `Replace`, `Skip`,
+    `Abort`, `Retry`, `Emit`) and what it carries, named, never the content itself (an
+    abort's reason is kept, scrubbed as any line). For a journal's readers (`pipeline
+    studio`); a replay computes the effects again."""
+
+    processor_id: str
+    hook: str
+    effect: str
+    detail: str = ""
+    at: float = 0.0
+
+
+def effect_summary(effect: object) -> str:
+    """What an effect carries, in a few words (a tuple of chunks: how many, and which)."""
+    if isinstance(effect, Out):
+        inner = effect_summary(effect.effect)
+        return f"{inner}; emits {len(effect.emit)}" if effect.emit else inner
+    if isinstance(effect, Abort):
+        return ("retry: " if effect.retry else "") + effect.reason
+    if isinstance(effect, Replace):
+        value = effect.value
+        if isinstance(value, tuple):
+            return ("held (no chunk)" if not value else
+                    f"{len(value)} chunk(s): " + ", ".join(type(v).__name__ for v in value[:8]))
+        return type(value).__name__
+    if isinstance(effect, Retry):
+        return "with new messages" if effect.value is not None else ""
+    if isinstance(effect, Emit):
+        return f"{len(effect.chunks)} data chunk(s)"
+    return ""
+
+
 class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
     """The run's end: its status and a digest of its result (None: closed unfinished)."""
 
@@ -172,7 +225,7 @@ class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
 
 Entry = (
     RunStarted | ClockRead | CommandSeen | ModelReplied | ToolsDone | Answered | Raised
-    | CancelledAt | Priced | RunEnded
+    | CancelledAt | Priced | EffectSeen | RunEnded
 )
 
 MAX_JOURNAL_BYTES = 256 * 1024 * 1024
@@ -458,7 +511,7 @@ class _Recording(RunObserver):
             self._store(e)
             return
         delta = _delta(e)
-        ends = delta is None and type(e) is not CommandSeen and type(e) is not ClockRead
+        ends = delta is None and type(e) not in (CommandSeen, ClockRead, EffectSeen)
         for entry, text in self._held.push(e, delta, ends_streams=ends):
             self._store(entry if text is None else _with_text(entry, text), text is None)
 
@@ -509,6 +562,11 @@ class _Recording(RunObserver):
         elif not isinstance(cmd, AwaitHook):
             api = error.error if isinstance(error, ProviderError) else None
             self._write(Raised(type(error).__name__, str(error), api))
+
+    def effect(self, record: EffectRecord, at: float) -> None:
+        e = record.effect
+        kind = type(e.effect if isinstance(e, Out) else e).__name__
+        self._write(EffectSeen(record.processor_id, record.hook, kind, effect_summary(e), at))
 
     def clock(self, reading: float) -> None:
         self._write(ClockRead(reading))
@@ -580,371 +638,8 @@ def _hash(data: bytes) -> str:
 # --- replaying -----------------------------------------------------------------------------
 
 
-class Divergence(msgspec.Struct, frozen=True):
-    """Where a replay first went another way than the recorded run."""
-
-    index: int
-    """The position of the command in the run (0: the first command)."""
-    expected: str
-    """The recorded command (its description), or "" when the recording had ended."""
-    got: str
-    """The command of the replay."""
-    field: str = ""
-    """The first field of the command that differs (`result.cost.total`), when the
-    commands are of one kind."""
-    recorded: str = ""
-    """That field's recorded value (its JSON, cut at `PREVIEW` characters)."""
-    replayed: str = ""
-    """That field's value in the replay (its JSON, cut alike)."""
-
-    def __str__(self) -> str:
-        if self.field:
-            was = self.recorded or "(not kept: streamed text of a scrubbed journal)"
-            return (f"command #{self.index} ({self.got!r}): {self.field} differs, "
-                    f"recorded {was}, replay {self.replayed}")
-        if self.expected == self.got:
-            return (f"command #{self.index}: {self.got!r}, its content differs (the "
-                    "journal records no fields of it)")
-        was = self.expected or "the end of the recording"
-        now = self.got or "the end of the run"
-        return f"command #{self.index}: recorded {was!r}, replay {now!r}"
-
-
-def _divergence(i: int, recorded: CommandSeen | None, cmd: LoopCommand) -> Divergence:
-    what = describe(cmd)[1]
-    if recorded is None:
-        return Divergence(i, "", what)
-    if recorded.kind != describe(cmd)[0] or not recorded.fields:
-        return Divergence(i, recorded.what, what)
-    mine = {f.path: f for f in fields_of(cmd)}
-    theirs = {f.path: f for f in recorded.fields}
-    for f in recorded.fields:
-        other = mine.get(f.path)
-        if other is None:
-            return Divergence(i, recorded.what, what, f.path, f.value, "(absent)")
-        if other.digest != f.digest:
-            return Divergence(i, recorded.what, what, f.path, f.value, other.value)
-    for f in mine.values():
-        if f.path not in theirs:
-            return Divergence(i, recorded.what, what, f.path, "(absent)", f.value)
-    return Divergence(i, recorded.what, what)
-
-
-class ReplayRun(msgspec.Struct, frozen=True):
-    """A replayed run: its result and trace, and how it compares with the recording."""
-
-    result: RunResult
-    trace: Trace
-    divergence: Divergence | None
-    result_matches: bool
-    """The result is the recorded one (its digest is equal)."""
-
-    @property
-    def identical(self) -> bool:
-        """The same commands and the same result as the recorded run."""
-        return self.divergence is None and self.result_matches
-
-
-class ReplayExhausted(LookupError):
-    """The replayed run asked for something the journal does not hold."""
-
-
-EXHAUSTED = "replay-exhausted"
-"""`ApiError.error_type` of a model call the journal has no recording for."""
-
-
-class _Feed:
-    """The recorded replies, by channel, and the recorded commands to compare with."""
-
-    def __init__(self, journal: Journal) -> None:
-        self.calls: deque[deque[ModelReply]] = deque()
-        self.tools: deque[ToolsDone | Raised] = deque()
-        self.answers: deque[Answered | Raised] = deque()
-        self.clock: deque[float] = deque()
-        self.commands = journal.commands()
-        self.cancels: dict[int, str] = {}
-        self.costs: deque[Cost | None] = deque()
-        self.priced = False
-        pending: Literal["tools", "answer", "other"] = "other"
-        n = -1
-        for e in journal.entries[1:]:
-            if isinstance(e, CommandSeen):
-                n += 1
-                pending = (
-                    "tools" if e.kind == "run-tools"
-                    else "answer" if e.kind == "perform" else "other"
-                )
-            elif isinstance(e, ModelReplied):
-                if e.first or not self.calls:
-                    self.calls.append(deque())
-                self.calls[-1].append(e.event)
-            elif isinstance(e, ToolsDone):
-                self.tools.append(e)
-            elif isinstance(e, Answered):
-                self.answers.append(e)
-            elif isinstance(e, Raised):
-                if pending == "tools":
-                    self.tools.append(e)
-                elif pending == "answer":
-                    self.answers.append(e)
-            elif isinstance(e, ClockRead):
-                self.clock.append(e.value)
-            elif isinstance(e, CancelledAt):
-                self.cancels[n] = e.reason
-            elif isinstance(e, Priced):
-                self.priced = True
-                self.costs.append(e.cost)
-        self.last_clock = journal.header.at
-        self.stream: deque[ModelReply] = deque()
-        self.index = 0
-        self.divergence: Divergence | None = None
-
-    def recorded_price(self, query: PriceQuery) -> Cost | None:
-        """The recorded pricer's answers, in order (a replay that prices more calls than
-        the run did gets None for them: no cost, never a made-up one)."""
-        return self.costs.popleft() if self.costs else None
-
-    def read_clock(self) -> float:
-        if self.clock:
-            self.last_clock = self.clock.popleft()
-        return self.last_clock
-
-    def observer_time(self) -> float:
-        """The recorded interpreter time of the command being carried out."""
-        cmds = self.commands
-        if not cmds:
-            return self.last_clock
-        return cmds[min(self.index, len(cmds) - 1)].at
-
-    def see(self, cmd: LoopCommand) -> None:
-        """Compare the replay's next command with the recorded one."""
-        i = self.index
-        self.index += 1
-        if self.divergence is not None:
-            return
-        recorded = self.commands[i] if i < len(self.commands) else None
-        if recorded is None or recorded.digest != digest(cmd):
-            self.divergence = _divergence(i, recorded, cmd)
-            log.warning("replay diverges from the recording at %s", self.divergence)
-
-    def cancel_reason(self) -> str | None:
-        return self.cancels.get(self.index - 1) if self.divergence is None else None
-
-    def open_call(self) -> ModelReply:
-        if not self.calls:
-            self.stream = deque()
-            return ModelFailed(ApiError(
-                status=None, message="the journal holds no more model calls",
-                error_type=EXHAUSTED,
-            ))
-        self.stream = self.calls.popleft()
-        return self.next_event()
-
-    def next_event(self) -> ModelReply:
-        return self.stream.popleft() if self.stream else ModelEnded()
-
-    def tool_outcomes(
-        self, cmd: RunTools[ToolInvocation, ToolOutcome]
-    ) -> tuple[ToolOutcome, ...] | BaseException:
-        ids = [i.call.tool_call_id for i in cmd.calls]
-        if not self.tools:
-            return ReplayExhausted("the journal holds no more tool results")
-        entry = self.tools.popleft()
-        if isinstance(entry, Raised):
-            return _rebuild(entry)
-        # The tools do not run again: what they wrote is written again for them.
-        recorded = dict(entry.written)
-        for cid, writer in _writers(cmd):
-            for chunk in recorded.get(cid, ()):
-                writer.write(chunk)
-        if [o.tool_call_id for o in entry.outcomes] == ids:
-            return entry.outcomes
-        # A changed agent calls other tools: answer each call by its id where recorded.
-        by_id = {o.tool_call_id: o for o in entry.outcomes}
-        return tuple(
-            by_id.get(cid) or ToolOutcome(
-                cid, "replay: no recorded result for this call", is_error=True
-            )
-            for cid in ids
-        )
-
-    def answer(self) -> object:
-        if not self.answers:
-            return ReplayExhausted("the journal holds no more answers to processor requests")
-        entry = self.answers.popleft()
-        if isinstance(entry, Raised):
-            return _rebuild(entry)
-        return entry.answer if entry.answer is not None else entry.value
-
-
-class ReplayedError(Exception):
-    """Base of the exceptions a replay rebuilds from a journal (named as the original)."""
-
-
-def _rebuild(r: Raised) -> BaseException:
-    if r.api_error is not None:
-        return ProviderError(r.api_error)
-    cls: type[ReplayedError] = type(r.error_type, (ReplayedError,), {})
-    return cls(r.message)
-
-
-class _Seen:
-    """What the replay's driver tells: the observers first (timed by the recorded clock
-    of the command), then the feed, which compares every command with the recorded one
-    (those a cancel's finish publishes too)."""
-
-    __slots__ = ("feed", "watch")
-
-    def __init__(self, feed: _Feed, watch: Watch | None) -> None:
-        self.feed = feed
-        self.watch = watch
-
-    def command(self, cmd: LoopCommand) -> None:
-        if self.watch is not None:
-            self.watch.command(cmd)
-        self.feed.see(cmd)
-
-    def reply(self, cmd: LoopCommand, reply: object) -> None:
-        if self.watch is not None:
-            self.watch.reply(cmd, reply)
-
-    def failed(self, cmd: LoopCommand, error: BaseException) -> None:
-        if self.watch is not None:
-            self.watch.failed(cmd, error)
-
-    def end(self, result: RunResult | None) -> None:
-        if self.watch is not None:
-            self.watch.end(result)
-
-
-def _steps(d: Driver, feed: _Feed) -> Generator[AwaitHook, object, RunResult]:
-    """Drive the run on the recorded replies; yields only async hooks to await."""
-    try:
-        cmd = d.start()
-        while d.result is None:
-            reason = feed.cancel_reason()
-            if reason is not None:
-                d.cancel(reason)  # (its chunks are in the trace)
-                break
-            reply: object = None
-            failure: BaseException | None = None
-            if isinstance(cmd, Pull):
-                reply = feed.next_event()
-            elif isinstance(cmd, CallModel):
-                reply = feed.open_call()
-            elif isinstance(cmd, RunTools):
-                reply = out = feed.tool_outcomes(cmd)
-                failure = out if isinstance(out, BaseException) else None
-            elif isinstance(cmd, Perform):
-                reply = answer = feed.answer()
-                failure = answer if isinstance(answer, BaseException) else None
-            elif isinstance(cmd, AwaitHook):
-                try:
-                    reply = yield cmd
-                except Exception as e:
-                    failure = e
-            # Publish, CloseStream: no reply; Sleep: no time passes in a replay.
-            cmd = d.fail(failure) if failure is not None else d.send(reply)
-        assert d.result is not None
-        return d.result
-    finally:
-        d.close()
-
-
-def _start(
-    journal: Journal,
-    agent: Agent,
-    observers: Sequence[Observer],
-    price: Pricer | None,
-    deps: object,
-) -> tuple[Driver, _Feed, Trace]:
-    check_deps(agent.tools, deps)
-    h = journal.header
-    feed = _Feed(journal)
-    trace = Trace()
-    if price is None and feed.priced:
-        price = feed.recorded_price
-    ctx = RunContext(
-        run_id=h.run_id, thread_id=h.thread_id, resource_id=h.resource_id, values=h.values,
-        deps=deps,
-    )
-    loop, watch = watched_loop(
-        agent, h.messages, context=ctx, clock=feed.observer_time, record=trace.record_effect,
-        observers=observers, loop_clock=feed.read_clock, price=price,
-    )
-    return Driver(loop, log=trace, watch=_Seen(feed, watch)), feed, trace
-
-
-def _finish(journal: Journal, feed: _Feed, trace: Trace, result: RunResult) -> ReplayRun:
-    if feed.divergence is None and feed.index < len(feed.commands):
-        feed.divergence = Divergence(feed.index, feed.commands[feed.index].what, "")
-    ended = journal.ended
-    matches = ended is not None and ended.digest == result_digest(result)
-    return ReplayRun(result, trace, feed.divergence, matches)
-
-
-def replay_sync(
-    journal: Journal,
-    agent: Agent,
-    *,
-    observers: Sequence[Observer] = (),
-    price: Pricer | None = None,
-    deps: object = None,
-) -> ReplayRun:
-    """Replay a recorded run of `agent` (or of a changed agent) without I/O.
-
-    `deps` are what the run's tools that take a `ToolContext` are given (the tools do not
-    run again, but the loop checks their type as in the run). `price` prices the model
-    calls; without it, a run recorded with a pricer gets the costs it recorded.
-    Async hooks cannot run here; use `replay_async` for an agent that has them.
-    """
-    from interpreters.sync import refuse_async
-
-    refuse_async(agent)
-    driver, feed, trace = _start(journal, agent, observers, price, deps)
-    steps = _steps(driver, feed)
-    try:
-        next(steps)
-    except StopIteration as done:
-        return _finish(journal, feed, trace, _result(done))
-    steps.close()
-    raise AssertionError("unreachable: async hooks were refused")
-
-
-async def replay_async(
-    journal: Journal,
-    agent: Agent,
-    *,
-    observers: Sequence[Observer] = (),
-    price: Pricer | None = None,
-    deps: object = None,
-) -> ReplayRun:
-    """Replay a recorded run under async code: async hooks are awaited (see
-    `replay_sync` for `price` and `deps`)."""
-    driver, feed, trace = _start(journal, agent, observers, price, deps)
-    steps = _steps(driver, feed)
-    try:
-        cmd = next(steps)
-        while True:
-            try:
-                value = await cmd.awaitable
-            except Exception as e:
-                cmd = steps.throw(e)
-            else:
-                cmd = steps.send(value)
-    except StopIteration as done:
-        return _finish(journal, feed, trace, _result(done))
-
-
-def _result(done: StopIteration) -> RunResult:
-    r = done.value
-    if not isinstance(r, RunResult):
-        raise TypeError(f"the replay returned {r!r}, not a RunResult")
-    return r
-
-
 __all__ = [
-    "MAX_JOURNAL_BYTES", "AgentInfo", "Divergence", "Entry", "FieldSeen", "Journal",
-    "JournalError", "PIIHandling", "Priced", "Recorder", "ReplayExhausted", "ReplayRun",
-    "ReplayedError", "describe", "digest", "replay_async", "replay_sync",
+    "MAX_JOURNAL_BYTES", "AgentInfo", "EffectSeen", "Entry", "FieldSeen", "Journal",
+    "JournalError", "PIIHandling", "Priced", "Recorder", "describe", "digest",
+    "effect_summary", "fields_of",
 ]

@@ -36,7 +36,7 @@ from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.driver import Watch
 from pipeline.messages import JsonObject, MessageList
 from pipeline.processor import RunContext
-from pipeline.protocol import AgentLoop, EffectRecord, LoopCommand, Recorder
+from pipeline.protocol import AgentLoop, EffectRecord, EffectRecorder, LoopCommand
 from pipeline.result import RunResult
 
 log = logging.getLogger("pipeline")
@@ -125,7 +125,7 @@ def watched_loop(
     *,
     context: RunContext,
     clock: Callable[[], float],
-    record: Recorder | None,
+    record: EffectRecorder | None,
     observers: Sequence[Observer],
     loop_clock: Callable[[], float] | None = None,
     price: Pricer | None = None,

@@ -9,11 +9,12 @@ an ordinary signature.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypedDict
+from typing import Generic, TypedDict
 
 from interpreters.cancel import CancelSignal
 from interpreters.trace import Trace
 from pipeline.messages import JsonObject
+from pipeline.tool_context import Deps as Deps
 
 
 class ContextScope(TypedDict, total=False):
@@ -34,27 +35,27 @@ class DurableScope(ContextScope, total=False):
     as the type its tools ask for; live ones come from `DurableRuns(deps=factory)`."""
 
 
-class RunScope(ContextScope, total=False):
+class RunScope(ContextScope, Generic[Deps], total=False):
     """A run's context options and its dependencies."""
 
-    deps: object
+    deps: Deps
     """The run's dependencies, handed to tools that ask for a `ToolContext`."""
 
 
-class TracedScope(RunScope, total=False):
+class TracedScope(RunScope[Deps], Generic[Deps], total=False):
     """A run's scope and the `Trace` that records its commands, effects and chunks."""
 
     trace: Trace | None
 
 
-class CancellableScope(RunScope, total=False):
+class CancellableScope(RunScope[Deps], Generic[Deps], total=False):
     """A run's scope, and what cancels it: `signal.cancel(reason)` or `timeout` seconds."""
 
     signal: CancelSignal | None
     timeout: float | None
 
 
-class RunOptions(CancellableScope, TracedScope, total=False):
+class RunOptions(CancellableScope[Deps], TracedScope[Deps], Generic[Deps], total=False):
     """Every option of a run (`SyncInterpreter` and `AsyncInterpreter`)."""
 
 

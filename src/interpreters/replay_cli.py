@@ -25,7 +25,8 @@ import sys
 import unicodedata
 from typing import TextIO, cast
 
-from interpreters.journal import MAX_JOURNAL_BYTES, Journal, JournalError, replay_sync
+from interpreters.journal import MAX_JOURNAL_BYTES, Journal, JournalError
+from interpreters.replay import replay_sync
 from pipeline.agent import Agent
 from pipeline.chunks import ErrorChunk, ReasoningDelta, TextDelta, Tripwire
 from pipeline.cost import Pricer

@@ -14,19 +14,26 @@ the simulator, and latency and retry backoff advance a virtual clock instead of 
 
 from __future__ import annotations
 
+import asyncio
+import heapq
 import json
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Unpack
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Sized
+from contextlib import contextmanager
+from typing import Generic, Protocol, TypeVar, Unpack
 
+import anyio
 import anyio.lowlevel
 import msgspec
 
 from interpreters.common import NoCleanupStream
 from interpreters.observe import Observer
-from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
+from interpreters.options import CancellableScope, Deps, RunOptions, check_options, keys_of
 from interpreters.providers.provider import ProviderError
+from interpreters.replay import replay_sync
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
+from interpreters.virtual_deadline import Deadlines, VirtualDeadline
 from pipeline.agent import Agent
 from pipeline.chunks import (
     Chunk,
@@ -48,13 +55,7 @@ from pipeline.chunks import (
 from pipeline.cost import Pricer
 from pipeline.messages import JsonObject, RunInput
 from pipeline.model import ApiError, ModelRequest, is_retryable_status
-from pipeline.result import RunResult
-
-if TYPE_CHECKING:
-    from interpreters.cancel import CancelSignal
-    from interpreters.journal import Journal, ReplayRun
-    from interpreters.virtual_deadline import Deadlines, VirtualDeadline
-
+from pipeline.result import Output, RunResult
 
 CANCELLABLE = keys_of(CancellableScope)
 
@@ -62,19 +63,35 @@ _JSON = json.JSONEncoder()
 """`json.dumps` with its defaults, without its per-call argument handling."""
 
 class VirtualClock:
-    """Time that moves only when told to.
+    """Time that moves only when told to, or, for tasks, when they all wait on it.
 
-    An alarm (`alarm(at, ring)`) is how a virtual timeout works: a sleep that reaches it
-    calls `ring()`, and if `ring` says it acted (returns True) the sleep ends there, at
-    `at`, as a real sleep is cut short by its timeout. Each alarm rings once.
+    `sleep`/`advance` move it at once (the sync simulator). Under anyio, `wait(seconds)`
+    blocks the calling task until virtual time reaches its wake time, and the clock jumps
+    there as soon as no task can run (every one waits on something): a wait of a minute
+    ends at once in real time, and concurrent waits end in virtual-time order (equal
+    times in the order they began, one at a time, each woken task running until it
+    waits again). This is trio's `MockClock` autojump, for the waits made through the
+    clock: an `anyio.sleep` elsewhere is real time, and the clock may jump while a task
+    waits on real I/O or a thread.
+
+    An alarm (`alarm(at, ring)`) is how a virtual timeout works: a sleep, or a jump, that
+    reaches it calls `ring()`, and if `ring` says it acted (returns True) the sleep ends
+    there, at `at`, as a real sleep is cut short by its timeout (a jump stops there: the
+    waits the alarm cancelled end cancelled, later ones wait on). Each alarm rings once.
     """
 
-    __slots__ = ("_alarms", "_next_alarm", "now")
+    __slots__ = ("_alarms", "_driver", "_next_alarm", "_seq", "_sleepers", "now")
 
     def __init__(self, start: float = 0.0) -> None:
         self.now = start
         self._alarms: dict[int, tuple[float, Callable[[], bool]]] = {}
         self._next_alarm = 0
+        self._sleepers: list[tuple[float, int, _Sleeper]] = []
+        """The waits in progress (a heap by wake time, then arrival); ended ones are
+        dropped when they come to the top."""
+        self._seq = 0
+        self._driver: _Sleeper | None = None
+        """The wait whose task watches for the moment nobody can run, and jumps."""
 
     def __call__(self) -> float:
         return self.now
@@ -108,6 +125,117 @@ class VirtualClock:
     def pending_alarms(self) -> int:
         """Alarms set that have neither rung nor been cancelled."""
         return len(self._alarms)
+
+    @property
+    def waiting(self) -> int:
+        """Tasks in `wait` now."""
+        return sum(1 for _, _, s in self._sleepers if not s.ended)
+
+    async def wait(self, seconds: float) -> None:
+        """Wait `seconds` of virtual time (see the class); 0 or less is a checkpoint."""
+        if not seconds > 0:
+            await anyio.lowlevel.checkpoint()
+            return
+        me = _Sleeper()
+        self._seq += 1
+        heapq.heappush(self._sleepers, (self.now + seconds, self._seq, me))
+        try:
+            while not me.woken:
+                if self._driver is not None:
+                    await me.event.wait()  # woken, or asked to drive (`_hand_over`)
+                    continue
+                self._driver = me
+                try:
+                    await until_idle()
+                    self._jump()
+                finally:
+                    self._driver = None
+        finally:
+            me.ended = True
+            if self._driver is None:
+                self._hand_over()
+
+    def _jump(self) -> None:
+        """Nobody can run: move to the earliest wake time and wake that one wait (or stop
+        at an alarm on the way that acted: the waits it cancelled end first)."""
+        heap = self._sleepers
+        while heap and heap[0][2].ended:
+            heapq.heappop(heap)
+        if not heap:
+            return
+        at = heap[0][0]
+        if at > self.now and self.advance(at - self.now):
+            return
+        woken = heapq.heappop(heap)[2]
+        woken.woken = True
+        woken.event.set()
+
+    def _hand_over(self) -> None:
+        """The driver left: the earliest wait still on takes over (if any)."""
+        live = [k for k in self._sleepers if not k[2].ended]
+        if live:
+            s = min(live)[2]
+            s.event.set()
+            s.event = anyio.Event()  # (its waiter holds the one set)
+
+
+class _Sleeper:
+    """One task in `VirtualClock.wait`."""
+
+    __slots__ = ("ended", "event", "woken")
+
+    def __init__(self) -> None:
+        self.woken = False
+        self.ended = False
+        self.event = anyio.Event()
+
+
+async def until_idle() -> None:
+    """Return once no other task can run: each one waits on something (what the virtual
+    clock waits for before it jumps; tests use it to let every task go as far as it can).
+    Tasks that call it together return together, as trio's `wait_all_tasks_blocked`."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: trio
+        import trio.testing
+
+        await trio.testing.wait_all_tasks_blocked()
+        return
+    ready: Sized | None = getattr(loop, "_ready", None)  # the handles due this turn
+    if ready is None:  # an event loop without it: anyio's polling check
+        await anyio.wait_all_tasks_blocked()
+        return
+    while True:
+        check = _idle_checks.get(loop)
+        if check is None:
+            break
+        await check.event.wait()  # another task looks, for all (two would keep each other busy)
+        if check.reached:
+            return
+    check = _idle_checks[loop] = _IdleCheck()
+    try:
+        await anyio.lowlevel.checkpoint()
+        while len(ready):
+            await anyio.lowlevel.checkpoint()
+        check.reached = True
+    finally:
+        del _idle_checks[loop]
+        check.event.set()
+
+
+class _IdleCheck:
+    """One task's look for idleness on an asyncio loop, which others wait for."""
+
+    __slots__ = ("event", "reached")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.reached = False
+
+
+_idle_checks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _IdleCheck] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 # gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
@@ -263,14 +391,13 @@ class ScriptedModel:
         return ScriptedStream(self, request)
 
     def _wait(self, seconds: float) -> Awaitable[object] | None:
-        """What a pause of `seconds` awaits (a real sleep, or a checkpoint where a run's
-        virtual deadline rang and cancelled it), or None: the virtual clock moved on."""
-        if self._async_sleep is not None and seconds > 0:
+        """What a pause of `seconds` awaits (a real sleep, or a wait on the virtual clock,
+        which jumps when every task waits: `VirtualClock.wait`), or None: no pause."""
+        if not seconds > 0:
+            return None
+        if self._async_sleep is not None:
             return self._async_sleep(seconds)
-        if self.clock.advance(seconds):
-            # A run's virtual deadline rang and cancelled it: the cancellation lands here.
-            return anyio.lowlevel.checkpoint()
-        return None
+        return self.clock.wait(seconds)
 
 
 class ScriptedStream(NoCleanupStream):
@@ -364,10 +491,10 @@ def _pieces(x: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(x)
 
 
-class SimRun(msgspec.Struct, frozen=True):
+class SimRun(msgspec.Struct, Generic[Output], frozen=True):
     """A finished simulated run: its result, every chunk, and the full trace."""
 
-    result: RunResult
+    result: RunResult[Output]
     trace: Trace
     clock: float
     """Virtual time when the run ended."""
@@ -377,7 +504,7 @@ class SimRun(msgspec.Struct, frozen=True):
         return list(self.trace.chunks)
 
 
-class Routes:
+class ScriptedRoutes:
     """Which scripted model answers a model id, for both simulators.
 
     Without `models`, `model` answers every id. With `models`, `model` answers the model
@@ -421,12 +548,85 @@ class Routes:
         )
 
 
-class Simulator:
+class _Stream(Protocol):
+    @property
+    def done(self) -> bool: ...
+
+
+S = TypeVar("S", bound=_Stream)
+
+
+class SimulatorBase:
+    """What both simulators share: the virtual clock, the scripted models and the routes
+    to them, the run ids (`run1`, `run2`...) and runs' timeouts in virtual seconds."""
+
+    def __init__(
+        self,
+        model: ScriptedModel,
+        models: Mapping[str, ScriptedModel] | None,
+        default: ScriptedModel | None,
+        start: float,
+        *,
+        virtual_timeouts: bool = True,
+    ) -> None:
+        self.clock: VirtualClock = model.clock
+        self.clock.now = max(self.clock.now, start)
+        self.model = model
+        self.models = dict(models or {})
+        for m in (*self.models.values(), *((default,) if default is not None else ())):
+            m.clock = self.clock
+        self._runs = 0
+        self._virtual_timeouts = virtual_timeouts
+        """False: a `timeout` is the interpreter's own (real seconds)."""
+        self._deadlines = Deadlines(self.clock)
+        self.routes = ScriptedRoutes(model, self.models, default)
+
+    def _next_run_id(self) -> str:
+        self._runs += 1
+        return f"run{self._runs}"
+
+    def _begin(
+        self, agent: Agent, options: RunOptions
+    ) -> tuple[RunOptions, VirtualDeadline | None]:
+        """The options for the interpreter and the run's virtual deadline: its `timeout`
+        as an alarm on the clock that cancels the run's signal (linked to the caller's)."""
+        self.routes.note(agent.model)
+        run: RunOptions = {**options}
+        if not self._virtual_timeouts:
+            return run, None
+        run.pop("timeout", None)
+        deadline = self._deadlines.start(options.get("signal"), options.get("timeout"))
+        if deadline is not None:
+            run["signal"] = deadline.signal
+        return run, deadline
+
+    @contextmanager
+    def _running(
+        self, agent: Agent, options: CancellableScope
+    ) -> Iterator[tuple[RunOptions, Trace, VirtualDeadline | None]]:
+        """Around `run`: its options, trace and deadline, disarmed at the end."""
+        check_options(options, CANCELLABLE)
+        trace = Trace()
+        run, deadline = self._begin(agent, {**options, "trace": trace})
+        try:
+            yield run, trace, deadline
+        finally:
+            if deadline is not None:
+                deadline.disarm()
+
+    def _handed_out(self, stream: S, deadline: VirtualDeadline | None) -> S:
+        """A stream handed out: its deadline is disarmed once its run is over."""
+        if deadline is not None:
+            self._deadlines.streaming(deadline, lambda: stream.done)
+        return stream
+
+
+class Simulator(SimulatorBase):
     """The sync interpreter wired to scripted models, a virtual clock and fixed ids.
 
     `model` answers the agent's model id (every id when no `models` are given); `models`
     answer the ids they name; another id fails the call, naming it, unless a `default`
-    model is given (see `Routes`).
+    model is given (see `ScriptedRoutes`).
     """
 
     def __init__(
@@ -440,16 +640,7 @@ class Simulator:
         observers: Sequence[Observer] = (),
         price: Pricer | None = None,
     ) -> None:
-        self.clock = model.clock
-        self.clock.now = max(self.clock.now, start)
-        self.model = model
-        self.models = dict(models or {})
-        for m in (*self.models.values(), *((default,) if default is not None else ())):
-            m.clock = self.clock
-        self._runs = 0
-        self._deadlines: Deadlines | None = None
-        """Runs' virtual timeouts (made on first use: its module imports this one)."""
-        self.routes = Routes(model, self.models, default)
+        super().__init__(model, models, default, start)
         self._interp = SyncInterpreter(
             resolve=self.routes,
             handlers=handlers,
@@ -460,83 +651,36 @@ class Simulator:
             price=price,
         )
 
-    def _next_run_id(self) -> str:
-        self._runs += 1
-        return f"run{self._runs}"
-
     def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[CancellableScope],
-    ) -> SimRun:
+        **options: Unpack[CancellableScope[Deps]],
+    ) -> SimRun[Output]:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds (see `stream`); `signal` cancels the run."""
-        check_options(options, CANCELLABLE)
-        trace = Trace()
-        self.routes.note(agent.model)
-        run: RunOptions = {**options, "trace": trace}
-        run.pop("timeout", None)  # virtual seconds: this simulator's (`_deadline`)
-        deadline = self._deadline(options.get("signal"), options.get("timeout"))
-        if deadline is not None:
-            run["signal"] = deadline.signal
-        try:
+        with self._running(agent, options) as (run, trace, _):
             result = self._interp.run(agent, messages, **run)
-        finally:
-            if deadline is not None:
-                deadline.disarm()
         return SimRun(result, trace, self.clock.now)
 
-    @staticmethod
-    def replay(
-        journal: Journal,
-        agent: Agent,
-        *,
-        observers: Sequence[Observer] = (),
-        price: Pricer | None = None,
-        deps: object = None,
-    ) -> ReplayRun:
-        """Replay a recorded run (`interpreters.journal`) offline: the same result and
-        trace from the recorded model output, tool results, answers and clock readings.
-        With a changed agent, its processors run on the recorded model output and
-        `divergence` says where the run first went another way (which field, both
-        values). `deps`: the run's deps, for tools that take a `ToolContext`; `price`:
-        a pricer (by default, the costs a run recorded with one)."""
-        from interpreters.journal import replay_sync
-
-        return replay_sync(journal, agent, observers=observers, price=price, deps=deps)
+    replay = staticmethod(replay_sync)
+    """Replay a recorded run (`interpreters.journal`) offline: the same result and trace
+    from the recorded model output, tool results, answers and clock readings. With a
+    changed agent, its processors run on the recorded model output and `divergence` says
+    where the run first went another way (which field, both values)."""
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunStream[Output]:
         """The run's chunks as they come (`with sim.stream(...) as s:`); `s.result` after.
 
         `timeout` counts virtual time from now, as on the `AsyncSimulator`: when latency or
         retry backoff brings the virtual clock to the deadline, the clock stops there and
         the run ends cancelled ("timed out after N s"). `signal` cancels the run."""
         check_options(options)
-        self.routes.note(agent.model)
-        run: RunOptions = {**options}
-        run.pop("timeout", None)
-        deadline = self._deadline(options.get("signal"), options.get("timeout"))
-        if deadline is not None:
-            run["signal"] = deadline.signal
-        stream = self._interp.stream(agent, messages, **run)
-        if deadline is not None and self._deadlines is not None:
-            self._deadlines.streaming(deadline, lambda: stream.done)
-        return stream
-
-    def _deadline(
-        self, signal: CancelSignal | None, timeout: float | None
-    ) -> VirtualDeadline | None:
-        """The run's virtual timeout: an alarm on the clock that cancels its signal."""
-        if self._deadlines is None:
-            # Imported here: virtual_deadline imports this module (VirtualClock).
-            from interpreters.virtual_deadline import Deadlines
-
-            self._deadlines = Deadlines(self.clock)
-        return self._deadlines.start(signal, timeout)
+        run, deadline = self._begin(agent, options)
+        return self._handed_out(self._interp.stream(agent, messages, **run), deadline)

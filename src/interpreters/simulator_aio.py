@@ -6,12 +6,13 @@
     assert run.result.text == "Let me look.Sunny."
 
 It is `Simulator` with `await`: the same run ids (`run1`, `run2`...), message ids, clock
-and trace, so a run here equals the same run on the sync `Simulator`. Latency and retry
-backoff advance the virtual clock (with a checkpoint, so other tasks and cancellation get
-their turn) and cost no real time. For benchmarks, `real_sleep=True` waits for real
-(`anyio.sleep`) before retries; give the model `ScriptedModel(..., async_sleep=anyio.sleep)`
-for real model latency. The virtual clock is one counter for the simulator: concurrent
-runs each advance it, so in-run timestamps are meaningful for one run at a time.
+and trace, so a run here equals the same run on the sync `Simulator`. Latency, retry
+backoff and `sim.sleep` (for tools) wait on the virtual clock, which jumps to the earliest
+wake time as soon as every task waits (`VirtualClock.wait`, trio's `MockClock` autojump):
+they cost no real time, and concurrent runs and tools share one timeline, waking in
+virtual-time order. For benchmarks, `real_sleep=True` waits for real (`anyio.sleep`)
+before retries; give the model `ScriptedModel(..., async_sleep=anyio.sleep)` for real
+model latency.
 
 `timeout=` counts virtual time too: `run(agent, p, timeout=1)` against 100 s of scripted
 latency ends cancelled at virtual t=1, at once in real time.
@@ -23,24 +24,20 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Unpack
 
 import anyio
-import anyio.lowlevel
 
 from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
-from interpreters.cancel import CancelSignal
-from interpreters.journal import Journal, ReplayRun, replay_async
 from interpreters.observe import Observer
-from interpreters.options import CancellableScope, RunOptions, check_options, keys_of
-from interpreters.simulator import Routes, ScriptedModel, SimRun, VirtualClock
-from interpreters.trace import Trace
-from interpreters.virtual_deadline import Deadlines, VirtualDeadline
+from interpreters.options import CancellableScope, Deps, RunOptions, check_options
+from interpreters.replay import replay_async
+from interpreters.simulator import ScriptedModel, SimRun, SimulatorBase
+from interpreters.virtual_deadline import VirtualDeadline
 from pipeline.agent import Agent
 from pipeline.cost import Pricer
 from pipeline.messages import RunInput
-from pipeline.result import RunResult
+from pipeline.result import Output, RunResult
 
-CANCELLABLE = keys_of(CancellableScope)
 
-class AsyncSimulator:
+class AsyncSimulator(SimulatorBase):
     """The async interpreter wired to scripted models, a virtual clock and fixed ids.
 
     Routing as `Simulator`'s: `model` answers the agent's model id (every id when no
@@ -63,18 +60,9 @@ class AsyncSimulator:
         real_sleep: bool = False,
         tools_in_threads: bool = False,
     ) -> None:
-        self.clock: VirtualClock = model.clock
-        self.clock.now = max(self.clock.now, start)
-        self.model = model
-        self.models = dict(models or {})
-        for m in (*self.models.values(), *((default,) if default is not None else ())):
-            m.clock = self.clock
-        self._runs = 0
-        self._real_sleep = real_sleep
-        self._deadlines = Deadlines(self.clock)
-        self.routes = Routes(model, self.models, default)
+        super().__init__(model, models, default, start, virtual_timeouts=not real_sleep)
         sleep: Callable[[float], Awaitable[None]] = (
-            anyio.sleep if real_sleep else self._virtual_sleep
+            anyio.sleep if real_sleep else self.clock.wait
         )
         self._interp = AsyncInterpreter(
             resolve=self.routes,
@@ -91,57 +79,53 @@ class AsyncSimulator:
     def interpreter(self) -> AsyncInterpreter:
         return self._interp
 
-    def _next_run_id(self) -> str:
-        self._runs += 1
-        return f"run{self._runs}"
-
-    async def _virtual_sleep(self, seconds: float) -> None:
-        self.clock.sleep(seconds)
-        await anyio.lowlevel.checkpoint()
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` of virtual time (for tools and hooks under the simulator): the
+        clock jumps to the earliest wake time as soon as every task waits
+        (`VirtualClock.wait`); a run's virtual `timeout` cuts it short."""
+        await self.clock.wait(seconds)
 
     async def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[CancellableScope],
-    ) -> SimRun:
+        **options: Unpack[CancellableScope[Deps]],
+    ) -> SimRun[Output]:
         """Run to the end; the result, the full trace and the virtual time at the end.
 
         `timeout` is in virtual seconds: the run ends cancelled when the virtual clock
         reaches it (see `stream`)."""
-        check_options(options, CANCELLABLE)
-        trace = Trace()
-        self.routes.note(agent.model)
-        run = self._options({**options, "trace": trace})
-        deadline = self._deadline(options.get("signal"), options.get("timeout"))
-        if deadline is not None:
-            run["signal"] = deadline.signal
-        try:
-            result: RunResult = await self._interp.run(agent, messages, **run)
-        finally:
-            if deadline is not None:
-                deadline.disarm()
+        with self._running(agent, options) as (run, trace, deadline):
+            job = self._interp.run(agent, messages, **run)
+            result = await (job if deadline is None else self._within(deadline, job))
         return SimRun(result, trace, self.clock.now)
 
-    @staticmethod
-    async def replay(
-        journal: Journal,
-        agent: Agent,
-        *,
-        observers: Sequence[Observer] = (),
-        price: Pricer | None = None,
-        deps: object = None,
-    ) -> ReplayRun:
-        """`Simulator.replay` under async code: async hooks are awaited."""
-        return await replay_async(journal, agent, observers=observers, price=price,
-                                  deps=deps)
+    async def _within(self, deadline: VirtualDeadline, job: Awaitable[RunResult]) -> RunResult:
+        """`job`, beside a task that waits on the clock for `deadline`: the clock jumps
+        there once every task waits, also when nothing of the run waits on the clock (a
+        tool blocked on an event, say), and the deadline's alarm cancels the run."""
+        result: RunResult | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.clock.wait, deadline.at - self.clock.now)
+                result = await job
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the run's own error, as itself
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        assert result is not None
+        return result
+
+    replay = staticmethod(replay_async)
+    """`Simulator.replay` under async code: async hooks are awaited."""
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> AsyncRunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> AsyncRunStream[Output]:
         """The run's chunks as an async iterator (`async with sim.stream(...) as s:`).
 
         `timeout` counts virtual time from now: when latency or retry backoff brings the
@@ -150,30 +134,8 @@ class AsyncSimulator:
         `real_sleep=True` the timeout is in real seconds, as on `AsyncInterpreter`.
         """
         check_options(options)
-        self.routes.note(agent.model)
-        run = self._options(options)
-        deadline = self._deadline(options.get("signal"), options.get("timeout"))
-        if deadline is not None:
-            run["signal"] = deadline.signal
-        stream = self._interp.stream(agent, messages, **run)
-        if deadline is not None:
-            self._deadlines.streaming(deadline, lambda: stream.done)
-        return stream
-
-    def _options(self, options: RunOptions) -> RunOptions:
-        """The options for the interpreter: a timeout in virtual seconds is this
-        simulator's (`_deadline`), not the interpreter's."""
-        run: RunOptions = {**options}
-        if not self._real_sleep:
-            run.pop("timeout", None)
-        return run
-
-    def _deadline(
-        self, signal: CancelSignal | None, timeout: float | None
-    ) -> VirtualDeadline | None:
-        if self._real_sleep:
-            return None  # with real sleeps, the interpreter's own (real-time) timeout
-        return self._deadlines.start(signal, timeout)
+        run, deadline = self._begin(agent, options)
+        return self._handed_out(self._interp.stream(agent, messages, **run), deadline)
 
 
 __all__ = ["AsyncSimulator"]

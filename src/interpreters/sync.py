@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Unpack
+from typing import Generic, Unpack
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.cancel import CancelSignal
@@ -23,9 +23,11 @@ from interpreters.common import (
     tool_failed,
 )
 from interpreters.deadline import run_stop
+from interpreters.handlers import Handler as Handler
+from interpreters.handlers import Handlers
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
-from interpreters.options import RunOptions, check_options
+from interpreters.options import Deps, RunOptions, check_options
 from interpreters.providers.provider import Provider, ProviderResolver
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
@@ -34,10 +36,7 @@ from pipeline.driver import LAST, Driver
 from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed
 from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
-from pipeline.result import RunResult
-
-Handler = Callable[[object], object]
-"""Carries out one kind of I/O request a generator hook yields."""
+from pipeline.result import Output, RunResult
 
 
 class AsyncNotSupportedError(TypeError):
@@ -79,7 +78,7 @@ class SyncInterpreter:
         price: Pricer | None = None,
     ) -> None:
         self._resolve = resolver(provider, resolve)
-        self._handlers = dict(handlers or {})
+        self._handlers = Handlers.of(handlers, sync=True)
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
@@ -90,10 +89,10 @@ class SyncInterpreter:
     # --- public API ------------------------------------------------------------------------
     def run(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunResult:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunResult[Output]:
         """Run to the end and return the result (check `status`, or call `unwrap()`).
 
         A run cancelled by `signal` (from any thread) or past `timeout` seconds returns with
@@ -105,10 +104,10 @@ class SyncInterpreter:
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[Deps, Output],
         messages: RunInput,
-        **options: Unpack[RunOptions],
-    ) -> RunStream:
+        **options: Unpack[RunOptions[Deps]],
+    ) -> RunStream[Output]:
         """Iterate the run's chunks; `.result` is there once the iteration ended.
 
         The agent's model is resolved at once: a provider that is not configured (no API
@@ -280,7 +279,7 @@ class _Stop:
         return None
 
 
-class RunStream:
+class RunStream(Generic[Output]):
     """The chunks of a run as an iterator; `result` once it is exhausted.
 
         with interp.stream(agent, "hi") as stream:
@@ -305,7 +304,7 @@ class RunStream:
     def __next__(self) -> Chunk:
         return next(self._chunks)
 
-    def __enter__(self) -> RunStream:
+    def __enter__(self) -> RunStream[Output]:
         return self
 
     def __exit__(
@@ -327,7 +326,7 @@ class RunStream:
         return bool(self._box)
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[Output]:
         if not self._box:
             raise RuntimeError("the run has not finished: iterate the stream to its end")
         return self._box[0]

@@ -9,11 +9,14 @@ as a real run past its timeout does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
 from interpreters.cancel import CancelSignal
-from interpreters.simulator import VirtualClock
+
+if TYPE_CHECKING:
+    from interpreters.simulator import VirtualClock  # (it imports this module)
 
 
 class _LinkedSignal(CancelSignal):
@@ -52,12 +55,14 @@ class VirtualDeadline:
         self.signal = _LinkedSignal(parent)
         self.done: Callable[[], bool] = lambda: False
         self._clock = clock
+        self.at = clock.now + timeout
+        """The virtual instant it rings."""
         self._reason = f"timed out after {timeout:g} s"
         if timeout <= 0:
             self.signal.cancel(self._reason)
             self._handle: int | None = None
         else:
-            self._handle = clock.alarm(clock.now + timeout, self._ring)
+            self._handle = clock.alarm(self.at, self._ring)
 
     def _ring(self) -> bool:
         if self.done() or self.signal.cancelled:

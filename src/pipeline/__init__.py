@@ -1,6 +1,8 @@
 """The functional core: messages, chunks, processors and the agent loop. No I/O.
 
-The names most programs need are re-exported here; each lives in one small module.
+The names agent and processor authors need are re-exported here; each lives in one small
+module. What an interpreter's author needs besides `agent_loop` (the commands' replies,
+`AgentLoop`, `ToolInvocation`, `ToolOutcome`, `EffectRecord`...) is in `pipeline.protocol`.
 """
 
 from pipeline.agent import Agent, PrepareStep
@@ -84,7 +86,6 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.processors.options import ProcessorConfigError
-from pipeline.protocol import AgentLoop, EffectRecord, ToolInvocation, ToolOutcome
 from pipeline.result import (
     ApiFailed,
     Cancelled,
@@ -102,11 +103,14 @@ from pipeline.tool_context import ToolContext, ToolWriter
 from pipeline.tools import Tool, ToolSpec, make_tool, tool
 from pipeline.validate import InvalidInputError
 
+__distribution__ = "pipeline-agents"
+"""Whose `pipeline` this is (`interpreters` refuses another distribution's)."""
+
 __all__ = [
     "INSTRUCTIONS_TAG",
-    "Agent", "AgentLoop", "ApiError", "ApiErrorArgs", "ApiErrorResult", "ApiFailed",
+    "Agent", "ApiError", "ApiErrorArgs", "ApiErrorResult", "ApiFailed",
     "AskModel", "BaseProcessor", "Cancelled", "Chunk", "DataChunk", "DataPart",
-    "EffectRecord", "ErrorChunk", "FilePart", "Finish", "FinishReason",
+    "ErrorChunk", "FilePart", "Finish", "FinishReason",
     "FlushArgs", "FlushResult", "FunctionProcessor", "InputArgs",
     "InputResult", "InputStepArgs", "InputStepResult", "Message", "MessageList", "ModelAnswer",
     "ModelEvent", "ModelFinish",
@@ -119,7 +123,7 @@ __all__ = [
     "StreamResult",
     "StructuredOutput", "SystemMessage", "TextDelta", "TextEnd", "TextPart", "TextStart",
     "Tool", "ToolCall", "ToolCallDelta", "ToolCallPart", "ToolChoice", "ToolChoiceTool",
-    "ToolError", "ToolInvocation", "ToolOutcome", "ToolResult", "ToolResultPart", "ToolSpec",
+    "ToolError", "ToolResult", "ToolResultPart", "ToolSpec",
     "ProcessorAbort", "Tripwire", "Usage", "abort", "agent_loop", "make_tool", "processor", "tool",
     "user",
     "OutputInvalid", "ToolContext", "ToolWriter", "TypedOutput",

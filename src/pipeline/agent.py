@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import TypeAlias
+from typing import Any, Generic, TypeAlias
 
 import msgspec
+from typing_extensions import TypeVar
 
 from pipeline.bounds import MAX_TOOL_RESULT_BYTES as MAX_TOOL_RESULT_BYTES
 from pipeline.bounds import check_cap
@@ -20,11 +21,18 @@ from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
 )
+from pipeline.result import Output
 from pipeline.retry import RetryPolicy
+from pipeline.tool_context import Deps
 from pipeline.tools import Tool, ToolFn, make_tool
 
 PrepareStep: TypeAlias = Callable[[InputStepArgs[None]], HookReturn[InputStepResult[None]]]
 """A user callback run last in the input-step pipeline, after the input processors."""
+
+GivenDeps = TypeVar("GivenDeps", default=Any)
+"""`create`'s deps type: its `deps_type`, else what its `tool`s' contexts ask for, else any."""
+GivenOutput = TypeVar("GivenOutput", default=object)
+"""`create`'s output type: its `output_type`, else any (a step may decode one)."""
 
 _INPUT_HOOKS: frozenset[HookName] = frozenset({"process_input", "process_input_step"})
 _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
@@ -33,15 +41,22 @@ _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
 _ERROR_HOOKS: frozenset[HookName] = frozenset({"process_api_error"})
 
 
-class Agent(msgspec.Struct, frozen=True, kw_only=True):
-    """What to run. Build with `Agent.create(...)`, which checks the configuration."""
+class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
+    """What to run. Build with `Agent.create(...)`, which checks the configuration.
+
+    Typed by what its runs take and give: `Agent[Db, Answer]` runs only with `deps=` a
+    `Db`, and its results' `output` is an `Answer | None` (checked by mypy). Without an
+    `output_type` the output is an `object` (a step's `StepChange(structured_output=
+    TypedOutput.of(T))` decodes one); a step that switches an agent with an `output_type`
+    to another type's output is not seen by mypy.
+    """
 
     model: str
     instructions: tuple[SystemMessage, ...] = ()
-    tools: tuple[Tool, ...] = ()
-    input_processors: tuple[BaseProcessor, ...] = ()
-    output_processors: tuple[BaseProcessor, ...] = ()
-    error_processors: tuple[BaseProcessor, ...] = ()
+    tools: tuple[Tool[Deps], ...] = ()
+    input_processors: tuple[BaseProcessor[Deps], ...] = ()
+    output_processors: tuple[BaseProcessor[Deps], ...] = ()
+    error_processors: tuple[BaseProcessor[Deps], ...] = ()
     max_steps: int = 10
     max_processor_retries: int = 3
     max_api_error_retries: int = 3
@@ -54,16 +69,20 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     name: str = "agent"
     max_tool_result_bytes: int = MAX_TOOL_RESULT_BYTES
     """The cap on a tool's result (encoded JSON bytes) unless the tool sets its own."""
+    deps_type: type | None = None
+    """The class of the deps its runs are given, when declared: a tool asking for deps
+    of another class is refused at construction."""
 
     @staticmethod
     def create(
         model: str,
         *,
+        deps_type: type[GivenDeps] | None = None,
         instructions: str | SystemMessage | Iterable[str | SystemMessage] = (),
-        tools: Iterable[Tool | ToolFn] = (),
-        input_processors: Iterable[BaseProcessor] = (),
-        output_processors: Iterable[BaseProcessor] = (),
-        error_processors: Iterable[BaseProcessor] = (),
+        tools: Iterable[Tool[GivenDeps] | ToolFn] = (),
+        input_processors: Iterable[BaseProcessor[GivenDeps]] = (),
+        output_processors: Iterable[BaseProcessor[GivenDeps]] = (),
+        error_processors: Iterable[BaseProcessor[GivenDeps]] = (),
         max_steps: int = 10,
         max_processor_retries: int = 3,
         max_api_error_retries: int = 3,
@@ -73,14 +92,16 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         model_settings: ModelSettings | None = None,
         provider_options: JsonObject | None = None,
         structured_output: StructuredOutput | None = None,
-        output_type: type | None = None,
+        output_type: type[GivenOutput] | None = None,
         name: str = "agent",
         max_tool_result_bytes: int = MAX_TOOL_RESULT_BYTES,
-    ) -> Agent:
+    ) -> Agent[GivenDeps, GivenOutput]:
         """An agent; plain functions in `tools` become typed tools.
 
         `output_type` (a msgspec Struct, dataclass, TypedDict or pydantic model) asks for
-        structured output and decodes the final reply into `result.output`.
+        structured output and decodes the final reply into `result.output`. `deps_type`
+        declares the class of the runs' deps (without it, the tools made with `tool` that
+        take a `ToolContext[X]` decide it for mypy; at run time each tool checks its own).
         """
         if output_type is not None:
             if structured_output is not None:
@@ -108,6 +129,7 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
             structured_output=structured_output,
             name=name,
             max_tool_result_bytes=max_tool_result_bytes,
+            deps_type=deps_type,
         )
         agent.check()
         return agent
@@ -123,9 +145,21 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         ):
             if bound < 0:
                 raise ValueError(f"{bound_name} must be >= 0, got {bound}")
+        if self.deps_type is not None and not isinstance(self.deps_type, type):
+            raise TypeError(f"deps_type must be a class, got {self.deps_type!r}")
         for t in self.tools:
             if t.max_result_bytes is not None:
                 check_cap(f"tool {t.name!r}: max_result_bytes", t.max_result_bytes)
+            wants = t.deps_type if t.context_param is not None else None
+            if (
+                wants is not None
+                and self.deps_type is not None
+                and not issubclass(self.deps_type, wants)
+            ):
+                raise TypeError(
+                    f"tool {t.name!r} needs deps of type {wants.__name__}, "
+                    f"the agent's deps_type is {self.deps_type.__name__}"
+                )
         names = [t.name for t in self.tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -150,8 +184,8 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         if clash:
             raise ValueError(f"processor ids must be unique, repeated: {clash}")
 
-    def all_processors(self) -> tuple[BaseProcessor, ...]:
-        seen: dict[int, BaseProcessor] = {}
+    def all_processors(self) -> tuple[BaseProcessor[Deps], ...]:
+        seen: dict[int, BaseProcessor[Deps]] = {}
         for p in (*self.input_processors, *self.output_processors, *self.error_processors):
             seen.setdefault(id(p), p)
         return tuple(seen.values())

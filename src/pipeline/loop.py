@@ -52,7 +52,7 @@ from pipeline.model_call import call_model, consume
 from pipeline.output_checks import check_output, output_result, output_step
 from pipeline.output_type import TypedOutput
 from pipeline.processor import BaseProcessor, InputArgs, RunContext, StepSettings
-from pipeline.protocol import AgentLoop, LoopCommand, Recorder, RunCancelled, checked
+from pipeline.protocol import AgentLoop, EffectRecorder, LoopCommand, RunCancelled, checked
 from pipeline.response import response_text
 from pipeline.result import Cancelled, ProcessorFailed, RunError, RunResult, Status, StepResult
 from pipeline.run_cost import count_stopped, price_call, run_cost
@@ -85,7 +85,7 @@ def agent_loop(
     *,
     context: RunContext,
     clock: Callable[[], float] = lambda: 0.0,
-    record: Recorder | None = None,
+    record: EffectRecorder | None = None,
     price: Pricer | None = None,
 ) -> AgentLoop:
     """The run of `agent` on `messages`, as a command generator. See the module doc.
@@ -107,7 +107,7 @@ def _start(
     messages: MessageList,
     context: RunContext,
     clock: Callable[[], float],
-    record: Recorder | None,
+    record: EffectRecorder | None,
     price: Pricer | None,
     used: set[str],
 ) -> tuple[RunConfig, RunState]:

@@ -8,7 +8,8 @@ A hook receives a frozen snapshot (its `...Args`) and returns an effect, or
 The per-hook result aliases below are the whole contract: an override returning an
 effect its hook does not allow is a mypy error (and a `ProcessorFailed` at run time).
 A hook may also be `async def` (async interpreter only) or a generator that yields
-I/O requests (`AskModel`, or your own) and receives their answers.
+I/O requests (`AskModel`, or your own: an `effects.Request[R]`) and receives their
+answers (`answer = yield from ask(request)` types them).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from typing import (
 )
 
 import msgspec
+from typing_extensions import TypeVar as DefaultTypeVar
 
-from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
+from effects import Abort, Continue, Emit, Out, Replace, Request, Retry, Skip
 from pipeline.chunks import Chunk, DataChunk, FinishReason, Usage
 from pipeline.messages import JsonObject, Message, MessageList, SystemMessage, ToolCallPart
 from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoice
@@ -40,6 +42,14 @@ from pipeline.tools import Tool
 S = TypeVar("S")
 R = TypeVar("R")
 D = TypeVar("D")
+Seen = DefaultTypeVar("Seen", covariant=True, default=object)
+"""The deps a hook's args carry (`args.context.deps`): the agent's, for a processor typed
+`Processor[Db]` (hooks taking `InputArgs[None, Db]`...); by default `object`."""
+Needs = DefaultTypeVar("Needs", contravariant=True, default=object)
+"""The deps a processor reads: `Processor[Db]` fits an `Agent[Db, ...]` (or one whose deps
+extend Db); a processor of `object` fits any agent."""
+HookDeps = DefaultTypeVar("HookDeps", default=object)
+"""`processor(...)`'s deps: what its functions' args say (`InputArgs[None, Db]`), else any."""
 
 HookName = Literal[
     "process_input",
@@ -55,15 +65,16 @@ HOOKS: tuple[HookName, ...] = get_args(HookName)
 `process_output_stream` for processors that hold chunks back (see `FlushArgs`)."""
 
 
-class RunContext(msgspec.Struct, frozen=True, kw_only=True):
+class RunContext(msgspec.Struct, Generic[Seen], frozen=True, kw_only=True):
     """Request-scoped values every hook can read (Mastra's requestContext)."""
 
     run_id: str
     thread_id: str | None = None
     resource_id: str | None = None
     values: JsonObject | None = None
-    deps: object = None
-    """The run's dependencies (`run(..., deps=...)`); read them typed with `deps_as`."""
+    deps: Seen | None = None
+    """The run's dependencies (`run(..., deps=...)`; None when the run was given none):
+    typed in a `Processor[Db]`'s hooks, else read them typed with `deps_as`."""
 
     def deps_as(self, kind: type[D]) -> D:
         """The run's deps as a `kind`; TypeError when the run was given something else."""
@@ -77,12 +88,6 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
 # --- I/O a hook may ask for ---------------------------------------------------------
 
 
-class AskModel(msgspec.Struct, frozen=True):
-    """Yielded by a generator hook: run this request to completion (an LLM judge)."""
-
-    request: ModelRequest
-
-
 class ModelAnswer(msgspec.Struct, frozen=True):
     """The reply to `AskModel`: the answer, and what the call used (the run counts it in
     `RunResult.judges`)."""
@@ -92,6 +97,13 @@ class ModelAnswer(msgspec.Struct, frozen=True):
     usage: Usage = Usage()
     response_model: str | None = None
     """The model the provider said answered, if it said."""
+
+
+class AskModel(Request[ModelAnswer], frozen=True):
+    """Yielded by a generator hook: run this request to completion (an LLM judge).
+    `answer = yield from ask(AskModel(...))` gives the `ModelAnswer` typed."""
+
+    request: ModelRequest
 
 
 # --- the tripwire ---------------------------------------------------------------------
@@ -136,12 +148,12 @@ class _MessagesOfList:
         return self.message_list.messages
 
 
-class InputArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
+class InputArgs(msgspec.Struct, _MessagesOfList, Generic[S, Seen], frozen=True, kw_only=True):
     system_messages: tuple[SystemMessage, ...]
     message_list: MessageList
     state: S
     retry_count: int
-    context: RunContext
+    context: RunContext[Seen]
 
 
 class StepSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -177,7 +189,7 @@ class StepChange(msgspec.Struct, frozen=True, kw_only=True):
     structured_output: StructuredOutput | None = None
 
 
-class InputStepArgs(StepSettings, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
+class InputStepArgs(StepSettings, _MessagesOfList, Generic[S, Seen], frozen=True, kw_only=True):
     """What `process_input_step` gets: the step's settings so far, and the run."""
 
     message_list: MessageList
@@ -185,29 +197,29 @@ class InputStepArgs(StepSettings, _MessagesOfList, Generic[S], frozen=True, kw_o
     steps: tuple[StepResult, ...]
     state: S
     retry_count: int
-    context: RunContext
+    context: RunContext[Seen]
 
 
-class ApiErrorArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
+class ApiErrorArgs(msgspec.Struct, _MessagesOfList, Generic[S, Seen], frozen=True, kw_only=True):
     error: ApiError
     message_list: MessageList
     step_number: int
     steps: tuple[StepResult, ...]
     state: S
     retry_count: int
-    context: RunContext
+    context: RunContext[Seen]
 
 
-class StreamArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+class StreamArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
     part: Chunk
     stream_parts: Sequence[Chunk]
     """Every chunk this processor has seen so far in the run, this one included."""
     state: S
     message_list: MessageList
-    context: RunContext
+    context: RunContext[Seen]
 
 
-class FlushArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+class FlushArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
     """What `flush_output_stream` gets: the model's response has ended (after its last
     chunk, before its message is made and `process_output_step` runs).
 
@@ -220,10 +232,10 @@ class FlushArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
     """Every chunk this processor has seen so far in the run."""
     state: S
     message_list: MessageList
-    context: RunContext
+    context: RunContext[Seen]
 
 
-class OutputStepArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, kw_only=True):
+class OutputStepArgs(msgspec.Struct, _MessagesOfList, Generic[S, Seen], frozen=True, kw_only=True):
     message_list: MessageList
     step_number: int
     steps: tuple[StepResult, ...]
@@ -233,16 +245,16 @@ class OutputStepArgs(msgspec.Struct, _MessagesOfList, Generic[S], frozen=True, k
     system_messages: tuple[SystemMessage, ...]
     state: S
     retry_count: int
-    context: RunContext
+    context: RunContext[Seen]
 
 
-class OutputResultArgs(msgspec.Struct, Generic[S], frozen=True, kw_only=True):
+class OutputResultArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
     messages: tuple[Message, ...]
     """The generated response messages."""
     message_list: MessageList
     result: OutputResult
     state: S
-    context: RunContext
+    context: RunContext[Seen]
 
 
 # --- what each hook may return ----------------------------------------------------------
@@ -336,8 +348,9 @@ REPLACE_PAYLOAD: Mapping[HookName, tuple[type, ...]] = {
 # --- processors ------------------------------------------------------------------------
 
 
-class BaseProcessor:
-    """What the agent and the loop know of any processor, whatever its state type."""
+class BaseProcessor(Generic[Needs]):
+    """What the agent and the loop know of any processor, whatever its state type.
+    `Needs`: the deps its hooks read (`object`: any, the default)."""
 
     id: str
     name: str | None = None
@@ -362,7 +375,7 @@ class BaseProcessor:
         return self.name or self.id
 
 
-class StatefulProcessor(BaseProcessor, Generic[S]):
+class StatefulProcessor(BaseProcessor[Needs], Generic[S, Needs]):
     """A processor with per-run state of type S; override the hooks you need.
 
     The hook bodies here are never called: a hook that is not overridden is skipped.
@@ -371,38 +384,40 @@ class StatefulProcessor(BaseProcessor, Generic[S]):
     def initial_state(self) -> S:
         raise NotImplementedError(f"{type(self).__name__} must define initial_state()")
 
-    def process_input(self, args: InputArgs[S]) -> HookReturn[InputResult[S]]:
+    def process_input(self, args: InputArgs[S, Needs]) -> HookReturn[InputResult[S]]:
         return Continue()
 
-    def process_input_step(self, args: InputStepArgs[S]) -> HookReturn[InputStepResult[S]]:
+    def process_input_step(self, args: InputStepArgs[S, Needs]) -> HookReturn[InputStepResult[S]]:
         return Continue()
 
-    def process_api_error(self, args: ApiErrorArgs[S]) -> HookReturn[ApiErrorResult[S]]:
+    def process_api_error(self, args: ApiErrorArgs[S, Needs]) -> HookReturn[ApiErrorResult[S]]:
         return Continue()
 
-    def process_output_stream(self, args: StreamArgs[S]) -> HookReturn[StreamResult[S]]:
+    def process_output_stream(self, args: StreamArgs[S, Needs]) -> HookReturn[StreamResult[S]]:
         return Continue()
 
-    def process_output_step(self, args: OutputStepArgs[S]) -> HookReturn[OutputStepResult[S]]:
+    def process_output_step(
+        self, args: OutputStepArgs[S, Needs]
+    ) -> HookReturn[OutputStepResult[S]]:
         return Continue()
 
     def process_output_result(
-        self, args: OutputResultArgs[S]
+        self, args: OutputResultArgs[S, Needs]
     ) -> HookReturn[OutputResultResult[S]]:
         return Continue()
 
-    def flush_output_stream(self, args: FlushArgs[S]) -> HookReturn[FlushResult[S]]:
+    def flush_output_stream(self, args: FlushArgs[S, Needs]) -> HookReturn[FlushResult[S]]:
         return Continue()
 
 
-class Processor(StatefulProcessor[None]):
-    """A processor without state."""
+class Processor(StatefulProcessor[None, Needs], Generic[Needs]):
+    """A processor without state; `Processor[Db]`'s hooks read the run's deps as a Db."""
 
     def initial_state(self) -> None:
         return None
 
 
-class FunctionProcessor(StatefulProcessor[S]):
+class FunctionProcessor(StatefulProcessor[S, Needs]):
     """A processor made of plain functions; build it with `processor(...)`."""
 
     def __init__(
@@ -436,22 +451,25 @@ def processor(
     *,
     name: str | None = ...,
     process_data_parts: bool = ...,
-    process_input: Callable[[InputArgs[None]], HookReturn[InputResult[None]]] | None = ...,
-    process_input_step: Callable[[InputStepArgs[None]], HookReturn[InputStepResult[None]]]
+    process_input: Callable[[InputArgs[None, HookDeps]], HookReturn[InputResult[None]]]
     | None = ...,
-    process_api_error: Callable[[ApiErrorArgs[None]], HookReturn[ApiErrorResult[None]]]
+    process_input_step: Callable[[InputStepArgs[None, HookDeps]], HookReturn[InputStepResult[None]]]
     | None = ...,
-    process_output_stream: Callable[[StreamArgs[None]], HookReturn[StreamResult[None]]]
+    process_api_error: Callable[[ApiErrorArgs[None, HookDeps]], HookReturn[ApiErrorResult[None]]]
     | None = ...,
-    process_output_step: Callable[[OutputStepArgs[None]], HookReturn[OutputStepResult[None]]]
+    process_output_stream: Callable[[StreamArgs[None, HookDeps]], HookReturn[StreamResult[None]]]
     | None = ...,
-    process_output_result: Callable[
-        [OutputResultArgs[None]], HookReturn[OutputResultResult[None]]
+    process_output_step: Callable[
+        [OutputStepArgs[None, HookDeps]], HookReturn[OutputStepResult[None]]
     ]
     | None = ...,
-    flush_output_stream: Callable[[FlushArgs[None]], HookReturn[FlushResult[None]]]
+    process_output_result: Callable[
+        [OutputResultArgs[None, HookDeps]], HookReturn[OutputResultResult[None]]
+    ]
     | None = ...,
-) -> FunctionProcessor[None]: ...
+    flush_output_stream: Callable[[FlushArgs[None, HookDeps]], HookReturn[FlushResult[None]]]
+    | None = ...,
+) -> FunctionProcessor[None, HookDeps]: ...
 @overload
 def processor(
     id: str,
@@ -459,18 +477,22 @@ def processor(
     state: S,
     name: str | None = ...,
     process_data_parts: bool = ...,
-    process_input: Callable[[InputArgs[S]], HookReturn[InputResult[S]]] | None = ...,
-    process_input_step: Callable[[InputStepArgs[S]], HookReturn[InputStepResult[S]]]
+    process_input: Callable[[InputArgs[S, HookDeps]], HookReturn[InputResult[S]]] | None = ...,
+    process_input_step: Callable[[InputStepArgs[S, HookDeps]], HookReturn[InputStepResult[S]]]
     | None = ...,
-    process_api_error: Callable[[ApiErrorArgs[S]], HookReturn[ApiErrorResult[S]]] | None = ...,
-    process_output_stream: Callable[[StreamArgs[S]], HookReturn[StreamResult[S]]]
+    process_api_error: Callable[[ApiErrorArgs[S, HookDeps]], HookReturn[ApiErrorResult[S]]]
     | None = ...,
-    process_output_step: Callable[[OutputStepArgs[S]], HookReturn[OutputStepResult[S]]]
+    process_output_stream: Callable[[StreamArgs[S, HookDeps]], HookReturn[StreamResult[S]]]
     | None = ...,
-    process_output_result: Callable[[OutputResultArgs[S]], HookReturn[OutputResultResult[S]]]
+    process_output_step: Callable[[OutputStepArgs[S, HookDeps]], HookReturn[OutputStepResult[S]]]
     | None = ...,
-    flush_output_stream: Callable[[FlushArgs[S]], HookReturn[FlushResult[S]]] | None = ...,
-) -> FunctionProcessor[S]: ...
+    process_output_result: Callable[
+        [OutputResultArgs[S, HookDeps]], HookReturn[OutputResultResult[S]]
+    ]
+    | None = ...,
+    flush_output_stream: Callable[[FlushArgs[S, HookDeps]], HookReturn[FlushResult[S]]]
+    | None = ...,
+) -> FunctionProcessor[S, HookDeps]: ...
 def processor(
     id: str,
     *,

@@ -145,7 +145,9 @@ class EffectRecord(msgspec.Struct, frozen=True):
     effect: HookEffect
 
 
-Recorder = Callable[[EffectRecord], None]
+EffectRecorder = Callable[[EffectRecord], None]
+"""What the loop hands each hook's effect to (`agent_loop(record=...)`, a trace's
+`record_effect`). Not `interpreters.Recorder`, the observer that writes journals."""
 
 
 class RunCancelled(BaseException):
@@ -171,3 +173,9 @@ class RunCancelled(BaseException):
         self.reason = reason
         self.tool_outcomes = tool_outcomes
 
+
+__all__ = [
+    "MODEL_REPLY_TYPES", "AgentLoop", "Asking", "EffectRecord", "EffectRecorder",
+    "LoopCommand", "ModelReply", "ProtocolError", "RunCancelled", "ToolInvocation",
+    "ToolOutcome", "checked", "outcomes_match",
+]

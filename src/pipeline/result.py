@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from typing import Any, Generic, Literal
 
 import msgspec
 from returns.result import Failure, Result, Success
+from typing_extensions import TypeVar
 
 from pipeline.chunks import FinishReason, Tripwire, Usage
 from pipeline.cost import Cost
@@ -136,6 +137,9 @@ RunError = (
 )
 
 T = TypeVar("T")
+Output = TypeVar("Output", default=Any)
+"""The type of `RunResult.output`: the agent's `output_type` (an `Agent[..., X]` gives a
+`RunResult[X]`). A bare `RunResult` is any run's result."""
 
 Status = Literal["finished", "tripped", "failed", "cancelled"]
 
@@ -149,7 +153,7 @@ class RunFailedError(Exception):
         super().__init__(f"run {result.status}: {detail}")
 
 
-class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+class RunResult(msgspec.Struct, Generic[Output], frozen=True, kw_only=True):
     """The outcome of a run. `messages` always holds the conversation so far."""
 
     status: Status
@@ -162,8 +166,9 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     error: RunError | None = None
     retry_count: int = 0
     api_error_retry_count: int = 0
-    output: object = None
-    """The final reply decoded into the agent's `output_type` (None without one)."""
+    output: Output | None = None
+    """The final reply decoded into the agent's `output_type` (None without one, and for
+    a run that did not finish)."""
 
     def output_as(self, kind: type[T]) -> T:
         """`output`, typed: TypeError if it is not a `kind` (or the run has none)."""
@@ -171,7 +176,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
             raise TypeError(f"the run's output is a {type(self.output).__name__}, not {kind}")
         return self.output
 
-    def to_result(self) -> Result[RunResult, RunFailedError]:
+    def to_result(self) -> Result[RunResult[Output], RunFailedError]:
         """`Success(self)` if the run finished, else `Failure(RunFailedError(self))`:
         for railway-style code (`returns`)."""
         if self.status != "finished":
@@ -205,7 +210,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
         """Every metered model call of the run: the agent's (`usage`) and the judges'."""
         return self.usage + self.judge_usage if self.judges else self.usage
 
-    def unwrap(self) -> RunResult:
+    def unwrap(self) -> RunResult[Output]:
         """This result if the run finished, else raise RunFailedError."""
         if self.status != "finished":
             raise RunFailedError(self)

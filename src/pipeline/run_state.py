@@ -26,7 +26,7 @@ from pipeline.leaving import LeavingResults
 from pipeline.messages import DataPart, MessageList
 from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
-from pipeline.protocol import EffectRecord, Recorder
+from pipeline.protocol import EffectRecord, EffectRecorder
 from pipeline.result import RunError, StepResult
 from pipeline.stream_view import SeenChunks
 from pipeline.tools import StepTools
@@ -66,7 +66,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     agent: Agent
     ctx: RunContext
     clock: Callable[[], float]
-    record: Recorder | None
+    record: EffectRecorder | None
     price: Pricer | None
     h_input: tuple[Bound, ...]
     h_input_step: tuple[Bound, ...]

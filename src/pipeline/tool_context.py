@@ -10,9 +10,10 @@ interpreter schedules its tools.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Generic, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Generic, get_args, get_origin
 
 import msgspec
+from typing_extensions import TypeVar
 
 from pipeline.chunks import DataChunk
 
@@ -20,7 +21,9 @@ if TYPE_CHECKING:
     from pipeline.processor import RunContext
     from pipeline.tools import Tool
 
-Deps = TypeVar("Deps")
+Deps = TypeVar("Deps", default=Any)
+"""What a run is given as `deps`: `Agent[Deps, ...]`, `ToolContext[Deps]`, the options'
+`deps=`. A bare `Agent` or `ToolContext` takes any."""
 
 MAX_TOOL_CHUNKS = 1024
 """How many chunks one tool call may write (every buffer has a cap)."""
@@ -85,7 +88,7 @@ class ToolContext(msgspec.Struct, Generic[Deps], frozen=True, kw_only=True):
     """
 
     deps: Deps
-    run: RunContext
+    run: RunContext[Deps]
     tool_call_id: str
     tool_name: str
     writer: ToolWriter

@@ -10,19 +10,28 @@ import copy
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, cast, get_type_hints, overload
+from typing import Annotated, Any, Concatenate, Generic, Protocol, cast, get_type_hints, overload
 
 import msgspec
 from returns.io import IOFailure, IOSuccess
 from returns.result import Failure, Success
 from returns.unsafe import unsafe_perform_io
+from typing_extensions import TypeVar
 
 from pipeline.bounds import MAX_JSON_DEPTH, check_cap, json_too_deep, value_too_deep
 from pipeline.messages import JsonObject
-from pipeline.tool_context import deps_type, is_context_type
+from pipeline.tool_context import ToolContext, deps_type, is_context_type
 from pipeline.tool_params import docstring_params, ecma_hint, pydantic_param
 
 ToolFn = Callable[..., object]
+
+NeedsDeps = TypeVar("NeedsDeps", contravariant=True, default=Any)
+"""The deps a tool needs (`Tool[Db]`: a function whose first parameter is a
+`ToolContext[Db]`); a tool without a context takes any (`Tool[object]`). Contravariant:
+a tool that needs less fits an agent that gives more. A bare `Tool` is any tool."""
+D = TypeVar("D")
+ContextToolFn = Callable[Concatenate[ToolContext[D], ...], object]
+"""A tool function whose first parameter is its context."""
 
 
 class ToolSpec(msgspec.Struct, frozen=True):
@@ -33,7 +42,7 @@ class ToolSpec(msgspec.Struct, frozen=True):
     parameters: JsonObject
 
 
-class Tool(msgspec.Struct, frozen=True):
+class Tool(msgspec.Struct, Generic[NeedsDeps], frozen=True):
     """A tool the model may call. Build one with `tool(fn)` or `Tool.define(...)`."""
 
     spec: ToolSpec
@@ -79,7 +88,7 @@ class Tool(msgspec.Struct, frozen=True):
     def define(
         name: str, description: str, parameters: JsonObject, fn: ToolFn,
         *, max_result_bytes: int | None = None,
-    ) -> Tool:
+    ) -> Tool[object]:
         """A tool with a hand-written JSON schema; `fn` gets the arguments as keywords."""
         if max_result_bytes is not None:
             check_cap("max_result_bytes", max_result_bytes)
@@ -130,18 +139,23 @@ def _copy(v: object) -> object:
 
 @overload
 def tool(
+    fn: ContextToolFn[D], *, name: str | None = None, description: str | None = None,
+    max_result_bytes: int | None = None,
+) -> Tool[D]: ...
+@overload
+def tool(
     fn: ToolFn, *, name: str | None = None, description: str | None = None,
     max_result_bytes: int | None = None,
-) -> Tool: ...
+) -> Tool[object]: ...
 @overload
 def tool(
     fn: None = None, *, name: str | None = None, description: str | None = None,
     max_result_bytes: int | None = None,
-) -> Callable[[ToolFn], Tool]: ...
+) -> _ToolDecorator: ...
 def tool(
     fn: ToolFn | None = None, *, name: str | None = None, description: str | None = None,
     max_result_bytes: int | None = None,
-) -> Tool | Callable[[ToolFn], Tool]:
+) -> Tool | _ToolDecorator:
     """Make a Tool from a function: its name, docstring and annotated parameters.
 
     Usable as `tool(fn)` or as a decorator `@tool` / `@tool(name=...)`.
@@ -152,9 +166,28 @@ def tool(
         return make_tool(f, name=name, description=description,
                          max_result_bytes=max_result_bytes)
 
-    return build(fn) if fn is not None else build
+    return build(fn) if fn is not None else cast("_ToolDecorator", build)
 
 
+class _ToolDecorator(Protocol):
+    """What `@tool(name=...)` is: typed like `tool(fn)`."""
+
+    @overload
+    def __call__(self, fn: ContextToolFn[D], /) -> Tool[D]: ...
+    @overload
+    def __call__(self, fn: ToolFn, /) -> Tool[object]: ...
+
+
+@overload
+def make_tool(
+    fn: ContextToolFn[D], *, name: str | None = None, description: str | None = None,
+    max_result_bytes: int | None = None,
+) -> Tool[D]: ...
+@overload
+def make_tool(
+    fn: ToolFn, *, name: str | None = None, description: str | None = None,
+    max_result_bytes: int | None = None,
+) -> Tool[object]: ...
 def make_tool(
     fn: ToolFn, *, name: str | None = None, description: str | None = None,
     max_result_bytes: int | None = None,

@@ -11,15 +11,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
+from effects import Publish, Pull
 from interpreters.aio import AsyncInterpreter
 from interpreters.cancel import CancelSignal
+from interpreters.observe import Observer, RunInfo, RunObserver
 from interpreters.providers import AsyncResolver, Limits, Resolver, Timeouts
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
+from pipeline.chunks import TextDelta
 from pipeline.messages import TextPart, ToolCallPart, ToolResultPart
 from pipeline.model import ApiError
 from pipeline.pairing import is_paired
@@ -73,6 +78,33 @@ def agent(retries: int = 0, max_retry_after: float = 60.0, route: str = "openai"
     )
 
 
+class TextSeen(Observer, RunObserver):
+    """Calls `then()` once the run has handed out `text` (at the start of its text): a
+    test acts at that point of a stream instead of after a guessed delay."""
+
+    def __init__(self, text: str, then: Callable[[], object]) -> None:
+        self._want = text
+        self._then: Callable[[], object] | None = then
+        self._text = ""
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return self
+
+    def command(self, cmd: object, at: float) -> None:
+        if self._then is None:
+            return
+        if isinstance(cmd, Publish):
+            chunks: tuple[object, ...] = cmd.chunks
+        elif isinstance(cmd, Pull):  # (chunks handed out on the way to the next event)
+            chunks = cmd.publish
+        else:
+            return
+        self._text += "".join(c.text for c in chunks if isinstance(c, TextDelta))
+        if self._text.startswith(self._want):
+            then, self._then = self._then, None
+            then()
+
+
 @dataclass
 class Ran:
     result: RunResult
@@ -92,21 +124,40 @@ def _threads() -> set[threading.Thread]:
             if not t.name.startswith(("replay-server", "AnyIO worker", "Trio thread"))}
 
 
-def run_sync(
-    server: ReplayServer, *replies: Reply, first: bool = True, timeouts: Timeouts = FAST,
-    limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
-    timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
-) -> Ran:
+def _queue(
+    server: ReplayServer, replies: Sequence[Reply], first: bool, ag: Agent | None
+) -> tuple[Agent, str]:
+    """The agent (by default `agent()`) and its route; the server reset, with `replies`
+    queued (after the tool-call reply, when `first`)."""
     ag = ag or agent()
     route = ag.model.partition("/")[0]
     server.reset()
     server.queue(*((tool_call_reply(route),) if first else ()), *replies)
+    return ag, route
+
+
+class _Routed(TypedDict):
+    base_urls: dict[str, str]
+    api_keys: dict[str, str]
+
+
+def _to(server: ReplayServer, route: str, url: str | None, key: str) -> _Routed:
+    """A resolver's route to the server (or `url`), with `key`."""
+    return {"base_urls": {route: (url or server.url) + "/v1"}, "api_keys": {route: key}}
+
+
+def run_sync(
+    server: ReplayServer, *replies: Reply, first: bool = True, timeouts: Timeouts = FAST,
+    limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
+    timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
+    observers: Sequence[Observer] | None = None,
+) -> Ran:
+    ag, route = _queue(server, replies, first, ag)
     before = _threads()
     waits: list[float] = []
-    resolver = Resolver(base_urls={route: (url or server.url) + "/v1"},
-                        api_keys={route: key}, timeouts=timeouts, limits=limits)
+    resolver = Resolver(**_to(server, route, url, key), timeouts=timeouts, limits=limits)
     try:
-        result = SyncInterpreter(resolve=resolver, sleep=waits.append).run(
+        result = SyncInterpreter(resolve=resolver, sleep=waits.append, observers=observers).run(
             ag, PROMPT, timeout=timeout, signal=signal)
     finally:
         resolver.close()
@@ -119,29 +170,26 @@ async def run_async(
     server: ReplayServer, *replies: Reply, first: bool = True, timeouts: Timeouts = FAST,
     limits: Limits | None = None, ag: Agent | None = None, url: str | None = None,
     timeout: float | None = None, key: str = KEY, signal: CancelSignal | None = None,
+    observers: Sequence[Observer] | None = None,
 ) -> Ran:
-    ag = ag or agent()
-    route = ag.model.partition("/")[0]
-    server.reset()
-    server.queue(*((tool_call_reply(route),) if first else ()), *replies)
+    ag, route = _queue(server, replies, first, ag)
     tasks = len(anyio.get_running_tasks())
     waits: list[float] = []
 
     async def sleep(s: float) -> None:
         waits.append(s)
 
-    resolver = AsyncResolver(base_urls={route: (url or server.url) + "/v1"},
-                             api_keys={route: key}, timeouts=timeouts, limits=limits)
+    resolver = AsyncResolver(**_to(server, route, url, key), timeouts=timeouts, limits=limits)
     try:
-        result = await AsyncInterpreter(resolve=resolver, sleep=sleep).run(
+        result = await AsyncInterpreter(resolve=resolver, sleep=sleep, observers=observers).run(
             ag, PROMPT, timeout=timeout, signal=signal)
     finally:
         await resolver.aclose()
-    for _ in range(100):  # trio finalizes an abandoned async generator in a brief task
-        if len(anyio.get_running_tasks()) <= tasks:
-            break
-        await anyio.sleep(0.01)
-    assert len(anyio.get_running_tasks()) <= tasks, [t.name for t in anyio.get_running_tasks()]
+    # trio finalizes an abandoned async generator in a brief task: let it run (a task left
+    # over for good fails the cap)
+    with anyio.fail_after(10):
+        while len(anyio.get_running_tasks()) > tasks:
+            await anyio.lowlevel.checkpoint()
     done = await anyio.to_thread.run_sync(server.wait_idle)
     assert done, "a connection was left open"
     return Ran(result, waits, len(server.seen))
@@ -189,7 +237,7 @@ def intact(
         assert last.role == "assistant" and last.incomplete
         text = "".join(p.text for p in last.parts if isinstance(p, TextPart))
         assert text == partial if isinstance(partial, str) else partial(text), text
-    assert result.status == status
+    assert result.status == status, (result.status, result.error)
     msgspec.json.encode(result)  # the run's record always encodes
 
 

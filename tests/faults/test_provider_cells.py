@@ -8,7 +8,7 @@ import pytest
 from interpreters.deadline import run_stop
 from interpreters.providers import Limits, Timeouts, resolve_provider
 from tests.faults.harness import JSON
-from tests.providers.helpers import KEY, an_text_stream, ask, both, run_sync
+from tests.providers.helpers import KEY, Outcome, an_text_stream, ask, both, run_sync
 from tests.providers.server import ReplayServer, Reply
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +64,17 @@ class StopAfter:
         return "user left" if self.asked > self.n else None
 
 
+def _stopped_call(server: ReplayServer, stop: StopAfter) -> Outcome:
+    """A sync model call to the server while `stop` is the run's signal check."""
+    token = run_stop.set(stop)
+    try:
+        p = resolve_provider("openai/m", base_url=server.url + "/v1", api_key=KEY,
+                             timeouts=Timeouts(total=30.0))
+        return run_sync(p, ask())
+    finally:
+        run_stop.reset(token)
+
+
 def test_the_sync_provider_checks_the_runs_signal_at_every_read(server: ReplayServer) -> None:
     # Keep-alive comments give no events, so only the provider's own read loop can see
     # the run's abort: it must ask at every read and end the call as "cancelled" (not run
@@ -71,13 +82,7 @@ def test_the_sync_provider_checks_the_runs_signal_at_every_read(server: ReplaySe
     server.queue(Reply(200, (("content-type", "text/event-stream"),), b": ka\n\n",
                        forever=b": ka\n\n", pause=0.01, forever_max=3000))
     stop = StopAfter(5)
-    token = run_stop.set(stop)
-    try:
-        p = resolve_provider("openai/m", base_url=server.url + "/v1", api_key=KEY,
-                             timeouts=Timeouts(total=30.0))
-        out = run_sync(p, ask())
-    finally:
-        run_stop.reset(token)
+    out = _stopped_call(server, stop)
     assert out.error is not None and out.error.error_type == "cancelled"
     assert out.error.message == "user left" and stop.asked == 6
 
@@ -90,12 +95,6 @@ def test_the_sync_provider_checks_the_runs_signal_while_reading_an_error_body(
     server.queue(Reply(500, JSON, b'{"error": {"message": "', forever=b"y" * 10,
                        pause=0.01, forever_max=300))
     stop = StopAfter(5)
-    token = run_stop.set(stop)
-    try:
-        p = resolve_provider("openai/m", base_url=server.url + "/v1", api_key=KEY,
-                             timeouts=Timeouts(total=30.0))
-        out = run_sync(p, ask())
-    finally:
-        run_stop.reset(token)
+    out = _stopped_call(server, stop)
     assert out.error is not None and out.error.error_type == "cancelled", out.error
     assert out.error.message == "user left" and stop.asked == 6

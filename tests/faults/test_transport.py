@@ -20,7 +20,18 @@ import pytest
 from interpreters.cancel import CancelSignal
 from interpreters.providers import Timeouts
 from pipeline.result import ApiFailed, Cancelled
-from tests.faults.harness import FAST, JSON, SSE, agent, both, expect, intact, run_async, run_sync
+from tests.faults.harness import (
+    FAST,
+    JSON,
+    SSE,
+    TextSeen,
+    agent,
+    both,
+    expect,
+    intact,
+    run_async,
+    run_sync,
+)
 from tests.providers.helpers import oa_chunk, oa_text_stream, sse
 from tests.providers.server import ReplayServer, Reply
 
@@ -182,24 +193,34 @@ async def test_signal_from_another_thread_during_a_drip_cancels_the_run(
     # it there (checked at every read), not only between model events.
     drip = Reply(200, SSE, text_frames("Hel"), forever=b": ka\n\n", pause=0.05)
     signal = CancelSignal()
-    timer = threading.Timer(0.3, signal.cancel, args=("user left",))
-    timer.start()
+    seen = threading.Event()
+
+    def abort_when_seen() -> None:  # another thread, while the run reads keep-alives
+        if seen.wait(10):  # (a cap only: the run hands out "Hel" first)
+            signal.cancel("user left")
+
+    aborter = threading.Thread(target=abort_when_seen)
+    aborter.start()
     try:
         ran = await anyio.to_thread.run_sync(
-            lambda: run_sync(server, drip, signal=signal, timeouts=FAST))
+            lambda: run_sync(server, drip, signal=signal, timeouts=FAST,
+                             observers=[TextSeen("Hel", seen.set)]))
     finally:
-        timer.cancel()
+        seen.set()
+        aborter.join()
     intact(ran.result, partial="Hel", status="cancelled")
     assert ran.result.error == Cancelled("user left")
 
     signal = CancelSignal()
+    shown = anyio.Event()
 
-    async def abort_soon() -> None:
-        await anyio.sleep(0.3)
+    async def abort_when_shown() -> None:
+        await shown.wait()
         signal.cancel("user left")
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(abort_soon)
-        ran = await run_async(server, drip, signal=signal, timeouts=FAST)
+        tg.start_soon(abort_when_shown)
+        ran = await run_async(server, drip, signal=signal, timeouts=FAST,
+                              observers=[TextSeen("Hel", shown.set)])
     intact(ran.result, partial="Hel", status="cancelled")
     assert ran.result.error == Cancelled("user left")

@@ -100,10 +100,10 @@ class WireFormat(msgspec.Struct, frozen=True):
     """The type of `Route.options` this format reads; None: it takes none."""
 
 
-Options = TypeVar("Options", bound=msgspec.Struct)
+RouteOptions = TypeVar("RouteOptions", bound=msgspec.Struct)
 
 
-def route_options(route: WireRoute, kind: type[Options]) -> Options:
+def route_options(route: WireRoute, kind: type[RouteOptions]) -> RouteOptions:
     """The route's options for a codec that reads `kind` (its defaults when it has none);
     `register_route` has already refused options of another type."""
     options = route.options

@@ -43,23 +43,37 @@ _T = TypeVar("_T")
 
 
 class GuardsExtraMissing(ImportError):
-    """A guard needs a library from the optional `guards` extra that is not installed."""
+    """A guard needs a library from the optional `guards` extra that is not installed.
 
-    def __init__(self, feature: str, module: str) -> None:
-        super().__init__(
-            f"{feature} needs the {module!r} package, part of the optional extra "
-            f"'{GUARDS_EXTRA}': pip install 'pipeline-agents[{GUARDS_EXTRA}]'"
-        )
+    `module` is what was imported, `package` the distribution that has it, `hint` another
+    way out (said after the install line)."""
+
+    def __init__(self, feature: str, module: str, package: str | None = None,
+                 hint: str = "") -> None:
         self.feature = feature
         self.module = module
+        self.package = package or module
+        super().__init__(
+            f"{feature} needs the {self.package!r} package, part of the optional extra "
+            f"'{GUARDS_EXTRA}': pip install 'pipeline-agents[{GUARDS_EXTRA}]'"
+            + (f" ({hint})" if hint else "")
+        )
 
 
-def require_extra(module: str, feature: str) -> ModuleType:
-    """Import `module` (lazily, only when a guard needs it), or say which extra has it."""
+def require_extra(
+    module: str,
+    feature: str,
+    *,
+    package: str | None = None,
+    hint: str = "",
+    error: type[GuardsExtraMissing] = GuardsExtraMissing,
+) -> ModuleType:
+    """Import `module` (lazily, only when a guard needs it), or raise `error` saying which
+    extra has it (see `GuardsExtraMissing`)."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise GuardsExtraMissing(feature, module) from e
+        raise error(feature, module, package, hint) from e
 
 
 def checked_indices(

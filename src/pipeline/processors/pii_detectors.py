@@ -11,13 +11,14 @@ regular expressions (IP addresses checked by the standard `ipaddress`).
 
 from __future__ import annotations
 
-import importlib
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 
 import msgspec
+
+from pipeline.processors.guard_common import GuardsExtraMissing, require_extra
 
 Span = tuple[int, int]
 Detector = Callable[[str], Iterable[Span]]
@@ -40,20 +41,18 @@ class Finding(msgspec.Struct, frozen=True, order=True):
     kind: str
 
 
-class MissingDependency(ImportError):
+class MissingDependency(GuardsExtraMissing):
     """A detector needs a library of the `guards` extra that is not installed."""
 
 
 def _require(module: str, kind: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        dist = "phonenumbers" if module.startswith("phonenumbers") else "python-stdnum"
-        raise MissingDependency(
-            f"PIIDetector's {kind!r} detector needs {dist}: "
-            "pip install 'pipeline-agents[guards]' (or pass regex_only=True for the "
-            "documented regex-only fallback, or leave the kind out)"
-        ) from e
+    return require_extra(
+        module, f"PIIDetector's {kind!r} detector",
+        package="phonenumbers" if module.startswith("phonenumbers") else "python-stdnum",
+        hint="or pass regex_only=True for the documented regex-only fallback, or leave "
+        "the kind out",
+        error=MissingDependency,
+    )
 
 
 # --- regular expressions -----------------------------------------------------------

@@ -1,0 +1,255 @@
+"""The studio's pages over HTTP on 127.0.0.1: the runs, a run's timeline, a replay beside
+its recording; read-only, bounded, loopback only unless asked (interpreters.studio)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interpreters import cli
+from interpreters.journal import Journal
+from interpreters.studio import (
+    MAX_PAGE,
+    MAX_TEXT,
+    NotFound,
+    Studio,
+    StudioError,
+    StudioServer,
+    check_host,
+    shown,
+)
+from tests.studio_runs import HOSTILE, louder_agent, record_support_run
+
+
+@pytest.fixture
+def journals(tmp_path: Path) -> Path:
+    record_support_run(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def studio(journals: Path) -> Iterator[StudioServer]:
+    with StudioServer(Studio(journals, louder_agent()), port=0) as s:
+        yield s
+
+
+def get(s: StudioServer, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    host, port = s.httpd.server_address[:2]
+    conn = http.client.HTTPConnection(str(host), int(port), timeout=30)
+    try:
+        conn.request(method, path)
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def get_json(s: StudioServer, path: str) -> dict[str, Any]:  # JSON, read as such
+    status, _, body = get(s, path)
+    assert status == 200, body
+    data = json.loads(body)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_the_list_names_each_recorded_run(studio: StudioServer) -> None:
+    runs = get_json(studio, "/api/runs")
+    assert runs["total"] == 1 and runs["can_replay"] is True
+    (item,) = runs["items"]
+    assert item["agent"] == "support" and item["input"] == "Where is order 1042?"
+
+
+def test_a_timeline_shows_steps_chunks_effects_tools_retries_and_usage(
+    studio: StudioServer,
+) -> None:
+    data = get_json(studio, "/api/runs/run1?limit=500")
+    summary = data["summary"]
+    assert isinstance(summary, dict)
+    assert summary["status"] == "finished"
+    assert summary["steps"] == 2 and summary["model_calls"] == 3
+    assert summary["processor_retries"] == 1 and summary["tool_results"] == 1
+    assert summary["usage"]["output_tokens"] > 0
+    page = data["page"]
+    assert isinstance(page, dict)
+    rows = page["items"]
+    titles = [r["title"] for r in rows]
+    kinds = {r["kind"] for r in rows}
+    assert {"command", "model", "effect", "tools", "end"} <= kinds
+    assert "redact-card.process_output_stream: Replace (TextDelta)" in titles
+    assert "no-short-answers.process_output_step: Abort (retry: Too short, please elaborate.)" \
+        in titles
+    # the retry: step 1 again, with the guard's feedback as one more message
+    assert "call openai/gpt-4o-mini (step 1, attempt 0, 4 messages)" in titles
+    assert any("shipped <b>today</b>" in json.dumps(r["data"]) for r in rows
+               if r["kind"] == "tools")
+
+
+def test_a_timeline_pages_and_filters_by_kind(studio: StudioServer) -> None:
+    whole = get_json(studio, "/api/runs/run1?limit=500")["page"]
+    assert isinstance(whole, dict)
+    total = whole["total"]
+    first = get_json(studio, "/api/runs/run1?limit=10")["page"]
+    second = get_json(studio, "/api/runs/run1?offset=10&limit=10")["page"]
+    assert isinstance(first, dict) and isinstance(second, dict)
+    assert [r["n"] for r in first["items"]] == list(range(10))
+    assert [r["n"] for r in second["items"]] == list(range(10, 20))
+    assert first["total"] == total > 20
+    effects = get_json(studio, "/api/runs/run1?kinds=effect&limit=500")["page"]
+    assert isinstance(effects, dict)
+    assert effects["items"] and {r["kind"] for r in effects["items"]} == {"effect"}
+
+
+def test_a_page_larger_than_the_bound_is_refused(studio: StudioServer) -> None:
+    status, _, body = get(studio, f"/api/runs/run1?limit={MAX_PAGE + 1}")
+    assert status == 400 and b"limit must be between 0 and 500" in body
+    status, _, _ = get(studio, "/api/runs/run1?offset=-1")
+    assert status == 400
+
+
+def test_a_replay_shows_where_it_diverges_and_what_the_new_processor_changed(
+    studio: StudioServer,
+) -> None:
+    data = get_json(studio, "/api/runs/run1/replay")
+    summary = data["summary"]
+    assert isinstance(summary, dict)
+    assert summary["identical"] is False
+    assert summary["new_processors"] == ["shout"]
+    div = summary["divergence"]
+    assert isinstance(div, dict) and div["field"].endswith(".text")
+    assert div["recorded"] == '"Let me check."' and div["replayed"] == '"LET ME CHECK."'
+    changes = summary["changes"]
+    assert isinstance(changes, list) and changes
+    assert {c["processor"] for c in changes} == {"shout"}
+    assert "SHIPPED TODAY" in str(summary["replay_text"])
+    page = data["page"]
+    assert isinstance(page, dict)
+    assert [r["index"] for r in page["items"] if r["diverges"]] == [div["index"]]
+
+
+def test_a_replay_needs_an_agent(journals: Path) -> None:
+    with StudioServer(Studio(journals), port=0) as s:
+        status, _, body = get(s, "/api/runs/run1/replay")
+    assert status == 400 and b"--agent" in body
+
+
+def test_only_journals_of_the_directory_are_read(studio: StudioServer, journals: Path) -> None:
+    (journals.parent / "secret.ndjson").write_text("not for you")
+    for path in ("/api/runs/..%2Fsecret", "/api/runs/%2E%2E", "/api/runs/.hidden",
+                 "/api/runs/nope", "/api/elsewhere", "/static/../studio.py"):
+        status, _, body = get(studio, path)
+        assert status == 404, (path, body)
+
+
+def test_the_studio_is_read_only(studio: StudioServer) -> None:
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        status, _, _ = get(studio, "/api/runs", method)
+        assert status == 405
+
+
+def test_pages_run_no_inline_script(studio: StudioServer) -> None:
+    status, headers, body = get(studio, "/")
+    assert status == 200 and b'<script src="/static/studio.js">' in body
+    csp = headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert headers["x-content-type-options"] == "nosniff"
+    status, _, js = get(studio, "/static/studio.js")
+    assert status == 200 and b"innerHTML" not in js and b"insertAdjacentHTML" not in js
+
+
+def test_model_output_reaches_the_page_as_json_text(studio: StudioServer) -> None:
+    status, headers, body = get(studio, "/api/runs/run1?limit=500")
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert b"<script>" not in body and b"<img" not in body  # \u003c escapes
+    assert HOSTILE in json.dumps(json.loads(body), ensure_ascii=False).replace('\\"', '"')
+
+
+def test_a_value_shown_is_bounded() -> None:
+    long = "x" * (MAX_TEXT + 10)
+    assert shown(long) == "x" * MAX_TEXT + "\u2026 (10 more characters)"
+    many = shown(list(range(60)))
+    assert isinstance(many, list) and len(many) == 51 and many[-1] == "\u2026 10 more"
+    deep: object = "end"
+    for _ in range(20):
+        deep = [deep]
+    value, depth = shown(deep), 0
+    while isinstance(value, list):
+        value, depth = value[0], depth + 1
+    assert depth == 6 and isinstance(value, str) and value.endswith('"end"' + "]" * 14)
+
+
+def test_an_unreadable_journal_is_listed_as_such(journals: Path) -> None:
+    (journals / "broken.ndjson").write_text("{not json\n")
+    runs = Studio(journals).runs()
+    broken = [r for r in runs["items"] if r["name"] == "broken"]  # type: ignore[attr-defined]
+    assert broken and "problem" in broken[0]
+
+
+def test_the_studio_binds_to_loopback_unless_asked() -> None:
+    for host in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
+        check_host(host, allow_remote=False)
+    for host in ("0.0.0.0", "::", "192.168.1.10", "example.com"):
+        with pytest.raises(StudioError, match="--allow-remote"):
+            check_host(host, allow_remote=False)
+        check_host(host, allow_remote=True)
+
+
+def test_the_command_refuses_a_remote_host_and_a_missing_directory(
+    journals: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["studio", str(journals), "--host", "0.0.0.0", "--port", "0"]) == 2
+    assert "--allow-remote" in capsys.readouterr().err
+    assert cli.main(["studio", str(tmp_path / "none"), "--port", "0"]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert cli.main(["studio", str(journals), "--agent", "nope:x", "--port", "0"]) == 2
+    assert "cannot load 'nope:x'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["studio", str(journals), "--port", "70000"])
+    assert "a port is 0 to 65535, got 70000" in capsys.readouterr().err
+
+
+def test_a_journal_linked_from_outside_the_directory_is_not_read(
+    journals: Path, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "other.ndjson"
+    outside.write_bytes((journals / "run1.ndjson").read_bytes())
+    (journals / "linked.ndjson").symlink_to(outside)
+    studio = Studio(journals)
+    assert [r["name"] for r in studio.runs()["items"]] == ["run1"]  # type: ignore[attr-defined]
+    with pytest.raises(NotFound):
+        studio.run("linked")
+
+
+def test_a_large_journal_is_paged_not_sent_whole(tmp_path: Path) -> None:
+    name = record_support_run(tmp_path)
+    j = Journal.read(tmp_path / f"{name}.ndjson")
+    big = Journal([j.entries[0], *j.entries[1:-1] * 200, j.entries[-1]])
+    big.write(tmp_path / "big.ndjson")
+    studio = Studio(tmp_path)
+    page = studio.run("big", 0, 100)["page"]
+    assert isinstance(page, dict)
+    assert page["total"] == len(big.entries) and len(page["items"]) == 100
+    assert len(json.dumps(page)) < 200_000
+
+
+def test_the_summary_totals_the_recorded_costs(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    from interpreters import Say, ScriptedModel, Simulator
+    from interpreters.journal import Recorder
+    from pipeline import Agent
+    from pipeline.cost import Cost, PriceQuery
+
+    def price(q: PriceQuery) -> Cost:
+        return Cost(Decimal("0.25"))
+
+    Simulator(ScriptedModel([Say("hello there")]), observers=[Recorder(tmp_path)],
+              price=price).run(Agent.create("openai/gpt-4o-mini"), "hi")
+    summary = Studio(tmp_path).run("run1")["summary"]
+    assert isinstance(summary, dict) and summary["cost"] == "0.25"
+
