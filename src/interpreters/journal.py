@@ -146,7 +146,7 @@ class ToolsDone(msgspec.Struct, frozen=True, tag="tools", tag_field="t"):
     """The data chunks each call (by id) wrote through its context's writer."""
 
 
-def _writers(cmd: RunTools[ToolInvocation, ToolOutcome]) -> list[tuple[str, ToolWriter]]:
+def tool_writers(cmd: RunTools[ToolInvocation, ToolOutcome]) -> list[tuple[str, ToolWriter]]:
     """The writer of each call of `cmd` whose tool takes a context, by call id."""
     out: list[tuple[str, ToolWriter]] = []
     for inv in cmd.calls:
@@ -546,7 +546,7 @@ class _Recording(RunObserver):
         if t is Pull or t is CallModel:
             self._write(ModelReplied(cast(ModelReply, reply), t is CallModel))
         elif isinstance(cmd, RunTools):
-            written = tuple((cid, w.written) for cid, w in _writers(cmd) if w.written)
+            written = tuple((cid, w.written) for cid, w in tool_writers(cmd) if w.written)
             self._write(ToolsDone(cast(tuple[ToolOutcome, ...], reply), written))
         elif t is Perform:
             if isinstance(reply, ModelAnswer):
