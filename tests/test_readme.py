@@ -45,3 +45,14 @@ def test_a_docs_page_runs_as_written(page: str) -> None:
     path = DOCS / page
     for block in python_blocks(path):
         exec(compile(block, str(path), "exec", dont_inherit=True), ns)
+
+
+@pytest.mark.slow
+def test_the_tutorial_type_checks_as_a_users_script_would(tmp_path: Path) -> None:
+    # A user types the tutorial into a file of their own and runs mypy --strict on it.
+    from mypy import api
+
+    script = tmp_path / "support_assistant.py"
+    script.write_text("\n".join(python_blocks(DOCS / "tutorial.md")), encoding="utf-8")
+    out, err, status = api.run(["--strict", "--no-error-summary", str(script)])
+    assert (out, err, status) == ("", "", 0)
