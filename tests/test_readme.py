@@ -66,6 +66,10 @@ def test_a_docs_page_runs_as_written(page: str) -> None:
                 (bound if isinstance(n.ctx, ast.Store) else used).add(n.id)
             elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 bound.add(n.name)
+            elif isinstance(n, ast.arg):
+                bound.add(n.arg)
+            elif isinstance(n, ast.MatchAs) and n.name is not None:
+                bound.add(n.name)
         exec(compile(block, str(path), "exec", dont_inherit=True), ns)
     # A page that goes on from the tour's code says so, where a reader starts.
     if (used - bound) & (set(tour_definitions()) - {"__name__"}):
