@@ -36,13 +36,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 import anyio
 import msgspec
 
-from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
-from interpreters.simulator import Say, ScriptedModel, call
-from pipeline.agent import Agent
-from pipeline.messages import RunInput
-from pipeline.model import ModelRequest
-from pipeline.result import RunResult
+from interpreters import AsyncInterpreter, CancelSignal, Say, ScriptedModel, call
+from pipeline import Agent, ModelRequest, RunInput, RunResult
 from pipeline.ui_stream import (
     NDJSON_HEADERS,
     UI_MESSAGE_STREAM_HEADERS,

@@ -10,8 +10,7 @@ Run it: `python -m examples.streaming_redaction`.
 
 from __future__ import annotations
 
-from interpreters import Say, ScriptedModel, Simulator
-from interpreters.simulator import SimRun
+from interpreters import Say, ScriptedModel, SimRun, Simulator
 from pipeline import Agent, TextDelta
 from pipeline.processors import BatchPartsProcessor, PIIDetector, SystemPromptScrubber
 

@@ -186,3 +186,20 @@ def test_a_class_processor_exposes_only_the_hooks_it_overrides() -> None:
             return Continue()
 
     assert set(Sub().hook_functions()) == {"process_output_stream", "process_input"}
+
+
+def test_a_processor_without_an_id_is_refused_saying_how_to_give_one() -> None:
+    class Nameless(Processor):
+        def process_input(self, args: InputArgs[None]) -> InputResult[None]:
+            return Continue()
+
+    with pytest.raises(TypeError, match=r"input processor Nameless has no id: give the "
+                                        r"class an `id = \"...\"`"):
+        Agent.create("m", input_processors=[Nameless()])
+
+
+@pytest.mark.parametrize("bad", [5, None, b"bytes", [SystemMessage("ok"), 3]])
+def test_instructions_of_another_type_are_refused_naming_what_they_may_be(bad: object) -> None:
+    with pytest.raises(TypeError, match=r"^instructions must be a str, a SystemMessage or an "
+                                        r"iterable of them, got (int|NoneType|bytes)$"):
+        Agent.create("m", instructions=bad)  # type: ignore[arg-type]

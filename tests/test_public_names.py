@@ -83,12 +83,16 @@ def test_the_packages_export_what_their_users_need() -> None:
 
     for name in ("Resolver", "AsyncResolver", "Recorder", "Journal", "Observer",
                  "RunOptions", "Handlers", "SyncInterpreter", "AsyncInterpreter",
-                 "Simulator", "AsyncSimulator", "CancelSignal"):
+                 "Simulator", "AsyncSimulator", "CancelSignal", "ReplayRun"):
         assert name in interpreters.__all__, name
-    for name in ("AgentLoop", "ToolInvocation", "ToolOutcome", "EffectRecord"):
+    # (what a loop is started from and a model call answered with, besides its commands)
+    for name in ("AgentLoop", "ToolInvocation", "ToolOutcome", "EffectRecord",
+                 "ModelEnded", "ModelFailed"):
         assert name in pipeline.protocol.__all__, name
         assert name not in pipeline.__all__, name  # an interpreter writer's name
-    for name in ("Agent", "Processor", "ToolContext", "RunResult", "AskModel", "tool"):
+    # (a pricer is a `PriceQuery -> Cost | None` any interpreter takes as `price=`)
+    for name in ("Agent", "Processor", "ToolContext", "RunResult", "AskModel", "tool",
+                 "Cost", "PriceQuery", "Pricer"):
         assert name in pipeline.__all__, name
 
 

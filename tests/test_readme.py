@@ -4,6 +4,7 @@ copy of the tour's namespace (a page may use the tour's `agent`, `Redact`, `Simu
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -39,9 +40,48 @@ def test_the_pages_hold_the_code_that_left_the_readme() -> None:
     assert sum(len(python_blocks(DOCS / p)) for p in PAGES) >= 10
 
 
+def tour_definitions() -> dict[str, object]:
+    """What the tour defines (its `agent`, `get_weather`, `Redact`...), not what it imports:
+    a page imports the names it uses, as a reader's own file would."""
+    defined: set[str] = set()
+    for block in python_blocks(README):
+        for node in ast.parse(block).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                defined.add(node.name)
+            elif isinstance(node, ast.Assign):
+                defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    ns = tour()
+    return {"__name__": "page", **{n: ns[n] for n in defined}}
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(DOCS / p)])
 def test_a_docs_page_runs_as_written(page: str) -> None:
-    ns = dict(tour())
+    ns = tour_definitions()
     path = DOCS / page
+    used: set[str] = set()
+    bound: set[str] = set()
     for block in python_blocks(path):
+        for n in ast.walk(ast.parse(block)):
+            if isinstance(n, ast.Name):
+                (bound if isinstance(n.ctx, ast.Store) else used).add(n.id)
+            elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bound.add(n.name)
+            elif isinstance(n, ast.arg):
+                bound.add(n.arg)
+            elif isinstance(n, ast.MatchAs) and n.name is not None:
+                bound.add(n.name)
         exec(compile(block, str(path), "exec", dont_inherit=True), ns)
+    # A page that goes on from the tour's code says so, where a reader starts.
+    if (used - bound) & (set(tour_definitions()) - {"__name__"}):
+        assert "(index.md#a-short-tour)" in path.read_text(encoding="utf-8").split("```")[0]
+
+
+@pytest.mark.slow
+def test_the_tutorial_type_checks_as_a_users_script_would(tmp_path: Path) -> None:
+    # A user types the tutorial into a file of their own and runs mypy --strict on it.
+    from mypy import api
+
+    script = tmp_path / "support_assistant.py"
+    script.write_text("\n".join(python_blocks(DOCS / "tutorial.md")), encoding="utf-8")
+    out, err, status = api.run(["--strict", "--no-error-summary", str(script)])
+    assert (out, err, status) == ("", "", 0)

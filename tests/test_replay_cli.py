@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,21 @@ def test_an_agent_with_async_hooks_is_refused_with_one_line(
                  "tests.test_replay_cli:async_agent"]) == 2
     last = capsys.readouterr().err.splitlines()[-1]
     assert last.startswith("pipeline replay: ") and "async" in last
+
+
+def test_an_agent_in_a_module_of_the_current_directory_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A console script, unlike `python -m`, does not put the current directory on the
+    # import path: `--agent my_agents:support` beside the user's script must load anyway.
+    (tmp_path / "user_agents_in_cwd.py").write_text(
+        "from pipeline import Agent\nsupport = Agent.create('m')\n"
+    )
+    rec = Recorder(tmp_path / "journals")
+    Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(Agent.create("m"), "hi")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "user_agents_in_cwd", raising=False)
+    assert main(["replay", str(rec.path("run1")), "--agent", "user_agents_in_cwd:support"]) == 0
+    assert capsys.readouterr().err.endswith("identical to the recording\n")
+    sys.modules.pop("user_agents_in_cwd", None)

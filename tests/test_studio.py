@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from interpreters import cli
+from interpreters import Recorder, Say, ScriptedModel, Simulator, call, cli
 from interpreters.journal import Journal
 from interpreters.studio import (
     MAX_PAGE,
@@ -23,6 +23,7 @@ from interpreters.studio import (
     check_host,
     shown,
 )
+from pipeline import Agent, ToolContext
 from tests.studio_runs import HOSTILE, louder_agent, record_support_run
 
 
@@ -253,3 +254,51 @@ def test_the_summary_totals_the_recorded_costs(tmp_path: Path) -> None:
     summary = Studio(tmp_path).run("run1")["summary"]
     assert isinstance(summary, dict) and summary["cost"] == "0.25"
 
+
+
+class Orders:
+    def __init__(self, orders: dict[str, str]) -> None:
+        self.orders = orders
+
+
+def order_status(order_id: str, ctx: ToolContext[Orders]) -> str:
+    """The status of an order."""
+    return ctx.deps.orders[order_id]
+
+
+def orders_agent() -> Agent[Orders]:
+    return Agent.create("m", name="orders", tools=[order_status])
+
+
+def orders() -> Orders:
+    return Orders({"1": "shipped"})
+
+
+def record_orders_run(directory: Path) -> None:
+    sim = Simulator(ScriptedModel([Say(calls=[call("order_status", order_id="1")]),
+                                   Say("Shipped.")]), observers=[Recorder(directory)])
+    assert sim.run(orders_agent(), "Where is 1?", deps=orders()).result.status == "finished"
+
+
+def test_a_replay_gives_tools_that_take_a_context_the_deps_given(tmp_path: Path) -> None:
+    record_orders_run(tmp_path)
+    replay = Studio(tmp_path, orders_agent(), deps=orders()).replay("run1")
+    summary = replay["summary"]
+    assert isinstance(summary, dict) and summary["identical"] is True
+
+
+def test_the_command_takes_the_deps_and_refuses_to_start_without_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    record_orders_run(tmp_path)
+    agent = "tests.test_studio:orders_agent"
+    # (a host it refuses too, checked after the deps: a studio that did start would serve
+    # until interrupted)
+    assert cli.main(["studio", str(tmp_path), "--agent", agent, "--host", "0.0.0.0",
+                     "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pipeline studio: tool 'order_status' needs deps of type Orders")
+    assert "--deps module:name" in err
+    assert cli.main(["studio", str(tmp_path), "--agent", agent, "--deps", "nope:x",
+                     "--port", "0"]) == 2
+    assert "cannot load 'nope:x'" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from interpreters.journal import Journal, Recorder
 from interpreters.observe import Observer
 from interpreters.options import RunOptions
 from interpreters.providers.provider import AsyncProvider, Provider, ProviderError
+from interpreters.replay import ReplayRun
 from interpreters.simulator import Fail, Say, ScriptedCall, ScriptedModel, SimRun, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import AsyncNotSupportedError, RunStream, SyncInterpreter
@@ -46,7 +47,8 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AsyncInterpreter", "AsyncNotSupportedError", "AsyncProvider", "AsyncResolver",
     "AsyncRunStream", "AsyncSimulator", "CancelSignal", "Fail", "Handlers", "Journal",
-    "Observer", "Provider", "ProviderError", "Recorder", "Resolver", "RunOptions", "RunStream",
+    "Observer", "Provider", "ProviderError", "Recorder", "ReplayRun", "Resolver", "RunOptions",
+    "RunStream",
     "Say", "ScriptedCall", "ScriptedModel", "ShadowedPackageError", "SimRun", "Simulator",
     "SyncInterpreter",
     "Trace", "call",

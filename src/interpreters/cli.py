@@ -89,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the directory a Recorder wrote its journals to (default: "
                              "journals)")
     studio.add_argument("--agent", help="module:name of an Agent to replay runs against")
+    studio.add_argument("--deps", metavar="MODULE:NAME",
+                        help="the runs' deps in a replay, for tools that take a ToolContext "
+                             "(a value, or a function of no arguments returning one)")
     studio.add_argument("--host", default="127.0.0.1",
                         help="the address to serve on (loopback only, unless --allow-remote)")
     studio.add_argument("--port", type=_port, default=None,
@@ -101,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from interpreters.studio import DEFAULT_PORT, serve
 
         return serve(args.directory, args.agent, args.host,
-                     DEFAULT_PORT if args.port is None else args.port, args.allow_remote)
+                     DEFAULT_PORT if args.port is None else args.port, args.allow_remote,
+                     deps_spec=args.deps)
     if args.command == "replay":
         from interpreters.journal import MAX_JOURNAL_BYTES
         from interpreters.replay_cli import replay_file

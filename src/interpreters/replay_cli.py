@@ -21,6 +21,7 @@ characters escaped (`\x1b`, `\u202e`...): a journal is untrusted input.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import unicodedata
 from typing import TextIO, cast
@@ -42,6 +43,10 @@ def _attribute(spec: str, option: str, wants: str = "module:name") -> object:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AgentNotFound(f"{option} wants {wants}, got {spec!r}")
+    # As `python -m` does: a console script's path lacks the current directory, where the
+    # user's own module (`--agent my_agents:support`) usually is.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return cast(object, getattr(importlib.import_module(module_name), attr))
     except (ImportError, AttributeError) as e:

@@ -65,6 +65,7 @@ from interpreters.observe import describe
 from interpreters.replay import ReplayRun, replay_async
 from pipeline.agent import Agent
 from pipeline.chunks import ModelFinish, ReasoningDelta, TextDelta, Usage
+from pipeline.tool_context import check_deps
 
 DEFAULT_PORT = 8765
 
@@ -324,11 +325,18 @@ class Studio:
     replay them with. Read-only; every answer is bounded."""
 
     def __init__(self, directory: str | Path, agent: Agent | None = None, *,
-                 max_bytes: int = MAX_JOURNAL_BYTES) -> None:
+                 deps: object = None, max_bytes: int = MAX_JOURNAL_BYTES) -> None:
+        """`deps`: what the agent's tools that take a `ToolContext` get in a replay."""
         self.directory = Path(directory)
         if not self.directory.is_dir():
             raise StudioError(f"{self.directory} is not a directory")
+        if agent is not None:
+            try:
+                check_deps(agent.tools, deps)
+            except TypeError as e:
+                raise StudioError(f"{e} (--deps module:name gives them)") from None
         self.agent = agent
+        self.deps = deps
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._timelines: OrderedDict[tuple[str, int, int], Timeline] = OrderedDict()
@@ -419,9 +427,9 @@ class Studio:
         if cached is None:
             t = self.timeline(name)
             journal = t.journal
-            agent = self.agent
+            agent, deps = self.agent, self.deps
             try:
-                run = anyio.run(lambda: replay_async(journal, agent))
+                run = anyio.run(lambda: replay_async(journal, agent, deps=deps))
             except Exception as e:  # the agent's own code failed: say so on the page
                 return {"name": name, "error": shown(f"{type(e).__name__}: {e}")}
             cached = compare(journal, run, journal.header.agent.processors)
@@ -606,13 +614,15 @@ def _stderr(line: str) -> None:
 
 
 def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_remote: bool,
-          *, say: Callable[[str], None] = _stderr) -> int:
+          *, deps_spec: str | None = None, say: Callable[[str], None] = _stderr) -> int:
     """`pipeline studio`: serve until interrupted; exit code 2 for a bad setting."""
-    from interpreters.replay_cli import AgentNotFound, escaped, load_agent
+    from interpreters.replay_cli import AgentNotFound, escaped, load_agent, load_value
 
     try:
         agent = load_agent(agent_spec) if agent_spec is not None else None
-        server = StudioServer(Studio(directory, agent), host, port, allow_remote=allow_remote)
+        deps = load_value(deps_spec, "--deps") if deps_spec is not None else None
+        studio = Studio(directory, agent, deps=deps)
+        server = StudioServer(studio, host, port, allow_remote=allow_remote)
     except (AgentNotFound, StudioError, OSError) as e:
         say(f"pipeline studio: {escaped(str(e))}")
         return 2

@@ -30,6 +30,7 @@ from pipeline.chunks import (
     Tripwire,
     Usage,
 )
+from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.loop import agent_loop
 from pipeline.messages import (
     INSTRUCTIONS_TAG,
@@ -130,3 +131,4 @@ __all__ = [
 ]
 __all__ += ["InvalidInput", "InvalidInputError"]  # caller input checked at the door
 __all__ += ["ProcessorConfigError"]  # a built-in processor's option not understood
+__all__ += ["Cost", "PriceQuery", "Pricer"]  # what a run costs, and a price function's type

@@ -34,6 +34,25 @@ GivenDeps = TypeVar("GivenDeps", default=Any)
 GivenOutput = TypeVar("GivenOutput", default=object)
 """`create`'s output type: its `output_type`, else any (a step may decode one)."""
 
+def _system_messages(
+    instructions: str | SystemMessage | Iterable[str | SystemMessage],
+) -> tuple[SystemMessage, ...]:
+    def bad(value: object) -> TypeError:
+        return TypeError("instructions must be a str, a SystemMessage or an iterable of "
+                         f"them, got {type(value).__name__}")
+
+    if isinstance(instructions, str | SystemMessage):
+        instructions = (instructions,)
+    elif isinstance(instructions, bytes) or not isinstance(instructions, Iterable):
+        raise bad(instructions)
+    out: list[SystemMessage] = []
+    for i in instructions:
+        if not isinstance(i, str | SystemMessage):
+            raise bad(i)
+        out.append(SystemMessage(i) if isinstance(i, str) else i)
+    return tuple(out)
+
+
 _INPUT_HOOKS: frozenset[HookName] = frozenset({"process_input", "process_input_step"})
 _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
     {"process_output_stream", "process_output_step", "process_output_result"}
@@ -107,9 +126,7 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
             if structured_output is not None:
                 raise ValueError("give output_type or structured_output, not both")
             structured_output = TypedOutput.of(output_type)
-        if isinstance(instructions, str | SystemMessage):
-            instructions = (instructions,)
-        system = tuple(SystemMessage(i) if isinstance(i, str) else i for i in instructions)
+        system = _system_messages(instructions)
         tool_list = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
         agent = Agent(
             model=model,
@@ -173,7 +190,10 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
                 if not isinstance(p, BaseProcessor):
                     raise TypeError(f"{role} processor {p!r} is not a Processor")
                 if not getattr(p, "id", None):
-                    raise TypeError(f"{role} processor {type(p).__name__} has no id")
+                    raise TypeError(
+                        f"{role} processor {type(p).__name__} has no id: give the class an "
+                        '`id = "..."` (a name for its decisions in traces and errors)'
+                    )
                 if not needs & set(p.hook_functions()):
                     raise TypeError(
                         f"{role} processor {p.id!r} implements none of {sorted(needs)}"

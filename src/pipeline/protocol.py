@@ -179,3 +179,4 @@ __all__ = [
     "LoopCommand", "ModelReply", "ProtocolError", "RunCancelled", "ToolInvocation",
     "ToolOutcome", "checked", "outcomes_match",
 ]
+__all__ += ["ModelEnded", "ModelFailed"]  # the replies that end a model stream, or fail it

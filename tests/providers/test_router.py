@@ -323,7 +323,8 @@ def test_config_error_is_a_provider_error_of_type_configuration() -> None:
     e = info.value
     assert isinstance(e, ProviderError) and isinstance(e, ValueError)
     assert str(e) == ("no API key for anthropic/ models: set the ANTHROPIC_API_KEY "
-                      "environment variable or pass the key in code")
+                      "environment variable or pass it in code: "
+                      "Resolver(api_keys={'anthropic': ...})")
     assert e.error == ApiError(status=None, message=str(e), error_type="configuration",
                                retryable=False)
     assert pickle.loads(pickle.dumps(e)).error == e.error

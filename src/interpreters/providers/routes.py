@@ -96,7 +96,8 @@ def provider_config(
         if route.key_required:
             raise ProviderConfigError(
                 f"no API key for {route_name}/ models: set the {route.key_env} "
-                "environment variable or pass the key in code"
+                f"environment variable or pass it in code: "
+                f"Resolver(api_keys={{{route_name!r}: ...}})"
             )
         key = None
     try:
