@@ -10,7 +10,6 @@ standard library here: it runs before the packages it checks are imported.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import sys
 from pathlib import Path
@@ -54,6 +53,8 @@ def _not_ours(name: str) -> str | None:
 
 
 def _message(name: str, where: str) -> str:
+    import importlib.metadata  # (only on a failure: it costs a few MiB at every import)
+
     others = sorted(
         d for d in importlib.metadata.packages_distributions().get(name, ())
         if d.lower().replace("_", "-") != DISTRIBUTION
