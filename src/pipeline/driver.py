@@ -173,6 +173,11 @@ class Driver:
         """Stop the run where it is (the caller stopped, or the interpreter failed): the
         loop is closed; a run not over has no result."""
         self._loop.close()
+        self.__del__()
+
+    def __del__(self) -> None:
+        # A run dropped unfinished (an async stream never closed, a sync one never
+        # started) still ends for its watchers, once, as a dropped loop generator did.
         if self.result is None and self._watch is not None:
             watch, self._watch = self._watch, None
             watch.end(None)
