@@ -174,6 +174,10 @@ class Raised(msgspec.Struct, frozen=True, tag="error", tag_field="t"):
 
 class CancelledAt(msgspec.Struct, frozen=True, tag="cancel", tag_field="t"):
     reason: str
+    done: tuple[ToolOutcome, ...] = ()
+    """Cancelled at a RunTools: the outcomes of the calls that had finished (kept)."""
+    written: tuple[tuple[str, tuple[DataChunk, ...]], ...] = ()
+    """Cancelled at a RunTools: the data chunks each call (by id) had written."""
 
 
 class Priced(msgspec.Struct, frozen=True, tag="price", tag_field="t"):
@@ -558,7 +562,11 @@ class _Recording(RunObserver):
 
     def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
         if isinstance(error, RunCancelled):
-            self._write(CancelledAt(error.reason))
+            if isinstance(cmd, RunTools):  # a replay cancels with what had finished
+                written = tuple((cid, w.written) for cid, w in _writers(cmd) if w.written)
+                self._write(CancelledAt(error.reason, error.tool_outcomes, written))
+            else:
+                self._write(CancelledAt(error.reason))
         elif not isinstance(cmd, AwaitHook):
             api = error.error if isinstance(error, ProviderError) else None
             self._write(Raised(type(error).__name__, str(error), api))
