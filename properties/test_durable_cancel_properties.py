@@ -1,0 +1,136 @@
+"""A durable run that times out at any of its steps ends as the sync interpreter's run
+cancelled at that same command: the same result, the same chunks published (the cancel's
+final chunks reach `steps.publish`), the same trace.
+
+For the generated agents and scripts of test_equivalence, the durable driver is told its
+run expired at its k-th step (a model call, a tool step, a processor's request or a
+backoff sleep; every k the uncancelled run takes); the sync interpreter is cancelled, by
+its signal, as that k-th step's command is yielded (an observer is told of it before the
+interpreter carries it out), so both cancel at the same command with the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from effects import CallModel, Perform, RunTools, Sleep
+from interpreters.cancel import CancelSignal
+from interpreters.common import start_run
+from interpreters.durable_loop import drive
+from interpreters.observe import RunInfo, RunObserver
+from interpreters.providers.provider import Provider
+from interpreters.simulator import Scripted, ScriptedModel, VirtualClock
+from interpreters.sync import SyncInterpreter
+from interpreters.trace import Trace
+from pipeline.agent import Agent
+from pipeline.chunks import Chunk
+from pipeline.protocol import LoopCommand
+from pipeline.result import RunResult
+from properties.test_durable_properties import LiveSteps, ReadFirst
+from properties.test_equivalence import (
+    START,
+    Check,
+    Pipeline,
+    _wired,
+    check_text,
+    judge_script,
+    pipelines,
+    prompts,
+    scripts,
+)
+
+REASON = "stopped at a step"
+STEPS = (CallModel, RunTools, Perform, Sleep)
+
+
+class ExpiresAt(LiveSteps):
+    """Live steps whose run expires at its k-th check (None: never); `checks` counts them."""
+
+    def __init__(
+        self, resolve: Callable[[str], ScriptedModel], sleep: Callable[[float], None],
+        at: int | None,
+    ) -> None:
+        super().__init__(resolve, sleep)
+        self.at = at
+        self.checks = 0
+
+    def expired(self) -> str | None:
+        k = self.checks
+        self.checks += 1
+        return REASON if k == self.at else None
+
+
+def on_durable(
+    agent: Agent, script: list[Scripted], prompt: str, at: int | None
+) -> tuple[RunResult, list[Chunk], tuple[object, ...], int]:
+    clock, resolve = _wired(script)
+    steps = ExpiresAt(resolve, clock.sleep, at)
+    trace = Trace()
+    driver = start_run(agent, prompt, run_id="run1", clock=clock, options={"trace": trace})
+    result = drive(driver, steps)
+    return result, steps.published, trace.comparable(), steps.checks
+
+
+class CancelAtStep(RunObserver):
+    """Cancels the run's signal as its k-th step's command is yielded."""
+
+    def __init__(self, signal: CancelSignal, at: int) -> None:
+        self.signal = signal
+        self.at = at
+        self.seen = 0
+
+    def command(self, cmd: LoopCommand, at: float) -> None:
+        if isinstance(cmd, STEPS):
+            if self.seen == self.at:
+                self.signal.cancel(REASON)
+            self.seen += 1
+
+
+class Cancelling:
+    def __init__(self, signal: CancelSignal, at: int) -> None:
+        self.signal = signal
+        self.at = at
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return CancelAtStep(self.signal, self.at)
+
+
+def on_sync(
+    agent: Agent, script: list[Scripted], prompt: str, at: int
+) -> tuple[RunResult, list[Chunk], tuple[object, ...]]:
+    clock = VirtualClock(START)
+    model = ReadFirst(ScriptedModel(script, clock=clock))  # read whole, as a durable step
+    judge = ScriptedModel(judge_script, clock=clock)
+
+    def resolve(model_id: str) -> Provider:
+        return judge if model_id == "judge" else model
+
+    signal = CancelSignal()
+    interp = SyncInterpreter(
+        resolve=resolve, handlers={Check: check_text}, clock=clock, sleep=clock.sleep,
+        run_ids=lambda: "run1", observers=[Cancelling(signal, at)],
+    )
+    trace = Trace()
+    stream = interp.stream(agent, prompt, trace=trace, signal=signal)
+    chunks = list(stream)
+    return stream.result, chunks, trace.comparable()
+
+
+@given(pipeline=pipelines, script=scripts, prompt=prompts, data=st.data())
+def test_a_durable_run_expired_at_any_step_is_the_sync_run_cancelled_there(
+    pipeline: Pipeline, script: list[Scripted], prompt: str, data: st.DataObject
+) -> None:
+    *_, checks = on_durable(pipeline.agent(), script, prompt, None)
+    if checks == 0:
+        return
+    at = data.draw(st.integers(0, checks - 1), label="expires at step")
+    result, published, trace, _ = on_durable(pipeline.agent(), script, prompt, at)
+    assert result.status == "cancelled"
+    assert published == list(trace[2])  # every chunk handed out reached steps.publish
+    expected, chunks, sync_trace = on_sync(pipeline.agent(), script, prompt, at)
+    assert result == expected
+    assert published == chunks
+    assert trace == sync_trace
