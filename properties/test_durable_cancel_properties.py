@@ -65,13 +65,13 @@ class ExpiresAt(LiveSteps):
 
 def on_durable(
     agent: Agent, script: list[Scripted], prompt: str, at: int | None
-) -> tuple[RunResult, list[Chunk], tuple[object, ...], int]:
+) -> tuple[RunResult, list[Chunk], Trace, int]:
     clock, resolve = _wired(script)
     steps = ExpiresAt(resolve, clock.sleep, at)
     trace = Trace()
     driver = start_run(agent, prompt, run_id="run1", clock=clock, options={"trace": trace})
     result = drive(driver, steps)
-    return result, steps.published, trace.comparable(), steps.checks
+    return result, steps.published, trace, steps.checks
 
 
 class CancelAtStep(RunObserver):
@@ -129,8 +129,8 @@ def test_a_durable_run_expired_at_any_step_is_the_sync_run_cancelled_there(
     at = data.draw(st.integers(0, checks - 1), label="expires at step")
     result, published, trace, _ = on_durable(pipeline.agent(), script, prompt, at)
     assert result.status == "cancelled"
-    assert published == list(trace[2])  # every chunk handed out reached steps.publish
+    assert published == trace.chunks  # every chunk handed out reached steps.publish
     expected, chunks, sync_trace = on_sync(pipeline.agent(), script, prompt, at)
     assert result == expected
     assert published == chunks
-    assert trace == sync_trace
+    assert trace.comparable() == sync_trace
