@@ -6,17 +6,20 @@ retry-backoff test, which only needs the timeout to be shorter than the backoff.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
+from effects import Continue, Request, ask
 from interpreters.cancel import CancelSignal
+from interpreters.handlers import Handlers
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.chunks import ErrorChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
 from pipeline.model import ModelRequest
 from pipeline.pairing import is_paired
+from pipeline.processor import OutputStepArgs, OutputStepResult, abort, processor
 from pipeline.result import Cancelled
 from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
@@ -123,3 +126,32 @@ def test_timeout_during_a_retry_backoff_cancels_instead_of_sleeping_it_out() -> 
 def test_invalid_timeout_is_refused() -> None:
     with pytest.raises(ValueError, match="timeout"):
         SyncInterpreter(ScriptedModel([])).run(make_agent(), "hi", timeout=-1)
+
+
+class Verdict(Request[bool], frozen=True):
+    text: str
+
+
+def test_a_judge_cut_short_by_the_stop_cancels_the_run_at_its_request() -> None:
+    """A request whose wait the run's stop cut short (an HTTP wait cut to the deadline
+    raises) is the cancel, not a failure the hook handles: the run ends "cancelled" at
+    that request, as when the answer comes late."""
+    signal = CancelSignal()
+
+    def judge(req: Verdict) -> bool:
+        signal.cancel("user left")
+        raise TimeoutError("the wait was cut to the run's deadline")
+
+    def careful(args: OutputStepArgs[None]) -> Generator[object, object, OutputStepResult[None]]:
+        try:
+            yield from ask(Verdict(args.text))
+        except TimeoutError:
+            abort("judge unavailable")
+        return Continue()
+
+    agent = make_agent(output_processors=[processor("c", process_output_step=careful)])
+    trace = Trace()
+    interp = SyncInterpreter(ScriptedModel([Say("x")]), handlers=Handlers().add(Verdict, judge))
+    result = interp.run(agent, "hi", signal=signal, trace=trace)
+    assert result.status == "cancelled" and result.error == Cancelled("user left")
+    assert result.tripwire is None

@@ -116,7 +116,8 @@ class SyncInterpreter:
         `timeout` (seconds, counted from the first iteration) and `signal` end the run
         with status "cancelled", as under the async interpreter. This thread is never
         interrupted: they are checked before every command and model event, and an HTTP
-        provider's waits are cut to the run's deadline; a tool or hook that blocks is
+        provider's waits are cut to the run's deadline (a judge call cut so cancels the
+        run there: its hook never sees that failure); a tool or hook that blocks is
         waited for.
         """
         check_options(options)
@@ -245,6 +246,8 @@ class SyncInterpreter:
             else:
                 raise TypeError(f"unknown command {cmd!r}")
         except Exception as e:
+            if type(cmd) is Perform and stop.active and stop.reason() is not None:
+                return cmd  # its wait was cut short by the stop: the run is cancelled here
             return d.fail(e)
         return d.send(reply)
 
