@@ -13,11 +13,12 @@ import pytest
 from effects import Continue, Request, ask
 from interpreters.cancel import CancelSignal
 from interpreters.handlers import Handlers
+from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.chunks import ErrorChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
-from pipeline.model import ModelRequest
+from pipeline.model import ApiError, ModelRequest
 from pipeline.pairing import is_paired
 from pipeline.processor import OutputStepArgs, OutputStepResult, abort, processor
 from pipeline.result import Cancelled
@@ -155,3 +156,22 @@ def test_a_judge_cut_short_by_the_stop_cancels_the_run_at_its_request() -> None:
     result = interp.run(agent, "hi", signal=signal, trace=trace)
     assert result.status == "cancelled" and result.error == Cancelled("user left")
     assert result.tripwire is None
+
+
+class CutWhileOpening:
+    """A provider whose request (made when its stream is asked for) is cut short by the
+    run's stop: it raises, as an HTTP wait cut to the deadline does."""
+
+    def __init__(self, signal: CancelSignal) -> None:
+        self.signal = signal
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        self.signal.cancel("user left")
+        raise ProviderError(ApiError(status=None, message="timed out", error_type="timeout"))
+
+
+def test_a_model_call_cut_short_by_the_stop_while_opening_cancels_the_run() -> None:
+    signal = CancelSignal()
+    agent = make_agent(retry_policy=RetryPolicy(max_retries=0))
+    result = SyncInterpreter(CutWhileOpening(signal)).run(agent, "hi", signal=signal)
+    assert result.status == "cancelled" and result.error == Cancelled("user left")

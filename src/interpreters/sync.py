@@ -195,6 +195,8 @@ class SyncInterpreter:
                         try:
                             model = iter(self._resolve(cmd.request.model).stream(cmd.request))
                         except Exception as e:
+                            if guarded and stop.reason():
+                                continue  # cut short by the stop: not a failure; cancel
                             cmd = d.send(ModelFailed(provider_error(e)))
                             continue
                         first = _next_event(model, started=False)
