@@ -20,14 +20,12 @@ from effects import CallModel, Perform, RunTools, Sleep
 from interpreters.cancel import CancelSignal
 from interpreters.common import start_run
 from interpreters.durable_loop import drive
-from interpreters.observe import RunInfo, RunObserver
 from interpreters.providers.provider import Provider
 from interpreters.simulator import Scripted, ScriptedModel, VirtualClock
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk
-from pipeline.protocol import LoopCommand
 from pipeline.result import RunResult
 from properties.test_durable_properties import LiveSteps, ReadFirst
 from properties.test_equivalence import (
@@ -41,8 +39,9 @@ from properties.test_equivalence import (
     prompts,
     scripts,
 )
+from tests.helpers import CancelAt
 
-REASON = "stopped at a step"
+REASON = "cancelled at a command"  # (as `CancelAt` cancels)
 STEPS = (CallModel, RunTools, Perform, Sleep)
 
 
@@ -74,30 +73,6 @@ def on_durable(
     return result, steps.published, trace, steps.checks
 
 
-class CancelAtStep(RunObserver):
-    """Cancels the run's signal as its k-th step's command is yielded."""
-
-    def __init__(self, signal: CancelSignal, at: int) -> None:
-        self.signal = signal
-        self.at = at
-        self.seen = 0
-
-    def command(self, cmd: LoopCommand, at: float) -> None:
-        if isinstance(cmd, STEPS):
-            if self.seen == self.at:
-                self.signal.cancel(REASON)
-            self.seen += 1
-
-
-class Cancelling:
-    def __init__(self, signal: CancelSignal, at: int) -> None:
-        self.signal = signal
-        self.at = at
-
-    def start(self, run: RunInfo) -> RunObserver:
-        return CancelAtStep(self.signal, self.at)
-
-
 def on_sync(
     agent: Agent, script: list[Scripted], prompt: str, at: int
 ) -> tuple[RunResult, list[Chunk], tuple[object, ...]]:
@@ -111,7 +86,7 @@ def on_sync(
     signal = CancelSignal()
     interp = SyncInterpreter(
         resolve=resolve, handlers={Check: check_text}, clock=clock, sleep=clock.sleep,
-        run_ids=lambda: "run1", observers=[Cancelling(signal, at)],
+        run_ids=lambda: "run1", observers=[CancelAt(signal, at, STEPS)],
     )
     trace = Trace()
     stream = interp.stream(agent, prompt, trace=trace, signal=signal)
