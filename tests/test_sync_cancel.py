@@ -18,6 +18,7 @@ from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.chunks import ErrorChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
+from pipeline.messages import ToolResultPart
 from pipeline.model import ApiError, ModelRequest
 from pipeline.pairing import is_paired
 from pipeline.processor import OutputStepArgs, OutputStepResult, abort, processor
@@ -175,3 +176,32 @@ def test_a_model_call_cut_short_by_the_stop_while_opening_cancels_the_run() -> N
     agent = make_agent(retry_policy=RetryPolicy(max_retries=0))
     result = SyncInterpreter(CutWhileOpening(signal)).run(agent, "hi", signal=signal)
     assert result.status == "cancelled" and result.error == Cancelled("user left")
+
+
+def test_a_cancel_while_a_tool_runs_runs_no_further_call_and_keeps_the_finished_ones() -> None:
+    signal = CancelSignal()
+    ran: list[str] = []
+
+    @tool
+    def step(name: str) -> str:
+        """One step; the first cancels the run (as another thread would, meanwhile)."""
+        ran.append(name)
+        if name == "first":
+            signal.cancel("user left")
+        return f"did {name}"
+
+    model = ScriptedModel([
+        Say("go", calls=[call("step", name="first"), call("step", name="second")]),
+        Say("never"),
+    ])
+    result = SyncInterpreter(model).run(make_agent(tools=[step]), "hi", signal=signal)
+    assert result.status == "cancelled" and result.error == Cancelled("user left")
+    assert ran == ["first"]  # the second call never started: the run was cancelled
+    results = {
+        p.tool_call_id: p for m in result.messages.all for p in m.parts
+        if isinstance(p, ToolResultPart)
+    }
+    first, second = results.values()
+    assert (first.result, first.is_error) == ("did first", False)  # its real result
+    assert second.is_error
+    assert is_paired(result.messages.all)

@@ -118,7 +118,7 @@ class SyncInterpreter:
         interrupted: they are checked before every command and model event, and an HTTP
         provider's waits are cut to the run's deadline (a judge call cut so cancels the
         run there: its hook never sees that failure); a tool or hook that blocks is
-        waited for.
+        waited for, and no further call of its step starts after it.
         """
         check_options(options)
         refuse_async(agent)
@@ -224,6 +224,8 @@ class SyncInterpreter:
         """Commands outside the streaming path; failures are thrown into the loop."""
         try:
             if isinstance(cmd, RunTools):
+                if stop.active:
+                    return self._run_tools(d, cmd, stop)
                 reply: object = tuple(run_tool(inv) for inv in cmd.calls)
             elif isinstance(cmd, Sleep):
                 self._sleep(cmd.seconds)
@@ -252,6 +254,23 @@ class SyncInterpreter:
                 return cmd  # its wait was cut short by the stop: the run is cancelled here
             return d.fail(e)
         return d.send(reply)
+
+
+    @staticmethod
+    def _run_tools(
+        d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: _Stop
+    ) -> LoopCommand:
+        """The calls one after the other, as long as the run is not stopped: a cancel
+        that came while a call ran starts no further call, and those that finished keep
+        their real results (`Driver.tool_finished`), as under the async interpreter."""
+        outcomes: list[ToolOutcome] = []
+        for inv in cmd.calls:
+            if stop.reason() is not None:
+                return cmd  # the run is cancelled at this command
+            outcome = run_tool(inv)
+            d.tool_finished(outcome)
+            outcomes.append(outcome)
+        return d.send(tuple(outcomes))
 
 
 class _Stop:
