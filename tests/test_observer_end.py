@@ -4,11 +4,12 @@ cancel, by closing its stream, or by dropping a stream that was started."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
 
-from interpreters.aio import AsyncInterpreter
+from interpreters.aio import AsyncInterpreter, AsyncRunStream
 from interpreters.observe import RunInfo, RunObserver
 from interpreters.simulator import Say, ScriptedModel
 from interpreters.sync import SyncInterpreter
@@ -39,21 +40,29 @@ def model() -> ScriptedModel:
     return ScriptedModel([Say(["a", "b", "c"])])
 
 
+async def dropped(stream: AsyncRunStream[None]) -> None:
+    await stream.__anext__()
+    del stream
+    gc.collect()
+
+
+async def closed(stream: AsyncRunStream[None]) -> None:
+    await stream.aclose()
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_an_async_stream_dropped_mid_run_tells_its_observers_the_end_once(
-    backend: str,
+@pytest.mark.parametrize(("stop", "end"), [(dropped, None), (closed, "cancelled")])
+def test_an_async_stream_dropped_mid_run_or_closed_at_once_tells_its_observers_the_end_once(
+    backend: str, stop: Callable[[AsyncRunStream[None]], Awaitable[None]], end: str | None
 ) -> None:
     w = Watching()
     interp = AsyncInterpreter(model(), observers=[w])
 
     async def main() -> None:
-        stream = interp.stream(make_agent(), "hi")
-        await stream.__anext__()
-        del stream
-        gc.collect()
+        await stop(interp.stream(make_agent(), "hi"))
 
     anyio.run(main, backend=backend)
-    assert [o.ends for o in w.runs] == [[None]]
+    assert [o.ends for o in w.runs] == [[end]]
 
 
 def test_a_sync_stream_dropped_mid_run_tells_its_observers_the_end_once() -> None:
@@ -70,18 +79,3 @@ def test_a_sync_stream_closed_before_its_first_chunk_tells_its_observers_the_end
     stream = SyncInterpreter(model(), observers=[w]).stream(make_agent(), "hi")
     stream.close()
     assert [o.ends for o in w.runs] == [[None]]
-
-
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_an_async_stream_closed_before_its_first_chunk_tells_its_observers_the_end(
-    backend: str,
-) -> None:
-    w = Watching()
-    interp = AsyncInterpreter(model(), observers=[w])
-
-    async def main() -> None:
-        stream = interp.stream(make_agent(), "hi")
-        await stream.aclose()
-
-    anyio.run(main, backend=backend)
-    assert [o.ends for o in w.runs] == [["cancelled"]]
