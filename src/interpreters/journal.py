@@ -146,7 +146,14 @@ class ToolsDone(msgspec.Struct, frozen=True, tag="tools", tag_field="t"):
     """The data chunks each call (by id) wrote through its context's writer."""
 
 
-def _writers(cmd: RunTools[ToolInvocation, ToolOutcome]) -> list[tuple[str, ToolWriter]]:
+def written_by(
+    cmd: RunTools[ToolInvocation, ToolOutcome],
+) -> tuple[tuple[str, tuple[DataChunk, ...]], ...]:
+    """The data chunks each call of `cmd` (by id) wrote through its context's writer."""
+    return tuple((cid, w.written) for cid, w in tool_writers(cmd) if w.written)
+
+
+def tool_writers(cmd: RunTools[ToolInvocation, ToolOutcome]) -> list[tuple[str, ToolWriter]]:
     """The writer of each call of `cmd` whose tool takes a context, by call id."""
     out: list[tuple[str, ToolWriter]] = []
     for inv in cmd.calls:
@@ -550,8 +557,7 @@ class _Recording(RunObserver):
         if t is Pull or t is CallModel:
             self._write(ModelReplied(cast(ModelReply, reply), t is CallModel))
         elif isinstance(cmd, RunTools):
-            written = tuple((cid, w.written) for cid, w in _writers(cmd) if w.written)
-            self._write(ToolsDone(cast(tuple[ToolOutcome, ...], reply), written))
+            self._write(ToolsDone(cast(tuple[ToolOutcome, ...], reply), written_by(cmd)))
         elif t is Perform:
             if isinstance(reply, ModelAnswer):
                 self._write(Answered(answer=reply))
@@ -563,8 +569,7 @@ class _Recording(RunObserver):
     def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
         if isinstance(error, RunCancelled):
             if isinstance(cmd, RunTools):  # a replay cancels with what had finished
-                written = tuple((cid, w.written) for cid, w in _writers(cmd) if w.written)
-                self._write(CancelledAt(error.reason, error.tool_outcomes, written))
+                self._write(CancelledAt(error.reason, error.tool_outcomes, written_by(cmd)))
             else:
                 self._write(CancelledAt(error.reason))
         elif not isinstance(cmd, AwaitHook):

@@ -34,10 +34,10 @@ from interpreters.journal import (
     Priced,
     Raised,
     ToolsDone,
-    _writers,
     digest,
     fields_of,
     result_digest,
+    tool_writers,
 )
 from interpreters.observe import Observer, describe, log, watched_loop
 from interpreters.providers.provider import ProviderError
@@ -258,7 +258,7 @@ def _write_again(
 ) -> None:
     """The tools do not run again: what they wrote is written again for them."""
     recorded = dict(written)
-    for cid, writer in _writers(cmd):
+    for cid, writer in tool_writers(cmd):
         for chunk in recorded.get(cid, ()):
             writer.write(chunk)
 
