@@ -15,14 +15,13 @@ import anyio
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-import pipeline.call_ids as call_ids_mod
-import pipeline.loop as loop_mod
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
+from pipeline.call_ids import CallIds
 from pipeline.chunks import ModelEvent, ToolCall
 from pipeline.messages import (
     Message,
@@ -46,7 +45,6 @@ from pipeline.processor import (
     StreamResult,
     processor,
 )
-from pipeline.run_state import RunState
 from pipeline.tool_context import ToolContext
 from pipeline.tools import tool
 
@@ -286,9 +284,10 @@ def test_what_the_loop_tells_the_check_never_changes_what_is_sent(
     ops: list[Turn | tuple[str, tuple[Message, ...]]],
     start_as: str,
 ) -> None:
-    """`known_paired` (for a history with no tool part), `responded` and `answered` (for
-    a response and the tool message after it) only let the check skip work: whatever the
-    messages are, `PairedHistory.messages` still equals `repair_pairing` of the whole."""
+    """`known_paired` (for a history with no tool part) and the list last checked only
+    let the check skip work: whatever the messages added after it (a response and the
+    message after it, any other messages, a new list), `PairedHistory.messages` still
+    equals `repair_pairing` of the whole."""
     if start_as == "paired":
         start = repair_pairing(start)
     elif start_as == "tool-free":
@@ -315,10 +314,7 @@ def test_what_the_loop_tells_the_check_never_changes_what_is_sent(
             after = Message(id=f"next{n}", role=role2, parts=tuple(parts2))
             sent = check.messages(ml)  # the model call before the response
             assert sent == repair_pairing(ml.messages)
-            added = ml.add(response, "response")
-            check.responded(ml, added, response)
-            ml = added.add(after, "response")
-            check.answered(added, ml, after)
+            ml = ml.add(response, "response").add(after, "response")
         else:
             kind, msgs = op
             if kind == "add":
@@ -330,7 +326,7 @@ def test_what_the_loop_tells_the_check_never_changes_what_is_sent(
 
 
 def test_a_response_reusing_a_call_id_is_still_repaired() -> None:
-    """A call id the history (or the response itself) already has: `answered` must not
+    """A call id the history (or the response itself) already has: `turn` must not
     vouch for the turn, so the repair still renames the later call."""
     history = MessageList.of([
         Message(id="c0", role="assistant", parts=(ToolCallPart("a", "echo", {}),)),
@@ -345,10 +341,8 @@ def test_a_response_reusing_a_call_id_is_still_repaired() -> None:
         results = Message(
             id="res", role="tool", parts=tuple(ToolResultPart(i, "echo", "r") for i in ids)
         )
-        added = history.add(response, "response")
-        check.responded(history, added, response)
-        ml = added.add(results, "response")
-        check.answered(added, ml, results)
+        ml = history.add(response, "response").add(results, "response")
+        check.turn(history, ml, ids)
         sent = check.messages(ml)
         assert sent != ml.messages and sent == repair_pairing(ml.messages)
 
@@ -437,8 +431,7 @@ def test_the_loop_s_own_turn_is_sent_as_the_full_check_sends_it(
     fast = run()
     with (
         patch.object(PairedHistory, "turn", lambda self, before, after, ids: None),
-        patch.object(call_ids_mod, "call_ids", _scan_call_ids),
-        patch.object(loop_mod, "call_ids", _scan_call_ids),
+        patch.object(CallIds, "held_by", _scan_call_ids),
     ):
         full = run()
     for r in fast[0]:
@@ -446,13 +439,14 @@ def test_the_loop_s_own_turn_is_sent_as_the_full_check_sends_it(
     assert fast == full
 
 
-def _scan_call_ids(st_: RunState) -> set[str]:
-    """`call_ids` without its bookkeeping: every id the conversation holds, read again."""
-    st_.ids_of = None
-    st_.ids_used = {
+def _scan_call_ids(self: CallIds, ml: MessageList) -> set[str]:
+    """`CallIds.held_by` without its bookkeeping: every id the conversation holds, read
+    again (and no list known, so no step adds to it either)."""
+    self.of = None
+    self.used = {
         p.tool_call_id
-        for m in st_.ml.messages
+        for m in ml.messages
         for p in m.parts
         if isinstance(p, ToolCallPart | ToolResultPart)
     }
-    return st_.ids_used
+    return self.used

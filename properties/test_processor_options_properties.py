@@ -221,6 +221,8 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
     PromptInjectionDetector: ({}, {
         "strategy": choice(InjectionStrategy),
         "threshold": unit(),
+        "classifier_threshold": (st.one_of(st.none(), unit()[0]),
+                                 unit()[1].filter(lambda v: v is not None)),
         "judge_model": optional_text(),
         "judge": choice(JudgeMode),
         "judge_floor": unit(),

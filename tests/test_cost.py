@@ -13,7 +13,7 @@ from interpreters import Say, ScriptedModel, Simulator, call
 from interpreters.prices import genai_prices as table
 from interpreters.prices import split_model
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, Usage, abort
-from pipeline.cost import Cost, PriceQuery
+from pipeline.cost import Cost, PriceQuery, charge
 from pipeline.processor import InputStepArgs, InputStepResult, StepChange
 
 START = 1_700_000_000.0
@@ -86,6 +86,30 @@ def test_a_pricer_that_raises_gives_no_cost_and_the_run_goes_on() -> None:
 
     r = Simulator(ScriptedModel([Say("x")]), price=broken).run(Agent.create("m"), "go").result
     assert r.status == "finished" and r.cost is None
+
+
+def test_charge_sums_calls_until_one_cannot_be_priced_then_stays_unknown() -> None:
+    """The one pricing rule the loop and the OTel observer share (`cost.charge`)."""
+    def by_tokens(q: PriceQuery) -> Cost | None:
+        if q.model == "unknown":
+            return None
+        if q.model == "broken":
+            raise RuntimeError("table broken")
+        return Cost(Decimal(q.usage.input_tokens))
+
+    def query(model: str, tokens: int) -> PriceQuery:
+        return PriceQuery(model, None, Usage(tokens, 0), 0.0)
+
+    c, total, known = charge(by_tokens, query("m", 3), None, True)
+    assert (c, total, known) == (Cost(Decimal(3)), Cost(Decimal(3)), True)
+    c, total, known = charge(by_tokens, query("m", 4), total, known)
+    assert (c, total, known) == (Cost(Decimal(4)), Cost(Decimal(7)), True)
+    for model in ("unknown", "broken"):  # no price, never a wrong one
+        assert charge(by_tokens, query(model, 1), total, True) == (None, total, False)
+    # once unknown, a priced call still has its own cost, but the total stays unknown
+    assert charge(by_tokens, query("m", 5), total, False) == (Cost(Decimal(5)), total, False)
+    # without a pricer nothing changes
+    assert charge(None, query("m", 5), total, True) == (None, total, True)
 
 
 def test_genai_prices_prices_a_known_model_as_the_table_does() -> None:

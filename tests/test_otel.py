@@ -103,6 +103,19 @@ def run_sim(otel: Otel) -> None:
     assert r.status == "finished" and r.retry_count == 1
 
 
+def test_a_pricer_that_raises_leaves_every_span_without_a_cost(otel: Otel) -> None:
+    def broken(q: PriceQuery) -> Cost | None:
+        raise RuntimeError("table broken")
+
+    sim = Simulator(script(), models={"openai/judge": judge()}, observers=[otel.observer],
+                    start=START, price=broken)
+    r = sim.run(agent(), "Weather?").result
+    assert r.status == "finished" and r.cost is None
+    assert otel.named("chat") and otel.named("invoke_agent")
+    for span in otel.spans():
+        assert "operation.cost" not in dict(span.attributes or {}), span.name
+
+
 def test_the_run_span(otel: Otel) -> None:
     run_sim(otel)
     [run] = otel.named("invoke_agent")

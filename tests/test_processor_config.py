@@ -121,6 +121,10 @@ def test_ranges_are_checked() -> None:
         PIIDetector(window=64, max_hold=100, regex_only=True)
     with pytest.raises(ProcessorConfigError, match="threshold"):
         PromptInjectionDetector(threshold=float("nan"))
+    with pytest.raises(ProcessorConfigError, match="classifier_threshold"):
+        PromptInjectionDetector(classifier_threshold=1.5)
+    with pytest.raises(ProcessorConfigError, match="classifier_threshold"):
+        PromptInjectionDetector(classifier_threshold="0.9")  # type: ignore[arg-type]
     with pytest.raises(ProcessorConfigError, match="limit"):
         TokenLimiterProcessor(0)
     with pytest.raises(ProcessorConfigError, match="max_chars"):

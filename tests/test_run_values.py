@@ -40,13 +40,15 @@ def test_the_configuration_is_frozen() -> None:
 def test_the_state_has_slots_only() -> None:
     from pipeline.run_state import Ids
 
-    seen, shared = fresh_seen(_config(Agent.create(model="m")))
     st = RunState(
-        Ids("r"), MessageList(()), [], cost_known=False, seen=seen, shared=shared, ids_used=set()
+        Ids("r"), MessageList(()), [], cost_known=False,
+        seen=fresh_seen(_config(Agent.create(model="m"))), ids_used=set(),
     )
-    assert not hasattr(st, "__dict__")
-    with pytest.raises(AttributeError):
-        setattr(st, STRAY, 1)
+    # the state and the caches it holds, read on the per-chunk and per-step paths
+    for value in (st, st.seen, st.call_ids, st.tools, st.leaving):
+        assert not hasattr(value, "__dict__")
+        with pytest.raises(AttributeError):
+            setattr(value, STRAY, 1)
 
 
 def test_no_private_name_is_imported_across_modules() -> None:

@@ -70,7 +70,7 @@ from pipeline.chunks import (
     ToolResult,
     Usage,
 )
-from pipeline.cost import Cost, PriceQuery, Pricer
+from pipeline.cost import Cost, PriceQuery, Pricer, charge
 from pipeline.messages import Message, Part, ToolResultPart
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
@@ -316,16 +316,9 @@ class _RunSpans(RunObserver):
     def _price(
         self, model: str, response_model: str | None, usage: Usage, at: float
     ) -> Cost | None:
-        if self.price is None:
-            return None
-        try:
-            c = self.price(PriceQuery(model, response_model, usage, at))
-        except Exception:
-            c = None
-        if c is None:
-            self.cost_known = False
-        elif self.cost_known:
-            self.cost = c if self.cost is None else self.cost + c
+        c, self.cost, self.cost_known = charge(
+            self.price, PriceQuery(model, response_model, usage, at), self.cost, self.cost_known
+        )
         return c
 
     def _handed(self, chunks: tuple[Chunk, ...]) -> None:

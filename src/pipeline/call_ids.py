@@ -1,4 +1,5 @@
-"""Tool-call ids unique across the whole run (functions over the run's state, run_state.py).
+"""Tool-call ids unique across the whole run: the ids the run's messages hold (`CallIds`,
+`RunState.call_ids`), and fresh ones for a call whose id is taken.
 
 Results are matched to calls by id, and `pipeline.pairing.is_paired` wants each id once in
 a history. Models do not always oblige: some servers number calls `call_0` in every
@@ -11,39 +12,57 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from pipeline.messages import Message, MessageList, ToolCallPart, ToolResultPart
 from pipeline.response import StepContent
-from pipeline.run_state import RunState
+
+if TYPE_CHECKING:
+    from pipeline.run_state import RunState
 
 _call_id = attrgetter("tool_call_id")
 
 
-def call_ids(st: RunState) -> set[str]:
-    """Every tool-call id the conversation holds (ids are unique run-wide: a model may
-    reuse one of an earlier step). Made again only when the messages changed (`st.ids_of`
-    is the list `st.ids_used` was made for)."""
-    if st.ids_of is not st.ml:
-        st.ids_of = st.ml
-        st.ids_used = {
-            p.tool_call_id
-            for m in st.ml.messages
-            for p in m.parts
-            if isinstance(p, ToolCallPart | ToolResultPart)
-        }
-    return st.ids_used
+class CallIds:
+    """The tool-call ids a message list holds, kept up to date while the run's messages
+    grow by the loop's own additions: a long history is not scanned again every step.
+
+    `of` is the list `used` was made for; another list is scanned again (`held_by`).
+    """
+
+    __slots__ = ("of", "used")
+
+    def __init__(self, of: MessageList | None, used: set[str]) -> None:
+        self.of = of
+        self.used = used
+
+    def held_by(self, ml: MessageList) -> set[str]:
+        """Every tool-call id `ml` holds (ids are unique run-wide: a model may reuse one of
+        an earlier step)."""
+        if self.of is not ml:
+            self.of = ml
+            self.used = {
+                p.tool_call_id
+                for m in ml.messages
+                for p in m.parts
+                if isinstance(p, ToolCallPart | ToolResultPart)
+            }
+        return self.used
+
+    def grew(self, before: MessageList, after: MessageList, ids: Iterable[str]) -> None:
+        """`after` is `before` plus messages whose tool parts have the ids `ids`."""
+        if self.of is before:
+            self.used.update(ids)
+            self.of = after
 
 
 def note_call_ids(
     st: RunState, before: MessageList, parts: Iterable[ToolCallPart | ToolResultPart]
 ) -> None:
-    """`st.ml` is `before` plus messages with these tool parts: keep `call_ids` up to date
-    without scanning the history again (a long one would cost every step)."""
-    if st.ids_of is before:
-        st.ids_used.update(map(_call_id, parts))
-        st.ids_of = st.ml
+    """`st.ml` is `before` plus messages with these tool parts."""
+    st.call_ids.grew(before, st.ml, map(_call_id, parts))
 
 
 def fresh_call_id(st: RunState, used: set[str], content: StepContent | None) -> str:

@@ -45,3 +45,28 @@ class PriceQuery(msgspec.Struct, frozen=True):
 
 Pricer = Callable[[PriceQuery], Cost | None]
 """Prices one model call; None when the model (or its provider) is unknown."""
+
+
+def price_of(price: Pricer, query: PriceQuery) -> Cost | None:
+    """What `price` says the call costs; a pricer that fails knows no price (no cost,
+    never a wrong one)."""
+    try:
+        return price(query)
+    except Exception:
+        return None
+
+
+def charge(
+    price: Pricer | None, query: PriceQuery, total: Cost | None, known: bool
+) -> tuple[Cost | None, Cost | None, bool]:
+    """Price one call into a running total: `(the call's cost, the total, whether the
+    total is known)`. A call no one can price makes the total unknown for good; without
+    a pricer nothing changes."""
+    if price is None:
+        return None, total, known
+    c = price_of(price, query)
+    if c is None:
+        return None, total, False
+    if known:
+        return c, (c if total is None else total + c), True
+    return c, total, False

@@ -8,6 +8,11 @@ This is the one place that knows the hook semantics common to all six hooks:
 - an effect the hook does not allow is a `HookFailure` too;
 - a coroutine result is awaited through the interpreter (`AwaitHook`), a generator hook
   has its I/O requests carried out through the interpreter (`Perform`).
+
+One way to call a hook: `call_hook` is `invoke` (the call; a raise becomes what `raised`
+makes of it, the one exception-to-effect mapping) then `settle` (drive, await, `check`).
+The fast path skips the generator of `settle` for a hook that passes: `fast_call` on the
+per-step paths, the same three steps inlined on the per-chunk path (stream_stage.py).
 """
 
 from __future__ import annotations
@@ -96,27 +101,40 @@ def bind(
 
 
 def call_hook(b: Bound, args: object) -> Generator[Yielded, object, Outcome]:
-    """Call one hook and check what it returned."""
+    """Call one hook and check what it returned: `settle(b, invoke(b, args))`."""
     return (yield from settle(b, invoke(b, args)))
 
 
 def invoke(b: Bound, args: object) -> object:
-    """The first half of `call`: what `b.fn(args)` returned (a raised tripwire as Abort).
-
-    A hot path may call this, skip a plain `Continue` when nothing records effects, and
-    hand anything else to `settle`: the same as `call`, without a generator per hook.
-    (Per-step hot paths inline it as ``try: raw = b.fn(args)`` / ``except Exception as e:
-    raw = raised(b, e)``.)
-    """
+    """The first half of `call_hook`: what `b.fn(args)` returned (a raise as `raised`
+    makes it)."""
     try:
         return b.fn(args)
     except Exception as e:
         return raised(b, e)
 
 
+PASSED = object()
+"""What `fast_call` returns for a hook that changed nothing."""
+
+
+def fast_call(b: Bound, args: object, record: object) -> object:
+    """The fast path of the per-step hooks: `invoke`, or `PASSED` when the hook returned
+    a plain `Continue` and nothing records effects (nothing to check, keep or record).
+    Hand anything else to `settle`: the same as `call_hook`, without a generator per
+    hook that passes. (The per-chunk path, stream_stage.py, inlines it, the call as
+    ``try: raw = fn(args)`` / ``except Exception as e: raw = raised(b, e)``.)"""
+    try:
+        raw = b.fn(args)
+    except Exception as e:
+        return raised(b, e)
+    return PASSED if raw.__class__ is Continue and record is None else raw
+
+
 def raised(b: Bound, e: Exception) -> Abort:
-    """What `invoke` makes of an exception the hook raised (call it in the `except`): a
-    raised tripwire is an Abort; anything else fails the run (HookFailure)."""
+    """What an exception a hook raised becomes (the one mapping, for every way a hook is
+    called; call it in the `except`): a raised tripwire is an Abort; anything else fails
+    the run (HookFailure, as it is if it is one already)."""
     if isinstance(e, ProcessorAbort):
         return Abort(e.reason, e.retry, e.metadata)
     if isinstance(e, HookFailure):
@@ -125,18 +143,14 @@ def raised(b: Bound, e: Exception) -> Abort:
 
 
 def settle(b: Bound, raw: object) -> Generator[Yielded, object, Outcome]:
-    """The second half of `call`: drive a generator hook, await an awaitable, check."""
+    """The second half of `call_hook`: drive a generator hook, await an awaitable, check."""
     try:
         if isinstance(raw, GeneratorType):
             raw = yield from _drive(b, raw)
         elif inspect.isawaitable(raw):
             raw = yield AwaitHook(b.processor_id, b.hook, raw)
-    except ProcessorAbort as t:
-        return Outcome(Abort(t.reason, t.retry, t.metadata), None, (), False)
-    except HookFailure:
-        raise
     except Exception as e:
-        raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+        raw = raised(b, e)
     return check(b, raw)
 
 
@@ -183,10 +197,8 @@ def check(b: Bound, raw: object) -> Outcome:
     else:
         effect, state, emit, changed = raw, None, (), False
     if effect is None:  # the commonest slip: a hook that falls off its end
-        raise HookFailure(
-            b.processor_id,
-            b.hook,
-            "InvalidEffect",
+        raise invalid(
+            b,
             "returned None; a hook must return an effect: return Continue() to change nothing",
         )
     if isinstance(effect, Emit):
@@ -194,46 +206,38 @@ def check(b: Bound, raw: object) -> Outcome:
     allowed = ALLOWED_EFFECTS[b.hook]
     if not isinstance(effect, allowed):
         names = ", ".join(t.__name__ for t in allowed)
-        raise HookFailure(
-            b.processor_id,
-            b.hook,
-            "InvalidEffect",
+        raise invalid(
+            b,
             f"returned {type(effect).__name__}, which {b.hook} does not allow (allowed: {names})",
         )
     payload_types = REPLACE_PAYLOAD.get(b.hook)
     if payload_types is not None and isinstance(effect, _CARRIES_PAYLOAD):
         value = effect.value
         if not isinstance(value, payload_types):
-            raise HookFailure(
-                b.processor_id,
-                b.hook,
-                "InvalidEffect",
+            raise invalid(
+                b,
                 f"{type(effect).__name__} carries {type(value).__name__}, "
                 f"expected {' or '.join(t.__name__ for t in payload_types)}",
             )
         if value.__class__ is tuple:  # several chunks (stream hooks): each must be one
             for c in value:
                 if not isinstance(c, CHUNK_TYPES):
-                    raise HookFailure(
-                        b.processor_id,
-                        b.hook,
-                        "InvalidEffect",
+                    raise invalid(
+                        b,
                         f"Replace carries a tuple holding {type(c).__name__}, "
                         "expected chunks only",
                     )
         if isinstance(value, StepChange):
             value = value.message_list
         if isinstance(value, MessageList):
-            invalid = check_messages(value)
-            if invalid is not None:  # messages no provider could be sent
-                raise HookFailure(b.processor_id, b.hook, "InvalidMessages", str(invalid))
+            problem = check_messages(value)
+            if problem is not None:  # messages no provider could be sent
+                raise invalid(b, str(problem), "InvalidMessages")
     chunks: list[DataChunk] = []
     for c in emit:
         if not isinstance(c, DataChunk):
-            raise HookFailure(
-                b.processor_id,
-                b.hook,
-                "InvalidEffect",
+            raise invalid(
+                b,
                 f"can only emit data-* chunks (DataChunk), got {type(c).__name__}",
             )
         _check_data(b, c)
@@ -248,11 +252,15 @@ def _check_data(b: Bound, c: DataChunk) -> None:
     """A data chunk is kept in the messages and sent on the wire: it must encode."""
     problem = unencodable(c.data)
     if problem is not None:
-        raise HookFailure(
-            b.processor_id, b.hook, "InvalidEffect", f"data chunk {c.name!r} holds {problem}"
-        )
+        raise invalid(b, f"data chunk {c.name!r} holds {problem}")
+
+
+def invalid(b: Bound, message: str, kind: str = "InvalidEffect") -> HookFailure:
+    """The failure of a hook that returned what its hook does not allow."""
+    return HookFailure(b.processor_id, b.hook, kind, message)
 
 
 __all__ = [
-    "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check", "invoke", "settle",
+    "PASSED", "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check", "fast_call",
+    "invalid", "invoke", "raised", "settle",
 ]

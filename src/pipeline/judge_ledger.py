@@ -12,7 +12,7 @@ message.
 from __future__ import annotations
 
 from pipeline.chunks import Usage
-from pipeline.cost import Cost, PriceQuery, Pricer
+from pipeline.cost import Cost, PriceQuery, Pricer, price_of
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.result import JudgeCall
 
@@ -37,10 +37,7 @@ class JudgeLedger:
         for processor_id, hook, model, response_model, usage in self.asked:
             cost: Cost | None = None
             if price is not None:
-                try:
-                    cost = price(PriceQuery(model, response_model, usage, at))
-                except Exception:
-                    cost = None  # a pricer that fails knows no price: never a wrong one
+                cost = price_of(price, PriceQuery(model, response_model, usage, at))
                 known = known and cost is not None
             out.append(JudgeCall(processor_id=processor_id, hook=hook, model=model,
                                  response_model=response_model, usage=usage, cost=cost))

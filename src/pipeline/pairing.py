@@ -179,65 +179,17 @@ class PairedHistory:
     a duplicate); so only the suffix is checked when `ml` extends the list last checked.
     """
 
-    __slots__ = ("_ids", "_ml", "_open")
+    __slots__ = ("_ids", "_ml")
 
     def __init__(self) -> None:
         self._ml: MessageList | None = None
         """The last list found paired; `_ids` are its tool-call ids."""
         self._ids: set[str] = set()
-        self._open: tuple[MessageList, MessageList, tuple[str, ...]] | None = None
-        """After `responded`: the paired list, that list with the response, and the ids
-        of the response's calls."""
 
     def known_paired(self, ml: MessageList) -> None:
         """`ml` has no tool call or result (its caller read every part: the loop's input
         check), so it is paired: the next `messages` checks only what comes after it."""
-        self._ml, self._ids, self._open = ml, set(), None
-
-    def responded(self, before: MessageList, after: MessageList, response: Message) -> None:
-        """`after` is `before.add(response)`, `response` the model's assistant message. When
-        `before` is the list last found paired and the response's calls have ids new to it
-        (each once) and it holds no result, `answered` may complete the pair."""
-        self._open = None
-        if self._ml is not before or response.role != "assistant":
-            return
-        ids: list[str] = []
-        for p in response.parts:
-            t = type(p)
-            if t is ToolCallPart:
-                assert isinstance(p, ToolCallPart)
-                ids.append(p.tool_call_id)
-            elif t not in _OTHER_PARTS:
-                return  # a result, or a part type repair must judge
-        new = set(ids)
-        if len(new) != len(ids) or not self._ids.isdisjoint(new):
-            return
-        self._open = (before, after, tuple(ids))
-
-    def answered(self, before: MessageList, after: MessageList, tool: Message) -> None:
-        """`after` is `before.add(tool)`. When `before` is the list `responded` was told of
-        and `tool` is a tool message answering each of its calls once, in order (other
-        parts are no tool part), `after` is paired: a paired list, then a call message
-        whose calls are new, then their results right after it. The loop builds exactly
-        this every step, so the next `messages` need not look at it again."""
-        pending, self._open = self._open, None
-        if (
-            pending is None or pending[0] is not self._ml or pending[1] is not before
-            or tool.role != "tool"
-        ):
-            return
-        got: list[str] = []
-        for p in tool.parts:
-            t = type(p)
-            if t is ToolResultPart:
-                assert isinstance(p, ToolResultPart)
-                got.append(p.tool_call_id)
-            elif t not in _OTHER_PARTS:
-                return
-        if tuple(got) != pending[2]:
-            return
-        self._ids.update(got)
-        self._ml = after
+        self._ml, self._ids = ml, set()
 
     def turn(self, before: MessageList, after: MessageList, ids: tuple[str, ...]) -> None:
         """`after` is `before` plus the loop's own turn: its assistant response, whose tool
@@ -246,10 +198,9 @@ class PairedHistory:
         other parts data parts). When `before` is the list last found paired and `ids` are
         new to it (each once), `after` is paired: the next `messages` need not look at it.
 
-        What `responded` and then `answered` find from the two messages, for the caller
-        that made them (the loop's `_run_tools`) and so knows their shape without a scan.
+        For the caller that made the two messages (the loop's `tool_step.run_tools`) and
+        so knows their shape without a scan.
         """
-        self._open = None
         if self._ml is not before:
             return
         known = self._ids
@@ -265,7 +216,6 @@ class PairedHistory:
         """`ml`'s messages, repaired if they are not paired (see `repair_pairing`)."""
         msgs = ml.messages
         last = self._ml
-        self._open = None
         if last is ml:
             return msgs
         if last is None:
@@ -279,7 +229,7 @@ class PairedHistory:
         if start == len(msgs) or _extends_paired(msgs, start, self._ids):
             self._ml = ml
             return msgs
-        self._ml, self._ids, self._open = None, set(), None  # checked from the start next
+        self._ml, self._ids = None, set()  # checked from the start next
         return repair_pairing(msgs)
 
 

@@ -26,20 +26,7 @@ from effects import (
     RunTools,
     Sleep,
 )
-from pipeline.chunks import (
-    Chunk,
-    DataChunk,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    SourceChunk,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-)
+from pipeline.chunks import Chunk, ModelEvent
 from pipeline.messages import ToolCallPart
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import HookEffect
@@ -64,22 +51,9 @@ class ToolOutcome(msgspec.Struct, frozen=True):
     is_error: bool = False
 
 
-ModelReply = (
-    TextStart
-    | TextDelta
-    | TextEnd
-    | ReasoningStart
-    | ReasoningDelta
-    | ReasoningEnd
-    | ToolCallDelta
-    | ToolCall
-    | SourceChunk
-    | DataChunk
-    | ModelFinish
-    | ModelFailed
-    | ModelEnded
-)
-"""What an interpreter sends in reply to CallModel and Pull."""
+ModelReply = ModelEvent | ModelFailed | ModelEnded
+"""What an interpreter sends in reply to CallModel and Pull: a model event, or how the
+call or its stream failed."""
 
 MODEL_REPLY_TYPES: frozenset[type] = frozenset(get_args(ModelReply))
 """The classes of `ModelReply`, for the check of every model event (a set lookup)."""

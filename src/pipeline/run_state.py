@@ -4,7 +4,9 @@ A run is two values: `RunConfig`, what is fixed when it starts (the agent, the h
 per hook name, the context, clock, recorder, pricer, the stream plan), and `RunState`,
 what changes while it runs (messages, processor states, steps, usage, retry counts,
 pending chunks...). Each phase of a run is a function over the two (`(rc, st, ...)`), in
-the module of its phase: step_config.py, stream_stage.py, call_ids.py, loop.py.
+the module of its phase (the list in loop.py). What the state keeps by identity (the
+step's tools, the tool-call ids, what the stream hooks have seen, the results leaving the
+run) is owned by a small object each, with its rules beside it.
 """
 
 from __future__ import annotations
@@ -15,16 +17,19 @@ import msgspec
 
 from effects import Abort
 from pipeline.agent import Agent
+from pipeline.call_ids import CallIds
 from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
 from pipeline.cost import Cost, Pricer
 from pipeline.hooks import Bound, HookFn, Outcome
 from pipeline.judge_ledger import JudgeLedger
-from pipeline.messages import DataPart, Message, MessageList, ToolResultPart
+from pipeline.leaving import LeavingResults
+from pipeline.messages import DataPart, MessageList
 from pipeline.pairing import PairedHistory
 from pipeline.processor import RunContext
 from pipeline.protocol import EffectRecord, EffectRecorder
 from pipeline.result import RunError, StepResult
-from pipeline.tools import Tool, ToolSpec
+from pipeline.stream_view import SeenChunks
+from pipeline.tools import StepTools
 
 
 class Ids:
@@ -90,15 +95,12 @@ class RunState:
 
     __slots__ = (
         "api_retry_count",
-        "by_name",
-        "by_name_of",
+        "call_ids",
         "cost",
         "cost_known",
         "finish_reason",
         "held",
         "ids",
-        "ids_of",
-        "ids_used",
         "judges",
         "leaving",
         "ml",
@@ -107,12 +109,10 @@ class RunState:
         "pending",
         "retry_count",
         "seen",
-        "shared",
-        "specs",
-        "specs_of",
         "states",
         "steps",
         "steps_t",
+        "tools",
         "unmetered",
         "usage",
     )
@@ -124,8 +124,7 @@ class RunState:
         states: list[object],
         *,
         cost_known: bool,
-        seen: list[list[Chunk]],
-        shared: list[Chunk] | None,
+        seen: SeenChunks,
         ids_used: set[str],
         judges: JudgeLedger | None = None,
     ) -> None:
@@ -148,27 +147,21 @@ class RunState:
         self.held: list[DataPart] = []
         """Non-transient data chunks hooks emitted outside a model response, not yet kept
         in a message: the next response message of the run takes them (`loop`'s step), or
-        else the last one when the run ends (`keep_held`)."""
+        else the last one when the run ends (`loop_messages.keep_held`)."""
         self.output: object = None
         self.cost: Cost | None = None
         self.cost_known = cost_known
-        # Made from the step's tools, kept while the step's tools are the same tuple.
-        self.specs_of: tuple[Tool, ...] | None = None
-        self.specs: tuple[ToolSpec, ...] = ()
         self.pairing = PairedHistory()
-        # The step's tools by name, kept while the step's tools are the same tuple.
-        self.by_name_of: tuple[Tool, ...] | None = None
-        self.by_name: dict[str, Tool] = {}
-        # The tool-call ids `ids_of` holds (call_ids.py): another list is scanned again.
-        self.ids_of: MessageList | None = ml
-        self.ids_used = ids_used
-        # Every chunk each stream processor has seen (its stream_parts), append-only, and
-        # the list they share while they have seen the same (stream_stage.py).
+        # Caches by identity, each owned by a small object: kept while what they were
+        # made from is the same object.
+        self.tools = StepTools()
+        """The step's tools' specs and the tools by name (tools.py)."""
+        self.call_ids = CallIds(ml, ids_used)
+        """The tool-call ids the run's messages hold (call_ids.py)."""
         self.seen = seen
-        self.shared = shared
-        # Tool results a stream processor changed, by call id: what leaves the run in
-        # place of the tool's own (loop's `_approved`). None: none.
-        self.leaving: dict[str, ToolResultPart] | None = None
+        """What each stream processor has seen (stream_view.py)."""
+        self.leaving = LeavingResults()
+        """The tool results a stream processor changed (leaving.py)."""
 
 
 def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = True) -> object:
@@ -190,32 +183,6 @@ def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = Tru
     if rc.record is not None:
         rc.record(EffectRecord(b.processor_id, b.hook, effect))
     return effect
-
-
-def keep_held(rc: RunConfig, st: RunState) -> None:
-    """At the end of a run: held data goes into the run's last answer (an assistant
-    message it added), or into an assistant message of its own if there is none."""
-    held, st.held = tuple(st.held), []
-    if not held:
-        return
-    ml = st.ml
-    msgs = ml.messages
-    for i in range(len(msgs) - 1, -1, -1):
-        if ml.sources[i] == "response" and msgs[i].role == "assistant":
-            kept = msgs[i].with_parts((*msgs[i].parts, *held))
-            st.ml = MessageList((*msgs[:i], kept, *msgs[i + 1 :]), ml.sources, ml.system)
-            return
-    st.ml = ml.add(
-        Message(
-            id=st.ids.next("msg"),
-            role="assistant",
-            parts=held,
-            created_at=rc.clock(),
-            thread_id=rc.ctx.thread_id,
-            resource_id=rc.ctx.resource_id,
-        ),
-        "response",
-    )
 
 
 def trip(b: Bound, a: Abort) -> Tripped:

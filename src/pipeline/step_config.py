@@ -10,8 +10,8 @@ from collections.abc import Generator
 
 import msgspec
 
-from effects import Abort, Continue, Replace
-from pipeline.hooks import raised, settle
+from effects import Abort, Replace
+from pipeline.hooks import PASSED, fast_call, settle
 from pipeline.messages import SystemMessage
 from pipeline.model import ModelRequest
 from pipeline.output_type import TypedOutput
@@ -66,12 +66,9 @@ def input_step(
             retry_count=st.retry_count,
             context=rc.ctx,
         )
-        try:  # `invoke`, inline: a call less per hook
-            raw = b.fn(args)
-        except Exception as e:
-            raw = raised(b, e)
-        if raw.__class__ is Continue and record is None:
-            continue  # a pass-through: nothing to check, keep or record
+        raw = fast_call(b, args, record)
+        if raw is PASSED:
+            continue
         eff = apply(rc, st, b, (yield from settle(b, raw)))
         if isinstance(eff, Abort):
             raise trip(b, eff)
@@ -98,14 +95,12 @@ def step_tools(cfg: StepSettings) -> tuple[Tool, ...]:
 def model_request(st: RunState, cfg: StepSettings) -> ModelRequest:
     """What the step asks the model."""
     tools = cfg.tools if cfg.active_tools is None else step_tools(cfg)
-    if tools is not st.specs_of:  # the same tools step after step: specs made once
-        st.specs_of, st.specs = tools, tuple(t.spec for t in tools)
     return ModelRequest(
         model=cfg.model,
         system=cfg.system_messages,
         # Paired for every provider (the codecs still fit ids and names to the wire).
         messages=st.pairing.messages(st.ml),
-        tools=st.specs,
+        tools=st.tools.specs(tools),
         tool_choice=cfg.tool_choice,
         model_settings=cfg.model_settings,
         provider_options=cfg.provider_options,

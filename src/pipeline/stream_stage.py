@@ -23,12 +23,12 @@ from typing import NamedTuple
 from effects import Abort, Continue, Replace, Skip
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, DataChunk
-from pipeline.hooks import Bound, HookFailure, HookFn, Outcome, call_hook, check, invoke
-from pipeline.processor import FlushArgs, ProcessorAbort, StreamArgs
+from pipeline.hooks import Bound, HookFn, Outcome, call_hook, check, invalid, invoke, raised
+from pipeline.processor import FlushArgs, StreamArgs
 from pipeline.protocol import LoopCommand
 from pipeline.response import StepContent
 from pipeline.run_state import RunConfig, RunState, apply, trip
-from pipeline.stream_view import view_of
+from pipeline.stream_view import SeenChunks, view_of
 
 
 class StreamPlan(NamedTuple):
@@ -70,20 +70,14 @@ _NO_STREAM_HOOKS = StreamPlan((), False, (), True, False)
 """The plan of an agent with no stream hook (`all` of nothing is True, `any` False)."""
 
 
-def fresh_seen(rc: RunConfig) -> tuple[list[list[Chunk]], list[Chunk] | None]:
-    """The start of `RunState.seen` and `RunState.shared`.
-
-    Every chunk each stream processor has seen (its stream_parts), append-only. While
-    every stream hook has seen the very same chunks (none was skipped, replaced or held
-    back from a later one), they share one list, so one view per chunk and, for equal
-    states, one args value; the first divergence splits it (`unshare`).
-    """
-    seen: list[list[Chunk]] = [[] for _ in rc.h_stream]
-    return seen, ([] if rc.h_stream and not rc.stream_io else None)
+def fresh_seen(rc: RunConfig) -> SeenChunks:
+    """What the run's stream hooks have seen at its start: nothing. Plain hooks share
+    one list until they diverge (`SeenChunks`)."""
+    return SeenChunks(len(rc.h_stream), bool(rc.h_stream) and not rc.stream_io)
 
 
 def stream_args(rc: RunConfig, st: RunState, i: int, b: Bound, chunk: Chunk) -> StreamArgs[object]:
-    seen = st.seen[i]
+    seen = st.seen.lists[i]
     seen.append(chunk)
     return StreamArgs(
         part=chunk,
@@ -138,7 +132,7 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
     have seen, a pass-through Continue costs one call: the view of the shared list and
     the args value (for hooks whose states are the same object) are made once.
     """
-    shared = st.shared
+    shared = st.seen.shared
     if shared is None:
         walk(rc, st, chunk, content, 0)
         return
@@ -146,7 +140,7 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
         if not rc.data_any:  # no stream hook sees data chunks: it passes as it is
             deliver(st, chunk, content)
             return
-        unshare(rc, st, 0, appended=False)  # some hooks see it, some do not
+        st.seen.unshare(0, appended=False)  # some hooks see it, some do not
         walk(rc, st, chunk, content, 0)
         return
     shared.append(chunk)
@@ -164,18 +158,15 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
             last_state = state
         try:
             raw = fn(args)
-        except ProcessorAbort as t:
-            raw = Abort(t.reason, t.retry, t.metadata)
         except Exception as e:
-            raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+            raw = raised(b, e)
         if raw.__class__ is Continue and record is None:
             continue
-        _refuse_io(b, raw)
-        passed = stream_effect(rc, st, b, check(b, raw), chunk, content)
+        passed = stream_effect(rc, st, b, _checked(b, raw), chunk, content)
         if passed is chunk:
             continue
         if i + 1 < len(plan):  # the later hooks see something else (or nothing)
-            unshare(rc, st, i + 1, appended=True)
+            st.seen.unshare(i + 1, appended=True)
             if passed is None:
                 return
             if isinstance(passed, tuple):
@@ -195,31 +186,11 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
     st.pending.append(chunk)
 
 
-def unshare(rc: RunConfig, st: RunState, upto: int, *, appended: bool) -> None:
-    """Give each stream hook its own list of what it has seen, from the shared one.
-
-    Hooks before `upto` have seen all of the shared list; when `appended`, the others
-    have not seen its last chunk (skipped or replaced before it reached them). Views
-    already handed out stay valid: nothing is ever removed from a list.
-    """
-    shared = st.shared
-    assert shared is not None
-    lists: list[list[Chunk]] = []
-    for k in range(len(rc.stream_plan)):
-        full = k < upto or not appended
-        if k == 0 and full:
-            lists.append(shared)
-        else:
-            lists.append(shared[:] if full else shared[:-1])
-    st.seen = lists
-    st.shared = None
-
-
 def walk(
     rc: RunConfig, st: RunState, chunk: Chunk, content: StepContent | None, start: int
 ) -> None:
     """`process_chunk` from hook `start` on, each hook with its own list."""
-    ml, ctx, states, record, lists = st.ml, rc.ctx, st.states, rc.record, st.seen
+    ml, ctx, states, record, lists = st.ml, rc.ctx, st.states, rc.record, st.seen.lists
     plan = rc.stream_plan
     is_data = type(chunk) is DataChunk
     for i in range(start, len(plan)):
@@ -233,14 +204,11 @@ def walk(
                 part=chunk, stream_parts=view_of(seen, len(seen)), state=states[slot],
                 message_list=ml, context=ctx,
             ))
-        except ProcessorAbort as t:
-            raw = Abort(t.reason, t.retry, t.metadata)
         except Exception as e:
-            raise HookFailure(b.processor_id, b.hook, type(e).__name__, str(e)) from e
+            raw = raised(b, e)
         if raw.__class__ is Continue and record is None:
             continue
-        _refuse_io(b, raw)
-        passed = stream_effect(rc, st, b, check(b, raw), chunk, content)
+        passed = stream_effect(rc, st, b, _checked(b, raw), chunk, content)
         if passed is None:
             return
         if isinstance(passed, tuple):
@@ -279,10 +247,8 @@ def flush_args(rc: RunConfig, st: RunState, b: Bound) -> FlushArgs[object]:
     i = next((k for k, s in enumerate(rc.h_stream) if s.processor is b.processor), None)
     if i is None:
         parts: list[Chunk] = []
-    elif st.shared is not None:
-        parts = st.shared
     else:
-        parts = st.seen[i]
+        parts = st.seen.of(i)
     return FlushArgs(
         stream_parts=view_of(parts, len(parts)),
         state=st.states[b.slot],
@@ -311,12 +277,11 @@ def flush(rc: RunConfig, st: RunState, content: StepContent) -> None:
     it holds, through the stream hooks after it (plain hooks)."""
     for b, start in rc.h_flush:
         raw = invoke(b, flush_args(rc, st, b))
-        _refuse_io(b, raw)
-        released = flushed(rc, st, b, check(b, raw), content)
+        released = flushed(rc, st, b, _checked(b, raw), content)
         if not released:
             continue
-        if st.shared is not None and start < len(rc.stream_plan):
-            unshare(rc, st, start, appended=False)
+        if st.seen.shared is not None and start < len(rc.stream_plan):
+            st.seen.unshare(start, appended=False)
         walk_all(rc, st, released, content, start)
 
 
@@ -353,11 +318,13 @@ def _stream_through_io(
         yield from process_chunk_io(rc, st, c, None)
 
 
-def _refuse_io(b: Bound, raw: object) -> None:
-    """A plain stream hook that returned an awaitable or a generator is a processor error."""
+def _checked(b: Bound, raw: object) -> Outcome:
+    """What a plain stream or flush hook returned, checked (`hooks.check`); an awaitable
+    or a generator is a processor error (a plain hook's result is not awaited)."""
     if isinstance(raw, GeneratorType) or inspect.isawaitable(raw):
-        raise HookFailure(
-            b.processor_id, b.hook, "InvalidEffect",
+        raise invalid(
+            b,
             "returned an awaitable or generator from a plain function; "
             "declare the hook `async def` or as a generator function",
         )
+    return check(b, raw)

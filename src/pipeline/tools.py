@@ -98,6 +98,31 @@ class Tool(msgspec.Struct, Generic[NeedsDeps], frozen=True):
         )
 
 
+class StepTools:
+    """A run's view of its step's tools: their specs (what the model is sent) and the
+    tools by name (how a call finds its tool), each made again only when the step's tools
+    are another tuple (most runs: the same tuple step after step)."""
+
+    __slots__ = ("_named", "_named_of", "_specs", "_specs_of")
+
+    def __init__(self) -> None:
+        self._specs_of: tuple[Tool, ...] | None = None
+        self._specs: tuple[ToolSpec, ...] = ()
+        self._named_of: tuple[Tool, ...] | None = None
+        self._named: dict[str, Tool] = {}
+
+    def specs(self, tools: tuple[Tool, ...]) -> tuple[ToolSpec, ...]:
+        if tools is not self._specs_of:
+            self._specs_of, self._specs = tools, tuple(t.spec for t in tools)
+        return self._specs
+
+    def by_name(self, tools: tuple[Tool, ...] | None = None) -> dict[str, Tool]:
+        """`tools` by name; without `tools`, the last ones asked for."""
+        if tools is not None and tools is not self._named_of:
+            self._named_of, self._named = tools, {t.name: t for t in tools}
+        return self._named
+
+
 def _fresh(value: JsonObject) -> JsonObject:
     """A copy of a call's arguments down to every dict and list (JSON values: no cycles)."""
     return {k: _copy(v) for k, v in value.items()}

@@ -165,13 +165,6 @@ def secret(text: str) -> list[Span]:
     ]
 
 
-def _checked(pattern: re.Pattern[str], valid: Callable[[str], bool]) -> Detector:
-    def detect(text: str) -> list[Span]:
-        return [m.span() for m in pattern.finditer(text) if valid(m.group())]
-
-    return detect
-
-
 def card(*, regex_only: bool = False) -> Detector:
     """12 to 19 digits (spaces or dashes between), Luhn-checked (`stdnum.luhn`), in an
     issuer's range (`card_issuer_ok`: its IIN prefix and lengths).

@@ -1,4 +1,8 @@
-"""PromptInjectionDetector: fast local heuristics, plus an optional judge model.
+"""PromptInjectionDetector: a local classifier and heuristics, plus an optional judge model.
+
+The classifier (`injection_model`: a logistic regression over character and word
+n-grams of a normalized view, shipped with the package, pure Python) scores every text;
+see README's prompt-injection section for what it catches and misses.
 
 The heuristics run on a *skeleton* of the text (NFKC, invisible characters removed,
 look-alike letters of other scripts folded to Latin), so "ignore" spelled with Cyrillic
@@ -43,10 +47,12 @@ from pipeline.processors.guard_common import (
     warning,
     with_text,
 )
+from pipeline.processors.injection_model import classify_injection, load_model
 from pipeline.processors.options import Options
 from pipeline.processors.text_view import LOOKALIKES
 
 __all__ = [
+    "DEFAULT_CLASSIFIER_THRESHOLD",
     "InjectionFinding",
     "InjectionReport",
     "InjectionStrategy",
@@ -56,7 +62,7 @@ __all__ = [
 ]
 
 JudgeMode = Literal["unclear", "always"]
-"""When the judge is asked: on texts the heuristics score from `judge_floor` up to below
+"""When the judge is asked: on texts the local checks score from `judge_floor` up to below
 `threshold` (unclear), or on every text they do not flag (always)."""
 
 InjectionStrategy = Literal["block", "warn", "rewrite", "filter"]
@@ -318,21 +324,42 @@ class _Assessment(msgspec.Struct, frozen=True):
 
 TOOL_RESULT_REMOVED = "[tool result removed: it contained a prompt injection]"
 
+DEFAULT_CLASSIFIER_THRESHOLD = 0.96
+"""The classifier's probability from which a text counts as an injection by default: the
+threshold the training chose (held-out false positives at most 2% averaged over the
+benign sources, each held out of the fit in turn; training/REPORT.md)."""
+
+
+def _classifier_score(p: float, at: float, threshold: float) -> float:
+    """The classifier's probability `p` on the detector's scale: `at` (its threshold)
+    maps to `threshold`, below and above it linearly, so the judge's unclear band and
+    `threshold` mean the same for both signals."""
+    if p >= at:
+        return threshold + (p - at) / (1.0 - at) * (1.0 - threshold) if at < 1.0 else 1.0
+    return p / at * threshold if at > 0.0 else threshold
+
 
 class PromptInjectionDetector(Processor):
     """An input processor: checks this run's user messages (see the module docstring).
 
-    `threshold`: the score from which a message counts as an injection. `judge_model`:
+    `threshold`: the score from which a message counts as an injection (the heuristics'
+    scores and the classifier's, see `classifier_threshold`). `classifier_threshold`:
+    the classifier's probability from which a text counts as an injection (default
+    `DEFAULT_CLASSIFIER_THRESHOLD`; lower catches more and flags more benign text);
+    None runs the heuristics alone. `judge_model`:
     a model asked through `AskModel`; with `judge="unclear"` (default) only for texts the
-    heuristics score at least `judge_floor` but below `threshold`, with `judge="always"`
-    for every text they do not already flag. A judge that fails or answers something
-    unreadable blocks the run (fail closed), unless `fail_open=True`, which lets the
-    text through with a warning.
+    local checks (heuristics and classifier) score at least `judge_floor` but below
+    `threshold`, with `judge="always"` for every text they do not already flag. A judge
+    that fails or answers something unreadable blocks the run (fail closed), unless
+    `fail_open=True`, which lets the text through with a warning.
 
     `check_tool_results=True` also checks, before every model call, the tool results
     the model is about to read (indirect injection: a web page or a file that gives
     orders); `filter` replaces such a result with a placeholder (a call keeps its
-    result), `rewrite` with the cleaned text.
+    result), `rewrite` with the cleaned text. The results of one step are also scored
+    joined, so an injection split across two results is seen; when only the joined text
+    is flagged, `filter` and `rewrite` replace each of those results with the
+    placeholder.
     """
 
     def __init__(
@@ -340,6 +367,7 @@ class PromptInjectionDetector(Processor):
         *,
         strategy: InjectionStrategy = "block",
         threshold: float = 0.7,
+        classifier_threshold: float | None = DEFAULT_CLASSIFIER_THRESHOLD,
         judge_model: str | None = None,
         judge: JudgeMode = "unclear",
         judge_floor: float = 0.3,
@@ -354,6 +382,8 @@ class PromptInjectionDetector(Processor):
         o = Options("PromptInjectionDetector")
         o.choice("strategy", strategy, InjectionStrategy)
         threshold = o.unit("threshold", threshold)
+        if classifier_threshold is not None:
+            classifier_threshold = o.unit("classifier_threshold", classifier_threshold)
         o.optional_text("judge_model", judge_model)
         o.choice("judge", judge, JudgeMode)
         judge_floor = o.unit("judge_floor", judge_floor)
@@ -369,6 +399,9 @@ class PromptInjectionDetector(Processor):
         self.id = id
         self.strategy: InjectionStrategy = strategy
         self.threshold = threshold
+        self.classifier_threshold = classifier_threshold
+        if classifier_threshold is not None:
+            load_model()  # a broken install fails here, not at the first message
         self.judge_floor = judge_floor
         self.judge_model = judge_model
         self.judge_mode: JudgeMode = judge
@@ -386,11 +419,25 @@ class PromptInjectionDetector(Processor):
             return False
         return self.judge_mode == "always" or score >= self.judge_floor
 
-    def assess(self, text: str) -> Generator[object, object, _Assessment]:
-        """The heuristics' verdict on `text`, and the judge's when it is asked."""
+    def local_score(self, text: str) -> tuple[float, tuple[str, ...]]:
+        """The heuristics' and the classifier's score of `text` (the higher, on the
+        heuristics' scale) and the categories found ("classifier" when it flags)."""
         report = scan_injection(text)
+        score, categories = report.score, report.categories
+        if self.classifier_threshold is not None:
+            p = classify_injection(text)
+            scaled = _classifier_score(p, self.classifier_threshold, self.threshold)
+            if scaled >= self.threshold:
+                categories = (*categories, "classifier")
+            score = max(score, scaled)
+        return score, categories
+
+    def assess(self, text: str) -> Generator[object, object, _Assessment]:
+        """The local verdict on `text`, and the judge's when it is asked."""
+        score, categories = self.local_score(text)
+        report = _Assessment(score, categories)
         if self.judge_model is None or not self._wants_judge(report.score):
-            return _Assessment(report.score, report.categories)
+            return report
         try:
             answer = yield ask_judge(self.judge_model, self.instructions, text)
             verdict = decode_verdict(answer, InjectionVerdict)
@@ -421,7 +468,7 @@ class PromptInjectionDetector(Processor):
 
     def _rewrite(self, a: _Assessment, text: str, where: str) -> str:
         out = a.rewritten if a.rewritten is not None else rewrite_injection(text)
-        if scan_injection(out).score >= self.threshold:
+        if self.local_score(out)[0] >= self.threshold:
             abort("Prompt injection detected; the rewrite still contains it",
                   metadata={"processor_id": self.id, "where": where})
         return out
@@ -471,26 +518,39 @@ class PromptInjectionDetector(Processor):
             first -= 1
         new = list(messages)
         notes: list[DataChunk] = []
-        for i in range(first, len(messages)):
+        unread = [(i, j, p) for i in range(first, len(messages))
+                  for j, p in enumerate(messages[i].parts) if isinstance(p, ToolResultPart)]
+        texts = [p.result if isinstance(p.result, str) else _JSON.encode(p.result).decode()
+                 for _, _, p in unread]
+        replaced: dict[tuple[int, int], Part] = {}
+        flagged_any = False
+        for (i, j, p), text in zip(unread, texts, strict=True):
+            where = f"tool-result:{p.tool_call_id}"
+            a = yield from self.assess(text)
+            if a.error is not None:
+                notes.append(self._judge_failed(a.error, where))
+            elif a.score >= self.threshold:
+                flagged_any = True
+                notes.append(self._flagged(a, where))
+                if self.strategy == "filter":
+                    replaced[i, j] = msgspec.structs.replace(p, result=TOOL_RESULT_REMOVED)
+                elif self.strategy == "rewrite":
+                    replaced[i, j] = msgspec.structs.replace(
+                        p, result=self._rewrite(a, text, where))
+        if len(unread) > 1 and not flagged_any:
+            # an injection split across results: each part alone reads as harmless
+            where = "tool-results:" + ",".join(p.tool_call_id for _, _, p in unread)
+            a = yield from self.assess(" ".join(texts))  # read on, as the model reads them
+            if a.error is not None:
+                notes.append(self._judge_failed(a.error, where))
+            elif a.score >= self.threshold:
+                notes.append(self._flagged(a, where))
+                if self.strategy in ("filter", "rewrite"):
+                    for i, j, p in unread:
+                        replaced[i, j] = msgspec.structs.replace(p, result=TOOL_RESULT_REMOVED)
+        for i in sorted({i for i, _ in replaced}):
             m = messages[i]
-            parts: list[Part] = []
-            for p in m.parts:
-                if isinstance(p, ToolResultPart):
-                    text = p.result if isinstance(p.result, str) else _JSON.encode(
-                        p.result).decode()
-                    where = f"tool-result:{p.tool_call_id}"
-                    a = yield from self.assess(text)
-                    if a.error is not None:
-                        notes.append(self._judge_failed(a.error, where))
-                    elif a.score >= self.threshold:
-                        notes.append(self._flagged(a, where))
-                        if self.strategy == "filter":
-                            p = msgspec.structs.replace(p, result=TOOL_RESULT_REMOVED)
-                        elif self.strategy == "rewrite":
-                            p = msgspec.structs.replace(p, result=self._rewrite(a, text, where))
-                parts.append(p)
-            if any(x is not y for x, y in zip(parts, m.parts, strict=True)):
-                new[i] = m.with_parts(parts)
+            new[i] = m.with_parts([replaced.get((i, j), p) for j, p in enumerate(m.parts)])
         if all(x is y for x, y in zip(new, messages, strict=True)):
             return Out(Continue(), None, tuple(notes)) if notes else Continue()
         changed = MessageList(tuple(new), ml.sources, ml.system)

@@ -1,0 +1,142 @@
+"""The output checks: process_output_step over each response, the output type's decode
+of a final reply, and process_output_result over the run's answer.
+
+A check either keeps what the model said, discards it for a retry (the reason goes back
+to the model as feedback, after the conversation, and the caller is told the step was
+discarded), or blocks it. What a check did not approve is never kept: a blocked, crashed
+or cancelled check leaves the run's messages as they were before the response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from effects import Abort, Replace
+from pipeline.chunks import ModelFinish
+from pipeline.hooks import PASSED, HookFailure, call_hook, fast_call, settle
+from pipeline.loop_messages import discarded, feedback
+from pipeline.messages import MessageList, ToolCallPart
+from pipeline.output_type import OutputDecodeError, TypedOutput
+from pipeline.processor import OutputResultArgs, OutputStepArgs, StepSettings
+from pipeline.protocol import LoopCommand, RunCancelled
+from pipeline.response import response_text
+from pipeline.result import OutputInvalid, OutputResult
+from pipeline.run_state import Failed, RunConfig, RunState, apply, steps_tuple, trip
+from pipeline.stream_stage import stream_through
+
+_OUTPUT_TYPE = "output_type"
+"""Who discarded a reply that did not decode (in feedback and data-step-discarded)."""
+
+
+def output_step(
+    rc: RunConfig,
+    st: RunState,
+    step: int,
+    cfg: StepSettings,
+    tool_calls: tuple[ToolCallPart, ...],
+    text: str,
+    fin: ModelFinish,
+    before: MessageList,
+) -> Generator[LoopCommand, object, bool]:
+    """process_output_step over the response just added (its calls and text): False when
+    a processor discarded it for a retry (the feedback is then added after `before`)."""
+    record = rc.record
+    steps = steps_tuple(st)
+    for b in rc.h_output_step:
+        args = OutputStepArgs(
+            message_list=st.ml,
+            step_number=step,
+            steps=steps,
+            finish_reason=fin.finish_reason,
+            tool_calls=tool_calls,
+            text=text,
+            system_messages=cfg.system_messages,
+            state=st.states[b.slot],
+            retry_count=st.retry_count,
+            context=rc.ctx,
+        )
+        raw = fast_call(b, args, record)
+        if raw is PASSED:
+            continue
+        eff = apply(rc, st, b, (yield from settle(b, raw)))
+        if isinstance(eff, Abort):
+            if eff.retry and st.retry_count < rc.agent.max_processor_retries:
+                yield from _discard(rc, st, step, b.processor_id, eff.reason, before)
+                return False
+            st.ml = before  # a blocked response is not kept (as in output_result)
+            raise trip(b, eff)
+        if isinstance(eff, Replace):
+            st.ml = eff.value
+    return True
+
+
+def check_output(
+    rc: RunConfig, st: RunState, step: int, typed: TypedOutput, text: str, before: MessageList
+) -> Generator[LoopCommand, object, bool]:
+    """Decode a final reply into the output type: False when it did not decode and
+    goes back to the model as feedback (as a processor's retry does); OutputInvalid
+    once the retries are spent (the invalid reply is then not kept)."""
+    try:
+        st.output = typed.decode(text)
+        return True
+    except OutputDecodeError as e:
+        problem = str(e)
+    if st.retry_count >= rc.agent.max_processor_retries:
+        st.ml = before
+        raise Failed(OutputInvalid(step, problem, text, st.retry_count + 1))
+    reason = (
+        f"Your reply does not match the {typed.name} JSON schema: {problem}. "
+        "Reply again with only a JSON value that matches the schema."
+    )
+    yield from _discard(rc, st, step, _OUTPUT_TYPE, reason, before)
+    return False
+
+
+def _discard(
+    rc: RunConfig, st: RunState, step: int, by: str, reason: str, before: MessageList
+) -> Generator[LoopCommand, object, None]:
+    """Discard the step's response for a retry: the messages are `before` and the
+    feedback (after the conversation, so a prompt cache stays valid); the caller is told."""
+    st.retry_count += 1
+    st.ml = before.add(feedback(rc, st, reason, by), "context")
+    yield from stream_through(rc, st, [discarded(step, by, reason, st.retry_count)])
+
+
+def output_result(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object, None]:
+    """process_output_result over the run's answer; a block, a crash or a cancel drops
+    what the run added (fail closed)."""
+    if not rc.h_result:
+        return
+    for b in rc.h_result:
+        result = OutputResult(
+            text=response_text(st.ml),
+            usage=st.usage,
+            finish_reason=st.finish_reason,
+            steps=steps_tuple(st),
+        )
+        args = OutputResultArgs(
+            messages=st.ml.response,
+            message_list=st.ml,
+            result=result,
+            state=st.states[b.slot],
+            context=rc.ctx,
+        )
+        try:
+            eff = apply(rc, st, b, (yield from call_hook(b, args)))
+        except (HookFailure, RunCancelled):
+            _drop_response(st)  # fail closed (a crash, a cancel), as for a block
+            raise
+        if isinstance(eff, Abort):
+            _drop_response(st)  # the blocked response is not kept
+            raise trip(b, eff)
+        if isinstance(eff, Replace):
+            st.ml = eff.value
+
+
+def _drop_response(st: RunState) -> None:
+    """Remove what this run added to the conversation."""
+    ml = st.ml
+    st.ml = ml.replace_messages(
+        (m for m, s in zip(ml.messages, ml.sources, strict=True) if s != "response"),
+        "input",
+    )

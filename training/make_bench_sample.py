@@ -1,0 +1,50 @@
+"""Write bench/data/injection_heldout.jsonl: a fixed sample of the evaluation sources
+whose licence lets them be copied, for bench/injection.py's offline smoke test.
+
+::
+
+    python training/make_bench_sample.py --data DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from training.sources import Row, load  # noqa: E402
+
+NOT_COPIED = ("tensor-trust-",)  # no licence stated
+PER_GROUP = 25
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, required=True)
+    args = ap.parse_args()
+    rows, missing = load(args.data, "eval")
+    if missing:
+        sys.exit(f"missing: {', '.join(missing)}")
+    groups: dict[tuple[str, bool, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        if not r.source.startswith(NOT_COPIED):
+            groups[r.source, r.attack, r.lang].append(r)
+    out = ROOT / "bench/data/injection_heldout.jsonl"
+    with out.open("w", encoding="utf-8") as f:
+        for key in sorted(groups):
+            g = groups[key]
+            n = PER_GROUP if key[0] != "xquad" else 8
+            for r in random.Random(repr(key)).sample(g, min(n, len(g))):
+                f.write(json.dumps({"source": r.source, "attack": r.attack, "lang": r.lang,
+                                    "text": r.text}, ensure_ascii=False) + "\n")
+    print(out, out.stat().st_size)
+
+
+if __name__ == "__main__":
+    main()
