@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 
+from interpreters.cancel import CancelSignal
+from interpreters.observe import RunInfo, RunObserver
 from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Scripted, ScriptedModel, SimRun, Simulator
 from interpreters.trace import Trace
@@ -30,6 +32,7 @@ from pipeline.chunks import (
 from pipeline.messages import Message, MessageList, Role, RunInput, TextPart
 from pipeline.model import ApiError, ModelRequest
 from pipeline.processor import RunContext
+from pipeline.protocol import LoopCommand
 from pipeline.result import ApiFailed, RunResult
 
 MODEL = "sim/model"
@@ -338,3 +341,32 @@ def assert_scoped(seen: Sequence[RunContext], streamed: RunResult, ran: RunResul
     reply = streamed.messages.messages[-1]
     assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
     assert streamed.text == ran.text == "a"
+
+
+class CancelAt:
+    """An observer that cancels `signal` as a run yields its command number `at` (0:
+    the first), counting only commands of `kinds` when given: a cancel at a chosen
+    command, told before the interpreter carries it out (an observer is told then)."""
+
+    def __init__(
+        self, signal: CancelSignal, at: int, kinds: tuple[type, ...] | None = None
+    ) -> None:
+        self.signal = signal
+        self.at = at
+        self.kinds = kinds
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return _CancelAtRun(self)
+
+
+class _CancelAtRun(RunObserver):
+    def __init__(self, of: CancelAt) -> None:
+        self.of = of
+        self.seen = 0
+
+    def command(self, cmd: LoopCommand, at: float) -> None:
+        kinds = self.of.kinds
+        if kinds is None or isinstance(cmd, kinds):
+            if self.seen == self.of.at:
+                self.of.signal.cancel("cancelled at a command")
+            self.seen += 1

@@ -16,7 +16,8 @@ from interpreters.durable_loop import ModelOutcome, ToolDone, drive
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter, run_tool
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, Finish, ModelEvent, ToolCall
+from pipeline.chunks import Chunk, DataChunk, ErrorChunk, Finish, ModelEvent, ToolCall
+from pipeline.messages import ToolResultPart
 from pipeline.model import ModelRequest
 from pipeline.protocol import ToolInvocation
 from pipeline.retry import RetryPolicy
@@ -386,3 +387,37 @@ def test_migrations_are_checked_when_the_worker_is_built() -> None:
 def test_a_deps_factory_that_is_not_a_function_is_refused_when_the_worker_is_built() -> None:
     with pytest.raises(TypeError, match="deps must be a function"):
         DurableRuns({"a": make_agent()}, ScriptedModel([]), deps={"db": "x"})  # type: ignore[arg-type]
+
+
+class ExpiresAfterOneTool(DirectSteps):
+    """The run's time passes its timeout with its first tool step."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        super().__init__(model)
+        self.tools = 0
+
+    def tool(self, inv: ToolInvocation) -> ToolDone:
+        self.tools += 1
+        return super().tool(inv)
+
+    def expired(self) -> str | None:
+        return "timed out after 15 s" if self.tools else None
+
+
+def test_a_run_past_its_timeout_between_two_tool_steps_runs_no_further_tool() -> None:
+    TOOL_RUNS.clear()
+    s: list[Say | Fail] = [
+        Say(calls=[call("get_weather", city="Paris"), call("get_weather", city="Rome")]),
+        Say("never"),
+    ]
+    steps = ExpiresAfterOneTool(ScriptedModel(s))
+    driver = start_run(weather_agent(), "weather?", run_id="r", clock=lambda: 5.0, options={})
+    result = drive(driver, steps)
+    assert result.status == "cancelled"
+    assert TOOL_RUNS == ["Paris"]  # each tool is a step: the timeout is checked before it
+    results = [
+        p for m in result.messages.all for p in m.parts if isinstance(p, ToolResultPart)
+    ]
+    assert (results[0].result, results[0].is_error) == ("sunny in Paris", False)
+    assert results[1].is_error
+    assert isinstance(steps.published[-1], ErrorChunk)  # the cancel's chunks are published

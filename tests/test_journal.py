@@ -32,6 +32,7 @@ from pipeline import (
     abort,
 )
 from pipeline.cost import Cost, PriceQuery
+from pipeline.messages import ToolResultPart
 from pipeline.processor import StreamResult
 from pipeline.tool_context import ToolContext
 
@@ -598,3 +599,39 @@ def test_a_processor_decision_keeps_no_secret() -> None:
     (seen,) = [e for e in rec.last().entries if isinstance(e, EffectSeen)]
     assert seen.detail == "the answer mentions [redacted]"
     assert KEY.encode() not in rec.last().to_ndjson()
+
+
+def test_a_run_cancelled_while_some_of_its_tools_ran_replays_with_their_real_results() -> None:
+    rec = Recorder()
+    signal = CancelSignal()
+
+    async def quick(city: str) -> str:
+        """Finishes at once."""
+        return f"quick {city}"
+
+    async def slow(city: str) -> str:
+        """Cancels the run once `quick` has finished, and never returns."""
+        await anyio.sleep(0)  # `quick` finishes meanwhile
+        signal.cancel("enough")
+        await anyio.sleep_forever()
+        return "never"
+
+    a = Agent.create("m", tools=[quick, slow])
+    model = ScriptedModel([
+        Say("a", calls=[call("quick", city="x"), call("slow", city="y")]), Say("never"),
+    ])
+
+    async def main() -> None:
+        with anyio.fail_after(10):  # a cap only
+            run = await AsyncSimulator(model, observers=[rec]).run(a, "go", signal=signal)
+        assert run.result.status == "cancelled"
+        results = {
+            p.tool_name: p.result for m in run.result.messages.messages for p in m.parts
+            if isinstance(p, ToolResultPart)
+        }
+        assert results["quick"] == "quick x"  # it finished: its real result is kept
+        replay = await AsyncSimulator.replay(rec.last(), a)
+        assert replay.result == run.result
+        assert replay.identical
+
+    anyio.run(main)

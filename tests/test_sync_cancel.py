@@ -6,17 +6,22 @@ retry-backoff test, which only needs the timeout to be shorter than the backoff.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
+from effects import Continue, Request, ask
 from interpreters.cancel import CancelSignal
+from interpreters.handlers import Handlers
+from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.chunks import ErrorChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
-from pipeline.model import ModelRequest
+from pipeline.messages import ToolResultPart
+from pipeline.model import ApiError, ModelRequest
 from pipeline.pairing import is_paired
+from pipeline.processor import OutputStepArgs, OutputStepResult, abort, processor
 from pipeline.result import Cancelled
 from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
@@ -123,3 +128,80 @@ def test_timeout_during_a_retry_backoff_cancels_instead_of_sleeping_it_out() -> 
 def test_invalid_timeout_is_refused() -> None:
     with pytest.raises(ValueError, match="timeout"):
         SyncInterpreter(ScriptedModel([])).run(make_agent(), "hi", timeout=-1)
+
+
+class Verdict(Request[bool], frozen=True):
+    text: str
+
+
+def test_a_judge_cut_short_by_the_stop_cancels_the_run_at_its_request() -> None:
+    """A request whose wait the run's stop cut short (an HTTP wait cut to the deadline
+    raises) is the cancel, not a failure the hook handles: the run ends "cancelled" at
+    that request, as when the answer comes late."""
+    signal = CancelSignal()
+
+    def judge(req: Verdict) -> bool:
+        signal.cancel("user left")
+        raise TimeoutError("the wait was cut to the run's deadline")
+
+    def careful(args: OutputStepArgs[None]) -> Generator[object, object, OutputStepResult[None]]:
+        try:
+            yield from ask(Verdict(args.text))
+        except TimeoutError:
+            abort("judge unavailable")
+        return Continue()
+
+    agent = make_agent(output_processors=[processor("c", process_output_step=careful)])
+    trace = Trace()
+    interp = SyncInterpreter(ScriptedModel([Say("x")]), handlers=Handlers().add(Verdict, judge))
+    result = interp.run(agent, "hi", signal=signal, trace=trace)
+    assert result.status == "cancelled" and result.error == Cancelled("user left")
+    assert result.tripwire is None
+
+
+class CutWhileOpening:
+    """A provider whose request (made when its stream is asked for) is cut short by the
+    run's stop: it raises, as an HTTP wait cut to the deadline does."""
+
+    def __init__(self, signal: CancelSignal) -> None:
+        self.signal = signal
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        self.signal.cancel("user left")
+        raise ProviderError(ApiError(status=None, message="timed out", error_type="timeout"))
+
+
+def test_a_model_call_cut_short_by_the_stop_while_opening_cancels_the_run() -> None:
+    signal = CancelSignal()
+    agent = make_agent(retry_policy=RetryPolicy(max_retries=0))
+    result = SyncInterpreter(CutWhileOpening(signal)).run(agent, "hi", signal=signal)
+    assert result.status == "cancelled" and result.error == Cancelled("user left")
+
+
+def test_a_cancel_while_a_tool_runs_runs_no_further_call_and_keeps_the_finished_ones() -> None:
+    signal = CancelSignal()
+    ran: list[str] = []
+
+    @tool
+    def step(name: str) -> str:
+        """One step; the first cancels the run (as another thread would, meanwhile)."""
+        ran.append(name)
+        if name == "first":
+            signal.cancel("user left")
+        return f"did {name}"
+
+    model = ScriptedModel([
+        Say("go", calls=[call("step", name="first"), call("step", name="second")]),
+        Say("never"),
+    ])
+    result = SyncInterpreter(model).run(make_agent(tools=[step]), "hi", signal=signal)
+    assert result.status == "cancelled" and result.error == Cancelled("user left")
+    assert ran == ["first"]  # the second call never started: the run was cancelled
+    results = {
+        p.tool_call_id: p for m in result.messages.all for p in m.parts
+        if isinstance(p, ToolResultPart)
+    }
+    first, second = results.values()
+    assert (first.result, first.is_error) == ("did first", False)  # its real result
+    assert second.is_error
+    assert is_paired(result.messages.all)

@@ -97,9 +97,7 @@ def drive(d: Driver, steps: Steps) -> RunResult:
             if t in _IO:
                 reason = steps.expired()
                 if reason is not None:
-                    steps.publish(d.cancel(reason))
-                    assert d.result is not None
-                    return d.result
+                    return _expire(d, steps, reason)
             if type(cmd) is Pull:
                 if cmd.publish:
                     steps.publish(cmd.publish)
@@ -121,6 +119,20 @@ def drive(d: Driver, steps: Steps) -> RunResult:
                 events, pos = got.events, 1
                 end = got.failed if got.failed is not None else ModelEnded()
                 cmd = d.send(events[0] if events else end)
+            elif type(cmd) is RunTools:
+                # Each call is a step: the timeout is checked before each one; the calls
+                # that finished keep their real results.
+                outcomes: list[ToolOutcome] = []
+                try:
+                    for inv in cmd.calls:
+                        if outcomes and (reason := steps.expired()) is not None:
+                            return _expire(d, steps, reason)
+                        outcomes.append(_tool(steps, inv))
+                        d.tool_finished(outcomes[-1])
+                except Exception as e:
+                    cmd = d.fail(e)
+                else:
+                    cmd = d.send(tuple(outcomes))
             else:
                 try:
                     reply = _carry_out(steps, cmd)
@@ -132,10 +144,15 @@ def drive(d: Driver, steps: Steps) -> RunResult:
         d.close()
 
 
+def _expire(d: Driver, steps: Steps, reason: str) -> RunResult:
+    """End the run as cancelled at its pending command: its final chunks published."""
+    steps.publish(d.cancel(reason))
+    assert d.result is not None
+    return d.result
+
+
 def _carry_out(steps: Steps, cmd: LoopCommand) -> object:
-    """The reply to a command other than the model's."""
-    if isinstance(cmd, RunTools):
-        return tuple(_tool(steps, inv) for inv in cmd.calls)
+    """The reply to a Sleep, a Perform or an AwaitHook."""
     if isinstance(cmd, Sleep):
         steps.sleep(cmd.seconds)
         return None

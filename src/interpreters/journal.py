@@ -146,6 +146,13 @@ class ToolsDone(msgspec.Struct, frozen=True, tag="tools", tag_field="t"):
     """The data chunks each call (by id) wrote through its context's writer."""
 
 
+def written_by(
+    cmd: RunTools[ToolInvocation, ToolOutcome],
+) -> tuple[tuple[str, tuple[DataChunk, ...]], ...]:
+    """The data chunks each call of `cmd` (by id) wrote through its context's writer."""
+    return tuple((cid, w.written) for cid, w in tool_writers(cmd) if w.written)
+
+
 def tool_writers(cmd: RunTools[ToolInvocation, ToolOutcome]) -> list[tuple[str, ToolWriter]]:
     """The writer of each call of `cmd` whose tool takes a context, by call id."""
     out: list[tuple[str, ToolWriter]] = []
@@ -174,6 +181,10 @@ class Raised(msgspec.Struct, frozen=True, tag="error", tag_field="t"):
 
 class CancelledAt(msgspec.Struct, frozen=True, tag="cancel", tag_field="t"):
     reason: str
+    done: tuple[ToolOutcome, ...] = ()
+    """Cancelled at a RunTools: the outcomes of the calls that had finished (kept)."""
+    written: tuple[tuple[str, tuple[DataChunk, ...]], ...] = ()
+    """Cancelled at a RunTools: the data chunks each call (by id) had written."""
 
 
 class Priced(msgspec.Struct, frozen=True, tag="price", tag_field="t"):
@@ -546,8 +557,7 @@ class _Recording(RunObserver):
         if t is Pull or t is CallModel:
             self._write(ModelReplied(cast(ModelReply, reply), t is CallModel))
         elif isinstance(cmd, RunTools):
-            written = tuple((cid, w.written) for cid, w in tool_writers(cmd) if w.written)
-            self._write(ToolsDone(cast(tuple[ToolOutcome, ...], reply), written))
+            self._write(ToolsDone(cast(tuple[ToolOutcome, ...], reply), written_by(cmd)))
         elif t is Perform:
             if isinstance(reply, ModelAnswer):
                 self._write(Answered(answer=reply))
@@ -558,7 +568,10 @@ class _Recording(RunObserver):
 
     def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
         if isinstance(error, RunCancelled):
-            self._write(CancelledAt(error.reason))
+            if isinstance(cmd, RunTools):  # a replay cancels with what had finished
+                self._write(CancelledAt(error.reason, error.tool_outcomes, written_by(cmd)))
+            else:
+                self._write(CancelledAt(error.reason))
         elif not isinstance(cmd, AwaitHook):
             api = error.error if isinstance(error, ProviderError) else None
             self._write(Raised(type(error).__name__, str(error), api))

@@ -43,6 +43,7 @@ from interpreters.observe import Observer, describe, log, watched_loop
 from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace
 from pipeline.agent import Agent
+from pipeline.chunks import DataChunk
 from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.driver import Driver, Watch
 from pipeline.model import ApiError, ModelEnded, ModelFailed
@@ -139,7 +140,7 @@ class _Feed:
         self.answers: deque[Answered | Raised] = deque()
         self.clock: deque[float] = deque()
         self.commands = journal.commands()
-        self.cancels: dict[int, str] = {}
+        self.cancels: dict[int, CancelledAt] = {}
         self.costs: deque[Cost | None] = deque()
         self.priced = False
         pending: Literal["tools", "answer", "other"] = "other"
@@ -167,7 +168,7 @@ class _Feed:
             elif isinstance(e, ClockRead):
                 self.clock.append(e.value)
             elif isinstance(e, CancelledAt):
-                self.cancels[n] = e.reason
+                self.cancels[n] = e
             elif isinstance(e, Priced):
                 self.priced = True
                 self.costs.append(e.cost)
@@ -204,7 +205,8 @@ class _Feed:
             self.divergence = _divergence(i, recorded, cmd)
             log.warning("replay diverges from the recording at %s", self.divergence)
 
-    def cancel_reason(self) -> str | None:
+    def cancel_at(self) -> CancelledAt | None:
+        """The recorded cancel at the command being carried out, if it was cancelled."""
         return self.cancels.get(self.index - 1) if self.divergence is None else None
 
     def open_call(self) -> ModelReply:
@@ -229,11 +231,7 @@ class _Feed:
         entry = self.tools.popleft()
         if isinstance(entry, Raised):
             return _rebuild(entry)
-        # The tools do not run again: what they wrote is written again for them.
-        recorded = dict(entry.written)
-        for cid, writer in tool_writers(cmd):
-            for chunk in recorded.get(cid, ()):
-                writer.write(chunk)
+        _write_again(cmd, entry.written)
         if [o.tool_call_id for o in entry.outcomes] == ids:
             return entry.outcomes
         # A changed agent calls other tools: answer each call by its id where recorded.
@@ -252,6 +250,17 @@ class _Feed:
         if isinstance(entry, Raised):
             return _rebuild(entry)
         return entry.answer if entry.answer is not None else entry.value
+
+
+def _write_again(
+    cmd: RunTools[ToolInvocation, ToolOutcome],
+    written: tuple[tuple[str, tuple[DataChunk, ...]], ...],
+) -> None:
+    """The tools do not run again: what they wrote is written again for them."""
+    recorded = dict(written)
+    for cid, writer in tool_writers(cmd):
+        for chunk in recorded.get(cid, ()):
+            writer.write(chunk)
 
 
 class ReplayedError(Exception):
@@ -299,9 +308,13 @@ def _steps(d: Driver, feed: _Feed) -> Generator[AwaitHook, object, RunResult]:
     try:
         cmd = d.start()
         while d.result is None:
-            reason = feed.cancel_reason()
-            if reason is not None:
-                d.cancel(reason)  # (its chunks are in the trace)
+            at = feed.cancel_at()
+            if at is not None:
+                if isinstance(cmd, RunTools):  # the calls that had finished keep theirs
+                    _write_again(cmd, at.written)
+                    for outcome in at.done:
+                        d.tool_finished(outcome)
+                d.cancel(at.reason)  # (its chunks are in the trace)
                 break
             reply: object = None
             failure: BaseException | None = None

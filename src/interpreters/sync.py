@@ -116,8 +116,9 @@ class SyncInterpreter:
         `timeout` (seconds, counted from the first iteration) and `signal` end the run
         with status "cancelled", as under the async interpreter. This thread is never
         interrupted: they are checked before every command and model event, and an HTTP
-        provider's waits are cut to the run's deadline; a tool or hook that blocks is
-        waited for.
+        provider's waits are cut to the run's deadline (a judge call cut so cancels the
+        run there: its hook never sees that failure); a tool or hook that blocks is
+        waited for, and no further call of its step starts after it.
         """
         check_options(options)
         refuse_async(agent)
@@ -194,6 +195,8 @@ class SyncInterpreter:
                         try:
                             model = iter(self._resolve(cmd.request.model).stream(cmd.request))
                         except Exception as e:
+                            if guarded and stop.reason():
+                                continue  # cut short by the stop: not a failure; cancel
                             cmd = d.send(ModelFailed(provider_error(e)))
                             continue
                         first = _next_event(model, started=False)
@@ -221,6 +224,8 @@ class SyncInterpreter:
         """Commands outside the streaming path; failures are thrown into the loop."""
         try:
             if isinstance(cmd, RunTools):
+                if stop.active:
+                    return self._run_tools(d, cmd, stop)
                 reply: object = tuple(run_tool(inv) for inv in cmd.calls)
             elif isinstance(cmd, Sleep):
                 self._sleep(cmd.seconds)
@@ -245,8 +250,27 @@ class SyncInterpreter:
             else:
                 raise TypeError(f"unknown command {cmd!r}")
         except Exception as e:
+            if type(cmd) is Perform and stop.active and stop.reason() is not None:
+                return cmd  # its wait was cut short by the stop: the run is cancelled here
             return d.fail(e)
         return d.send(reply)
+
+
+    @staticmethod
+    def _run_tools(
+        d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: _Stop
+    ) -> LoopCommand:
+        """The calls one after the other, as long as the run is not stopped: a cancel
+        that came while a call ran starts no further call, and those that finished keep
+        their real results (`Driver.tool_finished`), as under the async interpreter."""
+        outcomes: list[ToolOutcome] = []
+        for inv in cmd.calls:
+            if stop.reason() is not None:
+                return cmd  # the run is cancelled at this command
+            outcome = run_tool(inv)
+            d.tool_finished(outcome)
+            outcomes.append(outcome)
+        return d.send(tuple(outcomes))
 
 
 class _Stop:

@@ -30,7 +30,9 @@ What it decides, so no interpreter does:
 - **Cancel.** `cancel` throws `RunCancelled` at the pending command, with the outcomes
   of the tool calls that finished (reported by `tool_finished`), discards an awaitable
   that will not be awaited, and collects the final chunks the loop publishes.
-- **Watching.** A `RunLog` (a trace) records every command and every chunk handed out;
+- **Watching.** A `RunLog` (a trace) records every command and every chunk the loop
+  publishes (as the command is taken: a cancel at a Publish or a Pull does not hand
+  out the chunks it already lists);
   a `Watch` (the observers) sees every command, reply, failure and the end.
 """
 
@@ -49,7 +51,7 @@ LAST: frozenset[type] = frozenset({ModelFinish, ModelEnded, ModelFailed})
 
 
 class RunLog(Protocol):
-    """What records a run's commands and the chunks handed out (`interpreters.trace.Trace`)."""
+    """What records a run's commands and the chunks they publish (`interpreters.trace.Trace`)."""
 
     chunks: list[Chunk]
 
@@ -173,6 +175,11 @@ class Driver:
         """Stop the run where it is (the caller stopped, or the interpreter failed): the
         loop is closed; a run not over has no result."""
         self._loop.close()
+        self.__del__()
+
+    def __del__(self) -> None:
+        # A run dropped unfinished (an async stream never closed, a sync one never
+        # started) still ends for its watchers, once, as a dropped loop generator did.
         if self.result is None and self._watch is not None:
             watch, self._watch = self._watch, None
             watch.end(None)
