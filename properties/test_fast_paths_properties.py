@@ -1,7 +1,7 @@
 """The per-chunk fast paths give the run the watched and traced paths give.
 
 With nothing watching or recording a run, the interpreters answer pull after pull on a
-fast path (the sync interpreter's inner pull loop with `send_event`, the async one's
+fast path (the sync interpreter's inner pull loop on the loop's own send, the async one's
 `_from_batches` under `run`); with observers or a trace they take the driver's full
 path. For generated scripts (text, tool calls over several steps, broken and retried
 streams) on the sync interpreter and on the async one (batches of any size, asyncio and

@@ -294,7 +294,8 @@ class AsyncRunStream(Generic[Output]):
 
     __slots__ = (
         "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_d", "_deadline",
-        "_delivered", "_hand_out", "_interp", "_model", "_ready", "_signal", "_timeout",
+        "_delivered", "_hand_out", "_interp", "_model", "_ready", "_send_event", "_signal",
+        "_timeout",
     )
 
     def __init__(
@@ -309,6 +310,10 @@ class AsyncRunStream(Generic[Output]):
         self._interp = interp
         self._d = driver
         """The run's protocol state (`pipeline.driver`): this class does its I/O."""
+        raw = driver.send_pull
+        self._send_event = raw if raw is not None else driver.send
+        """How a Pull is answered with a model event (the loop's own send when unwatched:
+        then each Pull is set as the driver's `cmd`, the first other command `took`)."""
         self._signal = signal
         self._timeout = timeout
         self._deadline: float | None = None
@@ -436,8 +441,11 @@ class AsyncRunStream(Generic[Output]):
     async def _advance(self) -> None:
         """Carry out commands until there are chunks to hand out or the run is over."""
         d = self._d
-        cmd = d.start()
+        cmd = d.cmd
+        if cmd is None:
+            cmd = d.start()
         hand_out = self._hand_out
+        send_event = self._send_event
         while True:
             if type(cmd) is Pull:
                 publish = cmd.publish
@@ -455,13 +463,21 @@ class AsyncRunStream(Generic[Output]):
                     else:
                         if type(reply) is ModelFinish:
                             await self._close_model()
-                    cmd = d.send(reply)
+                    cmd = send_event(reply)
+                    if type(cmd) is Pull:
+                        d.cmd = cmd
+                    elif d.fast:
+                        cmd = d.took(cmd, reply)
                     continue
                 # The per-chunk path of a stream of batches: an event of the batch at hand
                 # goes to the loop without an await.
                 event: ModelEvent | None = next(self._ready, None)
                 if event is not None and type(event) is not ModelFinish:
-                    cmd = d.send(event)
+                    cmd = send_event(event)
+                    if type(cmd) is Pull:
+                        d.cmd = cmd
+                    elif d.fast:
+                        cmd = d.took(cmd, event)
                 else:
                     cmd = await self._from_batches(event, started=True)
                 continue
@@ -530,7 +546,8 @@ class AsyncRunStream(Generic[Output]):
         last event."""
         d = self._d
         quiet = not self._hand_out and d.fast
-        send = d.send_event if quiet else d.send
+        raw = d.send_pull
+        send = raw if quiet and raw is not None else d.send
         ready = self._ready
         anext = self._anext_batch
         assert anext is not None
@@ -549,8 +566,14 @@ class AsyncRunStream(Generic[Output]):
                     event = next(ready)
             if type(event) is ModelFinish:
                 await self._close_model()
-                return send(event)
-            cmd = send(event)
+                return d.send(event)
+            if not started:  # the model call's first event: the stream opens (`send`)
+                cmd = d.send(event)
+            else:
+                cmd = send(event)
+                if type(cmd) is not Pull:
+                    return d.took(cmd, event) if send is raw else cmd
+                d.cmd = cmd
             if not quiet or type(cmd) is not Pull:
                 return cmd
             started = True

@@ -153,10 +153,11 @@ class SyncInterpreter:
                     assert model is not None
                     if not guarded:
                         # The per-chunk path when there is no deadline to check: pull after
-                        # pull without going round (`send_event` when nothing watches).
-                        m, send = model, d.send_event if d.fast else d.send
-                        read = m.__next__
-                        while type(cmd) is Pull:
+                        # pull without going round (the loop's own send when unwatched).
+                        m, read = model, model.__next__
+                        raw = d.send_pull
+                        send = raw if raw is not None else d.send
+                        while True:
                             yield from cmd.publish
                             try:
                                 event: object = read()
@@ -172,6 +173,11 @@ class SyncInterpreter:
                                     _close(m)
                                     model = None
                             cmd = send(event)
+                            if type(cmd) is not Pull:
+                                break
+                            d.cmd = cmd
+                        if raw is not None:
+                            cmd = d.took(cmd, event)
                         continue
                     yield from cmd.publish
                     event = _next_event(model, started=True)

@@ -38,6 +38,7 @@ What it decides, so no interpreter does:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Publish, Pull, RunTools
@@ -79,7 +80,10 @@ class Driver:
     the outcomes of the pending RunTools' calls that ended (for a cancel).
     """
 
-    __slots__ = ("_log", "_loop", "_watch", "cmd", "finished", "result", "stream_open")
+    __slots__ = (
+        "_log", "_loop", "_watch", "cmd", "fast", "finished", "result", "send_pull",
+        "stream_open",
+    )
 
     def __init__(
         self, loop: AgentLoop, *, log: RunLog | None = None, watch: Watch | None = None
@@ -91,12 +95,12 @@ class Driver:
         self.result: RunResult | None = None
         self.stream_open = False
         self.finished: list[ToolOutcome] | None = None
-
-    @property
-    def fast(self) -> bool:
-        """Nothing records or watches the run: an interpreter may send model events with
-        `send_event` (the per-chunk path)."""
-        return self._log is None and self._watch is None
+        self.fast = log is None and watch is None
+        """Nothing records or watches the run (`send_pull` is there)."""
+        self.send_pull: Callable[[object], LoopCommand] | None = loop.send if self.fast else None
+        """When `fast`, the per-chunk path: the loop's own `send`, to answer a Pull (or the
+        CallModel before it) with a model event and no bookkeeping. The interpreter then
+        sets `cmd` to each Pull it gets and hands the first other command to `took`."""
 
     def start(self) -> LoopCommand:
         """The run's first command (once; later calls give the pending one)."""
@@ -120,14 +124,10 @@ class Driver:
             watch.reply(cmd, reply)
         return self._take(self._loop.send(reply))
 
-    def send_event(self, event: object) -> LoopCommand:
-        """`send` for a model event answering a Pull, when `fast`: the per-chunk path."""
+    def took(self, cmd: LoopCommand, event: object) -> LoopCommand:
+        """After `send_pull` answered with `event` and the loop gave `cmd` (not a Pull): the
+        bookkeeping `send` does; the next command that needs the interpreter."""
         self.stream_open = type(event) not in LAST
-        cmd = self._loop.send(event)
-        t = type(cmd)
-        if t is Pull:
-            self.cmd = cmd
-            return cmd
         return self._take(cmd)
 
     def fail(self, error: BaseException) -> LoopCommand:
