@@ -283,16 +283,15 @@ class _Stop:
     """A run's timeout and cancel signal, for the sync interpreter (checked, never
     interrupting: this thread is the one doing the work)."""
 
-    __slots__ = ("deadline", "signal", "timeout")
+    __slots__ = ("active", "deadline", "signal", "timeout")
 
     def __init__(self, signal: CancelSignal | None, timeout: float | None) -> None:
         self.signal = signal
         self.timeout = timeout
         self.deadline: float | None = None
+        self.active = signal is not None or timeout is not None
+        """Whether there is a stop to check."""
 
-    @property
-    def active(self) -> bool:
-        return self.signal is not None or self.timeout is not None
 
     def start(self) -> None:
         if self.timeout is not None:

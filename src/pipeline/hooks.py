@@ -11,8 +11,12 @@ This is the one place that knows the hook semantics common to all six hooks:
 
 One way to call a hook: `call_hook` is `invoke` (the call; a raise becomes what `raised`
 makes of it, the one exception-to-effect mapping) then `settle` (drive, await, `check`).
-The fast path skips the generator of `settle` for a hook that passes: `fast_call` on the
-per-step paths, the same three steps inlined on the per-chunk path (stream_stage.py).
+The fast path skips the generator of `settle` for a hook that passes: the call as
+``try: raw = b.fn(args)`` / ``except Exception as e: raw = raised(b, e)``, then a plain
+`Continue` with nothing recording effects is passed over and anything else goes to
+`settle`. It is written inline where hooks run in a loop (the per-step hooks in
+step_config.py and output_checks.py, the per-chunk hooks in stream_stage.py): a Python
+call per hook is a measurable share of a step (docs/DESIGN.md, decisions made for speed).
 """
 
 from __future__ import annotations
@@ -112,23 +116,6 @@ def invoke(b: Bound, args: object) -> object:
         return b.fn(args)
     except Exception as e:
         return raised(b, e)
-
-
-PASSED = object()
-"""What `fast_call` returns for a hook that changed nothing."""
-
-
-def fast_call(b: Bound, args: object, record: object) -> object:
-    """The fast path of the per-step hooks: `invoke`, or `PASSED` when the hook returned
-    a plain `Continue` and nothing records effects (nothing to check, keep or record).
-    Hand anything else to `settle`: the same as `call_hook`, without a generator per
-    hook that passes. (The per-chunk path, stream_stage.py, inlines it, the call as
-    ``try: raw = fn(args)`` / ``except Exception as e: raw = raised(b, e)``.)"""
-    try:
-        raw = b.fn(args)
-    except Exception as e:
-        return raised(b, e)
-    return PASSED if raw.__class__ is Continue and record is None else raw
 
 
 def raised(b: Bound, e: Exception) -> Abort:
@@ -261,6 +248,6 @@ def invalid(b: Bound, message: str, kind: str = "InvalidEffect") -> HookFailure:
 
 
 __all__ = [
-    "PASSED", "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check", "fast_call",
+    "Bound", "HookFailure", "Outcome", "bind", "call_hook", "check",
     "invalid", "invoke", "raised", "settle",
 ]
