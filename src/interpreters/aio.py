@@ -44,7 +44,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import AsyncGeneratorType, TracebackType
-from typing import Generic, Unpack
+from typing import TYPE_CHECKING, Generic, Unpack
 
 import anyio
 import anyio.to_thread
@@ -447,7 +447,10 @@ class AsyncRunStream(Generic[Output]):
         hand_out = self._hand_out
         send_event = self._send_event
         while True:
-            if type(cmd) is Pull:
+            t = type(cmd)  # (once per command: the branches below test `t`)
+            if t is Pull:
+                if TYPE_CHECKING:
+                    assert isinstance(cmd, Pull)
                 publish = cmd.publish
                 if publish and not self._delivered and hand_out:
                     self._buf.extend(publish)
@@ -481,18 +484,22 @@ class AsyncRunStream(Generic[Output]):
                 else:
                     cmd = await self._from_batches(event, started=True)
                 continue
-            if type(cmd) is CloseStream:  # (only with a stream open: see the driver)
+            if t is CloseStream:  # (only with a stream open: see the driver)
                 await self._close_model()
                 cmd = d.send(None)
-            elif type(cmd) is Publish:
+            elif t is Publish:
+                if TYPE_CHECKING:
+                    assert isinstance(cmd, Publish)
                 if hand_out:
                     self._buf.extend(cmd.chunks)
                 cmd = d.send(None)
                 if self._buf:  # (never when `run` drives)
                     return
-            elif type(cmd) is Done:
+            elif t is Done:
                 return
-            elif type(cmd) is CallModel:
+            elif t is CallModel:
+                if TYPE_CHECKING:
+                    assert isinstance(cmd, CallModel)
                 try:
                     provider = self._interp._resolve(cmd.request.model)
                     batches = _batches(provider, cmd.request)
@@ -521,10 +528,11 @@ class AsyncRunStream(Generic[Output]):
                         await self._close_model()
                 cmd = d.send(reply)
             else:
-                if type(cmd) is RunTools and len(cmd.calls) == 1:
+                calls = cmd.calls if type(cmd) is RunTools else ()
+                if len(calls) == 1:
                     # No task group, no coroutine for a sync tool (and no list of finished
                     # calls: a cancel can land only while the one call runs)
-                    now = self._interp._call_tool(cmd.calls[0])
+                    now = self._interp._call_tool(calls[0])
                     if not isinstance(now, ToolOutcome):
                         now = await now
                     cmd = d.send((now,))

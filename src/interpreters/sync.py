@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Generic, Unpack
+from typing import TYPE_CHECKING, Generic, Unpack
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from interpreters.cancel import CancelSignal
@@ -140,7 +140,10 @@ class SyncInterpreter:
         try:
             cmd = d.start()
             while True:
-                if type(cmd) is Done:
+                t = type(cmd)  # (once per command: the branches below test `t`)
+                if t is Done:
+                    if TYPE_CHECKING:
+                        assert isinstance(cmd, Done)
                     return cmd.result
                 if guarded and stop.reason() is not None:
                     if model is not None:
@@ -149,7 +152,9 @@ class SyncInterpreter:
                     yield from d.cancel(stop.reason() or "")
                     assert d.result is not None
                     return d.result
-                if type(cmd) is Pull:
+                if t is Pull:
+                    if TYPE_CHECKING:
+                        assert isinstance(cmd, Pull)
                     assert model is not None
                     if not guarded:
                         # The per-chunk path when there is no deadline to check: pull after
@@ -187,15 +192,19 @@ class SyncInterpreter:
                     if guarded and stop.reason():
                         continue  # stopped while it waited: the event is not taken; cancel
                     cmd = d.send(event)
-                elif type(cmd) is Publish:
+                elif t is Publish:
+                    if TYPE_CHECKING:
+                        assert isinstance(cmd, Publish)
                     yield from cmd.chunks
                     cmd = d.send(None)
-                elif type(cmd) is CloseStream:  # (only with a stream open: see the driver)
+                elif t is CloseStream:  # (only with a stream open: see the driver)
                     if model is not None:
                         _close(model)
                         model = None
                     cmd = d.send(None)
-                elif type(cmd) is CallModel:
+                elif t is CallModel:
+                    if TYPE_CHECKING:
+                        assert isinstance(cmd, CallModel)
                     token = run_stop.set(stop) if guarded else None
                     try:
                         try:
@@ -215,7 +224,9 @@ class SyncInterpreter:
                     if guarded and stop.reason():
                         continue  # stopped while it waited: the event is not taken; cancel
                     cmd = d.send(first)
-                elif type(cmd) is Sleep and guarded:
+                elif t is Sleep and guarded:
+                    if TYPE_CHECKING:
+                        assert isinstance(cmd, Sleep)
                     self._sleep(min(cmd.seconds, stop.left()))
                     if stop.reason() is None:
                         cmd = d.send(None)

@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools
 from pipeline.chunks import Chunk, ModelFinish
 from pipeline.model import ModelEnded, ModelFailed
 from pipeline.protocol import AgentLoop, LoopCommand, RunCancelled, ToolOutcome
@@ -125,7 +125,7 @@ class Driver:
         nxt = self._loop.send(reply)
         if self.fast:  # `_take`'s first lines, inline: a call less per command
             n = type(nxt)
-            if n is Pull or n is Publish or n is CallModel or n is Perform or n is Sleep:
+            if n is Pull or n is Publish or n is CallModel or n is RunTools or n is Perform:
                 self.cmd = nxt
                 return nxt
         return self._take(nxt)
@@ -134,6 +134,10 @@ class Driver:
         """After `send_pull` answered with `event` and the loop gave `cmd` (not a Pull): the
         bookkeeping `send` does; the next command that needs the interpreter."""
         self.stream_open = type(event) not in LAST
+        n = type(cmd)
+        if n is Publish or n is CallModel or n is RunTools or n is Perform:  # as in `send`
+            self.cmd = cmd
+            return cmd
         return self._take(cmd)
 
     def fail(self, error: BaseException) -> LoopCommand:
@@ -149,7 +153,9 @@ class Driver:
     def tool_finished(self, outcome: ToolOutcome) -> None:
         """A call of the pending RunTools ended (its side effects happened): a cancel
         keeps its real result."""
-        if self.finished is not None:
+        if type(self.cmd) is RunTools:
+            if self.finished is None:
+                self.finished = []
             self.finished.append(outcome)
 
     def cancel(self, reason: str) -> tuple[Chunk, ...]:
@@ -195,7 +201,7 @@ class Driver:
         no stream open, finish at Done; the first command that needs the interpreter."""
         if self.fast:  # nothing to tell: only commands with rules of their own need more
             t = type(cmd)
-            if t is Pull or t is Publish or t is CallModel or t is Perform or t is Sleep:
+            if t is Pull or t is Publish or t is CallModel or t is RunTools or t is Perform:
                 self.cmd = cmd
                 return cmd
         log, watch = self._log, self._watch
@@ -218,8 +224,6 @@ class Driver:
             elif type(cmd) is Publish:
                 if log is not None:
                     log.chunks.extend(cmd.chunks)
-            elif t is RunTools:
-                self.finished = []
             elif type(cmd) is Done:
                 self.result = result = cmd.result
                 self._loop.close()
