@@ -21,7 +21,7 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.call_ids import CallIds
+from pipeline.call_ids import CallIds, tool_part_ids
 from pipeline.chunks import ModelEvent, ToolCall
 from pipeline.messages import (
     Message,
@@ -443,10 +443,5 @@ def _scan_call_ids(self: CallIds, ml: MessageList) -> set[str]:
     """`CallIds.held_by` without its bookkeeping: every id the conversation holds, read
     again (and no list known, so no step adds to it either)."""
     self.of = None
-    self.used = {
-        p.tool_call_id
-        for m in ml.messages
-        for p in m.parts
-        if isinstance(p, ToolCallPart | ToolResultPart)
-    }
+    self.used = tool_part_ids(ml)
     return self.used

@@ -181,10 +181,3 @@ class NoCleanupStream:
 
     def close(self) -> None:
         raise NotImplementedError
-
-
-def discard(awaitable: object) -> None:
-    """Close an awaitable that will not be awaited (no "coroutine was never awaited")."""
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()

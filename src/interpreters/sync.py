@@ -13,7 +13,6 @@ from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, P
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
     check_model,
-    discard,
     perform_here,
     provider_error,
     resolver,
@@ -32,7 +31,7 @@ from interpreters.providers.provider import Provider, ProviderResolver
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
-from pipeline.driver import LAST, Driver
+from pipeline.driver import LAST, Driver, discard
 from pipeline.messages import RunInput
 from pipeline.model import ModelEnded, ModelFailed
 from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome

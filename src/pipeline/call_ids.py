@@ -43,12 +43,7 @@ class CallIds:
         an earlier step)."""
         if self.of is not ml:
             self.of = ml
-            self.used = {
-                p.tool_call_id
-                for m in ml.messages
-                for p in m.parts
-                if isinstance(p, ToolCallPart | ToolResultPart)
-            }
+            self.used = tool_part_ids(ml)
         return self.used
 
     def grew(self, before: MessageList, after: MessageList, ids: Iterable[str]) -> None:
@@ -56,6 +51,16 @@ class CallIds:
         if self.of is before:
             self.used.update(ids)
             self.of = after
+
+
+def tool_part_ids(ml: MessageList) -> set[str]:
+    """The ids of every tool call and tool result in `ml`."""
+    return {
+        p.tool_call_id
+        for m in ml.messages
+        for p in m.parts
+        if isinstance(p, ToolCallPart | ToolResultPart)
+    }
 
 
 def note_call_ids(

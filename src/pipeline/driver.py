@@ -50,6 +50,10 @@ from pipeline.result import RunResult
 LAST: frozenset[type] = frozenset({ModelFinish, ModelEnded, ModelFailed})
 """A model stream's last events: the interpreter closes the stream as it hands one over."""
 
+_PLAIN: frozenset[type] = frozenset({Pull, Publish, CallModel, RunTools, Perform})
+"""Commands with no rule of their own here: in an unwatched run, taking one is only
+making it the pending command (`send`, `took` and `_take` check this inline)."""
+
 
 class RunLog(Protocol):
     """What records a run's commands and the chunks they publish (`interpreters.trace.Trace`)."""
@@ -123,19 +127,16 @@ class Driver:
             assert cmd is not None
             watch.reply(cmd, reply)
         nxt = self._loop.send(reply)
-        if self.fast:  # `_take`'s first lines, inline: a call less per command
-            n = type(nxt)
-            if n is Pull or n is Publish or n is CallModel or n is RunTools or n is Perform:
-                self.cmd = nxt
-                return nxt
+        if self.fast and type(nxt) in _PLAIN:  # `_take`'s first lines: a call less
+            self.cmd = nxt
+            return nxt
         return self._take(nxt)
 
     def took(self, cmd: LoopCommand, event: object) -> LoopCommand:
         """After `send_pull` answered with `event` and the loop gave `cmd` (not a Pull): the
         bookkeeping `send` does; the next command that needs the interpreter."""
         self.stream_open = type(event) not in LAST
-        n = type(cmd)
-        if n is Publish or n is CallModel or n is RunTools or n is Perform:  # as in `send`
+        if type(cmd) in _PLAIN:  # (`send_pull` is there only when `fast`)
             self.cmd = cmd
             return cmd
         return self._take(cmd)
@@ -166,7 +167,7 @@ class Driver:
             return ()
         cmd = self.start()
         if type(cmd) is AwaitHook:  # never awaited, or its await was cancelled
-            _discard(cmd.awaitable)
+            discard(cmd.awaitable)
         if type(cmd) is Done:
             return ()
         finished = self.finished
@@ -199,11 +200,9 @@ class Driver:
     def _take(self, cmd: LoopCommand) -> LoopCommand:
         """Make `cmd` the pending command: record and show it, answer a CloseStream with
         no stream open, finish at Done; the first command that needs the interpreter."""
-        if self.fast:  # nothing to tell: only commands with rules of their own need more
-            t = type(cmd)
-            if t is Pull or t is Publish or t is CallModel or t is RunTools or t is Perform:
-                self.cmd = cmd
-                return cmd
+        if self.fast and type(cmd) in _PLAIN:
+            self.cmd = cmd
+            return cmd
         log, watch = self._log, self._watch
         while True:
             if log is not None:
@@ -233,11 +232,11 @@ class Driver:
             return cmd
 
 
-def _discard(awaitable: object) -> None:
+def discard(awaitable: object) -> None:
     """Close an awaitable that will not be awaited (no "coroutine was never awaited")."""
     close = getattr(awaitable, "close", None)
     if close is not None:
         close()
 
 
-__all__ = ["LAST", "Driver", "RunLog", "Watch"]
+__all__ = ["LAST", "Driver", "RunLog", "Watch", "discard"]

@@ -17,8 +17,8 @@ from unittest.mock import patch
 import interpreters.common
 import interpreters.observe
 from effects import AwaitHook, Done
-from interpreters.common import discard
 from pipeline import agent_loop
+from pipeline.driver import discard
 from pipeline.protocol import AgentLoop, RunCancelled
 
 REASON = "cut by the test"
