@@ -1,0 +1,38 @@
+"""Memory stores: where the memory processors' requests are answered from.
+
+`MemoryStore` (sync) and `AsyncMemoryStore` (async) are the protocol every store follows;
+`InMemoryStore` is the one for tests. The embedded default (SQLite) and the one to scale
+out (PostgreSQL with pgvector) live beside it.
+"""
+
+from interpreters.memory.store import (
+    SCHEMA_VERSION,
+    AsyncMemoryStore,
+    CorruptStoredMessage,
+    Embedder,
+    HashEmbedder,
+    InMemoryStore,
+    MemoryStore,
+    MemoryStoreError,
+    RecallHit,
+    StoreUnavailable,
+    Thread,
+    ThreadOwnerMismatch,
+    working_memory_key,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AsyncMemoryStore",
+    "CorruptStoredMessage",
+    "Embedder",
+    "HashEmbedder",
+    "InMemoryStore",
+    "MemoryStore",
+    "MemoryStoreError",
+    "RecallHit",
+    "StoreUnavailable",
+    "Thread",
+    "ThreadOwnerMismatch",
+    "working_memory_key",
+]
