@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
     from interpreters.providers.limits import Limits
     from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
+    from interpreters.providers.openai_responses import (
+        OpenAIResponsesCodec,
+        OpenAIResponsesOptions,
+    )
     from interpreters.providers.router import (
         ROUTES,
         AsyncResolver,
@@ -73,6 +77,7 @@ _HOME = {
     "unregister_route": "table", "unregister_wire_format": "table",
     "AsyncHttpProvider": "http", "Endpoint": "http", "HttpProvider": "http", "Timeouts": "http",
     "Limits": "limits", "OpenAIChatCodec": "openai_chat", "OpenAIChatOptions": "openai_chat",
+    "OpenAIResponsesCodec": "openai_responses", "OpenAIResponsesOptions": "openai_responses",
     "Secret": "secret", "SseEvent": "sse", "SseParser": "sse",
 }
 
@@ -101,6 +106,8 @@ __all__ = [
     "Limits",
     "OpenAIChatCodec",
     "OpenAIChatOptions",
+    "OpenAIResponsesCodec",
+    "OpenAIResponsesOptions",
     "ProviderConfig",
     "ProviderConfigError",
     "Resolver",

@@ -184,7 +184,8 @@ class ByteStreamDecoder:
             raise ProviderError(
                 broken_stream(
                     self._status,
-                    "the stream ended before the model finished (no [DONE] / message_stop)",
+                    "the stream ended before the model finished "
+                    "(no [DONE] / message_stop / response.completed)",
                     started=self._decoder.started,
                     error_type="incomplete_stream",
                     request_id=self._request_id,

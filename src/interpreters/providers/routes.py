@@ -105,13 +105,22 @@ def provider_config(
     except ValueError:
         where = "api_key=" if api_key is not None else route.key_env
         raise ProviderConfigError(f"the API key from {where} is malformed") from None
+    wire, options = route.wire, route.options
+    chosen = env.get(route.wire_env) if route.wire_env else None
+    if chosen and chosen != wire:
+        if chosen not in route.wire_choices:
+            raise ProviderConfigError(
+                f"{route.wire_env}={chosen!r} is not a wire format {route_name}/ speaks: "
+                f"use one of {', '.join(repr(w) for w in route.wire_choices)}"
+            )
+        wire, options = chosen, None  # that format's defaults
     return ProviderConfig(
         model_id=model_id,
         model=name,
         route=route_name,
         endpoint=Endpoint(provider=route_name, base_url=url, api_key=secret),
-        wire=route.wire,
-        options=route.options,
+        wire=wire,
+        options=options,
     )
 
 

@@ -28,6 +28,7 @@ import msgspec
 from interpreters.providers.anthropic import MESSAGES
 from interpreters.providers.codec import WireFormat
 from interpreters.providers.openai_chat import CHAT_COMPLETIONS, OpenAIChatOptions
+from interpreters.providers.openai_responses import RESPONSES
 from pipeline.sanitize import MISTRAL
 
 
@@ -51,6 +52,12 @@ class Route(msgspec.Struct, frozen=True):
     price_id: str | None = None
     """Its provider id in genai-prices' table; None: its calls are not priced (a
     self-hosted server)."""
+    wire_env: str | None = None
+    """A variable that may name another of `wire_choices` for this route's ids
+    (`OPENAI_WIRE=openai-responses`); read when a provider is configured, and an error
+    when it names none of them. The other format runs with its default options."""
+    wire_choices: tuple[str, ...] = ()
+    """The wire formats `wire_env` may name (the route's own `wire` among them)."""
 
 
 _WIRES: dict[str, WireFormat] = {}
@@ -120,6 +127,14 @@ def register_route(name: str, route: Route) -> None:
                         f"{type(route.options).__name__}")
     if route.key_required and not route.key_env:
         raise ValueError(f"route {name!r}: key_required needs the key_env that holds the key")
+    if bool(route.wire_env) != bool(route.wire_choices) or (
+        route.wire_choices and route.wire not in route.wire_choices
+    ):
+        raise ValueError(f"route {name!r}: wire_env and wire_choices go together, and the "
+                         "choices include the route's own wire format")
+    for choice in route.wire_choices:
+        if choice not in _WIRES:
+            raise ValueError(f"route {name!r}: unknown wire format {choice!r} in wire_choices")
     if route.base_url is not None:
         check_base_url(route.base_url)
     _ROUTES[name] = route
@@ -159,13 +174,18 @@ def split_model(model: str) -> tuple[str | None, str]:
 
 register_wire_format(CHAT_COMPLETIONS)
 register_wire_format(MESSAGES)
+register_wire_format(RESPONSES)
 
 _CHAT = CHAT_COMPLETIONS.name
 _COMPLETION_TOKENS = OpenAIChatOptions(max_tokens_field="max_completion_tokens")
 
 for _name, _route in {
+    # OPENAI_WIRE=openai-responses makes `openai/` ids speak the Responses API.
     "openai": Route(_CHAT, "https://api.openai.com/v1", "OPENAI_API_KEY", True,
-                    "OPENAI_BASE_URL", _COMPLETION_TOKENS, "openai", "openai"),
+                    "OPENAI_BASE_URL", _COMPLETION_TOKENS, "openai", "openai",
+                    "OPENAI_WIRE", (_CHAT, RESPONSES.name)),
+    "openai-responses": Route(RESPONSES.name, "https://api.openai.com/v1", "OPENAI_API_KEY",
+                              True, "OPENAI_BASE_URL", None, "openai", "openai"),
     "anthropic": Route(MESSAGES.name, "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY",
                        True, "ANTHROPIC_BASE_URL", None, "anthropic", "anthropic"),
     "openrouter": Route(_CHAT, "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True,
