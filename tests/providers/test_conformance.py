@@ -109,6 +109,7 @@ PA = "pydantic+pydantic-ai/tests/"
 DD = "DataDog+dd-trace-py/tests/contrib/"
 LLMA = "simonw+llm-anthropic/tests/cassettes/test_anthropic/"
 RS = PA + "models/cassettes/test_openai_responses/"
+VRS = "vercel+ai/packages/openai/src/responses/__fixtures__/"
 PLAN = (
     "Plan:\n1) Determine required first-letter acrostics for lines: odd lines -> SAMIRA; even "
     "lines -> DAWOOD (12 total lines).\n2) For each line, select a world capital whose name "
@@ -385,9 +386,9 @@ CASES: dict[str, Case] = {
                signature_start="rs_3yo6zy4vu4hq6iegqwhn1",
                calls=(Call("call_2025306790300011", "weather", {"location": "San Francisco"}),)),
         ), check_request=False, stream=True),  # payloads only
-    "vercel+ai/packages/openai/src/responses/__fixtures__/openai-reasoning-encrypted-content.1.json": Case("openai-responses", (
+    VRS + "openai-reasoning-encrypted-content.1.json": Case("openai-responses", (
         Ok("stop", U(865, 163, r=128), "resp_0f35ed53160b395301693cc957829881909359e7f80cdd20b5",
-           text="12 + 7 = 19\n19 × 3 = 57\n57 × 10 = 570\n\nFinal result: 570",
+           text="12 + 7 = 19\n19 \u00d7 3 = 57\n57 \u00d7 10 = 570\n\nFinal result: 570",
            reasoning_start="**Reporting final result**\n\nThe tool returned 570",
            signature_start="rs_0f35ed53160b395301693cc95817ac8190b978637daea4987e gAAAA"),
     ), check_request=False, stream=False),  # body only
@@ -396,12 +397,12 @@ CASES: dict[str, Case] = {
         Err(400, "invalid_request_error", "decimal below minimum value", retryable=False,
             code="decimal_below_min_value"),
     )),
-    "vercel+ai/packages/openai/src/responses/__fixtures__/openai-error.1.chunks.txt": Case("openai-responses", (
+    VRS + "openai-error.1.chunks.txt": Case("openai-responses", (
         # An error event in a 200 stream, before any output: the quota will not come back.
         Err(200, "insufficient_quota", "You exceeded your current quota", retryable=False,
             code="insufficient_quota"),
     ), check_request=False, stream=True),  # payloads only
-    "vercel+ai/packages/openai/src/responses/__fixtures__/reasoning-model-temperature-error.json": Case("openai-responses", (
+    VRS + "reasoning-model-temperature-error.json": Case("openai-responses", (
         Err(400, "invalid_request_error", "'temperature' is not supported with this model",
             retryable=False),
     ), check_request=False, stream=False),  # body only

@@ -584,9 +584,8 @@ class ResponsesStreamDecoder(DecoderBase):
         if item.type == "function_call":
             out: list[ModelEvent] = []
             call = self._calls.pop(key, None) or self._calls.pop(item.call_id or "", None)
-            if call is None:  # not announced (a whole body): started and done here
+            if call is None:  # not announced (a whole body): whole here
                 call = self._new_call(item)
-                out.append(ToolCallDelta(call.id, call.name, ""))
             if item.arguments is not None:
                 call.args = [item.arguments]
             raw = "".join(call.args)
