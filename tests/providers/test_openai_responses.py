@@ -53,7 +53,8 @@ from pipeline.messages import (
 from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoiceTool
 from pipeline.tools import ToolSpec, tool
 from tests.providers.cassettes import index_files, load, traffic_dir
-from tests.providers.helpers import KEY, sse
+from tests.providers.helpers import KEY, rs_response, sse
+from tests.providers.helpers import rs_text_stream as text_stream
 from tests.providers.server import ReplayServer, Reply
 
 ROOT = traffic_dir()
@@ -106,27 +107,6 @@ def failure(raw: bytes) -> tuple[list[ModelEvent], ApiError]:
         got += d.close()
         d.check()
     return got, info.value.error
-
-
-def resp(status: str = "completed", **extra: Any) -> dict[str, Any]:
-    return {"id": "resp_1", "model": "gpt-5", "status": status, "usage": {
-        "input_tokens": 7, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 3},
-        "output_tokens_details": {"reasoning_tokens": 2}}, **extra}
-
-
-def text_stream(*pieces: str, end: str = "response.completed") -> bytes:
-    return sse(
-        {"type": "response.created", "response": resp("in_progress", usage=None)},
-        {"type": "response.output_item.added", "output_index": 0,
-         "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}},
-        *({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
-           "content_index": 0, "delta": p} for p in pieces),
-        {"type": "response.output_item.done", "output_index": 0,
-         "item": {"type": "message", "id": "msg_1", "content": [
-             {"type": "output_text", "text": "".join(pieces)}]}},
-        {"type": end, "response": resp("completed" if end == "response.completed"
-                                       else "incomplete")},
-    )
 
 
 CALL = ToolCallPart("call_1", "get_weather", {"city": "Paris"})
@@ -261,7 +241,7 @@ def test_ids_and_names_are_fitted_to_the_server_and_restored() -> None:
         {"type": "response.output_item.done", "item": {
             "type": "function_call", "id": "fc_9", "call_id": wire_id, "name": wire_name,
             "arguments": "{}", "status": "completed"}},
-        {"type": "response.completed", "response": resp()},
+        {"type": "response.completed", "response": rs_response()},
     )
     calls = [e for e in decode(raw, enc=enc) if isinstance(e, ToolCall)]
     assert calls == [ToolCall(long_id, odd_name, {})]
@@ -291,7 +271,7 @@ def test_reasoning_summary_parts_and_the_item_to_send_back() -> None:
             "type": "reasoning", "id": "rs_7", "encrypted_content": "gAAAAx",
             "summary": [{"type": "summary_text", "text": "First."},
                         {"type": "summary_text", "text": "Second."}]}},
-        {"type": "response.completed", "response": resp()},
+        {"type": "response.completed", "response": rs_response()},
     )
     events = decode(raw)
     assert events[:5] == [
@@ -307,7 +287,7 @@ def test_refusal_is_text_and_finishes_as_content_filter() -> None:
         {"type": "response.refusal.delta", "item_id": "msg_1", "content_index": 0,
          "delta": "I can't help with that."},
         {"type": "response.refusal.done", "item_id": "msg_1", "content_index": 0},
-        {"type": "response.completed", "response": resp()},
+        {"type": "response.completed", "response": rs_response()},
     )
     events = decode(raw)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == \
@@ -322,7 +302,7 @@ def test_incomplete_response_finishes_by_length_and_drops_a_cut_call() -> None:
             "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f"}},
         {"type": "response.function_call_arguments.delta", "item_id": "fc_1",
          "delta": '{"a": '},
-        {"type": "response.incomplete", "response": resp(
+        {"type": "response.incomplete", "response": rs_response(
             "incomplete", incomplete_details={"reason": "max_output_tokens"})},
     )
     events = decode(raw)
@@ -331,7 +311,7 @@ def test_incomplete_response_finishes_by_length_and_drops_a_cut_call() -> None:
 
 
 def test_whole_body_with_reasoning_text_and_a_call() -> None:
-    raw = json.dumps(resp(output=[
+    raw = json.dumps(rs_response(output=[
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text",
                                                           "text": "think"}]},
         {"type": "message", "id": "msg_1", "content": [
@@ -351,7 +331,7 @@ def test_whole_body_with_reasoning_text_and_a_call() -> None:
 
 
 def test_a_failed_whole_body_is_a_typed_error() -> None:
-    raw = json.dumps(resp("failed", error={"code": "server_error",
+    raw = json.dumps(rs_response("failed", error={"code": "server_error",
                                            "message": "try again"})).encode()
     with pytest.raises(ProviderError) as info:
         decode_body(raw)
@@ -408,7 +388,7 @@ def test_invalid_arguments_of_a_completed_call_fail_the_call() -> None:
         {"type": "response.output_item.done", "item": {
             "type": "function_call", "id": "fc_1", "call_id": "c", "name": "f",
             "arguments": '{"a": ', "status": "completed"}},
-        {"type": "response.completed", "response": resp()},
+        {"type": "response.completed", "response": rs_response()},
     )
     got, err = failure(raw)
     assert err.error_type == "invalid_tool_arguments"
@@ -419,7 +399,7 @@ def test_invalid_arguments_of_a_completed_call_fail_the_call() -> None:
     ({"type": "error", "code": "server_error", "message": "boom"}, "server_error", True),
     ({"type": "error", "error": {"type": "invalid_request_error", "code": "bad",
                                  "message": "no"}}, "bad", False),
-    ({"type": "response.failed", "response": resp("failed", error={
+    ({"type": "response.failed", "response": rs_response("failed", error={
         "code": "rate_limit_exceeded", "message": "slow"})}, "rate_limit_exceeded", True),
 ])
 def test_error_events_are_typed_errors(frame: dict[str, object], code: str,

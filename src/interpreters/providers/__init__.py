@@ -1,5 +1,6 @@
-"""Model providers over httpx: the OpenAI Chat Completions and Anthropic Messages wire
-formats, streaming and not, sync (`httpx.Client`) and async (`httpx.AsyncClient`).
+"""Model providers over httpx: the OpenAI Chat Completions, OpenAI Responses and Anthropic
+Messages wire formats, streaming and not, sync (`httpx.Client`) and async
+(`httpx.AsyncClient`).
 
 Start from a router id:
 
