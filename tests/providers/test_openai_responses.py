@@ -151,6 +151,16 @@ def test_reasoning_of_another_provider_or_without_an_item_is_not_sent() -> None:
     ]
 
 
+def test_without_stored_responses_reasoning_goes_back_only_with_its_content() -> None:
+    codec = OpenAIResponsesCodec(OpenAIResponsesOptions(store=False))
+    b = body(req(msg("assistant", ReasoningPart("a", signature="rs_1"), THOUGHT,
+                     TextPart("ok"))), codec)
+    # The id-only item is left out; the one with its encrypted content goes.
+    assert b["input"][0]["id"] == "rs_1" and len(b["input"]) == 2
+    assert [i.get("type", "message") for i in b["input"]] == ["reasoning", "message"]
+    assert b["input"][0]["encrypted_content"] == "gAAAAenc"
+
+
 def test_user_files_as_input_parts() -> None:
     b = body(req(msg("user", TextPart("look"), FilePart("image/png", PNG),
                      FilePart("image/jpeg", "https://x/y.jpg", is_url=True),
@@ -280,6 +290,18 @@ def test_reasoning_summary_parts_and_the_item_to_send_back() -> None:
         ReasoningEnd("reasoning-0", "rs_7 gAAAAx"),
     ]
     assert isinstance(events[-1], ModelFinish) and events[-1].finish_reason == "stop"
+
+
+def test_a_message_sent_only_as_an_item_is_its_text() -> None:
+    raw = sse(
+        {"type": "response.output_item.added", "item": {"type": "message", "id": "msg_1"}},
+        {"type": "response.output_item.done", "item": {"type": "message", "id": "msg_1",
+                                                        "content": [{"type": "output_text",
+                                                                     "text": "whole"}]}},
+        {"type": "response.completed", "response": rs_response()},
+    )
+    events = decode(raw)
+    assert events[:3] == [TextStart("text-0"), TextDelta("text-0", "whole"), TextEnd("text-0")]
 
 
 def test_refusal_is_text_and_finishes_as_content_filter() -> None:

@@ -145,11 +145,13 @@ def reasoning_signature(item_id: str, encrypted: str | None) -> str:
     return f"{item_id} {encrypted}" if encrypted else item_id
 
 
-def _reasoning_item(p: ReasoningPart) -> JsonDict | None:
+def _reasoning_item(p: ReasoningPart, *, stored: bool) -> JsonDict | None:
     sig = p.signature
     if not sig or not sig.startswith("rs_"):
         return None  # not a Responses reasoning item (another provider's, or none)
     item_id, _, encrypted = sig.partition(" ")
+    if not encrypted and not stored:
+        return None  # by id alone: a server that stores nothing cannot find it
     item: JsonDict = {
         "type": "reasoning", "id": item_id,
         "summary": [{"type": "summary_text", "text": p.text}] if p.text else [],
@@ -159,7 +161,8 @@ def _reasoning_item(p: ReasoningPart) -> JsonDict | None:
     return item
 
 
-def _encode_message(m: Message, system_role: str, out: list[JsonDict]) -> None:
+def _encode_message(m: Message, options: OpenAIResponsesOptions, out: list[JsonDict]) -> None:
+    system_role = options.system_role
     # Tool results are items of their own, whatever role carried them.
     for p in m.parts:
         if isinstance(p, ToolResultPart):
@@ -194,7 +197,7 @@ def _encode_message(m: Message, system_role: str, out: list[JsonDict]) -> None:
                 item = {"type": "function_call", "call_id": p.tool_call_id,
                         "name": p.tool_name, "arguments": json_text(dict(p.args))}
             elif isinstance(p, ReasoningPart):
-                item = _reasoning_item(p)
+                item = _reasoning_item(p, stored=options.store is not False)
             if item is None:
                 continue
             if texts:
@@ -220,7 +223,7 @@ def encode_request(
         {"role": options.system_role, "content": s.content} for s in request.system
     ]
     for m in request.messages:
-        _encode_message(m, options.system_role, items)
+        _encode_message(m, options, items)
     body: JsonDict = {"model": model, "input": items}
     if request.tools:
         body["tools"] = [
@@ -415,6 +418,8 @@ class ResponsesStreamDecoder(DecoderBase):
         self._called = 0
         self._thoughts: dict[str, _Thought] = {}
         self._refused = False
+        self._texted: set[str] = set()
+        """The message items whose text streamed."""
         self._dropped: list[tuple[str, str]] = []
         """Calls whose arguments did not parse in an item the server marked incomplete."""
 
@@ -429,6 +434,8 @@ class ResponsesStreamDecoder(DecoderBase):
                 kind = _type_only.decode(data).type
             except (msgspec.DecodeError, msgspec.ValidationError):
                 kind = TEXT_DELTA  # not even a typed JSON object
+            if kind == "error":
+                raise self._error(data.encode()) from None  # whatever its shape
             if kind in _KNOWN:
                 raise self._bad_frame("Responses event", e, data) from None
             return []  # a shape this decoder does not know, of a type it does not read
@@ -483,7 +490,8 @@ class ResponsesStreamDecoder(DecoderBase):
             return self.finish(ev.response)
         if t == "response.failed":
             r = ev.response
-            raise self._failed(r.error if r is not None and r.error else _Error(), t)
+            raise self._failed(r.error if r is not None and r.error else _Error(),
+                               "response_failed")
         if t == "error" or sse_name == "error":
             raise self._failed(ev.error or _Error(ev.code, ev.message), "stream_error")
         return []  # progress of server tools, annotations, and what this decoder does not know
@@ -523,6 +531,7 @@ class ResponsesStreamDecoder(DecoderBase):
         if o is None or o[:2] != key:
             if o is not None:
                 out.append(TextEnd(o[2]))
+            self._texted.add(key[0])
             block = self._new_block("refusal" if refusal else "text")
             o = (*key, block)
             out.append(TextStart(block))
@@ -578,43 +587,58 @@ class ResponsesStreamDecoder(DecoderBase):
         return call
 
     def _item_done(self, item: _Item) -> list[ModelEvent]:
-        key = item.id or ""
         if item.type == "message":
-            return self._close_text(item.id, None)
+            return self._message_done(item)
         if item.type == "function_call":
-            out: list[ModelEvent] = []
-            call = self._calls.pop(key, None) or self._calls.pop(item.call_id or "", None)
-            if call is None:  # not announced (a whole body): whole here
-                call = self._new_call(item)
-            if item.arguments is not None:
-                call.args = [item.arguments]
-            raw = "".join(call.args)
-            args = parse_tool_args(raw)
-            if args is None:
-                if item.status == "incomplete":
-                    self._dropped.append((call.name, raw))  # cut by the token limit
-                    return out
-                raise invalid_tool_args(self._status, call.name, raw,
-                                        request_id=self._request_id)
-            self._called += 1
-            out.append(ToolCall(call.id, call.name, args))
-            return out
+            return self._call_done(item)
         if item.type == "reasoning":
-            out = []
-            th = self._thoughts.pop(key, None)
-            if th is None:  # not announced (a whole body): started and done here
-                th = _Thought(self._new_block("reasoning"))
-                out.append(ReasoningStart(th.block))
-            if not th.text:
-                # Not streamed (a whole body, or a server that sends items only): its text.
-                parts = [s.text for s in item.summary or () if s.text]
-                parts += [c.text for c in item.content or () if c.text]
-                if parts:
-                    out.append(ReasoningDelta(th.block, "\n\n".join(parts)))
-            sig = reasoning_signature(item.id, item.encrypted_content) if item.id else None
-            out.append(ReasoningEnd(th.block, sig))
-            return out
-        return []
+            return self._reasoning_done(item)
+        return []  # built-in tools' items: not this loop's to run
+
+    def _message_done(self, item: _Item) -> list[ModelEvent]:
+        key = item.id or ""
+        if key in self._texted:
+            return self._close_text(key, None)
+        # Its text never streamed (a whole body, or a server that sends items only).
+        out: list[ModelEvent] = []
+        for i, c in enumerate(item.content or ()):
+            text = c.text if c.type == "output_text" else c.refusal
+            if text:
+                ev = _Event(delta=text, item_id=key, content_index=i)
+                out += self._text_delta(ev, refusal=c.type == "refusal")
+        return out + self._close_text(key, None)
+
+    def _call_done(self, item: _Item) -> list[ModelEvent]:
+        call = self._calls.pop(item.id or "", None) or self._calls.pop(item.call_id or "", None)
+        if call is None:  # not announced (a whole body): whole here
+            call = self._new_call(item)
+        if item.arguments is not None:
+            call.args = [item.arguments]
+        raw = "".join(call.args)
+        args = parse_tool_args(raw)
+        if args is None:
+            if item.status == "incomplete":
+                self._dropped.append((call.name, raw))  # cut by the token limit
+                return []
+            raise invalid_tool_args(self._status, call.name, raw, request_id=self._request_id)
+        self._called += 1
+        return [ToolCall(call.id, call.name, args)]
+
+    def _reasoning_done(self, item: _Item) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        th = self._thoughts.pop(item.id or "", None)
+        if th is None:  # not announced (a whole body): started and done here
+            th = _Thought(self._new_block("reasoning"))
+            out.append(ReasoningStart(th.block))
+        if not th.text:
+            # Not streamed (a whole body, or a server that sends items only): its text.
+            parts = [s.text for s in item.summary or () if s.text]
+            parts += [c.text for c in item.content or () if c.text]
+            if parts:
+                out.append(ReasoningDelta(th.block, "\n\n".join(parts)))
+        sig = reasoning_signature(item.id, item.encrypted_content) if item.id else None
+        out.append(ReasoningEnd(th.block, sig))
+        return out
 
     def finish(self, r: _Head) -> list[ModelEvent]:
         """`response.completed` / `response.incomplete`: close what is open, then finish."""
@@ -670,16 +694,9 @@ def decode_body(
     # The items go through the stream decoder's rules: one set of rules for both paths.
     out: list[ModelEvent] = []
     for n, item in enumerate(resp.output):
-        item_id = item.id or f"item_{n}"
-        if item.type == "message":
-            for i, c in enumerate(item.content or ()):
-                text = c.text if c.type == "output_text" else c.refusal
-                if text:
-                    ev = _Event(delta=text, item_id=item_id, content_index=i)
-                    out += dec._text_delta(ev, refusal=c.type == "refusal")
-            out += dec._close_text(item_id, None)
-        else:
-            out += dec._item_done(item)
+        if item.id is None:
+            item = msgspec.structs.replace(item, id=f"item_{n}")
+        out += dec._item_done(item)
     out += dec.finish(resp)
     return out
 
