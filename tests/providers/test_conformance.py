@@ -393,10 +393,12 @@ CASES: dict[str, Case] = {
            signature_start="rs_0f35ed53160b395301693cc95817ac8190b978637daea4987e gAAAA"),
     ), check_request=False, stream=False),  # body only
     # --- OpenAI Responses: errors -----------------------------------------------------------
+    # The recorded client sent temperature -1, which ModelSettings refuses before any
+    # request: the response is checked, with a request this library can send.
     RS + "test_openai_responses_model_http_error.yaml": Case("openai-responses", (
         Err(400, "invalid_request_error", "decimal below minimum value", retryable=False,
             code="decimal_below_min_value"),
-    )),
+    ), check_request=False),
     VRS + "openai-error.1.chunks.txt": Case("openai-responses", (
         # An error event in a 200 stream, before any output: the quota will not come back.
         Err(200, "insufficient_quota", "You exceeded your current quota", retryable=False,

@@ -50,7 +50,14 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoiceTool
+from pipeline.model import (
+    ApiError,
+    ModelRequest,
+    ModelSettings,
+    PromptCache,
+    StructuredOutput,
+    ToolChoiceTool,
+)
 from pipeline.tools import ToolSpec, tool
 from tests.providers.cassettes import index_files, load, traffic_dir
 from tests.providers.helpers import KEY, rs_response, sse
@@ -213,6 +220,15 @@ def test_settings_reasoning_and_options() -> None:
     assert b["store"] is False and b["service_tier"] == "flex" and "x" not in b
     plain = body(req(msg("user", TextPart("hi"))))
     assert not {"reasoning", "include", "store", "max_output_tokens"} & set(plain)
+
+
+def test_the_prompt_cache_hint_changes_nothing_its_reads_are_reported() -> None:
+    plain = req(msg("user", TextPart("hi")), system=(SystemMessage("s"),), tools=(WEATHER,))
+    hinted = msgspec.structs.replace(
+        plain, model_settings=ModelSettings(prompt_cache=PromptCache(messages=2)))
+    assert body(hinted) == body(plain)  # OpenAI caches long prefixes by itself
+    [finish] = [e for e in decode(text_stream("x")) if isinstance(e, ModelFinish)]
+    assert finish.usage.cached_input_tokens == 3
 
 
 @pytest.mark.parametrize("settings", [ModelSettings(stop=("x",)), ModelSettings(seed=1)])
