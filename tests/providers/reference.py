@@ -55,20 +55,25 @@ def _extras(body: dict[str, Json], known: set[str], section: str) -> dict[str, J
 # --- OpenAI Chat Completions -----------------------------------------------------------
 
 
-def _openai_user_parts(content: Json) -> tuple[Part, ...]:
+def _image(url: str) -> FilePart:
+    """An image part from a URL or a `data:` URL."""
+    if url.startswith("data:"):
+        mt, _, data = url[5:].partition(";base64,")
+        return FilePart(mt, data)
+    return FilePart("image/*", url, is_url=True)
+
+
+def _user_parts(content: Json, text: str = "text", image: str = "image_url") -> tuple[Part, ...]:
+    """A user message's content (Chat's part types by default; Responses' `input_*`)."""
     if isinstance(content, str):
         return (TextPart(content),)
     parts: list[Part] = []
     for c in content:
-        if c["type"] == "text":
+        if c["type"] == text:
             parts.append(TextPart(c["text"]))
-        elif c["type"] == "image_url":
-            url = c["image_url"]["url"]
-            if url.startswith("data:"):
-                mt, _, data = url[5:].partition(";base64,")
-                parts.append(FilePart(mt, data))
-            else:
-                parts.append(FilePart("image/*", url, is_url=True))
+        elif c["type"] == image:
+            url = c[image]
+            parts.append(_image(url if isinstance(url, str) else url["url"]))
         else:
             raise AssertionError(f"content part not modelled: {c['type']}")
     return tuple(parts)
@@ -87,7 +92,7 @@ def openai_request(body: dict[str, Json], route: str) -> ModelRequest:
             else:
                 messages.append(Message(id=mid, role="system", parts=(TextPart(m["content"]),)))
         elif role == "user":
-            messages.append(Message(id=mid, role="user", parts=_openai_user_parts(m["content"])))
+            messages.append(Message(id=mid, role="user", parts=_user_parts(m["content"])))
         elif role == "assistant":
             parts: list[Part] = []
             if m.get("content") is not None:
@@ -263,25 +268,6 @@ RESPONSES_KEYS = {
 }
 
 
-def _responses_user_parts(content: Json) -> tuple[Part, ...]:
-    if isinstance(content, str):
-        return (TextPart(content),)
-    parts: list[Part] = []
-    for c in content:
-        if c["type"] == "input_text":
-            parts.append(TextPart(c["text"]))
-        elif c["type"] == "input_image":
-            url = c["image_url"]
-            if url.startswith("data:"):
-                mt, _, data = url[5:].partition(";base64,")
-                parts.append(FilePart(mt, data))
-            else:
-                parts.append(FilePart("image/*", url, is_url=True))
-        else:
-            raise AssertionError(f"content part not modelled: {c['type']}")
-    return tuple(parts)
-
-
 def _summary_text(item: Json) -> str:
     return "\n\n".join(s["text"] for s in item.get("summary") or ())
 
@@ -327,7 +313,8 @@ def responses_request(body: dict[str, Json], route: str) -> ModelRequest:
                                             parts=(TextPart(it["content"]),)))
             else:
                 messages.append(Message(id=f"m{i}", role="user",
-                                        parts=_responses_user_parts(it["content"])))
+                                        parts=_user_parts(it["content"], "input_text",
+                                                          "input_image")))
     flush(len(body["input"]))
     tools = tuple(
         ToolSpec(t["name"], t.get("description") or "", t.get("parameters", {}))
