@@ -14,6 +14,8 @@ import msgspec
 import pytest
 
 from interpreters.aio import AsyncInterpreter
+from interpreters.otel import provider_of
+from interpreters.prices import genai_prices
 from interpreters.providers import (
     AsyncResolver,
     ByteStreamDecoder,
@@ -40,6 +42,7 @@ from pipeline.chunks import (
     ToolCall,
     Usage,
 )
+from pipeline.cost import PriceQuery
 from pipeline.messages import (
     FilePart,
     Message,
@@ -672,3 +675,12 @@ def test_a_stream_cut_short_never_finishes_the_agent() -> None:
         resolver.close()
     assert result.status != "finished"
     assert result.error is not None and "response.completed" in str(result.error)
+
+
+def test_its_route_is_traced_and_priced_as_openai() -> None:
+    assert provider_of("openai-responses/gpt-4o") == ("openai", "gpt-4o")
+    price = genai_prices()
+    usage = Usage(1_000_000, 1_000_000, cached_input_tokens=500_000)
+    ours = price(PriceQuery("openai-responses/gpt-4o", None, usage, 1_750_000_000.0))
+    chat = price(PriceQuery("openai/gpt-4o", None, usage, 1_750_000_000.0))
+    assert ours is not None and chat is not None and ours.total == chat.total
