@@ -5,6 +5,7 @@
 out (PostgreSQL with pgvector) live beside it.
 """
 
+from interpreters.memory.handlers import NoEmbedder, async_memory_handlers, memory_handlers
 from interpreters.memory.store import (
     SCHEMA_VERSION,
     AsyncMemoryStore,
@@ -30,9 +31,12 @@ __all__ = [
     "InMemoryStore",
     "MemoryStore",
     "MemoryStoreError",
+    "NoEmbedder",
     "RecallHit",
     "StoreUnavailable",
     "Thread",
     "ThreadOwnerMismatch",
+    "async_memory_handlers",
+    "memory_handlers",
     "working_memory_key",
 ]

@@ -94,7 +94,9 @@ def _ids(ctx: RunContext, who: str, *, need_resource: bool = False) -> tuple[str
     return thread, resource
 
 
-def _stamped(messages: tuple[Message, ...], thread: str, resource: str | None) -> tuple[Message, ...]:
+def _stamped(
+    messages: tuple[Message, ...], thread: str, resource: str | None
+) -> tuple[Message, ...]:
     """The messages with the thread and resource they are saved under."""
     return tuple(
         m if m.thread_id == thread and m.resource_id == resource
@@ -214,7 +216,8 @@ class SemanticRecall(Processor):
     approved, indexes its new messages for later recalls.
 
     A recalled tool call always comes with its result (a part whose partner is not in the
-    recalled range is left out). `on_recall_error="warn"` turns a failed recall (the
+    recalled range is left out). It saves the approved messages it indexes (so it also
+    works without `MessageHistory`). `on_recall_error="warn"` turns a failed recall (the
     store or the embedder) into a `data-memory` part and the run goes on without it;
     `"fail"` (the default) fails the run."""
 
@@ -272,6 +275,13 @@ class SemanticRecall(Processor):
         texts = tuple((i, t) for i, t in texts if t.strip())
         if not texts:
             return Continue()
+        # What is indexed must be stored to be recalled: saved here too (by id, so with
+        # a MessageHistory before it this saves nothing twice).
+        yield from ask(SaveMessages(
+            thread_id=thread, resource_id=resource,
+            messages=_stamped(args.messages, thread, resource),
+            created_at=args.messages[0].created_at,
+        ))
         try:
             vectors = yield from ask(Embed(texts=tuple(t for _, t in texts)))
             yield from ask(IndexMessages(
