@@ -364,7 +364,7 @@ def test_a_failed_save_fails_the_run_and_drops_its_answer() -> None:
 def test_every_option_is_checked() -> None:
     bad: list[object] = [
         lambda: MessageHistory(last_messages=-1),
-        lambda: MessageHistory(last_messages=True),  # type: ignore[arg-type]
+        lambda: MessageHistory(last_messages=True),
         lambda: SemanticRecall(top_k=0),
         lambda: SemanticRecall(scope="threads"),  # type: ignore[arg-type]
         lambda: SemanticRecall(on_recall_error="ignore"),  # type: ignore[arg-type]
