@@ -11,6 +11,7 @@ import pytest
 from effects import Abort, Continue, Replace, Request, ask
 from interpreters.cancel import CancelSignal
 from interpreters.handlers import Handlers
+from interpreters.journal import Journal, Recorder
 from interpreters.memory import (
     CorruptStoredMessage,
     HashEmbedder,
@@ -514,3 +515,18 @@ def test_memory_handlers_take_more_handlers() -> None:
         history_agent(processor("count", process_input_step=hook)), "hi", thread_id="t1"
     ).result
     assert result.tripwire is not None and result.tripwire.reason == "counted 3"
+
+
+def test_a_run_with_memory_replays_from_its_journal() -> None:
+    # The store's answers are recorded as JSON; the replay gives the hooks them back as
+    # the types their requests declare (messages, vectors).
+    store = InMemoryStore()
+    rec = Recorder()
+    agent = make_agent(input_processors=[MessageHistory(), SemanticRecall(), WorkingMemory()])
+    sim = Simulator(ScriptedModel([Say("one"), Say("two")]),
+                    handlers=memory_handlers(store, HashEmbedder()), observers=[rec])
+    sim.run(agent, "first", thread_id="t1", resource_id="u1")
+    ran = sim.run(agent, "first again", thread_id="t1", resource_id="u1")
+    replay = Simulator.replay(Journal.from_ndjson(rec.last().to_ndjson()), agent)
+    assert replay.divergence is None
+    assert replay.result == ran.result
