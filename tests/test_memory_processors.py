@@ -26,7 +26,7 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import DataChunk, TextDelta, ToolResult
+from pipeline.chunks import DataChunk, ErrorChunk, Finish, TextDelta, ToolResult
 from pipeline.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
 from pipeline.pairing import is_paired
 from pipeline.processor import (
@@ -355,7 +355,10 @@ def test_a_failed_save_fails_the_run_and_drops_its_answer() -> None:
             raise StoreUnavailable("disk full")
 
     sim = Simulator(ScriptedModel([Say("answer")]), handlers=memory_handlers(NoSave()))
-    result = sim.run(history_agent(), "hi", thread_id="t1").result
+    ran = sim.run(history_agent(), "hi", thread_id="t1")
+    result = ran.result
+    assert not any(isinstance(c, Finish) for c in ran.trace.chunks)  # told it failed
+    assert isinstance(ran.trace.chunks[-1], ErrorChunk)
     assert result.status == "failed"
     assert isinstance(result.error, ProcessorFailed)
     assert result.error.hook == "process_approved"

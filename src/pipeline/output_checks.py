@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from effects import Abort, Continue, Replace
+from pipeline.chunks import Finish as FinishChunk
 from pipeline.chunks import ModelFinish
 from pipeline.hooks import HookFailure, call_hook, raised, settle
 from pipeline.loop_messages import discarded, feedback, keep_held
@@ -150,7 +151,9 @@ def approved(
 ) -> Generator[LoopCommand, object, None]:
     """process_approved, once every output processor approved the run's answer: the new
     messages as they leave the run (`ApprovedArgs`). A crash or a cancel while it runs
-    drops the answer from the result (fail closed, as in `output_result`)."""
+    drops the answer from the result and the finish chunk from the stream (fail closed,
+    as in `output_result`). A cancel that lands while a save is under way may leave that
+    save done: what it saved had been approved."""
     if st.held:  # kept in the answer before it is saved, as the result will keep them
         keep_held(rc, st)
     leaving = st.leaving.messages(st.ml, before_result)
@@ -165,6 +168,9 @@ def approved(
             apply(rc, st, b, (yield from call_hook(b, args)))
         except (HookFailure, RunCancelled):
             _drop_response(st)
+            # The finish chunk waits in `pending` (no command here publishes): the
+            # caller is told the run failed, not that it finished.
+            st.pending = [c for c in st.pending if type(c) is not FinishChunk]
             raise
 
 
