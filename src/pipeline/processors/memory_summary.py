@@ -21,7 +21,7 @@ from pipeline.model import ModelRequest
 from pipeline.pairing import cut_points
 from pipeline.processor import AskModel, InputArgs, InputResult, Processor
 from pipeline.processors.options import Options
-from pipeline.processors.token_counting import ApproxTokenCounter, TokenCounter, count_message
+from pipeline.processors.token_counting import TokenCounter, check_counter, count_message
 
 __all__ = ["SUMMARY_TAG", "Summarization", "summary_cut"]
 
@@ -88,12 +88,10 @@ class Summarization(Processor):
             raise o.fail("keep_tokens", keep_tokens, f"an int from 0 to max_tokens ({max_tokens})")
         o.text("judge_model", judge_model)
         o.text("instructions", instructions)
-        if counter is not None and not callable(getattr(counter, "count", None)):
-            raise o.fail("counter", counter, "a TokenCounter (with a count(text) method)")
+        self.counter = check_counter(o, counter)
         o.id(id)
         self.keep_tokens = max_tokens // 2 if keep_tokens is None else keep_tokens
         self.judge_model = judge_model
-        self.counter: TokenCounter = counter if counter is not None else ApproxTokenCounter()
         self.instructions = instructions
         self.id = id
 

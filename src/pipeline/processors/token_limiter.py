@@ -33,8 +33,8 @@ from pipeline.processor import (
 )
 from pipeline.processors.options import Options
 from pipeline.processors.token_counting import (
-    ApproxTokenCounter,
     TokenCounter,
+    check_counter,
     count_message,
     count_system,
     longest_prefix_within,
@@ -113,11 +113,7 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
         o.integer("limit", limit, min=1)
         o.choice("strategy", strategy, OutputStrategy)
         o.choice("count_mode", count_mode, CountMode)
-        if counter is not None and (  # a str or a tuple has a count() too, of another kind
-            isinstance(counter, str | bytes | bytearray | tuple | list)
-            or not isinstance(counter, TokenCounter)
-        ):
-            raise o.fail("counter", counter, "None or a counter with count(text) -> int")
+        checked = check_counter(o, counter)
         for name, value in (("every_step", every_step),
                             ("count_system_messages", count_system_messages),
                             ("start_with_user", start_with_user),
@@ -129,7 +125,7 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
         self.limit = limit
         self.strategy: OutputStrategy = strategy
         self.count_mode: CountMode = count_mode
-        self.counter: TokenCounter = counter if counter is not None else ApproxTokenCounter()
+        self.counter: TokenCounter = checked
         self.every_step = every_step
         self.count_system_messages = count_system_messages
         self.start_with_user = start_with_user
