@@ -30,12 +30,15 @@ from pipeline.chunks import DataChunk, ErrorChunk, Finish, TextDelta, ToolResult
 from pipeline.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
 from pipeline.pairing import is_paired
 from pipeline.processor import (
+    ApprovedArgs,
+    ApprovedResult,
     InputStepArgs,
     InputStepResult,
     OutputResultArgs,
     OutputResultResult,
     OutputStepArgs,
     OutputStepResult,
+    Processor,
     StepChange,
     StreamArgs,
     StreamResult,
@@ -533,3 +536,19 @@ def test_a_run_with_memory_replays_from_its_journal() -> None:
     replay = Simulator.replay(Journal.from_ndjson(rec.last().to_ndjson()), agent)
     assert replay.divergence is None
     assert replay.result == ran.result
+
+
+def test_a_processor_with_only_process_approved_is_an_input_or_output_processor() -> None:
+    saved: list[list[str]] = []
+
+    class Saver(Processor):
+        id = "saver"
+
+        def process_approved(self, args: ApprovedArgs[None]) -> ApprovedResult[None]:
+            saved.append([m.text for m in args.messages])
+            return Continue()
+
+    for agent in (make_agent(input_processors=[Saver()]),
+                  make_agent(output_processors=[Saver()])):
+        Simulator(ScriptedModel([Say("answer")])).run(agent, "hi")
+    assert saved == [["hi", "answer"], ["hi", "answer"]]

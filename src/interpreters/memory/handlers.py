@@ -104,7 +104,10 @@ def memory_handlers(store: MemoryStore, embedder: Embedder | None = None) -> Han
     """Handlers answering the memory requests from `store` (and `Embed` from `embedder`),
     for the sync interpreters (and the simulator). Add your own to the result with
     `.add(...)`."""
-    s = _Sync(store, embedder)
+    return _registry(_Sync(store, embedder))
+
+
+def _registry(s: _Sync | _Async) -> Handlers:
     return (
         Handlers()
         .add(LoadHistory, s.load)
@@ -180,25 +183,8 @@ def async_memory_handlers(
     """Handlers for the async interpreters: over an `AsyncMemoryStore`, awaited; over a
     sync `MemoryStore`, each request answered in a worker thread."""
     if not _is_async(store):
-        s = _Sync(store, embedder)
-        return (
-            Handlers()
-            .add(LoadHistory, _in_thread(s.load))
-            .add(SaveMessages, _in_thread(s.save))
-            .add(Embed, _in_thread(s.embed))
-            .add(IndexMessages, _in_thread(s.index))
-            .add(Recall, _in_thread(s.recall))
-            .add(GetWorkingMemory, _in_thread(s.get_working))
-            .add(SetWorkingMemory, _in_thread(s.set_working))
-        )
-    a = _Async(store, embedder)
-    return (
-        Handlers()
-        .add(LoadHistory, a.load)
-        .add(SaveMessages, a.save)
-        .add(Embed, a.embed)
-        .add(IndexMessages, a.index)
-        .add(Recall, a.recall)
-        .add(GetWorkingMemory, a.get_working)
-        .add(SetWorkingMemory, a.set_working)
-    )
+        # The sync answers, each run in a worker thread (their types checked above).
+        return Handlers.of({
+            t: _in_thread(fn) for t, fn in memory_handlers(store, embedder).items()
+        })
+    return _registry(_Async(store, embedder))

@@ -22,6 +22,7 @@ from pipeline.pairing import cut_points
 from pipeline.processor import AskModel, InputArgs, InputResult, Processor
 from pipeline.processors.options import Options
 from pipeline.processors.token_counting import TokenCounter, check_counter, count_message
+from pipeline.processors.token_limiter import first_fit
 
 __all__ = ["SUMMARY_TAG", "Summarization", "summary_cut"]
 
@@ -39,17 +40,12 @@ def summary_cut(
     """Where to cut: the smallest pairing-safe cut c (`cut_points`) with 0 < c <= `last`
     after which the messages fit `keep` tokens (by `costs`), else the largest such cut
     (the most that can be summarized); 0 when there is none."""
-    tail, first_fit = 0, len(messages)
-    for i in range(len(messages) - 1, -1, -1):
-        tail += costs[i]
-        if tail > keep:
-            break
-        first_fit = i
+    fits = first_fit(costs, keep)
     best = 0
     for c in cut_points(messages):
         if c == 0 or c > last:
             continue
-        if c >= first_fit:
+        if c >= fits:
             return c
         best = c
     return best

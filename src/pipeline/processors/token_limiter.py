@@ -40,7 +40,10 @@ from pipeline.processors.token_counting import (
     longest_prefix_within,
 )
 
-__all__ = ["CountMode", "LimiterState", "OutputStrategy", "TokenLimiterProcessor", "trim_start"]
+__all__ = [
+    "CountMode", "LimiterState", "OutputStrategy", "TokenLimiterProcessor", "first_fit",
+    "trim_start",
+]
 
 OutputStrategy = Literal["truncate", "abort"]
 CountMode = Literal["cumulative", "part"]
@@ -55,6 +58,17 @@ class LimiterState(msgspec.Struct, frozen=True):
     truncated: bool = False
 
 
+def first_fit(costs: tuple[int, ...], budget: int) -> int:
+    """The smallest i such that the costs from i on sum to at most `budget`."""
+    total, first = 0, len(costs)
+    for i in range(len(costs) - 1, -1, -1):
+        total += costs[i]
+        if total > budget:
+            break
+        first = i
+    return first
+
+
 def trim_start(
     messages: tuple[Message, ...],
     costs: tuple[int, ...],
@@ -65,16 +79,11 @@ def trim_start(
     """The smallest i such that `messages[i:]` fits `budget` (by `costs`), is a
     pairing-safe cut (`cut_points`) and, with `start_with_user`, starts with a user
     message; None when no non-empty suffix qualifies."""
-    total, first_fit = 0, len(messages)
-    for i in range(len(messages) - 1, -1, -1):
-        total += costs[i]
-        if total > budget:
-            break
-        first_fit = i
-    if first_fit == 0:
+    first = first_fit(costs, budget)
+    if first == 0:
         return 0
     for c in cut_points(messages):
-        if c < first_fit:
+        if c < first:
             continue
         if c == len(messages):
             return None
