@@ -14,6 +14,7 @@ import inspect
 from collections.abc import Callable
 from typing import get_args
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,6 +52,10 @@ from pipeline.processors.token_limiter import CountMode, OutputStrategy
 from pipeline.processors.unicode_normalizer import FoldHomoglyphs, NormalForm
 
 Values = st.SearchStrategy[object]
+
+
+class _Profile(msgspec.Struct):
+    name: str = ""
 
 
 class English:
@@ -312,6 +317,8 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
     WorkingMemory: ({}, {
         "scope": choice(RecallScope),
         "template": text(empty=True),
+        "schema": objects(st.one_of(st.none(), st.just(_Profile)),
+                          st.one_of(st.sampled_from((dict, str, 1, "Profile")))),
         "tool_name": (st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,20}", fullmatch=True),
                       st.one_of(st.sampled_from(("", "has space", "1st", "a.b", "x" * 65)),
                                 _not(str))),

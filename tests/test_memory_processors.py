@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable
 
 import anyio
+import msgspec
 import pytest
 
 from effects import Abort, Continue, Replace, Request, ask
@@ -552,3 +553,36 @@ def test_a_processor_with_only_process_approved_is_an_input_or_output_processor(
                   make_agent(output_processors=[Saver()])):
         Simulator(ScriptedModel([Say("answer")])).run(agent, "hi")
     assert saved == [["hi", "answer"], ["hi", "answer"]]
+
+
+class Profile(msgspec.Struct, frozen=True):
+    name: str
+    likes: tuple[str, ...] = ()
+
+
+def test_working_memory_with_a_schema_keeps_only_updates_that_fit_it() -> None:
+    store = InMemoryStore()
+    model = ScriptedModel([
+        Say(calls=[call("update_working_memory", memory={"name": 3})]),  # does not fit
+        Say(calls=[call("update_working_memory", memory={"name": "Ann", "likes": ["tea"]})]),
+        Say("Hi Ann"),
+    ])
+    agent = make_agent(input_processors=[WorkingMemory(schema=Profile)])
+    ran = Simulator(model, handlers=memory_handlers(store)).run(
+        agent, "I am Ann and I like tea", thread_id="t1", resource_id="u1")
+    refused = ran.result.steps[0].tool_results[0]
+    assert refused.is_error
+    (spec,) = [t for t in model.requests[0].tools if t.name == "update_working_memory"]
+    assert spec.parameters["required"] == ["memory"]
+    saved = store.get_working_memory("resource:u1")
+    assert saved is not None
+    assert msgspec.json.decode(saved, type=Profile) == Profile("Ann", ("tea",))
+    assert '"name":"Ann"' in system_texts(model.requests[2])[-1]
+
+
+def test_a_schema_template_must_fit_the_schema() -> None:
+    with pytest.raises(ProcessorConfigError):
+        WorkingMemory(schema=Profile, template='{"likes": 1}')
+    with pytest.raises(ProcessorConfigError):
+        WorkingMemory(schema=dict)  # type: ignore[arg-type]
+    assert WorkingMemory(schema=Profile, template='{"name": "?"}').template

@@ -25,6 +25,7 @@ import msgspec
 from effects import Continue, Out, Replace, ask
 from pipeline.chunks import DataChunk
 from pipeline.messages import (
+    JsonObject,
     Message,
     MessageList,
     Part,
@@ -310,37 +311,83 @@ def _update_working_memory(text: str) -> str:
     return "saved"
 
 
+_DESCRIBE = (
+    "Replace your working memory (the whole document) with `{arg}`: what you should "
+    "remember about the user and the conversation."
+)
+
+
 class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
     """A document the model keeps about the thread or the user (`scope`), shown in a
     system message every step and replaced by the model through a tool this processor
     adds (`tool_name`). The model's update is saved only once the run is approved; within
     the run, later steps see it at once.
 
-    An input processor. `template` is the document a thread or user starts with."""
+    Free text by default; with `schema` (a msgspec Struct class) the tool takes a value
+    of it (`memory`), an update that does not fit is an error result the model sees
+    (and is not kept), and the document is the value's JSON.
+
+    An input processor. `template` is the document a thread or user starts with (with a
+    `schema`: JSON of it)."""
 
     def __init__(
         self,
         *,
         scope: RecallScope = "resource",
         template: str = "",
+        schema: type[msgspec.Struct] | None = None,
         tool_name: str = "update_working_memory",
         id: str = "working-memory",
     ) -> None:
         o = Options(type(self).__name__)
         o.choice("scope", scope, RecallScope)
         o.text("template", template, empty=True)
+        if schema is not None and not (
+            isinstance(schema, type) and issubclass(schema, msgspec.Struct)
+        ):
+            raise o.fail("schema", schema, "None or a msgspec.Struct class")
+        if schema is not None and template:
+            try:
+                msgspec.json.decode(template, type=schema)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise o.fail("template", template, f"JSON of {schema.__name__} ({e})") from e
         if not isinstance(tool_name, str) or not _TOOL_NAME.fullmatch(tool_name):
             raise o.fail("tool_name", tool_name, "1 to 64 letters, digits, _ or -")
         o.id(id)
         self.scope: RecallScope = scope
         self.template = template
+        self.schema = schema
         self.tool_name = tool_name
         self.id = id
-        self.tool: Tool = tool(
-            _update_working_memory, name=tool_name,
-            description="Replace your working memory (the whole document) with `text`: "
-            "what you should remember about the user and the conversation.",
-        )
+        if schema is None:
+            self.tool: Tool = tool(
+                _update_working_memory, name=tool_name, description=_DESCRIBE.format(arg="text")
+            )
+        else:
+            (ref,), defs = msgspec.json.schema_components((schema,))
+            self.tool = Tool.define(
+                tool_name, _DESCRIBE.format(arg="memory"),
+                {"type": "object", "properties": {"memory": ref}, "required": ["memory"],
+                 "$defs": defs},
+                self._check_update,
+            )
+
+    def _check_update(self, memory: object) -> str:
+        """The schema tool: an update that does not fit the schema is an error result."""
+        assert self.schema is not None
+        msgspec.convert(memory, self.schema)
+        return "saved"
+
+    def _document(self, call_args: JsonObject) -> str | None:
+        """The document an update call sets (None: it sets none)."""
+        if self.schema is None:
+            text = call_args.get("text")
+            return text if isinstance(text, str) else None
+        try:
+            value = msgspec.convert(call_args.get("memory"), self.schema)
+        except msgspec.ValidationError:
+            return None
+        return msgspec.json.encode(value).decode()
 
     def initial_state(self) -> WorkingMemoryState:
         return WorkingMemoryState()
@@ -367,9 +414,10 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
             for p in m.parts:
                 if (
                     isinstance(p, ToolCallPart) and p.tool_name == self.tool_name
-                    and p.tool_call_id in ok and isinstance(p.args.get("text"), str)
+                    and p.tool_call_id in ok
+                    and (doc := self._document(p.args)) is not None
                 ):
-                    latest = str(p.args["text"])
+                    latest = doc
         return latest
 
     def process_input_step(
