@@ -54,7 +54,7 @@ from pipeline.processors import (
 )
 from pipeline.processors.memory import MEMORY_WARNING
 from pipeline.processors.memory_summary import SUMMARY_TAG
-from pipeline.result import ProcessorFailed
+from pipeline.result import ProcessorFailed, RunResult
 from pipeline.tools import tool
 from tests.helpers import CancelAt, make_agent, system_texts, user_texts
 
@@ -586,3 +586,50 @@ def test_a_schema_template_must_fit_the_schema() -> None:
     with pytest.raises(ProcessorConfigError):
         WorkingMemory(schema=dict)  # type: ignore[arg-type]
     assert WorkingMemory(schema=Profile, template='{"name": "?"}').template
+
+
+def _memory_agent() -> Agent:
+    return make_agent(
+        tools=[tool(_echo, name="echo")],
+        input_processors=[MessageHistory(), SemanticRecall(), WorkingMemory(scope="thread")],
+        output_processors=[processor("redact", process_output_stream=_redact)],
+    )
+
+
+def _memory_script() -> list[Say]:
+    return [
+        Say("a secret", calls=[call("echo", x="one"),
+                              call("update_working_memory", text="likes echoes")]),
+        Say("done"), Say("again"),
+    ]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_sync_and_async_simulators_store_the_same(backend: str) -> None:
+    sync_store = InMemoryStore()
+    sim = Simulator(ScriptedModel(_memory_script()),
+                    handlers=memory_handlers(sync_store, HashEmbedder()))
+    sync_results = [sim.run(_memory_agent(), p, thread_id="t1").result for p in ("hi", "more")]
+    async_store = InMemoryStore()
+
+    async def main() -> list[RunResult]:
+        asim = AsyncSimulator(ScriptedModel(_memory_script()),
+                              handlers=async_memory_handlers(async_store, HashEmbedder()))
+        return [(await asim.run(_memory_agent(), p, thread_id="t1")).result
+                for p in ("hi", "more")]
+
+    assert anyio.run(main, backend=backend) == sync_results
+    assert async_store.last_messages("t1", 100) == sync_store.last_messages("t1", 100)
+    assert async_store.get_working_memory("thread:t1") == "likes echoes"
+    assert sync_store.get_working_memory("thread:t1") == "likes echoes"
+
+
+def test_a_thread_of_another_user_is_refused() -> None:
+    store = InMemoryStore()
+    model = ScriptedModel([Say("mine"), Say("theirs")])
+    sim = Simulator(model, handlers=memory_handlers(store))
+    sim.run(history_agent(), "private", thread_id="t1", resource_id="ann")
+    result = sim.run(history_agent(), "show me", thread_id="t1", resource_id="bob").result
+    assert isinstance(result.error, ProcessorFailed)
+    assert result.error.error_type == "ThreadOwnerMismatch"
+    assert len(model.requests) == 1  # bob's run never reached the model
