@@ -633,3 +633,16 @@ def test_a_thread_of_another_user_is_refused() -> None:
     assert isinstance(result.error, ProcessorFailed)
     assert result.error.error_type == "ThreadOwnerMismatch"
     assert len(model.requests) == 1  # bob's run never reached the model
+
+
+def test_recall_from_a_thread_of_another_user_is_refused() -> None:
+    store = InMemoryStore()
+    handlers = memory_handlers(store, HashEmbedder())
+    agent = make_agent(input_processors=[SemanticRecall()])
+    model = ScriptedModel([Say("noted"), Say("x")])
+    sim = Simulator(model, handlers=handlers)
+    sim.run(agent, "my pin is 1234", thread_id="t1", resource_id="ann")
+    result = sim.run(agent, "my pin?", thread_id="t1", resource_id="bob").result
+    assert isinstance(result.error, ProcessorFailed)
+    assert result.error.error_type == "ThreadOwnerMismatch"
+    assert len(model.requests) == 1

@@ -23,6 +23,8 @@ from interpreters.memory.store import (
     AsyncMemoryStore,
     Embedder,
     MemoryStore,
+    Thread,
+    ThreadOwnerMismatch,
     working_memory_key,
 )
 from pipeline.messages import Message
@@ -57,6 +59,13 @@ def _vectors(embedder: Embedder | None, texts: tuple[str, ...]) -> tuple[Vector,
     return out
 
 
+def _check_owner(r: Recall, thread: Thread | None) -> None:
+    """A thread's messages are recalled only for the resource that owns it (as loading
+    its history is: `ensure_thread`)."""
+    if thread is not None and r.resource_id is not None and thread.resource_id != r.resource_id:
+        raise ThreadOwnerMismatch(thread.id, thread.resource_id, r.resource_id)
+
+
 class _Sync:
     """The answers over a sync store: one method per request."""
 
@@ -81,6 +90,8 @@ class _Sync:
         return len(r.vectors)
 
     def recall(self, r: Recall) -> Recalled:
+        if r.thread_id is not None:
+            _check_owner(r, self.store.get_thread(r.thread_id))
         hits = self.store.search(
             r.vector, k=r.k, thread_id=r.thread_id, resource_id=r.resource_id
         )
@@ -151,6 +162,8 @@ class _Async:
         return len(r.vectors)
 
     async def recall(self, r: Recall) -> Recalled:
+        if r.thread_id is not None:
+            _check_owner(r, await self.store.get_thread(r.thread_id))
         hits = await self.store.search(
             r.vector, k=r.k, thread_id=r.thread_id, resource_id=r.resource_id
         )
