@@ -646,3 +646,17 @@ def test_recall_from_a_thread_of_another_user_is_refused() -> None:
     assert isinstance(result.error, ProcessorFailed)
     assert result.error.error_type == "ThreadOwnerMismatch"
     assert len(model.requests) == 1
+
+
+def test_a_threads_working_memory_is_refused_to_another_user() -> None:
+    store = InMemoryStore()
+    model = ScriptedModel([Say(calls=[call("update_working_memory", text="ann's notes")]),
+                           Say("ok"), Say("x")])
+    agent = make_agent(input_processors=[WorkingMemory(scope="thread")])
+    sim = Simulator(model, handlers=memory_handlers(store))
+    sim.run(make_agent(input_processors=[MessageHistory(), WorkingMemory(scope="thread")]),
+            "hi", thread_id="t1", resource_id="ann")
+    assert store.get_working_memory("thread:t1") == "ann's notes"
+    result = sim.run(agent, "notes?", thread_id="t1", resource_id="bob").result
+    assert isinstance(result.error, ProcessorFailed)
+    assert result.error.error_type == "ThreadOwnerMismatch"

@@ -59,11 +59,19 @@ def _vectors(embedder: Embedder | None, texts: tuple[str, ...]) -> tuple[Vector,
     return out
 
 
-def _check_owner(r: Recall, thread: Thread | None) -> None:
-    """A thread's messages are recalled only for the resource that owns it (as loading
-    its history is: `ensure_thread`)."""
+def _check_owner(
+    r: Recall | GetWorkingMemory | SetWorkingMemory, thread: Thread | None
+) -> None:
+    """What belongs to a thread is read and written only for the resource that owns it
+    (as its history is: `ensure_thread`)."""
     if thread is not None and r.resource_id is not None and thread.resource_id != r.resource_id:
         raise ThreadOwnerMismatch(thread.id, thread.resource_id, r.resource_id)
+
+
+def _wm_key(r: GetWorkingMemory | SetWorkingMemory) -> str:
+    if r.scope == "resource":
+        return working_memory_key(resource_id=r.resource_id)
+    return working_memory_key(thread_id=r.thread_id)
 
 
 class _Sync:
@@ -102,12 +110,14 @@ class _Sync:
         )
 
     def get_working(self, r: GetWorkingMemory) -> str:
-        key = working_memory_key(thread_id=r.thread_id, resource_id=r.resource_id)
-        return self.store.get_working_memory(key) or ""
+        if r.scope == "thread":
+            _check_owner(r, self.store.get_thread(r.thread_id))
+        return self.store.get_working_memory(_wm_key(r)) or ""
 
     def set_working(self, r: SetWorkingMemory) -> bool:
-        key = working_memory_key(thread_id=r.thread_id, resource_id=r.resource_id)
-        self.store.set_working_memory(key, r.text)
+        if r.scope == "thread":
+            _check_owner(r, self.store.get_thread(r.thread_id))
+        self.store.set_working_memory(_wm_key(r), r.text)
         return True
 
 
@@ -177,12 +187,14 @@ class _Async:
         return tuple(groups)
 
     async def get_working(self, r: GetWorkingMemory) -> str:
-        key = working_memory_key(thread_id=r.thread_id, resource_id=r.resource_id)
-        return (await self.store.get_working_memory(key)) or ""
+        if r.scope == "thread":
+            _check_owner(r, await self.store.get_thread(r.thread_id))
+        return (await self.store.get_working_memory(_wm_key(r))) or ""
 
     async def set_working(self, r: SetWorkingMemory) -> bool:
-        key = working_memory_key(thread_id=r.thread_id, resource_id=r.resource_id)
-        await self.store.set_working_memory(key, r.text)
+        if r.scope == "thread":
+            _check_owner(r, await self.store.get_thread(r.thread_id))
+        await self.store.set_working_memory(_wm_key(r), r.text)
         return True
 
 

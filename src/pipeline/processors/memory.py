@@ -392,15 +392,16 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
     def initial_state(self) -> WorkingMemoryState:
         return WorkingMemoryState()
 
-    def _key(self, ctx: RunContext) -> tuple[str | None, str | None]:
-        thread, resource = _ids(ctx, self.id, need_resource=self.scope == "resource")
-        return (None, resource) if self.scope == "resource" else (thread, None)
+    def _ids(self, ctx: RunContext) -> tuple[str, str | None]:
+        return _ids(ctx, self.id, need_resource=self.scope == "resource")
 
     def process_input(
         self, args: InputArgs[WorkingMemoryState]
     ) -> Generator[object, object, InputResult[WorkingMemoryState]]:
-        thread, resource = self._key(args.context)
-        text = yield from ask(GetWorkingMemory(thread_id=thread, resource_id=resource))
+        thread, resource = self._ids(args.context)
+        text = yield from ask(
+            GetWorkingMemory(thread_id=thread, resource_id=resource, scope=self.scope)
+        )
         return Out(Continue(), WorkingMemoryState(text or self.template))
 
     def _latest(self, messages: tuple[Message, ...]) -> str | None:
@@ -441,6 +442,7 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
     ) -> Generator[object, object, ApprovedResult[WorkingMemoryState]]:
         doc = self._latest(args.messages)
         if doc is not None and doc != args.state.stored:
-            thread, resource = self._key(args.context)
-            yield from ask(SetWorkingMemory(thread_id=thread, resource_id=resource, text=doc))
+            thread, resource = self._ids(args.context)
+            yield from ask(SetWorkingMemory(
+                thread_id=thread, resource_id=resource, scope=self.scope, text=doc))
         return Continue()

@@ -7,6 +7,8 @@ step, and a resumed run that saves again saves nothing twice (stores save by mes
 
 from __future__ import annotations
 
+from typing import Literal
+
 from effects import Request
 from pipeline.messages import Message
 
@@ -65,19 +67,23 @@ class Recall(Request[Recalled], frozen=True, kw_only=True):
 
 
 class GetWorkingMemory(Request[str], frozen=True, kw_only=True):
-    """The working-memory document ("" when there is none yet): the resource's when
-    `resource_id` is given, else the thread's."""
+    """The working-memory document ("" when there is none yet) of the run's resource
+    (`scope="resource"`) or of its thread (`scope="thread"`; a thread owned by another
+    resource than the run's is an error, `ThreadOwnerMismatch`)."""
 
-    thread_id: str | None
+    thread_id: str
     resource_id: str | None
+    scope: Literal["thread", "resource"]
 
 
 class SetWorkingMemory(Request[bool], frozen=True, kw_only=True):
-    """Replace the working-memory document (keyed as for `GetWorkingMemory`). Answer: True."""
+    """Replace the working-memory document (as for `GetWorkingMemory`). Answer: True."""
 
-    thread_id: str | None
+    thread_id: str
     resource_id: str | None
+    scope: Literal["thread", "resource"]
     text: str
+
 
 __all__ = [
     "Embed",
