@@ -17,7 +17,7 @@ from interpreters.memory import (
     CorruptStoredMessage,
     HashEmbedder,
     InMemoryStore,
-    StoreUnavailable,
+    MemoryStoreUnavailable,
     Thread,
     async_memory_handlers,
     memory_handlers,
@@ -317,7 +317,7 @@ class Broken(InMemoryStore):
 
 
 @pytest.mark.parametrize("error", [
-    StoreUnavailable("connection refused"),
+    MemoryStoreUnavailable("connection refused"),
     CorruptStoredMessage("t1", "m1", "not a message"),
 ])
 def test_a_store_that_fails_fails_the_run_closed(error: Exception) -> None:
@@ -356,7 +356,7 @@ def test_a_failed_save_fails_the_run_and_drops_its_answer() -> None:
     class NoSave(InMemoryStore):
         def save_messages(self, thread_id: str, messages: Iterable[Message], *,
                           resource_id: str | None, created_at: float) -> int:
-            raise StoreUnavailable("disk full")
+            raise MemoryStoreUnavailable("disk full")
 
     sim = Simulator(ScriptedModel([Say("answer")]), handlers=memory_handlers(NoSave()))
     ran = sim.run(history_agent(), "hi", thread_id="t1")
