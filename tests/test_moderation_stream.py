@@ -152,10 +152,13 @@ def check_clean(ran: Ran) -> None:
     assert ran.streamed == ran.result.text == full
     windows = stream_calls(ran)
     assert len(windows) >= 3 and all(0 < len(w) <= 16 for w, _ in windows)
-    assert "".join(w for w, _ in windows) == full
-    for i, (_, seen) in enumerate(windows):
-        # At each judge call the consumer had seen exactly the windows judged before.
-        assert seen == "".join(w for w, _ in windows[:i])
+    # Judged concurrently, the calls may reach the judge in any order (under trio, say).
+    in_order = sorted(windows, key=lambda call: full.index(call[0]))
+    assert "".join(w for w, _ in in_order) == full
+    for w, seen in windows:
+        # At each judge call the consumer had seen at most the text before that window
+        # (what the judge passed of it, in order: the rest is still with the judge).
+        assert full[: full.index(w)].startswith(seen)
 
 
 def test_clean_text_is_released_window_by_window_after_the_judge_passed_it() -> None:
