@@ -66,11 +66,11 @@ from interpreters.common import (
     tool_failed,
 )
 from interpreters.handlers import Handler, Handlers
-from interpreters.started import AsyncStarted, starts_requests
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import Deps, RunOptions, check_options
 from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
+from interpreters.started import AsyncStarted, starts_requests
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer

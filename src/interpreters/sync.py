@@ -25,11 +25,11 @@ from interpreters.common import (
 from interpreters.deadline import run_stop
 from interpreters.handlers import Handler as Handler
 from interpreters.handlers import Handlers
-from interpreters.started import SyncStarted, SyncStartedFactory, Threaded
 from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import Deps, RunOptions, check_options
 from interpreters.providers.provider import Provider, ProviderResolver
+from interpreters.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
