@@ -91,7 +91,8 @@ EXPECTED = "ALPHA BETA GAMMA DELTA"
 
 
 def test_a_user_processor_starts_and_collects_on_the_simulator() -> None:
-    run = Simulator(ScriptedModel([Say(WORDS)]), handlers=Handlers().add(Lookup, lookup)).run(agent(), "hi")
+    sim = Simulator(ScriptedModel([Say(WORDS)]), handlers=Handlers().add(Lookup, lookup))
+    run = sim.run(agent(), "hi")
     assert run.result.text == EXPECTED
 
 
