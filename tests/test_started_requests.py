@@ -223,3 +223,21 @@ def test_collecting_a_job_never_started_fails_the_run_closed() -> None:
     assert run.result.status == "failed"
     assert "no started job with ticket 7" in str(run.result.error)
     assert run.result.text == ""
+
+
+def test_a_sync_run_past_its_timeout_stops_waiting_for_a_started_job() -> None:
+    release = threading.Event()
+
+    def stuck(request: Lookup) -> str:
+        release.wait(10.0)  # (the test lets it go at the end)
+        return lookup(request)
+
+    interp = SyncInterpreter(ScriptedModel([Say(WORDS)]), handlers=Handlers().add(Lookup, stuck),
+                             observers=())
+    try:
+        with interp.stream(agent(), "hi", timeout=0.2) as s:
+            got = list(s)
+    finally:
+        release.set()
+    assert s.result.status == "cancelled"
+    assert not [c for c in got if isinstance(c, TextDelta)]  # nothing it held came out
