@@ -395,3 +395,20 @@ def test_a_flagged_window_stops_the_release_there() -> None:
 async def test_a_flagged_window_stops_the_release_there_on_the_async_simulator() -> None:
     check_stopped_at_the_flag(await run_async(mod(window=16), [Say(PIPELINED_FLAG)]))
 
+
+
+@pytest.mark.anyio
+async def test_leaving_the_stream_while_windows_are_with_the_judge_ends_it_cleanly() -> None:
+    words = ["fast ok ", "fine ok ", "slow one ", "slow two ", "slow six ", "slow ten "]
+    _, _, model, judges = _scripts([Say(words, chunk_latency=0.2)], None)
+    sim = AsyncSimulator(model, models=judges)
+    agent = Agent.create("m", output_processors=[mod()])
+    got: list[Chunk] = []
+    async with sim.stream(agent, "hi") as s:
+        async for c in s:
+            got.append(c)
+            if isinstance(c, TextDelta):
+                break  # the first window passed; the next one's judge call is started
+    assert s.result.status == "cancelled"
+    assert "".join(c.text for c in got if isinstance(c, TextDelta)) == "fast ok fine ok "
+    assert "slow" not in "".join(m.text for m in s.result.messages.messages)
