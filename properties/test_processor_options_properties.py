@@ -226,6 +226,7 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
         "moderate_stream": flag(),
         "stream_window": integer(1),
         "context_window": integer(0),
+        "max_in_flight": integer(1, 64),
         "id": text(),
     }),
     PromptInjectionDetector: ({}, {
