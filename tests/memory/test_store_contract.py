@@ -5,6 +5,7 @@ trio)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -112,11 +113,12 @@ def test_a_stored_row_that_does_not_decode_is_an_error_never_skipped(
         pytest.skip("the in-memory store keeps objects: nothing to decode")
     save(store, "t1", msg(1), msg(2), msg(3))
     backend.corrupt("t1", "m0002")
-    for read in (
+    reads: list[Callable[[], object]] = [
         lambda: store.last_messages("t1", 5),
         lambda: store.messages_by_id("t1", ["m0002"]),
         lambda: store.neighbours("t1", "m0001", before=0, after=1),
-    ):
+    ]
+    for read in reads:
         with pytest.raises(CorruptStoredMessage) as e:
             read()
         assert (e.value.thread_id, e.value.message_id) == ("t1", "m0002")

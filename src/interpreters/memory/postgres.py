@@ -176,6 +176,7 @@ class PostgresStore:
 
         self.url = redacted(url)
         self.schema = schema
+        self.pool_size = pool_size
         self._indexed: set[int] = set()
         options = f"-c search_path={schema},public"
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[TupleRow]] = (
@@ -193,14 +194,14 @@ class PostgresStore:
         self._closed = False
         try:
             self._pool.open(wait=True, timeout=timeout)
-            with self._pool.connection() as conn:
-                if schema != "public":
-                    with conn.transaction():
-                        conn.execute(
-                            psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                                psycopg.sql.Identifier(schema)
-                            )
-                        )
+            with self._pool.connection() as conn, conn.transaction():
+                # Under migrate's lock, so stores opening a new schema at once make it once.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                conn.execute(
+                    psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                        psycopg.sql.Identifier(schema)
+                    )
+                )
                 migrate(conn)
         except (psycopg_pool.PoolTimeout, psycopg.OperationalError) as e:
             self._pool.close()
