@@ -25,7 +25,7 @@ from interpreters.memory import (
     Thread,
 )
 from interpreters.memory.in_thread import AsyncStoreInThread
-from interpreters.memory.sqlite import AsyncSQLiteStore, SQLiteStore
+from interpreters.memory.sqlite import AsyncSQLiteStore, SQLiteStore, VectorSearch
 from interpreters.memory.store import Vector
 from pipeline.messages import Message
 from tests.memory.pg_server import PGVECTOR_ENV, pgvector_server, psycopg_available, unavailable
@@ -149,7 +149,7 @@ class Backend:
         return store
 
 
-SYNC = ["memory", "sqlite", "postgres"]
+SYNC = ["memory", "sqlite", "sqlite-python", "postgres"]
 ASYNC = ["async-memory-asyncio", "async-sqlite-trio", "async-sqlite-asyncio",
          "async-postgres-asyncio", "async-postgres-trio"]
 
@@ -193,7 +193,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         if name.startswith("async-"):
             loop = name.rsplit("-", 1)[1]
             portal = stack.enter_context(anyio.from_thread.start_blocking_portal(loop))
-        kind = name.split("-")[1] if portal is not None else name
+        kind = name.split("-")[1] if portal is not None else name.split("-")[0]
 
         def view(make: Callable[[], AsyncMemoryStore]) -> Callable[[], MemoryStore]:
             assert portal is not None
@@ -206,9 +206,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
                         else view(lambda: AsyncStoreInThread(shared)))
         elif kind == "sqlite":
             path = tmp_path / "memory.db"
+            scorer: VectorSearch = "python" if name.endswith("-python") else "auto"
             b = Backend(
                 name,
-                (lambda: SQLiteStore(path)) if portal is None
+                (lambda: SQLiteStore(path, vector_search=scorer)) if portal is None
                 else view(lambda: AsyncSQLiteStore(path)),
                 _sqlite_corrupt(path),
             )

@@ -120,3 +120,29 @@ def test_stores_opening_a_new_postgresql_schema_at_once_make_it_once(
             s.close()
     finally:
         next(schemas, None)
+
+
+def test_stores_in_two_schemas_of_one_database_share_the_extension_and_outlive_each_other(
+    pgvector_url: str,
+) -> None:
+    from interpreters.memory.postgres import PostgresStore
+    from tests.memory.conftest import fresh_schema
+
+    first, second = fresh_schema(pgvector_url), fresh_schema(pgvector_url)
+    a_name, b_name = next(first), next(second)
+    try:
+        a = PostgresStore(pgvector_url, schema=a_name)
+        b = PostgresStore(pgvector_url, schema=b_name)
+        for s in (a, b):
+            s.save_messages("t", [user("x", id="m")], resource_id=None, created_at=0.0)
+            s.save_vectors("t", [("m", (1.0, 0.0))], resource_id=None)
+        a.close()
+        next(first, None)  # schema a dropped, with all in it
+        assert [h.message_id for h in b.search((1.0, 0.0), k=1, thread_id="t")] == ["m"]
+        b.close()
+        again = PostgresStore(pgvector_url, schema=b_name)
+        assert [m.id for m in again.last_messages("t", 1)] == ["m"]
+        again.close()
+    finally:
+        next(first, None)
+        next(second, None)

@@ -108,6 +108,17 @@ def _import_psycopg() -> None:
         ) from None
 
 
+def vector_schema(conn: psycopg.Connection[TupleRow]) -> str:
+    """The schema the vector extension's types are in."""
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'vector'"
+    ).fetchone()
+    if row is None:
+        raise MemoryStoreError("the vector extension is not installed in this database")
+    return str(row[0])
+
+
 def migrate(conn: psycopg.Connection[TupleRow], target: int = SCHEMA_VERSION) -> int:
     """The extension, then the schema brought to `target`, in one transaction under an
     advisory lock; returns the version found."""
@@ -117,7 +128,7 @@ def migrate(conn: psycopg.Connection[TupleRow], target: int = SCHEMA_VERSION) ->
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         try:
             with conn.transaction():
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
         except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile,
                 psycopg.errors.InsufficientPrivilege) as e:
             raise MemoryStoreError(
@@ -125,6 +136,12 @@ def migrate(conn: psycopg.Connection[TupleRow], target: int = SCHEMA_VERSION) ->
                 f"(CREATE EXTENSION vector: {e.diag.message_primary}); install pgvector on "
                 "the server, or have an administrator run CREATE EXTENSION vector"
             ) from None
+        # Where the extension already was (another schema, say) its types are found too.
+        conn.execute(
+            "SELECT set_config('search_path', current_setting('search_path') || ', ' "
+            "|| quote_ident(%s), true)",
+            (vector_schema(conn),),
+        )
         conn.execute("CREATE TABLE IF NOT EXISTS memory_schema (version integer NOT NULL)")
         row = conn.execute("SELECT version FROM memory_schema").fetchone()
         if row is None:
@@ -178,7 +195,34 @@ class PostgresStore:
         self.schema = schema
         self.pool_size = pool_size
         self._indexed: set[int] = set()
-        options = f"-c search_path={schema},public"
+        self._closed = False
+        connect_timeout = max(1, round(timeout))
+        try:
+            # The schema made and migrated over one connection first: the pool's search
+            # path names the schema the extension's types live in, known only then.
+            with (
+                psycopg.connect(url, connect_timeout=connect_timeout) as conn,
+                conn.transaction(),
+            ):
+                # Under migrate's lock, so stores opening a new schema at once make it once.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                conn.execute(
+                    psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                        psycopg.sql.Identifier(schema)
+                    )
+                )
+                conn.execute(
+                    psycopg.sql.SQL("SET LOCAL search_path TO {}").format(
+                        psycopg.sql.Identifier(schema)
+                    )
+                )
+                migrate(conn)
+                types = vector_schema(conn)
+        except psycopg.OperationalError as e:
+            raise StoreUnavailable(
+                f"cannot reach the PostgreSQL store at {self.url}: {e}"
+            ) from None
+        path = ",".join(dict.fromkeys((schema, types)))
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[TupleRow]] = (
             psycopg_pool.ConnectionPool(
                 url,
@@ -187,30 +231,18 @@ class PostgresStore:
                 timeout=timeout,
                 open=False,
                 check=psycopg_pool.ConnectionPool.check_connection,
-                kwargs={"options": options, "connect_timeout": max(1, round(timeout))},
+                kwargs={"options": f"-c search_path={path}",
+                        "connect_timeout": connect_timeout},
                 name="memory-store",
             )
         )
-        self._closed = False
         try:
             self._pool.open(wait=True, timeout=timeout)
-            with self._pool.connection() as conn, conn.transaction():
-                # Under migrate's lock, so stores opening a new schema at once make it once.
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                conn.execute(
-                    psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                        psycopg.sql.Identifier(schema)
-                    )
-                )
-                migrate(conn)
-        except (psycopg_pool.PoolTimeout, psycopg.OperationalError) as e:
+        except psycopg_pool.PoolTimeout as e:
             self._pool.close()
             raise StoreUnavailable(
                 f"cannot reach the PostgreSQL store at {self.url}: {e}"
             ) from None
-        except BaseException:
-            self._pool.close()
-            raise
 
     # --- plumbing ----------------------------------------------------------------------
     def _run(self, body: Callable[[psycopg.Connection[TupleRow]], T]) -> T:
