@@ -94,7 +94,7 @@ def redacted(url: str) -> str:
 
 
 def _literal(vector: Vector) -> str:
-    return "[" + ",".join(repr(x) for x in vector) + "]"
+    return "[" + ",".join(format(x, ".9g") for x in vector) + "]"  # float4: 9 digits
 
 
 def _import_psycopg() -> None:

@@ -1,17 +1,19 @@
 """Exact vector search over stored float32 rows: the k best by cosine, best first.
 
-The SQLite store reads the scope's rows (one indexed query) and scores them here: with
-numpy when it is importable (a matrix-vector product in C), else in Python (a dot product
-per row; bench/memory.py measures both). Ties go to the smaller message id, as in every
-store.
+The SQLite store scores a scope's vectors here: with numpy when it is importable (a
+matrix-vector product in C), else in Python (a dot product per row; bench/memory.py
+measures both). Between searches it keeps each scope's vectors in memory (`Index`), read
+once and then only the rows written since, so a search reads from the file what changed,
+not the whole scope. Ties go to the smaller message id, as in every store.
 """
 
 from __future__ import annotations
 
 import heapq
 import operator
+from array import array
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from interpreters.memory.rows import dimension_error, pack, unpack
 from interpreters.memory.store import RecallHit, Vector
@@ -60,16 +62,118 @@ def _python_scores(rows: Sequence[Row], query: Vector) -> list[float]:
 def _numpy_candidates(
     rows: Sequence[Row], query: Vector, k: int
 ) -> list[tuple[int, float]]:
-    """The rows scoring at least the k-th best score (ties at the edge included, so the
-    message-id tie-break sees them all), with their scores."""
+    """The rows that may be among the k best, with their scores."""
     import numpy as np
 
     matrix = np.frombuffer(b"".join(row[3] for row in rows), dtype="<f4")
     matrix = matrix.reshape(len(rows), len(query))
-    scores = matrix @ np.frombuffer(pack(query), dtype="<f4")
-    if k < len(rows):
-        edge = np.partition(scores, len(rows) - k)[len(rows) - k]
+    return _best(matrix @ np.frombuffer(pack(query), dtype="<f4"), k)
+
+
+def _best(scores: Any, k: int) -> list[tuple[int, float]]:
+    """The rows of `scores` (a numpy vector) at or above the k-th best score (ties at the
+    edge included, so the message-id tie-break sees them all)."""
+    import numpy as np
+
+    n = len(scores)
+    if k < n:
+        edge = np.partition(scores, n - k)[n - k]
         picked = np.flatnonzero(scores >= edge)
     else:
-        picked = np.arange(len(rows))
+        picked = np.arange(n)
     return [(int(i), float(scores[i])) for i in picked]
+
+
+class Index:
+    """One scope's vectors held in memory between searches (all of one dimension count),
+    brought up to date from the rows written since (`seen`: the last write sequence
+    number read). Scored like `top_k`."""
+
+    def __init__(self, scorer: Scorer) -> None:
+        self.scorer = scorer
+        self.dim = 0
+        self.seen = 0
+        self.ids: list[str] = []
+        self.threads: list[str] = []
+        self._pos: dict[tuple[str, str], int] = {}
+        self._rows: list[array[float]] = []  # the python scorer's
+        self._matrix: Any = None  # numpy's: a float32 buffer, grown by doubling
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.ids) * self.dim * 4
+
+    def fits(self, dim: int) -> bool:
+        """Whether a row of `dim` dimensions can be held (one count per index)."""
+        return not self.ids or dim == self.dim
+
+    def put(self, thread_id: str, message_id: str, raw: bytes) -> None:
+        dim = len(raw) // 4
+        if not self.ids:
+            self.dim = dim
+        at = self._pos.get((thread_id, message_id))
+        if at is None:
+            at = len(self.ids)
+            self._pos[(thread_id, message_id)] = at
+            self.ids.append(message_id)
+            self.threads.append(thread_id)
+            if self.scorer == "python":
+                self._rows.append(unpack(raw))
+            else:
+                self._grow(at + 1)
+        if self.scorer == "python":
+            self._rows[at] = unpack(raw)
+        else:
+            import numpy as np
+
+            self._matrix[at] = np.frombuffer(raw, dtype="<f4")
+
+    def drop(self, thread_id: str, message_id: str) -> None:
+        """Forget a row (it left the scope): the last row takes its place."""
+        at = self._pos.pop((thread_id, message_id), None)
+        if at is None:
+            return
+        last = len(self.ids) - 1
+        if at != last:
+            moved = (self.threads[last], self.ids[last])
+            self.ids[at], self.threads[at] = moved[1], moved[0]
+            self._pos[moved] = at
+            if self.scorer == "python":
+                self._rows[at] = self._rows[last]
+            else:
+                self._matrix[at] = self._matrix[last]
+        self.ids.pop()
+        self.threads.pop()
+        if self.scorer == "python":
+            self._rows.pop()
+
+    def _grow(self, n: int) -> None:
+        import numpy as np
+
+        if self._matrix is None or self._matrix.shape[0] < n:
+            size = max(64, n, 0 if self._matrix is None else 2 * self._matrix.shape[0])
+            grown = np.zeros((size, self.dim), dtype="<f4")
+            if self._matrix is not None:
+                grown[: self._matrix.shape[0]] = self._matrix
+            self._matrix = grown
+
+    def top(self, query: Vector, k: int) -> tuple[RecallHit, ...]:
+        n = len(self.ids)
+        if k == 0 or n == 0:
+            return ()
+        if len(query) != self.dim:
+            raise dimension_error(self.dim, len(query))
+        if self.scorer == "python":
+            q = unpack(pack(query))
+            mul = operator.mul
+            candidates = [(i, sum(map(mul, q, row))) for i, row in enumerate(self._rows)]
+        else:
+            import numpy as np
+
+            scores = self._matrix[:n] @ np.frombuffer(pack(query), dtype="<f4")
+            candidates = _best(scores, k)
+        best = heapq.nsmallest(k, candidates, key=lambda c: (-c[1], self.ids[c[0]]))
+        return tuple(
+            RecallHit(message_id=self.ids[i], thread_id=self.threads[i], score=s)
+            for i, s in best
+        )

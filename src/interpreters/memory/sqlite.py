@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Literal, TypeVar, get_args
@@ -35,7 +36,7 @@ from interpreters.memory.rows import (
     normalized,
     pack,
 )
-from interpreters.memory.scan import Row, Scorer, numpy_available, top_k
+from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
 from interpreters.memory.store import (
     SCHEMA_VERSION,
     MemoryStoreError,
@@ -67,10 +68,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE memory_vectors (thread_id TEXT NOT NULL, message_id TEXT NOT NULL, "
         "resource_id TEXT, vec BLOB NOT NULL, PRIMARY KEY (thread_id, message_id))",
     ),
-    (  # 2: each vector's dimensions beside it, and the resource scope indexed
+    (  # 2: each vector's dimensions and write sequence number beside it (a search
+        # reads what was written since its last), the scopes indexed by them
         "ALTER TABLE memory_vectors ADD COLUMN dim INTEGER NOT NULL DEFAULT 0",
         "UPDATE memory_vectors SET dim = length(vec) / 4",
-        "CREATE INDEX memory_vectors_resource ON memory_vectors (resource_id)",
+        "ALTER TABLE memory_vectors ADD COLUMN vseq INTEGER NOT NULL DEFAULT 0",
+        "UPDATE memory_vectors SET vseq = rowid",
+        "CREATE INDEX memory_vectors_thread ON memory_vectors (thread_id, vseq)",
+        "CREATE INDEX memory_vectors_resource ON memory_vectors (resource_id, vseq)",
+        "CREATE INDEX memory_vectors_seq ON memory_vectors (vseq)",
     ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -130,7 +136,8 @@ class SQLiteStore:
 
     `timeout`: seconds a write waits for another writer of the same file before
     `StoreUnavailable`. `vector_search`: how vectors are scored ("auto": numpy when
-    importable, else Python).
+    importable, else Python). `cache_bytes`: how much memory the searched scopes' vectors
+    may hold between searches (0: none; each search reads its scope from the file).
     """
 
     def __init__(
@@ -139,7 +146,12 @@ class SQLiteStore:
         *,
         timeout: float = 5.0,
         vector_search: VectorSearch = "auto",
+        cache_bytes: int = 256 << 20,
     ) -> None:
+        if type(cache_bytes) is not int or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be an int of at least 0, got {cache_bytes!r}")
+        self._cache_bytes = cache_bytes
+        self._indexes: OrderedDict[tuple[str, ...], Index] = OrderedDict()
         if type(timeout) not in (int, float) or not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self.scorer: Scorer = _scorer(vector_search)
@@ -332,17 +344,22 @@ class SQLiteStore:
     ) -> None:
         check_id("thread", thread_id)
         check_optional_id("resource", resource_id)
-        rows = [
-            (thread_id, mid, resource_id, pack(v), len(v)) for mid, v in check_vectors(vectors)
-        ]
-        self._write(
-            lambda c: c.executemany(
-                "INSERT INTO memory_vectors (thread_id, message_id, resource_id, vec, dim) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
-                "resource_id = excluded.resource_id, vec = excluded.vec, dim = excluded.dim",
-                rows,
+        checked = check_vectors(vectors)
+
+        def body(conn: sqlite3.Connection) -> None:
+            # Numbered after every row before (writes are one at a time), so a search
+            # that has read up to n reads what came since with `vseq > n`.
+            (last,) = conn.execute("SELECT coalesce(max(vseq), 0) FROM memory_vectors").fetchone()
+            conn.executemany(
+                "INSERT INTO memory_vectors (thread_id, message_id, resource_id, vec, dim, vseq) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
+                "resource_id = excluded.resource_id, vec = excluded.vec, dim = excluded.dim, "
+                "vseq = excluded.vseq",
+                [(thread_id, mid, resource_id, pack(v), len(v), last + 1 + i)
+                 for i, (mid, v) in enumerate(checked)],
             )
-        )
+
+        self._write(body)
 
     def search(
         self,
@@ -356,19 +373,69 @@ class SQLiteStore:
         check_count("k", k)
         check_optional_id("thread", thread_id)
         check_optional_id("resource", resource_id)
-        select = "SELECT message_id, thread_id, dim, vec FROM memory_vectors"
+        scope: tuple[str, ...]
+        args: tuple[str, ...]
+        if thread_id is not None:
+            scope, where, args = ("thread", thread_id), " WHERE thread_id = ?", (thread_id,)
+        elif resource_id is not None:
+            scope, where, args = ("resource", resource_id), " WHERE resource_id = ?", (resource_id,)
+        else:
+            scope, where, args = ("all",), "", ()
         with self._use() as conn:
-            if thread_id is not None:
-                cur = conn.execute(select + " WHERE thread_id = ?", (thread_id,))
-            elif resource_id is not None:
-                cur = conn.execute(select + " WHERE resource_id = ?", (resource_id,))
-            else:
-                cur = conn.execute(select)
-            rows: list[Row] = cur.fetchall()
+            if self._cache_bytes:
+                hits = self._indexed(conn, scope, where, args, query, k)
+                if hits is not None:
+                    return hits
+            rows: list[Row] = conn.execute(
+                "SELECT message_id, thread_id, dim, vec FROM memory_vectors" + where, args
+            ).fetchall()
         return top_k(rows, query, k, self.scorer)
+
+    def _indexed(
+        self,
+        conn: sqlite3.Connection,
+        scope: tuple[str, ...],
+        where: str,
+        args: tuple[str, ...],
+        query: Vector,
+        k: int,
+    ) -> tuple[RecallHit, ...] | None:
+        """The search over the scope's index, brought up to date; None when the scope
+        holds vectors of more than one dimension count (not indexed)."""
+        index = self._indexes.pop(scope, None)
+        select = "SELECT message_id, thread_id, resource_id, dim, vec, vseq FROM memory_vectors"
+        if index is None:
+            index = Index(self.scorer)
+            rows = conn.execute(select + where, args).fetchall()
+        elif scope[0] == "thread":  # a row never leaves its thread
+            rows = conn.execute(select + where + " AND vseq > ?", (*args, index.seen)).fetchall()
+        else:  # a row may have left the resource: every row written since
+            rows = conn.execute(select + " WHERE vseq > ?", (index.seen,)).fetchall()
+        for mid, tid, rid, dim, vec, vseq in rows:
+            if scope[0] == "resource" and rid != scope[1]:
+                index.drop(tid, mid)
+            elif not index.fits(dim):
+                return None
+            else:
+                index.put(tid, mid, bytes(vec))
+            index.seen = max(index.seen, vseq)
+        hits = index.top(query, k)
+        self._keep(scope, index)
+        return hits
+
+    def _keep(self, scope: tuple[str, ...], index: Index) -> None:
+        """Keep the index (most recently used last), the oldest let go past the cap."""
+        if index.nbytes > self._cache_bytes:
+            return
+        self._indexes[scope] = index
+        total = sum(i.nbytes for i in self._indexes.values())
+        while total > self._cache_bytes:
+            _, oldest = self._indexes.popitem(last=False)
+            total -= oldest.nbytes
 
     def close(self) -> None:
         with self._lock:
+            self._indexes.clear()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
