@@ -23,16 +23,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.rows import (
+    check_around,
     check_count,
     check_id,
     check_messages,
-    check_optional_id,
-    check_vector,
+    check_owner,
+    check_query,
     check_vectors,
     decode_message,
     dimension_error,
     encode_message,
-    normalized,
 )
 from interpreters.memory.store import (
     SCHEMA_VERSION,
@@ -286,8 +286,7 @@ class PostgresStore:
     def ensure_thread(
         self, thread_id: str, *, resource_id: str | None, created_at: float
     ) -> Thread:
-        check_id("thread", thread_id)
-        check_optional_id("resource", resource_id)
+        check_owner(thread_id, resource_id)
         return self._run(lambda c: self._ensure(c, thread_id, resource_id, created_at))
 
     def get_thread(self, thread_id: str) -> Thread | None:
@@ -337,10 +336,7 @@ class PostgresStore:
     def neighbours(
         self, thread_id: str, message_id: str, *, before: int, after: int
     ) -> tuple[Message, ...]:
-        check_id("thread", thread_id)
-        check_id("message", message_id)
-        check_count("before", before)
-        check_count("after", after)
+        check_around(thread_id, message_id, before, after)
         rows = self._run(
             lambda c: c.execute(
                 "WITH hit AS (SELECT seq FROM memory_messages WHERE thread_id = %(t)s "
@@ -364,8 +360,7 @@ class PostgresStore:
         resource_id: str | None,
         created_at: float,
     ) -> int:
-        check_id("thread", thread_id)
-        check_optional_id("resource", resource_id)
+        check_owner(thread_id, resource_id)
         batch = check_messages(messages)
         ids = [m.id for m in batch]
         bodies = [encode_message(m) for m in batch]
@@ -425,8 +420,7 @@ class PostgresStore:
     def save_vectors(
         self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
     ) -> None:
-        check_id("thread", thread_id)
-        check_optional_id("resource", resource_id)
+        check_owner(thread_id, resource_id)
         rows = [(thread_id, mid, resource_id, _literal(v), len(v))
                 for mid, v in check_vectors(vectors)]
         if not rows:
@@ -457,10 +451,7 @@ class PostgresStore:
     ) -> tuple[RecallHit, ...]:
         from psycopg import sql
 
-        query = normalized(check_vector(vector))
-        check_count("k", k)
-        check_optional_id("thread", thread_id)
-        check_optional_id("resource", resource_id)
+        query = check_query(vector, k, thread_id, resource_id)
         if k == 0:
             return ()
         dim = len(query)

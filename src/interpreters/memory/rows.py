@@ -117,3 +117,28 @@ def unpack(raw: bytes) -> array[float]:
 
 def dimension_error(stored: int, given: int) -> ValueError:
     return ValueError(f"the query vector has {given} dimensions, stored vectors {stored}")
+
+
+def check_owner(thread_id: object, resource_id: object) -> None:
+    """A thread id and an optional resource id, as every store call that names both."""
+    check_id("thread", thread_id)
+    check_optional_id("resource", resource_id)
+
+
+def check_query(
+    vector: Iterable[float], k: object, thread_id: object, resource_id: object
+) -> Vector:
+    """A search's arguments; the query vector normalized."""
+    query = normalized(check_vector(vector))
+    check_count("k", k)
+    check_optional_id("thread", thread_id)
+    check_optional_id("resource", resource_id)
+    return query
+
+
+def check_around(thread_id: object, message_id: object, before: object, after: object) -> None:
+    """`neighbours`' arguments."""
+    check_id("thread", thread_id)
+    check_id("message", message_id)
+    check_count("before", before)
+    check_count("after", after)

@@ -25,15 +25,15 @@ from typing import Literal, TypeVar, get_args
 
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.rows import (
+    check_around,
     check_count,
     check_id,
     check_messages,
-    check_optional_id,
-    check_vector,
+    check_owner,
+    check_query,
     check_vectors,
     decode_message,
     encode_message,
-    normalized,
     pack,
 )
 from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
@@ -219,8 +219,7 @@ class SQLiteStore:
     def ensure_thread(
         self, thread_id: str, *, resource_id: str | None, created_at: float
     ) -> Thread:
-        check_id("thread", thread_id)
-        check_optional_id("resource", resource_id)
+        check_owner(thread_id, resource_id)
         return self._write(lambda c: self._ensure(c, thread_id, resource_id, created_at))
 
     def get_thread(self, thread_id: str) -> Thread | None:
@@ -270,10 +269,7 @@ class SQLiteStore:
     def neighbours(
         self, thread_id: str, message_id: str, *, before: int, after: int
     ) -> tuple[Message, ...]:
-        check_id("thread", thread_id)
-        check_id("message", message_id)
-        check_count("before", before)
-        check_count("after", after)
+        check_around(thread_id, message_id, before, after)
         with self._use() as conn:
             found = conn.execute(
                 "SELECT seq FROM memory_messages WHERE thread_id = ? AND message_id = ?",
@@ -303,8 +299,7 @@ class SQLiteStore:
         resource_id: str | None,
         created_at: float,
     ) -> int:
-        check_id("thread", thread_id)
-        check_optional_id("resource", resource_id)
+        check_owner(thread_id, resource_id)
         rows = [(thread_id, m.id, encode_message(m)) for m in check_messages(messages)]
 
         def body(conn: sqlite3.Connection) -> int:
@@ -342,8 +337,7 @@ class SQLiteStore:
     def save_vectors(
         self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
     ) -> None:
-        check_id("thread", thread_id)
-        check_optional_id("resource", resource_id)
+        check_owner(thread_id, resource_id)
         checked = check_vectors(vectors)
 
         def body(conn: sqlite3.Connection) -> None:
@@ -369,10 +363,7 @@ class SQLiteStore:
         thread_id: str | None = None,
         resource_id: str | None = None,
     ) -> tuple[RecallHit, ...]:
-        query = normalized(check_vector(vector))
-        check_count("k", k)
-        check_optional_id("thread", thread_id)
-        check_optional_id("resource", resource_id)
+        query = check_query(vector, k, thread_id, resource_id)
         scope: tuple[str, ...]
         args: tuple[str, ...]
         if thread_id is not None:
