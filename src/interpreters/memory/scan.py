@@ -67,7 +67,16 @@ def _numpy_candidates(
 
     matrix = np.frombuffer(b"".join(row[3] for row in rows), dtype="<f4")
     matrix = matrix.reshape(len(rows), len(query))
-    return _best(matrix @ np.frombuffer(pack(query), dtype="<f4"), k)
+    return _best(_dot(matrix, np.frombuffer(pack(query), dtype="<f4")), k)
+
+
+def _dot(matrix: Any, q: Any) -> Any:
+    """Each row's dot product with `q`. einsum's own loop, not BLAS: OpenBLAS's threads,
+    on a machine whose cores are busy, made one 10,000 x 384 product 20-50 times slower
+    (bench/memory.py)."""
+    import numpy as np
+
+    return np.einsum("ij,j->i", matrix, q)
 
 
 def _best(scores: Any, k: int) -> list[tuple[int, float]]:
@@ -170,7 +179,7 @@ class Index:
         else:
             import numpy as np
 
-            scores = self._matrix[:n] @ np.frombuffer(pack(query), dtype="<f4")
+            scores = _dot(self._matrix[:n], np.frombuffer(pack(query), dtype="<f4"))
             candidates = _best(scores, k)
         best = heapq.nsmallest(k, candidates, key=lambda c: (-c[1], self.ids[c[0]]))
         return tuple(
