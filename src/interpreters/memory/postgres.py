@@ -404,7 +404,8 @@ class PostgresStore:
 
     # --- vectors -----------------------------------------------------------------------
     def _index(self, conn: psycopg.Connection[TupleRow], dim: int) -> None:
-        """The HNSW index for vectors of `dim` dimensions, made once."""
+        """The HNSW index for vectors of `dim` dimensions (once its transaction commits,
+        `save_vectors` notes it made)."""
         from psycopg import sql
 
         if dim in self._indexed or dim > HNSW_MAX_DIM:
@@ -415,7 +416,6 @@ class PostgresStore:
                 "((embedding::vector({dim})) vector_ip_ops) WHERE dim = {dim}"
             ).format(name=sql.Identifier(f"memory_vectors_hnsw_{dim}"), dim=sql.Literal(dim))
         )
-        self._indexed.add(dim)
 
     def save_vectors(
         self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
@@ -440,6 +440,7 @@ class PostgresStore:
                 )
 
         self._run(body)
+        self._indexed.update(r[4] for r in rows)
 
     def search(
         self,
