@@ -1,5 +1,5 @@
 """A store that cannot be reached, is busy past its timeout, or is closed is
-`StoreUnavailable`; a PostgreSQL without pgvector is an error that says so."""
+`MemoryStoreUnavailable`; a PostgreSQL without pgvector is an error that says so."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from interpreters.memory import MemoryStoreError, SQLiteStore, StoreUnavailable
+from interpreters.memory import MemoryStoreError, MemoryStoreUnavailable, SQLiteStore
 from pipeline.messages import user
 
 
 def test_a_sqlite_file_that_cannot_be_opened_is_unavailable(tmp_path: Path) -> None:
-    with pytest.raises(StoreUnavailable, match="cannot open"):
+    with pytest.raises(MemoryStoreUnavailable, match="cannot open"):
         SQLiteStore(tmp_path / "no such dir" / "x.db")
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"not a database, not at all" * 100)
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(MemoryStoreUnavailable):
         SQLiteStore(garbage)
 
 
@@ -31,7 +31,7 @@ def test_a_sqlite_file_locked_past_the_timeout_is_unavailable_and_nothing_is_sav
     other = sqlite3.connect(path, isolation_level=None)
     try:
         other.execute("BEGIN EXCLUSIVE")
-        with pytest.raises(StoreUnavailable, match="locked"):
+        with pytest.raises(MemoryStoreUnavailable, match="locked"):
             store.save_messages("t1", [user("x", id="a")], resource_id=None, created_at=0.0)
         other.execute("ROLLBACK")
         assert store.last_messages("t1", 5) == ()
@@ -46,7 +46,7 @@ def test_a_closed_store_is_unavailable(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "x.db")
     store.close()
     store.close()  # twice is fine
-    with pytest.raises(StoreUnavailable, match="closed"):
+    with pytest.raises(MemoryStoreUnavailable, match="closed"):
         store.last_messages("t1", 1)
 
 
@@ -68,7 +68,7 @@ def test_a_postgresql_server_that_is_not_there_is_unavailable() -> None:
     from interpreters.memory.postgres import PostgresStore
 
     url = f"postgresql://memory:s3cret@127.0.0.1:{_free_port()}/none"
-    with pytest.raises(StoreUnavailable) as e:
+    with pytest.raises(MemoryStoreUnavailable) as e:
         PostgresStore(url, timeout=1)
     assert "s3cret" not in str(e.value)
     assert "memory:***@" in str(e.value)
@@ -85,7 +85,7 @@ def test_a_postgresql_server_that_stops_is_unavailable_then() -> None:
         store = PostgresStore(url, timeout=1)
         store.save_messages("t1", [user("x", id="a")], resource_id=None, created_at=0.0)
     try:
-        with pytest.raises(StoreUnavailable):
+        with pytest.raises(MemoryStoreUnavailable):
             store.last_messages("t1", 1)
     finally:
         store.close()
@@ -113,7 +113,7 @@ def test_postgresql_without_the_right_to_the_vector_extension_says_so(
                                                 if v is not None})
         with pytest.raises(MemoryStoreError, match="pgvector") as e:
             PostgresStore(url, timeout=5)
-        assert not isinstance(e.value, StoreUnavailable)
+        assert not isinstance(e.value, MemoryStoreUnavailable)
     finally:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(role)))
         admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))

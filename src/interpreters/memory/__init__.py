@@ -19,12 +19,16 @@ from interpreters.memory.store import (
     InMemoryStore,
     MemoryStore,
     MemoryStoreError,
+    MemoryStoreUnavailable,
     RecallHit,
-    StoreUnavailable,
     Thread,
     ThreadOwnerMismatch,
     working_memory_key,
 )
+
+StoreUnavailable = MemoryStoreUnavailable
+"""The earlier name of `MemoryStoreUnavailable` (the durable runs' store has a
+`StoreUnavailable` of its own, a BaseException)."""
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -39,6 +43,7 @@ __all__ = [
     "MemoryStoreError",
     "RecallHit",
     "SQLiteStore",
+    "MemoryStoreUnavailable",
     "StoreUnavailable",
     "Thread",
     "ThreadOwnerMismatch",

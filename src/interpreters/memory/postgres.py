@@ -37,8 +37,8 @@ from interpreters.memory.rows import (
 from interpreters.memory.store import (
     SCHEMA_VERSION,
     MemoryStoreError,
+    MemoryStoreUnavailable,
     RecallHit,
-    StoreUnavailable,
     Thread,
     ThreadOwnerMismatch,
     Vector,
@@ -166,7 +166,7 @@ class PostgresStore:
     `schema`: the schema its tables live in (created when missing; the extension's type
     is found in `public`). `pool_size`: connections at most. `timeout`: seconds to wait
     for a connection (the server down or every connection busy) before
-    `StoreUnavailable`; opening waits as long for the first one.
+    `MemoryStoreUnavailable`; opening waits as long for the first one.
     """
 
     def __init__(
@@ -219,7 +219,7 @@ class PostgresStore:
                 migrate(conn)
                 types = vector_schema(conn)
         except psycopg.OperationalError as e:
-            raise StoreUnavailable(
+            raise MemoryStoreUnavailable(
                 f"cannot reach the PostgreSQL store at {self.url}: {e}"
             ) from None
         path = ",".join(dict.fromkeys((schema, types)))
@@ -240,7 +240,7 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=timeout)
         except psycopg_pool.PoolTimeout as e:
             self._pool.close()
-            raise StoreUnavailable(
+            raise MemoryStoreUnavailable(
                 f"cannot reach the PostgreSQL store at {self.url}: {e}"
             ) from None
 
@@ -251,13 +251,13 @@ class PostgresStore:
         import psycopg_pool
 
         if self._closed:
-            raise StoreUnavailable(f"the PostgreSQL store at {self.url} is closed")
+            raise MemoryStoreUnavailable(f"the PostgreSQL store at {self.url} is closed")
         try:
             with self._pool.connection() as conn, conn.transaction():
                 return body(conn)
         except (psycopg_pool.PoolTimeout, psycopg.OperationalError,
                 psycopg.InterfaceError) as e:
-            raise StoreUnavailable(f"the PostgreSQL store at {self.url}: {e}") from None
+            raise MemoryStoreUnavailable(f"the PostgreSQL store at {self.url}: {e}") from None
         except psycopg.Error as e:
             raise MemoryStoreError(f"the PostgreSQL store at {self.url}: {e}") from None
 

@@ -4,7 +4,7 @@ One connection per store, shared by the store's threads under a lock; several st
 (threads or processes) may open one file: it is in WAL mode, each write is one
 `BEGIN IMMEDIATE` transaction (so a batch of messages is all there or not at all, and
 contiguous in the thread's order), and a busy file is waited for up to `timeout` seconds,
-then `StoreUnavailable`. Messages are ordered by an autoincrement sequence and unique per
+then `MemoryStoreUnavailable`. Messages are ordered by an autoincrement sequence and unique per
 (thread, message id), so two writers neither lose nor duplicate one.
 
 The schema is versioned (`memory_schema`); opening a file of an older version migrates it
@@ -40,8 +40,8 @@ from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
 from interpreters.memory.store import (
     SCHEMA_VERSION,
     MemoryStoreError,
+    MemoryStoreUnavailable,
     RecallHit,
-    StoreUnavailable,
     Thread,
     ThreadOwnerMismatch,
     Vector,
@@ -135,7 +135,7 @@ class SQLiteStore:
     """A `MemoryStore` in SQLite: `path` a file (created when missing) or ":memory:".
 
     `timeout`: seconds a write waits for another writer of the same file before
-    `StoreUnavailable`. `vector_search`: how vectors are scored ("auto": numpy when
+    `MemoryStoreUnavailable`. `vector_search`: how vectors are scored ("auto": numpy when
     importable, else Python). `cache_bytes`: how much memory the searched scopes' vectors
     may hold between searches (0: none; each search reads its scope from the file).
     """
@@ -162,14 +162,18 @@ class SQLiteStore:
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as e:
-            raise StoreUnavailable(f"cannot open the SQLite store {self.path!r}: {e}") from None
+            raise MemoryStoreUnavailable(
+                f"cannot open the SQLite store {self.path!r}: {e}"
+            ) from None
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(conn)
         except sqlite3.Error as e:
             conn.close()
-            raise StoreUnavailable(f"cannot open the SQLite store {self.path!r}: {e}") from None
+            raise MemoryStoreUnavailable(
+                f"cannot open the SQLite store {self.path!r}: {e}"
+            ) from None
         except BaseException:
             conn.close()
             raise
@@ -180,11 +184,11 @@ class SQLiteStore:
     def _use(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             if self._conn is None:
-                raise StoreUnavailable(f"the SQLite store {self.path!r} is closed")
+                raise MemoryStoreUnavailable(f"the SQLite store {self.path!r} is closed")
             try:
                 yield self._conn
             except sqlite3.Error as e:
-                raise StoreUnavailable(f"the SQLite store {self.path!r}: {e}") from None
+                raise MemoryStoreUnavailable(f"the SQLite store {self.path!r}: {e}") from None
 
     def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """`body` in one write transaction: all of it or none."""
