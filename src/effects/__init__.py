@@ -23,6 +23,7 @@ from effects.requests import Request, RequestClass, WrongAnswer, ask
 from effects.values import (
     UNCHANGED,
     Abort,
+    AskApproval,
     Continue,
     Effect,
     Emit,
@@ -30,6 +31,7 @@ from effects.values import (
     Replace,
     Retry,
     Skip,
+    SkipCall,
     Unchanged,
 )
 
@@ -39,6 +41,7 @@ __distribution__ = "pipeline-agents"
 __all__ = [
     "UNCHANGED",
     "Abort",
+    "AskApproval",
     "AwaitHook",
     "CallModel",
     "CloseStream",
@@ -57,6 +60,7 @@ __all__ = [
     "Retry",
     "RunTools",
     "Skip",
+    "SkipCall",
     "Sleep",
     "Unchanged",
     "WrongAnswer",

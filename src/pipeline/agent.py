@@ -53,9 +53,14 @@ def _system_messages(
     return tuple(out)
 
 
-_INPUT_HOOKS: frozenset[HookName] = frozenset({"process_input", "process_input_step"})
+_TOOL_HOOKS: frozenset[HookName] = frozenset({"process_tool_call", "process_tool_result"})
+"""The tool hooks: an input or output processor may have them (they run across all the
+agent's processors, in list order: input, then output)."""
+_INPUT_HOOKS: frozenset[HookName] = frozenset(
+    {"process_input", "process_input_step", *_TOOL_HOOKS}
+)
 _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
-    {"process_output_stream", "process_output_step", "process_output_result"}
+    {"process_output_stream", "process_output_step", "process_output_result", *_TOOL_HOOKS}
 )
 _ERROR_HOOKS: frozenset[HookName] = frozenset({"process_api_error"})
 
