@@ -7,6 +7,8 @@ run twice, every call answered once.
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
 
@@ -28,9 +30,11 @@ from pipeline.approval import (
     deny,
     edit,
 )
+from pipeline.chunks import Chunk
 from pipeline.messages import MessageList
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
 from pipeline.result import RunResult, Suspension
+from pipeline.ui_stream import ui_message_sse
 
 ran: list[tuple[str, int]] = []
 
@@ -167,3 +171,31 @@ def test_a_resume_on_the_async_interpreter_goes_the_same_way() -> None:
     r = anyio.run(go)
     assert r.status == "finished" and ran == [("eve", 0), ("eve", 500)]
     _paired(r.messages)
+
+
+def _ui_events(chunks: list[Chunk]) -> list[dict[str, object]]:
+    body = b"".join(ui_message_sse(chunks)).decode()
+    return [json.loads(line[6:]) for line in body.split("\n")
+            if line.startswith("data: {")]
+
+
+def test_the_ui_stream_carries_the_ai_sdk_tool_approval_parts() -> None:
+    approvals = Approvals(MemoryApprovalStore())
+    sim = Simulator(_model())
+    first = sim.run(AGENT, "pay eve")
+    s = approvals.keep(first.result).suspension
+    assert s is not None
+    p = s.pending[0]
+    asked = _ui_events(first.chunks)
+    request = [e for e in asked if e["type"] == "tool-approval-request"]
+    assert request == [{"type": "tool-approval-request", "approvalId": p.digest,
+                        "toolCallId": p.tool_call_id}]
+    # the waiting call is not closed with an error: it waits
+    assert not [e for e in asked if e["type"] == "tool-output-error"
+                and e["toolCallId"] == p.tool_call_id]
+    assert asked[-1]["type"] == "finish"
+    second = sim.run(AGENT, (), resume=approvals.take(AGENT, s.run_id, [deny(p, "no")]))
+    answered = _ui_events(second.chunks)
+    assert {"type": "tool-approval-response", "approvalId": p.digest, "approved": False,
+            "reason": "no"} in answered
+    assert {"type": "tool-output-denied", "toolCallId": p.tool_call_id} in answered

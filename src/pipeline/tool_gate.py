@@ -32,13 +32,20 @@ from pipeline.approval import (
     Resumption,
     call_digest,
 )
-from pipeline.chunks import Chunk, ToolCall, ToolCallDelta
+from pipeline.chunks import (
+    Chunk,
+    ToolApprovalRequest,
+    ToolApprovalResponse,
+    ToolCall,
+    ToolCallDelta,
+)
 from pipeline.hooks import Bound, call_hook, invalid
 from pipeline.messages import ToolCallPart, ToolResultPart
 from pipeline.processor import ToolCallArgs
 from pipeline.protocol import LoopCommand, ToolInvocation
 from pipeline.result import GatedCall, PendingApproval, StepResult
 from pipeline.run_state import RunConfig, RunState, apply, trip
+from pipeline.stream_stage import stream_through
 
 Entry = ToolInvocation | ToolResultPart
 """One call of a step on its way: to run (or an error the interpreter answers), or
@@ -101,7 +108,12 @@ def gate_calls(
     if asks:  # the approver sees the calls waiting (and those that would run)
         st.pending = list(hold_calls(st, tuple(st.pending)))
         release_calls(st, entries)
-        raise _suspend(calls, entries, asks)
+        suspend = _suspend(calls, entries, asks)
+        yield from stream_through(rc, st, [
+            ToolApprovalRequest(p.tool_call_id, p.tool_name, p.args, p.message, p.digest)
+            for p in suspend.pending
+        ])
+        raise suspend
     return entries
 
 
@@ -194,6 +206,17 @@ def check_resumption(agent: Agent, r: Resumption) -> None:
                 raise ArgumentsMismatch(
                     f"edited arguments for call {d.tool_call_id!r} ({name}): {e}"
                 ) from e
+
+
+def decision_chunks(r: Resumption) -> list[Chunk]:
+    """What a resumed run streams first: the decision for each call that waited."""
+    return [
+        ToolApprovalResponse(
+            d.digest, d.tool_call_id, not isinstance(d, Deny),
+            (d.reason or None) if isinstance(d, Deny) else None,
+        )
+        for d in r.decisions
+    ]
 
 
 def resumed_entries(rc: RunConfig, r: Resumption) -> tuple[tuple[ToolCallPart, ...], list[Entry]]:

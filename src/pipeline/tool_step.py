@@ -44,7 +44,13 @@ from pipeline.response import StepContent
 from pipeline.run_state import RunConfig, RunState, Tripped, apply, trip
 from pipeline.stream_stage import deliver, process_chunk, process_chunk_io, stream_through
 from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
-from pipeline.tool_gate import gate_calls, hold_calls, release_calls, resumed_entries
+from pipeline.tool_gate import (
+    decision_chunks,
+    gate_calls,
+    hold_calls,
+    release_calls,
+    resumed_entries,
+)
 from pipeline.tools import Tool, tool_result, unencodable
 
 _call_id = attrgetter("tool_call_id")
@@ -218,6 +224,7 @@ def run_resumed(
     and their results."""
     calls, entries = resumed_entries(rc, r)
     st.tools.by_name(rc.agent.tools)
+    yield from stream_through(rc, st, decision_chunks(r))
     return calls, (yield from run_entries(rc, st, calls, entries, None))
 
 
