@@ -259,3 +259,16 @@ def test_async_gates_decide_alike_on_the_async_interpreter() -> None:
 
     got = anyio.run(go)
     assert got == ["no", "sent 2 to bob"] and ran == [("bob", 2)]
+
+
+def test_calls_a_gate_stopped_go_out_without_their_arguments_before_their_results() -> None:
+    def stop(a: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return Abort("no payments today")
+
+    run = Simulator(_model(("bob", 7))).run(_agent(processor("stop", process_tool_call=stop)),
+                                            "pay")
+    tool_chunks = [c for c in run.chunks if isinstance(c, ToolCall | ToolCallDelta | ToolError)]
+    assert tool_chunks == [
+        ToolCall("call_0_0", "send", {}),
+        ToolError("call_0_0", "send", "tool call not run: no payments today"),
+    ]

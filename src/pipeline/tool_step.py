@@ -94,13 +94,18 @@ def run_tools(
     if rc.h_tool_call:
         try:
             entries = yield from gate_calls(rc, st, calls, entries)
-        except (Tripped, HookFailure) as stop:  # fail closed: no tool runs, each call answered
-            st.held_calls = []
-            _add_results(rc, st, tuple(
+        except (Tripped, HookFailure, RunCancelled) as stop:
+            # Fail closed: no tool runs; each call goes out without its arguments and
+            # gets one error result (a cancel's: `answer_dangling_calls`).
+            unrun = tuple(
                 ToolResultPart(c.tool_call_id, c.tool_name,
                                f"tool call not run: {_why_stopped(stop)}", True)
                 for c in calls
-            ))
+            )
+            st.pending = list(hold_calls(st, tuple(st.pending)))
+            release_calls(st, list(unrun))
+            if not isinstance(stop, RunCancelled):
+                _add_results(rc, st, unrun)
             raise
     return (yield from run_entries(rc, st, calls, entries, turn))
 
