@@ -28,10 +28,10 @@ from pipeline.approval import (
     deny,
     edit,
 )
-from pipeline.messages import MessageList
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
 from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext
+from tests.helpers import unpaired_tool_calls
 
 LIMIT = 100
 
@@ -58,10 +58,6 @@ steps = st.lists(
 )
 
 
-def _paired(ml: MessageList) -> None:
-    calls = [c.tool_call_id for m in ml.messages for c in m.tool_calls()]
-    results = [p.tool_call_id for m in ml.messages for p in m.tool_results()]
-    assert sorted(calls) == sorted(results) and len(set(results)) == len(results)
 
 
 @given(script=steps, data=st.data())
@@ -123,5 +119,5 @@ def test_each_approved_call_runs_once_with_the_approved_arguments(
     assert dict(ran) == expected
     if not crashed:
         assert r.status == "finished", r.error
-        _paired(r.messages)
+        assert unpaired_tool_calls(r.messages.messages) == []
         assert msgspec.json.encode(r.messages)  # the history encodes

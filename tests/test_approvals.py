@@ -31,10 +31,10 @@ from pipeline.approval import (
     edit,
 )
 from pipeline.chunks import Chunk
-from pipeline.messages import MessageList
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
 from pipeline.result import RunResult, Suspension
 from pipeline.ui_stream import ui_message_sse
+from tests.helpers import unpaired_tool_calls
 
 ran: list[tuple[str, int]] = []
 
@@ -73,10 +73,6 @@ def _model() -> ScriptedModel:
     ])
 
 
-def _paired(ml: MessageList) -> None:
-    calls = [c.tool_call_id for m in ml.messages for c in m.tool_calls()]
-    results = [p.tool_call_id for m in ml.messages for p in m.tool_results()]
-    assert sorted(calls) == sorted(results) and len(set(results)) == len(results)
 
 
 def _suspended(sim: Simulator, approvals: Approvals) -> Suspension:
@@ -105,7 +101,7 @@ def test_approve_runs_the_call_once_and_the_run_goes_on() -> None:
     assert r.status == "finished" and r.text == "paid"
     assert ran == [("eve", 0), ("eve", 500)]
     assert [st.step_number for st in r.steps] == [0, 1]
-    _paired(r.messages)
+    assert unpaired_tool_calls(r.messages.messages) == []
     with pytest.raises(RunNotSuspended):  # a second resume runs nothing again
         approvals.take(AGENT, s.run_id, [approve(s.pending[0])])
     assert ran == [("eve", 0), ("eve", 500)]
@@ -122,7 +118,7 @@ def test_deny_answers_the_call_with_the_reason_the_model_reads() -> None:
     last = model.requests[-1].messages[-1]
     (denied,) = [p for p in last.tool_results() if p.tool_name == "send"]
     assert denied.is_error and "over the limit" in str(denied.result)
-    _paired(r.messages)
+    assert unpaired_tool_calls(r.messages.messages) == []
 
 
 def test_edit_runs_the_call_with_the_edited_arguments() -> None:
@@ -170,7 +166,7 @@ def test_a_resume_on_the_async_interpreter_goes_the_same_way() -> None:
 
     r = anyio.run(go)
     assert r.status == "finished" and ran == [("eve", 0), ("eve", 500)]
-    _paired(r.messages)
+    assert unpaired_tool_calls(r.messages.messages) == []
 
 
 def _ui_events(chunks: list[Chunk]) -> list[dict[str, object]]:

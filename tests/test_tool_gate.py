@@ -26,6 +26,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.result import ProcessorFailed
+from tests.helpers import unpaired_tool_calls
 
 ran: list[tuple[str, int]] = []
 
@@ -52,10 +53,6 @@ def _agent(*procs: Processor | object, output: bool = False) -> Agent:
     return Agent.create("sim/model", tools=[send], **{kw: procs})  # type: ignore[arg-type]
 
 
-def _one_result_per_call(ml: MessageList) -> None:
-    calls = [c.tool_call_id for m in ml.messages for c in m.tool_calls()]
-    results = [p.tool_call_id for m in ml.messages for p in m.tool_results()]
-    assert sorted(calls) == sorted(results) and len(set(results)) == len(results)
 
 
 def _results(ml: MessageList) -> list[ToolResultPart]:
@@ -109,7 +106,7 @@ def test_a_skipped_call_is_answered_without_running_and_later_gates_are_not_aske
     assert [(p.result, p.is_error) for p in _results(r.messages)] == [
         ("refused", True), ("sent 1 to bob", False)
     ]
-    _one_result_per_call(r.messages)
+    assert unpaired_tool_calls(r.messages.messages) == []
     # the model reads the refusal as the call's result
     sent = model.requests[1].messages[-1]
     assert [p.result for p in sent.tool_results()] == ["refused", "sent 1 to bob"]
@@ -149,7 +146,7 @@ def test_replaced_arguments_are_checked_against_the_schema_again() -> None:
     assert (r.error.processor_id, r.error.hook, r.error.error_type) == (
         "bad", "process_tool_call", "InvalidArguments"
     )
-    _one_result_per_call(r.messages)
+    assert unpaired_tool_calls(r.messages.messages) == []
 
 
 def test_an_abort_in_a_gate_trips_the_run_and_no_tool_of_the_step_runs() -> None:
@@ -163,7 +160,7 @@ def test_an_abort_in_a_gate_trips_the_run_and_no_tool_of_the_step_runs() -> None
     assert r.tripwire.reason == "too much" and r.tripwire.processor_id == "stop"
     assert ran == []
     assert all(p.is_error for p in _results(r.messages))
-    _one_result_per_call(r.messages)
+    assert unpaired_tool_calls(r.messages.messages) == []
 
 
 def test_a_gate_that_raises_fails_closed() -> None:
@@ -175,7 +172,7 @@ def test_a_gate_that_raises_fails_closed() -> None:
     ).result
     assert r.status == "failed" and ran == []
     assert isinstance(r.error, ProcessorFailed) and r.error.error_type == "RuntimeError"
-    _one_result_per_call(r.messages)
+    assert unpaired_tool_calls(r.messages.messages) == []
 
 
 def test_a_gate_that_hangs_is_cut_by_the_timeout_and_the_tool_does_not_run() -> None:
@@ -192,7 +189,7 @@ def test_a_gate_that_hangs_is_cut_by_the_timeout_and_the_tool_does_not_run() -> 
         run = await AsyncSimulator(_model(("bob", 1))).run(_agent(Hangs()), "pay", timeout=5)
         r = run.result
         assert r.status == "cancelled" and ran == []
-        _one_result_per_call(r.messages)
+        assert unpaired_tool_calls(r.messages.messages) == []
 
     anyio.run(go)
 
@@ -223,7 +220,7 @@ def test_an_abort_in_a_result_check_withholds_the_results() -> None:
     assert all(p.is_error and "withheld" in str(p.result) for p in _results(r.messages))
     assert not any(isinstance(c, ToolResult) for c in run.chunks)
     assert any(isinstance(c, ToolError) for c in run.chunks)
-    _one_result_per_call(r.messages)
+    assert unpaired_tool_calls(r.messages.messages) == []
 
 
 class Limits(msgspec.Struct, frozen=True):
