@@ -17,7 +17,7 @@ before the suspension, with the person's decisions, gives its entries (`resumed_
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 
 import msgspec
 
@@ -162,7 +162,7 @@ def hold_calls(st: RunState, out: tuple[Chunk, ...]) -> tuple[Chunk, ...]:
     return tuple(kept)
 
 
-def release_calls(st: RunState, entries: list[Entry]) -> None:
+def release_calls(st: RunState, entries: Sequence[Entry]) -> None:
     """The held tool-call chunks, to go out before the tools run: as they came for a
     call that runs (or waits for approval); for a call answered without running, only
     the call, its arguments left out."""

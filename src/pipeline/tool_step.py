@@ -14,7 +14,7 @@ history stays paired.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, cast
 
@@ -32,7 +32,7 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.processor import ToolResultArgs
+from pipeline.processor import RunContext, ToolResultArgs
 from pipeline.protocol import (
     LoopCommand,
     ProtocolError,
@@ -62,6 +62,7 @@ def run_tools(
     calls: tuple[ToolCallPart, ...],
     tools: tuple[Tool, ...],
     turn: tuple[MessageList, MessageList] | None,
+    decided: list[ToolInvocation | ToolResultPart] | None = None,
 ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
     """Run the calls; their results go into one tool message. `turn`: the messages before
     the loop's own response and with it, when `calls` are that response's calls and
@@ -69,31 +70,42 @@ def run_tools(
 
     With `process_tool_call` hooks, each call that can run goes through them first
     (`tool_gate.gate_calls`: a call may be answered without running, or the run
-    suspends for approval)."""
-    by_name = st.tools.by_name(tools)
+    suspends for approval). `decided`: a resumed step's entries, one per call (a
+    `ToolResultPart` is a call answered without running): no gate is asked again."""
     ctx = rc.ctx
-    entries: list[ToolInvocation | ToolResultPart] = []
-    for c in calls:
-        t = by_name.get(c.tool_name)
-        if t is None:
-            entries.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
-            continue
-        try:
-            kwargs = t.bind(c.args)
-        except (msgspec.ValidationError, TypeError) as e:
-            entries.append(
-                ToolInvocation(c, t, None, f"invalid arguments for {c.tool_name!r}: {e}")
-            )
-            continue
-        if t.context_param is not None:
-            why = deps_mismatch(t.deps_type, ctx.deps)
-            if why is not None:
-                entries.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
+    gated = bool(rc.h_tool_call)
+    writers: list[ToolWriter] | None = None  # made at the first tool that may write
+    entries: Sequence[ToolInvocation | ToolResultPart]
+    invocations: list[ToolInvocation] = []
+    if decided is None:
+        by_name = st.tools.by_name(tools)
+        entries = invocations
+        for c in calls:
+            t = by_name.get(c.tool_name)
+            if t is None:
+                invocations.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
                 continue
-        entries.append(ToolInvocation(c, t, kwargs))
-    if rc.h_tool_call:
+            try:
+                kwargs = t.bind(c.args)
+            except (msgspec.ValidationError, TypeError) as e:
+                invocations.append(
+                    ToolInvocation(c, t, None, f"invalid arguments for {c.tool_name!r}: {e}")
+                )
+                continue
+            if t.context_param is not None:
+                why = deps_mismatch(t.deps_type, ctx.deps)
+                if why is not None:
+                    invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
+                    continue
+                if not gated:  # (with gates: once they decided, below)
+                    writers = _with_context(ctx, c, t, kwargs, writers)
+            invocations.append(ToolInvocation(c, t, kwargs))
+    else:
+        by_name = st.tools.by_name(tools)
+        entries = decided
+    if gated and decided is None:
         try:
-            entries = yield from gate_calls(rc, st, calls, entries)
+            entries = yield from gate_calls(rc, st, calls, list(entries))
         except (Tripped, HookFailure, RunCancelled) as stop:
             # Fail closed: no tool runs; each call goes out without its arguments and
             # gets one error result (a cancel's: `answer_dangling_calls`).
@@ -107,41 +119,17 @@ def run_tools(
             if not isinstance(stop, RunCancelled):
                 _add_results(rc, st, unrun)
             raise
-    return (yield from run_entries(rc, st, calls, entries, turn))
-
-
-def run_entries(
-    rc: RunConfig,
-    st: RunState,
-    calls: tuple[ToolCallPart, ...],
-    entries: list[ToolInvocation | ToolResultPart],
-    turn: tuple[MessageList, MessageList] | None,
-) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
-    """Run the invocations among `entries` (one per call, in call order; a
-    `ToolResultPart` is a call answered without running), keep and stream the results."""
-    ctx = rc.ctx
-    by_name = st.tools.by_name()
-    writers: list[ToolWriter] | None = None  # made at the first tool that may write
-    invocations: list[ToolInvocation] = []
-    for i, e in enumerate(entries):
-        if type(e) is not ToolInvocation:
-            continue
-        t, kwargs, c = e.tool, e.kwargs, e.call
-        if t is not None and kwargs is not None and t.context_param is not None:
-            w = ToolWriter()
-            if writers is None:
-                writers = [w]
-            else:
-                writers.append(w)
-            kwargs[t.context_param] = ToolContext(
-                deps=ctx.deps, run=ctx, tool_call_id=c.tool_call_id,
-                tool_name=c.tool_name, writer=w,
-            )
-        invocations.append(e)
-        entries[i] = e
-    if rc.h_tool_call:  # what a flush released is held too, then what may go out goes
-        st.pending = list(hold_calls(st, tuple(st.pending)))
-        release_calls(st, entries)
+    if gated or decided is not None:
+        invocations = []
+        for entry in entries:
+            if type(entry) is ToolInvocation:
+                t, given = entry.tool, entry.kwargs
+                if t is not None and given is not None and t.context_param is not None:
+                    writers = _with_context(ctx, entry.call, t, given, writers)
+                invocations.append(entry)
+        if gated:  # what a flush released is held too, then what may go out goes
+            st.pending = list(hold_calls(st, tuple(st.pending)))
+            release_calls(st, entries)
     publish = tuple(st.pending)
     st.pending = []
     if publish:
@@ -163,12 +151,13 @@ def run_entries(
     got = outcomes_in_order(run, got_t, entries)
     parts_l: list[ToolResultPart] = []
     for call, o in zip(calls, got, strict=True):  # one per call (`outcomes_in_order`)
-        if type(o) is ToolResultPart:  # answered without running
-            parts_l.append(result_part(call, o.result, o.is_error, _result_cap(rc, None)))
-            continue
-        assert isinstance(o, ToolOutcome)
-        r = o.result
         cap = _result_cap(rc, by_name.get(call.tool_name))
+        if type(o) is ToolResultPart:  # answered without running
+            parts_l.append(result_part(call, o.result, o.is_error, cap))
+            continue
+        if TYPE_CHECKING:
+            assert isinstance(o, ToolOutcome)
+        r = o.result
         if (
             (type(r) is str and r.isascii() and len(r) <= (cap - 2) // 6)
             or r is None or type(r) is bool
@@ -222,22 +211,38 @@ def run_entries(
     return st.leaving.approved(parts, results, st.pending[sent:])
 
 
+def _with_context(
+    ctx: RunContext, c: ToolCallPart, t: Tool, kwargs: dict[str, object],
+    writers: list[ToolWriter] | None,
+) -> list[ToolWriter]:
+    """`kwargs` given the call's `ToolContext`; its writer added to `writers`."""
+    w = ToolWriter()
+    if writers is None:
+        writers = [w]
+    else:
+        writers.append(w)
+    assert t.context_param is not None
+    kwargs[t.context_param] = ToolContext(
+        deps=ctx.deps, run=ctx, tool_call_id=c.tool_call_id, tool_name=c.tool_name, writer=w,
+    )
+    return writers
+
+
 def run_resumed(
     rc: RunConfig, st: RunState, r: Resumption
 ) -> Generator[LoopCommand, object, tuple[tuple[ToolCallPart, ...], tuple[ToolResultPart, ...]]]:
     """The tools of a suspended step, as the gates and the approver decided: its calls
     and their results."""
     calls, entries = resumed_entries(rc, r)
-    st.tools.by_name(rc.agent.tools)
     yield from stream_through(rc, st, decision_chunks(r))
-    return calls, (yield from run_entries(rc, st, calls, entries, None))
+    return calls, (yield from run_tools(rc, st, calls, rc.agent.tools, None, entries))
 
 
 def results_through(
     rc: RunConfig,
     st: RunState,
     calls: tuple[ToolCallPart, ...],
-    entries: list[ToolInvocation | ToolResultPart],
+    entries: Sequence[ToolInvocation | ToolResultPart],
     parts: tuple[ToolResultPart, ...],
 ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
     """process_tool_result: each result of a tool that ran through the processors in
@@ -277,7 +282,7 @@ def results_through(
 def outcomes_in_order(
     run: RunTools[ToolInvocation, ToolOutcome],
     got: object,
-    entries: list[ToolInvocation | ToolResultPart],
+    entries: Sequence[ToolInvocation | ToolResultPart],
 ) -> tuple[ToolOutcome | ToolResultPart, ...]:
     """The interpreter's reply to `run` checked (one ToolOutcome per invocation, in
     order, as `checked` does, inline), merged with the calls answered without running:
