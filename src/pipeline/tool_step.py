@@ -148,15 +148,25 @@ def run_tools(
             written = tuple(w.close() for w in writers) if writers is not None else ()
     else:
         written = ()
-    got = outcomes_in_order(run, got_t, entries)
+    merged = len(invocations) != len(calls)  # some calls were answered without running
+    outs: tuple[object, ...]
+    if merged:
+        outs = outcomes_in_order(run, got_t, entries)
+    elif type(got_t) is tuple and len(got_t) == len(calls):
+        outs = got_t  # each checked below, as `outcomes_in_order` does (a call less a step)
+    else:
+        raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
     parts_l: list[ToolResultPart] = []
-    for call, o in zip(calls, got, strict=True):  # one per call (`outcomes_in_order`)
+    for call, o in zip(calls, outs, strict=True):  # one per call
         cap = _result_cap(rc, by_name.get(call.tool_name))
-        if type(o) is ToolResultPart:  # answered without running
-            parts_l.append(result_part(call, o.result, o.is_error, cap))
-            continue
-        if TYPE_CHECKING:
-            assert isinstance(o, ToolOutcome)
+        if type(o) is not ToolOutcome:
+            if merged and type(o) is ToolResultPart:  # answered without running
+                parts_l.append(result_part(call, o.result, o.is_error, cap))
+                continue
+            if not isinstance(o, ToolOutcome):
+                raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
+        if o.tool_call_id != call.tool_call_id:
+            raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
         r = o.result
         if (
             (type(r) is str and r.isascii() and len(r) <= (cap - 2) // 6)
