@@ -108,6 +108,7 @@ OPENAI_FILES = "openai+openai-python/.inline-snapshot/external/"
 PA = "pydantic+pydantic-ai/tests/"
 DD = "DataDog+dd-trace-py/tests/contrib/"
 LLMA = "simonw+llm-anthropic/tests/cassettes/test_anthropic/"
+BR = PA + "models/cassettes/test_bedrock/"
 
 CASES: dict[str, Case] = {
     # --- OpenAI Chat Completions: success ------------------------------------------------
@@ -319,6 +320,52 @@ CASES: dict[str, Case] = {
         Err(401, "authentication_error", "invalid x-api-key", retryable=False,
             request_id="req_013JyjhVcnhy8mfJkvBTqMNB"),
     )),
+    # --- Bedrock Converse: success ---------------------------------------------------------
+    BR + "test_bedrock_model.yaml": Case("bedrock", (
+        Ok("stop", U(7, 30), text="Hello! How can I assist you today? Whether you have "
+           "questions, need information, or just want to chat, I'm here to help."),
+    )),
+    BR + "test_bedrock_model_max_tokens.yaml": Case("bedrock", (
+        Ok("length", U(13, 5), text="The capital of France is"),
+    )),
+    BR + "test_bedrock_model_retry.yaml": Case("bedrock", (
+        Ok("tool-calls", U(426, 66), text_start="<thinking> To determine the capital",
+           text_end="</thinking>\n", calls=(
+               Call("tooluse_Ze_bgl9CSqu8aJv7XD-_Dw", "get_capital", {"country": "France"}),)),
+        Ok("stop", U(531, 76), text_start="<thinking> It appears that there was an error"),
+    )),
+    BR + "test_bedrock_model_structured_output.yaml": Case("bedrock", (
+        Ok("tool-calls", U(571, 22), calls=(Call(
+            "tooluse_Mj06ft-ITJik1Otgpkc1uA", "temperature",
+            {"city": "London", "date": "2022-01-01"}),)),
+        Ok("stop", U(627, 67), text_start="\n<thinking> The tool has provided the temperature"),
+        Ok("tool-calls", U(821, 31), calls=(Call(
+            "tooluse_qVHAm8Q9QMGoJRkk06_TVA", "final_result",
+            {"date": "2022-01-01", "city": "London", "temperature": "30°C"}),)),
+    )),
+    BR + "test_bedrock_model_stream.yaml": Case("bedrock", (
+        Ok("stop", U(13, 82), text_start="The capital of France is Paris.",
+           text_end='referred to as "The City of Light" or "The City of Love."'),
+    )),
+    BR + "test_bedrock_model_iter_stream.yaml": Case("bedrock", (
+        Ok("tool-calls", U(471, 91), text_start="<thinking> To find the temperature",
+           calls=(Call("tooluse_lAG_zP8QRHmSYOwZzzaCqA", "get_temperature",
+                       {"city": "Paris"}),)),
+        Ok("stop", U(577, 18),
+           text="The current temperature in Paris, the capital of France, is 30°C."),
+    )),
+    BR + "test_bedrock_model_thinking_part_stream.yaml": Case("bedrock", (
+        Ok("stop", U(36, 73), text="Hello! It's nice to meet you. How can I help you today?",
+           reasoning_start='The user has greeted me with a simple "Hello".',
+           signature_start="Eu0CCkgIBxABGAIqQJDccbDQkr81"),
+    )),
+    # --- Bedrock Converse: errors ----------------------------------------------------------
+    BR + "test_bedrock_error.yaml": Case("bedrock", (
+        Err(400, None, "The provided model identifier is invalid.", retryable=False),
+    )),
+    BR + "test_bedrock_streaming_error.yaml": Case("bedrock", (
+        Err(400, None, "The provided model identifier is invalid.", retryable=False),
+    )),
 }
 
 FILES = index_files(ROOT) if (ROOT / "INDEX.md").exists() else []
@@ -346,14 +393,19 @@ def codec_for(case: Case) -> tuple[str, Callable[[], Codec]]:
     return model_id, make
 
 
+READ = {"anthropic": reference.anthropic_request, "bedrock": reference.bedrock_request}
+NORMALIZE = {"anthropic": reference.normalize_anthropic, "bedrock": reference.normalize_bedrock}
+
+
 def _request(case: Case, ex: Recorded) -> tuple[ModelRequest, bool]:
     """The request to send (the recorded one, read back) and whether to stream."""
     body = ex.request if case.check_request else None
-    stream = case.stream if case.stream is not None else bool((ex.request or {}).get("stream"))
+    stream = case.stream if case.stream is not None else bool(
+        (ex.request or {}).get("stream") or (ex.uri or "").endswith("/converse-stream"))
     if body is None:
         return ModelRequest(model=f"{case.route}/m", system=(),
                             messages=(user("hi", id="u1"),)), stream
-    read = reference.anthropic_request if case.route == "anthropic" else reference.openai_request
+    read = READ.get(case.route, reference.openai_request)
     return read(body, case.route), stream
 
 
@@ -391,6 +443,8 @@ async def _run_async(
 
 def _naive_text(ex: Recorded, route: str) -> str | None:
     """The text by the simplest possible reading of the raw body (an independent oracle)."""
+    if route == "bedrock":
+        return _naive_event_stream_text(ex.decoded_body)
     raw = ex.decoded_body.decode()
     if raw.lstrip().startswith("{"):
         return None  # one JSON body: its text is checked by the expectations alone
@@ -406,6 +460,20 @@ def _naive_text(ex: Recorded, route: str) -> str | None:
             for ch in d.get("choices", ()):
                 delta = ch.get("delta") or {}
                 out.append((delta.get("content") or "") + (delta.get("refusal") or ""))
+    return "".join(out)
+
+
+def _naive_event_stream_text(raw: bytes) -> str | None:
+    """The text of an AWS event stream, read frame by frame by its lengths alone."""
+    if raw.lstrip().startswith(b"{"):
+        return None
+    out, at = [], 0
+    while at < len(raw):
+        total = int.from_bytes(raw[at:at + 4], "big")
+        headers = int.from_bytes(raw[at + 4:at + 8], "big")
+        payload = json.loads(raw[at + 12 + headers:at + total - 4])
+        out.append((payload.get("delta") or {}).get("text", ""))
+        at += total
     return "".join(out)
 
 
@@ -457,13 +525,13 @@ def _check(exp: Ok | Err, ex: Recorded, case: Case, outcome: Outcome) -> None:
 def _check_request(server: ReplayServer, case: Case, ex: Recorded, n_before: int) -> None:
     seen = server.seen[n_before]
     assert seen.method == "POST"
-    suffix = "/v1/messages" if case.route == "anthropic" else "/v1/chat/completions"
-    assert seen.path == suffix
+    suffix = {"anthropic": "/v1/messages", "bedrock": "/v1/model/m/converse"}.get(
+        case.route, "/v1/chat/completions")
+    assert seen.path.removesuffix("-stream") == suffix
     if not case.check_request or ex.request is None:
         return
     sent = json.loads(seen.body)
-    anthropic = case.route == "anthropic"
-    norm = reference.normalize_anthropic if anthropic else reference.normalize_openai
+    norm = NORMALIZE.get(case.route, reference.normalize_openai)
     assert norm(sent) == norm(ex.request)
 
 

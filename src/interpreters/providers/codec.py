@@ -17,7 +17,13 @@ import msgspec
 from interpreters.providers.errors import broken_stream, stream_error
 from interpreters.providers.limits import limit_exceeded
 from interpreters.providers.provider import ProviderError
-from interpreters.providers.sse import DEFAULT_MAX_EVENT, SseEvent, SseLimitError, SseParser
+from interpreters.providers.sse import (
+    DEFAULT_MAX_EVENT,
+    FrameError,
+    SseEvent,
+    SseLimitError,
+    SseParser,
+)
 from pipeline.bounds import json_too_deep
 from pipeline.chunks import ModelEvent
 from pipeline.messages import JsonObject
@@ -32,6 +38,47 @@ def _identity(event: ModelEvent) -> ModelEvent:
     return event
 
 
+class Framer(Protocol):
+    """Bytes of one stream in, its frames out, whatever the split (SSE: `SseParser`).
+    Raises `SseLimitError` for a frame over its cap, `FrameError` for a malformed one."""
+
+    def feed(self, chunk: bytes) -> list[SseEvent]: ...
+
+    def close(self) -> list[SseEvent]: ...
+
+
+def _sse_parser(max_event: int) -> Framer:
+    return SseParser(max_event=max_event)
+
+
+class Framing(msgspec.Struct, frozen=True):
+    """How a wire format frames its streamed responses."""
+
+    media_type: str
+    """Its content type (sent as `accept` on a streamed call)."""
+    marker: str
+    """What a response's content type holds when it is this framing."""
+    parser: Callable[[int], Framer]
+    """A parser for one stream, given the cap on one frame (`Limits.max_event`)."""
+
+
+SSE_FRAMING = Framing("text/event-stream", "event-stream", _sse_parser)
+"""Server-sent events, the framing of the JSON formats."""
+
+
+class RequestSigner(Protocol):
+    """Signs one request: the headers to add, for exactly this method, URL, headers and
+    body (AWS SigV4). Raises `ProviderError` when it has no credentials."""
+
+    def __call__(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes
+    ) -> Mapping[str, str]: ...
+
+
+SignerFactory = Callable[[str, Mapping[str, str]], RequestSigner]
+"""A route's signer for its base URL and environment (`Route.signer`)."""
+
+
 class Encoded(msgspec.Struct, frozen=True):
     """A request ready for the wire, and how to map its events back."""
 
@@ -39,6 +86,8 @@ class Encoded(msgspec.Struct, frozen=True):
     restore: EventMap = _identity
     json_tool: str | None = None
     """Anthropic structured output rides on a forced tool; its input is the answer text."""
+    framing: Framing = SSE_FRAMING
+    """How its streamed response is framed."""
 
 
 class StreamDecoder(Protocol):
@@ -131,8 +180,9 @@ class ByteStreamDecoder:
         request_id: str | None,
         max_event: int = DEFAULT_MAX_EVENT,
         max_stream: int | None = None,
+        framing: Framing = SSE_FRAMING,
     ) -> None:
-        self._sse = SseParser(max_event=max_event)
+        self._sse = framing.parser(max_event)
         self._max_stream = max_stream
         self._left: float = math.inf if max_stream is None else max_stream
         """Bytes the stream may still take (`Limits.max_stream`)."""
@@ -160,6 +210,8 @@ class ByteStreamDecoder:
             events = self._sse.feed(chunk)
         except SseLimitError as e:
             raise self._too_large(e) from None
+        except FrameError as e:
+            raise self._malformed(e) from None
         decoder = self._decoder
         if len(events) == 1 and self._restore is None and not decoder.done:
             # One event per read, nothing to rename: `_run` for that case, inline.
@@ -198,6 +250,13 @@ class ByteStreamDecoder:
             f"the streamed response is larger than its cap of {self._max_stream} bytes "
             "(Limits)",
             started=self._decoder.started, request_id=self._request_id,
+        )
+        return self._failure
+
+    def _malformed(self, e: FrameError) -> ProviderError:
+        self._failure = invalid_response(
+            self._status, f"a stream frame is malformed: {e}", started=self._decoder.started,
+            request_id=self._request_id,
         )
         return self._failure
 
