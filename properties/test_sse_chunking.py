@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interpreters.providers.anthropic import AnthropicStreamDecoder
+from interpreters.providers.bedrock import EVENT_STREAM, ConverseStreamDecoder
 from interpreters.providers.codec import ByteStreamDecoder
 from interpreters.providers.openai_chat import OpenAIStreamDecoder
 from interpreters.providers.provider import ProviderError
@@ -76,6 +77,11 @@ def _anthropic() -> ByteStreamDecoder:
     return ByteStreamDecoder(AnthropicStreamDecoder(), lambda e: e, status=200, request_id=None)
 
 
+def _bedrock() -> ByteStreamDecoder:
+    return ByteStreamDecoder(ConverseStreamDecoder(), lambda e: e, status=200, request_id=None,
+                             framing=EVENT_STREAM)
+
+
 def decode(make: Decode, chunks: list[bytes]) -> tuple[list[ModelEvent], str | None]:
     """Events up to the end or the failure, and the failure's type."""
     d = make()
@@ -130,8 +136,10 @@ def _recorded() -> list[tuple[Decode, bytes]]:
         for ex in load(root, name).exchanges:
             body = ex.decoded_body
             if ex.status == 200 and not body.lstrip().startswith(b"{"):
-                anthropic = b"message_start" in body
-                out.append((_anthropic if anthropic else _openai, body))
+                kind = dict(ex.headers).get("content-type", "")
+                out.append((
+                    _bedrock if EVENT_STREAM.marker in kind
+                    else _anthropic if b"message_start" in body else _openai, body))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -149,3 +150,41 @@ def an_text_stream(*pieces: str) -> bytes:
         {"type": "message_stop"},
     )
 
+
+
+def aws_frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream frame (string headers only), written from the format's
+    description: a prelude (total and headers lengths, its CRC32), the headers, the
+    payload, and a CRC32 of all before it. tests/providers/test_bedrock.py checks it
+    against recorded frames byte for byte."""
+    head = b"".join(
+        bytes([len(k)]) + k.encode() + b"\x07" + len(v.encode()).to_bytes(2, "big") + v.encode()
+        for k, v in headers.items()
+    )
+    prelude = (16 + len(head) + len(payload)).to_bytes(4, "big") + len(head).to_bytes(4, "big")
+    prelude += zlib.crc32(prelude).to_bytes(4, "big")
+    body = prelude + head + payload
+    return body + zlib.crc32(body).to_bytes(4, "big")
+
+
+def aws_event(kind: str, payload: dict[str, object]) -> bytes:
+    return aws_frame({":event-type": kind, ":content-type": "application/json",
+                      ":message-type": "event"}, json.dumps(payload).encode())
+
+
+def aws_exception(kind: str, message: str) -> bytes:
+    return aws_frame({":exception-type": kind, ":content-type": "application/json",
+                      ":message-type": "exception"}, json.dumps({"message": message}).encode())
+
+
+def br_text_stream(*pieces: str, stop: str = "end_turn", usage: tuple[int, int] = (5, 2)) -> bytes:
+    """A converse-stream body: text deltas, then messageStop and metadata."""
+    return b"".join((
+        aws_event("messageStart", {"role": "assistant"}),
+        *(aws_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": p}})
+          for p in pieces),
+        aws_event("contentBlockStop", {"contentBlockIndex": 0}),
+        aws_event("messageStop", {"stopReason": stop}),
+        aws_event("metadata", {"usage": {"inputTokens": usage[0], "outputTokens": usage[1]},
+                               "metrics": {"latencyMs": 1}}),
+    ))
