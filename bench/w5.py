@@ -10,10 +10,13 @@ per chunk (min and median over the repetitions, after warm-up runs):
 - floor: plain httpx `iter_lines` and msgspec decoding of each `data:` line, the least a
   Python client on httpx can do;
 - provider-openai / provider-anthropic: this library's provider alone (`stream(request)`);
+- floor-bedrock / provider-bedrock: the same for a Bedrock Converse event stream (its
+  floor: httpx `iter_raw`, botocore's event-stream parser and msgspec decoding of each
+  payload; the provider signs each call with SigV4);
 - agent-sync / agent-async: a whole agent run with no processors, on the SyncInterpreter
   and on the AsyncInterpreter (asyncio).
 
-Each figure is also given as a ratio to the floor measured in the same sitting. The last
+Each figure is also given as a ratio to its floor (`FLOORS`) measured in the same sitting. The last
 line printed is a JSON summary.
 """
 
@@ -28,8 +31,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SYSTEMS = ("floor", "provider-openai", "provider-anthropic", "agent-sync", "agent-async")
-GOALS = {"provider-openai": 1.1, "provider-anthropic": 1.1, "agent-sync": 1.2, "agent-async": 1.3}
+SYSTEMS = ("floor", "provider-openai", "provider-anthropic", "agent-sync", "agent-async",
+           "floor-bedrock", "provider-bedrock")
+GOALS = {"provider-openai": 1.1, "provider-anthropic": 1.1, "agent-sync": 1.2, "agent-async": 1.3,
+         "provider-bedrock": 1.1}
+FLOORS = {"floor-bedrock": "floor-bedrock", "provider-bedrock": "floor-bedrock"}
+"""The floor a system is measured against, when not `floor` (the same stream's)."""
+BEDROCK_MODEL = "us.amazon.nova-micro-v1:0"
+AWS_ENV = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}
 WARM = 3
 
 
@@ -76,6 +86,43 @@ def _one_call(system: str, base: str) -> Callable[[], int]:
             return k
 
         return floor
+
+    if system == "floor-bedrock":
+        import httpx
+        import msgspec
+        from botocore.eventstream import EventStreamBuffer
+
+        client = httpx.Client()
+        body = msgspec.json.encode({"messages": [{"role": "user", "content": [{"text": "hi"}]}]})
+        decode = msgspec.json.Decoder().decode
+
+        def floor_bedrock() -> int:
+            k = 0
+            buf = EventStreamBuffer()
+            with client.stream("POST", base + "/model/m/converse-stream", content=body,
+                               headers={"content-type": "application/json"}) as r:
+                for chunk in r.iter_raw():
+                    buf.add_data(chunk)
+                    for message in buf:
+                        if decode(message.payload).get("delta", {}).get("text"):
+                            k += 1
+            return k
+
+        return floor_bedrock
+
+    if system == "provider-bedrock":
+        from interpreters.providers import resolve_provider
+        from pipeline.chunks import TextDelta
+        from pipeline.messages import user
+        from pipeline.model import ModelRequest
+
+        provider = resolve_provider(f"bedrock/{BEDROCK_MODEL}", base_url=base, env=AWS_ENV)
+        request = ModelRequest(model=BEDROCK_MODEL, system=(), messages=(user("hi", id="m1"),))
+
+        def bedrock_alone() -> int:
+            return sum(1 for ev in provider.stream(request) if type(ev) is TextDelta)
+
+        return bedrock_alone
 
     if system.startswith("provider-"):
         from interpreters.providers import resolve_provider
@@ -159,17 +206,16 @@ def run(n: int, reps: int, warm: int, systems: tuple[str, ...] = SYSTEMS) -> lis
     finally:
         server.kill()
         server.wait(timeout=10)
-    floor = next((r for r in rows if r["system"] == "floor" and "error" not in r), None)
-    if floor is not None:
-        for r in rows:
-            if "error" not in r:
-                r["ratio_min"] = r["cpu_us_per_chunk_min"] / floor["cpu_us_per_chunk_min"]
-                r["ratio_median"] = (
-                    r["cpu_us_per_chunk_median"] / floor["cpu_us_per_chunk_median"]
-                )
-                if r["system"] in GOALS:
-                    r["goal_ratio"] = GOALS[r["system"]]
-                    r["met"] = r["ratio_min"] <= GOALS[r["system"]]
+    floors = {r["system"]: r for r in rows if r["system"].startswith("floor") and "error" not in r}
+    for r in rows:
+        floor = floors.get(FLOORS.get(r["system"], "floor"))
+        if floor is None or "error" in r:
+            continue
+        r["ratio_min"] = r["cpu_us_per_chunk_min"] / floor["cpu_us_per_chunk_min"]
+        r["ratio_median"] = r["cpu_us_per_chunk_median"] / floor["cpu_us_per_chunk_median"]
+        if r["system"] in GOALS:
+            r["goal_ratio"] = GOALS[r["system"]]
+            r["met"] = r["ratio_min"] <= GOALS[r["system"]]
     return rows
 
 

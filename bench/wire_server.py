@@ -1,17 +1,20 @@
-"""W5's loopback server: streams a fixed Chat Completions or Anthropic Messages SSE body.
+"""W5's loopback server: streams a fixed Chat Completions or Anthropic Messages SSE body,
+or a Bedrock Converse event stream.
 
     python -m bench.wire_server N     # prints the port it listens on (127.0.0.1), then serves
 
 N text deltas per response, one write per SSE event with chunked transfer encoding, as a
 real server streams. It runs in its own process, so its CPU never counts against the
-client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format, any
-other POST the Chat Completions one.
+client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format,
+`POST .../converse-stream` the Bedrock one (one write per event-stream frame), any other
+POST the Chat Completions one.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -68,10 +71,51 @@ def anthropic_events(n: int) -> list[bytes]:
     ]
 
 
+def aws_frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream frame (string headers only), written from the format's
+    description: a prelude (total and headers lengths, its CRC32), the headers, the
+    payload, and a CRC32 of all before it (tests/providers/test_bedrock.py checks it
+    against recorded frames byte for byte)."""
+    head = b"".join(
+        bytes([len(k)]) + k.encode() + b"\x07" + len(v.encode()).to_bytes(2, "big") + v.encode()
+        for k, v in headers.items()
+    )
+    prelude = (16 + len(head) + len(payload)).to_bytes(4, "big") + len(head).to_bytes(4, "big")
+    prelude += zlib.crc32(prelude).to_bytes(4, "big")
+    body = prelude + head + payload
+    return body + zlib.crc32(body).to_bytes(4, "big")
+
+
+def aws_event(kind: str, payload: dict[str, object]) -> bytes:
+    return aws_frame({":event-type": kind, ":content-type": "application/json",
+                      ":message-type": "event"}, json.dumps(payload).encode())
+
+
+def bedrock_events(n: int) -> list[bytes]:
+    # As Bedrock sends them: each payload padded with a "p" field.
+    pad = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
+    return [
+        aws_event("messageStart", {"p": pad[:20], "role": "assistant"}),
+        *(aws_event("contentBlockDelta", {"contentBlockIndex": 0,
+                                          "delta": {"text": f" word{i % 97}"},
+                                          "p": pad[: 5 + i % 30]})
+          for i in range(n)),
+        aws_event("contentBlockStop", {"contentBlockIndex": 0, "p": pad[:10]}),
+        aws_event("messageStop", {"p": pad[:12], "stopReason": "end_turn"}),
+        aws_event("metadata", {"metrics": {"latencyMs": 512}, "p": pad[:8], "usage": {
+            "inputTokens": 17, "outputTokens": n, "totalTokens": n + 17}}),
+    ]
+
+
+CONTENT_TYPES = {"openai": "text/event-stream", "anthropic": "text/event-stream",
+                 "bedrock": "application/vnd.amazon.eventstream"}
+
+
 def serve(n: int) -> None:
     frames = {
         kind: [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
-        for kind, events in (("openai", openai_events(n)), ("anthropic", anthropic_events(n)))
+        for kind, events in (("openai", openai_events(n)), ("anthropic", anthropic_events(n)),
+                             ("bedrock", bedrock_events(n)))
     }
 
     class Handler(BaseHTTPRequestHandler):
@@ -79,9 +123,12 @@ def serve(n: int) -> None:
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
-            kind = "anthropic" if self.path.endswith("/messages") else "openai"
+            kind = (
+                "anthropic" if self.path.endswith("/messages")
+                else "bedrock" if self.path.endswith("/converse-stream") else "openai"
+            )
             self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-type", CONTENT_TYPES[kind])
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             for frame in frames[kind]:

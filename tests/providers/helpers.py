@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio.to_thread
 
+from bench.wire_server import aws_event, aws_frame
 from interpreters.providers import (
     AsyncHttpProvider,
     HttpProvider,
@@ -150,26 +150,6 @@ def an_text_stream(*pieces: str) -> bytes:
         {"type": "message_stop"},
     )
 
-
-
-def aws_frame(headers: dict[str, str], payload: bytes) -> bytes:
-    """One AWS event-stream frame (string headers only), written from the format's
-    description: a prelude (total and headers lengths, its CRC32), the headers, the
-    payload, and a CRC32 of all before it. tests/providers/test_bedrock.py checks it
-    against recorded frames byte for byte."""
-    head = b"".join(
-        bytes([len(k)]) + k.encode() + b"\x07" + len(v.encode()).to_bytes(2, "big") + v.encode()
-        for k, v in headers.items()
-    )
-    prelude = (16 + len(head) + len(payload)).to_bytes(4, "big") + len(head).to_bytes(4, "big")
-    prelude += zlib.crc32(prelude).to_bytes(4, "big")
-    body = prelude + head + payload
-    return body + zlib.crc32(body).to_bytes(4, "big")
-
-
-def aws_event(kind: str, payload: dict[str, object]) -> bytes:
-    return aws_frame({":event-type": kind, ":content-type": "application/json",
-                      ":message-type": "event"}, json.dumps(payload).encode())
 
 
 def aws_exception(kind: str, message: str) -> bytes:

@@ -22,6 +22,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.eventstream import EventStreamBuffer
 
+from bench.wire_server import aws_event, aws_frame
 from interpreters.aio import AsyncInterpreter
 from interpreters.otel import provider_of
 from interpreters.providers import (
@@ -49,14 +50,7 @@ from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutp
 from pipeline.retry import RetryPolicy
 from pipeline.tools import ToolSpec
 from tests.providers.cassettes import index_files, load, traffic_dir
-from tests.providers.helpers import (
-    aws_event,
-    aws_exception,
-    aws_frame,
-    br_text_stream,
-    run_async,
-    run_sync,
-)
+from tests.providers.helpers import aws_exception, br_text_stream, run_async, run_sync
 from tests.providers.server import ReplayServer, Reply
 
 ROOT = traffic_dir()
@@ -107,7 +101,8 @@ def _failure(body: bytes, max_event: int = 1 << 20) -> tuple[list[ModelEvent], A
 # --- the framing ------------------------------------------------------------------------
 
 
-def test_the_test_encoder_writes_recorded_frames_byte_for_byte() -> None:
+def test_the_frame_encoder_writes_recorded_frames_byte_for_byte() -> None:
+    """The encoder the tests and bench's server use (bench/wire_server.py)."""
     assert len(RECORDED) >= 4
     frames = 0
     for body in RECORDED:

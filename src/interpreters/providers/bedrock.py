@@ -262,16 +262,15 @@ def _frame(message: EventStreamMessage) -> SseEvent:
     """One frame as an SseEvent: an event's `:event-type` and JSON payload; an exception
     as event "exception" with its `:exception-type` as `id`; an error as event "error"
     with its `:error-code` as `id` and its `:error-message` as data."""
-    parts = message.to_response_dict()  # (botocore's stubs mistype `headers`)
-    h: Mapping[str, object] = parts["headers"]
-    payload = bytes(parts["body"]).decode("utf-8", "replace")
+    fields = vars(message)  # (botocore's stubs mistype `headers`)
+    h: Mapping[str, str] = fields["headers"]  # (string headers: what Converse sends)
+    payload = fields["payload"].decode("utf-8", "replace")
     kind = h.get(":message-type", "event")
     if kind == "event":
-        return SseEvent(payload, str(h.get(":event-type", "")))
+        return SseEvent(payload, h.get(":event-type", ""))
     if kind == "exception":
-        return SseEvent(payload, "exception", str(h.get(":exception-type", "")))
-    return SseEvent(str(h.get(":error-message", payload)), "error",
-                    str(h.get(":error-code", "")))
+        return SseEvent(payload, "exception", h.get(":exception-type", ""))
+    return SseEvent(h.get(":error-message", payload), "error", h.get(":error-code", ""))
 
 
 class EventStreamFramer:
@@ -295,7 +294,13 @@ class EventStreamFramer:
         """Bytes of the current frame still to come (0: the next byte starts a frame)."""
 
     def _measure(self, chunk: bytes) -> None:
-        i, n = 0, len(chunk)
+        n = len(chunk)
+        if not self._left and not self._head and n >= 4:
+            total = int.from_bytes(chunk[:4], "big")
+            if total == n:  # one whole frame per read, as servers write them
+                self._check(total)
+                return
+        i = 0
         while i < n:
             if self._left:
                 step = min(self._left, n - i)
@@ -308,12 +313,14 @@ class EventStreamFramer:
             if len(self._head) == 4:
                 total = int.from_bytes(self._head, "big")
                 self._head = b""
-                if total > self._max:
-                    raise SseLimitError(
-                        f"a stream frame of {total} bytes is over its cap of {self._max}")
-                if total < 16:
-                    raise FrameError(f"a frame cannot be {total} bytes long")
+                self._check(total)
                 self._left = total - 4
+
+    def _check(self, total: int) -> None:
+        if total > self._max:
+            raise SseLimitError(f"a stream frame of {total} bytes is over its cap of {self._max}")
+        if total < 16:
+            raise FrameError(f"a frame cannot be {total} bytes long")
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         self._measure(chunk)
@@ -374,7 +381,8 @@ class _Block(msgspec.Struct, frozen=True):
 
 
 class _Event(msgspec.Struct, frozen=True):
-    contentBlockIndex: int | None = None
+    contentBlockIndex: int = -1
+    """-1: none given (never a block's)."""
     delta: _Block | None = None
     start: _Block | None = None
     stopReason: str | None = None
@@ -457,10 +465,11 @@ def exception_error(
 
 
 class _Open:
-    __slots__ = ("args", "id", "kind", "name", "redacted", "signature")
+    __slots__ = ("args", "id", "kind", "name", "redacted", "signature", "text_id")
 
-    def __init__(self, kind: Literal["text", "reasoning", "tool", "json"]) -> None:
+    def __init__(self, kind: Literal["text", "reasoning", "tool", "json"], i: int) -> None:
         self.kind = kind
+        self.text_id = f"text-{i}"  # made once per block, not per delta
         self.id = ""
         self.name = ""
         self.args: list[str] = []
@@ -486,7 +495,18 @@ class ConverseStreamDecoder(DecoderBase):
         self._truncated: list[tuple[str, str]] = []
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
-        out = self._feed(event)
+        if event.event == "contentBlockDelta":
+            # The hot path (W5 in bench/): a text delta to an open text block, inline.
+            try:
+                ev = _event.decode(event.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise self._bad_frame("Converse event", e, event.data) from None
+            d, b = ev.delta, self._blocks.get(ev.contentBlockIndex)
+            if b is not None and b.kind == "text" and d is not None and d.text:
+                return [TextDelta(b.text_id, d.text)]
+            out = self._delta(ev)
+        else:
+            out = self._feed(event)
         if out:
             self._started = True
         return out
@@ -508,8 +528,8 @@ class ConverseStreamDecoder(DecoderBase):
             return self._start(ev)
         if kind == "contentBlockStop":
             i = ev.contentBlockIndex
-            block = self._blocks.pop(i, None) if i is not None else None
-            return self._end(i, block) if i is not None and block is not None else []
+            block = self._blocks.pop(i, None)
+            return self._end(i, block) if block is not None else []
         if kind == "messageStop":
             self._stop_reason, self._stopped = ev.stopReason, True
             return self._finish() if self._usage is not None else []
@@ -520,32 +540,33 @@ class ConverseStreamDecoder(DecoderBase):
 
     def _start(self, ev: _Event) -> list[ModelEvent]:
         i, tool = ev.contentBlockIndex, ev.start.toolUse if ev.start is not None else None
-        if i is None or tool is None:
+        if i < 0 or tool is None:
             return []  # starts of block kinds without a toolUse carry nothing to keep
         is_json = self._json_tool is not None and tool.name == self._json_tool
-        b = _Open("json" if is_json else "tool")
+        b = _Open("json" if is_json else "tool", i)
         b.id, b.name = tool.toolUseId or f"tooluse_{i}", tool.name or ""
         self._blocks[i] = b
         if is_json:
             self._json_used = True
-            return [TextStart(f"text-{i}")]
+            return [TextStart(b.text_id)]
         return [ToolCallDelta(b.id, b.name, "")]
 
     def _delta(self, ev: _Event) -> list[ModelEvent]:
         i, d = ev.contentBlockIndex, ev.delta
-        if i is None or d is None:
+        if i < 0 or d is None:
             raise self._invalid("contentBlockDelta without an index or a delta")
         b = self._blocks.get(i)
         out: list[ModelEvent] = []
         if b is None:
             if d.toolUse is not None:
                 raise self._invalid(f"a toolUse delta for block {i}, which was not started")
-            b = self._blocks[i] = _Open("text" if d.reasoningContent is None else "reasoning")
-            out.append(TextStart(f"text-{i}") if b.kind == "text"
+            b = self._blocks[i] = _Open(
+                "text" if d.reasoningContent is None else "reasoning", i)
+            out.append(TextStart(b.text_id) if b.kind == "text"
                        else ReasoningStart(f"reasoning-{i}"))
         if b.kind == "text":
             if d.text:
-                out.append(TextDelta(f"text-{i}", d.text))
+                out.append(TextDelta(b.text_id, d.text))
         elif b.kind == "reasoning":
             r = d.reasoningContent
             if r is not None:
@@ -558,13 +579,13 @@ class ConverseStreamDecoder(DecoderBase):
         elif d.toolUse is not None and isinstance(d.toolUse.input, str) and d.toolUse.input:
             piece = d.toolUse.input
             b.args.append(piece)
-            out.append(TextDelta(f"text-{i}", piece) if b.kind == "json"
+            out.append(TextDelta(b.text_id, piece) if b.kind == "json"
                        else ToolCallDelta(b.id, b.name, piece))
         return out
 
     def _end(self, i: int, b: _Open) -> list[ModelEvent]:
         if b.kind == "text" or b.kind == "json":
-            return [TextEnd(f"text-{i}")]
+            return [TextEnd(b.text_id)]
         if b.kind == "reasoning":
             return [ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
         raw = "".join(b.args)
