@@ -25,6 +25,7 @@ from botocore.eventstream import EventStreamBuffer
 from bench.wire_server import aws_event, aws_frame
 from interpreters.aio import AsyncInterpreter
 from interpreters.otel import provider_of
+from interpreters.prices import genai_prices
 from interpreters.providers import (
     AsyncHttpProvider,
     AsyncResolver,
@@ -45,6 +46,7 @@ from interpreters.providers.routes import ProviderConfigError
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall, ToolCallDelta, Usage
+from pipeline.cost import PriceQuery
 from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart, user
 from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput
 from pipeline.retry import RetryPolicy
@@ -335,6 +337,13 @@ def test_the_route_takes_its_region_from_the_environment_or_the_base_url() -> No
     assert cfg.endpoint.base_url == vpc
     assert "eu-central-1" in repr(cfg.endpoint.sign)  # the host's region signs
     assert provider_of(MODEL) == ("aws.bedrock", "us.amazon.nova-micro-v1:0")
+
+
+def test_calls_are_priced_from_the_aws_table() -> None:
+    pytest.importorskip("genai_prices", reason="the prices extra")
+    price = genai_prices()
+    cost = price(PriceQuery(MODEL, None, Usage(1_000_000, 1_000), 1_760_000_000.0))
+    assert cost is not None and cost.total > 0
 
 
 def test_a_missing_or_malformed_region_fails_before_any_request() -> None:
