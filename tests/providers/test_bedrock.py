@@ -50,7 +50,7 @@ from pipeline.cost import PriceQuery
 from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart, user
 from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput
 from pipeline.retry import RetryPolicy
-from pipeline.tools import ToolSpec
+from pipeline.tools import ToolSpec, tool
 from tests.providers.cassettes import index_files, load, traffic_dir
 from tests.providers.helpers import aws_exception, br_text_stream, run_async, run_sync
 from tests.providers.server import ReplayServer, Reply
@@ -243,6 +243,73 @@ async def test_an_agent_retries_through_throttling_async(anyio_backend: str) -> 
     assert result.status == "finished", result.error
     assert result.text == "Hi" and len(seen) == 3
     assert result.usage.input_tokens == 5 and result.usage.output_tokens == 2
+
+
+# --- a recorded conversation, replayed under an agent --------------------------------------
+
+ITER_STREAM = "pydantic+pydantic-ai/tests/models/cassettes/test_bedrock/" \
+    "test_bedrock_model_iter_stream.yaml"
+
+
+@tool
+def get_capital(country: str) -> str:
+    """Get the capital of a country."""
+    return "Paris"
+
+
+@tool
+def get_temperature(city: str) -> str:
+    """Get the temperature in a city."""
+    return "30°C"
+
+
+def _recorded_agent() -> tuple[Agent, list[httpx.Response], dict[str, object]]:
+    first, second = load(ROOT, ITER_STREAM).exchanges
+    replies = [httpx.Response(ex.status, headers=dict(ex.headers), content=ex.body)
+               for ex in (first, second)]
+    agent = Agent.create(MODEL, instructions="You are a helpful chatbot.",
+                         tools=[get_capital, get_temperature])
+    assert second.request is not None
+    return agent, replies, second.request
+
+
+def _check_recorded_run(text: str, seen: list[httpx.Request], recorded: dict[str, object]
+                        ) -> None:
+    assert text.endswith(
+        "</thinking>\nThe current temperature in Paris, the capital of France, is 30°C.")
+    path = b"/model/us.amazon.nova-micro-v1%3A0/converse-stream"
+    assert [r.url.raw_path for r in seen] == [path, path]
+    # The tool call and its result went back as the recorded client sent them.
+    sent = json.loads(seen[1].content)
+    assert sent["messages"] == recorded["messages"]
+    assert sent["system"] == recorded["system"]
+
+
+def test_a_recorded_tool_conversation_replays_under_an_agent() -> None:
+    agent, replies, recorded = _recorded_agent()
+    seen: list[httpx.Request] = []
+    with httpx.Client(transport=_transport(replies, seen)) as client:
+        resolver = Resolver(client=client, env=ENV)
+        result = SyncInterpreter(resolve=resolver).run(
+            agent, "What is the temperature of the capital of France?")
+        resolver.close()
+    assert result.status == "finished", result.error
+    _check_recorded_run(result.text, seen, recorded)
+
+
+@pytest.mark.anyio
+async def test_a_recorded_tool_conversation_replays_under_an_agent_async(
+    anyio_backend: str
+) -> None:
+    agent, replies, recorded = _recorded_agent()
+    seen: list[httpx.Request] = []
+    async with httpx.AsyncClient(transport=_transport(replies, seen)) as client:
+        resolver = AsyncResolver(client=client, env=ENV)
+        result = await AsyncInterpreter(resolve=resolver).run(
+            agent, "What is the temperature of the capital of France?")
+        await resolver.aclose()
+    assert result.status == "finished", result.error
+    _check_recorded_run(result.text, seen, recorded)
 
 
 # --- SigV4 over a real socket ------------------------------------------------------------
