@@ -523,11 +523,32 @@ def test_tool_choice_none_sends_tools_only_where_the_conversation_needs_them() -
     assert "toolChoice" not in body["toolConfig"]  # type: ignore[operator]
 
 
-def test_a_file_by_https_url_is_refused_naming_the_format() -> None:
-    request = ModelRequest(model=MODEL, system=(), messages=(Message(id="u", role="user", parts=(
-        FilePart("image/png", "https://example.com/a.png", is_url=True),)),))
-    with pytest.raises(ProviderError, match=r"Bedrock Converse.*by URL"):
-        BedrockCodec().encode(request, model="m", stream=True)
+def _with_file(part: FilePart) -> ModelRequest:
+    return ModelRequest(model=MODEL, system=(), messages=(Message(id="u", role="user", parts=(
+        TextPart("Look."), part)),))
+
+
+@pytest.mark.parametrize(("part", "message"), [
+    (FilePart("image/png", "https://example.com/a.png", is_url=True), "a image/png file by URL"),
+    (FilePart("audio/wav", "UklGRg=="), "a audio/wav file"),
+])
+def test_a_part_converse_cannot_carry_is_refused_naming_the_format(
+    part: FilePart, message: str
+) -> None:
+    with pytest.raises(ProviderError, match=f"the Bedrock Converse format cannot send {message}"):
+        BedrockCodec().encode(_with_file(part), model="m", stream=True)
+
+
+def test_files_by_s3_location_and_video_are_sent() -> None:
+    for part, block in (
+        (FilePart("video/mp4", "s3://bucket/clip.mp4", is_url=True),
+         {"video": {"format": "mp4", "source": {"s3Location": {"uri": "s3://bucket/clip.mp4"}}}}),
+        (FilePart("application/pdf", "JVBERi0="),
+         {"document": {"format": "pdf", "name": "document 1", "source": {"bytes": "JVBERi0="}}}),
+    ):
+        body = msgspec.json.decode(BedrockCodec().encode(_with_file(part), model="m",
+                                                         stream=False).body)
+        assert body["messages"] == [{"role": "user", "content": [{"text": "Look."}, block]}]
 
 
 def test_typed_output_rides_on_a_forced_tool_and_comes_back_as_text() -> None:

@@ -1,6 +1,6 @@
 """The AWS Bedrock Converse wire format (`/model/{id}/converse`, `/converse-stream`).
 
-Encoding: system, messages with text/image/document/toolUse/toolResult/reasoningContent
+Encoding: system, messages with text/image/document/video/toolUse/toolResult/reasoningContent
 blocks (turns of one role merged, tool results first), toolConfig (schemas inlined, as
 Bedrock wants them self-contained) and toolChoice, inferenceConfig, namespaced provider
 options (`additionalModelRequestFields`, `guardrailConfig`...), structured output as a
@@ -14,8 +14,9 @@ token. botocore is the optional extra `bedrock`, imported when a route uses it.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, urlsplit
 
@@ -38,6 +39,7 @@ from interpreters.providers.codec import (
     invalid_tool_args,
     json_text,
     merge_options,
+    merge_turns,
     parse_tool_args,
     put_given,
     route_options,
@@ -105,6 +107,11 @@ _DOCUMENT = {
     "application/vnd.ms-excel": "xls",
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
 }
+_VIDEO = {
+    "video/mp4": "mp4", "video/quicktime": "mov", "video/webm": "webm",
+    "video/x-matroska": "mkv", "video/x-flv": "flv", "video/mpeg": "mpeg",
+    "video/x-ms-wmv": "wmv", "video/3gpp": "three_gp",
+}
 _DOC_NAME = re.compile(r"[^a-zA-Z0-9 ()\[\]-]+")
 
 
@@ -119,6 +126,8 @@ def _file_block(part: FilePart, n: int) -> JsonDict:
         source = {"bytes": part.data}  # base64, as the JSON protocol carries blobs
     if mt in _IMAGE:
         return {"image": {"format": _IMAGE[mt], "source": source}}
+    if mt in _VIDEO:
+        return {"video": {"format": _VIDEO[mt], "source": source}}
     if mt in _DOCUMENT:
         # A document name: letters, digits, spaces, ()[]- only, unique in the request.
         name = " ".join(_DOC_NAME.sub(" ", part.filename or "").split())[:180]
@@ -127,7 +136,7 @@ def _file_block(part: FilePart, n: int) -> JsonDict:
     raise unsupported_file("Bedrock Converse", mt)
 
 
-def _blocks(m: Message, files: list[int]) -> list[JsonDict]:
+def _blocks(m: Message, files: Iterator[int]) -> list[JsonDict]:
     out: list[JsonDict] = []
     for p in m.parts:
         if isinstance(p, TextPart):
@@ -141,8 +150,7 @@ def _blocks(m: Message, files: list[int]) -> list[JsonDict]:
             }})
         elif isinstance(p, FilePart):
             if m.role != "assistant":
-                files.append(1)
-                out.append(_file_block(p, len(files)))
+                out.append(_file_block(p, next(files)))
         elif isinstance(p, ToolCallPart):
             if m.role == "assistant":
                 out.append({"toolUse": {"toolUseId": p.tool_call_id, "name": p.tool_name,
@@ -157,34 +165,14 @@ def _blocks(m: Message, files: list[int]) -> list[JsonDict]:
     return out
 
 
-def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str], bool]:
-    """Wire messages (turns of one role merged), hoisted system texts, and whether any
-    tool block is in the conversation (then toolConfig is required)."""
-    system: list[str] = [s.content for s in request.system]
-    turns: list[tuple[Literal["user", "assistant"], list[JsonDict]]] = []
-    files: list[int] = []
-    for m in request.messages:
-        if m.role == "system":
-            system.append(m.text)
-            continue
-        role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
-        blocks = _blocks(m, files)
-        if not blocks:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, blocks))
-    messages: list[JsonDict] = []
-    has_tools = False
-    for role, blocks in turns:
-        results = [b for b in blocks if "toolResult" in b]
-        has_tools = has_tools or bool(results) or any("toolUse" in b for b in blocks)
-        if results:
-            # toolResult blocks open the user turn that answers the tool calls
-            blocks = results + [b for b in blocks if "toolResult" not in b]
-        messages.append({"role": role, "content": blocks})
-    return messages, system, has_tools
+def _is_result(block: JsonDict) -> bool:
+    return "toolResult" in block
+
+
+def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
+    """Wire messages (turns of one role merged) and hoisted system texts."""
+    files = itertools.count(1)  # numbers unnamed documents: names are unique in a request
+    return merge_turns(request, lambda m: _blocks(m, files), _is_result)
 
 
 def _schema(schema: Mapping[str, object]) -> JsonDict:
@@ -210,11 +198,14 @@ def encode_request(
 ) -> tuple[JsonDict, str | None]:
     """The JSON body (as a dict) and the structured-output tool name, if any. The model
     and the streaming are in the URL, not the body."""
-    messages, system, has_tool_blocks = _messages(request)
+    messages, system = _messages(request)
+    has_tool_blocks = any(isinstance(p, ToolCallPart | ToolResultPart)
+                          for m in request.messages for p in m.parts)
     s = request.model_settings
     body: JsonDict = {"messages": messages}
+    system = [t for t in system if t]  # Converse rejects empty text
     if system:
-        body["system"] = [{"text": t} for t in system if t]
+        body["system"] = [{"text": t} for t in system]
     inference: JsonDict = {}
     put_given(inference, (
         ("maxTokens", s.max_tokens if s.max_tokens is not None else options.default_max_tokens),

@@ -26,7 +26,7 @@ from interpreters.providers.sse import (
 )
 from pipeline.bounds import json_too_deep
 from pipeline.chunks import ModelEvent
-from pipeline.messages import JsonObject
+from pipeline.messages import JsonObject, Message
 from pipeline.model import ApiError, ModelRequest
 from pipeline.sanitize import SanitizeProfile, prepare_request, restore_event
 
@@ -398,6 +398,37 @@ def invalid_tool_args(
             body=raw[:2000],
         )
     )
+
+
+def merge_turns(
+    request: ModelRequest,
+    blocks: Callable[[Message], list[JsonDict]],
+    is_result: Callable[[JsonDict], bool],
+) -> tuple[list[JsonDict], list[str]]:
+    """Wire messages for the formats whose turns alternate between user and assistant
+    (Anthropic, Bedrock): system messages hoisted out (returned after the request's own
+    system texts), tool results sent as the user, turns of one role merged, empty ones
+    dropped, and a user turn's tool results first (they answer the calls before it)."""
+    system: list[str] = [s.content for s in request.system]
+    turns: list[tuple[str, list[JsonDict]]] = []
+    for m in request.messages:
+        if m.role == "system":
+            system.append(m.text)
+            continue
+        role = "assistant" if m.role == "assistant" else "user"
+        wire = blocks(m)
+        if not wire:
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(wire)
+        else:
+            turns.append((role, wire))
+    messages: list[JsonDict] = []
+    for role, wire in turns:
+        if role == "user":
+            wire = [b for b in wire if is_result(b)] + [b for b in wire if not is_result(b)]
+        messages.append({"role": role, "content": wire})
+    return messages, system
 
 
 def unsupported_file(wire: str, media_type: str, how: str = "") -> ProviderError:
