@@ -10,6 +10,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import msgspec
@@ -43,17 +44,19 @@ from interpreters.providers.bedrock import (
 from interpreters.providers.codec import ByteStreamDecoder
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
+from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall, ToolCallDelta, Usage
 from pipeline.cost import PriceQuery
 from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart, user
-from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput
+from pipeline.model import ApiError, ModelRequest, ModelSettings, PromptCache, StructuredOutput
 from pipeline.retry import RetryPolicy
 from pipeline.tools import ToolSpec, tool
 from tests.providers.cassettes import index_files, load, traffic_dir
 from tests.providers.helpers import aws_exception, br_text_stream, run_async, run_sync
 from tests.providers.server import ReplayServer, Reply
+from tests.providers.test_prompt_cache import RetryOnce, lookup
 
 ROOT = traffic_dir()
 STREAM = (("content-type", "application/vnd.amazon.eventstream"),)
@@ -586,3 +589,57 @@ def test_typed_output_rides_on_a_forced_tool_and_comes_back_as_text() -> None:
 def test_stop_reasons(reason: str, finish: str) -> None:
     events = _decode(br_text_stream("x", stop=reason))
     assert isinstance(events[-1], ModelFinish) and events[-1].finish_reason == finish
+
+
+# --- prompt caching ----------------------------------------------------------------------
+
+POINT = {"cachePoint": {"type": "default"}}
+
+
+def _cached(cache: PromptCache) -> dict[str, Any]:
+    request = msgspec.structs.replace(
+        _conversation(), model_settings=ModelSettings(prompt_cache=cache), provider_options=None)
+    out = msgspec.json.decode(BedrockCodec().encode(request, model="m", stream=True).body)
+    assert isinstance(out, dict)
+    return out
+
+
+def test_cache_points_follow_the_tools_the_system_prompt_and_the_last_message() -> None:
+    b = _cached(PromptCache())
+    assert b["toolConfig"]["tools"][-1] == POINT and len(b["toolConfig"]["tools"]) == 2
+    assert b["system"] == [{"text": "Be brief."}, POINT]
+    assert [m["content"][-1] == POINT for m in b["messages"]] == [False, False, True]
+    b = _cached(PromptCache(tools=False, system=False, messages=2, ttl="1h"))
+    hour = {"cachePoint": {"type": "default", "ttl": "1h"}}
+    assert POINT not in b["toolConfig"]["tools"] and POINT not in b["system"]
+    assert [m["content"][-1] == hour for m in b["messages"]] == [False, True, True]
+    assert "cachePoint" not in json.dumps(_cached_none())
+
+
+def _cached_none() -> object:
+    return msgspec.json.decode(BedrockCodec().encode(_conversation(), model="m",
+                                                     stream=True).body)
+
+
+def test_a_retry_keeps_the_cached_prefix_byte_for_byte() -> None:
+    """As on Anthropic (tests/providers/test_prompt_cache.py): the retry's request is the
+    first one's with the feedback after it, so every block before it, the tools and the
+    system prompt encode the same (cache points aside: one moves to the new last turn)."""
+    model = ScriptedModel([Say(calls=[call("lookup", q="x")]), Say("a long answer"),
+                           Say("short")])
+    agent = Agent.create("bedrock/m", instructions="be brief", tools=[lookup],
+                         output_processors=[RetryOnce()],
+                         model_settings=ModelSettings(prompt_cache=PromptCache()))
+    result = Simulator(model).run(agent, "tell me").result
+    assert result.status == "finished" and result.text == "short"
+    _, first, retry = model.requests
+    a, b = (msgspec.json.decode(BedrockCodec().encode(r, model="m", stream=True).body)
+            for r in (first, retry))
+    assert a["system"] == b["system"] and a["toolConfig"] == b["toolConfig"]
+
+    def blocks(body: dict[str, Any]) -> list[str]:
+        return [json.dumps([m["role"], c], sort_keys=True)
+                for m in body["messages"] for c in m["content"] if c != POINT]
+
+    assert len(blocks(b)) > len(blocks(a)) and blocks(b)[: len(blocks(a))] == blocks(a)
+    assert "say it again, shorter" in blocks(b)[-1]

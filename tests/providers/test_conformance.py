@@ -93,8 +93,9 @@ class Case:
     """Codec option overrides the recorded client used (e.g. the developer role)."""
 
 
-def U(i: int, o: int, r: int = 0, c: int = 0) -> Usage:
-    return Usage(input_tokens=i, output_tokens=o, reasoning_tokens=r, cached_input_tokens=c)
+def U(i: int, o: int, r: int = 0, c: int = 0, w: int = 0) -> Usage:
+    return Usage(input_tokens=i, output_tokens=o, reasoning_tokens=r, cached_input_tokens=c,
+                 cache_write_tokens=w)
 
 
 STUDENT = {
@@ -343,6 +344,12 @@ CASES: dict[str, Case] = {
             "tooluse_qVHAm8Q9QMGoJRkk06_TVA", "final_result",
             {"date": "2022-01-01", "city": "London", "temperature": "30°C"}),)),
     )),
+    # Written, then read from the cache. Not re-encoded: the recorded client put a cache
+    # point inside the user message (after a document), where a PromptCache puts none.
+    BR + "test_bedrock_cache_write_and_read.yaml": Case("bedrock", (
+        Ok("stop", U(1324, 5, w=1322), text="21"),
+        Ok("stop", U(1324, 5, c=1322), text="21"),
+    ), check_request=False),
     BR + "test_bedrock_model_stream.yaml": Case("bedrock", (
         Ok("stop", U(13, 82), text_start="The capital of France is Paris.",
            text_end='referred to as "The City of Light" or "The City of Love."'),

@@ -69,7 +69,13 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelRequest, ToolChoiceTool, is_retryable_status
+from pipeline.model import (
+    ApiError,
+    ModelRequest,
+    PromptCache,
+    ToolChoiceTool,
+    is_retryable_status,
+)
 from pipeline.output_type import inline_refs
 from pipeline.sanitize import BEDROCK, SanitizeProfile
 
@@ -242,8 +248,27 @@ def encode_request(
         if choice is not None:
             config["toolChoice"] = choice
         body["toolConfig"] = config
+    if s.prompt_cache is not None:
+        _cache_points(body, s.prompt_cache)
     merge_options(body, request.provider_options, options.option_sections)
     return body, json_tool
+
+
+def _cache_points(body: JsonDict, cache: PromptCache) -> None:
+    """A cachePoint block after the tools, the system prompt and the last messages, as
+    Anthropic's breakpoints (Converse marks a point with a block of its own)."""
+    point: JsonDict = {"cachePoint": {"type": "default"} if cache.ttl == "5m" else {
+        "type": "default", "ttl": cache.ttl}}
+    config = body.get("toolConfig")
+    if cache.tools and isinstance(config, dict) and isinstance(config.get("tools"), list):
+        config["tools"].append(point)
+    system = body.get("system")
+    if cache.system and isinstance(system, list):
+        system.append(point)
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    for m in messages[len(messages) - cache.messages :] if cache.messages else ():
+        m["content"].append(point)
 
 
 # --- the event-stream framing ---------------------------------------------------------
@@ -611,6 +636,7 @@ def usage_of(u: _Usage | None) -> Usage:
         input_tokens=(u.inputTokens or 0) + read + write,
         output_tokens=u.outputTokens or 0,
         cached_input_tokens=read,
+        cache_write_tokens=write,
     )
 
 
