@@ -19,8 +19,16 @@ from interpreters.providers.openai_chat import OpenAIStreamDecoder
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent, SseParser
 from pipeline.chunks import ModelEvent
+from bench.wire_server import aws_event
 from tests.providers.cassettes import index_files, load, traffic_dir
-from tests.providers.helpers import an_text_stream, oa_chunk, oa_text_stream, sse
+from tests.providers.helpers import (
+    an_text_stream,
+    aws_exception,
+    br_text_stream,
+    oa_chunk,
+    oa_text_stream,
+    sse,
+)
 
 
 def splits(data: bytes) -> st.SearchStrategy[list[bytes]]:
@@ -82,6 +90,10 @@ def _bedrock() -> ByteStreamDecoder:
                              framing=EVENT_STREAM)
 
 
+def _corrupt(body: bytes, at: int) -> bytes:
+    return body[:at] + bytes([body[at] ^ 0xFF]) + body[at + 1:]
+
+
 def decode(make: Decode, chunks: list[bytes]) -> tuple[list[ModelEvent], str | None]:
     """Events up to the end or the failure, and the failure's type."""
     d = make()
@@ -122,6 +134,12 @@ CORPUS: list[tuple[Decode, bytes]] = [
     (_anthropic, an_text_stream("Hel", "lo ", "wörld")),
     (_anthropic, an_text_stream("x").replace(b"\n", b"\r")),
     (_anthropic, an_text_stream("a", "b")[:-30]),  # broken: no message_stop
+    (_bedrock, br_text_stream("Hel", "lo ", "wörld 🦅")),
+    (_bedrock, br_text_stream("a", "b")[:-9]),  # broken: ends inside the last frame
+    (_bedrock, br_text_stream("a") + b"\x00\x00\x00\x20garbage-after-the-end"),
+    (_bedrock, aws_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "a"}})
+     + aws_exception("throttlingException", "slow")),
+    (_bedrock, _corrupt(br_text_stream("x", "y"), 140)),  # broken: a CRC mismatch
 ]
 
 

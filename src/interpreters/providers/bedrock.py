@@ -294,7 +294,7 @@ class EventStreamFramer:
     Each frame's declared length is read as its bytes arrive and refused over
     `max_event`, before the frame is buffered whole."""
 
-    __slots__ = ("_buffer", "_head", "_left", "_max", "_parser_error")
+    __slots__ = ("_buffer", "_failure", "_head", "_left", "_max", "_parser_error")
 
     def __init__(self, max_event: int) -> None:
         try:
@@ -308,6 +308,7 @@ class EventStreamFramer:
         """The first bytes of the next frame's 4-byte length, while it is incomplete."""
         self._left = 0
         """Bytes of the current frame still to come (0: the next byte starts a frame)."""
+        self._failure: Exception | None = None
 
     def _measure(self, chunk: bytes) -> None:
         n = len(chunk)
@@ -339,15 +340,34 @@ class EventStreamFramer:
             raise FrameError(f"a frame cannot be {total} bytes long")
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        self._measure(chunk)
-        self._buffer.add_data(chunk)
+        failure = self._failure
+        if failure is not None:
+            raise failure
         try:
-            return [_frame(message) for message in self._buffer]
+            self._measure(chunk)
+        except (SseLimitError, FrameError) as e:
+            failure = e
+        self._buffer.add_data(chunk)
+        out: list[SseEvent] = []
+        try:
+            for message in self._buffer:
+                out.append(_frame(message))
         except self._parser_error as e:
-            raise FrameError(f"{type(e).__name__}: {e}") from None
+            failure = failure or FrameError(f"{type(e).__name__}: {e}")
+        if failure is not None:
+            if not out:
+                raise failure
+            # The frames before the bad one are handed over first; the next read fails
+            # (and an answer that ended among them never reads on).
+            self._failure = failure
+        return out
 
     def close(self) -> list[SseEvent]:
-        return []  # a frame cut short is never an event: the stream did not finish
+        # A frame cut short is never an event (the stream did not finish); a bad frame
+        # whose predecessors were handed over is the stream's failure now.
+        if self._failure is not None:
+            raise self._failure
+        return []
 
 
 def _event_stream(max_event: int) -> Framer:

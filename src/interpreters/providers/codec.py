@@ -211,6 +211,8 @@ class ByteStreamDecoder:
         except SseLimitError as e:
             raise self._too_large(e) from None
         except FrameError as e:
+            if self._decoder.done:
+                return []  # what follows the end of the answer is not part of it
             raise self._malformed(e) from None
         decoder = self._decoder
         if len(events) == 1 and self._restore is None and not decoder.done:
@@ -229,6 +231,10 @@ class ByteStreamDecoder:
             events = self._sse.close()
         except SseLimitError as e:
             raise self._too_large(e) from None
+        except FrameError as e:
+            if not self._decoder.done:
+                raise self._malformed(e) from None
+            events = []  # what follows the end of the answer is not part of it
         out = self._run(events)
         if out and self._failure is not None:
             return out  # hand these over first; the next call raises
