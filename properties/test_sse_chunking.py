@@ -12,6 +12,7 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.wire_server import aws_event
 from interpreters.providers.anthropic import AnthropicStreamDecoder
 from interpreters.providers.bedrock import EVENT_STREAM, ConverseStreamDecoder
 from interpreters.providers.codec import ByteStreamDecoder
@@ -19,7 +20,6 @@ from interpreters.providers.openai_chat import OpenAIStreamDecoder
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent, SseParser
 from pipeline.chunks import ModelEvent
-from bench.wire_server import aws_event
 from tests.providers.cassettes import index_files, load, traffic_dir
 from tests.providers.helpers import (
     an_text_stream,
