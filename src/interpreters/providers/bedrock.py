@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import struct
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, urlsplit
@@ -289,6 +290,9 @@ def _frame(message: EventStreamMessage) -> SseEvent:
     return SseEvent(h.get(":error-message", payload), "error", h.get(":error-code", ""))
 
 
+_u32 = struct.Struct(">I").unpack_from
+
+
 class EventStreamFramer:
     """AWS event-stream frames (prelude, headers, payload, CRCs) by botocore's parser.
     Each frame's declared length is read as its bytes arrive and refused over
@@ -311,13 +315,7 @@ class EventStreamFramer:
         self._failure: Exception | None = None
 
     def _measure(self, chunk: bytes) -> None:
-        n = len(chunk)
-        if not self._left and not self._head and n >= 4:
-            total = int.from_bytes(chunk[:4], "big")
-            if total == n:  # one whole frame per read, as servers write them
-                self._check(total)
-                return
-        i = 0
+        i, n = 0, len(chunk)
         while i < n:
             if self._left:
                 step = min(self._left, n - i)
@@ -340,18 +338,27 @@ class EventStreamFramer:
             raise FrameError(f"a frame cannot be {total} bytes long")
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        failure = self._failure
-        if failure is not None:
-            raise failure
-        try:
-            self._measure(chunk)
-        except (SseLimitError, FrameError) as e:
-            failure = e
+        if self._failure is not None:
+            raise self._failure
+        failure: Exception | None = None
+        n = len(chunk)
+        if self._left or self._head or n < 16 or n > self._max or _u32(chunk)[0] != n:
+            # Not one whole frame of a size within the cap, as servers write them.
+            try:
+                self._measure(chunk)
+            except (SseLimitError, FrameError) as e:
+                failure = e
         self._buffer.add_data(chunk)
         out: list[SseEvent] = []
         try:
             for message in self._buffer:
-                out.append(_frame(message))
+                fields = vars(message)  # (botocore's stubs mistype `headers`)
+                h: Mapping[str, str] = fields["headers"]
+                if h.get(":message-type") == "event":  # `_frame`'s common case, inline
+                    out.append(SseEvent(fields["payload"].decode("utf-8", "replace"),
+                                        h.get(":event-type", "")))
+                else:
+                    out.append(_frame(message))
         except self._parser_error as e:
             failure = failure or FrameError(f"{type(e).__name__}: {e}")
         if failure is not None:
