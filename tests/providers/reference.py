@@ -161,6 +161,14 @@ def normalize_openai(body: dict[str, Json]) -> dict[str, Json]:
 # --- Anthropic Messages ----------------------------------------------------------------
 
 
+def _turn(i: int, role: Json, parts: list[Part], results: list[Part]) -> list[Message]:
+    """Recorded message `i` as ours: its tool results (a tool message), then the rest."""
+    out = [Message(id=f"m{i}r", role="tool", parts=tuple(results))] if results else []
+    if parts:
+        out.append(Message(id=f"m{i}", role=role, parts=tuple(parts)))
+    return out
+
+
 def _tool_result_content(c: Json) -> Json:
     if isinstance(c, list):
         return "".join(x.get("text", "") for x in c)
@@ -209,10 +217,7 @@ def anthropic_request(body: dict[str, Json], route: str = "anthropic") -> ModelR
                     parts.append(FilePart(src["media_type"], src["data"]))
             else:
                 raise AssertionError(f"block not modelled: {t}")
-        if results:
-            messages.append(Message(id=f"m{i}r", role="tool", parts=tuple(results)))
-        if parts:
-            messages.append(Message(id=f"m{i}", role=m["role"], parts=tuple(parts)))
+        messages += _turn(i, m["role"], parts, results)
     tools = tuple(
         ToolSpec(t["name"], t.get("description", ""), t["input_schema"])
         for t in body.get("tools", ())
@@ -286,10 +291,7 @@ def bedrock_request(body: dict[str, Json], route: str = "bedrock") -> ModelReque
                 parts.append(ReasoningPart(rt["text"], signature=rt.get("signature")))
             else:
                 raise AssertionError(f"block not modelled: {sorted(b)}")
-        if results:
-            messages.append(Message(id=f"m{i}r", role="tool", parts=tuple(results)))
-        if parts:
-            messages.append(Message(id=f"m{i}", role=m["role"], parts=tuple(parts)))
+        messages += _turn(i, m["role"], parts, results)
     config = body.get("toolConfig") or {}
     tools = tuple(
         ToolSpec(t["toolSpec"]["name"], t["toolSpec"].get("description", ""),
