@@ -45,6 +45,7 @@ from pipeline.pairing import repair_pairing
 __all__ = [
     "ALNUM",
     "ANTHROPIC",
+    "BEDROCK",
     "MISTRAL",
     "OPENAI",
     "SAFE_CHARS",
@@ -150,6 +151,9 @@ ANTHROPIC = SanitizeProfile.custom("anthropic", id_max_len=None)
 """Messages API: tool_use ids ``^[a-zA-Z0-9_-]+$``, names ``^[a-zA-Z0-9_-]{1,64}$``."""
 MISTRAL = SanitizeProfile.custom("mistral", id_chars=ALNUM, id_min_len=9, id_max_len=9)
 """Mistral-style servers: ids exactly nine alphanumerics; names as OpenAI."""
+BEDROCK = SanitizeProfile.custom("bedrock")
+"""Bedrock Converse: toolUseId ``^[a-zA-Z0-9_-]+$`` of at most 64 characters, toolSpec
+names ``^[a-zA-Z0-9_-]{1,64}$``."""
 
 
 class NameMap(msgspec.Struct, frozen=True):

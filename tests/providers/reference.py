@@ -166,6 +166,14 @@ def normalize_openai(body: dict[str, Json]) -> dict[str, Json]:
 # --- Anthropic Messages ----------------------------------------------------------------
 
 
+def _turn(i: int, role: Json, parts: list[Part], results: list[Part]) -> list[Message]:
+    """Recorded message `i` as ours: its tool results (a tool message), then the rest."""
+    out = [Message(id=f"m{i}r", role="tool", parts=tuple(results))] if results else []
+    if parts:
+        out.append(Message(id=f"m{i}", role=role, parts=tuple(parts)))
+    return out
+
+
 def _tool_result_content(c: Json) -> Json:
     if isinstance(c, list):
         return "".join(x.get("text", "") for x in c)
@@ -214,10 +222,7 @@ def anthropic_request(body: dict[str, Json], route: str = "anthropic") -> ModelR
                     parts.append(FilePart(src["media_type"], src["data"]))
             else:
                 raise AssertionError(f"block not modelled: {t}")
-        if results:
-            messages.append(Message(id=f"m{i}r", role="tool", parts=tuple(results)))
-        if parts:
-            messages.append(Message(id=f"m{i}", role=m["role"], parts=tuple(parts)))
+        messages += _turn(i, m["role"], parts, results)
     tools = tuple(
         ToolSpec(t["name"], t.get("description", ""), t["input_schema"])
         for t in body.get("tools", ())
@@ -371,4 +376,73 @@ def normalize_responses(body: dict[str, Json]) -> dict[str, Json]:
             t.pop("description", None)
     if b.get("tools"):
         b.setdefault("tool_choice", "auto")
+    return b
+
+
+# --- Bedrock Converse ------------------------------------------------------------------
+
+BEDROCK_KEYS = {"messages", "system", "inferenceConfig", "toolConfig"}
+
+
+def bedrock_request(body: dict[str, Json], route: str = "bedrock") -> ModelRequest:
+    """A Converse body (the model is in its URL: `route/m`)."""
+    system = tuple(SystemMessage(s["text"]) for s in body.get("system", ()))
+    messages: list[Message] = []
+    names: dict[str, str] = {}
+    for i, m in enumerate(body["messages"]):
+        parts: list[Part] = []
+        results: list[Part] = []
+        for b in m["content"]:
+            if "text" in b:
+                parts.append(TextPart(b["text"]))
+            elif "toolUse" in b:
+                u = b["toolUse"]
+                names[u["toolUseId"]] = u["name"]
+                parts.append(ToolCallPart(u["toolUseId"], u["name"], u["input"]))
+            elif "toolResult" in b:
+                r = b["toolResult"]
+                cid = r["toolUseId"]
+                results.append(ToolResultPart(
+                    cid, names.get(cid, "unknown"), _tool_result_content(r["content"]),
+                    is_error=r.get("status") == "error"))
+            elif "reasoningContent" in b:
+                rt = b["reasoningContent"]["reasoningText"]
+                parts.append(ReasoningPart(rt["text"], signature=rt.get("signature")))
+            else:
+                raise AssertionError(f"block not modelled: {sorted(b)}")
+        messages += _turn(i, m["role"], parts, results)
+    config = body.get("toolConfig") or {}
+    tools = tuple(
+        ToolSpec(t["toolSpec"]["name"], t["toolSpec"].get("description", ""),
+                 t["toolSpec"]["inputSchema"]["json"])
+        for t in config.get("tools", ())
+    )
+    choice: ToolChoice = "auto"
+    tc = config.get("toolChoice")
+    if isinstance(tc, dict):
+        choice = ToolChoiceTool(tc["tool"]["name"]) if "tool" in tc else (
+            "required" if "any" in tc else "auto")
+    inference = body.get("inferenceConfig") or {}
+    stop = inference.get("stopSequences")
+    return ModelRequest(
+        model=f"{route}/m",
+        system=system,
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        model_settings=ModelSettings(
+            temperature=inference.get("temperature"), max_tokens=inference.get("maxTokens"),
+            top_p=inference.get("topP"), stop=None if stop is None else tuple(stop)),
+        provider_options=_extras(body, BEDROCK_KEYS, route),
+    )
+
+
+def normalize_bedrock(body: dict[str, Json]) -> dict[str, Json]:
+    b: dict[str, Json] = json.loads(json.dumps(body))
+    for key in ("system", "inferenceConfig"):
+        if not b.get(key):
+            b.pop(key, None)  # an empty one means none
+    config = b.get("toolConfig")
+    if config:
+        config.setdefault("toolChoice", {"auto": {}})
     return b

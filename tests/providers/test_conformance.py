@@ -93,8 +93,9 @@ class Case:
     """Codec option overrides the recorded client used (e.g. the developer role)."""
 
 
-def U(i: int, o: int, r: int = 0, c: int = 0) -> Usage:
-    return Usage(input_tokens=i, output_tokens=o, reasoning_tokens=r, cached_input_tokens=c)
+def U(i: int, o: int, r: int = 0, c: int = 0, w: int = 0) -> Usage:
+    return Usage(input_tokens=i, output_tokens=o, reasoning_tokens=r, cached_input_tokens=c,
+                 cache_write_tokens=w)
 
 
 STUDENT = {
@@ -118,6 +119,7 @@ PLAN = (
     "poetic and coherent.\n4) Double-check all acrostics (line-initial and word-initial) for "
     "accuracy.\n5) Deliver the 12-line poem."
 )
+BR = PA + "models/cassettes/test_bedrock/"
 
 CASES: dict[str, Case] = {
     # --- OpenAI Chat Completions: success ------------------------------------------------
@@ -408,6 +410,58 @@ CASES: dict[str, Case] = {
         Err(400, "invalid_request_error", "'temperature' is not supported with this model",
             retryable=False),
     ), check_request=False, stream=False),  # body only
+    # --- Bedrock Converse: success ---------------------------------------------------------
+    BR + "test_bedrock_model.yaml": Case("bedrock", (
+        Ok("stop", U(7, 30), text="Hello! How can I assist you today? Whether you have "
+           "questions, need information, or just want to chat, I'm here to help."),
+    )),
+    BR + "test_bedrock_model_max_tokens.yaml": Case("bedrock", (
+        Ok("length", U(13, 5), text="The capital of France is"),
+    )),
+    BR + "test_bedrock_model_retry.yaml": Case("bedrock", (
+        Ok("tool-calls", U(426, 66), text_start="<thinking> To determine the capital",
+           text_end="</thinking>\n", calls=(
+               Call("tooluse_Ze_bgl9CSqu8aJv7XD-_Dw", "get_capital", {"country": "France"}),)),
+        Ok("stop", U(531, 76), text_start="<thinking> It appears that there was an error"),
+    )),
+    BR + "test_bedrock_model_structured_output.yaml": Case("bedrock", (
+        Ok("tool-calls", U(571, 22), calls=(Call(
+            "tooluse_Mj06ft-ITJik1Otgpkc1uA", "temperature",
+            {"city": "London", "date": "2022-01-01"}),)),
+        Ok("stop", U(627, 67), text_start="\n<thinking> The tool has provided the temperature"),
+        Ok("tool-calls", U(821, 31), calls=(Call(
+            "tooluse_qVHAm8Q9QMGoJRkk06_TVA", "final_result",
+            {"date": "2022-01-01", "city": "London", "temperature": "30°C"}),)),
+    )),
+    # Written, then read from the cache. Not re-encoded: the recorded client put a cache
+    # point inside the user message (after a document), where a PromptCache puts none.
+    BR + "test_bedrock_cache_write_and_read.yaml": Case("bedrock", (
+        Ok("stop", U(1324, 5, w=1322), text="21"),
+        Ok("stop", U(1324, 5, c=1322), text="21"),
+    ), check_request=False),
+    BR + "test_bedrock_model_stream.yaml": Case("bedrock", (
+        Ok("stop", U(13, 82), text_start="The capital of France is Paris.",
+           text_end='referred to as "The City of Light" or "The City of Love."'),
+    )),
+    BR + "test_bedrock_model_iter_stream.yaml": Case("bedrock", (
+        Ok("tool-calls", U(471, 91), text_start="<thinking> To find the temperature",
+           calls=(Call("tooluse_lAG_zP8QRHmSYOwZzzaCqA", "get_temperature",
+                       {"city": "Paris"}),)),
+        Ok("stop", U(577, 18),
+           text="The current temperature in Paris, the capital of France, is 30°C."),
+    )),
+    BR + "test_bedrock_model_thinking_part_stream.yaml": Case("bedrock", (
+        Ok("stop", U(36, 73), text="Hello! It's nice to meet you. How can I help you today?",
+           reasoning_start='The user has greeted me with a simple "Hello".',
+           signature_start="Eu0CCkgIBxABGAIqQJDccbDQkr81"),
+    )),
+    # --- Bedrock Converse: errors ----------------------------------------------------------
+    BR + "test_bedrock_error.yaml": Case("bedrock", (
+        Err(400, None, "The provided model identifier is invalid.", retryable=False),
+    )),
+    BR + "test_bedrock_streaming_error.yaml": Case("bedrock", (
+        Err(400, None, "The provided model identifier is invalid.", retryable=False),
+    )),
 }
 
 FILES = index_files(ROOT) if (ROOT / "INDEX.md").exists() else []
@@ -451,6 +505,8 @@ WIRES = {
                       reference.normalize_anthropic),
     "openai-responses": Wire("/v1/responses", reference.responses_request,
                              reference.normalize_responses),
+    "bedrock-converse": Wire("/v1/model/m/converse", reference.bedrock_request,
+                             reference.normalize_bedrock),
 }
 
 
@@ -461,7 +517,8 @@ def _wire(case: Case) -> str:
 def _request(case: Case, ex: Recorded) -> tuple[ModelRequest, bool]:
     """The request to send (the recorded one, read back) and whether to stream."""
     body = ex.request if case.check_request else None
-    stream = case.stream if case.stream is not None else bool((ex.request or {}).get("stream"))
+    stream = case.stream if case.stream is not None else bool(
+        (ex.request or {}).get("stream") or (ex.uri or "").endswith("/converse-stream"))
     if body is None:
         return ModelRequest(model=f"{case.route}/m", system=(),
                             messages=(user("hi", id="u1"),)), stream
@@ -502,6 +559,8 @@ async def _run_async(
 
 def _naive_text(ex: Recorded, wire: str) -> str | None:
     """The text by the simplest possible reading of the raw body (an independent oracle)."""
+    if wire == "bedrock-converse":
+        return _naive_event_stream_text(ex.decoded_body)
     raw = ex.decoded_body.decode()
     if raw.lstrip().startswith("{"):
         return None  # one JSON body: its text is checked by the expectations alone
@@ -521,6 +580,20 @@ def _naive_text(ex: Recorded, wire: str) -> str | None:
             for ch in d.get("choices", ()):
                 delta = ch.get("delta") or {}
                 out.append((delta.get("content") or "") + (delta.get("refusal") or ""))
+    return "".join(out)
+
+
+def _naive_event_stream_text(raw: bytes) -> str | None:
+    """The text of an AWS event stream, read frame by frame by its lengths alone."""
+    if raw.lstrip().startswith(b"{"):
+        return None
+    out, at = [], 0
+    while at < len(raw):
+        total = int.from_bytes(raw[at:at + 4], "big")
+        headers = int.from_bytes(raw[at + 4:at + 8], "big")
+        payload = json.loads(raw[at + 12 + headers:at + total - 4])
+        out.append((payload.get("delta") or {}).get("text", ""))
+        at += total
     return "".join(out)
 
 
@@ -573,7 +646,7 @@ def _check_request(server: ReplayServer, case: Case, ex: Recorded, n_before: int
     seen = server.seen[n_before]
     assert seen.method == "POST"
     wire = WIRES[_wire(case)]
-    assert seen.path == wire.path
+    assert seen.path.removesuffix("-stream") == wire.path  # Bedrock: /converse-stream
     if not case.check_request or ex.request is None:
         return
     sent = json.loads(seen.body)

@@ -254,5 +254,6 @@ def test_the_built_in_routes_name_their_otel_provider_and_price_list() -> None:
         "ollama": ("ollama", None),
         "vllm": ("vllm", None),
         "openai-compatible": ("openai", None),
+        "bedrock": ("aws.bedrock", "aws"),
     }
-    assert set(WIRE_FORMATS) == {"openai-chat", "anthropic", "openai-responses"}
+    assert set(WIRE_FORMATS) == {"openai-chat", "anthropic", "openai-responses", "bedrock-converse"}

@@ -1,6 +1,6 @@
-"""Model providers over httpx: the OpenAI Chat Completions, OpenAI Responses and Anthropic
-Messages wire formats, streaming and not, sync (`httpx.Client`) and async
-(`httpx.AsyncClient`).
+"""Model providers over httpx: the OpenAI Chat Completions, OpenAI Responses, Anthropic
+Messages and AWS Bedrock Converse wire formats, streaming and not, sync (`httpx.Client`)
+and async (`httpx.AsyncClient`).
 
 Start from a router id:
 
@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
+    from interpreters.providers.bedrock import BedrockCodec, BedrockOptions
+    from interpreters.providers.bedrock_embed import BedrockEmbedder
     from interpreters.providers.codec import (
         ByteStreamDecoder,
         Codec,
@@ -72,6 +74,7 @@ _HOME = {
     "provider_config": "router", "resolve_async_provider": "router",
     "resolve_provider": "router",
     "AnthropicCodec": "anthropic", "AnthropicOptions": "anthropic",
+    "BedrockCodec": "bedrock", "BedrockOptions": "bedrock", "BedrockEmbedder": "bedrock_embed",
     "ByteStreamDecoder": "codec", "Codec": "codec", "Encoded": "codec",
     "WireFormat": "codec", "WireRoute": "codec", "route_options": "codec",
     "WIRE_FORMATS": "table", "register_route": "table", "register_wire_format": "table",
@@ -99,6 +102,9 @@ __all__ = [
     "AnthropicOptions",
     "AsyncHttpProvider",
     "AsyncResolver",
+    "BedrockCodec",
+    "BedrockEmbedder",
+    "BedrockOptions",
     "ByteStreamDecoder",
     "Codec",
     "Encoded",

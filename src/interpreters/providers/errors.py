@@ -90,7 +90,16 @@ def should_retry_override(headers: Mapping[str, str]) -> bool | None:
 
 
 def request_id_of(headers: Mapping[str, str]) -> str | None:
-    return header(headers, "x-request-id") or header(headers, "request-id")
+    return (
+        header(headers, "x-request-id") or header(headers, "request-id")
+        or header(headers, "x-amzn-requestid")
+    )
+
+
+def amzn_error_type(headers: Mapping[str, str]) -> str | None:
+    """AWS names an error in a header (`ThrottlingException:http://...`), not its body."""
+    raw = header(headers, "x-amzn-errortype")
+    return raw.partition(":")[0].strip() or None if raw else None
 
 
 def _body_text(body: bytes) -> str:
@@ -136,6 +145,7 @@ def classify_response(
 ) -> ApiError:
     """An HTTP error response (status >= 400) as an ApiError."""
     message, error_type, code, body_request_id = parse_error_body(body)
+    error_type = error_type or amzn_error_type(headers)
     if not message:
         text = body.decode("utf-8", errors="replace").strip()
         message = text[:300] if text else (reason or f"HTTP {status}")

@@ -30,6 +30,10 @@ class SseLimitError(ValueError):
     """One line or one event of the stream is longer than the parser's cap."""
 
 
+class FrameError(ValueError):
+    """A frame of a binary event stream is malformed (a bad checksum or length)."""
+
+
 DEFAULT_MAX_EVENT = 8 << 20
 """Characters of one line or one event's data (8 MiB): generous, never unbounded."""
 

@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 import msgspec
 
 from interpreters.providers.anthropic import MESSAGES
-from interpreters.providers.codec import WireFormat
+from interpreters.providers.bedrock import CONVERSE, sigv4_signer
+from interpreters.providers.codec import SignerFactory, WireFormat
 from interpreters.providers.openai_chat import CHAT_COMPLETIONS, OpenAIChatOptions
 from interpreters.providers.openai_responses import RESPONSES
 from pipeline.sanitize import MISTRAL
@@ -58,6 +59,11 @@ class Route(msgspec.Struct, frozen=True):
     when it names none of them. The other format runs with its default options."""
     wire_choices: tuple[str, ...] = ()
     """The wire formats `wire_env` may name (the route's own `wire` among them)."""
+    region_env: tuple[str, ...] = ()
+    """The variables, in order, that fill `{region}` in its base URL (AWS_REGION...)."""
+    signer: SignerFactory | None = None
+    """Signs its requests when no key is given (AWS SigV4 from the credential chain);
+    called with the base URL and the environment when a provider is configured."""
 
 
 _WIRES: dict[str, WireFormat] = {}
@@ -137,6 +143,8 @@ def register_route(name: str, route: Route) -> None:
             raise ValueError(f"route {name!r}: unknown wire format {choice!r} in wire_choices")
     if route.base_url is not None:
         check_base_url(route.base_url)
+        if "{region}" in route.base_url and not route.region_env:
+            raise ValueError(f"route {name!r}: a base URL with {{region}} needs region_env")
     _ROUTES[name] = route
 
 
@@ -175,6 +183,7 @@ def split_model(model: str) -> tuple[str | None, str]:
 register_wire_format(CHAT_COMPLETIONS)
 register_wire_format(MESSAGES)
 register_wire_format(RESPONSES)
+register_wire_format(CONVERSE)
 
 _CHAT = CHAT_COMPLETIONS.name
 _COMPLETION_TOKENS = OpenAIChatOptions(max_tokens_field="max_completion_tokens")
@@ -202,6 +211,11 @@ for _name, _route in {
                   None, "vllm"),
     "openai-compatible": Route(_CHAT, None, "OPENAI_COMPATIBLE_API_KEY", False,
                                "OPENAI_COMPATIBLE_BASE_URL", None, "openai"),
+    # SigV4 from the AWS credential chain, or a Bedrock API key (a bearer token).
+    "bedrock": Route(CONVERSE.name, "https://bedrock-runtime.{region}.amazonaws.com",
+                     "AWS_BEARER_TOKEN_BEDROCK", False, "BEDROCK_BASE_URL", None,
+                     "aws.bedrock", "aws", region_env=("AWS_REGION", "AWS_DEFAULT_REGION"),
+                     signer=sigv4_signer("bedrock")),
 }.items():
     register_route(_name, _route)
 del _name, _route
