@@ -27,6 +27,7 @@ import msgspec
 
 from interpreters.providers.anthropic import MESSAGES
 from interpreters.providers.codec import WireFormat
+from interpreters.providers.gemini import GENERATE_CONTENT
 from interpreters.providers.openai_chat import CHAT_COMPLETIONS, OpenAIChatOptions
 from pipeline.sanitize import MISTRAL
 
@@ -51,6 +52,14 @@ class Route(msgspec.Struct, frozen=True):
     price_id: str | None = None
     """Its provider id in genai-prices' table; None: its calls are not priced (a
     self-hosted server)."""
+    key_env_fallbacks: tuple[str, ...] = ()
+    """More variables that may hold the key, read in order when `key_env` is unset
+    (Gemini's SDKs read `GOOGLE_API_KEY`, then `GEMINI_API_KEY`)."""
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """Every variable that may hold the key, in the order they are read."""
+        return ((self.key_env,) if self.key_env else ()) + self.key_env_fallbacks
 
 
 _WIRES: dict[str, WireFormat] = {}
@@ -120,6 +129,10 @@ def register_route(name: str, route: Route) -> None:
                         f"{type(route.options).__name__}")
     if route.key_required and not route.key_env:
         raise ValueError(f"route {name!r}: key_required needs the key_env that holds the key")
+    if route.key_env_fallbacks and not route.key_env:
+        raise ValueError(f"route {name!r}: key_env_fallbacks come after a key_env")
+    for var in route.key_envs:
+        _check_name("key variable", var)
     if route.base_url is not None:
         check_base_url(route.base_url)
     _ROUTES[name] = route
@@ -159,6 +172,7 @@ def split_model(model: str) -> tuple[str | None, str]:
 
 register_wire_format(CHAT_COMPLETIONS)
 register_wire_format(MESSAGES)
+register_wire_format(GENERATE_CONTENT)
 
 _CHAT = CHAT_COMPLETIONS.name
 _COMPLETION_TOKENS = OpenAIChatOptions(max_tokens_field="max_completion_tokens")
@@ -168,6 +182,9 @@ for _name, _route in {
                     "OPENAI_BASE_URL", _COMPLETION_TOKENS, "openai", "openai"),
     "anthropic": Route(MESSAGES.name, "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY",
                        True, "ANTHROPIC_BASE_URL", None, "anthropic", "anthropic"),
+    "google": Route(GENERATE_CONTENT.name, "https://generativelanguage.googleapis.com/v1beta",
+                    "GOOGLE_API_KEY", True, "GOOGLE_BASE_URL", None, "gcp.gemini", "google",
+                    ("GEMINI_API_KEY",)),
     "openrouter": Route(_CHAT, "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True,
                         "OPENROUTER_BASE_URL", _COMPLETION_TOKENS, "openrouter", "openrouter"),
     "groq": Route(_CHAT, "https://api.groq.com/openai/v1", "GROQ_API_KEY", True,
