@@ -108,6 +108,8 @@ OPENAI_FILES = "openai+openai-python/.inline-snapshot/external/"
 PA = "pydantic+pydantic-ai/tests/"
 DD = "DataDog+dd-trace-py/tests/contrib/"
 LLMA = "simonw+llm-anthropic/tests/cassettes/test_anthropic/"
+PAG = PA + "models/cassettes/test_google/"
+VG = "vercel+ai/packages/google/src/__fixtures__/"
 
 CASES: dict[str, Case] = {
     # --- OpenAI Chat Completions: success ------------------------------------------------
@@ -319,6 +321,72 @@ CASES: dict[str, Case] = {
         Err(401, "authentication_error", "invalid x-api-key", retryable=False,
             request_id="req_013JyjhVcnhy8mfJkvBTqMNB"),
     )),
+    # --- Google Gemini: success ------------------------------------------------------------
+    PAG + "test_google_model.yaml": Case("google", (
+        Ok("stop", U(9, 43, 34), "bzlXaa_EE_aHqtsPi_zw8Ao",
+           text="Hello! How can I help you today?"),
+    ), stream=False),
+    PAG + "test_google_model_stream.yaml": Case("google", (
+        Ok("stop", U(13, 8), "w1peaMz6INOvnvgPgYfPiQY", text="The capital of France is Paris.\n"),
+    ), stream=True),
+    # Gemini 3 signs its function call: the signature comes back on that call in turn 2.
+    PAG + "test_google_streaming_tool_call_thought_signature.yaml": Case("google", (
+        Ok("tool-calls", U(29, 212, 202), "QUVVadTSNJ6_qtsPvN7J8Q0",
+           signature_start="EpwICpkIAXLI2nxlU6gs",
+           calls=(Call("call_QUVVadTSNJ6_qtsPvN7J8Q0_0", "get_country", {}),)),
+        Ok("stop", U(257, 8), "REVVabaiCdq4qtsPnZu96Qo",
+           text="The capital of Mexico is Mexico City."),
+    ), stream=True),
+    # No ids from Gemini 2.0: each call gets one made of the response id and its place.
+    PAG + "test_google_tool_output.yaml": Case("google", (
+        Ok("tool-calls", U(33, 5), "LlteaIDvD9m7nvgPz5Sb0Aw",
+           calls=(Call("call_LlteaIDvD9m7nvgPz5Sb0Aw_0", "get_user_country", {}),)),
+        Ok("tool-calls", U(47, 8), "LlteaOzCOPOdnvgPrJbnoQg",
+           calls=(Call("call_LlteaOzCOPOdnvgPrJbnoQg_0", "final_result",
+                       {"city": "Mexico City", "country": "Mexico"}),)),
+    ), stream=False),
+    PAG + "test_google_model_thinking_part_iter.yaml": Case("google", (
+        Ok("stop", U(34, 1256, 787), "beHBaJfEMIi-qtsP3769-Q8",
+           text_start="This is a great question! Safely crossing the street",
+           text_end="Always assume a driver might not see you.",
+           reasoning_start="**Clarifying User Goals**\n\nI'm currently focused",
+           signature_start="CiIB0e2Kb6Syj1a961Ef"),
+    ), stream=True),
+    PAG + "test_google_native_output.yaml": Case("google", (
+        Ok("stop", U(8, 20), "EfsgaZT5JPbXz7IPqtGJkQ8",
+           text='{\n  "city": "Mexico City",\n  "country": "Mexico"\n}'),
+    ), stream=False),
+    VG + "google-reasoning.json": Case("google", (
+        Ok("stop", U(9, 311, 282), "YH6LaZT7ENmPxN8P-r2J8Aw",
+           text='There are **3** "r"s in strawberry.\n\nHere is the breakdown: '
+                "st**r**awbe**rr**y.",
+           signature_start="EvsFCvgFAb4+9vtgYAdO"),
+    ), check_request=False, stream=False),  # body only
+    VG + "google-text.chunks.txt": Case("google", (
+        Ok("stop", U(9, 208, 185), "bH6LaZW8Fp_3nsEPqtaSwQ4",
+           text='There are **3** "r"s in strawberry.\n\nst**r**awbe**rr**y',
+           signature_start="EqsFCqgFAb4+9vvtAF5n"),
+    ), check_request=False, stream=True),  # payloads only
+    VG + "google-reasoning-gemini3.chunks.txt": Case("google", (
+        Ok("stop", U(9, 325, 302), "M3iLaY-AI7zTxN8P3Piw4Qg",
+           text='There are **3** "r"s in strawberry.\n\nSt**r**awbe**rr**y',
+           signature_start="EpAICo0IAb4+9vuku3oD"),
+    ), check_request=False, stream=True),  # payloads only
+    VG + "google-tool-call-gemini3.chunks.txt": Case("google", (
+        Ok("tool-calls", U(29, 819, 804), "QHiLaa6LBrb8vdIPoNztsAg",
+           signature_start="EpEgCo4gAb4+9vvWwdN+",
+           calls=(Call("call_QHiLaa6LBrb8vdIPoNztsAg_0", "weather",
+                       {"location": "San Francisco"}),)),
+    ), check_request=False, stream=True),  # payloads only
+    # --- Google Gemini: blocked and rejected -----------------------------------------------
+    PAG + "test_google_model_safety_settings.yaml": Case("google", (
+        Err(200, "content_blocked", "SAFETY (HARM_CATEGORY_HATE_SPEECH)", retryable=False,
+            code="SAFETY"),
+    ), stream=False),
+    VG + "google-429-retry-info.json": Case("google", (
+        Err(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota", retryable=True,
+            code="429"),
+    ), check_request=False, stream=False),  # body only
 }
 
 FILES = index_files(ROOT) if (ROOT / "INDEX.md").exists() else []
@@ -353,8 +421,15 @@ def _request(case: Case, ex: Recorded) -> tuple[ModelRequest, bool]:
     if body is None:
         return ModelRequest(model=f"{case.route}/m", system=(),
                             messages=(user("hi", id="u1"),)), stream
+    if case.route == "google":  # the model is named in the URL
+        return reference.gemini_request(body, case.route, _gemini_model(ex)), stream
     read = reference.anthropic_request if case.route == "anthropic" else reference.openai_request
     return read(body, case.route), stream
+
+
+def _gemini_model(ex: Recorded) -> str:
+    assert ex.uri is not None
+    return ex.uri.split("/models/", 1)[1].split(":", 1)[0]
 
 
 Outcome = tuple[list[ModelEvent], ApiError | None]
@@ -399,7 +474,11 @@ def _naive_text(ex: Recorded, route: str) -> str | None:
         if not line.startswith("data:") or line.strip() == "data: [DONE]":
             continue
         d = json.loads(line[5:])
-        if route == "anthropic":
+        if route == "google":
+            for c in d.get("candidates", ()):
+                parts = (c.get("content") or {}).get("parts", ())
+                out.extend(p.get("text", "") for p in parts if not p.get("thought"))
+        elif route == "anthropic":
             delta = d.get("delta") or {}
             out.append(delta.get("text", "") if delta.get("type") == "text_delta" else "")
         else:
@@ -457,13 +536,19 @@ def _check(exp: Ok | Err, ex: Recorded, case: Case, outcome: Outcome) -> None:
 def _check_request(server: ReplayServer, case: Case, ex: Recorded, n_before: int) -> None:
     seen = server.seen[n_before]
     assert seen.method == "POST"
-    suffix = "/v1/messages" if case.route == "anthropic" else "/v1/chat/completions"
+    suffix = {"anthropic": "/v1/messages", "google": None}.get(case.route, "/v1/chat/completions")
+    if suffix is None:
+        model = _gemini_model(ex) if ex.uri else "m"
+        stream = case.stream
+        suffix = f"/v1/models/{model}:" + (
+            "streamGenerateContent?alt=sse" if stream else "generateContent")
+        assert seen.headers["x-goog-api-key"] == "sk-test-key"
     assert seen.path == suffix
     if not case.check_request or ex.request is None:
         return
     sent = json.loads(seen.body)
-    anthropic = case.route == "anthropic"
-    norm = reference.normalize_anthropic if anthropic else reference.normalize_openai
+    norm = {"anthropic": reference.normalize_anthropic,
+            "google": reference.normalize_gemini}.get(case.route, reference.normalize_openai)
     assert norm(sent) == norm(ex.request)
 
 

@@ -187,12 +187,13 @@ def _user_parts(m: Message) -> list[JsonDict]:
         elif isinstance(p, FilePart):
             out.append(_file_part(p))
         elif isinstance(p, ToolResultPart):
-            # The response is an object: the result under `result`, a failure under `error`.
+            # The response is an object: the result under `output`, a failure under
+            # `error` (the keys Gemini's documentation gives them).
             value = p.result if isinstance(p.result, str | int | float | bool | dict | list) \
                 else json_text(p.result)
             out.append({"functionResponse": {
                 "id": p.tool_call_id, "name": p.tool_name,
-                "response": {"error" if p.is_error else "result": value},
+                "response": {"error" if p.is_error else "output": value},
             }})
     return out
 
