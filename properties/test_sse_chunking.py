@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from interpreters.providers.anthropic import AnthropicStreamDecoder
 from interpreters.providers.codec import ByteStreamDecoder
+from interpreters.providers.gemini import GeminiStreamDecoder
 from interpreters.providers.openai_chat import OpenAIStreamDecoder
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent, SseParser
@@ -76,6 +77,10 @@ def _anthropic() -> ByteStreamDecoder:
     return ByteStreamDecoder(AnthropicStreamDecoder(), lambda e: e, status=200, request_id=None)
 
 
+def _gemini() -> ByteStreamDecoder:
+    return ByteStreamDecoder(GeminiStreamDecoder(), lambda e: e, status=200, request_id=None)
+
+
 def decode(make: Decode, chunks: list[bytes]) -> tuple[list[ModelEvent], str | None]:
     """Events up to the end or the failure, and the failure's type."""
     d = make()
@@ -130,8 +135,9 @@ def _recorded() -> list[tuple[Decode, bytes]]:
         for ex in load(root, name).exchanges:
             body = ex.decoded_body
             if ex.status == 200 and not body.lstrip().startswith(b"{"):
-                anthropic = b"message_start" in body
-                out.append((_anthropic if anthropic else _openai, body))
+                make = (_anthropic if b"message_start" in body
+                        else _gemini if b'"candidates"' in body else _openai)
+                out.append((make, body))
     return out
 
 

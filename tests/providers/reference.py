@@ -308,8 +308,8 @@ def gemini_request(body: dict[str, Json], route: str, model: str) -> ModelReques
         if results:
             messages.append(Message(id=f"m{i}r", role="tool", parts=tuple(results)))
         if parts:
-            role = "assistant" if c["role"] == "model" else "user"
-            messages.append(Message(id=f"m{i}", role=role, parts=tuple(parts)))
+            messages.append(Message(id=f"m{i}", role="assistant" if c["role"] == "model"
+                                    else "user", parts=tuple(parts)))
     declarations = [d for t in body.get("tools", ()) for d in t.get("functionDeclarations", ())]
     tools = tuple(
         ToolSpec(d["name"], d.get("description", ""),
@@ -360,7 +360,7 @@ def _gemini_schema_meaning(s: Json) -> Json:
         return [_gemini_schema_meaning(x) for x in s]
     if not isinstance(s, dict):
         return s
-    out = {}
+    out: dict[str, Json] = {}
     for k, v in s.items():
         if k in ("additionalProperties", "title"):
             continue

@@ -469,7 +469,7 @@ def _naive_text(ex: Recorded, route: str) -> str | None:
     raw = ex.decoded_body.decode()
     if raw.lstrip().startswith("{"):
         return None  # one JSON body: its text is checked by the expectations alone
-    out = []
+    out: list[str] = []
     for line in raw.splitlines():
         if not line.startswith("data:") or line.strip() == "data: [DONE]":
             continue
