@@ -34,8 +34,8 @@ TINY = SanitizeProfile.custom("tiny", id_chars="ab", id_max_len=4, name_chars="x
 # no `_` or `-`: forbidden characters are dropped and there is no separator
 NO_SEP = SanitizeProfile.custom("no-sep", id_chars="abc123", id_max_len=12, name_chars="XYZ")
 # a first-character rule, as Gemini's names have, on a tiny alphabet: the fix-ups collide
-FIRST = SanitizeProfile.custom("first", id_chars="ab1", id_max_len=3, name_chars="xy2",
-                               name_max_len=3, name_first="x")
+FIRST = SanitizeProfile.custom("first", id_chars="ab1", id_max_len=4, name_chars="xy2",
+                               name_max_len=4, name_first="x")
 PROFILES = (OPENAI, ANTHROPIC, MISTRAL, GEMINI, TINY, NO_SEP, FIRST)
 profiles = st.sampled_from(PROFILES)
 
@@ -45,7 +45,7 @@ DOCUMENTED: dict[str, tuple[str, str]] = {
     "anthropic": (r"[a-zA-Z0-9_-]+", r"[a-zA-Z0-9_-]{1,64}"),
     "mistral": (r"[a-zA-Z0-9]{9}", r"[a-zA-Z0-9_-]{1,64}"),
     "gemini": (r"[a-zA-Z0-9_-]{1,64}", r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"),
-    "first": (r"[ab1]{1,3}", r"x[xy2]{0,2}"),
+    "first": (r"[ab1]{1,4}", r"x[xy2]{0,3}"),
     "tiny": (r"[ab]{1,4}", r"[xy]{1,4}"),
     "no-sep": (r"[abc123]{1,12}", r"[XYZ]{1,64}"),
 }
