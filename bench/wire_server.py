@@ -1,11 +1,14 @@
-"""W5's loopback server: streams a fixed Chat Completions or Anthropic Messages SSE body.
+"""W5's loopback server: streams a fixed Chat Completions, Anthropic Messages or Gemini
+SSE body.
 
     python -m bench.wire_server N     # prints the port it listens on (127.0.0.1), then serves
 
 N text deltas per response, one write per SSE event with chunked transfer encoding, as a
 real server streams. It runs in its own process, so its CPU never counts against the
-client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format, any
-other POST the Chat Completions one.
+client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format,
+`POST ...:streamGenerateContent?alt=sse` the Gemini one (each data frame a whole
+GenerateContentResponse, CRLF framed, as Google sends it), any other POST the Chat
+Completions one.
 """
 
 from __future__ import annotations
@@ -68,10 +71,35 @@ def anthropic_events(n: int) -> list[bytes]:
     ]
 
 
+def gemini_events(n: int) -> list[bytes]:
+    head = {"modelVersion": "gemini-2.5-flash", "responseId": "w1peaMz6INOvnvgPgYfPiQY"}
+
+    def frame(i: int, text: str, finish: str | None = None) -> dict[str, object]:
+        cand: dict[str, object] = {"content": {"parts": [{"text": text}], "role": "model"},
+                                   "index": 0}
+        if finish is not None:
+            cand["finishReason"] = finish
+        usage = {"promptTokenCount": 17, "candidatesTokenCount": i, "totalTokenCount": 17 + i,
+                 "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 17}]}
+        return {"candidates": [cand], "usageMetadata": usage, **head}
+
+    frames = [frame(i + 1, f" word{i % 97}") for i in range(n)]
+    frames.append(frame(n, "", "STOP"))
+    return [b"data: " + json.dumps(f, separators=(",", ":")).encode() + b"\r\n\r\n"
+            for f in frames]
+
+
+def _kind(path: str) -> str:
+    if path.endswith("/messages"):
+        return "anthropic"
+    return "gemini" if ":streamGenerateContent" in path else "openai"
+
+
 def serve(n: int) -> None:
     frames = {
         kind: [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
-        for kind, events in (("openai", openai_events(n)), ("anthropic", anthropic_events(n)))
+        for kind, events in (("openai", openai_events(n)), ("anthropic", anthropic_events(n)),
+                             ("gemini", gemini_events(n)))
     }
 
     class Handler(BaseHTTPRequestHandler):
@@ -79,7 +107,7 @@ def serve(n: int) -> None:
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
-            kind = "anthropic" if self.path.endswith("/messages") else "openai"
+            kind = _kind(self.path)
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")

@@ -282,33 +282,35 @@ def encode_request(
 
 
 # --- wire types for decoding ----------------------------------------------------------
+# gc=False: untracked by the collector (no cycle goes through them). The decoder keeps the
+# last usage between frames; tracked, it would be promoted and set off full collections.
 
 
-class _FunctionCall(msgspec.Struct, frozen=True):
+class _FunctionCall(msgspec.Struct, frozen=True, gc=False):
     name: str | None = None
     args: dict[str, object] | None = None
     id: str | None = None
 
 
-class _Part(msgspec.Struct, frozen=True, rename="camel"):
+class _Part(msgspec.Struct, frozen=True, rename="camel", gc=False):
     text: str | None = None
     thought: bool | None = None
     thought_signature: str | None = None
     function_call: _FunctionCall | None = None
 
 
-class _Content(msgspec.Struct, frozen=True):
+class _Content(msgspec.Struct, frozen=True, gc=False):
     parts: list[_Part] | None = None
     role: str | None = None
 
 
-class _Rating(msgspec.Struct, frozen=True):
+class _Rating(msgspec.Struct, frozen=True, gc=False):
     category: str | None = None
     probability: str | None = None
     blocked: bool | None = None
 
 
-class _Candidate(msgspec.Struct, frozen=True, rename="camel"):
+class _Candidate(msgspec.Struct, frozen=True, rename="camel", gc=False):
     content: _Content | None = None
     finish_reason: str | None = None
     finish_message: str | None = None
@@ -316,13 +318,13 @@ class _Candidate(msgspec.Struct, frozen=True, rename="camel"):
     safety_ratings: list[_Rating] | None = None
 
 
-class _Feedback(msgspec.Struct, frozen=True, rename="camel"):
+class _Feedback(msgspec.Struct, frozen=True, rename="camel", gc=False):
     block_reason: str | None = None
     block_reason_message: str | None = None
     safety_ratings: list[_Rating] | None = None
 
 
-class _Usage(msgspec.Struct, frozen=True, rename="camel"):
+class _Usage(msgspec.Struct, frozen=True, rename="camel", gc=False):
     prompt_token_count: int | None = None
     candidates_token_count: int | None = None
     thoughts_token_count: int | None = None
@@ -340,7 +342,7 @@ class _Usage(msgspec.Struct, frozen=True, rename="camel"):
         )
 
 
-class _Response(msgspec.Struct, frozen=True, rename="camel"):
+class _Response(msgspec.Struct, frozen=True, rename="camel", gc=False):
     candidates: list[_Candidate] | None = None
     prompt_feedback: _Feedback | None = None
     usage_metadata: _Usage | None = None
