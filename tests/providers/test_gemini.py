@@ -21,6 +21,7 @@ import pytest
 
 from effects import Continue
 from interpreters.aio import AsyncInterpreter
+from interpreters.prices import genai_prices
 from interpreters.providers import AsyncResolver, Resolver, provider_config, resolve_provider
 from interpreters.providers.codec import ByteStreamDecoder, Encoded
 from interpreters.providers.errors import classify_response
@@ -44,6 +45,7 @@ from pipeline.chunks import (
     ToolCall,
     Usage,
 )
+from pipeline.cost import PriceQuery
 from pipeline.messages import (
     FilePart,
     Message,
@@ -535,3 +537,14 @@ def test_a_blocked_answer_is_offered_to_process_api_error(server: ReplayServer) 
     resolver.close()
     assert result.status != "finished" and result.text == ""
     assert [(e.error_type, e.code) for e in watch.seen] == [("content_blocked", "SAFETY")]
+
+
+def test_calls_are_priced_from_googles_list_cached_input_cheaper() -> None:
+    price = genai_prices()
+    at = 1.76e9
+    plain = price(PriceQuery("google/gemini-2.5-flash", "gemini-2.5-flash",
+                             Usage(1000, 500, 200, 0), at))
+    cached = price(PriceQuery("google/gemini-2.5-flash", "gemini-2.5-flash",
+                              Usage(1000, 500, 200, 800), at))
+    assert plain is not None and cached is not None
+    assert cached.output == plain.output and cached.input < plain.input

@@ -46,7 +46,7 @@ class StreamDecoder(Protocol):
 
     @property
     def done(self) -> bool:
-        """True once the stream really completed ([DONE] / message_stop)."""
+        """True once the stream really completed ([DONE], message_stop, a finishReason)."""
         ...
 
     @property
@@ -184,7 +184,8 @@ class ByteStreamDecoder:
             raise ProviderError(
                 broken_stream(
                     self._status,
-                    "the stream ended before the model finished (no [DONE] / message_stop)",
+                    "the stream ended before the model finished (no [DONE], message_stop or "
+                    "finishReason)",
                     started=self._decoder.started,
                     error_type="incomplete_stream",
                     request_id=self._request_id,
