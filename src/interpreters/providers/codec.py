@@ -116,6 +116,23 @@ def route_options(route: WireRoute, kind: type[RouteOptions]) -> RouteOptions:
     return options
 
 
+Made = TypeVar("Made")
+
+
+def route_codec(
+    kind: type[RouteOptions], make: Callable[[RouteOptions], Made]
+) -> Callable[[WireRoute], Made]:
+    """A `WireFormat.codec` over options of `kind` (which have `option_sections`): the
+    route's options, or the defaults, with the route reading its own `provider_options`
+    section."""
+
+    def codec(route: WireRoute) -> Made:
+        options = route_options(route, kind)
+        return make(msgspec.structs.replace(options, option_sections=(route.name,)))
+
+    return codec
+
+
 class ByteStreamDecoder:
     """SSE framing + a codec's stream decoder + the event map: bytes in, events out.
 

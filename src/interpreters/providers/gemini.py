@@ -29,13 +29,12 @@ from interpreters.providers.codec import (
     JsonDict,
     StreamDecoder,
     WireFormat,
-    WireRoute,
     decode_response,
     invalid_response,
     json_text,
     merge_options,
     put_given,
-    route_options,
+    route_codec,
 )
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
@@ -571,13 +570,7 @@ class GeminiCodec(JsonCodec[GeminiOptions]):
         return decode_response_body(body, status=status, request_id=request_id)
 
 
-def _route_codec(route: WireRoute) -> GeminiCodec:
-    # A route reads its own `provider_options` section.
-    options = route_options(route, GeminiOptions)
-    return GeminiCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
-
-
-GENERATE_CONTENT = WireFormat("gemini", _route_codec, GeminiOptions)
+GENERATE_CONTENT = WireFormat("gemini", route_codec(GeminiOptions, GeminiCodec), GeminiOptions)
 """The Gemini generateContent wire format, for the table of wire formats (providers/table.py)."""
 
 __all__ = [
