@@ -22,7 +22,15 @@ import pytest
 from effects import Continue
 from interpreters.aio import AsyncInterpreter
 from interpreters.prices import genai_prices
-from interpreters.providers import AsyncResolver, Resolver, provider_config, resolve_provider
+from interpreters.providers import (
+    AsyncResolver,
+    GeminiEmbedder,
+    Limits,
+    Resolver,
+    Timeouts,
+    provider_config,
+    resolve_provider,
+)
 from interpreters.providers.codec import ByteStreamDecoder, Encoded
 from interpreters.providers.errors import classify_response
 from interpreters.providers.gemini import (
@@ -548,3 +556,94 @@ def test_calls_are_priced_from_googles_list_cached_input_cheaper() -> None:
                               Usage(1000, 500, 200, 800), at))
     assert plain is not None and cached is not None
     assert cached.output == plain.output and cached.input < plain.input
+
+
+# --- embeddings -------------------------------------------------------------------------
+
+
+def _vectors(n: int, dim: int = 3) -> bytes:
+    return json.dumps({"embeddings": [{"values": [i + 0.5] * dim} for i in range(n)]}).encode()
+
+
+def test_embeddings_in_batches_of_a_hundred_with_the_key_in_a_header() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        n = len(json.loads(request.content)["requests"])
+        return httpx.Response(200, headers=dict(JSON), content=_vectors(n))
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    with GeminiEmbedder(dimensions=3, task_type="RETRIEVAL_DOCUMENT", env={"GEMINI_API_KEY": KEY},
+                        client=client) as embedder:
+        texts = tuple(f"text {i}" for i in range(150))
+        vectors = embedder.embed(texts)
+        assert embedder.embed(()) == ()
+    assert not client.is_closed  # a client given is its owner's
+    client.close()
+    assert len(vectors) == 150 and vectors[0] == (0.5, 0.5, 0.5) and vectors[100] == (0.5,) * 3
+    assert [len(json.loads(r.content)["requests"]) for r in seen] == [100, 50]
+    first = json.loads(seen[0].content)["requests"][0]
+    assert first == {"model": "models/gemini-embedding-001", "outputDimensionality": 3,
+                     "taskType": "RETRIEVAL_DOCUMENT", "content": {"parts": [{"text": "text 0"}]}}
+    assert str(seen[0].url) == "https://generativelanguage.googleapis.com/v1beta/models/" \
+        "gemini-embedding-001:batchEmbedContents"
+    assert seen[0].headers["x-goog-api-key"] == KEY and KEY not in str(seen[0].url)
+
+
+def test_embedder_settings_are_checked_when_made() -> None:
+    env = {"GOOGLE_API_KEY": KEY}
+    with pytest.raises(ValueError, match="dimensions"):
+        GeminiEmbedder(dimensions=0, env=env)
+    with pytest.raises(ValueError, match="task_type"):
+        GeminiEmbedder(task_type="retrieval", env=env)  # type: ignore[arg-type]
+    with pytest.raises(ProviderConfigError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
+        GeminiEmbedder(env={})
+    with GeminiEmbedder(env=env) as e, pytest.raises(TypeError):
+        e.embed(["a list"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("status", "body", "error_type", "retryable"), [
+    # A garbled answer may be a glitch: retryable, as for a model call before any event.
+    (200, _vectors(1), "invalid_response", True),           # one vector for two texts
+    (200, json.dumps({"embeddings": [{"values": [1.0]}, {"values": [1.0, 2.0]}]}).encode(),
+     "invalid_response", True),
+    (200, b"{not json", "invalid_response", True),
+    (429, b'{"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}',
+     "RESOURCE_EXHAUSTED", True),
+    (400, b'{"error": {"code": 400, "message": "bad key ' + KEY.encode() + b'",'
+          b' "status": "INVALID_ARGUMENT"}}', "INVALID_ARGUMENT", False),
+])
+def test_embedding_failures_are_typed_and_scrubbed(
+    status: int, body: bytes, error_type: str, retryable: bool
+) -> None:
+    client = httpx.Client(transport=httpx.MockTransport(
+        lambda _: httpx.Response(status, headers=dict(JSON), content=body)))
+    embedder = GeminiEmbedder(env={"GOOGLE_API_KEY": KEY}, client=client)
+    with pytest.raises(ProviderError) as e:
+        embedder.embed(("a", "b"))
+    client.close()
+    err = e.value.error
+    assert (err.error_type, err.retryable) == (error_type, retryable)
+    assert KEY not in repr(err)
+
+
+def test_an_embeddings_answer_past_its_cap_is_refused(server: ReplayServer) -> None:
+    server.queue(Reply(200, JSON, _vectors(2, dim=400), chunks=512))
+    embedder = GeminiEmbedder(env={"GOOGLE_API_KEY": KEY}, base_url=server.url + "/v1beta",
+                              limits=Limits(max_body=1000))
+    with pytest.raises(ProviderError) as e:
+        embedder.embed(("a", "b"))
+    embedder.close()
+    assert e.value.error.error_type == "limit_exceeded"
+    assert server.seen[-1].path == "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+
+
+def test_a_dead_embeddings_server_is_a_retryable_connection_error() -> None:
+    embedder = GeminiEmbedder(env={"GOOGLE_API_KEY": KEY}, base_url="http://127.0.0.1:9/v1beta",
+                              timeouts=Timeouts(connect=1, total=2))
+    with pytest.raises(ProviderError) as e:
+        embedder.embed(("a",))
+    embedder.close()
+    assert e.value.error.error_type in ("connection_error", "timeout")
+    assert e.value.error.retryable and e.value.__context__ is None

@@ -1,5 +1,6 @@
-"""Model providers over httpx: the OpenAI Chat Completions and Anthropic Messages wire
-formats, streaming and not, sync (`httpx.Client`) and async (`httpx.AsyncClient`).
+"""Model providers over httpx: the OpenAI Chat Completions, Anthropic Messages and Gemini
+generateContent wire formats, streaming and not, sync (`httpx.Client`) and async
+(`httpx.AsyncClient`); Gemini embeddings as a memory `Embedder` (`GeminiEmbedder`).
 
 Start from a router id:
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
         WireRoute,
         route_options,
     )
+    from interpreters.providers.gemini import GeminiCodec, GeminiOptions
+    from interpreters.providers.gemini_embed import GeminiEmbedder
     from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
     from interpreters.providers.limits import Limits
     from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
@@ -67,6 +70,7 @@ _HOME = {
     "provider_config": "router", "resolve_async_provider": "router",
     "resolve_provider": "router",
     "AnthropicCodec": "anthropic", "AnthropicOptions": "anthropic",
+    "GeminiCodec": "gemini", "GeminiOptions": "gemini", "GeminiEmbedder": "gemini_embed",
     "ByteStreamDecoder": "codec", "Codec": "codec", "Encoded": "codec",
     "WireFormat": "codec", "WireRoute": "codec", "route_options": "codec",
     "WIRE_FORMATS": "table", "register_route": "table", "register_wire_format": "table",
@@ -97,6 +101,9 @@ __all__ = [
     "Codec",
     "Encoded",
     "Endpoint",
+    "GeminiCodec",
+    "GeminiEmbedder",
+    "GeminiOptions",
     "HttpProvider",
     "Limits",
     "OpenAIChatCodec",

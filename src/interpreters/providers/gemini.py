@@ -12,6 +12,8 @@ thought parts, function calls (a made-up, per-response unique id when Gemini sen
 thought signatures (a `ReasoningEnd` carrying it, just before the part it came on),
 finish reasons, usage (thoughts and cached tokens), and blocked prompts or answers
 (`promptFeedback.blockReason`, finishReason SAFETY, RECITATION...) as typed errors.
+Embeddings: the body and the answer of `batchEmbedContents` (providers/gemini_embed.py
+does the I/O).
 """
 
 from __future__ import annotations
@@ -537,6 +539,73 @@ def decode_response_body(
     return out
 
 
+# --- embeddings (batchEmbedContents) --------------------------------------------------
+
+EMBED_BATCH = 100
+"""Texts per batchEmbedContents call: the most the API takes in one."""
+EmbedTask = Literal[
+    "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY", "CLASSIFICATION",
+    "CLUSTERING", "QUESTION_ANSWERING", "FACT_VERIFICATION", "CODE_RETRIEVAL_QUERY",
+]
+
+
+def embed_path(model: str) -> str:
+    return f"/models/{_model_name(model)}:batchEmbedContents"
+
+
+def encode_embeddings(
+    texts: tuple[str, ...], *, model: str, dimensions: int | None = None,
+    task_type: EmbedTask | None = None,
+) -> bytes:
+    """The body of one batchEmbedContents call (at most `EMBED_BATCH` texts)."""
+    one: JsonDict = {"model": f"models/{model.removeprefix('models/')}"}
+    put_given(one, (("outputDimensionality", dimensions), ("taskType", task_type)))
+    return msgspec.json.encode(
+        {"requests": [{**one, "content": {"parts": [{"text": t}]}} for t in texts]}
+    )
+
+
+class _Embedding(msgspec.Struct, frozen=True, gc=False):
+    values: list[float]
+
+
+class _Embeddings(msgspec.Struct, frozen=True, gc=False):
+    embeddings: list[_Embedding] | None = None
+    error: dict[str, object] | None = None
+
+
+_embeddings = msgspec.json.Decoder(_Embeddings)
+
+
+def decode_embeddings(
+    body: bytes, *, count: int, dimensions: int | None = None, status: int = 200,
+    request_id: str | None = None,
+) -> tuple[tuple[float, ...], ...]:
+    """One vector per text asked for, all of one dimension (`dimensions` when given);
+    anything else is an `invalid_response`."""
+    resp = decode_response(
+        _embeddings, body, "batchEmbedContents response", lambda r: r.error is not None,
+        status=status, request_id=request_id,
+    )
+    vectors = tuple(tuple(e.values) for e in resp.embeddings or ())
+    sizes = {len(v) for v in vectors}
+    problem = (
+        f"{len(vectors)} embeddings for {count} texts" if len(vectors) != count
+        else f"embeddings of dimensions {sorted(sizes)}" if len(sizes) > 1 or 0 in sizes
+        else f"embeddings of {sizes.pop()} dimensions, not {dimensions}"
+        if dimensions is not None and sizes and dimensions not in sizes
+        else None
+    )
+    if problem is not None:
+        raise invalid_response(status, f"the response has {problem}", started=False,
+                               request_id=request_id)
+    return vectors
+
+
+def _model_name(model: str) -> str:
+    return quote(model.removeprefix("models/"), safe="-._~@")
+
+
 class GeminiCodec(JsonCodec[GeminiOptions]):
     """The Codec for `models/{model}:generateContent` and `:streamGenerateContent`."""
 
@@ -544,7 +613,7 @@ class GeminiCodec(JsonCodec[GeminiOptions]):
         super().__init__(options or GeminiOptions())
 
     def path(self, model: str, *, stream: bool) -> str:
-        name = quote(model.removeprefix("models/"), safe="-._~@")
+        name = _model_name(model)
         return (
             f"/models/{name}:streamGenerateContent?alt=sse" if stream
             else f"/models/{name}:generateContent"
@@ -575,11 +644,15 @@ GENERATE_CONTENT = WireFormat("gemini", route_codec(GeminiOptions, GeminiCodec),
 
 __all__ = [
     "BLOCKED",
+    "EMBED_BATCH",
     "GENERATE_CONTENT",
     "GeminiCodec",
     "GeminiOptions",
     "GeminiStreamDecoder",
+    "decode_embeddings",
     "decode_response_body",
+    "embed_path",
+    "encode_embeddings",
     "encode_request",
     "gemini_schema",
 ]
