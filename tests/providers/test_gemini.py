@@ -647,3 +647,13 @@ def test_a_dead_embeddings_server_is_a_retryable_connection_error() -> None:
     embedder.close()
     assert e.value.error.error_type in ("connection_error", "timeout")
     assert e.value.error.retryable and e.value.__context__ is None
+
+
+def test_two_signed_thoughts_are_two_reasoning_parts() -> None:
+    events, err = _decode(sse(
+        _frame([{"text": "one", "thought": True, "thoughtSignature": "A"}]),
+        _frame([{"text": "two", "thought": True, "thoughtSignature": "B"}]),
+        _frame([{"text": "done"}], "STOP"),
+    ))
+    assert err is None
+    assert [e.signature for e in events if isinstance(e, ReasoningEnd)] == ["A", "B"]

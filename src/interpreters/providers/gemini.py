@@ -190,8 +190,8 @@ def _user_parts(m: Message) -> list[JsonDict]:
         elif isinstance(p, ToolResultPart):
             # The response is an object: the result under `output`, a failure under
             # `error` (the keys Gemini's documentation gives them).
-            value = p.result if isinstance(p.result, str | int | float | bool | dict | list) \
-                else json_text(p.result)
+            value = p.result if isinstance(p.result, str | int | float | bool | dict | list
+                                           | tuple) else json_text(p.result)
             out.append({"functionResponse": {
                 "id": p.tool_call_id, "name": p.tool_name,
                 "response": {"error" if p.is_error else "output": value},
@@ -456,6 +456,8 @@ class GeminiStreamDecoder(DecoderBase):
     def _part(self, p: _Part, out: list[ModelEvent]) -> None:
         sig = p.thought_signature
         if p.thought:
+            if sig is not None and self._signature is not None:
+                self._close(out)  # another signed thought: a block of its own
             block = self._switch("reasoning", out)
             if sig is not None:
                 self._signature = sig
