@@ -88,7 +88,8 @@ def script() -> ScriptedModel:
         Say(calls=[call("weather", city="Paris"), call("broken", city="x")], latency=1.0,
             usage=Usage(11, 3, reasoning_tokens=2)),
         Say("Meh.", latency=1.0),
-        Say(["It is sunny ", "in Paris."], latency=2.0, usage=Usage(40, 6)),
+        Say(["It is sunny ", "in Paris."], latency=2.0,
+            usage=Usage(40, 6, cached_input_tokens=30, cache_write_tokens=8)),
     ])
 
 
@@ -165,6 +166,10 @@ def test_chat_spans(otel: Otel) -> None:
     assert a["gen_ai.usage.input_tokens"] == 11
     assert a["gen_ai.usage.output_tokens"] == 3
     assert a["gen_ai.usage.reasoning.output_tokens"] == 2
+    assert "gen_ai.usage.cache_read.input_tokens" not in a
+    last = dict(answer.attributes or {})
+    assert last["gen_ai.usage.cache_read.input_tokens"] == 30
+    assert last["gen_ai.usage.cache_creation.input_tokens"] == 8
     assert a["gen_ai.request.temperature"] == 0.2
     assert a["gen_ai.request.max_tokens"] == 100
     assert a["pipeline.step"] == 0 and a["pipeline.attempt"] == 1

@@ -283,10 +283,7 @@ class _RunSpans(RunObserver):
         }
         if fin.response_id is not None:
             attrs["gen_ai.response.id"] = fin.response_id
-        if u.reasoning_tokens:
-            attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
-        if u.cached_input_tokens:
-            attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_input_tokens
+        _usage_details(attrs, u)
         cost = self._price(chat.model, fin.model_id, fin.usage, at)
         if cost is not None:
             attrs["operation.cost"] = float(cost.total)
@@ -459,10 +456,7 @@ class _RunSpans(RunObserver):
             "gen_ai.usage.input_tokens": u.input_tokens,
             "gen_ai.usage.output_tokens": u.output_tokens,
         }
-        if u.reasoning_tokens:
-            attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
-        if u.cached_input_tokens:
-            attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_input_tokens
+        _usage_details(attrs, u)
         cost = self._price(model, answer.response_model, u, at)
         if cost is not None:
             attrs["operation.cost"] = float(cost.total)
@@ -592,3 +586,13 @@ def _error_type(result: object) -> str:
 
 
 __all__ = ["OTelObserver", "provider_of"]
+
+
+def _usage_details(attrs: Attrs, u: Usage) -> None:
+    """The usage counts beyond input and output, where there are any."""
+    if u.reasoning_tokens:
+        attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
+    if u.cached_input_tokens:
+        attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_input_tokens
+    if u.cache_write_tokens:
+        attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens

@@ -44,6 +44,7 @@ def genai_prices() -> Pricer:
             input_tokens=q.usage.input_tokens,
             output_tokens=q.usage.output_tokens,
             cache_read_tokens=q.usage.cached_input_tokens,
+            cache_write_tokens=q.usage.cache_write_tokens,
         )
         when = datetime.fromtimestamp(q.at, UTC)
         for ref in _refs(q.response_model, name):

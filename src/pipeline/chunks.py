@@ -22,6 +22,10 @@ class Usage(msgspec.Struct, frozen=True):
     output_tokens: int = 0
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
+    """Of `input_tokens`, those read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, those written to the prompt cache (billed above the input rate
+    where the provider charges for writes: Anthropic, Bedrock)."""
 
     @property
     def total_tokens(self) -> int:
@@ -33,6 +37,7 @@ class Usage(msgspec.Struct, frozen=True):
             self.output_tokens + other.output_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

@@ -10,7 +10,8 @@
     ])
 
 System (and developer) messages become the list's system messages; user content may be a
-string or a list of `text` and `image_url` parts; assistant tool calls keep their ids,
+string or a list of `text`, `image_url`, `file` (inline PDF and other documents) and
+`input_audio` parts; assistant tool calls keep their ids,
 their arguments decoded from JSON (at most `MAX_TOOL_ARGS_BYTES`, `MAX_JSON_DEPTH`
 deep); a tool message's result is its text; `MAX_CONVERT_CHARS` of text at most in all.
 Anything else raises `InvalidInputError` naming the message and the field. Runs refuse
@@ -113,9 +114,10 @@ def _chars(d: Mapping[str, object]) -> int:
     elif isinstance(content, list | tuple):
         for p in content:
             if isinstance(p, Mapping):
-                for v in (p.get("text"), p.get("image_url")):
+                for v in (p.get("text"), p.get("image_url"), p.get("file"),
+                          p.get("input_audio")):
                     if isinstance(v, Mapping):
-                        v = v.get("url")
+                        v = v.get("url", v.get("file_data", v.get("data")))
                     if isinstance(v, str):
                         n += len(v)
     calls = d.get("tool_calls")
@@ -159,9 +161,43 @@ def _user_parts(content: object) -> tuple[Part, ...]:
             if not isinstance(url, str):
                 raise _Bad(f"content[{j}].image_url", "expected a url")
             parts.append(_image(url))
+        elif kind == "file" and isinstance(p, Mapping):
+            parts.append(_file(p.get("file"), f"content[{j}].file"))
+        elif kind == "input_audio" and isinstance(p, Mapping):
+            parts.append(_audio(p.get("input_audio"), f"content[{j}].input_audio"))
         else:
-            raise _Bad(f"content[{j}]", f"unsupported part {kind!r} (text and image_url are)")
+            raise _Bad(f"content[{j}]", f"unsupported part {kind!r} "
+                       "(text, image_url, file and input_audio are)")
     return tuple(parts)
+
+
+def _file(spec: object, field: str) -> FilePart:
+    """A `file` part given inline (`file_data`, a base64 data URL); a `file_id` names a
+    file uploaded to OpenAI, which no other provider can read."""
+    if not isinstance(spec, Mapping):
+        raise _Bad(field, "expected {'file_data': 'data:...;base64,...', 'filename': ...}")
+    data, name = spec.get("file_data"), spec.get("filename")
+    if not (isinstance(data, str) and data.startswith("data:") and ";base64," in data):
+        what = "a file_id (an upload to OpenAI) cannot be sent to other providers; give" \
+            if "file_id" in spec else "expected"
+        raise _Bad(f"{field}.file_data", f"{what} file_data as a base64 data URL")
+    if name is not None and not isinstance(name, str):
+        raise _Bad(f"{field}.filename", "expected a str")
+    media_type, b64 = data[5:].split(";base64,", 1)
+    return FilePart(media_type or "application/octet-stream", b64, filename=name)
+
+
+_AUDIO = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+
+
+def _audio(spec: object, field: str) -> FilePart:
+    """An `input_audio` part: base64 data and its format (wav or mp3)."""
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("data"), str):
+        raise _Bad(field, "expected {'data': <base64>, 'format': 'wav' or 'mp3'}")
+    fmt = spec.get("format")
+    if fmt not in _AUDIO:
+        raise _Bad(f"{field}.format", f"expected 'wav' or 'mp3', got {fmt!r}")
+    return FilePart(_AUDIO[str(fmt)], str(spec["data"]))
 
 
 def _image(url: str) -> FilePart:

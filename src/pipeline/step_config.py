@@ -98,12 +98,14 @@ def step_tools(cfg: StepSettings) -> tuple[Tool, ...]:
 def model_request(st: RunState, cfg: StepSettings) -> ModelRequest:
     """What the step asks the model."""
     tools = cfg.tools if cfg.active_tools is None else step_tools(cfg)
+    stt = st.tools
+    specs = stt.specs if tools is stt.specs_of else stt.make_specs(tools)
     return ModelRequest(
         model=cfg.model,
         system=cfg.system_messages,
         # Paired for every provider (the codecs still fit ids and names to the wire).
         messages=st.pairing.messages(st.ml),
-        tools=st.tools.specs(tools),
+        tools=specs,
         tool_choice=cfg.tool_choice,
         model_settings=cfg.model_settings,
         provider_options=cfg.provider_options,

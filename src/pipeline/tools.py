@@ -103,18 +103,20 @@ class StepTools:
     tools by name (how a call finds its tool), each made again only when the step's tools
     are another tuple (most runs: the same tuple step after step)."""
 
-    __slots__ = ("_named", "_named_of", "_specs", "_specs_of")
+    __slots__ = ("_named", "_named_of", "specs", "specs_of")
 
     def __init__(self) -> None:
-        self._specs_of: tuple[Tool, ...] | None = None
-        self._specs: tuple[ToolSpec, ...] = ()
+        self.specs_of: tuple[Tool, ...] | None = None
+        """The tools `specs` was made of (read: the step asks `is not` before `make`)."""
+        self.specs: tuple[ToolSpec, ...] = ()
         self._named_of: tuple[Tool, ...] | None = None
         self._named: dict[str, Tool] = {}
 
-    def specs(self, tools: tuple[Tool, ...]) -> tuple[ToolSpec, ...]:
-        if tools is not self._specs_of:
-            self._specs_of, self._specs = tools, tuple(t.spec for t in tools)
-        return self._specs
+    def make_specs(self, tools: tuple[Tool, ...]) -> tuple[ToolSpec, ...]:
+        """The specs of `tools`, kept for the steps that ask with the same tuple (the
+        step reads `specs` itself when `specs_of is tools`: a call less per step)."""
+        self.specs_of, self.specs = tools, tuple(t.spec for t in tools)
+        return self.specs
 
     def by_name(self, tools: tuple[Tool, ...] | None = None) -> dict[str, Tool]:
         """`tools` by name; without `tools`, the last ones asked for."""

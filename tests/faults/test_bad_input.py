@@ -9,6 +9,7 @@ which converts them; a hook that puts such messages in place fails as `Processor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from pipeline.model import ModelRequest
 from pipeline.pairing import is_paired
 from pipeline.processor import (
     InputArgs,
@@ -279,6 +281,28 @@ def test_from_openai_converts_a_chat_history_that_then_runs() -> None:
     assert isinstance(image, FilePart) and image.media_type == "image/png"
 
 
+def test_from_openai_converts_documents_and_audio_the_codecs_send_back() -> None:
+    from interpreters.providers import OpenAIChatCodec
+
+    ml = MessageList.from_openai([{"role": "user", "content": [
+        {"type": "text", "text": "Summarize, then transcribe."},
+        {"type": "file", "file": {"filename": "q3.pdf",
+                                  "file_data": "data:application/pdf;base64,JVBERi0x"}},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+    ]}])
+    _, pdf, wav = ml.messages[0].parts
+    assert pdf == FilePart("application/pdf", "JVBERi0x", filename="q3.pdf")
+    assert wav == FilePart("audio/wav", "UklGRg==")
+    sent = json.loads(OpenAIChatCodec().encode(
+        ModelRequest(model="m", system=(), messages=ml.messages), model="m", stream=False
+    ).body)
+    assert sent["messages"][0]["content"][1:] == [
+        {"type": "file", "file": {"filename": "q3.pdf",
+                                  "file_data": "data:application/pdf;base64,JVBERi0x"}},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+    ]
+
+
 @pytest.mark.parametrize(
     ("dicts", "index", "field"),
     [
@@ -289,6 +313,18 @@ def test_from_openai_converts_a_chat_history_that_then_runs() -> None:
         ([{"role": "assistant", "tool_calls": [{"id": "c", "function": {
             "name": "t", "arguments": "{not json"}}]}], 0, "tool_calls[0].function.arguments"),
         ([{"role": "user", "content": [{"type": "audio"}]}], 0, "content[0]"),
+        ([{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-1"}}]}],
+         0, "content[0].file.file_data"),
+        ([{"role": "user", "content": [{"type": "file", "file": "x.pdf"}]}],
+         0, "content[0].file"),
+        ([{"role": "user", "content": [{"type": "file", "file": {
+            "file_data": "data:application/pdf;base64,JVBE", "filename": 3}}]}],
+         0, "content[0].file.filename"),
+        ([{"role": "user", "content": [{"type": "input_audio",
+                                        "input_audio": {"data": "AAAA", "format": "ogg"}}]}],
+         0, "content[0].input_audio.format"),
+        ([{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+         0, "content[0].input_audio"),
     ],
 )
 def test_from_openai_refuses_what_it_cannot_read_naming_message_and_field(

@@ -11,7 +11,7 @@ same rules, checked by the shared contract tests:
   the order is the order the store accepted the writes in.
 - `last_messages(thread, n)` is the newest n, oldest first.
 - a message read back that does not decode is `CorruptStoredMessage`, never skipped.
-- a store that cannot be reached is `StoreUnavailable`.
+- a store that cannot be reached is `MemoryStoreUnavailable`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class MemoryStoreError(Exception):
     """Base of the memory stores' errors."""
 
 
-class StoreUnavailable(MemoryStoreError):
+class MemoryStoreUnavailable(MemoryStoreError):
     """The store could not be reached or did not answer in time."""
 
 

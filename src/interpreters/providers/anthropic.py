@@ -57,7 +57,7 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ModelRequest, ToolChoiceTool
+from pipeline.model import ModelRequest, PromptCache, ToolChoiceTool
 from pipeline.sanitize import ANTHROPIC, SanitizeProfile
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -217,6 +217,8 @@ def encode_request(
     if tools:
         body["tools"] = tools
         body["tool_choice"] = tool_choice
+    if s.prompt_cache is not None:
+        _cache_breakpoints(body, s.prompt_cache)
     put_given(body, (
         ("temperature", s.temperature), ("top_p", s.top_p),
         ("stop_sequences", list(s.stop) if s.stop is not None else None),
@@ -224,6 +226,35 @@ def encode_request(
     body["stream"] = stream
     merge_options(body, request.provider_options, options.option_sections)
     return body, json_tool
+
+
+_UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _cache_breakpoints(body: JsonDict, cache: PromptCache) -> None:
+    """`cache_control` after the tools, the system prompt and the last messages, so the
+    prefix up to each is read from the cache by the next call that shares it (a retry's
+    feedback and the next turn go after the conversation, which stays as it was)."""
+    mark: JsonDict = {"type": "ephemeral"} if cache.ttl == "5m" else {
+        "type": "ephemeral", "ttl": cache.ttl,
+    }
+    tools = body.get("tools")
+    if cache.tools and isinstance(tools, list) and tools:
+        tools[-1] = {**tools[-1], "cache_control": mark}
+    system = body.get("system")
+    if cache.system and system:
+        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
+        assert isinstance(blocks, list)
+        blocks[-1] = {**blocks[-1], "cache_control": mark}
+        body["system"] = blocks
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    for m in messages[len(messages) - cache.messages :] if cache.messages else ():
+        content = m["content"]
+        for i in range(len(content) - 1, -1, -1):
+            if content[i]["type"] not in _UNCACHEABLE:
+                content[i] = {**content[i], "cache_control": mark}
+                break
 
 
 # --- wire types for decoding ----------------------------------------------------------
@@ -336,6 +367,7 @@ class _UsageAcc:
             output_tokens=self.output,
             reasoning_tokens=self.thinking,
             cached_input_tokens=self.cache_read,
+            cache_write_tokens=self.cache_creation,
         )
 
 
