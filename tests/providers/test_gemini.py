@@ -42,7 +42,9 @@ from interpreters.providers.gemini import (
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
 from interpreters.providers.table import ROUTES
+from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.sync import SyncInterpreter
+from pipeline import OutputStepArgs, OutputStepResult, abort
 from pipeline.agent import Agent
 from pipeline.chunks import (
     ModelEvent,
@@ -64,7 +66,14 @@ from pipeline.messages import (
     ToolResultPart,
     user,
 )
-from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoiceTool
+from pipeline.model import (
+    ApiError,
+    ModelRequest,
+    ModelSettings,
+    PromptCache,
+    StructuredOutput,
+    ToolChoiceTool,
+)
 from pipeline.processor import ApiErrorArgs, ApiErrorResult, Processor
 from pipeline.retry import RetryPolicy
 from pipeline.tools import ToolSpec, tool
@@ -657,3 +666,53 @@ def test_two_signed_thoughts_are_two_reasoning_parts() -> None:
     ))
     assert err is None
     assert [e.signature for e in events if isinstance(e, ReasoningEnd)] == ["A", "B"]
+
+
+# --- prompt caching: Gemini caches long prefixes by itself ------------------------------
+
+
+def test_a_prompt_cache_hint_changes_nothing_on_the_wire() -> None:
+    plain = _request(user("hi", id="u1"))
+    hinted = msgspec.structs.replace(
+        plain, model_settings=ModelSettings(prompt_cache=PromptCache()))
+    assert _body(hinted) == _body(plain)
+
+
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+class RetryOnce(Processor):
+    """Discards the first answer in words."""
+
+    id = "retry-once"
+
+    def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
+        if args.retry_count == 0 and args.text:
+            abort("say it again, shorter", retry=True)
+        return Continue()
+
+
+def test_a_retry_keeps_the_cached_prefix_byte_for_byte() -> None:
+    """Gemini's implicit cache reads a repeated prefix: the retry's request encodes the
+    system instruction, the tools and every earlier part to the same bytes, the feedback
+    after them."""
+    model = ScriptedModel([Say(calls=[call("lookup", q="x")]), Say("a long answer"),
+                           Say("short")])
+    agent = Agent.create("m", instructions="be brief", tools=[lookup],
+                         output_processors=[RetryOnce()])
+    result = Simulator(model).run(agent, "tell me").result
+    assert result.status == "finished" and result.text == "short"
+    _, first, retry = model.requests
+    a, b = _body(first), _body(retry)
+    assert a["systemInstruction"] == b["systemInstruction"] and a["tools"] == b["tools"]
+
+    def parts(body: dict[str, object]) -> list[str]:
+        contents = body["contents"]
+        assert isinstance(contents, list)
+        return [json.dumps([c["role"], p], sort_keys=True) for c in contents for p in c["parts"]]
+
+    pa, pb = parts(a), parts(b)
+    assert len(pb) > len(pa) and pb[: len(pa)] == pa
+    assert "say it again, shorter" in pb[-1]
