@@ -2,9 +2,9 @@
 
 ::
 
-    python -m bench.run                    # everything (W1-W5 and growth), a few minutes
+    python -m bench.run                    # everything (W1-W6 and growth), a few minutes
     python -m bench.run --only sync        # one interpreter (sync or async)
-    python -m bench.run --workload W3      # one workload (W1, W2, W3, W4, W5 or growth)
+    python -m bench.run --workload W3      # one workload (W1, W2, W3, W4, W5, W6 or growth)
     python -m bench.run --workload W1pii   # W1's stream through the built-in PIIDetector
     python -m bench.run --workload W3L     # W3 with a TokenLimiterProcessor
     python -m bench.run --quick            # smoke test with tiny sizes (not for reporting)
@@ -34,7 +34,7 @@ import time
 from importlib import metadata
 from typing import Any
 
-from bench import w5
+from bench import w5, w6
 from bench.workloads import (
     ASYNC,
     CASES,
@@ -49,7 +49,7 @@ from bench.workloads import (
 )
 
 SYSTEMS = {"sync": SYNC, "async": ASYNC}
-WORKLOADS = ("W1", "W1pii", "W2", "W3", "W3L", "growth", "W4", "W5")
+WORKLOADS = ("W1", "W1pii", "W2", "W3", "W3L", "growth", "W4", "W5", "W6")
 W4_SYSTEMS = ("baseline", ASYNC)
 CHILD_TIMEOUT_S = 900
 DISTRIBUTIONS = ("pipeline-agents", "msgspec", "anyio")
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     w123_args = ["--timer", args.timer] if args.timer != "wall" else []
 
     if args.child:
-        w = [x for x in workloads if x not in ("W4", "W5")]
+        w = [x for x in workloads if x not in ("W4", "W5", "W6")]
         print(json.dumps({"rows": asyncio.run(child_cases(args.child, w, p))}))
         return
     if args.w4_child:
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> None:
     have_async = async_available()
     systems = [SYSTEMS[args.only]] if args.only else list(SYSTEMS.values())
     rows: list[dict[str, Any]] = []
-    cases = [w for w in workloads if w not in ("W4", "W5")]
+    cases = [w for w in workloads if w not in ("W4", "W5", "W6")]
     for system in systems:
         if system == ASYNC and not have_async:
             rows.append({"system": system, "workload": ",".join(cases) or "W4", "variant": "",
@@ -359,6 +359,8 @@ def main(argv: list[str] | None = None) -> None:
                1 if args.quick else w5.WARM)
         if "W5" in workloads and args.only is None else []
     )
+    # W6 (a judged stream, on virtual time) has its own table too: bench/w6.py.
+    w6_rows = w6.run(args.quick) if "W6" in workloads and args.only is None else []
     order = {w: i for i, w in enumerate(("W1", "W1pii", "W2", "W3", "W3L", "G1", "G2", "W4"))}
     sys_order = {s: i for i, s in enumerate(("baseline", SYNC, ASYNC))}
     rows.sort(key=lambda r: (order.get(r["workload"], 9), sys_order.get(r["system"], 9)))
@@ -366,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
     print_table(rows, goal_rows)
     if w5_rows:
         w5.print_rows(w5_rows)
+    if w6_rows:
+        w6.print_rows(w6_rows)
     total = time.perf_counter() - t_start
     print(f"\ntotal {total:.0f} s; versions: "
           + ", ".join(f"{k} {v}" for k, v in versions().items()))
@@ -378,6 +382,7 @@ def main(argv: list[str] | None = None) -> None:
         "results": rows,
         "goals": goal_rows,
         "w5": w5_rows,
+        "w6": w6_rows,
     }
     print(json.dumps(summary))
 

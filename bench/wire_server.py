@@ -1,14 +1,13 @@
-"""W5's loopback server: streams a fixed Chat Completions, Anthropic Messages or Gemini
-SSE body.
+"""W5's loopback server: streams a fixed Chat Completions, Anthropic Messages, OpenAI
+Responses or Gemini SSE body.
 
     python -m bench.wire_server N     # prints the port it listens on (127.0.0.1), then serves
 
 N text deltas per response, one write per SSE event with chunked transfer encoding, as a
 real server streams. It runs in its own process, so its CPU never counts against the
 client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format,
-`POST ...:streamGenerateContent?alt=sse` the Gemini one (each data frame a whole
-GenerateContentResponse, CRLF framed, as Google sends it), any other POST the Chat
-Completions one.
+`POST .../responses` the OpenAI Responses one, `POST ...:streamGenerateContent?alt=sse`
+the Gemini one, any other POST the Chat Completions one.
 """
 
 from __future__ import annotations
@@ -71,7 +70,49 @@ def anthropic_events(n: int) -> list[bytes]:
     ]
 
 
+def responses_events(n: int) -> list[bytes]:
+    """The OpenAI Responses stream of one message of N text deltas."""
+    head = {"id": "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b", "object": "response",
+            "created_at": 1741476542, "model": "gpt-4o-2024-08-06", "output": [],
+            "error": None, "incomplete_details": None, "text": {"format": {"type": "text"}}}
+    msg = {"id": "msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b", "type": "message",
+           "role": "assistant"}
+    evs: list[dict[str, object]] = [
+        {"type": "response.created", "response": dict(head, status="in_progress", usage=None)},
+        {"type": "response.in_progress", "response": dict(head, status="in_progress")},
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": dict(msg, status="in_progress", content=[])},
+        {"type": "response.content_part.added", "item_id": msg["id"], "output_index": 0,
+         "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}},
+    ]
+    evs += [
+        {"type": "response.output_text.delta", "item_id": msg["id"], "output_index": 0,
+         "content_index": 0, "delta": f" word{i % 97}", "logprobs": []}
+        for i in range(n)
+    ]
+    text = "".join(f" word{i % 97}" for i in range(n))
+    part = {"type": "output_text", "text": text, "annotations": []}
+    evs += [
+        {"type": "response.output_text.done", "item_id": msg["id"], "output_index": 0,
+         "content_index": 0, "text": text},
+        {"type": "response.content_part.done", "item_id": msg["id"], "output_index": 0,
+         "content_index": 0, "part": part},
+        {"type": "response.output_item.done", "output_index": 0,
+         "item": dict(msg, status="completed", content=[part])},
+        {"type": "response.completed", "response": dict(
+            head, status="completed", output=[dict(msg, status="completed", content=[part])],
+            usage={"input_tokens": 17, "input_tokens_details": {"cached_tokens": 0},
+                   "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0},
+                   "total_tokens": n + 17})},
+    ]
+    return [
+        f"event: {e['type']}\ndata: {json.dumps(dict(e, sequence_number=i), separators=(',', ':'))}"
+        f"\n\n".encode() for i, e in enumerate(evs)
+    ]
+
+
 def gemini_events(n: int) -> list[bytes]:
+    """Gemini's stream: each data frame a whole GenerateContentResponse, CRLF framed."""
     head = {"modelVersion": "gemini-2.5-flash", "responseId": "w1peaMz6INOvnvgPgYfPiQY"}
 
     def frame(i: int, text: str, finish: str | None = None) -> dict[str, object]:
@@ -89,17 +130,14 @@ def gemini_events(n: int) -> list[bytes]:
             for f in frames]
 
 
-def _kind(path: str) -> str:
-    if path.endswith("/messages"):
-        return "anthropic"
-    return "gemini" if ":streamGenerateContent" in path else "openai"
+FORMATS = (("openai", openai_events), ("anthropic", anthropic_events),
+           ("responses", responses_events), ("gemini", gemini_events))
 
 
 def serve(n: int) -> None:
     frames = {
-        kind: [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
-        for kind, events in (("openai", openai_events(n)), ("anthropic", anthropic_events(n)),
-                             ("gemini", gemini_events(n)))
+        kind: [b"%x\r\n%s\r\n" % (len(e), e) for e in events(n)] + [b"0\r\n\r\n"]
+        for kind, events in FORMATS
     }
 
     class Handler(BaseHTTPRequestHandler):
@@ -107,7 +145,9 @@ def serve(n: int) -> None:
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
-            kind = _kind(self.path)
+            last = self.path.rsplit("/", 1)[-1]
+            kind = "gemini" if ":streamGenerateContent" in last else {
+                "messages": "anthropic", "responses": "responses"}.get(last, "openai")
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")

@@ -14,6 +14,7 @@ import inspect
 from collections.abc import Callable
 from typing import get_args
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,17 +27,22 @@ from pipeline.processors import (
     BatchPartsProcessor,
     EncodingCounter,
     LanguageDetector,
+    MessageHistory,
     ModerationProcessor,
     PIIDetector,
     PromptInjectionDetector,
     Py3LangidBackend,
+    SemanticRecall,
+    Summarization,
     SystemPromptScrubber,
     TokenLimiterProcessor,
     ToolCallFilter,
     UnicodeNormalizer,
+    WorkingMemory,
 )
 from pipeline.processors import pii_detectors as d
 from pipeline.processors.language_detector import LanguageStrategy, Undecided
+from pipeline.processors.memory import OnRecallError, RecallScope
 from pipeline.processors.moderation import ModerationStrategy, OutputCheck
 from pipeline.processors.options import literal_values
 from pipeline.processors.pii import Kind, OnError, Strategy
@@ -46,6 +52,10 @@ from pipeline.processors.token_limiter import CountMode, OutputStrategy
 from pipeline.processors.unicode_normalizer import FoldHomoglyphs, NormalForm
 
 Values = st.SearchStrategy[object]
+
+
+class _Profile(msgspec.Struct):
+    name: str = ""
 
 
 class English:
@@ -216,6 +226,7 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
         "moderate_stream": flag(),
         "stream_window": integer(1),
         "context_window": integer(0),
+        "max_in_flight": integer(1, 64),
         "id": text(),
     }),
     PromptInjectionDetector: ({}, {
@@ -291,6 +302,39 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
         "redaction_method": choice(RedactionMethod),
         "custom_patterns": strings(st.sampled_from(REGEXES),
                                    st.one_of(BAD_REGEXES, _not(str))),
+        "id": text(),
+    }),
+    MessageHistory: ({}, {
+        "last_messages": integer(0),
+        "id": text(),
+    }),
+    SemanticRecall: ({}, {
+        "top_k": integer(1, 100),
+        "message_range": integer(0, 50),
+        "scope": choice(RecallScope),
+        "on_recall_error": choice(OnRecallError),
+        "id": text(),
+    }),
+    WorkingMemory: ({}, {
+        "scope": choice(RecallScope),
+        "template": text(empty=True),
+        "schema": objects(st.one_of(st.none(), st.just(_Profile)),
+                          st.one_of(st.sampled_from((dict, str, 1, "Profile")))),
+        "tool_name": (st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,20}", fullmatch=True),
+                      st.one_of(st.sampled_from(("", "has space", "1st", "a.b", "x" * 65)),
+                                _not(str))),
+        "id": text(),
+    }),
+    Summarization: ({"max_tokens": 100, "judge_model": "judge"}, {
+        "max_tokens": integer(1),
+        "keep_tokens": (  # at most the base's max_tokens
+            st.one_of(st.none(), st.integers(0, 100)),
+            st.one_of(st.integers(max_value=-1), st.integers(101), _not(int, type(None))),
+        ),
+        "judge_model": text(),
+        "counter": objects(st.one_of(st.none(), st.just(ApproxTokenCounter())),
+                           _not(type(None))),
+        "instructions": text(),
         "id": text(),
     }),
     BatchPartsProcessor: ({}, {

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from interpreters.providers.openai_responses import RESPONSES_PROFILE
 from pipeline.chunks import ToolCall, ToolCallDelta
 from pipeline.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from pipeline.model import ModelRequest, StructuredOutput, ToolChoice, ToolChoiceTool
@@ -36,7 +37,7 @@ NO_SEP = SanitizeProfile.custom("no-sep", id_chars="abc123", id_max_len=12, name
 # a first-character rule, as Gemini's names have, on a tiny alphabet: the fix-ups collide
 FIRST = SanitizeProfile.custom("first", id_chars="ab1", id_max_len=4, name_chars="xy2",
                                name_max_len=4, name_first="x")
-PROFILES = (OPENAI, ANTHROPIC, MISTRAL, GEMINI, TINY, NO_SEP, FIRST)
+PROFILES = (OPENAI, ANTHROPIC, MISTRAL, RESPONSES_PROFILE, GEMINI, TINY, NO_SEP, FIRST)
 profiles = st.sampled_from(PROFILES)
 
 # what each provider documents, written out independently of the Rule code
@@ -44,6 +45,7 @@ DOCUMENTED: dict[str, tuple[str, str]] = {
     "openai": (r"[a-zA-Z0-9_-]{1,40}", r"[a-zA-Z0-9_-]{1,64}"),
     "anthropic": (r"[a-zA-Z0-9_-]+", r"[a-zA-Z0-9_-]{1,64}"),
     "mistral": (r"[a-zA-Z0-9]{9}", r"[a-zA-Z0-9_-]{1,64}"),
+    "openai-responses": (r"[a-zA-Z0-9_-]{1,64}", r"[a-zA-Z0-9_-]{1,64}"),
     "gemini": (r"[a-zA-Z0-9_-]{1,64}", r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"),
     "first": (r"[ab1]{1,4}", r"x[xy2]{0,3}"),
     "tiny": (r"[ab]{1,4}", r"[xy]{1,4}"),
@@ -358,7 +360,7 @@ def test_a_rule_with_little_room_fills_it_injectively_then_refuses(originals: li
     assert all(g == o for o, g in zip(originals, got, strict=True) if re.fullmatch(r"[ab]{1,2}", o))
 
 
-@given(histories, st.sampled_from((OPENAI, ANTHROPIC, MISTRAL, GEMINI)))
+@given(histories, st.sampled_from((OPENAI, ANTHROPIC, MISTRAL, RESPONSES_PROFILE, GEMINI)))
 def test_prepared_requests_are_paired_and_conforming(
     messages: tuple[Message, ...], profile: SanitizeProfile
 ) -> None:

@@ -16,11 +16,12 @@ from interpreters.providers.anthropic import AnthropicStreamDecoder
 from interpreters.providers.codec import ByteStreamDecoder
 from interpreters.providers.gemini import GeminiStreamDecoder
 from interpreters.providers.openai_chat import OpenAIStreamDecoder
+from interpreters.providers.openai_responses import ResponsesStreamDecoder
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent, SseParser
 from pipeline.chunks import ModelEvent
 from tests.providers.cassettes import index_files, load, traffic_dir
-from tests.providers.helpers import an_text_stream, oa_chunk, oa_text_stream, sse
+from tests.providers.helpers import an_text_stream, oa_chunk, oa_text_stream, rs_text_stream, sse
 
 
 def splits(data: bytes) -> st.SearchStrategy[list[bytes]]:
@@ -81,6 +82,10 @@ def _gemini() -> ByteStreamDecoder:
     return ByteStreamDecoder(GeminiStreamDecoder(), lambda e: e, status=200, request_id=None)
 
 
+def _responses() -> ByteStreamDecoder:
+    return ByteStreamDecoder(ResponsesStreamDecoder(), lambda e: e, status=200, request_id=None)
+
+
 def decode(make: Decode, chunks: list[bytes]) -> tuple[list[ModelEvent], str | None]:
     """Events up to the end or the failure, and the failure's type."""
     d = make()
@@ -121,6 +126,9 @@ CORPUS: list[tuple[Decode, bytes]] = [
     (_anthropic, an_text_stream("Hel", "lo ", "wörld")),
     (_anthropic, an_text_stream("x").replace(b"\n", b"\r")),
     (_anthropic, an_text_stream("a", "b")[:-30]),  # broken: no message_stop
+    (_responses, rs_text_stream("Hel", "lo ", "wörld")),
+    (_responses, rs_text_stream("x").replace(b"\n", b"\r\n")),
+    (_responses, rs_text_stream("a", "b")[:-40]),  # broken: no response.completed
 ]
 
 
@@ -136,6 +144,7 @@ def _recorded() -> list[tuple[Decode, bytes]]:
             body = ex.decoded_body
             if ex.status == 200 and not body.lstrip().startswith(b"{"):
                 make = (_anthropic if b"message_start" in body
+                        else _responses if b'"type":"response.' in body
                         else _gemini if b'"candidates"' in body else _openai)
                 out.append((make, body))
     return out

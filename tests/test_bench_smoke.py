@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bench import w6
 from bench.w5 import SYSTEMS as W5_SYSTEMS
 from bench.workloads import ASYNC, SYNC, Params, async_available
 
@@ -52,6 +53,8 @@ def test_quick_mode_completes_every_workload() -> None:
         ratios = {r["workload"] for r in mine if "ratio_median" in r}
         assert ratios == {"W3", "W3L", "G1", "G2"}
 
+    assert [r["max_in_flight"] for r in summary["w6"]] == [0, 1, 2, 4] * 2
+
     w5 = summary["w5"]
     assert [r["system"] for r in w5] == list(W5_SYSTEMS)
     for r in w5:
@@ -67,3 +70,15 @@ def test_quick_mode_completes_every_workload() -> None:
             assert r["completed"] == p.w4_concurrency  # each run did all its steps
     else:
         assert [r for r in rows if r["system"] == ASYNC and "error" in r]
+
+
+def test_the_judged_stream_workload_completes_in_smoke_mode() -> None:
+    # W6 runs on virtual time: every character reached the consumer, on both simulators,
+    # with and without the guard (its figures are bench/WORKLOADS.md's, not asserted).
+    rows = w6.run(quick=True)
+    assert [(r["system"], r["max_in_flight"]) for r in rows] == [
+        (s, k) for s in ("sync", "async") for k in (0, 1, 2, 4)
+    ]
+    for r in rows:
+        assert r["completed"] == r["units"] == 2_000
+        assert ("ratio" in r) == (r["max_in_flight"] > 0)

@@ -46,6 +46,8 @@ class Judge:
     latency: float = 100.0
     calls: list[tuple[str, str]] = field(default_factory=list)
     raw: list[str] = field(default_factory=list)
+    all_slow: bool = False
+    """Every content waits `latency`, not only content containing `slow`."""
 
     def __call__(self, request: ModelRequest) -> Scripted:
         content = content_of(request)
@@ -54,7 +56,7 @@ class Judge:
         if "boom" in content:
             return self.fail or Fail(status=500, message="judge down", retryable=False)
         answer = verdict(hate=0.9) if BAD in content else verdict()
-        if "slow" in content:
+        if "slow" in content or self.all_slow:
             return Say(answer.text, latency=self.latency)
         return answer
 
@@ -66,10 +68,12 @@ def mod(
     fail_open: bool = False,
     moderate_stream: bool = True,
     context_window: int = 0,
+    max_in_flight: int = 4,
 ) -> ModerationProcessor:
     return ModerationProcessor(
         "judge", categories=CATS, strategy=strategy, stream_window=window,
         fail_open=fail_open, moderate_stream=moderate_stream, context_window=context_window,
+        max_in_flight=max_in_flight,
     )
 
 
@@ -152,10 +156,13 @@ def check_clean(ran: Ran) -> None:
     assert ran.streamed == ran.result.text == full
     windows = stream_calls(ran)
     assert len(windows) >= 3 and all(0 < len(w) <= 16 for w, _ in windows)
-    assert "".join(w for w, _ in windows) == full
-    for i, (_, seen) in enumerate(windows):
-        # At each judge call the consumer had seen exactly the windows judged before.
-        assert seen == "".join(w for w, _ in windows[:i])
+    # Judged concurrently, the calls may reach the judge in any order (under trio, say).
+    in_order = sorted(windows, key=lambda call: full.index(call[0]))
+    assert "".join(w for w, _ in in_order) == full
+    for w, seen in windows:
+        # At each judge call the consumer had seen at most the text before that window
+        # (what the judge passed of it, in order: the rest is still with the judge).
+        assert full[: full.index(w)].startswith(seen)
 
 
 def test_clean_text_is_released_window_by_window_after_the_judge_passed_it() -> None:
@@ -309,4 +316,99 @@ def test_bad_window_sizes_are_refused() -> None:
         ModerationProcessor("judge", stream_window=0)
     with pytest.raises(ValueError, match="context_window"):
         ModerationProcessor("judge", context_window=-1)
+    for bad in (0, 65, "4", 2.0, True):
+        with pytest.raises(ValueError, match="max_in_flight"):
+            ModerationProcessor("judge", max_in_flight=bad)  # type: ignore[arg-type]
 
+
+# --- pipelining: windows judged while the model streams --------------------------------
+
+SLOW_WORDS = [f"word{i:02d} " for i in range(12)]  # 7 characters each: 2 per window
+
+
+def timed(p: ModerationProcessor, words: list[str], *, chunk_latency: float = 0.0
+          ) -> tuple[Ran, list[float]]:
+    """A sync simulator run and the virtual time at which each text delta came out."""
+    seen, judge, _, judges = _scripts([], None)
+    judge.latency, judge.all_slow = 1.0, True
+    model = ScriptedModel([Say(words, chunk_latency=chunk_latency)])
+    sim = Simulator(model, models=judges, start=0.0)
+    chunks: list[Chunk] = []
+    times: list[float] = []
+    with sim.stream(Agent.create("m", output_processors=[p]), "hi") as s:
+        for c in s:
+            _saw(c, chunks, seen)
+            if isinstance(c, TextDelta):
+                times.append(sim.clock.now)
+    return Ran(s.result, chunks, judge, model), times
+
+
+def test_the_judge_gets_the_next_window_before_the_last_one_is_released() -> None:
+    ran, _ = timed(mod(), SLOW_WORDS, chunk_latency=0.2)
+    assert ran.result.status == "finished" and ran.streamed == "".join(SLOW_WORDS)
+    windows = stream_calls(ran)
+    before = ["".join(w for w, _ in windows[:i]) for i in range(len(windows))]
+    # While a window was with the judge, the next one was sent: the consumer had not
+    # got all the windows before it (and never more than those).
+    assert any(seen != b for (_, seen), b in zip(windows, before, strict=True))
+    assert all(b.startswith(seen) for (_, seen), b in zip(windows, before, strict=True))
+
+
+def test_text_comes_out_while_the_model_still_streams() -> None:
+    _, times = timed(mod(), SLOW_WORDS, chunk_latency=0.5)
+    model_end = 0.5 * (len(SLOW_WORDS) + 2)  # each event after the first, and the finish
+    assert times[0] < model_end / 2  # the first window long before the model ended
+
+
+@pytest.mark.parametrize(("in_flight", "judged_by"), [(1, 6.0), (2, 3.0), (3, 2.0), (6, 1.0)])
+def test_at_most_max_in_flight_windows_are_with_the_judge(
+    in_flight: int, judged_by: float
+) -> None:
+    # All 6 windows come at once, each judged for one virtual second: with k at once,
+    # the last is judged after 6/k seconds (then the step check judges the whole answer).
+    ran, times = timed(mod(max_in_flight=in_flight), SLOW_WORDS)
+    assert ran.result.status == "finished" and len(stream_calls(ran)) == 6
+    assert ran.streamed == "".join(SLOW_WORDS)
+    assert times[-1] == pytest.approx(judged_by + 1.0)
+
+
+PIPELINED_FLAG = ["Fine start, ok. ", "more fine words ", "then nasty ones ", "never seen. ",
+                  "nor this. "]
+
+
+def check_stopped_at_the_flag(ran: Ran) -> None:
+    assert ran.result.status == "tripped"
+    assert ran.result.tripwire is not None and "hate" in ran.result.tripwire.reason
+    # Exactly the windows before the flagged one came out, in order; nothing after it,
+    # though later windows were with the judge already.
+    assert ran.streamed == "Fine start, ok. more fine words "
+    assert BAD not in ran.kept() and "never" not in ran.kept()
+
+
+def test_a_flagged_window_stops_the_release_there() -> None:
+    ran, _ = timed(mod(window=16), PIPELINED_FLAG, chunk_latency=0.1)
+    check_stopped_at_the_flag(ran)
+    assert any("never" in w for w, _ in ran.judge.calls)  # sent before the flag came back
+
+
+@pytest.mark.anyio
+async def test_a_flagged_window_stops_the_release_there_on_the_async_simulator() -> None:
+    check_stopped_at_the_flag(await run_async(mod(window=16), [Say(PIPELINED_FLAG)]))
+
+
+
+@pytest.mark.anyio
+async def test_leaving_the_stream_while_windows_are_with_the_judge_ends_it_cleanly() -> None:
+    words = ["fast ok ", "fine ok ", "slow one ", "slow two ", "slow six ", "slow ten "]
+    _, _, model, judges = _scripts([Say(words, chunk_latency=0.2)], None)
+    sim = AsyncSimulator(model, models=judges)
+    agent = Agent.create("m", output_processors=[mod()])
+    got: list[Chunk] = []
+    async with sim.stream(agent, "hi") as s:
+        async for c in s:
+            got.append(c)
+            if isinstance(c, TextDelta):
+                break  # the first window passed; the next one's judge call is started
+    assert s.result.status == "cancelled"
+    assert "".join(c.text for c in got if isinstance(c, TextDelta)) == "fast ok fine ok "
+    assert "slow" not in "".join(m.text for m in s.result.messages.messages)

@@ -353,3 +353,25 @@ def test_the_sync_interpreter_traces_with_real_time(otel: Otel) -> None:
     assert chat.start_time is not None and chat.end_time is not None
     assert chat.end_time >= chat.start_time
     assert dict(chat.attributes or {})["gen_ai.usage.input_tokens"] == 10
+
+
+def test_judge_calls_started_without_waiting_have_their_spans(otel: Otel) -> None:
+    # ModerationProcessor starts a judge call per window of the stream (effects.started):
+    # each gets its chat span, from its start to its collect, with its usage.
+    from pipeline.processors import ModerationProcessor
+
+    verdict = '{"category_scores": {"hate": 0.0}}'
+    model = ScriptedModel([Say(["one two ", "three four ", "five six"], chunk_latency=0.5)])
+    judge = ScriptedModel(lambda request: Say(verdict, usage=Usage(7, 2), latency=1.0))
+    sim = Simulator(model, models={"openai/judge": judge}, observers=[otel.observer],
+                    start=START)
+    guard = ModerationProcessor("openai/judge", categories=["hate"], stream_window=10)
+    r = sim.run(Agent.create("openai/gpt-4o-mini", output_processors=[guard]), "hi").result
+    assert r.status == "finished" and r.text == "one two three four five six"
+    spans = otel.named("chat judge")
+    assert len(spans) == len(r.judges) >= 3
+    for span in spans:
+        a = dict(span.attributes or {})
+        assert a["gen_ai.usage.input_tokens"] == 7 and a["gen_ai.usage.output_tokens"] == 2
+        assert a["pipeline.processor.id"] == "moderation"
+        assert (span.end_time or 0) > (span.start_time or 0)

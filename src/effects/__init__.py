@@ -20,6 +20,7 @@ from effects.commands import (
     Sleep,
 )
 from effects.requests import Request, RequestClass, WrongAnswer, ask
+from effects.started import Collect, Job, Ready, Start, collect, ready, start
 from effects.values import (
     UNCHANGED,
     Abort,
@@ -42,15 +43,18 @@ __all__ = [
     "AwaitHook",
     "CallModel",
     "CloseStream",
+    "Collect",
     "Command",
     "Continue",
     "Effect",
     "Emit",
     "Done",
+    "Job",
     "Out",
     "Perform",
     "Publish",
     "Pull",
+    "Ready",
     "Replace",
     "Request",
     "RequestClass",
@@ -58,7 +62,11 @@ __all__ = [
     "RunTools",
     "Skip",
     "Sleep",
+    "Start",
     "Unchanged",
     "WrongAnswer",
     "ask",
+    "collect",
+    "ready",
+    "start",
 ]

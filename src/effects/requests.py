@@ -52,6 +52,19 @@ def answer_type(request_type: type[Request[Any]]) -> type | None:
     return None
 
 
+@cache
+def declared_answer(request_type: type[Request[Any]]) -> object | None:
+    """The answer type a request class declares, whole (`tuple[Message, ...]`), for
+    rebuilding an answer read back as plain JSON (a journal's replay); None when its
+    base does not name one."""
+    for klass in request_type.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            if get_origin(base) is Request:
+                (answer,) = get_args(base)
+                return None if answer is object or isinstance(answer, TypeVar) else answer
+    return None
+
+
 class WrongAnswer(TypeError):
     """A request was answered with a value of another type than its class declares."""
 

@@ -47,9 +47,11 @@ from types import AsyncGeneratorType, TracebackType
 from typing import TYPE_CHECKING, Generic, Unpack
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects.started import STARTED_REQUESTS
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
     NoCleanupStream,
@@ -68,6 +70,7 @@ from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import Deps, RunOptions, check_options
 from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
+from interpreters.started import AsyncStarted, starts_requests
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
@@ -140,6 +143,22 @@ class AsyncInterpreter:
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
         stream = self._stream(agent, messages, options, hand_out=False)
+        if starts_requests(agent):  # its started jobs run in a task group of the run's
+            try:
+                async with anyio.create_task_group() as group:
+                    stream._started().group = group
+                    try:
+                        return await self._drive(stream)
+                    finally:
+                        stream._close_started()
+            except BaseExceptionGroup as g:  # the run's own error, as itself (jobs never raise)
+                if len(g.exceptions) == 1:
+                    raise g.exceptions[0] from None
+                raise
+        return await self._drive(stream)
+
+    async def _drive(self, stream: AsyncRunStream[Output]) -> RunResult[Output]:
+        """`run`'s stream, driven to its end."""
         if stream._signal is None and stream._timeout is None:
             # Driven here, one coroutine fewer alive per run across its waits (W4 of
             # bench/WORKLOADS.md): `_advance_guarded` without a scope to take.
@@ -180,7 +199,8 @@ class AsyncInterpreter:
             observers=self._observers, price=self._price,
         )
         return AsyncRunStream(
-            self, driver, options.get("signal"), options.get("timeout"), hand_out=hand_out
+            self, driver, options.get("signal"), options.get("timeout"), hand_out=hand_out,
+            starts=hand_out and starts_requests(agent),
         )
 
     # --- commands other than the model stream -----------------------------------------------
@@ -294,8 +314,8 @@ class AsyncRunStream(Generic[Output]):
 
     __slots__ = (
         "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_d", "_deadline",
-        "_delivered", "_hand_out", "_interp", "_model", "_ready", "_send_event", "_signal",
-        "_timeout",
+        "_delivered", "_group", "_hand_out", "_interp", "_jobs", "_model", "_ready",
+        "_send_event", "_signal", "_starts", "_timeout",
     )
 
     def __init__(
@@ -306,6 +326,7 @@ class AsyncRunStream(Generic[Output]):
         timeout: float | None,
         *,
         hand_out: bool = True,
+        starts: bool = False,
     ) -> None:
         self._interp = interp
         self._d = driver
@@ -333,6 +354,10 @@ class AsyncRunStream(Generic[Output]):
         """A task is inside `_advance_guarded` (waiting on the model, a tool, a hook...)."""
         self._hand_out = hand_out
         """False when `run` drives the stream: chunks go to the trace only, none wait."""
+        self._jobs: AsyncStarted | None = None
+        self._starts = starts
+        """Its agent has a processor that starts requests (`starts_requests`)."""
+        self._group: anyio.abc.TaskGroup | None = None
 
     # --- the async iterator ------------------------------------------------------------
     def __aiter__(self) -> AsyncRunStream[Output]:
@@ -347,6 +372,9 @@ class AsyncRunStream(Generic[Output]):
         return buf.popleft()
 
     async def __aenter__(self) -> AsyncRunStream[Output]:
+        if self._starts:  # its started jobs run in a task group around the block
+            self._group = anyio.create_task_group()
+            self._started().group = await self._group.__aenter__()
         return self
 
     async def __aexit__(
@@ -355,7 +383,26 @@ class AsyncRunStream(Generic[Output]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        try:
+            await self.aclose()
+        finally:
+            group, self._group = self._group, None
+            if group is not None:
+                self._close_started()
+                # The jobs never raise (each keeps its failure for its Collect): the
+                # block's own exception, if any, goes on as itself.
+                await group.__aexit__(None, None, None)
+
+    def _started(self) -> AsyncStarted:
+        """The run's started jobs (`effects.started`), made at the first one."""
+        jobs = self._jobs
+        if jobs is None:
+            jobs = self._jobs = AsyncStarted(self._interp._perform)
+        return jobs
+
+    def _close_started(self) -> None:
+        if self._jobs is not None:
+            self._jobs.close()
 
     async def aclose(self) -> None:
         """Stop here: a run not over yet ends "cancelled"; the model stream is closed.
@@ -538,7 +585,10 @@ class AsyncRunStream(Generic[Output]):
                     cmd = d.send((now,))
                     continue
                 try:
-                    reply = await self._interp._carry_out(cmd, d.tool_finished)
+                    if isinstance(cmd, Perform) and type(cmd.request) in STARTED_REQUESTS:
+                        reply = await self._started().answer(cmd.request)
+                    else:
+                        reply = await self._interp._carry_out(cmd, d.tool_finished)
                 except Exception as e:
                     cmd = d.fail(e)
                 else:

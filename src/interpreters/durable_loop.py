@@ -19,6 +19,8 @@ from typing import Protocol
 import msgspec
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects.started import STARTED_REQUESTS
+from interpreters.started import InOrder
 from pipeline.chunks import Chunk, DataChunk, ModelEvent
 from pipeline.driver import Driver
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
@@ -87,6 +89,7 @@ def drive(d: Driver, steps: Steps) -> RunResult:
     events: tuple[ModelEvent, ...] = ()
     end: object = ModelEnded()
     pos = 0
+    jobs = InOrder(steps.perform)  # started requests: each one a step when started
     try:
         cmd = d.start()
         while True:
@@ -135,7 +138,7 @@ def drive(d: Driver, steps: Steps) -> RunResult:
                     cmd = d.send(tuple(outcomes))
             else:
                 try:
-                    reply = _carry_out(steps, cmd)
+                    reply = _carry_out(steps, cmd, jobs)
                 except Exception as e:
                     cmd = d.fail(e)
                 else:
@@ -151,12 +154,14 @@ def _expire(d: Driver, steps: Steps, reason: str) -> RunResult:
     return d.result
 
 
-def _carry_out(steps: Steps, cmd: LoopCommand) -> object:
+def _carry_out(steps: Steps, cmd: LoopCommand, jobs: InOrder) -> object:
     """The reply to a Sleep, a Perform or an AwaitHook."""
     if isinstance(cmd, Sleep):
         steps.sleep(cmd.seconds)
         return None
     if isinstance(cmd, Perform):
+        if type(cmd.request) in STARTED_REQUESTS:
+            return jobs.answer(cmd.request)
         return steps.perform(cmd.request)
     if isinstance(cmd, AwaitHook):
         # A hook is not a step (as a sync one is not): it runs again on recovery.

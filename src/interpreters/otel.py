@@ -56,6 +56,7 @@ from effects import (
     RunTools,
     Sleep,
 )
+from effects.started import Collect, Start
 from interpreters.observe import RunInfo, RunObserver
 from interpreters.providers.codec import put_given
 from interpreters.providers.table import ROUTES, split_model
@@ -213,6 +214,9 @@ class _RunSpans(RunObserver):
         self.ran: set[str] = set()
         self.received: dict[str, ToolResultPart] = {}
         self.judge: Span | None = None
+        self.started: dict[int, Span] = {}
+        """Judge calls started without waiting (`effects.started`), by ticket: a span
+        from the start to the collect."""
         self.retries = 0
         self.api_retries = 0
         self.cost: Cost | None = None
@@ -420,8 +424,13 @@ class _RunSpans(RunObserver):
                     kind=SpanKind.INTERNAL, attributes=attrs, start_time=_ns(at),
                 )
                 self.tools.append((span, inv))
-        elif isinstance(cmd, Perform) and isinstance(cmd.request, AskModel):
-            self.judge = self._open_chat(cmd.request.request, at, {
+        elif isinstance(cmd, Perform) and isinstance(_asked(cmd.request), AskModel):
+            asked = _asked(cmd.request)
+            assert isinstance(asked, AskModel)
+            if type(cmd.request) is Collect:  # the span opened at its start
+                self.judge = self.started.pop(cmd.request.job.ticket, None)
+                return
+            self.judge = self._open_chat(asked.request, at, {
                 "pipeline.processor.id": cmd.processor_id, "pipeline.processor.hook": cmd.hook,
             }, judge=cmd.processor_id)
         elif isinstance(cmd, Sleep):
@@ -437,10 +446,12 @@ class _RunSpans(RunObserver):
             self._end_tools(reply, None, at)
         elif t is Perform and self.judge is not None:
             span, self.judge = self.judge, None
-            if isinstance(reply, ModelAnswer) and isinstance(cmd, Perform) and isinstance(
-                cmd.request, AskModel
-            ):
-                self._judge_usage(span, cmd.request.request.model, reply, at)
+            asked = _asked(cmd.request) if isinstance(cmd, Perform) else None
+            if isinstance(cmd, Perform) and type(cmd.request) is Start and type(reply) is int:
+                self.started[reply] = span  # in flight: it ends at its collect
+                return
+            if isinstance(reply, ModelAnswer) and isinstance(asked, AskModel):
+                self._judge_usage(span, asked.request.model, reply, at)
             if self.o.content and isinstance(reply, ModelAnswer):
                 span.set_attribute("gen_ai.output.messages", _json([{
                     "role": "assistant", "parts": [{"type": "text", "content": reply.text}]}]))
@@ -537,6 +548,9 @@ class _RunSpans(RunObserver):
         if self.judge is not None:
             self.judge.end(end_time=_ns(at))
             self.judge = None
+        for started in self.started.values():  # never collected: the run dropped them
+            started.end(end_time=_ns(at))
+        self.started.clear()
         self._close_waiting()
         span = self.agent_span
         if result is None:
@@ -596,3 +610,14 @@ def _usage_details(attrs: Attrs, u: Usage) -> None:
         attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_input_tokens
     if u.cache_write_tokens:
         attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens
+
+
+def _asked(request: object) -> object:
+    """The request a `Perform` carries, or the one a started job carries out."""
+    if type(request) is Start:
+        assert isinstance(request, Start)
+        return request.request
+    if type(request) is Collect:
+        assert isinstance(request, Collect)
+        return request.job.request
+    return request

@@ -11,6 +11,7 @@ for an agent with async hooks (awaited).
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Generator, Sequence
 from typing import Literal
@@ -24,6 +25,7 @@ from effects import (
     Pull,
     RunTools,
 )
+from effects.requests import Request, declared_answer
 from interpreters.journal import (
     Answered,
     CancelledAt,
@@ -243,13 +245,22 @@ class _Feed:
             for cid in ids
         )
 
-    def answer(self) -> object:
+    def answer(self, request: object) -> object:
         if not self.answers:
             return ReplayExhausted("the journal holds no more answers to processor requests")
         entry = self.answers.popleft()
         if isinstance(entry, Raised):
             return _rebuild(entry)
-        return entry.answer if entry.answer is not None else entry.value
+        if entry.answer is not None:
+            return entry.answer
+        value = entry.value
+        want = declared_answer(type(request)) if isinstance(request, Request) else None
+        if want is not None and value is not None:
+            # Recorded as JSON: back into the type the request declares (a struct, a
+            # tuple of messages); one that does not fit is left for `ask` to report.
+            with contextlib.suppress(msgspec.ValidationError):
+                value = msgspec.convert(value, want)
+        return value
 
 
 def _write_again(
@@ -326,7 +337,7 @@ def _steps(d: Driver, feed: _Feed) -> Generator[AwaitHook, object, RunResult]:
                 reply = out = feed.tool_outcomes(cmd)
                 failure = out if isinstance(out, BaseException) else None
             elif isinstance(cmd, Perform):
-                reply = answer = feed.answer()
+                reply = answer = feed.answer(cmd.request)
                 failure = answer if isinstance(answer, BaseException) else None
             elif isinstance(cmd, AwaitHook):
                 try:

@@ -31,6 +31,7 @@ from interpreters.observe import Observer
 from interpreters.options import CancellableScope, Deps, RunOptions, check_options, keys_of
 from interpreters.providers.provider import ProviderError
 from interpreters.replay import replay_sync
+from interpreters.started import Virtual
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
 from interpreters.virtual_deadline import Deadlines, VirtualDeadline
@@ -58,6 +59,8 @@ from pipeline.model import ApiError, ModelRequest, is_retryable_status
 from pipeline.result import Output, RunResult
 
 CANCELLABLE = keys_of(CancellableScope)
+
+T = TypeVar("T")
 
 _JSON = json.JSONEncoder()
 """`json.dumps` with its defaults, without its per-call argument handling."""
@@ -111,6 +114,21 @@ class VirtualClock:
                     return True
         self.now = target
         return False
+
+    def aside(self, fn: Callable[[], T]) -> tuple[T, float]:
+        """`fn()` and the virtual time it took, with the clock put back where it was and
+        no alarm rung meanwhile: how the sync simulator runs a started job (a judge call
+        in flight) whose time passes beside the run's (`interpreters.started.Virtual`)."""
+        now, alarms = self.now, self._alarms
+        self._alarms = {}
+        try:
+            value = fn()
+        finally:
+            took = self.now - now
+            self.now = now
+            alarms.update(self._alarms)
+            self._alarms = alarms
+        return value, took
 
     def alarm(self, at: float, ring: Callable[[], bool]) -> int:
         """Call `ring` when a sleep reaches virtual time `at`; a handle to cancel it."""
@@ -649,6 +667,7 @@ class Simulator(SimulatorBase):
             run_ids=self._next_run_id,
             observers=observers,
             price=price,
+            started=lambda perform, _stop: Virtual(perform, self.clock),
         )
 
     def run(

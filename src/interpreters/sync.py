@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Generic, Unpack
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects.started import STARTED_REQUESTS
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
     check_model,
@@ -28,6 +29,7 @@ from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import Deps, RunOptions, check_options
 from interpreters.providers.provider import Provider, ProviderResolver
+from interpreters.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.cost import Pricer
@@ -62,6 +64,7 @@ class SyncInterpreter:
     `AskModel` is built in. `observers` watch each run (`interpreters.observe`: tracing,
     recording); by default the run is logged to the `pipeline` logger. `price` prices
     each model call (`interpreters.prices.genai_prices()`): the result carries its cost.
+    `started` makes a run's started jobs (`effects.started`; worker threads by default).
     """
 
     def __init__(
@@ -75,9 +78,11 @@ class SyncInterpreter:
         run_ids: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
         observers: Sequence[Observer] | None = None,
         price: Pricer | None = None,
+        started: SyncStartedFactory = Threaded,
     ) -> None:
         self._resolve = resolver(provider, resolve)
         self._handlers = Handlers.of(handlers, sync=True)
+        self._started = started
         self._clock = clock
         self._sleep = sleep
         self._run_ids = run_ids
@@ -133,6 +138,7 @@ class SyncInterpreter:
     def _drive(self, d: Driver, stop: _Stop) -> Generator[Chunk, None, RunResult]:
         """The run's I/O over its driver (`pipeline.driver`), handing out its chunks."""
         model: Iterator[ModelEvent] | None = None
+        jobs = self._started(self._perform, stop)  # started requests (effects.started)
         guarded = stop.active
         if guarded:
             stop.start()
@@ -230,13 +236,17 @@ class SyncInterpreter:
                     if stop.reason() is None:
                         cmd = d.send(None)
                 else:
-                    cmd = self._other(d, cmd, stop)
+                    cmd = self._other(d, cmd, stop, jobs)
         finally:
             if model is not None:
                 _close(model)
+            jobs.close()
             d.close()
 
-    def _other(self, d: Driver, cmd: LoopCommand, stop: _Stop) -> LoopCommand:
+    def _perform(self, request: object) -> object:
+        return perform_here(self._resolve, self._handlers, request)
+
+    def _other(self, d: Driver, cmd: LoopCommand, stop: _Stop, jobs: SyncStarted) -> LoopCommand:
         """Commands outside the streaming path; failures are thrown into the loop."""
         try:
             if isinstance(cmd, RunTools):
@@ -249,7 +259,10 @@ class SyncInterpreter:
             elif isinstance(cmd, Perform):
                 token = run_stop.set(stop) if stop.active else None
                 try:
-                    reply = perform_here(self._resolve, self._handlers, cmd.request)
+                    if type(cmd.request) in STARTED_REQUESTS:
+                        reply = jobs.answer(cmd.request)
+                    else:
+                        reply = perform_here(self._resolve, self._handlers, cmd.request)
                 finally:
                     if token is not None:
                         run_stop.reset(token)

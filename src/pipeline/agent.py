@@ -53,9 +53,13 @@ def _system_messages(
     return tuple(out)
 
 
-_INPUT_HOOKS: frozenset[HookName] = frozenset({"process_input", "process_input_step"})
+# `process_approved` runs for any processor of the agent, input or output (memory's save)
+_INPUT_HOOKS: frozenset[HookName] = frozenset(
+    {"process_input", "process_input_step", "process_approved"}
+)
 _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
-    {"process_output_stream", "process_output_step", "process_output_result"}
+    {"process_output_stream", "process_output_step", "process_output_result",
+     "process_approved"}
 )
 _ERROR_HOOKS: frozenset[HookName] = frozenset({"process_api_error"})
 

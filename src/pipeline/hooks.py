@@ -29,6 +29,7 @@ from typing import cast
 import msgspec
 
 from effects import UNCHANGED, Abort, AwaitHook, Continue, Emit, Out, Perform, Replace, Retry
+from effects.started import Collect
 from pipeline.chunks import DataChunk
 from pipeline.judge_ledger import JudgeLedger
 from pipeline.messages import MessageList
@@ -153,12 +154,12 @@ def _drive(
             except Exception as e:  # the I/O failed: let the hook handle it or fail
                 request = gen.throw(e)
             else:
-                if (
-                    b.judges is not None and answer.__class__ is ModelAnswer
-                    and isinstance(request, AskModel)
-                ):
-                    assert isinstance(answer, ModelAnswer)
-                    b.judges.add(b.processor_id, b.hook, request, answer)
+                if b.judges is not None and answer.__class__ is ModelAnswer:
+                    # a judge's answer, asked for at once or collected (a started job)
+                    asked = request.job.request if type(request) is Collect else request
+                    if isinstance(asked, AskModel):
+                        assert isinstance(answer, ModelAnswer)
+                        b.judges.add(b.processor_id, b.hook, asked, answer)
                 request = gen.send(answer)
     except StopIteration as done:  # the hook returned its result
         return done.value

@@ -49,7 +49,13 @@ from pipeline.judge_ledger import JudgeLedger
 from pipeline.loop_messages import keep_held, loop_message
 from pipeline.messages import Message, MessageList, SourcePart, ToolResultPart
 from pipeline.model_call import call_model, consume
-from pipeline.output_checks import check_output, output_result, output_step
+from pipeline.output_checks import (
+    approved,
+    approved_input,
+    check_output,
+    output_result,
+    output_step,
+)
 from pipeline.output_type import TypedOutput
 from pipeline.processor import BaseProcessor, InputArgs, RunContext, StepSettings
 from pipeline.protocol import AgentLoop, EffectRecorder, LoopCommand, RunCancelled, checked
@@ -139,6 +145,7 @@ def _start(
         data_all=plan.data_all,
         data_any=plan.data_any,
         bare_stream=not hooks.stream and not plan.stream_io,
+        h_approved=hooks.approved,
     )
     return rc, _start_state(rc, messages, states, used, judges)
 
@@ -153,6 +160,7 @@ class _Hooks(NamedTuple):
     flush: tuple[Bound, ...] = ()
     output_step: tuple[Bound, ...] = ()
     result: tuple[Bound, ...] = ()
+    approved: tuple[Bound, ...] = ()
 
 
 _NO_HOOKS = _Hooks()
@@ -185,6 +193,7 @@ def _bind_hooks(
         flush=bind(out, "flush_output_stream", slots, fns, judges),
         output_step=bind(out, "process_output_step", slots, fns, judges),
         result=bind(out, "process_output_result", slots, fns, judges),
+        approved=bind(procs, "process_approved", slots, fns, judges),
     )
 
 
@@ -225,6 +234,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
     before_result: MessageList | None = None  # the messages the result processors got
     try:
         yield from _process_input(rc, st)
+        inputs = approved_input(rc, st)
         base = base_settings(rc, st.ml.system)
         step = 0
         while step < rc.agent.max_steps:
@@ -238,6 +248,8 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         yield from output_result(rc, st)
         # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
         yield from stream_through(rc, st, [FinishChunk(st.finish_reason, st.usage)])
+        if rc.h_approved:  # every output processor approved: what memory may save
+            yield from approved(rc, st, inputs, before_result)
     except Tripped as t:
         tripwire = t.tripwire
     except Failed as f:

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from effects import Abort, Continue, Replace
+from pipeline.chunks import Finish as FinishChunk
 from pipeline.chunks import ModelFinish
 from pipeline.hooks import HookFailure, call_hook, raised, settle
-from pipeline.loop_messages import discarded, feedback
-from pipeline.messages import MessageList, ToolCallPart
+from pipeline.loop_messages import discarded, feedback, keep_held
+from pipeline.messages import Message, MessageList, ToolCallPart
 from pipeline.output_type import OutputDecodeError, TypedOutput
-from pipeline.processor import OutputResultArgs, OutputStepArgs, StepSettings
+from pipeline.processor import ApprovedArgs, OutputResultArgs, OutputStepArgs, StepSettings
 from pipeline.protocol import LoopCommand, RunCancelled
 from pipeline.response import response_text
 from pipeline.result import OutputInvalid, OutputResult
@@ -134,6 +135,43 @@ def output_result(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object,
             raise trip(b, eff)
         if isinstance(eff, Replace):
             st.ml = eff.value
+
+
+def approved_input(rc: RunConfig, st: RunState) -> tuple[Message, ...]:
+    """The run's input as the input processors approved it (after `process_input`), for
+    `process_approved`; nothing when no processor has that hook."""
+    if not rc.h_approved:
+        return ()
+    ml = st.ml
+    return tuple(m for m, s in zip(ml.messages, ml.sources, strict=True) if s == "input")
+
+
+def approved(
+    rc: RunConfig, st: RunState, inputs: tuple[Message, ...], before_result: MessageList | None
+) -> Generator[LoopCommand, object, None]:
+    """process_approved, once every output processor approved the run's answer: the new
+    messages as they leave the run (`ApprovedArgs`). A crash or a cancel while it runs
+    drops the answer from the result and the finish chunk from the stream (fail closed,
+    as in `output_result`). A cancel that lands while a save is under way may leave that
+    save done: what it saved had been approved."""
+    if st.held:  # kept in the answer before it is saved, as the result will keep them
+        keep_held(rc, st)
+    leaving = st.leaving.messages(st.ml, before_result)
+    new = inputs + tuple(
+        m for m, s in zip(leaving.messages, leaving.sources, strict=True) if s == "response"
+    )
+    for b in rc.h_approved:
+        args = ApprovedArgs(
+            messages=new, message_list=leaving, state=st.states[b.slot], context=rc.ctx
+        )
+        try:
+            apply(rc, st, b, (yield from call_hook(b, args)))
+        except (HookFailure, RunCancelled):
+            _drop_response(st)
+            # The finish chunk waits in `pending` (no command here publishes): the
+            # caller is told the run failed, not that it finished.
+            st.pending = [c for c in st.pending if type(c) is not FinishChunk]
+            raise
 
 
 def _drop_response(st: RunState) -> None:

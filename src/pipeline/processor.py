@@ -59,10 +59,13 @@ HookName = Literal[
     "process_output_step",
     "process_output_result",
     "flush_output_stream",
+    "process_approved",
 ]
 HOOKS: tuple[HookName, ...] = get_args(HookName)
-"""The six hooks of the contract, and `flush_output_stream`, the companion of
-`process_output_stream` for processors that hold chunks back (see `FlushArgs`)."""
+"""The six hooks of the contract, `flush_output_stream`, the companion of
+`process_output_stream` for processors that hold chunks back (see `FlushArgs`), and
+`process_approved`, where memory saves what every output processor approved
+(see `ApprovedArgs`)."""
 
 
 class RunContext(msgspec.Struct, Generic[Seen], frozen=True, kw_only=True):
@@ -257,6 +260,29 @@ class OutputResultArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=Tr
     context: RunContext[Seen]
 
 
+class ApprovedArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
+    """What `process_approved` gets: once, at the end of a run that finished, after every
+    output processor approved its answer (`process_output_result` and the stream hooks'
+    finish chunk included). It is not called for a run that tripped, failed or was
+    cancelled, so what it saves is only ever what was approved.
+
+    A hook of any processor of the agent (an input processor too); it may ask for I/O
+    (save to a store) and returns `Continue`. A failure of it fails the run closed: the
+    run's answer is dropped from the result, as for a crash in `process_output_result`.
+    """
+
+    messages: tuple[Message, ...]
+    """This run's new messages as approved: its input as the input processors left it
+    (`process_input`; a per-step change by `process_input_step` is a view of one model
+    call and is not here), then its responses as they leave the run (the tool results
+    as the stream processors passed them on, `process_output_result`'s changes kept).
+    Messages of source `memory`, `system` and `context` (retry feedback) are not here."""
+    message_list: MessageList
+    """The run's messages as they leave it (`result.messages`)."""
+    state: S
+    context: RunContext[Seen]
+
+
 # --- what each hook may return ----------------------------------------------------------
 
 InputEffect: TypeAlias = Continue | Replace[MessageList] | Abort
@@ -270,6 +296,7 @@ chunks or none; the later stream processors see each in order."""
 FlushEffect: TypeAlias = Continue | Replace[tuple[Chunk, ...]] | Emit[DataChunk] | Abort
 OutputStepEffect: TypeAlias = Continue | Replace[MessageList] | Abort
 OutputResultEffect: TypeAlias = Continue | Replace[MessageList] | Abort
+ApprovedEffect: TypeAlias = Continue
 
 InputResult: TypeAlias = InputEffect | Out[InputEffect, S]
 InputStepResult: TypeAlias = InputStepEffect | Out[InputStepEffect, S]
@@ -278,6 +305,7 @@ StreamResult: TypeAlias = StreamEffect | Out[StreamEffect, S]
 FlushResult: TypeAlias = FlushEffect | Out[FlushEffect, S]
 OutputStepResult: TypeAlias = OutputStepEffect | Out[OutputStepEffect, S]
 OutputResultResult: TypeAlias = OutputResultEffect | Out[OutputResultEffect, S]
+ApprovedResult: TypeAlias = ApprovedEffect | Out[ApprovedEffect, S]
 
 HookEffect: TypeAlias = (
     InputEffect
@@ -301,6 +329,7 @@ HOOK_EFFECTS: Mapping[HookName, object] = {
     "process_output_step": OutputStepEffect,
     "process_output_result": OutputResultEffect,
     "flush_output_stream": FlushEffect,
+    "process_approved": ApprovedEffect,
 }
 """Each hook's effect alias: the run-time checks below are read off these types."""
 
@@ -407,6 +436,9 @@ class StatefulProcessor(BaseProcessor[Needs], Generic[S, Needs]):
         return Continue()
 
     def flush_output_stream(self, args: FlushArgs[S, Needs]) -> HookReturn[FlushResult[S]]:
+        return Continue()
+
+    def process_approved(self, args: ApprovedArgs[S, Needs]) -> HookReturn[ApprovedResult[S]]:
         return Continue()
 
 

@@ -88,6 +88,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Some stream hook sees data chunks."""
     bare_stream: bool = False
     """No stream hook at all: the chunks the loop makes itself go out as they are."""
+    h_approved: tuple[Bound, ...] = ()
+    """process_approved hooks, of every processor (output_checks.approved)."""
 
 
 class RunState:

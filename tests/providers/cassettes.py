@@ -161,9 +161,9 @@ def load(root: Path, name: str) -> Cassette:
         return Cassette(name, (Recorded(200, sse, raw),))
     if path.suffix == ".json":
         # Body only: INDEX.md says which is an error (400, or the status a google.rpc
-        # error names) and which a success.
+        # error names) and which a success (a response says "error": null).
         error = json.loads(raw).get("error")
         code = error.get("code") if isinstance(error, dict) else None
-        status = 200 if error is None else code if isinstance(code, int) else 400
+        status = 200 if not error else code if isinstance(code, int) else 400
         return Cassette(name, (Recorded(status, (("content-type", "application/json"),), raw),))
     raise AssertionError(f"unknown traffic format: {name}")

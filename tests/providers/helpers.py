@@ -149,3 +149,26 @@ def an_text_stream(*pieces: str) -> bytes:
         {"type": "message_stop"},
     )
 
+
+
+def rs_response(status: str = "completed", **extra: object) -> dict[str, object]:
+    """An OpenAI Responses response object (7 input tokens, 3 cached; 5 out, 2 reasoning)."""
+    return {"id": "resp_1", "model": "gpt-5", "status": status, "usage": {
+        "input_tokens": 7, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 3},
+        "output_tokens_details": {"reasoning_tokens": 2}}, **extra}
+
+
+def rs_text_stream(*pieces: str, end: str = "response.completed") -> bytes:
+    """An OpenAI Responses stream of one message with one text part."""
+    return sse(
+        {"type": "response.created", "response": rs_response("in_progress", usage=None)},
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}},
+        *({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+           "content_index": 0, "delta": p} for p in pieces),
+        {"type": "response.output_item.done", "output_index": 0,
+         "item": {"type": "message", "id": "msg_1", "content": [
+             {"type": "output_text", "text": "".join(pieces)}]}},
+        {"type": end, "response": rs_response(
+            "completed" if end == "response.completed" else "incomplete")},
+    )

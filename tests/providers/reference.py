@@ -55,20 +55,25 @@ def _extras(body: dict[str, Json], known: set[str], section: str) -> dict[str, J
 # --- OpenAI Chat Completions -----------------------------------------------------------
 
 
-def _openai_user_parts(content: Json) -> tuple[Part, ...]:
+def _image(url: str) -> FilePart:
+    """An image part from a URL or a `data:` URL."""
+    if url.startswith("data:"):
+        mt, _, data = url[5:].partition(";base64,")
+        return FilePart(mt, data)
+    return FilePart("image/*", url, is_url=True)
+
+
+def _user_parts(content: Json, text: str = "text", image: str = "image_url") -> tuple[Part, ...]:
+    """A user message's content (Chat's part types by default; Responses' `input_*`)."""
     if isinstance(content, str):
         return (TextPart(content),)
     parts: list[Part] = []
     for c in content:
-        if c["type"] == "text":
+        if c["type"] == text:
             parts.append(TextPart(c["text"]))
-        elif c["type"] == "image_url":
-            url = c["image_url"]["url"]
-            if url.startswith("data:"):
-                mt, _, data = url[5:].partition(";base64,")
-                parts.append(FilePart(mt, data))
-            else:
-                parts.append(FilePart("image/*", url, is_url=True))
+        elif c["type"] == image:
+            url = c[image]
+            parts.append(_image(url if isinstance(url, str) else url["url"]))
         else:
             raise AssertionError(f"content part not modelled: {c['type']}")
     return tuple(parts)
@@ -87,7 +92,7 @@ def openai_request(body: dict[str, Json], route: str) -> ModelRequest:
             else:
                 messages.append(Message(id=mid, role="system", parts=(TextPart(m["content"]),)))
         elif role == "user":
-            messages.append(Message(id=mid, role="user", parts=_openai_user_parts(m["content"])))
+            messages.append(Message(id=mid, role="user", parts=_user_parts(m["content"])))
         elif role == "assistant":
             parts: list[Part] = []
             if m.get("content") is not None:
@@ -255,6 +260,120 @@ def normalize_anthropic(body: dict[str, Json]) -> dict[str, Json]:
     return b
 
 
+# --- OpenAI Responses ------------------------------------------------------------------
+
+RESPONSES_KEYS = {
+    "model", "input", "instructions", "tools", "tool_choice", "text", "temperature",
+    "top_p", "max_output_tokens", "stream",
+}
+
+
+def _summary_text(item: Json) -> str:
+    return "\n\n".join(s["text"] for s in item.get("summary") or ())
+
+
+def responses_request(body: dict[str, Json], route: str) -> ModelRequest:
+    system: list[SystemMessage] = []
+    if body.get("instructions"):
+        system.append(SystemMessage(body["instructions"]))
+    messages: list[Message] = []
+    names: dict[str, str] = {}
+    turn: list[Part] = []  # the assistant's items, gathered into one message
+
+    def flush(i: int) -> None:
+        if turn:
+            messages.append(Message(id=f"a{i}", role="assistant", parts=tuple(turn)))
+            turn.clear()
+
+    for i, it in enumerate(body["input"]):
+        kind = it.get("type", "message")
+        if kind == "reasoning":
+            sig = it["id"] + (f" {it['encrypted_content']}" if it.get("encrypted_content") else "")
+            turn.append(ReasoningPart(_summary_text(it), signature=sig))
+        elif kind == "function_call":
+            names[it["call_id"]] = it["name"]
+            args = json.loads(it["arguments"] or "{}")
+            turn.append(ToolCallPart(it["call_id"], it["name"], args))
+        elif kind == "function_call_output":
+            flush(i)
+            cid = it["call_id"]
+            result = ToolResultPart(cid, names.get(cid, "unknown"), it["output"])
+            messages.append(Message(id=f"m{i}", role="tool", parts=(result,)))
+        elif it["role"] == "assistant":
+            c = it["content"]
+            turn.append(TextPart(c if isinstance(c, str) else "".join(x["text"] for x in c)))
+        else:
+            flush(i)
+            role = it["role"]
+            if role in ("system", "developer"):
+                if not messages:
+                    system.append(SystemMessage(it["content"]))
+                else:
+                    messages.append(Message(id=f"m{i}", role="system",
+                                            parts=(TextPart(it["content"]),)))
+            else:
+                messages.append(Message(id=f"m{i}", role="user",
+                                        parts=_user_parts(it["content"], "input_text",
+                                                          "input_image")))
+    flush(len(body["input"]))
+    tools = tuple(
+        ToolSpec(t["name"], t.get("description") or "", t.get("parameters", {}))
+        for t in body.get("tools", ())
+    )
+    choice: ToolChoice = "auto"
+    tc = body.get("tool_choice")
+    if isinstance(tc, dict):
+        choice = ToolChoiceTool(tc["name"])
+    elif tc in ("auto", "none", "required"):
+        choice = tc
+    so = None
+    fmt = (body.get("text") or {}).get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        so = StructuredOutput(fmt["schema"], fmt.get("name", "output"), bool(fmt.get("strict")))
+    return ModelRequest(
+        model=f"{route}/{body['model']}",
+        system=tuple(system),
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        model_settings=_settings(body, "max_output_tokens"),
+        provider_options=_extras(body, RESPONSES_KEYS, route),
+        structured_output=so,
+    )
+
+
+def normalize_responses(body: dict[str, Json]) -> dict[str, Json]:
+    b: dict[str, Json] = _drop_none(json.loads(json.dumps(body)))
+    b.setdefault("stream", False)
+    items = b["input"]
+    if b.get("instructions"):
+        items.insert(0, {"role": "system", "content": b["instructions"]})
+    b.pop("instructions", None)
+    for it in items:
+        if it.get("role") == "developer":
+            it["role"] = "system"
+        if it.get("type") == "message":
+            del it["type"]
+        c = it.get("content")
+        if isinstance(c, list) and len(c) == 1 and c[0].get("type") in ("input_text",
+                                                                         "output_text"):
+            it["content"] = c[0]["text"]
+        if it.get("type") == "function_call":
+            it.pop("id", None)  # the item id: the call is named by its call_id
+            it.pop("status", None)
+            it["arguments"] = json.loads(it["arguments"] or "{}")
+        if it.get("type") == "reasoning":
+            text = _summary_text(it)
+            it["summary"] = [{"type": "summary_text", "text": text}] if text else []
+    for t in b.get("tools", ()):
+        t.pop("strict", None)  # not modelled by ToolSpec
+        if not t.get("description"):
+            t.pop("description", None)
+    if b.get("tools"):
+        b.setdefault("tool_choice", "auto")
+    return b
+
+
 # --- Google Gemini (generateContent) -----------------------------------------------------
 
 GEMINI_SETTINGS = {
@@ -274,7 +393,9 @@ def _gemini_result(response: Json) -> tuple[Json, bool]:
     return response, False
 
 
-def gemini_request(body: dict[str, Json], route: str, model: str) -> ModelRequest:
+def gemini_request(body: dict[str, Json], route: str) -> ModelRequest:
+    """A recorded request; its `model` (named in the URL, not the body) put in by the test."""
+    model = body.get("model", "m")
     system = tuple(
         SystemMessage(p["text"]) for p in (body.get("systemInstruction") or {}).get("parts", ())
     )
@@ -333,7 +454,7 @@ def gemini_request(body: dict[str, Json], route: str, model: str) -> ModelReques
             gen.pop("responseMimeType", None)
     stop = picked.get("stop")
     extra = {k: v for k, v in body.items()
-             if k not in ("contents", "systemInstruction", "tools", "toolConfig",
+             if k not in ("model", "contents", "systemInstruction", "tools", "toolConfig",
                           "generationConfig")}
     if gen:
         extra["generationConfig"] = gen

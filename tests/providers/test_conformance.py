@@ -110,6 +110,16 @@ DD = "DataDog+dd-trace-py/tests/contrib/"
 LLMA = "simonw+llm-anthropic/tests/cassettes/test_anthropic/"
 PAG = PA + "models/cassettes/test_google/"
 VG = "vercel+ai/packages/google/src/__fixtures__/"
+RS = PA + "models/cassettes/test_openai_responses/"
+VRS = "vercel+ai/packages/openai/src/responses/__fixtures__/"
+PLAN = (
+    "Plan:\n1) Determine required first-letter acrostics for lines: odd lines -> SAMIRA; even "
+    "lines -> DAWOOD (12 total lines).\n2) For each line, select a world capital whose name "
+    "begins with the required first letter.\n3) Compose each line so that the first letter of "
+    "every word spells that chosen capital (word-initial acrostic), while keeping imagery "
+    "poetic and coherent.\n4) Double-check all acrostics (line-initial and word-initial) for "
+    "accuracy.\n5) Deliver the 12-line poem."
+)
 
 CASES: dict[str, Case] = {
     # --- OpenAI Chat Completions: success ------------------------------------------------
@@ -321,6 +331,85 @@ CASES: dict[str, Case] = {
         Err(401, "authentication_error", "invalid x-api-key", retryable=False,
             request_id="req_013JyjhVcnhy8mfJkvBTqMNB"),
     )),
+    # --- OpenAI Responses: success ----------------------------------------------------------
+    RS + "test_openai_responses_model_simple_response.yaml": Case("openai-responses", (
+        Ok("stop", U(14, 8), "resp_68c2e8c147ac819491bcd667055eadbc02e845978fbbb592",
+           text="The capital of France is Paris."),
+    )),
+    RS + "test_openai_responses_model_simple_response_with_tool_call.yaml": Case(
+        "openai-responses", (
+            Ok("tool-calls", U(40, 18), "resp_04907f5d3de791830068fbaa19bb908195a91378279dba0f14",
+               calls=(Call("call_YfwRsW8sUxDKipwyhWTzOXCA", "get_capital",
+                           {"country": "PotatoLand"}),)),
+            Ok("stop", U(67, 11), text="The capital of PotatoLand is Potato City."),
+        )),
+    RS + "test_openai_responses_stream.yaml": Case("openai-responses", (
+        Ok("tool-calls", U(255, 16), "resp_67e554a155508191900ee113293c4c830794405d35281ae2",
+           calls=(Call("call_kL0PCQV7M2WMoVX8V8OtYSAL", "get_capital", {"country": "France"}),)),
+        Ok("stop", U(278, 9), "resp_67e554a21aa88191b65876ac5e5bbe0406c52f0e511c76ed",
+           text="The capital of France is Paris."),
+    )),
+    RS + "test_openai_responses_streaming_usage.yaml": Case("openai-responses", (
+        Ok("tool-calls", U(53, 469, r=448), signature_start="rs_0050471a34b36ae60068c97bac4dcc8",
+           calls=(Call("call_CWXgs68YprAjp6t0371hiPOI", "final_result", {"result": 6666}),)),
+    )),
+    RS + "test_native_output.yaml": Case("openai-responses", (
+        Ok("tool-calls", U(66, 12), calls=(
+            Call("call_tTAThu8l2S9hNky2krdwijGP", "get_user_country", {}),)),
+        Ok("stop", U(89, 16), text='{"city":"Mexico City","country":"Mexico"}'),
+    )),
+    RS + "test_openai_responses_reasoning_effort.yaml": Case("openai-responses", (
+        Ok("stop", U(88, 547, r=128), "resp_67e5393080ec81918116f16210e1395c0e395386ebcf3a62",
+           text_start="Ingredients for the dough:",
+           text_end="Enjoy your homemade Uruguayan alfajores!",
+           signature_start="rs_67e539329f808191ae793066c0ee2080"),
+    )),
+    RS + "test_openai_responses_thinking_with_tool_calls.yaml": Case("openai-responses", (
+        Ok("tool-calls", U(124, 1926, r=1792),
+           reasoning_start="**Creating a structured poem**\n\nI need to craft a 12-line poem",
+           signature_start="rs_68c42d29124881968e24c1ca8c1fc7860e8bc41441c948f6 gAAAAABoxC0_",
+           calls=(Call("call_gL7JE6GDeGGsFubqO2XGytyO", "update_plan", {"plan": PLAN}),)),
+        Ok("stop", U(2087, 124, c=2048), text_start="Softly old fountains illumine alleys\n",
+           text_end="Dusty alleys murmur, amber spices curl under starlight"),
+    )),
+    RS + "test_openai_responses_thinking_part_iter.yaml": Case("openai-responses", (
+        Ok("stop", U(13, 1680, r=1408), "resp_68c42d0fb418819dbfa579f69406b49508fbf9b1584184ff",
+           text_start="I'm not a road safety professional, but here are some generally",
+           text_end="familiarize yourself with the rules specific to your area. Stay safe!",
+           reasoning_start="**Providing street crossing instructions**\n\nThe user is asking",
+           signature_start="rs_68c42d1d0878819d8266007cd3d1402c08fbf"),
+    )),
+    "vercel+ai/packages/open-responses/src/responses/__fixtures__/lmstudio-tool-call.1.chunks.txt":
+        Case("openai-responses", (
+            Ok("tool-calls", U(182, 61, r=48, c=2),
+               "resp_cc7bfe18e2f2eca93006515c0fd19cfed16e46a93a60444a",
+               text="I'll get the current weather information for San Francisco for you.",
+               reasoning_start="The user is asking for the weather in San Francisco.",
+               signature_start="rs_3yo6zy4vu4hq6iegqwhn1",
+               calls=(Call("call_2025306790300011", "weather", {"location": "San Francisco"}),)),
+        ), check_request=False, stream=True),  # payloads only
+    VRS + "openai-reasoning-encrypted-content.1.json": Case("openai-responses", (
+        Ok("stop", U(865, 163, r=128), "resp_0f35ed53160b395301693cc957829881909359e7f80cdd20b5",
+           text="12 + 7 = 19\n19 \u00d7 3 = 57\n57 \u00d7 10 = 570\n\nFinal result: 570",
+           reasoning_start="**Reporting final result**\n\nThe tool returned 570",
+           signature_start="rs_0f35ed53160b395301693cc95817ac8190b978637daea4987e gAAAA"),
+    ), check_request=False, stream=False),  # body only
+    # --- OpenAI Responses: errors -----------------------------------------------------------
+    # The recorded client sent temperature -1, which ModelSettings refuses before any
+    # request: the response is checked, with a request this library can send.
+    RS + "test_openai_responses_model_http_error.yaml": Case("openai-responses", (
+        Err(400, "invalid_request_error", "decimal below minimum value", retryable=False,
+            code="decimal_below_min_value"),
+    ), check_request=False),
+    VRS + "openai-error.1.chunks.txt": Case("openai-responses", (
+        # An error event in a 200 stream, before any output: the quota will not come back.
+        Err(200, "insufficient_quota", "You exceeded your current quota", retryable=False,
+            code="insufficient_quota"),
+    ), check_request=False, stream=True),  # payloads only
+    VRS + "reasoning-model-temperature-error.json": Case("openai-responses", (
+        Err(400, "invalid_request_error", "'temperature' is not supported with this model",
+            retryable=False),
+    ), check_request=False, stream=False),  # body only
     # --- Google Gemini: success ------------------------------------------------------------
     PAG + "test_google_model.yaml": Case("google", (
         Ok("stop", U(9, 43, 34), "bzlXaa_EE_aHqtsPi_zw8Ao",
@@ -414,6 +503,33 @@ def codec_for(case: Case) -> tuple[str, Callable[[], Codec]]:
     return model_id, make
 
 
+@dataclass(frozen=True)
+class Wire:
+    """How the recorded requests of one wire format are read, compared and addressed."""
+
+    path: str
+    read: Callable[[dict[str, reference.Json], str], ModelRequest]
+    normalize: Callable[[dict[str, reference.Json]], dict[str, reference.Json]]
+    model_in_url: bool = False
+    """The path names the model and the call (`{model}`, `{call}`): Gemini's."""
+
+
+WIRES = {
+    "openai-chat": Wire("/v1/chat/completions", reference.openai_request,
+                        reference.normalize_openai),
+    "anthropic": Wire("/v1/messages", reference.anthropic_request,
+                      reference.normalize_anthropic),
+    "openai-responses": Wire("/v1/responses", reference.responses_request,
+                             reference.normalize_responses),
+    "gemini": Wire("/v1/models/{model}:{call}", reference.gemini_request,
+                   reference.normalize_gemini, model_in_url=True),
+}
+
+
+def _wire(case: Case) -> str:
+    return provider_config(f"{case.route}/m", base_url="http://x", api_key="k").wire
+
+
 def _request(case: Case, ex: Recorded) -> tuple[ModelRequest, bool]:
     """The request to send (the recorded one, read back) and whether to stream."""
     body = ex.request if case.check_request else None
@@ -421,13 +537,13 @@ def _request(case: Case, ex: Recorded) -> tuple[ModelRequest, bool]:
     if body is None:
         return ModelRequest(model=f"{case.route}/m", system=(),
                             messages=(user("hi", id="u1"),)), stream
-    if case.route == "google":  # the model is named in the URL
-        return reference.gemini_request(body, case.route, _gemini_model(ex)), stream
-    read = reference.anthropic_request if case.route == "anthropic" else reference.openai_request
-    return read(body, case.route), stream
+    wire = WIRES[_wire(case)]
+    if wire.model_in_url:  # Gemini names the model in its URL, not in the body
+        body = {**body, "model": _url_model(ex)}
+    return wire.read(body, case.route), stream
 
 
-def _gemini_model(ex: Recorded) -> str:
+def _url_model(ex: Recorded) -> str:
     assert ex.uri is not None
     return ex.uri.split("/models/", 1)[1].split(":", 1)[0]
 
@@ -464,7 +580,7 @@ async def _run_async(
 # --- checking ------------------------------------------------------------------------
 
 
-def _naive_text(ex: Recorded, route: str) -> str | None:
+def _naive_text(ex: Recorded, wire: str) -> str | None:
     """The text by the simplest possible reading of the raw body (an independent oracle)."""
     raw = ex.decoded_body.decode()
     if raw.lstrip().startswith("{"):
@@ -474,11 +590,15 @@ def _naive_text(ex: Recorded, route: str) -> str | None:
         if not line.startswith("data:") or line.strip() == "data: [DONE]":
             continue
         d = json.loads(line[5:])
-        if route == "google":
+        if wire == "gemini":
             for c in d.get("candidates", ()):
                 parts = (c.get("content") or {}).get("parts", ())
                 out.extend(p.get("text", "") for p in parts if not p.get("thought"))
-        elif route == "anthropic":
+        elif wire == "openai-responses":
+            kind = d.get("type")
+            out.append(d["delta"] if kind in ("response.output_text.delta",
+                                              "response.refusal.delta") else "")
+        elif wire == "anthropic":
             delta = d.get("delta") or {}
             out.append(delta.get("text", "") if delta.get("type") == "text_delta" else "")
         else:
@@ -512,7 +632,7 @@ def _check(exp: Ok | Err, ex: Recorded, case: Case, outcome: Outcome) -> None:
     if exp.text is not None:
         assert text == exp.text
     assert text.startswith(exp.text_start) and text.endswith(exp.text_end)
-    naive = _naive_text(ex, case.route)
+    naive = _naive_text(ex, _wire(case))
     if naive is not None:
         assert text == naive
     assert reasoning.startswith(exp.reasoning_start)
@@ -536,20 +656,18 @@ def _check(exp: Ok | Err, ex: Recorded, case: Case, outcome: Outcome) -> None:
 def _check_request(server: ReplayServer, case: Case, ex: Recorded, n_before: int) -> None:
     seen = server.seen[n_before]
     assert seen.method == "POST"
-    suffix = {"anthropic": "/v1/messages", "google": None}.get(case.route, "/v1/chat/completions")
-    if suffix is None:
-        model = _gemini_model(ex) if ex.uri else "m"
-        stream = case.stream
-        suffix = f"/v1/models/{model}:" + (
-            "streamGenerateContent?alt=sse" if stream else "generateContent")
-        assert seen.headers["x-goog-api-key"] == "sk-test-key"
-    assert seen.path == suffix
+    wire = WIRES[_wire(case)]
+    path = wire.path
+    if wire.model_in_url:
+        assert case.stream is not None and seen.headers["x-goog-api-key"] == "sk-test-key"
+        path = path.format(
+            model=_url_model(ex) if ex.uri and case.check_request else "m",
+            call="streamGenerateContent?alt=sse" if case.stream else "generateContent")
+    assert seen.path == path
     if not case.check_request or ex.request is None:
         return
     sent = json.loads(seen.body)
-    norm = {"anthropic": reference.normalize_anthropic,
-            "google": reference.normalize_gemini}.get(case.route, reference.normalize_openai)
-    assert norm(sent) == norm(ex.request)
+    assert wire.normalize(sent) == wire.normalize(ex.request)
 
 
 def _exchanges(name: str) -> list[tuple[int, Recorded, Ok | Err, Case]]:

@@ -250,6 +250,7 @@ def test_the_built_in_routes_name_their_otel_provider_and_price_list() -> None:
     names = {r: (row.otel_name, row.price_id) for r, row in ROUTES.items()}
     assert names == {
         "openai": ("openai", "openai"),
+        "openai-responses": ("openai", "openai"),
         "anthropic": ("anthropic", "anthropic"),
         "google": ("gcp.gemini", "google"),
         "openrouter": ("openrouter", "openrouter"),
@@ -259,4 +260,4 @@ def test_the_built_in_routes_name_their_otel_provider_and_price_list() -> None:
         "vllm": ("vllm", None),
         "openai-compatible": ("openai", None),
     }
-    assert set(WIRE_FORMATS) == {"openai-chat", "anthropic", "gemini"}
+    assert set(WIRE_FORMATS) == {"openai-chat", "anthropic", "openai-responses", "gemini"}

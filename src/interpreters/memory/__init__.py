@@ -5,6 +5,7 @@
 out (PostgreSQL with pgvector) live beside it.
 """
 
+from interpreters.memory.handlers import NoEmbedder, async_memory_handlers, memory_handlers
 from interpreters.memory.store import (
     SCHEMA_VERSION,
     AsyncMemoryStore,
@@ -31,8 +32,11 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreUnavailable",
+    "NoEmbedder",
     "RecallHit",
     "Thread",
     "ThreadOwnerMismatch",
+    "async_memory_handlers",
+    "memory_handlers",
     "working_memory_key",
 ]

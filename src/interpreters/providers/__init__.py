@@ -1,6 +1,7 @@
-"""Model providers over httpx: the OpenAI Chat Completions, Anthropic Messages and Gemini
-generateContent wire formats, streaming and not, sync (`httpx.Client`) and async
-(`httpx.AsyncClient`); Gemini embeddings as a memory `Embedder` (`GeminiEmbedder`).
+"""Model providers over httpx: the OpenAI Chat Completions, OpenAI Responses, Anthropic
+Messages and Gemini generateContent wire formats, streaming and not, sync (`httpx.Client`)
+and async (`httpx.AsyncClient`); Gemini embeddings as a memory `Embedder`
+(`GeminiEmbedder`).
 
 Start from a router id:
 
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
     from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
     from interpreters.providers.limits import Limits
     from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
+    from interpreters.providers.openai_responses import (
+        OpenAIResponsesCodec,
+        OpenAIResponsesOptions,
+    )
     from interpreters.providers.router import (
         ROUTES,
         AsyncResolver,
@@ -77,6 +82,7 @@ _HOME = {
     "unregister_route": "table", "unregister_wire_format": "table",
     "AsyncHttpProvider": "http", "Endpoint": "http", "HttpProvider": "http", "Timeouts": "http",
     "Limits": "limits", "OpenAIChatCodec": "openai_chat", "OpenAIChatOptions": "openai_chat",
+    "OpenAIResponsesCodec": "openai_responses", "OpenAIResponsesOptions": "openai_responses",
     "Secret": "secret", "SseEvent": "sse", "SseParser": "sse",
 }
 
@@ -108,6 +114,8 @@ __all__ = [
     "Limits",
     "OpenAIChatCodec",
     "OpenAIChatOptions",
+    "OpenAIResponsesCodec",
+    "OpenAIResponsesOptions",
     "ProviderConfig",
     "ProviderConfigError",
     "Resolver",

@@ -201,8 +201,8 @@ class ByteStreamDecoder:
             raise ProviderError(
                 broken_stream(
                     self._status,
-                    "the stream ended before the model finished (no [DONE], message_stop or "
-                    "finishReason)",
+                    "the stream ended before the model finished "
+                    "(no [DONE] / message_stop / response.completed / finishReason)",
                     started=self._decoder.started,
                     error_type="incomplete_stream",
                     request_id=self._request_id,

@@ -110,14 +110,39 @@ def provider_config(
         secret = Secret(key) if key else None
     except ValueError:
         raise ProviderConfigError(f"the API key from {where} is malformed") from None
+    wire, options = route.wire, route.options
+    chosen = _chosen_wire(route_name, env)
+    if chosen is not None and chosen != wire:
+        wire, options = chosen, None  # that format's defaults
     return ProviderConfig(
         model_id=model_id,
         model=name,
         route=route_name,
         endpoint=Endpoint(provider=route_name, base_url=url, api_key=secret),
-        wire=route.wire,
-        options=route.options,
+        wire=wire,
+        options=options,
     )
+
+
+def _chosen_wire(route_name: str, env: Mapping[str, str]) -> str | None:
+    """The wire format the route's `wire_env` variable names, if set; raises for a value
+    that is not one of its `wire_choices`."""
+    route = ROUTES[route_name]
+    chosen = env.get(route.wire_env) if route.wire_env else None
+    if chosen and chosen not in route.wire_choices:
+        raise ProviderConfigError(
+            f"{route.wire_env}={chosen!r} is not a wire format {route_name}/ speaks: "
+            f"use one of {', '.join(repr(w) for w in route.wire_choices)}"
+        )
+    return chosen or None
+
+
+def check_wire_env(env: Mapping[str, str] | None) -> None:
+    """Refuse, when a resolver is made, a route's wire-format variable (`OPENAI_WIRE`)
+    set to a format that route does not speak."""
+    env = os.environ if env is None else env
+    for name in ROUTES:
+        _chosen_wire(name, env)
 
 
 def _check_url(url: str) -> None:

@@ -29,6 +29,7 @@ from interpreters.providers.anthropic import MESSAGES
 from interpreters.providers.codec import WireFormat
 from interpreters.providers.gemini import GENERATE_CONTENT
 from interpreters.providers.openai_chat import CHAT_COMPLETIONS, OpenAIChatOptions
+from interpreters.providers.openai_responses import RESPONSES
 from pipeline.sanitize import MISTRAL
 
 
@@ -52,6 +53,12 @@ class Route(msgspec.Struct, frozen=True):
     price_id: str | None = None
     """Its provider id in genai-prices' table; None: its calls are not priced (a
     self-hosted server)."""
+    wire_env: str | None = None
+    """A variable that may name another of `wire_choices` for this route's ids
+    (`OPENAI_WIRE=openai-responses`); read when a provider is configured, and an error
+    when it names none of them. The other format runs with its default options."""
+    wire_choices: tuple[str, ...] = ()
+    """The wire formats `wire_env` may name (the route's own `wire` among them)."""
     key_env_fallbacks: tuple[str, ...] = ()
     """More variables that may hold the key, read in order when `key_env` is unset
     (Gemini's SDKs read `GOOGLE_API_KEY`, then `GEMINI_API_KEY`)."""
@@ -133,6 +140,14 @@ def register_route(name: str, route: Route) -> None:
         raise ValueError(f"route {name!r}: key_env_fallbacks come after a key_env")
     for var in route.key_envs:
         _check_name("key variable", var)
+    if bool(route.wire_env) != bool(route.wire_choices) or (
+        route.wire_choices and route.wire not in route.wire_choices
+    ):
+        raise ValueError(f"route {name!r}: wire_env and wire_choices go together, and the "
+                         "choices include the route's own wire format")
+    for choice in route.wire_choices:
+        if choice not in _WIRES:
+            raise ValueError(f"route {name!r}: unknown wire format {choice!r} in wire_choices")
     if route.base_url is not None:
         check_base_url(route.base_url)
     _ROUTES[name] = route
@@ -173,18 +188,23 @@ def split_model(model: str) -> tuple[str | None, str]:
 register_wire_format(CHAT_COMPLETIONS)
 register_wire_format(MESSAGES)
 register_wire_format(GENERATE_CONTENT)
+register_wire_format(RESPONSES)
 
 _CHAT = CHAT_COMPLETIONS.name
 _COMPLETION_TOKENS = OpenAIChatOptions(max_tokens_field="max_completion_tokens")
 
 for _name, _route in {
+    # OPENAI_WIRE=openai-responses makes `openai/` ids speak the Responses API.
     "openai": Route(_CHAT, "https://api.openai.com/v1", "OPENAI_API_KEY", True,
-                    "OPENAI_BASE_URL", _COMPLETION_TOKENS, "openai", "openai"),
+                    "OPENAI_BASE_URL", _COMPLETION_TOKENS, "openai", "openai",
+                    "OPENAI_WIRE", (_CHAT, RESPONSES.name)),
+    "openai-responses": Route(RESPONSES.name, "https://api.openai.com/v1", "OPENAI_API_KEY",
+                              True, "OPENAI_BASE_URL", None, "openai", "openai"),
     "anthropic": Route(MESSAGES.name, "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY",
                        True, "ANTHROPIC_BASE_URL", None, "anthropic", "anthropic"),
     "google": Route(GENERATE_CONTENT.name, "https://generativelanguage.googleapis.com/v1beta",
                     "GOOGLE_API_KEY", True, "GOOGLE_BASE_URL", None, "gcp.gemini", "google",
-                    ("GEMINI_API_KEY",)),
+                    key_env_fallbacks=("GEMINI_API_KEY",)),
     "openrouter": Route(_CHAT, "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True,
                         "OPENROUTER_BASE_URL", _COMPLETION_TOKENS, "openrouter", "openrouter"),
     "groq": Route(_CHAT, "https://api.groq.com/openai/v1", "GROQ_API_KEY", True,

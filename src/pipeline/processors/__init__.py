@@ -10,6 +10,8 @@ from __future__ import annotations
 from pipeline.processors.batch import BatchPartsProcessor
 from pipeline.processors.holdback import Held
 from pipeline.processors.language_detector import LanguageDetector, Py3LangidBackend
+from pipeline.processors.memory import MessageHistory, SemanticRecall, WorkingMemory
+from pipeline.processors.memory_summary import Summarization
 from pipeline.processors.moderation import ModerationProcessor
 from pipeline.processors.options import ProcessorConfigError
 from pipeline.processors.pii import PIIDetector
@@ -28,15 +30,19 @@ __all__ = [
     "Finding",
     "Held",
     "LanguageDetector",
+    "MessageHistory",
     "MissingDependency",
     "ModerationProcessor",
     "PIIDetector",
     "ProcessorConfigError",
     "Py3LangidBackend",
     "PromptInjectionDetector",
+    "SemanticRecall",
+    "Summarization",
     "SystemPromptScrubber",
     "TokenCounter",
     "TokenLimiterProcessor",
     "ToolCallFilter",
     "UnicodeNormalizer",
+    "WorkingMemory",
 ]

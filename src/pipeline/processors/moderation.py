@@ -10,7 +10,10 @@ tools run (`output_check="step"`, default) or the final answer once
 (`output_check="result"`). On the stream (`moderate_stream=True`, default) it holds text
 and reasoning back in windows of at most `stream_window` characters and releases each
 only once the judge passed it, so a streaming consumer never sees text before it is
-judged: the same guarantee for the consumer as for the result and the messages.
+judged: the same guarantee for the consumer as for the result and the messages. The
+judge calls are started without waiting (`effects.started`), up to `max_in_flight` at
+once, so the model keeps streaming while a window is judged, and the windows are
+released in order: a window goes out once it and every window before it passed.
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ from typing import Literal
 
 import msgspec
 
-from effects import Abort, Continue, Out, Replace
+from effects import Abort, Continue, Job, Out, Replace, collect, ready, start
 from pipeline.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
 from pipeline.messages import MessageList, Part, Role, TextPart
 from pipeline.processor import (
+    AskModel,
     FlushArgs,
     FlushResult,
     HookName,
     InputArgs,
     InputResult,
+    ModelAnswer,
     OutputResultArgs,
     OutputResultResult,
     OutputStepArgs,
@@ -93,6 +98,18 @@ class _Flag(msgspec.Struct, frozen=True):
     reason: str | None
 
 
+class _Window(msgspec.Struct, frozen=True):
+    """What waits for its turn to go out: a window of held text whose judge call started
+    (`job`), or (`job` None) a chunk with nothing to judge (whitespace, or another chunk
+    that came after text still with the judge)."""
+
+    job: Job[ModelAnswer] | None
+    chunk: Chunk
+    """What goes out once every window before it passed (its delta, for a window)."""
+    kind: BlockKind = "text"
+    piece: str = ""
+
+
 class ModerationState(msgspec.Struct, frozen=True):
     """The stream's side of a response: the text held back, not yet judged."""
 
@@ -105,9 +122,18 @@ class ModerationState(msgspec.Struct, frozen=True):
     """...and, when there was one, its text (the step check need not judge it again)."""
     retry: _Flag | None = None
     """Under `strategy="retry"`, the flag raised on the stream: the step check retries."""
+    flight: tuple[_Window, ...] = ()
+    """The windows cut and not released yet, in order: with the judge (or, whitespace
+    only, waiting for their turn)."""
+    stop: Abort | None = None
+    """A window was blocked (or its judge failed, failing closed): what passed before it
+    went out, and the run ends with this at the next hook call."""
 
 
 _FRESH = ModerationState()
+
+MAX_IN_FLIGHT = 64
+"""The most windows `max_in_flight` may let the judge hold at once."""
 
 
 class ModerationProcessor(StatefulProcessor[ModerationState]):
@@ -116,8 +142,11 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
 
     On the stream (`moderate_stream`): text is held until `stream_window` characters
     (cut at the last space in its second half) or the block's end, then judged, with
-    the last `context_window` characters already passed as context (0: none; Mastra's
-    `chunkWindow`, in characters); only what the judge passed is released.
+    the last `context_window` characters before it as context (0: none; Mastra's
+    `chunkWindow`, in characters); only what the judge passed is released. Windows are
+    judged while the model goes on streaming, up to `max_in_flight` (1 to 64) at once,
+    and released in order, each once it and every window before it passed; a blocked
+    window stops the release there.
     """
 
     def __init__(
@@ -135,6 +164,7 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         moderate_stream: bool = True,
         stream_window: int = 500,
         context_window: int = 0,
+        max_in_flight: int = 4,
         id: str = "moderation",
     ) -> None:
         o = Options("ModerationProcessor")
@@ -151,9 +181,13 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         o.optional_text("instructions", instructions)
         o.integer("stream_window", stream_window, min=1)
         o.integer("context_window", context_window, min=0)
+        o.integer("max_in_flight", max_in_flight, min=1, max=MAX_IN_FLIGHT)
         o.id(id)
         self.id = id
         self.moderate_stream = moderate_stream
+        self.starts_requests = moderate_stream
+        """It starts judge calls without waiting (`effects.started`) on the stream."""
+        self.max_in_flight = max_in_flight
         self.stream_window = stream_window
         self.context_window = context_window
         self.judge_model = judge_model
@@ -184,16 +218,26 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         """Judge `text` (after `context`, if any): a flag, None when clean, or the error
         (a string) when the judge failed or its answer is unreadable."""
         try:
-            answer = yield ask_judge(
-                self.judge_model,
-                self.instructions + CONTEXT_NOTE if context else self.instructions,
-                text,
-                context=context,
-            )
+            answer = yield self._ask(text, context)
+        except Exception as e:  # the judge call itself failed
+            return f"{type(e).__name__}: {e}"
+        return self._verdict(answer)
+
+    def _ask(self, text: str, context: str) -> AskModel:
+        return ask_judge(
+            self.judge_model,
+            self.instructions + CONTEXT_NOTE if context else self.instructions,
+            text,
+            context=context,
+        )
+
+    def _verdict(self, answer: object) -> _Flag | str | None:
+        """What the judge's answer says: a flag, None (clean), or why it is unreadable."""
+        try:
             verdict = decode_verdict(answer, ModerationVerdict)
         except JudgeError as e:
             return str(e)
-        except Exception as e:  # the judge call itself failed
+        except Exception as e:
             return f"{type(e).__name__}: {e}"
         scores: dict[str, float] = {}
         for c in self.categories:
@@ -208,9 +252,15 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
 
     def _failed(self, error: str, where: str) -> DataChunk:
         """Fail closed (abort) or, with `fail_open`, the warning to emit."""
+        got = self._failure(error, where)
+        if isinstance(got, Abort):
+            abort(got.reason, metadata=got.metadata)
+        return got
+
+    def _failure(self, error: str, where: str) -> Abort | DataChunk:
         if not self.fail_open:
-            abort(f"Moderation failed (fail closed): {error}",
-                  metadata={"processor_id": self.id, "where": where})
+            return Abort(f"Moderation failed (fail closed): {error}",
+                         metadata={"processor_id": self.id, "where": where})
         return warning(self.id, action="judge-failed", where=where, error=error)
 
     def _flagged(self, flag: _Flag, where: str, *, retry_ok: bool = False) -> DataChunk:
@@ -262,6 +312,8 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
     ) -> Generator[object, object, OutputStepResult[ModerationState]]:
         st = args.state
         where = f"step:{args.step_number}"
+        if st.stop is not None:  # blocked on the stream as the response ended
+            return Out(st.stop, _FRESH)
         if st.retry is not None:  # flagged on the stream (strategy retry): ask again
             again = self._on_flag(st.retry, where, retry_ok=True)
             if isinstance(again, Abort):
@@ -309,9 +361,14 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
     def process_output_stream(
         self, args: StreamArgs[ModerationState]
     ) -> Generator[object, object, StreamResult[ModerationState]]:
-        """Text and reasoning deltas are held and released window by window, judged; any
-        other chunk first releases (judged) what is held, so the order is kept."""
+        """Text and reasoning deltas are held, cut into windows and each window sent to
+        the judge without waiting (up to `max_in_flight` at once); at each chunk, what is
+        judged is released in order; any other chunk waits its turn behind the windows
+        before it, so the order is kept. Only `flush_output_stream` (the response's end)
+        and a full `max_in_flight` wait for the judge."""
         part, st = args.part, args.state
+        if st.stop is not None:  # a window was blocked: nothing after it goes out
+            return Out(st.stop, st)
         t = type(part)
         out: list[Chunk] = []
         notes: list[DataChunk] = []
@@ -319,74 +376,127 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
             assert isinstance(part, TextDelta | ReasoningDelta)
             kind: BlockKind = "text" if t is TextDelta else "reasoning"
             if st.held.text and (st.held.kind != kind or st.held.id != part.id):
-                st = yield from self._release(st, True, out, notes)  # the old block ended
+                st = yield from self._send(st, True, out, notes)  # the old block ended
             held = Held(kind, part.id, st.held.text + part.text)
-            st = yield from self._release(
-                msgspec.structs.replace(st, held=held), False, out, notes
-            )
+            st = yield from self._send(msgspec.structs.replace(st, held=held), False, out, notes)
+            st = yield from self._poll(st, out, notes)
             return Out(Replace(tuple(out)), st, tuple(notes))
-        if not st.held.text:
+        if not st.held.text and not st.flight:
             return Continue()
-        st = yield from self._release(st, True, out, notes)
-        out.append(part)
+        # Another chunk: it goes out after the text before it, judged; nothing waits here.
+        st = yield from self._send(st, True, out, notes)
+        if st.retry is None and st.stop is None:
+            st = msgspec.structs.replace(st, flight=(*st.flight, _Window(None, part)))
+        st = yield from self._poll(st, out, notes)
         return Out(Replace(tuple(out)), st, tuple(notes))
 
     def flush_output_stream(
         self, args: FlushArgs[ModerationState]
     ) -> Generator[object, object, FlushResult[ModerationState]]:
-        if not args.state.held.text:
+        st = args.state
+        if st.stop is not None:
+            return Out(st.stop, st)
+        if not st.held.text and not st.flight:
             return Continue()
         out: list[Chunk] = []
         notes: list[DataChunk] = []
-        st = yield from self._release(args.state, True, out, notes)
+        st = yield from self._send(st, True, out, notes)
+        st = yield from self._drain(st, out, notes)
+        # A window blocked here: what passed before it goes out now, and the step check
+        # (process_output_step) ends the run with the block (`stop`).
         return Out(Replace(tuple(out)), st, tuple(notes))
 
-    def _release(
+    def _send(
         self, st: ModerationState, final: bool, out: list[Chunk], notes: list[DataChunk]
     ) -> Generator[object, object, ModerationState]:
-        """Judge the held text window by window: all of it when the block ends (`final`),
-        else every full window; what passes goes to `out`, the rest stays held."""
+        """Cut the held text into windows, all of it when the block ends (`final`), else
+        every full window, and start judging each (waiting for the oldest window first
+        when `max_in_flight` are with the judge); the rest stays held."""
         held = st.held
-        assert held.kind is not None
+        if held.kind is None:
+            return st  # nothing held
         text = held.text
         while text and (final or len(text) >= self.stream_window):
             n = _window_end(text, self.stream_window, final)
             piece, text = text[:n], text[n:]
-            st = yield from self._judge_window(st, held.kind, held.id, piece, out, notes)
+            if st.retry is not None or st.stop is not None:
+                continue  # the response is dropped from here on
+            chunk = delta(held.kind, held.id, piece)
+            if not piece.strip():  # nothing to judge: released in its turn
+                st = msgspec.structs.replace(st, flight=(*st.flight, _Window(None, chunk)))
+                continue
+            while len(st.flight) >= self.max_in_flight:
+                st = yield from self._collect_oldest(st, out, notes)
+            if st.retry is not None or st.stop is not None:
+                continue
+            job = yield from start(self._ask(piece, st.context))
+            context = (st.context + piece)[-self.context_window:] if self.context_window else ""
+            st = msgspec.structs.replace(
+                st, flight=(*st.flight, _Window(job, chunk, held.kind, piece)), context=context
+            )
         return msgspec.structs.replace(
             st, held=Held(held.kind, held.id, text) if text else NOTHING_HELD
         )
 
-    def _judge_window(
-        self,
-        st: ModerationState,
-        kind: BlockKind,
-        block: str,
-        piece: str,
-        out: list[Chunk],
-        notes: list[DataChunk],
+    def _poll(
+        self, st: ModerationState, out: list[Chunk], notes: list[DataChunk]
     ) -> Generator[object, object, ModerationState]:
-        if st.retry is not None:
-            return st  # the response will be asked again: the rest of it is dropped
-        if piece.strip():
-            got = yield from self.moderate(piece, st.context)
-            where = f"stream:{kind}"
-            if kind == "text":
-                st = msgspec.structs.replace(
-                    st, windows=st.windows + 1, whole=piece if st.windows == 0 else None
-                )
-            if isinstance(got, str):
-                notes.append(self._failed(got, where))  # aborts unless fail_open
-            elif got is not None:
-                if self.strategy == "retry":
-                    return msgspec.structs.replace(st, retry=got)
-                notes.append(self._flagged(got, where))  # block aborts here
-                if self.strategy == "filter":
-                    return st
-        out.append(delta(kind, block, piece))
-        if self.context_window:
-            context = (st.context + piece)[-self.context_window:]
-            st = msgspec.structs.replace(st, context=context)
+        """Release, in order, the windows whose verdict is there (without waiting)."""
+        while st.flight:
+            job = st.flight[0].job
+            if job is not None and not (yield from ready(job)):
+                break
+            st = yield from self._collect_oldest(st, out, notes)
+        return st
+
+    def _drain(
+        self, st: ModerationState, out: list[Chunk], notes: list[DataChunk]
+    ) -> Generator[object, object, ModerationState]:
+        """Wait for every window with the judge, releasing them in order."""
+        while st.flight:
+            st = yield from self._collect_oldest(st, out, notes)
+        return st
+
+    def _collect_oldest(
+        self, st: ModerationState, out: list[Chunk], notes: list[DataChunk]
+    ) -> Generator[object, object, ModerationState]:
+        """The oldest window's verdict (waited for), and the window released if it passed;
+        a block or a judge failure stops the release there (`stop`): the windows after it
+        are dropped unjudged, nothing after it goes out."""
+        w, rest = st.flight[0], st.flight[1:]
+        st = msgspec.structs.replace(st, flight=rest)
+        if w.job is None:  # nothing to judge
+            if st.retry is None and st.stop is None:
+                out.append(w.chunk)
+            return st
+        try:
+            answer = yield from collect(w.job)
+        except Exception as e:  # the judge call itself failed
+            got: _Flag | str | None = f"{type(e).__name__}: {e}"
+        else:
+            got = self._verdict(answer)
+        if st.retry is not None or st.stop is not None:
+            return st  # the response is dropped from an earlier window on
+        where = f"stream:{w.kind}"
+        if w.kind == "text":
+            st = msgspec.structs.replace(
+                st, windows=st.windows + 1, whole=w.piece if st.windows == 0 else None
+            )
+        if isinstance(got, str):
+            note = self._failure(got, where)
+        elif got is not None:
+            if self.strategy == "retry":
+                return msgspec.structs.replace(st, retry=got, flight=())
+            note = self._on_flag(got, where)
+        else:
+            note = None
+        if isinstance(note, Abort):
+            return msgspec.structs.replace(st, stop=note, flight=(), held=NOTHING_HELD)
+        if note is not None:
+            notes.append(note)
+            if got is not None and not isinstance(got, str) and self.strategy == "filter":
+                return st  # the flagged window is dropped, the rest goes on
+        out.append(w.chunk)
         return st
 
 

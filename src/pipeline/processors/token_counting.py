@@ -45,6 +45,19 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
+def check_counter(o: Options, counter: object) -> TokenCounter:
+    """A processor's `counter` option: None (the default, `ApproxTokenCounter()`) or a
+    `TokenCounter`; anything else is `ProcessorConfigError`."""
+    if counter is None:
+        return ApproxTokenCounter()
+    if (  # a str or a tuple has a count() too, of another kind
+        isinstance(counter, str | bytes | bytearray | tuple | list)
+        or not isinstance(counter, TokenCounter)
+    ):
+        raise o.fail("counter", counter, "None or a counter with count(text) -> int")
+    return counter
+
+
 class ApproxTokenCounter:
     """About one token per `bytes_per_token` UTF-8 bytes, rounded up.
 

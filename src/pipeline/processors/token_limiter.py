@@ -33,14 +33,17 @@ from pipeline.processor import (
 )
 from pipeline.processors.options import Options
 from pipeline.processors.token_counting import (
-    ApproxTokenCounter,
     TokenCounter,
+    check_counter,
     count_message,
     count_system,
     longest_prefix_within,
 )
 
-__all__ = ["CountMode", "LimiterState", "OutputStrategy", "TokenLimiterProcessor", "trim_start"]
+__all__ = [
+    "CountMode", "LimiterState", "OutputStrategy", "TokenLimiterProcessor", "first_fit",
+    "trim_start",
+]
 
 OutputStrategy = Literal["truncate", "abort"]
 CountMode = Literal["cumulative", "part"]
@@ -55,6 +58,17 @@ class LimiterState(msgspec.Struct, frozen=True):
     truncated: bool = False
 
 
+def first_fit(costs: tuple[int, ...], budget: int) -> int:
+    """The smallest i such that the costs from i on sum to at most `budget`."""
+    total, first = 0, len(costs)
+    for i in range(len(costs) - 1, -1, -1):
+        total += costs[i]
+        if total > budget:
+            break
+        first = i
+    return first
+
+
 def trim_start(
     messages: tuple[Message, ...],
     costs: tuple[int, ...],
@@ -65,16 +79,11 @@ def trim_start(
     """The smallest i such that `messages[i:]` fits `budget` (by `costs`), is a
     pairing-safe cut (`cut_points`) and, with `start_with_user`, starts with a user
     message; None when no non-empty suffix qualifies."""
-    total, first_fit = 0, len(messages)
-    for i in range(len(messages) - 1, -1, -1):
-        total += costs[i]
-        if total > budget:
-            break
-        first_fit = i
-    if first_fit == 0:
+    first = first_fit(costs, budget)
+    if first == 0:
         return 0
     for c in cut_points(messages):
-        if c < first_fit:
+        if c < first:
             continue
         if c == len(messages):
             return None
@@ -113,11 +122,7 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
         o.integer("limit", limit, min=1)
         o.choice("strategy", strategy, OutputStrategy)
         o.choice("count_mode", count_mode, CountMode)
-        if counter is not None and (  # a str or a tuple has a count() too, of another kind
-            isinstance(counter, str | bytes | bytearray | tuple | list)
-            or not isinstance(counter, TokenCounter)
-        ):
-            raise o.fail("counter", counter, "None or a counter with count(text) -> int")
+        checked = check_counter(o, counter)
         for name, value in (("every_step", every_step),
                             ("count_system_messages", count_system_messages),
                             ("start_with_user", start_with_user),
@@ -129,7 +134,7 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
         self.limit = limit
         self.strategy: OutputStrategy = strategy
         self.count_mode: CountMode = count_mode
-        self.counter: TokenCounter = counter if counter is not None else ApproxTokenCounter()
+        self.counter: TokenCounter = checked
         self.every_step = every_step
         self.count_system_messages = count_system_messages
         self.start_with_user = start_with_user

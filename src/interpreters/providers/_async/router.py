@@ -10,7 +10,7 @@ import httpx
 from interpreters.providers._async.http import AsyncHttpProvider
 from interpreters.providers.exchange import Timeouts
 from interpreters.providers.limits import Limits
-from interpreters.providers.routes import Routes, provider_config
+from interpreters.providers.routes import Routes, check_wire_env, provider_config
 
 
 def resolve_async_provider(
@@ -71,6 +71,7 @@ class AsyncResolver:
             # (else every request would fail on it, one at a time)
             raise TypeError(f"client must be an httpx.AsyncClient, not {type(client).__name__}")
         self._routes = Routes(api_keys, base_urls, api_key, base_url)
+        check_wire_env(env)
         self._kw = (stream, timeouts, env)
         self._limits = limits
         self._own = client is None  # only a client it made is closed by aclose()

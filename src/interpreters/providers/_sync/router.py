@@ -12,7 +12,7 @@ import httpx
 from interpreters.providers._sync.http import HttpProvider
 from interpreters.providers.exchange import Timeouts
 from interpreters.providers.limits import Limits
-from interpreters.providers.routes import Routes, provider_config
+from interpreters.providers.routes import Routes, check_wire_env, provider_config
 
 
 def resolve_provider(
@@ -73,6 +73,7 @@ class Resolver:
             # (else every request would fail on it, one at a time)
             raise TypeError(f"client must be an httpx.Client, not {type(client).__name__}")
         self._routes = Routes(api_keys, base_urls, api_key, base_url)
+        check_wire_env(env)
         self._kw = (stream, timeouts, env)
         self._limits = limits
         self._own = client is None  # only a client it made is closed by close()

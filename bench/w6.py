@@ -1,0 +1,178 @@
+"""W6 of bench/WORKLOADS.md: a judged stream's throughput, on the simulator's virtual time.
+
+    python -m bench.w6              # N = 40,000 characters at R = 1,000 characters/s
+    python -m bench.w6 --quick      # smoke mode: N = 2,000, W = 100, L = 0.1 s
+
+The scripted model streams N characters in deltas of 5 ("word ") at R characters per
+second; `ModerationProcessor` judges them in windows of W characters, each verdict taking
+L virtual seconds. Figure: the characters per second the consumer receives (from the
+run's start to the last text delta it got) as a ratio to the same stream unguarded, on the
+sync `Simulator` and on the `AsyncSimulator` (asyncio); next to it the ratio a judge
+waited for window by window would give, (W / R) / (W / R + L), and the judge calls per
+1,000 characters (stream windows and the step check), against one call per delta for a
+judge of every chunk (Mastra's per-chunk stream processors: 1,000 / 5 = 200).
+
+The goal: a ratio of at least 0.9 when the judge keeps up, in-flight windows x W / L >= R.
+All time is virtual: the figures do not depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from typing import Any
+
+import anyio
+import msgspec
+
+from interpreters.simulator import Say, ScriptedModel, Simulator
+from interpreters.simulator_aio import AsyncSimulator
+from pipeline import Agent
+from pipeline.chunks import TextDelta
+from pipeline.model import ModelRequest
+from pipeline.processors import ModerationProcessor
+
+DELTA = "word "
+GOAL_RATIO = 0.9
+VERDICT = msgspec.json.encode({"category_scores": {"hate": 0.0}}).decode()
+
+
+class Setup(msgspec.Struct, frozen=True):
+    chars: int
+    rate: float
+    """Characters per second the model streams (R)."""
+    window: int
+    latency: float
+    """Virtual seconds per judge call (L)."""
+    in_flight: int
+    """`max_in_flight`; 0: no guard (the unguarded stream)."""
+
+    @property
+    def keeps_up(self) -> bool:
+        return self.in_flight * self.window / self.latency >= self.rate
+
+    def agent(self) -> Agent:
+        if not self.in_flight:
+            return Agent.create("m")
+        options: dict[str, Any] = {}
+        if "max_in_flight" in inspect.signature(ModerationProcessor).parameters:
+            options["max_in_flight"] = self.in_flight  # (a checkout before pipelining: none)
+        guard = ModerationProcessor("judge", categories=("hate",), stream_window=self.window,
+                                    **options)
+        return Agent.create("m", output_processors=[guard])
+
+    def script(self) -> Say:
+        return Say([DELTA] * (self.chars // len(DELTA)), chunk_latency=len(DELTA) / self.rate)
+
+
+class Judge:
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.calls = 0
+
+    def __call__(self, request: ModelRequest) -> Say:
+        self.calls += 1
+        return Say(VERDICT, latency=self.latency)
+
+
+def on_sync(s: Setup) -> tuple[float, int, int]:
+    """Virtual seconds to the last text delta, characters received, judge calls."""
+    judge = Judge(s.latency)
+    sim = Simulator(ScriptedModel([s.script()]), models={"judge": ScriptedModel(judge)},
+                    start=0.0)
+    last, got = 0.0, 0
+    with sim.stream(s.agent(), "hi") as stream:
+        for c in stream:
+            if type(c) is TextDelta:
+                last, got = sim.clock.now, got + len(c.text)
+    if stream.result.status != "finished":
+        raise AssertionError(stream.result.error)
+    return last, got, judge.calls
+
+
+def on_async(s: Setup) -> tuple[float, int, int]:
+    async def go() -> tuple[float, int, int]:
+        judge = Judge(s.latency)
+        sim = AsyncSimulator(ScriptedModel([s.script()]),
+                             models={"judge": ScriptedModel(judge)}, start=0.0)
+        last, got = 0.0, 0
+        async with sim.stream(s.agent(), "hi") as stream:
+            async for c in stream:
+                if type(c) is TextDelta:
+                    last, got = sim.clock.now, got + len(c.text)
+        if stream.result.status != "finished":
+            raise AssertionError(stream.result.error)
+        return last, got, judge.calls
+
+    return anyio.run(go)
+
+
+def setups(quick: bool) -> list[Setup]:
+    chars, window, latency = (2_000, 100, 0.1) if quick else (40_000, 500, 1.0)
+    base = Setup(chars, 1_000.0, window, latency, 0)
+    # k x W / L against R: k = 1 cannot keep up (500 < 1,000 characters/s), k = 2 just
+    # does, k = 4 with room to spare (2,000)
+    return [msgspec.structs.replace(base, in_flight=k) for k in (0, 1, 2, 4)]
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for system, measure in (("sync", on_sync), ("async", on_async)):
+        plain: float | None = None
+        for s in setups(quick):
+            print(f"[W6] {system} max_in_flight={s.in_flight}", file=sys.stderr, flush=True)
+            seconds, got, calls = measure(s)
+            if got != s.chars:
+                raise AssertionError(f"{got} characters received, expected {s.chars}")
+            row: dict[str, Any] = {
+                "system": system, "workload": "W6", "units": s.chars,
+                "max_in_flight": s.in_flight, "window": s.window, "latency_s": s.latency,
+                "rate_chars_s": s.rate, "virtual_s": seconds, "completed": got,
+                "chars_per_s": got / seconds,
+            }
+            if s.in_flight == 0:
+                plain = seconds
+            else:
+                assert plain is not None
+                per_window = s.window / s.rate
+                row |= {
+                    "ratio": plain / seconds,
+                    "ratio_window_by_window": per_window / (per_window + s.latency),
+                    "judge_calls_per_1000_chars": calls * 1000 / s.chars,
+                    "per_chunk_judge_calls_per_1000_chars": 1000 / len(DELTA),
+                    "keeps_up": s.keeps_up,
+                }
+                if s.keeps_up:
+                    row |= {"goal_ratio": GOAL_RATIO, "met": row["ratio"] >= GOAL_RATIO}
+            rows.append(row)
+    return rows
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    print("\nW6: judged stream throughput, virtual time (R characters/s, W, L per window)")
+    for r in rows:
+        head = f"  {r['system']:6} k={r['max_in_flight']}  {r['chars_per_s']:8.1f} chars/s"
+        if "ratio" not in r:
+            print(f"{head}  (unguarded)")
+            continue
+        goal = (f"  goal {r['goal_ratio']:.2f} {'met' if r['met'] else 'MISSED'}"
+                if "goal_ratio" in r else "  (judge cannot keep up)")
+        print(f"{head}  ratio {r['ratio']:.3f} (window by window "
+              f"{r['ratio_window_by_window']:.3f}); judge calls / 1,000 chars "
+              f"{r['judge_calls_per_1000_chars']:.2f} (per chunk "
+              f"{r['per_chunk_judge_calls_per_1000_chars']:.0f}){goal}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke mode: N = 2,000 characters")
+    args = ap.parse_args(argv)
+    rows = run(args.quick)
+    print_rows(rows)
+    print(json.dumps({"workload": "W6", "results": rows}))
+
+
+if __name__ == "__main__":
+    main()
