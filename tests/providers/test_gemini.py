@@ -44,7 +44,6 @@ from interpreters.providers.routes import ProviderConfigError
 from interpreters.providers.table import ROUTES
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.sync import SyncInterpreter
-from pipeline import OutputStepArgs, OutputStepResult, abort
 from pipeline.agent import Agent
 from pipeline.chunks import (
     ModelEvent,
@@ -80,6 +79,7 @@ from pipeline.tools import ToolSpec, tool
 from tests.providers.cassettes import load, traffic_dir
 from tests.providers.helpers import KEY, run_sync, sse
 from tests.providers.server import ReplayServer, Reply
+from tests.providers.test_prompt_cache import RetryOnce, lookup
 
 ROOT = traffic_dir()
 SIGNED = "pydantic+pydantic-ai/tests/models/cassettes/test_google/" \
@@ -676,22 +676,6 @@ def test_a_prompt_cache_hint_changes_nothing_on_the_wire() -> None:
     hinted = msgspec.structs.replace(
         plain, model_settings=ModelSettings(prompt_cache=PromptCache()))
     assert _body(hinted) == _body(plain)
-
-
-def lookup(q: str) -> str:
-    """Look something up."""
-    return f"found {q}"
-
-
-class RetryOnce(Processor):
-    """Discards the first answer in words."""
-
-    id = "retry-once"
-
-    def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
-        if args.retry_count == 0 and args.text:
-            abort("say it again, shorter", retry=True)
-        return Continue()
 
 
 def test_a_retry_keeps_the_cached_prefix_byte_for_byte() -> None:
