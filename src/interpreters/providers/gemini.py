@@ -394,10 +394,28 @@ class GeminiStreamDecoder(DecoderBase):
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         try:
-            frame = _response.decode(event.data)
+            r = _response.decode(event.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             raise self._bad_frame("GenerateContentResponse", e, event.data) from None
-        out = self.frame(frame, event.data)
+        cands = r.candidates
+        if self._open == "text" and cands is not None and len(cands) == 1 \
+                and r.error is None and r.prompt_feedback is None:
+            # The common frame, one more piece of the open text (W5): `frame`, inline.
+            c = cands[0]
+            content = c.content
+            parts = content.parts if content is not None else None
+            if parts is not None and len(parts) == 1 and c.finish_reason is None and not c.index:
+                p = parts[0]
+                if p.text and p.thought is None and p.thought_signature is None \
+                        and p.function_call is None:
+                    if r.usage_metadata is not None:
+                        self._usage = r.usage_metadata
+                    if r.response_id is not None:
+                        self._response_id = r.response_id
+                    if r.model_version is not None:
+                        self._model_id = r.model_version
+                    return [TextDelta(self._block, p.text)]
+        out = self.frame(r, event.data)
         if out:
             self._started = True
         return out
