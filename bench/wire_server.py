@@ -1,5 +1,5 @@
-"""W5's loopback server: streams a fixed Chat Completions, Anthropic Messages or OpenAI
-Responses SSE body, or a Bedrock Converse event stream.
+"""W5's loopback server: streams a fixed Chat Completions, Anthropic Messages, OpenAI
+Responses or Gemini SSE body, or a Bedrock Converse event stream.
 
     python -m bench.wire_server N     # prints the port it listens on (127.0.0.1), then serves
 
@@ -7,7 +7,8 @@ N text deltas per response, one write per SSE event with chunked transfer encodi
 real server streams. It runs in its own process, so its CPU never counts against the
 client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format,
 `POST .../responses` the OpenAI Responses one, `POST .../converse-stream` the Bedrock one
-(one write per event-stream frame), any other POST the Chat Completions one.
+(one write per event-stream frame), `POST ...:streamGenerateContent?alt=sse` the Gemini
+one, any other POST the Chat Completions one.
 """
 
 from __future__ import annotations
@@ -148,10 +149,31 @@ def responses_events(n: int) -> list[bytes]:
     ]
 
 
+def gemini_events(n: int) -> list[bytes]:
+    """Gemini's stream: each data frame a whole GenerateContentResponse, CRLF framed."""
+    head = {"modelVersion": "gemini-2.5-flash", "responseId": "w1peaMz6INOvnvgPgYfPiQY"}
+
+    def frame(i: int, text: str, finish: str | None = None) -> dict[str, object]:
+        cand: dict[str, object] = {"content": {"parts": [{"text": text}], "role": "model"},
+                                   "index": 0}
+        if finish is not None:
+            cand["finishReason"] = finish
+        usage = {"promptTokenCount": 17, "candidatesTokenCount": i, "totalTokenCount": 17 + i,
+                 "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 17}]}
+        return {"candidates": [cand], "usageMetadata": usage, **head}
+
+    frames = [frame(i + 1, f" word{i % 97}") for i in range(n)]
+    frames.append(frame(n, "", "STOP"))
+    return [b"data: " + json.dumps(f, separators=(",", ":")).encode() + b"\r\n\r\n"
+            for f in frames]
+
+
 FORMATS = (("openai", openai_events), ("anthropic", anthropic_events),
-           ("responses", responses_events), ("bedrock", bedrock_events))
+           ("responses", responses_events), ("bedrock", bedrock_events),
+           ("gemini", gemini_events))
 CONTENT_TYPES = {"openai": "text/event-stream", "anthropic": "text/event-stream",
-                 "responses": "text/event-stream", "bedrock": "application/vnd.amazon.eventstream"}
+                 "responses": "text/event-stream", "bedrock": "application/vnd.amazon.eventstream",
+                 "gemini": "text/event-stream"}
 
 
 def serve(n: int) -> None:
@@ -166,8 +188,9 @@ def serve(n: int) -> None:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
             last = self.path.rsplit("/", 1)[-1]
-            kind = {"messages": "anthropic", "responses": "responses",
-                    "converse-stream": "bedrock"}.get(last, "openai")
+            kind = "gemini" if ":streamGenerateContent" in last else {
+                "messages": "anthropic", "responses": "responses",
+                "converse-stream": "bedrock"}.get(last, "openai")
             self.send_response(200)
             self.send_header("content-type", CONTENT_TYPES[kind])
             self.send_header("transfer-encoding", "chunked")

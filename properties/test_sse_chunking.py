@@ -16,6 +16,7 @@ from bench.wire_server import aws_event
 from interpreters.providers.anthropic import AnthropicStreamDecoder
 from interpreters.providers.bedrock import EVENT_STREAM, ConverseStreamDecoder
 from interpreters.providers.codec import ByteStreamDecoder
+from interpreters.providers.gemini import GeminiStreamDecoder
 from interpreters.providers.openai_chat import OpenAIStreamDecoder
 from interpreters.providers.openai_responses import ResponsesStreamDecoder
 from interpreters.providers.provider import ProviderError
@@ -85,6 +86,10 @@ def _openai() -> ByteStreamDecoder:
 
 def _anthropic() -> ByteStreamDecoder:
     return ByteStreamDecoder(AnthropicStreamDecoder(), lambda e: e, status=200, request_id=None)
+
+
+def _gemini() -> ByteStreamDecoder:
+    return ByteStreamDecoder(GeminiStreamDecoder(), lambda e: e, status=200, request_id=None)
 
 
 def _responses() -> ByteStreamDecoder:
@@ -167,7 +172,8 @@ def _recorded() -> list[tuple[Decode, bytes]]:
                 out.append((
                     _bedrock if EVENT_STREAM.marker in kind
                     else _anthropic if b"message_start" in body
-                    else _responses if b'"type":"response.' in body else _openai, body))
+                    else _responses if b'"type":"response.' in body
+                    else _gemini if b'"candidates"' in body else _openai, body))
     return out
 
 

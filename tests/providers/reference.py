@@ -446,3 +446,165 @@ def normalize_bedrock(body: dict[str, Json]) -> dict[str, Json]:
     if config:
         config.setdefault("toolChoice", {"auto": {}})
     return b
+
+
+# --- Google Gemini (generateContent) -----------------------------------------------------
+
+GEMINI_SETTINGS = {
+    "maxOutputTokens": "max_tokens", "temperature": "temperature", "topP": "top_p",
+    "stopSequences": "stop", "seed": "seed",
+}
+_GEMINI_SCHEMA = ("responseSchema", "responseJsonSchema")
+
+
+def _gemini_result(response: Json) -> tuple[Json, bool]:
+    """A functionResponse's value: its `output` (or `error`), else the whole object
+    (Gemini's documented reading)."""
+    if isinstance(response, dict) and len(response) == 1:
+        (key, value), = response.items()
+        if key in ("output", "error"):
+            return value, key == "error"
+    return response, False
+
+
+def gemini_request(body: dict[str, Json], route: str) -> ModelRequest:
+    """A recorded request; its `model` (named in the URL, not the body) put in by the test."""
+    model = body.get("model", "m")
+    system = tuple(
+        SystemMessage(p["text"]) for p in (body.get("systemInstruction") or {}).get("parts", ())
+    )
+    messages: list[Message] = []
+    for i, c in enumerate(body["contents"]):
+        parts: list[Part] = []
+        results: list[Part] = []
+        for p in c["parts"]:
+            sig = p.get("thoughtSignature")
+            if p.get("thought"):
+                parts.append(ReasoningPart(p.get("text", ""), signature=sig))
+                continue
+            if sig is not None:
+                parts.append(ReasoningPart("", signature=sig))
+            if "functionCall" in p:
+                fc = p["functionCall"]
+                parts.append(ToolCallPart(fc["id"], fc["name"], fc.get("args") or {}))
+            elif "functionResponse" in p:
+                fr = p["functionResponse"]
+                value, err = _gemini_result(fr["response"])
+                results.append(ToolResultPart(fr["id"], fr["name"], value, is_error=err))
+            elif "text" in p:
+                parts.append(TextPart(p["text"]))
+            elif "inlineData" in p:
+                parts.append(FilePart(p["inlineData"]["mimeType"], p["inlineData"]["data"]))
+            elif "fileData" in p:
+                fd = p["fileData"]
+                parts.append(FilePart(fd.get("mimeType", ""), fd["fileUri"], is_url=True))
+            else:
+                raise AssertionError(f"part not modelled: {sorted(p)}")
+        if results:
+            messages.append(Message(id=f"m{i}r", role="tool", parts=tuple(results)))
+        if parts:
+            messages.append(Message(id=f"m{i}", role="assistant" if c["role"] == "model"
+                                    else "user", parts=tuple(parts)))
+    declarations = [d for t in body.get("tools", ()) for d in t.get("functionDeclarations", ())]
+    tools = tuple(
+        ToolSpec(d["name"], d.get("description", ""),
+                 d.get("parametersJsonSchema", d.get("parameters_json_schema",
+                                                     d.get("parameters", {}))))
+        for d in declarations
+    )
+    choice: ToolChoice = "auto"
+    fcc = (body.get("toolConfig") or {}).get("functionCallingConfig") or {}
+    allowed = fcc.get("allowedFunctionNames")
+    if fcc.get("mode") == "ANY":
+        choice = ToolChoiceTool(allowed[0]) if allowed and len(allowed) == 1 else "required"
+    elif fcc.get("mode") == "NONE":
+        choice = "none"
+    gen = dict(body.get("generationConfig") or {})
+    picked = {ours: gen.pop(theirs) for theirs, ours in GEMINI_SETTINGS.items() if theirs in gen}
+    so = None
+    for key in _GEMINI_SCHEMA:
+        if key in gen:
+            so = StructuredOutput(gen.pop(key))
+            gen.pop("responseMimeType", None)
+    stop = picked.get("stop")
+    extra = {k: v for k, v in body.items()
+             if k not in ("model", "contents", "systemInstruction", "tools", "toolConfig",
+                          "generationConfig")}
+    if gen:
+        extra["generationConfig"] = gen
+    return ModelRequest(
+        model=f"{route}/{model}",
+        system=system,
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        model_settings=ModelSettings(
+            temperature=picked.get("temperature"), max_tokens=picked.get("max_tokens"),
+            top_p=picked.get("top_p"), stop=None if stop is None else tuple(stop),
+            seed=picked.get("seed"),
+        ),
+        provider_options={route: extra} if extra else None,
+        structured_output=so,
+    )
+
+
+def _gemini_schema_meaning(s: Json) -> Json:
+    """What a schema says, as both forms can say it: type names in lower case, no
+    `additionalProperties` or `title` (the subset has no closed objects)."""
+    if isinstance(s, list):
+        return [_gemini_schema_meaning(x) for x in s]
+    if not isinstance(s, dict):
+        return s
+    out: dict[str, Json] = {}
+    for k, v in s.items():
+        if k in ("additionalProperties", "title"):
+            continue
+        if k == "type" and isinstance(v, str):
+            out[k] = v.lower()
+        elif k == "properties":
+            out[k] = {n: _gemini_schema_meaning(x) for n, x in v.items()}
+        else:
+            out[k] = _gemini_schema_meaning(v)
+    return out
+
+
+def normalize_gemini(body: dict[str, Json]) -> dict[str, Json]:
+    b: dict[str, Json] = json.loads(json.dumps(body))
+    si = b.get("systemInstruction")
+    if isinstance(si, dict):
+        si.pop("role", None)  # the system instruction's role is not read
+    for c in b["contents"]:
+        for p in c["parts"]:
+            fr = p.get("functionResponse")
+            if fr is not None:
+                value, err = _gemini_result(fr["response"])
+                fr["response"] = {"error" if err else "output": value}
+            fc = p.get("functionCall")
+            if fc is not None:
+                fc.setdefault("args", {})
+    names = []
+    for t in b.get("tools", ()):
+        for d in t.get("functionDeclarations", ()):
+            names.append(d["name"])
+            params = None
+            for key in ("parametersJsonSchema", "parameters_json_schema", "parameters"):
+                if key in d:
+                    params = _gemini_schema_meaning(d.pop(key))
+            if params and (params.get("properties") or params.get("type") != "object"):
+                d["parameters"] = params  # an empty object schema is no parameters
+            if not d.get("description"):
+                d.pop("description", None)
+    fcc = (b.get("toolConfig") or {}).get("functionCallingConfig")
+    if isinstance(fcc, dict):
+        if sorted(fcc.get("allowedFunctionNames") or ()) == sorted(names) and len(names) > 1:
+            fcc.pop("allowedFunctionNames")
+        if fcc == {"mode": "AUTO"}:
+            b.pop("toolConfig")
+    gen = b.get("generationConfig")
+    if isinstance(gen, dict):
+        for key in _GEMINI_SCHEMA:
+            if key in gen:
+                gen["responseSchema"] = _gemini_schema_meaning(gen.pop(key))
+        if not gen:
+            b.pop("generationConfig")
+    return b

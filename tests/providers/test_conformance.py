@@ -109,6 +109,8 @@ OPENAI_FILES = "openai+openai-python/.inline-snapshot/external/"
 PA = "pydantic+pydantic-ai/tests/"
 DD = "DataDog+dd-trace-py/tests/contrib/"
 LLMA = "simonw+llm-anthropic/tests/cassettes/test_anthropic/"
+PAG = PA + "models/cassettes/test_google/"
+VG = "vercel+ai/packages/google/src/__fixtures__/"
 RS = PA + "models/cassettes/test_openai_responses/"
 VRS = "vercel+ai/packages/openai/src/responses/__fixtures__/"
 PLAN = (
@@ -462,6 +464,72 @@ CASES: dict[str, Case] = {
     BR + "test_bedrock_streaming_error.yaml": Case("bedrock", (
         Err(400, None, "The provided model identifier is invalid.", retryable=False),
     )),
+    # --- Google Gemini: success ------------------------------------------------------------
+    PAG + "test_google_model.yaml": Case("google", (
+        Ok("stop", U(9, 43, 34), "bzlXaa_EE_aHqtsPi_zw8Ao",
+           text="Hello! How can I help you today?"),
+    ), stream=False),
+    PAG + "test_google_model_stream.yaml": Case("google", (
+        Ok("stop", U(13, 8), "w1peaMz6INOvnvgPgYfPiQY", text="The capital of France is Paris.\n"),
+    ), stream=True),
+    # Gemini 3 signs its function call: the signature comes back on that call in turn 2.
+    PAG + "test_google_streaming_tool_call_thought_signature.yaml": Case("google", (
+        Ok("tool-calls", U(29, 212, 202), "QUVVadTSNJ6_qtsPvN7J8Q0",
+           signature_start="EpwICpkIAXLI2nxlU6gs",
+           calls=(Call("call_QUVVadTSNJ6_qtsPvN7J8Q0_0", "get_country", {}),)),
+        Ok("stop", U(257, 8), "REVVabaiCdq4qtsPnZu96Qo",
+           text="The capital of Mexico is Mexico City."),
+    ), stream=True),
+    # No ids from Gemini 2.0: each call gets one made of the response id and its place.
+    PAG + "test_google_tool_output.yaml": Case("google", (
+        Ok("tool-calls", U(33, 5), "LlteaIDvD9m7nvgPz5Sb0Aw",
+           calls=(Call("call_LlteaIDvD9m7nvgPz5Sb0Aw_0", "get_user_country", {}),)),
+        Ok("tool-calls", U(47, 8), "LlteaOzCOPOdnvgPrJbnoQg",
+           calls=(Call("call_LlteaOzCOPOdnvgPrJbnoQg_0", "final_result",
+                       {"city": "Mexico City", "country": "Mexico"}),)),
+    ), stream=False),
+    PAG + "test_google_model_thinking_part_iter.yaml": Case("google", (
+        Ok("stop", U(34, 1256, 787), "beHBaJfEMIi-qtsP3769-Q8",
+           text_start="This is a great question! Safely crossing the street",
+           text_end="Always assume a driver might not see you.",
+           reasoning_start="**Clarifying User Goals**\n\nI'm currently focused",
+           signature_start="CiIB0e2Kb6Syj1a961Ef"),
+    ), stream=True),
+    PAG + "test_google_native_output.yaml": Case("google", (
+        Ok("stop", U(8, 20), "EfsgaZT5JPbXz7IPqtGJkQ8",
+           text='{\n  "city": "Mexico City",\n  "country": "Mexico"\n}'),
+    ), stream=False),
+    VG + "google-reasoning.json": Case("google", (
+        Ok("stop", U(9, 311, 282), "YH6LaZT7ENmPxN8P-r2J8Aw",
+           text='There are **3** "r"s in strawberry.\n\nHere is the breakdown: '
+                "st**r**awbe**rr**y.",
+           signature_start="EvsFCvgFAb4+9vtgYAdO"),
+    ), check_request=False, stream=False),  # body only
+    VG + "google-text.chunks.txt": Case("google", (
+        Ok("stop", U(9, 208, 185), "bH6LaZW8Fp_3nsEPqtaSwQ4",
+           text='There are **3** "r"s in strawberry.\n\nst**r**awbe**rr**y',
+           signature_start="EqsFCqgFAb4+9vvtAF5n"),
+    ), check_request=False, stream=True),  # payloads only
+    VG + "google-reasoning-gemini3.chunks.txt": Case("google", (
+        Ok("stop", U(9, 325, 302), "M3iLaY-AI7zTxN8P3Piw4Qg",
+           text='There are **3** "r"s in strawberry.\n\nSt**r**awbe**rr**y',
+           signature_start="EpAICo0IAb4+9vuku3oD"),
+    ), check_request=False, stream=True),  # payloads only
+    VG + "google-tool-call-gemini3.chunks.txt": Case("google", (
+        Ok("tool-calls", U(29, 819, 804), "QHiLaa6LBrb8vdIPoNztsAg",
+           signature_start="EpEgCo4gAb4+9vvWwdN+",
+           calls=(Call("call_QHiLaa6LBrb8vdIPoNztsAg_0", "weather",
+                       {"location": "San Francisco"}),)),
+    ), check_request=False, stream=True),  # payloads only
+    # --- Google Gemini: blocked and rejected -----------------------------------------------
+    PAG + "test_google_model_safety_settings.yaml": Case("google", (
+        Err(200, "content_blocked", "SAFETY (HARM_CATEGORY_HATE_SPEECH)", retryable=False,
+            code="SAFETY"),
+    ), stream=False),
+    VG + "google-429-retry-info.json": Case("google", (
+        Err(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota", retryable=True,
+            code="429"),
+    ), check_request=False, stream=False),  # body only
 }
 
 FILES = index_files(ROOT) if (ROOT / "INDEX.md").exists() else []
@@ -496,6 +564,8 @@ class Wire:
     path: str
     read: Callable[[dict[str, reference.Json], str], ModelRequest]
     normalize: Callable[[dict[str, reference.Json]], dict[str, reference.Json]]
+    model_in_url: bool = False
+    """The path names the model and the call (`{model}`, `{call}`): Gemini's."""
 
 
 WIRES = {
@@ -507,6 +577,8 @@ WIRES = {
                              reference.normalize_responses),
     "bedrock-converse": Wire("/v1/model/m/converse", reference.bedrock_request,
                              reference.normalize_bedrock),
+    "gemini": Wire("/v1/models/{model}:{call}", reference.gemini_request,
+                   reference.normalize_gemini, model_in_url=True),
 }
 
 
@@ -522,7 +594,15 @@ def _request(case: Case, ex: Recorded) -> tuple[ModelRequest, bool]:
     if body is None:
         return ModelRequest(model=f"{case.route}/m", system=(),
                             messages=(user("hi", id="u1"),)), stream
-    return WIRES[_wire(case)].read(body, case.route), stream
+    wire = WIRES[_wire(case)]
+    if wire.model_in_url:  # Gemini names the model in its URL, not in the body
+        body = {**body, "model": _url_model(ex)}
+    return wire.read(body, case.route), stream
+
+
+def _url_model(ex: Recorded) -> str:
+    assert ex.uri is not None
+    return ex.uri.split("/models/", 1)[1].split(":", 1)[0]
 
 
 Outcome = tuple[list[ModelEvent], ApiError | None]
@@ -564,12 +644,16 @@ def _naive_text(ex: Recorded, wire: str) -> str | None:
     raw = ex.decoded_body.decode()
     if raw.lstrip().startswith("{"):
         return None  # one JSON body: its text is checked by the expectations alone
-    out = []
+    out: list[str] = []
     for line in raw.splitlines():
         if not line.startswith("data:") or line.strip() == "data: [DONE]":
             continue
         d = json.loads(line[5:])
-        if wire == "openai-responses":
+        if wire == "gemini":
+            for c in d.get("candidates", ()):
+                parts = (c.get("content") or {}).get("parts", ())
+                out.extend(p.get("text", "") for p in parts if not p.get("thought"))
+        elif wire == "openai-responses":
             kind = d.get("type")
             out.append(d["delta"] if kind in ("response.output_text.delta",
                                               "response.refusal.delta") else "")
@@ -646,7 +730,13 @@ def _check_request(server: ReplayServer, case: Case, ex: Recorded, n_before: int
     seen = server.seen[n_before]
     assert seen.method == "POST"
     wire = WIRES[_wire(case)]
-    assert seen.path.removesuffix("-stream") == wire.path  # Bedrock: /converse-stream
+    path = wire.path
+    if wire.model_in_url:
+        assert case.stream is not None and seen.headers["x-goog-api-key"] == "sk-test-key"
+        path = path.format(
+            model=_url_model(ex) if ex.uri and case.check_request else "m",
+            call="streamGenerateContent?alt=sse" if case.stream else "generateContent")
+    assert seen.path.removesuffix("-stream") == path  # Bedrock: /converse-stream
     if not case.check_request or ex.request is None:
         return
     sent = json.loads(seen.body)

@@ -1,6 +1,7 @@
 """Model providers over httpx: the OpenAI Chat Completions, OpenAI Responses, Anthropic
-Messages and AWS Bedrock Converse wire formats, streaming and not, sync (`httpx.Client`)
-and async (`httpx.AsyncClient`).
+Messages, AWS Bedrock Converse and Gemini generateContent wire formats, streaming and not,
+sync (`httpx.Client`) and async (`httpx.AsyncClient`); Bedrock and Gemini embeddings as
+memory `Embedder`s (`BedrockEmbedder`, `GeminiEmbedder`).
 
 Start from a router id:
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
         WireRoute,
         route_options,
     )
+    from interpreters.providers.gemini import GeminiCodec, GeminiOptions
+    from interpreters.providers.gemini_embed import GeminiEmbedder
     from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
     from interpreters.providers.limits import Limits
     from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
@@ -75,6 +78,7 @@ _HOME = {
     "resolve_provider": "router",
     "AnthropicCodec": "anthropic", "AnthropicOptions": "anthropic",
     "BedrockCodec": "bedrock", "BedrockOptions": "bedrock", "BedrockEmbedder": "bedrock_embed",
+    "GeminiCodec": "gemini", "GeminiOptions": "gemini", "GeminiEmbedder": "gemini_embed",
     "ByteStreamDecoder": "codec", "Codec": "codec", "Encoded": "codec",
     "WireFormat": "codec", "WireRoute": "codec", "route_options": "codec",
     "WIRE_FORMATS": "table", "register_route": "table", "register_wire_format": "table",
@@ -109,6 +113,9 @@ __all__ = [
     "Codec",
     "Encoded",
     "Endpoint",
+    "GeminiCodec",
+    "GeminiEmbedder",
+    "GeminiOptions",
     "HttpProvider",
     "Limits",
     "OpenAIChatCodec",

@@ -24,7 +24,6 @@ from interpreters.providers.codec import (
     JsonDict,
     StreamDecoder,
     WireFormat,
-    WireRoute,
     decode_response,
     invalid_response,
     invalid_tool_args,
@@ -33,7 +32,7 @@ from interpreters.providers.codec import (
     merge_turns,
     parse_tool_args,
     put_given,
-    route_options,
+    route_codec,
     unsupported_file,
 )
 from interpreters.providers.sse import SseEvent
@@ -591,11 +590,5 @@ class AnthropicCodec(JsonCodec[AnthropicOptions]):
         )
 
 
-def _route_codec(route: WireRoute) -> AnthropicCodec:
-    # A route reads its own `provider_options` section.
-    options = route_options(route, AnthropicOptions)
-    return AnthropicCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
-
-
-MESSAGES = WireFormat("anthropic", _route_codec, AnthropicOptions)
+MESSAGES = WireFormat("anthropic", route_codec(AnthropicOptions, AnthropicCodec), AnthropicOptions)
 """The Anthropic Messages wire format, for the table of wire formats (providers/table.py)."""

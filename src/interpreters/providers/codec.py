@@ -95,7 +95,7 @@ class StreamDecoder(Protocol):
 
     @property
     def done(self) -> bool:
-        """True once the stream really completed ([DONE] / message_stop)."""
+        """True once the stream really completed ([DONE], message_stop, a finishReason)."""
         ...
 
     @property
@@ -163,6 +163,23 @@ def route_options(route: WireRoute, kind: type[RouteOptions]) -> RouteOptions:
             f"route {route.name!r} gives {type(options).__name__}, not {kind.__name__}"
         )
     return options
+
+
+Made = TypeVar("Made")
+
+
+def route_codec(
+    kind: type[RouteOptions], make: Callable[[RouteOptions], Made]
+) -> Callable[[WireRoute], Made]:
+    """A `WireFormat.codec` over options of `kind` (which have `option_sections`): the
+    route's options, or the defaults, with the route reading its own `provider_options`
+    section."""
+
+    def codec(route: WireRoute) -> Made:
+        options = route_options(route, kind)
+        return make(msgspec.structs.replace(options, option_sections=(route.name,)))
+
+    return codec
 
 
 class ByteStreamDecoder:
@@ -243,7 +260,7 @@ class ByteStreamDecoder:
                 broken_stream(
                     self._status,
                     "the stream ended before the model finished "
-                    "(no [DONE] / message_stop / response.completed)",
+                    "(no [DONE] / message_stop / response.completed / finishReason)",
                     started=self._decoder.started,
                     error_type="incomplete_stream",
                     request_id=self._request_id,

@@ -352,18 +352,22 @@ class Exchange:
         return self._scrubbed(err.error)
 
     def _scrubbed(self, e: ApiError) -> ProviderError:
-        key = self._endpoint.api_key
-        if key is not None:
-            # Every text field: a server may echo the key in any of them.
-            e = msgspec.structs.replace(
-                e,
-                message=key.scrub(e.message),
-                error_type=_opt(key, e.error_type),
-                code=_opt(key, e.code),
-                request_id=_opt(key, e.request_id),
-                body=_opt(key, e.body),
-            )
-        return ProviderError(e)
+        return scrubbed(self._endpoint.api_key, e)
+
+
+def scrubbed(key: Secret | None, e: ApiError) -> ProviderError:
+    """The error as a ProviderError, with the key replaced in every text field: a server
+    may echo it in any of them."""
+    if key is not None:
+        e = msgspec.structs.replace(
+            e,
+            message=key.scrub(e.message),
+            error_type=_opt(key, e.error_type),
+            code=_opt(key, e.code),
+            request_id=_opt(key, e.request_id),
+            body=_opt(key, e.body),
+        )
+    return ProviderError(e)
 
 
 def _opt(key: Secret, text: str | None) -> str | None:

@@ -93,19 +93,24 @@ def provider_config(
         )
     url = _with_region(url, route_name, route.region_env, route.base_url_env, env)
     _check_url(url)
-    key = api_key if api_key is not None else (env.get(route.key_env) if route.key_env else None)
+    where = "api_key="
+    key = api_key
+    if key is None:
+        for where in route.key_envs:
+            key = env.get(where)
+            if key:
+                break
     if not key:
         if route.key_required:
             raise ProviderConfigError(
-                f"no API key for {route_name}/ models: set the {route.key_env} "
-                f"environment variable or pass it in code: "
+                f"no API key for {route_name}/ models: set the "
+                f"{' or '.join(route.key_envs)} environment variable or pass it in code: "
                 f"Resolver(api_keys={{{route_name!r}: ...}})"
             )
         key = None
     try:
         secret = Secret(key) if key else None
     except ValueError:
-        where = "api_key=" if api_key is not None else route.key_env
         raise ProviderConfigError(f"the API key from {where} is malformed") from None
     wire, options = route.wire, route.options
     chosen = _chosen_wire(route_name, env)

@@ -28,6 +28,7 @@ import msgspec
 from interpreters.providers.anthropic import MESSAGES
 from interpreters.providers.bedrock import CONVERSE, sigv4_signer
 from interpreters.providers.codec import SignerFactory, WireFormat
+from interpreters.providers.gemini import GENERATE_CONTENT
 from interpreters.providers.openai_chat import CHAT_COMPLETIONS, OpenAIChatOptions
 from interpreters.providers.openai_responses import RESPONSES
 from pipeline.sanitize import MISTRAL
@@ -64,6 +65,14 @@ class Route(msgspec.Struct, frozen=True):
     signer: SignerFactory | None = None
     """Signs its requests when no key is given (AWS SigV4 from the credential chain);
     called with the base URL and the environment when a provider is configured."""
+    key_env_fallbacks: tuple[str, ...] = ()
+    """More variables that may hold the key, read in order when `key_env` is unset
+    (Gemini's SDKs read `GOOGLE_API_KEY`, then `GEMINI_API_KEY`)."""
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """Every variable that may hold the key, in the order they are read."""
+        return ((self.key_env,) if self.key_env else ()) + self.key_env_fallbacks
 
 
 _WIRES: dict[str, WireFormat] = {}
@@ -133,6 +142,10 @@ def register_route(name: str, route: Route) -> None:
                         f"{type(route.options).__name__}")
     if route.key_required and not route.key_env:
         raise ValueError(f"route {name!r}: key_required needs the key_env that holds the key")
+    if route.key_env_fallbacks and not route.key_env:
+        raise ValueError(f"route {name!r}: key_env_fallbacks come after a key_env")
+    for var in route.key_envs:
+        _check_name("key variable", var)
     if bool(route.wire_env) != bool(route.wire_choices) or (
         route.wire_choices and route.wire not in route.wire_choices
     ):
@@ -182,6 +195,7 @@ def split_model(model: str) -> tuple[str | None, str]:
 
 register_wire_format(CHAT_COMPLETIONS)
 register_wire_format(MESSAGES)
+register_wire_format(GENERATE_CONTENT)
 register_wire_format(RESPONSES)
 register_wire_format(CONVERSE)
 
@@ -197,6 +211,9 @@ for _name, _route in {
                               True, "OPENAI_BASE_URL", None, "openai", "openai"),
     "anthropic": Route(MESSAGES.name, "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY",
                        True, "ANTHROPIC_BASE_URL", None, "anthropic", "anthropic"),
+    "google": Route(GENERATE_CONTENT.name, "https://generativelanguage.googleapis.com/v1beta",
+                    "GOOGLE_API_KEY", True, "GOOGLE_BASE_URL", None, "gcp.gemini", "google",
+                    key_env_fallbacks=("GEMINI_API_KEY",)),
     "openrouter": Route(_CHAT, "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True,
                         "OPENROUTER_BASE_URL", _COMPLETION_TOKENS, "openrouter", "openrouter"),
     "groq": Route(_CHAT, "https://api.groq.com/openai/v1", "GROQ_API_KEY", True,
