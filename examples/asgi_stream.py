@@ -45,7 +45,7 @@ app works in FastAPI/Starlette by mounting it (`app.mount("/agent", chat_app(...
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 
@@ -225,20 +225,8 @@ def chat_app(
                 answers = approval_answers(msgspec.json.decode(body, type=AnsweredChat))
                 if answers:
                     resumed = resume(thread_id, answers)
-        except UnknownRun as e:
-            await _plain(send, 404, str(e).encode())
-            return
-        except RunNotSuspended as e:
-            await _plain(send, 409, str(e).encode())
-            return
-        except ApprovalError as e:
-            await _plain(send, 422, str(e).encode())
-            return
-        except TooLarge as e:
-            await _plain(send, 413, str(e).encode())
-            return
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            await _plain(send, 422, str(e).encode())
+        except (ApprovalError, TooLarge, msgspec.DecodeError, msgspec.ValidationError) as e:
+            await _plain(send, _status(e), str(e).encode())
             return
         ui_stream = path == "/api/chat"
         headers = UI_MESSAGE_STREAM_HEADERS if ui_stream else NDJSON_HEADERS
@@ -275,6 +263,17 @@ def chat_app(
             on_result(result)
 
     return app
+
+
+def _status(e: Exception) -> int:
+    """The HTTP status a refused request is answered with."""
+    if isinstance(e, TooLarge):
+        return 413
+    if isinstance(e, UnknownRun):
+        return 404  # no run waits in this chat
+    if isinstance(e, RunNotSuspended):
+        return 409  # decided already: the run went on
+    return 422  # a body that does not decode, or answers that fit no waiting call
 
 
 async def _watch_disconnect(receive: Receive, signal: CancelSignal) -> None:
@@ -342,8 +341,8 @@ def weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-refunds: list[tuple[str, int]] = []
-"""The refunds the demo's tool made (order, amount)."""
+refunds: deque[tuple[str, int]] = deque(maxlen=1000)
+"""The refunds the demo's tool made (order, amount), the last 1000."""
 
 
 def refund(order: str, amount: int) -> str:
