@@ -24,20 +24,48 @@ processor discarded for a retry arrives marked by a `data-step-discarded` part.
   `useChat` request carrying more than `max_messages` (200) messages is refused with 413.
   Raise them for your app, never drop them: an unbounded body is memory a client takes.
 
-The demo model is scripted (it echoes the prompt and calls a weather tool when asked),
-so the example runs offline; swap in a real provider's interpreter to go live. The same
+**Approval of a tool call, end to end**: a call a gate asks a person about suspends the
+run; its stream carries the AI SDK's `tool-approval-request` part (its `approvalId` the
+digest a decision is bound to) and the run waits in `approvals` (an `Approvals` store).
+The answer comes back as `useChat` sends it after `addToolApprovalResponse`: `POST
+/api/chat` with the chat's `id` and its messages, the last an assistant message whose
+tool part is in state `approval-responded` with `approval: {id, approved, reason}`. The
+run of that chat resumes and the response streams the rest: `tool-approval-response`,
+then the tool's output (approved) or `tool-output-denied` (denied, the tool not run),
+then the model's answer. A chat with no run waiting is a 404, a run decided already a
+409, an answer that fits no waiting call (or leaves one undecided) a 422; nothing runs.
+`GET /` serves a page that shows the Approve / Deny buttons.
+
+The demo model is scripted (it echoes the prompt, calls a weather tool when asked, and a
+refund tool that asks for approval above 100 when asked for a refund: "refund 250 on
+order A17"), so the example runs offline; swap in a real provider's interpreter to go live. The same
 app works in FastAPI/Starlette by mounting it (`app.mount("/agent", chat_app(...))`).
 """
 
 from __future__ import annotations
 
+import re
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 
 import anyio
 import msgspec
 
+from effects import AskApproval, Continue
 from interpreters import AsyncInterpreter, CancelSignal, Say, ScriptedModel, call
-from pipeline import Agent, ModelRequest, RunInput, RunResult
+from interpreters.approvals import Approvals, MemoryApprovalStore
+from pipeline import Agent, ModelRequest, RunInput, RunResult, ToolCallArgs, ToolCallResult
+from pipeline import processor as make_processor
+from pipeline.approval import (
+    ApprovalError,
+    Decision,
+    Resumption,
+    RunNotSuspended,
+    UnknownRun,
+    approve,
+    deny,
+)
 from pipeline.ui_stream import (
     NDJSON_HEADERS,
     UI_MESSAGE_STREAM_HEADERS,
@@ -57,6 +85,10 @@ MAX_BODY_BYTES = 1 << 20
 """A request body at most: a chat turn is a few kB, a long `useChat` history some 100 kB."""
 MAX_MESSAGES = 200
 """The messages a `useChat` request may carry at most."""
+MAX_WAITING = 1000
+"""The chats whose suspended run the app remembers at most (the oldest is forgotten)."""
+PAGE = Path(__file__).with_name("asgi_stream.html")
+"""The page `GET /` serves: a chat that shows Approve / Deny for a call that waits."""
 
 
 class TooLarge(Exception):
@@ -66,6 +98,45 @@ class TooLarge(Exception):
 class ChatRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     prompt: str
     thread_id: str | None = None
+
+
+class ApprovalAnswer(msgspec.Struct, frozen=True):
+    """A person's answer to one `tool-approval-request` (`addToolApprovalResponse`)."""
+
+    id: str
+    approved: bool
+    reason: str | None = None
+
+
+class AnsweredPart(msgspec.Struct, frozen=True, rename="camel"):
+    """A UI message part as far as an answer goes: a tool part in `approval-responded`."""
+
+    type: str
+    state: str | None = None
+    approval: ApprovalAnswer | None = None
+
+
+class AnsweredMessage(msgspec.Struct, frozen=True):
+    role: str
+    parts: tuple[AnsweredPart, ...] = ()
+
+
+class AnsweredChat(msgspec.Struct, frozen=True):
+    """The body `useChat` posts, read for the approval answers its last message carries."""
+
+    messages: tuple[AnsweredMessage, ...]
+    id: str | None = None
+
+
+def approval_answers(body: AnsweredChat) -> tuple[ApprovalAnswer, ...]:
+    """The answers of the last message when it is the assistant's with tool parts in
+    `approval-responded` (what `useChat` sends after `addToolApprovalResponse`), else ()."""
+    if not body.messages or body.messages[-1].role != "assistant":
+        return ()
+    return tuple(
+        p.approval for p in body.messages[-1].parts
+        if p.state == "approval-responded" and p.approval is not None
+    )
 
 
 class ResultLine(msgspec.Struct, frozen=True, tag="result"):
@@ -84,11 +155,41 @@ def chat_app(
     on_result: Callable[[RunResult], object] | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     max_messages: int = MAX_MESSAGES,
+    approvals: Approvals | None = None,
+    max_waiting: int = MAX_WAITING,
 ) -> ASGIApp:
-    """An ASGI app serving `POST /chat` (NDJSON) and `POST /api/chat` (`useChat`)."""
-    for name, cap in (("max_body_bytes", max_body_bytes), ("max_messages", max_messages)):
+    """An ASGI app serving `POST /chat` (NDJSON), `POST /api/chat` (`useChat`, with
+    approvals kept in `approvals`, in memory by default) and `GET /` (a page)."""
+    caps = (("max_body_bytes", max_body_bytes), ("max_messages", max_messages),
+            ("max_waiting", max_waiting))
+    for name, cap in caps:
         if type(cap) is not int or cap < 1:
             raise ValueError(f"{name} must be an int >= 1, got {cap!r}")
+    kept = approvals if approvals is not None else Approvals(MemoryApprovalStore())
+    waiting: OrderedDict[str, str] = OrderedDict()  # chat id -> its suspended run's id
+
+    def resume(chat_id: str | None, answers: tuple[ApprovalAnswer, ...]) -> Resumption:
+        """The resumption of the chat's waiting run with `answers` (an `ApprovalError`
+        when it cannot be: nothing is taken then)."""
+        run_id = waiting.get(chat_id) if chat_id is not None else None
+        if run_id is None:
+            raise UnknownRun(f"no run waits for approval in chat {chat_id!r}")
+        pending = {p.digest: p for p in kept.waiting(run_id).pending}
+        decisions: list[Decision] = []
+        for a in answers:
+            p = pending.get(a.id)
+            if p is None:
+                raise ApprovalError(f"no call waits for approval {a.id!r} in chat {chat_id!r}")
+            decisions.append(approve(p) if a.approved else deny(p, a.reason or "denied"))
+        return kept.take(agent, run_id, decisions)
+
+    def keep(chat_id: str | None, result: RunResult) -> None:
+        kept.keep(result)
+        if result.suspension is not None and chat_id is not None:
+            waiting[chat_id] = result.suspension.run_id
+            waiting.move_to_end(chat_id)
+            while len(waiting) > max_waiting:
+                waiting.popitem(last=False)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -97,6 +198,9 @@ def chat_app(
         if scope["type"] != "http":
             return
         path = scope.get("path")
+        if path == "/" and scope.get("method") == "GET":
+            await _page(send)
+            return
         if path not in ("/chat", "/api/chat"):
             await _plain(send, 404, b"not found")
             return
@@ -105,6 +209,7 @@ def chat_app(
             return
         run_input: RunInput
         thread_id: str | None
+        resumed: Resumption | None = None
         try:
             body = await _body(scope, receive, max_body_bytes)
             if path == "/chat":
@@ -117,11 +222,11 @@ def chat_app(
                         f"{len(ui.messages)} messages, over the cap of {max_messages}"
                     )
                 run_input, thread_id = ui_chat_messages(ui), ui.id
-        except TooLarge as e:
-            await _plain(send, 413, str(e).encode())
-            return
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            await _plain(send, 422, str(e).encode())
+                answers = approval_answers(msgspec.json.decode(body, type=AnsweredChat))
+                if answers:
+                    resumed = resume(thread_id, answers)
+        except (ApprovalError, TooLarge, msgspec.DecodeError, msgspec.ValidationError) as e:
+            await _plain(send, _status(e), str(e).encode())
             return
         ui_stream = path == "/api/chat"
         headers = UI_MESSAGE_STREAM_HEADERS if ui_stream else NDJSON_HEADERS
@@ -129,9 +234,15 @@ def chat_app(
         signal = CancelSignal()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, signal)
-            stream = interpreter.stream(
-                agent, run_input, thread_id=thread_id, signal=signal, timeout=timeout
-            )
+            if resumed is not None:  # the chat's history is the suspended run's
+                stream = interpreter.stream(
+                    agent, (), resume=resumed, thread_id=thread_id, signal=signal,
+                    timeout=timeout,
+                )
+            else:
+                stream = interpreter.stream(
+                    agent, run_input, thread_id=thread_id, signal=signal, timeout=timeout
+                )
             async with stream:
                 frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
                 async for frame in frames:  # ends promptly once the signal is aborted
@@ -147,10 +258,22 @@ def chat_app(
                     )) + b"\n"
                 await send({"type": "http.response.body", "body": last, "more_body": False})
             tg.cancel_scope.cancel()  # stop watching: the response is over
+        keep(thread_id, result)
         if on_result is not None:
             on_result(result)
 
     return app
+
+
+def _status(e: Exception) -> int:
+    """The HTTP status a refused request is answered with."""
+    if isinstance(e, TooLarge):
+        return 413
+    if isinstance(e, UnknownRun):
+        return 404  # no run waits in this chat
+    if isinstance(e, RunNotSuspended):
+        return 409  # decided already: the run went on
+    return 422  # a body that does not decode, or answers that fit no waiting call
 
 
 async def _watch_disconnect(receive: Receive, signal: CancelSignal) -> None:
@@ -191,6 +314,15 @@ async def _plain(send: Send, status: int, text: bytes) -> None:
     await send({"type": "http.response.body", "body": text, "more_body": False})
 
 
+async def _page(send: Send) -> None:
+    await send({
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-type", b"text/html; charset=utf-8")],
+    })
+    await send({"type": "http.response.body", "body": PAGE.read_bytes(), "more_body": False})
+
+
 async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
@@ -209,11 +341,37 @@ def weather(city: str) -> str:
     return f"sunny in {city}"
 
 
+refunds: deque[tuple[str, int]] = deque(maxlen=1000)
+"""The refunds the demo's tool made (order, amount), the last 1000."""
+
+
+def refund(order: str, amount: int) -> str:
+    """Refund an amount on an order."""
+    refunds.append((order, amount))
+    return f"refunded {amount} on {order}"
+
+
+def ask_above_100(args: ToolCallArgs[None]) -> ToolCallResult[None]:
+    """A person approves a refund above 100."""
+    amount = args.args.get("amount")
+    if args.call.tool_name == "refund" and isinstance(amount, int) and amount > 100:
+        return AskApproval(f"refund {amount} on {args.args.get('order')}?")
+    return Continue()
+
+
 def demo_script(request: ModelRequest) -> Say:
-    """Echo the prompt word by word; look up the weather first when asked about it."""
+    """Echo the prompt word by word; look up the weather first when asked about it, and
+    make a refund when asked for one ("refund 250 on order A17")."""
     prompt = next((m.text for m in request.messages if m.role == "user"), "")
-    answered = any(m.role == "tool" for m in request.messages)
-    if "weather" in prompt.lower() and not answered:
+    tool_messages = [m for m in request.messages if m.role == "tool"]
+    asked = re.search(r"refund (\d+) on order (\w+)", prompt.lower())
+    if asked and not tool_messages:
+        order, amount = asked.group(2).upper(), int(asked.group(1))
+        return Say("Let me see. ", calls=[call("refund", order=order, amount=amount)])
+    if asked:
+        [done] = [p for p in tool_messages[-1].tool_results()]
+        return Say(f"Not refunded: {done.result}" if done.is_error else "Done.")
+    if "weather" in prompt.lower() and not tool_messages:
         return Say("Let me check. ", calls=[call("weather", city="Paris")])
     words = prompt.split() or ["..."]
     return Say([f"{w} " for w in words] + ["(echo)"], chunk_latency=0.05)
@@ -227,7 +385,9 @@ def demo_app(
 ) -> ASGIApp:
     """The demo endpoint; `real_latency` paces the scripted model with real sleeps."""
     model = ScriptedModel(demo_script, async_sleep=anyio.sleep if real_latency else None)
-    agent = Agent.create("demo/echo", instructions="Echo the user.", tools=[weather])
+    gate = make_processor("approve-refunds", process_tool_call=ask_above_100)
+    agent = Agent.create("demo/echo", instructions="Echo the user.", tools=[weather, refund],
+                         input_processors=[gate])
     return chat_app(agent, AsyncInterpreter(model), timeout=timeout, on_result=on_result)
 
 

@@ -1,0 +1,186 @@
+"""Approving a tool call over the UI message stream of examples/asgi_stream.py, against
+the app served by a real ASGI server (uvicorn) on loopback: the request part, the
+decision `useChat` posts, and the rest of the run streamed as the answer."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import msgspec
+import pytest
+
+from examples.asgi_stream import ASGIApp, demo_app, refunds
+
+WAIT = 20.0
+"""Seconds the server may take to start, stop, or answer."""
+
+Event = dict[str, object]
+
+
+@pytest.fixture
+def server() -> Iterator[httpx.Client]:
+    """The demo app under uvicorn on 127.0.0.1 (a port of its own), and a client."""
+    uvicorn = pytest.importorskip("uvicorn")
+    app: ASGIApp = demo_app()
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    started = threading.Event()
+    for _ in range(int(WAIT / 0.05)):
+        if srv.started:
+            started.set()
+            break
+        started.wait(0.05)
+    assert started.is_set(), "uvicorn did not start"
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as client:
+            yield client
+    finally:
+        srv.should_exit = True
+        thread.join(WAIT)
+        listening.close()
+
+
+def _events(r: httpx.Response) -> list[Event]:
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    frames = r.text.split("\n\n")
+    assert frames[-2:] == ["data: [DONE]", ""]
+    out: list[Event] = []
+    for frame in frames[:-2]:
+        event = msgspec.json.decode(frame.removeprefix("data: "))
+        assert isinstance(event, dict)
+        out.append(event)
+    return out
+
+
+def _user(chat: str, text: str) -> dict[str, object]:
+    return {"id": chat, "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}]}
+
+
+def _answer(
+    chat: str, text: str, request: Event, approved: bool, reason: str | None = None
+) -> dict[str, object]:
+    """What `useChat` posts after `addToolApprovalResponse`: the history, the last message
+    the assistant's with its tool part in state `approval-responded`."""
+    approval: dict[str, object] = {"id": request["approvalId"], "approved": approved}
+    if reason is not None:
+        approval["reason"] = reason
+    body = _user(chat, text)
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    messages.append({"id": "a1", "role": "assistant", "parts": [
+        {"type": "text", "text": "Let me see. "},
+        {"type": "tool-refund", "toolCallId": request["toolCallId"],
+         "state": "approval-responded", "input": {}, "approval": approval},
+    ]})
+    return body
+
+
+def _ask(client: httpx.Client, chat: str, text: str) -> tuple[list[Event], Event]:
+    evs = _events(client.post("/api/chat", json=_user(chat, text)))
+    [request] = [e for e in evs if e["type"] == "tool-approval-request"]
+    return evs, request
+
+
+def _kinds(evs: list[Event]) -> list[object]:
+    return [e["type"] for e in evs]
+
+
+def test_a_call_needing_approval_streams_the_request_and_waits(server: httpx.Client) -> None:
+    before = len(refunds)
+    evs, request = _ask(server, "chat-wait", "refund 250 on order W1")
+    [call] = [e for e in evs if e["type"] == "tool-input-available"]
+    assert call["toolName"] == "refund" and call["input"] == {"order": "W1", "amount": 250}
+    assert request["toolCallId"] == call["toolCallId"]
+    assert isinstance(request["approvalId"], str) and len(request["approvalId"]) == 64
+    kinds = _kinds(evs)
+    assert "tool-output-available" not in kinds and "tool-output-error" not in kinds
+    assert "error" not in kinds and kinds[-1] == "finish"
+    assert len(refunds) == before  # nothing ran while it waits
+
+
+def test_approving_streams_the_response_then_the_tool_output(server: httpx.Client) -> None:
+    text = "refund 250 on order A17"
+    _, request = _ask(server, "chat-approve", text)
+    evs = _events(server.post("/api/chat", json=_answer("chat-approve", text, request, True)))
+    kinds = _kinds(evs)
+    response = evs[kinds.index("tool-approval-response")]
+    assert response == {"type": "tool-approval-response", "approvalId": request["approvalId"],
+                        "approved": True}
+    [output] = [e for e in evs if e["type"] == "tool-output-available"]
+    assert output["toolCallId"] == request["toolCallId"]
+    assert output["output"] == "refunded 250 on A17"
+    assert kinds.index("tool-approval-response") < kinds.index("tool-output-available")
+    said = "".join(str(e["delta"]) for e in evs if e["type"] == "text-delta")
+    assert said == "Done."
+    assert refunds.count(("A17", 250)) == 1
+
+
+def test_denying_streams_the_denial_and_runs_no_tool(server: httpx.Client) -> None:
+    before = len(refunds)
+    text = "refund 900 on order D5"
+    _, request = _ask(server, "chat-deny", text)
+    body = _answer("chat-deny", text, request, False, "over the limit")
+    evs = _events(server.post("/api/chat", json=body))
+    kinds = _kinds(evs)
+    response = evs[kinds.index("tool-approval-response")]
+    assert response["approved"] is False and response["reason"] == "over the limit"
+    assert {"type": "tool-output-denied", "toolCallId": request["toolCallId"]} in evs
+    assert "tool-output-available" not in kinds
+    said = "".join(str(e["delta"]) for e in evs if e["type"] == "text-delta")
+    assert "over the limit" in said  # the model read the reason
+    assert len(refunds) == before
+
+
+def test_a_second_decision_for_the_same_call_is_refused(server: httpx.Client) -> None:
+    text = "refund 300 on order T2"
+    _, request = _ask(server, "chat-twice", text)
+    first = server.post("/api/chat", json=_answer("chat-twice", text, request, True))
+    assert first.status_code == 200
+    for approved in (True, False):
+        again = server.post("/api/chat", json=_answer("chat-twice", text, request, approved))
+        assert again.status_code == 409
+        assert "resumed already" in again.text
+    assert refunds.count(("T2", 300)) == 1
+
+
+def test_a_decision_for_an_unknown_run_is_a_404(server: httpx.Client) -> None:
+    fake: Event = {"approvalId": "0" * 64, "toolCallId": "call_0_0"}
+    r = server.post("/api/chat", json=_answer("chat-never", "refund 250 on order X", fake, True))
+    assert r.status_code == 404
+    assert "chat-never" in r.text
+
+
+def test_an_answer_that_fits_no_waiting_call_is_a_422_and_the_run_still_waits(
+    server: httpx.Client,
+) -> None:
+    text = "refund 400 on order F3"
+    _, request = _ask(server, "chat-other", text)
+    wrong = {**request, "approvalId": "f" * 64}
+    r = server.post("/api/chat", json=_answer("chat-other", text, wrong, True))
+    assert r.status_code == 422 and "f" * 64 in r.text
+    ok = _events(server.post("/api/chat", json=_answer("chat-other", text, request, True)))
+    assert any(e["type"] == "tool-output-available" for e in ok)
+    assert refunds.count(("F3", 400)) == 1
+
+
+def test_a_refund_under_the_limit_needs_no_approval(server: httpx.Client) -> None:
+    evs = _events(server.post("/api/chat", json=_user("chat-small", "refund 40 on order S1")))
+    kinds = _kinds(evs)
+    assert "tool-approval-request" not in kinds
+    assert any(e.get("output") == "refunded 40 on S1" for e in evs)
+
+
+def test_the_page_shows_approve_and_deny_for_a_waiting_call(server: httpx.Client) -> None:
+    r = server.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    for needed in ("tool-approval-request", "approval-responded", "Approve", "Deny"):
+        assert needed in r.text
