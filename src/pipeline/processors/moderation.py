@@ -147,6 +147,10 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
     judged while the model goes on streaming, up to `max_in_flight` (1 to 64) at once,
     and released in order, each once it and every window before it passed; a blocked
     window stops the release there.
+
+    `concurrent=True`: as an input processor, its check runs beside the first model call
+    (the model's output held, and no tool run, until it passed; a flag cancels the call);
+    not with strategy "filter", which would change what the model already has.
     """
 
     def __init__(
@@ -165,6 +169,7 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         stream_window: int = 500,
         context_window: int = 0,
         max_in_flight: int = 4,
+        concurrent: bool = False,
         id: str = "moderation",
     ) -> None:
         o = Options("ModerationProcessor")
@@ -176,14 +181,19 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         o.choice("output_check", output_check, OutputCheck)
         roles = o.choices("roles", roles, Role, empty=False)
         for name, value in (("last_message_only", last_message_only), ("fail_open", fail_open),
-                            ("moderate_stream", moderate_stream)):
+                            ("moderate_stream", moderate_stream), ("concurrent", concurrent)):
             o.flag(name, value)
         o.optional_text("instructions", instructions)
         o.integer("stream_window", stream_window, min=1)
         o.integer("context_window", context_window, min=0)
         o.integer("max_in_flight", max_in_flight, min=1, max=MAX_IN_FLIGHT)
         o.id(id)
+        if concurrent and strategy == "filter":
+            raise o.fail("concurrent", concurrent, "False with strategy 'filter' (a guard that "
+                   "races the model can only pass or abort, not drop what the model has)")
         self.id = id
+        self.concurrent = concurrent
+        """Its input check runs beside the first model call (`pipeline.input_race`)."""
         self.moderate_stream = moderate_stream
         self.starts_requests = moderate_stream
         """It starts judge calls without waiting (`effects.started`) on the stream."""
