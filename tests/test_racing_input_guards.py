@@ -22,7 +22,12 @@ from pipeline import Agent
 from pipeline.chunks import Chunk, TextDelta, ToolCall
 from pipeline.model import ModelRequest
 from pipeline.processor import AskModel, InputArgs, InputResult, ModelAnswer, processor
-from pipeline.processors import ModerationProcessor, ProcessorConfigError
+from pipeline.processors import (
+    ModerationProcessor,
+    PIIDetector,
+    ProcessorConfigError,
+    PromptInjectionDetector,
+)
 from pipeline.result import RunResult
 from pipeline.tools import tool
 
@@ -273,3 +278,40 @@ def test_the_option_is_checked_when_built() -> None:
         ModerationProcessor("judge", concurrent=True, strategy="filter")
     with pytest.raises(TypeError, match="concurrent"):
         processor("p", concurrent=1, process_input=ask_judge)  # type: ignore[call-overload]
+
+
+# --- the other judge-using built-ins -----------------------------------------------------------
+
+
+def test_the_injection_and_pii_judges_race_when_asked() -> None:
+    clean_injection = msgspec.json.encode({"injection": False, "score": 0.0}).decode()
+    cases = (
+        (PromptInjectionDetector(judge_model="judge", judge="always", concurrent=True,
+                                 classifier_threshold=None), Say(clean_injection), "finished"),
+        (PromptInjectionDetector(judge_model="judge", judge="always", concurrent=True,
+                                 classifier_threshold=None), Fail(status=400), "tripped"),
+        (PIIDetector(judge_model="judge", strategy="block", concurrent=True), Fail(status=400),
+         "failed"),
+    )
+    for guard, verdict, status in cases:
+        answer = msgspec.structs.replace(verdict, latency=1.0)
+        sim = Simulator(ScriptedModel([Say(["Hi ", "there"], latency=0.5)]),
+                        models={"judge": ScriptedModel([answer])}, start=0.0)
+        run = sim.run(Agent.create("m", input_processors=[guard]), "hello")
+        assert run.result.status == status
+        assert run.result.text == ("Hi there" if status == "finished" else "")
+        assert run.clock == pytest.approx(1.0)  # the verdict and the model at once
+
+
+def test_the_built_ins_refuse_racing_where_it_cannot_hold() -> None:
+    with pytest.raises(ProcessorConfigError, match="without a judge_model"):
+        PromptInjectionDetector(concurrent=True)
+    with pytest.raises(ProcessorConfigError, match="rewrite"):
+        PromptInjectionDetector(judge_model="judge", strategy="rewrite", concurrent=True)
+    with pytest.raises(ProcessorConfigError, match="redact"):
+        PIIDetector(judge_model="judge", concurrent=True)  # redacting changes the input
+    with pytest.raises(ProcessorConfigError, match="mask"):
+        PIIDetector(judge_model="judge", strategy="block", strategies={"email": "mask"},
+                    concurrent=True)
+    with pytest.raises(ProcessorConfigError, match="concurrent"):
+        PIIDetector(judge_model="judge", strategy="block", concurrent=None)  # type: ignore[arg-type]

@@ -181,16 +181,15 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         o.choice("output_check", output_check, OutputCheck)
         roles = o.choices("roles", roles, Role, empty=False)
         for name, value in (("last_message_only", last_message_only), ("fail_open", fail_open),
-                            ("moderate_stream", moderate_stream), ("concurrent", concurrent)):
+                            ("moderate_stream", moderate_stream)):
             o.flag(name, value)
         o.optional_text("instructions", instructions)
         o.integer("stream_window", stream_window, min=1)
         o.integer("context_window", context_window, min=0)
         o.integer("max_in_flight", max_in_flight, min=1, max=MAX_IN_FLIGHT)
         o.id(id)
-        if concurrent and strategy == "filter":
-            raise o.fail("concurrent", concurrent, "False with strategy 'filter' (a guard that "
-                   "races the model can only pass or abort, not drop what the model has)")
+        o.concurrent(concurrent, judged=True,
+                     rewrites="strategy 'filter'" if strategy == "filter" else None)
         self.id = id
         self.concurrent = concurrent
         """Its input check runs beside the first model call (`pipeline.input_race`)."""
