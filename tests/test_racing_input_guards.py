@@ -14,7 +14,7 @@ from collections.abc import Generator
 import msgspec
 import pytest
 
-from effects import Abort, Continue, Replace
+from effects import Abort, CloseStream, Continue, Replace
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
@@ -172,6 +172,13 @@ def test_a_trip_while_the_model_streams_closes_it_and_delivers_nothing() -> None
     assert_nothing_delivered(got, "tripped")
     assert got.result.tripwire is not None
     assert got.result.tripwire.processor_id == "moderation"
+
+
+def test_a_trip_closes_the_open_model_stream() -> None:
+    sim = Simulator(ScriptedModel(STREAM), models={"judge": judge(FLAGGED, 0.45)}, start=0.0)
+    run = sim.run(agent(Ran()), "hi")
+    assert run.result.status == "tripped"
+    assert len(run.trace.commands_of(CloseStream)) == 1  # the model stops generating
 
 
 @pytest.mark.anyio
