@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Generator
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from effects import Abort, AwaitHook, CloseStream, Continue, Perform, Publish, Pull, Request
 from effects.started import STARTED_REQUESTS, Collect, Job, Ready, Start
@@ -39,6 +39,8 @@ from pipeline.protocol import (
     checked,
 )
 from pipeline.run_state import RunConfig, RunState, apply, trip
+
+R = TypeVar("R")
 
 MAX_HELD = 4096
 """The most model events held while a guard runs; past it the stream waits (is not read)
@@ -108,28 +110,15 @@ def _verdict(rc: RunConfig, st: RunState, b: Bound, outcome: Outcome) -> None:
 def _finish(r: Racing) -> Generator[LoopCommand, object, Outcome]:
     """Collect a parked guard and run it to its end."""
     call = r.call
+    if r.job is None:
+        assert r.waiting is not None
+        return (yield from relay(call, r.waiting))
+    take: Perform[object] = Perform(r.bound.processor_id, r.bound.hook, Collect(r.job))
     try:
-        if r.job is not None:
-            take: Perform[object] = Perform(r.bound.processor_id, r.bound.hook, Collect(r.job))
-            try:
-                answer = yield take
-            except Exception as e:  # the guard's request failed: the hook decides (or fails)
-                cmd = call.throw(e)
-            else:
-                cmd = call.send(answer)
-        else:
-            assert r.waiting is not None
-            cmd = r.waiting
-        while True:
-            try:
-                answer = yield cmd
-            except Exception as e:
-                cmd = call.throw(e)
-            else:
-                cmd = call.send(answer)
-    except StopIteration as done:
-        out: Outcome = done.value
-        return out
+        answer = yield take
+    except Exception as e:  # the guard's request failed: the hook decides (or fails)
+        return (yield from relay(call, None, e))
+    return (yield from relay(call, None, answer=answer))
 
 
 def _ready(st: RunState) -> Generator[LoopCommand, object, bool]:
@@ -189,11 +178,32 @@ def drop_racing(st: RunState) -> None:
 def feed(
     inner: Generator[LoopCommand, object, None], held: deque[object], ended: bool
 ) -> Generator[LoopCommand, object, None]:
-    """Drive the step's stream (`inner`), answering its Pulls from `held` first (their
-    chunks published as a Pull would have); a close of a stream that ended already is
-    answered here."""
+    """Drive the step's stream (`inner`) with the held events (`relay`)."""
+    yield from relay(inner, None, held=held, ended=ended)
+
+
+_NOTHING = object()
+
+
+def relay(
+    inner: Generator[LoopCommand, object, R],
+    cmd: LoopCommand | None,
+    failure: BaseException | None = None,
+    *,
+    answer: object = _NOTHING,
+    held: deque[object] | None = None,
+    ended: bool = False,
+) -> Generator[LoopCommand, object, R]:
+    """Pass `inner`'s commands on and their replies (or failures) back, to its end; it
+    starts from `cmd`, or (None) by being sent `answer` (thrown `failure`; neither: it is
+    started). A Pull is answered from `held` first (its chunks published as a Pull would
+    have); a close of a stream that ended already (`ended`) is answered here."""
     try:
-        cmd = next(inner)
+        if cmd is None:
+            if failure is not None:
+                cmd = inner.throw(failure)
+            else:
+                cmd = next(inner) if answer is _NOTHING else inner.send(answer)
         while True:
             t = type(cmd)
             if t is Pull and held:
@@ -216,5 +226,6 @@ def feed(
                 cmd = inner.throw(e)
             else:
                 cmd = inner.send(reply)
-    except StopIteration:
-        return
+    except StopIteration as done:
+        value: R = done.value
+        return value
