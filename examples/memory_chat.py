@@ -1,6 +1,6 @@
 """A chat service that keeps its threads: history, recall of an old fact, working memory.
 
-    python -m examples.memory_chat
+    python -m examples.memory_chat [URL]      # default: sqlite:///memory_chat.db
 
 Each user (a resource) has threads; a thread's last messages come back on every turn
 (`MessageHistory`), a fact said long ago, or in another thread of the same user, is
@@ -19,7 +19,7 @@ import re
 
 from effects import Abort, Continue
 from interpreters import Say, ScriptedModel, call
-from interpreters.memory import HashEmbedder, InMemoryStore, MemoryStore, memory_handlers
+from interpreters.memory import HashEmbedder, MemoryStore, memory_handlers, open_memory_store
 from interpreters.sync import SyncInterpreter
 from pipeline import Agent, ModelRequest
 from pipeline.processor import OutputResultArgs, OutputResultResult, processor
@@ -94,14 +94,22 @@ def conversation(service: ChatService) -> list[tuple[str, str]]:
     return [(text, service.say("ada", thread, text)) for thread, text in turns]
 
 
-def main() -> list[tuple[str, str]]:
-    store: MemoryStore = InMemoryStore()  # THE STORE: the one line to change for another
+def main(url: str = "sqlite:///memory_chat.db") -> list[tuple[str, str]]:
+    """The conversation over the store `url` names: a SQLite file (kept across restarts:
+    run it twice and the second run still knows Ada), `postgresql://user@host/db` for
+    PostgreSQL with pgvector (the `postgres` extra), or `memory://`."""
+    store = open_memory_store(url)
     service = ChatService(store)
-    out = conversation(service)
+    try:
+        out = conversation(service)
+    finally:
+        store.close()
     for question, answer in out:
         print(f"> {question}\n{answer}")
     return out
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(*sys.argv[1:2])

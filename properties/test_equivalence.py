@@ -4,7 +4,9 @@ For generated scripts (text, reasoning, data, tool calls valid and not, broken a
 unfinished streams, transient and non-retryable API errors, latency) and generated
 processor pipelines (replacements, skips, emits, state, retries with feedback, aborts in
 several hooks, an API-error recovery, a processor that crashes, generator hooks doing
-I/O through a handler (mid-stream too) and a judge model, prepare_step), these produce
+I/O through a handler (mid-stream too) and a judge model, prepare_step, tool gates that
+replace arguments, answer calls without running them, ask for approval (the run
+suspends), abort, ask a handler, and check results), these produce
 equal traces (`Trace.comparable()`: commands, processor effects, chunks), equal results
 and equal virtual end times:
 
@@ -29,10 +31,10 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 import anyio
 import anyio.lowlevel
 import msgspec
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
+from effects import Abort, AskApproval, Continue, Emit, Out, Replace, Retry, Skip, SkipCall
 from interpreters.aio import AsyncInterpreter
 from interpreters.common import perform_here, start_run, stream_failed
 from interpreters.durable_loop import ModelOutcome, ToolDone, drive
@@ -75,6 +77,10 @@ from pipeline.processor import (
     StepChange,
     StreamArgs,
     StreamResult,
+    ToolCallArgs,
+    ToolCallResult,
+    ToolResultArgs,
+    ToolResultResult,
     abort,
 )
 from pipeline.protocol import ToolInvocation
@@ -276,6 +282,54 @@ class Censor(StatefulProcessor[None]):
         return Continue()
 
 
+class ToolGate(StatefulProcessor[int]):
+    """Gates every call (counting them): an echo of "bad" is refused, of "stop" waits for
+    approval (and of "sun"); an add of a > 2 runs with a = 0, of b < -2 aborts; echo results are
+    upper-cased."""
+
+    id = "tool-gate"
+
+    def initial_state(self) -> int:
+        return 0
+
+    def process_tool_call(self, args: ToolCallArgs[int]) -> ToolCallResult[int]:
+        n = args.state + 1
+        a = args.args
+        if args.tool.name == "echo" and str(a.get("text", "")).strip() == "bad":
+            return Out(SkipCall(f"refused {n}", is_error=True), n)
+        if args.tool.name == "echo" and str(a.get("text", "")).strip() in ("stop", "sun"):
+            return Out(AskApproval("echo stop?"), n)
+        if args.tool.name == "add" and int(str(a["b"])) < -2:
+            return Out(Abort("b too small"), n)
+        if args.tool.name == "add" and int(str(a["a"])) > 2:
+            return Out(Replace({**a, "a": 0}), n)
+        return Out(Continue(), n)
+
+    def process_tool_result(self, args: ToolResultArgs[int]) -> ToolResultResult[int]:
+        if args.call.tool_name == "echo" and isinstance(args.result, str):
+            return Replace(args.result.upper())
+        return Continue()
+
+
+class ToolJudge(StatefulProcessor[None]):
+    """A generator gate: asks the handler about each echo's text; "hi" is answered
+    without running."""
+
+    id = "tool-judge"
+
+    def initial_state(self) -> None:
+        return None
+
+    def process_tool_call(
+        self, args: ToolCallArgs[None]
+    ) -> Generator[object, object, ToolCallResult[None]]:
+        if args.tool.name == "echo":
+            fine = yield Check(str(args.args.get("text", "")))
+            if not fine:
+                return SkipCall("judged")
+        return Continue()
+
+
 def check_text(request: object) -> bool:
     assert isinstance(request, Check)
     return "hi" not in request.text.lower()
@@ -293,7 +347,9 @@ def no_tools_late(args: InputStepArgs[None]) -> InputStepResult[None]:
     return Continue()
 
 
-INPUT: dict[str, type[BaseProcessor]] = {"input-gate": InputGate}
+INPUT: dict[str, type[BaseProcessor]] = {
+    "input-gate": InputGate, "tool-gate": ToolGate, "tool-judge": ToolJudge,
+}
 OUTPUT: dict[str, type[BaseProcessor]] = {
     "upper": Upper, "skip-x": SkipX, "counter": Counter, "guard": Guard,
     "stopper": Stopper, "crash": Crash, "judge": Judge, "censor": Censor,
@@ -408,7 +464,7 @@ scripts: st.SearchStrategy[list[Scripted]] = st.lists(
 
 pipelines = st.builds(
     Pipeline,
-    inputs=st.lists(st.sampled_from(sorted(INPUT)), unique=True, max_size=1).map(tuple),
+    inputs=st.lists(st.sampled_from(sorted(INPUT)), unique=True, max_size=2).map(tuple),
     outputs=st.permutations(sorted(OUTPUT)).flatmap(
         lambda order: st.integers(0, 5).map(lambda k: tuple(order[:k]))
     ),
@@ -576,7 +632,20 @@ def _events(r: RunResult) -> None:
         event("incomplete message")
 
 
+GATED = Pipeline(("tool-gate", "tool-judge"), ("upper", "counter"), (), False, 3, 0, 0, 0)
+"""Examples every run of the properties covers: calls through every gate decision."""
+GATED_SCRIPTS = (
+    [Say(calls=[call("echo", text="bad"), call("add", a=3, b=1), call("echo", text="hi")]),
+     Say(calls=[call("note", text="ok")]), Say("done")],
+    [Say(calls=[call("add", a=1, b=1), call("echo", text="stop")]), Say("never")],
+    [Say(calls=[call("echo", text="ok"), call("add", a=0, b=-3)]), Say("never")],
+)
+
+
 @given(pipeline=pipelines, script=scripts, prompt=prompts)
+@example(pipeline=GATED, script=GATED_SCRIPTS[0], prompt="hello")
+@example(pipeline=GATED, script=GATED_SCRIPTS[1], prompt="hello")
+@example(pipeline=GATED, script=GATED_SCRIPTS[2], prompt="hello")
 def test_every_interpreter_gives_the_same_run(
     pipeline: Pipeline, script: list[Scripted], prompt: str
 ) -> None:
@@ -601,6 +670,9 @@ def test_every_interpreter_gives_the_same_run(
 
 
 @given(pipeline=pipelines, script=scripts, prompt=prompts)
+@example(pipeline=GATED, script=GATED_SCRIPTS[0], prompt="hello")
+@example(pipeline=GATED, script=GATED_SCRIPTS[1], prompt="hello")
+@example(pipeline=GATED, script=GATED_SCRIPTS[2], prompt="hello")
 def test_async_hooks_change_nothing_but_the_awaits(
     pipeline: Pipeline, script: list[Scripted], prompt: str
 ) -> None:
@@ -608,7 +680,7 @@ def test_async_hooks_change_nothing_but_the_awaits(
     effects = expected[1][1]
     assert isinstance(effects, tuple)
     # every call of a hook made async is awaited: one per recorded effect, plus a crash
-    generators = ("judge", "censor", "prepare_step")  # hooks that stay as they are
+    generators = ("judge", "censor", "tool-judge", "prepare_step")  # hooks that stay as they are
     made_async = sum(1 for e in effects if e.processor_id not in generators)
     for backend in BACKENDS:
         for got in on_backend(backend, lambda: pipeline.agent(make_async=True), script, prompt):

@@ -25,6 +25,7 @@ from pipeline.messages import Role
 from pipeline.processors import (
     ApproxTokenCounter,
     BatchPartsProcessor,
+    Budget,
     EncodingCounter,
     LanguageDetector,
     MessageHistory,
@@ -41,6 +42,7 @@ from pipeline.processors import (
     WorkingMemory,
 )
 from pipeline.processors import pii_detectors as d
+from pipeline.processors.budget import OnLimit
 from pipeline.processors.language_detector import LanguageStrategy, Undecided
 from pipeline.processors.memory import OnRecallError, RecallScope
 from pipeline.processors.moderation import ModerationStrategy, OutputCheck
@@ -342,6 +344,30 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
         "counter": objects(st.one_of(st.none(), st.just(ApproxTokenCounter())),
                            _not(type(None))),
         "instructions": text(),
+        "id": text(),
+    }),
+    Budget: ({"max_tool_calls": 5, "max_tokens": 1000}, {
+        "max_tool_calls": optional_integer(0),
+        "max_calls_per_tool": (
+            st.one_of(st.none(), st.dictionaries(st.text(min_size=1, max_size=8),
+                                                 st.integers(0, 100), max_size=3)),
+            st.one_of(
+                st.dictionaries(st.text(min_size=1, max_size=8), st.integers(max_value=-1),
+                                min_size=1, max_size=2),
+                st.dictionaries(st.just(""), st.integers(0, 3), min_size=1),
+                st.dictionaries(st.text(min_size=1, max_size=8), _not(int), min_size=1,
+                                max_size=2),
+                st.lists(st.text(max_size=4), max_size=2), st.text(max_size=4), st.integers(),
+            ),
+        ),
+        "max_model_calls": optional_integer(1),
+        "max_tokens": optional_integer(1),
+        "max_cost": (
+            st.one_of(st.none(), st.floats(0.001, 1e6), st.integers(1, 1000)),
+            st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.integers(max_value=0),
+                      st.booleans(), st.text(max_size=4)),
+        ),
+        "on_limit": choice(OnLimit),
         "id": text(),
     }),
     BatchPartsProcessor: ({}, {

@@ -9,10 +9,11 @@ import pytest
 from mypy import api
 
 HEADER = """
-from effects import Continue, Replace, Retry, Skip, Abort
+from effects import Continue, Replace, Retry, Skip, Abort, AskApproval, SkipCall
 from pipeline import (Processor, InputArgs, InputResult, StreamArgs, StreamResult,
     ApiErrorArgs, ApiErrorResult, OutputStepArgs, OutputStepResult, MessageList, processor,
-    FlushArgs, FlushResult, TextDelta, TextEnd)
+    FlushArgs, FlushResult, TextDelta, TextEnd, ToolCallArgs, ToolCallResult,
+    ToolResultArgs, ToolResultResult)
 """
 
 LEGAL = HEADER + """
@@ -44,6 +45,17 @@ class Holds(Processor):
         return Replace(args.part)
     def flush_output_stream(self, args: FlushArgs[None]) -> FlushResult[None]:
         return Replace((TextDelta("t", "released"),))
+
+class Gate(Processor):
+    id = "gate"
+    def process_tool_call(self, args: ToolCallArgs[None]) -> ToolCallResult[None]:
+        if args.tool.name == "delete":
+            return AskApproval("delete?")
+        if args.tool.name == "cached":
+            return SkipCall("cached result")
+        return Replace({**args.args, "dry_run": True})
+    def process_tool_result(self, args: ToolResultArgs[None]) -> ToolResultResult[None]:
+        return Replace({"wrapped": args.result})
 """
 
 ILLEGAL = {
@@ -94,6 +106,30 @@ class Bad(Processor):
     id = "bad"
     def flush_output_stream(self, args: FlushArgs[None]) -> FlushResult[None]:
         return Skip()
+""",
+    "approval asked from process_tool_result": """
+class Bad(Processor):
+    id = "bad"
+    def process_tool_result(self, args: ToolResultArgs[None]) -> ToolResultResult[None]:
+        return AskApproval("too late")
+""",
+    "a stream Skip from process_tool_call": """
+class Bad(Processor):
+    id = "bad"
+    def process_tool_call(self, args: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return Skip()
+""",
+    "tool-call arguments replaced by a string": """
+class Bad(Processor):
+    id = "bad"
+    def process_tool_call(self, args: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return Replace("not an object")
+""",
+    "a skipped call from process_output_step": """
+class Bad(Processor):
+    id = "bad"
+    def process_output_step(self, args: OutputStepArgs[None]) -> OutputStepResult[None]:
+        return SkipCall("x")
 """,
     "function processor returning Skip from process_input": """
 def fn(args: InputArgs[None]) -> Skip:

@@ -24,6 +24,7 @@ from effects.started import Collect, Job, Ready, Start, collect, ready, start
 from effects.values import (
     UNCHANGED,
     Abort,
+    AskApproval,
     Continue,
     Effect,
     Emit,
@@ -31,6 +32,7 @@ from effects.values import (
     Replace,
     Retry,
     Skip,
+    SkipCall,
     Unchanged,
 )
 
@@ -40,6 +42,7 @@ __distribution__ = "pipeline-agents"
 __all__ = [
     "UNCHANGED",
     "Abort",
+    "AskApproval",
     "AwaitHook",
     "CallModel",
     "CloseStream",
@@ -61,6 +64,7 @@ __all__ = [
     "Retry",
     "RunTools",
     "Skip",
+    "SkipCall",
     "Sleep",
     "Start",
     "Unchanged",

@@ -60,6 +60,22 @@ class Skip(msgspec.Struct, frozen=True, tag=True):
     """From `process_output_stream`: drop this chunk; later processors never see it."""
 
 
+class SkipCall(msgspec.Struct, frozen=True, tag=True):
+    """From `process_tool_call`: do not run the tool; `result` is the call's one result
+    (the model sees it; `is_error` marks it as an error result, e.g. a refusal)."""
+
+    result: object
+    is_error: bool = False
+
+
+class AskApproval(msgspec.Struct, frozen=True, tag=True):
+    """From `process_tool_call`: the call runs only once a person approves it. The run
+    ends `suspended`, listing the call with `message` (what to show the approver)."""
+
+    message: str = ""
+    metadata: Mapping[str, object] | None = None
+
+
 class Emit(msgspec.Struct, Generic[C], frozen=True, tag=True):
     """Send extra `data-*` chunks to the caller, beside the hook's main effect."""
 
@@ -90,4 +106,7 @@ class Out(msgspec.Struct, Generic[E, S], frozen=True, tag=True):
     emit: tuple[object, ...] = ()
 
 
-Effect = Continue | Replace[object] | Abort | Retry[object] | Skip | Emit[object]
+Effect = (
+    Continue | Replace[object] | Abort | Retry[object] | Skip | SkipCall | AskApproval
+    | Emit[object]
+)

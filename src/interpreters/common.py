@@ -66,6 +66,9 @@ def start_run(
     """
     deps = options.get("deps")
     check_deps(agent.tools, deps)
+    resume = options.get("resume")
+    if resume is not None:
+        run_id = resume.suspension.run_id
     ctx = RunContext(
         run_id=run_id,
         thread_id=options.get("thread_id"),
@@ -74,17 +77,22 @@ def start_run(
         deps=deps,
     )
     trace = options.get("trace")
-    ml = read_input(messages, id_prefix=run_id, created_at=clock())
+    ml = (
+        read_input(messages, id_prefix=run_id, created_at=clock())
+        if resume is None else resume.suspension.messages
+    )
     if isinstance(ml, InvalidInput):
         return Driver(rejected(ml), log=trace)  # checked at the door: fails before any call
     record = trace.record_effect if trace is not None else None
     if observers:
         loop, watch = watched_loop(
             agent, ml, context=ctx, clock=clock, record=record, observers=observers,
-            price=price,
+            price=price, resume=resume,
         )
         return Driver(loop, log=trace, watch=watch)
-    loop = agent_loop(agent, ml, context=ctx, clock=clock, record=record, price=price)
+    loop = agent_loop(
+        agent, ml, context=ctx, clock=clock, record=record, price=price, resume=resume
+    )
     return Driver(loop, log=trace)
 
 

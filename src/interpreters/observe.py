@@ -32,6 +32,7 @@ from effects import (
 )
 from pipeline import agent_loop
 from pipeline.agent import Agent
+from pipeline.approval import Resumption
 from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.driver import Watch
 from pipeline.messages import JsonObject, MessageList
@@ -129,6 +130,7 @@ def watched_loop(
     observers: Sequence[Observer],
     loop_clock: Callable[[], float] | None = None,
     price: Pricer | None = None,
+    resume: Resumption | None = None,
 ) -> tuple[AgentLoop, Watch | None]:
     """The agent loop of a run and what its driver tells of it to `observers` (None when
     none is interested in the run); `record` still gets effects.
@@ -145,7 +147,7 @@ def watched_loop(
     if not live:  # (the default LogObserver, when logging is not configured)
         loop = agent_loop(
             agent, messages, context=context, clock=loop_clock or clock, record=record,
-            price=price,
+            price=price, resume=resume,
         )
         return loop, None
     watching = _Watchers(live, clock)
@@ -164,6 +166,7 @@ def watched_loop(
     loop = agent_loop(
         agent, messages, context=context, clock=read_clock, record=on_effect,
         price=_watched_price(price, watching) if price is not None else None,
+        resume=resume,
     )
     return loop, watching
 

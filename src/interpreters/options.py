@@ -13,6 +13,7 @@ from typing import Generic, TypedDict
 
 from interpreters.cancel import CancelSignal
 from interpreters.trace import Trace
+from pipeline.approval import Resumption
 from pipeline.messages import JsonObject
 from pipeline.tool_context import Deps as Deps
 
@@ -40,6 +41,9 @@ class RunScope(ContextScope, Generic[Deps], total=False):
 
     deps: Deps
     """The run's dependencies, handed to tools that ask for a `ToolContext`."""
+    resume: Resumption | None
+    """Go on with a suspended run (`pipeline.approval.resumption`): its messages are the
+    input (the `messages` given are not read), under its run id."""
 
 
 class TracedScope(RunScope[Deps], Generic[Deps], total=False):

@@ -53,13 +53,17 @@ def _system_messages(
     return tuple(out)
 
 
-# `process_approved` runs for any processor of the agent, input or output (memory's save)
+_ANY_HOOKS: frozenset[HookName] = frozenset(
+    {"process_tool_call", "process_tool_result", "process_approved"}
+)
+"""Hooks an input or an output processor may have: the tool hooks (they run across all
+the agent's processors, in list order: input, then output) and `process_approved`
+(memory's save, for any processor of the agent)."""
 _INPUT_HOOKS: frozenset[HookName] = frozenset(
-    {"process_input", "process_input_step", "process_approved"}
+    {"process_input", "process_input_step", *_ANY_HOOKS}
 )
 _OUTPUT_HOOKS: frozenset[HookName] = frozenset(
-    {"process_output_stream", "process_output_step", "process_output_result",
-     "process_approved"}
+    {"process_output_stream", "process_output_step", "process_output_result", *_ANY_HOOKS}
 )
 _ERROR_HOOKS: frozenset[HookName] = frozenset({"process_api_error"})
 

@@ -100,6 +100,26 @@ class ToolError(msgspec.Struct, frozen=True, tag="tool-error"):
     error: str
 
 
+class ToolApprovalRequest(msgspec.Struct, frozen=True, tag="tool-approval-request"):
+    """A call waits for a person's decision (the run suspends): what to show them.
+    `approval_id` is the digest a decision is bound to (`pipeline.approval`)."""
+
+    tool_call_id: str
+    tool_name: str
+    args: JsonObject
+    message: str
+    approval_id: str
+
+
+class ToolApprovalResponse(msgspec.Struct, frozen=True, tag="tool-approval-response"):
+    """The decision a resumed run goes on with, for one call that waited."""
+
+    approval_id: str
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None
+
+
 class SourceChunk(msgspec.Struct, frozen=True, tag="source"):
     source_id: str
     url: str
@@ -190,6 +210,8 @@ Chunk = (
     | ToolCall
     | ToolResult
     | ToolError
+    | ToolApprovalRequest
+    | ToolApprovalResponse
     | SourceChunk
     | StepStart
     | StepFinish

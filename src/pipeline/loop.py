@@ -38,8 +38,11 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Literal, NamedTuple
 
+import msgspec
+
 from effects import Abort, Done, Publish, Replace
 from pipeline.agent import Agent
+from pipeline.approval import Resumption
 from pipeline.call_ids import unforged
 from pipeline.chunks import Chunk, ErrorChunk, StepFinish, StepStart, Tripwire
 from pipeline.chunks import Finish as FinishChunk
@@ -61,7 +64,15 @@ from pipeline.output_type import TypedOutput
 from pipeline.processor import BaseProcessor, InputArgs, RunContext, StepSettings
 from pipeline.protocol import AgentLoop, EffectRecorder, LoopCommand, RunCancelled, checked
 from pipeline.response import response_text
-from pipeline.result import Cancelled, ProcessorFailed, RunError, RunResult, Status, StepResult
+from pipeline.result import (
+    Cancelled,
+    ProcessorFailed,
+    RunError,
+    RunResult,
+    Status,
+    StepResult,
+    Suspension,
+)
 from pipeline.run_cost import count_stopped, price_call, run_cost
 from pipeline.run_state import (
     Failed,
@@ -75,7 +86,8 @@ from pipeline.run_state import (
 )
 from pipeline.step_config import base_settings, input_step, step_tools
 from pipeline.stream_stage import fresh_seen, plan_stream, stream_through
-from pipeline.tool_step import answer_dangling_calls, run_tools
+from pipeline.tool_gate import Suspend, agent_digest, check_resumption
+from pipeline.tool_step import answer_dangling_calls, run_resumed, run_tools
 from pipeline.validate import check_messages, rejected
 
 StepOutcome = Literal["next", "stop", "rerun"]
@@ -94,19 +106,27 @@ def agent_loop(
     clock: Callable[[], float] = lambda: 0.0,
     record: EffectRecorder | None = None,
     price: Pricer | None = None,
+    resume: Resumption | None = None,
 ) -> AgentLoop:
     """The run of `agent` on `messages`, as a command generator. See the module doc.
+
+    `resume`: go on with a suspended run (`pipeline.approval`) instead, from its kept
+    messages (`messages` are not read); raises an `ApprovalError` at once when `agent`
+    is not the one that suspended or an edit does not fit its tool.
 
     `price` prices each model call (`pipeline.cost`): the result then carries its cost.
     Messages that are not a conversation the library can send (wrong types, an unknown
     role...) fail the run at once with `InvalidInput`, before any call.
     """
+    if resume is not None:
+        check_resumption(agent, resume)
+        messages = resume.suspension.messages
     used: set[str] = set()
     invalid = check_messages(messages, used)
     if invalid is not None:
         return rejected(invalid)
-    rc, st = _start(agent, messages, context, clock, record, price, used)
-    return _run(rc, st)
+    rc, st = _start(agent, messages, context, clock, record, price, used, resume)
+    return _run(rc, st, resume)
 
 
 def _start(
@@ -117,6 +137,7 @@ def _start(
     record: EffectRecorder | None,
     price: Pricer | None,
     used: set[str],
+    resume: Resumption | None = None,
 ) -> tuple[RunConfig, RunState]:
     """The run's configuration and its state at the start (`used`: the input's tool-call
     ids, known from checking it)."""
@@ -141,6 +162,8 @@ def _start(
         h_output_step=hooks.output_step,
         h_result=hooks.result,
         h_flush=plan.h_flush,
+        h_tool_call=hooks.tool_call,
+        h_tool_result=hooks.tool_result,
         stream_io=plan.stream_io,
         stream_plan=plan.stream_plan,
         data_all=plan.data_all,
@@ -148,7 +171,7 @@ def _start(
         bare_stream=not hooks.stream and not plan.stream_io,
         h_approved=hooks.approved,
     )
-    return rc, _start_state(rc, messages, states, used, judges)
+    return rc, _start_state(rc, messages, states, used, judges, resume)
 
 
 class _Hooks(NamedTuple):
@@ -162,6 +185,8 @@ class _Hooks(NamedTuple):
     output_step: tuple[Bound, ...] = ()
     result: tuple[Bound, ...] = ()
     approved: tuple[Bound, ...] = ()
+    tool_call: tuple[Bound, ...] = ()
+    tool_result: tuple[Bound, ...] = ()
 
 
 _NO_HOOKS = _Hooks()
@@ -195,15 +220,31 @@ def _bind_hooks(
         output_step=bind(out, "process_output_step", slots, fns, judges),
         result=bind(out, "process_output_result", slots, fns, judges),
         approved=bind(procs, "process_approved", slots, fns, judges),
+        tool_call=bind(procs, "process_tool_call", slots, fns, judges),
+        tool_result=bind(procs, "process_tool_result", slots, fns, judges),
     )
 
 
 def _start_state(
     rc: RunConfig, messages: MessageList, states: list[object], used: set[str],
     judges: JudgeLedger | None,
+    resume: Resumption | None = None,
 ) -> RunState:
-    """The run's state at the start (`_start`)."""
+    """The run's state at the start (`_start`); a resumed one's as it was suspended."""
     agent, price = rc.agent, rc.price
+    if resume is not None:
+        s = resume.suspension
+        st = RunState(
+            Ids(rc.ctx.run_id, s.ids_used), messages, list(s.states),
+            cost_known=price is not None, seen=fresh_seen(rc), ids_used=used,
+            judges=judges,
+        )
+        st.steps = list(s.steps)
+        st.retry_count = s.retry_count
+        for done in s.steps:
+            st.usage = st.usage + done.usage
+        st.usage = st.usage + s.step.usage
+        return st
     # The agent's instructions first, then the caller's system messages; a previous
     # run's (tagged) instructions in the input are replaced, not repeated.
     ml = messages.with_instructions(agent.instructions)
@@ -228,16 +269,21 @@ def _start_state(
 # --- the run: each phase a function over the run's configuration and state ----------------
 
 
-def _run(rc: RunConfig, st: RunState) -> AgentLoop:
+def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> AgentLoop:
     """The whole run; the phases that ask the interpreter are its sub-generators."""
     status_error: RunError | None = None
     tripwire: Tripwire | None = None
+    suspension: Suspension | None = None
     before_result: MessageList | None = None  # the messages the result processors got
     try:
-        yield from _process_input(rc, st)
+        if resume is None:
+            yield from _process_input(rc, st)
+            step = 0
+        else:  # the suspended step's tools, then the steps after it
+            yield from _resumed_step(rc, st, resume.suspension.step, resume)
+            step = resume.suspension.step.step_number + 1
         inputs = approved_input(rc, st)
         base = base_settings(rc, st.ml.system)
-        step = 0
         while step < rc.agent.max_steps:
             outcome = yield from _step(rc, st, step, base)
             if outcome == "rerun":  # discarded by a processor retry: run it again
@@ -260,11 +306,16 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
     except RunCancelled as c:
         status_error = Cancelled(c.reason)
         answer_dangling_calls(rc, st, c.reason)
+    except Suspend as s:
+        suspension = _suspension(rc, st, s)
     if st.racing:  # the run ended before the first model call's gate (input_race)
         drop_racing(st)
 
     status: Status
-    if tripwire is not None:
+    if suspension is not None:
+        st.finish_reason = "tool-calls"
+        status = "suspended"
+    elif tripwire is not None:
         st.finish_reason = "tripwire"
         st.pending.append(tripwire)
         status = "tripped"
@@ -293,6 +344,7 @@ def _run(rc: RunConfig, st: RunState) -> AgentLoop:
         cost=cost,
         judges=judges,
         unmetered_calls=st.unmetered,
+        suspension=suspension,
     )
     if st.pending:
         out: Publish[Chunk] = Publish(tuple(st.pending))
@@ -389,9 +441,18 @@ def _step(
         keep_held(rc, st)
     results: tuple[ToolResultPart, ...] = ()
     if calls:
-        results = yield from run_tools(
-            rc, st, calls, step_tools(cfg), (before, added) if own else None
-        )
+        try:
+            results = yield from run_tools(
+                rc, st, calls, step_tools(cfg), (before, added) if own else None
+            )
+        except Suspend as s:  # the step goes on when the run is resumed
+            s.step = StepResult(
+                step_number=step, model=cfg.model, text=text,
+                reasoning=content.reasoning_text, tool_calls=calls, tool_results=(),
+                sources=tuple(p for p in response.parts if isinstance(p, SourcePart)),
+                finish_reason=fin.finish_reason, usage=fin.usage, cost=call_cost,
+            )
+            raise
     elif isinstance(cfg.structured_output, TypedOutput):
         # (the kept reply is checked; the step's `text` stays the model's, as without one)
         reply = kept.text if kept is not None else ""
@@ -419,6 +480,29 @@ def _step(
     else:
         yield from stream_through(rc, st, [StepFinish(step, fin.finish_reason, fin.usage)])
     return "next" if calls else "stop"
+
+
+def _resumed_step(
+    rc: RunConfig, st: RunState, step: StepResult, resume: Resumption
+) -> Generator[LoopCommand, object, None]:
+    """A suspended step's tools, as decided, and the end of that step."""
+    calls, results = yield from run_resumed(rc, st, resume)
+    st.steps.append(msgspec.structs.replace(step, tool_calls=calls, tool_results=results))
+    finish = StepFinish(step.step_number, step.finish_reason, step.usage)
+    if rc.bare_stream:
+        st.pending.append(finish)
+    else:
+        yield from stream_through(rc, st, [finish])
+
+
+def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
+    """What a suspended run keeps to go on (`pipeline.approval`)."""
+    assert s.step is not None
+    return Suspension(
+        run_id=rc.ctx.run_id, agent_digest=agent_digest(rc.agent), pending=s.pending,
+        calls=s.calls, messages=st.ml, step=s.step, steps=tuple(st.steps),
+        states=tuple(st.states), ids_used=st.ids.used, retry_count=st.retry_count,
+    )
 
 
 def _last_with_id(messages: tuple[Message, ...], message_id: str) -> Message | None:

@@ -38,6 +38,7 @@ from pipeline.result import ApiFailed, StreamFailed
 from pipeline.run_state import Failed, RunConfig, RunState, Tripped, apply, steps_tuple, trip
 from pipeline.step_config import model_request
 from pipeline.stream_stage import deliver, flush, flush_io, process_chunk, process_chunk_io
+from pipeline.tool_gate import hold_calls
 
 _CHUNK_EVENTS = MODEL_REPLY_TYPES - {ModelFinish, ModelFailed, ModelEnded}
 """The model events that are chunks for the caller."""
@@ -125,6 +126,9 @@ def consume(
     """
     stream = rc.h_stream
     io = rc.stream_io
+    gated = bool(rc.h_tool_call)  # tool-call chunks wait for the gates (tool_gate)
+    if gated:
+        st.held_calls = []
     got: object = first  # checked by `call_model`
     pull: Pull[Chunk, ModelReply] | None = None
     ended = False  # the stream handed over its last event: the interpreter closed it
@@ -165,7 +169,7 @@ def consume(
                 yield from process_chunk_io(rc, st, chunk, content)
             elif stream:
                 process_chunk(rc, st, chunk, content)
-            elif not st.pending:  # no stream hooks, nothing else to hand out first
+            elif not st.pending and not gated:  # no stream hooks, nothing else to hand out
                 content.add(chunk)
                 pull = Pull((chunk,))
                 got = yield pull
@@ -174,6 +178,8 @@ def consume(
                 deliver(st, chunk, content)
             out = tuple(st.pending)
             st.pending = []
+            if gated:
+                out = hold_calls(st, out)
             pull = Pull(out)
             got = yield pull
     except RunCancelled:

@@ -1,4 +1,4 @@
-"""Processors: the six hooks, their arguments, and the effects each may return.
+"""Processors: the eight hooks, their arguments, and the effects each may return.
 
 A processor is a class deriving from `Processor` (stateless) or `StatefulProcessor[S]`,
 overriding the hooks it needs, or a set of plain functions given to `processor(...)`.
@@ -32,7 +32,18 @@ from typing import (
 import msgspec
 from typing_extensions import TypeVar as DefaultTypeVar
 
-from effects import Abort, Continue, Emit, Out, Replace, Request, Retry, Skip
+from effects import (
+    Abort,
+    AskApproval,
+    Continue,
+    Emit,
+    Out,
+    Replace,
+    Request,
+    Retry,
+    Skip,
+    SkipCall,
+)
 from pipeline.chunks import Chunk, DataChunk, FinishReason, Usage
 from pipeline.messages import JsonObject, Message, MessageList, SystemMessage, ToolCallPart
 from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoice
@@ -59,11 +70,14 @@ HookName = Literal[
     "process_output_step",
     "process_output_result",
     "flush_output_stream",
+    "process_tool_call",
+    "process_tool_result",
     "process_approved",
 ]
 HOOKS: tuple[HookName, ...] = get_args(HookName)
-"""The six hooks of the contract, `flush_output_stream`, the companion of
-`process_output_stream` for processors that hold chunks back (see `FlushArgs`), and
+"""The hooks of the contract: the six around the model, `flush_output_stream` (the
+companion of `process_output_stream` for processors that hold chunks back, see
+`FlushArgs`), the two around each tool call (`ToolCallArgs`, `ToolResultArgs`), and
 `process_approved`, where memory saves what every output processor approved
 (see `ApprovedArgs`)."""
 
@@ -283,6 +297,37 @@ class ApprovedArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
     context: RunContext[Seen]
 
 
+class ToolCallArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
+    """What `process_tool_call` gets: one call, before its tool runs (once per call,
+    in call order; its arguments already valid for the tool's schema)."""
+
+    call: ToolCallPart
+    """The call as the model made it."""
+    args: JsonObject
+    """The arguments as the processors before this one left them (`Replace(args)`)."""
+    tool: Tool
+    message_list: MessageList
+    step_number: int
+    state: S
+    context: RunContext[Seen]
+    """The run's context; `context.deps` are the deps the tool's `ToolContext` gets."""
+
+
+class ToolResultArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
+    """What `process_tool_result` gets: a call's result after its tool ran, before the
+    model or the caller sees it."""
+
+    call: ToolCallPart
+    """The call as it ran (its arguments after `process_tool_call`)."""
+    result: object
+    """The result as the processors before this one left it (JSON-encodable)."""
+    is_error: bool
+    message_list: MessageList
+    step_number: int
+    state: S
+    context: RunContext[Seen]
+
+
 # --- what each hook may return ----------------------------------------------------------
 
 InputEffect: TypeAlias = Continue | Replace[MessageList] | Abort
@@ -297,6 +342,12 @@ FlushEffect: TypeAlias = Continue | Replace[tuple[Chunk, ...]] | Emit[DataChunk]
 OutputStepEffect: TypeAlias = Continue | Replace[MessageList] | Abort
 OutputResultEffect: TypeAlias = Continue | Replace[MessageList] | Abort
 ApprovedEffect: TypeAlias = Continue
+ToolCallEffect: TypeAlias = Continue | Replace[JsonObject] | SkipCall | AskApproval | Abort
+"""`Replace(args)`: run the tool with these arguments (checked against its schema again);
+`SkipCall(result)`: answer the call without running it; `AskApproval(message)`: run it
+only once a person approves (the run suspends)."""
+ToolResultEffect: TypeAlias = Continue | Replace[object] | Abort
+"""`Replace(result)`: the call's result becomes this value (JSON-encodable, capped)."""
 
 InputResult: TypeAlias = InputEffect | Out[InputEffect, S]
 InputStepResult: TypeAlias = InputStepEffect | Out[InputStepEffect, S]
@@ -306,6 +357,8 @@ FlushResult: TypeAlias = FlushEffect | Out[FlushEffect, S]
 OutputStepResult: TypeAlias = OutputStepEffect | Out[OutputStepEffect, S]
 OutputResultResult: TypeAlias = OutputResultEffect | Out[OutputResultEffect, S]
 ApprovedResult: TypeAlias = ApprovedEffect | Out[ApprovedEffect, S]
+ToolCallResult: TypeAlias = ToolCallEffect | Out[ToolCallEffect, S]
+ToolResultResult: TypeAlias = ToolResultEffect | Out[ToolResultEffect, S]
 
 HookEffect: TypeAlias = (
     InputEffect
@@ -315,6 +368,8 @@ HookEffect: TypeAlias = (
     | FlushEffect
     | OutputStepEffect
     | OutputResultEffect
+    | ToolCallEffect
+    | ToolResultEffect
 )
 """Any effect some hook may return (what a trace records)."""
 
@@ -330,6 +385,8 @@ HOOK_EFFECTS: Mapping[HookName, object] = {
     "process_output_result": OutputResultEffect,
     "flush_output_stream": FlushEffect,
     "process_approved": ApprovedEffect,
+    "process_tool_call": ToolCallEffect,
+    "process_tool_result": ToolResultEffect,
 }
 """Each hook's effect alias: the run-time checks below are read off these types."""
 
@@ -444,6 +501,14 @@ class StatefulProcessor(BaseProcessor[Needs], Generic[S, Needs]):
     def process_approved(self, args: ApprovedArgs[S, Needs]) -> HookReturn[ApprovedResult[S]]:
         return Continue()
 
+    def process_tool_call(self, args: ToolCallArgs[S, Needs]) -> HookReturn[ToolCallResult[S]]:
+        return Continue()
+
+    def process_tool_result(
+        self, args: ToolResultArgs[S, Needs]
+    ) -> HookReturn[ToolResultResult[S]]:
+        return Continue()
+
 
 class Processor(StatefulProcessor[None, Needs], Generic[Needs]):
     """A processor without state; `Processor[Db]`'s hooks read the run's deps as a Db."""
@@ -509,6 +574,12 @@ def processor(
     | None = ...,
     flush_output_stream: Callable[[FlushArgs[None, HookDeps]], HookReturn[FlushResult[None]]]
     | None = ...,
+    process_tool_call: Callable[[ToolCallArgs[None, HookDeps]], HookReturn[ToolCallResult[None]]]
+    | None = ...,
+    process_tool_result: Callable[
+        [ToolResultArgs[None, HookDeps]], HookReturn[ToolResultResult[None]]
+    ]
+    | None = ...,
 ) -> FunctionProcessor[None, HookDeps]: ...
 @overload
 def processor(
@@ -533,6 +604,10 @@ def processor(
     | None = ...,
     flush_output_stream: Callable[[FlushArgs[S, HookDeps]], HookReturn[FlushResult[S]]]
     | None = ...,
+    process_tool_call: Callable[[ToolCallArgs[S, HookDeps]], HookReturn[ToolCallResult[S]]]
+    | None = ...,
+    process_tool_result: Callable[[ToolResultArgs[S, HookDeps]], HookReturn[ToolResultResult[S]]]
+    | None = ...,
 ) -> FunctionProcessor[S, HookDeps]: ...
 def processor(
     id: str,
@@ -548,6 +623,8 @@ def processor(
     process_output_step: Callable[..., object] | None = None,
     process_output_result: Callable[..., object] | None = None,
     flush_output_stream: Callable[..., object] | None = None,
+    process_tool_call: Callable[..., object] | None = None,
+    process_tool_result: Callable[..., object] | None = None,
 ) -> FunctionProcessor[Any]:  # the overloads above are the public type
     """A processor from plain functions, one per hook; `state` is its initial state.
     `concurrent`: its `process_input` runs beside the first model call (see
@@ -560,6 +637,8 @@ def processor(
         "process_output_step": process_output_step,
         "process_output_result": process_output_result,
         "flush_output_stream": flush_output_stream,
+        "process_tool_call": process_tool_call,
+        "process_tool_result": process_tool_result,
     }
     hooks = {k: v for k, v in given.items() if v is not None}
     if not hooks:

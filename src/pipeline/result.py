@@ -10,7 +10,7 @@ from typing_extensions import TypeVar
 
 from pipeline.chunks import FinishReason, Tripwire, Usage
 from pipeline.cost import Cost
-from pipeline.messages import MessageList, SourcePart, ToolCallPart, ToolResultPart
+from pipeline.messages import JsonObject, MessageList, SourcePart, ToolCallPart, ToolResultPart
 from pipeline.model import ApiError
 
 
@@ -141,7 +141,56 @@ Output = TypeVar("Output", default=Any)
 """The type of `RunResult.output`: the agent's `output_type` (an `Agent[..., X]` gives a
 `RunResult[X]`). A bare `RunResult` is any run's result."""
 
-Status = Literal["finished", "tripped", "failed", "cancelled"]
+Status = Literal["finished", "tripped", "failed", "cancelled", "suspended"]
+
+
+class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """A call waiting for a person: what to show them, and the digest to decide on."""
+
+    tool_call_id: str
+    tool_name: str
+    args: JsonObject
+    message: str
+    """The gate's message (`AskApproval.message`)."""
+    processor_id: str
+    """The processor that asked."""
+    digest: str
+    """`call_digest` of the call as it waits: a decision carries it back."""
+    metadata: JsonObject | None = None
+
+
+class GatedCall(msgspec.Struct, frozen=True, kw_only=True):
+    """What the gates made of one call of the suspended step, in call order: run it
+    (`kind="run"`, with `call.args` as the gates left them), answered (`"answered"`:
+    the gate's `SkipCall` or a call that could not run, with its result), or waiting
+    (`"ask"`, see `PendingApproval`)."""
+
+    call: ToolCallPart
+    kind: Literal["run", "answered", "ask"]
+    result: object = None
+    is_error: bool = False
+
+
+class Suspension(msgspec.Struct, frozen=True, kw_only=True):
+    """A suspended run: what it waits for and what it needs to go on.
+
+    `states` are the processors' states (by slot) at the suspension: an in-memory store
+    keeps them as they are; a store that writes them out must be able to encode them.
+    """
+
+    run_id: str
+    agent_digest: str
+    pending: tuple[PendingApproval, ...]
+    calls: tuple[GatedCall, ...]
+    messages: MessageList
+    step: StepResult
+    """The suspended step as far as it got (its model answer; no tool results yet)."""
+    steps: tuple[StepResult, ...]
+    """The steps before it."""
+    states: tuple[object, ...]
+    ids_used: int
+    """How many ids the run made (`Ids`): the resumed run goes on from there."""
+    retry_count: int = 0
 
 
 class RunFailedError(Exception):
@@ -192,6 +241,9 @@ class RunResult(msgspec.Struct, Generic[Output], frozen=True, kw_only=True):
     """The model calls processors made (`AskModel`), in order, each with its usage and
     cost. Their tokens are not in `usage` (the agent's own calls, as the steps and the
     finish chunk count them) but in `judge_usage` and `total_usage`."""
+    suspension: Suspension | None = None
+    """What a "suspended" run waits for (`pending`) and keeps to go on: resume it with
+    `pipeline.approval.resumption` (or `interpreters.approvals.Approvals`)."""
     unmetered_calls: int = 0
     """Model calls of the agent that were made but whose usage the provider never
     reported: a processor stopped the stream (or the run was cancelled) before the

@@ -19,7 +19,7 @@ import msgspec
 from effects import Abort
 from pipeline.agent import Agent
 from pipeline.call_ids import CallIds
-from pipeline.chunks import Chunk, FinishReason, Tripwire, Usage
+from pipeline.chunks import Chunk, FinishReason, ToolCall, ToolCallDelta, Tripwire, Usage
 from pipeline.cost import Cost, Pricer
 from pipeline.hooks import Bound, HookFn, Outcome
 from pipeline.judge_ledger import JudgeLedger
@@ -41,9 +41,14 @@ class Ids:
 
     __slots__ = ("_n", "_run")
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, used: int = 0) -> None:
         self._run = run_id
-        self._n = 0
+        self._n = used
+        """How many ids were made (a resumed run goes on from its suspension's)."""
+
+    @property
+    def used(self) -> int:
+        return self._n
 
     def next(self, kind: str) -> str:
         self._n += 1
@@ -90,6 +95,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Every stream hook sees data chunks."""
     data_any: bool
     """Some stream hook sees data chunks."""
+    h_tool_call: tuple[Bound, ...] = ()
+    """process_tool_call hooks, across all the agent's processors in list order."""
+    h_tool_result: tuple[Bound, ...] = ()
     bare_stream: bool = False
     """No stream hook at all: the chunks the loop makes itself go out as they are."""
     h_approved: tuple[Bound, ...] = ()
@@ -106,6 +114,7 @@ class RunState:
         "cost_known",
         "finish_reason",
         "held",
+        "held_calls",
         "ids",
         "judges",
         "leaving",
@@ -158,6 +167,9 @@ class RunState:
         """Non-transient data chunks hooks emitted outside a model response, not yet kept
         in a message: the next response message of the run takes them (`loop`'s step), or
         else the last one when the run ends (`loop_messages.keep_held`)."""
+        self.held_calls: list[ToolCall | ToolCallDelta] = []
+        """Tool-call chunks of the response held back until the gates decided
+        (`tool_gate`)."""
         self.output: object = None
         self.cost: Cost | None = None
         self.cost_known = cost_known

@@ -14,15 +14,17 @@ history stays paired.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from operator import attrgetter
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 
-from effects import Publish, RunTools
+from effects import Abort, Publish, Replace, RunTools
+from pipeline.approval import Resumption
 from pipeline.call_ids import note_call_ids
 from pipeline.chunks import Chunk, ToolError, ToolResult
-from pipeline.hooks import HookFailure
+from pipeline.hooks import HookFailure, call_hook
 from pipeline.loop_messages import loop_message
 from pipeline.messages import (
     DataPart,
@@ -30,6 +32,7 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from pipeline.processor import RunContext, ToolResultArgs
 from pipeline.protocol import (
     LoopCommand,
     ProtocolError,
@@ -38,9 +41,16 @@ from pipeline.protocol import (
     ToolOutcome,
 )
 from pipeline.response import StepContent
-from pipeline.run_state import RunConfig, RunState, Tripped
+from pipeline.run_state import RunConfig, RunState, Tripped, apply, trip
 from pipeline.stream_stage import deliver, process_chunk, process_chunk_io, stream_through
 from pipeline.tool_context import ToolContext, ToolWriter, deps_mismatch
+from pipeline.tool_gate import (
+    decision_chunks,
+    gate_calls,
+    hold_calls,
+    release_calls,
+    resumed_entries,
+)
 from pipeline.tools import Tool, tool_result, unencodable
 
 _call_id = attrgetter("tool_call_id")
@@ -52,69 +62,112 @@ def run_tools(
     calls: tuple[ToolCallPart, ...],
     tools: tuple[Tool, ...],
     turn: tuple[MessageList, MessageList] | None,
+    decided: list[ToolInvocation | ToolResultPart] | None = None,
 ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
     """Run the calls; their results go into one tool message. `turn`: the messages before
     the loop's own response and with it, when `calls` are that response's calls and
-    nothing replaced it (the pairing check and the call ids then trust the turn)."""
-    by_name = st.tools.by_name(tools)
+    nothing replaced it (the pairing check and the call ids then trust the turn).
+
+    With `process_tool_call` hooks, each call that can run goes through them first
+    (`tool_gate.gate_calls`: a call may be answered without running, or the run
+    suspends for approval). `decided`: a resumed step's entries, one per call (a
+    `ToolResultPart` is a call answered without running): no gate is asked again."""
     ctx = rc.ctx
-    invocations: list[ToolInvocation] = []
+    gated = bool(rc.h_tool_call)
     writers: list[ToolWriter] | None = None  # made at the first tool that may write
-    for c in calls:
-        t = by_name.get(c.tool_name)
-        if t is None:
-            invocations.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
-            continue
-        try:
-            kwargs = t.bind(c.args)
-        except (msgspec.ValidationError, TypeError) as e:
-            invocations.append(
-                ToolInvocation(c, t, None, f"invalid arguments for {c.tool_name!r}: {e}")
-            )
-            continue
-        if t.context_param is not None:
-            why = deps_mismatch(t.deps_type, ctx.deps)
-            if why is not None:
-                invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
+    entries: Sequence[ToolInvocation | ToolResultPart]
+    invocations: list[ToolInvocation] = []
+    if decided is None:
+        by_name = st.tools.by_name(tools)
+        entries = invocations
+        for c in calls:
+            t = by_name.get(c.tool_name)
+            if t is None:
+                invocations.append(ToolInvocation(c, None, None, f"unknown tool {c.tool_name!r}"))
                 continue
-            w = ToolWriter()
-            if writers is None:
-                writers = [w]
-            else:
-                writers.append(w)
-            kwargs[t.context_param] = ToolContext(
-                deps=ctx.deps, run=ctx, tool_call_id=c.tool_call_id,
-                tool_name=c.tool_name, writer=w,
+            try:
+                kwargs = t.bind(c.args)
+            except (msgspec.ValidationError, TypeError) as e:
+                invocations.append(
+                    ToolInvocation(c, t, None, f"invalid arguments for {c.tool_name!r}: {e}")
+                )
+                continue
+            if t.context_param is not None:
+                why = deps_mismatch(t.deps_type, ctx.deps)
+                if why is not None:
+                    invocations.append(ToolInvocation(c, t, None, f"tool {t.name!r} {why}"))
+                    continue
+                if not gated:  # (with gates: once they decided, below)
+                    writers = _with_context(ctx, c, t, kwargs, writers)
+            invocations.append(ToolInvocation(c, t, kwargs))
+    else:
+        by_name = st.tools.by_name(tools)
+        entries = decided
+    if gated and decided is None:
+        try:
+            entries = yield from gate_calls(rc, st, calls, list(entries))
+        except (Tripped, HookFailure, RunCancelled) as stop:
+            # Fail closed: no tool runs; each call goes out without its arguments and
+            # gets one error result (a cancel's: `answer_dangling_calls`).
+            unrun = tuple(
+                ToolResultPart(c.tool_call_id, c.tool_name,
+                               f"tool call not run: {_why_stopped(stop)}", True)
+                for c in calls
             )
-        invocations.append(ToolInvocation(c, t, kwargs))
+            st.pending = list(hold_calls(st, tuple(st.pending)))
+            release_calls(st, list(unrun))
+            if not isinstance(stop, RunCancelled):
+                _add_results(rc, st, unrun)
+            raise
+    if gated or decided is not None:
+        invocations = []
+        for entry in entries:
+            if type(entry) is ToolInvocation:
+                t, given = entry.tool, entry.kwargs
+                if t is not None and given is not None and t.context_param is not None:
+                    writers = _with_context(ctx, entry.call, t, given, writers)
+                invocations.append(entry)
+        if gated:  # what a flush released is held too, then what may go out goes
+            st.pending = list(hold_calls(st, tuple(st.pending)))
+            release_calls(st, entries)
     publish = tuple(st.pending)
     st.pending = []
     if publish:
         out: Publish[Chunk] = Publish(publish)
         if (got := (yield out)) is not None:
             raise ProtocolError(out, got, "None")
+    got_t: object = ()
     run: RunTools[ToolInvocation, ToolOutcome] = RunTools(tuple(invocations))
-    try:
-        got = yield run
-    except RunCancelled as c:
-        keep_finished_tools(rc, st, calls, c)
-        raise
-    finally:
-        written = tuple(w.close() for w in writers) if writers is not None else ()
-    # One ToolOutcome per call, in order (as `checked` does, inline); the invocations are
-    # the loop's own.
-    if type(got) is not tuple or len(got) != len(calls):
-        raise ProtocolError(run, got, "one ToolOutcome per call, in order")
-    outcome_t = ToolOutcome
+    if invocations:
+        try:
+            got_t = yield run
+        except RunCancelled as c:
+            keep_finished_tools(rc, st, calls, c)
+            raise
+        finally:
+            written = tuple(w.close() for w in writers) if writers is not None else ()
+    else:
+        written = ()
+    merged = len(invocations) != len(calls)  # some calls were answered without running
+    outs: tuple[object, ...]
+    if merged:
+        outs = outcomes_in_order(run, got_t, entries)
+    elif type(got_t) is tuple and len(got_t) == len(calls):
+        outs = got_t  # each checked below, as `outcomes_in_order` does (a call less a step)
+    else:
+        raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
     parts_l: list[ToolResultPart] = []
-    for call, o in zip(calls, got, strict=True):  # lengths checked above
-        if not (
-            (type(o) is outcome_t or isinstance(o, outcome_t))
-            and o.tool_call_id == call.tool_call_id
-        ):
-            raise ProtocolError(run, got, "one ToolOutcome per call, in order")
-        r = o.result
+    for call, o in zip(calls, outs, strict=True):  # one per call
         cap = _result_cap(rc, by_name.get(call.tool_name))
+        if type(o) is not ToolOutcome:
+            if merged and type(o) is ToolResultPart:  # answered without running
+                parts_l.append(result_part(call, o.result, o.is_error, cap))
+                continue
+            if not isinstance(o, ToolOutcome):
+                raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
+        if o.tool_call_id != call.tool_call_id:
+            raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
+        r = o.result
         if (
             (type(r) is str and r.isascii() and len(r) <= (cap - 2) // 6)
             or r is None or type(r) is bool
@@ -125,6 +178,8 @@ def run_tools(
         else:
             parts_l.append(result_part(call, r, o.is_error, cap))
     parts = tuple(parts_l)
+    if rc.h_tool_result:
+        parts = yield from results_through(rc, st, calls, entries, parts)
     # What the tools wrote, per call in call order, through the stream processors;
     # non-transient chunks that pass are kept with the results.
     data: tuple[DataPart, ...] = ()
@@ -164,6 +219,100 @@ def run_tools(
         )
         raise
     return st.leaving.approved(parts, results, st.pending[sent:])
+
+
+def _with_context(
+    ctx: RunContext, c: ToolCallPart, t: Tool, kwargs: dict[str, object],
+    writers: list[ToolWriter] | None,
+) -> list[ToolWriter]:
+    """`kwargs` given the call's `ToolContext`; its writer added to `writers`."""
+    w = ToolWriter()
+    if writers is None:
+        writers = [w]
+    else:
+        writers.append(w)
+    assert t.context_param is not None
+    kwargs[t.context_param] = ToolContext(
+        deps=ctx.deps, run=ctx, tool_call_id=c.tool_call_id, tool_name=c.tool_name, writer=w,
+    )
+    return writers
+
+
+def run_resumed(
+    rc: RunConfig, st: RunState, r: Resumption
+) -> Generator[LoopCommand, object, tuple[tuple[ToolCallPart, ...], tuple[ToolResultPart, ...]]]:
+    """The tools of a suspended step, as the gates and the approver decided: its calls
+    and their results."""
+    calls, entries = resumed_entries(rc, r)
+    yield from stream_through(rc, st, decision_chunks(r))
+    return calls, (yield from run_tools(rc, st, calls, rc.agent.tools, None, entries))
+
+
+def results_through(
+    rc: RunConfig,
+    st: RunState,
+    calls: tuple[ToolCallPart, ...],
+    entries: Sequence[ToolInvocation | ToolResultPart],
+    parts: tuple[ToolResultPart, ...],
+) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
+    """process_tool_result: each result of a tool that ran through the processors in
+    list order, before the model or the caller sees it. An Abort or a processor failure
+    withholds every result of the step (each call still gets one) and stops the run."""
+    out = list(parts)
+    step = len(st.steps)
+    try:
+        for i, (e, p) in enumerate(zip(entries, parts, strict=True)):
+            if type(e) is not ToolInvocation or e.kwargs is None:
+                continue  # not run: nothing the tool returned
+            result, changed = p.result, False
+            for b in rc.h_tool_result:
+                a = ToolResultArgs(
+                    call=e.call, result=result, is_error=p.is_error, message_list=st.ml,
+                    step_number=step, state=st.states[b.slot], context=rc.ctx,
+                )
+                eff = apply(rc, st, b, (yield from call_hook(b, a)))
+                if isinstance(eff, Abort):
+                    raise trip(b, eff)
+                if isinstance(eff, Replace):
+                    result, changed = eff.value, True
+            if changed:
+                out[i] = result_part(
+                    calls[i], result, p.is_error, _result_cap(rc, e.tool)
+                )
+    except (Tripped, HookFailure) as stop:
+        _add_results(rc, st, tuple(
+            ToolResultPart(c.tool_call_id, c.tool_name,
+                           f"tool result withheld: {_why_stopped(stop)}", True)
+            for c in calls
+        ))
+        raise
+    return tuple(out)
+
+
+def outcomes_in_order(
+    run: RunTools[ToolInvocation, ToolOutcome],
+    got: object,
+    entries: Sequence[ToolInvocation | ToolResultPart],
+) -> tuple[ToolOutcome | ToolResultPart, ...]:
+    """The interpreter's reply to `run` checked (one ToolOutcome per invocation, in
+    order, as `checked` does, inline), merged with the calls answered without running:
+    one per call, in call order."""
+    invs = run.calls
+    if type(got) is not tuple or len(got) != len(invs):
+        raise ProtocolError(run, got, "one ToolOutcome per call, in order")
+    outcome_t = ToolOutcome
+    for inv, o in zip(invs, got, strict=True):
+        if not (
+            (type(o) is outcome_t or isinstance(o, outcome_t))
+            and o.tool_call_id == inv.call.tool_call_id
+        ):
+            raise ProtocolError(run, got, "one ToolOutcome per call, in order")
+    if TYPE_CHECKING:
+        got = cast(tuple[ToolOutcome, ...], got)
+    if len(invs) == len(entries):
+        return got
+    ran = iter(got)
+    return tuple(e if type(e) is ToolResultPart else next(ran) for e in entries)
 
 
 def _why_stopped(stop: Tripped | HookFailure | RunCancelled) -> str:

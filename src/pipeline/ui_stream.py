@@ -15,6 +15,10 @@ chunk in, the new state and the parts to send out. How the run's chunks map:
   same; a tool call's argument deltas: `tool-input-start` then `tool-input-delta`; the
   call: `tool-input-available`; its result or error: `tool-output-available` /
   `tool-output-error`; a source: `source-url`; `data-*` chunks: data parts.
+- A call waiting for approval (the run suspends): `tool-approval-request` (its
+  `approvalId` the digest a decision is bound to), not closed with an error; the
+  decision a resumed run goes on with: `tool-approval-response`, and a denied call's
+  result `tool-output-denied` (the AI SDK's tool-approval parts, for `useChat`).
 - A step a processor discarded for a retry is marked, never merged into the answer: the
   loop's `data-step-discarded` chunk goes out as a data part kept in the message (not
   transient), with `part_ids` naming the text, reasoning and tool parts of that step,
@@ -50,6 +54,8 @@ from pipeline.chunks import (
     TextDelta,
     TextEnd,
     TextStart,
+    ToolApprovalRequest,
+    ToolApprovalResponse,
     ToolCall,
     ToolCallDelta,
     ToolError,
@@ -146,6 +152,21 @@ class UIToolOutputError(_Part, frozen=True, tag="tool-output-error"):
     error_text: str
 
 
+class UIToolApprovalRequest(_Part, frozen=True, tag="tool-approval-request"):
+    approval_id: str
+    tool_call_id: str
+
+
+class UIToolApprovalResponse(_Part, frozen=True, tag="tool-approval-response"):
+    approval_id: str
+    approved: bool
+    reason: str | None = None
+
+
+class UIToolOutputDenied(_Part, frozen=True, tag="tool-output-denied"):
+    tool_call_id: str
+
+
 class UISourceUrl(_Part, frozen=True, tag="source-url"):
     source_id: str
     url: str
@@ -181,6 +202,9 @@ UIPart = (
     | UIToolInputAvailable
     | UIToolOutputAvailable
     | UIToolOutputError
+    | UIToolApprovalRequest
+    | UIToolApprovalResponse
+    | UIToolOutputDenied
     | UISourceUrl
     | UIError
     | UIData
@@ -203,6 +227,8 @@ class UIStreamState(msgspec.Struct, frozen=True):
     """Tool calls whose input is streaming (started, not yet available)."""
     awaiting: tuple[str, ...] = ()
     """Tool calls of the open step whose input is available and output not yet sent."""
+    denied: tuple[str, ...] = ()
+    """Tool calls an approver denied: their error result is `tool-output-denied`."""
 
 
 def ui_start(message_id: str | None = None) -> tuple[UIStreamState, tuple[UIPart, ...]]:
@@ -259,9 +285,21 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
             state, awaiting=_without(state.awaiting, chunk.tool_call_id))
         return state, (UIToolOutputAvailable(chunk.tool_call_id, chunk.result),)
     if isinstance(chunk, ToolError):
+        cid = chunk.tool_call_id
+        state = msgspec.structs.replace(state, awaiting=_without(state.awaiting, cid))
+        if cid in state.denied:
+            state = msgspec.structs.replace(state, denied=_without(state.denied, cid))
+            return state, (UIToolOutputDenied(cid),)
+        return state, (UIToolOutputError(cid, chunk.error),)
+    if isinstance(chunk, ToolApprovalRequest):
+        # the call waits for a person (the run suspends): not an output that never came
         state = msgspec.structs.replace(
             state, awaiting=_without(state.awaiting, chunk.tool_call_id))
-        return state, (UIToolOutputError(chunk.tool_call_id, chunk.error),)
+        return state, (UIToolApprovalRequest(chunk.approval_id, chunk.tool_call_id),)
+    if isinstance(chunk, ToolApprovalResponse):
+        if not chunk.approved:
+            state = msgspec.structs.replace(state, denied=(*state.denied, chunk.tool_call_id))
+        return state, (UIToolApprovalResponse(chunk.approval_id, chunk.approved, chunk.reason),)
     if isinstance(chunk, SourceChunk):
         return state, (UISourceUrl(chunk.source_id, chunk.url, chunk.title),)
     if isinstance(chunk, StepStart):

@@ -27,7 +27,7 @@ import msgspec
 
 from pipeline.messages import Message
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The stores' schema version; a store opened on an older schema migrates it."""
 
 
@@ -244,7 +244,7 @@ class InMemoryStore:
         self._messages: dict[str, list[Message]] = {}
         self._ids: dict[str, set[str]] = {}
         self._working: dict[str, str] = {}
-        self._vectors: dict[str, tuple[str, str | None, Vector]] = {}
+        self._vectors: dict[tuple[str, str], tuple[str | None, Vector]] = {}
 
     def ensure_thread(
         self, thread_id: str, *, resource_id: str | None, created_at: float
@@ -321,7 +321,7 @@ class InMemoryStore:
         batch = tuple(vectors)
         with self._lock:
             for message_id, vector in batch:
-                self._vectors[message_id] = (thread_id, resource_id, tuple(vector))
+                self._vectors[(thread_id, message_id)] = (resource_id, tuple(vector))
 
     def search(
         self,
@@ -334,7 +334,7 @@ class InMemoryStore:
         with self._lock:
             rows = [
                 RecallHit(message_id=mid, thread_id=tid, score=cosine(vector, v))
-                for mid, (tid, rid, v) in self._vectors.items()
+                for (tid, mid), (rid, v) in self._vectors.items()
                 if (thread_id is not None and tid == thread_id)
                 or (thread_id is None and resource_id is not None and rid == resource_id)
                 or (thread_id is None and resource_id is None)

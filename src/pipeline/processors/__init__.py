@@ -8,6 +8,7 @@ package is imported.
 from __future__ import annotations
 
 from pipeline.processors.batch import BatchPartsProcessor
+from pipeline.processors.budget import Budget
 from pipeline.processors.holdback import Held
 from pipeline.processors.language_detector import LanguageDetector, Py3LangidBackend
 from pipeline.processors.memory import MessageHistory, SemanticRecall, WorkingMemory
@@ -26,6 +27,7 @@ from pipeline.processors.unicode_normalizer import UnicodeNormalizer
 __all__ = [
     "ApproxTokenCounter",
     "BatchPartsProcessor",
+    "Budget",
     "EncodingCounter",
     "Finding",
     "Held",

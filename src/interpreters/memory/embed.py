@@ -1,0 +1,521 @@
+"""Embedders: texts to vectors for semantic recall.
+
+- `OpenAIEmbedder` / `AsyncOpenAIEmbedder`: the OpenAI-compatible `POST /embeddings`,
+  which OpenAI, Ollama (`ollama/...`, http://localhost:11434/v1) and vLLM (`vllm/...`,
+  http://localhost:8000/v1) serve, over httpx. Named like a model (`openai/text-embedding-
+  3-small`): the route, base URL and key come from the providers' table of routes and the
+  same environment variables. Batched (`batch_size` texts per request at most), with the
+  model calls' rules: a total deadline over the whole `embed` call (`Timeouts.total`,
+  retries and all) and httpx's per-phase timeouts cut to what is left of it, a cap on the
+  bytes read (`Limits.max_body`, `Limits.max_error_body`), transient failures (429, 5xx,
+  connection failures) retried by a `RetryPolicy` honouring Retry-After, the key kept in
+  a `Secret` and scrubbed from every error.
+- `ScriptedEmbedder`: for tests and the simulator, vectors scripted per text, else a
+  `HashEmbedder`'s.
+
+Whatever fails is an `EmbeddingError` (a `ProviderError`): its `error` says how, like a
+model call's (`invalid_response` for a response that does not fit the request: another
+number of vectors, another dimension count, values that are not numbers).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Protocol
+
+import anyio
+import anyio.lowlevel
+import httpx
+import msgspec
+
+from interpreters.memory.store import Embedder, HashEmbedder, Vector
+from interpreters.providers.errors import classify_response, request_id_of
+from interpreters.providers.exchange import DEADLINE_EXCEEDED, Endpoint, Timeouts
+from interpreters.providers.limits import LIMIT_EXCEEDED, Limits
+from interpreters.providers.provider import ProviderError
+from interpreters.providers.routes import ProviderConfigError, provider_config
+from interpreters.providers.table import ROUTES
+from pipeline.model import ApiError
+from pipeline.retry import RetryPolicy
+
+INVALID_RESPONSE = "invalid_response"
+MAX_BATCH = 2048
+"""The most texts one request may carry (OpenAI's own bound)."""
+
+
+TIMEOUTS = Timeouts()
+LIMITS = Limits()
+RETRY = RetryPolicy()
+
+
+class EmbeddingError(ProviderError):
+    """An embedding call failed; `error` says how. Never carries the key."""
+
+
+class AsyncEmbedder(Protocol):
+    """The async twin of `Embedder`."""
+
+    async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]: ...
+
+
+class _Item(msgspec.Struct, frozen=True):
+    index: int
+    embedding: list[float]
+
+
+class _Body(msgspec.Struct, frozen=True):
+    data: list[_Item]
+
+
+_body = msgspec.json.Decoder(_Body)
+
+
+class _Calls:
+    """What both embedders share, free of I/O: the requests, reading the answers, the
+    errors and when to retry."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        env: Mapping[str, str] | None,
+        dimensions: int | None,
+        batch_size: int,
+        timeouts: Timeouts,
+        limits: Limits,
+        retry: RetryPolicy,
+        clock: Callable[[], float],
+    ) -> None:
+        config = provider_config(model, base_url=base_url, api_key=api_key, env=env)
+        if ROUTES[config.route].wire != ROUTES["openai"].wire:
+            raise ProviderConfigError(
+                f"{config.route}/ does not serve OpenAI-compatible /embeddings"
+            )
+        if dimensions is not None and (type(dimensions) is not int or dimensions < 1):
+            raise ValueError(f"dimensions must be an int of at least 1, got {dimensions!r}")
+        if type(batch_size) is not int or not 1 <= batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size must be an int from 1 to {MAX_BATCH}, "
+                             f"got {batch_size!r}")
+        for name, value, kind in (("timeouts", timeouts, Timeouts), ("limits", limits, Limits),
+                                  ("retry", retry, RetryPolicy)):
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}")
+        self.endpoint: Endpoint = config.endpoint
+        self.model = config.model
+        self.dimensions = dimensions
+        self.batch_size = batch_size
+        self.timeouts = timeouts
+        self.limits = limits
+        self.retry = retry
+        self._clock = clock
+        self.url = self.endpoint.url("/embeddings")
+
+    def batches(self, texts: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"embed takes strs, not {type(t).__name__}")
+        for i in range(0, len(texts), self.batch_size):
+            yield texts[i : i + self.batch_size]
+
+    def request(self, batch: tuple[str, ...], remaining: float) -> httpx.Request:
+        body: dict[str, object] = {"model": self.model, "input": list(batch),
+                                   "encoding_format": "float"}
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers.update(self.endpoint.headers)
+        if self.endpoint.api_key is not None:
+            headers["authorization"] = f"Bearer {self.endpoint.api_key.reveal()}"
+        return httpx.Request(
+            "POST", self.url, content=msgspec.json.encode(body), headers=headers,
+            extensions={"timeout": self.timeouts.httpx(remaining).as_dict()},
+        )
+
+    # --- answers -------------------------------------------------------------------
+    def cap(self, status: int) -> int:
+        return self.limits.max_body if status < 300 else self.limits.max_error_body
+
+    def decode(
+        self, batch: tuple[str, ...], body: bytes, status: int, headers: Mapping[str, str],
+        dim: int | None,
+    ) -> tuple[Vector, ...]:
+        """The batch's vectors, in the batch's order; EmbeddingError when the answer does
+        not fit (`dim`: the dimension count earlier batches had)."""
+        rid = request_id_of(headers)
+        try:
+            items = _body.decode(body).data
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise self.invalid(
+                status, f"the response is not an embeddings list: {e}", rid
+            ) from None
+        if len(items) != len(batch):
+            raise self.invalid(
+                status, f"{len(items)} embeddings for {len(batch)} texts", rid
+            )
+        if sorted(i.index for i in items) != list(range(len(batch))):
+            raise self.invalid(status, "the embeddings' indexes are not 0 to n-1", rid)
+        want = self.dimensions if self.dimensions is not None else dim
+        out: list[Vector] = [()] * len(batch)
+        for item in items:
+            v = tuple(item.embedding)
+            if want is None:
+                want = len(v)
+            if len(v) != want or not v:
+                raise self.invalid(
+                    status, f"an embedding of {len(v)} dimensions where {want} were due", rid
+                )
+            if not all(math.isfinite(x) for x in v):
+                raise self.invalid(status, "an embedding holds a value that is not finite", rid)
+            out[item.index] = v
+        return tuple(out)
+
+    def invalid(self, status: int, message: str, request_id: str | None) -> EmbeddingError:
+        return EmbeddingError(ApiError(status=status, message=message,
+                                       error_type=INVALID_RESPONSE, request_id=request_id))
+
+    def rejected(self, status: int, headers: Mapping[str, str], body: bytes, reason: str,
+                 cut: bool) -> EmbeddingError:
+        key = self.endpoint.api_key
+        if key is not None:
+            body = key.scrub(body.decode("utf-8", "surrogateescape"), cut=cut).encode(
+                "utf-8", "surrogateescape")
+        return self.scrubbed(
+            classify_response(status, headers, body, now=self._clock(), reason=reason)
+        )
+
+    def over_cap(self, status: int, headers: Mapping[str, str]) -> EmbeddingError:
+        return EmbeddingError(ApiError(
+            status=status, message=f"the response body is larger than its cap of "
+            f"{self.cap(status)} bytes (Limits)", error_type=LIMIT_EXCEEDED,
+            request_id=request_id_of(headers)))
+
+    def transport(self, exc: httpx.HTTPError, status: int) -> EmbeddingError:
+        name = type(exc).__name__
+        kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection_error"
+        # Nothing usable came back: the call may be made again.
+        return self.scrubbed(ApiError(status=status or None, message=f"{name}: {exc or name}",
+                                      error_type=kind, retryable=True))
+
+    def past_deadline(self) -> EmbeddingError:
+        return EmbeddingError(ApiError(
+            status=None, error_type=DEADLINE_EXCEEDED,
+            message=f"the embedding call did not end within its deadline "
+            f"({self.timeouts.total:g} s total, Timeouts.total)"))
+
+    def scrubbed(self, error: ApiError) -> EmbeddingError:
+        key = self.endpoint.api_key
+        if key is not None:
+            error = msgspec.structs.replace(
+                error, message=key.scrub(error.message),
+                body=key.scrub(error.body) if error.body is not None else None)
+        return EmbeddingError(error)
+
+    def wait(self, failure: EmbeddingError, attempt: int, deadline: float) -> float:
+        """Seconds to wait before trying again; raises `failure` when it is not retried."""
+        e = failure.error
+        if not e.retryable or attempt >= self.retry.max_retries or not self.retry.waits(
+            e.retry_after
+        ):
+            raise failure
+        delay = self.retry.delay(attempt, f"embed:{self.model}", e.retry_after)
+        if time.monotonic() + delay >= deadline:
+            raise failure
+        return delay
+
+
+class _Options:
+    """The embedders' constructor, once."""
+
+    _calls: _Calls
+
+    def _setup(
+        self,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        env: Mapping[str, str] | None,
+        dimensions: int | None,
+        batch_size: int,
+        timeouts: Timeouts,
+        limits: Limits,
+        retry: RetryPolicy,
+        clock: Callable[[], float],
+    ) -> None:
+        self._calls = _Calls(
+            model, base_url=base_url, api_key=api_key, env=env, dimensions=dimensions,
+            batch_size=batch_size, timeouts=timeouts, limits=limits, retry=retry, clock=clock,
+        )
+
+    def __repr__(self) -> str:
+        c = self._calls
+        return f"{type(self).__name__}({c.model!r}, base_url={c.endpoint.base_url!r})"
+
+
+class OpenAIEmbedder(_Options):
+    """An `Embedder` over OpenAI-compatible `/embeddings` (sync, httpx.Client).
+
+    `model`: a router id (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`,
+    `vllm/BAAI/bge-m3`) or, with `base_url`, a bare model name. `dimensions`: asked of
+    the server (OpenAI's v3 models shorten their vectors) and checked on every answer.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        env: Mapping[str, str] | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 128,
+        timeouts: Timeouts = TIMEOUTS,
+        limits: Limits = LIMITS,
+        retry: RetryPolicy = RETRY,
+        client: httpx.Client | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._setup(model, base_url, api_key, env, dimensions, batch_size, timeouts, limits,
+                    retry, clock)
+        self._own = client is None
+        self._client = client if client is not None else httpx.Client()
+        self._sleep = sleep
+
+    def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
+        calls = self._calls
+        deadline = time.monotonic() + calls.timeouts.total
+        out: list[Vector] = []
+        dim: int | None = None
+        for batch in calls.batches(tuple(texts)):
+            vectors = self._retried(batch, deadline, dim)
+            dim = len(vectors[0])
+            out += vectors
+        return tuple(out)
+
+    def _retried(
+        self, batch: tuple[str, ...], deadline: float, dim: int | None
+    ) -> tuple[Vector, ...]:
+        attempt = 0
+        while True:
+            try:
+                return self._once(batch, deadline, dim)
+            except EmbeddingError as failure:
+                self._sleep(self._calls.wait(failure, attempt, deadline))
+                attempt += 1
+
+    def _once(self, batch: tuple[str, ...], deadline: float, dim: int | None) -> tuple[Vector, ...]:
+        calls = self._calls
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise calls.past_deadline()
+        failure: EmbeddingError | None = None
+        status = 0
+        try:
+            resp = self._client.send(calls.request(batch, remaining), stream=True)
+            try:
+                status = resp.status_code
+                body, cut = _read(resp.iter_bytes(), calls.cap(status), deadline)
+            finally:
+                resp.close()
+            failure = _judge(calls, batch, resp, body, cut, dim)
+            if failure is None:
+                return calls.decode(batch, body, status, resp.headers, dim)
+        except httpx.HTTPError as e:
+            failure = calls.past_deadline() if _past(deadline) else calls.transport(
+                e, status)
+        # Raised outside the except block: the httpx error (whose request holds the
+        # key) must not ride along as __context__.
+        raise failure
+
+    def close(self) -> None:
+        if self._own:
+            self._client.close()
+
+    def __enter__(self) -> OpenAIEmbedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncOpenAIEmbedder(_Options):
+    """The async `OpenAIEmbedder` (httpx.AsyncClient); the same options."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        env: Mapping[str, str] | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 128,
+        timeouts: Timeouts = TIMEOUTS,
+        limits: Limits = LIMITS,
+        retry: RetryPolicy = RETRY,
+        client: httpx.AsyncClient | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self._setup(model, base_url, api_key, env, dimensions, batch_size, timeouts, limits,
+                    retry, clock)
+        self._own = client is None
+        self._client = client if client is not None else httpx.AsyncClient()
+        self._sleep = sleep
+
+    async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
+        calls = self._calls
+        deadline = time.monotonic() + calls.timeouts.total
+        out: list[Vector] = []
+        dim: int | None = None
+        for batch in calls.batches(tuple(texts)):
+            vectors = await self._retried(batch, deadline, dim)
+            dim = len(vectors[0])
+            out += vectors
+        return tuple(out)
+
+    async def _retried(
+        self, batch: tuple[str, ...], deadline: float, dim: int | None
+    ) -> tuple[Vector, ...]:
+        attempt = 0
+        while True:
+            try:
+                return await self._once(batch, deadline, dim)
+            except EmbeddingError as failure:
+                await self._sleep(self._calls.wait(failure, attempt, deadline))
+                attempt += 1
+
+    async def _once(
+        self, batch: tuple[str, ...], deadline: float, dim: int | None
+    ) -> tuple[Vector, ...]:
+        calls = self._calls
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise calls.past_deadline()
+        failure: EmbeddingError | None = None
+        status = 0
+        try:
+            with anyio.fail_after(remaining):
+                resp = await self._client.send(calls.request(batch, remaining), stream=True)
+                try:
+                    status = resp.status_code
+                    body, cut = await _aread(resp.aiter_bytes(), calls.cap(status), deadline)
+                finally:
+                    await resp.aclose()
+            failure = _judge(calls, batch, resp, body, cut, dim)
+            if failure is None:
+                return calls.decode(batch, body, status, resp.headers, dim)
+        except TimeoutError:
+            failure = calls.past_deadline()
+        except httpx.HTTPError as e:
+            failure = calls.past_deadline() if _past(deadline) else calls.transport(
+                e, status)
+        raise failure
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncOpenAIEmbedder:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _past(deadline: float) -> bool:
+    # A timeout cut to the deadline fires at it, give or take the clock's grain.
+    return time.monotonic() >= deadline - 0.005
+
+
+def _judge(
+    calls: _Calls, batch: tuple[str, ...], resp: httpx.Response, body: bytes, cut: bool,
+    dim: int | None,
+) -> EmbeddingError | None:
+    """The failure a read response is, or None when it is to be decoded."""
+    if resp.status_code >= 300:  # redirects are not followed: a wrong base URL
+        return calls.rejected(resp.status_code, resp.headers, body, resp.reason_phrase, cut)
+    if cut:
+        return calls.over_cap(resp.status_code, resp.headers)
+    return None
+
+
+def _read(chunks: Iterator[bytes], cap: int, deadline: float) -> tuple[bytes, bool]:
+    """The body up to `cap` bytes; True when there was more."""
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        if len(buf) > cap:
+            return bytes(buf[:cap]), True
+        if time.monotonic() >= deadline:
+            raise httpx.ReadTimeout("the deadline passed while reading the body")
+    return bytes(buf), False
+
+
+async def _aread(chunks: AsyncIterator[bytes], cap: int, deadline: float) -> tuple[bytes, bool]:
+    buf = bytearray()
+    async for chunk in chunks:
+        buf += chunk
+        if len(buf) > cap:
+            return bytes(buf[:cap]), True
+    return bytes(buf), False
+
+
+class ScriptedEmbedder:
+    """An `Embedder` for tests and the simulator: `vectors` per text, other texts by
+    `fallback` (a `HashEmbedder` of the scripted vectors' size by default; None: an
+    unscripted text is an `EmbeddingError`). `errors` are raised by the first calls, one
+    each, before any vector is given. Every call's texts are kept in `calls`."""
+
+    def __init__(
+        self,
+        vectors: Mapping[str, Sequence[float]] | None = None,
+        *,
+        fallback: Embedder | str | None = "hash",
+        errors: Sequence[ProviderError] = (),
+    ) -> None:
+        scripted = {t: tuple(float(x) for x in v) for t, v in (vectors or {}).items()}
+        dims = {len(v) for v in scripted.values()}
+        if len(dims) > 1 or 0 in dims:
+            raise ValueError("the scripted vectors must all have one dimension count (> 0)")
+        self.vectors = scripted
+        self.dim = dims.pop() if dims else 64
+        if fallback == "hash":
+            self.fallback: Embedder | None = HashEmbedder(max(self.dim, 2))
+        elif fallback is None or hasattr(fallback, "embed"):
+            self.fallback = fallback if not isinstance(fallback, str) else None
+        else:
+            raise TypeError("fallback is an Embedder, None or 'hash'")
+        self._errors = list(errors)
+        self.calls: list[tuple[str, ...]] = []
+
+    def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
+        texts = tuple(texts)
+        self.calls.append(texts)
+        if self._errors:
+            raise self._errors.pop(0)
+        missing = tuple(t for t in texts if t not in self.vectors)
+        if missing and self.fallback is None:
+            raise EmbeddingError(ApiError(
+                status=None, message=f"no scripted vector for {missing[0]!r}",
+                error_type="scripted"))
+        made = dict(zip(missing, self.fallback.embed(missing), strict=True)) if (
+            missing and self.fallback is not None) else {}
+        return tuple(self.vectors[t] if t in self.vectors else made[t] for t in texts)
+
+    def as_async(self) -> AsyncEmbedder:
+        """This embedder as an `AsyncEmbedder` (the same script and `calls`)."""
+        return _AsyncScripted(self)
+
+
+class _AsyncScripted:
+    def __init__(self, scripted: ScriptedEmbedder) -> None:
+        self.scripted = scripted
+
+    async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
+        await anyio.lowlevel.checkpoint()
+        return self.scripted.embed(texts)

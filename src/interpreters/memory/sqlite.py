@@ -1,0 +1,452 @@
+"""The embedded memory store: SQLite (stdlib `sqlite3`), a file or ":memory:", no server.
+
+One connection per store, shared by the store's threads under a lock; several stores
+(threads or processes) may open one file: it is in WAL mode, each write is one
+`BEGIN IMMEDIATE` transaction (so a batch of messages is all there or not at all, and
+contiguous in the thread's order), and a busy file is waited for up to `timeout` seconds,
+then `MemoryStoreUnavailable`. Messages are ordered by an autoincrement sequence and unique per
+(thread, message id), so two writers neither lose nor duplicate one.
+
+The schema is versioned (`memory_schema`); opening a file of an older version migrates it
+in one transaction, a newer one is refused. Vectors are float32 rows scored exactly
+(`interpreters.memory.scan`): numpy when importable, else Python; see docs/memory-stores.md
+for the figures and why not sqlite-vec by default.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Literal, TypeVar, get_args
+
+from interpreters.memory.in_thread import AsyncStoreInThread
+from interpreters.memory.rows import (
+    check_around,
+    check_count,
+    check_id,
+    check_messages,
+    check_owner,
+    check_query,
+    check_vectors,
+    decode_message,
+    encode_message,
+    pack,
+)
+from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
+from interpreters.memory.store import (
+    SCHEMA_VERSION,
+    MemoryStoreError,
+    MemoryStoreUnavailable,
+    RecallHit,
+    Thread,
+    ThreadOwnerMismatch,
+    Vector,
+)
+from pipeline.messages import Message
+
+VectorSearch = Literal["auto", "numpy", "python"]
+_VECTOR_SEARCH: tuple[str, ...] = get_args(VectorSearch)
+
+T = TypeVar("T")
+
+_IN_CHUNK = 500  # ids per IN (...) query, under SQLite's bound on parameters
+
+# Each entry takes the schema from the version before it to its own (index + 1).
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: threads, messages in order, working memory, one vector per message
+        "CREATE TABLE memory_threads (id TEXT PRIMARY KEY, resource_id TEXT, "
+        "created_at REAL NOT NULL)",
+        "CREATE TABLE memory_messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "thread_id TEXT NOT NULL, message_id TEXT NOT NULL, body BLOB NOT NULL, "
+        "UNIQUE (thread_id, message_id))",
+        "CREATE INDEX memory_messages_order ON memory_messages (thread_id, seq)",
+        "CREATE TABLE memory_working (key TEXT PRIMARY KEY, text TEXT NOT NULL)",
+        "CREATE TABLE memory_vectors (thread_id TEXT NOT NULL, message_id TEXT NOT NULL, "
+        "resource_id TEXT, vec BLOB NOT NULL, PRIMARY KEY (thread_id, message_id))",
+    ),
+    (  # 2: each vector's dimensions and write sequence number beside it (a search
+        # reads what was written since its last), the scopes indexed by them
+        "ALTER TABLE memory_vectors ADD COLUMN dim INTEGER NOT NULL DEFAULT 0",
+        "UPDATE memory_vectors SET dim = length(vec) / 4",
+        "ALTER TABLE memory_vectors ADD COLUMN vseq INTEGER NOT NULL DEFAULT 0",
+        "UPDATE memory_vectors SET vseq = rowid",
+        "CREATE INDEX memory_vectors_thread ON memory_vectors (thread_id, vseq)",
+        "CREATE INDEX memory_vectors_resource ON memory_vectors (resource_id, vseq)",
+        "CREATE INDEX memory_vectors_seq ON memory_vectors (vseq)",
+    ),
+)
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The version of the schema in the database (0: none yet)."""
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memory_schema'"
+    ).fetchone()
+    if found is None:
+        return 0
+    row = conn.execute("SELECT version FROM memory_schema").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Bring the schema to `target` in one transaction; returns the version found.
+    MemoryStoreError for a database of a newer version than this library knows."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = schema_version(conn)
+        if found > SCHEMA_VERSION:
+            raise MemoryStoreError(
+                f"the memory store's schema is version {found}, newer than this library's "
+                f"({SCHEMA_VERSION}): upgrade pipeline-agents to open it"
+            )
+        if found == 0:
+            conn.execute("CREATE TABLE memory_schema (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO memory_schema VALUES (0)")
+        for steps in MIGRATIONS[found:target]:
+            for sql in steps:
+                conn.execute(sql)
+        if target > found:
+            conn.execute("UPDATE memory_schema SET version = ?", (target,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found
+
+
+def _scorer(vector_search: object) -> Scorer:
+    if vector_search not in _VECTOR_SEARCH:
+        raise ValueError(
+            f"vector_search must be one of {', '.join(_VECTOR_SEARCH)}, not {vector_search!r}"
+        )
+    if vector_search == "numpy" and not numpy_available():
+        raise ValueError("vector_search='numpy' needs numpy (pip install numpy)")
+    if vector_search == "python":
+        return "python"
+    return "numpy" if numpy_available() else "python"
+
+
+class SQLiteStore:
+    """A `MemoryStore` in SQLite: `path` a file (created when missing) or ":memory:".
+
+    `timeout`: seconds a write waits for another writer of the same file before
+    `MemoryStoreUnavailable`. `vector_search`: how vectors are scored ("auto": numpy when
+    importable, else Python). `cache_bytes`: how much memory the searched scopes' vectors
+    may hold between searches (0: none; each search reads its scope from the file).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        timeout: float = 5.0,
+        vector_search: VectorSearch = "auto",
+        cache_bytes: int = 256 << 20,
+    ) -> None:
+        if type(cache_bytes) is not int or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be an int of at least 0, got {cache_bytes!r}")
+        self._cache_bytes = cache_bytes
+        self._indexes: OrderedDict[tuple[str, ...], Index] = OrderedDict()
+        if type(timeout) not in (int, float) or not timeout > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self.scorer: Scorer = _scorer(vector_search)
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as e:
+            raise MemoryStoreUnavailable(
+                f"cannot open the SQLite store {self.path!r}: {e}"
+            ) from None
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn)
+        except sqlite3.Error as e:
+            conn.close()
+            raise MemoryStoreUnavailable(
+                f"cannot open the SQLite store {self.path!r}: {e}"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: sqlite3.Connection | None = conn
+
+    # --- plumbing ----------------------------------------------------------------------
+    @contextmanager
+    def _use(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise MemoryStoreUnavailable(f"the SQLite store {self.path!r} is closed")
+            try:
+                yield self._conn
+            except sqlite3.Error as e:
+                raise MemoryStoreUnavailable(f"the SQLite store {self.path!r}: {e}") from None
+
+    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """`body` in one write transaction: all of it or none."""
+        with self._use() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = body(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+    # --- threads -----------------------------------------------------------------------
+    @staticmethod
+    def _ensure(
+        conn: sqlite3.Connection, thread_id: str, resource_id: str | None, created_at: float
+    ) -> Thread:
+        row = conn.execute(
+            "SELECT resource_id, created_at FROM memory_threads WHERE id = ?", (thread_id,)
+        ).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO memory_threads VALUES (?, ?, ?)",
+                (thread_id, resource_id, created_at),
+            )
+            return Thread(id=thread_id, resource_id=resource_id, created_at=created_at)
+        if resource_id is not None and row[0] != resource_id:
+            raise ThreadOwnerMismatch(thread_id, row[0], resource_id)
+        return Thread(id=thread_id, resource_id=row[0], created_at=row[1])
+
+    def ensure_thread(
+        self, thread_id: str, *, resource_id: str | None, created_at: float
+    ) -> Thread:
+        check_owner(thread_id, resource_id)
+        return self._write(lambda c: self._ensure(c, thread_id, resource_id, created_at))
+
+    def get_thread(self, thread_id: str) -> Thread | None:
+        check_id("thread", thread_id)
+        with self._use() as conn:
+            row = conn.execute(
+                "SELECT resource_id, created_at FROM memory_threads WHERE id = ?",
+                (thread_id,),
+            ).fetchone()
+        return None if row is None else Thread(id=thread_id, resource_id=row[0], created_at=row[1])
+
+    # --- messages ----------------------------------------------------------------------
+    @staticmethod
+    def _decoded(thread_id: str, rows: Iterable[tuple[str, bytes]]) -> tuple[Message, ...]:
+        return tuple(decode_message(thread_id, mid, bytes(body)) for mid, body in rows)
+
+    def last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
+        check_id("thread", thread_id)
+        check_count("limit", limit)
+        with self._use() as conn:
+            rows = conn.execute(
+                "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
+                "ORDER BY seq DESC LIMIT ?",
+                (thread_id, limit),
+            ).fetchall()
+        rows.reverse()
+        return self._decoded(thread_id, rows)
+
+    def messages_by_id(self, thread_id: str, ids: Iterable[str]) -> tuple[Message, ...]:
+        check_id("thread", thread_id)
+        wanted = sorted({check_id("message", i) for i in ids})
+        if not wanted:
+            return ()
+        found: list[tuple[int, str, bytes]] = []
+        with self._use() as conn:
+            for i in range(0, len(wanted), _IN_CHUNK):
+                chunk = wanted[i : i + _IN_CHUNK]
+                found += conn.execute(
+                    "SELECT seq, message_id, body FROM memory_messages WHERE thread_id = ? "
+                    f"AND message_id IN ({', '.join('?' * len(chunk))})",
+                    (thread_id, *chunk),
+                ).fetchall()
+        found.sort()
+        rows = [(mid, body) for _, mid, body in found]
+        return self._decoded(thread_id, rows)
+
+    def neighbours(
+        self, thread_id: str, message_id: str, *, before: int, after: int
+    ) -> tuple[Message, ...]:
+        check_around(thread_id, message_id, before, after)
+        with self._use() as conn:
+            found = conn.execute(
+                "SELECT seq FROM memory_messages WHERE thread_id = ? AND message_id = ?",
+                (thread_id, message_id),
+            ).fetchone()
+            if found is None:
+                return ()
+            seq = found[0]
+            earlier = conn.execute(
+                "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
+                "AND seq <= ? ORDER BY seq DESC LIMIT ?",
+                (thread_id, seq, before + 1),
+            ).fetchall()
+            later = conn.execute(
+                "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
+                "AND seq > ? ORDER BY seq LIMIT ?",
+                (thread_id, seq, after),
+            ).fetchall()
+        earlier.reverse()
+        return self._decoded(thread_id, earlier + later)
+
+    def save_messages(
+        self,
+        thread_id: str,
+        messages: Iterable[Message],
+        *,
+        resource_id: str | None,
+        created_at: float,
+    ) -> int:
+        check_owner(thread_id, resource_id)
+        rows = [(thread_id, m.id, encode_message(m)) for m in check_messages(messages)]
+
+        def body(conn: sqlite3.Connection) -> int:
+            self._ensure(conn, thread_id, resource_id, created_at)
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO memory_messages (thread_id, message_id, body) "
+                "VALUES (?, ?, ?)",
+                rows,
+            )
+            return conn.total_changes - before
+
+        return self._write(body)
+
+    # --- working memory ----------------------------------------------------------------
+    def get_working_memory(self, key: str) -> str | None:
+        check_id("working-memory", key)
+        with self._use() as conn:
+            row = conn.execute("SELECT text FROM memory_working WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_working_memory(self, key: str, text: str) -> None:
+        check_id("working-memory", key)
+        if not isinstance(text, str):
+            raise TypeError(f"working memory is a str, not {type(text).__name__}")
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO memory_working VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET text = excluded.text",
+                (key, text),
+            )
+        )
+
+    # --- vectors -----------------------------------------------------------------------
+    def save_vectors(
+        self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
+    ) -> None:
+        check_owner(thread_id, resource_id)
+        checked = check_vectors(vectors)
+
+        def body(conn: sqlite3.Connection) -> None:
+            # Numbered after every row before (writes are one at a time), so a search
+            # that has read up to n reads what came since with `vseq > n`.
+            (last,) = conn.execute("SELECT coalesce(max(vseq), 0) FROM memory_vectors").fetchone()
+            conn.executemany(
+                "INSERT INTO memory_vectors (thread_id, message_id, resource_id, vec, dim, vseq) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
+                "resource_id = excluded.resource_id, vec = excluded.vec, dim = excluded.dim, "
+                "vseq = excluded.vseq",
+                [(thread_id, mid, resource_id, pack(v), len(v), last + 1 + i)
+                 for i, (mid, v) in enumerate(checked)],
+            )
+
+        self._write(body)
+
+    def search(
+        self,
+        vector: Vector,
+        *,
+        k: int,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+    ) -> tuple[RecallHit, ...]:
+        query = check_query(vector, k, thread_id, resource_id)
+        scope: tuple[str, ...]
+        args: tuple[str, ...]
+        if thread_id is not None:
+            scope, where, args = ("thread", thread_id), " WHERE thread_id = ?", (thread_id,)
+        elif resource_id is not None:
+            scope, where, args = ("resource", resource_id), " WHERE resource_id = ?", (resource_id,)
+        else:
+            scope, where, args = ("all",), "", ()
+        with self._use() as conn:
+            if self._cache_bytes:
+                hits = self._indexed(conn, scope, where, args, query, k)
+                if hits is not None:
+                    return hits
+            rows: list[Row] = conn.execute(
+                "SELECT message_id, thread_id, dim, vec FROM memory_vectors" + where, args
+            ).fetchall()
+        return top_k(rows, query, k, self.scorer)
+
+    def _indexed(
+        self,
+        conn: sqlite3.Connection,
+        scope: tuple[str, ...],
+        where: str,
+        args: tuple[str, ...],
+        query: Vector,
+        k: int,
+    ) -> tuple[RecallHit, ...] | None:
+        """The search over the scope's index, brought up to date; None when the scope
+        holds vectors of more than one dimension count (not indexed)."""
+        index = self._indexes.pop(scope, None)
+        select = "SELECT message_id, thread_id, resource_id, dim, vec, vseq FROM memory_vectors"
+        if index is None:
+            index = Index(self.scorer)
+            rows = conn.execute(select + where, args).fetchall()
+        elif scope[0] == "thread":  # a row never leaves its thread
+            rows = conn.execute(select + where + " AND vseq > ?", (*args, index.seen)).fetchall()
+        else:  # a row may have left the resource: every row written since
+            rows = conn.execute(select + " WHERE vseq > ?", (index.seen,)).fetchall()
+        for mid, tid, rid, dim, vec, vseq in rows:
+            if scope[0] == "resource" and rid != scope[1]:
+                index.drop(tid, mid)
+            elif not index.fits(dim):
+                return None
+            else:
+                index.put(tid, mid, bytes(vec))
+            index.seen = max(index.seen, vseq)
+        hits = index.top(query, k)
+        self._keep(scope, index)
+        return hits
+
+    def _keep(self, scope: tuple[str, ...], index: Index) -> None:
+        """Keep the index (most recently used last), the oldest let go past the cap."""
+        if index.nbytes > self._cache_bytes:
+            return
+        self._indexes[scope] = index
+        total = sum(i.nbytes for i in self._indexes.values())
+        while total > self._cache_bytes:
+            _, oldest = self._indexes.popitem(last=False)
+            total -= oldest.nbytes
+
+    def close(self) -> None:
+        with self._lock:
+            self._indexes.clear()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class AsyncSQLiteStore(AsyncStoreInThread):
+    """The async `SQLiteStore`: each call in a worker thread (`anyio.to_thread`), one at a
+    time (the store has one connection)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        timeout: float = 5.0,
+        vector_search: VectorSearch = "auto",
+    ) -> None:
+        store = SQLiteStore(path, timeout=timeout, vector_search=vector_search)
+        super().__init__(store, threads=1)
+        self.sync: SQLiteStore = store

@@ -1,0 +1,99 @@
+"""Budget: a run bounded in tool calls (all, per tool), model calls, tokens and cost."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from pipeline.agent import Agent
+from pipeline.cost import Cost, PriceQuery
+from pipeline.processors import Budget, ProcessorConfigError
+
+ran: list[str] = []
+
+
+def look(q: str) -> str:
+    """Look something up."""
+    ran.append(q)
+    return f"found {q}"
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    ran.clear()
+
+
+def _looping(n: int = 6) -> ScriptedModel:
+    """A model that calls a tool every step, `n` times, then answers."""
+    return ScriptedModel([Say(calls=[call("look", q=f"q{i}")]) for i in range(n)] + [Say("ok")])
+
+
+def _agent(b: Budget) -> Agent:
+    return Agent.create("sim/model", tools=[look], input_processors=[b], max_steps=20)
+
+
+def test_a_tool_call_budget_trips_the_run_at_the_bound() -> None:
+    r = Simulator(_looping()).run(_agent(Budget(max_tool_calls=2)), "go").result
+    assert r.status == "tripped" and ran == ["q0", "q1"]
+    assert r.tripwire is not None and r.tripwire.metadata == {
+        "budget": "tool_calls", "tool": "look"
+    }
+
+
+def test_finish_answers_the_call_over_the_bound_and_the_last_step_has_no_tools() -> None:
+    model = _looping()
+    r = Simulator(model).run(
+        _agent(Budget(max_calls_per_tool={"look": 1}, on_limit="finish")), "go"
+    ).result
+    assert ran == ["q0"]
+    # the second call was answered with an error; the next request allowed no tool
+    assert model.requests[2].tool_choice == "none"
+    second = [p for m in r.messages.messages for p in m.tool_results()][1]
+    assert second.is_error and "budget" in str(second.result)
+
+
+def test_a_model_call_budget_with_finish_gives_the_last_call_without_tools() -> None:
+    model = _looping()
+    r = Simulator(model).run(_agent(Budget(max_model_calls=3, on_limit="finish")), "go").result
+    assert len(model.requests) == 3
+    assert [q.tool_choice for q in model.requests] == ["auto", "auto", "none"]
+    assert r.status in ("finished", "tripped")
+
+
+def test_a_model_call_budget_trips_before_the_call_over_it() -> None:
+    model = _looping()
+    r = Simulator(model).run(_agent(Budget(max_model_calls=2)), "go").result
+    assert r.status == "tripped" and len(model.requests) == 2
+
+
+def test_a_token_budget_counts_the_steps_usage() -> None:
+    model = _looping()
+    r = Simulator(model).run(_agent(Budget(max_tokens=20)), "go").result
+    # each scripted call uses 13 tokens: the second one passes the bound
+    assert r.status == "tripped" and len(model.requests) == 2
+    assert r.tripwire is not None and r.tripwire.metadata == {"budget": "tokens"}
+
+
+def test_a_cost_budget_uses_the_pricers_figures_and_fails_closed_without() -> None:
+    def price(q: PriceQuery) -> Cost:
+        return Cost(Decimal("0.25"))
+
+    model = _looping()
+    r = Simulator(model, price=price).run(_agent(Budget(max_cost=0.5)), "go").result
+    assert r.status == "tripped" and len(model.requests) == 2
+    unpriced = Simulator(_looping()).run(_agent(Budget(max_cost=0.5)), "go").result
+    assert unpriced.status == "tripped" and unpriced.tripwire is not None
+    assert "unknown" in unpriced.tripwire.reason
+
+
+@pytest.mark.parametrize("kw", [
+    {"max_tool_calls": -1}, {"max_tool_calls": True}, {"max_model_calls": 0},
+    {"max_tokens": "many"}, {"max_cost": 0}, {"max_cost": True},
+    {"max_calls_per_tool": {"look": -2}}, {"max_calls_per_tool": {"": 1}},
+    {"max_calls_per_tool": ["look"]}, {"max_tool_calls": 1, "on_limit": "stop"}, {},
+])
+def test_options_are_checked_at_construction(kw: dict[str, object]) -> None:
+    with pytest.raises(ProcessorConfigError):
+        Budget(**kw)  # type: ignore[arg-type]
