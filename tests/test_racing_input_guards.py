@@ -15,7 +15,9 @@ import msgspec
 import pytest
 
 from effects import Abort, CloseStream, Continue, Replace
-from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
+from interpreters.common import start_run
+from interpreters.durable_loop import drive
+from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, VirtualClock, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline import Agent
@@ -30,6 +32,7 @@ from pipeline.processors import (
 )
 from pipeline.result import RunResult
 from pipeline.tools import tool
+from properties.test_equivalence import _InProcessSteps
 
 CLEAN = msgspec.json.encode({"category_scores": {"hate": 0.0}}).decode()
 FLAGGED = msgspec.json.encode({"category_scores": {"hate": 0.9}}).decode()
@@ -322,3 +325,14 @@ def test_the_built_ins_refuse_racing_where_it_cannot_hold() -> None:
                     concurrent=True)
     with pytest.raises(ProcessorConfigError, match="concurrent"):
         PIIDetector(judge_model="judge", strategy="block", concurrent=None)  # type: ignore[arg-type]
+
+
+def test_the_durable_loop_runs_a_racing_guard_in_order() -> None:
+    for verdict, status, text in ((CLEAN, "finished", "one two three"), (FLAGGED, "tripped", "")):
+        clock = VirtualClock(0.0)
+        models = {"m": ScriptedModel(STREAM, clock=clock),
+                  "judge": ScriptedModel([Say(verdict)], clock=clock)}
+        driver = start_run(agent(Ran()), "hi", run_id="run1", clock=clock, options={})
+        steps = _InProcessSteps(clock, models.__getitem__)
+        result = drive(driver, steps)
+        assert (result.status, result.text) == (status, text)
