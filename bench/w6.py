@@ -13,6 +13,11 @@ waited for window by window would give, (W / R) / (W / R + L), and the judge cal
 judge of every chunk (Mastra's per-chunk stream processors: 1,000 / 5 = 200).
 
 The goal: a ratio of at least 0.9 when the judge keeps up, in-flight windows x W / L >= R.
+
+Beside it, the time to first token with a judge-using input guard (`ModerationProcessor`
+as an input processor, its verdict taking L_guard) in front of a model whose first token
+takes L_model: sequential (the guard, then the model: the sum) and racing
+(`concurrent=True`: both at once). Goal: racing within 5% of max(L_guard, L_model).
 All time is virtual: the figures do not depend on the machine.
 """
 
@@ -150,6 +155,67 @@ def run(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+TTFT_GOAL = 1.05
+"""Racing: the first token within 5% of max(L_guard, L_model)."""
+
+
+def first_token_at(guard_latency: float, model_latency: float, *, concurrent: bool | None,
+                   on_async: bool) -> float:
+    """Virtual seconds to the first text delta (`concurrent` None: no guard)."""
+    script = Say([DELTA] * 20, latency=model_latency, chunk_latency=0.01)
+    judge = ScriptedModel(Judge(guard_latency))
+    processors = [] if concurrent is None else [
+        ModerationProcessor("judge", categories=("hate",), moderate_stream=False,
+                            concurrent=concurrent)
+    ]
+    agent = Agent.create("m", input_processors=processors)
+
+    async def go() -> float:
+        sim = AsyncSimulator(ScriptedModel([script]), models={"judge": judge}, start=0.0)
+        async with sim.stream(agent, "hi") as stream:
+            async for c in stream:
+                if type(c) is TextDelta:
+                    return sim.clock.now
+        raise AssertionError(stream.result.error)
+
+    if on_async:
+        return anyio.run(go)
+    sim = Simulator(ScriptedModel([script]), models={"judge": judge}, start=0.0)
+    with sim.stream(agent, "hi") as stream:
+        for c in stream:
+            if type(c) is TextDelta:
+                return sim.clock.now
+    raise AssertionError(stream.result.error)
+
+
+def ttft_rows(quick: bool) -> list[dict[str, Any]]:
+    """TTFT with a racing input judge against the sequential one (see the module doc)."""
+    pairs = ((0.5, 0.3), (0.3, 0.5)) if quick else ((1.0, 0.4), (0.4, 1.0), (0.8, 0.8))
+    rows: list[dict[str, Any]] = []
+    for system, on_async in (("sync", False), ("async", True)):
+        for guard, model in pairs:
+            bare = first_token_at(guard, model, concurrent=None, on_async=on_async)
+            seq = first_token_at(guard, model, concurrent=False, on_async=on_async)
+            race = first_token_at(guard, model, concurrent=True, on_async=on_async)
+            bound = max(guard, bare)
+            rows.append({
+                "system": system, "workload": "W6-ttft", "guard_s": guard, "model_s": model,
+                "unguarded_ttft_s": bare, "sequential_ttft_s": seq, "racing_ttft_s": race,
+                "ratio_to_max": race / bound, "goal_ratio": TTFT_GOAL,
+                "met": race <= TTFT_GOAL * bound,
+            })
+    return rows
+
+
+def print_ttft(rows: list[dict[str, Any]]) -> None:
+    print("\nW6: time to first token with an input judge, virtual time")
+    for r in rows:
+        print(f"  {r['system']:6} L_guard={r['guard_s']:.2f}s L_model={r['model_s']:.2f}s  "
+              f"sequential {r['sequential_ttft_s']:.3f}s  racing {r['racing_ttft_s']:.3f}s  "
+              f"(x{r['ratio_to_max']:.3f} of max; goal {r['goal_ratio']:.2f} "
+              f"{'met' if r['met'] else 'MISSED'})")
+
+
 def print_rows(rows: list[dict[str, Any]]) -> None:
     print("\nW6: judged stream throughput, virtual time (R characters/s, W, L per window)")
     for r in rows:
@@ -171,7 +237,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     rows = run(args.quick)
     print_rows(rows)
-    print(json.dumps({"workload": "W6", "results": rows}))
+    ttft = ttft_rows(args.quick)
+    print_ttft(ttft)
+    print(json.dumps({"workload": "W6", "results": rows, "ttft": ttft}))
 
 
 if __name__ == "__main__":

@@ -81,6 +81,10 @@ def flag() -> tuple[Values, Values]:
     return st.booleans(), _not(bool)
 
 
+RACING_WITHOUT_A_JUDGE = (st.just(False), st.one_of(st.just(True), _not(bool)))
+"""`concurrent` where the base settings have no judge: True is refused (nothing to race)."""
+
+
 def choice(literal: object, *, valid: tuple[object, ...] | None = None) -> tuple[Values, Values]:
     allowed = literal_values(literal)
     strs = tuple(a for a in allowed if isinstance(a, str))
@@ -195,6 +199,7 @@ Table = dict[str, tuple[Values, Values]]
 
 OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
     PIIDetector: ({}, {
+        "concurrent": RACING_WITHOUT_A_JUDGE,
         "id": text(),
         "types": choices(Kind),
         "strategy": choice(Strategy),
@@ -229,9 +234,11 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
         "stream_window": integer(1),
         "context_window": integer(0),
         "max_in_flight": integer(1, 64),
+        "concurrent": flag(),
         "id": text(),
     }),
     PromptInjectionDetector: ({}, {
+        "concurrent": RACING_WITHOUT_A_JUDGE,
         "strategy": choice(InjectionStrategy),
         "threshold": unit(),
         "classifier_threshold": (st.one_of(st.none(), unit()[0]),

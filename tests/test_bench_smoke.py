@@ -82,3 +82,12 @@ def test_the_judged_stream_workload_completes_in_smoke_mode() -> None:
     for r in rows:
         assert r["completed"] == r["units"] == 2_000
         assert ("ratio" in r) == (r["max_in_flight"] > 0)
+
+
+def test_the_racing_input_judge_case_completes_in_smoke_mode() -> None:
+    # W6's time to first token with an input judge, sequential and racing, on both
+    # simulators (virtual time; its figures are the benchmark's, not asserted here).
+    rows = w6.ttft_rows(quick=True)
+    assert {r["system"] for r in rows} == {"sync", "async"}
+    for r in rows:
+        assert r["racing_ttft_s"] > 0 and r["sequential_ttft_s"] > 0

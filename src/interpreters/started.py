@@ -266,8 +266,9 @@ the run's stop (`Threaded` by default; the simulator's `Virtual`)."""
 def starts_requests(agent: Agent) -> bool:
     """Whether a processor of `agent` says it starts requests (`starts_requests = True`):
     the async interpreter then opens a task group for the run's started jobs (without
-    one they are carried out in order, `InOrder`'s way: correct, not concurrent)."""
+    one they are carried out in order, `InOrder`'s way: correct, not concurrent). An
+    input processor that races the model (`concurrent`) starts its requests too."""
     return any(
         getattr(p, "starts_requests", False)
         for p in (*agent.input_processors, *agent.output_processors)
-    )
+    ) or any(p.concurrent for p in agent.input_processors)

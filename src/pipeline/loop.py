@@ -48,6 +48,7 @@ from pipeline.chunks import Chunk, ErrorChunk, StepFinish, StepStart, Tripwire
 from pipeline.chunks import Finish as FinishChunk
 from pipeline.cost import Pricer
 from pipeline.hooks import Bound, HookFailure, bind, call_hook
+from pipeline.input_race import drop_racing, feed, race_gate, start_racing
 from pipeline.judge_ledger import JudgeLedger
 from pipeline.loop_messages import keep_held, loop_message
 from pipeline.messages import Message, MessageList, SourcePart, ToolResultPart
@@ -307,6 +308,8 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
         answer_dangling_calls(rc, st, c.reason)
     except Suspend as s:
         suspension = _suspension(rc, st, s)
+    if st.racing:  # the run ended before the first model call's gate (input_race)
+        drop_racing(st)
 
     status: Status
     if suspension is not None:
@@ -363,6 +366,9 @@ def _process_input(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object
             retry_count=0,
             context=rc.ctx,
         )
+        if b.processor.concurrent:  # runs beside the first model call (input_race)
+            yield from start_racing(rc, st, b, args)
+            continue
         eff = apply(rc, st, b, (yield from call_hook(b, args)))
         if isinstance(eff, Abort):
             raise trip(b, eff)
@@ -381,7 +387,11 @@ def _step(
         yield from stream_through(rc, st, [StepStart(step)])
     content, first_reply = yield from call_model(rc, st, step, cfg)
     try:
-        yield from consume(rc, st, step, content, first_reply)
+        if st.racing:  # input guards still running: hold the model's events (input_race)
+            first_reply, held, ended = yield from race_gate(rc, st, first_reply)
+            yield from feed(consume(rc, st, step, content, first_reply), held, ended)
+        else:
+            yield from consume(rc, st, step, content, first_reply)
     except (Tripped, Failed, HookFailure, RunCancelled):
         count_stopped(rc, st, cfg.model, content.finish)
         raise

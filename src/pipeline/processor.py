@@ -442,6 +442,9 @@ class BaseProcessor(Generic[Needs]):
     name: str | None = None
     process_data_parts: bool = False
     """When True, `process_output_stream` also receives `data-*` chunks."""
+    concurrent: bool = False
+    """When True, `process_input` runs beside the first model call: the model's output is
+    held, and no tool runs, until it passed (`pipeline.input_race`). It may pass or abort."""
 
     def initial_state(self) -> object:
         return None
@@ -525,10 +528,14 @@ class FunctionProcessor(StatefulProcessor[S, Needs]):
         *,
         name: str | None = None,
         process_data_parts: bool = False,
+        concurrent: bool = False,
     ) -> None:
+        if type(concurrent) is not bool:  # a misspelt option never disables a guard
+            raise TypeError(f"processor {id!r}: concurrent must be a bool, got {concurrent!r}")
         self.id = id
         self.name = name
         self.process_data_parts = process_data_parts
+        self.concurrent = concurrent
         self._state = state
         self._hooks = dict(hooks)
 
@@ -548,6 +555,7 @@ def processor(
     *,
     name: str | None = ...,
     process_data_parts: bool = ...,
+    concurrent: bool = ...,
     process_input: Callable[[InputArgs[None, HookDeps]], HookReturn[InputResult[None]]]
     | None = ...,
     process_input_step: Callable[[InputStepArgs[None, HookDeps]], HookReturn[InputStepResult[None]]]
@@ -580,6 +588,7 @@ def processor(
     state: S,
     name: str | None = ...,
     process_data_parts: bool = ...,
+    concurrent: bool = ...,
     process_input: Callable[[InputArgs[S, HookDeps]], HookReturn[InputResult[S]]] | None = ...,
     process_input_step: Callable[[InputStepArgs[S, HookDeps]], HookReturn[InputStepResult[S]]]
     | None = ...,
@@ -606,6 +615,7 @@ def processor(
     state: object = None,
     name: str | None = None,
     process_data_parts: bool = False,
+    concurrent: bool = False,
     process_input: Callable[..., object] | None = None,
     process_input_step: Callable[..., object] | None = None,
     process_api_error: Callable[..., object] | None = None,
@@ -616,7 +626,9 @@ def processor(
     process_tool_call: Callable[..., object] | None = None,
     process_tool_result: Callable[..., object] | None = None,
 ) -> FunctionProcessor[Any]:  # the overloads above are the public type
-    """A processor from plain functions, one per hook; `state` is its initial state."""
+    """A processor from plain functions, one per hook; `state` is its initial state.
+    `concurrent`: its `process_input` runs beside the first model call (see
+    `BaseProcessor.concurrent`)."""
     given: dict[HookName, Callable[..., object] | None] = {
         "process_input": process_input,
         "process_input_step": process_input_step,
@@ -632,6 +644,7 @@ def processor(
     if not hooks:
         raise ValueError(f"processor {id!r}: give at least one hook function")
     return FunctionProcessor(
-        id, state, hooks, name=name, process_data_parts=process_data_parts
+        id, state, hooks, name=name, process_data_parts=process_data_parts,
+        concurrent=concurrent,
     )
 

@@ -12,6 +12,7 @@ run) is owned by a small object each, with its rules beside it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -30,6 +31,9 @@ from pipeline.protocol import EffectRecord, EffectRecorder
 from pipeline.result import RunError, StepResult
 from pipeline.stream_view import SeenChunks
 from pipeline.tools import StepTools
+
+if TYPE_CHECKING:
+    from pipeline.input_race import Racing
 
 
 class Ids:
@@ -118,6 +122,7 @@ class RunState:
         "output",
         "pairing",
         "pending",
+        "racing",
         "retry_count",
         "seen",
         "states",
@@ -154,6 +159,9 @@ class RunState:
         self.api_retry_count = 0
         self.finish_reason: FinishReason = "stop"
         self.pending: list[Chunk] = []
+        self.racing: tuple[Racing, ...] = ()
+        """Concurrent input guards still running beside the first model call
+        (`input_race`)."""
         """Chunks processed but not yet handed to the interpreter."""
         self.held: list[DataPart] = []
         """Non-transient data chunks hooks emitted outside a model response, not yet kept

@@ -147,6 +147,10 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
     judged while the model goes on streaming, up to `max_in_flight` (1 to 64) at once,
     and released in order, each once it and every window before it passed; a blocked
     window stops the release there.
+
+    `concurrent=True`: as an input processor, its check runs beside the first model call
+    (the model's output held, and no tool run, until it passed; a flag cancels the call);
+    not with strategy "filter", which would change what the model already has.
     """
 
     def __init__(
@@ -165,6 +169,7 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         stream_window: int = 500,
         context_window: int = 0,
         max_in_flight: int = 4,
+        concurrent: bool = False,
         id: str = "moderation",
     ) -> None:
         o = Options("ModerationProcessor")
@@ -183,7 +188,11 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         o.integer("context_window", context_window, min=0)
         o.integer("max_in_flight", max_in_flight, min=1, max=MAX_IN_FLIGHT)
         o.id(id)
+        o.concurrent(concurrent, judged=True,
+                     rewrites="strategy 'filter'" if strategy == "filter" else None)
         self.id = id
+        self.concurrent = concurrent
+        """Its input check runs beside the first model call (`pipeline.input_race`)."""
         self.moderate_stream = moderate_stream
         self.starts_requests = moderate_stream
         """It starts judge calls without waiting (`effects.started`) on the stream."""

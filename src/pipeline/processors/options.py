@@ -84,6 +84,17 @@ class Options:
         if type(value) is not bool:
             raise self.fail(option, value, "True or False")
 
+    def concurrent(self, value: object, *, judged: bool, rewrites: str | None) -> None:
+        """`concurrent` (an input check that races the model, `pipeline.input_race`): a
+        bool, and True only with a judge to race (`judged`) and a setting that can only
+        pass or abort (`rewrites`: the setting that would change the input, if one)."""
+        self.flag("concurrent", value)
+        if value and not judged:
+            raise self.fail("concurrent", value, "False without a judge_model (nothing to race)")
+        if value and rewrites is not None:
+            raise self.fail("concurrent", value, f"False with {rewrites} (a guard that races "
+                            "the model can only pass or abort, not change what it has)")
+
     def integer(self, option: str, value: object, *, min: int, max: int | None = None) -> int:
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= min and (
             max is None or value <= max)

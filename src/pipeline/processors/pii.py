@@ -131,6 +131,9 @@ class PIIDetector(StatefulProcessor[Held]):
       reads them (as an input processor, `process_input_step`), and tool-call arguments
       on the stream (tool-call deltas are then not streamed, the complete call is; the
       tool gets the handled arguments) and in the result's messages.
+    - `concurrent`: with a `judge_model` and only "block"/"detect", the input check runs
+      beside the first model call (`pipeline.input_race`): the model's output is held,
+      and no tool runs, until it passed.
     """
 
     process_data_parts = True
@@ -158,6 +161,7 @@ class PIIDetector(StatefulProcessor[Held]):
         judge_stream: bool = False,
         judge_instructions: str = JUDGE_PROMPT,
         scan_tools: bool = False,
+        concurrent: bool = False,
     ) -> None:
         kinds, patterns = _check_options(
             id=id, types=types, strategy=strategy, strategies=strategies, custom=custom,
@@ -166,8 +170,11 @@ class PIIDetector(StatefulProcessor[Held]):
             on_result=on_result, on_error=on_error, regex_only=regex_only,
             judge_model=judge_model, judge_stream=judge_stream,
             judge_instructions=judge_instructions, scan_tools=scan_tools,
+            concurrent=concurrent,
         )
         self.id = id
+        self.concurrent = concurrent
+        """Its input check runs beside the first model call (`pipeline.input_race`)."""
         self.strategy: Strategy = strategy
         self.strategies: dict[str, Strategy] = dict(strategies or {})
         self.window = window
@@ -641,7 +648,7 @@ def _check_options(
     phone_regions: object, national_ids: object, window: object, max_hold: object,
     salt: object, on_input: object, on_stream: object, on_result: object,
     on_error: object, regex_only: object, judge_model: object, judge_stream: object,
-    judge_instructions: object, scan_tools: object,
+    judge_instructions: object, scan_tools: object, concurrent: object,
 ) -> tuple[tuple[str, ...], dict[str, str | re.Pattern[str] | d.Detector]]:
     """Every option of `PIIDetector` checked (a setting not understood is an error, not a
     guard that lets values through): the kinds to look for and the custom detectors."""
@@ -671,6 +678,10 @@ def _check_options(
         if regex_only or not national_ids:  # then national ids are not looked for
             found.discard("national-id")
         o.mapping("strategies", strategies, keys=found, values=Strategy)
+    per_kind = tuple(strategies.values()) if isinstance(strategies, Mapping) else ()
+    changing = sorted({str(v) for v in (strategy, *per_kind) if v not in ("block", "detect")})
+    o.concurrent(concurrent, judged=judge_model is not None,
+                 rewrites=f"strategy {changing[0]!r}" if changing else None)
     o.strings("phone_regions", phone_regions, check=_REGION.fullmatch,
               describe="a region code of two capital letters (ISO 3166, 'US')")
     if not regex_only and "phone" in kinds:

@@ -360,6 +360,10 @@ class PromptInjectionDetector(Processor):
     joined, so an injection split across two results is seen; when only the joined text
     is flagged, `filter` and `rewrite` replace each of those results with the
     placeholder.
+
+    `concurrent=True` (with a `judge_model`, strategy "block" or "warn"): the input
+    check runs beside the first model call (`pipeline.input_race`): the model's output
+    is held, and no tool runs, until it passed.
     """
 
     def __init__(
@@ -377,6 +381,7 @@ class PromptInjectionDetector(Processor):
         check_tool_results: bool = False,
         fail_open: bool = False,
         instructions: str | None = None,
+        concurrent: bool = False,
         id: str = "prompt-injection-detector",
     ) -> None:
         o = Options("PromptInjectionDetector")
@@ -396,7 +401,12 @@ class PromptInjectionDetector(Processor):
             o.flag(name, value)
         o.optional_text("instructions", instructions)
         o.id(id)
+        o.concurrent(concurrent, judged=judge_model is not None,
+                     rewrites=f"strategy {strategy!r}" if strategy in ("rewrite", "filter")
+                     else None)
         self.id = id
+        self.concurrent = concurrent
+        """Its input check runs beside the first model call (`pipeline.input_race`)."""
         self.strategy: InjectionStrategy = strategy
         self.threshold = threshold
         self.classifier_threshold = classifier_threshold
