@@ -81,6 +81,9 @@ class MemoryApprovalStore:
         with self._lock:
             return self._waiting.get(run_id)
 
+    def close(self) -> None:
+        """Nothing to close (like the SQL stores' `close`)."""
+
 
 class Approvals:
     """Keeps the suspended runs of `store` and hands each out once, with its decisions."""

@@ -2,6 +2,7 @@
 
     store = SQLiteApprovalStore("runs.db")        # or PostgresApprovalStore(url)
     approvals = Approvals(store)                  # as with MemoryApprovalStore
+    store = open_approval_store("sqlite:///runs.db")   # or by URL, as open_memory_store
 
 Both are `ApprovalStore`s over the memory stores' connection handling (`SQLiteStore`'s
 one WAL connection, each write one `BEGIN IMMEDIATE`; `PostgresStore`'s pool, each call
@@ -29,6 +30,8 @@ from typing import TYPE_CHECKING, LiteralString, TypeVar
 
 import msgspec
 
+from interpreters.approvals import MemoryApprovalStore
+from interpreters.memory.open import open_memory_store
 from interpreters.memory.postgres import PostgresStore
 from interpreters.memory.sqlite import SQLiteStore
 from interpreters.memory.store import MemoryStoreError, MemoryStoreUnavailable
@@ -333,3 +336,27 @@ class PostgresApprovalStore:
         """Close the PostgreSQL store when this store opened it."""
         if self._owned and hasattr(self, "store"):
             self.store.close()
+
+
+def open_approval_store(
+    url: str,
+) -> SQLiteApprovalStore | PostgresApprovalStore | MemoryApprovalStore:
+    """The approval store in the memory store `url` names (`open_memory_store`'s URLs:
+    `sqlite:///runs.db`, `postgresql://...?schema=s`, `memory://` for one in memory);
+    `close()` closes what it opened."""
+    with _typed_errors():
+        memory = open_memory_store(url)
+    approvals: SQLiteApprovalStore | PostgresApprovalStore
+    try:
+        if isinstance(memory, SQLiteStore):
+            approvals = SQLiteApprovalStore(memory)
+        elif isinstance(memory, PostgresStore):
+            approvals = PostgresApprovalStore(memory)
+        else:
+            memory.close()
+            return MemoryApprovalStore()
+    except BaseException:
+        memory.close()
+        raise
+    approvals._owned = True  # opened here: closed with it
+    return approvals

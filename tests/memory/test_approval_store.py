@@ -29,6 +29,7 @@ from interpreters.approvals_sql import (
     PostgresApprovalStore,
     SQLiteApprovalStore,
     SuspensionNotStorable,
+    open_approval_store,
 )
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from pipeline.approval import RunNotSuspended, UnknownRun, approve
@@ -293,3 +294,19 @@ def test_approvals_take_types_the_stored_states_for_the_resumed_run(tmp_path: Pa
     assert sim.run(agent, (), resume=go_on).result.text == "paid"
     assert (tmp_path / "payments.log").read_text() == "eve 500\n"
     store.close()
+
+
+def test_a_store_opens_by_url(tmp_path: Path) -> None:
+    s = suspended(tmp_path)
+    store = open_approval_store(f"sqlite:///{tmp_path}/runs.db")
+    assert isinstance(store, SQLiteApprovalStore)
+    store.save(s)
+    store.close()
+    again = open_approval_store(f"sqlite:///{tmp_path}/runs.db")
+    assert again.take(s.run_id).messages == s.messages
+    again.close()
+    assert isinstance(open_approval_store("memory://"), MemoryApprovalStore)
+    with pytest.raises(ValueError, match="not a memory store URL"):
+        open_approval_store("redis://x")
+    with pytest.raises(ApprovalStoreUnavailable):
+        open_approval_store(f"sqlite:///{tmp_path}/no-such-dir/runs.db")
