@@ -26,7 +26,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Generic, LiteralString, Protocol, TypeVar
 
 import msgspec
 
@@ -50,7 +50,7 @@ APPROVAL_SCHEMA_VERSION = 1
 _MIGRATION_LOCK = 0x61707072  # pg_advisory_xact_lock key of the approval tables
 
 # Each entry takes the tables from the version before it to its own (index + 1).
-SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+SQLITE_MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
     (  # 1: one row per run id; `body` NULL once taken
         "CREATE TABLE approval_runs (run_id TEXT PRIMARY KEY, body BLOB, "
         "taken INTEGER NOT NULL)",
@@ -142,12 +142,77 @@ def _typed_errors() -> Iterator[None]:
         raise ApprovalStoreError(str(e)) from None
 
 
-def _taken_error(run_id: str, row: tuple[object, object] | None) -> Exception | None:
-    if row is None:
-        return UnknownRun(f"no suspended run {run_id!r}")
-    if row[1]:
-        return RunNotSuspended(f"run {run_id!r} was resumed already")
-    return None
+# --- the store, over either database -----------------------------------------------------
+
+Row = tuple[object, ...]
+Execute = Callable[[LiteralString, tuple[object, ...]], Row | None]
+"""Runs one statement of the transaction; its first row."""
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+St = TypeVar("St", bound=_Closable)
+
+
+class _SQLApprovalStore(Generic[St]):
+    """`save`, `take` and `get` once for both databases: each class gives its statements
+    and runs a body in one transaction. `store` (the memory store whose connections it
+    uses) is closed with it when it was `owned` (opened for it)."""
+
+    def __init__(self, store: St, owned: bool, migrate: Callable[[St], object]) -> None:
+        self.store = store
+        self._owned = owned
+        try:
+            with _typed_errors():
+                migrate(store)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the memory store when this store opened it."""
+        if self._owned:
+            self.store.close()
+
+    SAVE: LiteralString
+    READ_FOR_TAKE: LiteralString  # locks the row where the database can
+    MARK_TAKEN: LiteralString
+    GET: LiteralString
+
+    def _transaction(self, body: Callable[[Execute], T]) -> T:
+        raise NotImplementedError
+
+    def save(self, suspension: Suspension) -> None:
+        body = encode_suspension(suspension)
+        self._transaction(lambda execute: execute(self.SAVE, (suspension.run_id, body)))
+
+    def take(self, run_id: str) -> Suspension:
+        _check_run_id(run_id)
+
+        def body(execute: Execute) -> Suspension:
+            row = execute(self.READ_FOR_TAKE, (run_id,))
+            if row is None:
+                raise UnknownRun(f"no suspended run {run_id!r}")
+            if row[1]:
+                raise RunNotSuspended(f"run {run_id!r} was resumed already")
+            s = decode_suspension(run_id, _bytes(run_id, row[0]))  # corrupt: raised, not taken
+            execute(self.MARK_TAKEN, (run_id,))
+            return s
+
+        return self._transaction(body)
+
+    def get(self, run_id: str) -> Suspension | None:
+        _check_run_id(run_id)
+        row = self._transaction(lambda execute: execute(self.GET, (run_id,)))
+        return None if row is None else decode_suspension(run_id, _bytes(run_id, row[0]))
+
+
+def _bytes(run_id: str, body: object) -> bytes:
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise CorruptStoredSuspension(run_id, f"its body is a {type(body).__name__}")
+    return bytes(body)
 
 
 # --- SQLite ------------------------------------------------------------------------------
@@ -164,85 +229,54 @@ def _sqlite_migrate(conn: sqlite3.Connection) -> None:
     else:
         row = conn.execute("SELECT version FROM approval_schema").fetchone()
         version = int(row[0]) if row is not None else 0
-    _check_version(version)
-    for steps in SQLITE_MIGRATIONS[version:]:
-        for sql in steps:
-            conn.execute(sql)
-    if version < APPROVAL_SCHEMA_VERSION:
-        conn.execute("UPDATE approval_schema SET version = ?", (APPROVAL_SCHEMA_VERSION,))
+    _bring_up(version, SQLITE_MIGRATIONS, lambda q: conn.execute(q),
+              "UPDATE approval_schema SET version = ?", lambda q, a: conn.execute(q, a))
 
 
-def _check_version(found: int) -> None:
+def _bring_up(
+    found: int,
+    migrations: tuple[tuple[LiteralString, ...], ...],
+    run: Callable[[LiteralString], object],
+    set_version: LiteralString,
+    run_with: Callable[[LiteralString, tuple[int]], object],
+) -> None:
+    """The tables taken from version `found` to this library's; a newer one refused."""
     if found > APPROVAL_SCHEMA_VERSION:
         raise ApprovalStoreError(
             f"the approval tables are version {found}, newer than this library's "
             f"({APPROVAL_SCHEMA_VERSION}): upgrade pipeline-agents to open them"
         )
+    for steps in migrations[found:]:
+        for sql in steps:
+            run(sql)
+    if found < APPROVAL_SCHEMA_VERSION:
+        run_with(set_version, (APPROVAL_SCHEMA_VERSION,))
 
 
-class SQLiteApprovalStore:
+class SQLiteApprovalStore(_SQLApprovalStore[SQLiteStore]):
     """An `ApprovalStore` in SQLite: over `store` (a `SQLiteStore`, sharing its
     connection) or a path (a `SQLiteStore` opened on it, `timeout` seconds to wait for
     another writer of the file; closed by `close`)."""
 
+    SAVE = ("INSERT INTO approval_runs VALUES (?, ?, 0) ON CONFLICT (run_id) "
+            "DO UPDATE SET body = excluded.body, taken = 0")
+    READ_FOR_TAKE = "SELECT body, taken FROM approval_runs WHERE run_id = ?"
+    MARK_TAKEN = "UPDATE approval_runs SET body = NULL, taken = 1 WHERE run_id = ?"
+    GET = "SELECT body FROM approval_runs WHERE run_id = ? AND taken = 0"
+
     def __init__(
         self, store: SQLiteStore | str | os.PathLike[str], *, timeout: float = 5.0
     ) -> None:
-        self._owned = not isinstance(store, SQLiteStore)
         with _typed_errors():
-            self.store = store if isinstance(store, SQLiteStore) else SQLiteStore(
+            opened = store if isinstance(store, SQLiteStore) else SQLiteStore(
                 store, timeout=timeout
             )
-        try:
-            self._write(_sqlite_migrate)
-        except BaseException:
-            self.close()
-            raise
+        super().__init__(opened, opened is not store, lambda s: s._write(_sqlite_migrate))
 
-    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+    def _transaction(self, body: Callable[[Execute], T]) -> T:
+        # BEGIN IMMEDIATE: one writer of the file at a time, so one taker of a run.
         with _typed_errors():
-            return self.store._write(body)
-
-    def save(self, suspension: Suspension) -> None:
-        body = encode_suspension(suspension)
-        self._write(
-            lambda c: c.execute(
-                "INSERT INTO approval_runs VALUES (?, ?, 0) ON CONFLICT (run_id) "
-                "DO UPDATE SET body = excluded.body, taken = 0",
-                (suspension.run_id, body),
-            )
-        )
-
-    def take(self, run_id: str) -> Suspension:
-        _check_run_id(run_id)
-
-        def body(conn: sqlite3.Connection) -> Suspension:
-            row = conn.execute(
-                "SELECT body, taken FROM approval_runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            error = _taken_error(run_id, row)
-            if error is not None:
-                raise error
-            s = decode_suspension(run_id, bytes(row[0]))  # corrupt: raised, not taken
-            conn.execute(
-                "UPDATE approval_runs SET body = NULL, taken = 1 WHERE run_id = ?", (run_id,)
-            )
-            return s
-
-        return self._write(body)  # BEGIN IMMEDIATE: one taker of the file at a time
-
-    def get(self, run_id: str) -> Suspension | None:
-        _check_run_id(run_id)
-        with _typed_errors(), self.store._use() as conn:
-            row = conn.execute(
-                "SELECT body FROM approval_runs WHERE run_id = ? AND taken = 0", (run_id,)
-            ).fetchone()
-        return None if row is None else decode_suspension(run_id, bytes(row[0]))
-
-    def close(self) -> None:
-        """Close the SQLite store when this store opened it."""
-        if self._owned and hasattr(self, "store"):
-            self.store.close()
+            return self.store._write(lambda c: body(lambda q, a: c.execute(q, a).fetchone()))
 
 
 # --- PostgreSQL --------------------------------------------------------------------------
@@ -255,18 +289,28 @@ def _postgres_migrate(conn: psycopg.Connection[TupleRow]) -> None:
     if row is None:
         conn.execute("INSERT INTO approval_schema VALUES (0)")
     version = 0 if row is None else int(str(row[0]))
-    _check_version(version)
-    for steps in POSTGRES_MIGRATIONS[version:]:
-        for sql in steps:
-            conn.execute(sql)
-    if version < APPROVAL_SCHEMA_VERSION:
-        conn.execute("UPDATE approval_schema SET version = %s", (APPROVAL_SCHEMA_VERSION,))
+    _bring_up(version, POSTGRES_MIGRATIONS, lambda q: conn.execute(q),
+              "UPDATE approval_schema SET version = %s", lambda q, a: conn.execute(q, a))
 
 
-class PostgresApprovalStore:
+def _first_row(
+    conn: psycopg.Connection[TupleRow], query: LiteralString, args: tuple[object, ...]
+) -> Row | None:
+    cur = conn.execute(query, args)
+    return None if cur.description is None else cur.fetchone()  # (none: not a SELECT)
+
+
+class PostgresApprovalStore(_SQLApprovalStore[PostgresStore]):
     """An `ApprovalStore` in PostgreSQL: over `store` (a `PostgresStore`, sharing its
     pool and schema) or a URL (a `PostgresStore` opened on it with `schema`, `pool_size`
     and `timeout`; closed by `close`)."""
+
+    SAVE = ("INSERT INTO approval_runs VALUES (%s, %s, false) ON CONFLICT (run_id) "
+            "DO UPDATE SET body = excluded.body, taken = false")
+    # FOR UPDATE: a second taker waits for the first to commit, then reads it taken.
+    READ_FOR_TAKE = "SELECT body, taken FROM approval_runs WHERE run_id = %s FOR UPDATE"
+    MARK_TAKEN = "UPDATE approval_runs SET body = NULL, taken = true WHERE run_id = %s"
+    GET = "SELECT body FROM approval_runs WHERE run_id = %s AND NOT taken"
 
     def __init__(
         self,
@@ -276,66 +320,15 @@ class PostgresApprovalStore:
         pool_size: int = 4,
         timeout: float = 10.0,
     ) -> None:
-        self._owned = not isinstance(store, PostgresStore)
         with _typed_errors():
-            self.store = store if isinstance(store, PostgresStore) else PostgresStore(
+            opened = store if isinstance(store, PostgresStore) else PostgresStore(
                 store, schema=schema, pool_size=pool_size, timeout=timeout
             )
-        try:
-            self._run(_postgres_migrate)
-        except BaseException:
-            self.close()
-            raise
+        super().__init__(opened, opened is not store, lambda s: s._run(_postgres_migrate))
 
-    def _run(self, body: Callable[[psycopg.Connection[TupleRow]], T]) -> T:
+    def _transaction(self, body: Callable[[Execute], T]) -> T:
         with _typed_errors():
-            return self.store._run(body)
-
-    def save(self, suspension: Suspension) -> None:
-        body = encode_suspension(suspension)
-        self._run(
-            lambda c: c.execute(
-                "INSERT INTO approval_runs VALUES (%s, %s, false) ON CONFLICT (run_id) "
-                "DO UPDATE SET body = excluded.body, taken = false",
-                (suspension.run_id, body),
-            )
-        )
-
-    def take(self, run_id: str) -> Suspension:
-        _check_run_id(run_id)
-
-        def body(conn: psycopg.Connection[TupleRow]) -> Suspension:
-            # FOR UPDATE: a second taker waits for the first to commit, then reads taken.
-            row = conn.execute(
-                "SELECT body, taken FROM approval_runs WHERE run_id = %s FOR UPDATE",
-                (run_id,),
-            ).fetchone()
-            error = _taken_error(run_id, None if row is None else (row[0], row[1]))
-            if error is not None:
-                raise error
-            assert row is not None
-            s = decode_suspension(run_id, bytes(row[0]))
-            conn.execute(
-                "UPDATE approval_runs SET body = NULL, taken = true WHERE run_id = %s",
-                (run_id,),
-            )
-            return s
-
-        return self._run(body)
-
-    def get(self, run_id: str) -> Suspension | None:
-        _check_run_id(run_id)
-        row = self._run(
-            lambda c: c.execute(
-                "SELECT body FROM approval_runs WHERE run_id = %s AND NOT taken", (run_id,)
-            ).fetchone()
-        )
-        return None if row is None else decode_suspension(run_id, bytes(row[0]))
-
-    def close(self) -> None:
-        """Close the PostgreSQL store when this store opened it."""
-        if self._owned and hasattr(self, "store"):
-            self.store.close()
+            return self.store._run(lambda c: body(lambda q, a: _first_row(c, q, a)))
 
 
 def open_approval_store(
