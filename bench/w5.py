@@ -12,10 +12,15 @@ per chunk (min and median over the repetitions, after warm-up runs):
 - provider-openai / provider-anthropic: this library's provider alone (`stream(request)`);
 - floor-responses / provider-openai-responses: the same two for an OpenAI Responses stream
   (`/responses`), the provider measured against that floor;
+- floor-bedrock / provider-bedrock: the same for a Bedrock Converse event stream (its
+  floor: httpx `iter_raw`, botocore's event-stream parser and msgspec decoding of each
+  payload; the provider signs each call with SigV4);
+- floor-gemini / provider-gemini: the same two over Gemini's stream (each data frame a
+  whole GenerateContentResponse), the provider measured against that floor;
 - agent-sync / agent-async: a whole agent run with no processors, on the SyncInterpreter
   and on the AsyncInterpreter (asyncio).
 
-Each figure is also given as a ratio to the floor measured in the same sitting. The last
+Each figure is also given as a ratio to its floor (`FLOORS`) measured in the same sitting. The last
 line printed is a JSON summary.
 """
 
@@ -31,11 +36,17 @@ from collections.abc import Callable
 from typing import Any
 
 SYSTEMS = ("floor", "provider-openai", "provider-anthropic", "agent-sync", "agent-async",
-           "floor-responses", "provider-openai-responses")
+           "floor-responses", "provider-openai-responses", "floor-bedrock", "provider-bedrock",
+           "floor-gemini", "provider-gemini")
 GOALS = {"provider-openai": 1.1, "provider-anthropic": 1.1, "agent-sync": 1.2, "agent-async": 1.3,
-         "provider-openai-responses": 1.1}
-FLOORS = {"floor-responses": "floor-responses", "provider-openai-responses": "floor-responses"}
+         "provider-openai-responses": 1.1, "provider-bedrock": 1.1, "provider-gemini": 1.1}
+FLOORS = {"floor-responses": "floor-responses", "provider-openai-responses": "floor-responses",
+          "floor-bedrock": "floor-bedrock", "provider-bedrock": "floor-bedrock",
+          "floor-gemini": "floor-gemini", "provider-gemini": "floor-gemini"}
 """The floor each system is measured against, when not `floor` (its own format's stream)."""
+BEDROCK_MODEL = "us.amazon.nova-micro-v1:0"
+AWS_ENV = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}
 WARM = 3
 
 
@@ -104,6 +115,66 @@ def _one_call(system: str, base: str) -> Callable[[], int]:
 
         return floor_responses
 
+    if system == "floor-bedrock":
+        import httpx
+        import msgspec
+        from botocore.eventstream import EventStreamBuffer
+
+        client = httpx.Client()
+        body = msgspec.json.encode({"messages": [{"role": "user", "content": [{"text": "hi"}]}]})
+        decode = msgspec.json.Decoder().decode
+
+        def floor_bedrock() -> int:
+            k = 0
+            buf = EventStreamBuffer()
+            with client.stream("POST", base + "/model/m/converse-stream", content=body,
+                               headers={"content-type": "application/json"}) as r:
+                for chunk in r.iter_raw():
+                    buf.add_data(chunk)
+                    for message in buf:
+                        if decode(message.payload).get("delta", {}).get("text"):
+                            k += 1
+            return k
+
+        return floor_bedrock
+
+    if system == "provider-bedrock":
+        from interpreters.providers import resolve_provider
+        from pipeline.chunks import TextDelta
+        from pipeline.messages import user
+        from pipeline.model import ModelRequest
+
+        provider = resolve_provider(f"bedrock/{BEDROCK_MODEL}", base_url=base, env=AWS_ENV)
+        request = ModelRequest(model=BEDROCK_MODEL, system=(), messages=(user("hi", id="m1"),))
+
+        def bedrock_alone() -> int:
+            return sum(1 for ev in provider.stream(request) if type(ev) is TextDelta)
+
+        return bedrock_alone
+
+    if system == "floor-gemini":
+        import httpx
+        import msgspec
+
+        client = httpx.Client()
+        body = msgspec.json.encode({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+        decode = msgspec.json.Decoder().decode
+        url = base + "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+
+        def floor_gemini() -> int:
+            k = 0
+            with client.stream("POST", url, content=body,
+                               headers={"content-type": "application/json"}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        for cand in decode(line[6:])["candidates"]:
+                            for part in cand["content"]["parts"]:
+                                if part.get("text"):
+                                    k += 1
+            return k
+
+        return floor_gemini
+
     if system.startswith("provider-"):
         from interpreters.providers import resolve_provider
         from pipeline.chunks import TextDelta
@@ -112,7 +183,8 @@ def _one_call(system: str, base: str) -> Callable[[], int]:
 
         route, model = {"provider-openai": ("openai", "gpt-4o"),
                         "provider-anthropic": ("anthropic", "claude-sonnet-4-5"),
-                        "provider-openai-responses": ("openai-responses", "gpt-4o")}[system]
+                        "provider-openai-responses": ("openai-responses", "gpt-4o"),
+                        "provider-gemini": ("google", "gemini-2.5-flash")}[system]
         provider = resolve_provider(f"{route}/{model}", base_url=base, api_key="sk-test")
         request = ModelRequest(model=model, system=(), messages=(user("hi", id="m1"),))
 

@@ -1,18 +1,21 @@
-"""W5's loopback server: streams a fixed Chat Completions, Anthropic Messages or OpenAI
-Responses SSE body.
+"""W5's loopback server: streams a fixed Chat Completions, Anthropic Messages, OpenAI
+Responses or Gemini SSE body, or a Bedrock Converse event stream.
 
     python -m bench.wire_server N     # prints the port it listens on (127.0.0.1), then serves
 
 N text deltas per response, one write per SSE event with chunked transfer encoding, as a
 real server streams. It runs in its own process, so its CPU never counts against the
 client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format,
-`POST .../responses` the OpenAI Responses one, any other POST the Chat Completions one.
+`POST .../responses` the OpenAI Responses one, `POST .../converse-stream` the Bedrock one
+(one write per event-stream frame), `POST ...:streamGenerateContent?alt=sse` the Gemini
+one, any other POST the Chat Completions one.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -69,6 +72,42 @@ def anthropic_events(n: int) -> list[bytes]:
     ]
 
 
+def aws_frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream frame (string headers only), written from the format's
+    description: a prelude (total and headers lengths, its CRC32), the headers, the
+    payload, and a CRC32 of all before it (tests/providers/test_bedrock.py checks it
+    against recorded frames byte for byte)."""
+    head = b"".join(
+        bytes([len(k)]) + k.encode() + b"\x07" + len(v.encode()).to_bytes(2, "big") + v.encode()
+        for k, v in headers.items()
+    )
+    prelude = (16 + len(head) + len(payload)).to_bytes(4, "big") + len(head).to_bytes(4, "big")
+    prelude += zlib.crc32(prelude).to_bytes(4, "big")
+    body = prelude + head + payload
+    return body + zlib.crc32(body).to_bytes(4, "big")
+
+
+def aws_event(kind: str, payload: dict[str, object]) -> bytes:
+    return aws_frame({":event-type": kind, ":content-type": "application/json",
+                      ":message-type": "event"}, json.dumps(payload).encode())
+
+
+def bedrock_events(n: int) -> list[bytes]:
+    # As Bedrock sends them: each payload padded with a "p" field.
+    pad = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
+    return [
+        aws_event("messageStart", {"p": pad[:20], "role": "assistant"}),
+        *(aws_event("contentBlockDelta", {"contentBlockIndex": 0,
+                                          "delta": {"text": f" word{i % 97}"},
+                                          "p": pad[: 5 + i % 30]})
+          for i in range(n)),
+        aws_event("contentBlockStop", {"contentBlockIndex": 0, "p": pad[:10]}),
+        aws_event("messageStop", {"p": pad[:12], "stopReason": "end_turn"}),
+        aws_event("metadata", {"metrics": {"latencyMs": 512}, "p": pad[:8], "usage": {
+            "inputTokens": 17, "outputTokens": n, "totalTokens": n + 17}}),
+    ]
+
+
 def responses_events(n: int) -> list[bytes]:
     """The OpenAI Responses stream of one message of N text deltas."""
     head = {"id": "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b", "object": "response",
@@ -110,8 +149,31 @@ def responses_events(n: int) -> list[bytes]:
     ]
 
 
+def gemini_events(n: int) -> list[bytes]:
+    """Gemini's stream: each data frame a whole GenerateContentResponse, CRLF framed."""
+    head = {"modelVersion": "gemini-2.5-flash", "responseId": "w1peaMz6INOvnvgPgYfPiQY"}
+
+    def frame(i: int, text: str, finish: str | None = None) -> dict[str, object]:
+        cand: dict[str, object] = {"content": {"parts": [{"text": text}], "role": "model"},
+                                   "index": 0}
+        if finish is not None:
+            cand["finishReason"] = finish
+        usage = {"promptTokenCount": 17, "candidatesTokenCount": i, "totalTokenCount": 17 + i,
+                 "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 17}]}
+        return {"candidates": [cand], "usageMetadata": usage, **head}
+
+    frames = [frame(i + 1, f" word{i % 97}") for i in range(n)]
+    frames.append(frame(n, "", "STOP"))
+    return [b"data: " + json.dumps(f, separators=(",", ":")).encode() + b"\r\n\r\n"
+            for f in frames]
+
+
 FORMATS = (("openai", openai_events), ("anthropic", anthropic_events),
-           ("responses", responses_events))
+           ("responses", responses_events), ("bedrock", bedrock_events),
+           ("gemini", gemini_events))
+CONTENT_TYPES = {"openai": "text/event-stream", "anthropic": "text/event-stream",
+                 "responses": "text/event-stream", "bedrock": "application/vnd.amazon.eventstream",
+                 "gemini": "text/event-stream"}
 
 
 def serve(n: int) -> None:
@@ -126,9 +188,11 @@ def serve(n: int) -> None:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
             last = self.path.rsplit("/", 1)[-1]
-            kind = {"messages": "anthropic", "responses": "responses"}.get(last, "openai")
+            kind = "gemini" if ":streamGenerateContent" in last else {
+                "messages": "anthropic", "responses": "responses",
+                "converse-stream": "bedrock"}.get(last, "openai")
             self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-type", CONTENT_TYPES[kind])
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             for frame in frames[kind]:

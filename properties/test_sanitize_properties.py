@@ -16,6 +16,8 @@ from pipeline.model import ModelRequest, StructuredOutput, ToolChoice, ToolChoic
 from pipeline.pairing import is_paired
 from pipeline.sanitize import (
     ANTHROPIC,
+    BEDROCK,
+    GEMINI,
     MISTRAL,
     OPENAI,
     NameMap,
@@ -33,7 +35,10 @@ from .tool_histories import SAFE, histories, render
 TINY = SanitizeProfile.custom("tiny", id_chars="ab", id_max_len=4, name_chars="xy", name_max_len=4)
 # no `_` or `-`: forbidden characters are dropped and there is no separator
 NO_SEP = SanitizeProfile.custom("no-sep", id_chars="abc123", id_max_len=12, name_chars="XYZ")
-PROFILES = (OPENAI, ANTHROPIC, MISTRAL, RESPONSES_PROFILE, TINY, NO_SEP)
+# a first-character rule, as Gemini's names have, on a tiny alphabet: the fix-ups collide
+FIRST = SanitizeProfile.custom("first", id_chars="ab1", id_max_len=4, name_chars="xy2",
+                               name_max_len=4, name_first="x")
+PROFILES = (OPENAI, ANTHROPIC, MISTRAL, RESPONSES_PROFILE, BEDROCK, GEMINI, TINY, NO_SEP, FIRST)
 profiles = st.sampled_from(PROFILES)
 
 # what each provider documents, written out independently of the Rule code
@@ -42,6 +47,9 @@ DOCUMENTED: dict[str, tuple[str, str]] = {
     "anthropic": (r"[a-zA-Z0-9_-]+", r"[a-zA-Z0-9_-]{1,64}"),
     "mistral": (r"[a-zA-Z0-9]{9}", r"[a-zA-Z0-9_-]{1,64}"),
     "openai-responses": (r"[a-zA-Z0-9_-]{1,64}", r"[a-zA-Z0-9_-]{1,64}"),
+    "bedrock": (r"[a-zA-Z0-9_-]{1,64}", r"[a-zA-Z0-9_-]{1,64}"),
+    "gemini": (r"[a-zA-Z0-9_-]{1,64}", r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"),
+    "first": (r"[ab1]{1,4}", r"x[xy2]{0,3}"),
     "tiny": (r"[ab]{1,4}", r"[xy]{1,4}"),
     "no-sep": (r"[abc123]{1,12}", r"[XYZ]{1,64}"),
 }
@@ -354,7 +362,8 @@ def test_a_rule_with_little_room_fills_it_injectively_then_refuses(originals: li
     assert all(g == o for o, g in zip(originals, got, strict=True) if re.fullmatch(r"[ab]{1,2}", o))
 
 
-@given(histories, st.sampled_from((OPENAI, ANTHROPIC, MISTRAL, RESPONSES_PROFILE)))
+@given(histories, st.sampled_from((OPENAI, ANTHROPIC, MISTRAL, RESPONSES_PROFILE, BEDROCK,
+                                    GEMINI)))
 def test_prepared_requests_are_paired_and_conforming(
     messages: tuple[Message, ...], profile: SanitizeProfile
 ) -> None:

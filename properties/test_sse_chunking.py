@@ -12,15 +12,26 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.wire_server import aws_event
 from interpreters.providers.anthropic import AnthropicStreamDecoder
+from interpreters.providers.bedrock import EVENT_STREAM, ConverseStreamDecoder
 from interpreters.providers.codec import ByteStreamDecoder
+from interpreters.providers.gemini import GeminiStreamDecoder
 from interpreters.providers.openai_chat import OpenAIStreamDecoder
 from interpreters.providers.openai_responses import ResponsesStreamDecoder
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent, SseParser
 from pipeline.chunks import ModelEvent
 from tests.providers.cassettes import index_files, load, traffic_dir
-from tests.providers.helpers import an_text_stream, oa_chunk, oa_text_stream, rs_text_stream, sse
+from tests.providers.helpers import (
+    an_text_stream,
+    aws_exception,
+    br_text_stream,
+    oa_chunk,
+    oa_text_stream,
+    rs_text_stream,
+    sse,
+)
 
 
 def splits(data: bytes) -> st.SearchStrategy[list[bytes]]:
@@ -77,8 +88,21 @@ def _anthropic() -> ByteStreamDecoder:
     return ByteStreamDecoder(AnthropicStreamDecoder(), lambda e: e, status=200, request_id=None)
 
 
+def _gemini() -> ByteStreamDecoder:
+    return ByteStreamDecoder(GeminiStreamDecoder(), lambda e: e, status=200, request_id=None)
+
+
 def _responses() -> ByteStreamDecoder:
     return ByteStreamDecoder(ResponsesStreamDecoder(), lambda e: e, status=200, request_id=None)
+
+
+def _bedrock() -> ByteStreamDecoder:
+    return ByteStreamDecoder(ConverseStreamDecoder(), lambda e: e, status=200, request_id=None,
+                             framing=EVENT_STREAM)
+
+
+def _corrupt(body: bytes, at: int) -> bytes:
+    return body[:at] + bytes([body[at] ^ 0xFF]) + body[at + 1:]
 
 
 def decode(make: Decode, chunks: list[bytes]) -> tuple[list[ModelEvent], str | None]:
@@ -124,6 +148,12 @@ CORPUS: list[tuple[Decode, bytes]] = [
     (_responses, rs_text_stream("Hel", "lo ", "wörld")),
     (_responses, rs_text_stream("x").replace(b"\n", b"\r\n")),
     (_responses, rs_text_stream("a", "b")[:-40]),  # broken: no response.completed
+    (_bedrock, br_text_stream("Hel", "lo ", "wörld 🦅")),
+    (_bedrock, br_text_stream("a", "b")[:-9]),  # broken: ends inside the last frame
+    (_bedrock, br_text_stream("a") + b"\x00\x00\x00\x20garbage-after-the-end"),
+    (_bedrock, aws_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "a"}})
+     + aws_exception("throttlingException", "slow")),
+    (_bedrock, _corrupt(br_text_stream("x", "y"), 140)),  # broken: a CRC mismatch
 ]
 
 
@@ -138,9 +168,12 @@ def _recorded() -> list[tuple[Decode, bytes]]:
         for ex in load(root, name).exchanges:
             body = ex.decoded_body
             if ex.status == 200 and not body.lstrip().startswith(b"{"):
-                make = (_anthropic if b"message_start" in body
-                        else _responses if b'"type":"response.' in body else _openai)
-                out.append((make, body))
+                kind = dict(ex.headers).get("content-type", "")
+                out.append((
+                    _bedrock if EVENT_STREAM.marker in kind
+                    else _anthropic if b"message_start" in body
+                    else _responses if b'"type":"response.' in body
+                    else _gemini if b'"candidates"' in body else _openai, body))
     return out
 
 

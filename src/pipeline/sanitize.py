@@ -45,6 +45,8 @@ from pipeline.pairing import repair_pairing
 __all__ = [
     "ALNUM",
     "ANTHROPIC",
+    "BEDROCK",
+    "GEMINI",
     "MISTRAL",
     "OPENAI",
     "SAFE_CHARS",
@@ -77,10 +79,15 @@ class Rule(msgspec.Struct, frozen=True):
     alphabet: str
     min_len: int = 1
     max_len: int | None = None
+    first: str | None = None
+    """The characters a non-empty string may start with (a subset of `alphabet`); None:
+    any of `alphabet` (Gemini's names start with a letter or an underscore)."""
 
     def __post_init__(self) -> None:
         if not self.alphabet:
             raise ValueError("Rule: alphabet must not be empty")
+        if self.first is not None and (not self.first or set(self.first) - set(self.alphabet)):
+            raise ValueError("Rule: first must be a non-empty subset of alphabet")
         if len(set(self.alphabet)) != len(self.alphabet):
             raise ValueError("Rule: alphabet has repeated characters")
         if self.min_len < 0:
@@ -92,6 +99,8 @@ class Rule(msgspec.Struct, frozen=True):
         """Whether the provider takes `s` unchanged."""
         if len(s) < self.min_len or (self.max_len is not None and len(s) > self.max_len):
             return False
+        if self.first is not None and s and s[0] not in self.first:
+            return False
         # strip removes every leading/trailing char in the set: empty iff all chars allowed
         return s.strip(self.alphabet) == ""
 
@@ -100,7 +109,10 @@ class Rule(msgspec.Struct, frozen=True):
         """The rule as an anchored regular expression (for documentation and checks)."""
         chars = "".join("\\" + c if c in "\\]^-[" else c for c in self.alphabet)
         upper = "" if self.max_len is None else str(self.max_len)
-        return f"^[{chars}]{{{self.min_len},{upper}}}$"
+        if self.first is None:
+            return f"^[{chars}]{{{self.min_len},{upper}}}$"
+        head = "".join("\\" + c if c in "\\]^-[" else c for c in self.first)
+        return f"^(?![^{head}])[{chars}]{{{self.min_len},{upper}}}$"
 
     @property
     def _fill(self) -> str:
@@ -135,11 +147,12 @@ class SanitizeProfile(msgspec.Struct, frozen=True):
         name_chars: str = SAFE_CHARS,
         name_min_len: int = 1,
         name_max_len: int | None = 64,
+        name_first: str | None = None,
     ) -> SanitizeProfile:
         return cls(
             name,
             Rule(id_chars, id_min_len, id_max_len),
-            Rule(name_chars, name_min_len, name_max_len),
+            Rule(name_chars, name_min_len, name_max_len, name_first),
         )
 
 
@@ -150,6 +163,14 @@ ANTHROPIC = SanitizeProfile.custom("anthropic", id_max_len=None)
 """Messages API: tool_use ids ``^[a-zA-Z0-9_-]+$``, names ``^[a-zA-Z0-9_-]{1,64}$``."""
 MISTRAL = SanitizeProfile.custom("mistral", id_chars=ALNUM, id_min_len=9, id_max_len=9)
 """Mistral-style servers: ids exactly nine alphanumerics; names as OpenAI."""
+BEDROCK = SanitizeProfile.custom("bedrock")
+"""Bedrock Converse: toolUseId ``^[a-zA-Z0-9_-]+$`` of at most 64 characters, toolSpec
+names ``^[a-zA-Z0-9_-]{1,64}$``."""
+GEMINI = SanitizeProfile.custom(
+    "gemini", name_chars=SAFE_CHARS + ".:", name_first=string.ascii_letters + "_"
+)
+"""Gemini: function names ``^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$``; call ids as OpenAI's
+names (its own are short and alphanumeric)."""
 
 
 class NameMap(msgspec.Struct, frozen=True):
@@ -226,7 +247,12 @@ def _digest(original: str, probe: int, n: int, alphabet: str) -> str:
 
 def _clean(original: str, rule: Rule) -> str:
     fill = rule._fill
-    return "".join(c if c in rule.alphabet else fill for c in original)
+    cleaned = "".join(c if c in rule.alphabet else fill for c in original)
+    first = rule.first
+    if first is not None and cleaned and cleaned[0] not in first:
+        # A readable prefix that may start the string (`_` where the rule allows it).
+        cleaned = ("_" if "_" in first else first[0]) + cleaned
+    return cleaned
 
 
 def _candidate(original: str, cleaned: str, rule: Rule, probe: int) -> str:
@@ -260,7 +286,7 @@ def _rewrite(original: str, rule: Rule, taken: set[str], what: str) -> str:
             return c
     # each taken string blocks one step, so this stops within len(taken) + 1 steps
     for c in _all_accepted(rule):
-        if c not in taken:
+        if c not in taken and rule.accepts(c):
             return c
     raise ValueError(f"sanitize: the rule {rule.pattern} has no room for another {what}")
 

@@ -148,17 +148,22 @@ def load(root: Path, name: str) -> Cassette:
     raw = path.read_bytes()
     sse = (("content-type", "text/event-stream"),)
     if name.endswith(".chunks.txt"):
-        # Rebuild the frames the fixture's author stripped: `event:` from the payload type.
+        # Rebuild the frames the fixture's author stripped: `event:` from the payload type
+        # (Gemini's payloads have none, and its stream names no events).
         frames = []
         for line in raw.decode().splitlines():
             if line.strip():
-                kind = json.loads(line)["type"]
-                frames.append(f"event: {kind}\ndata: {line}\n\n")
+                kind = json.loads(line).get("type")
+                head = f"event: {kind}\n" if kind else ""
+                frames.append(f"{head}data: {line}\n\n")
         return Cassette(name, (Recorded(200, sse, "".join(frames).encode()),))
     if path.suffix == ".bin":
         return Cassette(name, (Recorded(200, sse, raw),))
     if path.suffix == ".json":
-        # Body only: INDEX.md says which is an error (400) and which a success.
-        status = 400 if json.loads(raw).get("error") else 200  # a response says "error": null
+        # Body only: INDEX.md says which is an error (400, or the status a google.rpc
+        # error names) and which a success (a response says "error": null).
+        error = json.loads(raw).get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        status = 200 if not error else code if isinstance(code, int) else 400
         return Cassette(name, (Recorded(status, (("content-type", "application/json"),), raw),))
     raise AssertionError(f"unknown traffic format: {name}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
+from bench.wire_server import aws_event, aws_frame
 from interpreters.providers import (
     AsyncHttpProvider,
     HttpProvider,
@@ -172,3 +173,21 @@ def rs_text_stream(*pieces: str, end: str = "response.completed") -> bytes:
         {"type": end, "response": rs_response(
             "completed" if end == "response.completed" else "incomplete")},
     )
+
+
+def aws_exception(kind: str, message: str) -> bytes:
+    return aws_frame({":exception-type": kind, ":content-type": "application/json",
+                      ":message-type": "exception"}, json.dumps({"message": message}).encode())
+
+
+def br_text_stream(*pieces: str, stop: str = "end_turn", usage: tuple[int, int] = (5, 2)) -> bytes:
+    """A converse-stream body: text deltas, then messageStop and metadata."""
+    return b"".join((
+        aws_event("messageStart", {"role": "assistant"}),
+        *(aws_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": p}})
+          for p in pieces),
+        aws_event("contentBlockStop", {"contentBlockIndex": 0}),
+        aws_event("messageStop", {"stopReason": stop}),
+        aws_event("metadata", {"usage": {"inputTokens": usage[0], "outputTokens": usage[1]},
+                               "metrics": {"latencyMs": 1}}),
+    ))

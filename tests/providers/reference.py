@@ -166,6 +166,14 @@ def normalize_openai(body: dict[str, Json]) -> dict[str, Json]:
 # --- Anthropic Messages ----------------------------------------------------------------
 
 
+def _turn(i: int, role: Json, parts: list[Part], results: list[Part]) -> list[Message]:
+    """Recorded message `i` as ours: its tool results (a tool message), then the rest."""
+    out = [Message(id=f"m{i}r", role="tool", parts=tuple(results))] if results else []
+    if parts:
+        out.append(Message(id=f"m{i}", role=role, parts=tuple(parts)))
+    return out
+
+
 def _tool_result_content(c: Json) -> Json:
     if isinstance(c, list):
         return "".join(x.get("text", "") for x in c)
@@ -214,10 +222,7 @@ def anthropic_request(body: dict[str, Json], route: str = "anthropic") -> ModelR
                     parts.append(FilePart(src["media_type"], src["data"]))
             else:
                 raise AssertionError(f"block not modelled: {t}")
-        if results:
-            messages.append(Message(id=f"m{i}r", role="tool", parts=tuple(results)))
-        if parts:
-            messages.append(Message(id=f"m{i}", role=m["role"], parts=tuple(parts)))
+        messages += _turn(i, m["role"], parts, results)
     tools = tuple(
         ToolSpec(t["name"], t.get("description", ""), t["input_schema"])
         for t in body.get("tools", ())
@@ -371,4 +376,235 @@ def normalize_responses(body: dict[str, Json]) -> dict[str, Json]:
             t.pop("description", None)
     if b.get("tools"):
         b.setdefault("tool_choice", "auto")
+    return b
+
+
+# --- Bedrock Converse ------------------------------------------------------------------
+
+BEDROCK_KEYS = {"messages", "system", "inferenceConfig", "toolConfig"}
+
+
+def bedrock_request(body: dict[str, Json], route: str = "bedrock") -> ModelRequest:
+    """A Converse body (the model is in its URL: `route/m`)."""
+    system = tuple(SystemMessage(s["text"]) for s in body.get("system", ()))
+    messages: list[Message] = []
+    names: dict[str, str] = {}
+    for i, m in enumerate(body["messages"]):
+        parts: list[Part] = []
+        results: list[Part] = []
+        for b in m["content"]:
+            if "text" in b:
+                parts.append(TextPart(b["text"]))
+            elif "toolUse" in b:
+                u = b["toolUse"]
+                names[u["toolUseId"]] = u["name"]
+                parts.append(ToolCallPart(u["toolUseId"], u["name"], u["input"]))
+            elif "toolResult" in b:
+                r = b["toolResult"]
+                cid = r["toolUseId"]
+                results.append(ToolResultPart(
+                    cid, names.get(cid, "unknown"), _tool_result_content(r["content"]),
+                    is_error=r.get("status") == "error"))
+            elif "reasoningContent" in b:
+                rt = b["reasoningContent"]["reasoningText"]
+                parts.append(ReasoningPart(rt["text"], signature=rt.get("signature")))
+            else:
+                raise AssertionError(f"block not modelled: {sorted(b)}")
+        messages += _turn(i, m["role"], parts, results)
+    config = body.get("toolConfig") or {}
+    tools = tuple(
+        ToolSpec(t["toolSpec"]["name"], t["toolSpec"].get("description", ""),
+                 t["toolSpec"]["inputSchema"]["json"])
+        for t in config.get("tools", ())
+    )
+    choice: ToolChoice = "auto"
+    tc = config.get("toolChoice")
+    if isinstance(tc, dict):
+        choice = ToolChoiceTool(tc["tool"]["name"]) if "tool" in tc else (
+            "required" if "any" in tc else "auto")
+    inference = body.get("inferenceConfig") or {}
+    stop = inference.get("stopSequences")
+    return ModelRequest(
+        model=f"{route}/m",
+        system=system,
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        model_settings=ModelSettings(
+            temperature=inference.get("temperature"), max_tokens=inference.get("maxTokens"),
+            top_p=inference.get("topP"), stop=None if stop is None else tuple(stop)),
+        provider_options=_extras(body, BEDROCK_KEYS, route),
+    )
+
+
+def normalize_bedrock(body: dict[str, Json]) -> dict[str, Json]:
+    b: dict[str, Json] = json.loads(json.dumps(body))
+    for key in ("system", "inferenceConfig"):
+        if not b.get(key):
+            b.pop(key, None)  # an empty one means none
+    config = b.get("toolConfig")
+    if config:
+        config.setdefault("toolChoice", {"auto": {}})
+    return b
+
+
+# --- Google Gemini (generateContent) -----------------------------------------------------
+
+GEMINI_SETTINGS = {
+    "maxOutputTokens": "max_tokens", "temperature": "temperature", "topP": "top_p",
+    "stopSequences": "stop", "seed": "seed",
+}
+_GEMINI_SCHEMA = ("responseSchema", "responseJsonSchema")
+
+
+def _gemini_result(response: Json) -> tuple[Json, bool]:
+    """A functionResponse's value: its `output` (or `error`), else the whole object
+    (Gemini's documented reading)."""
+    if isinstance(response, dict) and len(response) == 1:
+        (key, value), = response.items()
+        if key in ("output", "error"):
+            return value, key == "error"
+    return response, False
+
+
+def gemini_request(body: dict[str, Json], route: str) -> ModelRequest:
+    """A recorded request; its `model` (named in the URL, not the body) put in by the test."""
+    model = body.get("model", "m")
+    system = tuple(
+        SystemMessage(p["text"]) for p in (body.get("systemInstruction") or {}).get("parts", ())
+    )
+    messages: list[Message] = []
+    for i, c in enumerate(body["contents"]):
+        parts: list[Part] = []
+        results: list[Part] = []
+        for p in c["parts"]:
+            sig = p.get("thoughtSignature")
+            if p.get("thought"):
+                parts.append(ReasoningPart(p.get("text", ""), signature=sig))
+                continue
+            if sig is not None:
+                parts.append(ReasoningPart("", signature=sig))
+            if "functionCall" in p:
+                fc = p["functionCall"]
+                parts.append(ToolCallPart(fc["id"], fc["name"], fc.get("args") or {}))
+            elif "functionResponse" in p:
+                fr = p["functionResponse"]
+                value, err = _gemini_result(fr["response"])
+                results.append(ToolResultPart(fr["id"], fr["name"], value, is_error=err))
+            elif "text" in p:
+                parts.append(TextPart(p["text"]))
+            elif "inlineData" in p:
+                parts.append(FilePart(p["inlineData"]["mimeType"], p["inlineData"]["data"]))
+            elif "fileData" in p:
+                fd = p["fileData"]
+                parts.append(FilePart(fd.get("mimeType", ""), fd["fileUri"], is_url=True))
+            else:
+                raise AssertionError(f"part not modelled: {sorted(p)}")
+        if results:
+            messages.append(Message(id=f"m{i}r", role="tool", parts=tuple(results)))
+        if parts:
+            messages.append(Message(id=f"m{i}", role="assistant" if c["role"] == "model"
+                                    else "user", parts=tuple(parts)))
+    declarations = [d for t in body.get("tools", ()) for d in t.get("functionDeclarations", ())]
+    tools = tuple(
+        ToolSpec(d["name"], d.get("description", ""),
+                 d.get("parametersJsonSchema", d.get("parameters_json_schema",
+                                                     d.get("parameters", {}))))
+        for d in declarations
+    )
+    choice: ToolChoice = "auto"
+    fcc = (body.get("toolConfig") or {}).get("functionCallingConfig") or {}
+    allowed = fcc.get("allowedFunctionNames")
+    if fcc.get("mode") == "ANY":
+        choice = ToolChoiceTool(allowed[0]) if allowed and len(allowed) == 1 else "required"
+    elif fcc.get("mode") == "NONE":
+        choice = "none"
+    gen = dict(body.get("generationConfig") or {})
+    picked = {ours: gen.pop(theirs) for theirs, ours in GEMINI_SETTINGS.items() if theirs in gen}
+    so = None
+    for key in _GEMINI_SCHEMA:
+        if key in gen:
+            so = StructuredOutput(gen.pop(key))
+            gen.pop("responseMimeType", None)
+    stop = picked.get("stop")
+    extra = {k: v for k, v in body.items()
+             if k not in ("model", "contents", "systemInstruction", "tools", "toolConfig",
+                          "generationConfig")}
+    if gen:
+        extra["generationConfig"] = gen
+    return ModelRequest(
+        model=f"{route}/{model}",
+        system=system,
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        model_settings=ModelSettings(
+            temperature=picked.get("temperature"), max_tokens=picked.get("max_tokens"),
+            top_p=picked.get("top_p"), stop=None if stop is None else tuple(stop),
+            seed=picked.get("seed"),
+        ),
+        provider_options={route: extra} if extra else None,
+        structured_output=so,
+    )
+
+
+def _gemini_schema_meaning(s: Json) -> Json:
+    """What a schema says, as both forms can say it: type names in lower case, no
+    `additionalProperties` or `title` (the subset has no closed objects)."""
+    if isinstance(s, list):
+        return [_gemini_schema_meaning(x) for x in s]
+    if not isinstance(s, dict):
+        return s
+    out: dict[str, Json] = {}
+    for k, v in s.items():
+        if k in ("additionalProperties", "title"):
+            continue
+        if k == "type" and isinstance(v, str):
+            out[k] = v.lower()
+        elif k == "properties":
+            out[k] = {n: _gemini_schema_meaning(x) for n, x in v.items()}
+        else:
+            out[k] = _gemini_schema_meaning(v)
+    return out
+
+
+def normalize_gemini(body: dict[str, Json]) -> dict[str, Json]:
+    b: dict[str, Json] = json.loads(json.dumps(body))
+    si = b.get("systemInstruction")
+    if isinstance(si, dict):
+        si.pop("role", None)  # the system instruction's role is not read
+    for c in b["contents"]:
+        for p in c["parts"]:
+            fr = p.get("functionResponse")
+            if fr is not None:
+                value, err = _gemini_result(fr["response"])
+                fr["response"] = {"error" if err else "output": value}
+            fc = p.get("functionCall")
+            if fc is not None:
+                fc.setdefault("args", {})
+    names = []
+    for t in b.get("tools", ()):
+        for d in t.get("functionDeclarations", ()):
+            names.append(d["name"])
+            params = None
+            for key in ("parametersJsonSchema", "parameters_json_schema", "parameters"):
+                if key in d:
+                    params = _gemini_schema_meaning(d.pop(key))
+            if params and (params.get("properties") or params.get("type") != "object"):
+                d["parameters"] = params  # an empty object schema is no parameters
+            if not d.get("description"):
+                d.pop("description", None)
+    fcc = (b.get("toolConfig") or {}).get("functionCallingConfig")
+    if isinstance(fcc, dict):
+        if sorted(fcc.get("allowedFunctionNames") or ()) == sorted(names) and len(names) > 1:
+            fcc.pop("allowedFunctionNames")
+        if fcc == {"mode": "AUTO"}:
+            b.pop("toolConfig")
+    gen = b.get("generationConfig")
+    if isinstance(gen, dict):
+        for key in _GEMINI_SCHEMA:
+            if key in gen:
+                gen["responseSchema"] = _gemini_schema_meaning(gen.pop(key))
+        if not gen:
+            b.pop("generationConfig")
     return b

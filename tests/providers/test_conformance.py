@@ -93,8 +93,9 @@ class Case:
     """Codec option overrides the recorded client used (e.g. the developer role)."""
 
 
-def U(i: int, o: int, r: int = 0, c: int = 0) -> Usage:
-    return Usage(input_tokens=i, output_tokens=o, reasoning_tokens=r, cached_input_tokens=c)
+def U(i: int, o: int, r: int = 0, c: int = 0, w: int = 0) -> Usage:
+    return Usage(input_tokens=i, output_tokens=o, reasoning_tokens=r, cached_input_tokens=c,
+                 cache_write_tokens=w)
 
 
 STUDENT = {
@@ -108,6 +109,8 @@ OPENAI_FILES = "openai+openai-python/.inline-snapshot/external/"
 PA = "pydantic+pydantic-ai/tests/"
 DD = "DataDog+dd-trace-py/tests/contrib/"
 LLMA = "simonw+llm-anthropic/tests/cassettes/test_anthropic/"
+PAG = PA + "models/cassettes/test_google/"
+VG = "vercel+ai/packages/google/src/__fixtures__/"
 RS = PA + "models/cassettes/test_openai_responses/"
 VRS = "vercel+ai/packages/openai/src/responses/__fixtures__/"
 PLAN = (
@@ -118,6 +121,7 @@ PLAN = (
     "poetic and coherent.\n4) Double-check all acrostics (line-initial and word-initial) for "
     "accuracy.\n5) Deliver the 12-line poem."
 )
+BR = PA + "models/cassettes/test_bedrock/"
 
 CASES: dict[str, Case] = {
     # --- OpenAI Chat Completions: success ------------------------------------------------
@@ -408,6 +412,124 @@ CASES: dict[str, Case] = {
         Err(400, "invalid_request_error", "'temperature' is not supported with this model",
             retryable=False),
     ), check_request=False, stream=False),  # body only
+    # --- Bedrock Converse: success ---------------------------------------------------------
+    BR + "test_bedrock_model.yaml": Case("bedrock", (
+        Ok("stop", U(7, 30), text="Hello! How can I assist you today? Whether you have "
+           "questions, need information, or just want to chat, I'm here to help."),
+    )),
+    BR + "test_bedrock_model_max_tokens.yaml": Case("bedrock", (
+        Ok("length", U(13, 5), text="The capital of France is"),
+    )),
+    BR + "test_bedrock_model_retry.yaml": Case("bedrock", (
+        Ok("tool-calls", U(426, 66), text_start="<thinking> To determine the capital",
+           text_end="</thinking>\n", calls=(
+               Call("tooluse_Ze_bgl9CSqu8aJv7XD-_Dw", "get_capital", {"country": "France"}),)),
+        Ok("stop", U(531, 76), text_start="<thinking> It appears that there was an error"),
+    )),
+    BR + "test_bedrock_model_structured_output.yaml": Case("bedrock", (
+        Ok("tool-calls", U(571, 22), calls=(Call(
+            "tooluse_Mj06ft-ITJik1Otgpkc1uA", "temperature",
+            {"city": "London", "date": "2022-01-01"}),)),
+        Ok("stop", U(627, 67), text_start="\n<thinking> The tool has provided the temperature"),
+        Ok("tool-calls", U(821, 31), calls=(Call(
+            "tooluse_qVHAm8Q9QMGoJRkk06_TVA", "final_result",
+            {"date": "2022-01-01", "city": "London", "temperature": "30°C"}),)),
+    )),
+    # Written, then read from the cache. Not re-encoded: the recorded client put a cache
+    # point inside the user message (after a document), where a PromptCache puts none.
+    BR + "test_bedrock_cache_write_and_read.yaml": Case("bedrock", (
+        Ok("stop", U(1324, 5, w=1322), text="21"),
+        Ok("stop", U(1324, 5, c=1322), text="21"),
+    ), check_request=False),
+    BR + "test_bedrock_model_stream.yaml": Case("bedrock", (
+        Ok("stop", U(13, 82), text_start="The capital of France is Paris.",
+           text_end='referred to as "The City of Light" or "The City of Love."'),
+    )),
+    BR + "test_bedrock_model_iter_stream.yaml": Case("bedrock", (
+        Ok("tool-calls", U(471, 91), text_start="<thinking> To find the temperature",
+           calls=(Call("tooluse_lAG_zP8QRHmSYOwZzzaCqA", "get_temperature",
+                       {"city": "Paris"}),)),
+        Ok("stop", U(577, 18),
+           text="The current temperature in Paris, the capital of France, is 30°C."),
+    )),
+    BR + "test_bedrock_model_thinking_part_stream.yaml": Case("bedrock", (
+        Ok("stop", U(36, 73), text="Hello! It's nice to meet you. How can I help you today?",
+           reasoning_start='The user has greeted me with a simple "Hello".',
+           signature_start="Eu0CCkgIBxABGAIqQJDccbDQkr81"),
+    )),
+    # --- Bedrock Converse: errors ----------------------------------------------------------
+    BR + "test_bedrock_error.yaml": Case("bedrock", (
+        Err(400, None, "The provided model identifier is invalid.", retryable=False),
+    )),
+    BR + "test_bedrock_streaming_error.yaml": Case("bedrock", (
+        Err(400, None, "The provided model identifier is invalid.", retryable=False),
+    )),
+    # --- Google Gemini: success ------------------------------------------------------------
+    PAG + "test_google_model.yaml": Case("google", (
+        Ok("stop", U(9, 43, 34), "bzlXaa_EE_aHqtsPi_zw8Ao",
+           text="Hello! How can I help you today?"),
+    ), stream=False),
+    PAG + "test_google_model_stream.yaml": Case("google", (
+        Ok("stop", U(13, 8), "w1peaMz6INOvnvgPgYfPiQY", text="The capital of France is Paris.\n"),
+    ), stream=True),
+    # Gemini 3 signs its function call: the signature comes back on that call in turn 2.
+    PAG + "test_google_streaming_tool_call_thought_signature.yaml": Case("google", (
+        Ok("tool-calls", U(29, 212, 202), "QUVVadTSNJ6_qtsPvN7J8Q0",
+           signature_start="EpwICpkIAXLI2nxlU6gs",
+           calls=(Call("call_QUVVadTSNJ6_qtsPvN7J8Q0_0", "get_country", {}),)),
+        Ok("stop", U(257, 8), "REVVabaiCdq4qtsPnZu96Qo",
+           text="The capital of Mexico is Mexico City."),
+    ), stream=True),
+    # No ids from Gemini 2.0: each call gets one made of the response id and its place.
+    PAG + "test_google_tool_output.yaml": Case("google", (
+        Ok("tool-calls", U(33, 5), "LlteaIDvD9m7nvgPz5Sb0Aw",
+           calls=(Call("call_LlteaIDvD9m7nvgPz5Sb0Aw_0", "get_user_country", {}),)),
+        Ok("tool-calls", U(47, 8), "LlteaOzCOPOdnvgPrJbnoQg",
+           calls=(Call("call_LlteaOzCOPOdnvgPrJbnoQg_0", "final_result",
+                       {"city": "Mexico City", "country": "Mexico"}),)),
+    ), stream=False),
+    PAG + "test_google_model_thinking_part_iter.yaml": Case("google", (
+        Ok("stop", U(34, 1256, 787), "beHBaJfEMIi-qtsP3769-Q8",
+           text_start="This is a great question! Safely crossing the street",
+           text_end="Always assume a driver might not see you.",
+           reasoning_start="**Clarifying User Goals**\n\nI'm currently focused",
+           signature_start="CiIB0e2Kb6Syj1a961Ef"),
+    ), stream=True),
+    PAG + "test_google_native_output.yaml": Case("google", (
+        Ok("stop", U(8, 20), "EfsgaZT5JPbXz7IPqtGJkQ8",
+           text='{\n  "city": "Mexico City",\n  "country": "Mexico"\n}'),
+    ), stream=False),
+    VG + "google-reasoning.json": Case("google", (
+        Ok("stop", U(9, 311, 282), "YH6LaZT7ENmPxN8P-r2J8Aw",
+           text='There are **3** "r"s in strawberry.\n\nHere is the breakdown: '
+                "st**r**awbe**rr**y.",
+           signature_start="EvsFCvgFAb4+9vtgYAdO"),
+    ), check_request=False, stream=False),  # body only
+    VG + "google-text.chunks.txt": Case("google", (
+        Ok("stop", U(9, 208, 185), "bH6LaZW8Fp_3nsEPqtaSwQ4",
+           text='There are **3** "r"s in strawberry.\n\nst**r**awbe**rr**y',
+           signature_start="EqsFCqgFAb4+9vvtAF5n"),
+    ), check_request=False, stream=True),  # payloads only
+    VG + "google-reasoning-gemini3.chunks.txt": Case("google", (
+        Ok("stop", U(9, 325, 302), "M3iLaY-AI7zTxN8P3Piw4Qg",
+           text='There are **3** "r"s in strawberry.\n\nSt**r**awbe**rr**y',
+           signature_start="EpAICo0IAb4+9vuku3oD"),
+    ), check_request=False, stream=True),  # payloads only
+    VG + "google-tool-call-gemini3.chunks.txt": Case("google", (
+        Ok("tool-calls", U(29, 819, 804), "QHiLaa6LBrb8vdIPoNztsAg",
+           signature_start="EpEgCo4gAb4+9vvWwdN+",
+           calls=(Call("call_QHiLaa6LBrb8vdIPoNztsAg_0", "weather",
+                       {"location": "San Francisco"}),)),
+    ), check_request=False, stream=True),  # payloads only
+    # --- Google Gemini: blocked and rejected -----------------------------------------------
+    PAG + "test_google_model_safety_settings.yaml": Case("google", (
+        Err(200, "content_blocked", "SAFETY (HARM_CATEGORY_HATE_SPEECH)", retryable=False,
+            code="SAFETY"),
+    ), stream=False),
+    VG + "google-429-retry-info.json": Case("google", (
+        Err(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota", retryable=True,
+            code="429"),
+    ), check_request=False, stream=False),  # body only
 }
 
 FILES = index_files(ROOT) if (ROOT / "INDEX.md").exists() else []
@@ -442,6 +564,8 @@ class Wire:
     path: str
     read: Callable[[dict[str, reference.Json], str], ModelRequest]
     normalize: Callable[[dict[str, reference.Json]], dict[str, reference.Json]]
+    model_in_url: bool = False
+    """The path names the model and the call (`{model}`, `{call}`): Gemini's."""
 
 
 WIRES = {
@@ -451,6 +575,10 @@ WIRES = {
                       reference.normalize_anthropic),
     "openai-responses": Wire("/v1/responses", reference.responses_request,
                              reference.normalize_responses),
+    "bedrock-converse": Wire("/v1/model/m/converse", reference.bedrock_request,
+                             reference.normalize_bedrock),
+    "gemini": Wire("/v1/models/{model}:{call}", reference.gemini_request,
+                   reference.normalize_gemini, model_in_url=True),
 }
 
 
@@ -461,11 +589,20 @@ def _wire(case: Case) -> str:
 def _request(case: Case, ex: Recorded) -> tuple[ModelRequest, bool]:
     """The request to send (the recorded one, read back) and whether to stream."""
     body = ex.request if case.check_request else None
-    stream = case.stream if case.stream is not None else bool((ex.request or {}).get("stream"))
+    stream = case.stream if case.stream is not None else bool(
+        (ex.request or {}).get("stream") or (ex.uri or "").endswith("/converse-stream"))
     if body is None:
         return ModelRequest(model=f"{case.route}/m", system=(),
                             messages=(user("hi", id="u1"),)), stream
-    return WIRES[_wire(case)].read(body, case.route), stream
+    wire = WIRES[_wire(case)]
+    if wire.model_in_url:  # Gemini names the model in its URL, not in the body
+        body = {**body, "model": _url_model(ex)}
+    return wire.read(body, case.route), stream
+
+
+def _url_model(ex: Recorded) -> str:
+    assert ex.uri is not None
+    return ex.uri.split("/models/", 1)[1].split(":", 1)[0]
 
 
 Outcome = tuple[list[ModelEvent], ApiError | None]
@@ -502,15 +639,21 @@ async def _run_async(
 
 def _naive_text(ex: Recorded, wire: str) -> str | None:
     """The text by the simplest possible reading of the raw body (an independent oracle)."""
+    if wire == "bedrock-converse":
+        return _naive_event_stream_text(ex.decoded_body)
     raw = ex.decoded_body.decode()
     if raw.lstrip().startswith("{"):
         return None  # one JSON body: its text is checked by the expectations alone
-    out = []
+    out: list[str] = []
     for line in raw.splitlines():
         if not line.startswith("data:") or line.strip() == "data: [DONE]":
             continue
         d = json.loads(line[5:])
-        if wire == "openai-responses":
+        if wire == "gemini":
+            for c in d.get("candidates", ()):
+                parts = (c.get("content") or {}).get("parts", ())
+                out.extend(p.get("text", "") for p in parts if not p.get("thought"))
+        elif wire == "openai-responses":
             kind = d.get("type")
             out.append(d["delta"] if kind in ("response.output_text.delta",
                                               "response.refusal.delta") else "")
@@ -521,6 +664,20 @@ def _naive_text(ex: Recorded, wire: str) -> str | None:
             for ch in d.get("choices", ()):
                 delta = ch.get("delta") or {}
                 out.append((delta.get("content") or "") + (delta.get("refusal") or ""))
+    return "".join(out)
+
+
+def _naive_event_stream_text(raw: bytes) -> str | None:
+    """The text of an AWS event stream, read frame by frame by its lengths alone."""
+    if raw.lstrip().startswith(b"{"):
+        return None
+    out, at = [], 0
+    while at < len(raw):
+        total = int.from_bytes(raw[at:at + 4], "big")
+        headers = int.from_bytes(raw[at + 4:at + 8], "big")
+        payload = json.loads(raw[at + 12 + headers:at + total - 4])
+        out.append((payload.get("delta") or {}).get("text", ""))
+        at += total
     return "".join(out)
 
 
@@ -573,7 +730,13 @@ def _check_request(server: ReplayServer, case: Case, ex: Recorded, n_before: int
     seen = server.seen[n_before]
     assert seen.method == "POST"
     wire = WIRES[_wire(case)]
-    assert seen.path == wire.path
+    path = wire.path
+    if wire.model_in_url:
+        assert case.stream is not None and seen.headers["x-goog-api-key"] == "sk-test-key"
+        path = path.format(
+            model=_url_model(ex) if ex.uri and case.check_request else "m",
+            call="streamGenerateContent?alt=sse" if case.stream else "generateContent")
+    assert seen.path.removesuffix("-stream") == path  # Bedrock: /converse-stream
     if not case.check_request or ex.request is None:
         return
     sent = json.loads(seen.body)

@@ -225,6 +225,10 @@ def test_registration_refuses_what_it_cannot_use(toy: None) -> None:
         register_route("other", Route("toy-json", "https://x/v1", options=OpenAIChatOptions()))
     with pytest.raises(ValueError, match=r"key_required.*key_env"):
         register_route("other", Route("toy-json", "https://x/v1", key_required=True))
+    with pytest.raises(ValueError, match="key_env_fallbacks come after a key_env"):
+        register_route("other", Route("toy-json", "https://x/v1", key_env_fallbacks=("K",)))
+    with pytest.raises(ValueError, match="key variable name"):
+        register_route("other", Route("toy-json", "https://x/v1", "K", key_env_fallbacks=("",)))
     with pytest.raises(ValueError, match="credentials"):
         register_route("other", Route("toy-json", "https://user:pw@x/v1"))
     with pytest.raises(ValueError, match="route name"):
@@ -248,11 +252,14 @@ def test_the_built_in_routes_name_their_otel_provider_and_price_list() -> None:
         "openai": ("openai", "openai"),
         "openai-responses": ("openai", "openai"),
         "anthropic": ("anthropic", "anthropic"),
+        "google": ("gcp.gemini", "google"),
         "openrouter": ("openrouter", "openrouter"),
         "groq": ("groq", "groq"),
         "mistral": ("mistral_ai", "mistral"),
         "ollama": ("ollama", None),
         "vllm": ("vllm", None),
         "openai-compatible": ("openai", None),
+        "bedrock": ("aws.bedrock", "aws"),
     }
-    assert set(WIRE_FORMATS) == {"openai-chat", "anthropic", "openai-responses"}
+    assert set(WIRE_FORMATS) == {"openai-chat", "anthropic", "openai-responses", "bedrock-converse",
+                                 "gemini"}

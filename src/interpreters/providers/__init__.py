@@ -1,6 +1,7 @@
-"""Model providers over httpx: the OpenAI Chat Completions, OpenAI Responses and Anthropic
-Messages wire formats, streaming and not, sync (`httpx.Client`) and async
-(`httpx.AsyncClient`).
+"""Model providers over httpx: the OpenAI Chat Completions, OpenAI Responses, Anthropic
+Messages, AWS Bedrock Converse and Gemini generateContent wire formats, streaming and not,
+sync (`httpx.Client`) and async (`httpx.AsyncClient`); Bedrock and Gemini embeddings as
+memory `Embedder`s (`BedrockEmbedder`, `GeminiEmbedder`).
 
 Start from a router id:
 
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
+    from interpreters.providers.bedrock import BedrockCodec, BedrockOptions
+    from interpreters.providers.bedrock_embed import BedrockEmbedder
     from interpreters.providers.codec import (
         ByteStreamDecoder,
         Codec,
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
         WireRoute,
         route_options,
     )
+    from interpreters.providers.gemini import GeminiCodec, GeminiOptions
+    from interpreters.providers.gemini_embed import GeminiEmbedder
     from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
     from interpreters.providers.limits import Limits
     from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
@@ -72,6 +77,8 @@ _HOME = {
     "provider_config": "router", "resolve_async_provider": "router",
     "resolve_provider": "router",
     "AnthropicCodec": "anthropic", "AnthropicOptions": "anthropic",
+    "BedrockCodec": "bedrock", "BedrockOptions": "bedrock", "BedrockEmbedder": "bedrock_embed",
+    "GeminiCodec": "gemini", "GeminiOptions": "gemini", "GeminiEmbedder": "gemini_embed",
     "ByteStreamDecoder": "codec", "Codec": "codec", "Encoded": "codec",
     "WireFormat": "codec", "WireRoute": "codec", "route_options": "codec",
     "WIRE_FORMATS": "table", "register_route": "table", "register_wire_format": "table",
@@ -99,10 +106,16 @@ __all__ = [
     "AnthropicOptions",
     "AsyncHttpProvider",
     "AsyncResolver",
+    "BedrockCodec",
+    "BedrockEmbedder",
+    "BedrockOptions",
     "ByteStreamDecoder",
     "Codec",
     "Encoded",
     "Endpoint",
+    "GeminiCodec",
+    "GeminiEmbedder",
+    "GeminiOptions",
     "HttpProvider",
     "Limits",
     "OpenAIChatCodec",

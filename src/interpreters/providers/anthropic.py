@@ -24,15 +24,15 @@ from interpreters.providers.codec import (
     JsonDict,
     StreamDecoder,
     WireFormat,
-    WireRoute,
     decode_response,
     invalid_response,
     invalid_tool_args,
     json_text,
     merge_options,
+    merge_turns,
     parse_tool_args,
     put_given,
-    route_options,
+    route_codec,
     unsupported_file,
 )
 from interpreters.providers.sse import SseEvent
@@ -124,31 +124,13 @@ def _blocks(m: Message) -> list[JsonDict]:
     return out
 
 
+def _is_result(block: JsonDict) -> bool:
+    return block["type"] == "tool_result"
+
+
 def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (consecutive turns of one role merged) and hoisted system texts."""
-    system: list[str] = [s.content for s in request.system]
-    turns: list[tuple[Literal["user", "assistant"], list[JsonDict]]] = []
-    for m in request.messages:
-        if m.role == "system":
-            system.append(m.text)
-            continue
-        role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
-        blocks = _blocks(m)
-        if not blocks:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, blocks))
-    messages: list[JsonDict] = []
-    for role, blocks in turns:
-        if role == "user":
-            # tool_result blocks must open the user turn that answers the tool calls
-            blocks = [b for b in blocks if b["type"] == "tool_result"] + [
-                b for b in blocks if b["type"] != "tool_result"
-            ]
-        messages.append({"role": role, "content": blocks})
-    return messages, system
+    return merge_turns(request, _blocks, _is_result)
 
 
 def _default_max_tokens(request: ModelRequest, options: AnthropicOptions) -> int:
@@ -608,11 +590,5 @@ class AnthropicCodec(JsonCodec[AnthropicOptions]):
         )
 
 
-def _route_codec(route: WireRoute) -> AnthropicCodec:
-    # A route reads its own `provider_options` section.
-    options = route_options(route, AnthropicOptions)
-    return AnthropicCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
-
-
-MESSAGES = WireFormat("anthropic", _route_codec, AnthropicOptions)
+MESSAGES = WireFormat("anthropic", route_codec(AnthropicOptions, AnthropicCodec), AnthropicOptions)
 """The Anthropic Messages wire format, for the table of wire formats (providers/table.py)."""

@@ -17,10 +17,16 @@ import msgspec
 from interpreters.providers.errors import broken_stream, stream_error
 from interpreters.providers.limits import limit_exceeded
 from interpreters.providers.provider import ProviderError
-from interpreters.providers.sse import DEFAULT_MAX_EVENT, SseEvent, SseLimitError, SseParser
+from interpreters.providers.sse import (
+    DEFAULT_MAX_EVENT,
+    FrameError,
+    SseEvent,
+    SseLimitError,
+    SseParser,
+)
 from pipeline.bounds import json_too_deep
 from pipeline.chunks import ModelEvent
-from pipeline.messages import JsonObject
+from pipeline.messages import JsonObject, Message
 from pipeline.model import ApiError, ModelRequest
 from pipeline.sanitize import SanitizeProfile, prepare_request, restore_event
 
@@ -32,6 +38,47 @@ def _identity(event: ModelEvent) -> ModelEvent:
     return event
 
 
+class Framer(Protocol):
+    """Bytes of one stream in, its frames out, whatever the split (SSE: `SseParser`).
+    Raises `SseLimitError` for a frame over its cap, `FrameError` for a malformed one."""
+
+    def feed(self, chunk: bytes) -> list[SseEvent]: ...
+
+    def close(self) -> list[SseEvent]: ...
+
+
+def _sse_parser(max_event: int) -> Framer:
+    return SseParser(max_event=max_event)
+
+
+class Framing(msgspec.Struct, frozen=True):
+    """How a wire format frames its streamed responses."""
+
+    media_type: str
+    """Its content type (sent as `accept` on a streamed call)."""
+    marker: str
+    """What a response's content type holds when it is this framing."""
+    parser: Callable[[int], Framer]
+    """A parser for one stream, given the cap on one frame (`Limits.max_event`)."""
+
+
+SSE_FRAMING = Framing("text/event-stream", "event-stream", _sse_parser)
+"""Server-sent events, the framing of the JSON formats."""
+
+
+class RequestSigner(Protocol):
+    """Signs one request: the headers to add, for exactly this method, URL, headers and
+    body (AWS SigV4). Raises `ProviderError` when it has no credentials."""
+
+    def __call__(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes
+    ) -> Mapping[str, str]: ...
+
+
+SignerFactory = Callable[[str, Mapping[str, str]], RequestSigner]
+"""A route's signer for its base URL and environment (`Route.signer`)."""
+
+
 class Encoded(msgspec.Struct, frozen=True):
     """A request ready for the wire, and how to map its events back."""
 
@@ -39,6 +86,8 @@ class Encoded(msgspec.Struct, frozen=True):
     restore: EventMap = _identity
     json_tool: str | None = None
     """Anthropic structured output rides on a forced tool; its input is the answer text."""
+    framing: Framing = SSE_FRAMING
+    """How its streamed response is framed."""
 
 
 class StreamDecoder(Protocol):
@@ -46,7 +95,7 @@ class StreamDecoder(Protocol):
 
     @property
     def done(self) -> bool:
-        """True once the stream really completed ([DONE] / message_stop)."""
+        """True once the stream really completed ([DONE], message_stop, a finishReason)."""
         ...
 
     @property
@@ -116,6 +165,23 @@ def route_options(route: WireRoute, kind: type[RouteOptions]) -> RouteOptions:
     return options
 
 
+Made = TypeVar("Made")
+
+
+def route_codec(
+    kind: type[RouteOptions], make: Callable[[RouteOptions], Made]
+) -> Callable[[WireRoute], Made]:
+    """A `WireFormat.codec` over options of `kind` (which have `option_sections`): the
+    route's options, or the defaults, with the route reading its own `provider_options`
+    section."""
+
+    def codec(route: WireRoute) -> Made:
+        options = route_options(route, kind)
+        return make(msgspec.structs.replace(options, option_sections=(route.name,)))
+
+    return codec
+
+
 class ByteStreamDecoder:
     """SSE framing + a codec's stream decoder + the event map: bytes in, events out.
 
@@ -131,8 +197,9 @@ class ByteStreamDecoder:
         request_id: str | None,
         max_event: int = DEFAULT_MAX_EVENT,
         max_stream: int | None = None,
+        framing: Framing = SSE_FRAMING,
     ) -> None:
-        self._sse = SseParser(max_event=max_event)
+        self._sse = framing.parser(max_event)
         self._max_stream = max_stream
         self._left: float = math.inf if max_stream is None else max_stream
         """Bytes the stream may still take (`Limits.max_stream`)."""
@@ -160,6 +227,10 @@ class ByteStreamDecoder:
             events = self._sse.feed(chunk)
         except SseLimitError as e:
             raise self._too_large(e) from None
+        except FrameError as e:
+            if self._decoder.done:
+                return []  # what follows the end of the answer is not part of it
+            raise self._malformed(e) from None
         decoder = self._decoder
         if len(events) == 1 and self._restore is None and not decoder.done:
             # One event per read, nothing to rename: `_run` for that case, inline.
@@ -177,6 +248,10 @@ class ByteStreamDecoder:
             events = self._sse.close()
         except SseLimitError as e:
             raise self._too_large(e) from None
+        except FrameError as e:
+            if not self._decoder.done:
+                raise self._malformed(e) from None
+            events = []  # what follows the end of the answer is not part of it
         out = self._run(events)
         if out and self._failure is not None:
             return out  # hand these over first; the next call raises
@@ -185,7 +260,7 @@ class ByteStreamDecoder:
                 broken_stream(
                     self._status,
                     "the stream ended before the model finished "
-                    "(no [DONE] / message_stop / response.completed)",
+                    "(no [DONE] / message_stop / response.completed / finishReason)",
                     started=self._decoder.started,
                     error_type="incomplete_stream",
                     request_id=self._request_id,
@@ -199,6 +274,13 @@ class ByteStreamDecoder:
             f"the streamed response is larger than its cap of {self._max_stream} bytes "
             "(Limits)",
             started=self._decoder.started, request_id=self._request_id,
+        )
+        return self._failure
+
+    def _malformed(self, e: FrameError) -> ProviderError:
+        self._failure = invalid_response(
+            self._status, f"a stream frame is malformed: {e}", started=self._decoder.started,
+            request_id=self._request_id,
         )
         return self._failure
 
@@ -340,6 +422,37 @@ def invalid_tool_args(
             body=raw[:2000],
         )
     )
+
+
+def merge_turns(
+    request: ModelRequest,
+    blocks: Callable[[Message], list[JsonDict]],
+    is_result: Callable[[JsonDict], bool],
+) -> tuple[list[JsonDict], list[str]]:
+    """Wire messages for the formats whose turns alternate between user and assistant
+    (Anthropic, Bedrock): system messages hoisted out (returned after the request's own
+    system texts), tool results sent as the user, turns of one role merged, empty ones
+    dropped, and a user turn's tool results first (they answer the calls before it)."""
+    system: list[str] = [s.content for s in request.system]
+    turns: list[tuple[str, list[JsonDict]]] = []
+    for m in request.messages:
+        if m.role == "system":
+            system.append(m.text)
+            continue
+        role = "assistant" if m.role == "assistant" else "user"
+        wire = blocks(m)
+        if not wire:
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(wire)
+        else:
+            turns.append((role, wire))
+    messages: list[JsonDict] = []
+    for role, wire in turns:
+        if role == "user":
+            wire = [b for b in wire if is_result(b)] + [b for b in wire if not is_result(b)]
+        messages.append({"role": role, "content": wire})
+    return messages, system
 
 
 def unsupported_file(wire: str, media_type: str, how: str = "") -> ProviderError:

@@ -3,12 +3,14 @@
 Pure functions over a status, headers and body, so the classification is tested without
 a server. Retryable: 408, 409, 429, 5xx (529 included) and connection failures before
 anything was delivered; `x-should-retry` overrides the status either way. `retry_after`
-comes from `retry-after-ms`, else `retry-after` (seconds or an HTTP date).
+comes from `retry-after-ms`, else `retry-after` (seconds or an HTTP date), else a
+google.rpc error's `RetryInfo`. The bodies read are OpenAI's, Anthropic's and google.rpc's.
 """
 
 from __future__ import annotations
 
 import email.utils
+import math
 from collections.abc import Mapping
 
 import msgspec
@@ -25,6 +27,10 @@ class _ErrorDetail(msgspec.Struct, frozen=True):
     code: str | int | None = None
     param: str | None = None
     metadata: dict[str, object] | None = None
+    status: str | int | None = None
+    """google.rpc (Gemini): the canonical code's name (`RESOURCE_EXHAUSTED`), as the type."""
+    details: list[dict[str, object]] | None = None
+    """google.rpc: typed details, a `RetryInfo` among them."""
 
 
 class _ErrorEnvelope(msgspec.Struct, frozen=True):
@@ -90,7 +96,16 @@ def should_retry_override(headers: Mapping[str, str]) -> bool | None:
 
 
 def request_id_of(headers: Mapping[str, str]) -> str | None:
-    return header(headers, "x-request-id") or header(headers, "request-id")
+    return (
+        header(headers, "x-request-id") or header(headers, "request-id")
+        or header(headers, "x-amzn-requestid")
+    )
+
+
+def amzn_error_type(headers: Mapping[str, str]) -> str | None:
+    """AWS names an error in a header (`ThrottlingException:http://...`), not its body."""
+    raw = header(headers, "x-amzn-errortype")
+    return raw.partition(":")[0].strip() or None if raw else None
 
 
 def _body_text(body: bytes) -> str:
@@ -120,10 +135,33 @@ def parse_error_body(
     if isinstance(env.error, _ErrorDetail):
         d = env.error
         code = None if d.code is None else str(d.code)
-        return _detail_message(d) or None, d.type, code, env.request_id
+        kind = d.type or (d.status if isinstance(d.status, str) else None)
+        return _detail_message(d) or None, kind, code, env.request_id
     if isinstance(env.error, str):
         return env.error, None, None, env.request_id
     return env.message, None, None, env.request_id
+
+
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+def retry_info_seconds(body: bytes) -> float | None:
+    """The wait a google.rpc error's `RetryInfo` asks for (`"retryDelay": "34.4s"`)."""
+    try:
+        env = _envelope.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not isinstance(env.error, _ErrorDetail):
+        return None
+    for d in env.error.details or ():
+        delay = d.get("retryDelay")
+        if d.get("@type") == _RETRY_INFO and isinstance(delay, str) and delay.endswith("s"):
+            try:
+                seconds = float(delay[:-1])
+            except ValueError:
+                return None
+            return seconds if seconds >= 0 and math.isfinite(seconds) else None
+    return None
 
 
 def classify_response(
@@ -136,6 +174,7 @@ def classify_response(
 ) -> ApiError:
     """An HTTP error response (status >= 400) as an ApiError."""
     message, error_type, code, body_request_id = parse_error_body(body)
+    error_type = error_type or amzn_error_type(headers)
     if not message:
         text = body.decode("utf-8", errors="replace").strip()
         message = text[:300] if text else (reason or f"HTTP {status}")
@@ -143,6 +182,9 @@ def classify_response(
     override = should_retry_override(headers)
     if override is not None:
         retryable = override
+    wait = retry_after_seconds(headers, now) if retryable else None
+    if wait is None and retryable:
+        wait = retry_info_seconds(body)
     return ApiError(
         status=status,
         message=message,
@@ -150,7 +192,7 @@ def classify_response(
         code=code,
         request_id=request_id_of(headers) or body_request_id,
         retryable=retryable,
-        retry_after=retry_after_seconds(headers, now) if retryable else None,
+        retry_after=wait,
         body=_body_text(body) if body else None,
     )
 

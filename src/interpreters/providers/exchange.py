@@ -17,7 +17,14 @@ import httpx
 import msgspec
 
 from interpreters.deadline import RunStop, run_stop
-from interpreters.providers.codec import ByteStreamDecoder, Codec, Encoded, invalid_response
+from interpreters.providers.codec import (
+    SSE_FRAMING,
+    ByteStreamDecoder,
+    Codec,
+    Encoded,
+    RequestSigner,
+    invalid_response,
+)
 from interpreters.providers.errors import (
     broken_stream,
     classify_response,
@@ -73,6 +80,8 @@ class Endpoint(msgspec.Struct, frozen=True):
     base_url: str
     api_key: Secret | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    sign: RequestSigner | None = None
+    """Signs each request after its headers are made (AWS SigV4: `Route.signer`)."""
 
     def __post_init__(self) -> None:
         check_base_url(self.base_url)
@@ -129,10 +138,14 @@ class Exchange:
         key = self._endpoint.api_key
         h = {
             "content-type": "application/json",
-            "accept": "text/event-stream" if self.stream else "application/json",
+            "accept": self.encoded.framing.media_type if self.stream else "application/json",
         }
         h.update(self._endpoint.headers)
         h.update(self._codec.headers(key.reveal() if key else None))
+        sign = self._endpoint.sign
+        if sign is not None:
+            # Last, over the exact URL, headers and body that are sent.
+            h.update(sign("POST", self.url, h, self.encoded.body))
         return h
 
     @property
@@ -150,7 +163,7 @@ class Exchange:
         self._request_id = request_id_of(headers)
         self._content_type = headers.get("content-type", "")
         self.failed = status >= 300  # redirects are not followed: a wrong base URL
-        if not self.failed and "event-stream" in self._content_type:
+        if not self.failed and self.encoded.framing.marker in self._content_type:
             self._start_sse()
         elif not self.failed:
             self._sniff = bytearray()
@@ -165,6 +178,7 @@ class Exchange:
             request_id=self._request_id,
             max_event=self.limits.max_event,
             max_stream=self.limits.max_stream,
+            framing=self.encoded.framing,
         )
 
     # --- bounds ------------------------------------------------------------------------
@@ -231,7 +245,7 @@ class Exchange:
                 if not chunk:
                     return []
             self._sniff += chunk
-            verdict = _sniff(bytes(self._sniff[:16]), final=False)
+            verdict = _sniff(bytes(self._sniff[:16]), final=False, sse=self._sse_framed)
             if verdict is None:
                 return []
             buffered, self._sniff = bytes(self._sniff), None
@@ -245,6 +259,11 @@ class Exchange:
             chunk = buffered
         assert self._decoder is not None
         return self._decoder.feed(chunk)  # (it keeps the stream within Limits.max_stream)
+
+    @property
+    def _sse_framed(self) -> bool:
+        # Only SSE is told by its first bytes; a binary framing by its content type.
+        return self.encoded.framing is SSE_FRAMING
 
     def feeder(self) -> Callable[[bytes], list[ModelEvent]]:
         """What turns the body's bytes into events, once the head is in: `feed`, or for a
@@ -264,7 +283,7 @@ class Exchange:
     def close(self) -> list[ModelEvent]:
         if self._sniff:
             head = bytes(self._sniff)
-            if _sniff(head[:16], final=True) != "other":
+            if _sniff(head[:16], final=True, sse=self._sse_framed) != "other":
                 self._sniff = None
                 self.received -= len(head)
                 self.feed(head)
@@ -333,18 +352,22 @@ class Exchange:
         return self._scrubbed(err.error)
 
     def _scrubbed(self, e: ApiError) -> ProviderError:
-        key = self._endpoint.api_key
-        if key is not None:
-            # Every text field: a server may echo the key in any of them.
-            e = msgspec.structs.replace(
-                e,
-                message=key.scrub(e.message),
-                error_type=_opt(key, e.error_type),
-                code=_opt(key, e.code),
-                request_id=_opt(key, e.request_id),
-                body=_opt(key, e.body),
-            )
-        return ProviderError(e)
+        return scrubbed(self._endpoint.api_key, e)
+
+
+def scrubbed(key: Secret | None, e: ApiError) -> ProviderError:
+    """The error as a ProviderError, with the key replaced in every text field: a server
+    may echo it in any of them."""
+    if key is not None:
+        e = msgspec.structs.replace(
+            e,
+            message=key.scrub(e.message),
+            error_type=_opt(key, e.error_type),
+            code=_opt(key, e.code),
+            request_id=_opt(key, e.request_id),
+            body=_opt(key, e.body),
+        )
+    return ProviderError(e)
 
 
 def _opt(key: Secret, text: str | None) -> str | None:
@@ -358,12 +381,14 @@ _SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:")
 Sniffed = Literal["json", "sse", "other"]
 
 
-def _sniff(head: bytes, *, final: bool) -> Sniffed | None:
+def _sniff(head: bytes, *, final: bool, sse: bool = True) -> Sniffed | None:
     """What the first non-blank bytes of a body look like; None: too few yet to tell
-    (`final`: there are no more)."""
+    (`final`: there are no more; `sse`: whether an SSE stream may be expected)."""
     head = head.removeprefix(b"\xef\xbb\xbf")
     if head[:1] in (b"{", b"["):
         return "json"
+    if not sse:
+        return "other"
     if _SSE_START.match(head) and (final or len(head) > 5 or head[:1] == b":"):
         return "sse"
     if not final and any(f.startswith(head) for f in _SSE_FIELDS):

@@ -23,7 +23,6 @@ from interpreters.providers.codec import (
     JsonDict,
     StreamDecoder,
     WireFormat,
-    WireRoute,
     decode_response,
     invalid_response,
     invalid_tool_args,
@@ -31,7 +30,7 @@ from interpreters.providers.codec import (
     merge_options,
     parse_tool_args,
     put_given,
-    route_options,
+    route_codec,
     unsupported_file,
 )
 from interpreters.providers.errors import broken_stream
@@ -590,11 +589,7 @@ class OpenAIChatCodec(JsonCodec[OpenAIChatOptions]):
         return decode_completion(body, status=status, request_id=request_id)
 
 
-def _route_codec(route: WireRoute) -> OpenAIChatCodec:
-    # A route reads its own `provider_options` section.
-    options = route_options(route, OpenAIChatOptions)
-    return OpenAIChatCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
-
-
-CHAT_COMPLETIONS = WireFormat("openai-chat", _route_codec, OpenAIChatOptions)
+CHAT_COMPLETIONS = WireFormat(
+    "openai-chat", route_codec(OpenAIChatOptions, OpenAIChatCodec), OpenAIChatOptions
+)
 """The Chat Completions wire format, for the table of wire formats (providers/table.py)."""

@@ -12,6 +12,7 @@ to that route's base URL, never to another provider's host.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 
 import msgspec
@@ -90,30 +91,43 @@ def provider_config(
             f"{route_name}/ needs a base URL: pass base_url= (the CLI's --base-url)"
             + (f" or set {route.base_url_env}" if route.base_url_env else "")
         )
+    url = _with_region(url, route_name, route.region_env, route.base_url_env, env)
     _check_url(url)
-    key = api_key if api_key is not None else (env.get(route.key_env) if route.key_env else None)
+    where = "api_key="
+    key = api_key
+    if key is None:
+        for where in route.key_envs:
+            key = env.get(where)
+            if key:
+                break
     if not key:
         if route.key_required:
             raise ProviderConfigError(
-                f"no API key for {route_name}/ models: set the {route.key_env} "
-                f"environment variable or pass it in code: "
+                f"no API key for {route_name}/ models: set the "
+                f"{' or '.join(route.key_envs)} environment variable or pass it in code: "
                 f"Resolver(api_keys={{{route_name!r}: ...}})"
             )
         key = None
     try:
         secret = Secret(key) if key else None
     except ValueError:
-        where = "api_key=" if api_key is not None else route.key_env
         raise ProviderConfigError(f"the API key from {where} is malformed") from None
     wire, options = route.wire, route.options
     chosen = _chosen_wire(route_name, env)
     if chosen is not None and chosen != wire:
         wire, options = chosen, None  # that format's defaults
+    # A key, where the route takes one, stands in for signing (a Bedrock API key).
+    sign = None
+    if route.signer is not None and secret is None:
+        try:
+            sign = route.signer(url, env)
+        except ValueError as e:
+            raise ProviderConfigError(f"{route_name}/: {e}") from None
     return ProviderConfig(
         model_id=model_id,
         model=name,
         route=route_name,
-        endpoint=Endpoint(provider=route_name, base_url=url, api_key=secret),
+        endpoint=Endpoint(provider=route_name, base_url=url, api_key=secret, sign=sign),
         wire=wire,
         options=options,
     )
@@ -138,6 +152,27 @@ def check_wire_env(env: Mapping[str, str] | None) -> None:
     env = os.environ if env is None else env
     for name in ROUTES:
         _chosen_wire(name, env)
+
+
+_REGION = re.compile(r"^[a-z0-9-]{1,40}$")
+
+
+def _with_region(
+    url: str, route: str, region_env: tuple[str, ...], url_env: str | None,
+    env: Mapping[str, str],
+) -> str:
+    """The base URL with `{region}` filled from the first of `region_env` that is set."""
+    if "{region}" not in url:
+        return url
+    region = next((env[v] for v in region_env if env.get(v)), None)
+    if region is None:
+        raise ProviderConfigError(
+            f"{route}/ needs a region: set {' or '.join(region_env)}"
+            + (f", or {url_env} to a base URL" if url_env else "")
+        )
+    if not _REGION.match(region):
+        raise ProviderConfigError(f"the region {region!r} is not a region name (us-east-1)")
+    return url.replace("{region}", region)
 
 
 def _check_url(url: str) -> None:

@@ -30,6 +30,10 @@ class SseLimitError(ValueError):
     """One line or one event of the stream is longer than the parser's cap."""
 
 
+class FrameError(ValueError):
+    """A frame of a binary event stream is malformed (a bad checksum or length)."""
+
+
 DEFAULT_MAX_EVENT = 8 << 20
 """Characters of one line or one event's data (8 MiB): generous, never unbounded."""
 
@@ -102,7 +106,13 @@ class SseParser:
         # Fast path: exactly one event (an optional `event:` line, one `data:` line, the
         # blank line), as model servers write them. Inline, the rules of `_feed_text` for
         # that case only; anything else goes there.
-        if not text.endswith("\n\n") or "\r" in text or len(text) > self._max:
+        if text.endswith("\n\n") and "\r" not in text:
+            end, nl = 2, len(text) - 2
+        elif text.endswith("\r\n\r\n") and text.find("\r") == len(text) - 4:
+            end, nl = 4, len(text) - 3  # CRLF lines (Gemini's): its only CRs end the frame
+        else:
+            return self._settled(text)
+        if len(text) > self._max:
             return self._settled(text)
         if text.startswith("data:"):
             at = 0
@@ -114,9 +124,9 @@ class SseParser:
                 return self._settled(text)
         else:
             return self._settled(text)
-        if text.find("\n", at) != len(text) - 2:
+        if text.find("\n", at) != nl:
             return self._settled(text)
-        value = text[at + 6 : -2] if text[at + 5] == " " else text[at + 5 : -2]
+        value = text[at + 6 : -end] if text[at + 5] == " " else text[at + 5 : -end]
         self.work += len(text) + len(value) + 1
         event = SseEvent(value, name, self._id, self._retry)
         self._event = ""

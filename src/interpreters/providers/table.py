@@ -26,7 +26,9 @@ from urllib.parse import urlsplit
 import msgspec
 
 from interpreters.providers.anthropic import MESSAGES
-from interpreters.providers.codec import WireFormat
+from interpreters.providers.bedrock import CONVERSE, sigv4_signer
+from interpreters.providers.codec import SignerFactory, WireFormat
+from interpreters.providers.gemini import GENERATE_CONTENT
 from interpreters.providers.openai_chat import CHAT_COMPLETIONS, OpenAIChatOptions
 from interpreters.providers.openai_responses import RESPONSES
 from pipeline.sanitize import MISTRAL
@@ -58,6 +60,19 @@ class Route(msgspec.Struct, frozen=True):
     when it names none of them. The other format runs with its default options."""
     wire_choices: tuple[str, ...] = ()
     """The wire formats `wire_env` may name (the route's own `wire` among them)."""
+    region_env: tuple[str, ...] = ()
+    """The variables, in order, that fill `{region}` in its base URL (AWS_REGION...)."""
+    signer: SignerFactory | None = None
+    """Signs its requests when no key is given (AWS SigV4 from the credential chain);
+    called with the base URL and the environment when a provider is configured."""
+    key_env_fallbacks: tuple[str, ...] = ()
+    """More variables that may hold the key, read in order when `key_env` is unset
+    (Gemini's SDKs read `GOOGLE_API_KEY`, then `GEMINI_API_KEY`)."""
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """Every variable that may hold the key, in the order they are read."""
+        return ((self.key_env,) if self.key_env else ()) + self.key_env_fallbacks
 
 
 _WIRES: dict[str, WireFormat] = {}
@@ -127,6 +142,10 @@ def register_route(name: str, route: Route) -> None:
                         f"{type(route.options).__name__}")
     if route.key_required and not route.key_env:
         raise ValueError(f"route {name!r}: key_required needs the key_env that holds the key")
+    if route.key_env_fallbacks and not route.key_env:
+        raise ValueError(f"route {name!r}: key_env_fallbacks come after a key_env")
+    for var in route.key_envs:
+        _check_name("key variable", var)
     if bool(route.wire_env) != bool(route.wire_choices) or (
         route.wire_choices and route.wire not in route.wire_choices
     ):
@@ -137,6 +156,8 @@ def register_route(name: str, route: Route) -> None:
             raise ValueError(f"route {name!r}: unknown wire format {choice!r} in wire_choices")
     if route.base_url is not None:
         check_base_url(route.base_url)
+        if "{region}" in route.base_url and not route.region_env:
+            raise ValueError(f"route {name!r}: a base URL with {{region}} needs region_env")
     _ROUTES[name] = route
 
 
@@ -174,7 +195,9 @@ def split_model(model: str) -> tuple[str | None, str]:
 
 register_wire_format(CHAT_COMPLETIONS)
 register_wire_format(MESSAGES)
+register_wire_format(GENERATE_CONTENT)
 register_wire_format(RESPONSES)
+register_wire_format(CONVERSE)
 
 _CHAT = CHAT_COMPLETIONS.name
 _COMPLETION_TOKENS = OpenAIChatOptions(max_tokens_field="max_completion_tokens")
@@ -188,6 +211,9 @@ for _name, _route in {
                               True, "OPENAI_BASE_URL", None, "openai", "openai"),
     "anthropic": Route(MESSAGES.name, "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY",
                        True, "ANTHROPIC_BASE_URL", None, "anthropic", "anthropic"),
+    "google": Route(GENERATE_CONTENT.name, "https://generativelanguage.googleapis.com/v1beta",
+                    "GOOGLE_API_KEY", True, "GOOGLE_BASE_URL", None, "gcp.gemini", "google",
+                    key_env_fallbacks=("GEMINI_API_KEY",)),
     "openrouter": Route(_CHAT, "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True,
                         "OPENROUTER_BASE_URL", _COMPLETION_TOKENS, "openrouter", "openrouter"),
     "groq": Route(_CHAT, "https://api.groq.com/openai/v1", "GROQ_API_KEY", True,
@@ -202,6 +228,11 @@ for _name, _route in {
                   None, "vllm"),
     "openai-compatible": Route(_CHAT, None, "OPENAI_COMPATIBLE_API_KEY", False,
                                "OPENAI_COMPATIBLE_BASE_URL", None, "openai"),
+    # SigV4 from the AWS credential chain, or a Bedrock API key (a bearer token).
+    "bedrock": Route(CONVERSE.name, "https://bedrock-runtime.{region}.amazonaws.com",
+                     "AWS_BEARER_TOKEN_BEDROCK", False, "BEDROCK_BASE_URL", None,
+                     "aws.bedrock", "aws", region_env=("AWS_REGION", "AWS_DEFAULT_REGION"),
+                     signer=sigv4_signer("bedrock")),
 }.items():
     register_route(_name, _route)
 del _name, _route
