@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import anyio
+import msgspec
 import pytest
 
 from effects import AskApproval, Continue
@@ -195,3 +196,29 @@ def test_the_ui_stream_carries_the_ai_sdk_tool_approval_parts() -> None:
     assert {"type": "tool-approval-response", "approvalId": p.digest, "approved": False,
             "reason": "no"} in answered
     assert {"type": "tool-output-denied", "toolCallId": p.tool_call_id} in answered
+
+
+def test_a_run_resumed_and_suspended_again_between_read_and_take_is_not_resumed_twice() -> None:
+    s = _suspended(Simulator(_model()), Approvals(MemoryApprovalStore()))
+    other = Simulator(ScriptedModel([Say(calls=[call("send", to="bob", amount=900)])]))
+    r = other.run(AGENT, "pay bob").result
+    assert r.suspension is not None
+    later = msgspec.structs.replace(r.suspension, run_id=s.run_id)
+
+    class Racing(MemoryApprovalStore):
+        """Another process resumes the run and it suspends again, just before the take."""
+
+        raced = False
+
+        def take(self, run_id: str) -> Suspension:
+            if not self.raced:
+                self.raced = True
+                super().take(run_id)
+                self.save(later)
+            return super().take(run_id)
+
+    racing = Racing()
+    racing.save(s)
+    with pytest.raises(RunNotSuspended, match="meanwhile"):
+        Approvals(racing).take(AGENT, s.run_id, [approve(p) for p in s.pending])
+    assert racing.get(s.run_id) == later  # the newer suspension still waits

@@ -10,7 +10,9 @@
 `ApprovalStore` is what a store does: keep a suspension (`save`), hand it out once
 (`take`: a second take of the same suspension is `RunNotSuspended`, so an approved tool
 never runs twice), and show what waits (`get`). `MemoryApprovalStore` is the in-process
-one; a SQLite or PostgreSQL store implements the same three methods.
+one; `interpreters.approvals_sql` has the SQLite and PostgreSQL ones. A store that
+writes suspensions out gives their processors' states back as plain data; `Approvals.take`
+types them again by the agent's processors (`typed_states`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,16 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
+import msgspec
+
 from pipeline.agent import Agent
-from pipeline.approval import Decision, Resumption, RunNotSuspended, UnknownRun, resumption
+from pipeline.approval import (
+    Decision,
+    Resumption,
+    RunNotSuspended,
+    UnknownRun,
+    resumption,
+)
 from pipeline.result import RunResult, Suspension
 from pipeline.tool_gate import check_resumption
 
@@ -71,6 +81,9 @@ class MemoryApprovalStore:
         with self._lock:
             return self._waiting.get(run_id)
 
+    def close(self) -> None:
+        """Nothing to close (like the SQL stores' `close`)."""
+
 
 class Approvals:
     """Keeps the suspended runs of `store` and hands each out once, with its decisions."""
@@ -98,7 +111,35 @@ class Approvals:
         resume=...)` on any interpreter. Everything is checked before the suspension is
         taken (the decisions, the agent), so a refused resume leaves it waiting; once
         taken it is never handed out again."""
-        r = resumption(self.waiting(run_id), list(decisions))
+        waiting = self.waiting(run_id)
+        r = resumption(waiting, list(decisions))
         check_resumption(agent, r)
-        self.store.take(run_id)
-        return r
+        typed = typed_states(agent, waiting)
+        taken = self.store.take(run_id)
+        if taken != waiting:  # resumed and suspended again since it was read
+            self.store.save(taken)
+            raise RunNotSuspended(f"run {run_id!r} was resumed (and suspended again) meanwhile")
+        return Resumption(typed, r.decisions)
+
+
+def typed_states(agent: Agent, s: Suspension) -> Suspension:
+    """`s` with each processor's state of the type of its initial state (a state read
+    back from a store is plain data: a Struct's or dataclass's fields are typed again by
+    their annotations). `TypeError` for a state that does not fit its processor."""
+    procs = agent.all_processors()
+    states: list[object] = []
+    changed = False
+    for slot, state in enumerate(s.states):
+        want = type(procs[slot].initial_state()) if slot < len(procs) else type(None)
+        if want is type(None) or isinstance(state, want):
+            states.append(state)
+            continue
+        try:
+            states.append(msgspec.convert(state, want))
+        except msgspec.ValidationError as e:
+            raise TypeError(
+                f"the stored state of processor {procs[slot].id!r} of run {s.run_id!r} is "
+                f"not a {want.__name__}: {e}"
+            ) from None
+        changed = True
+    return msgspec.structs.replace(s, states=tuple(states)) if changed else s

@@ -1,0 +1,312 @@
+"""The approval stores (in memory, SQLite, PostgreSQL) keep a suspended run and hand it
+out once: the same contract on each, a suspension that round-trips (messages, steps,
+processor states), typed errors for what cannot be stored, a corrupt row and an
+unreachable store, and one taker of a run across processes."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from interpreters.approvals import (
+    Approvals,
+    ApprovalStore,
+    MemoryApprovalStore,
+    typed_states,
+)
+from interpreters.approvals_sql import (
+    APPROVAL_SCHEMA_VERSION,
+    ApprovalStoreError,
+    ApprovalStoreUnavailable,
+    CorruptStoredSuspension,
+    PostgresApprovalStore,
+    SQLiteApprovalStore,
+    SuspensionNotStorable,
+    open_approval_store,
+)
+from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from pipeline.approval import RunNotSuspended, UnknownRun, approve
+from pipeline.processors.budget import Spent
+from pipeline.result import Suspension
+from tests.memory.approval_runs import (
+    make_payer,
+    resume_in_process,
+    suspend_in_process,
+    take_at_once,
+)
+from tests.memory.conftest import fresh_schema
+
+
+@dataclass
+class Storage:
+    """Opens approval stores on one storage (a second `open()` is another process's view);
+    `corrupt` spoils a stored row (None for the in-memory store); `where` names it for
+    another process."""
+
+    open: Callable[[], ApprovalStore]
+    corrupt: Callable[[str], None] | None = None
+    where: str | None = None
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    opened: list[SQLiteApprovalStore | PostgresApprovalStore] = []
+    if request.param == "memory":
+        one = MemoryApprovalStore()
+        yield Storage(lambda: one)
+        return
+    if request.param == "sqlite":
+        path = tmp_path / "runs.db"
+
+        def sqlite_store() -> ApprovalStore:
+            opened.append(SQLiteApprovalStore(path))
+            return opened[-1]
+
+        def sqlite_corrupt(run_id: str) -> None:
+            with sqlite3.connect(path) as conn:
+                conn.execute(
+                    "UPDATE approval_runs SET body = x'c1ff00' WHERE run_id = ?", (run_id,)
+                )
+
+        yield Storage(sqlite_store, sqlite_corrupt, str(path))
+    else:
+        import psycopg
+        from psycopg import sql
+
+        url: str = request.getfixturevalue("pgvector_url")
+        schemas = fresh_schema(url)
+        schema = next(schemas)
+
+        def pg_store() -> ApprovalStore:
+            opened.append(PostgresApprovalStore(url, schema=schema, pool_size=2))
+            return opened[-1]
+
+        def pg_corrupt(run_id: str) -> None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("UPDATE {}.approval_runs SET body = %s WHERE run_id = %s").format(
+                        sql.Identifier(schema)
+                    ),
+                    (b"\xc1\xff\x00", run_id),
+                )
+
+        yield Storage(pg_store, pg_corrupt, f"{url}#{schema}")
+        for s in opened:
+            s.close()
+        opened.clear()
+        next(schemas, None)
+    for s in opened:
+        s.close()
+
+
+def suspended(tmp_path: Path, text: str = "pay eve") -> Suspension:
+    """A real suspension: messages, a step with its tool call, a budget's state."""
+    sim = Simulator(ScriptedModel([Say(calls=[call("send", to="eve", amount=500)])]))
+    r = sim.run(make_payer(tmp_path / "payments.log"), text).result
+    assert r.status == "suspended" and r.suspension is not None
+    return r.suspension
+
+
+# --- the contract ----------------------------------------------------------------------
+
+
+def test_a_kept_suspension_is_waiting_then_taken_once(storage: Storage, tmp_path: Path) -> None:
+    store, s = storage.open(), suspended(tmp_path)
+    store.save(s)
+    assert store.get(s.run_id) is not None
+    assert store.take(s.run_id).run_id == s.run_id
+    assert store.get(s.run_id) is None
+    with pytest.raises(RunNotSuspended):
+        store.take(s.run_id)
+    with pytest.raises(RunNotSuspended):  # another opener of the same storage
+        storage.open().take(s.run_id)
+
+
+def test_an_unknown_run_is_unknown(storage: Storage) -> None:
+    store = storage.open()
+    assert store.get("nope") is None
+    with pytest.raises(UnknownRun):
+        store.take("nope")
+
+
+def test_a_run_suspended_again_replaces_the_old_one(storage: Storage, tmp_path: Path) -> None:
+    store, first = storage.open(), suspended(tmp_path, "pay eve")
+    again = msgspec.structs.replace(suspended(tmp_path, "pay eve now"), run_id=first.run_id)
+    store.save(first)
+    store.take(first.run_id)
+    store.save(again)  # the resumed run suspended again
+    assert store.get(first.run_id) is not None
+    assert store.take(first.run_id).messages == again.messages
+    store.save(first)
+    store.save(again)  # replaced while waiting: the newer one waits
+    assert store.take(first.run_id).messages == again.messages
+
+
+def test_the_suspension_round_trips_its_messages_steps_and_typed_states(
+    storage: Storage, tmp_path: Path
+) -> None:
+    s = suspended(tmp_path)
+    storage.open().save(s)
+    back = storage.open().take(s.run_id)
+    agent = make_payer(tmp_path / "payments.log")
+    typed = typed_states(agent, back)
+    assert typed == s
+    assert any(isinstance(state, Spent) for state in typed.states)
+
+
+# --- faults ------------------------------------------------------------------------------
+
+
+class Opaque:
+    """A processor state msgspec cannot encode."""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_state_that_does_not_encode_is_refused_at_save_and_nothing_is_kept(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    if kind == "sqlite":
+        store: SQLiteApprovalStore | PostgresApprovalStore = SQLiteApprovalStore(
+            tmp_path / "runs.db")
+    else:
+        url: str = request.getfixturevalue("pgvector_url")
+        schemas = fresh_schema(url)
+        store = PostgresApprovalStore(url, schema=next(schemas), pool_size=1)
+        request.addfinalizer(lambda: next(schemas, None))
+    try:
+        s = suspended(tmp_path)
+        bad = msgspec.structs.replace(s, states=(*s.states[:1], Opaque()))
+        with pytest.raises(SuspensionNotStorable, match=r"slot 1 \(Opaque\)"):
+            store.save(bad)
+        assert store.get(s.run_id) is None
+    finally:
+        store.close()
+
+
+def test_a_corrupt_row_is_a_typed_error_and_stays_waiting(
+    storage: Storage, tmp_path: Path
+) -> None:
+    if storage.corrupt is None:
+        pytest.skip("the in-memory store keeps objects")
+    store, s = storage.open(), suspended(tmp_path)
+    store.save(s)
+    storage.corrupt(s.run_id)
+    with pytest.raises(CorruptStoredSuspension, match=s.run_id):
+        store.get(s.run_id)
+    with pytest.raises(CorruptStoredSuspension):
+        store.take(s.run_id)
+    with pytest.raises(CorruptStoredSuspension):  # not taken by the failed take
+        store.take(s.run_id)
+    store.save(s)  # a good one saved over it
+    assert typed_states(make_payer(tmp_path / "payments.log"), store.take(s.run_id)) == s
+
+
+def test_an_unreachable_sqlite_file_is_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(ApprovalStoreUnavailable):
+        SQLiteApprovalStore(tmp_path / "no-such-dir" / "runs.db")
+    store = SQLiteApprovalStore(tmp_path / "runs.db")
+    store.close()
+    with pytest.raises(ApprovalStoreUnavailable):
+        store.get("r")
+
+
+def test_an_unreachable_postgres_server_is_a_typed_error(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    # A Unix socket directory where no server listens: refused at once.
+    with pytest.raises(ApprovalStoreUnavailable):
+        PostgresApprovalStore(f"postgresql:///db?host={tmp_path}", timeout=1)
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    SQLiteApprovalStore(tmp_path / "runs.db").close()
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("UPDATE approval_schema SET version = ?", (APPROVAL_SCHEMA_VERSION + 1,))
+    with pytest.raises(ApprovalStoreError, match="newer"):
+        SQLiteApprovalStore(tmp_path / "runs.db")
+
+
+def test_a_sqlite_store_shares_an_open_memory_store(tmp_path: Path) -> None:
+    from interpreters.memory.sqlite import SQLiteStore
+
+    memory = SQLiteStore(tmp_path / "chat.db")
+    store = SQLiteApprovalStore(memory)
+    s = suspended(tmp_path)
+    store.save(s)
+    store.close()  # not its own: the memory store stays open
+    assert store.take(s.run_id).messages == s.messages
+    memory.close()
+
+
+# --- across processes --------------------------------------------------------------------
+
+
+def test_two_processes_taking_one_run_at_once_one_gets_it(
+    storage: Storage, tmp_path: Path
+) -> None:
+    if storage.where is None:
+        pytest.skip("the in-memory store is one process's")
+    s = suspended(tmp_path)
+    storage.open().save(s)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, concurrent.futures.ProcessPoolExecutor(
+        2, mp_context=ctx
+    ) as pool:
+        start = manager.Barrier(2)
+        futures = [pool.submit(take_at_once, storage.where, s.run_id, start) for _ in "ab"]
+        got = sorted(f.result(timeout=120) for f in futures)
+    assert got == ["not suspended", "took"]
+
+
+def test_a_run_suspended_in_one_process_is_resumed_in_another_its_tool_run_once(
+    tmp_path: Path,
+) -> None:
+    db, log = str(tmp_path / "runs.db"), tmp_path / "payments.log"
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        run_id = pool.submit(suspend_in_process, db, str(log)).result(timeout=120)
+    assert not log.exists()  # nothing ran before the approval
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        done = pool.submit(resume_in_process, db, str(log), run_id).result(timeout=120)
+    assert done == ("finished", "paid")
+    with (
+        concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool,
+        pytest.raises(RunNotSuspended),
+    ):  # a retry of the resume, in yet another process
+        pool.submit(resume_in_process, db, str(log), run_id).result(timeout=120)
+    assert log.read_text().splitlines() == ["eve 500"]
+
+
+def test_approvals_take_types_the_stored_states_for_the_resumed_run(tmp_path: Path) -> None:
+    store = SQLiteApprovalStore(tmp_path / "runs.db")
+    agent = make_payer(tmp_path / "payments.log")
+    s = suspended(tmp_path)
+    store.save(s)
+    go_on = Approvals(store).take(agent, s.run_id, [approve(p) for p in s.pending])
+    assert go_on.suspension == s
+    sim = Simulator(ScriptedModel([Say("paid")]))
+    assert sim.run(agent, (), resume=go_on).result.text == "paid"
+    assert (tmp_path / "payments.log").read_text() == "eve 500\n"
+    store.close()
+
+
+def test_a_store_opens_by_url(tmp_path: Path) -> None:
+    s = suspended(tmp_path)
+    store = open_approval_store(f"sqlite:///{tmp_path}/runs.db")
+    assert isinstance(store, SQLiteApprovalStore)
+    store.save(s)
+    store.close()
+    again = open_approval_store(f"sqlite:///{tmp_path}/runs.db")
+    assert again.take(s.run_id).messages == s.messages
+    again.close()
+    assert isinstance(open_approval_store("memory://"), MemoryApprovalStore)
+    with pytest.raises(ValueError, match="not a memory store URL"):
+        open_approval_store("redis://x")
+    with pytest.raises(ApprovalStoreUnavailable):
+        open_approval_store(f"sqlite:///{tmp_path}/no-such-dir/runs.db")
