@@ -24,8 +24,9 @@ from pipeline.approval import (
     edit,
 )
 from pipeline.messages import ToolResultPart
+from pipeline.model import ModelRequest
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
-from pipeline.result import PendingApproval
+from pipeline.result import PendingApproval, RunResult
 from tests.helpers import unpaired_tool_calls
 
 SENT: list[tuple[str, int]] = []
@@ -49,20 +50,19 @@ AGENT = Agent.create("sim/model", tools=[send],
 
 
 def _model() -> ScriptedModel:
-    def answer(req: object) -> Say:
-        msgs = getattr(req, "messages", [])
-        if any(m.role == "tool" for m in msgs):
+    def answer(req: ModelRequest) -> Say:
+        if any(m.role == "tool" for m in req.messages):
             return Say("done")
         return Say(calls=[call("send", tool_call_id="c1", to="eve", amount=500)])
 
     return ScriptedModel(answer)
 
 
-def _runs(tmp_path: Path, **kw: float) -> DurableRuns:
+def _runs(tmp_path: Path, approval_timeout: float = 3600.0) -> DurableRuns:
     SENT.clear()
     return DurableRuns({"pay": AGENT}, _model(),
                        database_url=f"sqlite:///{tmp_path / 'runs.sqlite'}", observers=(),
-                       **kw)
+                       approval_timeout=approval_timeout)
 
 
 @pytest.fixture
@@ -90,9 +90,8 @@ def _waiting(runs: DurableRuns | DurableClient, run_id: str) -> PendingApproval:
             time.sleep(0.02)
 
 
-def _results(r: object) -> list[ToolResultPart]:
-    messages = getattr(r, "messages").messages
-    return [p for m in messages for p in m.tool_results()]
+def _results(r: RunResult) -> list[ToolResultPart]:
+    return [p for m in r.messages.messages for p in m.tool_results()]
 
 
 def test_a_durable_run_waits_for_approval_and_runs_the_approved_call_once(
