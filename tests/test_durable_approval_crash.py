@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.exc import DBAPIError
 
 from interpreters.durable import DurableClient
-from pipeline.approval import RunNotSuspended, UnknownRun, deny, edit
+from pipeline.approval import Decision, RunNotSuspended, UnknownRun, deny, edit
 from pipeline.result import PendingApproval
 from tests.durable_harness import (
     databases,
@@ -57,22 +57,34 @@ def _suspend_and_kill(folder: Path, db: str, client: DurableClient) -> PendingAp
     return p
 
 
+def _decide_while_down(folder: Path, db: str,
+                      decision: Callable[[PendingApproval], Decision]) -> PendingApproval:
+    """Suspend the run, kill its worker, and send `decision` while no worker runs (it
+    is stored for the worker that recovers the run)."""
+    client = DurableClient(db)
+    try:
+        p = _suspend_and_kill(folder, db, client)
+        client.decide(RUN, [decision(p)])
+    finally:
+        client.close()
+    return p
+
+
 def test_a_run_waiting_for_approval_survives_its_worker_and_runs_the_edit_once(
     tmp_path: Path, database: Callable[[Path], str]
 ) -> None:
     db = database(tmp_path)
+    p = _decide_while_down(tmp_path, db, lambda p: edit(p, {"city": "Lyon"}))
+    # a restarted worker takes the decision; killed after the approved tool ran
+    w = spawn(tmp_path, db, "run", RUN, APPROVAL="1", HANG="before-answer")
+    wait_for(tmp_path / "hang", w)
+    kill(w)
+    assert len(lines(tmp_path / "tool.log")) == 1
+    (tmp_path / "hang").unlink()
+    w = spawn(tmp_path, db, "run", RUN, APPROVAL="1")
+    finish(w)
     client = DurableClient(db)
     try:
-        p = _suspend_and_kill(tmp_path, db, client)
-        client.decide(RUN, [edit(p, {"city": "Lyon"})])  # no worker runs: it is stored
-        # a restarted worker takes the decision; killed after the approved tool ran
-        w = spawn(tmp_path, db, "run", RUN, APPROVAL="1", HANG="before-answer")
-        wait_for(tmp_path / "hang", w)
-        kill(w)
-        assert len(lines(tmp_path / "tool.log")) == 1
-        (tmp_path / "hang").unlink()
-        w = spawn(tmp_path, db, "run", RUN, APPROVAL="1")
-        finish(w)
         with pytest.raises(RunNotSuspended):
             client.decide(RUN, [edit(p, {"city": "Rome"})])
     finally:
@@ -89,12 +101,7 @@ def test_a_call_denied_while_no_worker_runs_gets_one_error_result_and_never_runs
     tmp_path: Path, database: Callable[[Path], str]
 ) -> None:
     db = database(tmp_path)
-    client = DurableClient(db)
-    try:
-        p = _suspend_and_kill(tmp_path, db, client)
-        client.decide(RUN, [deny(p, "not today")])
-    finally:
-        client.close()
+    _decide_while_down(tmp_path, db, lambda p: deny(p, "not today"))
     w = spawn(tmp_path, db, "run", RUN, APPROVAL="1")
     finish(w)
     r = result_of(tmp_path, RUN)
