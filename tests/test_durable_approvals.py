@@ -11,6 +11,7 @@ import pytest
 
 from effects import AskApproval, Continue
 from interpreters.durable import DurableClient, DurableRuns
+from interpreters.durable_replay import replay_runs
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.approval import (
@@ -110,6 +111,9 @@ def test_a_durable_run_waits_for_approval_and_runs_the_approved_call_once(
     with pytest.raises(RunNotSuspended):  # taken once: a second decision is refused
         runs.decide("a", [approve(p)])
     assert SENT == [("eve", 500)]
+    # the recorded run, its wait included, replays on the agent (calling nothing)
+    assert replay_runs(runs.database_url, {"pay": AGENT}) == ()
+    assert SENT == [("eve", 500)]
 
 
 def test_a_decision_for_other_arguments_is_refused_and_the_run_still_waits(
@@ -148,7 +152,8 @@ def test_past_the_approval_timeout_the_waiting_calls_are_denied(tmp_path: Path) 
         r = runs.result("d", timeout=WAIT)
         assert r.status == "finished" and SENT == []
         (res,) = _results(r)
-        assert res.is_error and "no decision within 0.2 s" in str(res.result)
+        assert res.is_error and "no decision within the approval timeout" in str(res.result)
+        assert replay_runs(runs.database_url, {"pay": AGENT}) == ()
         with pytest.raises(RunNotSuspended):
             runs.decide("d", [])
 

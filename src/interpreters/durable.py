@@ -59,7 +59,7 @@ from interpreters.durable_loop import (
     ModelOutcome,
     RecordedClock,
     ToolDone,
-    drive,
+    drive_resumed,
     tool_context,
     wait_for,
 )
@@ -88,6 +88,7 @@ from pipeline.agent import Agent
 from pipeline.approval import Decision, Resumption
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
+from pipeline.driver import Driver
 from pipeline.messages import JsonObject, Message, MessageList
 from pipeline.model import ApiError, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
@@ -556,21 +557,17 @@ class DurableRuns:
         else:
             deps = self._deps(agent_name) if self._deps is not None else None
         messages = start.messages if isinstance(start.messages, str) else list(start.messages)
-        resume: Resumption | None = None
-        while True:
-            driver = start_run(
+
+        def begin(resume: Resumption | None) -> Driver:
+            return start_run(
                 agent, () if resume is not None else messages, run_id=run_id,
                 clock=steps.now,
                 options={"thread_id": start.thread_id, "resource_id": start.resource_id,
                          "values": start.values, "deps": deps, "resume": resume},
                 observers=self._observers, price=self._price,
             )
-            result = drive(driver, steps)
-            if result.status != "suspended" or result.suspension is None:
-                break
-            # Wait for the decisions in the workflow: a recovery replays up to here
-            # and takes the recorded ones (the suspension is rebuilt, never stored).
-            resume = Resumption(result.suspension, steps.approval(result.suspension))
+
+        result = drive_resumed(begin, steps)
         steps.flush()
         self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
         return compact(result, steps.big)
@@ -920,7 +917,7 @@ class _DbosSteps(RecordedClock):
         self._suspensions += 1
         ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(w)))
         message = ck.call("approval", lambda: DBOS.recv(topic, timeout_seconds=wait))
-        decisions = da.taken(s, message, wait)
+        decisions = da.taken(s, message)
         done = msgspec.structs.replace(w, decided=True)
         ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(done)))
         clock = runs._clock

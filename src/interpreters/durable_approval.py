@@ -71,12 +71,12 @@ def encode(w: Waiting) -> bytes:
     return _enc.encode(w)
 
 
-def taken(s: Suspension, message: object, waited: float) -> tuple[Decision, ...]:
+def taken(s: Suspension, message: object) -> tuple[Decision, ...]:
     """The decisions a run goes on with: the message's, checked again against the
     suspension; every call denied when none came in time or it cannot be read (fails
     closed: nothing runs that was not approved)."""
     if message is None:
-        return _deny_all(s, f"no decision within {waited:g} s: the call was not run")
+        return _deny_all(s, "no decision within the approval timeout: the call was not run")
     try:
         if not isinstance(message, bytes):
             raise ValueError("not a decision message")
