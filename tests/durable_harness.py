@@ -90,6 +90,27 @@ def model_log(folder: Path) -> Counter[str]:
     return Counter(lines(folder / "model.log"))
 
 
+def sqlite_url(folder: Path) -> str:
+    return f"sqlite:///{folder / 'runs.sqlite'}"
+
+
+def databases(kind: str) -> Callable[[Path], str]:
+    """A database URL per test folder: SQLite, or PostgreSQL when a server is given (a
+    `database` fixture's, parametrized by `kind`)."""
+    if kind == "sqlite":
+        return sqlite_url
+    url = pg_url()  # skips (or fails under CI) without a server
+    urls: dict[Path, str] = {}
+
+    def fresh(folder: Path) -> str:
+        # one database per folder: an uninterrupted run and a crashed one apart
+        if folder not in urls:
+            urls[folder] = url if not urls else pg_url()
+        return urls[folder]
+
+    return fresh
+
+
 def pg_url() -> str:
     """A fresh database on the test server: skips (fails under CI) when there is none."""
     base = os.environ.get(PG_ENV)

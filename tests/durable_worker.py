@@ -9,7 +9,8 @@ when its stream ended, `tool.log` a line per tool call. With HANG=before-answer 
 mid-stream) in the environment, the model's answer after the tool result blocks before
 its first event (or after three events), having touched DIR/hang: the test kills it there
 (or stops it, and lets it go on by touching DIR/release). TAKEOVER=SECONDS makes a
-serving worker take the runs of workers silent that long.
+serving worker take the runs of workers silent that long. APPROVAL=1 gives the agent a
+tool gate that asks approval for every weather call (tool.log names its city).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 
+from effects import AskApproval
 from examples.quality_guardrail import QualityGuardrail
 from interpreters.durable import DurableRuns
 from interpreters.durable_store import Takeover
@@ -30,6 +32,7 @@ from pipeline.agent import Agent
 from pipeline.chunks import ModelEvent
 from pipeline.messages import TextPart
 from pipeline.model import ModelRequest
+from pipeline.processor import ToolCallArgs, ToolCallResult, processor
 from pipeline.tool_context import ToolContext
 from pipeline.tools import tool
 
@@ -101,7 +104,8 @@ def make_runs(
     gives it instructions, "tool" another tool (a resume must notice)."""
     def get_weather(ctx: ToolContext[None], city: str) -> str:
         """The weather in a city."""
-        _append(folder / "tool.log", f"{ctx.run.run_id} {os.environ.get('WORKER', '-')}")
+        where = f" {city}" if os.environ.get("APPROVAL") == "1" else ""
+        _append(folder / "tool.log", f"{ctx.run.run_id} {os.environ.get('WORKER', '-')}{where}")
         ctx.writer.custom("data-weather", {"city": city})
         if os.environ.get("TOOL_DELAY"):
             time.sleep(float(os.environ["TOOL_DELAY"]))
@@ -111,9 +115,16 @@ def make_runs(
         """Tomorrow's weather in a city."""
         return f"rain in {city}"
 
+    def ask(a: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return AskApproval(f"weather of {a.args['city']}?")
+
     tools = [tool(get_weather)] + ([tool(get_forecast)] if variant == "tool" else [])
+    gates = (
+        [processor("ask", process_tool_call=ask)] if os.environ.get("APPROVAL") == "1" else []
+    )
     agent = Agent.create(
-        MODEL, tools=tools, output_processors=[QualityGuardrail(JUDGE)],
+        MODEL, tools=tools, input_processors=gates,
+        output_processors=[QualityGuardrail(JUDGE)],
         instructions="Answer in French." if variant == "instructions" else (),
     )
     return DurableRuns(

@@ -14,6 +14,7 @@ import pytest
 from tests.durable_harness import (
     WAIT,
     chunks_of,
+    databases,
     finish,
     kill,
     lines,
@@ -21,6 +22,7 @@ from tests.durable_harness import (
     pg_url,
     result_of,
     spawn,
+    sqlite_url,
     wait_for,
 )
 
@@ -32,24 +34,9 @@ ANSWER = f"worker/model:3:Weather in Paris? ({RUN})"
 JUDGE = "worker/judge:1:It is sunny in Paris today."
 
 
-def sqlite_url(folder: Path) -> str:
-    return f"sqlite:///{folder / 'runs.sqlite'}"
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database(request: pytest.FixtureRequest) -> Callable[[Path], str]:
-    if request.param == "sqlite":
-        return sqlite_url
-    url = pg_url()  # skips (or fails under CI) without a server
-    urls: dict[Path, str] = {}
-
-    def fresh(folder: Path) -> str:
-        # one database per folder: the uninterrupted run and the crashed one apart
-        if folder not in urls:
-            urls[folder] = url if not urls else pg_url()
-        return urls[folder]
-
-    return fresh
+    return databases(request.param)
 
 
 def test_a_killed_run_resumes_and_no_completed_call_runs_again(

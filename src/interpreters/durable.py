@@ -44,6 +44,7 @@ from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
 from dbos._sys_db import StepInfo, SystemDatabase
 from dbos._utils import GlobalParams
 
+from interpreters import durable_approval as da
 from interpreters import durable_fingerprint as fp
 from interpreters.common import (
     perform_here,
@@ -58,7 +59,7 @@ from interpreters.durable_loop import (
     ModelOutcome,
     RecordedClock,
     ToolDone,
-    drive,
+    drive_resumed,
     tool_context,
     wait_for,
 )
@@ -84,13 +85,15 @@ from interpreters.observe import Observer
 from interpreters.options import DurableScope, check_options, keys_of
 from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
 from pipeline.agent import Agent
+from pipeline.approval import Decision, Resumption
 from pipeline.chunks import Chunk, ModelEvent
 from pipeline.cost import Pricer
+from pipeline.driver import Driver
 from pipeline.messages import JsonObject, Message, MessageList
 from pipeline.model import ApiError, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import ToolInvocation, ToolOutcome
-from pipeline.result import RunResult
+from pipeline.result import PendingApproval, RunResult, Suspension
 from pipeline.tool_context import check_deps
 
 WORKFLOW = "pipeline_agents.run"
@@ -248,6 +251,11 @@ class DurableRuns:
     run, for dependencies that cannot be stored (a connection pool...): they are rebuilt
     per worker. Deps given to `start(..., deps=)` are stored with the run instead (they
     must be msgspec-encodable) and win over the factory's.
+
+    A run whose tool gate asks approval waits in its workflow for the decisions
+    (`pending`, `decide`; `interpreters.durable_approval`), across restarts, at most
+    `approval_timeout` seconds (a week by default; within the run's `timeout`), after
+    which its waiting calls are denied, never run.
     """
 
     def __init__(
@@ -271,7 +279,9 @@ class DurableRuns:
         takeover: Takeover | None = DEFAULT_TAKEOVER,
         migrations: Mapping[str, Collection[str]] | None = None,
         deps: Callable[[str], object] | None = None,
+        approval_timeout: float = da.DEFAULT_APPROVAL_TIMEOUT,
     ) -> None:
+        self._approval_timeout = da.check_timeout(approval_timeout)
         if not isinstance(store_retry, StoreRetry):
             raise TypeError(f"store_retry must be a StoreRetry, not {store_retry!r}")
         if takeover is not None and not isinstance(takeover, Takeover):
@@ -485,6 +495,20 @@ class DurableRuns:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
         return recover(_sys_db(), executor_ids)
 
+    # --- approvals -----------------------------------------------------------------------
+    def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
+        """The calls `run_id` waits for a decision on (`UnknownRun` for no such run,
+        `RunNotSuspended` for a run that does not wait)."""
+        return da.waiting(_sys_db(), self.status, run_id).pending
+
+    def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
+        """Send the decisions for the calls `run_id` waits on (one each, for the exact
+        arguments); the worker holding the run, or recovering it, goes on with them.
+        Refused with an `ApprovalError` (nothing sent): another call's or other
+        arguments' decision, a missing one, a run that does not wait or took its
+        decisions already."""
+        da.decide(_sys_db(), self.status, run_id, decisions)
+
     # --- reading runs --------------------------------------------------------------------
     def status(self, run_id: str) -> str | None:
         """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
@@ -532,14 +556,18 @@ class DurableRuns:
             deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
         else:
             deps = self._deps(agent_name) if self._deps is not None else None
-        driver = start_run(
-            agent, start.messages if isinstance(start.messages, str) else list(start.messages),
-            run_id=run_id, clock=steps.now,
-            options={"thread_id": start.thread_id, "resource_id": start.resource_id,
-                     "values": start.values, "deps": deps},
-            observers=self._observers, price=self._price,
-        )
-        result = drive(driver, steps)
+        messages = start.messages if isinstance(start.messages, str) else list(start.messages)
+
+        def begin(resume: Resumption | None) -> Driver:
+            return start_run(
+                agent, () if resume is not None else messages, run_id=run_id,
+                clock=steps.now,
+                options={"thread_id": start.thread_id, "resource_id": start.resource_id,
+                         "values": start.values, "deps": deps, "resume": resume},
+                observers=self._observers, price=self._price,
+            )
+
+        result = drive_resumed(begin, steps)
         steps.flush()
         self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
         return compact(result, steps.big)
@@ -674,6 +702,15 @@ class DurableClient:
             if isinstance(batch, bytes):
                 yield from expand_chunks(batch, recorded)
 
+    def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
+        """The calls `run_id` waits for a decision on (as `DurableRuns.pending`)."""
+        return da.waiting(self._client._sys_db, self.status, run_id).pending
+
+    def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
+        """Send the decisions for the calls `run_id` waits on (as
+        `DurableRuns.decide`)."""
+        da.decide(self._client._sys_db, self.status, run_id, decisions)
+
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
         the live workers (as `DurableRuns.recover`); returns their run ids."""
@@ -785,6 +822,7 @@ class _DbosSteps(RecordedClock):
         self._runs = runs
         self._pending: list[Chunk] = []
         self._tools = 0
+        self._suspensions = 0
         self.big: dict[str, tuple[int, bytes]] = {}
         """Large tool results (`durable_payload.Big`): stored once, by the tool step."""
 
@@ -865,6 +903,27 @@ class _DbosSteps(RecordedClock):
         )
         self._now = at
         return value
+
+    def approval(self, s: Suspension) -> tuple[Decision, ...]:
+        """Publish what `s` waits for and wait for its decisions, at most the approval
+        timeout (within the run's); each part a recorded DBOS operation."""
+        self.flush()
+        runs, ck = self._runs, self._runs._checkpoints
+        wait = runs._approval_timeout
+        if self._deadline is not None:
+            wait = max(0.0, min(wait, self._deadline - self._now))
+        w = da.Waiting(self._suspensions, s.pending, wait)
+        topic = da.topic(self._suspensions)
+        self._suspensions += 1
+        ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(w)))
+        message = ck.call("approval", lambda: DBOS.recv(topic, timeout_seconds=wait))
+        decisions = da.taken(s, message)
+        done = msgspec.structs.replace(w, decided=True)
+        ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(done)))
+        clock = runs._clock
+        at = ck.call("approval", lambda: DBOS.run_step({"name": "approval-time"}, clock))
+        self._now = max(self._now, at)
+        return decisions
 
     def sleep(self, seconds: float) -> None:
         self.flush()

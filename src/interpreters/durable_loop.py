@@ -13,7 +13,7 @@ fed its events one by one, as `Pull` asks. Nothing here imports dbos.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import msgspec
@@ -21,11 +21,12 @@ import msgspec
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
 from interpreters.started import InOrder
+from pipeline.approval import Decision, Resumption
 from pipeline.chunks import Chunk, DataChunk, ModelEvent
 from pipeline.driver import Driver
 from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
-from pipeline.result import RunResult
+from pipeline.result import RunResult, Suspension
 from pipeline.tool_context import ToolContext
 
 
@@ -63,6 +64,14 @@ class Steps(Protocol):
     def expired(self) -> str | None:
         """Why the run must stop now (its timeout passed), else None. Read between
         steps, from recorded time only, so a recovery stops at the same place."""
+        ...
+
+
+class WaitingSteps(Steps, Protocol):
+    """`Steps` of a run that waits for approvals."""
+
+    def approval(self, s: Suspension) -> tuple[Decision, ...]:
+        """The decisions for what `s` waits on (recorded: a recovery gets the same)."""
         ...
 
 
@@ -145,6 +154,19 @@ def drive(d: Driver, steps: Steps) -> RunResult:
                     cmd = d.send(reply)
     finally:
         d.close()
+
+
+def drive_resumed(begin: Callable[[Resumption | None], Driver],
+                  steps: WaitingSteps) -> RunResult:
+    """Drive the run `begin(None)` starts to its end: at each suspension it waits for
+    the decisions (`steps.approval`) and goes on with `begin(resumption)`. The
+    suspension is rebuilt by replaying the recorded steps, never stored."""
+    resume: Resumption | None = None
+    while True:
+        result = drive(begin(resume), steps)
+        if result.status != "suspended" or result.suspension is None:
+            return result
+        resume = Resumption(result.suspension, steps.approval(result.suspension))
 
 
 def _expire(d: Driver, steps: Steps, reason: str) -> RunResult:

@@ -19,18 +19,21 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import msgspec
 from dbos import DBOSClient
 
+from interpreters import durable_approval as da
 from interpreters import durable_fingerprint as fp
 from interpreters.common import start_run
 from interpreters.durable import WORKFLOW, RunStart, StepAnswer, StepFailed, deps_type
-from interpreters.durable_loop import ModelOutcome, RecordedClock, ToolDone, drive
+from interpreters.durable_loop import ModelOutcome, RecordedClock, ToolDone, drive_resumed
 from interpreters.durable_payload import expand, recorder
 from interpreters.providers.provider import ProviderError
 from pipeline.agent import Agent
+from pipeline.approval import Decision, Resumption
 from pipeline.chunks import Chunk
+from pipeline.driver import Driver
 from pipeline.model import ModelRequest
 from pipeline.processor import AskModel
 from pipeline.protocol import ToolInvocation
-from pipeline.result import RunResult
+from pipeline.result import RunResult, Suspension
 
 _START = msgspec.json.Decoder(RunStart)
 _MODEL = msgspec.json.Decoder(ModelOutcome)
@@ -121,6 +124,19 @@ class _RecordedSteps(RecordedClock):
         self._now = float(out[1])
         return out[0]
 
+    def approval(self, s: Suspension) -> tuple[Decision, ...]:
+        # as `_DbosSteps.approval` records it: publish, wait (its timeout a sleep),
+        # publish, the time
+        self._next("DBOS.setEvent")
+        message = self._next("DBOS.recv")
+        self._next("DBOS.sleep")
+        self._next("DBOS.setEvent")
+        at = self._next("approval-time")
+        if not isinstance(at, int | float):
+            raise _Diverged("an approval's time has an output this version cannot read")
+        self._now = max(self._now, float(at))
+        return da.taken(s, message)
+
     def sleep(self, seconds: float) -> None:
         self._next("DBOS.sleep")
         if self._deadline is not None:
@@ -196,14 +212,17 @@ def _replay_one(
     else:
         run_deps = deps(name) if deps is not None else None
     replay = _RecordedSteps(steps[1:], start.started_at, start.timeout)
-    driver = start_run(
-        agent, start.messages if isinstance(start.messages, str) else list(start.messages),
-        run_id=run_id, clock=replay.now,
-        options={"thread_id": start.thread_id, "resource_id": start.resource_id,
-                 "values": start.values, "deps": run_deps},
-    )
+    messages = start.messages if isinstance(start.messages, str) else list(start.messages)
+
+    def begin(resume: Resumption | None) -> Driver:
+        return start_run(
+            agent, () if resume is not None else messages, run_id=run_id, clock=replay.now,
+            options={"thread_id": start.thread_id, "resource_id": start.resource_id,
+                     "values": start.values, "deps": run_deps, "resume": resume},
+        )
+
     try:
-        result = drive(driver, replay)
+        result = drive_resumed(begin, replay)
     except _OutOfSteps:
         if status == "SUCCESS":
             return ReplayProblem(run_id, name, "the run now asks for more steps than it ran")

@@ -28,7 +28,7 @@ __all__ = [
     "AgentChanged", "ApprovalError", "Approve", "ArgumentsMismatch", "Decision", "Deny",
     "DuplicateDecision", "Edit", "MissingDecision", "PendingApproval", "Resumption",
     "RunNotSuspended", "Suspension", "UnknownCall", "UnknownRun", "approve", "call_digest",
-    "check_decisions", "deny", "edit", "resumption",
+    "check_decisions", "check_pending", "deny", "edit", "resumption",
 ]
 
 _encoder = msgspec.json.Encoder(order="sorted")
@@ -138,14 +138,22 @@ class Resumption(msgspec.Struct, frozen=True):
 def check_decisions(s: Suspension, decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:
     """The decisions, checked against the suspension: one per pending call, each for the
     exact arguments it waits with (the digest). Raises an `ApprovalError`."""
-    pending = {p.tool_call_id: p for p in s.pending}
+    return check_pending(s.run_id, s.pending, decisions)
+
+
+def check_pending(
+    run_id: str, waiting: tuple[PendingApproval, ...], decisions: tuple[Decision, ...]
+) -> tuple[Decision, ...]:
+    """`check_decisions` against the calls `waiting` in run `run_id` (what a durable run
+    publishes of its suspension)."""
+    pending = {p.tool_call_id: p for p in waiting}
     seen: set[str] = set()
     for d in decisions:
         if not isinstance(d, Approve | Deny | Edit):
             raise TypeError(f"a decision is Approve, Deny or Edit, got {type(d).__name__}")
         p = pending.get(d.tool_call_id)
         if p is None:
-            raise UnknownCall(f"no call {d.tool_call_id!r} waits for approval in run {s.run_id!r}")
+            raise UnknownCall(f"no call {d.tool_call_id!r} waits for approval in run {run_id!r}")
         if d.tool_call_id in seen:
             raise DuplicateDecision(f"two decisions for call {d.tool_call_id!r}")
         seen.add(d.tool_call_id)

@@ -1,0 +1,111 @@
+"""Durable approvals across killed workers: a run suspends, its worker is SIGKILLed while
+it waits, the decision is sent while no worker runs, a restarted worker takes it; killed
+again after the approved tool ran, the next one finishes. The approved tool ran exactly
+once with the approved arguments, a denied one never, and every call has one result.
+On SQLite always, on PostgreSQL when a server is given (PIPELINE_TEST_PG_URL)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy.exc import DBAPIError
+
+from interpreters.durable import DurableClient
+from pipeline.approval import Decision, RunNotSuspended, UnknownRun, deny, edit
+from pipeline.result import PendingApproval
+from tests.durable_harness import (
+    databases,
+    finish,
+    kill,
+    lines,
+    result_of,
+    spawn,
+    wait_for,
+    wait_until,
+)
+from tests.helpers import unpaired_tool_calls
+
+pytestmark = [pytest.mark.slow]
+
+RUN = "run-1"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest) -> Callable[[Path], str]:
+    return databases(request.param)
+
+
+def _suspend_and_kill(folder: Path, db: str, client: DurableClient) -> PendingApproval:
+    """Start the run in a worker, wait until it waits for approval, kill the worker."""
+    w = spawn(folder, db, "run", RUN, APPROVAL="1")
+    got: list[PendingApproval] = []
+
+    def waits() -> bool:
+        try:
+            got[:] = client.pending(RUN)
+        except (UnknownRun, RunNotSuspended, DBAPIError):  # (the worker is starting)
+            return False
+        return True
+
+    wait_until("the run waiting for approval", waits, w)
+    kill(w)
+    (p,) = got
+    assert (p.tool_name, p.args) == ("get_weather", {"city": "Paris"})
+    assert lines(folder / "tool.log") == []
+    return p
+
+
+def _decide_while_down(folder: Path, db: str,
+                      decision: Callable[[PendingApproval], Decision]) -> PendingApproval:
+    """Suspend the run, kill its worker, and send `decision` while no worker runs (it
+    is stored for the worker that recovers the run)."""
+    client = DurableClient(db)
+    try:
+        p = _suspend_and_kill(folder, db, client)
+        client.decide(RUN, [decision(p)])
+    finally:
+        client.close()
+    return p
+
+
+def test_a_run_waiting_for_approval_survives_its_worker_and_runs_the_edit_once(
+    tmp_path: Path, database: Callable[[Path], str]
+) -> None:
+    db = database(tmp_path)
+    p = _decide_while_down(tmp_path, db, lambda p: edit(p, {"city": "Lyon"}))
+    # a restarted worker takes the decision; killed after the approved tool ran
+    w = spawn(tmp_path, db, "run", RUN, APPROVAL="1", HANG="before-answer")
+    wait_for(tmp_path / "hang", w)
+    kill(w)
+    assert len(lines(tmp_path / "tool.log")) == 1
+    (tmp_path / "hang").unlink()
+    w = spawn(tmp_path, db, "run", RUN, APPROVAL="1")
+    finish(w)
+    client = DurableClient(db)
+    try:
+        with pytest.raises(RunNotSuspended):
+            client.decide(RUN, [edit(p, {"city": "Rome"})])
+    finally:
+        client.close()
+    r = result_of(tmp_path, RUN)
+    assert r.status == "finished" and r.text == "It is sunny in Paris today."
+    assert [line.split()[-1] for line in lines(tmp_path / "tool.log")] == ["Lyon"]
+    results = [part for m in r.messages.messages for part in m.tool_results()]
+    assert [(x.result, x.is_error) for x in results] == [("sunny in Lyon", False)]
+    assert unpaired_tool_calls(r.messages.messages) == []
+
+
+def test_a_call_denied_while_no_worker_runs_gets_one_error_result_and_never_runs(
+    tmp_path: Path, database: Callable[[Path], str]
+) -> None:
+    db = database(tmp_path)
+    _decide_while_down(tmp_path, db, lambda p: deny(p, "not today"))
+    w = spawn(tmp_path, db, "run", RUN, APPROVAL="1")
+    finish(w)
+    r = result_of(tmp_path, RUN)
+    assert r.status == "finished" and lines(tmp_path / "tool.log") == []
+    results = [part for m in r.messages.messages for part in m.tool_results()]
+    assert len(results) == 1 and results[0].is_error and "not today" in str(results[0].result)
+    assert unpaired_tool_calls(r.messages.messages) == []

@@ -1,0 +1,166 @@
+"""Approvals of durable runs in this process on SQLite: a run whose gate asks approval
+waits in its workflow; the decisions sent by id resume it (approve, deny, edit), bound to
+the exact arguments and taken once; past the approval timeout the calls are denied."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from effects import AskApproval, Continue
+from interpreters.durable import DurableClient, DurableRuns
+from interpreters.durable_replay import replay_runs
+from interpreters.simulator import Say, ScriptedModel, call
+from pipeline.agent import Agent
+from pipeline.approval import (
+    Approve,
+    ArgumentsMismatch,
+    MissingDecision,
+    RunNotSuspended,
+    UnknownRun,
+    approve,
+    deny,
+    edit,
+)
+from pipeline.messages import ToolResultPart
+from pipeline.model import ModelRequest
+from pipeline.processor import ToolCallArgs, ToolCallResult, processor
+from pipeline.result import PendingApproval, RunResult
+from tests.helpers import unpaired_tool_calls
+
+SENT: list[tuple[str, int]] = []
+WAIT = 60.0
+
+
+def send(to: str, amount: int) -> str:
+    """Send money."""
+    SENT.append((to, amount))
+    return f"sent {amount} to {to}"
+
+
+def ask_big(a: ToolCallArgs[None]) -> ToolCallResult[None]:
+    if int(str(a.args["amount"])) >= 100:
+        return AskApproval(f"send {a.args['amount']} to {a.args['to']}?")
+    return Continue()
+
+
+AGENT = Agent.create("sim/model", tools=[send],
+                     input_processors=[processor("ask", process_tool_call=ask_big)])
+
+
+def _model() -> ScriptedModel:
+    def answer(req: ModelRequest) -> Say:
+        if any(m.role == "tool" for m in req.messages):
+            return Say("done")
+        return Say(calls=[call("send", tool_call_id="c1", to="eve", amount=500)])
+
+    return ScriptedModel(answer)
+
+
+def _runs(tmp_path: Path, approval_timeout: float = 3600.0) -> DurableRuns:
+    SENT.clear()
+    return DurableRuns({"pay": AGENT}, _model(),
+                       database_url=f"sqlite:///{tmp_path / 'runs.sqlite'}", observers=(),
+                       approval_timeout=approval_timeout)
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[DurableRuns]:
+    r = _runs(tmp_path)
+    r.launch()
+    try:
+        yield r
+    finally:
+        r.shutdown()
+
+
+def _waiting(runs: DurableRuns | DurableClient, run_id: str) -> PendingApproval:
+    """The one call `run_id` waits on, once it waits (polled: it suspends in its thread)."""
+    import time
+
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            (p,) = runs.pending(run_id)
+            return p
+        except RunNotSuspended:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _results(r: RunResult) -> list[ToolResultPart]:
+    return [p for m in r.messages.messages for p in m.tool_results()]
+
+
+def test_a_durable_run_waits_for_approval_and_runs_the_approved_call_once(
+    runs: DurableRuns,
+) -> None:
+    runs.start("pay", "pay eve", run_id="a")
+    p = _waiting(runs, "a")
+    assert (p.tool_name, p.args, p.message) == ("send", {"to": "eve", "amount": 500},
+                                                "send 500 to eve?")
+    assert runs.status("a") == "PENDING" and SENT == []
+    runs.decide("a", [approve(p)])
+    r = runs.result("a", timeout=WAIT)
+    assert r.status == "finished" and r.text == "done"
+    assert SENT == [("eve", 500)]
+    assert unpaired_tool_calls(r.messages.messages) == []
+    with pytest.raises(RunNotSuspended):  # taken once: a second decision is refused
+        runs.decide("a", [approve(p)])
+    assert SENT == [("eve", 500)]
+    # the recorded run, its wait included, replays on the agent (calling nothing)
+    assert replay_runs(runs.database_url, {"pay": AGENT}) == ()
+    assert SENT == [("eve", 500)]
+
+
+def test_a_decision_for_other_arguments_is_refused_and_the_run_still_waits(
+    runs: DurableRuns,
+) -> None:
+    runs.start("pay", "pay eve", run_id="b")
+    p = _waiting(runs, "b")
+    with pytest.raises(ArgumentsMismatch):
+        runs.decide("b", [Approve(p.tool_call_id, "0" * 64)])
+    with pytest.raises(MissingDecision):
+        runs.decide("b", [])
+    assert runs.pending("b") == (p,) and SENT == []
+    runs.decide("b", [edit(p, {"to": "eve", "amount": 50})])
+    r = runs.result("b", timeout=WAIT)
+    assert r.status == "finished" and SENT == [("eve", 50)]
+
+
+def test_a_denied_call_gets_one_error_result_and_never_runs(runs: DurableRuns) -> None:
+    runs.start("pay", "pay eve", run_id="c")
+    p = _waiting(runs, "c")
+    client = DurableClient(runs.database_url)  # any process may decide
+    try:
+        client.decide("c", [deny(p, "over the limit")])
+    finally:
+        client.close()
+    r = runs.result("c", timeout=WAIT)
+    assert r.status == "finished" and SENT == []
+    (res,) = _results(r)
+    assert res.is_error and "over the limit" in str(res.result)
+    assert unpaired_tool_calls(r.messages.messages) == []
+
+
+def test_past_the_approval_timeout_the_waiting_calls_are_denied(tmp_path: Path) -> None:
+    with _runs(tmp_path, approval_timeout=0.2) as runs:
+        runs.start("pay", "pay eve", run_id="d")
+        r = runs.result("d", timeout=WAIT)
+        assert r.status == "finished" and SENT == []
+        (res,) = _results(r)
+        assert res.is_error and "no decision within the approval timeout" in str(res.result)
+        assert replay_runs(runs.database_url, {"pay": AGENT}) == ()
+        with pytest.raises(RunNotSuspended):
+            runs.decide("d", [])
+
+
+def test_unknown_runs_and_bad_timeouts_are_refused(runs: DurableRuns) -> None:
+    with pytest.raises(UnknownRun):
+        runs.pending("nope")
+    for bad in (0, -1.0, float("inf"), float("nan"), True):
+        with pytest.raises(ValueError, match="approval_timeout"):
+            DurableRuns({"pay": AGENT}, _model(), approval_timeout=bad)
