@@ -34,7 +34,6 @@ from interpreters.providers.codec import (
     SignerFactory,
     StreamDecoder,
     WireFormat,
-    WireRoute,
     decode_response,
     invalid_response,
     invalid_tool_args,
@@ -43,7 +42,7 @@ from interpreters.providers.codec import (
     merge_turns,
     parse_tool_args,
     put_given,
-    route_options,
+    route_codec,
     unsupported_file,
 )
 from interpreters.providers.provider import ProviderError
@@ -743,13 +742,9 @@ class BedrockCodec(JsonCodec[BedrockOptions]):
         )
 
 
-def _route_codec(route: WireRoute) -> BedrockCodec:
-    # A route reads its own `provider_options` section.
-    options = route_options(route, BedrockOptions)
-    return BedrockCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
-
-
-CONVERSE = WireFormat("bedrock-converse", _route_codec, BedrockOptions)
+CONVERSE = WireFormat(
+    "bedrock-converse", route_codec(BedrockOptions, BedrockCodec), BedrockOptions
+)
 """The Bedrock Converse wire format, for the table of wire formats (providers/table.py)."""
 
 

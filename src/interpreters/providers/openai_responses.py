@@ -34,14 +34,13 @@ from interpreters.providers.codec import (
     JsonDict,
     StreamDecoder,
     WireFormat,
-    WireRoute,
     decode_response,
     invalid_tool_args,
     json_text,
     merge_options,
     parse_tool_args,
     put_given,
-    route_options,
+    route_codec,
     unsupported_file,
 )
 from interpreters.providers.errors import stream_error
@@ -729,11 +728,9 @@ class OpenAIResponsesCodec(JsonCodec[OpenAIResponsesOptions]):
         return decode_body(body, status=status, request_id=request_id)
 
 
-def _route_codec(route: WireRoute) -> OpenAIResponsesCodec:
-    # A route reads its own `provider_options` section.
-    options = route_options(route, OpenAIResponsesOptions)
-    return OpenAIResponsesCodec(msgspec.structs.replace(options, option_sections=(route.name,)))
-
-
-RESPONSES = WireFormat("openai-responses", _route_codec, OpenAIResponsesOptions)
+RESPONSES = WireFormat(
+    "openai-responses",
+    route_codec(OpenAIResponsesOptions, OpenAIResponsesCodec),
+    OpenAIResponsesOptions,
+)
 """The Responses wire format, for the table of wire formats (providers/table.py)."""
