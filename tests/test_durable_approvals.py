@@ -4,6 +4,8 @@ the exact arguments and taken once; past the approval timeout the calls are deni
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,6 +131,31 @@ def test_a_decision_for_other_arguments_is_refused_and_the_run_still_waits(
     runs.decide("b", [edit(p, {"to": "eve", "amount": 50})])
     r = runs.result("b", timeout=WAIT)
     assert r.status == "finished" and SENT == [("eve", 50)]
+
+
+def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
+    runs: DurableRuns,
+) -> None:
+    runs.start("pay", "pay eve", run_id="race")
+    p = _waiting(runs, "race")
+    go = threading.Barrier(6)
+    sent: list[int] = []
+
+    def decide(i: int) -> None:
+        go.wait()
+        with contextlib.suppress(RunNotSuspended):
+            runs.decide("race", [edit(p, {"to": "eve", "amount": i})])
+            sent.append(i)
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(1, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    r = runs.result("race", timeout=WAIT)
+    assert len(sent) == 1
+    assert SENT == [("eve", sent[0])]
+    assert r.status == "finished" and unpaired_tool_calls(r.messages.messages) == []
 
 
 def test_a_denied_call_gets_one_error_result_and_never_runs(runs: DurableRuns) -> None:
