@@ -153,8 +153,9 @@ def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
     for t in threads:
         t.join(WAIT)
     r = runs.result("race", timeout=WAIT)
-    assert len(sent) == 1
-    assert SENT == [("eve", sent[0])]
+
+    (amount,) = sent
+    assert SENT == [("eve", amount)]
     assert r.status == "finished" and unpaired_tool_calls(r.messages.messages) == []
 
 
