@@ -155,7 +155,7 @@ def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
     r = runs.result("race", timeout=WAIT)
 
     (amount,) = sent
-    assert SENT == [("eve", amount)]
+    assert [("eve", amount)] == SENT
     assert r.status == "finished" and unpaired_tool_calls(r.messages.messages) == []
 
 
