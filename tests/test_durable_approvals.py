@@ -153,7 +153,6 @@ def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
     for t in threads:
         t.join(WAIT)
     r = runs.result("race", timeout=WAIT)
-
     (amount,) = sent
     assert [("eve", amount)] == SENT
     assert r.status == "finished" and unpaired_tool_calls(r.messages.messages) == []
