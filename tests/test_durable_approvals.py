@@ -26,6 +26,7 @@ from pipeline.approval import (
     deny,
     edit,
 )
+from pipeline.chunks import ToolApprovalRequest, ToolApprovalResponse
 from pipeline.messages import ToolResultPart
 from pipeline.model import ModelRequest
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
@@ -110,6 +111,14 @@ def test_a_durable_run_waits_for_approval_and_runs_the_approved_call_once(
     assert r.status == "finished" and r.text == "done"
     assert SENT == [("eve", 500)]
     assert unpaired_tool_calls(r.messages.messages) == []
+    # the run's stream carries the request and the answer (as the UI stream's parts)
+    gate = [c for c in runs.chunks("a", timeout=WAIT)
+            if isinstance(c, ToolApprovalRequest | ToolApprovalResponse)]
+    assert gate == [
+        ToolApprovalRequest("c1", "send", {"to": "eve", "amount": 500}, "send 500 to eve?",
+                            p.digest),
+        ToolApprovalResponse(p.digest, "c1", True, None),
+    ]
     with pytest.raises(RunNotSuspended):  # taken once: a second decision is refused
         runs.decide("a", [approve(p)])
     assert SENT == [("eve", 500)]
