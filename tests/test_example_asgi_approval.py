@@ -4,47 +4,26 @@ decision `useChat` posts, and the rest of the run streamed as the answer."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 
 import httpx
 import msgspec
 import pytest
 
-from examples.asgi_stream import ASGIApp, demo_app, refunds
+from examples.asgi_stream import demo_app, refunds
+from tests.asgi_server import serve
 
 WAIT = 20.0
-"""Seconds the server may take to start, stop, or answer."""
+"""Seconds the server may take to answer."""
 
 Event = dict[str, object]
 
 
 @pytest.fixture
 def server() -> Iterator[httpx.Client]:
-    """The demo app under uvicorn on 127.0.0.1 (a port of its own), and a client."""
-    uvicorn = pytest.importorskip("uvicorn")
-    app: ASGIApp = demo_app()
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    port = listening.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [listening]}, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(int(WAIT / 0.05)):
-        if srv.started:
-            started.set()
-            break
-        started.wait(0.05)
-    assert started.is_set(), "uvicorn did not start"
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as client:
-            yield client
-    finally:
-        srv.should_exit = True
-        thread.join(WAIT)
-        listening.close()
+    """The demo app under uvicorn on 127.0.0.1, and a client."""
+    with serve(demo_app()) as url, httpx.Client(base_url=url, timeout=WAIT) as client:
+        yield client
 
 
 def _events(r: httpx.Response) -> list[Event]:
