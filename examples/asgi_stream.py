@@ -36,6 +36,13 @@ then the model's answer. A chat with no run waiting is a 404, a run decided alre
 409, an answer that fits no waiting call (or leaves one undecided) a 422; nothing runs.
 `GET /` serves a page that shows the Approve / Deny buttons.
 
+**Editing the arguments**: `useChat` can approve or deny, not edit. `POST
+/api/chat/decisions` takes `{"id": <chat id>, "decisions": [{"id": <approvalId>,
+"approved": true, "args": {...}}]}` (an answer without `args` approves or denies as
+above) and streams the rest of the run as the UI message stream: the call runs once, with
+the edited arguments. Arguments the tool's schema refuses are a 422 and the run still
+waits; so are `args` on a denial. The page's Edit button posts there.
+
 The demo model is scripted (it echoes the prompt, calls a weather tool when asked, and a
 refund tool that asks for approval above 100 when asked for a refund: "refund 250 on
 order A17"), so the example runs offline; swap in a real provider's interpreter to go live. The same
@@ -65,6 +72,7 @@ from pipeline.approval import (
     UnknownRun,
     approve,
     deny,
+    edit,
 )
 from pipeline.ui_stream import (
     NDJSON_HEADERS,
@@ -87,6 +95,8 @@ MAX_MESSAGES = 200
 """The messages a `useChat` request may carry at most."""
 MAX_WAITING = 1000
 """The chats whose suspended run the app remembers at most (the oldest is forgotten)."""
+DECISIONS = "/api/chat/decisions"
+"""Where decisions `useChat` cannot send go (an edit): the rest of the run streams back."""
 PAGE = Path(__file__).with_name("asgi_stream.html")
 """The page `GET /` serves: a chat that shows Approve / Deny for a call that waits."""
 
@@ -106,6 +116,23 @@ class ApprovalAnswer(msgspec.Struct, frozen=True):
     id: str
     approved: bool
     reason: str | None = None
+
+
+class EditedAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One decision `POST /api/chat/decisions` takes: an answer as `useChat` sends it,
+    and `args` to run the call with these arguments instead (an edit, approved)."""
+
+    id: str
+    approved: bool
+    reason: str | None = None
+    args: dict[str, object] | None = None
+
+
+class Decisions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The body of `POST /api/chat/decisions`: the chat and a decision per waiting call."""
+
+    id: str
+    decisions: tuple[EditedAnswer, ...]
 
 
 class AnsweredPart(msgspec.Struct, frozen=True, rename="camel"):
@@ -168,7 +195,9 @@ def chat_app(
     kept = approvals if approvals is not None else Approvals(MemoryApprovalStore())
     waiting: OrderedDict[str, str] = OrderedDict()  # chat id -> its suspended run's id
 
-    def resume(chat_id: str | None, answers: tuple[ApprovalAnswer, ...]) -> Resumption:
+    def resume(
+        chat_id: str | None, answers: tuple[ApprovalAnswer | EditedAnswer, ...]
+    ) -> Resumption:
         """The resumption of the chat's waiting run with `answers` (an `ApprovalError`
         when it cannot be: nothing is taken then)."""
         run_id = waiting.get(chat_id) if chat_id is not None else None
@@ -180,8 +209,16 @@ def chat_app(
             p = pending.get(a.id)
             if p is None:
                 raise ApprovalError(f"no call waits for approval {a.id!r} in chat {chat_id!r}")
-            decisions.append(approve(p) if a.approved else deny(p, a.reason or "denied"))
-        return kept.take(agent, run_id, decisions)
+            args = a.args if isinstance(a, EditedAnswer) else None
+            if args is not None and not a.approved:
+                raise ApprovalError(f"edited arguments for approval {a.id!r}, denied")
+            if args is not None:
+                decisions.append(edit(p, args))
+            elif a.approved:
+                decisions.append(approve(p))
+            else:
+                decisions.append(deny(p, a.reason or "denied"))
+        return kept.take(agent, run_id, decisions)  # edited args checked by the tool's schema
 
     def keep(chat_id: str | None, result: RunResult) -> None:
         kept.keep(result)
@@ -201,7 +238,7 @@ def chat_app(
         if path == "/" and scope.get("method") == "GET":
             await _page(send)
             return
-        if path not in ("/chat", "/api/chat"):
+        if path not in ("/chat", "/api/chat", DECISIONS):
             await _plain(send, 404, b"not found")
             return
         if scope.get("method") != "POST":
@@ -215,6 +252,10 @@ def chat_app(
             if path == "/chat":
                 req = msgspec.json.decode(body, type=ChatRequest)
                 run_input, thread_id = req.prompt, req.thread_id
+            elif path == DECISIONS:
+                decided = msgspec.json.decode(body, type=Decisions)
+                run_input, thread_id = (), decided.id
+                resumed = resume(thread_id, decided.decisions)
             else:
                 ui = msgspec.json.decode(body, type=UIChatRequest)
                 if len(ui.messages) > max_messages:
@@ -228,7 +269,7 @@ def chat_app(
         except (ApprovalError, TooLarge, msgspec.DecodeError, msgspec.ValidationError) as e:
             await _plain(send, _status(e), str(e).encode())
             return
-        ui_stream = path == "/api/chat"
+        ui_stream = path != "/chat"
         headers = UI_MESSAGE_STREAM_HEADERS if ui_stream else NDJSON_HEADERS
         await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
         signal = CancelSignal()
