@@ -60,6 +60,7 @@ import anyio
 import msgspec
 
 from effects import AskApproval, Continue
+from examples.stream_replay import Gone, Replays
 from interpreters import AsyncInterpreter, CancelSignal, Say, ScriptedModel, call
 from interpreters.approvals import Approvals, MemoryApprovalStore
 from pipeline import Agent, ModelRequest, RunInput, RunResult, ToolCallArgs, ToolCallResult
@@ -95,6 +96,8 @@ MAX_MESSAGES = 200
 """The messages a `useChat` request may carry at most."""
 MAX_WAITING = 1000
 """The chats whose suspended run the app remembers at most (the oldest is forgotten)."""
+MAX_REPLAY_BYTES = 16 << 20
+"""What the kept streams of a resumable app take at most (the oldest is forgotten)."""
 DECISIONS = "/api/chat/decisions"
 """Where decisions `useChat` cannot send go (an edit): the rest of the run streams back."""
 PAGE = Path(__file__).with_name("asgi_stream.html")
@@ -184,14 +187,22 @@ def chat_app(
     max_messages: int = MAX_MESSAGES,
     approvals: Approvals | None = None,
     max_waiting: int = MAX_WAITING,
+    resumable: bool = False,
+    max_replay_bytes: int = MAX_REPLAY_BYTES,
 ) -> ASGIApp:
     """An ASGI app serving `POST /chat` (NDJSON), `POST /api/chat` (`useChat`, with
-    approvals kept in `approvals`, in memory by default) and `GET /` (a page)."""
+    approvals kept in `approvals`, in memory by default) and `GET /` (a page); with
+    `resumable`, `GET` / `DELETE /api/chat/{id}/stream` (reconnect, stop)."""
     caps = (("max_body_bytes", max_body_bytes), ("max_messages", max_messages),
-            ("max_waiting", max_waiting))
+            ("max_waiting", max_waiting), ("max_replay_bytes", max_replay_bytes))
     for name, cap in caps:
         if type(cap) is not int or cap < 1:
             raise ValueError(f"{name} must be an int >= 1, got {cap!r}")
+    if type(resumable) is not bool:
+        raise ValueError(f"resumable must be a bool, got {resumable!r}")
+    if resumable and timeout is None:
+        raise ValueError("a resumable run outlives its client: give it a timeout")
+    replays = Replays(max_replay_bytes, max_waiting) if resumable else None
     kept = approvals if approvals is not None else Approvals(MemoryApprovalStore())
     waiting: OrderedDict[str, str] = OrderedDict()  # chat id -> its suspended run's id
 
@@ -238,6 +249,10 @@ def chat_app(
         if path == "/" and scope.get("method") == "GET":
             await _page(send)
             return
+        chat_stream = _stream_chat_id(path) if replays is not None else None
+        if replays is not None and chat_stream is not None:
+            await _reconnect(replays, chat_stream, scope, receive, send)
+            return
         if path not in ("/chat", "/api/chat", DECISIONS):
             await _plain(send, 404, b"not found")
             return
@@ -273,8 +288,18 @@ def chat_app(
         headers = UI_MESSAGE_STREAM_HEADERS if ui_stream else NDJSON_HEADERS
         await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
         signal = CancelSignal()
+        replay = None
+        if replays is not None and ui_stream and thread_id is not None:
+            replay = replays.start(thread_id, signal)
+        gone = anyio.Event()  # the client went away
+
+        def left() -> None:
+            gone.set()
+            if replay is None:  # (a resumable run goes on for the client to come back)
+                signal.cancel("client disconnected")
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_disconnect, receive, signal)
+            tg.start_soon(_watch_disconnect, receive, left)
             if resumed is not None:  # the chat's history is the suspended run's
                 stream = interpreter.stream(
                     agent, (), resume=resumed, thread_id=thread_id, signal=signal,
@@ -284,14 +309,21 @@ def chat_app(
                 stream = interpreter.stream(
                     agent, run_input, thread_id=thread_id, signal=signal, timeout=timeout
                 )
-            async with stream:
-                frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
-                async for frame in frames:  # ends promptly once the signal is aborted
-                    if signal.cancelled:
-                        continue  # the client is gone: nothing more to send
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
+            try:
+                async with stream:
+                    frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
+                    async for frame in frames:  # ends promptly once the signal is aborted
+                        if replays is not None and replay is not None:
+                            frame = replays.add(replay, frame)
+                        if gone.is_set():
+                            continue  # the client is gone: nothing more to send
+                        await send({"type": "http.response.body", "body": frame,
+                                    "more_body": True})
+            finally:
+                if replays is not None and replay is not None:
+                    replays.end(replay)  # its readers stop waiting
             result = stream.result
-            if not signal.cancelled:
+            if not gone.is_set():
                 last = b""
                 if not ui_stream:  # NDJSON ends with the outcome; SSE with `[DONE]`
                     last = msgspec.json.encode(ResultLine(
@@ -317,21 +349,69 @@ def _status(e: Exception) -> int:
     return 422  # a body that does not decode, or answers that fit no waiting call
 
 
-async def _watch_disconnect(receive: Receive, signal: CancelSignal) -> None:
+async def _watch_disconnect(receive: Receive, left: Callable[[], None]) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            signal.cancel("client disconnected")
+            left()
             return
+
+
+def _stream_chat_id(path: object) -> str | None:
+    """The chat id of `/api/chat/{id}/stream`, else None."""
+    prefix, suffix = "/api/chat/", "/stream"
+    if not (isinstance(path, str) and path.startswith(prefix) and path.endswith(suffix)):
+        return None
+    return path[len(prefix):-len(suffix)] or None
+
+
+async def _reconnect(
+    replays: Replays, chat_id: str, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """`GET /api/chat/{id}/stream`: the chat's stream again, after the frame its
+    `Last-Event-ID` names, or from its start while it is live (204 when nothing is);
+    `DELETE`: stop the chat's live run."""
+    method = scope.get("method")
+    if method == "DELETE":
+        live = replays.live(chat_id)
+        if live is not None:
+            live.signal.cancel("stopped by the client")
+        await _plain(send, 204, b"")
+        return
+    if method != "GET":
+        await _plain(send, 405, b"use GET or DELETE")
+        return
+    last = _header(scope, b"last-event-id")
+    try:
+        if last is None:
+            replay, index = replays.live(chat_id), -1
+            if replay is None:
+                await _plain(send, 204, b"")  # no run of this chat streams
+                return
+        else:
+            replay, index = replays.resumed(chat_id, last.decode("latin-1"))
+    except Gone as e:
+        await _plain(send, 410, str(e).encode())
+        return
+    except ValueError as e:
+        await _plain(send, 422, str(e).encode())
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": list(UI_MESSAGE_STREAM_HEADERS)})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch_disconnect, receive, tg.cancel_scope.cancel)
+        async for frame in replay.after(index):
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        tg.cancel_scope.cancel()
 
 
 async def _body(scope: Scope, receive: Receive, cap: int) -> bytes:
     """The request body, at most `cap` bytes (else `TooLarge`, reading no further)."""
     over = f"a body over the cap of {cap} bytes"
-    headers = scope.get("headers")
-    for name, value in headers if isinstance(headers, list) else ():
-        if name.lower() == b"content-length" and not (value.isdigit() and int(value) <= cap):
-            raise TooLarge(over)  # (a length that is no number is refused as well)
+    length = _header(scope, b"content-length")
+    if length is not None and not (length.isdigit() and int(length) <= cap):
+        raise TooLarge(over)  # (a length that is no number is refused as well)
     parts: list[bytes] = []
     size = 0
     while True:
@@ -344,6 +424,15 @@ async def _body(scope: Scope, receive: Receive, cap: int) -> bytes:
             parts.append(body)
         if not message.get("more_body", False):
             return b"".join(parts)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    """The value of the request's header `name` (lower case), if it has one."""
+    headers = scope.get("headers")
+    for key, value in headers if isinstance(headers, list) else ():
+        if isinstance(key, bytes) and isinstance(value, bytes) and key.lower() == name:
+            return value
+    return None
 
 
 async def _plain(send: Send, status: int, text: bytes) -> None:
@@ -418,18 +507,24 @@ def demo_script(request: ModelRequest) -> Say:
     return Say([f"{w} " for w in words] + ["(echo)"], chunk_latency=0.05)
 
 
+def demo_agent() -> Agent:
+    """The demo's agent: the weather and refund tools, a refund above 100 asked about."""
+    gate = make_processor("approve-refunds", process_tool_call=ask_above_100)
+    return Agent.create("demo/echo", instructions="Echo the user.", tools=[weather, refund],
+                        input_processors=[gate])
+
+
 def demo_app(
     *,
     real_latency: bool = False,
     timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
+    resumable: bool = False,
 ) -> ASGIApp:
     """The demo endpoint; `real_latency` paces the scripted model with real sleeps."""
     model = ScriptedModel(demo_script, async_sleep=anyio.sleep if real_latency else None)
-    gate = make_processor("approve-refunds", process_tool_call=ask_above_100)
-    agent = Agent.create("demo/echo", instructions="Echo the user.", tools=[weather, refund],
-                         input_processors=[gate])
-    return chat_app(agent, AsyncInterpreter(model), timeout=timeout, on_result=on_result)
+    return chat_app(demo_agent(), AsyncInterpreter(model), timeout=timeout,
+                    on_result=on_result, resumable=resumable)
 
 
 app = demo_app(real_latency=True)
