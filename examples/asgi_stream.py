@@ -15,9 +15,10 @@ processor discarded for a retry arrives marked by a `data-step-discarded` part.
 
 - **Backpressure for free**: the interpreter is pulled by the loop that sends to the
   client, so the model is read only as fast as the client takes the response.
-- **A client that goes away cancels its run**: a task watches for `http.disconnect` and
-  aborts the run's `CancelSignal`; the model stream is closed and the run ends
-  "cancelled" with what it had (`on_result` sees it, e.g. to save the history).
+- **A client that goes away cancels its run** (unless `resumable`, below): a task
+  watches for `http.disconnect` and aborts the run's `CancelSignal`; the model stream is
+  closed and the run ends "cancelled" with what it had (`on_result` sees it, e.g. to
+  save the history).
 - `timeout=` bounds every run.
 - **Every input has a cap**: a body over `max_body_bytes` (1 MiB by default) is refused
   with 413 as soon as its declared length or what arrived says so, read no further; a
@@ -42,6 +43,13 @@ then the model's answer. A chat with no run waiting is a 404, a run decided alre
 above) and streams the rest of the run as the UI message stream: the call runs once, with
 the edited arguments. Arguments the tool's schema refuses are a 422 and the run still
 waits; so are `args` on a denial. The page's Edit button posts there.
+
+**Reconnecting**: with `resumable=True` (and a `timeout`) a `useChat` chat's run goes on
+when its client goes away, and `GET /api/chat/{id}/stream` gives it again: the frames
+after the one its `Last-Event-ID` names (every frame carries an SSE id), or, without
+one, the live stream from its start, as `useChat({resume: true})` asks; `DELETE` there
+stops the run. A run without its client is read at the model's pace, its frames kept
+under a cap (`max_replay_bytes`); see examples/stream_replay.py.
 
 The demo model is scripted (it echoes the prompt, calls a weather tool when asked, and a
 refund tool that asks for approval above 100 when asked for a refund: "refund 250 on

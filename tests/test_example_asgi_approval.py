@@ -4,7 +4,6 @@ decision `useChat` posts, and the rest of the run streamed as the answer."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import httpx
