@@ -85,6 +85,7 @@ from pipeline.approval import (
 )
 from pipeline.ui_stream import (
     NDJSON_HEADERS,
+    SSE_DONE,
     UI_MESSAGE_STREAM_HEADERS,
     UIChatRequest,
     ndjson_async,
@@ -321,25 +322,28 @@ def chat_app(
                 async with stream:
                     frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
                     async for frame in frames:  # ends promptly once the signal is aborted
+                        if frame == SSE_DONE:
+                            continue  # sent once the run is kept (below)
                         if replays is not None and replay is not None:
                             frame = replays.add(replay, frame)
-                        if gone.is_set():
-                            continue  # the client is gone: nothing more to send
-                        await send({"type": "http.response.body", "body": frame,
-                                    "more_body": True})
+                        if not gone.is_set():  # (else nothing more to send)
+                            await send({"type": "http.response.body", "body": frame,
+                                        "more_body": True})
+                result = stream.result
+                # A suspended run is kept before its client hears the end, so an answer
+                # sent at once finds it waiting.
+                keep(thread_id, result)
+                last = SSE_DONE if ui_stream else msgspec.json.encode(ResultLine(
+                    result.status, result.text, str(result.error) if result.error else None
+                )) + b"\n"  # NDJSON ends with the outcome
+                if replays is not None and replay is not None:
+                    last = replays.add(replay, last)
             finally:
                 if replays is not None and replay is not None:
                     replays.end(replay)  # its readers stop waiting
-            result = stream.result
             if not gone.is_set():
-                last = b""
-                if not ui_stream:  # NDJSON ends with the outcome; SSE with `[DONE]`
-                    last = msgspec.json.encode(ResultLine(
-                        result.status, result.text, str(result.error) if result.error else None
-                    )) + b"\n"
                 await send({"type": "http.response.body", "body": last, "more_body": False})
             tg.cancel_scope.cancel()  # stop watching: the response is over
-        keep(thread_id, result)
         if on_result is not None:
             on_result(result)
 
