@@ -38,6 +38,8 @@ class Replay:
         self.signal = signal
         """The run's: stopping the stream cancels its run."""
         self.frames: list[bytes] = []
+        self.sent = 0
+        """Frames sent (all kept, unless the stream was dropped)."""
         self.size = 0
         self.ended = False
         self.dropped = False
@@ -76,6 +78,11 @@ class Replays:
         self._size = 0
         self._started = 0
 
+    @property
+    def kept_bytes(self) -> int:
+        """What the kept frames take."""
+        return self._size
+
     def start(self, chat_id: str, signal: CancelSignal) -> Replay:
         """A new stream for `chat_id`, in place of the one it had."""
         old = self._kept.get(chat_id)
@@ -90,7 +97,8 @@ class Replays:
 
     def add(self, replay: Replay, frame: bytes) -> bytes:
         """`frame` with its `id:` line, kept unless the stream was dropped."""
-        framed = b"id: %d-%d\n" % (replay.number, len(replay.frames)) + frame
+        framed = b"id: %d-%d\n" % (replay.number, replay.sent) + frame
+        replay.sent += 1
         if replay.dropped:
             return framed
         replay.frames.append(framed)
