@@ -13,17 +13,11 @@ import threading
 from collections.abc import Iterator
 from typing import NamedTuple, cast
 
-import anyio.to_thread
 import httpx
 import msgspec
 import pytest
 
 from examples.asgi_stream import (
-    ASGIApp,
-    Message,
-    Receive,
-    Scope,
-    Send,
     chat_app,
     demo_agent,
     demo_app,
@@ -31,11 +25,10 @@ from examples.asgi_stream import (
     refunds,
 )
 from interpreters import AsyncInterpreter, ScriptedModel
-from pipeline.result import RunResult
-from tests.asgi_server import serve
+from tests.asgi_server import Hold, Runs, serve, serve_held_demo
 
 WAIT = 20.0
-"""Seconds the server may take to answer, and a held model at most waits."""
+"""Seconds the server may take to answer."""
 
 
 class Frame(NamedTuple):
@@ -76,42 +69,11 @@ def _said(frames: list[Frame]) -> str:
     return "".join(str(f.part()["delta"]) for f in frames if '"text-delta"' in f.data)
 
 
-class Hold:
-    """The model's pace: `free` chunks go at once, the others once `release()`d."""
-
-    def __init__(self, free: int) -> None:
-        self.free = free
-        self.released = threading.Event()
-
-    async def sleep(self, seconds: float) -> None:
-        if self.free > 0:
-            self.free -= 1
-            return
-        await anyio.to_thread.run_sync(self.released.wait, WAIT, abandon_on_cancel=True)
-
-    def release(self) -> None:
-        self.released.set()
-
-
-class Runs:
-    """The runs the app ended (its `on_result`, called on the server's thread)."""
-
-    def __init__(self) -> None:
-        self.results: list[RunResult] = []
-        self._ended = threading.Semaphore(0)
-        self._seen = 0
-
-    def __call__(self, result: RunResult) -> None:
-        self.results.append(result)
-        self._ended.release()
-
-    def ended(self, runs: int) -> list[RunResult]:
-        """The runs ended, once `runs` have (a response may end before its run hands its
-        result over)."""
-        while self._seen < runs:
-            assert self._ended.acquire(timeout=WAIT), f"{runs} runs did not end"
-            self._seen += 1
-        return list(self.results)
+@pytest.fixture
+def served() -> Iterator[Served]:
+    with serve_held_demo(free=3) as demo, \
+            httpx.Client(base_url=demo.url, timeout=WAIT) as client:
+        yield Served(client, demo.runs, demo.hold, demo.left)
 
 
 class Served(NamedTuple):
@@ -120,29 +82,6 @@ class Served(NamedTuple):
     hold: Hold
     left: threading.Event
     """Set once the server saw a `POST`'s client go away."""
-
-
-def _watched(app: ASGIApp, left: threading.Event) -> ASGIApp:
-    async def watched(scope: Scope, receive: Receive, send: Send) -> None:
-        async def receive_() -> Message:
-            message = await receive()
-            if message["type"] == "http.disconnect" and scope.get("method") == "POST":
-                left.set()
-            return message
-        await app(scope, receive_, send)
-    return watched
-
-
-@pytest.fixture
-def served() -> Iterator[Served]:
-    hold, runs, left = Hold(free=3), Runs(), threading.Event()
-    model = ScriptedModel(demo_script, async_sleep=hold.sleep)
-    app = chat_app(demo_agent(), AsyncInterpreter(model), resumable=True, timeout=WAIT,
-                   on_result=runs)
-    with serve(_watched(app, left)) as url, \
-            httpx.Client(base_url=url, timeout=WAIT) as client:
-        yield Served(client, runs, hold, left)
-        hold.release()  # (a test that failed leaves nothing waiting)
 
 
 def _user(chat: str, text: str) -> dict[str, object]:
