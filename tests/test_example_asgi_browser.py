@@ -1,6 +1,7 @@
 """The approval page of examples/asgi_stream.py in a real browser: headless Chromium
 (tests/browser.py) on the demo app served by uvicorn on 127.0.0.1, a person asking for a
-refund above the bound and clicking Approve, Deny or Edit.
+refund above the bound and clicking Approve, Deny or Edit; and a page reloaded while its
+answer streams, on a resumable app, picking the run's stream up again.
 
 What the page shows of a waiting call is checked against what the run's suspension lists
 (server side); what ran is checked on the demo's refund tool."""
@@ -15,7 +16,7 @@ import pytest
 
 from examples.asgi_stream import demo_app, refunds
 from pipeline.result import RunResult
-from tests.asgi_server import serve
+from tests.asgi_server import Runs, serve, serve_held_demo
 from tests.browser import WAIT, chromium, wait_for
 
 if TYPE_CHECKING:
@@ -27,12 +28,15 @@ pytestmark = pytest.mark.slow
 class Page:
     """The page in the browser, and the runs the server ended (its `on_result`)."""
 
-    def __init__(self, driver: WebDriver, url: str, results: list[RunResult]) -> None:
-        self.driver, self.url, self.results = driver, url, results
+    def __init__(self, driver: WebDriver, url: str, runs: Runs) -> None:
+        self.driver, self.url, self.runs = driver, url, runs
 
     def ask(self, prompt: str) -> None:
+        """Ask `prompt` in a new chat (the page keeps its chat across reloads)."""
         from selenium.webdriver.common.by import By
 
+        self.driver.get(self.url)
+        self.driver.execute_script("sessionStorage.clear()")
         self.driver.get(self.url)
         box = self.driver.find_element(By.ID, "prompt")
         box.clear()
@@ -56,8 +60,7 @@ class Page:
 
     def ended(self, runs: int) -> RunResult:
         """The last run the server ended, once `runs` have."""
-        self.until(f"{runs} runs ended", lambda: len(self.results) >= runs)
-        return self.results[-1]
+        return self.runs.ended(runs)[-1]
 
     def shows_the_suspension(self, ran: int) -> None:
         """The page shows each call the last run waits for, and nothing else: its tool
@@ -80,15 +83,13 @@ class Page:
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[Page]:
-    results: list[RunResult] = []
-    with serve(demo_app(on_result=results.append)) as url, \
-            chromium("the approval page") as driver:
-        yield Page(driver, url, results)
-    # (results is appended to from the server's thread; the tests wait for its length)
+    runs = Runs()
+    with serve(demo_app(on_result=runs)) as url, chromium("the approval page") as driver:
+        yield Page(driver, url, runs)
 
 
 def test_approving_in_the_browser_runs_the_tool_once_and_shows_the_answer(page: Page) -> None:
-    ran = len(page.results)
+    ran = len(page.runs.results)
     page.ask("refund 250 on order BA1")
     page.shows_the_suspension(ran + 1)
     assert ("BA1", 250) not in refunds  # nothing ran while it waits
@@ -103,7 +104,7 @@ def test_approving_in_the_browser_runs_the_tool_once_and_shows_the_answer(page: 
 
 
 def test_denying_in_the_browser_shows_the_denial_and_runs_nothing(page: Page) -> None:
-    ran = len(page.results)
+    ran = len(page.runs.results)
     page.ask("refund 900 on order BD2")
     page.shows_the_suspension(ran + 1)
 
@@ -120,7 +121,7 @@ def test_denying_in_the_browser_shows_the_denial_and_runs_nothing(page: Page) ->
 def test_editing_in_the_browser_runs_the_edited_call_once(page: Page) -> None:
     from selenium.webdriver.common.by import By
 
-    ran = len(page.results)
+    ran = len(page.runs.results)
     page.ask("refund 400 on order BE3")
     page.shows_the_suspension(ran + 1)
 
@@ -141,3 +142,21 @@ def test_editing_in_the_browser_runs_the_edited_call_once(page: Page) -> None:
     assert page.texts(".msg.decision") == ['edited: {"order":"BE3","amount":40}']
     assert page.ended(ran + 2).status == "finished"
     assert [r for r in refunds if r[0] == "BE3"] == [("BE3", 40)]
+
+
+def test_a_reload_mid_stream_resumes_the_run_on_the_page() -> None:
+    words = " ".join(f"w{i}" for i in range(8))
+    with serve_held_demo(free=3) as demo, chromium("the approval page") as driver:
+        page = Page(driver, demo.url, demo.runs)
+        page.ask(words)
+        page.until("the first words", lambda: any(
+            t.startswith("w0 w1") for t in page.texts(".msg.assistant")))
+        driver.refresh()  # the page's request goes; the run, held, goes on
+        assert demo.left.wait(WAIT), "the server did not see the page go"
+        page.until("the stream again", lambda: any(
+            t.startswith("w0 w1") for t in page.texts(".msg.assistant")))
+        demo.hold.release()
+        echo = "".join(f"w{i} " for i in range(8)) + "(echo)"
+        page.until("the whole answer, once", lambda: page.texts(".msg.assistant") == [echo])
+        [result] = demo.runs.ended(1)
+        assert result.status == "finished" and result.text == echo
