@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, LiteralString, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from interpreters.memory.in_thread import AsyncStoreInThread
-from interpreters.memory.rows import decode_message, dimension_error, encode_message
+from interpreters.memory.rows import (
+    check_schema,
+    decode_message,
+    dimension_error,
+    encode_message,
+)
 from interpreters.memory.store import (
     SCHEMA_VERSION,
     CheckedStore,
@@ -30,8 +35,8 @@ from interpreters.memory.store import (
     MemoryStoreUnavailable,
     RecallHit,
     Thread,
-    ThreadOwnerMismatch,
     Vector,
+    owned,
 )
 from pipeline.messages import Message
 
@@ -137,11 +142,7 @@ def migrate(conn: psycopg.Connection[TupleRow], target: int = SCHEMA_VERSION) ->
         if row is None:
             conn.execute("INSERT INTO memory_schema VALUES (0)")
         found = 0 if row is None else int(str(row[0]))
-        if found > SCHEMA_VERSION:
-            raise MemoryStoreError(
-                f"the memory store's schema is version {found}, newer than this library's "
-                f"({SCHEMA_VERSION}): upgrade pipeline-agents to open it"
-            )
+        check_schema(found)
         for steps in MIGRATIONS[found:target]:
             for sql in steps:
                 conn.execute(sql)
@@ -269,9 +270,8 @@ class PostgresStore(CheckedStore):
             (thread_id,),
         ).fetchone()
         assert row is not None
-        if resource_id is not None and row[0] != resource_id:
-            raise ThreadOwnerMismatch(thread_id, row[0], resource_id)
-        return Thread(id=thread_id, resource_id=row[0], created_at=float(row[1]))
+        thread = Thread(id=thread_id, resource_id=row[0], created_at=float(row[1]))
+        return owned(thread, resource_id)
 
     def _ensure_thread(
         self, thread_id: str, resource_id: str | None, created_at: float

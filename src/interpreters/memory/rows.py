@@ -13,11 +13,25 @@ from array import array
 
 import msgspec
 
-from interpreters.memory.store import CorruptStoredMessage, Vector
+from interpreters.memory.store import (
+    SCHEMA_VERSION,
+    CorruptStoredMessage,
+    MemoryStoreError,
+    Vector,
+)
 from pipeline.messages import Message
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)
+
+
+def check_schema(found: int) -> None:
+    """MemoryStoreError for a database whose schema is newer than this library's."""
+    if found > SCHEMA_VERSION:
+        raise MemoryStoreError(
+            f"the memory store's schema is version {found}, newer than this library's "
+            f"({SCHEMA_VERSION}): upgrade pipeline-agents to open it"
+        )
 
 
 def encode_message(message: Message) -> bytes:

@@ -24,17 +24,16 @@ from contextlib import contextmanager
 from typing import Literal, TypeVar, get_args
 
 from interpreters.memory.in_thread import AsyncStoreInThread
-from interpreters.memory.rows import decode_message, encode_message, pack
+from interpreters.memory.rows import check_schema, decode_message, encode_message, pack
 from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
 from interpreters.memory.store import (
     SCHEMA_VERSION,
     CheckedStore,
-    MemoryStoreError,
     MemoryStoreUnavailable,
     RecallHit,
     Thread,
-    ThreadOwnerMismatch,
     Vector,
+    owned,
 )
 from pipeline.messages import Message
 
@@ -89,11 +88,7 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = schema_version(conn)
-        if found > SCHEMA_VERSION:
-            raise MemoryStoreError(
-                f"the memory store's schema is version {found}, newer than this library's "
-                f"({SCHEMA_VERSION}): upgrade pipeline-agents to open it"
-            )
+        check_schema(found)
         if found == 0:
             conn.execute("CREATE TABLE memory_schema (version INTEGER NOT NULL)")
             conn.execute("INSERT INTO memory_schema VALUES (0)")
@@ -206,9 +201,7 @@ class SQLiteStore(CheckedStore):
                 (thread_id, resource_id, created_at),
             )
             return Thread(id=thread_id, resource_id=resource_id, created_at=created_at)
-        if resource_id is not None and row[0] != resource_id:
-            raise ThreadOwnerMismatch(thread_id, row[0], resource_id)
-        return Thread(id=thread_id, resource_id=row[0], created_at=row[1])
+        return owned(Thread(id=thread_id, resource_id=row[0], created_at=row[1]), resource_id)
 
     def _ensure_thread(
         self, thread_id: str, resource_id: str | None, created_at: float

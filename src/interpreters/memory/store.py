@@ -77,6 +77,13 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float = 0.0
 
 
+def owned(thread: Thread, resource_id: str | None) -> Thread:
+    """`thread`, addressed by its owner or by no resource; else ThreadOwnerMismatch."""
+    if resource_id is not None and thread.resource_id != resource_id:
+        raise ThreadOwnerMismatch(thread.id, thread.resource_id, resource_id)
+    return thread
+
+
 class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
     """A message found by similarity: its id, its thread, and the cosine similarity."""
 
@@ -383,9 +390,7 @@ class InMemoryStore:
             self._threads[thread_id] = thread
             self._messages[thread_id] = []
             self._ids[thread_id] = set()
-        elif resource_id is not None and thread.resource_id != resource_id:
-            raise ThreadOwnerMismatch(thread_id, thread.resource_id, resource_id)
-        return thread
+        return owned(thread, resource_id)
 
     def get_thread(self, thread_id: str) -> Thread | None:
         with self._lock:
