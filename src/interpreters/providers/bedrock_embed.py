@@ -19,6 +19,7 @@ from interpreters.memory.store import Vector
 from interpreters.providers.errors import classify_response
 from interpreters.providers.exchange import Endpoint, Timeouts
 from interpreters.providers.limits import Limits
+from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import provider_config
 from pipeline.model import ApiError
@@ -46,7 +47,7 @@ _titan = msgspec.json.Decoder(_Titan)
 _cohere = msgspec.json.Decoder(_Cohere)
 
 
-class BedrockEmbedder:
+class BedrockEmbedder(OwnedClient):
     """Texts in, one vector each out, from a Bedrock embedding model:
     `BedrockEmbedder("amazon.titan-embed-text-v2:0", dimensions=256)` or
     `BedrockEmbedder("cohere.embed-english-v3", input_type="search_query")`. Configured
@@ -90,10 +91,6 @@ class BedrockEmbedder:
 
     def __repr__(self) -> str:
         return f"BedrockEmbedder({self.model!r}, base_url={self._endpoint.base_url!r})"
-
-    def close(self) -> None:
-        if self._own:
-            self._client.close()
 
     def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
         if self._cohere:
