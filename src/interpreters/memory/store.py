@@ -1,4 +1,5 @@
-"""The memory store protocol, its errors, and the in-memory store (for tests).
+"""The memory store protocol, its errors, the base that checks a store's arguments
+(`CheckedStore`, under SQLite and PostgreSQL) and the in-memory store (for tests).
 
 A store keeps threads (owned by a resource: a user, a tenant), the approved messages of
 each thread in the order they were saved, working-memory documents (per thread or per
@@ -12,6 +13,8 @@ same rules, checked by the shared contract tests:
 - `last_messages(thread, n)` is the newest n, oldest first.
 - a message read back that does not decode is `CorruptStoredMessage`, never skipped.
 - a store that cannot be reached is `MemoryStoreUnavailable`.
+- a bad argument (an empty id, a negative count, a vector of NaNs) is a TypeError or
+  ValueError, the store untouched (the in-memory store, for tests, checks nothing).
 """
 
 from __future__ import annotations
