@@ -32,7 +32,7 @@ import msgspec
 
 from interpreters.memory.store import Embedder, HashEmbedder, Vector
 from interpreters.providers.errors import classify_response, request_id_of
-from interpreters.providers.exchange import DEADLINE_EXCEEDED, Endpoint, Timeouts
+from interpreters.providers.exchange import DEADLINE_EXCEEDED, Endpoint, Timeouts, scrubbed
 from interpreters.providers.limits import LIMIT_EXCEEDED, Limits
 from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
@@ -208,12 +208,7 @@ class _Calls:
             f"({self.timeouts.total:g} s total, Timeouts.total)"))
 
     def scrubbed(self, error: ApiError) -> EmbeddingError:
-        key = self.endpoint.api_key
-        if key is not None:
-            error = msgspec.structs.replace(
-                error, message=key.scrub(error.message),
-                body=key.scrub(error.body) if error.body is not None else None)
-        return EmbeddingError(error)
+        return EmbeddingError(scrubbed(self.endpoint.api_key, error).error)
 
     def wait(self, failure: EmbeddingError, attempt: int, deadline: float) -> float:
         """Seconds to wait before trying again; raises `failure` when it is not retried."""

@@ -17,7 +17,7 @@ import msgspec
 
 from interpreters.memory.store import Vector
 from interpreters.providers.errors import classify_response
-from interpreters.providers.exchange import Endpoint, Timeouts
+from interpreters.providers.exchange import Endpoint, Timeouts, scrubbed
 from interpreters.providers.limits import Limits
 from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
@@ -135,15 +135,15 @@ class BedrockEmbedder(OwnedClient):
             headers["authorization"] = f"Bearer {ep.api_key.reveal()}"
         if ep.sign is not None:
             headers.update(ep.sign("POST", self._url, headers, content))
-        failure: ProviderError | None = None
+        failure: ApiError | None = None
         try:
             return self._send(content, headers)
         except httpx.HTTPError as e:
             kind = "timeout" if isinstance(e, httpx.TimeoutException) else "connection_error"
-            failure = ProviderError(ApiError(status=None, message=f"{type(e).__name__}: {e}",
-                                             error_type=kind, retryable=True))
+            failure = ApiError(status=None, message=f"{type(e).__name__}: {e}",
+                               error_type=kind, retryable=True)
         # Raised outside the except block: the httpx error's request holds the auth header.
-        raise self._scrubbed(failure)
+        raise scrubbed(self._endpoint.api_key, failure)
 
     def _send(self, content: bytes, headers: dict[str, str]) -> bytes:
         deadline = time.monotonic() + self._timeouts.total
@@ -164,17 +164,8 @@ class BedrockEmbedder(OwnedClient):
                         message=f"the embedding call did not end within "
                         f"{self._timeouts.total:g} s (Timeouts.total)"))
             if r.status_code >= 300:
-                raise self._scrubbed(ProviderError(classify_response(
+                raise scrubbed(self._endpoint.api_key, classify_response(
                     r.status_code, r.headers, bytes(buf), now=time.time(),
-                    reason=r.reason_phrase)))
+                    reason=r.reason_phrase))
             return bytes(buf)
-
-    def _scrubbed(self, err: ProviderError) -> ProviderError:
-        key = self._endpoint.api_key
-        if key is None:
-            return err
-        e = err.error
-        return ProviderError(msgspec.structs.replace(
-            e, message=key.scrub(e.message),
-            body=key.scrub(e.body) if e.body is not None else None))
 
