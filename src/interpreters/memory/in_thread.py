@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 import anyio
 import anyio.to_thread
@@ -26,10 +26,21 @@ class _InThread(Generic[P, R]):
 
     def __init__(self, method: Callable[Concatenate[MemoryStore, P], R]) -> None:
         self.name = method.__name__
+        self.__doc__ = method.__doc__
 
+    @overload
+    def __get__(self, adapter: None, owner: type[AsyncStoreInThread]) -> Self: ...
+
+    @overload
     def __get__(
         self, adapter: AsyncStoreInThread, owner: type[AsyncStoreInThread] | None = None
-    ) -> Callable[P, Coroutine[Any, Any, R]]:
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    def __get__(
+        self, adapter: AsyncStoreInThread | None, owner: type[AsyncStoreInThread] | None = None
+    ) -> Self | Callable[P, Coroutine[Any, Any, R]]:
+        if adapter is None:  # looked up on the class (help, docs)
+            return self
         call: Callable[..., R] = getattr(adapter.store, self.name)
 
         async def run(*args: P.args, **kwargs: P.kwargs) -> R:
