@@ -17,14 +17,14 @@ an advisory lock, so processes opening one database at once migrate it once.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, LiteralString, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.rows import (
     check_schema,
-    decode_message,
+    decode_messages,
     dimension_error,
     encode_message,
 )
@@ -290,10 +290,6 @@ class PostgresStore(CheckedStore):
         return Thread(id=thread_id, resource_id=row[0], created_at=float(row[1]))
 
     # --- messages ----------------------------------------------------------------------
-    @staticmethod
-    def _decoded(thread_id: str, rows: Sequence[TupleRow]) -> tuple[Message, ...]:
-        return tuple(decode_message(thread_id, str(r[0]), bytes(r[1])) for r in rows)
-
     def _last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
         rows = self._run(
             lambda c: c.execute(
@@ -303,7 +299,7 @@ class PostgresStore(CheckedStore):
                 (thread_id, limit),
             ).fetchall()
         )
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
     def _messages_by_id(self, thread_id: str, wanted: list[str]) -> tuple[Message, ...]:
         rows = self._run(
@@ -313,7 +309,7 @@ class PostgresStore(CheckedStore):
                 (thread_id, wanted),
             ).fetchall()
         )
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
     def _neighbours(
         self, thread_id: str, message_id: str, before: int, after: int
@@ -331,7 +327,7 @@ class PostgresStore(CheckedStore):
                 {"t": thread_id, "m": message_id, "b": before + 1, "a": after},
             ).fetchall()
         )
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
     def _save_messages(
         self, thread_id: str, batch: tuple[Message, ...], resource_id: str | None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from collections.abc import Iterable
 
 import msgspec
 
@@ -23,6 +24,11 @@ from pipeline.messages import Message
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)
+
+
+def decode_messages(thread_id: str, rows: Iterable[tuple[str, bytes]]) -> tuple[Message, ...]:
+    """Rows of (message id, body), as the SQL stores read them, decoded in their order."""
+    return tuple(decode_message(thread_id, str(mid), bytes(body)) for mid, body in rows)
 
 
 def check_schema(found: int) -> None:

@@ -19,12 +19,12 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal, TypeVar, get_args
 
 from interpreters.memory.in_thread import AsyncStoreInThread
-from interpreters.memory.rows import check_schema, decode_message, encode_message, pack
+from interpreters.memory.rows import check_schema, decode_messages, encode_message, pack
 from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
 from interpreters.memory.store import (
     SCHEMA_VERSION,
@@ -217,10 +217,6 @@ class SQLiteStore(CheckedStore):
         return None if row is None else Thread(id=thread_id, resource_id=row[0], created_at=row[1])
 
     # --- messages ----------------------------------------------------------------------
-    @staticmethod
-    def _decoded(thread_id: str, rows: Iterable[tuple[str, bytes]]) -> tuple[Message, ...]:
-        return tuple(decode_message(thread_id, mid, bytes(body)) for mid, body in rows)
-
     def _last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
         with self._use() as conn:
             rows = conn.execute(
@@ -229,7 +225,7 @@ class SQLiteStore(CheckedStore):
                 (thread_id, limit),
             ).fetchall()
         rows.reverse()
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
     def _messages_by_id(self, thread_id: str, wanted: list[str]) -> tuple[Message, ...]:
         found: list[tuple[int, str, bytes]] = []
@@ -243,7 +239,7 @@ class SQLiteStore(CheckedStore):
                 ).fetchall()
         found.sort()
         rows = [(mid, body) for _, mid, body in found]
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
     def _neighbours(
         self, thread_id: str, message_id: str, before: int, after: int
@@ -267,7 +263,7 @@ class SQLiteStore(CheckedStore):
                 (thread_id, seq, after),
             ).fetchall()
         earlier.reverse()
-        return self._decoded(thread_id, earlier + later)
+        return decode_messages(thread_id, earlier + later)
 
     def _save_messages(
         self, thread_id: str, batch: tuple[Message, ...], resource_id: str | None,
