@@ -29,9 +29,7 @@ from typing import Protocol
 
 import msgspec
 
-from interpreters.memory.checks import (
-    Vector as Vector,
-)
+from interpreters.memory.checks import Vector as Vector  # re-exported: the stores' name
 from interpreters.memory.checks import (
     check_around,
     check_count,
