@@ -32,8 +32,9 @@ import msgspec
 
 from interpreters.memory.store import Embedder, HashEmbedder, Vector
 from interpreters.providers.errors import classify_response, request_id_of
-from interpreters.providers.exchange import DEADLINE_EXCEEDED, Endpoint, Timeouts
+from interpreters.providers.exchange import DEADLINE_EXCEEDED, Endpoint, Timeouts, scrubbed
 from interpreters.providers.limits import LIMIT_EXCEEDED, Limits
+from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError, provider_config
 from interpreters.providers.table import ROUTES
@@ -207,12 +208,7 @@ class _Calls:
             f"({self.timeouts.total:g} s total, Timeouts.total)"))
 
     def scrubbed(self, error: ApiError) -> EmbeddingError:
-        key = self.endpoint.api_key
-        if key is not None:
-            error = msgspec.structs.replace(
-                error, message=key.scrub(error.message),
-                body=key.scrub(error.body) if error.body is not None else None)
-        return EmbeddingError(error)
+        return EmbeddingError(scrubbed(self.endpoint.api_key, error).error)
 
     def wait(self, failure: EmbeddingError, attempt: int, deadline: float) -> float:
         """Seconds to wait before trying again; raises `failure` when it is not retried."""
@@ -255,7 +251,7 @@ class _Options:
         return f"{type(self).__name__}({c.model!r}, base_url={c.endpoint.base_url!r})"
 
 
-class OpenAIEmbedder(_Options):
+class OpenAIEmbedder(_Options, OwnedClient):
     """An `Embedder` over OpenAI-compatible `/embeddings` (sync, httpx.Client).
 
     `model`: a router id (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`,
@@ -330,16 +326,6 @@ class OpenAIEmbedder(_Options):
         # Raised outside the except block: the httpx error (whose request holds the
         # key) must not ride along as __context__.
         raise failure
-
-    def close(self) -> None:
-        if self._own:
-            self._client.close()
-
-    def __enter__(self) -> OpenAIEmbedder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class AsyncOpenAIEmbedder(_Options):

@@ -7,13 +7,53 @@ cancelled while its thread runs waits for the thread: a write is never left half
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 import anyio
 import anyio.to_thread
 
-from interpreters.memory.store import MemoryStore, RecallHit, Thread, Vector
-from pipeline.messages import Message
+from interpreters.memory.store import MemoryStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _InThread(Generic[P, R]):
+    """A `MemoryStore` method as the coroutine method of `AsyncStoreInThread` that runs it
+    in a worker thread: one descriptor for every method, its signature the protocol's."""
+
+    def __init__(self, method: Callable[Concatenate[MemoryStore, P], R]) -> None:
+        self.name = method.__name__
+        self.__doc__ = method.__doc__
+
+    @overload
+    def __get__(self, adapter: None, owner: type[AsyncStoreInThread]) -> Self: ...
+
+    @overload
+    def __get__(
+        self, adapter: AsyncStoreInThread, owner: type[AsyncStoreInThread] | None = None
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    def __get__(
+        self, adapter: AsyncStoreInThread | None, owner: type[AsyncStoreInThread] | None = None
+    ) -> Self | Callable[P, Coroutine[Any, Any, R]]:
+        if adapter is None:  # looked up on the class (help, docs)
+            return self
+        call: Callable[..., R] = getattr(adapter.store, self.name)
+
+        async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            # Iterables (messages, ids, vectors) are read here, not in the worker thread.
+            read = tuple(
+                tuple(a) if isinstance(a, Iterable) and not isinstance(a, str | tuple) else a
+                for a in args
+            )
+            return await anyio.to_thread.run_sync(
+                functools.partial(call, *read, **kwargs), limiter=adapter._limiter
+            )
+
+        return run
 
 
 class AsyncStoreInThread:
@@ -40,87 +80,14 @@ class AsyncStoreInThread:
             self._made = anyio.CapacityLimiter(self._threads)
         return self._made
 
-    async def ensure_thread(
-        self, thread_id: str, *, resource_id: str | None, created_at: float
-    ) -> Thread:
-        return await anyio.to_thread.run_sync(
-            lambda: self.store.ensure_thread(
-                thread_id, resource_id=resource_id, created_at=created_at
-            ),
-            limiter=self._limiter,
-        )
-
-    async def get_thread(self, thread_id: str) -> Thread | None:
-        return await anyio.to_thread.run_sync(
-            self.store.get_thread, thread_id, limiter=self._limiter
-        )
-
-    async def last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
-        return await anyio.to_thread.run_sync(
-            self.store.last_messages, thread_id, limit, limiter=self._limiter
-        )
-
-    async def messages_by_id(self, thread_id: str, ids: Iterable[str]) -> tuple[Message, ...]:
-        wanted = tuple(ids)
-        return await anyio.to_thread.run_sync(
-            self.store.messages_by_id, thread_id, wanted, limiter=self._limiter
-        )
-
-    async def neighbours(
-        self, thread_id: str, message_id: str, *, before: int, after: int
-    ) -> tuple[Message, ...]:
-        return await anyio.to_thread.run_sync(
-            lambda: self.store.neighbours(thread_id, message_id, before=before, after=after),
-            limiter=self._limiter,
-        )
-
-    async def save_messages(
-        self,
-        thread_id: str,
-        messages: Iterable[Message],
-        *,
-        resource_id: str | None,
-        created_at: float,
-    ) -> int:
-        batch = tuple(messages)  # read here, not in the worker thread
-        return await anyio.to_thread.run_sync(
-            lambda: self.store.save_messages(
-                thread_id, batch, resource_id=resource_id, created_at=created_at
-            ),
-            limiter=self._limiter,
-        )
-
-    async def get_working_memory(self, key: str) -> str | None:
-        return await anyio.to_thread.run_sync(
-            self.store.get_working_memory, key, limiter=self._limiter
-        )
-
-    async def set_working_memory(self, key: str, text: str) -> None:
-        await anyio.to_thread.run_sync(
-            self.store.set_working_memory, key, text, limiter=self._limiter
-        )
-
-    async def save_vectors(
-        self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
-    ) -> None:
-        batch = tuple(vectors)
-        await anyio.to_thread.run_sync(
-            lambda: self.store.save_vectors(thread_id, batch, resource_id=resource_id),
-            limiter=self._limiter,
-        )
-
-    async def search(
-        self,
-        vector: Vector,
-        *,
-        k: int,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-    ) -> tuple[RecallHit, ...]:
-        return await anyio.to_thread.run_sync(
-            lambda: self.store.search(vector, k=k, thread_id=thread_id, resource_id=resource_id),
-            limiter=self._limiter,
-        )
-
-    async def close(self) -> None:
-        await anyio.to_thread.run_sync(self.store.close, limiter=self._limiter)
+    ensure_thread = _InThread(MemoryStore.ensure_thread)
+    get_thread = _InThread(MemoryStore.get_thread)
+    last_messages = _InThread(MemoryStore.last_messages)
+    messages_by_id = _InThread(MemoryStore.messages_by_id)
+    neighbours = _InThread(MemoryStore.neighbours)
+    save_messages = _InThread(MemoryStore.save_messages)
+    get_working_memory = _InThread(MemoryStore.get_working_memory)
+    set_working_memory = _InThread(MemoryStore.set_working_memory)
+    save_vectors = _InThread(MemoryStore.save_vectors)
+    search = _InThread(MemoryStore.search)
+    close = _InThread(MemoryStore.close)

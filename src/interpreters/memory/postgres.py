@@ -17,31 +17,26 @@ an advisory lock, so processes opening one database at once migrate it once.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, LiteralString, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.rows import (
-    check_around,
-    check_count,
-    check_id,
-    check_messages,
-    check_owner,
-    check_query,
-    check_vectors,
-    decode_message,
+    check_schema,
+    decode_messages,
     dimension_error,
     encode_message,
 )
 from interpreters.memory.store import (
     SCHEMA_VERSION,
+    CheckedStore,
     MemoryStoreError,
     MemoryStoreUnavailable,
     RecallHit,
     Thread,
-    ThreadOwnerMismatch,
     Vector,
+    owned,
 )
 from pipeline.messages import Message
 
@@ -147,11 +142,7 @@ def migrate(conn: psycopg.Connection[TupleRow], target: int = SCHEMA_VERSION) ->
         if row is None:
             conn.execute("INSERT INTO memory_schema VALUES (0)")
         found = 0 if row is None else int(str(row[0]))
-        if found > SCHEMA_VERSION:
-            raise MemoryStoreError(
-                f"the memory store's schema is version {found}, newer than this library's "
-                f"({SCHEMA_VERSION}): upgrade pipeline-agents to open it"
-            )
+        check_schema(found)
         for steps in MIGRATIONS[found:target]:
             for sql in steps:
                 conn.execute(sql)
@@ -160,7 +151,7 @@ def migrate(conn: psycopg.Connection[TupleRow], target: int = SCHEMA_VERSION) ->
     return found
 
 
-class PostgresStore:
+class PostgresStore(CheckedStore):
     """A `MemoryStore` in PostgreSQL with pgvector, at `url` (`postgresql://...`).
 
     `schema`: the schema its tables live in (created when missing; the extension's type
@@ -279,18 +270,15 @@ class PostgresStore:
             (thread_id,),
         ).fetchone()
         assert row is not None
-        if resource_id is not None and row[0] != resource_id:
-            raise ThreadOwnerMismatch(thread_id, row[0], resource_id)
-        return Thread(id=thread_id, resource_id=row[0], created_at=float(row[1]))
+        thread = Thread(id=thread_id, resource_id=row[0], created_at=float(row[1]))
+        return owned(thread, resource_id)
 
-    def ensure_thread(
-        self, thread_id: str, *, resource_id: str | None, created_at: float
+    def _ensure_thread(
+        self, thread_id: str, resource_id: str | None, created_at: float
     ) -> Thread:
-        check_owner(thread_id, resource_id)
         return self._run(lambda c: self._ensure(c, thread_id, resource_id, created_at))
 
-    def get_thread(self, thread_id: str) -> Thread | None:
-        check_id("thread", thread_id)
+    def _get_thread(self, thread_id: str) -> Thread | None:
         row = self._run(
             lambda c: c.execute(
                 "SELECT resource_id, created_at FROM memory_threads WHERE id = %s",
@@ -302,13 +290,7 @@ class PostgresStore:
         return Thread(id=thread_id, resource_id=row[0], created_at=float(row[1]))
 
     # --- messages ----------------------------------------------------------------------
-    @staticmethod
-    def _decoded(thread_id: str, rows: Sequence[TupleRow]) -> tuple[Message, ...]:
-        return tuple(decode_message(thread_id, str(r[0]), bytes(r[1])) for r in rows)
-
-    def last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
-        check_id("thread", thread_id)
-        check_count("limit", limit)
+    def _last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
         rows = self._run(
             lambda c: c.execute(
                 "SELECT message_id, body FROM (SELECT seq, message_id, body FROM "
@@ -317,13 +299,9 @@ class PostgresStore:
                 (thread_id, limit),
             ).fetchall()
         )
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
-    def messages_by_id(self, thread_id: str, ids: Iterable[str]) -> tuple[Message, ...]:
-        check_id("thread", thread_id)
-        wanted = sorted({check_id("message", i) for i in ids})
-        if not wanted:
-            return ()
+    def _messages_by_id(self, thread_id: str, wanted: list[str]) -> tuple[Message, ...]:
         rows = self._run(
             lambda c: c.execute(
                 "SELECT message_id, body FROM memory_messages WHERE thread_id = %s "
@@ -331,12 +309,11 @@ class PostgresStore:
                 (thread_id, wanted),
             ).fetchall()
         )
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
-    def neighbours(
-        self, thread_id: str, message_id: str, *, before: int, after: int
+    def _neighbours(
+        self, thread_id: str, message_id: str, before: int, after: int
     ) -> tuple[Message, ...]:
-        check_around(thread_id, message_id, before, after)
         rows = self._run(
             lambda c: c.execute(
                 "WITH hit AS (SELECT seq FROM memory_messages WHERE thread_id = %(t)s "
@@ -350,18 +327,12 @@ class PostgresStore:
                 {"t": thread_id, "m": message_id, "b": before + 1, "a": after},
             ).fetchall()
         )
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
-    def save_messages(
-        self,
-        thread_id: str,
-        messages: Iterable[Message],
-        *,
-        resource_id: str | None,
+    def _save_messages(
+        self, thread_id: str, batch: tuple[Message, ...], resource_id: str | None,
         created_at: float,
     ) -> int:
-        check_owner(thread_id, resource_id)
-        batch = check_messages(messages)
         ids = [m.id for m in batch]
         bodies = [encode_message(m) for m in batch]
 
@@ -381,8 +352,7 @@ class PostgresStore:
         return self._run(body)
 
     # --- working memory ----------------------------------------------------------------
-    def get_working_memory(self, key: str) -> str | None:
-        check_id("working-memory", key)
+    def _get_working_memory(self, key: str) -> str | None:
         row = self._run(
             lambda c: c.execute(
                 "SELECT text FROM memory_working WHERE key = %s", (key,)
@@ -390,10 +360,7 @@ class PostgresStore:
         )
         return None if row is None else str(row[0])
 
-    def set_working_memory(self, key: str, text: str) -> None:
-        check_id("working-memory", key)
-        if not isinstance(text, str):
-            raise TypeError(f"working memory is a str, not {type(text).__name__}")
+    def _set_working_memory(self, key: str, text: str) -> None:
         self._run(
             lambda c: c.execute(
                 "INSERT INTO memory_working VALUES (%s, %s) "
@@ -417,12 +384,10 @@ class PostgresStore:
             ).format(name=sql.Identifier(f"memory_vectors_hnsw_{dim}"), dim=sql.Literal(dim))
         )
 
-    def save_vectors(
-        self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
+    def _save_vectors(
+        self, thread_id: str, vectors: tuple[tuple[str, Vector], ...], resource_id: str | None
     ) -> None:
-        check_owner(thread_id, resource_id)
-        rows = [(thread_id, mid, resource_id, _literal(v), len(v))
-                for mid, v in check_vectors(vectors)]
+        rows = [(thread_id, mid, resource_id, _literal(v), len(v)) for mid, v in vectors]
         if not rows:
             return
 
@@ -442,17 +407,11 @@ class PostgresStore:
         self._run(body)
         self._indexed.update(r[4] for r in rows)
 
-    def search(
-        self,
-        vector: Vector,
-        *,
-        k: int,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
+    def _search(
+        self, query: Vector, k: int, thread_id: str | None, resource_id: str | None
     ) -> tuple[RecallHit, ...]:
         from psycopg import sql
 
-        query = check_query(vector, k, thread_id, resource_id)
         if k == 0:
             return ()
         dim = len(query)

@@ -19,32 +19,21 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal, TypeVar, get_args
 
 from interpreters.memory.in_thread import AsyncStoreInThread
-from interpreters.memory.rows import (
-    check_around,
-    check_count,
-    check_id,
-    check_messages,
-    check_owner,
-    check_query,
-    check_vectors,
-    decode_message,
-    encode_message,
-    pack,
-)
+from interpreters.memory.rows import check_schema, decode_messages, encode_message, pack
 from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
 from interpreters.memory.store import (
     SCHEMA_VERSION,
-    MemoryStoreError,
+    CheckedStore,
     MemoryStoreUnavailable,
     RecallHit,
     Thread,
-    ThreadOwnerMismatch,
     Vector,
+    owned,
 )
 from pipeline.messages import Message
 
@@ -99,11 +88,7 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = schema_version(conn)
-        if found > SCHEMA_VERSION:
-            raise MemoryStoreError(
-                f"the memory store's schema is version {found}, newer than this library's "
-                f"({SCHEMA_VERSION}): upgrade pipeline-agents to open it"
-            )
+        check_schema(found)
         if found == 0:
             conn.execute("CREATE TABLE memory_schema (version INTEGER NOT NULL)")
             conn.execute("INSERT INTO memory_schema VALUES (0)")
@@ -131,7 +116,7 @@ def _scorer(vector_search: object) -> Scorer:
     return "numpy" if numpy_available() else "python"
 
 
-class SQLiteStore:
+class SQLiteStore(CheckedStore):
     """A `MemoryStore` in SQLite: `path` a file (created when missing) or ":memory:".
 
     `timeout`: seconds a write waits for another writer of the same file before
@@ -216,18 +201,14 @@ class SQLiteStore:
                 (thread_id, resource_id, created_at),
             )
             return Thread(id=thread_id, resource_id=resource_id, created_at=created_at)
-        if resource_id is not None and row[0] != resource_id:
-            raise ThreadOwnerMismatch(thread_id, row[0], resource_id)
-        return Thread(id=thread_id, resource_id=row[0], created_at=row[1])
+        return owned(Thread(id=thread_id, resource_id=row[0], created_at=row[1]), resource_id)
 
-    def ensure_thread(
-        self, thread_id: str, *, resource_id: str | None, created_at: float
+    def _ensure_thread(
+        self, thread_id: str, resource_id: str | None, created_at: float
     ) -> Thread:
-        check_owner(thread_id, resource_id)
         return self._write(lambda c: self._ensure(c, thread_id, resource_id, created_at))
 
-    def get_thread(self, thread_id: str) -> Thread | None:
-        check_id("thread", thread_id)
+    def _get_thread(self, thread_id: str) -> Thread | None:
         with self._use() as conn:
             row = conn.execute(
                 "SELECT resource_id, created_at FROM memory_threads WHERE id = ?",
@@ -236,13 +217,7 @@ class SQLiteStore:
         return None if row is None else Thread(id=thread_id, resource_id=row[0], created_at=row[1])
 
     # --- messages ----------------------------------------------------------------------
-    @staticmethod
-    def _decoded(thread_id: str, rows: Iterable[tuple[str, bytes]]) -> tuple[Message, ...]:
-        return tuple(decode_message(thread_id, mid, bytes(body)) for mid, body in rows)
-
-    def last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
-        check_id("thread", thread_id)
-        check_count("limit", limit)
+    def _last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
         with self._use() as conn:
             rows = conn.execute(
                 "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
@@ -250,13 +225,9 @@ class SQLiteStore:
                 (thread_id, limit),
             ).fetchall()
         rows.reverse()
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
-    def messages_by_id(self, thread_id: str, ids: Iterable[str]) -> tuple[Message, ...]:
-        check_id("thread", thread_id)
-        wanted = sorted({check_id("message", i) for i in ids})
-        if not wanted:
-            return ()
+    def _messages_by_id(self, thread_id: str, wanted: list[str]) -> tuple[Message, ...]:
         found: list[tuple[int, str, bytes]] = []
         with self._use() as conn:
             for i in range(0, len(wanted), _IN_CHUNK):
@@ -268,12 +239,11 @@ class SQLiteStore:
                 ).fetchall()
         found.sort()
         rows = [(mid, body) for _, mid, body in found]
-        return self._decoded(thread_id, rows)
+        return decode_messages(thread_id, rows)
 
-    def neighbours(
-        self, thread_id: str, message_id: str, *, before: int, after: int
+    def _neighbours(
+        self, thread_id: str, message_id: str, before: int, after: int
     ) -> tuple[Message, ...]:
-        check_around(thread_id, message_id, before, after)
         with self._use() as conn:
             found = conn.execute(
                 "SELECT seq FROM memory_messages WHERE thread_id = ? AND message_id = ?",
@@ -293,18 +263,13 @@ class SQLiteStore:
                 (thread_id, seq, after),
             ).fetchall()
         earlier.reverse()
-        return self._decoded(thread_id, earlier + later)
+        return decode_messages(thread_id, earlier + later)
 
-    def save_messages(
-        self,
-        thread_id: str,
-        messages: Iterable[Message],
-        *,
-        resource_id: str | None,
+    def _save_messages(
+        self, thread_id: str, batch: tuple[Message, ...], resource_id: str | None,
         created_at: float,
     ) -> int:
-        check_owner(thread_id, resource_id)
-        rows = [(thread_id, m.id, encode_message(m)) for m in check_messages(messages)]
+        rows = [(thread_id, m.id, encode_message(m)) for m in batch]
 
         def body(conn: sqlite3.Connection) -> int:
             self._ensure(conn, thread_id, resource_id, created_at)
@@ -319,16 +284,12 @@ class SQLiteStore:
         return self._write(body)
 
     # --- working memory ----------------------------------------------------------------
-    def get_working_memory(self, key: str) -> str | None:
-        check_id("working-memory", key)
+    def _get_working_memory(self, key: str) -> str | None:
         with self._use() as conn:
             row = conn.execute("SELECT text FROM memory_working WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_working_memory(self, key: str, text: str) -> None:
-        check_id("working-memory", key)
-        if not isinstance(text, str):
-            raise TypeError(f"working memory is a str, not {type(text).__name__}")
+    def _set_working_memory(self, key: str, text: str) -> None:
         self._write(
             lambda c: c.execute(
                 "INSERT INTO memory_working VALUES (?, ?) "
@@ -338,11 +299,9 @@ class SQLiteStore:
         )
 
     # --- vectors -----------------------------------------------------------------------
-    def save_vectors(
-        self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
+    def _save_vectors(
+        self, thread_id: str, checked: tuple[tuple[str, Vector], ...], resource_id: str | None
     ) -> None:
-        check_owner(thread_id, resource_id)
-        checked = check_vectors(vectors)
 
         def body(conn: sqlite3.Connection) -> None:
             # Numbered after every row before (writes are one at a time), so a search
@@ -359,15 +318,9 @@ class SQLiteStore:
 
         self._write(body)
 
-    def search(
-        self,
-        vector: Vector,
-        *,
-        k: int,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
+    def _search(
+        self, query: Vector, k: int, thread_id: str | None, resource_id: str | None
     ) -> tuple[RecallHit, ...]:
-        query = check_query(vector, k, thread_id, resource_id)
         scope: tuple[str, ...]
         args: tuple[str, ...]
         if thread_id is not None:

@@ -1,4 +1,5 @@
-"""The memory store protocol, its errors, and the in-memory store (for tests).
+"""The memory store protocol, its errors, the base that checks a store's arguments
+(`CheckedStore`, under SQLite and PostgreSQL) and the in-memory store (for tests).
 
 A store keeps threads (owned by a resource: a user, a tenant), the approved messages of
 each thread in the order they were saved, working-memory documents (per thread or per
@@ -12,6 +13,8 @@ same rules, checked by the shared contract tests:
 - `last_messages(thread, n)` is the newest n, oldest first.
 - a message read back that does not decode is `CorruptStoredMessage`, never skipped.
 - a store that cannot be reached is `MemoryStoreUnavailable`.
+- a bad argument (an empty id, a negative count, a vector of NaNs) is a TypeError or
+  ValueError, the store untouched (the in-memory store, for tests, checks nothing).
 """
 
 from __future__ import annotations
@@ -20,11 +23,22 @@ import hashlib
 import math
 import re
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Protocol
 
 import msgspec
 
+from interpreters.memory.checks import Vector as Vector  # re-exported: the stores' name
+from interpreters.memory.checks import (
+    check_around,
+    check_count,
+    check_id,
+    check_messages,
+    check_owner,
+    check_query,
+    check_vectors,
+)
 from pipeline.messages import Message
 
 SCHEMA_VERSION = 2
@@ -64,6 +78,13 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float = 0.0
 
 
+def owned(thread: Thread, resource_id: str | None) -> Thread:
+    """`thread`, addressed by its owner or by no resource; else ThreadOwnerMismatch."""
+    if resource_id is not None and thread.resource_id != resource_id:
+        raise ThreadOwnerMismatch(thread.id, thread.resource_id, resource_id)
+    return thread
+
+
 class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
     """A message found by similarity: its id, its thread, and the cosine similarity."""
 
@@ -80,9 +101,6 @@ def working_memory_key(*, thread_id: str | None = None, resource_id: str | None 
     if thread_id is not None:
         return f"thread:{thread_id}"
     raise ValueError("working memory needs a thread_id or a resource_id")
-
-
-Vector = tuple[float, ...]
 
 
 class MemoryStore(Protocol):
@@ -198,6 +216,120 @@ class AsyncMemoryStore(Protocol):
     async def close(self) -> None: ...
 
 
+class CheckedStore(ABC):
+    """The `MemoryStore` methods with their arguments checked (a bad one is a TypeError or
+    ValueError, the store untouched), over the hooks a backend gives: each hook is called
+    with checked arguments, message ids de-duplicated and sorted, vectors normalized."""
+
+    def ensure_thread(
+        self, thread_id: str, *, resource_id: str | None, created_at: float
+    ) -> Thread:
+        check_owner(thread_id, resource_id)
+        return self._ensure_thread(thread_id, resource_id, created_at)
+
+    def get_thread(self, thread_id: str) -> Thread | None:
+        return self._get_thread(check_id("thread", thread_id))
+
+    def last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
+        check_id("thread", thread_id)
+        return self._last_messages(thread_id, check_count("limit", limit))
+
+    def messages_by_id(self, thread_id: str, ids: Iterable[str]) -> tuple[Message, ...]:
+        check_id("thread", thread_id)
+        wanted = sorted({check_id("message", i) for i in ids})
+        return self._messages_by_id(thread_id, wanted) if wanted else ()
+
+    def neighbours(
+        self, thread_id: str, message_id: str, *, before: int, after: int
+    ) -> tuple[Message, ...]:
+        check_around(thread_id, message_id, before, after)
+        return self._neighbours(thread_id, message_id, before, after)
+
+    def save_messages(
+        self,
+        thread_id: str,
+        messages: Iterable[Message],
+        *,
+        resource_id: str | None,
+        created_at: float,
+    ) -> int:
+        check_owner(thread_id, resource_id)
+        batch = check_messages(messages)
+        return self._save_messages(thread_id, batch, resource_id, created_at)
+
+    def get_working_memory(self, key: str) -> str | None:
+        return self._get_working_memory(check_id("working-memory", key))
+
+    def set_working_memory(self, key: str, text: str) -> None:
+        check_id("working-memory", key)
+        if not isinstance(text, str):
+            raise TypeError(f"working memory is a str, not {type(text).__name__}")
+        self._set_working_memory(key, text)
+
+    def save_vectors(
+        self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
+    ) -> None:
+        check_owner(thread_id, resource_id)
+        self._save_vectors(thread_id, check_vectors(vectors), resource_id)
+
+    def search(
+        self,
+        vector: Vector,
+        *,
+        k: int,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+    ) -> tuple[RecallHit, ...]:
+        query = check_query(vector, k, thread_id, resource_id)
+        return self._search(query, k, thread_id, resource_id)
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # --- the backend's hooks -----------------------------------------------------------
+    @abstractmethod
+    def _ensure_thread(
+        self, thread_id: str, resource_id: str | None, created_at: float
+    ) -> Thread: ...
+
+    @abstractmethod
+    def _get_thread(self, thread_id: str) -> Thread | None: ...
+
+    @abstractmethod
+    def _last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]: ...
+
+    @abstractmethod
+    def _messages_by_id(self, thread_id: str, ids: list[str]) -> tuple[Message, ...]:
+        """`ids`: not empty."""
+
+    @abstractmethod
+    def _neighbours(
+        self, thread_id: str, message_id: str, before: int, after: int
+    ) -> tuple[Message, ...]: ...
+
+    @abstractmethod
+    def _save_messages(
+        self, thread_id: str, batch: tuple[Message, ...], resource_id: str | None,
+        created_at: float,
+    ) -> int: ...
+
+    @abstractmethod
+    def _get_working_memory(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def _set_working_memory(self, key: str, text: str) -> None: ...
+
+    @abstractmethod
+    def _save_vectors(
+        self, thread_id: str, vectors: tuple[tuple[str, Vector], ...], resource_id: str | None
+    ) -> None: ...
+
+    @abstractmethod
+    def _search(
+        self, query: Vector, k: int, thread_id: str | None, resource_id: str | None
+    ) -> tuple[RecallHit, ...]: ...
+
+
 class Embedder(Protocol):
     """Texts in, one vector each out (all of one dimension)."""
 
@@ -259,9 +391,7 @@ class InMemoryStore:
             self._threads[thread_id] = thread
             self._messages[thread_id] = []
             self._ids[thread_id] = set()
-        elif resource_id is not None and thread.resource_id != resource_id:
-            raise ThreadOwnerMismatch(thread_id, thread.resource_id, resource_id)
-        return thread
+        return owned(thread, resource_id)
 
     def get_thread(self, thread_id: str) -> Thread | None:
         with self._lock:

@@ -17,8 +17,9 @@ import msgspec
 
 from interpreters.memory.store import Vector
 from interpreters.providers.errors import classify_response
-from interpreters.providers.exchange import Endpoint, Timeouts
+from interpreters.providers.exchange import Endpoint, Timeouts, scrubbed
 from interpreters.providers.limits import Limits
+from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import provider_config
 from pipeline.model import ApiError
@@ -46,7 +47,7 @@ _titan = msgspec.json.Decoder(_Titan)
 _cohere = msgspec.json.Decoder(_Cohere)
 
 
-class BedrockEmbedder:
+class BedrockEmbedder(OwnedClient):
     """Texts in, one vector each out, from a Bedrock embedding model:
     `BedrockEmbedder("amazon.titan-embed-text-v2:0", dimensions=256)` or
     `BedrockEmbedder("cohere.embed-english-v3", input_type="search_query")`. Configured
@@ -91,10 +92,6 @@ class BedrockEmbedder:
     def __repr__(self) -> str:
         return f"BedrockEmbedder({self.model!r}, base_url={self._endpoint.base_url!r})"
 
-    def close(self) -> None:
-        if self._own:
-            self._client.close()
-
     def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
         if self._cohere:
             out: list[Vector] = []
@@ -138,15 +135,15 @@ class BedrockEmbedder:
             headers["authorization"] = f"Bearer {ep.api_key.reveal()}"
         if ep.sign is not None:
             headers.update(ep.sign("POST", self._url, headers, content))
-        failure: ProviderError | None = None
+        failure: ApiError | None = None
         try:
             return self._send(content, headers)
         except httpx.HTTPError as e:
             kind = "timeout" if isinstance(e, httpx.TimeoutException) else "connection_error"
-            failure = ProviderError(ApiError(status=None, message=f"{type(e).__name__}: {e}",
-                                             error_type=kind, retryable=True))
+            failure = ApiError(status=None, message=f"{type(e).__name__}: {e}",
+                               error_type=kind, retryable=True)
         # Raised outside the except block: the httpx error's request holds the auth header.
-        raise self._scrubbed(failure)
+        raise scrubbed(self._endpoint.api_key, failure)
 
     def _send(self, content: bytes, headers: dict[str, str]) -> bytes:
         deadline = time.monotonic() + self._timeouts.total
@@ -167,17 +164,8 @@ class BedrockEmbedder:
                         message=f"the embedding call did not end within "
                         f"{self._timeouts.total:g} s (Timeouts.total)"))
             if r.status_code >= 300:
-                raise self._scrubbed(ProviderError(classify_response(
+                raise scrubbed(self._endpoint.api_key, classify_response(
                     r.status_code, r.headers, bytes(buf), now=time.time(),
-                    reason=r.reason_phrase)))
+                    reason=r.reason_phrase))
             return bytes(buf)
-
-    def _scrubbed(self, err: ProviderError) -> ProviderError:
-        key = self._endpoint.api_key
-        if key is None:
-            return err
-        e = err.error
-        return ProviderError(msgspec.structs.replace(
-            e, message=key.scrub(e.message),
-            body=key.scrub(e.body) if e.body is not None else None))
 

@@ -26,6 +26,7 @@ from interpreters.providers.gemini import (
     encode_embeddings,
 )
 from interpreters.providers.limits import Limits, limit_exceeded
+from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import provider_config
 from pipeline.model import ApiError
@@ -33,7 +34,7 @@ from pipeline.model import ApiError
 Vector = tuple[float, ...]
 
 
-class GeminiEmbedder:
+class GeminiEmbedder(OwnedClient):
     """Texts in, one vector each out, from Gemini's embedding models (sync)."""
 
     def __init__(
@@ -72,17 +73,6 @@ class GeminiEmbedder:
     def __repr__(self) -> str:
         return (f"GeminiEmbedder(model={self.model!r}, "
                 f"base_url={self._endpoint.base_url!r}, dimensions={self.dimensions!r})")
-
-    def close(self) -> None:
-        """Close the client it made (a client given is left to its owner)."""
-        if self._own:
-            self._client.close()
-
-    def __enter__(self) -> GeminiEmbedder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
         if type(texts) is not tuple or any(type(t) is not str for t in texts):
