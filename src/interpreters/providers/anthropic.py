@@ -19,10 +19,8 @@ import msgspec
 
 from interpreters.providers.codec import (
     DecoderBase,
-    Encoded,
-    JsonCodec,
+    ForcedToolCodec,
     JsonDict,
-    StreamDecoder,
     WireFormat,
     decode_response,
     invalid_response,
@@ -555,39 +553,22 @@ def decode_message(
     return out
 
 
-class AnthropicCodec(JsonCodec[AnthropicOptions]):
+class AnthropicCodec(ForcedToolCodec[AnthropicOptions]):
     """The Codec for `/messages`."""
 
-    def __init__(self, options: AnthropicOptions | None = None) -> None:
-        super().__init__(options or AnthropicOptions())
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return "/messages"
+    options_type = AnthropicOptions
+    url_path = "/messages"
+    key_header, key_prefix = "x-api-key", ""
+    tool_decoder = AnthropicStreamDecoder
+    decode_tool_whole = staticmethod(decode_message)
 
     def headers(self, api_key: str | None) -> dict[str, str]:
-        h = {"anthropic-version": self.options.version}
-        if api_key:
-            h["x-api-key"] = api_key
-        return h
+        return {"anthropic-version": self.options.version, **super().headers(api_key)}
 
     def body(
         self, request: ModelRequest, *, model: str, stream: bool
     ) -> tuple[JsonDict, str | None]:
         return encode_request(request, model=model, stream=stream, options=self.options)
-
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return AnthropicStreamDecoder(
-            json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
-
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_message(
-            body, json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
 
 
 MESSAGES = WireFormat("anthropic", route_codec(AnthropicOptions, AnthropicCodec), AnthropicOptions)

@@ -26,13 +26,12 @@ import msgspec
 from interpreters.providers.codec import (
     DecoderBase,
     Encoded,
+    ForcedToolCodec,
     Framer,
     Framing,
-    JsonCodec,
     JsonDict,
     RequestSigner,
     SignerFactory,
-    StreamDecoder,
     WireFormat,
     decode_response,
     invalid_response,
@@ -704,19 +703,17 @@ def decode_converse(
     return out
 
 
-class BedrockCodec(JsonCodec[BedrockOptions]):
-    """The Codec for `/model/{id}/converse` and `/model/{id}/converse-stream`."""
+class BedrockCodec(ForcedToolCodec[BedrockOptions]):
+    """The Codec for `/model/{id}/converse` and `/model/{id}/converse-stream`. A Bedrock
+    API key is a bearer token; without one, the route's signer signs."""
 
-    def __init__(self, options: BedrockOptions | None = None) -> None:
-        super().__init__(options or BedrockOptions())
+    options_type = BedrockOptions
+    tool_decoder = ConverseStreamDecoder
+    decode_tool_whole = staticmethod(decode_converse)
 
     def path(self, model: str, *, stream: bool) -> str:
         # A model id or ARN in one path segment (`us.amazon.nova-micro-v1%3A0`).
         return f"/model/{quote(model, safe='')}/{'converse-stream' if stream else 'converse'}"
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        # A Bedrock API key is a bearer token; without one, the route's signer signs.
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
         encoded = super().encode(request, model=model, stream=stream)
@@ -726,20 +723,6 @@ class BedrockCodec(JsonCodec[BedrockOptions]):
         self, request: ModelRequest, *, model: str, stream: bool
     ) -> tuple[JsonDict, str | None]:
         return encode_request(request, options=self.options)
-
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return ConverseStreamDecoder(
-            json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
-
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_converse(
-            body, json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
 
 
 CONVERSE = WireFormat(

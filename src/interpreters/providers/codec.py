@@ -508,20 +508,64 @@ class _Profiled(Protocol):
 
 
 CodecOptions = TypeVar("CodecOptions", bound=_Profiled)
+CodecOptions_contra = TypeVar("CodecOptions_contra", bound=_Profiled, contravariant=True)
 
 JsonDict = dict[str, object]
 
 
-class JsonCodec(Generic[CodecOptions]):
-    """What the JSON wire formats' codecs share: their options and repr, and the encoding
-    step that fits tool-call ids and names to the server (`Encoded.restore` maps the
-    events back). A codec writes `body`, `path`, `headers` and the decoding."""
+class BodyEncoder(Protocol[CodecOptions_contra]):
+    """A format's `encode_request`: the JSON body of one call, as a dict."""
 
-    def __init__(self, options: CodecOptions) -> None:
-        self.options = options
+    def __call__(
+        self, request: ModelRequest, *, model: str, stream: bool, options: CodecOptions_contra
+    ) -> JsonDict: ...
+
+
+class DecoderType(Protocol):
+    """A format's stream decoder class, made for one response."""
+
+    def __call__(self, *, status: int, request_id: str | None) -> StreamDecoder: ...
+
+
+class BodyDecoder(Protocol):
+    """A format's decoding of one non-streamed response body into the stream's events."""
+
+    def __call__(
+        self, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]: ...
+
+
+class JsonCodec(Generic[CodecOptions]):
+    """What the JSON wire formats' codecs share: their options and repr, the encoding
+    step that fits tool-call ids and names to the server (`Encoded.restore` maps the
+    events back), and the parts that differ between formats only by data, given as class
+    attributes: the options' type, the URL path, the header that carries the key, the
+    body encoder and the decoders. A format whose URL, headers or body need more
+    overrides `path`, `headers` or `body`."""
+
+    options_type: type[CodecOptions]
+    """Its options' type; a codec made without options takes its defaults."""
+    url_path = ""
+    """The URL path of every call, after the route's base URL (`/chat/completions`)."""
+    key_header = "authorization"
+    """The header that carries the API key (none is sent without a key)..."""
+    key_prefix = "Bearer "
+    """...after this prefix."""
+    request_body: BodyEncoder[CodecOptions]
+    decoder: DecoderType
+    decode_whole: BodyDecoder
+
+    def __init__(self, options: CodecOptions | None = None) -> None:
+        self.options = self.options_type() if options is None else options
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.options!r})"
+
+    def path(self, model: str, *, stream: bool) -> str:
+        return self.url_path
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {self.key_header: self.key_prefix + api_key} if api_key else {}
 
     def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
         # Pairing repaired and ids/names fitted to the server; events are mapped back.
@@ -535,7 +579,54 @@ class JsonCodec(Generic[CodecOptions]):
         self, request: ModelRequest, *, model: str, stream: bool
     ) -> tuple[JsonDict, str | None]:
         """The request body, and the name of the tool structured output rides on, if any."""
-        raise NotImplementedError
+        return self.request_body(request, model=model, stream=stream, options=self.options), None
+
+    def stream_decoder(
+        self, encoded: Encoded, *, status: int, request_id: str | None
+    ) -> StreamDecoder:
+        return self.decoder(status=status, request_id=request_id)
+
+    def decode_body(
+        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]:
+        return self.decode_whole(body, status=status, request_id=request_id)
+
+
+class ToolDecoderType(Protocol):
+    """`DecoderType` of a format whose structured output rides on a forced tool."""
+
+    def __call__(
+        self, *, json_tool: str | None, status: int, request_id: str | None
+    ) -> StreamDecoder: ...
+
+
+class ToolBodyDecoder(Protocol):
+    """`BodyDecoder` of a format whose structured output rides on a forced tool."""
+
+    def __call__(
+        self, body: bytes, *, json_tool: str | None, status: int, request_id: str | None
+    ) -> list[ModelEvent]: ...
+
+
+class ForcedToolCodec(JsonCodec[CodecOptions]):
+    """A JSON codec whose structured output rides on a forced tool (Anthropic, Bedrock):
+    its `body` names that tool, and its decoders are told the name (the tool's input is
+    the answer text)."""
+
+    tool_decoder: ToolDecoderType
+    decode_tool_whole: ToolBodyDecoder
+
+    def stream_decoder(
+        self, encoded: Encoded, *, status: int, request_id: str | None
+    ) -> StreamDecoder:
+        return self.tool_decoder(json_tool=encoded.json_tool, status=status, request_id=request_id)
+
+    def decode_body(
+        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]:
+        return self.decode_tool_whole(
+            body, json_tool=encoded.json_tool, status=status, request_id=request_id
+        )
 
 
 class DecoderBase:

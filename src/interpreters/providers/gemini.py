@@ -26,10 +26,8 @@ import msgspec
 
 from interpreters.providers.codec import (
     DecoderBase,
-    Encoded,
     JsonCodec,
     JsonDict,
-    StreamDecoder,
     WireFormat,
     decode_response,
     invalid_response,
@@ -629,8 +627,12 @@ def _model_name(model: str) -> str:
 class GeminiCodec(JsonCodec[GeminiOptions]):
     """The Codec for `models/{model}:generateContent` and `:streamGenerateContent`."""
 
-    def __init__(self, options: GeminiOptions | None = None) -> None:
-        super().__init__(options or GeminiOptions())
+    options_type = GeminiOptions
+    # The key goes in a header, never in the URL (where logs and traces keep it).
+    key_header, key_prefix = "x-goog-api-key", ""
+    request_body = staticmethod(encode_request)
+    decoder = GeminiStreamDecoder
+    decode_whole = staticmethod(decode_response_body)
 
     def path(self, model: str, *, stream: bool) -> str:
         name = _model_name(model)
@@ -638,25 +640,6 @@ class GeminiCodec(JsonCodec[GeminiOptions]):
             f"/models/{name}:streamGenerateContent?alt=sse" if stream
             else f"/models/{name}:generateContent"
         )
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        # The key goes in a header, never in the URL (where logs and traces keep it).
-        return {"x-goog-api-key": api_key} if api_key else {}
-
-    def body(
-        self, request: ModelRequest, *, model: str, stream: bool
-    ) -> tuple[JsonDict, str | None]:
-        return encode_request(request, model=model, stream=stream, options=self.options), None
-
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return GeminiStreamDecoder(status=status, request_id=request_id)
-
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_response_body(body, status=status, request_id=request_id)
 
 
 GENERATE_CONTENT = WireFormat("gemini", route_codec(GeminiOptions, GeminiCodec), GeminiOptions)

@@ -18,10 +18,8 @@ import msgspec
 
 from interpreters.providers.codec import (
     DecoderBase,
-    Encoded,
     JsonCodec,
     JsonDict,
-    StreamDecoder,
     WireFormat,
     decode_response,
     invalid_response,
@@ -564,29 +562,11 @@ def decode_completion(
 class OpenAIChatCodec(JsonCodec[OpenAIChatOptions]):
     """The Codec for `/chat/completions`."""
 
-    def __init__(self, options: OpenAIChatOptions | None = None) -> None:
-        super().__init__(options or OpenAIChatOptions())
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return "/chat/completions"
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
-
-    def body(
-        self, request: ModelRequest, *, model: str, stream: bool
-    ) -> tuple[JsonDict, str | None]:
-        return encode_request(request, model=model, stream=stream, options=self.options), None
-
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return OpenAIStreamDecoder(status=status, request_id=request_id)
-
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_completion(body, status=status, request_id=request_id)
+    options_type = OpenAIChatOptions
+    url_path = "/chat/completions"
+    request_body = staticmethod(encode_request)
+    decoder = OpenAIStreamDecoder
+    decode_whole = staticmethod(decode_completion)
 
 
 CHAT_COMPLETIONS = WireFormat(

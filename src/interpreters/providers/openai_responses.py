@@ -29,10 +29,8 @@ import msgspec
 
 from interpreters.providers.codec import (
     DecoderBase,
-    Encoded,
     JsonCodec,
     JsonDict,
-    StreamDecoder,
     WireFormat,
     decode_response,
     invalid_tool_args,
@@ -703,29 +701,11 @@ def decode_body(
 class OpenAIResponsesCodec(JsonCodec[OpenAIResponsesOptions]):
     """The Codec for `/responses`."""
 
-    def __init__(self, options: OpenAIResponsesOptions | None = None) -> None:
-        super().__init__(options or OpenAIResponsesOptions())
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return "/responses"
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
-
-    def body(
-        self, request: ModelRequest, *, model: str, stream: bool
-    ) -> tuple[JsonDict, str | None]:
-        return encode_request(request, model=model, stream=stream, options=self.options), None
-
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return ResponsesStreamDecoder(status=status, request_id=request_id)
-
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_body(body, status=status, request_id=request_id)
+    options_type = OpenAIResponsesOptions
+    url_path = "/responses"
+    request_body = staticmethod(encode_request)
+    decoder = ResponsesStreamDecoder
+    decode_whole = staticmethod(decode_body)
 
 
 RESPONSES = WireFormat(
