@@ -17,37 +17,17 @@ from typing import Literal
 
 import msgspec
 
+from interpreters.providers import codec
 from interpreters.providers.codec import (
     DecoderBase,
     ForcedToolCodec,
     JsonDict,
     WireFormat,
-    decode_response,
-    invalid_response,
-    invalid_tool_args,
-    json_text,
-    merge_options,
-    merge_turns,
-    parse_tool_args,
-    put_given,
     route_codec,
-    unsupported_file,
 )
 from interpreters.providers.sse import SseEvent
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
+from pipeline import chunks
+from pipeline.chunks import FinishReason, ModelEvent
 from pipeline.messages import (
     FilePart,
     Message,
@@ -85,7 +65,7 @@ def _file_block(part: FilePart) -> JsonDict:
         return {"type": "image", "source": source}
     if mt == "application/pdf":
         return {"type": "document", "source": source}
-    raise unsupported_file("Anthropic", mt)
+    raise codec.unsupported_file("Anthropic", mt)
 
 
 def _blocks(m: Message) -> list[JsonDict]:
@@ -98,7 +78,7 @@ def _blocks(m: Message) -> list[JsonDict]:
             block: JsonDict = {
                 "type": "tool_result",
                 "tool_use_id": p.tool_call_id,
-                "content": json_text(p.result),
+                "content": codec.json_text(p.result),
             }
             if p.is_error:
                 block["is_error"] = True
@@ -128,7 +108,7 @@ def _is_result(block: JsonDict) -> bool:
 
 def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (consecutive turns of one role merged) and hoisted system texts."""
-    return merge_turns(request, _blocks, _is_result)
+    return codec.merge_turns(request, _blocks, _is_result)
 
 
 def _default_max_tokens(request: ModelRequest, options: AnthropicOptions) -> int:
@@ -200,12 +180,12 @@ def encode_request(
         body["tool_choice"] = tool_choice
     if s.prompt_cache is not None:
         _cache_breakpoints(body, s.prompt_cache)
-    put_given(body, (
+    codec.put_given(body, (
         ("temperature", s.temperature), ("top_p", s.top_p),
         ("stop_sequences", list(s.stop) if s.stop is not None else None),
     ))
     body["stream"] = stream
-    merge_options(body, request.provider_options, options.option_sections)
+    codec.merge_options(body, request.provider_options, options.option_sections)
     return body, json_tool
 
 
@@ -341,9 +321,9 @@ class _UsageAcc:
         if details is not None and details.thinking_tokens is not None:
             self.thinking = details.thinking_tokens  # part of output_tokens, as on OpenAI
 
-    def usage(self) -> Usage:
+    def usage(self) -> chunks.Usage:
         # input_tokens counts uncached input only; report the total, as OpenAI does.
-        return Usage(
+        return chunks.Usage(
             input_tokens=self.input + self.cache_read + self.cache_creation,
             output_tokens=self.output,
             reasoning_tokens=self.thinking,
@@ -431,18 +411,18 @@ class AnthropicStreamDecoder(DecoderBase):
         out: list[ModelEvent] = []
         if cb.type == "text":
             self._blocks[i] = _Open("text")
-            out.append(TextStart(f"text-{i}"))
+            out.append(chunks.TextStart(f"text-{i}"))
             if cb.text:
-                out.append(TextDelta(f"text-{i}", cb.text))
+                out.append(chunks.TextDelta(f"text-{i}", cb.text))
         elif cb.type in ("thinking", "redacted_thinking"):
             b = _Open("reasoning")
             b.redacted = cb.data if cb.type == "redacted_thinking" else None
             if cb.signature:
                 b.signature.append(cb.signature)
             self._blocks[i] = b
-            out.append(ReasoningStart(f"reasoning-{i}"))
+            out.append(chunks.ReasoningStart(f"reasoning-{i}"))
             if cb.thinking:
-                out.append(ReasoningDelta(f"reasoning-{i}", cb.thinking))
+                out.append(chunks.ReasoningDelta(f"reasoning-{i}", cb.thinking))
         elif cb.type == "tool_use":
             is_json = self._json_tool is not None and cb.name == self._json_tool
             b = _Open("json" if is_json else "tool")
@@ -450,9 +430,9 @@ class AnthropicStreamDecoder(DecoderBase):
             self._blocks[i] = b
             if is_json:
                 self._json_used = True
-                out.append(TextStart(f"text-{i}"))
+                out.append(chunks.TextStart(f"text-{i}"))
             else:
-                out.append(ToolCallDelta(b.id, b.name, ""))
+                out.append(chunks.ToolCallDelta(b.id, b.name, ""))
         else:
             self._blocks[i] = _Open("other")  # server tools and future block types
         return out
@@ -467,18 +447,18 @@ class AnthropicStreamDecoder(DecoderBase):
             if d.text:
                 if b.text_id is None:
                     b.text_id = f"text-{i}"  # made once per block, not per delta
-                return [TextDelta(b.text_id, d.text)]
+                return [chunks.TextDelta(b.text_id, d.text)]
             return []
         if b.kind == "reasoning":
             if d.signature:
                 b.signature.append(d.signature)
             if d.thinking:
-                return [ReasoningDelta(f"reasoning-{i}", d.thinking)]
+                return [chunks.ReasoningDelta(f"reasoning-{i}", d.thinking)]
         elif b.kind in ("tool", "json") and d.partial_json:
             b.args.append(d.partial_json)
             if b.kind == "json":
-                return [TextDelta(f"text-{i}", d.partial_json)]
-            return [ToolCallDelta(b.id, b.name, d.partial_json)]
+                return [chunks.TextDelta(f"text-{i}", d.partial_json)]
+            return [chunks.ToolCallDelta(b.id, b.name, d.partial_json)]
         return []
 
     def _block_stop(self, ev: _Event) -> list[ModelEvent]:
@@ -488,21 +468,22 @@ class AnthropicStreamDecoder(DecoderBase):
 
     def _end_block(self, i: int, b: _Open) -> list[ModelEvent]:
         if b.kind == "text":
-            return [TextEnd(f"text-{i}")]
+            return [chunks.TextEnd(f"text-{i}")]
         if b.kind == "reasoning":
-            return [ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
+            return [chunks.ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
         if b.kind == "json":
             if not b.args and b.initial:  # a whole input with no deltas (non-streamed)
-                return [TextDelta(f"text-{i}", json_text(b.initial)), TextEnd(f"text-{i}")]
-            return [TextEnd(f"text-{i}")]
+                text = codec.json_text(b.initial)
+                return [chunks.TextDelta(f"text-{i}", text), chunks.TextEnd(f"text-{i}")]
+            return [chunks.TextEnd(f"text-{i}")]
         if b.kind == "tool":
             raw = "".join(b.args)
-            args = parse_tool_args(raw) if raw else dict(b.initial)
+            args = codec.parse_tool_args(raw) if raw else dict(b.initial)
             if args is None:
                 # Maybe cut by max_tokens: message_delta says so; decided at message_stop.
                 self._truncated.append((b.name, raw))
                 return []
-            return [ToolCall(b.id, b.name, args)]
+            return [chunks.ToolCall(b.id, b.name, args)]
         return []
 
     def _message_stop(self) -> list[ModelEvent]:
@@ -511,9 +492,9 @@ class AnthropicStreamDecoder(DecoderBase):
             out.extend(self._end_block(i, self._blocks.pop(i)))
         if self._truncated and self._stop_reason not in ("max_tokens",):
             name, raw = self._truncated[0]
-            raise invalid_tool_args(self._status, name, raw, request_id=self._request_id)
+            raise codec.invalid_tool_args(self._status, name, raw, request_id=self._request_id)
         out.append(
-            ModelFinish(
+            chunks.ModelFinish(
                 finish_reason(self._stop_reason, json_tool_used=self._json_used),
                 self._usage.usage(),
                 self._response_id,
@@ -532,12 +513,12 @@ def decode_message(
     request_id: str | None = None,
 ) -> list[ModelEvent]:
     """A non-streaming Messages response as the same events a stream gives."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _response, body, "message", lambda r: r.type == "error",
         status=status, request_id=request_id,
     )
     if resp.content is None:
-        raise invalid_response(
+        raise codec.invalid_response(
             status, "the response has no content", started=False, request_id=request_id
         )
     # Replay the blocks through the stream decoder: one set of rules for both paths.

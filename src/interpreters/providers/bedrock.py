@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 
 import msgspec
 
+from interpreters.providers import codec
 from interpreters.providers.codec import (
     DecoderBase,
     Encoded,
@@ -33,33 +34,12 @@ from interpreters.providers.codec import (
     RequestSigner,
     SignerFactory,
     WireFormat,
-    decode_response,
-    invalid_response,
-    invalid_tool_args,
-    json_text,
-    merge_options,
-    merge_turns,
-    parse_tool_args,
-    put_given,
     route_codec,
-    unsupported_file,
 )
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import FrameError, SseEvent, SseLimitError
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
+from pipeline import chunks
+from pipeline.chunks import FinishReason, ModelEvent
 from pipeline.messages import (
     FilePart,
     Message,
@@ -125,7 +105,7 @@ def _file_block(part: FilePart, n: int) -> JsonDict:
     if part.is_url:
         # Converse takes bytes or an s3:// location, never an https URL.
         if not part.data.startswith("s3://"):
-            raise unsupported_file("Bedrock Converse", mt, " by URL (only s3:// locations)")
+            raise codec.unsupported_file("Bedrock Converse", mt, " by URL (only s3:// locations)")
         source: JsonDict = {"s3Location": {"uri": part.data}}
     else:
         source = {"bytes": part.data}  # base64, as the JSON protocol carries blobs
@@ -138,7 +118,7 @@ def _file_block(part: FilePart, n: int) -> JsonDict:
         name = " ".join(_DOC_NAME.sub(" ", part.filename or "").split())[:180]
         return {"document": {"format": _DOCUMENT[mt], "name": name or f"document {n}",
                              "source": source}}
-    raise unsupported_file("Bedrock Converse", mt)
+    raise codec.unsupported_file("Bedrock Converse", mt)
 
 
 def _blocks(m: Message, files: Iterator[int]) -> list[JsonDict]:
@@ -150,7 +130,7 @@ def _blocks(m: Message, files: Iterator[int]) -> list[JsonDict]:
         elif isinstance(p, ToolResultPart):
             out.append({"toolResult": {
                 "toolUseId": p.tool_call_id,
-                "content": [{"text": json_text(p.result)}],
+                "content": [{"text": codec.json_text(p.result)}],
                 "status": "error" if p.is_error else "success",
             }})
         elif isinstance(p, FilePart):
@@ -177,7 +157,7 @@ def _is_result(block: JsonDict) -> bool:
 def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (turns of one role merged) and hoisted system texts."""
     files = itertools.count(1)  # numbers unnamed documents: names are unique in a request
-    return merge_turns(request, lambda m: _blocks(m, files), _is_result)
+    return codec.merge_turns(request, lambda m: _blocks(m, files), _is_result)
 
 
 def _schema(schema: Mapping[str, object]) -> JsonDict:
@@ -212,7 +192,7 @@ def encode_request(
     if system:
         body["system"] = [{"text": t} for t in system]
     inference: JsonDict = {}
-    put_given(inference, (
+    codec.put_given(inference, (
         ("maxTokens", s.max_tokens if s.max_tokens is not None else options.default_max_tokens),
         ("temperature", s.temperature), ("topP", s.top_p),
         ("stopSequences", list(s.stop) if s.stop is not None else None),
@@ -249,7 +229,7 @@ def encode_request(
         body["toolConfig"] = config
     if s.prompt_cache is not None:
         _cache_points(body, s.prompt_cache)
-    merge_options(body, request.provider_options, options.option_sections)
+    codec.merge_options(body, request.provider_options, options.option_sections)
     return body, json_tool
 
 
@@ -544,7 +524,7 @@ class ConverseStreamDecoder(DecoderBase):
                 raise self._bad_frame("Converse event", e, event.data) from None
             d, b = ev.delta, self._blocks.get(ev.contentBlockIndex)
             if b is not None and b.kind == "text" and d is not None and d.text:
-                return [TextDelta(b.text_id, d.text)]
+                return [chunks.TextDelta(b.text_id, d.text)]
             out = self._delta(ev)
         else:
             out = self._feed(event)
@@ -589,8 +569,8 @@ class ConverseStreamDecoder(DecoderBase):
         self._blocks[i] = b
         if is_json:
             self._json_used = True
-            return [TextStart(b.text_id)]
-        return [ToolCallDelta(b.id, b.name, "")]
+            return [chunks.TextStart(b.text_id)]
+        return [chunks.ToolCallDelta(b.id, b.name, "")]
 
     def _delta(self, ev: _Event) -> list[ModelEvent]:
         i, d = ev.contentBlockIndex, ev.delta
@@ -603,11 +583,11 @@ class ConverseStreamDecoder(DecoderBase):
                 raise self._invalid(f"a toolUse delta for block {i}, which was not started")
             b = self._blocks[i] = _Open(
                 "text" if d.reasoningContent is None else "reasoning", i)
-            out.append(TextStart(b.text_id) if b.kind == "text"
-                       else ReasoningStart(f"reasoning-{i}"))
+            out.append(chunks.TextStart(b.text_id) if b.kind == "text"
+                       else chunks.ReasoningStart(f"reasoning-{i}"))
         if b.kind == "text":
             if d.text:
-                out.append(TextDelta(b.text_id, d.text))
+                out.append(chunks.TextDelta(b.text_id, d.text))
         elif b.kind == "reasoning":
             r = d.reasoningContent
             if r is not None:
@@ -616,26 +596,26 @@ class ConverseStreamDecoder(DecoderBase):
                 if r.redactedContent:
                     b.redacted = r.redactedContent
                 if r.text:
-                    out.append(ReasoningDelta(f"reasoning-{i}", r.text))
+                    out.append(chunks.ReasoningDelta(f"reasoning-{i}", r.text))
         elif d.toolUse is not None and isinstance(d.toolUse.input, str) and d.toolUse.input:
             piece = d.toolUse.input
             b.args.append(piece)
-            out.append(TextDelta(b.text_id, piece) if b.kind == "json"
-                       else ToolCallDelta(b.id, b.name, piece))
+            out.append(chunks.TextDelta(b.text_id, piece) if b.kind == "json"
+                       else chunks.ToolCallDelta(b.id, b.name, piece))
         return out
 
     def _end(self, i: int, b: _Open) -> list[ModelEvent]:
         if b.kind == "text" or b.kind == "json":
-            return [TextEnd(b.text_id)]
+            return [chunks.TextEnd(b.text_id)]
         if b.kind == "reasoning":
-            return [ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
+            return [chunks.ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
         raw = "".join(b.args)
-        args = parse_tool_args(raw)
+        args = codec.parse_tool_args(raw)
         if args is None:
             # Maybe cut by maxTokens: messageStop says so; decided at the finish.
             self._truncated.append((b.name, raw))
             return []
-        return [ToolCall(b.id, b.name, args)]
+        return [chunks.ToolCall(b.id, b.name, args)]
 
     def _finish(self) -> list[ModelEvent]:
         out: list[ModelEvent] = []
@@ -643,21 +623,21 @@ class ConverseStreamDecoder(DecoderBase):
             out.extend(self._end(i, self._blocks.pop(i)))
         if self._truncated and self._stop_reason != "max_tokens":
             name, raw = self._truncated[0]
-            raise invalid_tool_args(self._status, name, raw, request_id=self._request_id)
+            raise codec.invalid_tool_args(self._status, name, raw, request_id=self._request_id)
         reason = _FINISH.get(self._stop_reason or "", "other")
         if self._json_used and reason == "tool-calls":
             reason = "stop"  # the forced output tool is the answer, not a call to run
-        out.append(ModelFinish(reason, usage_of(self._usage)))
+        out.append(chunks.ModelFinish(reason, usage_of(self._usage)))
         self.done = True
         return out
 
 
-def usage_of(u: _Usage | None) -> Usage:
+def usage_of(u: _Usage | None) -> chunks.Usage:
     """inputTokens counts uncached input only; the total is reported, as OpenAI does."""
     if u is None:
-        return Usage()
+        return chunks.Usage()
     read, write = u.cacheReadInputTokens or 0, u.cacheWriteInputTokens or 0
-    return Usage(
+    return chunks.Usage(
         input_tokens=(u.inputTokens or 0) + read + write,
         output_tokens=u.outputTokens or 0,
         cached_input_tokens=read,
@@ -670,12 +650,12 @@ def decode_converse(
     request_id: str | None = None,
 ) -> list[ModelEvent]:
     """A non-streaming Converse response as the same events a stream gives."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _response, body, "Converse response", lambda r: False,
         status=status, request_id=request_id,
     )
     if resp.output is None or resp.output.message is None:
-        raise invalid_response(
+        raise codec.invalid_response(
             status, "the response has no output message", started=False,
             request_id=request_id, body=body[:2000].decode("utf-8", "replace"),
         )
@@ -687,7 +667,7 @@ def decode_converse(
         if tool is not None:
             start = _Block(toolUse=_ToolUse(tool.toolUseId, tool.name))
             out += dec._start(_Event(i, start=start))
-            args = tool.input if isinstance(tool.input, str) else json_text(tool.input or {})
+            args = tool.input if isinstance(tool.input, str) else codec.json_text(tool.input or {})
             out += dec._delta(_Event(i, delta=_Block(toolUse=_ToolUse(input=args))))
         elif r is not None:
             rt = r.reasoningText or _ReasoningText()

@@ -24,34 +24,12 @@ from urllib.parse import quote
 
 import msgspec
 
-from interpreters.providers.codec import (
-    DecoderBase,
-    JsonCodec,
-    JsonDict,
-    WireFormat,
-    decode_response,
-    invalid_response,
-    json_text,
-    merge_options,
-    put_given,
-    route_codec,
-)
+from interpreters.providers import codec
+from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict, WireFormat, route_codec
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
+from pipeline import chunks
+from pipeline.chunks import FinishReason, ModelEvent
 from pipeline.messages import (
     FilePart,
     JsonObject,
@@ -189,7 +167,7 @@ def _user_parts(m: Message) -> list[JsonDict]:
             # The response is an object: the result under `output`, a failure under
             # `error` (the keys Gemini's documentation gives them).
             value = p.result if isinstance(p.result, str | int | float | bool | dict | list
-                                           | tuple) else json_text(p.result)
+                                           | tuple) else codec.json_text(p.result)
             out.append({"functionResponse": {
                 "id": p.tool_call_id, "name": p.tool_name,
                 "response": {"error" if p.is_error else "output": value},
@@ -254,7 +232,7 @@ def encode_request(
         body["toolConfig"] = {"functionCallingConfig": config}
     s = request.model_settings
     generation: JsonDict = {}
-    put_given(generation, (
+    codec.put_given(generation, (
         ("maxOutputTokens", s.max_tokens), ("temperature", s.temperature), ("topP", s.top_p),
         ("stopSequences", list(s.stop) if s.stop is not None else None), ("seed", s.seed),
     ))
@@ -263,7 +241,7 @@ def encode_request(
         generation["responseMimeType"] = "application/json"
         generation["responseSchema"] = gemini_schema(so.schema)
     extra: JsonDict = {}
-    merge_options(extra, request.provider_options, options.option_sections)
+    codec.merge_options(extra, request.provider_options, options.option_sections)
     given = extra.pop("generationConfig", None)
     if isinstance(given, Mapping):
         generation.update({str(k): v for k, v in given.items()})
@@ -330,10 +308,10 @@ class _Usage(msgspec.Struct, frozen=True, rename="camel", gc=False):
     cached_content_token_count: int | None = None
     tool_use_prompt_token_count: int | None = None
 
-    def usage(self) -> Usage:
+    def usage(self) -> chunks.Usage:
         # Thoughts are billed as output, and are part of it (as OpenAI's reasoning tokens).
         thoughts = self.thoughts_token_count or 0
-        return Usage(
+        return chunks.Usage(
             input_tokens=(self.prompt_token_count or 0) + (self.tool_use_prompt_token_count or 0),
             output_tokens=(self.candidates_token_count or 0) + thoughts,
             reasoning_tokens=thoughts,
@@ -412,7 +390,7 @@ class GeminiStreamDecoder(DecoderBase):
                         self._response_id = r.response_id
                     if r.model_version is not None:
                         self._model_id = r.model_version
-                    return [TextDelta(self._block, p.text)]
+                    return [chunks.TextDelta(self._block, p.text)]
         out = self.frame(r, event.data)
         if out:
             self._started = True
@@ -458,14 +436,15 @@ class GeminiStreamDecoder(DecoderBase):
             self._open = kind
             self._block = f"{kind}-{self._blocks}"
             self._blocks += 1
-            out.append(TextStart(self._block) if kind == "text" else ReasoningStart(self._block))
+            start = chunks.TextStart if kind == "text" else chunks.ReasoningStart
+            out.append(start(self._block))
         return self._block
 
     def _close(self, out: list[ModelEvent]) -> None:
         if self._open == "text":
-            out.append(TextEnd(self._block))
+            out.append(chunks.TextEnd(self._block))
         elif self._open == "reasoning":
-            out.append(ReasoningEnd(self._block, self._signature))
+            out.append(chunks.ReasoningEnd(self._block, self._signature))
             self._signature = None
         self._open = None
 
@@ -478,7 +457,7 @@ class GeminiStreamDecoder(DecoderBase):
             if sig is not None:
                 self._signature = sig
             if p.text:
-                out.append(ReasoningDelta(block, p.text))
+                out.append(chunks.ReasoningDelta(block, p.text))
             self._produced = True
             return
         if sig is not None:
@@ -487,7 +466,7 @@ class GeminiStreamDecoder(DecoderBase):
             self._close(out)
             block = f"reasoning-{self._blocks}"
             self._blocks += 1
-            out += (ReasoningStart(block), ReasoningEnd(block, sig))
+            out += (chunks.ReasoningStart(block), chunks.ReasoningEnd(block, sig))
             self._produced = True
         fc = p.function_call
         if fc is not None:
@@ -497,10 +476,11 @@ class GeminiStreamDecoder(DecoderBase):
                 raise self._invalid("a functionCall part without a name")
             call_id = self._fresh_id(fc.id)
             args = fc.args or {}
-            out += (ToolCallDelta(call_id, name, json_text(args)), ToolCall(call_id, name, args))
+            out += (chunks.ToolCallDelta(call_id, name, codec.json_text(args)),
+                    chunks.ToolCall(call_id, name, args))
             self._produced = True
         elif p.text:
-            out.append(TextDelta(self._switch("text", out), p.text))
+            out.append(chunks.TextDelta(self._switch("text", out), p.text))
             self._produced = True
 
     def _fresh_id(self, wire: str | None) -> str:
@@ -535,7 +515,8 @@ class GeminiStreamDecoder(DecoderBase):
         self._close(out)
         if reason == "stop" and self._calls:
             reason = "tool-calls"
-        out.append(ModelFinish(reason, self._usage.usage(), self._response_id, self._model_id))
+        usage = self._usage.usage()
+        out.append(chunks.ModelFinish(reason, usage, self._response_id, self._model_id))
         self.done = True
 
 
@@ -543,14 +524,14 @@ def decode_response_body(
     body: bytes, *, status: int = 200, request_id: str | None = None
 ) -> list[ModelEvent]:
     """A non-streaming GenerateContentResponse as the same events a stream gives."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _response, body, "GenerateContentResponse", lambda r: r.error is not None,
         status=status, request_id=request_id,
     )
     dec = GeminiStreamDecoder(status=status, request_id=request_id)
     out = dec.frame(resp, "")
     if not dec.done:
-        raise invalid_response(
+        raise codec.invalid_response(
             status, "the response has no finished candidate", started=False,
             request_id=request_id, body=body[:2000].decode("utf-8", "replace"),
         )
@@ -577,7 +558,7 @@ def encode_embeddings(
 ) -> bytes:
     """The body of one batchEmbedContents call (at most `EMBED_BATCH` texts)."""
     one: JsonDict = {"model": f"models/{model.removeprefix('models/')}"}
-    put_given(one, (("outputDimensionality", dimensions), ("taskType", task_type)))
+    codec.put_given(one, (("outputDimensionality", dimensions), ("taskType", task_type)))
     return msgspec.json.encode(
         {"requests": [{**one, "content": {"parts": [{"text": t}]}} for t in texts]}
     )
@@ -601,7 +582,7 @@ def decode_embeddings(
 ) -> tuple[tuple[float, ...], ...]:
     """One vector per text asked for, all of one dimension (`dimensions` when given);
     anything else is an `invalid_response`."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _embeddings, body, "batchEmbedContents response", lambda r: r.error is not None,
         status=status, request_id=request_id,
     )
@@ -615,8 +596,8 @@ def decode_embeddings(
         else None
     )
     if problem is not None:
-        raise invalid_response(status, f"the response has {problem}", started=False,
-                               request_id=request_id)
+        raise codec.invalid_response(status, f"the response has {problem}", started=False,
+                                     request_id=request_id)
     return vectors
 
 

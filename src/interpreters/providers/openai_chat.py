@@ -16,45 +16,14 @@ from typing import Literal
 
 import msgspec
 
-from interpreters.providers.codec import (
-    DecoderBase,
-    JsonCodec,
-    JsonDict,
-    WireFormat,
-    decode_response,
-    invalid_response,
-    invalid_tool_args,
-    json_text,
-    merge_options,
-    parse_tool_args,
-    put_given,
-    route_codec,
-    unsupported_file,
-)
+from interpreters.providers import codec
+from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict, WireFormat, route_codec
 from interpreters.providers.errors import broken_stream
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
-from pipeline.messages import (
-    FilePart,
-    Message,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from pipeline import chunks
+from pipeline.chunks import FinishReason, ModelEvent
+from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 from pipeline.model import ModelRequest, ToolChoiceTool
 from pipeline.output_type import strict_schema
 from pipeline.sanitize import OPENAI, SanitizeProfile
@@ -91,7 +60,7 @@ def _file_content(part: FilePart) -> JsonDict:
         return {"type": "input_audio", "input_audio": {"data": part.data, "format": fmt}}
     if mt.startswith("text/") and not part.is_url:
         return {"type": "text", "text": base64.b64decode(part.data).decode("utf-8", "replace")}
-    raise unsupported_file("OpenAI chat", mt, " by URL" if part.is_url else "")
+    raise codec.unsupported_file("OpenAI chat", mt, " by URL" if part.is_url else "")
 
 
 def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
@@ -100,7 +69,8 @@ def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
     for p in m.parts:
         if isinstance(p, ToolResultPart):
             out.append(
-                {"role": "tool", "tool_call_id": p.tool_call_id, "content": json_text(p.result)}
+                {"role": "tool", "tool_call_id": p.tool_call_id,
+                 "content": codec.json_text(p.result)}
             )
     if m.role == "tool":
         return out
@@ -124,7 +94,7 @@ def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
             {
                 "id": p.tool_call_id,
                 "type": "function",
-                "function": {"name": p.tool_name, "arguments": json_text(dict(p.args))},
+                "function": {"name": p.tool_name, "arguments": codec.json_text(dict(p.args))},
             }
             for p in m.parts
             if isinstance(p, ToolCallPart)
@@ -175,7 +145,7 @@ def encode_request(
             schema["schema"] = strict_schema(so.schema)  # refs inlined, objects closed
         body["response_format"] = {"type": "json_schema", "json_schema": schema}
     s = request.model_settings
-    put_given(body, (
+    codec.put_given(body, (
         ("temperature", s.temperature), ("top_p", s.top_p),
         (options.max_tokens_field, s.max_tokens),
         ("stop", list(s.stop) if s.stop is not None else None), ("seed", s.seed),
@@ -183,7 +153,7 @@ def encode_request(
     body["stream"] = stream
     if stream and options.stream_usage:
         body["stream_options"] = {"include_usage": True}
-    merge_options(body, request.provider_options, options.option_sections)
+    codec.merge_options(body, request.provider_options, options.option_sections)
     return body
 
 
@@ -226,9 +196,9 @@ class _Usage(msgspec.Struct, frozen=True):
     prompt_tokens_details: _PromptDetails | None = None
     completion_tokens_details: _CompletionDetails | None = None
 
-    def to_usage(self) -> Usage:
+    def to_usage(self) -> chunks.Usage:
         pd, cd = self.prompt_tokens_details, self.completion_tokens_details
-        return Usage(
+        return chunks.Usage(
             input_tokens=self.prompt_tokens or 0,
             output_tokens=self.completion_tokens or 0,
             reasoning_tokens=(cd.reasoning_tokens or 0) if cd else 0,
@@ -291,7 +261,7 @@ def finish_reason(raw: str | None, *, refused: bool) -> FinishReason:
 def _args_text(args: str | dict[str, object] | None) -> str:
     if args is None:
         return ""
-    return args if isinstance(args, str) else json_text(args)
+    return args if isinstance(args, str) else codec.json_text(args)
 
 
 # --- decoding -------------------------------------------------------------------------
@@ -329,7 +299,7 @@ class OpenAIStreamDecoder(DecoderBase):
         self._last_index = -1
         self._finish_raw: str | None = None
         self._refused = False
-        self._usage: Usage | None = None
+        self._usage: chunks.Usage | None = None
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         # `started` is set where events are returned (no wrapper call per chunk: W5).
@@ -351,9 +321,9 @@ class OpenAIStreamDecoder(DecoderBase):
                 )
             final = self._finish_blocks()
             final.append(
-                ModelFinish(
+                chunks.ModelFinish(
                     finish_reason(self._finish_raw, refused=self._refused),
-                    self._usage or Usage(),
+                    self._usage or chunks.Usage(),
                     self._response_id,
                     self._model_id,
                 )
@@ -386,7 +356,7 @@ class OpenAIStreamDecoder(DecoderBase):
                     d.content and o is not None and o[0] == "text" and d.tool_calls is None
                     and not (d.reasoning or d.reasoning_content or d.refusal)
                 ):
-                    out.append(TextDelta(o[1], d.content))  # more text: most chunks
+                    out.append(chunks.TextDelta(o[1], d.content))  # more text: most chunks
                 else:
                     self._delta(d, out)
             if choice.finish_reason is not None:
@@ -405,27 +375,29 @@ class OpenAIStreamDecoder(DecoderBase):
         block_id = f"{kind}-{self._blocks}"
         self._blocks += 1
         self._open = (kind, block_id)
-        out.append(ReasoningStart(block_id) if kind == "reasoning" else TextStart(block_id))
+        start = chunks.ReasoningStart if kind == "reasoning" else chunks.TextStart
+        out.append(start(block_id))
         return block_id
 
     def _close(self, out: list[ModelEvent]) -> None:
         if self._open is None:
             return
         kind, block_id = self._open
-        out.append(ReasoningEnd(block_id) if kind == "reasoning" else TextEnd(block_id))
+        end = chunks.ReasoningEnd if kind == "reasoning" else chunks.TextEnd
+        out.append(end(block_id))
         self._open = None
 
     def _delta(self, d: _Delta, out: list[ModelEvent]) -> None:
         reasoning = d.reasoning or d.reasoning_content
         if reasoning:
-            out.append(ReasoningDelta(self._switch("reasoning", out), reasoning))
+            out.append(chunks.ReasoningDelta(self._switch("reasoning", out), reasoning))
         if d.content:
             o = self._open  # a text block already open: the common case, inline
             block = o[1] if o is not None and o[0] == "text" else self._switch("text", out)
-            out.append(TextDelta(block, d.content))
+            out.append(chunks.TextDelta(block, d.content))
         if d.refusal:
             self._refused = True
-            out.append(TextDelta(self._switch("refusal", out), d.refusal))
+            out.append(chunks.TextDelta(self._switch("refusal", out), d.refusal))
         for tc in d.tool_calls or ():
             self._tool_delta(tc, out)
 
@@ -455,13 +427,13 @@ class OpenAIStreamDecoder(DecoderBase):
                 if tc.id:
                     self._ids[tc.id] = call
                 self._last_index = max(self._last_index, index)
-                out.append(ToolCallDelta(call.id, call.name, ""))
+                out.append(chunks.ToolCallDelta(call.id, call.name, ""))
         if fn.name and not call.name:
             call.name = fn.name
         fragment = _args_text(fn.arguments)
         if fragment:
             call.args.append(fragment)
-            out.append(ToolCallDelta(call.id, call.name, fragment))
+            out.append(chunks.ToolCallDelta(call.id, call.name, fragment))
 
     def _fresh_id(self, wire: str | None) -> str:
         """The id of a new call: the server's, unless an earlier call of this response
@@ -501,12 +473,12 @@ def complete_calls(
             continue
         call.emitted = True
         raw = "".join(call.args)
-        args = parse_tool_args(raw)
+        args = codec.parse_tool_args(raw)
         if args is None:
             if truncated_ok:
                 continue
-            raise invalid_tool_args(status, call.name, raw, request_id=request_id)
-        out.append(ToolCall(call.id, call.name, args))
+            raise codec.invalid_tool_args(status, call.name, raw, request_id=request_id)
+        out.append(chunks.ToolCall(call.id, call.name, args))
     return out
 
 
@@ -514,26 +486,27 @@ def decode_completion(
     body: bytes, *, status: int = 200, request_id: str | None = None
 ) -> list[ModelEvent]:
     """A non-streaming Chat Completions response as the same events a stream gives."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _completion, body, "chat completion", lambda r: r.error is not None,
         status=status, request_id=request_id,
     )
     choice = next((c for c in resp.choices or () if c.index == 0), None)
     if choice is None or choice.message is None:
-        raise invalid_response(
+        raise codec.invalid_response(
             status, "the response has no choices", started=False, request_id=request_id
         )
     m = choice.message
     out: list[ModelEvent] = []
     reasoning = m.reasoning or m.reasoning_content
     if reasoning:
-        out += [ReasoningStart("reasoning-0"), ReasoningDelta("reasoning-0", reasoning)]
-        out.append(ReasoningEnd("reasoning-0"))
+        out += [chunks.ReasoningStart("reasoning-0"),
+                chunks.ReasoningDelta("reasoning-0", reasoning), chunks.ReasoningEnd("reasoning-0")]
     if m.content:
-        out += [TextStart("text-0"), TextDelta("text-0", m.content), TextEnd("text-0")]
+        out += [chunks.TextStart("text-0"), chunks.TextDelta("text-0", m.content),
+                chunks.TextEnd("text-0")]
     if m.refusal:
-        out += [TextStart("refusal-0"), TextDelta("refusal-0", m.refusal)]
-        out.append(TextEnd("refusal-0"))
+        out += [chunks.TextStart("refusal-0"), chunks.TextDelta("refusal-0", m.refusal)]
+        out.append(chunks.TextEnd("refusal-0"))
     calls: list[_Call] = []
     for i, tc in enumerate(m.tool_calls or ()):
         fn = tc.function or _Function()
@@ -549,9 +522,9 @@ def decode_completion(
         )
     )
     out.append(
-        ModelFinish(
+        chunks.ModelFinish(
             finish_reason(choice.finish_reason, refused=bool(m.refusal)),
-            resp.usage.to_usage() if resp.usage else Usage(),
+            resp.usage.to_usage() if resp.usage else chunks.Usage(),
             resp.id,
             resp.model,
         )
