@@ -428,18 +428,22 @@ def merge_turns(
     request: ModelRequest,
     blocks: Callable[[Message], list[JsonDict]],
     is_result: Callable[[JsonDict], bool],
+    *,
+    assistant: str = "assistant",
+    content: str = "content",
 ) -> tuple[list[JsonDict], list[str]]:
     """Wire messages for the formats whose turns alternate between user and assistant
-    (Anthropic, Bedrock): system messages hoisted out (returned after the request's own
-    system texts), tool results sent as the user, turns of one role merged, empty ones
-    dropped, and a user turn's tool results first (they answer the calls before it)."""
+    (Anthropic, Bedrock; Gemini, whose assistant is `model` and whose blocks are its
+    `parts`): system messages hoisted out (returned after the request's own system
+    texts), tool results sent as the user, turns of one role merged, empty ones dropped,
+    and a user turn's tool results first (they answer the calls before it)."""
     system: list[str] = [s.content for s in request.system]
     turns: list[tuple[str, list[JsonDict]]] = []
     for m in request.messages:
         if m.role == "system":
             system.append(m.text)
             continue
-        role = "assistant" if m.role == "assistant" else "user"
+        role = assistant if m.role == "assistant" else "user"
         wire = blocks(m)
         if not wire:
             continue
@@ -451,7 +455,7 @@ def merge_turns(
     for role, wire in turns:
         if role == "user":
             wire = [b for b in wire if is_result(b)] + [b for b in wire if not is_result(b)]
-        messages.append({"role": role, "content": wire})
+        messages.append({"role": role, content: wire})
     return messages, system
 
 

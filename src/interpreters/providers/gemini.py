@@ -175,31 +175,18 @@ def _user_parts(m: Message) -> list[JsonDict]:
     return out
 
 
+def _parts(m: Message) -> list[JsonDict]:
+    return _model_parts(m) if m.role == "assistant" else _user_parts(m)
+
+
+def _is_response(part: JsonDict) -> bool:
+    return "functionResponse" in part
+
+
 def _contents(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
-    """The turns (consecutive ones of one role merged) and the system texts."""
-    system: list[str] = [s.content for s in request.system]
-    turns: list[tuple[Literal["user", "model"], list[JsonDict]]] = []
-    for m in request.messages:
-        if m.role == "system":
-            system.append(m.text)
-            continue
-        role: Literal["user", "model"] = "model" if m.role == "assistant" else "user"
-        parts = _model_parts(m) if role == "model" else _user_parts(m)
-        if not parts:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(parts)
-        else:
-            turns.append((role, parts))
-    contents: list[JsonDict] = []
-    for role, parts in turns:
-        if role == "user":
-            # The function responses open the turn that answers the calls.
-            parts = [p for p in parts if "functionResponse" in p] + [
-                p for p in parts if "functionResponse" not in p
-            ]
-        contents.append({"role": role, "parts": parts})
-    return contents, system
+    """The turns (consecutive ones of one role merged, the function responses opening the
+    turn that answers the calls) and the system texts."""
+    return codec.merge_turns(request, _parts, _is_response, assistant="model", content="parts")
 
 
 _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
