@@ -18,13 +18,7 @@ from typing import Literal
 import msgspec
 
 from interpreters.providers import codec
-from interpreters.providers.codec import (
-    DecoderBase,
-    ForcedToolCodec,
-    JsonDict,
-    WireFormat,
-    route_codec,
-)
+from interpreters.providers.codec import DecoderBase, ForcedToolCodec, JsonDict
 from interpreters.providers.sse import SseEvent
 from pipeline import chunks
 from pipeline.chunks import FinishReason, ModelEvent
@@ -552,5 +546,5 @@ class AnthropicCodec(ForcedToolCodec[AnthropicOptions]):
         return encode_request(request, model=model, stream=stream, options=self.options)
 
 
-MESSAGES = WireFormat("anthropic", route_codec(AnthropicOptions, AnthropicCodec), AnthropicOptions)
+MESSAGES = codec.wire_format("anthropic", AnthropicCodec, AnthropicOptions)
 """The Anthropic Messages wire format, for the table of wire formats (providers/table.py)."""

@@ -33,8 +33,6 @@ from interpreters.providers.codec import (
     JsonDict,
     RequestSigner,
     SignerFactory,
-    WireFormat,
-    route_codec,
 )
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import FrameError, SseEvent, SseLimitError
@@ -705,9 +703,7 @@ class BedrockCodec(ForcedToolCodec[BedrockOptions]):
         return encode_request(request, options=self.options)
 
 
-CONVERSE = WireFormat(
-    "bedrock-converse", route_codec(BedrockOptions, BedrockCodec), BedrockOptions
-)
+CONVERSE = codec.wire_format("bedrock-converse", BedrockCodec, BedrockOptions)
 """The Bedrock Converse wire format, for the table of wire formats (providers/table.py)."""
 
 

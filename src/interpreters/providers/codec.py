@@ -182,6 +182,14 @@ def route_codec(
     return codec
 
 
+def wire_format(
+    name: str, codec: Callable[[RouteOptions], Codec], options: type[RouteOptions]
+) -> WireFormat:
+    """A `WireFormat` whose codec is made from the route's options of this type
+    (`route_codec`)."""
+    return WireFormat(name, route_codec(options, codec), options)
+
+
 class ByteStreamDecoder:
     """SSE framing + a codec's stream decoder + the event map: bytes in, events out.
 

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import msgspec
 
 from interpreters.providers import codec
-from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict, WireFormat, route_codec
+from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline import chunks
@@ -610,7 +610,7 @@ class GeminiCodec(JsonCodec[GeminiOptions]):
         )
 
 
-GENERATE_CONTENT = WireFormat("gemini", route_codec(GeminiOptions, GeminiCodec), GeminiOptions)
+GENERATE_CONTENT = codec.wire_format("gemini", GeminiCodec, GeminiOptions)
 """The Gemini generateContent wire format, for the table of wire formats (providers/table.py)."""
 
 __all__ = [

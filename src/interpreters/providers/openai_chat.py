@@ -17,7 +17,7 @@ from typing import Literal
 import msgspec
 
 from interpreters.providers import codec
-from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict, WireFormat, route_codec
+from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import broken_stream
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
@@ -542,7 +542,5 @@ class OpenAIChatCodec(JsonCodec[OpenAIChatOptions]):
     decode_whole = staticmethod(decode_completion)
 
 
-CHAT_COMPLETIONS = WireFormat(
-    "openai-chat", route_codec(OpenAIChatOptions, OpenAIChatCodec), OpenAIChatOptions
-)
+CHAT_COMPLETIONS = codec.wire_format("openai-chat", OpenAIChatCodec, OpenAIChatOptions)
 """The Chat Completions wire format, for the table of wire formats (providers/table.py)."""

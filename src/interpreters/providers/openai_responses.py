@@ -28,7 +28,7 @@ from typing import Literal, get_args
 import msgspec
 
 from interpreters.providers import codec
-from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict, WireFormat, route_codec
+from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import stream_error
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
@@ -684,9 +684,5 @@ class OpenAIResponsesCodec(JsonCodec[OpenAIResponsesOptions]):
     decode_whole = staticmethod(decode_body)
 
 
-RESPONSES = WireFormat(
-    "openai-responses",
-    route_codec(OpenAIResponsesOptions, OpenAIResponsesCodec),
-    OpenAIResponsesOptions,
-)
+RESPONSES = codec.wire_format("openai-responses", OpenAIResponsesCodec, OpenAIResponsesOptions)
 """The Responses wire format, for the table of wire formats (providers/table.py)."""
