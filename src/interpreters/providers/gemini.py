@@ -29,6 +29,7 @@ from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline import chunks
+from pipeline.call_ids import unique_id
 from pipeline.chunks import FinishReason, ModelEvent
 from pipeline.messages import (
     FilePart,
@@ -474,12 +475,7 @@ class GeminiStreamDecoder(DecoderBase):
         """Gemini's id for a call, or (it often sends none) one made from the response id
         and the call's place; `_2`, `_3`... when one of this response has it."""
         base = wire or f"call_{self._response_id or 'gemini'}_{len(self._calls)}"
-        new, n = base, 1
-        while new in self._calls:
-            n += 1
-            new = f"{base}_{n}"
-        self._calls.add(new)
-        return new
+        return unique_id(base, self._calls)
 
     def _finish(self, c: _Candidate, out: list[ModelEvent]) -> None:
         raw = c.finish_reason or ""

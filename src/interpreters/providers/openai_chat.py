@@ -22,6 +22,7 @@ from interpreters.providers.errors import broken_stream
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline import chunks
+from pipeline.call_ids import unique_id
 from pipeline.chunks import FinishReason, ModelEvent
 from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 from pipeline.model import ModelRequest, ToolChoiceTool
@@ -438,14 +439,8 @@ class OpenAIStreamDecoder(DecoderBase):
     def _fresh_id(self, wire: str | None) -> str:
         """The id of a new call: the server's, unless an earlier call of this response
         has it (then `<id>_2`, `<id>_3`...), or a made-up one when it sent none."""
-        used = self._used
         base = wire or f"call_{self._response_id or 'x'}_{len(self._calls)}"
-        new, n = base, 1
-        while new in used:
-            n += 1
-            new = f"{base}_{n}"
-        used.add(new)
-        return new
+        return unique_id(base, self._used)
 
     def _finish_blocks(self) -> list[ModelEvent]:
         out: list[ModelEvent] = []
