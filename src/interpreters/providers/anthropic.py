@@ -20,8 +20,8 @@ import msgspec
 from interpreters.providers import codec
 from interpreters.providers.codec import DecoderBase, ForcedToolCodec, JsonDict
 from interpreters.providers.sse import SseEvent
-from pipeline import chunks
-from pipeline.chunks import FinishReason, ModelEvent
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import (
     FilePart,
     Message,
@@ -407,7 +407,7 @@ class AnthropicStreamDecoder(DecoderBase):
             self._blocks[i] = _Open("text")
             out.append(chunks.TextStart(f"text-{i}"))
             if cb.text:
-                out.append(chunks.TextDelta(f"text-{i}", cb.text))
+                out.append(TextDelta(f"text-{i}", cb.text))
         elif cb.type in ("thinking", "redacted_thinking"):
             b = _Open("reasoning")
             b.redacted = cb.data if cb.type == "redacted_thinking" else None
@@ -416,7 +416,7 @@ class AnthropicStreamDecoder(DecoderBase):
             self._blocks[i] = b
             out.append(chunks.ReasoningStart(f"reasoning-{i}"))
             if cb.thinking:
-                out.append(chunks.ReasoningDelta(f"reasoning-{i}", cb.thinking))
+                out.append(ReasoningDelta(f"reasoning-{i}", cb.thinking))
         elif cb.type == "tool_use":
             is_json = self._json_tool is not None and cb.name == self._json_tool
             b = _Open("json" if is_json else "tool")
@@ -426,7 +426,7 @@ class AnthropicStreamDecoder(DecoderBase):
                 self._json_used = True
                 out.append(chunks.TextStart(f"text-{i}"))
             else:
-                out.append(chunks.ToolCallDelta(b.id, b.name, ""))
+                out.append(ToolCallDelta(b.id, b.name, ""))
         else:
             self._blocks[i] = _Open("other")  # server tools and future block types
         return out
@@ -441,18 +441,18 @@ class AnthropicStreamDecoder(DecoderBase):
             if d.text:
                 if b.text_id is None:
                     b.text_id = f"text-{i}"  # made once per block, not per delta
-                return [chunks.TextDelta(b.text_id, d.text)]
+                return [TextDelta(b.text_id, d.text)]
             return []
         if b.kind == "reasoning":
             if d.signature:
                 b.signature.append(d.signature)
             if d.thinking:
-                return [chunks.ReasoningDelta(f"reasoning-{i}", d.thinking)]
+                return [ReasoningDelta(f"reasoning-{i}", d.thinking)]
         elif b.kind in ("tool", "json") and d.partial_json:
             b.args.append(d.partial_json)
             if b.kind == "json":
-                return [chunks.TextDelta(f"text-{i}", d.partial_json)]
-            return [chunks.ToolCallDelta(b.id, b.name, d.partial_json)]
+                return [TextDelta(f"text-{i}", d.partial_json)]
+            return [ToolCallDelta(b.id, b.name, d.partial_json)]
         return []
 
     def _block_stop(self, ev: _Event) -> list[ModelEvent]:
@@ -468,7 +468,7 @@ class AnthropicStreamDecoder(DecoderBase):
         if b.kind == "json":
             if not b.args and b.initial:  # a whole input with no deltas (non-streamed)
                 text = codec.json_text(b.initial)
-                return [chunks.TextDelta(f"text-{i}", text), chunks.TextEnd(f"text-{i}")]
+                return [TextDelta(f"text-{i}", text), chunks.TextEnd(f"text-{i}")]
             return [chunks.TextEnd(f"text-{i}")]
         if b.kind == "tool":
             raw = "".join(b.args)

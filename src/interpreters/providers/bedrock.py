@@ -36,8 +36,8 @@ from interpreters.providers.codec import (
 )
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import FrameError, SseEvent, SseLimitError
-from pipeline import chunks
-from pipeline.chunks import FinishReason, ModelEvent
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import (
     FilePart,
     Message,
@@ -522,7 +522,7 @@ class ConverseStreamDecoder(DecoderBase):
                 raise self._bad_frame("Converse event", e, event.data) from None
             d, b = ev.delta, self._blocks.get(ev.contentBlockIndex)
             if b is not None and b.kind == "text" and d is not None and d.text:
-                return [chunks.TextDelta(b.text_id, d.text)]
+                return [TextDelta(b.text_id, d.text)]
             out = self._delta(ev)
         else:
             out = self._feed(event)
@@ -568,7 +568,7 @@ class ConverseStreamDecoder(DecoderBase):
         if is_json:
             self._json_used = True
             return [chunks.TextStart(b.text_id)]
-        return [chunks.ToolCallDelta(b.id, b.name, "")]
+        return [ToolCallDelta(b.id, b.name, "")]
 
     def _delta(self, ev: _Event) -> list[ModelEvent]:
         i, d = ev.contentBlockIndex, ev.delta
@@ -585,7 +585,7 @@ class ConverseStreamDecoder(DecoderBase):
                        else chunks.ReasoningStart(f"reasoning-{i}"))
         if b.kind == "text":
             if d.text:
-                out.append(chunks.TextDelta(b.text_id, d.text))
+                out.append(TextDelta(b.text_id, d.text))
         elif b.kind == "reasoning":
             r = d.reasoningContent
             if r is not None:
@@ -594,12 +594,12 @@ class ConverseStreamDecoder(DecoderBase):
                 if r.redactedContent:
                     b.redacted = r.redactedContent
                 if r.text:
-                    out.append(chunks.ReasoningDelta(f"reasoning-{i}", r.text))
+                    out.append(ReasoningDelta(f"reasoning-{i}", r.text))
         elif d.toolUse is not None and isinstance(d.toolUse.input, str) and d.toolUse.input:
             piece = d.toolUse.input
             b.args.append(piece)
-            out.append(chunks.TextDelta(b.text_id, piece) if b.kind == "json"
-                       else chunks.ToolCallDelta(b.id, b.name, piece))
+            out.append(TextDelta(b.text_id, piece) if b.kind == "json"
+                       else ToolCallDelta(b.id, b.name, piece))
         return out
 
     def _end(self, i: int, b: _Open) -> list[ModelEvent]:

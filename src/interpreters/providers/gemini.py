@@ -28,9 +28,9 @@ from interpreters.providers import codec
 from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline import chunks
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
 from pipeline.call_ids import unique_id
-from pipeline.chunks import FinishReason, ModelEvent
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import (
     FilePart,
     JsonObject,
@@ -378,7 +378,7 @@ class GeminiStreamDecoder(DecoderBase):
                         self._response_id = r.response_id
                     if r.model_version is not None:
                         self._model_id = r.model_version
-                    return [chunks.TextDelta(self._block, p.text)]
+                    return [TextDelta(self._block, p.text)]
         out = self.frame(r, event.data)
         if out:
             self._started = True
@@ -445,7 +445,7 @@ class GeminiStreamDecoder(DecoderBase):
             if sig is not None:
                 self._signature = sig
             if p.text:
-                out.append(chunks.ReasoningDelta(block, p.text))
+                out.append(ReasoningDelta(block, p.text))
             self._produced = True
             return
         if sig is not None:
@@ -464,11 +464,11 @@ class GeminiStreamDecoder(DecoderBase):
                 raise self._invalid("a functionCall part without a name")
             call_id = self._fresh_id(fc.id)
             args = fc.args or {}
-            out += (chunks.ToolCallDelta(call_id, name, codec.json_text(args)),
+            out += (ToolCallDelta(call_id, name, codec.json_text(args)),
                     chunks.ToolCall(call_id, name, args))
             self._produced = True
         elif p.text:
-            out.append(chunks.TextDelta(self._switch("text", out), p.text))
+            out.append(TextDelta(self._switch("text", out), p.text))
             self._produced = True
 
     def _fresh_id(self, wire: str | None) -> str:

@@ -21,9 +21,9 @@ from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import broken_stream
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline import chunks
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
 from pipeline.call_ids import unique_id
-from pipeline.chunks import FinishReason, ModelEvent
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 from pipeline.model import ModelRequest, ToolChoiceTool
 from pipeline.output_type import strict_schema
@@ -357,7 +357,7 @@ class OpenAIStreamDecoder(DecoderBase):
                     d.content and o is not None and o[0] == "text" and d.tool_calls is None
                     and not (d.reasoning or d.reasoning_content or d.refusal)
                 ):
-                    out.append(chunks.TextDelta(o[1], d.content))  # more text: most chunks
+                    out.append(TextDelta(o[1], d.content))  # more text: most chunks
                 else:
                     self._delta(d, out)
             if choice.finish_reason is not None:
@@ -391,14 +391,14 @@ class OpenAIStreamDecoder(DecoderBase):
     def _delta(self, d: _Delta, out: list[ModelEvent]) -> None:
         reasoning = d.reasoning or d.reasoning_content
         if reasoning:
-            out.append(chunks.ReasoningDelta(self._switch("reasoning", out), reasoning))
+            out.append(ReasoningDelta(self._switch("reasoning", out), reasoning))
         if d.content:
             o = self._open  # a text block already open: the common case, inline
             block = o[1] if o is not None and o[0] == "text" else self._switch("text", out)
-            out.append(chunks.TextDelta(block, d.content))
+            out.append(TextDelta(block, d.content))
         if d.refusal:
             self._refused = True
-            out.append(chunks.TextDelta(self._switch("refusal", out), d.refusal))
+            out.append(TextDelta(self._switch("refusal", out), d.refusal))
         for tc in d.tool_calls or ():
             self._tool_delta(tc, out)
 
@@ -428,13 +428,13 @@ class OpenAIStreamDecoder(DecoderBase):
                 if tc.id:
                     self._ids[tc.id] = call
                 self._last_index = max(self._last_index, index)
-                out.append(chunks.ToolCallDelta(call.id, call.name, ""))
+                out.append(ToolCallDelta(call.id, call.name, ""))
         if fn.name and not call.name:
             call.name = fn.name
         fragment = _args_text(fn.arguments)
         if fragment:
             call.args.append(fragment)
-            out.append(chunks.ToolCallDelta(call.id, call.name, fragment))
+            out.append(ToolCallDelta(call.id, call.name, fragment))
 
     def _fresh_id(self, wire: str | None) -> str:
         """The id of a new call: the server's, unless an earlier call of this response
@@ -495,12 +495,12 @@ def decode_completion(
     reasoning = m.reasoning or m.reasoning_content
     if reasoning:
         out += [chunks.ReasoningStart("reasoning-0"),
-                chunks.ReasoningDelta("reasoning-0", reasoning), chunks.ReasoningEnd("reasoning-0")]
+                ReasoningDelta("reasoning-0", reasoning), chunks.ReasoningEnd("reasoning-0")]
     if m.content:
-        out += [chunks.TextStart("text-0"), chunks.TextDelta("text-0", m.content),
+        out += [chunks.TextStart("text-0"), TextDelta("text-0", m.content),
                 chunks.TextEnd("text-0")]
     if m.refusal:
-        out += [chunks.TextStart("refusal-0"), chunks.TextDelta("refusal-0", m.refusal)]
+        out += [chunks.TextStart("refusal-0"), TextDelta("refusal-0", m.refusal)]
         out.append(chunks.TextEnd("refusal-0"))
     calls: list[_Call] = []
     for i, tc in enumerate(m.tool_calls or ()):

@@ -32,8 +32,8 @@ from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import stream_error
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline import chunks
-from pipeline.chunks import FinishReason, ModelEvent
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import (
     FilePart,
     Message,
@@ -417,7 +417,7 @@ class ResponsesStreamDecoder(DecoderBase):
             o = self._text
             if o is not None and o[0] == ev.item_id and o[1] == ev.content_index and ev.delta:
                 self._started = True
-                return [chunks.TextDelta(o[2], ev.delta)]  # more of the open text: most events
+                return [TextDelta(o[2], ev.delta)]  # more of the open text: most events
             out = self._text_delta(ev, refusal=False)
         else:
             out = self._other(ev, event.event)
@@ -434,7 +434,7 @@ class ResponsesStreamDecoder(DecoderBase):
             if not ev.delta:
                 return []
             call.args.append(ev.delta)
-            return [chunks.ToolCallDelta(call.id, call.name, ev.delta)]
+            return [ToolCallDelta(call.id, call.name, ev.delta)]
         if t in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return self._thought_delta(ev)
         if t == "response.refusal.delta":
@@ -512,7 +512,7 @@ class ResponsesStreamDecoder(DecoderBase):
                 self._refusal, self._refused = o, True
             else:
                 self._text = o
-        out.append(chunks.TextDelta(o[2], ev.delta))
+        out.append(TextDelta(o[2], ev.delta))
         return out
 
     def _close_text(self, item_id: str | None, index: int | None) -> list[ModelEvent]:
@@ -536,16 +536,16 @@ class ResponsesStreamDecoder(DecoderBase):
         part = ev.summary_index if ev.summary_index is not None else ev.content_index
         out: list[ModelEvent] = []
         if th.text and part != th.part:
-            out.append(chunks.ReasoningDelta(th.block, "\n\n"))  # the next summary part
+            out.append(ReasoningDelta(th.block, "\n\n"))  # the next summary part
         th.part, th.text = part, True
-        out.append(chunks.ReasoningDelta(th.block, ev.delta))
+        out.append(ReasoningDelta(th.block, ev.delta))
         return out
 
     def _item_added(self, item: _Item) -> list[ModelEvent]:
         if item.type == "function_call":
             call = self._new_call(item)
             self._calls[item.id or call.id] = call
-            return [chunks.ToolCallDelta(call.id, call.name, "".join(call.args))]
+            return [ToolCallDelta(call.id, call.name, "".join(call.args))]
         if item.type == "reasoning":
             th = _Thought(self._new_block("reasoning"))
             self._thoughts[item.id or th.block] = th
@@ -608,7 +608,7 @@ class ResponsesStreamDecoder(DecoderBase):
             parts = [s.text for s in item.summary or () if s.text]
             parts += [c.text for c in item.content or () if c.text]
             if parts:
-                out.append(chunks.ReasoningDelta(th.block, "\n\n".join(parts)))
+                out.append(ReasoningDelta(th.block, "\n\n".join(parts)))
         sig = reasoning_signature(item.id, item.encrypted_content) if item.id else None
         out.append(chunks.ReasoningEnd(th.block, sig))
         return out
