@@ -12,6 +12,7 @@ every parallel call index 0), usage, finish reasons, `[DONE]`, and error frames 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -64,6 +65,22 @@ def _file_content(part: FilePart) -> JsonDict:
     raise codec.unsupported_file("OpenAI chat", mt, " by URL" if part.is_url else "")
 
 
+def user_message(
+    m: Message, text_type: str, file_content: Callable[[FilePart], JsonDict]
+) -> JsonDict | None:
+    """A user message of the OpenAI formats (`text_type`: `text` here, `input_text` in
+    Responses): a lone text as a plain string, else its text and file parts; None when it
+    has neither."""
+    content = [
+        {"type": text_type, "text": p.text} if isinstance(p, TextPart) else file_content(p)
+        for p in m.parts
+        if isinstance(p, TextPart | FilePart)
+    ]
+    if len(content) == 1 and content[0]["type"] == text_type:
+        return {"role": "user", "content": content[0]["text"]}
+    return {"role": "user", "content": content} if content else None
+
+
 def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
     out: list[JsonDict] = []
     # Tool results are messages of their own in this format, whatever role carried them.
@@ -79,17 +96,9 @@ def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
     if m.role == "system":
         out.append({"role": system_role, "content": "".join(texts)})
     elif m.role == "user":
-        content = [
-            {"type": "text", "text": p.text}
-            if isinstance(p, TextPart)
-            else _file_content(p)
-            for p in m.parts
-            if isinstance(p, TextPart | FilePart)
-        ]
-        if len(content) == 1 and content[0]["type"] == "text":
-            out.append({"role": "user", "content": content[0]["text"]})
-        elif content:
-            out.append({"role": "user", "content": content})
+        user = user_message(m, "text", _file_content)
+        if user is not None:
+            out.append(user)
     else:  # assistant: reasoning is not accepted back by this format and is dropped
         calls = [
             {

@@ -30,6 +30,7 @@ import msgspec
 from interpreters.providers import codec
 from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import stream_error
+from interpreters.providers.openai_chat import user_message
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline import chunks  # the events; those made per event are imported by name (W5)
@@ -147,16 +148,9 @@ def _encode_message(m: Message, options: OpenAIResponsesOptions, out: list[JsonD
         text = "".join(p.text for p in m.parts if isinstance(p, TextPart))
         out.append({"role": system_role, "content": text})
     elif m.role == "user":
-        content = [
-            {"type": "input_text", "text": p.text} if isinstance(p, TextPart)
-            else _file_content(p)
-            for p in m.parts
-            if isinstance(p, TextPart | FilePart)
-        ]
-        if len(content) == 1 and content[0]["type"] == "input_text":
-            out.append({"role": "user", "content": content[0]["text"]})
-        elif content:
-            out.append({"role": "user", "content": content})
+        user = user_message(m, "input_text", _file_content)
+        if user is not None:
+            out.append(user)
     else:
         # Items in the order the model gave them: a reasoning item must come right
         # before the output that followed it.
