@@ -192,28 +192,36 @@ class _Delta(msgspec.Struct, frozen=True):
     tool_calls: list[_ToolCallDelta] | None = None
 
 
-class _PromptDetails(msgspec.Struct, frozen=True):
+class TokenDetails(msgspec.Struct, frozen=True):
+    """What the OpenAI formats' usage says of its input (cached) and output (reasoning)."""
+
     cached_tokens: int | None = None
-
-
-class _CompletionDetails(msgspec.Struct, frozen=True):
     reasoning_tokens: int | None = None
+
+
+def token_usage(
+    inputs: int | None, outputs: int | None, of_input: TokenDetails | None,
+    of_output: TokenDetails | None,
+) -> chunks.Usage:
+    """The usage an OpenAI format reports (Chat's prompt and completion, Responses' input
+    and output)."""
+    return chunks.Usage(
+        input_tokens=inputs or 0,
+        output_tokens=outputs or 0,
+        reasoning_tokens=(of_output.reasoning_tokens or 0) if of_output else 0,
+        cached_input_tokens=(of_input.cached_tokens or 0) if of_input else 0,
+    )
 
 
 class _Usage(msgspec.Struct, frozen=True):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    prompt_tokens_details: _PromptDetails | None = None
-    completion_tokens_details: _CompletionDetails | None = None
+    prompt_tokens_details: TokenDetails | None = None
+    completion_tokens_details: TokenDetails | None = None
 
     def to_usage(self) -> chunks.Usage:
-        pd, cd = self.prompt_tokens_details, self.completion_tokens_details
-        return chunks.Usage(
-            input_tokens=self.prompt_tokens or 0,
-            output_tokens=self.completion_tokens or 0,
-            reasoning_tokens=(cd.reasoning_tokens or 0) if cd else 0,
-            cached_input_tokens=(pd.cached_tokens or 0) if pd else 0,
-        )
+        return token_usage(self.prompt_tokens, self.completion_tokens,
+                           self.prompt_tokens_details, self.completion_tokens_details)
 
 
 class _XGroq(msgspec.Struct, frozen=True):

@@ -30,7 +30,7 @@ import msgspec
 from interpreters.providers import codec
 from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import stream_error
-from interpreters.providers.openai_chat import user_message
+from interpreters.providers.openai_chat import TokenDetails, token_usage, user_message
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
 from pipeline import chunks  # the events; those made per event are imported by name (W5)
@@ -256,28 +256,15 @@ class _Item(msgspec.Struct, frozen=True):
     encrypted_content: str | None = None
 
 
-class _InputDetails(msgspec.Struct, frozen=True):
-    cached_tokens: int | None = None
-
-
-class _OutputDetails(msgspec.Struct, frozen=True):
-    reasoning_tokens: int | None = None
-
-
 class _Usage(msgspec.Struct, frozen=True):
     input_tokens: int | None = None
     output_tokens: int | None = None
-    input_tokens_details: _InputDetails | None = None
-    output_tokens_details: _OutputDetails | None = None
+    input_tokens_details: TokenDetails | None = None
+    output_tokens_details: TokenDetails | None = None
 
     def to_usage(self) -> chunks.Usage:
-        i, o = self.input_tokens_details, self.output_tokens_details
-        return chunks.Usage(
-            input_tokens=self.input_tokens or 0,
-            output_tokens=self.output_tokens or 0,
-            reasoning_tokens=(o.reasoning_tokens or 0) if o else 0,
-            cached_input_tokens=(i.cached_tokens or 0) if i else 0,
-        )
+        return token_usage(self.input_tokens, self.output_tokens,
+                           self.input_tokens_details, self.output_tokens_details)
 
 
 class _Error(msgspec.Struct, frozen=True):
