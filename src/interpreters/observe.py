@@ -46,7 +46,7 @@ log = logging.getLogger("pipeline")
 class RunInfo:
     """What an observer learns when a run starts."""
 
-    __slots__ = ("agent", "clock", "context", "messages", "price", "started_at")
+    __slots__ = ("agent", "clock", "context", "messages", "price", "resume", "started_at")
 
     def __init__(
         self,
@@ -56,6 +56,7 @@ class RunInfo:
         clock: Callable[[], float],
         started_at: float,
         price: Pricer | None = None,
+        resume: Resumption | None = None,
     ) -> None:
         self.agent = agent
         self.price = price
@@ -66,6 +67,8 @@ class RunInfo:
         self.clock = clock
         """The interpreter's clock (virtual in the simulator): observers time with it."""
         self.started_at = started_at
+        self.resume = resume
+        """What a resumed run goes on from (its suspension and decisions), else None."""
 
     @property
     def run_id(self) -> str:
@@ -138,7 +141,7 @@ def watched_loop(
     `loop_clock` (default `clock`) is the clock the loop reads; observers time with
     `clock`. A replay hands the recorded readings in as `loop_clock`.
     """
-    info = RunInfo(agent, messages, context, clock, clock(), price)
+    info = RunInfo(agent, messages, context, clock, clock(), price, resume)
     live: list[RunObserver] = []
     for x in observers:
         o = _start(x, info)
