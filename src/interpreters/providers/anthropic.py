@@ -11,14 +11,13 @@ non-streaming message body into the same events.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
 
 from interpreters.providers import codec
-from interpreters.providers.codec import DecoderBase, ForcedToolCodec, JsonDict
+from interpreters.providers.codec import ForcedToolCodec, ForcedToolDecoder, JsonDict
 from interpreters.providers.sse import SseEvent
 from pipeline import chunks  # the events; those made per event are imported by name (W5)
 from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
@@ -34,7 +33,6 @@ from pipeline.model import ModelRequest, PromptCache, ToolChoiceTool
 from pipeline.sanitize import ANTHROPIC, SanitizeProfile
 
 ANTHROPIC_VERSION = "2023-06-01"
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 class AnthropicOptions(msgspec.Struct, frozen=True):
@@ -118,10 +116,6 @@ def _default_max_tokens(request: ModelRequest, options: AnthropicOptions) -> int
     return options.default_max_tokens
 
 
-def _json_tool_name(name: str) -> str:
-    return name if _TOOL_NAME.match(name) else "output"
-
-
 def encode_request(
     request: ModelRequest, *, model: str, stream: bool, options: AnthropicOptions
 ) -> tuple[JsonDict, str | None]:
@@ -153,11 +147,11 @@ def encode_request(
     if so is not None:
         # No JSON mode in this API: a tool whose input schema is the output schema,
         # forced, and decoded back into text.
-        json_tool = _json_tool_name(so.name)
+        json_tool = codec.output_tool_name(so.name)
         tools.append(
             {
                 "name": json_tool,
-                "description": "Respond with a JSON object that matches this schema.",
+                "description": codec.OUTPUT_TOOL_DESCRIPTION,
                 "input_schema": dict(so.schema),
             }
         )
@@ -288,9 +282,7 @@ _FINISH: dict[str, FinishReason] = {
 
 
 def finish_reason(raw: str | None, *, json_tool_used: bool) -> FinishReason:
-    reason = _FINISH.get(raw or "", "other")
-    # The forced output tool is the answer, not a call to run.
-    return "stop" if json_tool_used and reason == "tool-calls" else reason
+    return codec.forced_tool_reason(_FINISH, raw, json_tool_used=json_tool_used)
 
 
 class _UsageAcc:
@@ -340,19 +332,15 @@ class _Open:
         self.text_id: str | None = None
 
 
-class AnthropicStreamDecoder(DecoderBase):
+class AnthropicStreamDecoder(ForcedToolDecoder):
     """Messages stream events -> ModelEvents."""
 
     def __init__(
         self, *, json_tool: str | None = None, status: int = 200, request_id: str | None = None
     ) -> None:
-        super().__init__(status=status, request_id=request_id)
-        self._json_tool = json_tool
+        super().__init__(json_tool=json_tool, status=status, request_id=request_id)
         self._blocks: dict[int, _Open] = {}
         self._usage = _UsageAcc()
-        self._stop_reason: str | None = None
-        self._json_used = False
-        self._truncated: list[tuple[str, str]] = []
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         out = self._feed(event)
@@ -484,9 +472,7 @@ class AnthropicStreamDecoder(DecoderBase):
         out: list[ModelEvent] = []
         for i in sorted(self._blocks):  # blocks the server never stopped
             out.extend(self._end_block(i, self._blocks.pop(i)))
-        if self._truncated and self._stop_reason not in ("max_tokens",):
-            name, raw = self._truncated[0]
-            raise codec.invalid_tool_args(self._status, name, raw, request_id=self._request_id)
+        self._check_truncated()
         out.append(
             chunks.ModelFinish(
                 finish_reason(self._stop_reason, json_tool_used=self._json_used),

@@ -25,9 +25,9 @@ import msgspec
 
 from interpreters.providers import codec
 from interpreters.providers.codec import (
-    DecoderBase,
     Encoded,
     ForcedToolCodec,
+    ForcedToolDecoder,
     Framer,
     Framing,
     JsonDict,
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from botocore.eventstream import EventStreamMessage
 
 EXTRA = "pipeline-agents[bedrock]"
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 class BedrockOptions(msgspec.Struct, frozen=True):
@@ -172,10 +171,6 @@ def _spec(name: str, description: str, schema: Mapping[str, object]) -> JsonDict
     return {"toolSpec": spec}
 
 
-def _json_tool_name(name: str) -> str:
-    return name if _TOOL_NAME.match(name) else "output"
-
-
 def encode_request(
     request: ModelRequest, *, options: BedrockOptions
 ) -> tuple[JsonDict, str | None]:
@@ -212,9 +207,8 @@ def encode_request(
     so = request.structured_output
     if so is not None:
         # The answer rides on a forced tool whose input schema is the output schema.
-        json_tool = _json_tool_name(so.name)
-        tools.append(_spec(json_tool, "Respond with a JSON object that matches this schema.",
-                           so.schema))
+        json_tool = codec.output_tool_name(so.name)
+        tools.append(_spec(json_tool, codec.OUTPUT_TOOL_DESCRIPTION, so.schema))
         choice = (
             {"any": {}} if request.tools and tc in ("auto", "required")
             else choice if request.tools and isinstance(tc, ToolChoiceTool)
@@ -496,7 +490,7 @@ class _Open:
         self.redacted: str | None = None
 
 
-class ConverseStreamDecoder(DecoderBase):
+class ConverseStreamDecoder(ForcedToolDecoder):
     """converse-stream frames -> ModelEvents. Text and reasoning blocks start with their
     first delta (Converse sends contentBlockStart only for toolUse); the call ends at the
     later of messageStop and metadata (which carries the usage)."""
@@ -504,14 +498,10 @@ class ConverseStreamDecoder(DecoderBase):
     def __init__(
         self, *, json_tool: str | None = None, status: int = 200, request_id: str | None = None
     ) -> None:
-        super().__init__(status=status, request_id=request_id)
-        self._json_tool = json_tool
+        super().__init__(json_tool=json_tool, status=status, request_id=request_id)
         self._blocks: dict[int, _Open] = {}
         self._usage: _Usage | None = None
-        self._stop_reason: str | None = None
         self._stopped = False
-        self._json_used = False
-        self._truncated: list[tuple[str, str]] = []
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         if event.event == "contentBlockDelta":
@@ -619,12 +609,9 @@ class ConverseStreamDecoder(DecoderBase):
         out: list[ModelEvent] = []
         for i in sorted(self._blocks):  # blocks the server never stopped
             out.extend(self._end(i, self._blocks.pop(i)))
-        if self._truncated and self._stop_reason != "max_tokens":
-            name, raw = self._truncated[0]
-            raise codec.invalid_tool_args(self._status, name, raw, request_id=self._request_id)
-        reason = _FINISH.get(self._stop_reason or "", "other")
-        if self._json_used and reason == "tool-calls":
-            reason = "stop"  # the forced output tool is the answer, not a call to run
+        self._check_truncated()
+        used = self._json_used
+        reason = codec.forced_tool_reason(_FINISH, self._stop_reason, json_tool_used=used)
         out.append(chunks.ModelFinish(reason, usage_of(self._usage)))
         self.done = True
         return out

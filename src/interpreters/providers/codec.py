@@ -9,6 +9,7 @@ socket. Failures are raised as `ProviderError` with a typed `ApiError`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Generic, Protocol, TypeVar
 
@@ -25,7 +26,7 @@ from interpreters.providers.sse import (
     SseParser,
 )
 from pipeline.bounds import json_too_deep
-from pipeline.chunks import ModelEvent
+from pipeline.chunks import FinishReason, ModelEvent
 from pipeline.messages import JsonObject, Message
 from pipeline.model import ApiError, ModelRequest
 from pipeline.sanitize import SanitizeProfile, prepare_request, restore_event
@@ -672,3 +673,44 @@ class DecoderBase:
 
     def _bad_frame(self, what: str, e: Exception, data: str) -> ProviderError:
         return self._invalid(f"a stream data frame is not a valid {what}: {e}", data[:2000])
+
+
+# --- the formats whose structured output rides on a forced tool (Anthropic, Bedrock) ----
+
+OUTPUT_TOOL_DESCRIPTION = "Respond with a JSON object that matches this schema."
+"""The forced output tool's description (its input schema is the output schema)."""
+
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def output_tool_name(name: str) -> str:
+    """The forced output tool's name: the output type's, when it is a valid tool name."""
+    return name if _TOOL_NAME.match(name) else "output"
+
+
+def forced_tool_reason(
+    reasons: Mapping[str, FinishReason], raw: str | None, *, json_tool_used: bool
+) -> FinishReason:
+    """The finish reason for the server's `raw` one (`other` when unknown)."""
+    reason = reasons.get(raw or "", "other")
+    # The forced output tool is the answer, not a call to run.
+    return "stop" if json_tool_used and reason == "tool-calls" else reason
+
+
+class ForcedToolDecoder(DecoderBase):
+    """What the forced-tool formats' stream decoders share: the output tool's name and
+    whether the model called it, the stop reason, and the tool calls whose arguments did
+    not parse (held until the stop: max tokens may have cut them)."""
+
+    def __init__(self, *, json_tool: str | None, status: int, request_id: str | None) -> None:
+        super().__init__(status=status, request_id=request_id)
+        self._json_tool = json_tool
+        self._json_used = False
+        self._stop_reason: str | None = None
+        self._truncated: list[tuple[str, str]] = []
+
+    def _check_truncated(self) -> None:
+        """Fail for a call whose arguments did not parse, unless max tokens cut it short."""
+        if self._truncated and self._stop_reason != "max_tokens":
+            name, raw = self._truncated[0]
+            raise invalid_tool_args(self._status, name, raw, request_id=self._request_id)
