@@ -561,9 +561,8 @@ class JsonCodec(Generic[CodecOptions]):
     url_path = ""
     """The URL path of every call, after the route's base URL (`/chat/completions`)."""
     key_header = "authorization"
-    """The header that carries the API key (none is sent without a key)..."""
+    """The header that carries the API key, after `key_prefix` (none without a key)."""
     key_prefix = "Bearer "
-    """...after this prefix."""
     request_body: BodyEncoder[CodecOptions]
     decoder: DecoderType
     decode_whole: BodyDecoder
