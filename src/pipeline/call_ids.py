@@ -70,6 +70,17 @@ def note_call_ids(
     st.call_ids.grew(before, st.ml, map(_call_id, parts))
 
 
+def unique_id(base: str, taken: set[str], sep: str = "_") -> str:
+    """`base`, or the first of `base_2`, `base_3`... (joined by `sep`) that `taken` lacks;
+    it is added to `taken`."""
+    new, n = base, 1
+    while new in taken:
+        n += 1
+        new = f"{base}{sep}{n}"
+    taken.add(new)
+    return new
+
+
 def fresh_call_id(st: RunState, used: set[str], content: StepContent | None) -> str:
     while True:
         fresh = st.ids.next("call")

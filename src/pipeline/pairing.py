@@ -45,6 +45,7 @@ from typing import TypeVar, get_args
 
 import msgspec
 
+from pipeline.call_ids import unique_id
 from pipeline.messages import Message, MessageList, Part, ToolCallPart, ToolResultPart
 
 __all__ = ["MISSING_RESULT", "PairedHistory", "cut_points", "is_paired", "repair_pairing"]
@@ -301,15 +302,6 @@ def _fresh_ids(messages: tuple[Message, ...], calls: Iterable[_Call]) -> None:
         used.add(call.new_id)
 
 
-def _unique_message_id(base: str, taken: set[str]) -> str:
-    mid, n = base, 1
-    while mid in taken:
-        n += 1
-        mid = f"{base}-{n}"
-    taken.add(mid)
-    return mid
-
-
 def repair_pairing(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     """`messages` made paired by the policy in the module docstring; idempotent."""
     if not any(isinstance(p, ToolCallPart | ToolResultPart) for m in messages for p in m.parts):
@@ -353,7 +345,7 @@ def repair_pairing(messages: tuple[Message, ...]) -> tuple[Message, ...]:
             src = messages[src_i]
             out.append(
                 Message(
-                    id=_unique_message_id(f"{src.id}:results", msg_ids),
+                    id=unique_id(f"{src.id}:results", msg_ids, "-"),
                     role="tool",
                     parts=tuple(results),
                     created_at=src.created_at,

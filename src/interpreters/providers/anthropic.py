@@ -11,45 +11,16 @@ non-streaming message body into the same events.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
 
-from interpreters.providers.codec import (
-    DecoderBase,
-    Encoded,
-    JsonCodec,
-    JsonDict,
-    StreamDecoder,
-    WireFormat,
-    decode_response,
-    invalid_response,
-    invalid_tool_args,
-    json_text,
-    merge_options,
-    merge_turns,
-    parse_tool_args,
-    put_given,
-    route_codec,
-    unsupported_file,
-)
+from interpreters.providers import codec
+from interpreters.providers.codec import ForcedToolCodec, ForcedToolDecoder, JsonDict
 from interpreters.providers.sse import SseEvent
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import (
     FilePart,
     Message,
@@ -62,7 +33,6 @@ from pipeline.model import ModelRequest, PromptCache, ToolChoiceTool
 from pipeline.sanitize import ANTHROPIC, SanitizeProfile
 
 ANTHROPIC_VERSION = "2023-06-01"
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 class AnthropicOptions(msgspec.Struct, frozen=True):
@@ -87,7 +57,7 @@ def _file_block(part: FilePart) -> JsonDict:
         return {"type": "image", "source": source}
     if mt == "application/pdf":
         return {"type": "document", "source": source}
-    raise unsupported_file("Anthropic", mt)
+    raise codec.unsupported_file("Anthropic", mt)
 
 
 def _blocks(m: Message) -> list[JsonDict]:
@@ -100,7 +70,7 @@ def _blocks(m: Message) -> list[JsonDict]:
             block: JsonDict = {
                 "type": "tool_result",
                 "tool_use_id": p.tool_call_id,
-                "content": json_text(p.result),
+                "content": codec.json_text(p.result),
             }
             if p.is_error:
                 block["is_error"] = True
@@ -130,7 +100,7 @@ def _is_result(block: JsonDict) -> bool:
 
 def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (consecutive turns of one role merged) and hoisted system texts."""
-    return merge_turns(request, _blocks, _is_result)
+    return codec.merge_turns(request, _blocks, _is_result)
 
 
 def _default_max_tokens(request: ModelRequest, options: AnthropicOptions) -> int:
@@ -144,10 +114,6 @@ def _default_max_tokens(request: ModelRequest, options: AnthropicOptions) -> int
     if isinstance(budget, int) and budget >= options.default_max_tokens:
         return budget + options.default_max_tokens
     return options.default_max_tokens
-
-
-def _json_tool_name(name: str) -> str:
-    return name if _TOOL_NAME.match(name) else "output"
 
 
 def encode_request(
@@ -181,11 +147,11 @@ def encode_request(
     if so is not None:
         # No JSON mode in this API: a tool whose input schema is the output schema,
         # forced, and decoded back into text.
-        json_tool = _json_tool_name(so.name)
+        json_tool = codec.output_tool_name(so.name)
         tools.append(
             {
                 "name": json_tool,
-                "description": "Respond with a JSON object that matches this schema.",
+                "description": codec.OUTPUT_TOOL_DESCRIPTION,
                 "input_schema": dict(so.schema),
             }
         )
@@ -202,12 +168,12 @@ def encode_request(
         body["tool_choice"] = tool_choice
     if s.prompt_cache is not None:
         _cache_breakpoints(body, s.prompt_cache)
-    put_given(body, (
+    codec.put_given(body, (
         ("temperature", s.temperature), ("top_p", s.top_p),
         ("stop_sequences", list(s.stop) if s.stop is not None else None),
     ))
     body["stream"] = stream
-    merge_options(body, request.provider_options, options.option_sections)
+    codec.merge_options(body, request.provider_options, options.option_sections)
     return body, json_tool
 
 
@@ -316,9 +282,7 @@ _FINISH: dict[str, FinishReason] = {
 
 
 def finish_reason(raw: str | None, *, json_tool_used: bool) -> FinishReason:
-    reason = _FINISH.get(raw or "", "other")
-    # The forced output tool is the answer, not a call to run.
-    return "stop" if json_tool_used and reason == "tool-calls" else reason
+    return codec.forced_tool_reason(_FINISH, raw, json_tool_used=json_tool_used)
 
 
 class _UsageAcc:
@@ -343,9 +307,9 @@ class _UsageAcc:
         if details is not None and details.thinking_tokens is not None:
             self.thinking = details.thinking_tokens  # part of output_tokens, as on OpenAI
 
-    def usage(self) -> Usage:
+    def usage(self) -> chunks.Usage:
         # input_tokens counts uncached input only; report the total, as OpenAI does.
-        return Usage(
+        return chunks.Usage(
             input_tokens=self.input + self.cache_read + self.cache_creation,
             output_tokens=self.output,
             reasoning_tokens=self.thinking,
@@ -368,19 +332,15 @@ class _Open:
         self.text_id: str | None = None
 
 
-class AnthropicStreamDecoder(DecoderBase):
+class AnthropicStreamDecoder(ForcedToolDecoder):
     """Messages stream events -> ModelEvents."""
 
     def __init__(
         self, *, json_tool: str | None = None, status: int = 200, request_id: str | None = None
     ) -> None:
-        super().__init__(status=status, request_id=request_id)
-        self._json_tool = json_tool
+        super().__init__(json_tool=json_tool, status=status, request_id=request_id)
         self._blocks: dict[int, _Open] = {}
         self._usage = _UsageAcc()
-        self._stop_reason: str | None = None
-        self._json_used = False
-        self._truncated: list[tuple[str, str]] = []
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         out = self._feed(event)
@@ -433,7 +393,7 @@ class AnthropicStreamDecoder(DecoderBase):
         out: list[ModelEvent] = []
         if cb.type == "text":
             self._blocks[i] = _Open("text")
-            out.append(TextStart(f"text-{i}"))
+            out.append(chunks.TextStart(f"text-{i}"))
             if cb.text:
                 out.append(TextDelta(f"text-{i}", cb.text))
         elif cb.type in ("thinking", "redacted_thinking"):
@@ -442,7 +402,7 @@ class AnthropicStreamDecoder(DecoderBase):
             if cb.signature:
                 b.signature.append(cb.signature)
             self._blocks[i] = b
-            out.append(ReasoningStart(f"reasoning-{i}"))
+            out.append(chunks.ReasoningStart(f"reasoning-{i}"))
             if cb.thinking:
                 out.append(ReasoningDelta(f"reasoning-{i}", cb.thinking))
         elif cb.type == "tool_use":
@@ -452,7 +412,7 @@ class AnthropicStreamDecoder(DecoderBase):
             self._blocks[i] = b
             if is_json:
                 self._json_used = True
-                out.append(TextStart(f"text-{i}"))
+                out.append(chunks.TextStart(f"text-{i}"))
             else:
                 out.append(ToolCallDelta(b.id, b.name, ""))
         else:
@@ -490,32 +450,31 @@ class AnthropicStreamDecoder(DecoderBase):
 
     def _end_block(self, i: int, b: _Open) -> list[ModelEvent]:
         if b.kind == "text":
-            return [TextEnd(f"text-{i}")]
+            return [chunks.TextEnd(f"text-{i}")]
         if b.kind == "reasoning":
-            return [ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
+            return [chunks.ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
         if b.kind == "json":
             if not b.args and b.initial:  # a whole input with no deltas (non-streamed)
-                return [TextDelta(f"text-{i}", json_text(b.initial)), TextEnd(f"text-{i}")]
-            return [TextEnd(f"text-{i}")]
+                text = codec.json_text(b.initial)
+                return [TextDelta(f"text-{i}", text), chunks.TextEnd(f"text-{i}")]
+            return [chunks.TextEnd(f"text-{i}")]
         if b.kind == "tool":
             raw = "".join(b.args)
-            args = parse_tool_args(raw) if raw else dict(b.initial)
+            args = codec.parse_tool_args(raw) if raw else dict(b.initial)
             if args is None:
                 # Maybe cut by max_tokens: message_delta says so; decided at message_stop.
                 self._truncated.append((b.name, raw))
                 return []
-            return [ToolCall(b.id, b.name, args)]
+            return [chunks.ToolCall(b.id, b.name, args)]
         return []
 
     def _message_stop(self) -> list[ModelEvent]:
         out: list[ModelEvent] = []
         for i in sorted(self._blocks):  # blocks the server never stopped
             out.extend(self._end_block(i, self._blocks.pop(i)))
-        if self._truncated and self._stop_reason not in ("max_tokens",):
-            name, raw = self._truncated[0]
-            raise invalid_tool_args(self._status, name, raw, request_id=self._request_id)
+        self._check_truncated()
         out.append(
-            ModelFinish(
+            chunks.ModelFinish(
                 finish_reason(self._stop_reason, json_tool_used=self._json_used),
                 self._usage.usage(),
                 self._response_id,
@@ -534,12 +493,12 @@ def decode_message(
     request_id: str | None = None,
 ) -> list[ModelEvent]:
     """A non-streaming Messages response as the same events a stream gives."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _response, body, "message", lambda r: r.type == "error",
         status=status, request_id=request_id,
     )
     if resp.content is None:
-        raise invalid_response(
+        raise codec.invalid_response(
             status, "the response has no content", started=False, request_id=request_id
         )
     # Replay the blocks through the stream decoder: one set of rules for both paths.
@@ -555,40 +514,23 @@ def decode_message(
     return out
 
 
-class AnthropicCodec(JsonCodec[AnthropicOptions]):
+class AnthropicCodec(ForcedToolCodec[AnthropicOptions]):
     """The Codec for `/messages`."""
 
-    def __init__(self, options: AnthropicOptions | None = None) -> None:
-        super().__init__(options or AnthropicOptions())
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return "/messages"
+    options_type = AnthropicOptions
+    url_path = "/messages"
+    key_header, key_prefix = "x-api-key", ""
+    tool_decoder = AnthropicStreamDecoder
+    decode_tool_whole = staticmethod(decode_message)
 
     def headers(self, api_key: str | None) -> dict[str, str]:
-        h = {"anthropic-version": self.options.version}
-        if api_key:
-            h["x-api-key"] = api_key
-        return h
+        return {"anthropic-version": self.options.version, **super().headers(api_key)}
 
     def body(
         self, request: ModelRequest, *, model: str, stream: bool
     ) -> tuple[JsonDict, str | None]:
         return encode_request(request, model=model, stream=stream, options=self.options)
 
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return AnthropicStreamDecoder(
-            json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
 
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_message(
-            body, json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
-
-
-MESSAGES = WireFormat("anthropic", route_codec(AnthropicOptions, AnthropicCodec), AnthropicOptions)
+MESSAGES = codec.wire_format("anthropic", AnthropicCodec, AnthropicOptions)
 """The Anthropic Messages wire format, for the table of wire formats (providers/table.py)."""

@@ -23,44 +23,21 @@ from urllib.parse import quote, urlsplit
 
 import msgspec
 
+from interpreters.providers import codec
 from interpreters.providers.codec import (
-    DecoderBase,
     Encoded,
+    ForcedToolCodec,
+    ForcedToolDecoder,
     Framer,
     Framing,
-    JsonCodec,
     JsonDict,
     RequestSigner,
     SignerFactory,
-    StreamDecoder,
-    WireFormat,
-    decode_response,
-    invalid_response,
-    invalid_tool_args,
-    json_text,
-    merge_options,
-    merge_turns,
-    parse_tool_args,
-    put_given,
-    route_codec,
-    unsupported_file,
 )
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import FrameError, SseEvent, SseLimitError
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import (
     FilePart,
     Message,
@@ -84,7 +61,6 @@ if TYPE_CHECKING:
     from botocore.eventstream import EventStreamMessage
 
 EXTRA = "pipeline-agents[bedrock]"
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 class BedrockOptions(msgspec.Struct, frozen=True):
@@ -126,7 +102,7 @@ def _file_block(part: FilePart, n: int) -> JsonDict:
     if part.is_url:
         # Converse takes bytes or an s3:// location, never an https URL.
         if not part.data.startswith("s3://"):
-            raise unsupported_file("Bedrock Converse", mt, " by URL (only s3:// locations)")
+            raise codec.unsupported_file("Bedrock Converse", mt, " by URL (only s3:// locations)")
         source: JsonDict = {"s3Location": {"uri": part.data}}
     else:
         source = {"bytes": part.data}  # base64, as the JSON protocol carries blobs
@@ -139,7 +115,7 @@ def _file_block(part: FilePart, n: int) -> JsonDict:
         name = " ".join(_DOC_NAME.sub(" ", part.filename or "").split())[:180]
         return {"document": {"format": _DOCUMENT[mt], "name": name or f"document {n}",
                              "source": source}}
-    raise unsupported_file("Bedrock Converse", mt)
+    raise codec.unsupported_file("Bedrock Converse", mt)
 
 
 def _blocks(m: Message, files: Iterator[int]) -> list[JsonDict]:
@@ -151,7 +127,7 @@ def _blocks(m: Message, files: Iterator[int]) -> list[JsonDict]:
         elif isinstance(p, ToolResultPart):
             out.append({"toolResult": {
                 "toolUseId": p.tool_call_id,
-                "content": [{"text": json_text(p.result)}],
+                "content": [{"text": codec.json_text(p.result)}],
                 "status": "error" if p.is_error else "success",
             }})
         elif isinstance(p, FilePart):
@@ -178,7 +154,7 @@ def _is_result(block: JsonDict) -> bool:
 def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (turns of one role merged) and hoisted system texts."""
     files = itertools.count(1)  # numbers unnamed documents: names are unique in a request
-    return merge_turns(request, lambda m: _blocks(m, files), _is_result)
+    return codec.merge_turns(request, lambda m: _blocks(m, files), _is_result)
 
 
 def _schema(schema: Mapping[str, object]) -> JsonDict:
@@ -195,10 +171,6 @@ def _spec(name: str, description: str, schema: Mapping[str, object]) -> JsonDict
     return {"toolSpec": spec}
 
 
-def _json_tool_name(name: str) -> str:
-    return name if _TOOL_NAME.match(name) else "output"
-
-
 def encode_request(
     request: ModelRequest, *, options: BedrockOptions
 ) -> tuple[JsonDict, str | None]:
@@ -213,7 +185,7 @@ def encode_request(
     if system:
         body["system"] = [{"text": t} for t in system]
     inference: JsonDict = {}
-    put_given(inference, (
+    codec.put_given(inference, (
         ("maxTokens", s.max_tokens if s.max_tokens is not None else options.default_max_tokens),
         ("temperature", s.temperature), ("topP", s.top_p),
         ("stopSequences", list(s.stop) if s.stop is not None else None),
@@ -235,9 +207,8 @@ def encode_request(
     so = request.structured_output
     if so is not None:
         # The answer rides on a forced tool whose input schema is the output schema.
-        json_tool = _json_tool_name(so.name)
-        tools.append(_spec(json_tool, "Respond with a JSON object that matches this schema.",
-                           so.schema))
+        json_tool = codec.output_tool_name(so.name)
+        tools.append(_spec(json_tool, codec.OUTPUT_TOOL_DESCRIPTION, so.schema))
         choice = (
             {"any": {}} if request.tools and tc in ("auto", "required")
             else choice if request.tools and isinstance(tc, ToolChoiceTool)
@@ -250,7 +221,7 @@ def encode_request(
         body["toolConfig"] = config
     if s.prompt_cache is not None:
         _cache_points(body, s.prompt_cache)
-    merge_options(body, request.provider_options, options.option_sections)
+    codec.merge_options(body, request.provider_options, options.option_sections)
     return body, json_tool
 
 
@@ -519,7 +490,7 @@ class _Open:
         self.redacted: str | None = None
 
 
-class ConverseStreamDecoder(DecoderBase):
+class ConverseStreamDecoder(ForcedToolDecoder):
     """converse-stream frames -> ModelEvents. Text and reasoning blocks start with their
     first delta (Converse sends contentBlockStart only for toolUse); the call ends at the
     later of messageStop and metadata (which carries the usage)."""
@@ -527,14 +498,10 @@ class ConverseStreamDecoder(DecoderBase):
     def __init__(
         self, *, json_tool: str | None = None, status: int = 200, request_id: str | None = None
     ) -> None:
-        super().__init__(status=status, request_id=request_id)
-        self._json_tool = json_tool
+        super().__init__(json_tool=json_tool, status=status, request_id=request_id)
         self._blocks: dict[int, _Open] = {}
         self._usage: _Usage | None = None
-        self._stop_reason: str | None = None
         self._stopped = False
-        self._json_used = False
-        self._truncated: list[tuple[str, str]] = []
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         if event.event == "contentBlockDelta":
@@ -590,7 +557,7 @@ class ConverseStreamDecoder(DecoderBase):
         self._blocks[i] = b
         if is_json:
             self._json_used = True
-            return [TextStart(b.text_id)]
+            return [chunks.TextStart(b.text_id)]
         return [ToolCallDelta(b.id, b.name, "")]
 
     def _delta(self, ev: _Event) -> list[ModelEvent]:
@@ -604,8 +571,8 @@ class ConverseStreamDecoder(DecoderBase):
                 raise self._invalid(f"a toolUse delta for block {i}, which was not started")
             b = self._blocks[i] = _Open(
                 "text" if d.reasoningContent is None else "reasoning", i)
-            out.append(TextStart(b.text_id) if b.kind == "text"
-                       else ReasoningStart(f"reasoning-{i}"))
+            out.append(chunks.TextStart(b.text_id) if b.kind == "text"
+                       else chunks.ReasoningStart(f"reasoning-{i}"))
         if b.kind == "text":
             if d.text:
                 out.append(TextDelta(b.text_id, d.text))
@@ -627,38 +594,35 @@ class ConverseStreamDecoder(DecoderBase):
 
     def _end(self, i: int, b: _Open) -> list[ModelEvent]:
         if b.kind == "text" or b.kind == "json":
-            return [TextEnd(b.text_id)]
+            return [chunks.TextEnd(b.text_id)]
         if b.kind == "reasoning":
-            return [ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
+            return [chunks.ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
         raw = "".join(b.args)
-        args = parse_tool_args(raw)
+        args = codec.parse_tool_args(raw)
         if args is None:
             # Maybe cut by maxTokens: messageStop says so; decided at the finish.
             self._truncated.append((b.name, raw))
             return []
-        return [ToolCall(b.id, b.name, args)]
+        return [chunks.ToolCall(b.id, b.name, args)]
 
     def _finish(self) -> list[ModelEvent]:
         out: list[ModelEvent] = []
         for i in sorted(self._blocks):  # blocks the server never stopped
             out.extend(self._end(i, self._blocks.pop(i)))
-        if self._truncated and self._stop_reason != "max_tokens":
-            name, raw = self._truncated[0]
-            raise invalid_tool_args(self._status, name, raw, request_id=self._request_id)
-        reason = _FINISH.get(self._stop_reason or "", "other")
-        if self._json_used and reason == "tool-calls":
-            reason = "stop"  # the forced output tool is the answer, not a call to run
-        out.append(ModelFinish(reason, usage_of(self._usage)))
+        self._check_truncated()
+        used = self._json_used
+        reason = codec.forced_tool_reason(_FINISH, self._stop_reason, json_tool_used=used)
+        out.append(chunks.ModelFinish(reason, usage_of(self._usage)))
         self.done = True
         return out
 
 
-def usage_of(u: _Usage | None) -> Usage:
+def usage_of(u: _Usage | None) -> chunks.Usage:
     """inputTokens counts uncached input only; the total is reported, as OpenAI does."""
     if u is None:
-        return Usage()
+        return chunks.Usage()
     read, write = u.cacheReadInputTokens or 0, u.cacheWriteInputTokens or 0
-    return Usage(
+    return chunks.Usage(
         input_tokens=(u.inputTokens or 0) + read + write,
         output_tokens=u.outputTokens or 0,
         cached_input_tokens=read,
@@ -671,12 +635,12 @@ def decode_converse(
     request_id: str | None = None,
 ) -> list[ModelEvent]:
     """A non-streaming Converse response as the same events a stream gives."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _response, body, "Converse response", lambda r: False,
         status=status, request_id=request_id,
     )
     if resp.output is None or resp.output.message is None:
-        raise invalid_response(
+        raise codec.invalid_response(
             status, "the response has no output message", started=False,
             request_id=request_id, body=body[:2000].decode("utf-8", "replace"),
         )
@@ -688,7 +652,7 @@ def decode_converse(
         if tool is not None:
             start = _Block(toolUse=_ToolUse(tool.toolUseId, tool.name))
             out += dec._start(_Event(i, start=start))
-            args = tool.input if isinstance(tool.input, str) else json_text(tool.input or {})
+            args = tool.input if isinstance(tool.input, str) else codec.json_text(tool.input or {})
             out += dec._delta(_Event(i, delta=_Block(toolUse=_ToolUse(input=args))))
         elif r is not None:
             rt = r.reasoningText or _ReasoningText()
@@ -704,19 +668,17 @@ def decode_converse(
     return out
 
 
-class BedrockCodec(JsonCodec[BedrockOptions]):
-    """The Codec for `/model/{id}/converse` and `/model/{id}/converse-stream`."""
+class BedrockCodec(ForcedToolCodec[BedrockOptions]):
+    """The Codec for `/model/{id}/converse` and `/model/{id}/converse-stream`. A Bedrock
+    API key is a bearer token; without one, the route's signer signs."""
 
-    def __init__(self, options: BedrockOptions | None = None) -> None:
-        super().__init__(options or BedrockOptions())
+    options_type = BedrockOptions
+    tool_decoder = ConverseStreamDecoder
+    decode_tool_whole = staticmethod(decode_converse)
 
     def path(self, model: str, *, stream: bool) -> str:
         # A model id or ARN in one path segment (`us.amazon.nova-micro-v1%3A0`).
         return f"/model/{quote(model, safe='')}/{'converse-stream' if stream else 'converse'}"
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        # A Bedrock API key is a bearer token; without one, the route's signer signs.
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
         encoded = super().encode(request, model=model, stream=stream)
@@ -727,24 +689,8 @@ class BedrockCodec(JsonCodec[BedrockOptions]):
     ) -> tuple[JsonDict, str | None]:
         return encode_request(request, options=self.options)
 
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return ConverseStreamDecoder(
-            json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
 
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_converse(
-            body, json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
-
-
-CONVERSE = WireFormat(
-    "bedrock-converse", route_codec(BedrockOptions, BedrockCodec), BedrockOptions
-)
+CONVERSE = codec.wire_format("bedrock-converse", BedrockCodec, BedrockOptions)
 """The Bedrock Converse wire format, for the table of wire formats (providers/table.py)."""
 
 

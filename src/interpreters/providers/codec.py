@@ -9,6 +9,7 @@ socket. Failures are raised as `ProviderError` with a typed `ApiError`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Generic, Protocol, TypeVar
 
@@ -25,7 +26,7 @@ from interpreters.providers.sse import (
     SseParser,
 )
 from pipeline.bounds import json_too_deep
-from pipeline.chunks import ModelEvent
+from pipeline.chunks import FinishReason, ModelEvent
 from pipeline.messages import JsonObject, Message
 from pipeline.model import ApiError, ModelRequest
 from pipeline.sanitize import SanitizeProfile, prepare_request, restore_event
@@ -180,6 +181,14 @@ def route_codec(
         return make(msgspec.structs.replace(options, option_sections=(route.name,)))
 
     return codec
+
+
+def wire_format(
+    name: str, codec: Callable[[RouteOptions], Codec], options: type[RouteOptions]
+) -> WireFormat:
+    """A `WireFormat` whose codec is made from the route's options of this type
+    (`route_codec`)."""
+    return WireFormat(name, route_codec(options, codec), options)
 
 
 class ByteStreamDecoder:
@@ -428,18 +437,22 @@ def merge_turns(
     request: ModelRequest,
     blocks: Callable[[Message], list[JsonDict]],
     is_result: Callable[[JsonDict], bool],
+    *,
+    assistant: str = "assistant",
+    content: str = "content",
 ) -> tuple[list[JsonDict], list[str]]:
     """Wire messages for the formats whose turns alternate between user and assistant
-    (Anthropic, Bedrock): system messages hoisted out (returned after the request's own
-    system texts), tool results sent as the user, turns of one role merged, empty ones
-    dropped, and a user turn's tool results first (they answer the calls before it)."""
+    (Anthropic, Bedrock; Gemini, whose assistant is `model` and whose blocks are its
+    `parts`): system messages hoisted out (returned after the request's own system
+    texts), tool results sent as the user, turns of one role merged, empty ones dropped,
+    and a user turn's tool results first (they answer the calls before it)."""
     system: list[str] = [s.content for s in request.system]
     turns: list[tuple[str, list[JsonDict]]] = []
     for m in request.messages:
         if m.role == "system":
             system.append(m.text)
             continue
-        role = "assistant" if m.role == "assistant" else "user"
+        role = assistant if m.role == "assistant" else "user"
         wire = blocks(m)
         if not wire:
             continue
@@ -451,7 +464,7 @@ def merge_turns(
     for role, wire in turns:
         if role == "user":
             wire = [b for b in wire if is_result(b)] + [b for b in wire if not is_result(b)]
-        messages.append({"role": role, "content": wire})
+        messages.append({"role": role, content: wire})
     return messages, system
 
 
@@ -508,20 +521,63 @@ class _Profiled(Protocol):
 
 
 CodecOptions = TypeVar("CodecOptions", bound=_Profiled)
+CodecOptions_contra = TypeVar("CodecOptions_contra", bound=_Profiled, contravariant=True)
 
 JsonDict = dict[str, object]
 
 
-class JsonCodec(Generic[CodecOptions]):
-    """What the JSON wire formats' codecs share: their options and repr, and the encoding
-    step that fits tool-call ids and names to the server (`Encoded.restore` maps the
-    events back). A codec writes `body`, `path`, `headers` and the decoding."""
+class BodyEncoder(Protocol[CodecOptions_contra]):
+    """A format's `encode_request`: the JSON body of one call, as a dict."""
 
-    def __init__(self, options: CodecOptions) -> None:
-        self.options = options
+    def __call__(
+        self, request: ModelRequest, *, model: str, stream: bool, options: CodecOptions_contra
+    ) -> JsonDict: ...
+
+
+class DecoderType(Protocol):
+    """A format's stream decoder class, made for one response."""
+
+    def __call__(self, *, status: int, request_id: str | None) -> StreamDecoder: ...
+
+
+class BodyDecoder(Protocol):
+    """A format's decoding of one non-streamed response body into the stream's events."""
+
+    def __call__(
+        self, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]: ...
+
+
+class JsonCodec(Generic[CodecOptions]):
+    """What the JSON wire formats' codecs share: their options and repr, the encoding
+    step that fits tool-call ids and names to the server (`Encoded.restore` maps the
+    events back), and the parts that differ between formats only by data, given as class
+    attributes: the options' type, the URL path, the header that carries the key, the
+    body encoder and the decoders. A format whose URL, headers or body need more
+    overrides `path`, `headers` or `body`."""
+
+    options_type: type[CodecOptions]
+    """Its options' type; a codec made without options takes its defaults."""
+    url_path = ""
+    """The URL path of every call, after the route's base URL (`/chat/completions`)."""
+    key_header = "authorization"
+    """The header that carries the API key, after `key_prefix` (none without a key)."""
+    key_prefix = "Bearer "
+    request_body: BodyEncoder[CodecOptions]
+    decoder: DecoderType
+    decode_whole: BodyDecoder
+
+    def __init__(self, options: CodecOptions | None = None) -> None:
+        self.options = self.options_type() if options is None else options
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.options!r})"
+
+    def path(self, model: str, *, stream: bool) -> str:
+        return self.url_path
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {self.key_header: self.key_prefix + api_key} if api_key else {}
 
     def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
         # Pairing repaired and ids/names fitted to the server; events are mapped back.
@@ -535,7 +591,54 @@ class JsonCodec(Generic[CodecOptions]):
         self, request: ModelRequest, *, model: str, stream: bool
     ) -> tuple[JsonDict, str | None]:
         """The request body, and the name of the tool structured output rides on, if any."""
-        raise NotImplementedError
+        return self.request_body(request, model=model, stream=stream, options=self.options), None
+
+    def stream_decoder(
+        self, encoded: Encoded, *, status: int, request_id: str | None
+    ) -> StreamDecoder:
+        return self.decoder(status=status, request_id=request_id)
+
+    def decode_body(
+        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]:
+        return self.decode_whole(body, status=status, request_id=request_id)
+
+
+class ToolDecoderType(Protocol):
+    """`DecoderType` of a format whose structured output rides on a forced tool."""
+
+    def __call__(
+        self, *, json_tool: str | None, status: int, request_id: str | None
+    ) -> StreamDecoder: ...
+
+
+class ToolBodyDecoder(Protocol):
+    """`BodyDecoder` of a format whose structured output rides on a forced tool."""
+
+    def __call__(
+        self, body: bytes, *, json_tool: str | None, status: int, request_id: str | None
+    ) -> list[ModelEvent]: ...
+
+
+class ForcedToolCodec(JsonCodec[CodecOptions]):
+    """A JSON codec whose structured output rides on a forced tool (Anthropic, Bedrock):
+    its `body` names that tool, and its decoders are told the name (the tool's input is
+    the answer text)."""
+
+    tool_decoder: ToolDecoderType
+    decode_tool_whole: ToolBodyDecoder
+
+    def stream_decoder(
+        self, encoded: Encoded, *, status: int, request_id: str | None
+    ) -> StreamDecoder:
+        return self.tool_decoder(json_tool=encoded.json_tool, status=status, request_id=request_id)
+
+    def decode_body(
+        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
+    ) -> list[ModelEvent]:
+        return self.decode_tool_whole(
+            body, json_tool=encoded.json_tool, status=status, request_id=request_id
+        )
 
 
 class DecoderBase:
@@ -569,3 +672,44 @@ class DecoderBase:
 
     def _bad_frame(self, what: str, e: Exception, data: str) -> ProviderError:
         return self._invalid(f"a stream data frame is not a valid {what}: {e}", data[:2000])
+
+
+# --- the formats whose structured output rides on a forced tool (Anthropic, Bedrock) ----
+
+OUTPUT_TOOL_DESCRIPTION = "Respond with a JSON object that matches this schema."
+"""The forced output tool's description (its input schema is the output schema)."""
+
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def output_tool_name(name: str) -> str:
+    """The forced output tool's name: the output type's, when it is a valid tool name."""
+    return name if _TOOL_NAME.match(name) else "output"
+
+
+def forced_tool_reason(
+    reasons: Mapping[str, FinishReason], raw: str | None, *, json_tool_used: bool
+) -> FinishReason:
+    """The finish reason for the server's `raw` one (`other` when unknown)."""
+    reason = reasons.get(raw or "", "other")
+    # The forced output tool is the answer, not a call to run.
+    return "stop" if json_tool_used and reason == "tool-calls" else reason
+
+
+class ForcedToolDecoder(DecoderBase):
+    """What the forced-tool formats' stream decoders share: the output tool's name and
+    whether the model called it, the stop reason, and the tool calls whose arguments did
+    not parse (held until the stop: max tokens may have cut them)."""
+
+    def __init__(self, *, json_tool: str | None, status: int, request_id: str | None) -> None:
+        super().__init__(status=status, request_id=request_id)
+        self._json_tool = json_tool
+        self._json_used = False
+        self._stop_reason: str | None = None
+        self._truncated: list[tuple[str, str]] = []
+
+    def _check_truncated(self) -> None:
+        """Fail for a call whose arguments did not parse, unless max tokens cut it short."""
+        if self._truncated and self._stop_reason != "max_tokens":
+            name, raw = self._truncated[0]
+            raise invalid_tool_args(self._status, name, raw, request_id=self._request_id)

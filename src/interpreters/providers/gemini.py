@@ -24,36 +24,13 @@ from urllib.parse import quote
 
 import msgspec
 
-from interpreters.providers.codec import (
-    DecoderBase,
-    Encoded,
-    JsonCodec,
-    JsonDict,
-    StreamDecoder,
-    WireFormat,
-    decode_response,
-    invalid_response,
-    json_text,
-    merge_options,
-    put_given,
-    route_codec,
-)
+from interpreters.providers import codec
+from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
+from pipeline.call_ids import unique_id
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import (
     FilePart,
     JsonObject,
@@ -191,7 +168,7 @@ def _user_parts(m: Message) -> list[JsonDict]:
             # The response is an object: the result under `output`, a failure under
             # `error` (the keys Gemini's documentation gives them).
             value = p.result if isinstance(p.result, str | int | float | bool | dict | list
-                                           | tuple) else json_text(p.result)
+                                           | tuple) else codec.json_text(p.result)
             out.append({"functionResponse": {
                 "id": p.tool_call_id, "name": p.tool_name,
                 "response": {"error" if p.is_error else "output": value},
@@ -199,31 +176,18 @@ def _user_parts(m: Message) -> list[JsonDict]:
     return out
 
 
+def _parts(m: Message) -> list[JsonDict]:
+    return _model_parts(m) if m.role == "assistant" else _user_parts(m)
+
+
+def _is_response(part: JsonDict) -> bool:
+    return "functionResponse" in part
+
+
 def _contents(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
-    """The turns (consecutive ones of one role merged) and the system texts."""
-    system: list[str] = [s.content for s in request.system]
-    turns: list[tuple[Literal["user", "model"], list[JsonDict]]] = []
-    for m in request.messages:
-        if m.role == "system":
-            system.append(m.text)
-            continue
-        role: Literal["user", "model"] = "model" if m.role == "assistant" else "user"
-        parts = _model_parts(m) if role == "model" else _user_parts(m)
-        if not parts:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(parts)
-        else:
-            turns.append((role, parts))
-    contents: list[JsonDict] = []
-    for role, parts in turns:
-        if role == "user":
-            # The function responses open the turn that answers the calls.
-            parts = [p for p in parts if "functionResponse" in p] + [
-                p for p in parts if "functionResponse" not in p
-            ]
-        contents.append({"role": role, "parts": parts})
-    return contents, system
+    """The turns (consecutive ones of one role merged, the function responses opening the
+    turn that answers the calls) and the system texts."""
+    return codec.merge_turns(request, _parts, _is_response, assistant="model", content="parts")
 
 
 _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
@@ -256,7 +220,7 @@ def encode_request(
         body["toolConfig"] = {"functionCallingConfig": config}
     s = request.model_settings
     generation: JsonDict = {}
-    put_given(generation, (
+    codec.put_given(generation, (
         ("maxOutputTokens", s.max_tokens), ("temperature", s.temperature), ("topP", s.top_p),
         ("stopSequences", list(s.stop) if s.stop is not None else None), ("seed", s.seed),
     ))
@@ -265,7 +229,7 @@ def encode_request(
         generation["responseMimeType"] = "application/json"
         generation["responseSchema"] = gemini_schema(so.schema)
     extra: JsonDict = {}
-    merge_options(extra, request.provider_options, options.option_sections)
+    codec.merge_options(extra, request.provider_options, options.option_sections)
     given = extra.pop("generationConfig", None)
     if isinstance(given, Mapping):
         generation.update({str(k): v for k, v in given.items()})
@@ -332,10 +296,10 @@ class _Usage(msgspec.Struct, frozen=True, rename="camel", gc=False):
     cached_content_token_count: int | None = None
     tool_use_prompt_token_count: int | None = None
 
-    def usage(self) -> Usage:
+    def usage(self) -> chunks.Usage:
         # Thoughts are billed as output, and are part of it (as OpenAI's reasoning tokens).
         thoughts = self.thoughts_token_count or 0
-        return Usage(
+        return chunks.Usage(
             input_tokens=(self.prompt_token_count or 0) + (self.tool_use_prompt_token_count or 0),
             output_tokens=(self.candidates_token_count or 0) + thoughts,
             reasoning_tokens=thoughts,
@@ -460,14 +424,15 @@ class GeminiStreamDecoder(DecoderBase):
             self._open = kind
             self._block = f"{kind}-{self._blocks}"
             self._blocks += 1
-            out.append(TextStart(self._block) if kind == "text" else ReasoningStart(self._block))
+            start = chunks.TextStart if kind == "text" else chunks.ReasoningStart
+            out.append(start(self._block))
         return self._block
 
     def _close(self, out: list[ModelEvent]) -> None:
         if self._open == "text":
-            out.append(TextEnd(self._block))
+            out.append(chunks.TextEnd(self._block))
         elif self._open == "reasoning":
-            out.append(ReasoningEnd(self._block, self._signature))
+            out.append(chunks.ReasoningEnd(self._block, self._signature))
             self._signature = None
         self._open = None
 
@@ -489,7 +454,7 @@ class GeminiStreamDecoder(DecoderBase):
             self._close(out)
             block = f"reasoning-{self._blocks}"
             self._blocks += 1
-            out += (ReasoningStart(block), ReasoningEnd(block, sig))
+            out += (chunks.ReasoningStart(block), chunks.ReasoningEnd(block, sig))
             self._produced = True
         fc = p.function_call
         if fc is not None:
@@ -499,7 +464,8 @@ class GeminiStreamDecoder(DecoderBase):
                 raise self._invalid("a functionCall part without a name")
             call_id = self._fresh_id(fc.id)
             args = fc.args or {}
-            out += (ToolCallDelta(call_id, name, json_text(args)), ToolCall(call_id, name, args))
+            out += (ToolCallDelta(call_id, name, codec.json_text(args)),
+                    chunks.ToolCall(call_id, name, args))
             self._produced = True
         elif p.text:
             out.append(TextDelta(self._switch("text", out), p.text))
@@ -509,12 +475,7 @@ class GeminiStreamDecoder(DecoderBase):
         """Gemini's id for a call, or (it often sends none) one made from the response id
         and the call's place; `_2`, `_3`... when one of this response has it."""
         base = wire or f"call_{self._response_id or 'gemini'}_{len(self._calls)}"
-        new, n = base, 1
-        while new in self._calls:
-            n += 1
-            new = f"{base}_{n}"
-        self._calls.add(new)
-        return new
+        return unique_id(base, self._calls)
 
     def _finish(self, c: _Candidate, out: list[ModelEvent]) -> None:
         raw = c.finish_reason or ""
@@ -537,7 +498,8 @@ class GeminiStreamDecoder(DecoderBase):
         self._close(out)
         if reason == "stop" and self._calls:
             reason = "tool-calls"
-        out.append(ModelFinish(reason, self._usage.usage(), self._response_id, self._model_id))
+        usage = self._usage.usage()
+        out.append(chunks.ModelFinish(reason, usage, self._response_id, self._model_id))
         self.done = True
 
 
@@ -545,14 +507,14 @@ def decode_response_body(
     body: bytes, *, status: int = 200, request_id: str | None = None
 ) -> list[ModelEvent]:
     """A non-streaming GenerateContentResponse as the same events a stream gives."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _response, body, "GenerateContentResponse", lambda r: r.error is not None,
         status=status, request_id=request_id,
     )
     dec = GeminiStreamDecoder(status=status, request_id=request_id)
     out = dec.frame(resp, "")
     if not dec.done:
-        raise invalid_response(
+        raise codec.invalid_response(
             status, "the response has no finished candidate", started=False,
             request_id=request_id, body=body[:2000].decode("utf-8", "replace"),
         )
@@ -579,7 +541,7 @@ def encode_embeddings(
 ) -> bytes:
     """The body of one batchEmbedContents call (at most `EMBED_BATCH` texts)."""
     one: JsonDict = {"model": f"models/{model.removeprefix('models/')}"}
-    put_given(one, (("outputDimensionality", dimensions), ("taskType", task_type)))
+    codec.put_given(one, (("outputDimensionality", dimensions), ("taskType", task_type)))
     return msgspec.json.encode(
         {"requests": [{**one, "content": {"parts": [{"text": t}]}} for t in texts]}
     )
@@ -603,7 +565,7 @@ def decode_embeddings(
 ) -> tuple[tuple[float, ...], ...]:
     """One vector per text asked for, all of one dimension (`dimensions` when given);
     anything else is an `invalid_response`."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _embeddings, body, "batchEmbedContents response", lambda r: r.error is not None,
         status=status, request_id=request_id,
     )
@@ -617,8 +579,8 @@ def decode_embeddings(
         else None
     )
     if problem is not None:
-        raise invalid_response(status, f"the response has {problem}", started=False,
-                               request_id=request_id)
+        raise codec.invalid_response(status, f"the response has {problem}", started=False,
+                                     request_id=request_id)
     return vectors
 
 
@@ -629,8 +591,12 @@ def _model_name(model: str) -> str:
 class GeminiCodec(JsonCodec[GeminiOptions]):
     """The Codec for `models/{model}:generateContent` and `:streamGenerateContent`."""
 
-    def __init__(self, options: GeminiOptions | None = None) -> None:
-        super().__init__(options or GeminiOptions())
+    options_type = GeminiOptions
+    # The key goes in a header, never in the URL (where logs and traces keep it).
+    key_header, key_prefix = "x-goog-api-key", ""
+    request_body = staticmethod(encode_request)
+    decoder = GeminiStreamDecoder
+    decode_whole = staticmethod(decode_response_body)
 
     def path(self, model: str, *, stream: bool) -> str:
         name = _model_name(model)
@@ -639,27 +605,8 @@ class GeminiCodec(JsonCodec[GeminiOptions]):
             else f"/models/{name}:generateContent"
         )
 
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        # The key goes in a header, never in the URL (where logs and traces keep it).
-        return {"x-goog-api-key": api_key} if api_key else {}
 
-    def body(
-        self, request: ModelRequest, *, model: str, stream: bool
-    ) -> tuple[JsonDict, str | None]:
-        return encode_request(request, model=model, stream=stream, options=self.options), None
-
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return GeminiStreamDecoder(status=status, request_id=request_id)
-
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_response_body(body, status=status, request_id=request_id)
-
-
-GENERATE_CONTENT = WireFormat("gemini", route_codec(GeminiOptions, GeminiCodec), GeminiOptions)
+GENERATE_CONTENT = codec.wire_format("gemini", GeminiCodec, GeminiOptions)
 """The Gemini generateContent wire format, for the table of wire formats (providers/table.py)."""
 
 __all__ = [

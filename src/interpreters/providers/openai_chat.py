@@ -12,51 +12,20 @@ every parallel call index 0), usage, finish reasons, `[DONE]`, and error frames 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
 
-from interpreters.providers.codec import (
-    DecoderBase,
-    Encoded,
-    JsonCodec,
-    JsonDict,
-    StreamDecoder,
-    WireFormat,
-    decode_response,
-    invalid_response,
-    invalid_tool_args,
-    json_text,
-    merge_options,
-    parse_tool_args,
-    put_given,
-    route_codec,
-    unsupported_file,
-)
+from interpreters.providers import codec
+from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import broken_stream
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
-from pipeline.messages import (
-    FilePart,
-    Message,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
+from pipeline.call_ids import unique_id
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
+from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 from pipeline.model import ModelRequest, ToolChoiceTool
 from pipeline.output_type import strict_schema
 from pipeline.sanitize import OPENAI, SanitizeProfile
@@ -93,7 +62,23 @@ def _file_content(part: FilePart) -> JsonDict:
         return {"type": "input_audio", "input_audio": {"data": part.data, "format": fmt}}
     if mt.startswith("text/") and not part.is_url:
         return {"type": "text", "text": base64.b64decode(part.data).decode("utf-8", "replace")}
-    raise unsupported_file("OpenAI chat", mt, " by URL" if part.is_url else "")
+    raise codec.unsupported_file("OpenAI chat", mt, " by URL" if part.is_url else "")
+
+
+def user_message(
+    m: Message, text_type: str, file_content: Callable[[FilePart], JsonDict]
+) -> JsonDict | None:
+    """A user message of the OpenAI formats (`text_type`: `text` here, `input_text` in
+    Responses): a lone text as a plain string, else its text and file parts; None when it
+    has neither."""
+    content = [
+        {"type": text_type, "text": p.text} if isinstance(p, TextPart) else file_content(p)
+        for p in m.parts
+        if isinstance(p, TextPart | FilePart)
+    ]
+    if len(content) == 1 and content[0]["type"] == text_type:
+        return {"role": "user", "content": content[0]["text"]}
+    return {"role": "user", "content": content} if content else None
 
 
 def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
@@ -102,7 +87,8 @@ def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
     for p in m.parts:
         if isinstance(p, ToolResultPart):
             out.append(
-                {"role": "tool", "tool_call_id": p.tool_call_id, "content": json_text(p.result)}
+                {"role": "tool", "tool_call_id": p.tool_call_id,
+                 "content": codec.json_text(p.result)}
             )
     if m.role == "tool":
         return out
@@ -110,23 +96,15 @@ def _encode_message(m: Message, system_role: str) -> list[JsonDict]:
     if m.role == "system":
         out.append({"role": system_role, "content": "".join(texts)})
     elif m.role == "user":
-        content = [
-            {"type": "text", "text": p.text}
-            if isinstance(p, TextPart)
-            else _file_content(p)
-            for p in m.parts
-            if isinstance(p, TextPart | FilePart)
-        ]
-        if len(content) == 1 and content[0]["type"] == "text":
-            out.append({"role": "user", "content": content[0]["text"]})
-        elif content:
-            out.append({"role": "user", "content": content})
+        user = user_message(m, "text", _file_content)
+        if user is not None:
+            out.append(user)
     else:  # assistant: reasoning is not accepted back by this format and is dropped
         calls = [
             {
                 "id": p.tool_call_id,
                 "type": "function",
-                "function": {"name": p.tool_name, "arguments": json_text(dict(p.args))},
+                "function": {"name": p.tool_name, "arguments": codec.json_text(dict(p.args))},
             }
             for p in m.parts
             if isinstance(p, ToolCallPart)
@@ -177,7 +155,7 @@ def encode_request(
             schema["schema"] = strict_schema(so.schema)  # refs inlined, objects closed
         body["response_format"] = {"type": "json_schema", "json_schema": schema}
     s = request.model_settings
-    put_given(body, (
+    codec.put_given(body, (
         ("temperature", s.temperature), ("top_p", s.top_p),
         (options.max_tokens_field, s.max_tokens),
         ("stop", list(s.stop) if s.stop is not None else None), ("seed", s.seed),
@@ -185,7 +163,7 @@ def encode_request(
     body["stream"] = stream
     if stream and options.stream_usage:
         body["stream_options"] = {"include_usage": True}
-    merge_options(body, request.provider_options, options.option_sections)
+    codec.merge_options(body, request.provider_options, options.option_sections)
     return body
 
 
@@ -214,28 +192,36 @@ class _Delta(msgspec.Struct, frozen=True):
     tool_calls: list[_ToolCallDelta] | None = None
 
 
-class _PromptDetails(msgspec.Struct, frozen=True):
+class TokenDetails(msgspec.Struct, frozen=True):
+    """What the OpenAI formats' usage says of its input (cached) and output (reasoning)."""
+
     cached_tokens: int | None = None
-
-
-class _CompletionDetails(msgspec.Struct, frozen=True):
     reasoning_tokens: int | None = None
+
+
+def token_usage(
+    inputs: int | None, outputs: int | None, of_input: TokenDetails | None,
+    of_output: TokenDetails | None,
+) -> chunks.Usage:
+    """The usage an OpenAI format reports (Chat's prompt and completion, Responses' input
+    and output)."""
+    return chunks.Usage(
+        input_tokens=inputs or 0,
+        output_tokens=outputs or 0,
+        reasoning_tokens=(of_output.reasoning_tokens or 0) if of_output else 0,
+        cached_input_tokens=(of_input.cached_tokens or 0) if of_input else 0,
+    )
 
 
 class _Usage(msgspec.Struct, frozen=True):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    prompt_tokens_details: _PromptDetails | None = None
-    completion_tokens_details: _CompletionDetails | None = None
+    prompt_tokens_details: TokenDetails | None = None
+    completion_tokens_details: TokenDetails | None = None
 
-    def to_usage(self) -> Usage:
-        pd, cd = self.prompt_tokens_details, self.completion_tokens_details
-        return Usage(
-            input_tokens=self.prompt_tokens or 0,
-            output_tokens=self.completion_tokens or 0,
-            reasoning_tokens=(cd.reasoning_tokens or 0) if cd else 0,
-            cached_input_tokens=(pd.cached_tokens or 0) if pd else 0,
-        )
+    def to_usage(self) -> chunks.Usage:
+        return token_usage(self.prompt_tokens, self.completion_tokens,
+                           self.prompt_tokens_details, self.completion_tokens_details)
 
 
 class _XGroq(msgspec.Struct, frozen=True):
@@ -293,7 +279,7 @@ def finish_reason(raw: str | None, *, refused: bool) -> FinishReason:
 def _args_text(args: str | dict[str, object] | None) -> str:
     if args is None:
         return ""
-    return args if isinstance(args, str) else json_text(args)
+    return args if isinstance(args, str) else codec.json_text(args)
 
 
 # --- decoding -------------------------------------------------------------------------
@@ -331,7 +317,7 @@ class OpenAIStreamDecoder(DecoderBase):
         self._last_index = -1
         self._finish_raw: str | None = None
         self._refused = False
-        self._usage: Usage | None = None
+        self._usage: chunks.Usage | None = None
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         # `started` is set where events are returned (no wrapper call per chunk: W5).
@@ -353,9 +339,9 @@ class OpenAIStreamDecoder(DecoderBase):
                 )
             final = self._finish_blocks()
             final.append(
-                ModelFinish(
+                chunks.ModelFinish(
                     finish_reason(self._finish_raw, refused=self._refused),
-                    self._usage or Usage(),
+                    self._usage or chunks.Usage(),
                     self._response_id,
                     self._model_id,
                 )
@@ -407,14 +393,16 @@ class OpenAIStreamDecoder(DecoderBase):
         block_id = f"{kind}-{self._blocks}"
         self._blocks += 1
         self._open = (kind, block_id)
-        out.append(ReasoningStart(block_id) if kind == "reasoning" else TextStart(block_id))
+        start = chunks.ReasoningStart if kind == "reasoning" else chunks.TextStart
+        out.append(start(block_id))
         return block_id
 
     def _close(self, out: list[ModelEvent]) -> None:
         if self._open is None:
             return
         kind, block_id = self._open
-        out.append(ReasoningEnd(block_id) if kind == "reasoning" else TextEnd(block_id))
+        end = chunks.ReasoningEnd if kind == "reasoning" else chunks.TextEnd
+        out.append(end(block_id))
         self._open = None
 
     def _delta(self, d: _Delta, out: list[ModelEvent]) -> None:
@@ -468,14 +456,8 @@ class OpenAIStreamDecoder(DecoderBase):
     def _fresh_id(self, wire: str | None) -> str:
         """The id of a new call: the server's, unless an earlier call of this response
         has it (then `<id>_2`, `<id>_3`...), or a made-up one when it sent none."""
-        used = self._used
         base = wire or f"call_{self._response_id or 'x'}_{len(self._calls)}"
-        new, n = base, 1
-        while new in used:
-            n += 1
-            new = f"{base}_{n}"
-        used.add(new)
-        return new
+        return unique_id(base, self._used)
 
     def _finish_blocks(self) -> list[ModelEvent]:
         out: list[ModelEvent] = []
@@ -503,12 +485,12 @@ def complete_calls(
             continue
         call.emitted = True
         raw = "".join(call.args)
-        args = parse_tool_args(raw)
+        args = codec.parse_tool_args(raw)
         if args is None:
             if truncated_ok:
                 continue
-            raise invalid_tool_args(status, call.name, raw, request_id=request_id)
-        out.append(ToolCall(call.id, call.name, args))
+            raise codec.invalid_tool_args(status, call.name, raw, request_id=request_id)
+        out.append(chunks.ToolCall(call.id, call.name, args))
     return out
 
 
@@ -516,26 +498,27 @@ def decode_completion(
     body: bytes, *, status: int = 200, request_id: str | None = None
 ) -> list[ModelEvent]:
     """A non-streaming Chat Completions response as the same events a stream gives."""
-    resp = decode_response(
+    resp = codec.decode_response(
         _completion, body, "chat completion", lambda r: r.error is not None,
         status=status, request_id=request_id,
     )
     choice = next((c for c in resp.choices or () if c.index == 0), None)
     if choice is None or choice.message is None:
-        raise invalid_response(
+        raise codec.invalid_response(
             status, "the response has no choices", started=False, request_id=request_id
         )
     m = choice.message
     out: list[ModelEvent] = []
     reasoning = m.reasoning or m.reasoning_content
     if reasoning:
-        out += [ReasoningStart("reasoning-0"), ReasoningDelta("reasoning-0", reasoning)]
-        out.append(ReasoningEnd("reasoning-0"))
+        out += [chunks.ReasoningStart("reasoning-0"),
+                ReasoningDelta("reasoning-0", reasoning), chunks.ReasoningEnd("reasoning-0")]
     if m.content:
-        out += [TextStart("text-0"), TextDelta("text-0", m.content), TextEnd("text-0")]
+        out += [chunks.TextStart("text-0"), TextDelta("text-0", m.content),
+                chunks.TextEnd("text-0")]
     if m.refusal:
-        out += [TextStart("refusal-0"), TextDelta("refusal-0", m.refusal)]
-        out.append(TextEnd("refusal-0"))
+        out += [chunks.TextStart("refusal-0"), TextDelta("refusal-0", m.refusal)]
+        out.append(chunks.TextEnd("refusal-0"))
     calls: list[_Call] = []
     for i, tc in enumerate(m.tool_calls or ()):
         fn = tc.function or _Function()
@@ -551,9 +534,9 @@ def decode_completion(
         )
     )
     out.append(
-        ModelFinish(
+        chunks.ModelFinish(
             finish_reason(choice.finish_reason, refused=bool(m.refusal)),
-            resp.usage.to_usage() if resp.usage else Usage(),
+            resp.usage.to_usage() if resp.usage else chunks.Usage(),
             resp.id,
             resp.model,
         )
@@ -564,32 +547,12 @@ def decode_completion(
 class OpenAIChatCodec(JsonCodec[OpenAIChatOptions]):
     """The Codec for `/chat/completions`."""
 
-    def __init__(self, options: OpenAIChatOptions | None = None) -> None:
-        super().__init__(options or OpenAIChatOptions())
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return "/chat/completions"
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
-
-    def body(
-        self, request: ModelRequest, *, model: str, stream: bool
-    ) -> tuple[JsonDict, str | None]:
-        return encode_request(request, model=model, stream=stream, options=self.options), None
-
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return OpenAIStreamDecoder(status=status, request_id=request_id)
-
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_completion(body, status=status, request_id=request_id)
+    options_type = OpenAIChatOptions
+    url_path = "/chat/completions"
+    request_body = staticmethod(encode_request)
+    decoder = OpenAIStreamDecoder
+    decode_whole = staticmethod(decode_completion)
 
 
-CHAT_COMPLETIONS = WireFormat(
-    "openai-chat", route_codec(OpenAIChatOptions, OpenAIChatCodec), OpenAIChatOptions
-)
+CHAT_COMPLETIONS = codec.wire_format("openai-chat", OpenAIChatCodec, OpenAIChatOptions)
 """The Chat Completions wire format, for the table of wire formats (providers/table.py)."""

@@ -27,39 +27,14 @@ from typing import Literal, get_args
 
 import msgspec
 
-from interpreters.providers.codec import (
-    DecoderBase,
-    Encoded,
-    JsonCodec,
-    JsonDict,
-    StreamDecoder,
-    WireFormat,
-    decode_response,
-    invalid_tool_args,
-    json_text,
-    merge_options,
-    parse_tool_args,
-    put_given,
-    route_codec,
-    unsupported_file,
-)
+from interpreters.providers import codec
+from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import stream_error
+from interpreters.providers.openai_chat import TokenDetails, token_usage, user_message
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline.chunks import (
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
+from pipeline import chunks  # the events; those made per event are imported by name (W5)
+from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.messages import (
     FilePart,
     Message,
@@ -136,7 +111,7 @@ def _file_content(part: FilePart) -> JsonDict:
     if mt.startswith("text/") and not part.is_url:
         text = base64.b64decode(part.data).decode("utf-8", "replace")
         return {"type": "input_text", "text": text}
-    raise unsupported_file(_WIRE, mt, " by URL" if part.is_url else "")
+    raise codec.unsupported_file(_WIRE, mt, " by URL" if part.is_url else "")
 
 
 def reasoning_signature(item_id: str, encrypted: str | None) -> str:
@@ -166,23 +141,16 @@ def _encode_message(m: Message, options: OpenAIResponsesOptions, out: list[JsonD
     for p in m.parts:
         if isinstance(p, ToolResultPart):
             out.append({"type": "function_call_output", "call_id": p.tool_call_id,
-                        "output": json_text(p.result)})
+                        "output": codec.json_text(p.result)})
     if m.role == "tool":
         return
     if m.role == "system":
         text = "".join(p.text for p in m.parts if isinstance(p, TextPart))
         out.append({"role": system_role, "content": text})
     elif m.role == "user":
-        content = [
-            {"type": "input_text", "text": p.text} if isinstance(p, TextPart)
-            else _file_content(p)
-            for p in m.parts
-            if isinstance(p, TextPart | FilePart)
-        ]
-        if len(content) == 1 and content[0]["type"] == "input_text":
-            out.append({"role": "user", "content": content[0]["text"]})
-        elif content:
-            out.append({"role": "user", "content": content})
+        user = user_message(m, "input_text", _file_content)
+        if user is not None:
+            out.append(user)
     else:
         # Items in the order the model gave them: a reasoning item must come right
         # before the output that followed it.
@@ -194,7 +162,7 @@ def _encode_message(m: Message, options: OpenAIResponsesOptions, out: list[JsonD
             item: JsonDict | None = None
             if isinstance(p, ToolCallPart):
                 item = {"type": "function_call", "call_id": p.tool_call_id,
-                        "name": p.tool_name, "arguments": json_text(dict(p.args))}
+                        "name": p.tool_name, "arguments": codec.json_text(dict(p.args))}
             elif isinstance(p, ReasoningPart):
                 item = _reasoning_item(p, stored=options.store is not False)
             if item is None:
@@ -248,18 +216,18 @@ def encode_request(
         raise _unsupported_setting("stop")
     if s.seed is not None:
         raise _unsupported_setting("seed")
-    put_given(body, (("temperature", s.temperature), ("top_p", s.top_p),
-                     ("max_output_tokens", s.max_tokens)))
+    codec.put_given(body, (("temperature", s.temperature), ("top_p", s.top_p),
+                           ("max_output_tokens", s.max_tokens)))
     reasoning: JsonDict = {}
-    put_given(reasoning, (("effort", options.reasoning_effort),
-                          ("summary", options.reasoning_summary)))
+    codec.put_given(reasoning, (("effort", options.reasoning_effort),
+                                ("summary", options.reasoning_summary)))
     if reasoning:
         body["reasoning"] = reasoning
     if options.encrypted_reasoning:
         body["include"] = ["reasoning.encrypted_content"]
-    put_given(body, (("store", options.store),))
+    codec.put_given(body, (("store", options.store),))
     body["stream"] = stream
-    merge_options(body, request.provider_options, options.option_sections)
+    codec.merge_options(body, request.provider_options, options.option_sections)
     return body
 
 
@@ -288,28 +256,15 @@ class _Item(msgspec.Struct, frozen=True):
     encrypted_content: str | None = None
 
 
-class _InputDetails(msgspec.Struct, frozen=True):
-    cached_tokens: int | None = None
-
-
-class _OutputDetails(msgspec.Struct, frozen=True):
-    reasoning_tokens: int | None = None
-
-
 class _Usage(msgspec.Struct, frozen=True):
     input_tokens: int | None = None
     output_tokens: int | None = None
-    input_tokens_details: _InputDetails | None = None
-    output_tokens_details: _OutputDetails | None = None
+    input_tokens_details: TokenDetails | None = None
+    output_tokens_details: TokenDetails | None = None
 
-    def to_usage(self) -> Usage:
-        i, o = self.input_tokens_details, self.output_tokens_details
-        return Usage(
-            input_tokens=self.input_tokens or 0,
-            output_tokens=self.output_tokens or 0,
-            reasoning_tokens=(o.reasoning_tokens or 0) if o else 0,
-            cached_input_tokens=(i.cached_tokens or 0) if i else 0,
-        )
+    def to_usage(self) -> chunks.Usage:
+        return token_usage(self.input_tokens, self.output_tokens,
+                           self.input_tokens_details, self.output_tokens_details)
 
 
 class _Error(msgspec.Struct, frozen=True):
@@ -529,11 +484,11 @@ class ResponsesStreamDecoder(DecoderBase):
         out: list[ModelEvent] = []
         if o is None or o[:2] != key:
             if o is not None:
-                out.append(TextEnd(o[2]))
+                out.append(chunks.TextEnd(o[2]))
             self._texted.add(key[0])
             block = self._new_block("refusal" if refusal else "text")
             o = (*key, block)
-            out.append(TextStart(block))
+            out.append(chunks.TextStart(block))
             if refusal:
                 self._refusal, self._refused = o, True
             else:
@@ -546,7 +501,7 @@ class ResponsesStreamDecoder(DecoderBase):
         out: list[ModelEvent] = []
         for o in (self._text, self._refusal):
             if o is not None and o[0] == (item_id or "") and index in (None, o[1]):
-                out.append(TextEnd(o[2]))
+                out.append(chunks.TextEnd(o[2]))
                 if o is self._text:
                     self._text = None
                 else:
@@ -575,7 +530,7 @@ class ResponsesStreamDecoder(DecoderBase):
         if item.type == "reasoning":
             th = _Thought(self._new_block("reasoning"))
             self._thoughts[item.id or th.block] = th
-            return [ReasoningStart(th.block)]
+            return [chunks.ReasoningStart(th.block)]
         return []
 
     def _new_call(self, item: _Item) -> _Call:
@@ -614,21 +569,21 @@ class ResponsesStreamDecoder(DecoderBase):
         if item.arguments is not None:
             call.args = [item.arguments]
         raw = "".join(call.args)
-        args = parse_tool_args(raw)
+        args = codec.parse_tool_args(raw)
         if args is None:
             if item.status == "incomplete":
                 self._dropped.append((call.name, raw))  # cut by the token limit
                 return []
-            raise invalid_tool_args(self._status, call.name, raw, request_id=self._request_id)
+            raise codec.invalid_tool_args(self._status, call.name, raw, request_id=self._request_id)
         self._called += 1
-        return [ToolCall(call.id, call.name, args)]
+        return [chunks.ToolCall(call.id, call.name, args)]
 
     def _reasoning_done(self, item: _Item) -> list[ModelEvent]:
         out: list[ModelEvent] = []
         th = self._thoughts.pop(item.id or "", None)
         if th is None:  # not announced (a whole body): started and done here
             th = _Thought(self._new_block("reasoning"))
-            out.append(ReasoningStart(th.block))
+            out.append(chunks.ReasoningStart(th.block))
         if not th.text:
             # Not streamed (a whole body, or a server that sends items only): its text.
             parts = [s.text for s in item.summary or () if s.text]
@@ -636,7 +591,7 @@ class ResponsesStreamDecoder(DecoderBase):
             if parts:
                 out.append(ReasoningDelta(th.block, "\n\n".join(parts)))
         sig = reasoning_signature(item.id, item.encrypted_content) if item.id else None
-        out.append(ReasoningEnd(th.block, sig))
+        out.append(chunks.ReasoningEnd(th.block, sig))
         return out
 
     def finish(self, r: _Head) -> list[ModelEvent]:
@@ -646,24 +601,24 @@ class ResponsesStreamDecoder(DecoderBase):
         out: list[ModelEvent] = []
         for o in (self._text, self._refusal):
             if o is not None:
-                out.append(TextEnd(o[2]))
+                out.append(chunks.TextEnd(o[2]))
         self._text = self._refusal = None
         incomplete = r.status == "incomplete" or r.incomplete_details is not None
         for key in list(self._thoughts):
-            out.append(ReasoningEnd(self._thoughts.pop(key).block))
+            out.append(chunks.ReasoningEnd(self._thoughts.pop(key).block))
         for key in list(self._calls):
             call = self._calls.pop(key)
-            args = parse_tool_args("".join(call.args))
+            args = codec.parse_tool_args("".join(call.args))
             if args is None:
                 if incomplete:
                     continue
-                raise invalid_tool_args(self._status, call.name, "".join(call.args),
-                                        request_id=self._request_id)
+                raise codec.invalid_tool_args(self._status, call.name, "".join(call.args),
+                                              request_id=self._request_id)
             self._called += 1
-            out.append(ToolCall(call.id, call.name, args))
+            out.append(chunks.ToolCall(call.id, call.name, args))
         if self._dropped and not incomplete:
             name, raw = self._dropped[0]
-            raise invalid_tool_args(self._status, name, raw, request_id=self._request_id)
+            raise codec.invalid_tool_args(self._status, name, raw, request_id=self._request_id)
         reason: FinishReason
         if incomplete:
             why = r.incomplete_details.reason if r.incomplete_details else None
@@ -672,8 +627,8 @@ class ResponsesStreamDecoder(DecoderBase):
             reason = "tool-calls"
         else:
             reason = "content-filter" if self._refused else "stop"
-        out.append(ModelFinish(reason, r.usage.to_usage() if r.usage else Usage(),
-                               self._response_id, self._model_id))
+        usage = r.usage.to_usage() if r.usage else chunks.Usage()
+        out.append(chunks.ModelFinish(reason, usage, self._response_id, self._model_id))
         self.done = True
         self._started = True
         return out
@@ -683,8 +638,8 @@ def decode_body(
     body: bytes, *, status: int = 200, request_id: str | None = None
 ) -> list[ModelEvent]:
     """A non-streaming Responses body as the same events a stream gives."""
-    resp = decode_response(_response, body, "Responses response", lambda r: False,
-                           status=status, request_id=request_id)
+    resp = codec.decode_response(_response, body, "Responses response", lambda r: False,
+                                 status=status, request_id=request_id)
     dec = ResponsesStreamDecoder(status=status, request_id=request_id)
     if resp.status == "failed" or resp.error is not None:
         raise dec._failed(resp.error or _Error(), "response_failed")
@@ -703,34 +658,12 @@ def decode_body(
 class OpenAIResponsesCodec(JsonCodec[OpenAIResponsesOptions]):
     """The Codec for `/responses`."""
 
-    def __init__(self, options: OpenAIResponsesOptions | None = None) -> None:
-        super().__init__(options or OpenAIResponsesOptions())
-
-    def path(self, model: str, *, stream: bool) -> str:
-        return "/responses"
-
-    def headers(self, api_key: str | None) -> dict[str, str]:
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
-
-    def body(
-        self, request: ModelRequest, *, model: str, stream: bool
-    ) -> tuple[JsonDict, str | None]:
-        return encode_request(request, model=model, stream=stream, options=self.options), None
-
-    def stream_decoder(
-        self, encoded: Encoded, *, status: int, request_id: str | None
-    ) -> StreamDecoder:
-        return ResponsesStreamDecoder(status=status, request_id=request_id)
-
-    def decode_body(
-        self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
-    ) -> list[ModelEvent]:
-        return decode_body(body, status=status, request_id=request_id)
+    options_type = OpenAIResponsesOptions
+    url_path = "/responses"
+    request_body = staticmethod(encode_request)
+    decoder = ResponsesStreamDecoder
+    decode_whole = staticmethod(decode_body)
 
 
-RESPONSES = WireFormat(
-    "openai-responses",
-    route_codec(OpenAIResponsesOptions, OpenAIResponsesCodec),
-    OpenAIResponsesOptions,
-)
+RESPONSES = codec.wire_format("openai-responses", OpenAIResponsesCodec, OpenAIResponsesOptions)
 """The Responses wire format, for the table of wire formats (providers/table.py)."""
