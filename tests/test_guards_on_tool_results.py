@@ -49,7 +49,7 @@ def weather() -> str:
 @tool
 def spaced() -> str:
     """A page with odd spacing."""
-    return "Ｗｅａｔｈｅｒ:\u200b  sunny."
+    return "\uff37\uff45\uff41\uff54\uff48\uff45\uff52:\u200b  sunny."
 
 
 def _run(agent: Agent, *script: Say, prompt: str | MessageList = "hi",
@@ -296,6 +296,7 @@ def test_the_normalizer_normalizes_a_tool_result_before_the_stream_and_the_model
     norm = UnicodeNormalizer(roles=("user", "tool"))
     agent = Agent.create("m", tools=[spaced], input_processors=[norm])
     chunks, result, model = _run(agent, Say(calls=[call("spaced")]), Say("Sunny."))
+    assert result.status == "finished"
     assert _tool_results(chunks) == ["Weather: sunny."]
     read = [q.result for m in model.requests[1].messages for q in m.tool_results()]
     assert read == ["Weather: sunny."]
