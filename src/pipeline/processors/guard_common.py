@@ -26,6 +26,7 @@ __all__ = [
     "GuardsExtraMissing",
     "JudgeError",
     "ask_judge",
+    "judge_instructions",
     "checked_indices",
     "decode_verdict",
     "drop_messages",
@@ -165,6 +166,11 @@ def ask_judge(
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+def judge_instructions(given: str | None, template: str, categories: Iterable[str]) -> str:
+    """A judge's instructions: those `given`, else `template` naming the `categories`."""
+    return given or template.format(categories=", ".join(categories))
 
 
 def decode_verdict(answer: object, type_: type[_T]) -> _T:

@@ -37,6 +37,7 @@ from pipeline.processors.guard_common import (
     checked_indices,
     decode_verdict,
     drop_messages,
+    judge_instructions,
     warning,
     with_text,
 )
@@ -434,9 +435,7 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
         self.last_message_only = last_message_only
         self.check_tool_results = check_tool_results
         self.fail_open = fail_open
-        self.instructions = instructions or JUDGE_INSTRUCTIONS.format(
-            categories=", ".join(self.categories)
-        )
+        self.instructions = judge_instructions(instructions, JUDGE_INSTRUCTIONS, self.categories)
 
     def initial_state(self) -> InjectionState:
         return NOTHING_CHECKED
