@@ -10,8 +10,6 @@ import anyio
 import msgspec
 import pytest
 
-from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, DataChunk, ToolError, ToolResult
@@ -21,7 +19,7 @@ from pipeline.processors import PIIDetector, PromptInjectionDetector, UnicodeNor
 from pipeline.processors.prompt_injection import TOOL_RESULT_REMOVED
 from pipeline.result import RunResult
 from pipeline.tools import make_tool, tool
-from tests.helpers import make_agent, unpaired_tool_calls
+from tests.helpers import make_agent, stream_cancelled_once, unpaired_tool_calls
 
 EMAIL = "ada@example.com"
 REDACTED = "[REDACTED:email]"
@@ -200,21 +198,7 @@ async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_a_too
         input_processors=[PIIDetector(types=("email",), scan_tools=True)],
     )
     model = ScriptedModel([Say(calls=[call("quick", x=2), call("stuck", x=3)]), Say("never")])
-    signal = CancelSignal()
-    box: list[tuple[list[Chunk], RunResult]] = []
-
-    async def go() -> None:
-        stream = AsyncInterpreter(model, observers=()).stream(agent, "hi", signal=signal)
-        async with stream:
-            chunks = [c async for c in stream]
-        box.append((chunks, stream.result))
-
-    with anyio.fail_after(10):  # a safety net only
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(go)
-            await started.wait()
-            signal.cancel("stop")
-    chunks, result = box[0]
+    chunks, result = await stream_cancelled_once(agent, model, started)
     assert result.status == "cancelled"
     assert EMAIL not in _everything(chunks, result, model)
     assert unpaired_tool_calls(result.messages.messages) == []

@@ -13,7 +13,6 @@ import pytest
 
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
@@ -33,7 +32,7 @@ from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext
 from pipeline.tools import make_tool, tool
 from pipeline.ui_stream import ndjson, ui_message_sse
-from tests.helpers import make_agent, unpaired_tool_calls
+from tests.helpers import make_agent, stream_cancelled_once, unpaired_tool_calls
 
 EMAIL = "ada@example.com"
 REDACTED = "[REDACTED:email]"
@@ -244,21 +243,7 @@ async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_strea
     )
     model = ScriptedModel([Say(calls=[call("failing", x=1), call("quick", x=2),
                                       call("stuck", x=3)]), Say("never")])
-    signal = CancelSignal()
-    box: list[tuple[list[Chunk], RunResult]] = []
-
-    async def go() -> None:
-        stream = AsyncInterpreter(model, observers=()).stream(agent, "hi", signal=signal)
-        async with stream:
-            chunks = [c async for c in stream]
-        box.append((chunks, stream.result))
-
-    with anyio.fail_after(10):  # a safety net only
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(go)
-            await started.wait()
-            signal.cancel("stop")
-    chunks, result = box[0]
+    chunks, result = await stream_cancelled_once(agent, model, started)
     assert result.status == "cancelled"
     assert EMAIL not in _leaves(chunks, result)
     msgs = result.messages.messages
