@@ -214,12 +214,13 @@ async def test_a_blocked_tool_result_is_withheld_on_the_async_interpreters(
 
 
 @pytest.mark.anyio
-async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_stream_processors(
-    anyio_backend: str,
+@pytest.mark.parametrize("checked_by", ["stream", "tool-result hook"])
+async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_their_checkers(
+    anyio_backend: str, checked_by: str,
 ) -> None:
-    """A cancel while tools run: the stream processors run no more, so with them on the
-    agent a finished tool's result (or error) leaves as withheld, on the stream and in
-    the messages; the calls stay paired."""
+    """A cancel while tools run: the stream processors and the tool-result hooks run no
+    more, so with either on the agent a finished tool's result (or error) leaves as
+    withheld, on the stream and in the messages; the calls stay paired."""
     started = anyio.Event()
 
     async def failing(x: int) -> int:
@@ -239,7 +240,8 @@ async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_strea
     agent = make_agent(
         tools=[make_tool(failing, name="failing"), make_tool(quick, name="quick"),
                make_tool(stuck, name="stuck")],
-        output_processors=[PIIDetector(types=("email",))],
+        **({"output_processors": [PIIDetector(types=("email",))]} if checked_by == "stream"
+           else {"input_processors": [PIIDetector(types=("email",), scan_tools=True)]}),
     )
     model = ScriptedModel([Say(calls=[call("failing", x=1), call("quick", x=2),
                                       call("stuck", x=3)]), Say("never")])
