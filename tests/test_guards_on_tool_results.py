@@ -139,6 +139,28 @@ def test_a_tool_result_in_the_callers_history_is_checked_once_before_the_model_r
         {"processor_id": p.id, "where": "tool-results", "found": {"email": 1}}]
 
 
+def test_a_retried_call_does_not_check_the_callers_tool_result_again() -> None:
+    from effects import Continue, Out, Retry
+    from pipeline.processor import ApiErrorArgs, ApiErrorResult, processor
+
+    def once_more(args: ApiErrorArgs[int]) -> ApiErrorResult[int]:
+        return Out(Retry(args.message_list) if args.state == 0 else Continue(), args.state + 1)
+
+    p = PIIDetector(types=("email",), strategy="detect", scan_tools=True)
+    det = PromptInjectionDetector(check_tool_results=True, strategy="warn")
+    agent = make_agent(tools=[crm], input_processors=[p, det], error_processors=[
+        processor("retry-once", state=0, process_api_error=once_more)])
+    model = ScriptedModel([Fail(status=400), Say("second")])
+    run = Simulator(model).run(agent, _history_with_a_tool_result(f"mail {EMAIL}. {POISONED}"))
+    chunks, result = list(run.trace.chunks), run.result
+    assert result.status == "finished" and len(model.requests) == 2
+    assert [r for r in _pii_reports(chunks) if isinstance(r, dict)
+            and r["where"] == "tool-results"] == [
+        {"processor_id": p.id, "where": "tool-results", "found": {"email": 1}}]
+    warnings = [c for c in chunks if isinstance(c, DataChunk) and c.name == f"data-{det.id}"]
+    assert len(warnings) == 1
+
+
 def test_a_result_answered_without_running_is_still_redacted_before_the_model_reads_it(
 ) -> None:
     """A gate's SkipCall result never reaches process_tool_result: the per-step check

@@ -41,6 +41,7 @@ from pipeline.model import ModelRequest
 from pipeline.processor import AskModel, ModelAnswer, StatefulProcessor, StepChange, abort
 from pipeline.processors import pii_detectors as d
 from pipeline.processors import text_view
+from pipeline.processors.guard_common import unread_results
 from pipeline.processors.holdback import (
     NOTHING_HELD,
     BlockKind,
@@ -501,19 +502,19 @@ class PIIDetector(StatefulProcessor[PIIState]):
                    self._report(report, "tool-results"))
 
     def _tool_results_step(self, args: pr.InputStepArgs[PIIState]) -> pr.InputStepResult[PIIState]:
-        """Before a model call: the tool results it has not read yet (the tool messages
-        at the end of the history) that `process_tool_result` did not handle, handled."""
-        ml = args.message_list
-        first = len(ml.messages)
-        while first > 0 and ml.messages[first - 1].role == "tool":
-            first -= 1
+        """Before a model call: the tool results it has not read yet that no hook of the
+        detector handled (the caller's, a call answered without running), handled once
+        (a retry of the step does not handle them again)."""
+        ml, s = args.message_list, args.state
+        unread = unread_results(ml, s.checked)
+        if not unread:
+            return Continue()
         report: list[d.Finding] = []
-        new = self._tool_messages(ml, report, range(first, len(ml.messages)), True,
-                                  args.state.checked)
-        notes = self._report(report, "tool-results")
-        if new is ml:
-            return Out(Continue(), emit=notes) if notes else Continue()
-        return Out(Replace(StepChange(message_list=new)), emit=notes)
+        new = self._tool_messages(ml, report, sorted({i for i, _, _ in unread}), True,
+                                  s.checked)
+        state = PIIState(s.held, s.checked | {p.tool_call_id for _, _, p in unread})
+        effect = Continue() if new is ml else Replace(StepChange(message_list=new))
+        return Out(effect, state, self._report(report, "tool-results"))
 
     def _tools_in_result(self, args: pr.OutputResultArgs[PIIState], ml: MessageList,
                          report: list[d.Finding]) -> MessageList:

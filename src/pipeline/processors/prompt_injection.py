@@ -28,7 +28,7 @@ import msgspec
 import pipeline.processor as pr
 from effects import Continue, Out, Replace
 from pipeline.chunks import DataChunk
-from pipeline.messages import MessageList, Part, Role, ToolResultPart
+from pipeline.messages import MessageList, Part, Role
 from pipeline.processor import StatefulProcessor, StepChange, abort
 from pipeline.processors.guard_common import (
     JudgeError,
@@ -38,6 +38,7 @@ from pipeline.processors.guard_common import (
     decode_verdict,
     drop_messages,
     judge_instructions,
+    unread_results,
     warning,
     with_text,
 )
@@ -571,22 +572,18 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
     def process_input_step(
         self, args: pr.InputStepArgs[InjectionState]
     ) -> Generator[object, object, pr.InputStepResult[InjectionState]]:
-        """Before a model call: the tool results it has not read yet (the tool messages
-        after the last non-tool message: each step's results come right after its call)
-        that `process_tool_result` did not check."""
+        """Before a model call: the tool results it has not read yet that no hook of the
+        detector checked (the caller's, a call answered without running), checked once
+        (a retry of the step does not check them again)."""
         if not self.check_tool_results:
             return Continue()
-        ml = args.message_list
+        ml, s = args.message_list, args.state
+        unread = unread_results(ml, s.checked)
+        if not unread:
+            return Continue()
         messages = ml.messages
-        first = len(messages)
-        while first > 0 and messages[first - 1].role == "tool":
-            first -= 1
         new = list(messages)
         notes: list[DataChunk] = []
-        checked = args.state.checked
-        unread = [(i, j, p) for i in range(first, len(messages))
-                  for j, p in enumerate(messages[i].parts)
-                  if isinstance(p, ToolResultPart) and p.tool_call_id not in checked]
         texts = [_read(p.result) for _, _, p in unread]
         replaced: dict[tuple[int, int], Part] = {}
         flagged_any = False
@@ -617,10 +614,12 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
         for i in sorted({i for i, _ in replaced}):
             m = messages[i]
             new[i] = m.with_parts([replaced.get((i, j), p) for j, p in enumerate(m.parts)])
+        ids = {p.tool_call_id for _, _, p in unread}
+        state = msgspec.structs.replace(s, checked=s.checked | ids)
         if all(x is y for x, y in zip(new, messages, strict=True)):
-            return Out(Continue(), emit=tuple(notes)) if notes else Continue()
+            return Out(Continue(), state, tuple(notes))
         changed = MessageList(tuple(new), ml.sources, ml.system)
-        return Out(Replace(StepChange(message_list=changed)), emit=tuple(notes))
+        return Out(Replace(StepChange(message_list=changed)), state, tuple(notes))
 
 
 _JSON = msgspec.json.Encoder()
