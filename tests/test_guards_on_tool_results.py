@@ -254,6 +254,31 @@ def test_a_judge_that_hangs_keeps_the_tool_result_from_the_model_and_the_stream(
     assert all(p.is_error for m in result.messages.messages for p in m.tool_results())
 
 
+def test_a_tool_result_hook_whose_judge_fails_keeps_the_result_from_the_model() -> None:
+    """Any judge-based process_tool_result hook: the judge's failure is thrown into it,
+    and unhandled it fails the run closed, the result withheld."""
+    from collections.abc import Generator
+
+    from effects import Continue
+    from pipeline.messages import SystemMessage
+    from pipeline.model import ModelRequest
+    from pipeline.processor import AskModel, ToolResultArgs, ToolResultResult, processor
+
+    def judged(args: ToolResultArgs[None]) -> Generator[object, object, ToolResultResult[None]]:
+        yield AskModel(ModelRequest(model="judge", system=(SystemMessage("judge"),),
+                                    messages=args.message_list.messages[-1:]))
+        return Continue()
+
+    agent = Agent.create("m", tools=[weather], input_processors=[
+        processor("judged", process_tool_result=judged)])
+    chunks, result, model = _run(agent, Say(calls=[call("weather")]), Say("Sunny."),
+                                 judge=ScriptedModel([Fail(status=400)]))
+    assert result.status == "failed" and len(model.requests) == 1
+    assert "sunny" not in msgspec.json.encode(chunks).decode().lower()
+    assert [str(p.result).split(":")[0] for m in result.messages.messages
+            for p in m.tool_results()] == ["tool result withheld"]
+
+
 def test_an_injection_in_the_callers_history_is_checked_before_the_model_reads_it() -> None:
     det = PromptInjectionDetector(check_tool_results=True, strategy="filter")
     agent = Agent.create("m", tools=[crm], input_processors=[det])

@@ -130,8 +130,9 @@ class PIIDetector(StatefulProcessor[PIIState]):
       the tool results in the result's messages) are always handled, every string in
       them (keys too), by the local detectors (not the judge): what leaves the run is
       handled. So are `data-*` chunks on the stream (what a tool writes for the client).
-    - `scan_tools`: also what the model and the tools see. Each result of a tool the run
-      ran is handled in `process_tool_result` (the detector in either list), before the
+    - `scan_tools`: also what the model and the tools see. With `on_input` (what the
+      model reads), each result of a tool the run ran is handled in
+      `process_tool_result` (the detector in either list), before the
       model, the stream or the messages see it, and not scanned again on the way out;
       as an input processor, before each model call, also the tool results the model
       has not read that no tool-result hook saw (the caller's history, a call answered
@@ -415,7 +416,7 @@ class PIIDetector(StatefulProcessor[PIIState]):
         return self._value(msgspec.to_builtins(value), report)  # a Struct, a dataclass...
 
     def _data_chunk(
-        self, part: Chunk, held: PIIState, report: list[d.Finding]
+        self, part: Chunk, state: PIIState, report: list[d.Finding]
     ) -> pr.StreamResult[PIIState]:
         """A `data-*` chunk with every string in its data handled (local detectors). It
         passes at once, the text held stays held (as before it was looked at)."""
@@ -423,7 +424,7 @@ class PIIDetector(StatefulProcessor[PIIState]):
         data = self._value(part.data, report)
         if not report:
             return Continue()
-        return Out(Replace(msgspec.structs.replace(part, data=data)), held,
+        return Out(Replace(msgspec.structs.replace(part, data=data)), state,
                    self._report(report, "stream"))
 
     def _tool_chunk(
