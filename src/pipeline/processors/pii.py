@@ -603,14 +603,13 @@ class PIIDetector(StatefulProcessor[PIIState]):
         """The stream with the judge: each block held whole, judged at its end."""
         if not self.on_stream:
             return Continue()
-        part, state = args.part, args.state
-        held = state.held
+        part, held = args.part, args.state.held
         report: list[d.Finding] = []
         pt = type(part)
         if pt is DataChunk:
-            return self._data_chunk(part, state, report)
+            return self._data_chunk(part, args.state, report)
         if self.scan_tools or pt is ToolResult or pt is ToolError:
-            tool_part = self._tool_chunk(part, report, state.checked)
+            tool_part = self._tool_chunk(part, report, args.state.checked)
             if tool_part is None:
                 return Skip()
             part = tool_part
@@ -626,14 +625,14 @@ class PIIDetector(StatefulProcessor[PIIState]):
             if len(text) > self.max_hold:
                 abort(f"text block longer than max_hold ({self.max_hold}) for the PII "
                       "judge; blocked to fail closed", metadata={"max_hold": self.max_hold})
-            return Out(Replace(out), state.holding(Held(kind, part.id, text)),
+            return Out(Replace(out), args.state.holding(Held(kind, part.id, text)),
                        self._report(report, "stream"))
         if not held.text:
             if part is args.part:
                 return Continue()
-            return Out(Replace(part), state, self._report(report, "stream"))
+            return Out(Replace(part), args.state, self._report(report, "stream"))
         out = yield from self._judge_block(held, report)
-        return Out(Replace((*out, part)), state.holding(NOTHING_HELD),
+        return Out(Replace((*out, part)), args.state.holding(NOTHING_HELD),
                    self._report(report, "stream"))
 
     def _judged_flush(
