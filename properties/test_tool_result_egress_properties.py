@@ -2,7 +2,8 @@
 
 For any JSON-like value with e-mail addresses somewhere in its strings, returned by a
 tool (or raised in its error), and an agent whose output processors hold a redacting
-`PIIDetector` (with or without `scan_tools`, as an input processor too or not): no raw
+`PIIDetector` (with or without `scan_tools`, as an input processor too or not), or an
+input processor alone with `scan_tools` (its `process_tool_result` handles them): no raw
 address is in the chunks the caller receives, in their UI message stream or NDJSON
 encodings, in `result.steps` or in `result.messages`, on the `Simulator` and on the
 `AsyncSimulator` under asyncio and trio. Every part the UI stream opened is closed."""
@@ -54,7 +55,7 @@ def tool_values(draw: st.DrawFn) -> object:
     return v
 
 
-def _agent(value: object, fails: bool, strategy: Strategy, scan: bool, as_input: bool
+def _agent(value: object, fails: bool, strategy: Strategy, scan: bool, lists: str
            ) -> Agent:
     @tool
     def crm(name: str) -> object:
@@ -63,9 +64,10 @@ def _agent(value: object, fails: bool, strategy: Strategy, scan: bool, as_input:
             raise RuntimeError(f"lookup failed: {json.dumps(value)}")
         return value
 
-    pii = PIIDetector(types=("email",), strategy=strategy, scan_tools=scan)
-    return Agent.create("sim/model", tools=[crm], output_processors=[pii],
-                        input_processors=[pii] if as_input else [])
+    pii = PIIDetector(types=("email",), strategy=strategy, scan_tools=scan or lists == "input")
+    return Agent.create("sim/model", tools=[crm],
+                        output_processors=[pii] if lists != "input" else [],
+                        input_processors=[pii] if lists != "output" else [])
 
 
 def _leaves(run: SimRun) -> str:
@@ -98,16 +100,16 @@ def _open_ui_parts(run: SimRun) -> list[str]:
     st.booleans(),
     st.sampled_from(("redact", "mask", "hash", "remove", "block")),
     st.booleans(),
-    st.booleans(),
+    st.sampled_from(("output", "both", "input")),
 )
 def test_no_raw_value_of_a_tool_result_leaves_the_run(
-    value: object, fails: bool, strategy: Strategy, scan: bool, as_input: bool
+    value: object, fails: bool, strategy: Strategy, scan: bool, lists: str
 ) -> None:
     def script() -> ScriptedModel:
         return ScriptedModel([Say(["Looking ", "it up."], calls=[call("crm", name="Ada")]),
                               Say(["Done, ", "thanks."])])
 
-    agent = _agent(value, fails, strategy, scan, as_input)
+    agent = _agent(value, fails, strategy, scan, lists)
     runs = [Simulator(script()).run(agent, "hi")]
 
     async def on_async() -> SimRun:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 
+from interpreters.aio import AsyncInterpreter
 from interpreters.cancel import CancelSignal
 from interpreters.observe import RunInfo, RunObserver
 from interpreters.providers.provider import ProviderError
@@ -341,6 +342,28 @@ def assert_scoped(seen: Sequence[RunContext], streamed: RunResult, ran: RunResul
     reply = streamed.messages.messages[-1]
     assert (reply.thread_id, reply.resource_id) == ("t1", "u1")
     assert streamed.text == ran.text == "a"
+
+
+async def stream_cancelled_once(
+    agent: Agent, model: ScriptedModel, started: anyio.Event
+) -> tuple[list[Chunk], RunResult]:
+    """Stream `agent` on the async interpreter, cancelling the run ("stop") once `started`
+    is set (a tool that waits sets it): what the caller received, and the result."""
+    signal = CancelSignal()
+    box: list[tuple[list[Chunk], RunResult]] = []
+
+    async def go() -> None:
+        stream = AsyncInterpreter(model, observers=()).stream(agent, "hi", signal=signal)
+        async with stream:
+            chunks = [c async for c in stream]
+        box.append((chunks, stream.result))
+
+    with anyio.fail_after(10):  # a safety net only
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go)
+            await started.wait()
+            signal.cancel("stop")
+    return box[0]
 
 
 class CancelAt:

@@ -181,13 +181,18 @@ def test_an_injection_split_across_two_tool_results_blocks() -> None:
     assert str(result.tripwire.metadata["where"]).startswith("tool-results:")
 
 
-def test_a_split_injection_is_filtered_from_both_results() -> None:
+def test_a_split_injection_is_filtered_from_the_result_that_completes_it() -> None:
+    """Each result is checked in process_tool_result as it comes, joined with the step's
+    earlier ones: the one that completes the injection is replaced; the first, harmless
+    alone, is not (the model reads no whole injection)."""
     for strategy in ("filter", "rewrite"):
         model, result = _split_run(PromptInjectionDetector(check_tool_results=True,
                                                            strategy=strategy))
         assert result.status == "finished", strategy
         sent = [p.result for m in model.requests[-1].messages for p in m.tool_results()]
-        assert sent == [TOOL_RESULT_REMOVED, TOOL_RESULT_REMOVED], strategy
+        assert sent == [FIRST, TOOL_RESULT_REMOVED], strategy
+        kept = [p.result for m in result.messages.messages for p in m.tool_results()]
+        assert kept == sent, strategy
 
 
 def test_without_tool_result_checks_the_split_injection_reaches_the_model() -> None:

@@ -13,7 +13,6 @@ import pytest
 
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
@@ -33,7 +32,7 @@ from pipeline.result import RunResult
 from pipeline.tool_context import ToolContext
 from pipeline.tools import make_tool, tool
 from pipeline.ui_stream import ndjson, ui_message_sse
-from tests.helpers import make_agent, unpaired_tool_calls
+from tests.helpers import make_agent, stream_cancelled_once, unpaired_tool_calls
 
 EMAIL = "ada@example.com"
 REDACTED = "[REDACTED:email]"
@@ -215,12 +214,13 @@ async def test_a_blocked_tool_result_is_withheld_on_the_async_interpreters(
 
 
 @pytest.mark.anyio
-async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_stream_processors(
-    anyio_backend: str,
+@pytest.mark.parametrize("checked_by", ["stream", "tool-result hook"])
+async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_their_checkers(
+    anyio_backend: str, checked_by: str,
 ) -> None:
-    """A cancel while tools run: the stream processors run no more, so with them on the
-    agent a finished tool's result (or error) leaves as withheld, on the stream and in
-    the messages; the calls stay paired."""
+    """A cancel while tools run: the stream processors and the tool-result hooks run no
+    more, so with either on the agent a finished tool's result (or error) leaves as
+    withheld, on the stream and in the messages; the calls stay paired."""
     started = anyio.Event()
 
     async def failing(x: int) -> int:
@@ -240,25 +240,12 @@ async def test_results_of_tools_finished_before_a_cancel_are_withheld_with_strea
     agent = make_agent(
         tools=[make_tool(failing, name="failing"), make_tool(quick, name="quick"),
                make_tool(stuck, name="stuck")],
-        output_processors=[PIIDetector(types=("email",))],
+        **({"output_processors": [PIIDetector(types=("email",))]} if checked_by == "stream"
+           else {"input_processors": [PIIDetector(types=("email",), scan_tools=True)]}),
     )
     model = ScriptedModel([Say(calls=[call("failing", x=1), call("quick", x=2),
                                       call("stuck", x=3)]), Say("never")])
-    signal = CancelSignal()
-    box: list[tuple[list[Chunk], RunResult]] = []
-
-    async def go() -> None:
-        stream = AsyncInterpreter(model, observers=()).stream(agent, "hi", signal=signal)
-        async with stream:
-            chunks = [c async for c in stream]
-        box.append((chunks, stream.result))
-
-    with anyio.fail_after(10):  # a safety net only
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(go)
-            await started.wait()
-            signal.cancel("stop")
-    chunks, result = box[0]
+    chunks, result = await stream_cancelled_once(agent, model, started)
     assert result.status == "cancelled"
     assert EMAIL not in _leaves(chunks, result)
     msgs = result.messages.messages

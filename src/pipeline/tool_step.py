@@ -343,21 +343,22 @@ def keep_finished_tools(
     """A cancel while tools ran: the real results of the calls that finished (their
     side effects happened), an error result for the others, in call order.
 
-    A real result leaves the run only through the stream processors, which run no more
-    after a cancel: with stream processors, a finished call's result (or its own error)
-    is withheld, the stream and the messages saying so (fail closed); without, it is
-    kept and streamed as it is."""
+    A real result leaves the run only through the tool-result and stream processors,
+    which run no more after a cancel: with either, a finished call's result (or its own
+    error) is withheld, the stream and the messages saying so (fail closed); without, it
+    is kept and streamed as it is."""
     done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
     if not done:
         return  # `answer_dangling_calls` answers every call
     unchecked = f"tool result withheld: the run was cancelled ({c.reason}) before it was checked"
+    checked = bool(rc.h_stream or rc.h_tool_result)
     parts = tuple(
         (
             result_part(
                 call, done[call.tool_call_id].result, done[call.tool_call_id].is_error,
                 _result_cap(rc, st.tools.by_name().get(call.tool_name)),
             )
-            if not rc.h_stream
+            if not checked
             else ToolResultPart(call.tool_call_id, call.tool_name, unchecked, True)
         )
         if call.tool_call_id in done

@@ -17,7 +17,15 @@ import msgspec
 
 from pipeline.bounds import MAX_JSON_DEPTH, json_too_deep
 from pipeline.chunks import DataChunk
-from pipeline.messages import Message, MessageList, Part, Role, SystemMessage, TextPart
+from pipeline.messages import (
+    Message,
+    MessageList,
+    Part,
+    Role,
+    SystemMessage,
+    TextPart,
+    ToolResultPart,
+)
 from pipeline.model import ModelRequest, ModelSettings
 from pipeline.processor import AskModel, ModelAnswer, abort
 
@@ -26,6 +34,8 @@ __all__ = [
     "GuardsExtraMissing",
     "JudgeError",
     "ask_judge",
+    "judge_instructions",
+    "unread_results",
     "checked_indices",
     "decode_verdict",
     "drop_messages",
@@ -165,6 +175,27 @@ def ask_judge(
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+def unread_results(
+    ml: MessageList, checked: frozenset[str]
+) -> list[tuple[int, int, ToolResultPart]]:
+    """The tool results the model has not read yet, in the tool messages after the last
+    other message (each step's results come right after its call), but those of the
+    calls in `checked` (a guard checked them already): (message index, part index, part).
+    """
+    messages = ml.messages
+    first = len(messages)
+    while first > 0 and messages[first - 1].role == "tool":
+        first -= 1
+    return [(i, j, p) for i in range(first, len(messages))
+            for j, p in enumerate(messages[i].parts)
+            if isinstance(p, ToolResultPart) and p.tool_call_id not in checked]
+
+
+def judge_instructions(given: str | None, template: str, categories: Iterable[str]) -> str:
+    """A judge's instructions: those `given`, else `template` naming the `categories`."""
+    return given or template.format(categories=", ".join(categories))
 
 
 def decode_verdict(answer: object, type_: type[_T]) -> _T:

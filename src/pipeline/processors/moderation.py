@@ -43,6 +43,7 @@ from pipeline.processor import (
     StreamResult,
     abort,
 )
+from pipeline.processors import guard_common
 from pipeline.processors.guard_common import (
     JudgeError,
     ask_judge,
@@ -207,9 +208,8 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         self.roles = tuple(roles)
         self.last_message_only = last_message_only
         self.fail_open = fail_open
-        self.instructions = instructions or INSTRUCTIONS.format(
-            categories=", ".join(self.categories)
-        )
+        self.instructions = guard_common.judge_instructions(
+            instructions, INSTRUCTIONS, self.categories)
 
     def initial_state(self) -> ModerationState:
         return _FRESH

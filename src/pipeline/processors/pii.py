@@ -16,6 +16,7 @@ from typing import Literal, cast
 
 import msgspec
 
+import pipeline.processor as pr
 from effects import Abort, Continue, Out, Replace, Skip
 from pipeline.chunks import (
     Chunk,
@@ -37,26 +38,10 @@ from pipeline.messages import (
     ToolResultPart,
 )
 from pipeline.model import ModelRequest
-from pipeline.processor import (
-    AskModel,
-    FlushArgs,
-    FlushResult,
-    HookName,
-    InputArgs,
-    InputResult,
-    InputStepArgs,
-    InputStepResult,
-    ModelAnswer,
-    OutputResultArgs,
-    OutputResultResult,
-    StatefulProcessor,
-    StepChange,
-    StreamArgs,
-    StreamResult,
-    abort,
-)
+from pipeline.processor import AskModel, ModelAnswer, StatefulProcessor, StepChange, abort
 from pipeline.processors import pii_detectors as d
 from pipeline.processors import text_view
+from pipeline.processors.guard_common import unread_results
 from pipeline.processors.holdback import (
     NOTHING_HELD,
     BlockKind,
@@ -80,6 +65,24 @@ JUDGED = "judged"
 with a judge."""
 Where = Literal["input", "stream", "result", "tool-results"]
 
+
+class PIIState(msgspec.Struct, frozen=True):
+    """A detector's state in a run: the stream's text held back, and the tool calls
+    whose results `process_tool_result` handled (with `scan_tools`), which no later
+    hook of the detector scans again."""
+
+    held: Held = NOTHING_HELD
+    checked: frozenset[str] = frozenset()
+
+    def holding(self, held: Held) -> PIIState:
+        return self if held is self.held else PIIState(held, self.checked)
+
+
+NOTHING_SEEN = PIIState()
+
+_Handle = Callable[[str, list[d.Finding]], str]
+"""A text handled, its findings added to the report (`redact_text`, `_judged_text`)."""
+
 JUDGE_PROMPT = (
     "You find personal data and secrets in a text: names of people, email addresses, "
     "phone numbers, postal addresses, payment cards, bank accounts, national ids, IP "
@@ -101,7 +104,7 @@ class JudgeReply(msgspec.Struct, frozen=True):
 _judge_decoder = msgspec.json.Decoder(JudgeReply)
 
 
-class PIIDetector(StatefulProcessor[Held]):
+class PIIDetector(StatefulProcessor[PIIState]):
     """Personal data and secrets, found and handled on input, stream and result.
 
     - `types`: which built-in kinds to look for (`pii_detectors.BUILTIN_KINDS`: email,
@@ -127,10 +130,15 @@ class PIIDetector(StatefulProcessor[Held]):
       the tool results in the result's messages) are always handled, every string in
       them (keys too), by the local detectors (not the judge): what leaves the run is
       handled. So are `data-*` chunks on the stream (what a tool writes for the client).
-    - `scan_tools`: also what the model and the tools see: tool results before the model
-      reads them (as an input processor, `process_input_step`), and tool-call arguments
-      on the stream (tool-call deltas are then not streamed, the complete call is; the
-      tool gets the handled arguments) and in the result's messages.
+    - `scan_tools`: also what the model and the tools see. With `on_input` (what the
+      model reads), each result of a tool the run ran is handled in
+      `process_tool_result` (the detector in either list), before the
+      model, the stream or the messages see it, and not scanned again on the way out;
+      as an input processor, before each model call, also the tool results the model
+      has not read that no tool-result hook saw (the caller's history, a call answered
+      without running). Tool-call arguments are handled on the stream (tool-call deltas
+      are then not streamed, the complete call is; the tool gets the handled arguments)
+      and in the result's messages.
     - `concurrent`: with a `judge_model` and only "block"/"detect", the input check runs
       beside the first model call (`pipeline.input_race`): the model's output is held,
       and no tool runs, until it passed.
@@ -212,8 +220,8 @@ class PIIDetector(StatefulProcessor[Held]):
             detectors.append((name, d.custom(pattern)))
         self.detectors: tuple[tuple[str, d.Detector], ...] = tuple(detectors)
 
-    def initial_state(self) -> Held:
-        return NOTHING_HELD
+    def initial_state(self) -> PIIState:
+        return NOTHING_SEEN
 
     # --- finding and handling ---------------------------------------------------------
 
@@ -342,32 +350,46 @@ class PIIDetector(StatefulProcessor[Held]):
 
     # --- hooks ------------------------------------------------------------------------
 
-    def process_input(self, args: InputArgs[Held]) -> InputResult[Held]:
+    def process_input(self, args: pr.InputArgs[PIIState]) -> pr.InputResult[PIIState]:
         if not self.on_input:
             return Continue()
+        return self._input_handled(args, self.redact_text)
+
+    def _input_handled(self, args: pr.InputArgs[PIIState], handle: _Handle
+                       ) -> pr.InputResult[PIIState]:
+        """The user messages with `handle` applied to their text."""
         report: list[d.Finding] = []
-        ml = _map_text(args.message_list, lambda t: self.redact_text(t, report), ("user",))
+        ml = _map_text(args.message_list, lambda t: handle(t, report), ("user",))
         return _result(ml, args.message_list, args.state, self._report(report, "input"))
 
-    def process_output_stream(self, args: StreamArgs[Held]) -> StreamResult[Held]:
+    def _result_handled(self, args: pr.OutputResultArgs[PIIState], handle: _Handle
+                        ) -> pr.OutputResultResult[PIIState]:
+        """The run's answer with `handle` applied to its text, its tool results handled."""
+        report: list[d.Finding] = []
+        ml = _map_text(args.message_list, lambda t: handle(t, report), ("assistant",),
+                       only=frozenset(m.id for m in args.messages))
+        ml = self._tools_in_result(args, ml, report)
+        return _result(ml, args.message_list, args.state, self._report(report, "result"))
+
+    def process_output_stream(self, args: pr.StreamArgs[PIIState]) -> pr.StreamResult[PIIState]:
         if not self.on_stream:
             return Continue()
         report: list[d.Finding] = []
-        part = args.part
+        part, state = args.part, args.state
         t = type(part)
         if t is DataChunk:
-            return self._data_chunk(part, args.state, report)
+            return self._data_chunk(part, state, report)
         if self.scan_tools or t is ToolResult or t is ToolError:
-            tool_part = self._tool_chunk(part, report)
+            tool_part = self._tool_chunk(part, report, state.checked)
             if tool_part is None:
                 return Skip()
             part = tool_part
-        chunks, held = hold_stream(part, args.state, lambda t, f: self._scan(report, t, f))
+        chunks, held = hold_stream(part, state.held, lambda t, f: self._scan(report, t, f))
         if chunks is None:
             if part is args.part:
                 return Continue()
             chunks = (part,)
-        return Out(Replace(chunks), held, self._report(report, "stream"))
+        return Out(Replace(chunks), state.holding(held), self._report(report, "stream"))
 
     # --- tool calls and results (scan_tools) ------------------------------------------
 
@@ -394,23 +416,30 @@ class PIIDetector(StatefulProcessor[Held]):
         return self._value(msgspec.to_builtins(value), report)  # a Struct, a dataclass...
 
     def _data_chunk(
-        self, part: Chunk, held: Held, report: list[d.Finding]
-    ) -> StreamResult[Held]:
+        self, part: Chunk, state: PIIState, report: list[d.Finding]
+    ) -> pr.StreamResult[PIIState]:
         """A `data-*` chunk with every string in its data handled (local detectors). It
         passes at once, the text held stays held (as before it was looked at)."""
         assert isinstance(part, DataChunk)
         data = self._value(part.data, report)
         if not report:
             return Continue()
-        return Out(Replace(msgspec.structs.replace(part, data=data)), held,
+        return Out(Replace(msgspec.structs.replace(part, data=data)), state,
                    self._report(report, "stream"))
 
-    def _tool_chunk(self, part: Chunk, report: list[d.Finding]) -> Chunk | None:
-        """A tool chunk with its arguments or result handled; None for a tool-call delta
-        (its partial arguments cannot be checked; the complete call follows)."""
+    def _tool_chunk(
+        self, part: Chunk, report: list[d.Finding], checked: frozenset[str]
+    ) -> Chunk | None:
+        """A tool chunk with its arguments or result handled (a result `checked` in
+        process_tool_result as it is); None for a tool-call delta (its partial arguments
+        cannot be checked; the complete call follows)."""
         t = type(part)
         if t is ToolCallDelta:
             return None
+        if (t is ToolResult or t is ToolError) and checked:
+            assert isinstance(part, ToolResult | ToolError)
+            if part.tool_call_id in checked:
+                return part
         if t is ToolCall:
             assert isinstance(part, ToolCall)
             found = len(report)
@@ -430,8 +459,12 @@ class PIIDetector(StatefulProcessor[Held]):
                 return msgspec.structs.replace(part, error=error)
         return part
 
-    def _tool_part(self, p: Part, report: list[d.Finding], calls: bool = True) -> Part:
+    def _tool_part(
+        self, p: Part, report: list[d.Finding], calls: bool, checked: frozenset[str]
+    ) -> Part:
         if isinstance(p, ToolResultPart):
+            if p.tool_call_id in checked:
+                return p
             found = len(report)
             result = self._value(p.result, report)
             if len(report) > found:
@@ -445,35 +478,46 @@ class PIIDetector(StatefulProcessor[Held]):
 
     def _tool_messages(
         self, ml: MessageList, report: list[d.Finding], indices: Iterable[int],
-        calls: bool = True,
+        calls: bool, checked: frozenset[str],
     ) -> MessageList:
-        """`ml` with the tool parts (results; calls too with `calls`) of the messages at
-        `indices` handled."""
+        """`ml` with the tool parts (results but those `checked` already; calls too with
+        `calls`) of the messages at `indices` handled."""
         messages = list(ml.messages)
         changed = False
         for i in indices:
             m = messages[i]
-            parts = tuple(self._tool_part(p, report, calls) for p in m.parts)
+            parts = tuple(self._tool_part(p, report, calls, checked) for p in m.parts)
             if any(a is not b for a, b in zip(parts, m.parts, strict=True)):
                 messages[i] = m.with_parts(parts)
                 changed = True
         return MessageList(tuple(messages), ml.sources, ml.system) if changed else ml
 
-    def _tool_results_step(self, args: InputStepArgs[Held]) -> InputStepResult[Held]:
-        """Before a model call: the tool results it has not read yet (the tool messages
-        at the end of the history), handled."""
-        ml = args.message_list
-        first = len(ml.messages)
-        while first > 0 and ml.messages[first - 1].role == "tool":
-            first -= 1
+    def _tool_result(self, args: pr.ToolResultArgs[PIIState]) -> pr.ToolResultResult[PIIState]:
+        """A result of a tool the run ran, handled before anyone sees it (`scan_tools`)."""
         report: list[d.Finding] = []
-        new = self._tool_messages(ml, report, range(first, len(ml.messages)))
-        notes = self._report(report, "tool-results")
-        if new is ml:
-            return Out(Continue(), emit=notes) if notes else Continue()
-        return Out(Replace(StepChange(message_list=new)), emit=notes)
+        result = self._value(args.result, report)
+        s = args.state
+        state = PIIState(s.held, s.checked | {args.call.tool_call_id})
+        changed = bool(report) and result != args.result
+        return Out(Replace(result) if changed else Continue(), state,
+                   self._report(report, "tool-results"))
 
-    def _tools_in_result(self, args: OutputResultArgs[Held], ml: MessageList,
+    def _tool_results_step(self, args: pr.InputStepArgs[PIIState]) -> pr.InputStepResult[PIIState]:
+        """Before a model call: the tool results it has not read yet that no hook of the
+        detector handled (the caller's, a call answered without running), handled once
+        (a retry of the step does not handle them again)."""
+        ml, s = args.message_list, args.state
+        unread = unread_results(ml, s.checked)
+        if not unread:
+            return Continue()
+        report: list[d.Finding] = []
+        new = self._tool_messages(ml, report, sorted({i for i, _, _ in unread}), True,
+                                  s.checked)
+        state = PIIState(s.held, s.checked | {p.tool_call_id for _, _, p in unread})
+        effect = Continue() if new is ml else Replace(StepChange(message_list=new))
+        return Out(effect, state, self._report(report, "tool-results"))
+
+    def _tools_in_result(self, args: pr.OutputResultArgs[PIIState], ml: MessageList,
                          report: list[d.Finding]) -> MessageList:
         """The run's tool results in the result's messages, handled: what leaves the run
         (the model may have read them as the tools returned them, without scan_tools);
@@ -481,28 +525,27 @@ class PIIDetector(StatefulProcessor[Held]):
         ids = frozenset(m.id for m in args.messages)
         return self._tool_messages(
             ml, report, [i for i, m in enumerate(ml.messages) if m.id in ids],
-            calls=self.scan_tools,
+            self.scan_tools, args.state.checked,
         )
 
-    def flush_output_stream(self, args: FlushArgs[Held]) -> FlushResult[Held]:
-        if not args.state.text:
+    def flush_output_stream(self, args: pr.FlushArgs[PIIState]) -> pr.FlushResult[PIIState]:
+        if not args.state.held.text:
             return Continue()
         report: list[d.Finding] = []
-        chunks = flush_held(args.state, lambda t, f: self._scan(report, t, f))
-        return Out(Replace(chunks), NOTHING_HELD, self._report(report, "stream"))
+        chunks = flush_held(args.state.held, lambda t, f: self._scan(report, t, f))
+        return Out(Replace(chunks), args.state.holding(NOTHING_HELD),
+                   self._report(report, "stream"))
 
-    def process_output_result(self, args: OutputResultArgs[Held]) -> OutputResultResult[Held]:
+    def process_output_result(
+        self, args: pr.OutputResultArgs[PIIState]
+    ) -> pr.OutputResultResult[PIIState]:
         if not self.on_result:
             return Continue()
-        report: list[d.Finding] = []
-        ml = _map_text(args.message_list, lambda t: self.redact_text(t, report),
-                       ("assistant",), only=frozenset(m.id for m in args.messages))
-        ml = self._tools_in_result(args, ml, report)
-        return _result(ml, args.message_list, args.state, self._report(report, "result"))
+        return self._result_handled(args, self.redact_text)
 
     # --- the judge --------------------------------------------------------------------
 
-    def hook_functions(self) -> Mapping[HookName, Callable[..., object]]:
+    def hook_functions(self) -> Mapping[pr.HookName, Callable[..., object]]:
         hooks = dict(super().hook_functions())
         if self.judge_model is not None:
             hooks["process_input"] = self._judged_input
@@ -511,6 +554,7 @@ class PIIDetector(StatefulProcessor[Held]):
             hooks["process_output_stream"] = self._judged_stream
             hooks["flush_output_stream"] = self._judged_flush
         if self.scan_tools and self.on_input:
+            hooks["process_tool_result"] = self._tool_result
             hooks["process_input_step"] = self._tool_results_step
         return hooks
 
@@ -537,41 +581,35 @@ class PIIDetector(StatefulProcessor[Held]):
             abort(f"PII judge reply unreadable ({type(e).__name__}); blocked to fail closed")
         return [v.value for v in reply.values if v.value.strip()]
 
-    def _judged_input(self, args: InputArgs[Held]) -> Generator[object, object, InputResult[Held]]:
+    def _judged_input(
+        self, args: pr.InputArgs[PIIState]
+    ) -> Generator[object, object, pr.InputResult[PIIState]]:
         if not self.on_input:
             return Continue()
         texts = [m.text for m in args.message_list.messages if m.role == "user"]
-        values = yield from self._ask_judge(texts)
-        report: list[d.Finding] = []
-        ml = _map_text(args.message_list, self._judged_text(values, report), ("user",))
-        return _result(ml, args.message_list, args.state, self._report(report, "input"))
+        return self._input_handled(args, self._judged_text((yield from self._ask_judge(texts))))
 
     def _judged_result(
-        self, args: OutputResultArgs[Held]
-    ) -> Generator[object, object, OutputResultResult[Held]]:
+        self, args: pr.OutputResultArgs[PIIState]
+    ) -> Generator[object, object, pr.OutputResultResult[PIIState]]:
         if not self.on_result:
             return Continue()
         texts = [m.text for m in args.messages if m.role == "assistant"]
-        values = yield from self._ask_judge(texts)
-        report: list[d.Finding] = []
-        ml = _map_text(args.message_list, self._judged_text(values, report), ("assistant",),
-                       only=frozenset(m.id for m in args.messages))
-        ml = self._tools_in_result(args, ml, report)
-        return _result(ml, args.message_list, args.state, self._report(report, "result"))
+        return self._result_handled(args, self._judged_text((yield from self._ask_judge(texts))))
 
     def _judged_stream(
-        self, args: StreamArgs[Held]
-    ) -> Generator[object, object, StreamResult[Held]]:
+        self, args: pr.StreamArgs[PIIState]
+    ) -> Generator[object, object, pr.StreamResult[PIIState]]:
         """The stream with the judge: each block held whole, judged at its end."""
         if not self.on_stream:
             return Continue()
-        part, held = args.part, args.state
+        part, held = args.part, args.state.held
         report: list[d.Finding] = []
         pt = type(part)
         if pt is DataChunk:
-            return self._data_chunk(part, held, report)
+            return self._data_chunk(part, args.state, report)
         if self.scan_tools or pt is ToolResult or pt is ToolError:
-            tool_part = self._tool_chunk(part, report)
+            tool_part = self._tool_chunk(part, report, args.state.checked)
             if tool_part is None:
                 return Skip()
             part = tool_part
@@ -587,22 +625,25 @@ class PIIDetector(StatefulProcessor[Held]):
             if len(text) > self.max_hold:
                 abort(f"text block longer than max_hold ({self.max_hold}) for the PII "
                       "judge; blocked to fail closed", metadata={"max_hold": self.max_hold})
-            return Out(Replace(out), Held(kind, part.id, text), self._report(report, "stream"))
+            return Out(Replace(out), args.state.holding(Held(kind, part.id, text)),
+                       self._report(report, "stream"))
         if not held.text:
             if part is args.part:
                 return Continue()
-            return Out(Replace(part), held, self._report(report, "stream"))
+            return Out(Replace(part), args.state, self._report(report, "stream"))
         out = yield from self._judge_block(held, report)
-        return Out(Replace((*out, part)), NOTHING_HELD, self._report(report, "stream"))
+        return Out(Replace((*out, part)), args.state.holding(NOTHING_HELD),
+                   self._report(report, "stream"))
 
     def _judged_flush(
-        self, args: FlushArgs[Held]
-    ) -> Generator[object, object, FlushResult[Held]]:
-        if not args.state.text:
+        self, args: pr.FlushArgs[PIIState]
+    ) -> Generator[object, object, pr.FlushResult[PIIState]]:
+        if not args.state.held.text:
             return Continue()
         report: list[d.Finding] = []
-        out = yield from self._judge_block(args.state, report)
-        return Out(Replace(out), NOTHING_HELD, self._report(report, "stream"))
+        out = yield from self._judge_block(args.state.held, report)
+        return Out(Replace(out), args.state.holding(NOTHING_HELD),
+                   self._report(report, "stream"))
 
     def _judge_block(
         self, held: Held, report: list[d.Finding]
@@ -610,19 +651,20 @@ class PIIDetector(StatefulProcessor[Held]):
         """A whole held block, judged and handled: the delta to release (if any)."""
         assert held.kind is not None
         values = yield from self._ask_judge([held.text])
-        text = self._judged_text(values, report)(held.text)
+        text = self._judged_text(values)(held.text, report)
         return (delta(held.kind, held.id, text),) if text else ()
 
-    def _judged_text(self, values: list[str], report: list[d.Finding]) -> Callable[[str], str]:
+    def _judged_text(self, values: list[str]) -> _Handle:
         """Text -> text handled for the local findings and the judge's values (each
-        looked for as written and, in the text's plain view, as it reads)."""
+        looked for as written and, in the text's plain view, as it reads), the findings
+        added to the report."""
         wanted = {*values, *(text_view.view(v).text for v in values)} - {""}
         pattern = (
             re.compile("|".join(re.escape(v) for v in sorted(wanted, key=len, reverse=True)))
             if wanted else None
         )
 
-        def handle(text: str) -> str:
+        def handle(text: str, report: list[d.Finding]) -> str:
             v = text_view.view(text)
             local = self._find_or_fail(text, v) or []
             judged = [] if pattern is None else [
@@ -741,8 +783,8 @@ def _map_text(
 
 
 def _result(
-    new: MessageList, old: MessageList, state: Held, emit: tuple[Chunk, ...]
-) -> Out[Continue | Replace[MessageList] | Abort, Held] | Continue:
+    new: MessageList, old: MessageList, state: PIIState, emit: tuple[Chunk, ...]
+) -> Out[Continue | Replace[MessageList] | Abort, PIIState] | Continue:
     effect: Continue | Replace[MessageList] | Abort = Continue() if new is old else Replace(new)
     if not emit and new is old:
         return Continue()
@@ -773,4 +815,6 @@ def _mask(kind: str, value: str) -> str:
     return "".join(reversed(out))
 
 
-__all__ = ["DEFAULT_KINDS", "JUDGE_PROMPT", "Kind", "OnError", "PIIDetector", "Strategy"]
+__all__ = [
+    "DEFAULT_KINDS", "JUDGE_PROMPT", "Kind", "OnError", "PIIDetector", "PIIState", "Strategy",
+]

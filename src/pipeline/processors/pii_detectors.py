@@ -101,6 +101,16 @@ none of them is not searched (the regex engine costs far more than `in`). A patt
 a group `v` reports that group (the secret, not the name before it)."""
 _HAS_DIGIT = re.compile(r"\d")
 
+
+def _with_digits(detect: Detector) -> Detector:
+    """`detect` on a text with a digit in it, no spans on one without: what the card,
+    IBAN and national-id detectors look for always has digits (the cheap test first)."""
+
+    def on_digits(text: str) -> Iterable[Span]:
+        return detect(text) if _HAS_DIGIT.search(text) is not None else []
+
+    return on_digits
+
 NATIONAL_IDS: Mapping[str, tuple[str, str]] = {
     # name: (regex, stdnum module whose is_valid decides)
     "us.ssn": (r"(?<!\d)\d{3}-\d{2}-\d{4}(?!\d)", "stdnum.us.ssn"),
@@ -186,8 +196,6 @@ def card(*, regex_only: bool = False) -> Detector:
 
     def detect(text: str) -> list[Span]:
         out: list[Span] = []
-        if _HAS_DIGIT.search(text) is None:
-            return out
         for m in _DIGIT_RUN.finditer(text):
             run = m.group()
             groups = [g.span() for g in _DIGITS.finditer(run)]
@@ -209,7 +217,7 @@ def card(*, regex_only: bool = False) -> Detector:
                 i = found + 1
         return out
 
-    return detect
+    return _with_digits(detect)
 
 
 def card_issuer_ok(digits: str) -> bool:
@@ -291,8 +299,6 @@ def iban(*, regex_only: bool = False) -> Detector:
 
     def detect(text: str) -> list[Span]:
         out: list[Span] = []
-        if _HAS_DIGIT.search(text) is None:
-            return out
         for m in IBAN.finditer(text):
             value = m.group()
             # The pattern may run on into a following capitalised word: try shorter ends.
@@ -305,7 +311,7 @@ def iban(*, regex_only: bool = False) -> Detector:
                 groups.pop()
         return out
 
-    return detect
+    return _with_digits(detect)
 
 
 def _iban_ok(v: str, check: ModuleType | None) -> bool:
@@ -331,13 +337,11 @@ def national_ids(names: Sequence[str]) -> Detector:
         checks.append((re.compile(pattern), _require(module, "national-id").is_valid))
 
     def detect(text: str) -> list[Span]:
-        if _HAS_DIGIT.search(text) is None:
-            return []
         return [
             m.span() for p, valid in checks for m in p.finditer(text) if valid(m.group())
         ]
 
-    return detect
+    return _with_digits(detect)
 
 
 PHONE_OTHER_REGIONS: tuple[str, ...] = (

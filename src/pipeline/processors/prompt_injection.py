@@ -20,23 +20,16 @@ import base64
 import binascii
 import re
 import unicodedata
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Literal
 
 import msgspec
 
+import pipeline.processor as pr
 from effects import Continue, Out, Replace
 from pipeline.chunks import DataChunk
-from pipeline.messages import MessageList, Part, Role, ToolResultPart
-from pipeline.processor import (
-    InputArgs,
-    InputResult,
-    InputStepArgs,
-    InputStepResult,
-    Processor,
-    StepChange,
-    abort,
-)
+from pipeline.messages import MessageList, Part, Role
+from pipeline.processor import StatefulProcessor, StepChange, abort
 from pipeline.processors.guard_common import (
     JudgeError,
     ask_judge,
@@ -44,6 +37,8 @@ from pipeline.processors.guard_common import (
     checked_indices,
     decode_verdict,
     drop_messages,
+    judge_instructions,
+    unread_results,
     warning,
     with_text,
 )
@@ -55,6 +50,7 @@ __all__ = [
     "DEFAULT_CLASSIFIER_THRESHOLD",
     "InjectionFinding",
     "InjectionReport",
+    "InjectionState",
     "InjectionStrategy",
     "JudgeMode",
     "PromptInjectionDetector",
@@ -339,7 +335,23 @@ def _classifier_score(p: float, at: float, threshold: float) -> float:
     return p / at * threshold if at > 0.0 else threshold
 
 
-class PromptInjectionDetector(Processor):
+class InjectionState(msgspec.Struct, frozen=True):
+    """What a detector keeps in a run about tool results (`check_tool_results`)."""
+
+    checked: frozenset[str] = frozenset()
+    """The calls whose results `process_tool_result` checked (not checked again)."""
+    step: int = -1
+    texts: tuple[str, ...] = ()
+    """The results of step `step` checked so far, as the model reads them (joined)."""
+    ids: tuple[str, ...] = ()
+    flagged: bool = False
+    """One of them was flagged (the joined check is then not needed)."""
+
+
+NOTHING_CHECKED = InjectionState()
+
+
+class PromptInjectionDetector(StatefulProcessor[InjectionState]):
     """An input processor: checks this run's user messages (see the module docstring).
 
     `threshold`: the score from which a message counts as an injection (the heuristics'
@@ -353,13 +365,17 @@ class PromptInjectionDetector(Processor):
     that fails or answers something unreadable blocks the run (fail closed), unless
     `fail_open=True`, which lets the text through with a warning.
 
-    `check_tool_results=True` also checks, before every model call, the tool results
-    the model is about to read (indirect injection: a web page or a file that gives
-    orders); `filter` replaces such a result with a placeholder (a call keeps its
-    result), `rewrite` with the cleaned text. The results of one step are also scored
-    joined, so an injection split across two results is seen; when only the joined text
-    is flagged, `filter` and `rewrite` replace each of those results with the
-    placeholder.
+    `check_tool_results=True` also checks each tool result before the model reads it
+    (indirect injection: a web page or a file that gives orders): a result of a tool
+    the run ran in `process_tool_result` (the detector in either list), before the
+    model, the stream or the messages see it; as an input processor, before each model
+    call, the results the model has not read that no tool-result hook saw (the caller's
+    history, a call answered without running). `filter` replaces such a result with a
+    placeholder (a call keeps its result), `rewrite` with the cleaned text. The results
+    of one step are also scored joined, so an injection split across two results is
+    seen: in `process_tool_result` each result joined with the step's earlier ones, and
+    when only that joined text is flagged, `filter` and `rewrite` replace the result
+    that completed it with the placeholder (the earlier ones, harmless alone, stay).
 
     `concurrent=True` (with a `judge_model`, strategy "block" or "warn"): the input
     check runs beside the first model call (`pipeline.input_race`): the model's output
@@ -420,9 +436,16 @@ class PromptInjectionDetector(Processor):
         self.last_message_only = last_message_only
         self.check_tool_results = check_tool_results
         self.fail_open = fail_open
-        self.instructions = instructions or JUDGE_INSTRUCTIONS.format(
-            categories=", ".join(self.categories)
-        )
+        self.instructions = judge_instructions(instructions, JUDGE_INSTRUCTIONS, self.categories)
+
+    def initial_state(self) -> InjectionState:
+        return NOTHING_CHECKED
+
+    def hook_functions(self) -> Mapping[pr.HookName, Callable[..., object]]:
+        hooks = dict(super().hook_functions())
+        if self.check_tool_results:
+            hooks["process_tool_result"] = self._tool_result
+        return hooks
 
     def _wants_judge(self, score: float) -> bool:
         if self.judge_model is None or score >= self.threshold:
@@ -484,8 +507,8 @@ class PromptInjectionDetector(Processor):
         return out
 
     def process_input(
-        self, args: InputArgs[None]
-    ) -> Generator[object, object, InputResult[None]]:
+        self, args: pr.InputArgs[InjectionState]
+    ) -> Generator[object, object, pr.InputResult[InjectionState]]:
         ml = args.message_list
         messages = list(ml.messages)
         drop: set[int] = set()
@@ -510,28 +533,58 @@ class PromptInjectionDetector(Processor):
             return Continue()
         changed = drop or any(a is not b for a, b in zip(messages, ml.messages, strict=True))
         if not changed:
-            return Out(Continue(), None, tuple(notes))
+            return Out(Continue(), emit=tuple(notes))
         new = MessageList(tuple(messages), ml.sources, ml.system)
-        return Out(Replace(drop_messages(new, drop, self.id)), None, tuple(notes))
+        return Out(Replace(drop_messages(new, drop, self.id)), emit=tuple(notes))
+
+    def _tool_result(
+        self, args: pr.ToolResultArgs[InjectionState]
+    ) -> Generator[object, object, pr.ToolResultResult[InjectionState]]:
+        """A result of a tool the run ran, checked alone and joined with the step's
+        earlier results, before anyone sees it (`check_tool_results`)."""
+        s, call_id = args.state, args.call.tool_call_id
+        if s.step != args.step_number:  # a new step: nothing to join yet
+            s = InjectionState(s.checked, args.step_number)
+        text = _read(args.result)
+        notes: list[DataChunk] = []
+        replaced: object = None
+        flagged = s.flagged
+        where = f"tool-result:{call_id}"
+        a = yield from self.assess(text)
+        joined = a.error is None and a.score < self.threshold and bool(s.texts) and not flagged
+        if joined:
+            # an injection split across results: each part alone reads as harmless
+            where = "tool-results:" + ",".join((*s.ids, call_id))
+            a = yield from self.assess(" ".join((*s.texts, text)))  # as the model reads on
+        if a.error is not None:
+            notes.append(self._judge_failed(a.error, where))
+        elif a.score >= self.threshold:
+            flagged = True
+            notes.append(self._flagged(a, where))
+            if self.strategy == "filter" or (joined and self.strategy == "rewrite"):
+                replaced = TOOL_RESULT_REMOVED
+            elif self.strategy == "rewrite":
+                replaced = self._rewrite(a, text, where)
+        state = InjectionState(s.checked | {call_id}, s.step, (*s.texts, text),
+                               (*s.ids, call_id), flagged)
+        return Out(Continue() if replaced is None else Replace(replaced), state, tuple(notes))
 
     def process_input_step(
-        self, args: InputStepArgs[None]
-    ) -> Generator[object, object, InputStepResult[None]]:
+        self, args: pr.InputStepArgs[InjectionState]
+    ) -> Generator[object, object, pr.InputStepResult[InjectionState]]:
+        """Before a model call: the tool results it has not read yet that no hook of the
+        detector checked (the caller's, a call answered without running), checked once
+        (a retry of the step does not check them again)."""
         if not self.check_tool_results:
             return Continue()
-        ml = args.message_list
+        ml, s = args.message_list, args.state
+        unread = unread_results(ml, s.checked)
+        if not unread:
+            return Continue()
         messages = ml.messages
-        # the results the model has not read yet: the tool messages after the last
-        # non-tool message (each step's results come right after its call)
-        first = len(messages)
-        while first > 0 and messages[first - 1].role == "tool":
-            first -= 1
         new = list(messages)
         notes: list[DataChunk] = []
-        unread = [(i, j, p) for i in range(first, len(messages))
-                  for j, p in enumerate(messages[i].parts) if isinstance(p, ToolResultPart)]
-        texts = [p.result if isinstance(p.result, str) else _JSON.encode(p.result).decode()
-                 for _, _, p in unread]
+        texts = [_read(p.result) for _, _, p in unread]
         replaced: dict[tuple[int, int], Part] = {}
         flagged_any = False
         for (i, j, p), text in zip(unread, texts, strict=True):
@@ -561,10 +614,17 @@ class PromptInjectionDetector(Processor):
         for i in sorted({i for i, _ in replaced}):
             m = messages[i]
             new[i] = m.with_parts([replaced.get((i, j), p) for j, p in enumerate(m.parts)])
+        ids = {p.tool_call_id for _, _, p in unread}
+        state = msgspec.structs.replace(s, checked=s.checked | ids)
         if all(x is y for x, y in zip(new, messages, strict=True)):
-            return Out(Continue(), None, tuple(notes)) if notes else Continue()
+            return Out(Continue(), state, tuple(notes))
         changed = MessageList(tuple(new), ml.sources, ml.system)
-        return Out(Replace(StepChange(message_list=changed)), None, tuple(notes))
+        return Out(Replace(StepChange(message_list=changed)), state, tuple(notes))
 
 
 _JSON = msgspec.json.Encoder()
+
+
+def _read(result: object) -> str:
+    """A tool result as the model reads it: its text, or its JSON."""
+    return result if isinstance(result, str) else _JSON.encode(result).decode()

@@ -17,16 +17,10 @@ from typing import Literal
 
 import msgspec
 
-from effects import Continue, Replace
+import pipeline.processor as pr
+from effects import Continue, Out, Replace
 from pipeline.messages import Message, MessageList, Part, Role, TextPart, ToolResultPart
-from pipeline.processor import (
-    InputArgs,
-    InputResult,
-    InputStepArgs,
-    InputStepResult,
-    Processor,
-    StepChange,
-)
+from pipeline.processor import StatefulProcessor, StepChange
 from pipeline.processors.guard_common import require_extra
 from pipeline.processors.options import Options
 
@@ -179,13 +173,21 @@ def normalize_text(
     return text
 
 
-class UnicodeNormalizer(Processor):
+Checked = frozenset[str]
+"""A normalizer's state in a run: the calls whose results `process_tool_result`
+normalized (not normalized again before a model call)."""
+
+
+class UnicodeNormalizer(StatefulProcessor[Checked]):
     """An input processor: normalizes the text of the run's messages (see the module).
 
     `roles`: whose messages are normalized (default the user's; add "assistant" for a
     continued conversation, "tool" for string tool results from the web or files, which
-    is where indirect injections hide). `every_step=True` also normalizes before every
-    model call, so tool results are normalized before the model reads them.
+    is where indirect injections hide). With "tool", each string result of a tool the
+    run ran is normalized in `process_tool_result`, before the model, the stream or the
+    messages see it; the input's in `process_input`. `every_step=True` also normalizes,
+    before every model call, the messages of those roles the run added that no hook
+    normalized yet (the model's answers, a call answered without running).
     """
 
     def __init__(
@@ -231,7 +233,16 @@ class UnicodeNormalizer(Processor):
         """`text` as this processor normalizes it."""
         return self._normalize(text)
 
-    def _message(self, m: Message) -> Message:
+    def initial_state(self) -> Checked:
+        return frozenset()
+
+    def hook_functions(self) -> Mapping[pr.HookName, Callable[..., object]]:
+        hooks = dict(super().hook_functions())
+        if "tool" in self.roles:
+            hooks["process_tool_result"] = self._tool_result
+        return hooks
+
+    def _message(self, m: Message, checked: Checked) -> Message:
         if m.role not in self.roles:
             return m
         changed = False
@@ -241,25 +252,34 @@ class UnicodeNormalizer(Processor):
                 t = self._normalize(p.text)
                 if t != p.text:
                     p, changed = TextPart(t), True
-            elif isinstance(p, ToolResultPart) and isinstance(p.result, str):
+            elif (isinstance(p, ToolResultPart) and isinstance(p.result, str)
+                  and p.tool_call_id not in checked):
                 t = self._normalize(p.result)
                 if t != p.result:
                     p, changed = msgspec.structs.replace(p, result=t), True
             parts.append(p)
         return m.with_parts(parts) if changed else m
 
-    def _list(self, ml: MessageList) -> MessageList | None:
-        new = tuple(self._message(m) for m in ml.messages)
+    def _list(self, ml: MessageList, checked: Checked) -> MessageList | None:
+        new = tuple(self._message(m, checked) for m in ml.messages)
         if all(a is b for a, b in zip(new, ml.messages, strict=True)):
             return None
         return MessageList(new, ml.sources, ml.system)
 
-    def process_input(self, args: InputArgs[None]) -> InputResult[None]:
-        ml = self._list(args.message_list)
+    def process_input(self, args: pr.InputArgs[Checked]) -> pr.InputResult[Checked]:
+        ml = self._list(args.message_list, args.state)
         return Continue() if ml is None else Replace(ml)
 
-    def process_input_step(self, args: InputStepArgs[None]) -> InputStepResult[None]:
+    def process_input_step(self, args: pr.InputStepArgs[Checked]) -> pr.InputStepResult[Checked]:
         if not self.every_step:
             return Continue()
-        ml = self._list(args.message_list)
+        ml = self._list(args.message_list, args.state)
         return Continue() if ml is None else Replace(StepChange(message_list=ml))
+
+    def _tool_result(self, args: pr.ToolResultArgs[Checked]) -> pr.ToolResultResult[Checked]:
+        """A string result of a tool the run ran, normalized before anyone reads it."""
+        checked = args.state | {args.call.tool_call_id}
+        r = args.result
+        if isinstance(r, str) and (t := self._normalize(r)) != r:
+            return Out(Replace(t), checked)
+        return Out(Continue(), checked)
