@@ -143,6 +143,25 @@ def tool_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:
     return ToolOutcome(inv.call.tool_call_id, f"{type(e).__name__}: {e}", is_error=True)
 
 
+def run_tool(
+    inv: ToolInvocation, settle: Callable[[object], object] | None = None
+) -> ToolOutcome:
+    """Run one tool call in this thread; a tool that raises becomes an error result the
+    model sees. `settle` turns what the tool returned into its result (the durable
+    interpreter awaits an awaitable there); without it, the value is the result."""
+    ready = tool_and_args(inv)
+    if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
+        return ready
+    tool, kwargs = ready
+    try:
+        result = tool.fn(**kwargs)
+        if settle is not None:
+            result = settle(result)
+    except Exception as e:
+        return tool_failed(inv, e)
+    return ToolOutcome(inv.call.tool_call_id, result)
+
+
 def answer_of(events: Iterable[ModelEvent]) -> ModelAnswer:
     """Collect a finished model stream into the reply to AskModel; a stream without its
     finish event is a failure (`ProviderError`)."""

@@ -34,7 +34,6 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Unpack
 
 import msgspec
@@ -46,14 +45,14 @@ from dbos._utils import GlobalParams
 
 from interpreters import durable_approval as da
 from interpreters import durable_fingerprint as fp
+from interpreters.base import observers_or_default
 from interpreters.common import (
     perform_here,
     provider_error,
     resolver,
+    run_tool,
     start_run,
     stream_failed,
-    tool_and_args,
-    tool_failed,
 )
 from interpreters.durable_loop import (
     ModelOutcome,
@@ -80,7 +79,6 @@ from interpreters.durable_store import (
     recover,
 )
 from interpreters.handlers import Handler, Handlers
-from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import DurableScope, check_options, keys_of
 from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
@@ -306,7 +304,7 @@ class DurableRuns:
         self._worker_concurrency = worker_concurrency
         self._executor_id = executor_id
         self._app_version = app_version
-        self._observers = tuple(observers) if observers is not None else (LogObserver(),)
+        self._observers = observers_or_default(observers)
         self._price = price
         self._clock = clock
         self._poll = polling_interval
@@ -389,12 +387,7 @@ class DurableRuns:
         self.launch()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
     # --- starting runs -------------------------------------------------------------------
@@ -613,8 +606,7 @@ class DurableRuns:
         return ModelOutcome(tuple(events))
 
     def _perform(self, request: object) -> object:
-        answer = perform_here(self._resolve, self._handlers, request)
-        return wait_for(answer) if isinstance(answer, Awaitable) else answer
+        return _settled(perform_here(self._resolve, self._handlers, request))
 
 
 class DurableClient:
@@ -722,19 +714,11 @@ class DurableClient:
 
 def _sys_db() -> SystemDatabase:
     return _get_dbos_instance()._sys_db
-def _run_tool(inv: ToolInvocation) -> ToolOutcome:
-    """One tool call, an async tool awaited; one that raises gives an error result."""
-    ready = tool_and_args(inv)
-    if not isinstance(ready, tuple):
-        return ready
-    tool, kwargs = ready
-    try:
-        result = tool.fn(**kwargs)
-        if isinstance(result, Awaitable):
-            result = wait_for(result)
-    except Exception as e:
-        return tool_failed(inv, e)
-    return ToolOutcome(inv.call.tool_call_id, result)
+
+
+def _settled(value: object) -> object:
+    """A tool's or handler's value, an awaitable awaited (on an event loop of its own)."""
+    return wait_for(value) if isinstance(value, Awaitable) else value
 
 
 def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
@@ -857,7 +841,7 @@ class _DbosSteps(RecordedClock):
 
     def tool(self, inv: ToolInvocation) -> ToolDone:
         def body() -> bytes:
-            outcome = _run_tool(inv)
+            outcome = run_tool(inv, _settled)
             ctx = tool_context(inv)
             written = ctx.writer.written if ctx is not None else ()
             try:

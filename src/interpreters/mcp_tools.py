@@ -23,7 +23,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack, suppress
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -191,12 +190,7 @@ class MCPToolset:
         self._stack, self._client, self._tools = stack, client, tools
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
