@@ -218,67 +218,40 @@ class _Watchers:
             if o in group:
                 group.remove(o)
 
-    def command(self, cmd: LoopCommand) -> None:
-        group = self.stream if cmd.__class__ is Pull else self.live
-        if not group:
-            return
-        at = self.now()
+    def _tell(self, group: list[RunObserver], what: str, *args: object) -> None:
+        """Each observer of `group` told by its method `what`; one that raises is dropped."""
         for o in tuple(group):
             try:
-                o.command(cmd, at)
+                getattr(o, what)(*args)
             except Exception:
                 self._drop(o)
+
+    def command(self, cmd: LoopCommand) -> None:
+        group = self.stream if cmd.__class__ is Pull else self.live
+        if group:
+            self._tell(group, "command", cmd, self.now())
 
     def reply(self, cmd: LoopCommand, reply: object) -> None:
         group = self.stream if cmd.__class__ is Pull else self.live
-        if not group:
-            return
-        at = self.now()
-        for o in tuple(group):
-            try:
-                o.reply(cmd, reply, at)
-            except Exception:
-                self._drop(o)
+        if group:
+            self._tell(group, "reply", cmd, reply, self.now())
 
     def failed(self, cmd: LoopCommand, error: BaseException) -> None:
-        at = self.now()
-        for o in tuple(self.live):
-            try:
-                o.failed(cmd, error, at)
-            except Exception:
-                self._drop(o)
+        self._tell(self.live, "failed", cmd, error, self.now())
 
     def effect(self, record: EffectRecord, at: float) -> None:
-        for o in tuple(self.live):
-            try:
-                o.effect(record, at)
-            except Exception:
-                self._drop(o)
+        self._tell(self.live, "effect", record, at)
 
     def clock(self, reading: float) -> None:
-        for o in tuple(self.live):
-            try:
-                o.clock(reading)
-            except Exception:
-                self._drop(o)
+        self._tell(self.live, "clock", reading)
 
     def priced(self, query: PriceQuery, cost: Cost | None) -> None:
-        for o in tuple(self.live):
-            told = getattr(o, "priced", None)  # (an observer written before it existed)
-            if told is None:
-                continue
-            try:
-                told(query, cost)
-            except Exception:
-                self._drop(o)
+        # (an observer written before `priced` existed lacks it: it is not told)
+        told = [o for o in self.live if getattr(o, "priced", None) is not None]
+        self._tell(told, "priced", query, cost)
 
     def end(self, result: RunResult | None) -> None:
-        at = self.now()
-        for o in tuple(self.live):
-            try:
-                o.end(result, at)
-            except Exception:
-                self._drop(o)
+        self._tell(self.live, "end", result, self.now())
 
 
 def describe(cmd: LoopCommand) -> tuple[str, str]:
