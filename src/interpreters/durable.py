@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, 
 from typing import Unpack
 
 import msgspec
-from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID, WorkflowStatus
 from dbos._dbos import _get_dbos_instance
 from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
 from dbos._sys_db import StepInfo, SystemDatabase
@@ -219,7 +219,50 @@ _runtime: DurableRuns | None = None
 _RUNNING = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
 
 
-class DurableRuns:
+class _Enqueues:
+    """Putting runs on a queue, as a worker (`DurableRuns`) and a client
+    (`DurableClient`) both do, over the DBOS each talks to."""
+
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
+        """The run's stored inputs (`_start_payload`), once it may be started."""
+        raise NotImplementedError
+
+    def _workflows(self, run_id: str) -> list[WorkflowStatus]:
+        """The stored workflow of `run_id`, with its input (none: no such run)."""
+        raise NotImplementedError
+
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
+        """Enqueue the run's workflow on the queue."""
+        raise NotImplementedError
+
+    def enqueue(
+        self,
+        agent: str,
+        messages: DurableInput,
+        *,
+        run_id: str,
+        **options: Unpack[DurableScope],
+    ) -> str:
+        """Put a run on the queue: any worker listening to it that knows `agent` takes
+        it. Idempotent by run id, as `DurableRuns.start`."""
+        payload = self._payload(agent, messages, options)
+        if not self._exists(run_id, agent, payload):
+            self._put(run_id, agent, payload)
+            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
+        return run_id
+
+    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
+        """Whether the run exists; RunConflictError when it does with another agent,
+        input or options (its start time aside). Starting no workflow for a run that
+        exists also spares DBOS's warning about the queue a recovered run is on."""
+        found = self._workflows(run_id)
+        if not found:
+            return False
+        _check_same(run_id, found[0].name, found[0].input, agent, payload)
+        return True
+
+
+class DurableRuns(_Enqueues):
     """Starts, resumes and reads durable runs of named agents; one per process.
 
     `agents` are the agents this process can run, by name (every worker of a queue must
@@ -444,32 +487,12 @@ class DurableRuns:
         self._exists(run_id, agent, payload)  # another process started it first
         return self.result(run_id, timeout=wait)
 
-    def enqueue(
-        self,
-        agent: str,
-        messages: DurableInput,
-        *,
-        run_id: str,
-        **options: Unpack[DurableScope],
-    ) -> str:
-        """Put a run on the queue: any worker listening to it takes it. Idempotent by
-        run id, as `start`."""
-        payload = self._payload(agent, messages, options)
-        if not self._exists(run_id, agent, payload):
-            with SetWorkflowID(run_id):
-                DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
-            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
-        return run_id
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
+        with SetWorkflowID(run_id):
+            DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
 
-    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
-        """Whether the run exists; RunConflictError when it does with another agent,
-        input or options (its start time aside). Starting no workflow for a run that
-        exists also spares DBOS's warning about the queue a recovered run is on."""
-        found = DBOS.list_workflows(workflow_ids=[run_id], load_output=False)
-        if not found:
-            return False
-        _check_same(run_id, found[0].name, found[0].input, agent, payload)
-        return True
+    def _workflows(self, run_id: str) -> list[WorkflowStatus]:
+        return DBOS.list_workflows(workflow_ids=[run_id], load_output=False)
 
     def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
         if not self._launched:
@@ -609,7 +632,7 @@ class DurableRuns:
         return _settled(perform_here(self._resolve, self._handlers, request))
 
 
-class DurableClient:
+class DurableClient(_Enqueues):
     """Puts runs on a queue and reads them, from a process that runs none itself (a web
     app in front of workers, say): it talks to the system database only.
 
@@ -632,32 +655,19 @@ class DurableClient:
         self._clock = clock
         self._poll = polling_interval
 
-    def enqueue(
-        self,
-        agent: str,
-        messages: DurableInput,
-        *,
-        run_id: str,
-        **options: Unpack[DurableScope],
-    ) -> str:
-        """Put a run on the queue for any worker that knows `agent`; idempotent by id."""
-        payload = _start_payload(messages, self._clock(), options)
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
+        return _start_payload(messages, self._clock(), options)
+
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
         queued = EnqueueOptions(
             workflow_name=WORKFLOW, queue_name=self.queue, workflow_id=run_id
         )
         if self._app_version is not None:
             queued["app_version"] = self._app_version  # else: the latest version takes it
-        if not self._exists(run_id, agent, payload):
-            self._client.enqueue(queued, agent, payload)
-            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
-        return run_id
+        self._client.enqueue(queued, agent, payload)
 
-    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
-        found = self._client.list_workflows(workflow_ids=[run_id], load_output=False)
-        if not found:
-            return False
-        _check_same(run_id, found[0].name, found[0].input, agent, payload)
-        return True
+    def _workflows(self, run_id: str) -> list[WorkflowStatus]:
+        return self._client.list_workflows(workflow_ids=[run_id], load_output=False)
 
     def status(self, run_id: str) -> str | None:
         """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
