@@ -215,7 +215,9 @@ class SyncInterpreter(InterpreterBase[Provider]):
     def _perform(self, request: object) -> object:
         return perform_here(self._resolve, self._handlers, request)
 
-    def _other(self, d: Driver, cmd: LoopCommand, stop: StopCheck, jobs: SyncStarted) -> LoopCommand:
+    def _other(
+        self, d: Driver, cmd: LoopCommand, stop: StopCheck, jobs: SyncStarted
+    ) -> LoopCommand:
         """Commands outside the streaming path; failures are thrown into the loop."""
         try:
             if isinstance(cmd, RunTools):
