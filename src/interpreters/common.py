@@ -1,8 +1,9 @@
-"""What the sync and async interpreters share: the pure parts of carrying out commands.
+"""What the interpreters share in carrying out commands.
 
 Starting a run, resolving its model up front, turning provider failures into the loop's
-replies, the outcome of a tool call that cannot run or raised, the answer to `AskModel`,
-and the lookup of an I/O handler. No I/O here; each interpreter does its own.
+replies, calling a tool in this thread (`run_tool`; the outcome of a call that cannot run
+or raised), the answer to `AskModel`, and the lookup of an I/O handler. Beyond the tool
+call itself no I/O here; each interpreter does its own.
 """
 
 from __future__ import annotations
