@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, 
 from typing import Unpack
 
 import msgspec
-from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID, WorkflowStatus
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
 from dbos._dbos import _get_dbos_instance
 from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
 from dbos._sys_db import StepInfo, SystemDatabase
@@ -219,20 +219,28 @@ _runtime: DurableRuns | None = None
 _RUNNING = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
 
 
-class _Enqueues:
-    """Putting runs on a queue, as a worker (`DurableRuns`) and a client
-    (`DurableClient`) both do, over the DBOS each talks to."""
+class _QueuedRuns:
+    """What a worker (`DurableRuns`, on this process's DBOS) and a client
+    (`DurableClient`, on a `DBOSClient`) do alike: put runs on the queue and read them,
+    through `_dbos`."""
+
+    _dbos: type[DBOS] | DBOSClient
+    _poll: float
 
     def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
         """The run's stored inputs (`_start_payload`), once it may be started."""
         raise NotImplementedError
 
-    def _workflows(self, run_id: str) -> list[WorkflowStatus]:
-        """The stored workflow of `run_id`, with its input (none: no such run)."""
-        raise NotImplementedError
-
     def _put(self, run_id: str, agent: str, payload: bytes) -> None:
         """Enqueue the run's workflow on the queue."""
+        raise NotImplementedError
+
+    def _our_version(self) -> str | None:
+        """The app_version of this process's runs (None: a client, which runs none)."""
+        raise NotImplementedError
+
+    def status(self, run_id: str) -> str | None:
+        """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
         raise NotImplementedError
 
     def enqueue(
@@ -255,14 +263,47 @@ class _Enqueues:
         """Whether the run exists; RunConflictError when it does with another agent,
         input or options (its start time aside). Starting no workflow for a run that
         exists also spares DBOS's warning about the queue a recovered run is on."""
-        found = self._workflows(run_id)
+        found = self._dbos.list_workflows(workflow_ids=[run_id], load_output=False)
         if not found:
             return False
         _check_same(run_id, found[0].name, found[0].input, agent, payload)
         return True
 
+    def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
+        """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
+        (the run goes on)."""
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        try:
+            data: object = self._dbos.retrieve_workflow(run_id).get_result(
+                polling_interval_sec=self._poll
+            )
+        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+            raise _kept_crashing(run_id) from e
+        return _decode_result(run_id, data, self._steps(run_id))
 
-class DurableRuns(_Enqueues):
+    def _steps(self, run_id: str) -> Callable[[], list[tuple[str, object]]]:
+        """The run's recorded steps, by name, when called (to expand stored payloads)."""
+        dbos = self._dbos
+        return lambda: _named(dbos.list_workflow_steps(run_id))
+
+    def _why_waiting(self, run_id: str) -> str:
+        found = self._dbos.list_workflows(
+            workflow_ids=[run_id], load_input=False, load_output=False
+        )
+        return _version_note(found[0].app_version if found else None, self._our_version())
+
+    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
+        """The run's chunks from its start, as they come, until it ends (`timeout`:
+        seconds to wait for each batch, past which DBOS raises its stream timeout)."""
+        recorded = recorder(self._steps(run_id))
+        for batch in self._dbos.read_stream(
+            run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
+        ):
+            if isinstance(batch, bytes):
+                yield from expand_chunks(batch, recorded)
+
+
+class DurableRuns(_QueuedRuns):
     """Starts, resumes and reads durable runs of named agents; one per process.
 
     `agents` are the agents this process can run, by name (every worker of a queue must
@@ -298,6 +339,8 @@ class DurableRuns(_Enqueues):
     `approval_timeout` seconds (a week by default; within the run's `timeout`), after
     which its waiting calls are denied, never run.
     """
+
+    _dbos = DBOS  # (this process's DBOS, once launched)
 
     def __init__(
         self,
@@ -478,10 +521,7 @@ class DurableRuns(_Enqueues):
         future = getattr(handle, "future", None)
         if isinstance(future, concurrent.futures.Future):
             try:
-                return _decode_result(
-                    run_id, future.result(wait),
-                    lambda: _named(DBOS.list_workflow_steps(run_id)),
-                )
+                return _decode_result(run_id, future.result(wait), self._steps(run_id))
             except concurrent.futures.TimeoutError as e:
                 raise TimeoutError(f"run {run_id!r} still running after {wait:g} s") from e
         self._exists(run_id, agent, payload)  # another process started it first
@@ -490,9 +530,6 @@ class DurableRuns(_Enqueues):
     def _put(self, run_id: str, agent: str, payload: bytes) -> None:
         with SetWorkflowID(run_id):
             DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
-
-    def _workflows(self, run_id: str) -> list[WorkflowStatus]:
-        return DBOS.list_workflows(workflow_ids=[run_id], load_output=False)
 
     def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
         if not self._launched:
@@ -531,32 +568,8 @@ class DurableRuns(_Enqueues):
         st = DBOS.get_workflow_status(run_id)
         return None if st is None else st.status
 
-    def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
-        """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
-        (the run goes on)."""
-        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
-        try:
-            data: object = DBOS.retrieve_workflow(run_id).get_result(
-                polling_interval_sec=self._poll
-            )
-        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
-            raise _kept_crashing(run_id) from e
-        return _decode_result(run_id, data, lambda: _named(DBOS.list_workflow_steps(run_id)))
-
-    def _why_waiting(self, run_id: str) -> str:
-        found = DBOS.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
-        return _version_note(found[0].app_version if found else None,
-                             GlobalParams.app_version)
-
-    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
-        """The run's chunks from its start, as they come, until it ends (`timeout`:
-        seconds to wait for each batch, past which DBOS raises its stream timeout)."""
-        recorded = recorder(lambda: _named(DBOS.list_workflow_steps(run_id)))
-        for batch in DBOS.read_stream(
-            run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
-        ):
-            if isinstance(batch, bytes):
-                yield from expand_chunks(batch, recorded)
+    def _our_version(self) -> str | None:
+        return GlobalParams.app_version
 
     # --- inside the workflow -------------------------------------------------------------
     def _run(self, agent_name: str, payload: bytes) -> bytes:
@@ -632,7 +645,7 @@ class DurableRuns(_Enqueues):
         return _settled(perform_here(self._resolve, self._handlers, request))
 
 
-class DurableClient(_Enqueues):
+class DurableClient(_QueuedRuns):
     """Puts runs on a queue and reads them, from a process that runs none itself (a web
     app in front of workers, say): it talks to the system database only.
 
@@ -649,7 +662,7 @@ class DurableClient(_Enqueues):
         clock: Callable[[], float] = time.time,
         polling_interval: float = 0.05,
     ) -> None:
-        self._client = DBOSClient(system_database_url=database_url)
+        self._client = self._dbos = DBOSClient(system_database_url=database_url)
         self.queue = queue
         self._app_version = app_version
         self._clock = clock
@@ -666,43 +679,13 @@ class DurableClient(_Enqueues):
             queued["app_version"] = self._app_version  # else: the latest version takes it
         self._client.enqueue(queued, agent, payload)
 
-    def _workflows(self, run_id: str) -> list[WorkflowStatus]:
-        return self._client.list_workflows(workflow_ids=[run_id], load_output=False)
+    def _our_version(self) -> None:
+        return None  # it runs none: a run waits for a worker of its version
 
     def status(self, run_id: str) -> str | None:
         """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
         found = self._client.list_workflows(workflow_ids=[run_id])
         return found[0].status if found else None
-
-    def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
-        """The run's result, waiting for it to end: TimeoutError after `timeout` seconds."""
-        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
-        try:
-            data: object = self._client.retrieve_workflow(run_id).get_result(
-                polling_interval_sec=self._poll
-            )
-        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
-            raise _kept_crashing(run_id) from e
-        client = self._client
-        return _decode_result(run_id, data,
-                              lambda: _named(client.list_workflow_steps(run_id)))
-
-    def _why_waiting(self, run_id: str) -> str:
-        found = self._client.list_workflows(
-            workflow_ids=[run_id], load_input=False, load_output=False
-        )
-        return _version_note(found[0].app_version if found else None, None)
-
-    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
-        """The run's chunks from its start, as they come, until it ends (`timeout` as
-        for `DurableRuns.chunks`)."""
-        client = self._client
-        recorded = recorder(lambda: _named(client.list_workflow_steps(run_id)))
-        for batch in client.read_stream(
-            run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
-        ):
-            if isinstance(batch, bytes):
-                yield from expand_chunks(batch, recorded)
 
     def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
         """The calls `run_id` waits for a decision on (as `DurableRuns.pending`)."""

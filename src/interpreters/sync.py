@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Unpack
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
 from interpreters.base import InterpreterBase, RunOutcome
-from interpreters.common import perform_here, provider_error, run_tool, stream_failed
+from interpreters.common import perform_here, provider_error, stream_failed
+from interpreters.common import run_tool as run_tool
 from interpreters.deadline import StopCheck, run_stop
 from interpreters.handlers import Handler as Handler
 from interpreters.observe import Observer
