@@ -163,6 +163,13 @@ def run_tool(
     return ToolOutcome(inv.call.tool_call_id, result)
 
 
+def close_stream(stream: object) -> None:
+    """Close a sync model stream that has a `close` (a generator, an HTTP response's)."""
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+
+
 def answer_of(events: Iterable[ModelEvent]) -> ModelAnswer:
     """Collect a finished model stream into the reply to AskModel; a stream without its
     finish event is a failure (`ProviderError`)."""

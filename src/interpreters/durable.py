@@ -47,6 +47,7 @@ from interpreters import durable_approval as da
 from interpreters import durable_fingerprint as fp
 from interpreters.base import observers_or_default
 from interpreters.common import (
+    close_stream,
     perform_here,
     provider_error,
     resolver,
@@ -636,9 +637,7 @@ class DurableRuns(_QueuedRuns):
         except Exception as e:
             return ModelOutcome(tuple(events), stream_failed(e, started=bool(events)))
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            close_stream(stream)
         return ModelOutcome(tuple(events))
 
     def _perform(self, request: object) -> object:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Unpack
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
 from interpreters.base import InterpreterBase, RunOutcome
-from interpreters.common import perform_here, provider_error, stream_failed
+from interpreters.common import close_stream, perform_here, provider_error, stream_failed
 from interpreters.common import run_tool as run_tool
 from interpreters.deadline import StopCheck, run_stop
 from interpreters.handlers import Handler as Handler
@@ -122,7 +122,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
                     return cmd.result
                 if guarded and stop.reason() is not None:
                     if model is not None:
-                        _close(model)
+                        close_stream(model)
                         model = None
                     yield from d.cancel(stop.reason() or "")
                     assert d.result is not None
@@ -146,11 +146,11 @@ class SyncInterpreter(InterpreterBase[Provider]):
                                 model = None  # it ended: nothing to close
                             except Exception as e:
                                 event = stream_failed(e, started=True)
-                                _close(m)
+                                close_stream(m)
                                 model = None
                             else:
                                 if type(event) is ModelFinish:  # its last event: close it
-                                    _close(m)
+                                    close_stream(m)
                                     model = None
                             cmd = send(event)
                             if type(cmd) is not Pull:
@@ -162,7 +162,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
                     yield from cmd.publish
                     event = _next_event(model, started=True)
                     if type(event) in LAST:
-                        _close(model)
+                        close_stream(model)
                         model = None
                     if guarded and stop.reason():
                         continue  # stopped while it waited: the event is not taken; cancel
@@ -174,7 +174,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
                     cmd = d.send(None)
                 elif t is CloseStream:  # (only with a stream open: see the driver)
                     if model is not None:
-                        _close(model)
+                        close_stream(model)
                         model = None
                     cmd = d.send(None)
                 elif t is CallModel:
@@ -191,7 +191,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
                             continue
                         first = _next_event(model, started=False)
                         if type(first) in LAST:
-                            _close(model)
+                            close_stream(model)
                             model = None
                     finally:
                         if token is not None:
@@ -209,7 +209,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
                     cmd = self._other(d, cmd, stop, jobs)
         finally:
             if model is not None:
-                _close(model)
+                close_stream(model)
             jobs.close()
             d.close()
 
@@ -340,8 +340,3 @@ def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
     except Exception as e:
         return stream_failed(e, started=started)
 
-
-def _close(model: Iterator[ModelEvent]) -> None:
-    close = getattr(model, "close", None)
-    if close is not None:
-        close()
