@@ -20,6 +20,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import msgspec
+
 from effects import (
     AwaitHook,
     CallModel,
@@ -43,29 +45,18 @@ from pipeline.result import RunResult
 log = logging.getLogger("pipeline")
 
 
-class RunInfo:
+class RunInfo(msgspec.Struct, frozen=True):
     """What an observer learns when a run starts."""
 
-    __slots__ = ("agent", "clock", "context", "messages", "price", "started_at")
-
-    def __init__(
-        self,
-        agent: Agent,
-        messages: MessageList,
-        context: RunContext,
-        clock: Callable[[], float],
-        started_at: float,
-        price: Pricer | None = None,
-    ) -> None:
-        self.agent = agent
-        self.price = price
-        """The run's pricer, if it has one (`pipeline.cost`)."""
-        self.messages = messages
-        """The run's input, as the loop gets it."""
-        self.context = context
-        self.clock = clock
-        """The interpreter's clock (virtual in the simulator): observers time with it."""
-        self.started_at = started_at
+    agent: Agent
+    messages: MessageList
+    """The run's input, as the loop gets it."""
+    context: RunContext
+    clock: Callable[[], float]
+    """The interpreter's clock (virtual in the simulator): observers time with it."""
+    started_at: float
+    price: Pricer | None = None
+    """The run's pricer, if it has one (`pipeline.cost`)."""
 
     @property
     def run_id(self) -> str:
