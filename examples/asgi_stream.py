@@ -15,9 +15,10 @@ processor discarded for a retry arrives marked by a `data-step-discarded` part.
 
 - **Backpressure for free**: the interpreter is pulled by the loop that sends to the
   client, so the model is read only as fast as the client takes the response.
-- **A client that goes away cancels its run**: a task watches for `http.disconnect` and
-  aborts the run's `CancelSignal`; the model stream is closed and the run ends
-  "cancelled" with what it had (`on_result` sees it, e.g. to save the history).
+- **A client that goes away cancels its run** (unless `resumable`, below): a task
+  watches for `http.disconnect` and aborts the run's `CancelSignal`; the model stream is
+  closed and the run ends "cancelled" with what it had (`on_result` sees it, e.g. to
+  save the history).
 - `timeout=` bounds every run.
 - **Every input has a cap**: a body over `max_body_bytes` (1 MiB by default) is refused
   with 413 as soon as its declared length or what arrived says so, read no further; a
@@ -36,6 +37,20 @@ then the model's answer. A chat with no run waiting is a 404, a run decided alre
 409, an answer that fits no waiting call (or leaves one undecided) a 422; nothing runs.
 `GET /` serves a page that shows the Approve / Deny buttons.
 
+**Editing the arguments**: `useChat` can approve or deny, not edit. `POST
+/api/chat/decisions` takes `{"id": <chat id>, "decisions": [{"id": <approvalId>,
+"approved": true, "args": {...}}]}` (an answer without `args` approves or denies as
+above) and streams the rest of the run as the UI message stream: the call runs once, with
+the edited arguments. Arguments the tool's schema refuses are a 422 and the run still
+waits; so are `args` on a denial. The page's Edit button posts there.
+
+**Reconnecting**: with `resumable=True` (and a `timeout`) a `useChat` chat's run goes on
+when its client goes away, and `GET /api/chat/{id}/stream` gives it again: the frames
+after the one its `Last-Event-ID` names (every frame carries an SSE id), or, without
+one, the live stream from its start, as `useChat({resume: true})` asks; `DELETE` there
+stops the run. A run without its client is read at the model's pace, its frames kept
+under a cap (`max_replay_bytes`); see examples/stream_replay.py.
+
 The demo model is scripted (it echoes the prompt, calls a weather tool when asked, and a
 refund tool that asks for approval above 100 when asked for a refund: "refund 250 on
 order A17"), so the example runs offline; swap in a real provider's interpreter to go live. The same
@@ -53,6 +68,7 @@ import anyio
 import msgspec
 
 from effects import AskApproval, Continue
+from examples.stream_replay import Gone, Replays
 from interpreters import AsyncInterpreter, CancelSignal, Say, ScriptedModel, call
 from interpreters.approvals import Approvals, MemoryApprovalStore
 from pipeline import Agent, ModelRequest, RunInput, RunResult, ToolCallArgs, ToolCallResult
@@ -65,9 +81,11 @@ from pipeline.approval import (
     UnknownRun,
     approve,
     deny,
+    edit,
 )
 from pipeline.ui_stream import (
     NDJSON_HEADERS,
+    SSE_DONE,
     UI_MESSAGE_STREAM_HEADERS,
     UIChatRequest,
     ndjson_async,
@@ -87,6 +105,10 @@ MAX_MESSAGES = 200
 """The messages a `useChat` request may carry at most."""
 MAX_WAITING = 1000
 """The chats whose suspended run the app remembers at most (the oldest is forgotten)."""
+MAX_REPLAY_BYTES = 16 << 20
+"""What the kept streams of a resumable app take at most (the oldest is forgotten)."""
+DECISIONS = "/api/chat/decisions"
+"""Where decisions `useChat` cannot send go (an edit): the rest of the run streams back."""
 PAGE = Path(__file__).with_name("asgi_stream.html")
 """The page `GET /` serves: a chat that shows Approve / Deny for a call that waits."""
 
@@ -106,6 +128,23 @@ class ApprovalAnswer(msgspec.Struct, frozen=True):
     id: str
     approved: bool
     reason: str | None = None
+
+
+class EditedAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One decision `POST /api/chat/decisions` takes: an answer as `useChat` sends it,
+    and `args` to run the call with these arguments instead (an edit, approved)."""
+
+    id: str
+    approved: bool
+    reason: str | None = None
+    args: dict[str, object] | None = None
+
+
+class Decisions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The body of `POST /api/chat/decisions`: the chat and a decision per waiting call."""
+
+    id: str
+    decisions: tuple[EditedAnswer, ...]
 
 
 class AnsweredPart(msgspec.Struct, frozen=True, rename="camel"):
@@ -157,18 +196,28 @@ def chat_app(
     max_messages: int = MAX_MESSAGES,
     approvals: Approvals | None = None,
     max_waiting: int = MAX_WAITING,
+    resumable: bool = False,
+    max_replay_bytes: int = MAX_REPLAY_BYTES,
 ) -> ASGIApp:
     """An ASGI app serving `POST /chat` (NDJSON), `POST /api/chat` (`useChat`, with
-    approvals kept in `approvals`, in memory by default) and `GET /` (a page)."""
+    approvals kept in `approvals`, in memory by default) and `GET /` (a page); with
+    `resumable`, `GET` / `DELETE /api/chat/{id}/stream` (reconnect, stop)."""
     caps = (("max_body_bytes", max_body_bytes), ("max_messages", max_messages),
-            ("max_waiting", max_waiting))
+            ("max_waiting", max_waiting), ("max_replay_bytes", max_replay_bytes))
     for name, cap in caps:
         if type(cap) is not int or cap < 1:
             raise ValueError(f"{name} must be an int >= 1, got {cap!r}")
+    if type(resumable) is not bool:
+        raise ValueError(f"resumable must be a bool, got {resumable!r}")
+    if resumable and timeout is None:
+        raise ValueError("a resumable run outlives its client: give it a timeout")
+    replays = Replays(max_replay_bytes, max_waiting) if resumable else None
     kept = approvals if approvals is not None else Approvals(MemoryApprovalStore())
     waiting: OrderedDict[str, str] = OrderedDict()  # chat id -> its suspended run's id
 
-    def resume(chat_id: str | None, answers: tuple[ApprovalAnswer, ...]) -> Resumption:
+    def resume(
+        chat_id: str | None, answers: tuple[ApprovalAnswer | EditedAnswer, ...]
+    ) -> Resumption:
         """The resumption of the chat's waiting run with `answers` (an `ApprovalError`
         when it cannot be: nothing is taken then)."""
         run_id = waiting.get(chat_id) if chat_id is not None else None
@@ -180,8 +229,16 @@ def chat_app(
             p = pending.get(a.id)
             if p is None:
                 raise ApprovalError(f"no call waits for approval {a.id!r} in chat {chat_id!r}")
-            decisions.append(approve(p) if a.approved else deny(p, a.reason or "denied"))
-        return kept.take(agent, run_id, decisions)
+            args = a.args if isinstance(a, EditedAnswer) else None
+            if args is not None and not a.approved:
+                raise ApprovalError(f"edited arguments for approval {a.id!r}, denied")
+            if args is not None:
+                decisions.append(edit(p, args))
+            elif a.approved:
+                decisions.append(approve(p))
+            else:
+                decisions.append(deny(p, a.reason or "denied"))
+        return kept.take(agent, run_id, decisions)  # edited args checked by the tool's schema
 
     def keep(chat_id: str | None, result: RunResult) -> None:
         kept.keep(result)
@@ -201,7 +258,11 @@ def chat_app(
         if path == "/" and scope.get("method") == "GET":
             await _page(send)
             return
-        if path not in ("/chat", "/api/chat"):
+        chat_stream = _stream_chat_id(path) if replays is not None else None
+        if replays is not None and chat_stream is not None:
+            await _reconnect(replays, chat_stream, scope, receive, send)
+            return
+        if path not in ("/chat", "/api/chat", DECISIONS):
             await _plain(send, 404, b"not found")
             return
         if scope.get("method") != "POST":
@@ -215,6 +276,10 @@ def chat_app(
             if path == "/chat":
                 req = msgspec.json.decode(body, type=ChatRequest)
                 run_input, thread_id = req.prompt, req.thread_id
+            elif path == DECISIONS:
+                decided = msgspec.json.decode(body, type=Decisions)
+                run_input, thread_id = (), decided.id
+                resumed = resume(thread_id, decided.decisions)
             else:
                 ui = msgspec.json.decode(body, type=UIChatRequest)
                 if len(ui.messages) > max_messages:
@@ -228,12 +293,22 @@ def chat_app(
         except (ApprovalError, TooLarge, msgspec.DecodeError, msgspec.ValidationError) as e:
             await _plain(send, _status(e), str(e).encode())
             return
-        ui_stream = path == "/api/chat"
+        ui_stream = path != "/chat"
         headers = UI_MESSAGE_STREAM_HEADERS if ui_stream else NDJSON_HEADERS
         await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
         signal = CancelSignal()
+        replay = None
+        if replays is not None and ui_stream and thread_id is not None:
+            replay = replays.start(thread_id, signal)
+        gone = anyio.Event()  # the client went away
+
+        def left() -> None:
+            gone.set()
+            if replay is None:  # (a resumable run goes on for the client to come back)
+                signal.cancel("client disconnected")
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_disconnect, receive, signal)
+            tg.start_soon(_watch_disconnect, receive, left)
             if resumed is not None:  # the chat's history is the suspended run's
                 stream = interpreter.stream(
                     agent, (), resume=resumed, thread_id=thread_id, signal=signal,
@@ -243,22 +318,32 @@ def chat_app(
                 stream = interpreter.stream(
                     agent, run_input, thread_id=thread_id, signal=signal, timeout=timeout
                 )
-            async with stream:
-                frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
-                async for frame in frames:  # ends promptly once the signal is aborted
-                    if signal.cancelled:
-                        continue  # the client is gone: nothing more to send
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
-            result = stream.result
-            if not signal.cancelled:
-                last = b""
-                if not ui_stream:  # NDJSON ends with the outcome; SSE with `[DONE]`
-                    last = msgspec.json.encode(ResultLine(
-                        result.status, result.text, str(result.error) if result.error else None
-                    )) + b"\n"
+            try:
+                async with stream:
+                    frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
+                    async for frame in frames:  # ends promptly once the signal is aborted
+                        if frame == SSE_DONE:
+                            continue  # sent once the run is kept (below)
+                        if replays is not None and replay is not None:
+                            frame = replays.add(replay, frame)
+                        if not gone.is_set():  # (else nothing more to send)
+                            await send({"type": "http.response.body", "body": frame,
+                                        "more_body": True})
+                result = stream.result
+                # A suspended run is kept before its client hears the end, so an answer
+                # sent at once finds it waiting.
+                keep(thread_id, result)
+                last = SSE_DONE if ui_stream else msgspec.json.encode(ResultLine(
+                    result.status, result.text, str(result.error) if result.error else None
+                )) + b"\n"  # NDJSON ends with the outcome
+                if replays is not None and replay is not None:
+                    last = replays.add(replay, last)
+            finally:
+                if replays is not None and replay is not None:
+                    replays.end(replay)  # its readers stop waiting
+            if not gone.is_set():
                 await send({"type": "http.response.body", "body": last, "more_body": False})
             tg.cancel_scope.cancel()  # stop watching: the response is over
-        keep(thread_id, result)
         if on_result is not None:
             on_result(result)
 
@@ -276,21 +361,69 @@ def _status(e: Exception) -> int:
     return 422  # a body that does not decode, or answers that fit no waiting call
 
 
-async def _watch_disconnect(receive: Receive, signal: CancelSignal) -> None:
+async def _watch_disconnect(receive: Receive, left: Callable[[], None]) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            signal.cancel("client disconnected")
+            left()
             return
+
+
+def _stream_chat_id(path: object) -> str | None:
+    """The chat id of `/api/chat/{id}/stream`, else None."""
+    prefix, suffix = "/api/chat/", "/stream"
+    if not (isinstance(path, str) and path.startswith(prefix) and path.endswith(suffix)):
+        return None
+    return path[len(prefix):-len(suffix)] or None
+
+
+async def _reconnect(
+    replays: Replays, chat_id: str, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """`GET /api/chat/{id}/stream`: the chat's stream again, after the frame its
+    `Last-Event-ID` names, or from its start while it is live (204 when nothing is);
+    `DELETE`: stop the chat's live run."""
+    method = scope.get("method")
+    if method == "DELETE":
+        live = replays.live(chat_id)
+        if live is not None:
+            live.signal.cancel("stopped by the client")
+        await _plain(send, 204, b"")
+        return
+    if method != "GET":
+        await _plain(send, 405, b"use GET or DELETE")
+        return
+    last = _header(scope, b"last-event-id")
+    try:
+        if last is None:
+            replay, index = replays.live(chat_id), -1
+            if replay is None:
+                await _plain(send, 204, b"")  # no run of this chat streams
+                return
+        else:
+            replay, index = replays.resumed(chat_id, last.decode("latin-1"))
+    except Gone as e:
+        await _plain(send, 410, str(e).encode())
+        return
+    except ValueError as e:
+        await _plain(send, 422, str(e).encode())
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": list(UI_MESSAGE_STREAM_HEADERS)})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch_disconnect, receive, tg.cancel_scope.cancel)
+        async for frame in replay.after(index):
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        tg.cancel_scope.cancel()
 
 
 async def _body(scope: Scope, receive: Receive, cap: int) -> bytes:
     """The request body, at most `cap` bytes (else `TooLarge`, reading no further)."""
     over = f"a body over the cap of {cap} bytes"
-    headers = scope.get("headers")
-    for name, value in headers if isinstance(headers, list) else ():
-        if name.lower() == b"content-length" and not (value.isdigit() and int(value) <= cap):
-            raise TooLarge(over)  # (a length that is no number is refused as well)
+    length = _header(scope, b"content-length")
+    if length is not None and not (length.isdigit() and int(length) <= cap):
+        raise TooLarge(over)  # (a length that is no number is refused as well)
     parts: list[bytes] = []
     size = 0
     while True:
@@ -303,6 +436,15 @@ async def _body(scope: Scope, receive: Receive, cap: int) -> bytes:
             parts.append(body)
         if not message.get("more_body", False):
             return b"".join(parts)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    """The value of the request's header `name` (lower case), if it has one."""
+    headers = scope.get("headers")
+    for key, value in headers if isinstance(headers, list) else ():
+        if isinstance(key, bytes) and isinstance(value, bytes) and key.lower() == name:
+            return value
+    return None
 
 
 async def _plain(send: Send, status: int, text: bytes) -> None:
@@ -377,18 +519,24 @@ def demo_script(request: ModelRequest) -> Say:
     return Say([f"{w} " for w in words] + ["(echo)"], chunk_latency=0.05)
 
 
+def demo_agent() -> Agent:
+    """The demo's agent: the weather and refund tools, a refund above 100 asked about."""
+    gate = make_processor("approve-refunds", process_tool_call=ask_above_100)
+    return Agent.create("demo/echo", instructions="Echo the user.", tools=[weather, refund],
+                        input_processors=[gate])
+
+
 def demo_app(
     *,
     real_latency: bool = False,
     timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
+    resumable: bool = False,
 ) -> ASGIApp:
     """The demo endpoint; `real_latency` paces the scripted model with real sleeps."""
     model = ScriptedModel(demo_script, async_sleep=anyio.sleep if real_latency else None)
-    gate = make_processor("approve-refunds", process_tool_call=ask_above_100)
-    agent = Agent.create("demo/echo", instructions="Echo the user.", tools=[weather, refund],
-                         input_processors=[gate])
-    return chat_app(agent, AsyncInterpreter(model), timeout=timeout, on_result=on_result)
+    return chat_app(demo_agent(), AsyncInterpreter(model), timeout=timeout,
+                    on_result=on_result, resumable=resumable)
 
 
 app = demo_app(real_latency=True)

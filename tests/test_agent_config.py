@@ -176,6 +176,16 @@ def test_a_function_processor_needs_a_hook() -> None:
     assert p.display_name == "p"
 
 
+def test_a_function_processor_refuses_a_hook_it_does_not_know() -> None:
+    # a misspelt hook is an error, never a processor that silently lacks the guard
+    with pytest.raises(TypeError, match="process_outputstream"):
+        processor("p", process_outputstream=lambda a: Continue())  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="process_approved"):  # not one processor() takes
+        processor("p", process_approved=lambda a: Continue())  # type: ignore[call-overload]
+    p = processor("p", process_input=None, process_tool_result=lambda a: Continue())
+    assert list(p.hook_functions()) == ["process_tool_result"]
+
+
 def test_a_class_processor_exposes_only_the_hooks_it_overrides() -> None:
     assert set(StreamOnly().hook_functions()) == {"process_output_stream"}
 

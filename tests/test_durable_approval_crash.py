@@ -6,6 +6,7 @@ On SQLite always, on PostgreSQL when a server is given (PIPELINE_TEST_PG_URL).""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,3 +110,54 @@ def test_a_call_denied_while_no_worker_runs_gets_one_error_result_and_never_runs
     results = [part for m in r.messages.messages for part in m.tool_results()]
     assert len(results) == 1 and results[0].is_error and "not today" in str(results[0].result)
     assert unpaired_tool_calls(r.messages.messages) == []
+
+
+def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
+    tmp_path: Path, database: Callable[[Path], str]
+) -> None:
+    db = database(tmp_path)
+    setup = DurableClient(db)
+    try:
+        p = _suspend_and_kill(tmp_path, db, setup)
+    finally:
+        setup.close()
+    # eight callers, each its own client, decide at once, each a different decision
+    callers = [DurableClient(db) for _ in range(8)]
+    go = threading.Barrier(len(callers))
+    outcomes: list[str] = [""] * len(callers)
+
+    def decide(i: int) -> None:
+        d = edit(p, {"city": "Lyon"}) if i == 0 else deny(p, f"no ({i})")
+        go.wait()
+        try:
+            callers[i].decide(RUN, [d])
+            outcomes[i] = "sent"
+        except RunNotSuspended:
+            outcomes[i] = "refused"
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(len(callers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for c in callers:
+        c.close()
+    assert sorted(outcomes) == ["refused"] * 7 + ["sent"]
+    winner = outcomes.index("sent")
+    # the winner's call again (a caller that crashed after sending) is taken as sent
+    again = DurableClient(db)
+    try:
+        again.decide(RUN, [edit(p, {"city": "Lyon"}) if winner == 0 else deny(p, f"no ({winner})")])
+    finally:
+        again.close()
+    w = spawn(tmp_path, db, "run", RUN, APPROVAL="1")
+    finish(w)
+    r = result_of(tmp_path, RUN)
+    results = [part for m in r.messages.messages for part in m.tool_results()]
+    assert len(results) == 1 and unpaired_tool_calls(r.messages.messages) == []
+    if winner == 0:
+        assert [line.split()[-1] for line in lines(tmp_path / "tool.log")] == ["Lyon"]
+        assert results[0].result == "sunny in Lyon"
+    else:
+        assert lines(tmp_path / "tool.log") == [] and results[0].is_error
+        assert f"no ({winner})" in str(results[0].result)

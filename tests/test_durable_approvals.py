@@ -4,6 +4,8 @@ the exact arguments and taken once; past the approval timeout the calls are deni
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from pipeline.approval import (
     deny,
     edit,
 )
+from pipeline.chunks import ToolApprovalRequest, ToolApprovalResponse
 from pipeline.messages import ToolResultPart
 from pipeline.model import ModelRequest
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
@@ -108,6 +111,14 @@ def test_a_durable_run_waits_for_approval_and_runs_the_approved_call_once(
     assert r.status == "finished" and r.text == "done"
     assert SENT == [("eve", 500)]
     assert unpaired_tool_calls(r.messages.messages) == []
+    # the run's stream carries the request and the answer (as the UI stream's parts)
+    gate = [c for c in runs.chunks("a", timeout=WAIT)
+            if isinstance(c, ToolApprovalRequest | ToolApprovalResponse)]
+    assert gate == [
+        ToolApprovalRequest("c1", "send", {"to": "eve", "amount": 500}, "send 500 to eve?",
+                            p.digest),
+        ToolApprovalResponse(p.digest, "c1", True, None),
+    ]
     with pytest.raises(RunNotSuspended):  # taken once: a second decision is refused
         runs.decide("a", [approve(p)])
     assert SENT == [("eve", 500)]
@@ -129,6 +140,31 @@ def test_a_decision_for_other_arguments_is_refused_and_the_run_still_waits(
     runs.decide("b", [edit(p, {"to": "eve", "amount": 50})])
     r = runs.result("b", timeout=WAIT)
     assert r.status == "finished" and SENT == [("eve", 50)]
+
+
+def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
+    runs: DurableRuns,
+) -> None:
+    runs.start("pay", "pay eve", run_id="race")
+    p = _waiting(runs, "race")
+    go = threading.Barrier(6)
+    sent: list[int] = []
+
+    def decide(i: int) -> None:
+        go.wait()
+        with contextlib.suppress(RunNotSuspended):
+            runs.decide("race", [edit(p, {"to": "eve", "amount": i})])
+            sent.append(i)
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(1, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    r = runs.result("race", timeout=WAIT)
+    (amount,) = sent
+    assert [("eve", amount)] == SENT
+    assert r.status == "finished" and unpaired_tool_calls(r.messages.messages) == []
 
 
 def test_a_denied_call_gets_one_error_result_and_never_runs(runs: DurableRuns) -> None:

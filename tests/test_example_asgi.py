@@ -15,14 +15,17 @@ from examples.asgi_stream import (
     Receive,
     ResultLine,
     chat_app,
+    demo_agent,
     demo_app,
+    demo_script,
     main,
 )
 from interpreters.aio import AsyncInterpreter
-from interpreters.simulator import Say
+from interpreters.approvals import Approvals, MemoryApprovalStore
+from interpreters.simulator import Say, ScriptedModel
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, ErrorChunk, Finish, TextDelta, ToolResult, chunk_decoder
-from pipeline.result import Cancelled, RunResult
+from pipeline.result import Cancelled, RunResult, Suspension
 from tests.helpers import AsyncTrackedModel
 
 pytestmark = pytest.mark.anyio
@@ -305,3 +308,39 @@ def test_the_default_caps_and_bad_ones() -> None:
     for bad in ({"max_body_bytes": 0}, {"max_messages": 0}, {"max_body_bytes": 1.5}):
         with pytest.raises((ValueError, TypeError)):
             chat_app(Agent.create("m"), interp, **bad)
+
+
+async def test_a_suspended_run_waits_before_its_client_hears_the_end() -> None:
+    class Saves(MemoryApprovalStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.saved = 0
+
+        def save(self, suspension: Suspension) -> None:
+            super().save(suspension)
+            self.saved += 1
+
+    store = Saves()
+    app = chat_app(demo_agent(), AsyncInterpreter(ScriptedModel(demo_script)),
+                   approvals=Approvals(store))
+    saved_at_done: list[int] = []
+    body = msgspec.json.encode({"id": "chat-now", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "refund 250 on order N1"}]}
+    ]})
+    request: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> Message:
+        if request:
+            return request.pop()
+        await anyio.sleep_forever()
+        raise AssertionError  # (never)
+
+    async def send(message: Message) -> None:
+        body = message.get("body", b"")
+        if isinstance(body, bytes) and b"[DONE]" in body:
+            saved_at_done.append(store.saved)  # an answer sent now must find the run
+
+    scope: Message = {"type": "http", "method": "POST", "path": "/api/chat", "headers": []}
+    with anyio.fail_after(10):
+        await app(scope, receive, send)
+    assert saved_at_done == [1]

@@ -4,47 +4,26 @@ decision `useChat` posts, and the rest of the run streamed as the answer."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 
 import httpx
 import msgspec
 import pytest
 
-from examples.asgi_stream import ASGIApp, demo_app, refunds
+from examples.asgi_stream import demo_app, refunds
+from tests.asgi_server import serve
 
 WAIT = 20.0
-"""Seconds the server may take to start, stop, or answer."""
+"""Seconds the server may take to answer."""
 
 Event = dict[str, object]
 
 
 @pytest.fixture
 def server() -> Iterator[httpx.Client]:
-    """The demo app under uvicorn on 127.0.0.1 (a port of its own), and a client."""
-    uvicorn = pytest.importorskip("uvicorn")
-    app: ASGIApp = demo_app()
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    port = listening.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [listening]}, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(int(WAIT / 0.05)):
-        if srv.started:
-            started.set()
-            break
-        started.wait(0.05)
-    assert started.is_set(), "uvicorn did not start"
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as client:
-            yield client
-    finally:
-        srv.should_exit = True
-        thread.join(WAIT)
-        listening.close()
+    """The demo app under uvicorn on 127.0.0.1, and a client."""
+    with serve(demo_app()) as url, httpx.Client(base_url=url, timeout=WAIT) as client:
+        yield client
 
 
 def _events(r: httpx.Response) -> list[Event]:
@@ -184,3 +163,61 @@ def test_the_page_shows_approve_and_deny_for_a_waiting_call(server: httpx.Client
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     for needed in ("tool-approval-request", "approval-responded", "Approve", "Deny"):
         assert needed in r.text
+
+
+def _decide(client: httpx.Client, chat: str, *decisions: dict[str, object]) -> httpx.Response:
+    return client.post("/api/chat/decisions", json={"id": chat, "decisions": list(decisions)})
+
+
+def test_edited_arguments_run_once_in_place_of_the_waiting_ones(server: httpx.Client) -> None:
+    _, request = _ask(server, "chat-edit", "refund 250 on order E1")
+    edited = {"id": request["approvalId"], "approved": True,
+              "args": {"order": "E1", "amount": 60}}
+    evs = _events(_decide(server, "chat-edit", edited))
+    kinds = _kinds(evs)
+    assert evs[kinds.index("tool-approval-response")]["approved"] is True
+    [output] = [e for e in evs if e["type"] == "tool-output-available"]
+    assert output == {"type": "tool-output-available", "toolCallId": request["toolCallId"],
+                      "output": "refunded 60 on E1"}
+    assert "".join(str(e["delta"]) for e in evs if e["type"] == "text-delta") == "Done."
+    again = _decide(server, "chat-edit", edited)
+    assert again.status_code == 409
+    assert [r for r in refunds if r[0] == "E1"] == [("E1", 60)]
+
+
+@pytest.mark.parametrize(("chat", "args"), [
+    ("chat-edit-type", {"order": "E2", "amount": "lots"}),
+    ("chat-edit-missing", {"order": "E2"}),
+    ("chat-edit-unknown", {"order": "E2", "amount": 5, "note": "x"}),
+    ("chat-edit-list", ["E2", 5]),  # not an object
+])
+def test_edited_arguments_the_tool_refuses_are_a_422_and_the_run_still_waits(
+    server: httpx.Client, chat: str, args: object
+) -> None:
+    _, request = _ask(server, chat, "refund 250 on order E2")
+    r = _decide(server, chat, {"id": request["approvalId"], "approved": True, "args": args})
+    assert r.status_code == 422, r.text
+    assert not [x for x in refunds if x[0] == "E2"]
+    ok = _events(_decide(server, chat, {"id": request["approvalId"], "approved": True}))
+    assert any(e.get("output") == "refunded 250 on E2" for e in ok)  # it waited
+    assert refunds.count(("E2", 250)) == 1
+    refunds.remove(("E2", 250))  # (the next parameter's run counts afresh)
+
+
+def test_decisions_that_do_not_fit_are_refused_and_run_nothing(server: httpx.Client) -> None:
+    _, request = _ask(server, "chat-odd", "refund 250 on order E3")
+    approval = request["approvalId"]
+    denied_edit = {"id": approval, "approved": False, "args": {"order": "E3", "amount": 1}}
+    refused = [
+        (_decide(server, "chat-odd", denied_edit), 422, "denied"),
+        (_decide(server, "chat-none", {"id": approval, "approved": True}), 404, "chat-none"),
+        (_decide(server, "chat-odd", {"id": "f" * 64, "approved": True}), 422, "f" * 64),
+        (server.post("/api/chat/decisions", json={"id": "chat-odd"}), 422, "decisions"),
+    ]
+    for r, status, says in refused:
+        assert (r.status_code, says in r.text) == (status, True), r.text
+    assert not [x for x in refunds if x[0] == "E3"]
+    denied = _events(_decide(server, "chat-odd", {"id": approval, "approved": False,
+                                                   "reason": "no"}))
+    assert {"type": "tool-output-denied", "toolCallId": request["toolCallId"]} in denied
+    assert not [x for x in refunds if x[0] == "E3"]

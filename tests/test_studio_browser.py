@@ -9,7 +9,6 @@ set to a path, the run's page is saved there as PNG (the docs' picture).
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from interpreters.studio import Studio, StudioServer
+from tests.browser import chromium, wait_for
 from tests.studio_runs import louder_agent, record_support_run
 
 if TYPE_CHECKING:
@@ -24,54 +24,11 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.slow
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-WAIT = 20.0
-"""Seconds a page may take to show what is waited for."""
-
-
-def _browser() -> tuple[str, str] | None:
-    browser = next((p for p in map(shutil.which, BROWSERS) if p), None)
-    driver = shutil.which("chromedriver") or (
-        "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
-    return (browser, driver) if browser and driver else None
-
 
 @pytest.fixture
 def driver() -> Iterator[WebDriver]:
-    found = _browser()
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        found = None
-    if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true: no Chromium and chromedriver (apt-get install chromium "
-                        "chromium-driver) or no selenium (the dev extra)")
-        pytest.skip("no headless browser here: install chromium and chromium-driver "
-                    "(Debian) and selenium to run the studio in a browser")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    browser, chromedriver = found
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--disable-gpu", "--window-size=1200,800"):
-        options.add_argument(arg)
-    d = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    d.set_page_load_timeout(WAIT)
-    try:
+    with chromium("the studio") as d:
         yield d
-    finally:
-        d.quit()
-
-
-def _wait_for(d: WebDriver, css: str) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(d, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
 
 
 def _kinds(d: WebDriver) -> set[str] | None:
@@ -88,12 +45,12 @@ def test_a_recorded_run_and_its_replay_in_the_browser(driver: WebDriver, tmp_pat
     name = record_support_run(journals)
     with StudioServer(Studio(journals, louder_agent()), port=0) as server:
         driver.get(server.url)
-        _wait_for(driver, "#runs a.run-link")
+        wait_for(driver, "#runs a.run-link")
         link = driver.find_element(By.CSS_SELECTOR, "#runs a.run-link")
         assert link.text == name
         link.click()
 
-        _wait_for(driver, "#timeline tr.row")
+        wait_for(driver, "#timeline tr.row")
         page = driver.find_element(By.ID, "main").text
         assert "status:finished" in page.replace(" ", "")
         assert "call openai/gpt-4o-mini (step 1, attempt 0, 4 messages)" in page  # the retry
@@ -117,12 +74,12 @@ def test_a_recorded_run_and_its_replay_in_the_browser(driver: WebDriver, tmp_pat
         box = driver.find_element(By.CSS_SELECTOR, ".filters input[value='model']")
         box.click()
         # The page is built anew: once the table says it is filtered, read it in one script.
-        _wait_for(driver, "#timeline:not([data-kinds='all'])")
+        wait_for(driver, "#timeline:not([data-kinds='all'])")
         kinds = _kinds(driver)
         assert kinds is not None and "model" not in kinds and "effect" in kinds
 
         driver.find_element(By.CSS_SELECTOR, "a.replay-link").click()
-        _wait_for(driver, "#verdict")
+        wait_for(driver, "#verdict")
         verdict = driver.find_element(By.ID, "verdict").text
         assert verdict.startswith("Diverges at command #")
         assert 'recorded "Let me check.", replay "LET ME CHECK."' in verdict

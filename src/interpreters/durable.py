@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, 
 from typing import Unpack
 
 import msgspec
+import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
 from dbos._dbos import _get_dbos_instance
 from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
@@ -553,7 +554,7 @@ class DurableRuns(_QueuedRuns):
     def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
         """The calls `run_id` waits for a decision on (`UnknownRun` for no such run,
         `RunNotSuspended` for a run that does not wait)."""
-        return da.waiting(_sys_db(), self.status, run_id).pending
+        return da.waiting(self._channel(), run_id).pending
 
     def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
         """Send the decisions for the calls `run_id` waits on (one each, for the exact
@@ -561,7 +562,12 @@ class DurableRuns(_QueuedRuns):
         Refused with an `ApprovalError` (nothing sent): another call's or other
         arguments' decision, a missing one, a run that does not wait or took its
         decisions already."""
-        da.decide(_sys_db(), self.status, run_id, decisions)
+        da.decide(self._channel(), run_id, decisions)
+
+    def _channel(self) -> _Channel:
+        if not self._launched:
+            raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
+        return _Channel(DBOS, self.status, lambda: _sys_db().engine)
 
     # --- reading runs --------------------------------------------------------------------
     def status(self, run_id: str) -> str | None:
@@ -688,12 +694,16 @@ class DurableClient(_QueuedRuns):
 
     def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
         """The calls `run_id` waits for a decision on (as `DurableRuns.pending`)."""
-        return da.waiting(self._client._sys_db, self.status, run_id).pending
+        return da.waiting(self._channel(), run_id).pending
 
     def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
         """Send the decisions for the calls `run_id` waits on (as
         `DurableRuns.decide`)."""
-        da.decide(self._client._sys_db, self.status, run_id, decisions)
+        da.decide(self._channel(), run_id, decisions)
+
+    def _channel(self) -> _Channel:
+        sys_db = self._client._sys_db
+        return _Channel(self._client, self.status, lambda: sys_db.engine)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
@@ -702,6 +712,28 @@ class DurableClient(_QueuedRuns):
 
     def close(self) -> None:
         self._client.destroy()
+
+
+class _Channel:
+    """`durable_approval.Channel` over DBOS in a worker, or over a `DBOSClient`."""
+
+    def __init__(self, dbos: type[DBOS] | DBOSClient, status: Callable[[str], str | None],
+                 engine: Callable[[], sa.Engine]) -> None:
+        self._dbos = dbos
+        self.status = status
+        self._engine = engine
+
+    def get_event(self, workflow_id: str, key: str, timeout_seconds: float) -> object:
+        data: object = self._dbos.get_event(workflow_id, key, timeout_seconds)
+        return data
+
+    def send(self, destination_id: str, message: bytes, topic: str,
+             idempotency_key: str) -> None:
+        self._dbos.send(destination_id, message, topic, idempotency_key=idempotency_key)
+
+    @property
+    def engine(self) -> sa.Engine:
+        return self._engine()
 
 
 def _sys_db() -> SystemDatabase:

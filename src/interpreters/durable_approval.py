@@ -12,14 +12,15 @@ runs twice. Past the approval timeout the waiting calls are denied (never run).
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
 import sqlalchemy as sa
-from dbos import WorkflowSerializationFormat
-from dbos._sys_db import SendMessage, SystemDatabase
 
+from interpreters.durable_store import ensure_table
 from pipeline.approval import (
     ApprovalError,
     Decision,
@@ -89,13 +90,39 @@ def _deny_all(s: Suspension, reason: str) -> tuple[Decision, ...]:
     return tuple(Deny(p.tool_call_id, p.digest, reason) for p in s.pending)
 
 
-def waiting(sys_db: SystemDatabase, status: Callable[[str], str | None],
-            run_id: str) -> Waiting:
+class Channel(Protocol):
+    """How `pending` and `decide` reach a run: DBOS's public calls (of `DBOS` in a
+    worker, of a `DBOSClient` elsewhere) and the system database's engine, which holds
+    the claims."""
+
+    def get_event(self, workflow_id: str, key: str, timeout_seconds: float) -> object: ...
+
+    def send(self, destination_id: str, message: bytes, topic: str,
+             idempotency_key: str) -> None: ...
+
+    def status(self, run_id: str) -> str | None: ...
+
+    @property
+    def engine(self) -> sa.Engine: ...
+
+
+CLAIMS = sa.Table(
+    "pipeline_agents_decisions",
+    sa.MetaData(),
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("topic", sa.Text, primary_key=True),
+    sa.Column("digest", sa.Text, nullable=False),
+)
+"""One row per suspension decided: the SHA-256 of the decisions sent to it. Its primary
+key makes the first `decide` the only one (DBOS's send has no send-if-none)."""
+
+
+def waiting(ch: Channel, run_id: str) -> Waiting:
     """What `run_id` waits for: `UnknownRun` for no such run, `RunNotSuspended` for a
     run that does not wait for a decision (not yet, not any more, or never)."""
-    data = sys_db.get_event(run_id, APPROVAL, 0)
+    data = ch.get_event(run_id, APPROVAL, 0)
     if data is None:
-        if status(run_id) is None:
+        if ch.status(run_id) is None:
             raise UnknownRun(f"no run {run_id!r}")
         raise RunNotSuspended(f"run {run_id!r} does not wait for approval")
     if not isinstance(data, bytes):
@@ -106,30 +133,34 @@ def waiting(sys_db: SystemDatabase, status: Callable[[str], str | None],
     return w
 
 
-def decide(sys_db: SystemDatabase, status: Callable[[str], str | None], run_id: str,
-           decisions: Sequence[Decision]) -> None:
+def decide(ch: Channel, run_id: str, decisions: Sequence[Decision]) -> None:
     """Send `decisions` to the waiting run `run_id`, checked first (one per waiting call,
-    each for the exact arguments: `ArgumentsMismatch`...). A suspension takes one
-    message: a second decision is `RunNotSuspended` (two sent at the same moment: the
-    first stored is the one taken, the other dropped by its idempotency key)."""
-    w = waiting(sys_db, status, run_id)
-    checked = check_pending(run_id, w.pending, tuple(decisions))
-    key = f"{topic(w.number)}:decision"
-    if _sent(sys_db, run_id, key):
-        raise RunNotSuspended(f"run {run_id!r} was sent its decisions already")
-    sys_db.send_bulk(
-        [SendMessage(run_id, _enc.encode(checked), topic(w.number), key)],
-        serialization_type=WorkflowSerializationFormat.DEFAULT, workflow_id=None, function_id=None,
-        function_name="DBOS.send", send_to_forks=False,
-    )
+    each for the exact arguments: `ArgumentsMismatch`...). A suspension takes one set of
+    decisions: the first `decide` claims it (in one insert, so of two at the same moment
+    exactly one wins) and any other set is `RunNotSuspended`. The same set again is
+    sent again, to the same idempotency key: a caller that crashed between its claim and
+    its send finishes by repeating the call, and the run still gets one message."""
+    w = waiting(ch, run_id)
+    body = _enc.encode(check_pending(run_id, w.pending, tuple(decisions)))
+    digest = hashlib.sha256(body).hexdigest()
+    claimed = _claim(ch.engine, run_id, topic(w.number), digest)
+    if claimed != digest:
+        raise RunNotSuspended(f"run {run_id!r} was sent other decisions already")
+    ch.send(run_id, body, topic(w.number), f"{topic(w.number)}:decision")
 
 
-def _sent(sys_db: SystemDatabase, run_id: str, key: str) -> bool:
-    """Whether the message of idempotency `key` to `run_id` is stored (DBOS names it
-    `key::destination`)."""
-    t = sys_db.tables.notifications
-    with sys_db.engine.begin() as c:
-        row = c.execute(
-            sa.select(t.c.message_uuid).where(t.c.message_uuid == f"{key}::{run_id}")
-        ).first()
-    return row is not None
+def _claim(engine: sa.Engine, run_id: str, on: str, digest: str) -> str:
+    """The digest of the decisions that hold the claim on `run_id`'s suspension `on`:
+    `digest` when this call took it, another one when another call had."""
+    ensure_table(engine, CLAIMS)
+    try:
+        with engine.begin() as c:
+            c.execute(sa.insert(CLAIMS).values(run_id=run_id, topic=on, digest=digest))
+        return digest
+    except sa.exc.IntegrityError:
+        with engine.begin() as c:
+            held = c.execute(
+                sa.select(CLAIMS.c.digest).where(CLAIMS.c.run_id == run_id,
+                                                 CLAIMS.c.topic == on)
+            ).scalar_one()
+        return str(held)

@@ -198,6 +198,16 @@ HEARTBEATS = sa.Table(
 """One row per worker: when it last beat (seconds, the database's clock)."""
 
 
+def ensure_table(engine: sa.Engine, table: sa.Table) -> None:
+    """Create `table` in the system database unless it is there (of two workers creating
+    it at the same moment, the one that loses finds it made)."""
+    try:
+        table.create(engine, checkfirst=True)
+    except sa.exc.DBAPIError:
+        if not sa.inspect(engine).has_table(table.name):
+            raise
+
+
 def _db_now(engine: sa.Engine) -> sa.ColumnElement[float]:
     # The database's clock, so workers' clocks need not agree.
     if engine.dialect.name == "sqlite":
@@ -242,11 +252,7 @@ class Keeper:
 
     def start(self) -> None:
         if self._takeover is not None:
-            try:
-                HEARTBEATS.create(self._engine, checkfirst=True)
-            except sa.exc.DBAPIError:  # another worker created it at the same moment
-                if not sa.inspect(self._engine).has_table(HEARTBEATS.name):
-                    raise
+            ensure_table(self._engine, HEARTBEATS)
             self.beat()
         self._thread = threading.Thread(target=self._loop, name="pipeline-keeper",
                                         daemon=True)

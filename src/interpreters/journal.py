@@ -65,6 +65,7 @@ from interpreters.observe import RunInfo, RunObserver, describe
 from interpreters.providers.provider import ProviderError
 from interpreters.trace import comparable_command
 from pipeline.agent import Agent
+from pipeline.approval import Resumption
 from pipeline.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.cost import Cost, PriceQuery
 from pipeline.messages import JsonObject, MessageList
@@ -106,6 +107,9 @@ class RunStarted(msgspec.Struct, frozen=True, tag="run", tag_field="t"):
     messages: MessageList
     agent: AgentInfo
     at: float
+    resume: Resumption | None = None
+    """What a resumed run went on from: its suspension and the decisions (processor
+    states as JSON, a value JSON cannot encode as its repr)."""
 
 
 class ClockRead(msgspec.Struct, frozen=True, tag="clock", tag_field="t"):
@@ -344,7 +348,10 @@ class Recorder:
     With a `directory`, each run goes to `<directory>/<run_id>.ndjson`, written and
     flushed line by line (a crash keeps what happened up to it). Without one, the
     journals stay in memory: `recorder.journal(run_id)`, `recorder.last()`, the last
-    `keep` runs only. A run whose id was recorded before replaces that journal.
+    `keep` runs only. A run whose id was recorded before replaces that journal. A
+    resumed run (`pipeline.approval`) is recorded as `<run_id>.resumed-<step>` (the step
+    it went on at), beside the journal of the part that suspended; it replays on its
+    own: its header holds the suspension and the decisions.
     """
 
     def __init__(
@@ -372,14 +379,15 @@ class Recorder:
     def start(self, run: RunInfo) -> RunObserver:
         out: IO[bytes] | None = None
         lines: list[bytes] | None = None
+        key = journal_name(run)
         if self.directory is not None:
-            out = (self.directory / f"{_safe(run.run_id)}.ndjson").open("wb")
+            out = (self.directory / f"{_safe(key)}.ndjson").open("wb")
         else:
             # A run id seen before (another simulator's "run1") starts its journal afresh.
-            lines = self._lines[run.run_id] = []
-            if run.run_id in self._order:
-                self._order.remove(run.run_id)
-            self._order.append(run.run_id)
+            lines = self._lines[key] = []
+            if key in self._order:
+                self._order.remove(key)
+            self._order.append(key)
             while len(self._order) > self.keep:  # a cap: the oldest journals go first
                 del self._lines[self._order.pop(0)]
         redactors: list[Redactor] = []
@@ -476,6 +484,15 @@ def _redact_strings(value: object, redact: Callable[[str], str]) -> object:
     return value
 
 
+def journal_name(run: RunInfo) -> str:
+    """What a run's journal is called: its run id; a resumed run's, the run id and the
+    step it went on at (`<run_id>.resumed-<step>`), so the part before the suspension
+    stays."""
+    if run.resume is None:
+        return run.run_id
+    return f"{run.run_id}.resumed-{run.resume.suspension.step.step_number}"
+
+
 def _safe(run_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id) or "run"
 
@@ -515,6 +532,7 @@ class _Recording(RunObserver):
                 tuple(t.name for t in agent.tools),
             ),
             at=run.started_at,
+            resume=run.resume,
         ))
 
     def _write(self, e: Entry) -> None:

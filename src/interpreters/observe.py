@@ -57,6 +57,8 @@ class RunInfo(msgspec.Struct, frozen=True):
     started_at: float
     price: Pricer | None = None
     """The run's pricer, if it has one (`pipeline.cost`)."""
+    resume: Resumption | None = None
+    """What a resumed run goes on from (its suspension and decisions), else None."""
 
     @property
     def run_id(self) -> str:
@@ -129,7 +131,7 @@ def watched_loop(
     `loop_clock` (default `clock`) is the clock the loop reads; observers time with
     `clock`. A replay hands the recorded readings in as `loop_clock`.
     """
-    info = RunInfo(agent, messages, context, clock, clock(), price)
+    info = RunInfo(agent, messages, context, clock, clock(), price, resume)
     live: list[RunObserver] = []
     for x in observers:
         o = _start(x, info)

@@ -26,6 +26,7 @@ from effects import (
     RunTools,
 )
 from effects.requests import Request, declared_answer
+from interpreters.approvals import typed_states
 from interpreters.journal import (
     Answered,
     CancelledAt,
@@ -35,6 +36,7 @@ from interpreters.journal import (
     ModelReplied,
     Priced,
     Raised,
+    RunStarted,
     ToolsDone,
     digest,
     fields_of,
@@ -45,6 +47,7 @@ from interpreters.observe import Observer, describe, log, watched_loop
 from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace
 from pipeline.agent import Agent
+from pipeline.approval import Resumption
 from pipeline.chunks import DataChunk
 from pipeline.cost import Cost, PriceQuery, Pricer
 from pipeline.driver import Driver, Watch
@@ -372,8 +375,19 @@ def _start(
     loop, watch = watched_loop(
         agent, h.messages, context=ctx, clock=feed.observer_time, record=trace.record_effect,
         observers=observers, loop_clock=feed.read_clock, price=price,
+        resume=_resumption(h, agent),
     )
     return Driver(loop, log=trace, watch=_Seen(feed, watch)), feed, trace
+
+
+def _resumption(h: RunStarted, agent: Agent) -> Resumption | None:
+    """What the recorded run went on from, its states typed by `agent`'s processors
+    again (the journal holds them as JSON): `TypeError` for a state that does not fit
+    (one JSON could not encode); a resumed run is bound to its agent, so another one is
+    `AgentChanged`, as on resuming."""
+    if h.resume is None:
+        return None
+    return msgspec.structs.replace(h.resume, suspension=typed_states(agent, h.resume.suspension))
 
 
 def _finish(journal: Journal, feed: _Feed, trace: Trace, result: RunResult) -> ReplayRun:

@@ -184,7 +184,7 @@ class DataChunk(msgspec.Struct, frozen=True, tag="data"):
             raise ValueError(f"DataChunk name must start with 'data-', got {self.name!r}")
 
 
-ModelEvent = (
+_Content = (
     TextStart
     | TextDelta
     | TextEnd
@@ -193,21 +193,14 @@ ModelEvent = (
     | ReasoningEnd
     | ToolCallDelta
     | ToolCall
-    | SourceChunk
-    | DataChunk
-    | ModelFinish
 )
+"""What a model's answer is made of, as it streams (in a model stream and a run's)."""
+
+ModelEvent = _Content | SourceChunk | DataChunk | ModelFinish
 """What a model stream yields (a provider adapter or the simulator)."""
 
 Chunk = (
-    TextStart
-    | TextDelta
-    | TextEnd
-    | ReasoningStart
-    | ReasoningDelta
-    | ReasoningEnd
-    | ToolCallDelta
-    | ToolCall
+    _Content
     | ToolResult
     | ToolError
     | ToolApprovalRequest

@@ -19,7 +19,6 @@ Nothing here is on the per-chunk path of a run without such a guard.
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from collections.abc import Generator
 from typing import NamedTuple, TypeVar
@@ -29,13 +28,13 @@ from effects.started import STARTED_REQUESTS, Collect, Job, Ready, Start
 from pipeline.chunks import Chunk, ModelFinish
 from pipeline.hooks import Bound, Outcome, Yielded, call_hook, invalid
 from pipeline.model import ModelEnded, ModelFailed
+from pipeline.model_call import close_stream
 from pipeline.processor import InputArgs
 from pipeline.protocol import (
     MODEL_REPLY_TYPES,
     LoopCommand,
     ModelReply,
     ProtocolError,
-    RunCancelled,
     checked,
 )
 from pipeline.run_state import RunConfig, RunState, apply, trip
@@ -161,9 +160,7 @@ def race_gate(
         drop_racing(st)
         if not ended and isinstance(e, Exception) and not isinstance(e, ProtocolError):
             # a trip or a failed guard: the model stops (a cancel: the interpreter closes)
-            cmd = CloseStream()
-            with contextlib.suppress(RunCancelled):
-                checked(cmd, (yield cmd))
+            yield from close_stream()
         raise
     return first, held, ended
 

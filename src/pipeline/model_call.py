@@ -192,11 +192,11 @@ def consume(
         # later ones are not); the stream is closed.
         keep_partial(rc, st, content)
         if not ended:
-            yield from _close_stream()
+            yield from close_stream()
         raise
     except Tripped:
         if not ended:  # a stream processor aborted mid-stream
-            yield from _close_stream()
+            yield from close_stream()
         raise
 
 
@@ -232,7 +232,7 @@ def keep_partial(rc: RunConfig, st: RunState, content: StepContent) -> None:
         st.ml = st.ml.add(loop_message(rc, st, "assistant", parts, incomplete=True), "response")
 
 
-def _close_stream() -> Generator[LoopCommand, object, None]:
+def close_stream() -> Generator[LoopCommand, object, None]:
     """Close the open model stream: the run ends before the stream did. A cancel now
     changes nothing: the run is ending already, for its own reason."""
     cmd = CloseStream()

@@ -41,23 +41,11 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from operator import attrgetter
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 import msgspec
 
-from pipeline.messages import (
-    DataPart,
-    FilePart,
-    Message,
-    MessageList,
-    Part,
-    ReasoningPart,
-    SourcePart,
-    StepStartPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from pipeline.messages import Message, MessageList, Part, ToolCallPart, ToolResultPart
 
 __all__ = ["MISSING_RESULT", "PairedHistory", "cut_points", "is_paired", "repair_pairing"]
 
@@ -105,9 +93,8 @@ def is_paired(messages: tuple[Message, ...]) -> bool:
     return len(answered) == len(calls)
 
 
-_OTHER_PARTS = frozenset(
-    {TextPart, ReasoningPart, FilePart, SourcePart, StepStartPart, DataPart}
-)
+_OTHER_PARTS: frozenset[type] = frozenset(get_args(Part)) - {ToolCallPart, ToolResultPart}
+"""The parts pairing leaves where they are: every kind but calls and results."""
 
 
 def _part_types(messages: tuple[Message, ...]) -> set[type]:

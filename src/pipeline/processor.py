@@ -22,6 +22,7 @@ from typing import (
     Literal,
     NoReturn,
     TypeAlias,
+    TypedDict,
     TypeVar,
     Union,
     get_args,
@@ -31,6 +32,7 @@ from typing import (
 
 import msgspec
 from typing_extensions import TypeVar as DefaultTypeVar
+from typing_extensions import Unpack
 
 from effects import (
     Abort,
@@ -549,65 +551,47 @@ class FunctionProcessor(StatefulProcessor[S, Needs]):
         return f"processor({self.id!r}, hooks={sorted(self._hooks)})"
 
 
+class FunctionHooks(TypedDict, Generic[S, HookDeps], total=False):
+    """The hook functions `processor(...)` takes, each typed as its hook: a function
+    returning an effect its hook does not allow is a mypy error at the call."""
+
+    process_input: Callable[[InputArgs[S, HookDeps]], HookReturn[InputResult[S]]] | None
+    process_input_step: (
+        Callable[[InputStepArgs[S, HookDeps]], HookReturn[InputStepResult[S]]] | None
+    )
+    process_api_error: Callable[[ApiErrorArgs[S, HookDeps]], HookReturn[ApiErrorResult[S]]] | None
+    process_output_stream: (
+        Callable[[StreamArgs[S, HookDeps]], HookReturn[StreamResult[S]]] | None
+    )
+    process_output_step: (
+        Callable[[OutputStepArgs[S, HookDeps]], HookReturn[OutputStepResult[S]]] | None
+    )
+    process_output_result: (
+        Callable[[OutputResultArgs[S, HookDeps]], HookReturn[OutputResultResult[S]]] | None
+    )
+    flush_output_stream: Callable[[FlushArgs[S, HookDeps]], HookReturn[FlushResult[S]]] | None
+    process_tool_call: Callable[[ToolCallArgs[S, HookDeps]], HookReturn[ToolCallResult[S]]] | None
+    process_tool_result: (
+        Callable[[ToolResultArgs[S, HookDeps]], HookReturn[ToolResultResult[S]]] | None
+    )
+
+
+FUNCTION_HOOKS: tuple[HookName, ...] = tuple(
+    h for h in HOOKS if h in FunctionHooks.__optional_keys__
+)
+"""The hooks `processor(...)` takes a function for, in `HOOKS` order."""
+
+
+# Without `state`, the hooks' state is None; with it, the type of the value given.
 @overload
 def processor(
-    id: str,
-    *,
-    name: str | None = ...,
-    process_data_parts: bool = ...,
-    concurrent: bool = ...,
-    process_input: Callable[[InputArgs[None, HookDeps]], HookReturn[InputResult[None]]]
-    | None = ...,
-    process_input_step: Callable[[InputStepArgs[None, HookDeps]], HookReturn[InputStepResult[None]]]
-    | None = ...,
-    process_api_error: Callable[[ApiErrorArgs[None, HookDeps]], HookReturn[ApiErrorResult[None]]]
-    | None = ...,
-    process_output_stream: Callable[[StreamArgs[None, HookDeps]], HookReturn[StreamResult[None]]]
-    | None = ...,
-    process_output_step: Callable[
-        [OutputStepArgs[None, HookDeps]], HookReturn[OutputStepResult[None]]
-    ]
-    | None = ...,
-    process_output_result: Callable[
-        [OutputResultArgs[None, HookDeps]], HookReturn[OutputResultResult[None]]
-    ]
-    | None = ...,
-    flush_output_stream: Callable[[FlushArgs[None, HookDeps]], HookReturn[FlushResult[None]]]
-    | None = ...,
-    process_tool_call: Callable[[ToolCallArgs[None, HookDeps]], HookReturn[ToolCallResult[None]]]
-    | None = ...,
-    process_tool_result: Callable[
-        [ToolResultArgs[None, HookDeps]], HookReturn[ToolResultResult[None]]
-    ]
-    | None = ...,
+    id: str, *, name: str | None = ..., process_data_parts: bool = ..., concurrent: bool = ...,
+    **hooks: Unpack[FunctionHooks[None, HookDeps]],
 ) -> FunctionProcessor[None, HookDeps]: ...
 @overload
 def processor(
-    id: str,
-    *,
-    state: S,
-    name: str | None = ...,
-    process_data_parts: bool = ...,
-    concurrent: bool = ...,
-    process_input: Callable[[InputArgs[S, HookDeps]], HookReturn[InputResult[S]]] | None = ...,
-    process_input_step: Callable[[InputStepArgs[S, HookDeps]], HookReturn[InputStepResult[S]]]
-    | None = ...,
-    process_api_error: Callable[[ApiErrorArgs[S, HookDeps]], HookReturn[ApiErrorResult[S]]]
-    | None = ...,
-    process_output_stream: Callable[[StreamArgs[S, HookDeps]], HookReturn[StreamResult[S]]]
-    | None = ...,
-    process_output_step: Callable[[OutputStepArgs[S, HookDeps]], HookReturn[OutputStepResult[S]]]
-    | None = ...,
-    process_output_result: Callable[
-        [OutputResultArgs[S, HookDeps]], HookReturn[OutputResultResult[S]]
-    ]
-    | None = ...,
-    flush_output_stream: Callable[[FlushArgs[S, HookDeps]], HookReturn[FlushResult[S]]]
-    | None = ...,
-    process_tool_call: Callable[[ToolCallArgs[S, HookDeps]], HookReturn[ToolCallResult[S]]]
-    | None = ...,
-    process_tool_result: Callable[[ToolResultArgs[S, HookDeps]], HookReturn[ToolResultResult[S]]]
-    | None = ...,
+    id: str, *, state: S, name: str | None = ..., process_data_parts: bool = ...,
+    concurrent: bool = ..., **hooks: Unpack[FunctionHooks[S, HookDeps]],
 ) -> FunctionProcessor[S, HookDeps]: ...
 def processor(
     id: str,
@@ -616,35 +600,19 @@ def processor(
     name: str | None = None,
     process_data_parts: bool = False,
     concurrent: bool = False,
-    process_input: Callable[..., object] | None = None,
-    process_input_step: Callable[..., object] | None = None,
-    process_api_error: Callable[..., object] | None = None,
-    process_output_stream: Callable[..., object] | None = None,
-    process_output_step: Callable[..., object] | None = None,
-    process_output_result: Callable[..., object] | None = None,
-    flush_output_stream: Callable[..., object] | None = None,
-    process_tool_call: Callable[..., object] | None = None,
-    process_tool_result: Callable[..., object] | None = None,
+    **hooks: Callable[..., object] | None,
 ) -> FunctionProcessor[Any]:  # the overloads above are the public type
-    """A processor from plain functions, one per hook; `state` is its initial state.
-    `concurrent`: its `process_input` runs beside the first model call (see
-    `BaseProcessor.concurrent`)."""
-    given: dict[HookName, Callable[..., object] | None] = {
-        "process_input": process_input,
-        "process_input_step": process_input_step,
-        "process_api_error": process_api_error,
-        "process_output_stream": process_output_stream,
-        "process_output_step": process_output_step,
-        "process_output_result": process_output_result,
-        "flush_output_stream": flush_output_stream,
-        "process_tool_call": process_tool_call,
-        "process_tool_result": process_tool_result,
-    }
-    hooks = {k: v for k, v in given.items() if v is not None}
-    if not hooks:
+    """A processor from plain functions, one per hook (`FunctionHooks`); `state` is its
+    initial state. `concurrent`: its `process_input` runs beside the first model call
+    (see `BaseProcessor.concurrent`)."""
+    unknown = sorted(hooks.keys() - FUNCTION_HOOKS)
+    if unknown:  # as Python says of a misspelt keyword: never a silently dropped hook
+        raise TypeError(f"processor() got an unexpected keyword argument {unknown[0]!r}")
+    given = {h: fn for h in FUNCTION_HOOKS if (fn := hooks.get(h)) is not None}
+    if not given:
         raise ValueError(f"processor {id!r}: give at least one hook function")
     return FunctionProcessor(
-        id, state, hooks, name=name, process_data_parts=process_data_parts,
+        id, state, given, name=name, process_data_parts=process_data_parts,
         concurrent=concurrent,
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal
+from typing import Any, ClassVar, Generic, Literal
 
 import msgspec
 from returns.result import Failure, Result, Success
@@ -47,56 +47,51 @@ class JudgeCall(msgspec.Struct, frozen=True, kw_only=True):
     """What this call cost, when the run was given a pricer that knows the model."""
 
 
-class ProcessorFailed(msgspec.Struct, frozen=True, tag="processor-failed"):
+class _Described(msgspec.Struct, frozen=True):
+    """A run error whose text is its class's `_text`: a format string over its fields."""
+
+    _text: ClassVar[str]
+
+    def __str__(self) -> str:
+        return self._text.format_map(msgspec.structs.asdict(self))
+
+
+class ProcessorFailed(_Described, frozen=True, tag="processor-failed"):
     """A processor raised (or returned an effect its hook does not allow)."""
 
     processor_id: str
     hook: str
     error_type: str
     message: str
-
-    def __str__(self) -> str:
-        return (
-            f"processor {self.processor_id!r} failed in {self.hook}: "
-            f"{self.error_type}: {self.message}"
-        )
+    _text = "processor {processor_id!r} failed in {hook}: {error_type}: {message}"
 
 
-class ApiFailed(msgspec.Struct, frozen=True, tag="api-failed"):
+class ApiFailed(_Described, frozen=True, tag="api-failed"):
     """The provider rejected the call and no error processor recovered it."""
 
     step_number: int
     error: ApiError
     attempts: int
-
-    def __str__(self) -> str:
-        return (
-            f"model call failed at step {self.step_number} "
-            f"after {self.attempts} attempt(s): {self.error}"
-        )
+    _text = "model call failed at step {step_number} after {attempts} attempt(s): {error}"
 
 
-class StreamFailed(msgspec.Struct, frozen=True, tag="stream-failed"):
+class StreamFailed(_Described, frozen=True, tag="stream-failed"):
     """The model stream broke after it started; what was received is kept, marked incomplete."""
 
     step_number: int
     message: str
     error: ApiError | None = None
-
-    def __str__(self) -> str:
-        return f"model stream broke at step {self.step_number}: {self.message}"
+    _text = "model stream broke at step {step_number}: {message}"
 
 
-class Cancelled(msgspec.Struct, frozen=True, tag="cancelled"):
+class Cancelled(_Described, frozen=True, tag="cancelled"):
     """The caller cancelled the run (or it timed out)."""
 
     reason: str
-
-    def __str__(self) -> str:
-        return f"run cancelled: {self.reason}"
+    _text = "run cancelled: {reason}"
 
 
-class OutputInvalid(msgspec.Struct, frozen=True, tag="output-invalid"):
+class OutputInvalid(_Described, frozen=True, tag="output-invalid"):
     """The model's final reply did not decode into the output type, retries included."""
 
     step_number: int
@@ -104,12 +99,10 @@ class OutputInvalid(msgspec.Struct, frozen=True, tag="output-invalid"):
     text: str
     """The last invalid reply (not kept in the messages)."""
     attempts: int
-
-    def __str__(self) -> str:
-        return (
-            f"the reply at step {self.step_number} does not match the output type "
-            f"after {self.attempts} attempt(s): {self.message}"
-        )
+    _text = (
+        "the reply at step {step_number} does not match the output type "
+        "after {attempts} attempt(s): {message}"
+    )
 
 
 

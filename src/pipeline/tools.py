@@ -10,13 +10,23 @@ import copy
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Concatenate, Generic, Protocol, cast, get_type_hints, overload
+from typing import (
+    Annotated,
+    Any,
+    Concatenate,
+    Generic,
+    Protocol,
+    TypedDict,
+    cast,
+    get_type_hints,
+    overload,
+)
 
 import msgspec
 from returns.io import IOFailure, IOSuccess
 from returns.result import Failure, Success
 from returns.unsafe import unsafe_perform_io
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
 from pipeline.bounds import MAX_JSON_DEPTH, check_cap, json_too_deep, value_too_deep
 from pipeline.messages import JsonObject
@@ -139,21 +149,23 @@ def _copy(v: object) -> object:
     return v
 
 
+class ToolOptions(TypedDict, total=False):
+    """What `tool` and `make_tool` take besides the function."""
+
+    name: str | None
+    """The tool's name; by default the function's."""
+    description: str | None
+    """What the model is told the tool does; by default the summary of its docstring."""
+    max_result_bytes: int | None
+    """A cap on its result (encoded JSON), in place of the agent's."""
+
+
 @overload
-def tool(
-    fn: ContextToolFn[D], *, name: str | None = None, description: str | None = None,
-    max_result_bytes: int | None = None,
-) -> Tool[D]: ...
+def tool(fn: ContextToolFn[D], **options: Unpack[ToolOptions]) -> Tool[D]: ...
 @overload
-def tool(
-    fn: ToolFn, *, name: str | None = None, description: str | None = None,
-    max_result_bytes: int | None = None,
-) -> Tool[object]: ...
+def tool(fn: ToolFn, **options: Unpack[ToolOptions]) -> Tool[object]: ...
 @overload
-def tool(
-    fn: None = None, *, name: str | None = None, description: str | None = None,
-    max_result_bytes: int | None = None,
-) -> _ToolDecorator: ...
+def tool(fn: None = None, **options: Unpack[ToolOptions]) -> _ToolDecorator: ...
 def tool(
     fn: ToolFn | None = None, *, name: str | None = None, description: str | None = None,
     max_result_bytes: int | None = None,
@@ -181,15 +193,9 @@ class _ToolDecorator(Protocol):
 
 
 @overload
-def make_tool(
-    fn: ContextToolFn[D], *, name: str | None = None, description: str | None = None,
-    max_result_bytes: int | None = None,
-) -> Tool[D]: ...
+def make_tool(fn: ContextToolFn[D], **options: Unpack[ToolOptions]) -> Tool[D]: ...
 @overload
-def make_tool(
-    fn: ToolFn, *, name: str | None = None, description: str | None = None,
-    max_result_bytes: int | None = None,
-) -> Tool[object]: ...
+def make_tool(fn: ToolFn, **options: Unpack[ToolOptions]) -> Tool[object]: ...
 def make_tool(
     fn: ToolFn, *, name: str | None = None, description: str | None = None,
     max_result_bytes: int | None = None,

@@ -40,29 +40,8 @@ from typing import Literal
 
 import msgspec
 
-from pipeline.chunks import (
-    Chunk,
-    DataChunk,
-    ErrorChunk,
-    Finish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    SourceChunk,
-    StepFinish,
-    StepStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolApprovalRequest,
-    ToolApprovalResponse,
-    ToolCall,
-    ToolCallDelta,
-    ToolError,
-    ToolResult,
-    Tripwire,
-    chunk_encoder,
-)
+from pipeline import chunks as c
+from pipeline.chunks import Chunk, chunk_encoder
 from pipeline.messages import Message, TextPart
 
 Headers = tuple[tuple[bytes, bytes], ...]
@@ -241,27 +220,27 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
     if state.finished:
         return state, ()  # nothing follows `finish` but `[DONE]`
     t = type(chunk)
-    if t is TextDelta:
-        assert isinstance(chunk, TextDelta)
+    if t is c.TextDelta:
+        assert isinstance(chunk, c.TextDelta)
         return state, (UITextDelta(chunk.id, chunk.text),)
-    if t is ReasoningDelta:
-        assert isinstance(chunk, ReasoningDelta)
+    if t is c.ReasoningDelta:
+        assert isinstance(chunk, c.ReasoningDelta)
         return state, (UIReasoningDelta(chunk.id, chunk.text),)
-    if isinstance(chunk, TextStart):
+    if isinstance(chunk, c.TextStart):
         state = msgspec.structs.replace(state, open_text=(*state.open_text, chunk.id))
         return _with_part(state, chunk.id), (UITextStart(chunk.id),)
-    if isinstance(chunk, TextEnd):
+    if isinstance(chunk, c.TextEnd):
         open_text = _without(state.open_text, chunk.id)
         return msgspec.structs.replace(state, open_text=open_text), (UITextEnd(chunk.id),)
-    if isinstance(chunk, ReasoningStart):
+    if isinstance(chunk, c.ReasoningStart):
         state = msgspec.structs.replace(
             state, open_reasoning=(*state.open_reasoning, chunk.id))
         return _with_part(state, chunk.id), (UIReasoningStart(chunk.id),)
-    if isinstance(chunk, ReasoningEnd):
+    if isinstance(chunk, c.ReasoningEnd):
         state = msgspec.structs.replace(
             state, open_reasoning=_without(state.open_reasoning, chunk.id))
         return state, (UIReasoningEnd(chunk.id),)
-    if isinstance(chunk, ToolCallDelta):
+    if isinstance(chunk, c.ToolCallDelta):
         delta = UIToolInputDelta(chunk.tool_call_id, chunk.args_delta)
         if chunk.tool_call_id in state.tool_inputs:
             return state, (delta,)
@@ -271,7 +250,7 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
             inputs_open=(*state.inputs_open, chunk.tool_call_id),
         )
         return state, (UIToolInputStart(chunk.tool_call_id, chunk.tool_name), delta)
-    if isinstance(chunk, ToolCall):
+    if isinstance(chunk, c.ToolCall):
         available = UIToolInputAvailable(chunk.tool_call_id, chunk.tool_name, chunk.args)
         cid = chunk.tool_call_id
         if cid not in state.tool_inputs:  # no delta named it yet
@@ -280,45 +259,45 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
             state, inputs_open=_without(state.inputs_open, cid),
             awaiting=(*state.awaiting, cid),
         ), (available,)
-    if isinstance(chunk, ToolResult):
+    if isinstance(chunk, c.ToolResult):
         state = msgspec.structs.replace(
             state, awaiting=_without(state.awaiting, chunk.tool_call_id))
         return state, (UIToolOutputAvailable(chunk.tool_call_id, chunk.result),)
-    if isinstance(chunk, ToolError):
+    if isinstance(chunk, c.ToolError):
         cid = chunk.tool_call_id
         state = msgspec.structs.replace(state, awaiting=_without(state.awaiting, cid))
         if cid in state.denied:
             state = msgspec.structs.replace(state, denied=_without(state.denied, cid))
             return state, (UIToolOutputDenied(cid),)
         return state, (UIToolOutputError(cid, chunk.error),)
-    if isinstance(chunk, ToolApprovalRequest):
+    if isinstance(chunk, c.ToolApprovalRequest):
         # the call waits for a person (the run suspends): not an output that never came
         state = msgspec.structs.replace(
             state, awaiting=_without(state.awaiting, chunk.tool_call_id))
         return state, (UIToolApprovalRequest(chunk.approval_id, chunk.tool_call_id),)
-    if isinstance(chunk, ToolApprovalResponse):
+    if isinstance(chunk, c.ToolApprovalResponse):
         if not chunk.approved:
             state = msgspec.structs.replace(state, denied=(*state.denied, chunk.tool_call_id))
         return state, (UIToolApprovalResponse(chunk.approval_id, chunk.approved, chunk.reason),)
-    if isinstance(chunk, SourceChunk):
+    if isinstance(chunk, c.SourceChunk):
         return state, (UISourceUrl(chunk.source_id, chunk.url, chunk.title),)
-    if isinstance(chunk, StepStart):
+    if isinstance(chunk, c.StepStart):
         state, closing = _close_step(state)
         return msgspec.structs.replace(state, step_open=True), (*closing, UIStartStep())
-    if isinstance(chunk, StepFinish):
+    if isinstance(chunk, c.StepFinish):
         return _close_step(state)
-    if isinstance(chunk, Finish):
+    if isinstance(chunk, c.Finish):
         state, closing = _close_step(state)
         return msgspec.structs.replace(state, finished=True), (*closing, UIFinish())
-    if isinstance(chunk, DataChunk):
+    if isinstance(chunk, c.DataChunk):
         if chunk.name == DISCARDED:
             return _discarded(state, chunk)
         return state, (UIData(chunk.name, chunk.data, transient=chunk.transient),)
-    if isinstance(chunk, ErrorChunk):
+    if isinstance(chunk, c.ErrorChunk):
         text = f"{chunk.kind}: {chunk.message}"
         state, closing = _close_parts(state, text)
         return state, (*closing, UIError(text))
-    if isinstance(chunk, Tripwire):
+    if isinstance(chunk, c.Tripwire):
         # The run stopped short: what is open is closed, and the reason goes out as the
         # `error` part `useChat` shows (the data part carries the tripwire's fields).
         text = f"blocked by {chunk.processor_id}: {chunk.reason}"
@@ -475,7 +454,9 @@ def _close_step(state: UIStreamState) -> tuple[UIStreamState, tuple[UIPart, ...]
     return closed, (*closing, UIFinishStep())
 
 
-def _discarded(state: UIStreamState, chunk: DataChunk) -> tuple[UIStreamState, tuple[UIPart, ...]]:
+def _discarded(
+    state: UIStreamState, chunk: c.DataChunk
+) -> tuple[UIStreamState, tuple[UIPart, ...]]:
     base = dict(chunk.data) if isinstance(chunk.data, Mapping) else {"value": chunk.data}
     data = {**base, "part_ids": list(state.step_parts)}
     part = UIData(DISCARDED, data)  # no id: a second discard of the step is a new part

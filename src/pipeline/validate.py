@@ -15,8 +15,8 @@ Pure: `agent_loop` checks its `MessageList`; interpreters read a run's input wit
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from types import NoneType
-from typing import cast, get_args
+from types import NoneType, UnionType
+from typing import Union, cast, get_args, get_origin, get_type_hints
 
 import msgspec
 
@@ -24,15 +24,11 @@ from effects import Done, Publish
 from pipeline.bounds import MAX_JSON_DEPTH, json_too_deep
 from pipeline.chunks import ErrorChunk, Usage
 from pipeline.messages import (
-    DataPart,
-    FilePart,
     Message,
     MessageList,
-    ReasoningPart,
+    Part,
     Role,
     Source,
-    SourcePart,
-    StepStartPart,
     SystemMessage,
     TextPart,
     ToolCallPart,
@@ -48,17 +44,23 @@ _ROLES: frozenset[str] = frozenset(get_args(Role))
 _SOURCES: frozenset[str] = frozenset(get_args(Source))
 _OPENAI_HINT = "an OpenAI-style dict; convert such messages with MessageList.from_openai(...)"
 
+
+def _field_types(part: type[msgspec.Struct]) -> tuple[tuple[str, tuple[type, ...]], ...]:
+    """Each field of a part and the classes it must hold, read off its annotations (a
+    union's members; a generic by its origin: `JsonObject` -> Mapping). A field of any
+    value (`object`: a result, a data part's data) is checked when it is encoded."""
+    hints = get_type_hints(part)
+    out: list[tuple[str, tuple[type, ...]]] = []
+    for name in part.__struct_fields__:
+        t = hints[name]
+        if t is not object:
+            members = get_args(t) if isinstance(t, UnionType) or get_origin(t) is Union else (t,)
+            out.append((name, tuple(get_origin(m) or m for m in members)))
+    return tuple(out)
+
+
 _PART_FIELDS: dict[type, tuple[tuple[str, tuple[type, ...]], ...]] = {
-    TextPart: (("text", (str,)),),
-    ReasoningPart: (("text", (str,)), ("signature", (str, NoneType)),
-                    ("redacted", (str, NoneType))),
-    ToolCallPart: (("tool_call_id", (str,)), ("tool_name", (str,)), ("args", (Mapping,))),
-    ToolResultPart: (("tool_call_id", (str,)), ("tool_name", (str,)), ("is_error", (bool,))),
-    FilePart: (("media_type", (str,)), ("data", (str,)), ("is_url", (bool,)),
-               ("filename", (str, NoneType))),
-    SourcePart: (("source_id", (str,)), ("url", (str,)), ("title", (str, NoneType))),
-    StepStartPart: (("step_number", (int,)),),
-    DataPart: (("name", (str,)),),
+    part: _field_types(part) for part in get_args(Part)
 }
 """What each part's fields must hold (msgspec does not check types at construction)."""
 

@@ -18,9 +18,9 @@ from pipeline.messages import (
     DataPart,
     FilePart,
     Message,
+    Part,
     ReasoningPart,
     SourcePart,
-    StepStartPart,
     SystemMessage,
     TextPart,
     ToolCallPart,
@@ -97,7 +97,7 @@ class EncodingCounter:
 _json = msgspec.json.Encoder()
 
 
-def _part_text(p: object) -> str:
+def _part_text(p: Part) -> str:
     if isinstance(p, TextPart | ReasoningPart):
         return p.text
     if isinstance(p, ToolCallPart):
@@ -111,8 +111,7 @@ def _part_text(p: object) -> str:
         return _json.encode(p.data).decode()
     if isinstance(p, FilePart):
         return p.filename or ""
-    assert isinstance(p, StepStartPart)
-    return ""
+    return ""  # a step-start part: no text
 
 
 def count_message(
