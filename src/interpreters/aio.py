@@ -43,8 +43,8 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from types import AsyncGeneratorType, TracebackType
-from typing import TYPE_CHECKING, Generic, Unpack
+from types import AsyncGeneratorType
+from typing import TYPE_CHECKING, Unpack
 
 import anyio
 import anyio.abc
@@ -52,23 +52,21 @@ import anyio.to_thread
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
+from interpreters.base import InterpreterBase, RunOutcome
 from interpreters.cancel import CancelSignal
 from interpreters.common import (
     NoCleanupStream,
     answer_of,
-    check_model,
     handler_for,
     provider_error,
-    resolver,
-    start_run,
     stream_failed,
     tool_and_args,
     tool_failed,
 )
-from interpreters.handlers import Handler, Handlers
-from interpreters.logs import LogObserver
+from interpreters.deadline import StopCheck
+from interpreters.handlers import Handler
 from interpreters.observe import Observer
-from interpreters.options import Deps, RunOptions, check_options
+from interpreters.options import Deps, RunOptions
 from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.started import AsyncStarted, starts_requests
 from pipeline.agent import Agent
@@ -95,7 +93,7 @@ CANCELLED_BY_CALLER = "cancelled by the caller"
 STREAM_CLOSED = "the stream was closed before the run ended"
 
 
-class AsyncInterpreter:
+class AsyncInterpreter(InterpreterBase[AsyncProvider]):
     """Runs agents on anyio against an async provider.
 
     `provider` serves every model, or `resolve` picks one per model id. `handlers` carry
@@ -120,14 +118,11 @@ class AsyncInterpreter:
         price: Pricer | None = None,
         tools_in_threads: bool = False,
     ) -> None:
-        self._resolve = resolver(provider, resolve)
-        self._handlers = Handlers.of(handlers)
-        self._clock = clock
+        super().__init__(
+            provider, resolve, handlers, sync=False, clock=clock, run_ids=run_ids,
+            observers=observers, price=price,
+        )
         self._sleep = sleep
-        self._run_ids = run_ids
-        # None: the default, logging to the `pipeline` logger (interpreters.logs).
-        self._observers = tuple(observers) if observers is not None else (LogObserver(),)
-        self._price = price
         self._tools_in_threads = tools_in_threads
 
     # --- public API ------------------------------------------------------------------------
@@ -159,7 +154,7 @@ class AsyncInterpreter:
 
     async def _drive(self, stream: AsyncRunStream[Output]) -> RunResult[Output]:
         """`run`'s stream, driven to its end."""
-        if stream._signal is None and stream._timeout is None:
+        if stream._stop is None:
             # Driven here, one coroutine fewer alive per run across its waits (W4 of
             # bench/WORKLOADS.md): `_advance_guarded` without a scope to take.
             stream._busy = True
@@ -192,12 +187,7 @@ class AsyncInterpreter:
     ) -> AsyncRunStream:
         """The run's stream; `hand_out=False` when `run` drives it (nobody reads the chunks:
         it runs straight through, its chunks go to the trace only)."""
-        check_options(options)
-        check_model(self._resolve, agent.model)
-        driver = start_run(
-            agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
-            observers=self._observers, price=self._price,
-        )
+        driver = self._start(agent, messages, options)
         return AsyncRunStream(
             self, driver, options.get("signal"), options.get("timeout"), hand_out=hand_out,
             starts=hand_out and starts_requests(agent),
@@ -299,7 +289,7 @@ class AsyncInterpreter:
         return answer
 
 
-class AsyncRunStream(Generic[Output]):
+class AsyncRunStream(RunOutcome[Output]):
     """The chunks of one run, pulled by the consumer; `result` once the run is over.
 
     Use `async with` (or call `aclose()`) so that a consumer that stops early closes the
@@ -313,9 +303,9 @@ class AsyncRunStream(Generic[Output]):
     """
 
     __slots__ = (
-        "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_d", "_deadline",
-        "_delivered", "_group", "_hand_out", "_interp", "_jobs", "_model", "_ready",
-        "_send_event", "_signal", "_starts", "_timeout",
+        "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_d", "_delivered", "_group",
+        "_hand_out", "_interp", "_jobs", "_model", "_ready", "_send_event", "_starts",
+        "_stop",
     )
 
     def __init__(
@@ -335,9 +325,11 @@ class AsyncRunStream(Generic[Output]):
         self._send_event = raw if raw is not None else driver.send
         """How a Pull is answered with a model event (the loop's own send when unwatched:
         then each Pull is set as the driver's `cmd`, the first other command `took`)."""
-        self._signal = signal
-        self._timeout = timeout
-        self._deadline: float | None = None
+        self._stop = (
+            StopCheck(signal, timeout, anyio.current_time)
+            if signal is not None or timeout is not None else None
+        )
+        """The run's signal and timeout (None: neither), on the event loop's clock."""
         self._delivered = False
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
         self._model: AsyncIterator[object] | None = None
@@ -377,12 +369,7 @@ class AsyncRunStream(Generic[Output]):
             self._started().group = await self._group.__aenter__()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         try:
             await self.aclose()
         finally:
@@ -420,17 +407,8 @@ class AsyncRunStream(Generic[Output]):
         self._buf.clear()
         self._closed = True
 
-    @property
-    def done(self) -> bool:
-        """Whether the run is over (`result` is there)."""
-        return self._d.result is not None
-
-    @property
-    def result(self) -> RunResult[Output]:
-        result = self._d.result
-        if result is None:
-            raise RuntimeError("the run has not finished: iterate the stream to its end")
-        return result
+    def _outcome(self) -> RunResult[Output] | None:
+        return self._d.result
 
     # --- driving the loop ----------------------------------------------------------------
     async def _advance_guarded(self) -> None:
@@ -439,16 +417,16 @@ class AsyncRunStream(Generic[Output]):
             raise RuntimeError("another task is iterating this stream (one task at a time)")
         self._busy = True
         try:
-            if self._signal is None and self._timeout is None:
+            stop = self._stop
+            if stop is None:
                 await self._advance()
                 return
-            if self._timeout is not None and self._deadline is None:
-                self._deadline = anyio.current_time() + self._timeout
-            reason = self._cancel_reason()
+            stop.start()
+            reason = stop.reason()
             if reason is None:
-                signal = self._signal
+                signal = stop.signal
                 with anyio.CancelScope(
-                    deadline=math.inf if self._deadline is None else self._deadline
+                    deadline=math.inf if stop.deadline is None else stop.deadline
                 ) as scope:
                     if signal is not None:
                         signal.watch(scope)
@@ -459,7 +437,7 @@ class AsyncRunStream(Generic[Output]):
                             signal.unwatch(scope)
                 if not scope.cancelled_caught:
                     return
-                reason = self._cancel_reason() or CANCELLED_BY_CALLER
+                reason = stop.reason() or CANCELLED_BY_CALLER
             await self._cancel(reason)
         except BaseException as e:
             await self._failed(e)
@@ -477,13 +455,6 @@ class AsyncRunStream(Generic[Output]):
         self._closed = True
         await self._close_model()
         self._d.close()
-
-    def _cancel_reason(self) -> str | None:
-        if self._signal is not None and self._signal.cancelled:
-            return self._signal.reason
-        if self._deadline is not None and anyio.current_time() >= self._deadline:
-            return f"timed out after {self._timeout:g} s"
-        return None
 
     async def _advance(self) -> None:
         """Carry out commands until there are chunks to hand out or the run is over."""

@@ -1,8 +1,9 @@
-"""What the sync and async interpreters share: the pure parts of carrying out commands.
+"""What the interpreters share in carrying out commands.
 
 Starting a run, resolving its model up front, turning provider failures into the loop's
-replies, the outcome of a tool call that cannot run or raised, the answer to `AskModel`,
-and the lookup of an I/O handler. No I/O here; each interpreter does its own.
+replies, calling a tool in this thread (`run_tool`; the outcome of a call that cannot run
+or raised), the answer to `AskModel`, and the lookup of an I/O handler. Beyond the tool
+call itself no I/O here; each interpreter does its own.
 """
 
 from __future__ import annotations
@@ -141,6 +142,32 @@ def tool_and_args(inv: ToolInvocation) -> tuple[Tool, dict[str, object]] | ToolO
 def tool_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:
     """A tool that raised: an error result the model sees."""
     return ToolOutcome(inv.call.tool_call_id, f"{type(e).__name__}: {e}", is_error=True)
+
+
+def run_tool(
+    inv: ToolInvocation, settle: Callable[[object], object] | None = None
+) -> ToolOutcome:
+    """Run one tool call in this thread; a tool that raises becomes an error result the
+    model sees. `settle` turns what the tool returned into its result (the durable
+    interpreter awaits an awaitable there); without it, the value is the result."""
+    ready = tool_and_args(inv)
+    if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
+        return ready
+    tool, kwargs = ready
+    try:
+        result = tool.fn(**kwargs)
+        if settle is not None:
+            result = settle(result)
+    except Exception as e:
+        return tool_failed(inv, e)
+    return ToolOutcome(inv.call.tool_call_id, result)
+
+
+def close_stream(stream: object) -> None:
+    """Close a sync model stream that has a `close` (a generator, an HTTP response's)."""
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
 
 
 def answer_of(events: Iterable[ModelEvent]) -> ModelAnswer:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Generator
-from typing import TextIO
+from collections.abc import Callable, Generator
+from typing import Any, TextIO
 
 from effects import Abort, Continue, Out, Perform
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
@@ -138,6 +138,18 @@ class _LiveTrace(Trace):
             self._out.write(f"\n  • {e.processor_id} ({e.hook}) → {type(eff).__name__}")
 
 
+_SHOWN: dict[type, Callable[[Any], str]] = {
+    TextDelta: lambda c: c.text,
+    ToolCall: lambda c: f"\n  → {c.tool_name}({json.dumps(dict(c.args))})",
+    ToolResult: lambda c: f"\n  ← {c.tool_name}: {c.result}",
+    ToolError: lambda c: f"\n  ← {c.tool_name} failed: {c.error}",
+    DataChunk: lambda c: f"\n  [{c.name}] {json.dumps(c.data)}",
+    Tripwire: lambda c: f"\n  ✋ tripwire from {c.processor_id}: {c.reason}",
+    ErrorChunk: lambda c: f"\n  ✗ {c.kind}: {c.message}",
+}
+"""How the demo prints each kind of chunk it shows (by its exact type)."""
+
+
 def run_demo(out: TextIO | None = None) -> int:
     """Stream the demo run to `out` (stdout); returns the process exit code."""
     w = out or sys.stdout
@@ -157,23 +169,11 @@ def run_demo(out: TextIO | None = None) -> int:
             label = f"step {chunk.step_number}" + (", once more" if again else "")
             w.write(f"\n\n── {label} ──\nassistant: ")
             again = False
-        elif isinstance(chunk, TextDelta):
-            w.write(chunk.text)
-        elif isinstance(chunk, ToolCall):
-            w.write(f"\n  → {chunk.tool_name}({json.dumps(dict(chunk.args))})")
-        elif isinstance(chunk, ToolResult):
-            w.write(f"\n  ← {chunk.tool_name}: {chunk.result}")
-        elif isinstance(chunk, ToolError):
-            w.write(f"\n  ← {chunk.tool_name} failed: {chunk.error}")
         elif isinstance(chunk, DataChunk) and chunk.name == "data-step-discarded":
             w.write("\n  (that response is discarded; the step runs again)")
             again = True
-        elif isinstance(chunk, DataChunk):
-            w.write(f"\n  [{chunk.name}] {json.dumps(chunk.data)}")
-        elif isinstance(chunk, Tripwire):
-            w.write(f"\n  ✋ tripwire from {chunk.processor_id}: {chunk.reason}")
-        elif isinstance(chunk, ErrorChunk):
-            w.write(f"\n  ✗ {chunk.kind}: {chunk.message}")
+        elif type(chunk) in _SHOWN:
+            w.write(_SHOWN[type(chunk)](chunk))
         w.flush()
     r = stream.result
     judge_calls = len(trace.commands_of(Perform))

@@ -34,7 +34,6 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Unpack
 
 import msgspec
@@ -47,14 +46,15 @@ from dbos._utils import GlobalParams
 
 from interpreters import durable_approval as da
 from interpreters import durable_fingerprint as fp
+from interpreters.base import observers_or_default
 from interpreters.common import (
+    close_stream,
     perform_here,
     provider_error,
     resolver,
+    run_tool,
     start_run,
     stream_failed,
-    tool_and_args,
-    tool_failed,
 )
 from interpreters.durable_loop import (
     ModelOutcome,
@@ -81,7 +81,6 @@ from interpreters.durable_store import (
     recover,
 )
 from interpreters.handlers import Handler, Handlers
-from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import DurableScope, check_options, keys_of
 from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
@@ -222,7 +221,91 @@ _runtime: DurableRuns | None = None
 _RUNNING = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
 
 
-class DurableRuns:
+class _QueuedRuns:
+    """What a worker (`DurableRuns`, on this process's DBOS) and a client
+    (`DurableClient`, on a `DBOSClient`) do alike: put runs on the queue and read them,
+    through `_dbos`."""
+
+    _dbos: type[DBOS] | DBOSClient
+    _poll: float
+
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
+        """The run's stored inputs (`_start_payload`), once it may be started."""
+        raise NotImplementedError
+
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
+        """Enqueue the run's workflow on the queue."""
+        raise NotImplementedError
+
+    def _our_version(self) -> str | None:
+        """The app_version of this process's runs (None: a client, which runs none)."""
+        raise NotImplementedError
+
+    def status(self, run_id: str) -> str | None:
+        """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
+        raise NotImplementedError
+
+    def enqueue(
+        self,
+        agent: str,
+        messages: DurableInput,
+        *,
+        run_id: str,
+        **options: Unpack[DurableScope],
+    ) -> str:
+        """Put a run on the queue: any worker listening to it that knows `agent` takes
+        it. Idempotent by run id, as `DurableRuns.start`."""
+        payload = self._payload(agent, messages, options)
+        if not self._exists(run_id, agent, payload):
+            self._put(run_id, agent, payload)
+            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
+        return run_id
+
+    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
+        """Whether the run exists; RunConflictError when it does with another agent,
+        input or options (its start time aside). Starting no workflow for a run that
+        exists also spares DBOS's warning about the queue a recovered run is on."""
+        found = self._dbos.list_workflows(workflow_ids=[run_id], load_output=False)
+        if not found:
+            return False
+        _check_same(run_id, found[0].name, found[0].input, agent, payload)
+        return True
+
+    def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
+        """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
+        (the run goes on)."""
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        try:
+            data: object = self._dbos.retrieve_workflow(run_id).get_result(
+                polling_interval_sec=self._poll
+            )
+        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+            raise _kept_crashing(run_id) from e
+        return _decode_result(run_id, data, self._steps(run_id))
+
+    def _steps(self, run_id: str) -> Callable[[], list[tuple[str, object]]]:
+        """The run's recorded steps, by name, when called (to expand stored payloads)."""
+        dbos = self._dbos
+        return lambda: _named(dbos.list_workflow_steps(run_id))
+
+    def _why_waiting(self, run_id: str) -> str:
+        found = self._dbos.list_workflows(
+            workflow_ids=[run_id], load_input=False, load_output=False
+        )
+        return _version_note(found[0].app_version if found else None, self._our_version())
+
+    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
+        """The run's chunks from its start, as they come, until it ends (`timeout`:
+        seconds to wait for each batch, past which DBOS raises its stream timeout)."""
+        recorded = recorder(self._steps(run_id))
+        for batch in self._dbos.read_stream(
+            run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
+        ):
+            if isinstance(batch, bytes):
+                yield from expand_chunks(batch, recorded)
+
+
+class DurableRuns(_QueuedRuns):
     """Starts, resumes and reads durable runs of named agents; one per process.
 
     `agents` are the agents this process can run, by name (every worker of a queue must
@@ -258,6 +341,8 @@ class DurableRuns:
     `approval_timeout` seconds (a week by default; within the run's `timeout`), after
     which its waiting calls are denied, never run.
     """
+
+    _dbos = DBOS  # (this process's DBOS, once launched)
 
     def __init__(
         self,
@@ -307,7 +392,7 @@ class DurableRuns:
         self._worker_concurrency = worker_concurrency
         self._executor_id = executor_id
         self._app_version = app_version
-        self._observers = tuple(observers) if observers is not None else (LogObserver(),)
+        self._observers = observers_or_default(observers)
         self._price = price
         self._clock = clock
         self._poll = polling_interval
@@ -390,12 +475,7 @@ class DurableRuns:
         self.launch()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
     # --- starting runs -------------------------------------------------------------------
@@ -443,41 +523,15 @@ class DurableRuns:
         future = getattr(handle, "future", None)
         if isinstance(future, concurrent.futures.Future):
             try:
-                return _decode_result(
-                    run_id, future.result(wait),
-                    lambda: _named(DBOS.list_workflow_steps(run_id)),
-                )
+                return _decode_result(run_id, future.result(wait), self._steps(run_id))
             except concurrent.futures.TimeoutError as e:
                 raise TimeoutError(f"run {run_id!r} still running after {wait:g} s") from e
         self._exists(run_id, agent, payload)  # another process started it first
         return self.result(run_id, timeout=wait)
 
-    def enqueue(
-        self,
-        agent: str,
-        messages: DurableInput,
-        *,
-        run_id: str,
-        **options: Unpack[DurableScope],
-    ) -> str:
-        """Put a run on the queue: any worker listening to it takes it. Idempotent by
-        run id, as `start`."""
-        payload = self._payload(agent, messages, options)
-        if not self._exists(run_id, agent, payload):
-            with SetWorkflowID(run_id):
-                DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
-            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
-        return run_id
-
-    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
-        """Whether the run exists; RunConflictError when it does with another agent,
-        input or options (its start time aside). Starting no workflow for a run that
-        exists also spares DBOS's warning about the queue a recovered run is on."""
-        found = DBOS.list_workflows(workflow_ids=[run_id], load_output=False)
-        if not found:
-            return False
-        _check_same(run_id, found[0].name, found[0].input, agent, payload)
-        return True
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
+        with SetWorkflowID(run_id):
+            DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
 
     def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
         if not self._launched:
@@ -521,32 +575,8 @@ class DurableRuns:
         st = DBOS.get_workflow_status(run_id)
         return None if st is None else st.status
 
-    def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
-        """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
-        (the run goes on)."""
-        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
-        try:
-            data: object = DBOS.retrieve_workflow(run_id).get_result(
-                polling_interval_sec=self._poll
-            )
-        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
-            raise _kept_crashing(run_id) from e
-        return _decode_result(run_id, data, lambda: _named(DBOS.list_workflow_steps(run_id)))
-
-    def _why_waiting(self, run_id: str) -> str:
-        found = DBOS.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
-        return _version_note(found[0].app_version if found else None,
-                             GlobalParams.app_version)
-
-    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
-        """The run's chunks from its start, as they come, until it ends (`timeout`:
-        seconds to wait for each batch, past which DBOS raises its stream timeout)."""
-        recorded = recorder(lambda: _named(DBOS.list_workflow_steps(run_id)))
-        for batch in DBOS.read_stream(
-            run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
-        ):
-            if isinstance(batch, bytes):
-                yield from expand_chunks(batch, recorded)
+    def _our_version(self) -> str | None:
+        return GlobalParams.app_version
 
     # --- inside the workflow -------------------------------------------------------------
     def _run(self, agent_name: str, payload: bytes) -> bytes:
@@ -613,17 +643,14 @@ class DurableRuns:
         except Exception as e:
             return ModelOutcome(tuple(events), stream_failed(e, started=bool(events)))
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            close_stream(stream)
         return ModelOutcome(tuple(events))
 
     def _perform(self, request: object) -> object:
-        answer = perform_here(self._resolve, self._handlers, request)
-        return wait_for(answer) if isinstance(answer, Awaitable) else answer
+        return _settled(perform_here(self._resolve, self._handlers, request))
 
 
-class DurableClient:
+class DurableClient(_QueuedRuns):
     """Puts runs on a queue and reads them, from a process that runs none itself (a web
     app in front of workers, say): it talks to the system database only.
 
@@ -640,73 +667,30 @@ class DurableClient:
         clock: Callable[[], float] = time.time,
         polling_interval: float = 0.05,
     ) -> None:
-        self._client = DBOSClient(system_database_url=database_url)
+        self._client = self._dbos = DBOSClient(system_database_url=database_url)
         self.queue = queue
         self._app_version = app_version
         self._clock = clock
         self._poll = polling_interval
 
-    def enqueue(
-        self,
-        agent: str,
-        messages: DurableInput,
-        *,
-        run_id: str,
-        **options: Unpack[DurableScope],
-    ) -> str:
-        """Put a run on the queue for any worker that knows `agent`; idempotent by id."""
-        payload = _start_payload(messages, self._clock(), options)
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
+        return _start_payload(messages, self._clock(), options)
+
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
         queued = EnqueueOptions(
             workflow_name=WORKFLOW, queue_name=self.queue, workflow_id=run_id
         )
         if self._app_version is not None:
             queued["app_version"] = self._app_version  # else: the latest version takes it
-        if not self._exists(run_id, agent, payload):
-            self._client.enqueue(queued, agent, payload)
-            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
-        return run_id
+        self._client.enqueue(queued, agent, payload)
 
-    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
-        found = self._client.list_workflows(workflow_ids=[run_id], load_output=False)
-        if not found:
-            return False
-        _check_same(run_id, found[0].name, found[0].input, agent, payload)
-        return True
+    def _our_version(self) -> None:
+        return None  # it runs none: a run waits for a worker of its version
 
     def status(self, run_id: str) -> str | None:
         """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
         found = self._client.list_workflows(workflow_ids=[run_id])
         return found[0].status if found else None
-
-    def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
-        """The run's result, waiting for it to end: TimeoutError after `timeout` seconds."""
-        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
-        try:
-            data: object = self._client.retrieve_workflow(run_id).get_result(
-                polling_interval_sec=self._poll
-            )
-        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
-            raise _kept_crashing(run_id) from e
-        client = self._client
-        return _decode_result(run_id, data,
-                              lambda: _named(client.list_workflow_steps(run_id)))
-
-    def _why_waiting(self, run_id: str) -> str:
-        found = self._client.list_workflows(
-            workflow_ids=[run_id], load_input=False, load_output=False
-        )
-        return _version_note(found[0].app_version if found else None, None)
-
-    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
-        """The run's chunks from its start, as they come, until it ends (`timeout` as
-        for `DurableRuns.chunks`)."""
-        client = self._client
-        recorded = recorder(lambda: _named(client.list_workflow_steps(run_id)))
-        for batch in client.read_stream(
-            run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
-        ):
-            if isinstance(batch, bytes):
-                yield from expand_chunks(batch, recorded)
 
     def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
         """The calls `run_id` waits for a decision on (as `DurableRuns.pending`)."""
@@ -754,19 +738,11 @@ class _Channel:
 
 def _sys_db() -> SystemDatabase:
     return _get_dbos_instance()._sys_db
-def _run_tool(inv: ToolInvocation) -> ToolOutcome:
-    """One tool call, an async tool awaited; one that raises gives an error result."""
-    ready = tool_and_args(inv)
-    if not isinstance(ready, tuple):
-        return ready
-    tool, kwargs = ready
-    try:
-        result = tool.fn(**kwargs)
-        if isinstance(result, Awaitable):
-            result = wait_for(result)
-    except Exception as e:
-        return tool_failed(inv, e)
-    return ToolOutcome(inv.call.tool_call_id, result)
+
+
+def _settled(value: object) -> object:
+    """A tool's or handler's value, an awaitable awaited (on an event loop of its own)."""
+    return wait_for(value) if isinstance(value, Awaitable) else value
 
 
 def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
@@ -889,7 +865,7 @@ class _DbosSteps(RecordedClock):
 
     def tool(self, inv: ToolInvocation) -> ToolDone:
         def body() -> bytes:
-            outcome = _run_tool(inv)
+            outcome = run_tool(inv, _settled)
             ctx = tool_context(inv)
             written = ctx.writer.written if ctx is not None else ()
             try:

@@ -20,6 +20,7 @@ import msgspec
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
+from interpreters.deadline import timed_out
 from interpreters.started import InOrder
 from pipeline.approval import Decision, Resumption
 from pipeline.chunks import Chunk, DataChunk, ModelEvent
@@ -86,7 +87,8 @@ class RecordedClock:
 
     def expired(self) -> str | None:
         if self._deadline is not None and self._now >= self._deadline:
-            return f"timed out after {self._timeout:g} s"
+            assert self._timeout is not None
+            return timed_out(self._timeout)
         return None
 
     def now(self) -> float:

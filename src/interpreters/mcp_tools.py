@@ -23,8 +23,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack, suppress
-from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import msgspec
 
@@ -49,6 +48,19 @@ class MCPToolsetError(Exception):
 
 class MCPToolError(Exception):
     """An MCP tool answered with an error result (its text is the message)."""
+
+
+class ToolsetOptions(TypedDict, total=False):
+    """What both kinds of server take (`MCPToolset.stdio`, `MCPToolset.http`); the
+    defaults and the meaning are `MCPToolset`'s."""
+
+    prefix: str | None
+    include: Sequence[str] | None
+    connect_timeout: float
+    call_timeout: float
+    max_result_bytes: int | None
+    max_description_bytes: int
+    max_schema_bytes: int
 
 
 class MCPToolset:
@@ -111,40 +123,15 @@ class MCPToolset:
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
-        prefix: str | None = None,
-        include: Sequence[str] | None = None,
-        connect_timeout: float = 30.0,
-        call_timeout: float = 60.0,
-        max_result_bytes: int | None = None,
-        max_description_bytes: int = MAX_DESCRIPTION_BYTES,
-        max_schema_bytes: int = MAX_SCHEMA_BYTES,
+        **options: Unpack[ToolsetOptions],
     ) -> MCPToolset:
         """A server started as a subprocess, spoken to over its stdin and stdout."""
-        return cls(command=command, args=args, env=env, cwd=cwd, prefix=prefix,
-                   include=include, connect_timeout=connect_timeout, call_timeout=call_timeout,
-                   max_result_bytes=max_result_bytes,
-                   max_description_bytes=max_description_bytes,
-                   max_schema_bytes=max_schema_bytes)
+        return cls(command=command, args=args, env=env, cwd=cwd, **options)
 
     @classmethod
-    def http(
-        cls,
-        url: str,
-        *,
-        prefix: str | None = None,
-        include: Sequence[str] | None = None,
-        connect_timeout: float = 30.0,
-        call_timeout: float = 60.0,
-        max_result_bytes: int | None = None,
-        max_description_bytes: int = MAX_DESCRIPTION_BYTES,
-        max_schema_bytes: int = MAX_SCHEMA_BYTES,
-    ) -> MCPToolset:
+    def http(cls, url: str, **options: Unpack[ToolsetOptions]) -> MCPToolset:
         """A server at a streamable HTTP endpoint (usually ending in `/mcp`)."""
-        return cls(url=url, prefix=prefix, include=include,
-                   connect_timeout=connect_timeout, call_timeout=call_timeout,
-                   max_result_bytes=max_result_bytes,
-                   max_description_bytes=max_description_bytes,
-                   max_schema_bytes=max_schema_bytes)
+        return cls(url=url, **options)
 
     @property
     def tools(self) -> tuple[Tool, ...]:
@@ -191,12 +178,7 @@ class MCPToolset:
         self._stack, self._client, self._tools = stack, client, tools
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:

@@ -46,7 +46,7 @@ WAIT_SLICE = 0.05
 
 
 class Stop(Protocol):
-    """What a sync run's `Collect` waits within (the sync interpreter's `_Stop`)."""
+    """What a sync run's `Collect` waits within (`interpreters.deadline.StopCheck`)."""
 
     def left(self) -> float: ...
 

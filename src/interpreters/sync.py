@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Generic, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
-from interpreters.cancel import CancelSignal
-from interpreters.common import (
-    check_model,
-    perform_here,
-    provider_error,
-    resolver,
-    start_run,
-    stream_failed,
-    tool_and_args,
-    tool_failed,
-)
-from interpreters.deadline import run_stop
+from interpreters.base import InterpreterBase, RunOutcome
+from interpreters.common import close_stream, perform_here, provider_error, stream_failed
+from interpreters.common import run_tool as run_tool
+from interpreters.deadline import StopCheck, run_stop
 from interpreters.handlers import Handler as Handler
-from interpreters.handlers import Handlers
-from interpreters.logs import LogObserver
 from interpreters.observe import Observer
-from interpreters.options import Deps, RunOptions, check_options
+from interpreters.options import Deps, RunOptions
 from interpreters.providers.provider import Provider, ProviderResolver
 from interpreters.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
@@ -44,19 +32,7 @@ class AsyncNotSupportedError(TypeError):
     """The sync interpreter was given an async hook or tool."""
 
 
-def run_tool(inv: ToolInvocation) -> ToolOutcome:
-    """Run one tool call; a tool that raises becomes an error result the model sees."""
-    ready = tool_and_args(inv)
-    if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
-        return ready
-    tool, kwargs = ready
-    try:
-        return ToolOutcome(inv.call.tool_call_id, tool.fn(**kwargs))
-    except Exception as e:
-        return tool_failed(inv, e)
-
-
-class SyncInterpreter:
+class SyncInterpreter(InterpreterBase[Provider]):
     """Runs agents synchronously against a provider.
 
     `provider` serves every model, or `resolve` picks one per model id (a step may switch
@@ -80,15 +56,12 @@ class SyncInterpreter:
         price: Pricer | None = None,
         started: SyncStartedFactory = Threaded,
     ) -> None:
-        self._resolve = resolver(provider, resolve)
-        self._handlers = Handlers.of(handlers, sync=True)
+        super().__init__(
+            provider, resolve, handlers, sync=True, clock=clock, run_ids=run_ids,
+            observers=observers, price=price,
+        )
         self._started = started
-        self._clock = clock
         self._sleep = sleep
-        self._run_ids = run_ids
-        # None: the default, logging to the `pipeline` logger (interpreters.logs).
-        self._observers = tuple(observers) if observers is not None else (LogObserver(),)
-        self._price = price
 
     # --- public API ------------------------------------------------------------------------
     def run(
@@ -124,18 +97,15 @@ class SyncInterpreter:
         run there: its hook never sees that failure); a tool or hook that blocks is
         waited for, and no further call of its step starts after it.
         """
-        check_options(options)
-        refuse_async(agent)
-        check_model(self._resolve, agent.model)
-        driver = start_run(
-            agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
-            observers=self._observers, price=self._price,
-        )
-        stop = _Stop(options.get("signal"), options.get("timeout"))
+        driver = self._start(agent, messages, options)
+        stop = StopCheck(options.get("signal"), options.get("timeout"))
         return RunStream(self._drive(driver, stop))
 
+    def _check_agent(self, agent: Agent) -> None:
+        refuse_async(agent)
+
     # --- carrying out commands ---------------------------------------------------------
-    def _drive(self, d: Driver, stop: _Stop) -> Generator[Chunk, None, RunResult]:
+    def _drive(self, d: Driver, stop: StopCheck) -> Generator[Chunk, None, RunResult]:
         """The run's I/O over its driver (`pipeline.driver`), handing out its chunks."""
         model: Iterator[ModelEvent] | None = None
         jobs = self._started(self._perform, stop)  # started requests (effects.started)
@@ -152,7 +122,7 @@ class SyncInterpreter:
                     return cmd.result
                 if guarded and stop.reason() is not None:
                     if model is not None:
-                        _close(model)
+                        close_stream(model)
                         model = None
                     yield from d.cancel(stop.reason() or "")
                     assert d.result is not None
@@ -176,11 +146,11 @@ class SyncInterpreter:
                                 model = None  # it ended: nothing to close
                             except Exception as e:
                                 event = stream_failed(e, started=True)
-                                _close(m)
+                                close_stream(m)
                                 model = None
                             else:
                                 if type(event) is ModelFinish:  # its last event: close it
-                                    _close(m)
+                                    close_stream(m)
                                     model = None
                             cmd = send(event)
                             if type(cmd) is not Pull:
@@ -192,7 +162,7 @@ class SyncInterpreter:
                     yield from cmd.publish
                     event = _next_event(model, started=True)
                     if type(event) in LAST:
-                        _close(model)
+                        close_stream(model)
                         model = None
                     if guarded and stop.reason():
                         continue  # stopped while it waited: the event is not taken; cancel
@@ -204,7 +174,7 @@ class SyncInterpreter:
                     cmd = d.send(None)
                 elif t is CloseStream:  # (only with a stream open: see the driver)
                     if model is not None:
-                        _close(model)
+                        close_stream(model)
                         model = None
                     cmd = d.send(None)
                 elif t is CallModel:
@@ -221,7 +191,7 @@ class SyncInterpreter:
                             continue
                         first = _next_event(model, started=False)
                         if type(first) in LAST:
-                            _close(model)
+                            close_stream(model)
                             model = None
                     finally:
                         if token is not None:
@@ -239,14 +209,16 @@ class SyncInterpreter:
                     cmd = self._other(d, cmd, stop, jobs)
         finally:
             if model is not None:
-                _close(model)
+                close_stream(model)
             jobs.close()
             d.close()
 
     def _perform(self, request: object) -> object:
         return perform_here(self._resolve, self._handlers, request)
 
-    def _other(self, d: Driver, cmd: LoopCommand, stop: _Stop, jobs: SyncStarted) -> LoopCommand:
+    def _other(
+        self, d: Driver, cmd: LoopCommand, stop: StopCheck, jobs: SyncStarted
+    ) -> LoopCommand:
         """Commands outside the streaming path; failures are thrown into the loop."""
         try:
             if isinstance(cmd, RunTools):
@@ -287,7 +259,7 @@ class SyncInterpreter:
 
     @staticmethod
     def _run_tools(
-        d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: _Stop
+        d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: StopCheck
     ) -> LoopCommand:
         """The calls one after the other, as long as the run is not stopped: a cancel
         that came while a call ran starts no further call, and those that finished keep
@@ -302,36 +274,7 @@ class SyncInterpreter:
         return d.send(tuple(outcomes))
 
 
-class _Stop:
-    """A run's timeout and cancel signal, for the sync interpreter (checked, never
-    interrupting: this thread is the one doing the work)."""
-
-    __slots__ = ("active", "deadline", "signal", "timeout")
-
-    def __init__(self, signal: CancelSignal | None, timeout: float | None) -> None:
-        self.signal = signal
-        self.timeout = timeout
-        self.deadline: float | None = None
-        self.active = signal is not None or timeout is not None
-        """Whether there is a stop to check."""
-
-
-    def start(self) -> None:
-        if self.timeout is not None:
-            self.deadline = time.monotonic() + self.timeout
-
-    def left(self) -> float:
-        return math.inf if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def reason(self) -> str | None:
-        if self.signal is not None and self.signal.cancelled:
-            return self.signal.reason
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            return f"timed out after {self.timeout:g} s"
-        return None
-
-
-class RunStream(Generic[Output]):
+class RunStream(RunOutcome[Output]):
     """The chunks of a run as an iterator; `result` once it is exhausted.
 
         with interp.stream(agent, "hi") as stream:
@@ -359,12 +302,7 @@ class RunStream(Generic[Output]):
     def __enter__(self) -> RunStream[Output]:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -372,16 +310,8 @@ class RunStream(Generic[Output]):
         self._chunks.close()
         self._gen.close()
 
-    @property
-    def done(self) -> bool:
-        """Whether the run is over (`result` is there)."""
-        return bool(self._box)
-
-    @property
-    def result(self) -> RunResult[Output]:
-        if not self._box:
-            raise RuntimeError("the run has not finished: iterate the stream to its end")
-        return self._box[0]
+    def _outcome(self) -> RunResult[Output] | None:
+        return self._box[0] if self._box else None
 
 
 def _capture(
@@ -410,8 +340,3 @@ def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
     except Exception as e:
         return stream_failed(e, started=started)
 
-
-def _close(model: Iterator[ModelEvent]) -> None:
-    close = getattr(model, "close", None)
-    if close is not None:
-        close()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from interpreters.cancel import CancelSignal
+from interpreters.deadline import timed_out
 
 if TYPE_CHECKING:
     from interpreters.simulator import VirtualClock  # (it imports this module)
@@ -57,7 +58,7 @@ class VirtualDeadline:
         self._clock = clock
         self.at = clock.now + timeout
         """The virtual instant it rings."""
-        self._reason = f"timed out after {timeout:g} s"
+        self._reason = timed_out(timeout)
         if timeout <= 0:
             self.signal.cancel(self._reason)
             self._handle: int | None = None
