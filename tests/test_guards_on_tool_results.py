@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import msgspec
 
+from effects import Continue, SkipCall
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.chunks import Chunk, DataChunk, ToolResult
 from pipeline.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
-from pipeline.processor import BaseProcessor
+from pipeline.processor import BaseProcessor, ToolCallArgs, ToolCallResult, processor
 from pipeline.processors import PIIDetector, PromptInjectionDetector, UnicodeNormalizer
 from pipeline.processors.prompt_injection import TOOL_RESULT_REMOVED
 from pipeline.result import RunResult
@@ -161,18 +162,36 @@ def test_a_retried_call_does_not_check_the_callers_tool_result_again() -> None:
     assert len(warnings) == 1
 
 
+def _cached(args: ToolCallArgs[None]) -> ToolCallResult[None]:
+    if args.args.get("name") == "Bo":
+        return SkipCall(f"cached: mail {EMAIL}")
+    return Continue()
+
+
+def test_a_result_answered_without_running_is_redacted_once_before_anyone_sees_it(
+) -> None:
+    """A gate's SkipCall result goes through process_tool_result as a tool's does."""
+    p = PIIDetector(types=("email",), strategy="detect", scan_tools=True)
+    agent = make_agent(tools=[crm], input_processors=[
+        processor("cache", process_tool_call=_cached), p], output_processors=[p])
+    chunks, result, _ = _run(agent, Say(calls=[call("crm", name="Bo")]), Say("Done."))
+    assert result.status == "finished"
+    assert _pii_reports(chunks) == [
+        {"processor_id": p.id, "where": "tool-results", "found": {"email": 1}}]
+
+
+def test_a_result_answered_without_running_in_the_last_step_never_goes_out_raw() -> None:
+    p = PIIDetector(types=("email",), scan_tools=True)
+    agent = make_agent(tools=[crm], max_steps=1, input_processors=[
+        processor("cache", process_tool_call=_cached), p])
+    chunks, result, model = _run(agent, Say(calls=[call("crm", name="Bo")]), Say("Done."))
+    assert _tool_results(chunks) == [f"cached: mail {REDACTED}"]
+    assert EMAIL not in _everything(chunks, result, model)
+
+
 def test_a_result_answered_without_running_is_still_redacted_before_the_model_reads_it(
 ) -> None:
-    """A gate's SkipCall result never reaches process_tool_result: the per-step check
-    handles it for the model, the stream hook for the caller."""
-    from effects import Continue, SkipCall
-    from pipeline.processor import ToolCallArgs, ToolCallResult, processor
-
-    def cached(args: ToolCallArgs[None]) -> ToolCallResult[None]:
-        if args.args.get("name") == "Bo":
-            return SkipCall(f"cached: mail {EMAIL}")
-        return Continue()
-
+    cached = _cached
     p = PIIDetector(types=("email",), scan_tools=True)
     agent = make_agent(tools=[crm], input_processors=[
         processor("cache", process_tool_call=cached), p], output_processors=[p])
