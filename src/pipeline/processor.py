@@ -316,11 +316,13 @@ class ToolCallArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
 
 
 class ToolResultArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
-    """What `process_tool_result` gets: a call's result after its tool ran, before the
-    model or the caller sees it."""
+    """What `process_tool_result` gets: a call's result after its tool ran (or a gate or
+    the approver answered in its place: a `SkipCall` result, a denial), before the model
+    or the caller sees it."""
 
     call: ToolCallPart
-    """The call as it ran (its arguments after `process_tool_call`)."""
+    """The call as it ran (its arguments after `process_tool_call`), or as it was
+    answered without running."""
     result: object
     """The result as the processors before this one left it (JSON-encodable)."""
     is_error: bool

@@ -255,19 +255,25 @@ def results_through(
     entries: Sequence[ToolInvocation | ToolResultPart],
     parts: tuple[ToolResultPart, ...],
 ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
-    """process_tool_result: each result of a tool that ran through the processors in
-    list order, before the model or the caller sees it. An Abort or a processor failure
-    withholds every result of the step (each call still gets one) and stops the run."""
+    """process_tool_result: each result of a call through the processors in list order,
+    before the model or the caller sees it: what its tool returned, or what a gate or
+    the approver answered in its place (`SkipCall`, a denial). The library's own errors
+    (unknown tool, invalid arguments) are not. An Abort or a processor failure withholds
+    every result of the step (each call still gets one) and stops the run."""
     out = list(parts)
     step = len(st.steps)
     try:
         for i, (e, p) in enumerate(zip(entries, parts, strict=True)):
-            if type(e) is not ToolInvocation or e.kwargs is None:
-                continue  # not run: nothing the tool returned
+            if type(e) is ToolInvocation:
+                if e.kwargs is None:
+                    continue  # not run: the library's error, nothing a tool returned
+                ran = e.call
+            else:
+                ran = calls[i]  # answered without running
             result, changed = p.result, False
             for b in rc.h_tool_result:
                 a = ToolResultArgs(
-                    call=e.call, result=result, is_error=p.is_error, message_list=st.ml,
+                    call=ran, result=result, is_error=p.is_error, message_list=st.ml,
                     step_number=step, state=st.states[b.slot], context=rc.ctx,
                 )
                 eff = apply(rc, st, b, (yield from call_hook(b, a)))
@@ -276,9 +282,8 @@ def results_through(
                 if isinstance(eff, Replace):
                     result, changed = eff.value, True
             if changed:
-                out[i] = result_part(
-                    calls[i], result, p.is_error, _result_cap(rc, e.tool)
-                )
+                t = e.tool if type(e) is ToolInvocation else None
+                out[i] = result_part(calls[i], result, p.is_error, _result_cap(rc, t))
     except (Tripped, HookFailure) as stop:
         _add_results(rc, st, tuple(
             ToolResultPart(c.tool_call_id, c.tool_name,

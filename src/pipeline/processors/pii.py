@@ -504,7 +504,7 @@ class PIIDetector(StatefulProcessor[PIIState]):
 
     def _tool_results_step(self, args: pr.InputStepArgs[PIIState]) -> pr.InputStepResult[PIIState]:
         """Before a model call: the tool results it has not read yet that no hook of the
-        detector handled (the caller's, a call answered without running), handled once
+        detector handled (those of the caller's history), handled once
         (a retry of the step does not handle them again)."""
         ml, s = args.message_list, args.state
         unread = unread_results(ml, s.checked)

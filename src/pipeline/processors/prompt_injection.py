@@ -370,7 +370,7 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
     the run ran in `process_tool_result` (the detector in either list), before the
     model, the stream or the messages see it; as an input processor, before each model
     call, the results the model has not read that no tool-result hook saw (the caller's
-    history, a call answered without running). `filter` replaces such a result with a
+    history). `filter` replaces such a result with a
     placeholder (a call keeps its result), `rewrite` with the cleaned text. The results
     of one step are also scored joined, so an injection split across two results is
     seen: in `process_tool_result` each result joined with the step's earlier ones, and
@@ -573,7 +573,7 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
         self, args: pr.InputStepArgs[InjectionState]
     ) -> Generator[object, object, pr.InputStepResult[InjectionState]]:
         """Before a model call: the tool results it has not read yet that no hook of the
-        detector checked (the caller's, a call answered without running), checked once
+        detector checked (those of the caller's history), checked once
         (a retry of the step does not check them again)."""
         if not self.check_tool_results:
             return Continue()

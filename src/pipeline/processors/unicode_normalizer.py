@@ -187,7 +187,7 @@ class UnicodeNormalizer(StatefulProcessor[Checked]):
     run ran is normalized in `process_tool_result`, before the model, the stream or the
     messages see it; the input's in `process_input`. `every_step=True` also normalizes,
     before every model call, the messages of those roles the run added that no hook
-    normalized yet (the model's answers, a call answered without running).
+    normalized yet (the model's answers).
     """
 
     def __init__(
