@@ -5,10 +5,12 @@
     python scripts/unasync.py --check  exit 1 if a generated file is out of date
 
 Each file in `SOURCES` is rewritten token by token with the small table below (`async
-def` -> `def`, `await x` -> `x`, `httpx.AsyncClient` -> `httpx.Client`, ...). What really
-differs between the two (how a wait is bounded by the deadline) lives in the hand-written
-`_async/bounded.py` and `_sync/bounded.py`, which the sources call; so a generated file
-is the source with its names changed, and nothing is copied by hand. `./scripts/test`
+def` -> `def`, `await x` -> `x`, `httpx.AsyncClient` -> `httpx.Client`, ...). What is
+not a wait is not in them at all: it is written once in `providers/common.py` (and
+`exchange.py`), which both sides import. What really differs between the two (how a wait
+is bounded by the deadline) lives in the hand-written `_async/bounded.py` and
+`_sync/bounded.py`, which the sources call; so a generated file is the source with its
+names changed, and nothing is copied by hand. `./scripts/test`
 runs `--check`. Standard library only.
 """
 

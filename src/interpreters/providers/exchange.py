@@ -1,9 +1,10 @@
 """One model call over HTTP as protocol state, free of I/O: what both providers drive.
 
 `Exchange` encodes the request, classifies the response head, feeds bytes to the codec
-(within `Limits`), keeps the call's deadline and classifies transport failures;
-`providers/_async/http.py` does the I/O (and `providers/_sync/http.py` is generated from
-it), so the two paths cannot drift. See `providers/http.py` for the whole picture.
+(within `Limits`), keeps the call's deadline and classifies transport failures (`ErrorBody`
+keeps an error response's body to its cap); `providers/_async/http.py` does the I/O (and
+`providers/_sync/http.py` is generated from it), so the two paths cannot drift. See
+`providers/http.py` for the whole picture.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Generic, Literal, TypeVar
+from typing import Literal
 
 import httpx
 import msgspec
@@ -318,6 +319,13 @@ class Exchange:
         if self._decoder is not None:
             self._decoder.check()
 
+    def failure(self, exc: httpx.HTTPError | ProviderError) -> ProviderError:
+        """What the call raises for what broke it: a transport failure classified, a
+        provider error with the key scrubbed from it."""
+        if isinstance(exc, httpx.HTTPError):
+            return self.transport_error(exc)
+        return self.scrub(exc)
+
     def transport_error(self, exc: httpx.HTTPError) -> ProviderError:
         name = type(exc).__name__
         detail = str(exc) or name
@@ -353,6 +361,41 @@ class Exchange:
 
     def _scrubbed(self, e: ApiError) -> ProviderError:
         return scrubbed(self._endpoint.api_key, e)
+
+
+class ErrorBody:
+    """The body of an error response as it is read, kept to its cap
+    (`Limits.max_error_body`): what the error's message is read from."""
+
+    __slots__ = ("_buf", "_cap", "cut", "open")
+
+    def __init__(self, cap: int) -> None:
+        self._buf = bytearray()
+        self._cap = cap
+        self.open = True
+        """Whether to read on: the body has not ended, nor reached its cap."""
+        self.cut = False
+        """Whether it was cut short, by its cap or the deadline."""
+
+    def add(self, chunk: bytes | None) -> None:
+        """The next bytes read; None: the body ended."""
+        if chunk is None:
+            self.open = False
+            return
+        self._buf += chunk
+        if len(self._buf) >= self._cap:
+            self.open, self.cut = False, True
+
+    def stop(self, e: ProviderError) -> None:
+        """A read failed: at the deadline, what came so far is the message; anything else
+        (the run must stop, sync: the call ends as cancelled) is raised."""
+        if e.error.error_type != DEADLINE_EXCEEDED:
+            raise e
+        self.open, self.cut = False, True
+
+    @property
+    def data(self) -> bytes:
+        return bytes(self._buf[: self._cap])
 
 
 def scrubbed(key: Secret | None, e: ApiError) -> ProviderError:
@@ -394,44 +437,3 @@ def _sniff(head: bytes, *, final: bool, sse: bool = True) -> Sniffed | None:
     if not final and any(f.startswith(head) for f in _SSE_FIELDS):
         return None
     return "other"
-
-
-Client = TypeVar("Client", httpx.Client, httpx.AsyncClient)
-
-
-class HttpProviderBase(Generic[Client]):
-    """What the sync and async HTTP providers share: settings, client, repr, one
-    `Exchange` a call."""
-
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        codec: Codec,
-        *,
-        stream: bool = True,
-        timeouts: Timeouts | None = None,
-        client: Client | None = None,
-        clock: Callable[[], float] = time.time,
-        limits: Limits | None = None,
-    ) -> None:
-        self.endpoint = endpoint
-        self.codec = codec
-        self.streaming = stream
-        self.timeouts = timeouts or Timeouts()
-        self.limits = limits or Limits()
-        self._clock = clock
-        self._own = client is None  # only a client it made is closed by close()/aclose()
-        self._client: Client | None = client
-
-    def __repr__(self) -> str:
-        # No headers and no key: only where the calls go.
-        return (
-            f"{type(self).__name__}(provider={self.endpoint.provider!r}, "
-            f"base_url={self.endpoint.base_url!r}, stream={self.streaming})"
-        )
-
-    def _exchange(self, request: ModelRequest) -> Exchange:
-        return Exchange(
-            self.endpoint, self.codec, request, stream=self.streaming, clock=self._clock,
-            timeouts=self.timeouts, limits=self.limits,
-        )

@@ -2,7 +2,8 @@
 
 Both providers drive the same pure `Exchange` (providers/exchange.py: encode, classify
 the response head, feed bytes to the codec, classify transport failures), so the two
-paths cannot drift. `AsyncHttpProvider` is written once (providers/_async/http.py) and
+paths cannot drift, and `HttpProviderBase` (providers/common.py) holds their settings and
+requests. `AsyncHttpProvider` is written once (providers/_async/http.py) and
 `HttpProvider` generated from it by `scripts/unasync.py`; how each bounds its waits by
 the deadline is in `_async/bounded.py` and `_sync/bounded.py`. Retrying is not done here:
 the loop's RetryPolicy reads `ApiError.retryable` and `retry_after`. Closing the event

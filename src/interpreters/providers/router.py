@@ -8,8 +8,10 @@ variable.
 
 `Resolver` and `AsyncResolver` serve every router id an agent asks for (a step may switch
 models), so their keys and base URLs are per route: a route's key is only ever sent to
-that route's base URL, never to another provider's host. The async ones are written once
-(providers/_async/router.py), the sync ones generated from them by `scripts/unasync.py`.
+that route's base URL, never to another provider's host. What the sync and async ones
+share is written once (`ResolverBase`, `HttpProviderBase.for_model`: providers/common.py);
+the async ones add their waits (providers/_async/router.py), the sync ones are generated
+from them by `scripts/unasync.py`.
 """
 
 from interpreters.providers._async.router import AsyncResolver, resolve_async_provider

@@ -3,7 +3,7 @@ provider configurations, with keys from the usual environment variables; no I/O.
 What each route is lives in the table of routes (providers/table.py).
 
 `provider_config` is pure (the environment is a parameter); the providers and resolvers
-(`providers/_async/router.py`, and `_sync/router.py` generated from it) build on it. A
+(`HttpProviderBase.for_model` and `ResolverBase`, providers/common.py) build on it. A
 missing key fails here, before any request, with a message that names the variable.
 `Routes` holds a resolver's per-route keys and base URLs: a route's key is only ever sent
 to that route's base URL, never to another provider's host.

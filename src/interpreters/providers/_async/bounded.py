@@ -17,6 +17,7 @@ import anyio
 import httpx
 
 from interpreters.providers.bounded_read import next_within, within
+from interpreters.providers.common import raw_stream
 from interpreters.providers.exchange import Exchange
 
 
@@ -41,20 +42,11 @@ async def next_chunk(
 
 
 def raw(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body's bytes as the connection delivers them: what `aiter_raw` yields, read
-    from `response.stream` itself (W5 in bench/: one async generator layer less per
-    chunk, which `aiter_raw` spends on byte counting nobody here reads). The response
-    is closed by `close`."""
-    if response.is_stream_consumed:
-        # Read before the client saw it: a test double's `httpx.Response(content=b"...")`
-        # (MockTransport, respx's handlers). httpx serves the body from memory then, or
-        # raises its own StreamConsumed if it really was streamed already.
-        return response.aiter_bytes()
-    stream = response.stream
-    if not isinstance(stream, httpx.AsyncByteStream):
-        return response.aiter_raw()  # (raises httpx's own error)
-    response.is_stream_consumed = True
-    return stream.__aiter__()
+    """The body's bytes: as the connection delivers them (`raw_stream`: one async
+    generator layer less per chunk than `aiter_raw`) unless httpx must serve them. The
+    response is closed by `close`."""
+    stream = raw_stream(response, httpx.AsyncByteStream)
+    return stream.__aiter__() if stream is not None else response.aiter_bytes()
 
 
 def body(

@@ -15,6 +15,7 @@ from collections.abc import Generator, Iterator
 
 import httpx
 
+from interpreters.providers.common import raw_stream
 from interpreters.providers.exchange import Exchange
 
 
@@ -38,18 +39,10 @@ def next_chunk(
 
 
 def raw(response: httpx.Response) -> Iterator[bytes]:
-    """The body's bytes as the connection delivers them: what `iter_raw` yields, read
-    from `response.stream` itself (see the async twin). Closed by `close`."""
-    if response.is_stream_consumed:
-        # Read before the client saw it: a test double's `httpx.Response(content=b"...")`
-        # (MockTransport, respx's handlers). httpx serves the body from memory then, or
-        # raises its own StreamConsumed if it really was streamed already.
-        return response.iter_bytes()
-    stream = response.stream
-    if not isinstance(stream, httpx.SyncByteStream):
-        return response.iter_raw()  # (raises httpx's own error)
-    response.is_stream_consumed = True
-    return stream.__iter__()
+    """The body's bytes: as the connection delivers them (`raw_stream`) unless httpx must
+    serve them. Closed by `close`."""
+    stream = raw_stream(response, httpx.SyncByteStream)
+    return stream.__iter__() if stream is not None else response.iter_bytes()
 
 
 def body(chunks: Iterator[bytes], ex: Exchange, patience: float) -> Generator[bytes, None, None]:
