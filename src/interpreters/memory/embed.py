@@ -223,6 +223,73 @@ class _Calls:
         return delay
 
 
+_Reply = tuple[httpx.Response, bytes, bool]
+"""A response read (closed), its body up to the cap, and whether there was more."""
+
+
+class _Run:
+    """One `embed` call, free of I/O: the requests to make, batch by batch, each made
+    again as the retry policy says, and the vectors gathered from the replies."""
+
+    def __init__(self, calls: _Calls, texts: tuple[str, ...]) -> None:
+        self.calls = calls
+        self.texts = tuple(texts)
+        self.deadline = time.monotonic() + calls.timeouts.total
+        self._dim: int | None = None
+        self._out: list[Vector] = []
+        self._reply: _Reply | EmbeddingError | None = None
+
+    def requests(self) -> Iterator[tuple[tuple[str, ...], float | None]]:
+        """Each request's batch and the seconds to wait before it (None: its first try);
+        each to be answered with `reply` before the next. Raises the failure that is
+        not tried again."""
+        for batch in self.calls.batches(self.texts):
+            attempt, delay = 0, None
+            vectors: tuple[Vector, ...] | None = None
+            while vectors is None:
+                yield batch, delay
+                try:
+                    vectors = self._vectors(batch)
+                except EmbeddingError as failure:
+                    delay = self.calls.wait(failure, attempt, self.deadline)
+                    attempt += 1
+            self._dim = len(vectors[0])
+            self._out += vectors
+
+    def reply(self, reply: _Reply | EmbeddingError) -> None:
+        self._reply = reply
+
+    def vectors(self) -> tuple[Vector, ...]:
+        return tuple(self._out)
+
+    def remaining(self) -> float:
+        """Seconds left for the next request; past the deadline, its error."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.calls.past_deadline()
+        return left
+
+    def failed(self, exc: httpx.HTTPError, status: int) -> EmbeddingError:
+        # A timeout cut to the deadline fires at it, give or take the clock's grain.
+        past = time.monotonic() >= self.deadline - 0.005
+        return self.calls.past_deadline() if past else self.calls.transport(exc, status)
+
+    def _vectors(self, batch: tuple[str, ...]) -> tuple[Vector, ...]:
+        reply, self._reply = self._reply, None
+        assert reply is not None, "each request is answered before the next"
+        if isinstance(reply, EmbeddingError):
+            # Raised here, not where the httpx error was caught: that error (whose
+            # request holds the key) must not ride along as __context__.
+            raise reply
+        resp, body, cut = reply
+        calls = self.calls
+        if resp.status_code >= 300:  # redirects are not followed: a wrong base URL
+            raise calls.rejected(resp.status_code, resp.headers, body, resp.reason_phrase, cut)
+        if cut:
+            raise calls.over_cap(resp.status_code, resp.headers)
+        return calls.decode(batch, body, resp.status_code, resp.headers, self._dim)
+
+
 class _Options:
     """The embedders' constructor, once."""
 
@@ -282,50 +349,25 @@ class OpenAIEmbedder(_Options, OwnedClient):
         self._sleep = sleep
 
     def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
-        calls = self._calls
-        deadline = time.monotonic() + calls.timeouts.total
-        out: list[Vector] = []
-        dim: int | None = None
-        for batch in calls.batches(tuple(texts)):
-            vectors = self._retried(batch, deadline, dim)
-            dim = len(vectors[0])
-            out += vectors
-        return tuple(out)
+        run = _Run(self._calls, texts)
+        for batch, delay in run.requests():
+            if delay is not None:
+                self._sleep(delay)
+            run.reply(self._send(batch, run))
+        return run.vectors()
 
-    def _retried(
-        self, batch: tuple[str, ...], deadline: float, dim: int | None
-    ) -> tuple[Vector, ...]:
-        attempt = 0
-        while True:
-            try:
-                return self._once(batch, deadline, dim)
-            except EmbeddingError as failure:
-                self._sleep(self._calls.wait(failure, attempt, deadline))
-                attempt += 1
-
-    def _once(self, batch: tuple[str, ...], deadline: float, dim: int | None) -> tuple[Vector, ...]:
-        calls = self._calls
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise calls.past_deadline()
-        failure: EmbeddingError | None = None
-        status = 0
+    def _send(self, batch: tuple[str, ...], run: _Run) -> _Reply | EmbeddingError:
+        calls, remaining, status = self._calls, run.remaining(), 0
         try:
             resp = self._client.send(calls.request(batch, remaining), stream=True)
             try:
                 status = resp.status_code
-                body, cut = _read(resp.iter_bytes(), calls.cap(status), deadline)
+                body, cut = _read(resp.iter_bytes(), calls.cap(status), run.deadline)
             finally:
                 resp.close()
-            failure = _judge(calls, batch, resp, body, cut, dim)
-            if failure is None:
-                return calls.decode(batch, body, status, resp.headers, dim)
         except httpx.HTTPError as e:
-            failure = calls.past_deadline() if _past(deadline) else calls.transport(
-                e, status)
-        # Raised outside the except block: the httpx error (whose request holds the
-        # key) must not ride along as __context__.
-        raise failure
+            return run.failed(e, status)
+        return resp, body, cut
 
 
 class AsyncOpenAIEmbedder(_Options):
@@ -354,53 +396,28 @@ class AsyncOpenAIEmbedder(_Options):
         self._sleep = sleep
 
     async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
-        calls = self._calls
-        deadline = time.monotonic() + calls.timeouts.total
-        out: list[Vector] = []
-        dim: int | None = None
-        for batch in calls.batches(tuple(texts)):
-            vectors = await self._retried(batch, deadline, dim)
-            dim = len(vectors[0])
-            out += vectors
-        return tuple(out)
+        run = _Run(self._calls, texts)
+        for batch, delay in run.requests():
+            if delay is not None:
+                await self._sleep(delay)
+            run.reply(await self._send(batch, run))
+        return run.vectors()
 
-    async def _retried(
-        self, batch: tuple[str, ...], deadline: float, dim: int | None
-    ) -> tuple[Vector, ...]:
-        attempt = 0
-        while True:
-            try:
-                return await self._once(batch, deadline, dim)
-            except EmbeddingError as failure:
-                await self._sleep(self._calls.wait(failure, attempt, deadline))
-                attempt += 1
-
-    async def _once(
-        self, batch: tuple[str, ...], deadline: float, dim: int | None
-    ) -> tuple[Vector, ...]:
-        calls = self._calls
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise calls.past_deadline()
-        failure: EmbeddingError | None = None
-        status = 0
+    async def _send(self, batch: tuple[str, ...], run: _Run) -> _Reply | EmbeddingError:
+        calls, remaining, status = self._calls, run.remaining(), 0
         try:
             with anyio.fail_after(remaining):
                 resp = await self._client.send(calls.request(batch, remaining), stream=True)
                 try:
                     status = resp.status_code
-                    body, cut = await _aread(resp.aiter_bytes(), calls.cap(status), deadline)
+                    body, cut = await _aread(resp.aiter_bytes(), calls.cap(status))
                 finally:
                     await resp.aclose()
-            failure = _judge(calls, batch, resp, body, cut, dim)
-            if failure is None:
-                return calls.decode(batch, body, status, resp.headers, dim)
         except TimeoutError:
-            failure = calls.past_deadline()
+            return calls.past_deadline()
         except httpx.HTTPError as e:
-            failure = calls.past_deadline() if _past(deadline) else calls.transport(
-                e, status)
-        raise failure
+            return run.failed(e, status)
+        return resp, body, cut
 
     async def aclose(self) -> None:
         if self._own:
@@ -411,23 +428,6 @@ class AsyncOpenAIEmbedder(_Options):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _past(deadline: float) -> bool:
-    # A timeout cut to the deadline fires at it, give or take the clock's grain.
-    return time.monotonic() >= deadline - 0.005
-
-
-def _judge(
-    calls: _Calls, batch: tuple[str, ...], resp: httpx.Response, body: bytes, cut: bool,
-    dim: int | None,
-) -> EmbeddingError | None:
-    """The failure a read response is, or None when it is to be decoded."""
-    if resp.status_code >= 300:  # redirects are not followed: a wrong base URL
-        return calls.rejected(resp.status_code, resp.headers, body, resp.reason_phrase, cut)
-    if cut:
-        return calls.over_cap(resp.status_code, resp.headers)
-    return None
 
 
 def _read(chunks: Iterator[bytes], cap: int, deadline: float) -> tuple[bytes, bool]:
@@ -442,7 +442,7 @@ def _read(chunks: Iterator[bytes], cap: int, deadline: float) -> tuple[bytes, bo
     return bytes(buf), False
 
 
-async def _aread(chunks: AsyncIterator[bytes], cap: int, deadline: float) -> tuple[bytes, bool]:
+async def _aread(chunks: AsyncIterator[bytes], cap: int) -> tuple[bytes, bool]:
     buf = bytearray()
     async for chunk in chunks:
         buf += chunk
