@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -71,6 +72,10 @@ class _Body(msgspec.Struct, frozen=True):
 
 
 _body = msgspec.json.Decoder(_Body)
+
+C = TypeVar("C", httpx.Client, httpx.AsyncClient)
+R = TypeVar("R", None, Awaitable[None])
+"""What an embedder's `sleep` returns: nothing (sync) or what is awaited (async)."""
 
 
 class _Calls:
@@ -290,41 +295,11 @@ class _Run:
         return calls.decode(batch, body, resp.status_code, resp.headers, self._dim)
 
 
-class _Options:
-    """The embedders' constructor, once."""
-
-    _calls: _Calls
-
-    def _setup(
-        self,
-        model: str,
-        base_url: str | None,
-        api_key: str | None,
-        env: Mapping[str, str] | None,
-        dimensions: int | None,
-        batch_size: int,
-        timeouts: Timeouts,
-        limits: Limits,
-        retry: RetryPolicy,
-        clock: Callable[[], float],
-    ) -> None:
-        self._calls = _Calls(
-            model, base_url=base_url, api_key=api_key, env=env, dimensions=dimensions,
-            batch_size=batch_size, timeouts=timeouts, limits=limits, retry=retry, clock=clock,
-        )
-
-    def __repr__(self) -> str:
-        c = self._calls
-        return f"{type(self).__name__}({c.model!r}, base_url={c.endpoint.base_url!r})"
-
-
-class OpenAIEmbedder(_Options, OwnedClient):
-    """An `Embedder` over OpenAI-compatible `/embeddings` (sync, httpx.Client).
-
-    `model`: a router id (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`,
-    `vllm/BAAI/bge-m3`) or, with `base_url`, a bare model name. `dimensions`: asked of
-    the server (OpenAI's v3 models shorten their vectors) and checked on every answer.
-    """
+class _Embedding(ABC, Generic[C, R]):
+    """The OpenAI-compatible embedders' constructor, once: its options checked, the
+    client made when none is given. The subclasses send and read, sync or async; `sleep`
+    (None: `time.sleep` for the sync class, `anyio.sleep` for the async one) waits
+    before a request is made again."""
 
     def __init__(
         self,
@@ -338,15 +313,42 @@ class OpenAIEmbedder(_Options, OwnedClient):
         timeouts: Timeouts = TIMEOUTS,
         limits: Limits = LIMITS,
         retry: RetryPolicy = RETRY,
-        client: httpx.Client | None = None,
+        client: C | None = None,
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], R] | None = None,
     ) -> None:
-        self._setup(model, base_url, api_key, env, dimensions, batch_size, timeouts, limits,
-                    retry, clock)
+        self._calls = _Calls(
+            model, base_url=base_url, api_key=api_key, env=env, dimensions=dimensions,
+            batch_size=batch_size, timeouts=timeouts, limits=limits, retry=retry, clock=clock,
+        )
         self._own = client is None
-        self._client = client if client is not None else httpx.Client()
-        self._sleep = sleep
+        self._client: C = client if client is not None else self._new_client()
+        self._sleep: Callable[[float], R] = sleep if sleep is not None else self._wait
+
+    @abstractmethod
+    def _new_client(self) -> C: ...
+
+    @abstractmethod
+    def _wait(self, seconds: float) -> R: ...
+
+    def __repr__(self) -> str:
+        c = self._calls
+        return f"{type(self).__name__}({c.model!r}, base_url={c.endpoint.base_url!r})"
+
+
+class OpenAIEmbedder(_Embedding[httpx.Client, None], OwnedClient):
+    """An `Embedder` over OpenAI-compatible `/embeddings` (sync, httpx.Client).
+
+    `model`: a router id (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`,
+    `vllm/BAAI/bge-m3`) or, with `base_url`, a bare model name. `dimensions`: asked of
+    the server (OpenAI's v3 models shorten their vectors) and checked on every answer.
+    """
+
+    def _new_client(self) -> httpx.Client:
+        return httpx.Client()
+
+    def _wait(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
         run = _Run(self._calls, texts)
@@ -370,30 +372,14 @@ class OpenAIEmbedder(_Options, OwnedClient):
         return resp, body, cut
 
 
-class AsyncOpenAIEmbedder(_Options):
+class AsyncOpenAIEmbedder(_Embedding[httpx.AsyncClient, Awaitable[None]]):
     """The async `OpenAIEmbedder` (httpx.AsyncClient); the same options."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        env: Mapping[str, str] | None = None,
-        dimensions: int | None = None,
-        batch_size: int = 128,
-        timeouts: Timeouts = TIMEOUTS,
-        limits: Limits = LIMITS,
-        retry: RetryPolicy = RETRY,
-        client: httpx.AsyncClient | None = None,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-    ) -> None:
-        self._setup(model, base_url, api_key, env, dimensions, batch_size, timeouts, limits,
-                    retry, clock)
-        self._own = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
-        self._sleep = sleep
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient()
+
+    async def _wait(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
 
     async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
         run = _Run(self._calls, texts)
