@@ -73,52 +73,24 @@ class _Body(msgspec.Struct, frozen=True):
 
 _body = msgspec.json.Decoder(_Body)
 
-C = TypeVar("C", httpx.Client, httpx.AsyncClient)
-R = TypeVar("R", None, Awaitable[None])
+_C = TypeVar("_C", httpx.Client, httpx.AsyncClient)
+_R = TypeVar("_R", None, Awaitable[None])
 """What an embedder's `sleep` returns: nothing (sync) or what is awaited (async)."""
 
 
-class _Calls:
-    """What both embedders share, free of I/O: the requests, reading the answers, the
-    errors and when to retry."""
+class _Calls(msgspec.Struct, frozen=True):
+    """What both embedders share, free of I/O: their checked options, the requests,
+    reading the answers, the errors and when to retry."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None,
-        api_key: str | None,
-        env: Mapping[str, str] | None,
-        dimensions: int | None,
-        batch_size: int,
-        timeouts: Timeouts,
-        limits: Limits,
-        retry: RetryPolicy,
-        clock: Callable[[], float],
-    ) -> None:
-        config = provider_config(model, base_url=base_url, api_key=api_key, env=env)
-        if ROUTES[config.route].wire != ROUTES["openai"].wire:
-            raise ProviderConfigError(
-                f"{config.route}/ does not serve OpenAI-compatible /embeddings"
-            )
-        if dimensions is not None and (type(dimensions) is not int or dimensions < 1):
-            raise ValueError(f"dimensions must be an int of at least 1, got {dimensions!r}")
-        if type(batch_size) is not int or not 1 <= batch_size <= MAX_BATCH:
-            raise ValueError(f"batch_size must be an int from 1 to {MAX_BATCH}, "
-                             f"got {batch_size!r}")
-        for name, value, kind in (("timeouts", timeouts, Timeouts), ("limits", limits, Limits),
-                                  ("retry", retry, RetryPolicy)):
-            if not isinstance(value, kind):
-                raise TypeError(f"{name} must be a {kind.__name__}")
-        self.endpoint: Endpoint = config.endpoint
-        self.model = config.model
-        self.dimensions = dimensions
-        self.batch_size = batch_size
-        self.timeouts = timeouts
-        self.limits = limits
-        self.retry = retry
-        self._clock = clock
-        self.url = self.endpoint.url("/embeddings")
+    endpoint: Endpoint
+    url: str
+    model: str
+    dimensions: int | None
+    batch_size: int
+    timeouts: Timeouts
+    limits: Limits
+    retry: RetryPolicy
+    clock: Callable[[], float]
 
     def batches(self, texts: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
         for t in texts:
@@ -190,7 +162,7 @@ class _Calls:
             body = key.scrub(body.decode("utf-8", "surrogateescape"), cut=cut).encode(
                 "utf-8", "surrogateescape")
         return self.scrubbed(
-            classify_response(status, headers, body, now=self._clock(), reason=reason)
+            classify_response(status, headers, body, now=self.clock(), reason=reason)
         )
 
     def over_cap(self, status: int, headers: Mapping[str, str]) -> EmbeddingError:
@@ -295,7 +267,7 @@ class _Run:
         return calls.decode(batch, body, resp.status_code, resp.headers, self._dim)
 
 
-class _Embedding(ABC, Generic[C, R]):
+class _Embedding(ABC, Generic[_C, _R]):
     """The OpenAI-compatible embedders' constructor, once: its options checked, the
     client made when none is given. The subclasses send and read, sync or async; `sleep`
     (None: `time.sleep` for the sync class, `anyio.sleep` for the async one) waits
@@ -313,23 +285,37 @@ class _Embedding(ABC, Generic[C, R]):
         timeouts: Timeouts = TIMEOUTS,
         limits: Limits = LIMITS,
         retry: RetryPolicy = RETRY,
-        client: C | None = None,
+        client: _C | None = None,
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], R] | None = None,
+        sleep: Callable[[float], _R] | None = None,
     ) -> None:
+        config = provider_config(model, base_url=base_url, api_key=api_key, env=env)
+        if ROUTES[config.route].wire != ROUTES["openai"].wire:
+            raise ProviderConfigError(
+                f"{config.route}/ does not serve OpenAI-compatible /embeddings"
+            )
+        if dimensions is not None and (type(dimensions) is not int or dimensions < 1):
+            raise ValueError(f"dimensions must be an int of at least 1, got {dimensions!r}")
+        if type(batch_size) is not int or not 1 <= batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size must be an int from 1 to {MAX_BATCH}, "
+                             f"got {batch_size!r}")
+        for name, value, kind in (("timeouts", timeouts, Timeouts), ("limits", limits, Limits),
+                                  ("retry", retry, RetryPolicy)):
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}")
         self._calls = _Calls(
-            model, base_url=base_url, api_key=api_key, env=env, dimensions=dimensions,
-            batch_size=batch_size, timeouts=timeouts, limits=limits, retry=retry, clock=clock,
+            config.endpoint, config.endpoint.url("/embeddings"), config.model, dimensions,
+            batch_size, timeouts, limits, retry, clock,
         )
         self._own = client is None
-        self._client: C = client if client is not None else self._new_client()
-        self._sleep: Callable[[float], R] = sleep if sleep is not None else self._wait
+        self._client: _C = client if client is not None else self._new_client()
+        self._sleep: Callable[[float], _R] = sleep if sleep is not None else self._wait
 
     @abstractmethod
-    def _new_client(self) -> C: ...
+    def _new_client(self) -> _C: ...
 
     @abstractmethod
-    def _wait(self, seconds: float) -> R: ...
+    def _wait(self, seconds: float) -> _R: ...
 
     def __repr__(self) -> str:
         c = self._calls
