@@ -265,3 +265,33 @@ async def test_the_scripted_embedder_fails_as_scripted_then_answers() -> None:
     assert len(v) == 64
     assert len(s.calls) == 2
     assert msgspec.json.encode(v)  # plain floats
+
+
+def refused(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("refused", request=request)
+
+
+def test_a_connection_failure_carries_neither_the_httpx_error_nor_the_key() -> None:
+    e = OpenAIEmbedder("openai/text-embedding-3-small", api_key=KEY,
+                       client=httpx.Client(transport=httpx.MockTransport(refused)),
+                       retry=RetryPolicy(max_retries=1), sleep=lambda s: None)
+    with pytest.raises(EmbeddingError) as info:
+        e.embed(("a",))
+    assert info.value.error.error_type == "connection_error"
+    assert info.value.__context__ is None and info.value.__cause__ is None
+    assert KEY not in repr(info.value.error)
+
+
+@pytest.mark.anyio
+async def test_the_async_embedder_fails_the_same_without_the_httpx_error() -> None:
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    e = AsyncOpenAIEmbedder("openai/text-embedding-3-small", api_key=KEY,
+                            client=mock(refused), retry=RetryPolicy(max_retries=1),
+                            sleep=no_wait)
+    with pytest.raises(EmbeddingError) as info:
+        await e.embed(("a",))
+    assert info.value.error.error_type == "connection_error"
+    assert info.value.__context__ is None and info.value.__cause__ is None
+

@@ -4,11 +4,16 @@ must be a mypy error whose message holds that text, and no other line may be one
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
+
+import anyio
+import httpx
 
 from effects import ask
 from interpreters import AsyncInterpreter, Simulator, SyncInterpreter
 from interpreters.handlers import Handlers
+from interpreters.memory.embed import AsyncOpenAIEmbedder, OpenAIEmbedder
 from pipeline import Agent, AskModel, processor
 from tests.typing_cases.accepted import Allowed, Answer, Audit, Db, audit_input, lookup, typed
 
@@ -61,3 +66,10 @@ Agent.create("m", deps_type=str, input_processors=[Audit()])  # E: "create" of "
 Agent.create(  # E: "create" of "Agent"
     "m", deps_type=str, input_processors=[processor("a", process_input=audit_input)]
 )
+
+
+# An embedder's client and sleep are of its kind: sync for the sync one, async for the other.
+OpenAIEmbedder("openai/m", sleep=anyio.sleep)  # E: Argument "sleep" to "OpenAIEmbedder"
+OpenAIEmbedder("openai/m", client=httpx.AsyncClient())  # E: Argument "client" to "OpenAIEmbedder"
+AsyncOpenAIEmbedder("openai/m", client=httpx.Client())  # E: Argument "client" to "AsyncOpenAI
+AsyncOpenAIEmbedder("openai/m", sleep=time.sleep)  # E: Argument "sleep" to "AsyncOpenAIEmbedder"

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -72,48 +73,24 @@ class _Body(msgspec.Struct, frozen=True):
 
 _body = msgspec.json.Decoder(_Body)
 
+_C = TypeVar("_C", httpx.Client, httpx.AsyncClient)
+_R = TypeVar("_R", None, Awaitable[None])
+"""What an embedder's `sleep` returns: nothing (sync) or what is awaited (async)."""
 
-class _Calls:
-    """What both embedders share, free of I/O: the requests, reading the answers, the
-    errors and when to retry."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None,
-        api_key: str | None,
-        env: Mapping[str, str] | None,
-        dimensions: int | None,
-        batch_size: int,
-        timeouts: Timeouts,
-        limits: Limits,
-        retry: RetryPolicy,
-        clock: Callable[[], float],
-    ) -> None:
-        config = provider_config(model, base_url=base_url, api_key=api_key, env=env)
-        if ROUTES[config.route].wire != ROUTES["openai"].wire:
-            raise ProviderConfigError(
-                f"{config.route}/ does not serve OpenAI-compatible /embeddings"
-            )
-        if dimensions is not None and (type(dimensions) is not int or dimensions < 1):
-            raise ValueError(f"dimensions must be an int of at least 1, got {dimensions!r}")
-        if type(batch_size) is not int or not 1 <= batch_size <= MAX_BATCH:
-            raise ValueError(f"batch_size must be an int from 1 to {MAX_BATCH}, "
-                             f"got {batch_size!r}")
-        for name, value, kind in (("timeouts", timeouts, Timeouts), ("limits", limits, Limits),
-                                  ("retry", retry, RetryPolicy)):
-            if not isinstance(value, kind):
-                raise TypeError(f"{name} must be a {kind.__name__}")
-        self.endpoint: Endpoint = config.endpoint
-        self.model = config.model
-        self.dimensions = dimensions
-        self.batch_size = batch_size
-        self.timeouts = timeouts
-        self.limits = limits
-        self.retry = retry
-        self._clock = clock
-        self.url = self.endpoint.url("/embeddings")
+class _Calls(msgspec.Struct, frozen=True):
+    """What both embedders share, free of I/O: their checked options, the requests,
+    reading the answers, the errors and when to retry."""
+
+    endpoint: Endpoint
+    url: str
+    model: str
+    dimensions: int | None
+    batch_size: int
+    timeouts: Timeouts
+    limits: Limits
+    retry: RetryPolicy
+    clock: Callable[[], float]
 
     def batches(self, texts: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
         for t in texts:
@@ -185,7 +162,7 @@ class _Calls:
             body = key.scrub(body.decode("utf-8", "surrogateescape"), cut=cut).encode(
                 "utf-8", "surrogateescape")
         return self.scrubbed(
-            classify_response(status, headers, body, now=self._clock(), reason=reason)
+            classify_response(status, headers, body, now=self.clock(), reason=reason)
         )
 
     def over_cap(self, status: int, headers: Mapping[str, str]) -> EmbeddingError:
@@ -223,35 +200,129 @@ class _Calls:
         return delay
 
 
-class _Options:
-    """The embedders' constructor, once."""
+_Reply = tuple[httpx.Response, bytes, bool]
+"""A response read (closed), its body up to the cap, and whether there was more."""
 
-    _calls: _Calls
 
-    def _setup(
+class _Run:
+    """One `embed` call, free of I/O: the requests to make, batch by batch, each made
+    again as the retry policy says, and the vectors gathered from the replies."""
+
+    def __init__(self, calls: _Calls, texts: tuple[str, ...]) -> None:
+        self.calls = calls
+        self.texts = tuple(texts)
+        self.deadline = time.monotonic() + calls.timeouts.total
+        self._dim: int | None = None
+        self._out: list[Vector] = []
+        self._reply: _Reply | EmbeddingError | None = None
+
+    def requests(self) -> Iterator[tuple[tuple[str, ...], float | None]]:
+        """Each request's batch and the seconds to wait before it (None: its first try);
+        each to be answered with `reply` before the next. Raises the failure that is
+        not tried again."""
+        for batch in self.calls.batches(self.texts):
+            attempt, delay = 0, None
+            vectors: tuple[Vector, ...] | None = None
+            while vectors is None:
+                yield batch, delay
+                try:
+                    vectors = self._vectors(batch)
+                except EmbeddingError as failure:
+                    delay = self.calls.wait(failure, attempt, self.deadline)
+                    attempt += 1
+            self._dim = len(vectors[0])
+            self._out += vectors
+
+    def reply(self, reply: _Reply | EmbeddingError) -> None:
+        self._reply = reply
+
+    def vectors(self) -> tuple[Vector, ...]:
+        return tuple(self._out)
+
+    def remaining(self) -> float:
+        """Seconds left for the next request; past the deadline, its error."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.calls.past_deadline()
+        return left
+
+    def failed(self, exc: httpx.HTTPError, status: int) -> EmbeddingError:
+        # A timeout cut to the deadline fires at it, give or take the clock's grain.
+        past = time.monotonic() >= self.deadline - 0.005
+        return self.calls.past_deadline() if past else self.calls.transport(exc, status)
+
+    def _vectors(self, batch: tuple[str, ...]) -> tuple[Vector, ...]:
+        reply, self._reply = self._reply, None
+        assert reply is not None, "each request is answered before the next"
+        if isinstance(reply, EmbeddingError):
+            # Raised here, not where the httpx error was caught: that error (whose
+            # request holds the key) must not ride along as __context__.
+            raise reply
+        resp, body, cut = reply
+        calls = self.calls
+        if resp.status_code >= 300:  # redirects are not followed: a wrong base URL
+            raise calls.rejected(resp.status_code, resp.headers, body, resp.reason_phrase, cut)
+        if cut:
+            raise calls.over_cap(resp.status_code, resp.headers)
+        return calls.decode(batch, body, resp.status_code, resp.headers, self._dim)
+
+
+class _Embedding(ABC, Generic[_C, _R]):
+    """The OpenAI-compatible embedders' constructor, once: its options checked, the
+    client made when none is given. The subclasses send and read, sync or async; `sleep`
+    (None: `time.sleep` for the sync class, `anyio.sleep` for the async one) waits
+    before a request is made again."""
+
+    def __init__(
         self,
         model: str,
-        base_url: str | None,
-        api_key: str | None,
-        env: Mapping[str, str] | None,
-        dimensions: int | None,
-        batch_size: int,
-        timeouts: Timeouts,
-        limits: Limits,
-        retry: RetryPolicy,
-        clock: Callable[[], float],
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        env: Mapping[str, str] | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 128,
+        timeouts: Timeouts = TIMEOUTS,
+        limits: Limits = LIMITS,
+        retry: RetryPolicy = RETRY,
+        client: _C | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], _R] | None = None,
     ) -> None:
+        config = provider_config(model, base_url=base_url, api_key=api_key, env=env)
+        if ROUTES[config.route].wire != ROUTES["openai"].wire:
+            raise ProviderConfigError(
+                f"{config.route}/ does not serve OpenAI-compatible /embeddings"
+            )
+        if dimensions is not None and (type(dimensions) is not int or dimensions < 1):
+            raise ValueError(f"dimensions must be an int of at least 1, got {dimensions!r}")
+        if type(batch_size) is not int or not 1 <= batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size must be an int from 1 to {MAX_BATCH}, "
+                             f"got {batch_size!r}")
+        for name, value, kind in (("timeouts", timeouts, Timeouts), ("limits", limits, Limits),
+                                  ("retry", retry, RetryPolicy)):
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}")
         self._calls = _Calls(
-            model, base_url=base_url, api_key=api_key, env=env, dimensions=dimensions,
-            batch_size=batch_size, timeouts=timeouts, limits=limits, retry=retry, clock=clock,
+            config.endpoint, config.endpoint.url("/embeddings"), config.model, dimensions,
+            batch_size, timeouts, limits, retry, clock,
         )
+        self._own = client is None
+        self._client: _C = client if client is not None else self._new_client()
+        self._sleep: Callable[[float], _R] = sleep if sleep is not None else self._wait
+
+    @abstractmethod
+    def _new_client(self) -> _C: ...
+
+    @abstractmethod
+    def _wait(self, seconds: float) -> _R: ...
 
     def __repr__(self) -> str:
         c = self._calls
         return f"{type(self).__name__}({c.model!r}, base_url={c.endpoint.base_url!r})"
 
 
-class OpenAIEmbedder(_Options, OwnedClient):
+class OpenAIEmbedder(_Embedding[httpx.Client, None], OwnedClient):
     """An `Embedder` over OpenAI-compatible `/embeddings` (sync, httpx.Client).
 
     `model`: a router id (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`,
@@ -259,148 +330,66 @@ class OpenAIEmbedder(_Options, OwnedClient):
     the server (OpenAI's v3 models shorten their vectors) and checked on every answer.
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        env: Mapping[str, str] | None = None,
-        dimensions: int | None = None,
-        batch_size: int = 128,
-        timeouts: Timeouts = TIMEOUTS,
-        limits: Limits = LIMITS,
-        retry: RetryPolicy = RETRY,
-        client: httpx.Client | None = None,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._setup(model, base_url, api_key, env, dimensions, batch_size, timeouts, limits,
-                    retry, clock)
-        self._own = client is None
-        self._client = client if client is not None else httpx.Client()
-        self._sleep = sleep
+    def _new_client(self) -> httpx.Client:
+        return httpx.Client()
+
+    def _wait(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
-        calls = self._calls
-        deadline = time.monotonic() + calls.timeouts.total
-        out: list[Vector] = []
-        dim: int | None = None
-        for batch in calls.batches(tuple(texts)):
-            vectors = self._retried(batch, deadline, dim)
-            dim = len(vectors[0])
-            out += vectors
-        return tuple(out)
+        run = _Run(self._calls, texts)
+        for batch, delay in run.requests():
+            if delay is not None:
+                self._sleep(delay)
+            run.reply(self._send(batch, run))
+        return run.vectors()
 
-    def _retried(
-        self, batch: tuple[str, ...], deadline: float, dim: int | None
-    ) -> tuple[Vector, ...]:
-        attempt = 0
-        while True:
-            try:
-                return self._once(batch, deadline, dim)
-            except EmbeddingError as failure:
-                self._sleep(self._calls.wait(failure, attempt, deadline))
-                attempt += 1
-
-    def _once(self, batch: tuple[str, ...], deadline: float, dim: int | None) -> tuple[Vector, ...]:
-        calls = self._calls
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise calls.past_deadline()
-        failure: EmbeddingError | None = None
-        status = 0
+    def _send(self, batch: tuple[str, ...], run: _Run) -> _Reply | EmbeddingError:
+        calls, remaining, status = self._calls, run.remaining(), 0
         try:
             resp = self._client.send(calls.request(batch, remaining), stream=True)
             try:
                 status = resp.status_code
-                body, cut = _read(resp.iter_bytes(), calls.cap(status), deadline)
+                body, cut = _read(resp.iter_bytes(), calls.cap(status), run.deadline)
             finally:
                 resp.close()
-            failure = _judge(calls, batch, resp, body, cut, dim)
-            if failure is None:
-                return calls.decode(batch, body, status, resp.headers, dim)
         except httpx.HTTPError as e:
-            failure = calls.past_deadline() if _past(deadline) else calls.transport(
-                e, status)
-        # Raised outside the except block: the httpx error (whose request holds the
-        # key) must not ride along as __context__.
-        raise failure
+            return run.failed(e, status)
+        return resp, body, cut
 
 
-class AsyncOpenAIEmbedder(_Options):
+class AsyncOpenAIEmbedder(_Embedding[httpx.AsyncClient, Awaitable[None]]):
     """The async `OpenAIEmbedder` (httpx.AsyncClient); the same options."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        env: Mapping[str, str] | None = None,
-        dimensions: int | None = None,
-        batch_size: int = 128,
-        timeouts: Timeouts = TIMEOUTS,
-        limits: Limits = LIMITS,
-        retry: RetryPolicy = RETRY,
-        client: httpx.AsyncClient | None = None,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-    ) -> None:
-        self._setup(model, base_url, api_key, env, dimensions, batch_size, timeouts, limits,
-                    retry, clock)
-        self._own = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
-        self._sleep = sleep
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient()
+
+    async def _wait(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
 
     async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
-        calls = self._calls
-        deadline = time.monotonic() + calls.timeouts.total
-        out: list[Vector] = []
-        dim: int | None = None
-        for batch in calls.batches(tuple(texts)):
-            vectors = await self._retried(batch, deadline, dim)
-            dim = len(vectors[0])
-            out += vectors
-        return tuple(out)
+        run = _Run(self._calls, texts)
+        for batch, delay in run.requests():
+            if delay is not None:
+                await self._sleep(delay)
+            run.reply(await self._send(batch, run))
+        return run.vectors()
 
-    async def _retried(
-        self, batch: tuple[str, ...], deadline: float, dim: int | None
-    ) -> tuple[Vector, ...]:
-        attempt = 0
-        while True:
-            try:
-                return await self._once(batch, deadline, dim)
-            except EmbeddingError as failure:
-                await self._sleep(self._calls.wait(failure, attempt, deadline))
-                attempt += 1
-
-    async def _once(
-        self, batch: tuple[str, ...], deadline: float, dim: int | None
-    ) -> tuple[Vector, ...]:
-        calls = self._calls
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise calls.past_deadline()
-        failure: EmbeddingError | None = None
-        status = 0
+    async def _send(self, batch: tuple[str, ...], run: _Run) -> _Reply | EmbeddingError:
+        calls, remaining, status = self._calls, run.remaining(), 0
         try:
             with anyio.fail_after(remaining):
                 resp = await self._client.send(calls.request(batch, remaining), stream=True)
                 try:
                     status = resp.status_code
-                    body, cut = await _aread(resp.aiter_bytes(), calls.cap(status), deadline)
+                    body, cut = await _aread(resp.aiter_bytes(), calls.cap(status))
                 finally:
                     await resp.aclose()
-            failure = _judge(calls, batch, resp, body, cut, dim)
-            if failure is None:
-                return calls.decode(batch, body, status, resp.headers, dim)
         except TimeoutError:
-            failure = calls.past_deadline()
+            return calls.past_deadline()
         except httpx.HTTPError as e:
-            failure = calls.past_deadline() if _past(deadline) else calls.transport(
-                e, status)
-        raise failure
+            return run.failed(e, status)
+        return resp, body, cut
 
     async def aclose(self) -> None:
         if self._own:
@@ -411,23 +400,6 @@ class AsyncOpenAIEmbedder(_Options):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _past(deadline: float) -> bool:
-    # A timeout cut to the deadline fires at it, give or take the clock's grain.
-    return time.monotonic() >= deadline - 0.005
-
-
-def _judge(
-    calls: _Calls, batch: tuple[str, ...], resp: httpx.Response, body: bytes, cut: bool,
-    dim: int | None,
-) -> EmbeddingError | None:
-    """The failure a read response is, or None when it is to be decoded."""
-    if resp.status_code >= 300:  # redirects are not followed: a wrong base URL
-        return calls.rejected(resp.status_code, resp.headers, body, resp.reason_phrase, cut)
-    if cut:
-        return calls.over_cap(resp.status_code, resp.headers)
-    return None
 
 
 def _read(chunks: Iterator[bytes], cap: int, deadline: float) -> tuple[bytes, bool]:
@@ -442,7 +414,7 @@ def _read(chunks: Iterator[bytes], cap: int, deadline: float) -> tuple[bytes, bo
     return bytes(buf), False
 
 
-async def _aread(chunks: AsyncIterator[bytes], cap: int, deadline: float) -> tuple[bytes, bool]:
+async def _aread(chunks: AsyncIterator[bytes], cap: int) -> tuple[bytes, bool]:
     buf = bytearray()
     async for chunk in chunks:
         buf += chunk

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.rows import (
+    Queries,
     check_schema,
     decode_messages,
     dimension_error,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
 T = TypeVar("T")
+_SQL = Queries("%s")
 
 HNSW_MAX_DIM = 2000
 """pgvector's HNSW index takes `vector`s of at most this many dimensions; larger ones are
@@ -279,12 +281,7 @@ class PostgresStore(CheckedStore):
         return self._run(lambda c: self._ensure(c, thread_id, resource_id, created_at))
 
     def _get_thread(self, thread_id: str) -> Thread | None:
-        row = self._run(
-            lambda c: c.execute(
-                "SELECT resource_id, created_at FROM memory_threads WHERE id = %s",
-                (thread_id,),
-            ).fetchone()
-        )
+        row = self._run(lambda c: c.execute(_SQL.thread, (thread_id,)).fetchone())
         if row is None:
             return None
         return Thread(id=thread_id, resource_id=row[0], created_at=float(row[1]))
@@ -353,21 +350,11 @@ class PostgresStore(CheckedStore):
 
     # --- working memory ----------------------------------------------------------------
     def _get_working_memory(self, key: str) -> str | None:
-        row = self._run(
-            lambda c: c.execute(
-                "SELECT text FROM memory_working WHERE key = %s", (key,)
-            ).fetchone()
-        )
+        row = self._run(lambda c: c.execute(_SQL.get_working, (key,)).fetchone())
         return None if row is None else str(row[0])
 
     def _set_working_memory(self, key: str, text: str) -> None:
-        self._run(
-            lambda c: c.execute(
-                "INSERT INTO memory_working VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET text = excluded.text",
-                (key, text),
-            )
-        )
+        self._run(lambda c: c.execute(_SQL.set_working, (key, text)))
 
     # --- vectors -----------------------------------------------------------------------
     def _index(self, conn: psycopg.Connection[TupleRow], dim: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable
+from typing import LiteralString
 
 import msgspec
 
@@ -74,3 +75,19 @@ def unpack(raw: bytes) -> array[float]:
 
 def dimension_error(stored: int, given: int) -> ValueError:
     return ValueError(f"the query vector has {given} dimensions, stored vectors {stored}")
+
+
+class Queries:
+    """The statements both SQL stores run alike, in one placeholder style (`?` for
+    sqlite3, `%s` for psycopg)."""
+
+    def __init__(self, placeholder: LiteralString) -> None:
+        p = placeholder
+        self.thread: LiteralString = (
+            f"SELECT resource_id, created_at FROM memory_threads WHERE id = {p}"
+        )
+        self.get_working: LiteralString = f"SELECT text FROM memory_working WHERE key = {p}"
+        self.set_working: LiteralString = (
+            f"INSERT INTO memory_working VALUES ({p}, {p}) "
+            "ON CONFLICT (key) DO UPDATE SET text = excluded.text"
+        )

@@ -24,7 +24,13 @@ from contextlib import contextmanager
 from typing import Literal, TypeVar, get_args
 
 from interpreters.memory.in_thread import AsyncStoreInThread
-from interpreters.memory.rows import check_schema, decode_messages, encode_message, pack
+from interpreters.memory.rows import (
+    Queries,
+    check_schema,
+    decode_messages,
+    encode_message,
+    pack,
+)
 from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
 from interpreters.memory.store import (
     SCHEMA_VERSION,
@@ -42,6 +48,7 @@ _VECTOR_SEARCH: tuple[str, ...] = get_args(VectorSearch)
 
 T = TypeVar("T")
 
+_SQL = Queries("?")
 _IN_CHUNK = 500  # ids per IN (...) query, under SQLite's bound on parameters
 
 # Each entry takes the schema from the version before it to its own (index + 1).
@@ -192,9 +199,7 @@ class SQLiteStore(CheckedStore):
     def _ensure(
         conn: sqlite3.Connection, thread_id: str, resource_id: str | None, created_at: float
     ) -> Thread:
-        row = conn.execute(
-            "SELECT resource_id, created_at FROM memory_threads WHERE id = ?", (thread_id,)
-        ).fetchone()
+        row = conn.execute(_SQL.thread, (thread_id,)).fetchone()
         if row is None:
             conn.execute(
                 "INSERT INTO memory_threads VALUES (?, ?, ?)",
@@ -210,10 +215,7 @@ class SQLiteStore(CheckedStore):
 
     def _get_thread(self, thread_id: str) -> Thread | None:
         with self._use() as conn:
-            row = conn.execute(
-                "SELECT resource_id, created_at FROM memory_threads WHERE id = ?",
-                (thread_id,),
-            ).fetchone()
+            row = conn.execute(_SQL.thread, (thread_id,)).fetchone()
         return None if row is None else Thread(id=thread_id, resource_id=row[0], created_at=row[1])
 
     # --- messages ----------------------------------------------------------------------
@@ -286,17 +288,11 @@ class SQLiteStore(CheckedStore):
     # --- working memory ----------------------------------------------------------------
     def _get_working_memory(self, key: str) -> str | None:
         with self._use() as conn:
-            row = conn.execute("SELECT text FROM memory_working WHERE key = ?", (key,)).fetchone()
+            row = conn.execute(_SQL.get_working, (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def _set_working_memory(self, key: str, text: str) -> None:
-        self._write(
-            lambda c: c.execute(
-                "INSERT INTO memory_working VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET text = excluded.text",
-                (key, text),
-            )
-        )
+        self._write(lambda c: c.execute(_SQL.set_working, (key, text)))
 
     # --- vectors -----------------------------------------------------------------------
     def _save_vectors(
