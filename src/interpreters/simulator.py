@@ -35,16 +35,21 @@ from interpreters.started import Virtual
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from interpreters.trace import Trace
 from interpreters.virtual_deadline import Deadlines, VirtualDeadline
-from pipeline.agent import Agent
-from pipeline.chunks import (
+from pipeline import (
+    Agent,
+    ApiError,
     Chunk,
     DataChunk,
     FinishReason,
     ModelEvent,
     ModelFinish,
+    ModelRequest,
+    Pricer,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
+    RunInput,
+    RunResult,
     SourceChunk,
     TextDelta,
     TextEnd,
@@ -53,10 +58,9 @@ from pipeline.chunks import (
     ToolCallDelta,
     Usage,
 )
-from pipeline.cost import Pricer
-from pipeline.messages import JsonObject, RunInput
-from pipeline.model import ApiError, ModelRequest, is_retryable_status
-from pipeline.result import Output, RunResult
+from pipeline.messages import JsonObject
+from pipeline.model import is_retryable_status
+from pipeline.result import Output
 
 CANCELLABLE = keys_of(CancellableScope)
 

@@ -66,19 +66,23 @@ class ProcessorFailed(_Described, frozen=True, tag="processor-failed"):
     _text = "processor {processor_id!r} failed in {hook}: {error_type}: {message}"
 
 
-class ApiFailed(_Described, frozen=True, tag="api-failed"):
-    """The provider rejected the call and no error processor recovered it."""
+class _AtStep(_Described, frozen=True):
+    """A run error that happened at a step (`step_number` first, in every one)."""
 
     step_number: int
+
+
+class ApiFailed(_AtStep, frozen=True, tag="api-failed"):
+    """The provider rejected the call and no error processor recovered it."""
+
     error: ApiError
     attempts: int
     _text = "model call failed at step {step_number} after {attempts} attempt(s): {error}"
 
 
-class StreamFailed(_Described, frozen=True, tag="stream-failed"):
+class StreamFailed(_AtStep, frozen=True, tag="stream-failed"):
     """The model stream broke after it started; what was received is kept, marked incomplete."""
 
-    step_number: int
     message: str
     error: ApiError | None = None
     _text = "model stream broke at step {step_number}: {message}"
@@ -91,10 +95,9 @@ class Cancelled(_Described, frozen=True, tag="cancelled"):
     _text = "run cancelled: {reason}"
 
 
-class OutputInvalid(_Described, frozen=True, tag="output-invalid"):
+class OutputInvalid(_AtStep, frozen=True, tag="output-invalid"):
     """The model's final reply did not decode into the output type, retries included."""
 
-    step_number: int
     message: str
     text: str
     """The last invalid reply (not kept in the messages)."""
