@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import os
 import statistics
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 import anyio
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 
+from bench.summary import summary
 from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
@@ -264,16 +264,8 @@ def main(argv: list[str] | None = None) -> int:
             for v, w in zip(cells, (12, 10, 12, 8, 11), strict=True)
         )
         print(f"{r['system']!s:<31}{r['per_run_ms']:>12.2f}{shown}")
-    summary = {
-        "params": {"steps": steps, "runs": runs, "timer": a.timer, "quick": a.quick},
-        "timer": clock.__name__,
-        "loadavg_start": list(load_start),
-        "loadavg_end": list(load_end),
-        "python": sys.version.split()[0],
-        "total_s": time.perf_counter() - t0,
-        "results": rows,
-    }
-    print(json.dumps(summary))
+    params = {"steps": steps, "runs": runs, "timer": a.timer, "quick": a.quick}
+    print(summary(params, clock.__name__, (load_start, load_end), t0, rows))
     return 0
 
 

@@ -22,7 +22,6 @@ load average. Prints a table, then one JSON line with every figure.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
@@ -34,6 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.summary import summary
 from interpreters.memory import MemoryStore, SQLiteStore
 from pipeline.messages import Message, TextPart
 
@@ -169,17 +169,9 @@ def main(argv: list[str] | None = None) -> int:
               + "".join(f"{float(str(r[k])):>10.2f}" for k in
                         ("history_ms", "recall_ms", "save_ms", "total_ms"))
               + f"{'' if g is None else f'{g:.2f}':>12}{float(str(r['fill_s'])):>9.1f}")
-    summary = {
-        "params": {"sizes": sizes, "dim": dim, "runs": runs, "k": K, "history": HISTORY,
-                   "timer": a.timer, "quick": a.quick},
-        "timer": clock.__name__,
-        "loadavg_start": list(load_start),
-        "loadavg_end": list(load_end),
-        "python": sys.version.split()[0],
-        "total_s": time.perf_counter() - t0,
-        "results": rows,
-    }
-    print(json.dumps(summary))
+    params = {"sizes": sizes, "dim": dim, "runs": runs, "k": K, "history": HISTORY,
+              "timer": a.timer, "quick": a.quick}
+    print(summary(params, clock.__name__, (load_start, load_end), t0, rows))
     return 0
 
 
