@@ -27,7 +27,7 @@ import phonenumbers as pn
 from stdnum import ean, luhn
 
 from pipeline.processors import LanguageDetector, PIIDetector, Py3LangidBackend
-from pipeline.processors import pii_detectors as d
+from pipeline.processors.guards import pii_detectors as d
 
 Sample = tuple[str, str | None, str | None]
 """A text, the kind of the value planted in it (None: a negative) and that value."""
@@ -247,7 +247,7 @@ LANGUAGE_SHORT = {
 def languages() -> None:
     """Accuracy and abstentions of the old default (all 97 languages, threshold 0.8) and
     the new one (targets plus COMMON_LANGUAGES, the length-aware threshold)."""
-    from pipeline.processors import language_detector as ld
+    from pipeline.processors.guards import language as ld
 
     wide = Py3LangidBackend()
     narrow = LanguageDetector(["en"]).backend

@@ -43,8 +43,8 @@ from bench.summary import summary
 from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
-from pipeline.model import ModelRequest
 from pipeline.tools import tool
+from pipeline.values.model import ModelRequest
 
 
 def lookup(i: int) -> int:

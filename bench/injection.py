@@ -36,11 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pipeline.processors.injection_model import classify_injection, load_model  # noqa: E402
-from pipeline.processors.prompt_injection import (  # noqa: E402
+from pipeline.processors.guards.injection import (  # noqa: E402
     PromptInjectionDetector,
     scan_injection,
 )
+from pipeline.processors.guards.injection_model import classify_injection, load_model  # noqa: E402
 from training.sources import Row, load  # noqa: E402
 
 SAMPLE = ROOT / "bench/data/injection_heldout.jsonl"

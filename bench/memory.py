@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bench.summary import summary
 from interpreters.memory import MemoryStore, SQLiteStore
-from pipeline.messages import Message, TextPart
+from pipeline.values.messages import Message, TextPart
 
 HISTORY = 20
 K = 5

@@ -31,7 +31,7 @@ import anyio
 from interpreters.simulator import Say, ScriptedModel, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.model import ModelRequest
+from pipeline.values.model import ModelRequest
 
 
 def echo(text: str) -> str:

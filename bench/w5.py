@@ -140,9 +140,9 @@ def _one_call(system: str, base: str) -> Callable[[], int]:
 
     if system == "provider-bedrock":
         from interpreters.providers import resolve_provider
-        from pipeline.chunks import TextDelta
-        from pipeline.messages import user
-        from pipeline.model import ModelRequest
+        from pipeline.values.chunks import TextDelta
+        from pipeline.values.messages import user
+        from pipeline.values.model import ModelRequest
 
         provider = resolve_provider(f"bedrock/{BEDROCK_MODEL}", base_url=base, env=AWS_ENV)
         request = ModelRequest(model=BEDROCK_MODEL, system=(), messages=(user("hi", id="m1"),))
@@ -177,9 +177,9 @@ def _one_call(system: str, base: str) -> Callable[[], int]:
 
     if system.startswith("provider-"):
         from interpreters.providers import resolve_provider
-        from pipeline.chunks import TextDelta
-        from pipeline.messages import user
-        from pipeline.model import ModelRequest
+        from pipeline.values.chunks import TextDelta
+        from pipeline.values.messages import user
+        from pipeline.values.model import ModelRequest
 
         route, model = {"provider-openai": ("openai", "gpt-4o"),
                         "provider-anthropic": ("anthropic", "claude-sonnet-4-5"),

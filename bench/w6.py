@@ -35,9 +35,9 @@ import msgspec
 from interpreters.simulator import Say, ScriptedModel, Simulator
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import Agent
-from pipeline.chunks import TextDelta
-from pipeline.model import ModelRequest
 from pipeline.processors import ModerationProcessor
+from pipeline.values.chunks import TextDelta
+from pipeline.values.model import ModelRequest
 
 DELTA = "word "
 GOAL_RATIO = 0.9

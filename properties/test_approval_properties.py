@@ -29,8 +29,8 @@ from pipeline.approval import (
     edit,
 )
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
-from pipeline.result import RunResult
-from pipeline.tool_context import ToolContext
+from pipeline.tools.context import ToolContext
+from pipeline.values.result import RunResult
 from tests.helpers import unpaired_tool_calls
 
 LIMIT = 100

@@ -27,8 +27,8 @@ from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, VirtualClock
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk
-from pipeline.result import RunResult
+from pipeline.values.chunks import Chunk
+from pipeline.values.result import RunResult
 from properties.test_equivalence import (
     START,
     Check,

@@ -21,10 +21,10 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, Scripted, ScriptedModel, call
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk
-from pipeline.result import RunResult
-from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
+from pipeline.values.chunks import Chunk
+from pipeline.values.result import RunResult
+from pipeline.values.retry import RetryPolicy
 from tests.helpers import BatchedScriptedModel
 
 

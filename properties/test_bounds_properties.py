@@ -7,7 +7,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.bounds import json_too_deep, value_too_deep
+from pipeline.values.bounds import json_too_deep, value_too_deep
 
 _tricky = st.text(alphabet='[]{}"\\ab', max_size=6)
 json_values = st.recursive(

@@ -36,10 +36,6 @@ from interpreters.simulator import Say, ScriptedModel, SimRun, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import TextDelta
-from pipeline.messages import MessageList
-from pipeline.model import ModelRequest
-from pipeline.pairing import is_paired
 from pipeline.processor import (
     AskModel,
     OutputResultArgs,
@@ -50,7 +46,11 @@ from pipeline.processor import (
     StreamResult,
     processor,
 )
-from pipeline.result import Cancelled
+from pipeline.values.chunks import TextDelta
+from pipeline.values.messages import MessageList
+from pipeline.values.model import ModelRequest
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import Cancelled
 from tests.faults.cancel_at import REASON, cancelling_at
 from tests.helpers import BatchedScriptedModel
 

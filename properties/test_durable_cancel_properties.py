@@ -30,9 +30,9 @@ from interpreters.simulator import Scripted, ScriptedModel, VirtualClock
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk
-from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
-from pipeline.result import RunResult
+from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.values.chunks import Chunk
+from pipeline.values.result import RunResult
 from properties.test_durable_properties import LiveSteps, ReadFirst
 from properties.test_equivalence import (
     START,

@@ -26,11 +26,11 @@ from interpreters.simulator import Scripted, ScriptedModel, VirtualClock
 from interpreters.sync import SyncInterpreter, run_tool
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ModelEvent
-from pipeline.model import ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol import ToolInvocation
-from pipeline.result import RunResult
+from pipeline.protocol.replies import ToolInvocation
+from pipeline.values.chunks import Chunk, ModelEvent
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import RunResult
 from properties.test_equivalence import (
     START,
     Check,

@@ -54,9 +54,6 @@ from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter, run_tool
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, Finish, ModelEvent, ReasoningDelta, TextDelta
-from pipeline.messages import SystemMessage
-from pipeline.model import ModelRequest
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -84,10 +81,13 @@ from pipeline.processor import (
     abort,
 )
 from pipeline.processors import PIIDetector, PromptInjectionDetector, UnicodeNormalizer
-from pipeline.protocol import ToolInvocation
-from pipeline.result import RunResult
-from pipeline.retry import RetryPolicy
-from pipeline.tool_context import ToolContext
+from pipeline.protocol.replies import ToolInvocation
+from pipeline.tools.context import ToolContext
+from pipeline.values.chunks import Chunk, DataChunk, Finish, ModelEvent, ReasoningDelta, TextDelta
+from pipeline.values.messages import SystemMessage
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import RunResult
+from pipeline.values.retry import RetryPolicy
 
 START = 1_700_000_000.0
 BACKENDS = ("asyncio", "trio")

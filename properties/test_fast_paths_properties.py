@@ -22,9 +22,9 @@ from interpreters.observe import Observer, RunInfo, RunObserver
 from interpreters.simulator import Scripted, ScriptedModel
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
-from pipeline.chunks import Chunk
-from pipeline.protocol import LoopCommand
-from pipeline.result import RunResult
+from pipeline.protocol.replies import LoopCommand
+from pipeline.values.chunks import Chunk
+from pipeline.values.result import RunResult
 from properties.test_batches_properties import AGENT, scripts
 from tests.helpers import BatchedScriptedModel
 

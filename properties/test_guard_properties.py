@@ -11,12 +11,13 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from effects import Abort, Out, Replace
-from pipeline.messages import Message, MessageList, Source, ToolCallPart, ToolResultPart
-from pipeline.processor import InputArgs, RunContext
+from pipeline.processor import InputArgs
 from pipeline.processors import TokenLimiterProcessor, ToolCallFilter
+from pipeline.processors.guards.unicode import FoldHomoglyphs, normalize_text
 from pipeline.processors.token_limiter import LimiterState, trim_start
 from pipeline.processors.tool_call_filter import filter_tool_calls
-from pipeline.processors.unicode_normalizer import FoldHomoglyphs, normalize_text
+from pipeline.values.context import RunContext
+from pipeline.values.messages import Message, MessageList, Source, ToolCallPart, ToolResultPart
 
 from .tool_histories import NAMES, damaged, histories, pairing_problems, render, well_formed
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from interpreters.journal import CommandSeen, Journal, ModelReplied, Recorder
 from interpreters.simulator import Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
-from pipeline.chunks import ReasoningDelta, TextDelta
+from pipeline.values.chunks import ReasoningDelta, TextDelta
 
 ALPHABET = st.sampled_from('ab"\\/\n\t\x00\u00e9\u2028<&\'k-09')
 secrets = st.text(ALPHABET, min_size=6, max_size=24).map(lambda tail: "sk-" + tail)

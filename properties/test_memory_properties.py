@@ -25,9 +25,6 @@ from interpreters.memory import InMemoryStore, async_memory_handlers, memory_han
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.chunks import TextDelta, ToolResult
-from pipeline.messages import Message, MessageList, TextPart
-from pipeline.pairing import cut_points, is_paired
 from pipeline.processor import (
     OutputResultArgs,
     OutputResultResult,
@@ -38,10 +35,13 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.processors import MessageHistory, Summarization
-from pipeline.processors.memory_summary import summary_cut
-from pipeline.result import RunResult
+from pipeline.processors.memory.summary import summary_cut
 from pipeline.tools import tool
-from pipeline.validate import check_messages
+from pipeline.values.chunks import TextDelta, ToolResult
+from pipeline.values.messages import Message, MessageList, TextPart
+from pipeline.values.pairing import cut_points, is_paired
+from pipeline.values.result import RunResult
+from pipeline.values.validate import check_messages
 from properties.tool_histories import well_formed
 from tests.helpers import CancelAt
 

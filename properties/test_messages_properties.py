@@ -1,7 +1,7 @@
 """MessageList is a value, however it was made.
 
 `add` (and the loop's `_add_one`) shares structure with the list it adds to (a shared
-append-only log, see `pipeline.messages._Log`). The property: any sequence of changes,
+append-only log, see `pipeline.values.messages._Log`). The property: any sequence of changes,
 each applied to any earlier version (so lists branch from lists that were already added
 to), gives exactly what a plain-tuple reference model gives, and leaves every earlier
 version as it was.
@@ -15,7 +15,7 @@ import msgspec
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from pipeline.messages import Message, MessageList, Source, SystemMessage, TextPart
+from pipeline.values.messages import Message, MessageList, Source, SystemMessage, TextPart
 
 SOURCES: tuple[Source, ...] = ("input", "response", "memory", "context")
 

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from interpreters.simulator import Say, Scripted, ScriptedModel, SimRun, Simulator
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.chunks import TextDelta
-from pipeline.model import ModelRequest
 from pipeline.processors import ModerationProcessor
+from pipeline.values.chunks import TextDelta
+from pipeline.values.model import ModelRequest
 
 CATS = ("hate", "violence")
 WORD = "nasty"

@@ -25,9 +25,9 @@ from interpreters.simulator import Scripted
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk
-from pipeline.protocol import LoopCommand
-from pipeline.result import RunResult
+from pipeline.protocol.replies import LoopCommand
+from pipeline.values.chunks import Chunk
+from pipeline.values.result import RunResult
 from properties.test_equivalence import (
     Check,
     Pipeline,

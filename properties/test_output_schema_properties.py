@@ -15,7 +15,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.output_type import TypedOutput, strict_schema
+from pipeline.values.output_type import TypedOutput, strict_schema
 
 _names = itertools.count()
 

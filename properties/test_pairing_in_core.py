@@ -1,6 +1,6 @@
 """Pairing repair in the core: every request any provider receives is paired.
 
-The loop repairs the history before every model call (`pipeline.pairing.PairedHistory`),
+The loop repairs the history before every model call (`pipeline.values.pairing.PairedHistory`),
 so the simulator's scripted model, a user's own provider and the HTTP codecs alike get a
 paired history, whatever processors did to it. Only the suffix added since the last call
 is checked; the properties here hold that shortcut to the full repair.
@@ -21,20 +21,7 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.call_ids import CallIds, tool_part_ids
-from pipeline.chunks import ModelEvent, ToolCall
-from pipeline.messages import (
-    Message,
-    MessageList,
-    Part,
-    Role,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    user,
-)
-from pipeline.model import ModelRequest
-from pipeline.pairing import PairedHistory, is_paired, repair_pairing
+from pipeline.loop.call_ids import CallIds, tool_part_ids
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
@@ -45,8 +32,21 @@ from pipeline.processor import (
     StreamResult,
     processor,
 )
-from pipeline.tool_context import ToolContext
 from pipeline.tools import tool
+from pipeline.tools.context import ToolContext
+from pipeline.values.chunks import ModelEvent, ToolCall
+from pipeline.values.messages import (
+    Message,
+    MessageList,
+    Part,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    user,
+)
+from pipeline.values.model import ModelRequest
+from pipeline.values.pairing import PairedHistory, is_paired, repair_pairing
 
 from .tool_histories import POOL_IDS, damaged, histories, pool_ids, raw_parts, render
 
@@ -232,7 +232,7 @@ def test_the_incremental_check_equals_the_full_repair(
 
 def test_an_added_result_for_an_earlier_call_is_noticed() -> None:
     """A suffix answering a call of the checked prefix (a duplicate result) is repaired."""
-    from pipeline.messages import ToolCallPart, ToolResultPart
+    from pipeline.values.messages import ToolCallPart, ToolResultPart
 
     paired = MessageList.of([
         Message(id="a", role="assistant", parts=(ToolCallPart("c", "f", {}),)),

@@ -6,8 +6,8 @@ import msgspec
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from pipeline.messages import Message, ToolCallPart, ToolResultPart
-from pipeline.pairing import MISSING_RESULT, cut_points, is_paired, repair_pairing
+from pipeline.values.messages import Message, ToolCallPart, ToolResultPart
+from pipeline.values.pairing import MISSING_RESULT, cut_points, is_paired, repair_pairing
 
 from .tool_histories import damaged, histories, pairing_problems, render, well_formed
 

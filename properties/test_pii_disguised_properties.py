@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from interpreters.simulator import Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
-from pipeline.chunks import TextDelta
 from pipeline.processors import PIIDetector
-from pipeline.processors.pii import Strategy
+from pipeline.processors.guards.pii import Strategy
+from pipeline.values.chunks import TextDelta
 from properties.test_pii_properties import cards, emails
 
 KNOWN = (

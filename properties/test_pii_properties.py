@@ -24,7 +24,7 @@ from interpreters.simulator import Say, ScriptedModel, SimRun, Simulator
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
 from pipeline.processors import PIIDetector
-from pipeline.processors.pii import Strategy
+from pipeline.processors.guards.pii import Strategy
 
 REDACTING: tuple[Strategy, ...] = ("redact", "mask", "hash", "remove", "block")
 

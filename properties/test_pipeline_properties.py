@@ -17,8 +17,6 @@ from hypothesis import strategies as st
 from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
 from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, SimRun, Simulator, call
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, TextDelta, ToolCall, Tripwire
-from pipeline.messages import DataPart, SystemMessage
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -35,6 +33,8 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.tools import tool
+from pipeline.values.chunks import Chunk, DataChunk, TextDelta, ToolCall, Tripwire
+from pipeline.values.messages import DataPart, SystemMessage
 
 MODEL = "sim/model"
 

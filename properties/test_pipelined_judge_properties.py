@@ -32,11 +32,11 @@ from interpreters.simulator_aio import AsyncSimulator
 from interpreters.started import InOrder
 from interpreters.sync import SyncInterpreter
 from pipeline import Agent
-from pipeline.chunks import Chunk, TextDelta
-from pipeline.model import ModelRequest
 from pipeline.processors import ModerationProcessor
-from pipeline.processors.moderation import ModerationStrategy
-from pipeline.result import RunResult
+from pipeline.processors.guards.moderation import ModerationStrategy
+from pipeline.values.chunks import Chunk, TextDelta
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import RunResult
 from properties.test_equivalence import _InProcessSteps
 
 START = 1_700_000_000.0

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 import pipeline.processors as processors
 from pipeline import ProcessorConfigError
-from pipeline.messages import Role
 from pipeline.processors import (
     ApproxTokenCounter,
     BatchPartsProcessor,
@@ -41,17 +40,18 @@ from pipeline.processors import (
     UnicodeNormalizer,
     WorkingMemory,
 )
-from pipeline.processors import pii_detectors as d
 from pipeline.processors.budget import OnLimit
-from pipeline.processors.language_detector import LanguageStrategy, Undecided
-from pipeline.processors.memory import OnRecallError, RecallScope
-from pipeline.processors.moderation import ModerationStrategy, OutputCheck
+from pipeline.processors.guards import pii_detectors as d
+from pipeline.processors.guards.injection import InjectionStrategy, JudgeMode
+from pipeline.processors.guards.language import LanguageStrategy, Undecided
+from pipeline.processors.guards.moderation import ModerationStrategy, OutputCheck
+from pipeline.processors.guards.pii import Kind, OnError, Strategy
+from pipeline.processors.guards.scrubber import RedactionMethod, ScrubStrategy
+from pipeline.processors.guards.unicode import FoldHomoglyphs, NormalForm
+from pipeline.processors.memory.processors import OnRecallError, RecallScope
 from pipeline.processors.options import literal_values
-from pipeline.processors.pii import Kind, OnError, Strategy
-from pipeline.processors.prompt_injection import InjectionStrategy, JudgeMode
-from pipeline.processors.scrubber import RedactionMethod, ScrubStrategy
 from pipeline.processors.token_limiter import CountMode, OutputStrategy
-from pipeline.processors.unicode_normalizer import FoldHomoglyphs, NormalForm
+from pipeline.values.messages import Role
 
 Values = st.SearchStrategy[object]
 

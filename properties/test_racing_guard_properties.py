@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, VirtualClock, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import Agent
-from pipeline.chunks import Chunk, TextDelta, ToolCall
 from pipeline.processors import ModerationProcessor
 from pipeline.tools import tool
+from pipeline.values.chunks import Chunk, TextDelta, ToolCall
 
 VERDICTS = {
     "clean": msgspec.json.encode({"category_scores": {"hate": 0.0}}).decode(),

@@ -29,8 +29,8 @@ from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.result import RunResult
-from pipeline.retry import RetryPolicy
+from pipeline.values.result import RunResult
+from pipeline.values.retry import RetryPolicy
 from tests.providers.helpers import KEY, oa_chunk, oa_text_stream, sse
 from tests.providers.server import ReplayServer, Reply
 

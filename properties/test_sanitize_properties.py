@@ -10,11 +10,17 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from interpreters.providers.openai_responses import RESPONSES_PROFILE
-from pipeline.chunks import ToolCall, ToolCallDelta
-from pipeline.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from pipeline.model import ModelRequest, StructuredOutput, ToolChoice, ToolChoiceTool
-from pipeline.pairing import is_paired
-from pipeline.sanitize import (
+from pipeline.values.chunks import ToolCall, ToolCallDelta
+from pipeline.values.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.model import (
+    ModelRequest,
+    StructuredOutput,
+    ToolChoice,
+    ToolChoiceTool,
+    ToolSpec,
+)
+from pipeline.values.pairing import is_paired
+from pipeline.values.sanitize import (
     ANTHROPIC,
     BEDROCK,
     GEMINI,
@@ -27,7 +33,6 @@ from pipeline.sanitize import (
     restore_message,
     sanitize_request,
 )
-from pipeline.tools import ToolSpec
 
 from .tool_histories import SAFE, histories, render
 

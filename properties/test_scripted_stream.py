@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from interpreters.common import NoCleanupStream
 from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, _break_error, _cut
-from pipeline.messages import user
-from pipeline.model import ModelRequest
+from pipeline.values.messages import user
+from pipeline.values.model import ModelRequest
 from properties.test_equivalence import fails, says
 
 REQUEST = ModelRequest(model="m", system=(), messages=(user("hi", id="u1"),))

@@ -21,7 +21,7 @@ from interpreters.providers.openai_chat import OpenAIStreamDecoder
 from interpreters.providers.openai_responses import ResponsesStreamDecoder
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent, SseParser
-from pipeline.chunks import ModelEvent
+from pipeline.values.chunks import ModelEvent
 from tests.providers.cassettes import index_files, load, traffic_dir
 from tests.providers.helpers import (
     an_text_stream,

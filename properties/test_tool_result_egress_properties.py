@@ -21,7 +21,7 @@ from interpreters.simulator import Say, ScriptedModel, SimRun, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
 from pipeline.processors import PIIDetector
-from pipeline.processors.pii import Strategy
+from pipeline.processors.guards.pii import Strategy
 from pipeline.tools import tool
 from pipeline.ui_stream import ndjson, ui_message_sse
 

@@ -13,7 +13,7 @@ import string
 
 from hypothesis import strategies as st
 
-from pipeline.messages import Message, Part, Role, TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.messages import Message, Part, Role, TextPart, ToolCallPart, ToolResultPart
 
 SAFE = string.ascii_letters + string.digits + "_-"
 
@@ -154,7 +154,7 @@ histories = st.one_of(damaged(), raw_histories())
 def pairing_problems(messages: tuple[Message, ...]) -> list[str]:
     """Why `messages` is not paired, checked the slow, obvious way (empty: paired).
 
-    Independent of `pipeline.pairing`, so it can judge `is_paired` too.
+    Independent of `pipeline.values.pairing`, so it can judge `is_paired` too.
     """
     problems: list[str] = []
     calls = [(i, p) for i, m in enumerate(messages) for p in m.parts if isinstance(p, ToolCallPart)]

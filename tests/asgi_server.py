@@ -24,7 +24,7 @@ from examples.asgi_stream import (
     demo_script,
 )
 from interpreters import AsyncInterpreter, ScriptedModel
-from pipeline.result import RunResult
+from pipeline.values.result import RunResult
 
 WAIT = 20.0
 """Seconds the server may take to start or stop, and a held model waits at most."""

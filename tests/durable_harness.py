@@ -19,8 +19,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pipeline.chunks import Chunk
-from pipeline.result import RunResult
+from pipeline.values.chunks import Chunk
+from pipeline.values.result import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 90.0

@@ -29,12 +29,12 @@ from interpreters.durable import DurableRuns
 from interpreters.durable_store import Takeover
 from interpreters.simulator import Say, call
 from pipeline.agent import Agent
-from pipeline.chunks import ModelEvent
-from pipeline.messages import TextPart
-from pipeline.model import ModelRequest
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
-from pipeline.tool_context import ToolContext
 from pipeline.tools import tool
+from pipeline.tools.context import ToolContext
+from pipeline.values.chunks import ModelEvent
+from pipeline.values.messages import TextPart
+from pipeline.values.model import ModelRequest
 
 MODEL = "worker/model"
 JUDGE = "worker/judge"

@@ -20,7 +20,8 @@ from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Scripted, ScriptedModel, SimRun, Simulator
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import (
+from pipeline.protocol.replies import LoopCommand
+from pipeline.values.chunks import (
     Chunk,
     DataChunk,
     ModelEvent,
@@ -30,11 +31,10 @@ from pipeline.chunks import (
     TextStart,
     Usage,
 )
-from pipeline.messages import Message, MessageList, Role, RunInput, TextPart
-from pipeline.model import ApiError, ModelRequest
-from pipeline.processor import RunContext
-from pipeline.protocol import LoopCommand
-from pipeline.result import ApiFailed, RunResult
+from pipeline.values.context import RunContext
+from pipeline.values.messages import Message, MessageList, Role, RunInput, TextPart
+from pipeline.values.model import ApiError, ModelRequest
+from pipeline.values.result import ApiFailed, RunResult
 
 MODEL = "sim/model"
 P = TypeVar("P")

@@ -7,7 +7,6 @@ import pytest
 from effects import Continue
 from interpreters.simulator import Say
 from pipeline.agent import Agent
-from pipeline.messages import SystemMessage
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -19,6 +18,7 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.tools import make_tool, tool
+from pipeline.values.messages import SystemMessage
 from tests.helpers import make_agent, simulate, system_texts
 
 

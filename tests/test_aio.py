@@ -18,9 +18,6 @@ from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, Finish, ModelEvent, TextDelta
-from pipeline.messages import MessageList, TextPart, user
-from pipeline.model import ModelRequest
 from pipeline.processor import (
     AskModel,
     InputArgs,
@@ -30,7 +27,6 @@ from pipeline.processor import (
     OutputResultResult,
     OutputStepArgs,
     OutputStepResult,
-    RunContext,
     StatefulProcessor,
     StepChange,
     StreamArgs,
@@ -38,7 +34,11 @@ from pipeline.processor import (
     abort,
     processor,
 )
-from pipeline.result import ApiFailed, ProcessorFailed, StreamFailed
+from pipeline.values.chunks import Chunk, Finish, ModelEvent, TextDelta
+from pipeline.values.context import RunContext
+from pipeline.values.messages import MessageList, TextPart, user
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import ApiFailed, ProcessorFailed, StreamFailed
 from tests.helpers import NoKeyError, assert_scoped, assert_unconfigured, unconfigured
 
 pytestmark = pytest.mark.anyio

@@ -20,10 +20,10 @@ from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, call
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
-from pipeline.result import Cancelled, RunResult
-from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
+from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
+from pipeline.values.result import Cancelled, RunResult
+from pipeline.values.retry import RetryPolicy
 from tests.helpers import BatchedScriptedModel
 
 pytestmark = pytest.mark.anyio

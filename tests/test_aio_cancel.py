@@ -25,7 +25,9 @@ from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
 from pipeline import agent_loop
 from pipeline.agent import Agent
-from pipeline.chunks import (
+from pipeline.processor import OutputStepArgs, OutputStepResult, StatefulProcessor
+from pipeline.protocol.replies import RunCancelled
+from pipeline.values.chunks import (
     Chunk,
     ErrorChunk,
     ModelEvent,
@@ -33,11 +35,10 @@ from pipeline.chunks import (
     TextStart,
     ToolError,
 )
-from pipeline.messages import MessageList, user
-from pipeline.model import ModelRequest
-from pipeline.processor import OutputStepArgs, OutputStepResult, RunContext, StatefulProcessor
-from pipeline.protocol import RunCancelled
-from pipeline.result import Cancelled, RunResult
+from pipeline.values.context import RunContext
+from pipeline.values.messages import MessageList, user
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import Cancelled, RunResult
 from tests.helpers import SAYS_HI, AsyncTrackedModel, unpaired_tool_calls
 
 pytestmark = pytest.mark.anyio

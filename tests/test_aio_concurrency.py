@@ -13,8 +13,6 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, ScriptedModel, call, until_idle
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import DataChunk, Finish, TextDelta, ToolResult
-from pipeline.model import ModelRequest
 from pipeline.processor import (
     OutputStepArgs,
     OutputStepResult,
@@ -22,8 +20,10 @@ from pipeline.processor import (
     StreamArgs,
     StreamResult,
 )
-from pipeline.result import RunResult
 from pipeline.tools import make_tool
+from pipeline.values.chunks import DataChunk, Finish, TextDelta, ToolResult
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import RunResult
 from tests.helpers import AsyncTrackedModel
 
 pytestmark = pytest.mark.anyio

@@ -20,9 +20,9 @@ from interpreters.common import NoCleanupStream
 from interpreters.observe import RunInfo, RunObserver
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
-from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
-from pipeline.model import ModelRequest
-from pipeline.result import RunResult
+from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import RunResult
 from tests.helpers import SAYS_HI
 
 pytestmark = pytest.mark.anyio

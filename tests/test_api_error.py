@@ -15,9 +15,9 @@ from pipeline.processor import (
     StatefulProcessor,
     processor,
 )
-from pipeline.result import ApiFailed
-from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
+from pipeline.values.result import ApiFailed
+from pipeline.values.retry import RetryPolicy
 from tests.helpers import conversation, make_agent, simulate
 
 REJECT = Fail(status=400, message="context too long", error_type="invalid_request_error")

@@ -31,10 +31,10 @@ from pipeline.approval import (
     deny,
     edit,
 )
-from pipeline.chunks import Chunk
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
-from pipeline.result import RunResult, Suspension
 from pipeline.ui_stream import ui_message_sse
+from pipeline.values.chunks import Chunk
+from pipeline.values.result import RunResult, Suspension
 from tests.helpers import unpaired_tool_calls
 
 ran: list[tuple[str, int]] = []

@@ -8,8 +8,8 @@ import pytest
 
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
-from pipeline.cost import Cost, PriceQuery
 from pipeline.processors import Budget, ProcessorConfigError
+from pipeline.values.cost import Cost, PriceQuery
 
 ran: list[str] = []
 

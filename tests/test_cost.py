@@ -1,4 +1,4 @@
-"""Cost: per call, per step and per run (pipeline.cost), priced by genai-prices."""
+"""Cost: per call, per step and per run (pipeline.values.cost), priced by genai-prices."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from interpreters import Say, ScriptedModel, Simulator, call
 from interpreters.prices import genai_prices as table
 from interpreters.prices import split_model
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, Usage, abort
-from pipeline.cost import Cost, PriceQuery, charge
 from pipeline.processor import InputStepArgs, InputStepResult, StepChange
+from pipeline.values.cost import Cost, PriceQuery, charge
 
 START = 1_700_000_000.0
 

@@ -14,11 +14,17 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.bounds import MAX_JSON_DEPTH, MAX_TOOL_ARGS_BYTES, json_too_deep, value_too_deep
-from pipeline.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
-from pipeline.result import InvalidInput
 from pipeline.tools import make_tool
-from pipeline.validate import InvalidInputError, check_messages
+from pipeline.values.bounds import (
+    MAX_JSON_DEPTH,
+    MAX_TOOL_ARGS_BYTES,
+    json_too_deep,
+    value_too_deep,
+)
+from pipeline.values.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.openai_input import from_openai
+from pipeline.values.result import InvalidInput
+from pipeline.values.validate import InvalidInputError, check_messages
 
 DEEP = 10_000
 
@@ -68,19 +74,19 @@ def test_the_depth_checks_agree_and_do_not_recurse() -> None:
 
 def test_from_openai_refuses_arguments_nested_too_deep_with_a_typed_error() -> None:
     with pytest.raises(InvalidInputError) as e:
-        MessageList.from_openai(_openai(nested_text(DEEP)))
+        from_openai(_openai(nested_text(DEEP)))
     err = e.value.error
     assert isinstance(err, InvalidInput)
     assert err.message_index == 1 and err.field == "tool_calls[0].function.arguments"
     assert f"deeper than {MAX_JSON_DEPTH}" in err.problem
-    ml = MessageList.from_openai(_openai(nested_text(MAX_JSON_DEPTH)))
+    ml = from_openai(_openai(nested_text(MAX_JSON_DEPTH)))
     assert ml.messages[1].tool_calls()[0].args == nested(MAX_JSON_DEPTH)
 
 
 def test_from_openai_refuses_arguments_over_the_size_cap() -> None:
     huge = '{"a":"' + "x" * MAX_TOOL_ARGS_BYTES + '"}'
     with pytest.raises(InvalidInputError) as e:
-        MessageList.from_openai(_openai(huge))
+        from_openai(_openai(huge))
     assert e.value.error.field == "tool_calls[0].function.arguments"
     assert f"cap of {MAX_TOOL_ARGS_BYTES}" in e.value.error.problem
 
@@ -137,7 +143,7 @@ def test_a_providers_tool_call_nested_too_deep_is_invalid_arguments() -> None:
 
 
 def test_a_structured_reply_nested_too_deep_is_an_output_decode_error() -> None:
-    from pipeline.output_type import OutputDecodeError, TypedOutput
+    from pipeline.values.output_type import OutputDecodeError, TypedOutput
 
     class Reply(msgspec.Struct):
         data: Any
@@ -150,7 +156,7 @@ def test_a_structured_reply_nested_too_deep_is_an_output_decode_error() -> None:
 
 def test_a_judges_answer_nested_too_deep_is_a_judge_error() -> None:
     from pipeline.processor import ModelAnswer
-    from pipeline.processors.guard_common import JudgeError, decode_verdict
+    from pipeline.processors.guards.common import JudgeError, decode_verdict
 
     class Verdict(msgspec.Struct):
         flagged: bool
@@ -163,13 +169,13 @@ def test_a_judges_answer_nested_too_deep_is_a_judge_error() -> None:
 
 
 def test_from_openai_refuses_input_over_the_total_size_cap() -> None:
-    from pipeline.bounds import MAX_CONVERT_CHARS
+    from pipeline.values.bounds import MAX_CONVERT_CHARS
 
     half = "x" * (MAX_CONVERT_CHARS // 2)
     messages = [{"role": "user", "content": half}, {"role": "assistant", "content": half},
                 {"role": "user", "content": "one more"}]
     with pytest.raises(InvalidInputError) as e:
-        MessageList.from_openai(messages)
+        from_openai(messages)
     assert e.value.error.message_index == 2 and e.value.error.field == "content"
     assert f"cap of {MAX_CONVERT_CHARS}" in e.value.error.problem
-    assert len(MessageList.from_openai(messages[:2]).messages) == 2
+    assert len(from_openai(messages[:2]).messages) == 2

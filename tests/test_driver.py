@@ -1,4 +1,4 @@
-"""The interpreter's half of the protocol (`pipeline.driver.Driver`), on hand-written loops:
+"""The interpreter's half of the protocol (`pipeline.protocol.Driver`), on hand-written loops:
 the stream state, the finished tools a cancel keeps, the cancel routine, and what the
 trace and the watchers are told."""
 
@@ -13,12 +13,12 @@ import pytest
 from effects import AwaitHook, CallModel, CloseStream, Done, Publish, Pull, RunTools
 from interpreters.simulator import Say, ScriptedModel, Simulator
 from interpreters.trace import Trace
-from pipeline.chunks import Chunk, ModelFinish, TextDelta
-from pipeline.driver import Driver
-from pipeline.messages import ToolCallPart
-from pipeline.model import ModelRequest
-from pipeline.protocol import LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
-from pipeline.result import RunResult
+from pipeline.protocol.driver import Driver
+from pipeline.protocol.replies import LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.values.chunks import Chunk, ModelFinish, TextDelta
+from pipeline.values.messages import ToolCallPart
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import RunResult
 
 from .helpers import make_agent
 

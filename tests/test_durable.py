@@ -16,13 +16,13 @@ from interpreters.durable_loop import ModelOutcome, ToolDone, drive
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter, run_tool
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, ErrorChunk, Finish, ModelEvent, ToolCall
-from pipeline.messages import ToolResultPart
-from pipeline.model import ModelRequest
-from pipeline.protocol import ToolInvocation
-from pipeline.retry import RetryPolicy
-from pipeline.tool_context import ToolContext
+from pipeline.protocol.replies import ToolInvocation
 from pipeline.tools import tool
+from pipeline.tools.context import ToolContext
+from pipeline.values.chunks import Chunk, DataChunk, ErrorChunk, Finish, ModelEvent, ToolCall
+from pipeline.values.messages import ToolResultPart
+from pipeline.values.model import ModelRequest
+from pipeline.values.retry import RetryPolicy
 from tests.helpers import make_agent
 
 TOOL_RUNS: list[str] = []
@@ -218,8 +218,8 @@ def test_starting_before_launch_is_a_clear_error() -> None:
 
 def test_async_tools_hooks_and_handlers_are_awaited(tmp_path: Path) -> None:
     from effects import Continue, Replace
-    from pipeline.chunks import TextDelta
     from pipeline.processor import Processor, StreamArgs, StreamResult
+    from pipeline.values.chunks import TextDelta
 
     async def slow(city: str) -> str:
         """Async."""

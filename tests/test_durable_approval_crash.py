@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from interpreters.durable import DurableClient
 from pipeline.approval import Decision, RunNotSuspended, UnknownRun, deny, edit
-from pipeline.result import PendingApproval
+from pipeline.values.result import PendingApproval
 from tests.durable_harness import (
     databases,
     finish,

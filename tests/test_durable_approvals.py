@@ -26,11 +26,11 @@ from pipeline.approval import (
     deny,
     edit,
 )
-from pipeline.chunks import ToolApprovalRequest, ToolApprovalResponse
-from pipeline.messages import ToolResultPart
-from pipeline.model import ModelRequest
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
-from pipeline.result import PendingApproval, RunResult
+from pipeline.values.chunks import ToolApprovalRequest, ToolApprovalResponse
+from pipeline.values.messages import ToolResultPart
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import PendingApproval, RunResult
 from tests.helpers import unpaired_tool_calls
 
 SENT: list[tuple[str, int]] = []

@@ -11,9 +11,9 @@ from effects import Continue, Replace
 from interpreters.durable import DurableClient, DurableRuns
 from interpreters.durable_payload import compact, expand, recorder
 from interpreters.simulator import Say, ScriptedModel, call
-from pipeline.chunks import ToolResult
 from pipeline.processor import Processor, StreamArgs, StreamResult
 from pipeline.tools import tool
+from pipeline.values.chunks import ToolResult
 from tests.helpers import make_agent
 
 BIG = 200_000

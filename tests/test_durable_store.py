@@ -17,9 +17,9 @@ from interpreters.durable_store import RunTakenOver, StoreRetry, StoreUnavailabl
 from interpreters.observe import RunInfo, RunObserver
 from interpreters.simulator import Say, ScriptedModel, call
 from pipeline.agent import Agent
-from pipeline.model import ModelRequest
-from pipeline.protocol import LoopCommand
+from pipeline.protocol.replies import LoopCommand
 from pipeline.tools import tool
+from pipeline.values.model import ModelRequest
 from tests.durable_harness import fill, pg_url, small_filesystem
 from tests.helpers import make_agent
 

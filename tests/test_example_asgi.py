@@ -24,8 +24,8 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.approvals import Approvals, MemoryApprovalStore
 from interpreters.simulator import Say, ScriptedModel
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ErrorChunk, Finish, TextDelta, ToolResult, chunk_decoder
-from pipeline.result import Cancelled, RunResult, Suspension
+from pipeline.values.chunks import Chunk, ErrorChunk, Finish, TextDelta, ToolResult, chunk_decoder
+from pipeline.values.result import Cancelled, RunResult, Suspension
 from tests.helpers import AsyncTrackedModel
 
 pytestmark = pytest.mark.anyio

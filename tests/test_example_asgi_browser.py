@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from examples.asgi_stream import demo_app, refunds
-from pipeline.result import RunResult
+from pipeline.values.result import RunResult
 from tests.asgi_server import Runs, serve, serve_held_demo
 from tests.browser import WAIT, chromium, wait_for
 

@@ -29,12 +29,12 @@ from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import Finish, ModelFinish, StepFinish, TextDelta, ToolCall, Usage
-from pipeline.messages import ToolCallPart, user
-from pipeline.model import ModelRequest
-from pipeline.processors.pii import PIIDetector
-from pipeline.tool_context import ToolContext
+from pipeline.processors.guards.pii import PIIDetector
 from pipeline.tools import tool as make_tool
+from pipeline.tools.context import ToolContext
+from pipeline.values.chunks import Finish, ModelFinish, StepFinish, TextDelta, ToolCall, Usage
+from pipeline.values.messages import ToolCallPart, user
+from pipeline.values.model import ModelRequest
 from tests.helpers import BatchedScriptedModel
 
 ARGS = {"city": ["Paris", {"nested": True}]}  # a tracked dict: its holder would be too

@@ -11,13 +11,13 @@ import msgspec
 from effects import Continue, SkipCall
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, ToolResult
-from pipeline.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
 from pipeline.processor import BaseProcessor, ToolCallArgs, ToolCallResult, processor
 from pipeline.processors import PIIDetector, PromptInjectionDetector, UnicodeNormalizer
-from pipeline.processors.prompt_injection import TOOL_RESULT_REMOVED
-from pipeline.result import RunResult
+from pipeline.processors.guards.injection import TOOL_RESULT_REMOVED
 from pipeline.tools import tool
+from pipeline.values.chunks import Chunk, DataChunk, ToolResult
+from pipeline.values.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.result import RunResult
 from tests.helpers import make_agent, unpaired_tool_calls
 
 EMAIL = "ada@example.com"
@@ -279,9 +279,9 @@ def test_a_tool_result_hook_whose_judge_fails_keeps_the_result_from_the_model() 
     from collections.abc import Generator
 
     from effects import Continue
-    from pipeline.messages import SystemMessage
-    from pipeline.model import ModelRequest
     from pipeline.processor import AskModel, ToolResultArgs, ToolResultResult, processor
+    from pipeline.values.messages import SystemMessage
+    from pipeline.values.model import ModelRequest
 
     def judged(args: ToolResultArgs[None]) -> Generator[object, object, ToolResultResult[None]]:
         yield AskModel(ModelRequest(model="judge", system=(SystemMessage("judge"),),

@@ -24,7 +24,7 @@ from pipeline.processor import (
     abort,
     processor,
 )
-from pipeline.result import ProcessorFailed
+from pipeline.values.result import ProcessorFailed
 from tests.helpers import make_agent
 
 

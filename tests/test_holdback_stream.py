@@ -15,19 +15,27 @@ from interpreters.simulator import Say, ScriptedModel
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import agent_loop
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, ErrorChunk, TextDelta, TextEnd, TextStart, Tripwire
-from pipeline.messages import MessageList, user
 from pipeline.processor import (
     FlushArgs,
     FlushResult,
-    RunContext,
     StatefulProcessor,
     StreamArgs,
     StreamResult,
     processor,
 )
-from pipeline.protocol import RunCancelled
-from pipeline.result import ProcessorFailed, RunResult
+from pipeline.protocol.replies import RunCancelled
+from pipeline.values.chunks import (
+    Chunk,
+    DataChunk,
+    ErrorChunk,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    Tripwire,
+)
+from pipeline.values.context import RunContext
+from pipeline.values.messages import MessageList, user
+from pipeline.values.result import ProcessorFailed, RunResult
 from tests.helpers import make_agent, simulate, streamed_text
 
 

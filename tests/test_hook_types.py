@@ -178,8 +178,6 @@ def test_the_runtime_checks_are_read_off_the_effect_aliases() -> None:
     from typing import get_args
 
     from effects import Abort, Continue, Emit, Replace, Retry, Skip
-    from pipeline.chunks import Chunk
-    from pipeline.messages import MessageList
     from pipeline.processor import (
         ALLOWED_EFFECTS,
         HOOK_EFFECTS,
@@ -188,6 +186,8 @@ def test_the_runtime_checks_are_read_off_the_effect_aliases() -> None:
         Processor,
         StepChange,
     )
+    from pipeline.values.chunks import Chunk
+    from pipeline.values.messages import MessageList
 
     assert set(HOOK_EFFECTS) == set(HOOKS)
     assert all(callable(getattr(Processor, h)) for h in HOOKS)

@@ -6,7 +6,6 @@ from typing import cast
 
 from effects import Abort, Continue, Replace, Skip
 from interpreters.simulator import Say, call
-from pipeline.messages import Message, MessageList, SystemMessage, TextPart
 from pipeline.processor import (
     InputArgs,
     InputResult,
@@ -16,8 +15,9 @@ from pipeline.processor import (
     abort,
     processor,
 )
-from pipeline.result import ProcessorFailed
 from pipeline.tools import tool
+from pipeline.values.messages import Message, MessageList, SystemMessage, TextPart
+from pipeline.values.result import ProcessorFailed
 from tests.helpers import make_agent, simulate, system_texts, user_texts
 
 

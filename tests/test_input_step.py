@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from effects import Abort, Continue, Replace
 from interpreters.simulator import Say, call
-from pipeline.messages import Message, SystemMessage, TextPart
-from pipeline.model import ModelSettings, StructuredOutput, ToolChoiceTool
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
@@ -16,6 +14,8 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.tools import tool
+from pipeline.values.messages import Message, SystemMessage, TextPart
+from pipeline.values.model import ModelSettings, StructuredOutput, ToolChoiceTool
 from tests.helpers import make_agent, simulate, system_texts, user_texts
 
 

@@ -31,10 +31,10 @@ from pipeline import (
     TextDelta,
     abort,
 )
-from pipeline.cost import Cost, PriceQuery
-from pipeline.messages import ToolResultPart
 from pipeline.processor import StreamResult
-from pipeline.tool_context import ToolContext
+from pipeline.tools.context import ToolContext
+from pipeline.values.cost import Cost, PriceQuery
+from pipeline.values.messages import ToolResultPart
 
 KEY = "sk-test-0123456789abcdefSECRET"
 
@@ -368,7 +368,7 @@ def test_a_secret_is_scrubbed_in_every_encoded_form(key: str) -> None:
 
 def streamed_texts(journal: Journal) -> dict[str, str]:
     """Each streamed text of a journal, its deltas joined, by id."""
-    from pipeline.chunks import ReasoningDelta, ToolCallDelta
+    from pipeline.values.chunks import ReasoningDelta, ToolCallDelta
 
     out: dict[str, str] = {}
     for e in journal.entries:
@@ -404,7 +404,7 @@ def test_a_key_the_model_streams_in_pieces_is_stored_in_no_entry(
 
 
 def test_a_journal_can_store_only_what_the_agents_pii_guard_lets_out() -> None:
-    from pipeline.processors.pii import PIIDetector
+    from pipeline.processors.guards.pii import PIIDetector
 
     email, card = "jane.doe@example.com", "4111 1111 1111 1111"
 

@@ -18,10 +18,6 @@ from interpreters.journal import Recorder
 from interpreters.logs import LogObserver
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import Agent, Processor, Usage, abort
-from pipeline.chunks import TextDelta
-from pipeline.cost import Cost, PriceQuery
-from pipeline.messages import user
-from pipeline.model import ModelRequest
 from pipeline.processor import (
     AskModel,
     FlushArgs,
@@ -32,8 +28,12 @@ from pipeline.processor import (
     StreamArgs,
     StreamResult,
 )
-from pipeline.processors.moderation import ModerationProcessor
-from pipeline.result import JudgeCall, RunResult
+from pipeline.processors.guards.moderation import ModerationProcessor
+from pipeline.values.chunks import TextDelta
+from pipeline.values.cost import Cost, PriceQuery
+from pipeline.values.messages import user
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import JudgeCall, RunResult
 
 MAIN, JUDGE = Usage(10, 1), Usage(1000, 1000)
 

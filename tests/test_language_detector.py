@@ -11,9 +11,9 @@ import pytest
 from interpreters import Fail, Say, ScriptedModel, Simulator
 from pipeline import Agent, DataChunk, Message, MessageList, RunResult, TextPart
 from pipeline.processors import LanguageDetector, Py3LangidBackend
-from pipeline.processors import language_detector as ld
-from pipeline.processors.guard_common import GuardsExtraMissing
-from pipeline.processors.language_detector import LanguageStrategy
+from pipeline.processors.guards import language as ld
+from pipeline.processors.guards.common import GuardsExtraMissing
+from pipeline.processors.guards.language import LanguageStrategy
 
 GERMAN = "Wie wird das Wetter morgen in Berlin sein?"
 ENGLISH = "What will the weather be like in Berlin tomorrow?"

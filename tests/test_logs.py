@@ -88,7 +88,7 @@ def test_real_interpreters_log_by_default(caplog: pytest.LogCaptureFixture) -> N
 def test_without_a_configured_handler_runs_are_not_watched() -> None:
     from interpreters.observe import RunInfo
     from pipeline import MessageList
-    from pipeline.processor import RunContext
+    from pipeline.values.context import RunContext
 
     quiet = logging.getLogger("pipeline-test-unconfigured")
     quiet.propagate = False

@@ -12,18 +12,6 @@ from effects import Abort, Continue, Out, Replace, Retry
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
-from pipeline.chunks import DataChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
-from pipeline.messages import (
-    INSTRUCTIONS_TAG,
-    DataPart,
-    Message,
-    MessageList,
-    SystemMessage,
-    ToolCallPart,
-    user,
-)
-from pipeline.model import ModelRequest
-from pipeline.pairing import is_paired
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -43,8 +31,20 @@ from pipeline.processor import (
     abort,
     processor,
 )
-from pipeline.result import ProcessorFailed
 from pipeline.tools import tool
+from pipeline.values.chunks import DataChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
+from pipeline.values.messages import (
+    INSTRUCTIONS_TAG,
+    DataPart,
+    Message,
+    MessageList,
+    SystemMessage,
+    ToolCallPart,
+    user,
+)
+from pipeline.values.model import ModelRequest
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import ProcessorFailed
 from tests.helpers import data_chunks, make_agent, simulate
 
 

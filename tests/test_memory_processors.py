@@ -27,9 +27,6 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import DataChunk, ErrorChunk, Finish, TextDelta, ToolResult
-from pipeline.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
-from pipeline.pairing import is_paired
 from pipeline.processor import (
     ApprovedArgs,
     ApprovedResult,
@@ -52,10 +49,13 @@ from pipeline.processors import (
     Summarization,
     WorkingMemory,
 )
-from pipeline.processors.memory import MEMORY_WARNING
-from pipeline.processors.memory_summary import SUMMARY_TAG
-from pipeline.result import ProcessorFailed, RunResult
+from pipeline.processors.memory.processors import MEMORY_WARNING
+from pipeline.processors.memory.summary import SUMMARY_TAG
 from pipeline.tools import tool
+from pipeline.values.chunks import DataChunk, ErrorChunk, Finish, TextDelta, ToolResult
+from pipeline.values.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import ProcessorFailed, RunResult
 from tests.helpers import CancelAt, make_agent, system_texts, user_texts
 
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import msgspec
 import pytest
 
-from pipeline.messages import (
+from pipeline.values.messages import (
     DataPart,
     FilePart,
     Message,

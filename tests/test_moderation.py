@@ -10,7 +10,7 @@ import pytest
 from interpreters import Fail, Say, ScriptedModel, Simulator, call
 from pipeline import Agent, DataChunk, Message, MessageList, RunResult, TextPart
 from pipeline.processors import ModerationProcessor
-from pipeline.processors.moderation import ModerationStrategy
+from pipeline.processors.guards.moderation import ModerationStrategy
 
 CATS = ("hate", "violence")
 

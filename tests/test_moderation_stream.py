@@ -14,11 +14,11 @@ import pytest
 from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import Agent
-from pipeline.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
-from pipeline.model import ModelRequest
 from pipeline.processors import ModerationProcessor
-from pipeline.processors.moderation import ModerationStrategy
-from pipeline.result import Cancelled, RunResult
+from pipeline.processors.guards.moderation import ModerationStrategy
+from pipeline.values.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import Cancelled, RunResult
 
 CATS = ("hate", "violence")
 BAD = "nasty"

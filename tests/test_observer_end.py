@@ -13,7 +13,7 @@ from interpreters.aio import AsyncInterpreter, AsyncRunStream
 from interpreters.observe import RunInfo, RunObserver
 from interpreters.simulator import Say, ScriptedModel
 from interpreters.sync import SyncInterpreter
-from pipeline.result import RunResult
+from pipeline.values.result import RunResult
 
 from .helpers import make_agent
 

@@ -20,8 +20,8 @@ from interpreters import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, Sy
 from interpreters.journal import Recorder
 from interpreters.otel import OTelObserver
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, Usage, abort
-from pipeline.cost import Cost, PriceQuery
-from pipeline.model import ModelSettings
+from pipeline.values.cost import Cost, PriceQuery
+from pipeline.values.model import ModelSettings
 
 START = 1_700_000_000.0
 SECRET = "the-secret-question"

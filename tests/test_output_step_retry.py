@@ -8,8 +8,6 @@ import pytest
 
 from effects import Abort, Continue, Replace
 from interpreters.simulator import Say, call
-from pipeline.chunks import DataChunk, StepFinish, StepStart, Usage
-from pipeline.messages import Message, MessageList, TextPart
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
@@ -20,6 +18,8 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.tools import tool
+from pipeline.values.chunks import DataChunk, StepFinish, StepStart, Usage
+from pipeline.values.messages import Message, MessageList, TextPart
 from tests.helpers import make_agent, simulate, streamed_text, user_texts
 
 FEEDBACK = "Too short. Say more."

@@ -8,7 +8,16 @@ from typing import cast
 
 from effects import Abort, Continue, Emit, Out, Replace, Skip
 from interpreters.simulator import Say, Simulator, call
-from pipeline.chunks import (
+from pipeline.processor import (
+    Processor,
+    StatefulProcessor,
+    StreamArgs,
+    StreamResult,
+    abort,
+    processor,
+)
+from pipeline.tools import tool
+from pipeline.values.chunks import (
     Chunk,
     DataChunk,
     ErrorChunk,
@@ -20,17 +29,8 @@ from pipeline.chunks import (
     ToolResult,
     Tripwire,
 )
-from pipeline.messages import DataPart
-from pipeline.processor import (
-    Processor,
-    StatefulProcessor,
-    StreamArgs,
-    StreamResult,
-    abort,
-    processor,
-)
-from pipeline.result import ProcessorFailed
-from pipeline.tools import tool
+from pipeline.values.messages import DataPart
+from pipeline.values.result import ProcessorFailed
 from tests.helpers import TrackedModel, data_chunks, make_agent, simulate, streamed_text
 
 WORDS = ["The ", "secret ", "is ", "out"]

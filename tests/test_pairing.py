@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.messages import Message, Part, Role, TextPart, ToolCallPart, ToolResultPart
-from pipeline.pairing import MISSING_RESULT, cut_points, is_paired, repair_pairing
+from pipeline.values.messages import Message, Part, Role, TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.pairing import MISSING_RESULT, cut_points, is_paired, repair_pairing
 
 
 def m(

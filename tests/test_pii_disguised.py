@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from interpreters.simulator import Say
-from pipeline.chunks import ReasoningDelta
 from pipeline.processors import PIIDetector
-from pipeline.processors.pii import Strategy
+from pipeline.processors.guards.pii import Strategy
+from pipeline.values.chunks import ReasoningDelta
 from tests.helpers import Ran, chunked, make_agent, simulate, streamed_text, user_texts
 
 VALUES = {
@@ -202,7 +202,7 @@ def test_a_value_the_judge_names_plainly_is_found_where_it_is_disguised() -> Non
 
 
 def test_the_view_maps_each_character_to_where_it_came_from() -> None:
-    from pipeline.processors.text_view import view
+    from pipeline.processors.guards.text_view import view
 
     v = view("a\u200bb\ufb01\uff20c")  # a, zero-width space, b, the fi ligature, full-width @
     assert v.text == "abfi@c"
@@ -250,5 +250,5 @@ def test_a_look_alike_letter_of_another_script_does_not_leave_half_a_value(lette
     ("\u13df", "C"), ("\u1d0f", "o"), ("\u04ae", "Y"), ("\u0475", "v"), ("\u0261", "g"),
 ])
 def test_more_look_alike_letters_read_as_latin(letter: str, latin: str) -> None:
-    from pipeline.processors.text_view import view
+    from pipeline.processors.guards.text_view import view
     assert view(f"x{letter}y").text == f"x{latin}y"

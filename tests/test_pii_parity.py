@@ -7,8 +7,8 @@ import pytest
 
 from interpreters.simulator import Say
 from pipeline.processors import PIIDetector
-from pipeline.processors import pii_detectors as d
-from pipeline.processors.pii import Kind
+from pipeline.processors.guards import pii_detectors as d
+from pipeline.processors.guards.pii import Kind
 from tests.helpers import make_agent, simulate, streamed_text
 
 BTC = "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2"

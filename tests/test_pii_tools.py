@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import msgspec
 
 from interpreters.simulator import Say, call
-from pipeline.chunks import ToolCall, ToolCallDelta, ToolResult
 from pipeline.processors import PIIDetector
 from pipeline.tools import tool
+from pipeline.values.chunks import ToolCall, ToolCallDelta, ToolResult
 from tests.helpers import make_agent, simulate
 
 EMAIL = "ada@example.com"

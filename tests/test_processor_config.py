@@ -213,8 +213,8 @@ def test_mypy_rejects_a_misspelt_option_value(tmp_path: Path) -> None:
 def test_the_kind_literal_is_every_built_in_kind() -> None:
     from typing import get_args
 
-    from pipeline.processors import pii_detectors as d
-    from pipeline.processors.pii import DEFAULT_KINDS, Kind
+    from pipeline.processors.guards import pii_detectors as d
+    from pipeline.processors.guards.pii import DEFAULT_KINDS, Kind
 
     assert get_args(Kind) == d.BUILTIN_KINDS + d.OPTIONAL_KINDS
     assert DEFAULT_KINDS == d.BUILTIN_KINDS

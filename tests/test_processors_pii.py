@@ -9,11 +9,11 @@ from collections.abc import Iterable
 import pytest
 
 from interpreters.simulator import Say
-from pipeline.chunks import DataChunk, TextDelta
 from pipeline.processors import MissingDependency, PIIDetector
-from pipeline.processors.guard_common import GuardsExtraMissing
-from pipeline.processors.pii_detectors import Span
-from pipeline.result import RunResult
+from pipeline.processors.guards.common import GuardsExtraMissing
+from pipeline.processors.guards.pii_detectors import Span
+from pipeline.values.chunks import DataChunk, TextDelta
+from pipeline.values.result import RunResult
 from tests.helpers import Ran, chunked, make_agent, simulate, streamed_text
 
 VALUES = {
@@ -239,7 +239,7 @@ def test_bad_configuration_is_refused() -> None:
 
 
 def test_reasoning_is_held_and_redacted_too() -> None:
-    from pipeline.chunks import ReasoningDelta
+    from pipeline.values.chunks import ReasoningDelta
 
     reasoning = ["the user is jane.d", "oe@exam", "ple.com, so I will answer politely"]
     ran = simulate(make_agent(output_processors=[PIIDetector()]),

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from interpreters.simulator import Say, call
-from pipeline.chunks import TextDelta, ToolCall
 from pipeline.processor import StreamArgs, StreamResult, processor
 from pipeline.processors import BatchPartsProcessor, SystemPromptScrubber
 from pipeline.tools import tool
+from pipeline.values.chunks import TextDelta, ToolCall
 from tests.helpers import LEAK, PROMPT, chunked, make_agent, simulate, streamed_text
 
 
@@ -81,7 +81,7 @@ def test_batch_by_size() -> None:
 def test_batch_flushes_at_the_responses_end_without_text_end() -> None:
     def no_end(args: StreamArgs[None]) -> StreamResult[None]:
         from effects import Continue, Skip
-        from pipeline.chunks import TextEnd
+        from pipeline.values.chunks import TextEnd
 
         return Skip() if isinstance(args.part, TextEnd) else Continue()
 

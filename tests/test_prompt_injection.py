@@ -11,7 +11,7 @@ import pytest
 from interpreters import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
 from pipeline import Agent, DataChunk, Message, MessageList, RunResult, TextPart
 from pipeline.processors import PromptInjectionDetector
-from pipeline.processors.prompt_injection import (
+from pipeline.processors.guards.injection import (
     TOOL_RESULT_REMOVED,
     rewrite_injection,
     scan_injection,

@@ -14,17 +14,17 @@ import pytest
 from interpreters import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, RunResult
 from pipeline.processors import ProcessorConfigError, PromptInjectionDetector
-from pipeline.processors.injection_model import (
+from pipeline.processors.guards.injection import (
+    DEFAULT_CLASSIFIER_THRESHOLD,
+    TOOL_RESULT_REMOVED,
+    scan_injection,
+)
+from pipeline.processors.guards.injection_model import (
     MODEL_FILE,
     classify_injection,
     load_model,
     normalize,
     windows,
-)
-from pipeline.processors.prompt_injection import (
-    DEFAULT_CLASSIFIER_THRESHOLD,
-    TOOL_RESULT_REMOVED,
-    scan_injection,
 )
 
 HEURISTICS_MISS = {
@@ -113,7 +113,7 @@ def test_a_long_text_is_scored_by_its_worst_window() -> None:
 
 
 def test_the_shipped_weights_are_small_packaged_and_their_threshold_is_the_default() -> None:
-    data = resources.files("pipeline.processors").joinpath(MODEL_FILE).read_bytes()
+    data = resources.files("pipeline.processors.guards").joinpath(MODEL_FILE).read_bytes()
     assert len(data) < 3_000_000
     model = load_model()
     assert load_model() is model  # read once

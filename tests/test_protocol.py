@@ -15,11 +15,12 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.simulator import Say, Simulator
 from pipeline import agent_loop
 from pipeline.agent import Agent
-from pipeline.chunks import ModelFinish, TextDelta, Usage
-from pipeline.messages import Message, MessageList, TextPart
-from pipeline.processor import Processor, RunContext, StreamArgs, StreamResult
-from pipeline.protocol import AgentLoop, ProtocolError
+from pipeline.processor import Processor, StreamArgs, StreamResult
+from pipeline.protocol.replies import AgentLoop, ProtocolError
 from pipeline.tools import tool
+from pipeline.values.chunks import ModelFinish, TextDelta, Usage
+from pipeline.values.context import RunContext
+from pipeline.values.messages import Message, MessageList, TextPart
 from tests.helpers import AsyncTrackedModel, TrackedModel
 
 
@@ -70,7 +71,7 @@ def test_publish_answered_with_a_value_is_a_protocol_error() -> None:
 def test_run_tools_answered_with_the_wrong_count_is_a_protocol_error() -> None:
     loop = _loop(Agent.create("sim/model", tools=[echo]))
     _to_call_model(loop)
-    from pipeline.chunks import ToolCall
+    from pipeline.values.chunks import ToolCall
 
     cmd = loop.send(ToolCall("c1", "echo", {"x": "a"}))
     while not isinstance(cmd, RunTools):

@@ -79,7 +79,7 @@ def test_every_exported_name_exists() -> None:
 def test_the_packages_export_what_their_users_need() -> None:
     import interpreters
     import pipeline
-    import pipeline.protocol
+    import pipeline.protocol.replies
 
     for name in ("Resolver", "AsyncResolver", "Recorder", "Journal", "Observer",
                  "RunOptions", "Handlers", "SyncInterpreter", "AsyncInterpreter",
@@ -88,7 +88,7 @@ def test_the_packages_export_what_their_users_need() -> None:
     # (what a loop is started from and a model call answered with, besides its commands)
     for name in ("AgentLoop", "ToolInvocation", "ToolOutcome", "EffectRecord",
                  "ModelEnded", "ModelFailed"):
-        assert name in pipeline.protocol.__all__, name
+        assert name in pipeline.protocol.replies.__all__, name
         assert name not in pipeline.__all__, name  # an interpreter writer's name
     # (a pricer is a `PriceQuery -> Cost | None` any interpreter takes as `price=`)
     for name in ("Agent", "Processor", "ToolContext", "RunResult", "AskModel", "tool",

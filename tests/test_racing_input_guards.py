@@ -21,8 +21,6 @@ from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, VirtualC
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline import Agent
-from pipeline.chunks import Chunk, TextDelta, ToolCall
-from pipeline.model import ModelRequest
 from pipeline.processor import AskModel, InputArgs, InputResult, ModelAnswer, processor
 from pipeline.processors import (
     ModerationProcessor,
@@ -30,8 +28,10 @@ from pipeline.processors import (
     ProcessorConfigError,
     PromptInjectionDetector,
 )
-from pipeline.result import RunResult
 from pipeline.tools import tool
+from pipeline.values.chunks import Chunk, TextDelta, ToolCall
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import RunResult
 from properties.test_equivalence import _InProcessSteps
 
 CLEAN = msgspec.json.encode({"category_scores": {"hate": 0.0}}).decode()

@@ -16,7 +16,7 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import AgentChanged, edit
 from pipeline.processor import BaseProcessor, ToolCallArgs, ToolCallResult, processor
-from pipeline.result import RunResult
+from pipeline.values.result import RunResult
 from tests.helpers import unpaired_tool_calls
 
 ran: list[tuple[str, int]] = []

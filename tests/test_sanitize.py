@@ -7,11 +7,11 @@ import re
 import msgspec
 import pytest
 
-from pipeline.chunks import TextDelta, ToolCall, ToolCallDelta
-from pipeline.messages import Message, TextPart, ToolCallPart, ToolResultPart, user
-from pipeline.model import ModelRequest, StructuredOutput, ToolChoiceTool
-from pipeline.pairing import is_paired
-from pipeline.sanitize import (
+from pipeline.values.chunks import TextDelta, ToolCall, ToolCallDelta
+from pipeline.values.messages import Message, TextPart, ToolCallPart, ToolResultPart, user
+from pipeline.values.model import ModelRequest, StructuredOutput, ToolChoiceTool, ToolSpec
+from pipeline.values.pairing import is_paired
+from pipeline.values.sanitize import (
     ANTHROPIC,
     MISTRAL,
     OPENAI,
@@ -23,7 +23,6 @@ from pipeline.sanitize import (
     restore_message,
     sanitize_request,
 )
-from pipeline.tools import ToolSpec
 
 
 def calls(*ids: str, name: str = "f") -> Message:

@@ -11,7 +11,7 @@ import pytest
 
 from interpreters.simulator import Say
 from pipeline.processors import SystemPromptScrubber
-from pipeline.processors.scrubber import RedactionMethod
+from pipeline.processors.guards.scrubber import RedactionMethod
 from tests.helpers import LEAK, PROMPT, chunked, data_chunks, make_agent, simulate, streamed_text
 
 

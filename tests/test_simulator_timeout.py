@@ -10,8 +10,8 @@ from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, VirtualClock
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.chunks import ErrorChunk, TextDelta
-from pipeline.result import Cancelled
+from pipeline.values.chunks import ErrorChunk, TextDelta
+from pipeline.values.result import Cancelled
 
 pytestmark = pytest.mark.anyio
 START = 1_700_000_000.0

@@ -9,8 +9,8 @@ import pytest
 from interpreters.cancel import CancelSignal
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
-from pipeline.chunks import ErrorChunk, TextDelta
-from pipeline.result import Cancelled
+from pipeline.values.chunks import ErrorChunk, TextDelta
+from pipeline.values.result import Cancelled
 
 START = 1_700_000_000.0
 

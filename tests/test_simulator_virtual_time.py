@@ -27,9 +27,9 @@ from interpreters.simulator import (
 )
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.model import ModelRequest
-from pipeline.result import Cancelled
 from pipeline.tools import make_tool
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import Cancelled
 
 pytestmark = pytest.mark.anyio
 START = 1_700_000_000.0

@@ -26,12 +26,12 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, VirtualClock
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline import Agent
-from pipeline.chunks import Chunk, TextDelta, TextEnd
 from pipeline.processor import (
     StatefulProcessor,
     StreamArgs,
     StreamResult,
 )
+from pipeline.values.chunks import Chunk, TextDelta, TextEnd
 from properties.test_equivalence import _InProcessSteps
 
 WORDS = ["alpha ", "beta ", "gamma ", "delta"]

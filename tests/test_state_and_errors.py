@@ -9,9 +9,6 @@ import pytest
 
 from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
 from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator, call
-from pipeline.chunks import DataChunk, ErrorChunk, TextDelta, Tripwire
-from pipeline.messages import Message, TextPart
-from pipeline.pairing import is_paired
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -30,8 +27,11 @@ from pipeline.processor import (
     StreamResult,
     processor,
 )
-from pipeline.result import ProcessorFailed, StreamFailed
 from pipeline.tools import tool
+from pipeline.values.chunks import DataChunk, ErrorChunk, TextDelta, Tripwire
+from pipeline.values.messages import Message, TextPart
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import ProcessorFailed, StreamFailed
 from tests.helpers import data_chunks, make_agent, simulate, streamed_text
 
 REJECT = Fail(status=400, message="rejected")

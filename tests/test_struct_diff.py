@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.chunks import TextDelta, Usage
-from pipeline.messages import Message, TextPart
+from pipeline.values.chunks import TextDelta, Usage
+from pipeline.values.messages import Message, TextPart
 from tests.struct_diff import struct_diff
 
 

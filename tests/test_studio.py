@@ -244,7 +244,7 @@ def test_the_summary_totals_the_recorded_costs(tmp_path: Path) -> None:
     from interpreters import Say, ScriptedModel, Simulator
     from interpreters.journal import Recorder
     from pipeline import Agent
-    from pipeline.cost import Cost, PriceQuery
+    from pipeline.values.cost import Cost, PriceQuery
 
     def price(q: PriceQuery) -> Cost:
         return Cost(Decimal("0.25"))

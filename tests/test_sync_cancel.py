@@ -17,14 +17,21 @@ from interpreters.providers.provider import ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter
 from interpreters.trace import Trace
-from pipeline.chunks import ErrorChunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart
-from pipeline.messages import ToolResultPart
-from pipeline.model import ApiError, ModelRequest
-from pipeline.pairing import is_paired
 from pipeline.processor import OutputStepArgs, OutputStepResult, abort, processor
-from pipeline.result import Cancelled
-from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
+from pipeline.values.chunks import (
+    ErrorChunk,
+    ModelEvent,
+    ModelFinish,
+    TextDelta,
+    TextEnd,
+    TextStart,
+)
+from pipeline.values.messages import ToolResultPart
+from pipeline.values.model import ApiError, ModelRequest
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import Cancelled
+from pipeline.values.retry import RetryPolicy
 from tests.helpers import make_agent
 
 

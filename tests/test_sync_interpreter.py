@@ -25,20 +25,6 @@ from interpreters.providers.provider import Provider, ProviderError
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
 from interpreters.sync import AsyncNotSupportedError, SyncInterpreter
 from interpreters.trace import Trace
-from pipeline.chunks import (
-    Chunk,
-    ModelEvent,
-    ModelFinish,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    Usage,
-    chunk_decoder,
-    chunk_encoder,
-)
-from pipeline.chunks import Finish as FinishChunk
-from pipeline.messages import Message, ReasoningPart, SystemMessage, TextPart
-from pipeline.model import ApiError, ModelRequest
 from pipeline.processor import (
     AskModel,
     InputArgs,
@@ -49,15 +35,29 @@ from pipeline.processor import (
     OutputStepArgs,
     OutputStepResult,
     Processor,
-    RunContext,
     StepChange,
     StreamArgs,
     StreamResult,
     abort,
     processor,
 )
-from pipeline.result import ApiFailed, ProcessorFailed, RunFailedError
 from pipeline.tools import tool
+from pipeline.values.chunks import (
+    Chunk,
+    ModelEvent,
+    ModelFinish,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    Usage,
+    chunk_decoder,
+    chunk_encoder,
+)
+from pipeline.values.chunks import Finish as FinishChunk
+from pipeline.values.context import RunContext
+from pipeline.values.messages import Message, ReasoningPart, SystemMessage, TextPart
+from pipeline.values.model import ApiError, ModelRequest
+from pipeline.values.result import ApiFailed, ProcessorFailed, RunFailedError
 from tests.helpers import (
     NoKeyError,
     TrackedModel,

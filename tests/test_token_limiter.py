@@ -18,7 +18,6 @@ from pipeline import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.pairing import is_paired
 from pipeline.processors import (
     ApproxTokenCounter,
     EncodingCounter,
@@ -27,6 +26,7 @@ from pipeline.processors import (
 )
 from pipeline.processors.token_counting import count_message, longest_prefix_within
 from pipeline.processors.token_limiter import trim_start
+from pipeline.values.pairing import is_paired
 
 
 class WordCounter:

@@ -6,9 +6,9 @@ import pytest
 
 from interpreters import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, Message, MessageList, TextPart, ToolCallPart, ToolResultPart
-from pipeline.pairing import is_paired
 from pipeline.processors import ToolCallFilter
 from pipeline.processors.tool_call_filter import filter_tool_calls
+from pipeline.values.pairing import is_paired
 
 
 def history() -> MessageList:

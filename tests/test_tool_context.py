@@ -15,18 +15,12 @@ from returns.result import Failure, Result, Success, safe
 from effects import Continue, Replace
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
-from pipeline.chunks import DataChunk, ToolError, ToolResult
-from pipeline.messages import DataPart
-from pipeline.processor import (
-    InputArgs,
-    InputResult,
-    RunContext,
-    StreamArgs,
-    StreamResult,
-    processor,
-)
-from pipeline.result import RunFailedError
-from pipeline.tool_context import ToolContext, ToolWriterFull
+from pipeline.processor import InputArgs, InputResult, StreamArgs, StreamResult, processor
+from pipeline.tools.context import ToolContext, ToolWriterFull
+from pipeline.values.chunks import DataChunk, ToolError, ToolResult
+from pipeline.values.context import RunContext
+from pipeline.values.messages import DataPart
+from pipeline.values.result import RunFailedError
 from tests.helpers import data_chunks, make_agent
 
 

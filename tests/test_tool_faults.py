@@ -20,11 +20,11 @@ from effects import Replace
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
-from pipeline.pairing import is_paired
 from pipeline.processor import OutputStepArgs, OutputStepResult, processor
-from pipeline.result import RunResult
 from pipeline.tools import Tool, make_tool
+from pipeline.values.messages import Message, MessageList, TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import RunResult
 
 
 class Opaque:
@@ -191,9 +191,9 @@ def test_a_processor_forging_an_earlier_id_still_leaves_a_paired_history() -> No
 
 def test_a_processor_emitting_data_that_cannot_be_encoded_fails_naming_it() -> None:
     from effects import Continue, Out
-    from pipeline.chunks import DataChunk
     from pipeline.processor import StreamArgs, StreamResult
-    from pipeline.result import ProcessorFailed
+    from pipeline.values.chunks import DataChunk
+    from pipeline.values.result import ProcessorFailed
 
     def emit(args: StreamArgs[None]) -> StreamResult[None]:
         return Out(Continue(), None, (DataChunk("data-x", Opaque()),))

@@ -15,8 +15,6 @@ from effects import Abort, Continue, Replace, SkipCall
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.chunks import ToolCall, ToolCallDelta, ToolError, ToolResult
-from pipeline.messages import MessageList, ToolResultPart
 from pipeline.processor import (
     Processor,
     ToolCallArgs,
@@ -25,7 +23,9 @@ from pipeline.processor import (
     ToolResultResult,
     processor,
 )
-from pipeline.result import ProcessorFailed
+from pipeline.values.chunks import ToolCall, ToolCallDelta, ToolError, ToolResult
+from pipeline.values.messages import MessageList, ToolResultPart
+from pipeline.values.result import ProcessorFailed
 from tests.helpers import unpaired_tool_calls
 
 ran: list[tuple[str, int]] = []

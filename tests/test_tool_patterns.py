@@ -12,8 +12,8 @@ import pytest
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.tool_params import ecma_pattern
 from pipeline.tools import make_tool
+from pipeline.values.schema import ecma_pattern
 
 Lower = Annotated[str, msgspec.Meta(pattern="^[a-z]+$", description="lowercase")]
 

@@ -12,10 +12,10 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import MAX_TOOL_RESULT_BYTES, Agent
-from pipeline.messages import ToolResultPart
-from pipeline.pairing import is_paired
-from pipeline.result import RunResult
 from pipeline.tools import Tool, make_tool, tool
+from pipeline.values.messages import ToolResultPart
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import RunResult
 
 
 def blob(n: int) -> str:
@@ -148,7 +148,7 @@ def test_every_call_of_a_step_keeps_its_own_result() -> None:
 
 
 def test_a_result_nested_too_deep_is_an_error_result() -> None:
-    from pipeline.bounds import MAX_JSON_DEPTH
+    from pipeline.values.bounds import MAX_JSON_DEPTH
 
     def nest(depth: int) -> object:
         v: object = 1

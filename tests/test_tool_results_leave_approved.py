@@ -17,8 +17,6 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, DataChunk, ToolError, ToolResult
-from pipeline.messages import DataPart, MessageList, ToolResultPart
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
@@ -28,10 +26,12 @@ from pipeline.processor import (
     processor,
 )
 from pipeline.processors import PIIDetector
-from pipeline.result import RunResult
-from pipeline.tool_context import ToolContext
 from pipeline.tools import make_tool, tool
+from pipeline.tools.context import ToolContext
 from pipeline.ui_stream import ndjson, ui_message_sse
+from pipeline.values.chunks import Chunk, DataChunk, ToolError, ToolResult
+from pipeline.values.messages import DataPart, MessageList, ToolResultPart
+from pipeline.values.result import RunResult
 from tests.helpers import make_agent, stream_cancelled_once, unpaired_tool_calls
 
 EMAIL = "ada@example.com"

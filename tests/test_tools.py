@@ -9,10 +9,10 @@ import pytest
 
 from effects import Replace
 from interpreters.simulator import Say, ScriptedCall, call
-from pipeline.chunks import ToolCall, ToolCallDelta, ToolError, ToolResult
-from pipeline.messages import Message, ToolResultPart
 from pipeline.processor import StepChange, processor
 from pipeline.tools import Tool, make_tool, tool
+from pipeline.values.chunks import ToolCall, ToolCallDelta, ToolError, ToolResult
+from pipeline.values.messages import Message, ToolResultPart
 from tests.helpers import make_agent, simulate
 
 _executed: list[tuple[str, object]] = []

@@ -17,9 +17,6 @@ from interpreters.providers.anthropic import encode_request as anthropic_body
 from interpreters.providers.openai_chat import OpenAIChatOptions
 from interpreters.providers.openai_chat import encode_request as openai_body
 from interpreters.simulator import Say, call
-from pipeline.messages import SystemMessage, TextPart, user
-from pipeline.model import ModelRequest, StructuredOutput
-from pipeline.output_type import OutputInvalid, TypedOutput, strict_schema
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
@@ -28,6 +25,9 @@ from pipeline.processor import (
     StepChange,
     processor,
 )
+from pipeline.values.messages import SystemMessage, TextPart, user
+from pipeline.values.model import ModelRequest, StructuredOutput
+from pipeline.values.output_type import OutputInvalid, TypedOutput, strict_schema
 from tests.helpers import make_agent, simulate, user_texts
 
 
@@ -236,7 +236,7 @@ def test_a_fenced_reply_decodes_and_a_non_object_type_is_refused() -> None:
 
 
 def test_anthropic_with_tools_lets_the_model_call_them_or_answer() -> None:
-    from pipeline.tools import ToolSpec
+    from pipeline.values.model import ToolSpec
 
     agent = make_agent(output_type=Forecast)
     so = agent.structured_output

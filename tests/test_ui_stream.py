@@ -12,7 +12,24 @@ from effects import Continue
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.chunks import (
+from pipeline.processor import OutputStepArgs, OutputStepResult, Processor, abort
+from pipeline.processors import PIIDetector
+from pipeline.ui_stream import (
+    NDJSON_HEADERS,
+    SSE_DONE,
+    UI_MESSAGE_STREAM_HEADERS,
+    UIData,
+    UIStreamState,
+    ndjson,
+    ndjson_async,
+    sse_frame,
+    ui_end,
+    ui_message_sse,
+    ui_message_sse_async,
+    ui_parts,
+    ui_start,
+)
+from pipeline.values.chunks import (
     Chunk,
     DataChunk,
     ErrorChunk,
@@ -30,23 +47,6 @@ from pipeline.chunks import (
     Tripwire,
     Usage,
     chunk_decoder,
-)
-from pipeline.processor import OutputStepArgs, OutputStepResult, Processor, abort
-from pipeline.processors import PIIDetector
-from pipeline.ui_stream import (
-    NDJSON_HEADERS,
-    SSE_DONE,
-    UI_MESSAGE_STREAM_HEADERS,
-    UIData,
-    UIStreamState,
-    ndjson,
-    ndjson_async,
-    sse_frame,
-    ui_end,
-    ui_message_sse,
-    ui_message_sse_async,
-    ui_parts,
-    ui_start,
 )
 
 JsonDict = dict[str, object]

@@ -11,9 +11,9 @@ import pytest
 from interpreters import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, Message, MessageList, TextPart, ToolResultPart
 from pipeline.processors import UnicodeNormalizer
-from pipeline.processors import unicode_normalizer as un
-from pipeline.processors.guard_common import GuardsExtraMissing
-from pipeline.processors.unicode_normalizer import normalize_text
+from pipeline.processors.guards import unicode as un
+from pipeline.processors.guards.common import GuardsExtraMissing
+from pipeline.processors.guards.unicode import normalize_text
 
 
 def test_nfkc_folds_compatibility_forms() -> None:

@@ -1,5 +1,5 @@
 """Train the prompt-injection classifier PromptInjectionDetector ships
-(src/pipeline/processors/injection_model.json.gz) from the public sources of
+(src/pipeline/processors/guards/injection_model.json.gz) from the public sources of
 training/sources.py, and measure it holding out one whole source at a time.
 
 ::
@@ -44,7 +44,7 @@ from sklearn.linear_model import LogisticRegression
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-from pipeline.processors.injection_model import (  # noqa: E402
+from pipeline.processors.guards.injection_model import (  # noqa: E402
     InjectionModel,
     features,
     normalize,
@@ -218,7 +218,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--out", type=Path,
-                    default=ROOT / "src/pipeline/processors/injection_model.json.gz")
+                    default=ROOT / "src/pipeline/processors/guards/injection_model.json.gz")
     ap.add_argument("--report", type=Path, default=ROOT / "training/REPORT.md")
     ap.add_argument("--c", type=float, default=4.0, help="inverse regularisation")
     ap.add_argument("--max-features", type=int, default=200_000)

@@ -2,7 +2,7 @@
 
 The loop is a generator that yields one command at a time and is sent the reply.
 Each command declares the type of its reply (`Command[R]`), and its docstring says what
-the interpreter must send back; the loop checks every reply (`pipeline.protocol`).
+the interpreter must send back; the loop checks every reply (`pipeline.protocol.replies`).
 """
 
 from __future__ import annotations

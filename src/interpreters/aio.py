@@ -70,15 +70,15 @@ from interpreters.options import Deps, RunOptions
 from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.started import AsyncStarted, starts_requests
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ModelEvent, ModelFinish
-from pipeline.cost import Pricer
-from pipeline.driver import Driver
-from pipeline.messages import RunInput
-from pipeline.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.processor import AskModel
-from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
-from pipeline.result import Output, RunResult
+from pipeline.protocol.driver import Driver
+from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.tools import Tool
+from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import RunInput
+from pipeline.values.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.values.result import Output, RunResult
 
 AsyncHandler = Handler
 """Carries out one kind of I/O request a generator hook yields; may return an awaitable."""
@@ -102,7 +102,7 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
     Sync tools run in the event loop's thread unless `tools_in_threads` (then in worker
     threads; a cancelled run waits for such a tool to return). `observers` watch each
     run (`interpreters.observe`); by default the run is logged to the `pipeline` logger.
-    `price` prices each model call (`pipeline.cost`): the result carries its cost.
+    `price` prices each model call (`pipeline.values.cost`): the result carries its cost.
     """
 
     def __init__(
@@ -320,7 +320,7 @@ class AsyncRunStream(RunOutcome[Output]):
     ) -> None:
         self._interp = interp
         self._d = driver
-        """The run's protocol state (`pipeline.driver`): this class does its I/O."""
+        """The run's protocol state (`pipeline.protocol.driver`): this class does its I/O."""
         raw = driver.send_pull
         self._send_event = raw if raw is not None else driver.send
         """How a Pull is answered with a model event (the loop's own send when unwatched:

@@ -21,18 +21,17 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-import msgspec
-
 from pipeline.agent import Agent
 from pipeline.approval import (
     Decision,
     Resumption,
     RunNotSuspended,
     UnknownRun,
+    check_resumption,
     resumption,
+    typed_states,
 )
-from pipeline.result import RunResult, Suspension
-from pipeline.tool_gate import check_resumption
+from pipeline.values.result import RunResult, Suspension
 
 Output = TypeVar("Output")
 
@@ -120,26 +119,3 @@ class Approvals:
             self.store.save(taken)
             raise RunNotSuspended(f"run {run_id!r} was resumed (and suspended again) meanwhile")
         return Resumption(typed, r.decisions)
-
-
-def typed_states(agent: Agent, s: Suspension) -> Suspension:
-    """`s` with each processor's state of the type of its initial state (a state read
-    back from a store is plain data: a Struct's or dataclass's fields are typed again by
-    their annotations). `TypeError` for a state that does not fit its processor."""
-    procs = agent.all_processors()
-    states: list[object] = []
-    changed = False
-    for slot, state in enumerate(s.states):
-        want = type(procs[slot].initial_state()) if slot < len(procs) else type(None)
-        if want is type(None) or isinstance(state, want):
-            states.append(state)
-            continue
-        try:
-            states.append(msgspec.convert(state, want))
-        except msgspec.ValidationError as e:
-            raise TypeError(
-                f"the stored state of processor {procs[slot].id!r} of run {s.run_id!r} is "
-                f"not a {want.__name__}: {e}"
-            ) from None
-        changed = True
-    return msgspec.structs.replace(s, states=tuple(states)) if changed else s

@@ -36,7 +36,7 @@ from interpreters.memory.postgres import PostgresStore
 from interpreters.memory.sqlite import SQLiteStore
 from interpreters.memory.store import MemoryStoreError, MemoryStoreUnavailable
 from pipeline.approval import RunNotSuspended, UnknownRun
-from pipeline.result import Suspension
+from pipeline.values.result import Suspension
 
 if TYPE_CHECKING:
     import psycopg

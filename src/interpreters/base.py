@@ -18,10 +18,10 @@ from interpreters.logs import LogObserver
 from interpreters.observe import Observer
 from interpreters.options import RunOptions, check_options
 from pipeline.agent import Agent
-from pipeline.cost import Pricer
-from pipeline.driver import Driver
-from pipeline.messages import RunInput
-from pipeline.result import Output, RunResult
+from pipeline.protocol.driver import Driver
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import RunInput
+from pipeline.values.result import Output, RunResult
 
 P = TypeVar("P")
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from pipeline.result import RunResult
+    from pipeline.values.result import RunResult
 
 MAX_ERROR = 500
 """Characters of an error line at most (a provider may send a whole page back)."""
@@ -199,7 +199,7 @@ def _run(
 
 def _problem(result: RunResult, url: str) -> str | None:
     """Why the run did not finish, as one line; a failed call names the URL called."""
-    from pipeline.result import ApiFailed, StreamFailed
+    from pipeline.values.result import ApiFailed, StreamFailed
 
     if result.tripwire is not None:
         t = result.tripwire

@@ -18,17 +18,18 @@ from interpreters.options import TracedScope
 from interpreters.providers.provider import Provider, ProviderError
 from pipeline import agent_loop
 from pipeline.agent import Agent
-from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
-from pipeline.cost import Pricer
-from pipeline.driver import Driver
-from pipeline.messages import RunInput, ToolCallPart
-from pipeline.model import ApiError, ModelFailed
-from pipeline.processor import AskModel, ModelAnswer, RunContext
-from pipeline.protocol import ToolInvocation, ToolOutcome
-from pipeline.result import InvalidInput
-from pipeline.tool_context import check_deps
-from pipeline.tools import Tool
-from pipeline.validate import read_input, rejected
+from pipeline.loop.run import rejected
+from pipeline.processor import AskModel, ModelAnswer
+from pipeline.protocol.driver import Driver
+from pipeline.protocol.replies import ToolInvocation, ToolOutcome
+from pipeline.tools import Tool, check_deps
+from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
+from pipeline.values.context import RunContext
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import RunInput, ToolCallPart
+from pipeline.values.model import ApiError, ModelFailed
+from pipeline.values.result import InvalidInput
+from pipeline.values.validate import read_input
 
 H = TypeVar("H")
 P = TypeVar("P")
@@ -57,7 +58,7 @@ def start_run(
     observers: Sequence[Observer] = (),
     price: Pricer | None = None,
 ) -> Driver:
-    """The driver of a new run (`pipeline.driver`): its agent loop, with its context (from
+    """The driver of a new run (`pipeline.protocol.driver`): its agent loop, with its context (from
     `options`), its input as a message list, its trace, watched by `observers` (see
     `interpreters.observe`).
 

@@ -39,8 +39,8 @@ from pipeline import (
     Tripwire,
     abort,
 )
-from pipeline.chunks import ErrorChunk
-from pipeline.protocol import EffectRecord
+from pipeline.protocol.replies import EffectRecord
+from pipeline.values.chunks import ErrorChunk
 
 
 def get_weather(city: str) -> str:

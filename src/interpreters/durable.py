@@ -86,15 +86,15 @@ from interpreters.options import DurableScope, check_options, keys_of
 from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
 from pipeline.agent import Agent
 from pipeline.approval import Decision, Resumption
-from pipeline.chunks import Chunk, ModelEvent
-from pipeline.cost import Pricer
-from pipeline.driver import Driver
-from pipeline.messages import JsonObject, Message, MessageList
-from pipeline.model import ApiError, ModelFailed, ModelRequest
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol import ToolInvocation, ToolOutcome
-from pipeline.result import PendingApproval, RunResult, Suspension
-from pipeline.tool_context import check_deps
+from pipeline.protocol.driver import Driver
+from pipeline.protocol.replies import ToolInvocation, ToolOutcome
+from pipeline.tools import check_deps
+from pipeline.values.chunks import Chunk, ModelEvent
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import JsonObject, Message, MessageList
+from pipeline.values.model import ApiError, ModelFailed, ModelRequest
+from pipeline.values.result import PendingApproval, RunResult, Suspension
 
 WORKFLOW = "pipeline_agents.run"
 """The DBOS workflow name of a run (its id is the run id)."""

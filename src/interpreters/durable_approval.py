@@ -29,7 +29,7 @@ from pipeline.approval import (
     UnknownRun,
     check_pending,
 )
-from pipeline.result import PendingApproval, Suspension
+from pipeline.values.result import PendingApproval, Suspension
 
 APPROVAL = "approval"
 """The DBOS event key a waiting run publishes its `Waiting` under."""

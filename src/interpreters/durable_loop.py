@@ -1,4 +1,4 @@
-"""The durable interpreter's I/O over a run's driver (`pipeline.driver`).
+"""The durable interpreter's I/O over a run's driver (`pipeline.protocol.driver`).
 
 `drive` feeds the pure agent loop from `Steps`, whose methods are checkpointed steps of a
 durable workflow (`interpreters.durable` implements them on DBOS). On recovery the
@@ -23,12 +23,12 @@ from effects.started import STARTED_REQUESTS
 from interpreters.deadline import timed_out
 from interpreters.started import InOrder
 from pipeline.approval import Decision, Resumption
-from pipeline.chunks import Chunk, DataChunk, ModelEvent
-from pipeline.driver import Driver
-from pipeline.model import ModelEnded, ModelFailed, ModelRequest
-from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
-from pipeline.result import RunResult, Suspension
-from pipeline.tool_context import ToolContext
+from pipeline.protocol.driver import Driver
+from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.tools.context import ToolContext
+from pipeline.values.chunks import Chunk, DataChunk, ModelEvent
+from pipeline.values.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.values.result import RunResult, Suspension
 
 
 class ModelOutcome(msgspec.Struct, frozen=True):

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 import msgspec
 
 from interpreters.durable_loop import ToolDone
-from pipeline.chunks import Chunk, ToolResult
-from pipeline.messages import Message, ToolResultPart
-from pipeline.protocol import ToolOutcome
-from pipeline.result import RunResult, StepResult
+from pipeline.protocol.replies import ToolOutcome
+from pipeline.values.chunks import Chunk, ToolResult
+from pipeline.values.messages import Message, ToolResultPart
+from pipeline.values.result import RunResult, StepResult
 
 REF_MIN = 64 * 1024
 """Encoded size of a tool step's outcome from which its result is stored by reference."""

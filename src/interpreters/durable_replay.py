@@ -28,12 +28,12 @@ from interpreters.durable_payload import expand, recorder
 from interpreters.providers.provider import ProviderError
 from pipeline.agent import Agent
 from pipeline.approval import Decision, Resumption
-from pipeline.chunks import Chunk
-from pipeline.driver import Driver
-from pipeline.model import ModelRequest
 from pipeline.processor import AskModel
-from pipeline.protocol import ToolInvocation
-from pipeline.result import RunResult, Suspension
+from pipeline.protocol.driver import Driver
+from pipeline.protocol.replies import ToolInvocation
+from pipeline.values.chunks import Chunk
+from pipeline.values.model import ModelRequest
+from pipeline.values.result import RunResult, Suspension
 
 _START = msgspec.json.Decoder(RunStart)
 _MODEL = msgspec.json.Decoder(ModelOutcome)

@@ -66,12 +66,8 @@ from interpreters.providers.provider import ProviderError
 from interpreters.trace import comparable_command
 from pipeline.agent import Agent
 from pipeline.approval import Resumption
-from pipeline.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
-from pipeline.cost import Cost, PriceQuery
-from pipeline.messages import JsonObject, MessageList
-from pipeline.model import ApiError
 from pipeline.processor import ModelAnswer
-from pipeline.protocol import (
+from pipeline.protocol.replies import (
     EffectRecord,
     LoopCommand,
     ModelReply,
@@ -79,8 +75,12 @@ from pipeline.protocol import (
     ToolInvocation,
     ToolOutcome,
 )
-from pipeline.result import RunResult
-from pipeline.tool_context import ToolContext, ToolWriter
+from pipeline.tools.context import ToolContext, ToolWriter
+from pipeline.values.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
+from pipeline.values.cost import Cost, PriceQuery
+from pipeline.values.messages import JsonObject, MessageList
+from pipeline.values.model import ApiError
+from pipeline.values.result import RunResult
 
 VERSION = 1
 
@@ -419,7 +419,7 @@ class Recorder:
 
 def _pii_guards(agent: Agent) -> list[PIIRedactor]:
     """The agent's PII guards, as redactors of what a journal stores."""
-    from pipeline.processors.pii import PIIDetector
+    from pipeline.processors.guards.pii import PIIDetector
 
     out: list[PIIRedactor] = []
     for p in agent.all_processors():

@@ -22,8 +22,8 @@ import os
 
 from effects import Abort, Publish, Pull, Retry, Sleep
 from interpreters.observe import RunInfo, RunObserver, describe
-from pipeline.protocol import EffectRecord, LoopCommand, RunCancelled
-from pipeline.result import RunResult
+from pipeline.protocol.replies import EffectRecord, LoopCommand, RunCancelled
+from pipeline.values.result import RunResult
 
 log = logging.getLogger("pipeline")
 

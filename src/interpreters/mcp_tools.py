@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import msgspec
 
-from pipeline.bounds import check_cap
 from pipeline.tools import Tool
+from pipeline.values.bounds import check_cap
 
 if TYPE_CHECKING:
     from mcp import Client

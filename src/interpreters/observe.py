@@ -8,7 +8,7 @@ recording (`interpreters.journal`) are observers.
 
     interp = SyncInterpreter(provider, observers=[LogObserver(), Recorder("runs/")])
 
-The run's `pipeline.driver.Driver` tells the observers what passes (`watched_loop` gives
+The run's `pipeline.protocol.driver.Driver` tells the observers what passes (`watched_loop` gives
 the loop and its `Watch`), so no interpreter has per-observer code. An observer that
 raises is logged and dropped for the rest of the run: observing never changes a run's
 outcome.
@@ -35,12 +35,12 @@ from effects import (
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.approval import Resumption
-from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.driver import Watch
-from pipeline.messages import JsonObject, MessageList
-from pipeline.processor import RunContext
-from pipeline.protocol import AgentLoop, EffectRecord, EffectRecorder, LoopCommand
-from pipeline.result import RunResult
+from pipeline.protocol.driver import Watch
+from pipeline.protocol.replies import AgentLoop, EffectRecord, EffectRecorder, LoopCommand
+from pipeline.values.context import RunContext
+from pipeline.values.cost import Cost, PriceQuery, Pricer
+from pipeline.values.messages import JsonObject, MessageList
+from pipeline.values.result import RunResult
 
 log = logging.getLogger("pipeline")
 
@@ -56,7 +56,7 @@ class RunInfo(msgspec.Struct, frozen=True):
     """The interpreter's clock (virtual in the simulator): observers time with it."""
     started_at: float
     price: Pricer | None = None
-    """The run's pricer, if it has one (`pipeline.cost`)."""
+    """The run's pricer, if it has one (`pipeline.values.cost`)."""
     resume: Resumption | None = None
     """What a resumed run goes on from (its suspension and decisions), else None."""
 

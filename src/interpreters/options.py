@@ -14,8 +14,8 @@ from typing import Generic, TypedDict
 from interpreters.cancel import CancelSignal
 from interpreters.trace import Trace
 from pipeline.approval import Resumption
-from pipeline.messages import JsonObject
-from pipeline.tool_context import Deps as Deps
+from pipeline.tools.context import Deps as Deps
+from pipeline.values.messages import JsonObject
 
 
 class ContextScope(TypedDict, total=False):

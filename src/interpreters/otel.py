@@ -60,7 +60,15 @@ from effects.started import Collect, Start
 from interpreters.observe import RunInfo, RunObserver
 from interpreters.providers.codec import put_given
 from interpreters.providers.table import ROUTES, split_model
-from pipeline.chunks import (
+from pipeline.processor import AskModel, ModelAnswer
+from pipeline.protocol.replies import (
+    EffectRecord,
+    LoopCommand,
+    RunCancelled,
+    ToolInvocation,
+    ToolOutcome,
+)
+from pipeline.values.chunks import (
     Chunk,
     Finish,
     ModelFinish,
@@ -71,18 +79,10 @@ from pipeline.chunks import (
     ToolResult,
     Usage,
 )
-from pipeline.cost import Cost, PriceQuery, Pricer, charge
-from pipeline.messages import Message, Part, ToolResultPart
-from pipeline.model import ModelEnded, ModelFailed, ModelRequest
-from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol import (
-    EffectRecord,
-    LoopCommand,
-    RunCancelled,
-    ToolInvocation,
-    ToolOutcome,
-)
-from pipeline.result import RunResult
+from pipeline.values.cost import Cost, PriceQuery, Pricer, charge
+from pipeline.values.messages import Message, Part, ToolResultPart
+from pipeline.values.model import ModelEnded, ModelFailed, ModelRequest
+from pipeline.values.result import RunResult
 
 SCOPE = "pipeline-agents"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from interpreters.providers.table import ROUTES, split_model
-from pipeline.cost import Cost, PriceQuery, Pricer
+from pipeline.values.cost import Cost, PriceQuery, Pricer
 
 
 class PricesNotInstalled(ImportError):

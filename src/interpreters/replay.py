@@ -1,7 +1,7 @@
 """Replaying a recorded run (`interpreters.journal`) offline, against its agent or a
 changed one.
 
-The run's driver (`pipeline.driver`) is fed the journal's recorded replies: model events
+The run's driver (`pipeline.protocol.driver`) is fed the journal's recorded replies: model events
 by call, tool outcomes (and what the tools wrote), processor requests' answers, clock
 readings and costs, and a cancel where the run was cancelled. Every command is compared
 with the recorded one (`Divergence`, the first that differs); tools and judges do not
@@ -26,7 +26,6 @@ from effects import (
     RunTools,
 )
 from effects.requests import Request, declared_answer
-from interpreters.approvals import typed_states
 from interpreters.journal import (
     Answered,
     CancelledAt,
@@ -47,20 +46,20 @@ from interpreters.observe import Observer, describe, log, watched_loop
 from interpreters.providers.provider import ProviderError
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.approval import Resumption
-from pipeline.chunks import DataChunk
-from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.driver import Driver, Watch
-from pipeline.model import ApiError, ModelEnded, ModelFailed
-from pipeline.processor import RunContext
-from pipeline.protocol import (
+from pipeline.approval import Resumption, typed_states
+from pipeline.protocol.driver import Driver, Watch
+from pipeline.protocol.replies import (
     LoopCommand,
     ModelReply,
     ToolInvocation,
     ToolOutcome,
 )
-from pipeline.result import RunResult
-from pipeline.tool_context import check_deps
+from pipeline.tools import check_deps
+from pipeline.values.chunks import DataChunk
+from pipeline.values.context import RunContext
+from pipeline.values.cost import Cost, PriceQuery, Pricer
+from pipeline.values.model import ApiError, ModelEnded, ModelFailed
+from pipeline.values.result import RunResult
 
 
 class Divergence(msgspec.Struct, frozen=True):

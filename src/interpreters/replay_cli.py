@@ -29,9 +29,9 @@ from typing import TextIO, cast
 from interpreters.journal import MAX_JOURNAL_BYTES, Journal, JournalError
 from interpreters.replay import replay_sync
 from pipeline.agent import Agent
-from pipeline.chunks import ErrorChunk, ReasoningDelta, TextDelta, Tripwire
-from pipeline.cost import Pricer
-from pipeline.tool_context import check_deps
+from pipeline.tools import check_deps
+from pipeline.values.chunks import ErrorChunk, ReasoningDelta, TextDelta, Tripwire
+from pipeline.values.cost import Pricer
 
 
 class AgentNotFound(LookupError):

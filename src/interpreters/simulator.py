@@ -58,9 +58,9 @@ from pipeline import (
     ToolCallDelta,
     Usage,
 )
-from pipeline.messages import JsonObject
-from pipeline.model import is_retryable_status
-from pipeline.result import Output
+from pipeline.values.messages import JsonObject
+from pipeline.values.model import is_retryable_status
+from pipeline.values.result import Output
 
 CANCELLABLE = keys_of(CancellableScope)
 

@@ -32,9 +32,9 @@ from interpreters.replay import replay_async
 from interpreters.simulator import ScriptedModel, SimRun, SimulatorBase
 from interpreters.virtual_deadline import VirtualDeadline
 from pipeline.agent import Agent
-from pipeline.cost import Pricer
-from pipeline.messages import RunInput
-from pipeline.result import Output, RunResult
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import RunInput
+from pipeline.values.result import Output, RunResult
 
 
 class AsyncSimulator(SimulatorBase):

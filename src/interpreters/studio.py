@@ -64,8 +64,8 @@ from interpreters.journal import (
 from interpreters.observe import describe
 from interpreters.replay import ReplayRun, replay_async
 from pipeline.agent import Agent
-from pipeline.chunks import ModelFinish, ReasoningDelta, TextDelta, Usage
-from pipeline.tool_context import check_deps
+from pipeline.tools import check_deps
+from pipeline.values.chunks import ModelFinish, ReasoningDelta, TextDelta, Usage
 
 DEFAULT_PORT = 8765
 

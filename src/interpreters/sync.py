@@ -19,13 +19,13 @@ from interpreters.options import Deps, RunOptions
 from interpreters.providers.provider import Provider, ProviderResolver
 from interpreters.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
-from pipeline.chunks import Chunk, ModelEvent, ModelFinish
-from pipeline.cost import Pricer
-from pipeline.driver import LAST, Driver, discard
-from pipeline.messages import RunInput
-from pipeline.model import ModelEnded, ModelFailed
-from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
-from pipeline.result import Output, RunResult
+from pipeline.protocol.driver import LAST, Driver, discard
+from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import RunInput
+from pipeline.values.model import ModelEnded, ModelFailed
+from pipeline.values.result import Output, RunResult
 
 
 class AsyncNotSupportedError(TypeError):
@@ -106,7 +106,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
 
     # --- carrying out commands ---------------------------------------------------------
     def _drive(self, d: Driver, stop: StopCheck) -> Generator[Chunk, None, RunResult]:
-        """The run's I/O over its driver (`pipeline.driver`), handing out its chunks."""
+        """The run's I/O over its driver (`pipeline.protocol.driver`), handing out its chunks."""
         model: Iterator[ModelEvent] | None = None
         jobs = self._started(self._perform, stop)  # started requests (effects.started)
         guarded = stop.active

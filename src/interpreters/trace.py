@@ -7,10 +7,10 @@ from typing import TypeVar
 import msgspec
 
 from effects import AwaitHook, RunTools
-from pipeline.chunks import Chunk
 from pipeline.processor import HookEffect
-from pipeline.protocol import EffectRecord, LoopCommand
-from pipeline.tool_context import ToolContext
+from pipeline.protocol.replies import EffectRecord, LoopCommand
+from pipeline.tools.context import ToolContext
+from pipeline.values.chunks import Chunk
 
 C = TypeVar("C")
 

@@ -2,11 +2,46 @@
 
 The names agent and processor authors need are re-exported here; each lives in one small
 module. What an interpreter's author needs besides `agent_loop` (the commands' replies,
-`AgentLoop`, `ToolInvocation`, `ToolOutcome`, `EffectRecord`...) is in `pipeline.protocol`.
+`AgentLoop`, `ToolInvocation`, `ToolOutcome`, `EffectRecord`...) is in `pipeline.protocol.replies`.
 """
 
 from pipeline.agent import Agent, PrepareStep
-from pipeline.chunks import (
+from pipeline.loop.run import agent_loop
+from pipeline.processor import (
+    ApiErrorArgs,
+    ApiErrorResult,
+    AskModel,
+    BaseProcessor,
+    FlushArgs,
+    FlushResult,
+    FunctionProcessor,
+    InputArgs,
+    InputResult,
+    InputStepArgs,
+    InputStepResult,
+    ModelAnswer,
+    OutputResultArgs,
+    OutputResultResult,
+    OutputStepArgs,
+    OutputStepResult,
+    Processor,
+    ProcessorAbort,
+    StatefulProcessor,
+    StepChange,
+    StepSettings,
+    StreamArgs,
+    StreamResult,
+    ToolCallArgs,
+    ToolCallResult,
+    ToolResultArgs,
+    ToolResultResult,
+    abort,
+    processor,
+)
+from pipeline.processors.options import ProcessorConfigError
+from pipeline.tools import Tool, make_tool, tool
+from pipeline.tools.context import ToolContext, ToolWriter
+from pipeline.values.chunks import (
     Chunk,
     DataChunk,
     ErrorChunk,
@@ -32,9 +67,9 @@ from pipeline.chunks import (
     Tripwire,
     Usage,
 )
-from pipeline.cost import Cost, PriceQuery, Pricer
-from pipeline.loop import agent_loop
-from pipeline.messages import (
+from pipeline.values.context import RunContext
+from pipeline.values.cost import Cost, PriceQuery, Pricer
+from pipeline.values.messages import (
     INSTRUCTIONS_TAG,
     DataPart,
     FilePart,
@@ -51,7 +86,7 @@ from pipeline.messages import (
     ToolResultPart,
     user,
 )
-from pipeline.model import (
+from pipeline.values.model import (
     ApiError,
     ModelRequest,
     ModelSettings,
@@ -59,42 +94,10 @@ from pipeline.model import (
     StructuredOutput,
     ToolChoice,
     ToolChoiceTool,
+    ToolSpec,
 )
-from pipeline.output_type import OutputInvalid, TypedOutput
-from pipeline.processor import (
-    ApiErrorArgs,
-    ApiErrorResult,
-    AskModel,
-    BaseProcessor,
-    FlushArgs,
-    FlushResult,
-    FunctionProcessor,
-    InputArgs,
-    InputResult,
-    InputStepArgs,
-    InputStepResult,
-    ModelAnswer,
-    OutputResultArgs,
-    OutputResultResult,
-    OutputStepArgs,
-    OutputStepResult,
-    Processor,
-    ProcessorAbort,
-    RunContext,
-    StatefulProcessor,
-    StepChange,
-    StepSettings,
-    StreamArgs,
-    StreamResult,
-    ToolCallArgs,
-    ToolCallResult,
-    ToolResultArgs,
-    ToolResultResult,
-    abort,
-    processor,
-)
-from pipeline.processors.options import ProcessorConfigError
-from pipeline.result import (
+from pipeline.values.output_type import OutputInvalid, TypedOutput
+from pipeline.values.result import (
     ApiFailed,
     Cancelled,
     InvalidInput,
@@ -106,10 +109,8 @@ from pipeline.result import (
     StepResult,
     StreamFailed,
 )
-from pipeline.retry import RetryPolicy
-from pipeline.tool_context import ToolContext, ToolWriter
-from pipeline.tools import Tool, ToolSpec, make_tool, tool
-from pipeline.validate import InvalidInputError
+from pipeline.values.retry import RetryPolicy
+from pipeline.values.validate import InvalidInputError
 
 __distribution__ = "pipeline-agents"
 """Whose `pipeline` this is (`interpreters` refuses another distribution's)."""

@@ -9,11 +9,6 @@ from typing import Any, Generic, TypeAlias
 import msgspec
 from typing_extensions import TypeVar
 
-from pipeline.bounds import MAX_TOOL_RESULT_BYTES as MAX_TOOL_RESULT_BYTES
-from pipeline.bounds import check_cap
-from pipeline.messages import JsonObject, SystemMessage
-from pipeline.model import ModelSettings, StructuredOutput, ToolChoice
-from pipeline.output_type import TypedOutput
 from pipeline.processor import (
     BaseProcessor,
     HookName,
@@ -21,10 +16,15 @@ from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
 )
-from pipeline.result import Output
-from pipeline.retry import RetryPolicy
-from pipeline.tool_context import Deps
 from pipeline.tools import Tool, ToolFn, make_tool
+from pipeline.tools.context import Deps
+from pipeline.values.bounds import MAX_TOOL_RESULT_BYTES as MAX_TOOL_RESULT_BYTES
+from pipeline.values.bounds import check_cap
+from pipeline.values.messages import JsonObject, SystemMessage
+from pipeline.values.model import ModelSettings, StructuredOutput, ToolChoice
+from pipeline.values.output_type import TypedOutput
+from pipeline.values.result import Output
+from pipeline.values.retry import RetryPolicy
 
 PrepareStep: TypeAlias = Callable[[InputStepArgs[None]], HookReturn[InputStepResult[None]]]
 """A user callback run last in the input-step pipeline, after the input processors."""

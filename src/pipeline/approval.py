@@ -3,7 +3,7 @@
 A `process_tool_call` hook that returns `AskApproval(message)` suspends the run before any
 tool of its step runs: the run ends with status "suspended" and `result.suspension`, a
 `Suspension` listing each call waiting (`PendingApproval`) and everything the loop needs to
-go on (both in `pipeline.result`). `resumption(suspension, decisions)` checks the
+go on (both in `pipeline.values.result`). `resumption(suspension, decisions)` checks the
 decisions against it (`check_decisions`) and gives the `Resumption` a run is started with
 (`resume=` on the interpreters, or `interpreters.approvals.Approvals.resume`, which
 also keeps suspensions in a store).
@@ -21,14 +21,16 @@ import hashlib
 
 import msgspec
 
-from pipeline.messages import JsonObject
-from pipeline.result import PendingApproval, Suspension
+from pipeline.agent import Agent
+from pipeline.values.messages import JsonObject
+from pipeline.values.result import PendingApproval, Suspension
 
 __all__ = [
     "AgentChanged", "ApprovalError", "Approve", "ArgumentsMismatch", "Decision", "Deny",
     "DuplicateDecision", "Edit", "MissingDecision", "PendingApproval", "Resumption",
     "RunNotSuspended", "Suspension", "UnknownCall", "UnknownRun", "approve", "call_digest",
-    "check_decisions", "check_pending", "deny", "edit", "resumption",
+    "agent_digest", "check_decisions", "check_pending", "check_resumption", "deny", "edit",
+    "resumption", "typed_states",
 ]
 
 _encoder = msgspec.json.Encoder(order="sorted")
@@ -167,3 +169,59 @@ def check_pending(
     if missing:
         raise MissingDecision(f"no decision for call(s) {', '.join(missing)}")
     return decisions
+
+
+# --- a resumed run's agent ----------------------------------------------------------
+
+
+def agent_digest(agent: Agent) -> str:
+    """What a suspended run's agent must still be to resume it: its tools (names and
+    schemas) and its processors (ids and hooks)."""
+    shape = (
+        [(t.name, t.spec.parameters) for t in agent.tools],
+        [(p.id, sorted(p.hook_functions())) for p in agent.all_processors()],
+    )
+    return hashlib.sha256(msgspec.json.encode(shape, order="sorted")).hexdigest()
+
+
+def check_resumption(agent: Agent, r: Resumption) -> None:
+    """Raise `AgentChanged` when `agent` is not the one that suspended, and
+    `ArgumentsMismatch` for edited arguments its tool refuses: before the run starts."""
+    s = r.suspension
+    if agent_digest(agent) != s.agent_digest:
+        raise AgentChanged(
+            f"run {s.run_id!r} was suspended by another agent (tools or processors differ)"
+        )
+    tools = {t.name: t for t in agent.tools}
+    for d in r.decisions:
+        if isinstance(d, Edit):
+            name = next(c.call.tool_name for c in s.calls if c.call.tool_call_id == d.tool_call_id)
+            try:
+                tools[name].bind(d.args)
+            except (msgspec.ValidationError, TypeError) as e:
+                raise ArgumentsMismatch(
+                    f"edited arguments for call {d.tool_call_id!r} ({name}): {e}"
+                ) from e
+
+
+def typed_states(agent: Agent, s: Suspension) -> Suspension:
+    """`s` with each processor's state of the type of its initial state (a state read
+    back from a store is plain data: a Struct's or dataclass's fields are typed again by
+    their annotations). `TypeError` for a state that does not fit its processor."""
+    procs = agent.all_processors()
+    states: list[object] = []
+    changed = False
+    for slot, state in enumerate(s.states):
+        want = type(procs[slot].initial_state()) if slot < len(procs) else type(None)
+        if want is type(None) or isinstance(state, want):
+            states.append(state)
+            continue
+        try:
+            states.append(msgspec.convert(state, want))
+        except msgspec.ValidationError as e:
+            raise TypeError(
+                f"the stored state of processor {procs[slot].id!r} of run {s.run_id!r} is "
+                f"not a {want.__name__}: {e}"
+            ) from None
+        changed = True
+    return msgspec.structs.replace(s, states=tuple(states)) if changed else s

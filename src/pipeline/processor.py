@@ -46,18 +46,22 @@ from effects import (
     Skip,
     SkipCall,
 )
-from pipeline.chunks import Chunk, DataChunk, FinishReason, Usage
-from pipeline.messages import JsonObject, Message, MessageList, SystemMessage, ToolCallPart
-from pipeline.model import ApiError, ModelRequest, ModelSettings, StructuredOutput, ToolChoice
-from pipeline.result import OutputResult, StepResult
 from pipeline.tools import Tool
+from pipeline.values.chunks import Chunk, DataChunk, FinishReason, Usage
+from pipeline.values.context import RunContext, Seen
+from pipeline.values.messages import JsonObject, Message, MessageList, SystemMessage, ToolCallPart
+from pipeline.values.model import (
+    ApiError,
+    ModelRequest,
+    ModelSettings,
+    StructuredOutput,
+    ToolChoice,
+)
+from pipeline.values.result import OutputResult, StepResult
 
 S = TypeVar("S")
 R = TypeVar("R")
 D = TypeVar("D")
-Seen = DefaultTypeVar("Seen", covariant=True, default=object)
-"""The deps a hook's args carry (`args.context.deps`): the agent's, for a processor typed
-`Processor[Db]` (hooks taking `InputArgs[None, Db]`...); by default `object`."""
 Needs = DefaultTypeVar("Needs", contravariant=True, default=object)
 """The deps a processor reads: `Processor[Db]` fits an `Agent[Db, ...]` (or one whose deps
 extend Db); a processor of `object` fits any agent."""
@@ -82,26 +86,6 @@ companion of `process_output_stream` for processors that hold chunks back, see
 `FlushArgs`), the two around each tool call (`ToolCallArgs`, `ToolResultArgs`), and
 `process_approved`, where memory saves what every output processor approved
 (see `ApprovedArgs`)."""
-
-
-class RunContext(msgspec.Struct, Generic[Seen], frozen=True, kw_only=True):
-    """Request-scoped values every hook can read (Mastra's requestContext)."""
-
-    run_id: str
-    thread_id: str | None = None
-    resource_id: str | None = None
-    values: JsonObject | None = None
-    deps: Seen | None = None
-    """The run's dependencies (`run(..., deps=...)`; None when the run was given none):
-    typed in a `Processor[Db]`'s hooks, else read them typed with `deps_as`."""
-
-    def deps_as(self, kind: type[D]) -> D:
-        """The run's deps as a `kind`; TypeError when the run was given something else."""
-        if not isinstance(self.deps, kind):
-            raise TypeError(
-                f"the run's deps are a {type(self.deps).__name__}, not a {kind.__name__}"
-            )
-        return self.deps
 
 
 # --- I/O a hook may ask for ---------------------------------------------------------
@@ -448,7 +432,7 @@ class BaseProcessor(Generic[Needs]):
     """When True, `process_output_stream` also receives `data-*` chunks."""
     concurrent: bool = False
     """When True, `process_input` runs beside the first model call: the model's output is
-    held, and no tool runs, until it passed (`pipeline.input_race`). It may pass or abort."""
+    held, and no tool runs, until it passed (`pipeline.loop.race`). It may pass or abort."""
 
     def initial_state(self) -> object:
         return None

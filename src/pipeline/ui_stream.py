@@ -40,9 +40,9 @@ from typing import Literal
 
 import msgspec
 
-from pipeline import chunks as c
-from pipeline.chunks import Chunk, chunk_encoder
-from pipeline.messages import Message, TextPart
+from pipeline.values import chunks as c
+from pipeline.values.chunks import Chunk, chunk_encoder
+from pipeline.values.messages import Message, TextPart
 
 Headers = tuple[tuple[bytes, bytes], ...]
 
@@ -352,7 +352,7 @@ async def ui_message_sse_async(
 
 
 def ndjson_line(chunk: Chunk) -> bytes:
-    """A chunk as one JSON line (decode it with `pipeline.chunks.chunk_decoder`)."""
+    """A chunk as one JSON line (decode it with `pipeline.values.chunks.chunk_decoder`)."""
     return chunk_encoder.encode(chunk) + b"\n"
 
 

@@ -18,8 +18,8 @@ import interpreters.common
 import interpreters.observe
 from effects import AwaitHook, Done
 from pipeline import agent_loop
-from pipeline.driver import discard
-from pipeline.protocol import AgentLoop, RunCancelled
+from pipeline.protocol.driver import discard
+from pipeline.protocol.replies import AgentLoop, RunCancelled
 
 REASON = "cut by the test"
 

@@ -24,13 +24,13 @@ from interpreters.observe import Observer, RunInfo, RunObserver
 from interpreters.providers import AsyncResolver, Limits, Resolver, Timeouts
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import TextDelta
-from pipeline.messages import TextPart, ToolCallPart, ToolResultPart
-from pipeline.model import ApiError
-from pipeline.pairing import is_paired
-from pipeline.result import ApiFailed, RunResult, StreamFailed
-from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
+from pipeline.values.chunks import TextDelta
+from pipeline.values.messages import TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.model import ApiError
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import ApiFailed, RunResult, StreamFailed
+from pipeline.values.retry import RetryPolicy
 from tests.providers.helpers import KEY, oa_chunk, sse
 from tests.providers.server import ReplayServer, Reply
 

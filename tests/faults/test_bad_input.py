@@ -3,7 +3,7 @@
 Each cell runs the same bad input on the sync simulator and on the async simulator
 (asyncio and trio) and asserts the typed error (`InvalidInput`, status "failed", naming
 the message and the field), that no model was called, and that the stream ended with an
-error chunk. OpenAI-style dicts are refused with a pointer to `MessageList.from_openai`,
+error chunk. OpenAI-style dicts are refused with a pointer to `from_openai`,
 which converts them; a hook that puts such messages in place fails as `ProcessorFailed`.
 """
 
@@ -22,8 +22,10 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline import agent_loop
 from pipeline.agent import Agent
-from pipeline.chunks import ErrorChunk
-from pipeline.messages import (
+from pipeline.processor import InputArgs, InputResult, OutputStepArgs, OutputStepResult, processor
+from pipeline.values.chunks import ErrorChunk
+from pipeline.values.context import RunContext
+from pipeline.values.messages import (
     FilePart,
     Message,
     MessageList,
@@ -32,18 +34,11 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ModelRequest
-from pipeline.pairing import is_paired
-from pipeline.processor import (
-    InputArgs,
-    InputResult,
-    OutputStepArgs,
-    OutputStepResult,
-    RunContext,
-    processor,
-)
-from pipeline.result import InvalidInput, ProcessorFailed, RunResult
-from pipeline.validate import InvalidInputError
+from pipeline.values.model import ModelRequest
+from pipeline.values.openai_input import from_openai
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import InvalidInput, ProcessorFailed, RunResult
+from pipeline.values.validate import InvalidInputError
 
 
 class Opaque:
@@ -139,7 +134,7 @@ BAD: dict[str, tuple[Callable[[], object], int | None, str]] = {
 
 
 def test_the_fast_pass_unpacks_message_fields_in_their_order() -> None:
-    from pipeline.validate import MESSAGE_FIELDS
+    from pipeline.values.validate import MESSAGE_FIELDS
 
     assert Message.__struct_fields__ == MESSAGE_FIELDS
 
@@ -253,7 +248,7 @@ def test_an_output_step_replace_with_openai_dicts_fails_closed() -> None:
 
 
 def test_from_openai_converts_a_chat_history_that_then_runs() -> None:
-    ml = MessageList.from_openai([
+    ml = from_openai([
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": [{"type": "text", "text": "Weather "},
                                      {"type": "image_url",
@@ -284,7 +279,7 @@ def test_from_openai_converts_a_chat_history_that_then_runs() -> None:
 def test_from_openai_converts_documents_and_audio_the_codecs_send_back() -> None:
     from interpreters.providers import OpenAIChatCodec
 
-    ml = MessageList.from_openai([{"role": "user", "content": [
+    ml = from_openai([{"role": "user", "content": [
         {"type": "text", "text": "Summarize, then transcribe."},
         {"type": "file", "file": {"filename": "q3.pdf",
                                   "file_data": "data:application/pdf;base64,JVBERi0x"}},
@@ -331,5 +326,5 @@ def test_from_openai_refuses_what_it_cannot_read_naming_message_and_field(
     dicts: list[object], index: int, field: str
 ) -> None:
     with pytest.raises(InvalidInputError) as e:
-        MessageList.from_openai(_unchecked(dicts))
+        from_openai(_unchecked(dicts))
     assert (e.value.error.message_index, e.value.error.field) == (index, field)

@@ -24,10 +24,6 @@ from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.simulator_aio import AsyncSimulator
 from interpreters.trace import Trace
 from pipeline.agent import Agent
-from pipeline.chunks import TextDelta, ToolError, ToolResult
-from pipeline.messages import Message, MessageList
-from pipeline.model import ModelRequest
-from pipeline.pairing import is_paired
 from pipeline.processor import (
     AskModel,
     ModelAnswer,
@@ -39,8 +35,12 @@ from pipeline.processor import (
     StreamArgs,
     StreamResult,
 )
-from pipeline.result import Cancelled, RunResult
 from pipeline.tools import make_tool
+from pipeline.values.chunks import TextDelta, ToolError, ToolResult
+from pipeline.values.messages import Message, MessageList
+from pipeline.values.model import ModelRequest
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import Cancelled, RunResult
 from tests.faults.cancel_at import REASON, cancelling_at
 from tests.helpers import AsyncTrackedModel
 

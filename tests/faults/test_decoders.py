@@ -8,9 +8,9 @@ import anyio.to_thread
 import pytest
 
 from interpreters.providers import ByteStreamDecoder, OpenAIChatCodec
-from pipeline.chunks import ModelEvent, ModelFinish, ToolCall, ToolCallDelta
-from pipeline.messages import ToolCallPart, ToolResultPart
-from pipeline.pairing import is_paired
+from pipeline.values.chunks import ModelEvent, ModelFinish, ToolCall, ToolCallDelta
+from pipeline.values.messages import ToolCallPart, ToolResultPart
+from pipeline.values.pairing import is_paired
 from tests.faults.harness import SSE, Ran, run_async, run_sync
 from tests.providers.helpers import ask, oa_chunk, oa_text_stream, sse
 from tests.providers.server import ReplayServer, Reply

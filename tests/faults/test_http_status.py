@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from pipeline.model import is_retryable_status
-from pipeline.result import ApiFailed
+from pipeline.values.model import is_retryable_status
+from pipeline.values.result import ApiFailed
 from tests.faults.harness import JSON, agent, both, expect
 from tests.providers.server import ReplayServer, Reply
 

@@ -10,8 +10,8 @@ import pytest
 from interpreters.simulator import Fail, Say, ScriptedModel, Simulator
 from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
-from pipeline.pairing import is_paired
-from pipeline.result import RunResult, StreamFailed
+from pipeline.values.pairing import is_paired
+from pipeline.values.result import RunResult, StreamFailed
 
 
 def _runs(script: list[Say]) -> list[tuple[RunResult, int]]:

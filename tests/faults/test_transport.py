@@ -19,7 +19,7 @@ import pytest
 
 from interpreters.cancel import CancelSignal
 from interpreters.providers import Timeouts
-from pipeline.result import ApiFailed, Cancelled
+from pipeline.values.result import ApiFailed, Cancelled
 from tests.faults.harness import (
     FAST,
     JSON,

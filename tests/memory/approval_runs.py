@@ -16,7 +16,7 @@ from pipeline.agent import Agent
 from pipeline.approval import RunNotSuspended, approve
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
 from pipeline.processors.budget import Budget
-from pipeline.result import Suspension
+from pipeline.values.result import Suspension
 
 
 def make_payer(log: Path) -> Agent:

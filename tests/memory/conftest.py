@@ -27,7 +27,7 @@ from interpreters.memory import (
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.sqlite import AsyncSQLiteStore, SQLiteStore, VectorSearch
 from interpreters.memory.store import Vector
-from pipeline.messages import Message
+from pipeline.values.messages import Message
 from tests.memory.pg_server import PGVECTOR_ENV, pgvector_server, psycopg_available, unavailable
 
 

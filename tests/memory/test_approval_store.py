@@ -15,12 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from interpreters.approvals import (
-    Approvals,
-    ApprovalStore,
-    MemoryApprovalStore,
-    typed_states,
-)
+from interpreters.approvals import Approvals, ApprovalStore, MemoryApprovalStore
 from interpreters.approvals_sql import (
     APPROVAL_SCHEMA_VERSION,
     ApprovalStoreError,
@@ -32,9 +27,9 @@ from interpreters.approvals_sql import (
     open_approval_store,
 )
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from pipeline.approval import RunNotSuspended, UnknownRun, approve
+from pipeline.approval import RunNotSuspended, UnknownRun, approve, typed_states
 from pipeline.processors.budget import Spent
-from pipeline.result import Suspension
+from pipeline.values.result import Suspension
 from tests.memory.approval_runs import (
     make_payer,
     resume_in_process,

@@ -25,8 +25,8 @@ from interpreters.providers.exchange import Timeouts
 from interpreters.providers.limits import Limits
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
-from pipeline.model import ApiError
-from pipeline.retry import RetryPolicy
+from pipeline.values.model import ApiError
+from pipeline.values.retry import RetryPolicy
 from tests.providers.server import ReplayServer, Reply
 
 KEY = "sk-test-abcdef0123456789"

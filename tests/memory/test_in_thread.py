@@ -11,7 +11,7 @@ import pytest
 
 from interpreters.memory import AsyncStoreInThread, InMemoryStore, MemoryStore
 from interpreters.memory.store import Vector
-from pipeline.messages import Message, user
+from pipeline.values.messages import Message, user
 
 
 def _read_in(thread_ids: list[int], items: list[Message]) -> Iterator[Message]:

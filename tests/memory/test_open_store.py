@@ -16,7 +16,7 @@ from interpreters.memory import (
     open_async_memory_store,
     open_memory_store,
 )
-from pipeline.messages import user
+from pipeline.values.messages import user
 
 
 def test_sqlite_urls_name_a_file_relative_or_absolute_or_memory(

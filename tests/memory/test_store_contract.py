@@ -15,7 +15,7 @@ from interpreters.memory import (
     ThreadOwnerMismatch,
     working_memory_key,
 )
-from pipeline.messages import Message, TextPart, user
+from pipeline.values.messages import Message, TextPart, user
 from tests.memory.conftest import Backend
 
 

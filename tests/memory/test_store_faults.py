@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from interpreters.memory import MemoryStoreError, MemoryStoreUnavailable, SQLiteStore
-from pipeline.messages import user
+from pipeline.values.messages import user
 
 
 def test_a_sqlite_file_that_cannot_be_opened_is_unavailable(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from interpreters.memory import SCHEMA_VERSION, MemoryStoreError, SQLiteStore
 from interpreters.memory.rows import encode_message, pack
 from interpreters.memory.sqlite import MIGRATIONS, schema_version
-from pipeline.messages import user
+from pipeline.values.messages import user
 
 
 def _sqlite_v1(path: Path) -> None:

@@ -4,7 +4,7 @@ thread, in batches, through its own store (in a thread of the test or a process)
 from __future__ import annotations
 
 from interpreters.memory import MemoryStore, open_memory_store
-from pipeline.messages import Message, user
+from pipeline.values.messages import Message, user
 
 BATCHES = 40
 SIZE = 3

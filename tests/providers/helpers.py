@@ -19,9 +19,9 @@ from interpreters.providers import (
     resolve_provider,
 )
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import ModelEvent, ModelFinish, ReasoningDelta, TextDelta
-from pipeline.messages import user
-from pipeline.model import ApiError, ModelRequest
+from pipeline.values.chunks import ModelEvent, ModelFinish, ReasoningDelta, TextDelta
+from pipeline.values.messages import user
+from pipeline.values.model import ApiError, ModelRequest
 
 KEY = "sk-test-0123456789abcdefSECRET"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.messages import (
+from pipeline.values.messages import (
     FilePart,
     Message,
     Part,
@@ -21,8 +21,14 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ModelRequest, ModelSettings, StructuredOutput, ToolChoice, ToolChoiceTool
-from pipeline.tools import ToolSpec
+from pipeline.values.model import (
+    ModelRequest,
+    ModelSettings,
+    StructuredOutput,
+    ToolChoice,
+    ToolChoiceTool,
+    ToolSpec,
+)
 
 Json = Any  # recorded JSON is heterogeneous by nature; this module only reads it
 

@@ -17,8 +17,8 @@ from interpreters.providers import resolve_async_provider
 from interpreters.providers._async.http import AsyncHttpProvider
 from interpreters.providers.provider import ProviderError
 from pipeline.agent import Agent
-from pipeline.chunks import ModelEvent, ModelFinish, TextDelta
-from pipeline.model import ModelRequest
+from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta
+from pipeline.values.model import ModelRequest
 from tests.faults.harness import SSE
 from tests.providers.helpers import KEY, ask, oa_chunk, oa_text_stream, sse
 from tests.providers.server import ReplayServer, Reply

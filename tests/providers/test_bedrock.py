@@ -47,12 +47,26 @@ from interpreters.providers.routes import ProviderConfigError
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall, ToolCallDelta, Usage
-from pipeline.cost import PriceQuery
-from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart, user
-from pipeline.model import ApiError, ModelRequest, ModelSettings, PromptCache, StructuredOutput
-from pipeline.retry import RetryPolicy
-from pipeline.tools import ToolSpec, tool
+from pipeline.tools import tool
+from pipeline.values.chunks import (
+    ModelEvent,
+    ModelFinish,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+from pipeline.values.cost import PriceQuery
+from pipeline.values.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart, user
+from pipeline.values.model import (
+    ApiError,
+    ModelRequest,
+    ModelSettings,
+    PromptCache,
+    StructuredOutput,
+    ToolSpec,
+)
+from pipeline.values.retry import RetryPolicy
 from tests.providers.cassettes import index_files, load, traffic_dir
 from tests.providers.helpers import aws_exception, br_text_stream, run_async, run_sync
 from tests.providers.server import ReplayServer, Reply

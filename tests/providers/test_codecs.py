@@ -17,7 +17,7 @@ from interpreters.providers import (
 )
 from interpreters.providers.codec import Codec, Encoded
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import (
+from pipeline.values.chunks import (
     ModelEvent,
     ModelFinish,
     ReasoningDelta,
@@ -27,7 +27,7 @@ from pipeline.chunks import (
     ToolCallDelta,
     Usage,
 )
-from pipeline.messages import (
+from pipeline.values.messages import (
     FilePart,
     Message,
     Part,
@@ -37,8 +37,13 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ModelRequest, ModelSettings, StructuredOutput, ToolChoiceTool
-from pipeline.tools import ToolSpec
+from pipeline.values.model import (
+    ModelRequest,
+    ModelSettings,
+    StructuredOutput,
+    ToolChoiceTool,
+    ToolSpec,
+)
 from tests.providers.helpers import oa_chunk, sse
 
 PNG = base64.b64encode(b"\x89PNG...").decode()

@@ -26,7 +26,7 @@ from interpreters.providers import (
 )
 from interpreters.providers.codec import Codec
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import (
+from pipeline.values.chunks import (
     FinishReason,
     ModelEvent,
     ModelFinish,
@@ -37,8 +37,8 @@ from pipeline.chunks import (
     ToolCallDelta,
     Usage,
 )
-from pipeline.messages import user
-from pipeline.model import ApiError, ModelRequest, StructuredOutput
+from pipeline.values.messages import user
+from pipeline.values.model import ApiError, ModelRequest, StructuredOutput
 from tests.providers import reference
 from tests.providers.cassettes import Recorded, index_files, load, traffic_dir
 from tests.providers.server import ReplayServer, Reply

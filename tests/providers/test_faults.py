@@ -15,7 +15,7 @@ import pytest
 
 from interpreters.providers import HttpProvider, Timeouts, provider_config, resolve_provider
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import ModelFinish, TextDelta, ToolCall, ToolCallDelta
+from pipeline.values.chunks import ModelFinish, TextDelta, ToolCall, ToolCallDelta
 from tests.providers.helpers import (
     KEY,
     Outcome,

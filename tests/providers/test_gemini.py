@@ -45,7 +45,9 @@ from interpreters.providers.table import ROUTES
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import (
+from pipeline.processor import ApiErrorArgs, ApiErrorResult, Processor
+from pipeline.tools import tool
+from pipeline.values.chunks import (
     ModelEvent,
     ModelFinish,
     ReasoningDelta,
@@ -54,8 +56,8 @@ from pipeline.chunks import (
     ToolCall,
     Usage,
 )
-from pipeline.cost import PriceQuery
-from pipeline.messages import (
+from pipeline.values.cost import PriceQuery
+from pipeline.values.messages import (
     FilePart,
     Message,
     ReasoningPart,
@@ -65,17 +67,16 @@ from pipeline.messages import (
     ToolResultPart,
     user,
 )
-from pipeline.model import (
+from pipeline.values.model import (
     ApiError,
     ModelRequest,
     ModelSettings,
     PromptCache,
     StructuredOutput,
     ToolChoiceTool,
+    ToolSpec,
 )
-from pipeline.processor import ApiErrorArgs, ApiErrorResult, Processor
-from pipeline.retry import RetryPolicy
-from pipeline.tools import ToolSpec, tool
+from pipeline.values.retry import RetryPolicy
 from tests.providers.cassettes import load, traffic_dir
 from tests.providers.helpers import KEY, run_sync, sse
 from tests.providers.server import ReplayServer, Reply

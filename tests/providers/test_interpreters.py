@@ -15,8 +15,8 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.providers import AsyncResolver, Resolver
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.retry import RetryPolicy
 from pipeline.tools import tool
+from pipeline.values.retry import RetryPolicy
 from tests.providers.cassettes import load, traffic_dir
 from tests.providers.helpers import KEY, oa_text_stream
 from tests.providers.server import ReplayServer, Reply

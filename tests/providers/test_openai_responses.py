@@ -30,7 +30,8 @@ from interpreters.providers.openai_responses import decode_body
 from interpreters.providers.provider import ProviderError
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import (
+from pipeline.tools import tool
+from pipeline.values.chunks import (
     ModelEvent,
     ModelFinish,
     ReasoningDelta,
@@ -42,8 +43,8 @@ from pipeline.chunks import (
     ToolCall,
     Usage,
 )
-from pipeline.cost import PriceQuery
-from pipeline.messages import (
+from pipeline.values.cost import PriceQuery
+from pipeline.values.messages import (
     FilePart,
     Message,
     Part,
@@ -53,15 +54,15 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import (
+from pipeline.values.model import (
     ApiError,
     ModelRequest,
     ModelSettings,
     PromptCache,
     StructuredOutput,
     ToolChoiceTool,
+    ToolSpec,
 )
-from pipeline.tools import ToolSpec, tool
 from tests.providers.cassettes import index_files, load, traffic_dir
 from tests.providers.helpers import KEY, rs_response, sse
 from tests.providers.helpers import rs_text_stream as text_stream

@@ -12,9 +12,9 @@ from effects import Continue
 from interpreters.providers import AnthropicCodec, OpenAIChatCodec
 from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
-from pipeline.chunks import ModelFinish, Usage
-from pipeline.messages import ReasoningPart, SystemMessage, TextPart
-from pipeline.model import ModelRequest, ModelSettings, PromptCache
+from pipeline.values.chunks import ModelFinish, Usage
+from pipeline.values.messages import ReasoningPart, SystemMessage, TextPart
+from pipeline.values.model import ModelRequest, ModelSettings, PromptCache
 from tests.providers.helpers import sse
 from tests.providers.test_codecs import WEATHER, body, decode, msg, req
 
@@ -116,7 +116,7 @@ def test_usage_adds_cache_writes() -> None:
 def test_cache_writes_are_priced_at_their_own_rate() -> None:
     pytest.importorskip("genai_prices")
     from interpreters.prices import genai_prices
-    from pipeline.cost import PriceQuery
+    from pipeline.values.cost import PriceQuery
 
     price = genai_prices()
     plain = price(PriceQuery("anthropic/claude-sonnet-4-5", None, Usage(1000, 10), 1.7e9))

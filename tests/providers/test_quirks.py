@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.chunks import ModelFinish, ToolCall, ToolCallDelta
+from pipeline.values.chunks import ModelFinish, ToolCall, ToolCallDelta
 from tests.providers.helpers import Outcome, both, oa_chunk, sse
 from tests.providers.server import ReplayServer, Reply
 

@@ -27,7 +27,6 @@ from interpreters.providers import (
 from interpreters.providers.provider import ProviderError
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.model import ApiError
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
@@ -36,8 +35,9 @@ from pipeline.processor import (
     StepChange,
     processor,
 )
-from pipeline.sanitize import MISTRAL
 from pipeline.tools import tool
+from pipeline.values.model import ApiError
+from pipeline.values.sanitize import MISTRAL
 from tests.providers.helpers import (
     KEY,
     ask,

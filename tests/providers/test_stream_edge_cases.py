@@ -19,12 +19,12 @@ from interpreters.providers.errors import stream_error
 from interpreters.providers.provider import ProviderError
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import ModelFinish, Usage
-from pipeline.messages import user
-from pipeline.model import ApiError, ModelRequest
 from pipeline.processor import ApiErrorArgs, ApiErrorResult, Processor
-from pipeline.result import ApiFailed, StreamFailed
-from pipeline.retry import RetryPolicy
+from pipeline.values.chunks import ModelFinish, Usage
+from pipeline.values.messages import user
+from pipeline.values.model import ApiError, ModelRequest
+from pipeline.values.result import ApiFailed, StreamFailed
+from pipeline.values.retry import RetryPolicy
 from tests.providers.helpers import KEY, oa_chunk, oa_text_stream, sse
 from tests.providers.server import ReplayServer, Reply
 from tests.providers.test_codecs import decode

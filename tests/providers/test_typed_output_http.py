@@ -11,7 +11,7 @@ import pytest
 from interpreters.providers import HttpProvider, provider_config
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.output_type import TypedOutput
+from pipeline.values.output_type import TypedOutput
 from tests.providers.cassettes import load, traffic_dir
 from tests.providers.server import ReplayServer, Reply
 from tests.providers.test_conformance import CASES, codec_for

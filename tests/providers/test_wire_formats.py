@@ -35,9 +35,9 @@ from interpreters.providers.codec import StreamDecoder, route_options
 from interpreters.providers.sse import SseEvent
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
-from pipeline.cost import PriceQuery
-from pipeline.model import ModelRequest
+from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
+from pipeline.values.cost import PriceQuery
+from pipeline.values.model import ModelRequest
 
 # --- the toy wire format: what a new format's one file holds ---------------------------
 

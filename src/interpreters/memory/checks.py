@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from pipeline.messages import Message
+from pipeline.values.messages import Message
 
 Vector = tuple[float, ...]
 

@@ -39,8 +39,8 @@ from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError, provider_config
 from interpreters.providers.table import ROUTES
-from pipeline.model import ApiError
-from pipeline.retry import RetryPolicy
+from pipeline.values.model import ApiError
+from pipeline.values.retry import RetryPolicy
 
 INVALID_RESPONSE = "invalid_response"
 MAX_BATCH = 2048

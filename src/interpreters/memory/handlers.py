@@ -27,8 +27,7 @@ from interpreters.memory.store import (
     ThreadOwnerMismatch,
     working_memory_key,
 )
-from pipeline.messages import Message
-from pipeline.processors.memory_requests import (
+from pipeline.processors.memory.requests import (
     Embed,
     GetWorkingMemory,
     IndexMessages,
@@ -39,6 +38,7 @@ from pipeline.processors.memory_requests import (
     SetWorkingMemory,
     Vector,
 )
+from pipeline.values.messages import Message
 
 __all__ = ["NoEmbedder", "async_memory_handlers", "memory_handlers"]
 

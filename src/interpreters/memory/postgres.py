@@ -39,7 +39,7 @@ from interpreters.memory.store import (
     Vector,
     owned,
 )
-from pipeline.messages import Message
+from pipeline.values.messages import Message
 
 if TYPE_CHECKING:
     import psycopg

@@ -21,7 +21,7 @@ from interpreters.memory.store import (
     MemoryStoreError,
     Vector,
 )
-from pipeline.messages import Message
+from pipeline.values.messages import Message
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)

@@ -41,7 +41,7 @@ from interpreters.memory.store import (
     Vector,
     owned,
 )
-from pipeline.messages import Message
+from pipeline.values.messages import Message
 
 VectorSearch = Literal["auto", "numpy", "python"]
 _VECTOR_SEARCH: tuple[str, ...] = get_args(VectorSearch)

@@ -39,7 +39,7 @@ from interpreters.memory.checks import (
     check_query,
     check_vectors,
 )
-from pipeline.messages import Message
+from pipeline.values.messages import Message
 
 SCHEMA_VERSION = 2
 """The stores' schema version; a store opened on an older schema migrates it."""

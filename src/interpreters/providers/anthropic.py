@@ -19,9 +19,15 @@ import msgspec
 from interpreters.providers import codec
 from interpreters.providers.codec import ForcedToolCodec, ForcedToolDecoder, JsonDict
 from interpreters.providers.sse import SseEvent
-from pipeline import chunks  # the events; those made per event are imported by name (W5)
-from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
-from pipeline.messages import (
+from pipeline.values import chunks  # the events; those made per event are imported by name
+from pipeline.values.chunks import (
+    FinishReason,
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+from pipeline.values.messages import (
     FilePart,
     Message,
     ReasoningPart,
@@ -29,8 +35,8 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ModelRequest, PromptCache, ToolChoiceTool
-from pipeline.sanitize import ANTHROPIC, SanitizeProfile
+from pipeline.values.model import ModelRequest, PromptCache, ToolChoiceTool
+from pipeline.values.sanitize import ANTHROPIC, SanitizeProfile
 
 ANTHROPIC_VERSION = "2023-06-01"
 

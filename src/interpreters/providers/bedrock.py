@@ -36,9 +36,15 @@ from interpreters.providers.codec import (
 )
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import FrameError, SseEvent, SseLimitError
-from pipeline import chunks  # the events; those made per event are imported by name (W5)
-from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
-from pipeline.messages import (
+from pipeline.values import chunks  # the events; those made per event are imported by name
+from pipeline.values.chunks import (
+    FinishReason,
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+from pipeline.values.messages import (
     FilePart,
     Message,
     ReasoningPart,
@@ -46,15 +52,15 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import (
+from pipeline.values.model import (
     ApiError,
     ModelRequest,
     PromptCache,
     ToolChoiceTool,
     is_retryable_status,
 )
-from pipeline.output_type import inline_refs
-from pipeline.sanitize import BEDROCK, SanitizeProfile
+from pipeline.values.output_type import inline_refs
+from pipeline.values.sanitize import BEDROCK, SanitizeProfile
 
 if TYPE_CHECKING:
     from botocore.credentials import Credentials, ReadOnlyCredentials

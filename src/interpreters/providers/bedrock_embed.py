@@ -22,7 +22,7 @@ from interpreters.providers.limits import Limits
 from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import provider_config
-from pipeline.model import ApiError
+from pipeline.values.model import ApiError
 
 _T = TypeVar("_T")
 InputType = Literal["search_document", "search_query", "classification", "clustering"]

@@ -25,11 +25,11 @@ from interpreters.providers.sse import (
     SseLimitError,
     SseParser,
 )
-from pipeline.bounds import json_too_deep
-from pipeline.chunks import FinishReason, ModelEvent
-from pipeline.messages import JsonObject, Message
-from pipeline.model import ApiError, ModelRequest
-from pipeline.sanitize import SanitizeProfile, prepare_request, restore_event
+from pipeline.values.bounds import json_too_deep
+from pipeline.values.chunks import FinishReason, ModelEvent
+from pipeline.values.messages import JsonObject, Message
+from pipeline.values.model import ApiError, ModelRequest
+from pipeline.values.sanitize import SanitizeProfile, prepare_request, restore_event
 
 EventMap = Callable[[ModelEvent], ModelEvent]
 """Applied to every decoded event (restores sanitized tool-call ids and names)."""

@@ -19,7 +19,7 @@ from interpreters.providers.codec import Codec
 from interpreters.providers.exchange import Endpoint, Exchange, Timeouts
 from interpreters.providers.limits import Limits
 from interpreters.providers.routes import Routes, check_wire_env, provider_config
-from pipeline.model import ModelRequest
+from pipeline.values.model import ModelRequest
 
 Client = TypeVar("Client", httpx.Client, httpx.AsyncClient)
 _Provider = TypeVar("_Provider", bound="HttpProviderBase[Any]")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from pipeline.model import ApiError, is_retryable_status
+from pipeline.values.model import ApiError, is_retryable_status
 
 MAX_BODY_CHARS = 8192
 """An error body is kept for diagnosis, but never unbounded (an HTML page from a proxy)."""

@@ -35,8 +35,8 @@ from interpreters.providers.limits import Limits, limit_exceeded
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.secret import Secret
 from interpreters.providers.table import check_base_url
-from pipeline.chunks import ModelEvent
-from pipeline.model import ApiError, ModelRequest
+from pipeline.values.chunks import ModelEvent
+from pipeline.values.model import ApiError, ModelRequest
 
 MAX_ERROR_BODY = Limits().max_error_body
 """Bytes of an error response read for its message by default (`Limits.max_error_body`)."""

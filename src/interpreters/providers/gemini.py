@@ -28,10 +28,16 @@ from interpreters.providers import codec
 from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline import chunks  # the events; those made per event are imported by name (W5)
-from pipeline.call_ids import unique_id
-from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
-from pipeline.messages import (
+from pipeline.values import chunks  # the events; those made per event are imported by name
+from pipeline.values.chunks import (
+    FinishReason,
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+from pipeline.values.ids import unique_id
+from pipeline.values.messages import (
     FilePart,
     JsonObject,
     Message,
@@ -40,9 +46,9 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelRequest, ToolChoiceTool
-from pipeline.output_type import inline_refs
-from pipeline.sanitize import GEMINI, SanitizeProfile
+from pipeline.values.model import ApiError, ModelRequest, ToolChoiceTool
+from pipeline.values.output_type import inline_refs
+from pipeline.values.sanitize import GEMINI, SanitizeProfile
 
 
 class GeminiOptions(msgspec.Struct, frozen=True):

@@ -29,7 +29,7 @@ from interpreters.providers.limits import Limits, limit_exceeded
 from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import provider_config
-from pipeline.model import ApiError
+from pipeline.values.model import ApiError
 
 Vector = tuple[float, ...]
 

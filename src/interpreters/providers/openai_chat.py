@@ -22,13 +22,19 @@ from interpreters.providers.codec import DecoderBase, JsonCodec, JsonDict
 from interpreters.providers.errors import broken_stream
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline import chunks  # the events; those made per event are imported by name (W5)
-from pipeline.call_ids import unique_id
-from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
-from pipeline.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
-from pipeline.model import ModelRequest, ToolChoiceTool
-from pipeline.output_type import strict_schema
-from pipeline.sanitize import OPENAI, SanitizeProfile
+from pipeline.values import chunks  # the events; those made per event are imported by name
+from pipeline.values.chunks import (
+    FinishReason,
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+from pipeline.values.ids import unique_id
+from pipeline.values.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
+from pipeline.values.model import ModelRequest, ToolChoiceTool
+from pipeline.values.output_type import strict_schema
+from pipeline.values.sanitize import OPENAI, SanitizeProfile
 
 
 class OpenAIChatOptions(msgspec.Struct, frozen=True):

@@ -33,9 +33,15 @@ from interpreters.providers.errors import stream_error
 from interpreters.providers.openai_chat import TokenDetails, token_usage, user_message
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.sse import SseEvent
-from pipeline import chunks  # the events; those made per event are imported by name (W5)
-from pipeline.chunks import FinishReason, ModelEvent, ReasoningDelta, TextDelta, ToolCallDelta
-from pipeline.messages import (
+from pipeline.values import chunks  # the events; those made per event are imported by name
+from pipeline.values.chunks import (
+    FinishReason,
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+from pipeline.values.messages import (
     FilePart,
     Message,
     ReasoningPart,
@@ -43,9 +49,9 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.model import ApiError, ModelRequest, ToolChoiceTool
-from pipeline.output_type import strict_schema
-from pipeline.sanitize import SanitizeProfile
+from pipeline.values.model import ApiError, ModelRequest, ToolChoiceTool
+from pipeline.values.output_type import strict_schema
+from pipeline.values.sanitize import SanitizeProfile
 
 RESPONSES_PROFILE = SanitizeProfile.custom("openai-responses", id_max_len=64)
 """Responses: names as Chat Completions (``^[a-zA-Z0-9_-]{1,64}$``); `call_id`s up to 64

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Protocol
 
-from pipeline.chunks import ModelEvent
-from pipeline.model import ApiError, ModelRequest
+from pipeline.values.chunks import ModelEvent
+from pipeline.values.model import ApiError, ModelRequest
 
 
 class ProviderError(Exception):

@@ -22,7 +22,7 @@ from interpreters.providers.exchange import Endpoint
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.secret import Secret
 from interpreters.providers.table import ROUTES, check_base_url, split_model, wire_format
-from pipeline.model import ApiError
+from pipeline.values.model import ApiError
 
 
 class ProviderConfigError(ProviderError, ValueError):

@@ -31,7 +31,7 @@ from interpreters.providers.codec import SignerFactory, WireFormat
 from interpreters.providers.gemini import GENERATE_CONTENT
 from interpreters.providers.openai_chat import CHAT_COMPLETIONS, OpenAIChatOptions
 from interpreters.providers.openai_responses import RESPONSES
-from pipeline.sanitize import MISTRAL
+from pipeline.values.sanitize import MISTRAL
 
 
 class Route(msgspec.Struct, frozen=True):

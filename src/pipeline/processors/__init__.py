@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from pipeline.processors.batch import BatchPartsProcessor
 from pipeline.processors.budget import Budget
-from pipeline.processors.holdback import Held
-from pipeline.processors.language_detector import LanguageDetector, Py3LangidBackend
-from pipeline.processors.memory import MessageHistory, SemanticRecall, WorkingMemory
-from pipeline.processors.memory_summary import Summarization
-from pipeline.processors.moderation import ModerationProcessor
+from pipeline.processors.guards.holdback import Held
+from pipeline.processors.guards.injection import PromptInjectionDetector
+from pipeline.processors.guards.language import LanguageDetector, Py3LangidBackend
+from pipeline.processors.guards.moderation import ModerationProcessor
+from pipeline.processors.guards.pii import PIIDetector
+from pipeline.processors.guards.pii_detectors import Finding, MissingDependency
+from pipeline.processors.guards.scrubber import SystemPromptScrubber
+from pipeline.processors.guards.unicode import UnicodeNormalizer
+from pipeline.processors.memory.processors import MessageHistory, SemanticRecall, WorkingMemory
+from pipeline.processors.memory.summary import Summarization
 from pipeline.processors.options import ProcessorConfigError
-from pipeline.processors.pii import PIIDetector
-from pipeline.processors.pii_detectors import Finding, MissingDependency
-from pipeline.processors.prompt_injection import PromptInjectionDetector
-from pipeline.processors.scrubber import SystemPromptScrubber
 from pipeline.processors.token_counting import ApproxTokenCounter, EncodingCounter, TokenCounter
 from pipeline.processors.token_limiter import TokenLimiterProcessor
 from pipeline.processors.tool_call_filter import ToolCallFilter
-from pipeline.processors.unicode_normalizer import UnicodeNormalizer
 
 __all__ = [
     "ApproxTokenCounter",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import msgspec
 
 from effects import Continue, Out, Replace
-from pipeline.chunks import Chunk, TextDelta
 from pipeline.processor import FlushArgs, FlushResult, StatefulProcessor, StreamArgs, StreamResult
 from pipeline.processors.options import Options
+from pipeline.values.chunks import Chunk, TextDelta
 
 
 class Batch(msgspec.Struct, frozen=True):

@@ -85,7 +85,7 @@ class Options:
             raise self.fail(option, value, "True or False")
 
     def concurrent(self, value: object, *, judged: bool, rewrites: str | None) -> None:
-        """`concurrent` (an input check that races the model, `pipeline.input_race`): a
+        """`concurrent` (an input check that races the model, `pipeline.loop.race`): a
         bool, and True only with a judge to race (`judged`) and a setting that can only
         pass or abort (`rewrites`: the setting that would change the input, if one)."""
         self.flag("concurrent", value)

@@ -14,7 +14,8 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from pipeline.messages import (
+from pipeline.processors.options import Options
+from pipeline.values.messages import (
     DataPart,
     FilePart,
     Message,
@@ -26,7 +27,6 @@ from pipeline.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.processors.options import Options
 
 __all__ = [
     "ApproxTokenCounter",

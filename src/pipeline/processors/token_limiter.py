@@ -1,7 +1,7 @@
 """TokenLimiterProcessor: a token budget for the history sent and for the answer streamed.
 
 As an input processor it drops the oldest messages until the history (system messages
-included) fits `limit` tokens, cutting only where `pipeline.pairing.cut_points` allows,
+included) fits `limit` tokens, cutting only where `pipeline.values.pairing.cut_points` allows,
 so no tool call is ever sent without its result; once before the run and, with
 `every_step` (default), before every model call, as a tool loop grows. As an output
 processor it ends the answer at `limit` tokens: `truncate` cuts the chunk that crosses
@@ -18,9 +18,6 @@ from typing import Literal
 import msgspec
 
 from effects import Abort, Continue, Out, Replace, Skip
-from pipeline.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
-from pipeline.messages import Message, MessageList, SystemMessage
-from pipeline.pairing import cut_points
 from pipeline.processor import (
     InputArgs,
     InputResult,
@@ -39,6 +36,9 @@ from pipeline.processors.token_counting import (
     count_system,
     longest_prefix_within,
 )
+from pipeline.values.chunks import Chunk, DataChunk, ReasoningDelta, TextDelta
+from pipeline.values.messages import Message, MessageList, SystemMessage
+from pipeline.values.pairing import cut_points
 
 __all__ = [
     "CountMode", "LimiterState", "OutputStrategy", "TokenLimiterProcessor", "first_fit",

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from effects import Continue, Replace
-from pipeline.messages import Message, MessageList, Part, Source, ToolCallPart, ToolResultPart
-from pipeline.pairing import repair_pairing
 from pipeline.processor import (
     InputArgs,
     InputResult,
@@ -23,6 +21,15 @@ from pipeline.processor import (
     StepChange,
 )
 from pipeline.processors.options import Options
+from pipeline.values.messages import (
+    Message,
+    MessageList,
+    Part,
+    Source,
+    ToolCallPart,
+    ToolResultPart,
+)
+from pipeline.values.pairing import repair_pairing
 
 __all__ = ["ToolCallFilter", "filter_tool_calls"]
 

@@ -15,8 +15,8 @@ from interpreters.providers._sync import bounded
 from interpreters.providers.common import HttpProviderBase
 from interpreters.providers.exchange import ErrorBody, Exchange
 from interpreters.providers.provider import ProviderError
-from pipeline.chunks import ModelEvent, ModelFinish
-from pipeline.model import ModelRequest
+from pipeline.values.chunks import ModelEvent, ModelFinish
+from pipeline.values.model import ModelRequest
 
 
 class HttpProvider(HttpProviderBase[httpx.Client]):

@@ -1,0 +1,59 @@
+"""What a run's model calls cost and use: priced as each call ends, summed at the end.
+
+Each model call the agent makes is priced when its response finishes (`price_call`), a
+call the run stopped during is counted as it can be (`count_stopped`), and the run's
+cost at the end adds the calls its hooks' judges made (`run_cost`). A cost is either
+right or absent (`pipeline.values.cost`): one call no one can price makes the run's unknown.
+"""
+
+from __future__ import annotations
+
+from pipeline.loop.state import RunConfig, RunState
+from pipeline.values.chunks import ModelFinish
+from pipeline.values.cost import Cost, PriceQuery, charge
+from pipeline.values.result import JudgeCall
+
+
+def price_call(
+    rc: RunConfig, st: RunState, model: str, fin: ModelFinish, at: float
+) -> Cost | None:
+    """This call's cost, added to the run's; an unknown model makes the run's cost
+    unknown for good."""
+    c, st.cost, st.cost_known = charge(
+        rc.price, PriceQuery(model, fin.model_id, fin.usage, at), st.cost, st.cost_known
+    )
+    return c
+
+
+def count_stopped(rc: RunConfig, st: RunState, model: str, fin: ModelFinish | None) -> None:
+    """A model call the run stopped during (a processor's abort or crash, a cancel, a
+    broken stream) was made all the same: its usage counts if the provider reported it
+    (the response had ended), else the call is unmetered and the run's cost unknown."""
+    if fin is not None:
+        st.usage = st.usage + fin.usage
+        if rc.price is not None:  # (no clock read: see `judge_ledger`)
+            price_call(rc, st, model, fin, last_time(st))
+    else:
+        st.unmetered += 1
+        st.cost_known = False
+
+
+def last_time(st: RunState) -> float:
+    """The run's latest clock value without reading the clock: its last message's."""
+    messages = st.ml.messages
+    return messages[-1].created_at if messages else 0.0
+
+
+def run_cost(rc: RunConfig, st: RunState) -> tuple[tuple[JudgeCall, ...], Cost | None]:
+    """The run's judge calls, priced, and its cost: the agent's calls and the judges',
+    or None if one of them is unknown."""
+    if st.judges is None or not st.judges.asked:
+        return (), st.cost if st.cost_known else None
+    judges, known = st.judges.calls(rc.price, last_time(st))
+    if not (st.cost_known and known):
+        return judges, None
+    cost = st.cost
+    for j in judges:
+        if j.cost is not None:
+            cost = j.cost if cost is None else cost + j.cost
+    return judges, cost

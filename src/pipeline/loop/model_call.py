@@ -1,0 +1,248 @@
+"""The model call of a step and its stream.
+
+`call_model` asks the model (`CallModel`) until it starts streaming: a transient failure
+is retried by the agent's RetryPolicy (`Sleep` between attempts), a rejection is offered
+to the process_api_error processors (`api_error`), which may change the messages and
+retry. `consume` then reads the stream (`Pull`) through the stream processors until the
+model's finish, giving each tool call an id unique in the run (`unique_call`). When the
+stream breaks or the run stops in it, what already passed every processor is kept,
+marked incomplete (`keep_partial`), and a stream the interpreter still has open is
+closed (`CloseStream`).
+
+`consume` is the per-chunk hot path: each Pull's reply is checked inline, by its class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator
+from typing import TYPE_CHECKING, cast
+
+from effects import Abort, CallModel, CloseStream, Publish, Pull, Retry, Sleep
+from pipeline.loop.gate import hold_calls
+from pipeline.loop.hooks import HookFailure, call_hook
+from pipeline.loop.messages import loop_message
+from pipeline.loop.response import StepContent
+from pipeline.loop.state import (
+    Failed,
+    RunConfig,
+    RunState,
+    Tripped,
+    apply,
+    fresh_call_id,
+    steps_tuple,
+    trip,
+)
+from pipeline.loop.step import model_request
+from pipeline.loop.stream import deliver, flush, flush_io, process_chunk, process_chunk_io
+from pipeline.processor import ApiErrorArgs, StepSettings
+from pipeline.protocol.replies import (
+    MODEL_REPLY_TYPES,
+    LoopCommand,
+    ModelReply,
+    ProtocolError,
+    RunCancelled,
+    checked,
+)
+from pipeline.values.chunks import Chunk, ModelFinish, ToolCall, ToolCallDelta
+from pipeline.values.model import ApiError, ModelEnded, ModelFailed, ModelRequest
+from pipeline.values.result import ApiFailed, StreamFailed
+
+_CHUNK_EVENTS = MODEL_REPLY_TYPES - {ModelFinish, ModelFailed, ModelEnded}
+"""The model events that are chunks for the caller."""
+_CALLS = (ToolCall, ToolCallDelta)
+_ENDS = (ModelFinish, ModelFailed, ModelEnded)
+
+
+def call_model(
+    rc: RunConfig, st: RunState, step: int, cfg: StepSettings
+) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
+    """Call the model until it starts streaming, retrying what may be retried.
+
+    Returns the stream's first event: a model event other than ModelFailed (checked
+    here; `consume` reads it as it reads every event, by its class)."""
+    transient = 0
+    attempts = 0
+    while True:
+        request = model_request(st, cfg)
+        attempts += 1
+        if st.pending:
+            # (no local keeps the chunks alive while the model call waits: one object
+            # fewer per run for the garbage collector, W4 of bench/WORKLOADS.md)
+            out: Publish[Chunk] = Publish(tuple(st.pending))
+            st.pending = []
+            if (got := (yield out)) is not None:
+                raise ProtocolError(out, got, "None")
+            del out
+        # The replies of the commands every step asks are checked inline, as `checked`
+        # does: a call less per command on a path that runs once per step.
+        ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
+        reply = yield ask
+        if type(reply) not in MODEL_REPLY_TYPES:
+            raise ProtocolError(ask, reply, "a model event (ModelReply)")
+        if not isinstance(reply, ModelFailed):
+            return StepContent(), reply
+        err = reply.error
+        policy = rc.agent.retry_policy
+        if err.retryable:
+            if transient < policy.max_retries and policy.waits(err.retry_after):
+                delay = policy.delay(transient, f"{rc.ctx.run_id}:{step}", err.retry_after)
+                transient += 1
+                wait = Sleep(delay, f"retrying after {err}")
+                checked(wait, (yield wait))
+                continue
+            raise Failed(ApiFailed(step, err, attempts))
+        recovered = yield from api_error(rc, st, step, err)
+        if not recovered:
+            raise Failed(ApiFailed(step, err, attempts))
+
+
+def api_error(
+    rc: RunConfig, st: RunState, step: int, err: ApiError
+) -> Generator[LoopCommand, object, bool]:
+    """Offer a rejection to the error processors; the first Retry wins."""
+    if st.api_retry_count >= rc.agent.max_api_error_retries:
+        return False
+    for b in rc.h_error:
+        args = ApiErrorArgs(
+            error=err,
+            message_list=st.ml,
+            step_number=step,
+            steps=steps_tuple(st),
+            state=st.states[b.slot],
+            retry_count=st.api_retry_count,
+            context=rc.ctx,
+        )
+        eff = apply(rc, st, b, (yield from call_hook(b, args)))
+        if isinstance(eff, Abort):
+            raise trip(b, eff)
+        if isinstance(eff, Retry):
+            if eff.value is not None:
+                st.ml = eff.value
+            st.api_retry_count += 1
+            return True
+    return False
+
+
+def consume(
+    rc: RunConfig, st: RunState, step: int, content: StepContent, first: object
+) -> Generator[LoopCommand, object, None]:
+    """Run the model's stream through the stream processors until ModelFinish.
+
+    The per-chunk hot path: each Pull's reply is checked here, inline (a set lookup on
+    its class), not through `checked`; an isinstance that misses costs more.
+    """
+    stream = rc.h_stream
+    io = rc.stream_io
+    gated = bool(rc.h_tool_call)  # tool-call chunks wait for the gates (tool_gate)
+    if gated:
+        st.held_calls = []
+    got: object = first  # checked by `call_model`
+    pull: Pull[Chunk, ModelReply] | None = None
+    ended = False  # the stream handed over its last event: the interpreter closed it
+    try:
+        while True:
+            t = type(got)
+            if t not in _CHUNK_EVENTS:
+                ended = isinstance(got, _ENDS)
+                if isinstance(got, ModelFinish):
+                    # (set first: a flush hook that stops the run leaves the call counted)
+                    content.finish = got
+                    if rc.h_flush:  # release what processors hold, before the message
+                        if io:
+                            yield from flush_io(rc, st, content)
+                        else:
+                            flush(rc, st, content)
+                    return
+                if isinstance(got, ModelFailed | ModelEnded):
+                    keep_partial(rc, st, content)
+                    err = got.error if isinstance(got, ModelFailed) else None
+                    msg = (
+                        str(err) if err is not None
+                        else "stream ended before the model finished"
+                    )
+                    raise Failed(StreamFailed(step, msg, err))
+                assert pull is not None
+                raise ProtocolError(pull, got, "a model event (ModelReply)")
+            # A model event other than the three above: a chunk (the check just made).
+            # `cast` is a call that costs 5% of this path: only the type checker sees it.
+            if TYPE_CHECKING:
+                chunk = cast(Chunk, got)
+            else:
+                chunk = got
+            if t is ToolCall or t is ToolCallDelta:
+                assert isinstance(chunk, _CALLS)
+                chunk = unique_call(st, chunk, content)
+            if io:
+                yield from process_chunk_io(rc, st, chunk, content)
+            elif stream:
+                process_chunk(rc, st, chunk, content)
+            elif not st.pending and not gated:  # no stream hooks, nothing else to hand out
+                content.add(chunk)
+                pull = Pull((chunk,))
+                got = yield pull
+                continue
+            else:
+                deliver(st, chunk, content)
+            out = tuple(st.pending)
+            st.pending = []
+            if gated:
+                out = hold_calls(st, out)
+            pull = Pull(out)
+            got = yield pull
+    except RunCancelled:
+        # What already passed every processor is kept, marked incomplete. The
+        # interpreter closes the stream itself when it cancels (no I/O after a cancel).
+        keep_partial(rc, st, content)
+        raise
+    except HookFailure:
+        # A stream processor crashed: kept as for a cancel (the crashing chunk and
+        # later ones are not); the stream is closed.
+        keep_partial(rc, st, content)
+        if not ended:
+            yield from close_stream()
+        raise
+    except Tripped:
+        if not ended:  # a stream processor aborted mid-stream
+            yield from close_stream()
+        raise
+
+
+def unique_call(
+    st: RunState, call: ToolCall | ToolCallDelta, content: StepContent
+) -> ToolCall | ToolCallDelta:
+    """A call with an empty id, or one this response already used, gets a fresh id,
+    its deltas too: results are matched to calls by id (some servers send `call_0`
+    for every call)."""
+    cid = call.tool_call_id
+    fresh = content.renamed.get(cid) if content.renamed else None
+    if fresh is None:
+        known = st.call_ids
+        used = known.used if known.of is st.ml else known.held_by(st.ml)  # (inline: a call less)
+        if cid and cid not in used and (
+            not content.tool_calls or all(c.tool_call_id != cid for c in content.tool_calls)
+        ):
+            return call
+        fresh = content.renamed[cid] = fresh_call_id(st, used, content)
+    if isinstance(call, ToolCall):
+        del content.renamed[cid]  # the call is complete: a later reuse is a new call
+        return ToolCall(fresh, call.tool_name, call.args)
+    return ToolCallDelta(fresh, call.tool_name, call.args_delta)
+
+
+def keep_partial(rc: RunConfig, st: RunState, content: StepContent) -> None:
+    """A broken stream: keep what arrived, marked incomplete, with no tool call.
+
+    Not when process_output_step processors exist: they never approved it (fail closed).
+    """
+    parts = content.message_parts(complete=False)
+    if parts and not rc.h_output_step:
+        st.ml = st.ml.add(loop_message(rc, st, "assistant", parts, incomplete=True), "response")
+
+
+def close_stream() -> Generator[LoopCommand, object, None]:
+    """Close the open model stream: the run ends before the stream did. A cancel now
+    changes nothing: the run is ending already, for its own reason."""
+    cmd = CloseStream()
+    with contextlib.suppress(RunCancelled):
+        checked(cmd, (yield cmd))

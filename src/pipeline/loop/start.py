@@ -1,0 +1,156 @@
+"""A run's start: its configuration (the agent's hooks bound to their processors' state
+slots, the stream's plan) and its state, fresh or as a suspended run left it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from pipeline.agent import Agent
+from pipeline.approval import Resumption
+from pipeline.loop.hooks import Bound, bind
+from pipeline.loop.judges import JudgeLedger
+from pipeline.loop.state import Ids, RunConfig, RunState
+from pipeline.loop.stream import fresh_seen, plan_stream
+from pipeline.processor import BaseProcessor
+from pipeline.protocol.replies import EffectRecorder
+from pipeline.values.context import RunContext
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import MessageList
+
+
+def start_run(
+    agent: Agent,
+    messages: MessageList,
+    context: RunContext,
+    clock: Callable[[], float],
+    record: EffectRecorder | None,
+    price: Pricer | None,
+    used: set[str],
+    resume: Resumption | None = None,
+) -> tuple[RunConfig, RunState]:
+    """The run's configuration and its state at the start (`used`: the input's tool-call
+    ids, known from checking it)."""
+    procs = agent.all_processors()
+    judges: JudgeLedger | None = None
+    if procs or agent.prepare_step is not None:
+        judges = JudgeLedger()
+        states, hooks = _bind_hooks(agent, procs, judges)
+    else:  # no hook at all: nothing to bind (W4 of bench/: on the path of every run)
+        states, hooks = [], _NO_HOOKS
+    plan = plan_stream(agent, hooks.stream, hooks.flush)
+    rc = RunConfig(
+        agent=agent,
+        ctx=context,
+        clock=clock,
+        record=record,
+        price=price,
+        h_input=hooks.input,
+        h_input_step=hooks.input_step,
+        h_error=hooks.error,
+        h_stream=hooks.stream,
+        h_output_step=hooks.output_step,
+        h_result=hooks.result,
+        h_flush=plan.h_flush,
+        h_tool_call=hooks.tool_call,
+        h_tool_result=hooks.tool_result,
+        stream_io=plan.stream_io,
+        stream_plan=plan.stream_plan,
+        data_all=plan.data_all,
+        data_any=plan.data_any,
+        bare_stream=not hooks.stream and not plan.stream_io,
+        h_approved=hooks.approved,
+    )
+    return rc, _start_state(rc, messages, states, used, judges, resume)
+
+
+class _Hooks(NamedTuple):
+    """An agent's hooks, bound to their processors' state slots, per hook point."""
+
+    input: tuple[Bound, ...] = ()
+    input_step: tuple[Bound, ...] = ()
+    error: tuple[Bound, ...] = ()
+    stream: tuple[Bound, ...] = ()
+    flush: tuple[Bound, ...] = ()
+    output_step: tuple[Bound, ...] = ()
+    result: tuple[Bound, ...] = ()
+    approved: tuple[Bound, ...] = ()
+    tool_call: tuple[Bound, ...] = ()
+    tool_result: tuple[Bound, ...] = ()
+
+
+_NO_HOOKS = _Hooks()
+
+
+def _bind_hooks(
+    agent: Agent, procs: tuple[BaseProcessor, ...], judges: JudgeLedger
+) -> tuple[list[object], _Hooks]:
+    """The processors' initial states (by slot) and their bound hooks; `prepare_step`
+    runs last among the input-step hooks, with a slot of its own. The model calls the
+    hooks ask for are counted in `judges`."""
+    slots = {id(p): i for i, p in enumerate(procs)}
+    states = [p.initial_state() for p in procs]
+    fns = {id(p): p.hook_functions() for p in procs}  # once per processor, not per hook
+    inp, out = agent.input_processors, agent.output_processors
+    input_step = bind(inp, "process_input_step", slots, fns, judges)
+    if agent.prepare_step is not None:
+        prep = BaseProcessor()
+        prep.id = "prepare_step"
+        states.append(None)
+        input_step += (
+            Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
+                  len(states) - 1, False, judges),
+        )
+    return states, _Hooks(
+        input=bind(inp, "process_input", slots, fns, judges),
+        input_step=input_step,
+        error=bind(agent.error_processors, "process_api_error", slots, fns, judges),
+        stream=bind(out, "process_output_stream", slots, fns, judges),
+        flush=bind(out, "flush_output_stream", slots, fns, judges),
+        output_step=bind(out, "process_output_step", slots, fns, judges),
+        result=bind(out, "process_output_result", slots, fns, judges),
+        approved=bind(procs, "process_approved", slots, fns, judges),
+        tool_call=bind(procs, "process_tool_call", slots, fns, judges),
+        tool_result=bind(procs, "process_tool_result", slots, fns, judges),
+    )
+
+
+def _start_state(
+    rc: RunConfig, messages: MessageList, states: list[object], used: set[str],
+    judges: JudgeLedger | None,
+    resume: Resumption | None = None,
+) -> RunState:
+    """The run's state at the start (`start_run`); a resumed one's as it was suspended."""
+    agent, price = rc.agent, rc.price
+    if resume is not None:
+        s = resume.suspension
+        st = RunState(
+            Ids(rc.ctx.run_id, s.ids_used), messages, list(s.states),
+            cost_known=price is not None, seen=fresh_seen(rc), ids_used=used,
+            judges=judges,
+        )
+        st.steps = list(s.steps)
+        st.retry_count = s.retry_count
+        for done in s.steps:
+            st.usage = st.usage + done.usage
+        st.usage = st.usage + s.step.usage
+        return st
+    # The agent's instructions first, then the caller's system messages; a previous
+    # run's (tagged) instructions in the input are replaced, not repeated.
+    ml = messages.with_instructions(agent.instructions)
+    if "response" in ml.sources:
+        # A previous run's answer is this run's memory: `response` (the result's text,
+        # what process_output_result sees and may drop) is only what this run adds.
+        ml = MessageList(
+            ml.messages,
+            tuple("memory" if s == "response" else s for s in ml.sources),
+            ml.system,
+        )
+    st = RunState(
+        Ids(rc.ctx.run_id), ml, states,
+        cost_known=price is not None, seen=fresh_seen(rc), ids_used=used,
+        judges=judges,
+    )
+    if not used:  # the check read every part and found no tool call or result
+        st.pairing.known_paired(ml)
+    return st

@@ -1,0 +1,258 @@
+"""What one run holds, and what every hook phase does with a hook's outcome.
+
+A run is two values: `RunConfig`, what is fixed when it starts (the agent, the hooks bound
+per hook name, the context, clock, recorder, pricer, the stream plan), and `RunState`,
+what changes while it runs (messages, processor states, steps, usage, retry counts,
+pending chunks...). Each phase of a run is a function over the two (`(rc, st, ...)`), in
+the module of its phase (the list in loop.py). What the state keeps by identity (the
+step's tools, the tool-call ids, what the stream hooks have seen, the results leaving the
+run) is owned by a small object each, with its rules beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable
+from operator import attrgetter
+from typing import NamedTuple
+
+import msgspec
+
+from effects import Abort
+from effects.commands import AwaitHook, Perform
+from effects.started import Collect, Job
+from pipeline.agent import Agent
+from pipeline.loop.call_ids import CallIds
+from pipeline.loop.hooks import Bound, HookFn, Outcome, Yielded
+from pipeline.loop.judges import JudgeLedger
+from pipeline.loop.leaving import LeavingResults
+from pipeline.loop.response import StepContent
+from pipeline.loop.stream_view import SeenChunks
+from pipeline.protocol.replies import EffectRecord, EffectRecorder
+from pipeline.tools import StepTools
+from pipeline.values.chunks import Chunk, FinishReason, ToolCall, ToolCallDelta, Tripwire, Usage
+from pipeline.values.context import RunContext
+from pipeline.values.cost import Cost, Pricer
+from pipeline.values.messages import DataPart, MessageList, ToolCallPart, ToolResultPart
+from pipeline.values.pairing import PairedHistory
+from pipeline.values.result import RunError, StepResult
+
+
+class Racing(NamedTuple):
+    """A racing guard parked at its first wait: the hook's call (`call_hook`), and what it
+    waits for: a command to yield as is (`waiting`), or the job its request was started
+    as (`job`: the answer goes to the hook as that request's)."""
+
+    bound: Bound
+    call: Generator[Yielded, object, Outcome]
+    waiting: Perform[object] | AwaitHook | None
+    job: Job[object] | None
+
+    def ticket(self) -> int | None:
+        """The started job whose readiness says the guard can go on, if one."""
+        if self.job is not None:
+            return self.job.ticket
+        w = self.waiting
+        if type(w) is Perform and type(w.request) is Collect:
+            return w.request.job.ticket
+        return None
+
+
+class Ids:
+    """Deterministic ids for one run: `<run_id>-<kind><n>`."""
+
+    __slots__ = ("_n", "_run")
+
+    def __init__(self, run_id: str, used: int = 0) -> None:
+        self._run = run_id
+        self._n = used
+        """How many ids were made (a resumed run goes on from its suspension's)."""
+
+    @property
+    def used(self) -> int:
+        return self._n
+
+    def next(self, kind: str) -> str:
+        self._n += 1
+        return f"{self._run}-{kind}{self._n}"
+
+
+class Tripped(Exception):
+    """Raised inside the loop when a processor aborts: the run ends "tripped"."""
+
+    def __init__(self, tripwire: Tripwire) -> None:
+        self.tripwire = tripwire
+
+
+class Failed(Exception):
+    """Raised inside the loop when the run fails (`error` says how): it ends "failed"."""
+
+    def __init__(self, error: RunError) -> None:
+        self.error = error
+
+
+class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """What is fixed for the whole of one run (made by `loop.agent_loop`)."""
+
+    agent: Agent
+    ctx: RunContext
+    clock: Callable[[], float]
+    record: EffectRecorder | None
+    price: Pricer | None
+    h_input: tuple[Bound, ...]
+    h_input_step: tuple[Bound, ...]
+    """process_input_step hooks, then prepare_step (if any) last."""
+    h_error: tuple[Bound, ...]
+    h_stream: tuple[Bound, ...]
+    h_output_step: tuple[Bound, ...]
+    h_result: tuple[Bound, ...]
+    h_flush: tuple[tuple[Bound, int], ...]
+    """Each `flush_output_stream` hook, with the index in `h_stream` from which what it
+    releases goes on (the stream hooks of the processors after it)."""
+    stream_io: bool
+    """Some stream hook is async or asks for I/O: chunks go through `process_chunk_io`."""
+    stream_plan: tuple[tuple[Bound, HookFn, int, bool], ...]
+    """What the per-chunk hot path needs of each stream hook, unpacked once."""
+    data_all: bool
+    """Every stream hook sees data chunks."""
+    data_any: bool
+    """Some stream hook sees data chunks."""
+    h_tool_call: tuple[Bound, ...] = ()
+    """process_tool_call hooks, across all the agent's processors in list order."""
+    h_tool_result: tuple[Bound, ...] = ()
+    bare_stream: bool = False
+    """No stream hook at all: the chunks the loop makes itself go out as they are."""
+    h_approved: tuple[Bound, ...] = ()
+    """process_approved hooks, of every processor (output_checks.approved)."""
+
+
+class RunState:
+    """What changes during one run. A slots class: the hot paths read it per chunk."""
+
+    __slots__ = (
+        "api_retry_count",
+        "call_ids",
+        "cost",
+        "cost_known",
+        "finish_reason",
+        "held",
+        "held_calls",
+        "ids",
+        "judges",
+        "leaving",
+        "ml",
+        "output",
+        "pairing",
+        "pending",
+        "racing",
+        "retry_count",
+        "seen",
+        "states",
+        "steps",
+        "steps_t",
+        "tools",
+        "unmetered",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        ids: Ids,
+        ml: MessageList,
+        states: list[object],
+        *,
+        cost_known: bool,
+        seen: SeenChunks,
+        ids_used: set[str],
+        judges: JudgeLedger | None = None,
+    ) -> None:
+        self.ids = ids
+        self.judges = judges
+        """The model calls hooks asked for (`judge_ledger`); None: no hook can ask."""
+        self.unmetered = 0
+        """Model calls made whose usage the provider never reported (stopped early)."""
+        self.ml = ml
+        # Each processor's state, by `Bound.slot`.
+        self.states = states
+        self.steps: list[StepResult] = []
+        self.steps_t: tuple[StepResult, ...] = ()
+        self.usage = Usage()
+        self.retry_count = 0
+        self.api_retry_count = 0
+        self.finish_reason: FinishReason = "stop"
+        self.pending: list[Chunk] = []
+        self.racing: tuple[Racing, ...] = ()
+        """Concurrent input guards still running beside the first model call
+        (`input_race`)."""
+        """Chunks processed but not yet handed to the interpreter."""
+        self.held: list[DataPart] = []
+        """Non-transient data chunks hooks emitted outside a model response, not yet kept
+        in a message: the next response message of the run takes them (`loop`'s step), or
+        else the last one when the run ends (`loop_messages.keep_held`)."""
+        self.held_calls: list[ToolCall | ToolCallDelta] = []
+        """Tool-call chunks of the response held back until the gates decided
+        (`tool_gate`)."""
+        self.output: object = None
+        self.cost: Cost | None = None
+        self.cost_known = cost_known
+        self.pairing = PairedHistory()
+        # Caches by identity, each owned by a small object: kept while what they were
+        # made from is the same object.
+        self.tools = StepTools()
+        """The step's tools' specs and the tools by name (tools.py)."""
+        self.call_ids = CallIds(ml, ids_used)
+        """The tool-call ids the run's messages hold (call_ids.py)."""
+        self.seen = seen
+        """What each stream processor has seen (stream_view.py)."""
+        self.leaving = LeavingResults()
+        """The tool results a stream processor changed (leaving.py)."""
+
+
+def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = True) -> object:
+    """Keep state and emits of a hook outcome; return its effect (tripwire on Abort).
+
+    Emits are streamed; unless `keep` is False (the caller keeps them itself), the
+    non-transient ones are held to be kept in the run's messages."""
+    if o.changed_state:
+        st.states[b.slot] = o.state
+    if o.emit:
+        st.pending.extend(o.emit)
+        if keep:
+            st.held.extend(DataPart(c.name, c.data) for c in o.emit if not c.transient)
+    effect = o.effect
+    if isinstance(effect, Abort) and not effect.reason:
+        effect = msgspec.structs.replace(
+            effect, reason=f"Tripwire triggered by {b.processor_id}"
+        )
+    if rc.record is not None:
+        rc.record(EffectRecord(b.processor_id, b.hook, effect))
+    return effect
+
+
+def trip(b: Bound, a: Abort) -> Tripped:
+    return Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
+
+
+def steps_tuple(st: RunState) -> tuple[StepResult, ...]:
+    """The steps so far as the tuple hooks see: made once per step, not once per hook."""
+    if len(st.steps_t) != len(st.steps):
+        st.steps_t = tuple(st.steps)
+    return st.steps_t
+
+
+_call_id = attrgetter("tool_call_id")
+
+
+def note_call_ids(
+    st: RunState, before: MessageList, parts: Iterable[ToolCallPart | ToolResultPart]
+) -> None:
+    """`st.ml` is `before` plus messages with these tool parts."""
+    st.call_ids.grew(before, st.ml, map(_call_id, parts))
+
+
+def fresh_call_id(st: RunState, used: set[str], content: StepContent | None) -> str:
+    while True:
+        fresh = st.ids.next("call")
+        if fresh not in used and (
+            content is None or all(c.tool_call_id != fresh for c in content.tool_calls)
+        ):
+            return fresh

@@ -1,0 +1,280 @@
+"""What a run produces: per-step results, the final result, and the typed errors."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, Literal
+
+import msgspec
+from returns.result import Failure, Result, Success
+from typing_extensions import TypeVar
+
+from pipeline.values.chunks import FinishReason, Tripwire, Usage
+from pipeline.values.cost import Cost
+from pipeline.values.messages import (
+    JsonObject,
+    MessageList,
+    SourcePart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from pipeline.values.model import ApiError
+
+
+class StepResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One model call that was kept (a step discarded by a retry is not here)."""
+
+    step_number: int
+    model: str
+    text: str
+    reasoning: str
+    tool_calls: tuple[ToolCallPart, ...]
+    tool_results: tuple[ToolResultPart, ...]
+    """As they left the run: what the stream processors made of each result (a PII
+    guard's redaction...), the value the caller was streamed."""
+    sources: tuple[SourcePart, ...]
+    finish_reason: FinishReason
+    usage: Usage
+    cost: Cost | None = None
+    """What this call cost, when the run was given a pricer that knows the model."""
+
+
+class JudgeCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One model call a processor asked for (`AskModel`: a moderation, PII or injection
+    judge...), apart from the agent's own calls: `RunResult.judges`."""
+
+    processor_id: str
+    hook: str
+    model: str
+    """The model id the request named."""
+    response_model: str | None
+    """The model the provider said answered, if it said."""
+    usage: Usage
+    cost: Cost | None = None
+    """What this call cost, when the run was given a pricer that knows the model."""
+
+
+class _Described(msgspec.Struct, frozen=True):
+    """A run error whose text is its class's `_text`: a format string over its fields."""
+
+    _text: ClassVar[str]
+
+    def __str__(self) -> str:
+        return self._text.format_map(msgspec.structs.asdict(self))
+
+
+class ProcessorFailed(_Described, frozen=True, tag="processor-failed"):
+    """A processor raised (or returned an effect its hook does not allow)."""
+
+    processor_id: str
+    hook: str
+    error_type: str
+    message: str
+    _text = "processor {processor_id!r} failed in {hook}: {error_type}: {message}"
+
+
+class _AtStep(_Described, frozen=True):
+    """A run error that happened at a step (`step_number` first, in every one)."""
+
+    step_number: int
+
+
+class ApiFailed(_AtStep, frozen=True, tag="api-failed"):
+    """The provider rejected the call and no error processor recovered it."""
+
+    error: ApiError
+    attempts: int
+    _text = "model call failed at step {step_number} after {attempts} attempt(s): {error}"
+
+
+class StreamFailed(_AtStep, frozen=True, tag="stream-failed"):
+    """The model stream broke after it started; what was received is kept, marked incomplete."""
+
+    message: str
+    error: ApiError | None = None
+    _text = "model stream broke at step {step_number}: {message}"
+
+
+class Cancelled(_Described, frozen=True, tag="cancelled"):
+    """The caller cancelled the run (or it timed out)."""
+
+    reason: str
+    _text = "run cancelled: {reason}"
+
+
+class OutputInvalid(_AtStep, frozen=True, tag="output-invalid"):
+    """The model's final reply did not decode into the output type, retries included."""
+
+    message: str
+    text: str
+    """The last invalid reply (not kept in the messages)."""
+    attempts: int
+    _text = (
+        "the reply at step {step_number} does not match the output type "
+        "after {attempts} attempt(s): {message}"
+    )
+
+
+
+class InvalidInput(msgspec.Struct, frozen=True, tag="invalid-input"):
+    """The caller's input is not a conversation the library can send; no model was called.
+
+    `message_index` is the position of the bad message in the input (None: the input as a
+    whole, or its system messages), `field` the field at fault (`parts[0].text`).
+    """
+
+    message_index: int | None
+    field: str
+    problem: str
+    message_id: str | None = None
+
+    def __str__(self) -> str:
+        where = "input" if self.message_index is None else f"message {self.message_index}"
+        if self.message_id is not None:
+            where += f" (id {self.message_id!r})"
+        return f"invalid input: {where}, field {self.field!r}: {self.problem}"
+
+
+RunError = (
+    ProcessorFailed | ApiFailed | StreamFailed | Cancelled | OutputInvalid | InvalidInput
+)
+
+T = TypeVar("T")
+Output = TypeVar("Output", default=Any)
+"""The type of `RunResult.output`: the agent's `output_type` (an `Agent[..., X]` gives a
+`RunResult[X]`). A bare `RunResult` is any run's result."""
+
+Status = Literal["finished", "tripped", "failed", "cancelled", "suspended"]
+
+
+class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """A call waiting for a person: what to show them, and the digest to decide on."""
+
+    tool_call_id: str
+    tool_name: str
+    args: JsonObject
+    message: str
+    """The gate's message (`AskApproval.message`)."""
+    processor_id: str
+    """The processor that asked."""
+    digest: str
+    """`call_digest` of the call as it waits: a decision carries it back."""
+    metadata: JsonObject | None = None
+
+
+class GatedCall(msgspec.Struct, frozen=True, kw_only=True):
+    """What the gates made of one call of the suspended step, in call order: run it
+    (`kind="run"`, with `call.args` as the gates left them), answered (`"answered"`:
+    the gate's `SkipCall` or a call that could not run, with its result), or waiting
+    (`"ask"`, see `PendingApproval`)."""
+
+    call: ToolCallPart
+    kind: Literal["run", "answered", "ask"]
+    result: object = None
+    is_error: bool = False
+
+
+class Suspension(msgspec.Struct, frozen=True, kw_only=True):
+    """A suspended run: what it waits for and what it needs to go on.
+
+    `states` are the processors' states (by slot) at the suspension: an in-memory store
+    keeps them as they are; a store that writes them out must be able to encode them.
+    """
+
+    run_id: str
+    agent_digest: str
+    pending: tuple[PendingApproval, ...]
+    calls: tuple[GatedCall, ...]
+    messages: MessageList
+    step: StepResult
+    """The suspended step as far as it got (its model answer; no tool results yet)."""
+    steps: tuple[StepResult, ...]
+    """The steps before it."""
+    states: tuple[object, ...]
+    ids_used: int
+    """How many ids the run made (`Ids`): the resumed run goes on from there."""
+    retry_count: int = 0
+
+
+class RunFailedError(Exception):
+    """Raised by `RunResult.unwrap()` for a run that did not finish; carries the result."""
+
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+        detail = result.error if result.error is not None else result.tripwire
+        super().__init__(f"run {result.status}: {detail}")
+
+
+class RunResult(msgspec.Struct, Generic[Output], frozen=True, kw_only=True):
+    """The outcome of a run. `messages` always holds the conversation so far."""
+
+    status: Status
+    text: str
+    messages: MessageList
+    steps: tuple[StepResult, ...]
+    usage: Usage
+    finish_reason: FinishReason
+    tripwire: Tripwire | None = None
+    error: RunError | None = None
+    retry_count: int = 0
+    api_error_retry_count: int = 0
+    output: Output | None = None
+    """The final reply decoded into the agent's `output_type` (None without one, and for
+    a run that did not finish)."""
+
+    def output_as(self, kind: type[T]) -> T:
+        """`output`, typed: TypeError if it is not a `kind` (or the run has none)."""
+        if not isinstance(self.output, kind):
+            raise TypeError(f"the run's output is a {type(self.output).__name__}, not {kind}")
+        return self.output
+
+    def to_result(self) -> Result[RunResult[Output], RunFailedError]:
+        """`Success(self)` if the run finished, else `Failure(RunFailedError(self))`:
+        for railway-style code (`returns`)."""
+        if self.status != "finished":
+            return Failure(RunFailedError(self))
+        return Success(self)
+
+    cost: Cost | None = None
+    """What every model call of the run cost: the agent's (discarded responses too, as in
+    `usage`) and the judges' (`judges`), when the run was given a pricer (see
+    `pipeline.values.cost`) that knew every model called and every call was metered
+    (`unmetered_calls` is 0); else None, never a sum that leaves a call out."""
+    judges: tuple[JudgeCall, ...] = ()
+    """The model calls processors made (`AskModel`), in order, each with its usage and
+    cost. Their tokens are not in `usage` (the agent's own calls, as the steps and the
+    finish chunk count them) but in `judge_usage` and `total_usage`."""
+    suspension: Suspension | None = None
+    """What a "suspended" run waits for (`pending`) and keeps to go on: resume it with
+    `pipeline.approval.resumption` (or `interpreters.approvals.Approvals`)."""
+    unmetered_calls: int = 0
+    """Model calls of the agent that were made but whose usage the provider never
+    reported: a processor stopped the stream (or the run was cancelled) before the
+    response ended. Not in `usage`; with any, `cost` is None."""
+
+    @property
+    def judge_usage(self) -> Usage:
+        """The tokens of every judge call (`judges`)."""
+        total = Usage()
+        for j in self.judges:
+            total = total + j.usage
+        return total
+
+    @property
+    def total_usage(self) -> Usage:
+        """Every metered model call of the run: the agent's (`usage`) and the judges'."""
+        return self.usage + self.judge_usage if self.judges else self.usage
+
+    def unwrap(self) -> RunResult[Output]:
+        """This result if the run finished, else raise RunFailedError."""
+        if self.status != "finished":
+            raise RunFailedError(self)
+        return self
+
+
+class OutputResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What `process_output_result` sees of the finished generation."""
+
+    text: str
+    usage: Usage
+    finish_reason: FinishReason
+    steps: tuple[StepResult, ...]
