@@ -41,7 +41,7 @@ from dbos import DBOS, DBOSConfig, SetWorkflowID
 
 from bench.summary import summary
 from interpreters.aio import AsyncInterpreter
-from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.tools import tool
 from pipeline.values.model import ModelRequest
@@ -89,7 +89,7 @@ def plain(steps: int, runs: int, clock: Callable[[], float]) -> list[float]:
 def durable(
     steps: int, runs: int, url: str, clock: Callable[[], float]
 ) -> list[float]:
-    from interpreters.durable import DurableRuns
+    from interpreters.durable.dbos.runs import DurableRuns
 
     agent = make_agent(steps)
     times: list[float] = []

@@ -28,8 +28,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from interpreters.simulator import Say, ScriptedModel, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.values.model import ModelRequest
 

@@ -32,8 +32,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from interpreters.simulator import Say, ScriptedModel, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator
 from pipeline import Agent
 from pipeline.processors import ModerationProcessor
 from pipeline.values.chunks import TextDelta

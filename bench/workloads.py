@@ -60,8 +60,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from effects import Continue
-from interpreters.simulator import VirtualClock
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import VirtualClock
 from pipeline import (
     Agent,
     InputStepArgs,

@@ -69,8 +69,9 @@ import msgspec
 
 from effects import AskApproval, Continue
 from examples.stream_replay import Gone, Replays
-from interpreters import AsyncInterpreter, CancelSignal, Say, ScriptedModel, call
-from interpreters.approvals import Approvals, MemoryApprovalStore
+from interpreters import AsyncInterpreter, CancelSignal
+from interpreters.approvals.store import Approvals, MemoryApprovalStore
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline import Agent, ModelRequest, RunInput, RunResult, ToolCallArgs, ToolCallResult
 from pipeline import processor as make_processor
 from pipeline.approval import (

@@ -16,8 +16,8 @@ import argparse
 import os
 import sys
 
-from interpreters import Say, ScriptedModel, call
-from interpreters.durable import DurableRuns
+from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline import Agent, ModelRequest, tool
 
 RUN_ID = "order-1042"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from interpreters import Say, ScriptedModel, SimRun, Simulator
+from interpreters.testing import Say, ScriptedModel, SimRun, Simulator
 from pipeline import Agent, Message, MessageList, TextPart, ToolCallPart, ToolResultPart
 from pipeline.processors import (
     LanguageDetector,

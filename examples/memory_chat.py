@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 
 from effects import Abort, Continue
-from interpreters import Say, ScriptedModel, call
 from interpreters.memory import HashEmbedder, MemoryStore, memory_handlers, open_memory_store
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline import Agent, ModelRequest
 from pipeline.processor import OutputResultArgs, OutputResultResult, processor
 from pipeline.processors import MessageHistory, SemanticRecall, WorkingMemory

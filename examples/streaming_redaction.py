@@ -10,7 +10,7 @@ Run it: `python -m examples.streaming_redaction`.
 
 from __future__ import annotations
 
-from interpreters import Say, ScriptedModel, SimRun, Simulator
+from interpreters.testing import Say, ScriptedModel, SimRun, Simulator
 from pipeline import Agent, TextDelta
 from pipeline.processors import BatchPartsProcessor, PIIDetector, SystemPromptScrubber
 

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from effects import AskApproval, Continue
-from interpreters.approvals import Approvals, MemoryApprovalStore
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.approvals.store import Approvals, MemoryApprovalStore
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import (
     Approve,

@@ -23,9 +23,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, VirtualClock
-from interpreters.trace import Trace
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.trace import Trace
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import Fail, Say, ScriptedModel, VirtualClock
 from pipeline.agent import Agent
 from pipeline.values.chunks import Chunk
 from pipeline.values.result import RunResult

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.simulator import Say, Scripted, ScriptedModel, call
-from interpreters.trace import Trace
+from interpreters.core.trace import Trace
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.tools import tool
 from pipeline.values.chunks import Chunk

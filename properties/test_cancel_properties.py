@@ -31,10 +31,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from effects import Continue, Replace
-from interpreters.cancel import CancelSignal
-from interpreters.simulator import Say, ScriptedModel, SimRun, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
-from interpreters.trace import Trace
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.trace import Trace
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, SimRun, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import (
     AskModel,

@@ -21,14 +21,15 @@ from hypothesis import strategies as st
 
 from effects import CallModel, Perform, RunTools, Sleep
 from interpreters import sync
-from interpreters.cancel import CancelSignal
-from interpreters.common import start_run
-from interpreters.durable_loop import drive
-from interpreters.observe import RunInfo, RunObserver
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.trace import Trace
+from interpreters.durable.loop import drive
+from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.providers.provider import Provider
-from interpreters.simulator import Scripted, ScriptedModel, VirtualClock
+from interpreters.run.common import start_run
+from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter
-from interpreters.trace import Trace
+from interpreters.testing import ScriptedModel, VirtualClock
 from pipeline.agent import Agent
 from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.values.chunks import Chunk

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from interpreters.durable_fingerprint import changes, definition, digest, encode
+from interpreters.durable.fingerprint import changes, definition, digest, encode
 from properties.test_equivalence import Pipeline, pipelines
 
 

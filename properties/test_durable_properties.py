@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterator
 import msgspec
 from hypothesis import given
 
-from interpreters.common import answer_of, start_run, stream_failed
-from interpreters.durable_loop import ModelOutcome, ToolDone, drive, tool_context
+from interpreters.core.trace import Trace
+from interpreters.durable.loop import ModelOutcome, ToolDone, drive, tool_context
 from interpreters.providers.provider import Provider, ProviderError
-from interpreters.simulator import Scripted, ScriptedModel, VirtualClock
+from interpreters.run.common import answer_of, start_run, stream_failed
+from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter, run_tool
-from interpreters.trace import Trace
+from interpreters.testing import ScriptedModel, VirtualClock
 from pipeline.agent import Agent
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol.replies import ToolInvocation

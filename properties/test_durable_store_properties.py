@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.durable_store import (
+from interpreters.durable.dbos.store import (
     Checkpoints,
     Once,
     StepDatabaseError,

@@ -36,23 +36,23 @@ from hypothesis import strategies as st
 
 from effects import Abort, AskApproval, Continue, Emit, Out, Replace, Retry, Skip, SkipCall
 from interpreters.aio import AsyncInterpreter
-from interpreters.common import perform_here, start_run, stream_failed
-from interpreters.durable_loop import ModelOutcome, ToolDone, drive
-from interpreters.journal import Recorder
-from interpreters.replay import replay_sync
-from interpreters.simulator import (
+from interpreters.core.trace import Trace
+from interpreters.durable.loop import ModelOutcome, ToolDone, drive
+from interpreters.record.journal import Recorder
+from interpreters.record.replay import replay_sync
+from interpreters.run.common import perform_here, start_run, stream_failed
+from interpreters.sim.simulator import Scripted
+from interpreters.sync import SyncInterpreter, run_tool
+from interpreters.testing import (
+    AsyncSimulator,
     Fail,
     Say,
-    Scripted,
     ScriptedCall,
     ScriptedModel,
     Simulator,
     VirtualClock,
     call,
 )
-from interpreters.simulator_aio import AsyncSimulator
-from interpreters.sync import SyncInterpreter, run_tool
-from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.processor import (
     ApiErrorArgs,
@@ -541,7 +541,7 @@ async def on_async_simulator(agent: Agent, script: list[Scripted], prompt: str) 
 
 class _InProcessSteps:
     """The durable driver's `Steps` carried out in process, on the scripted models and the
-    virtual clock: what `interpreters.durable_loop.drive` does with the protocol, without
+    virtual clock: what `interpreters.durable.loop.drive` does with the protocol, without
     a database."""
 
     def __init__(self, clock: VirtualClock, resolve: Callable[[str], ScriptedModel]) -> None:

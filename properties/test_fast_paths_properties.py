@@ -18,10 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.observe import Observer, RunInfo, RunObserver
-from interpreters.simulator import Scripted, ScriptedModel
+from interpreters.core.trace import Trace
+from interpreters.observers.observe import Observer, RunInfo, RunObserver
+from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter
-from interpreters.trace import Trace
+from interpreters.testing import ScriptedModel
 from pipeline.protocol.replies import LoopCommand
 from pipeline.values.chunks import Chunk
 from pipeline.values.result import RunResult

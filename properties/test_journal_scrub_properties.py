@@ -15,8 +15,8 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.journal import CommandSeen, Journal, ModelReplied, Recorder
-from interpreters.simulator import Say, ScriptedModel, Simulator
+from interpreters.record.journal import CommandSeen, Journal, ModelReplied, Recorder
+from interpreters.testing import Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from pipeline.values.chunks import ReasoningDelta, TextDelta
 

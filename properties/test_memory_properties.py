@@ -20,10 +20,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from effects import Abort, Continue, Replace
-from interpreters.cancel import CancelSignal
+from interpreters.core.cancel import CancelSignal
 from interpreters.memory import InMemoryStore, async_memory_handlers, memory_handlers
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import (
     OutputResultArgs,

@@ -18,8 +18,8 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.simulator import Say, Scripted, ScriptedModel, SimRun, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, SimRun, Simulator
 from pipeline.agent import Agent
 from pipeline.processors import ModerationProcessor
 from pipeline.values.chunks import TextDelta

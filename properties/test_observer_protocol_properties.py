@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from effects import Done, Publish
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
-from interpreters.observe import RunInfo, RunObserver
-from interpreters.simulator import Scripted
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.trace import Trace
+from interpreters.observers.observe import RunInfo, RunObserver
+from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter
-from interpreters.trace import Trace
 from pipeline.agent import Agent
 from pipeline.protocol.replies import LoopCommand
 from pipeline.values.chunks import Chunk

@@ -17,9 +17,8 @@ from hypothesis import strategies as st
 
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.loop.call_ids import CallIds, tool_part_ids
 from pipeline.processor import (

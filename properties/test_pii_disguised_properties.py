@@ -17,7 +17,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.simulator import Say, ScriptedModel, Simulator
+from interpreters.testing import Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from pipeline.processors import PIIDetector
 from pipeline.processors.guards.pii import Strategy

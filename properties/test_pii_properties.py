@@ -20,8 +20,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.simulator import Say, ScriptedModel, SimRun, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, SimRun, Simulator
 from pipeline.agent import Agent
 from pipeline.processors import PIIDetector
 from pipeline.processors.guards.pii import Strategy

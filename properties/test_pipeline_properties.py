@@ -15,7 +15,8 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, SimRun, Simulator, call
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import Fail, Say, ScriptedModel, SimRun, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import (
     ApiErrorArgs,

@@ -25,12 +25,12 @@ import msgspec
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from interpreters.common import start_run
-from interpreters.durable_loop import drive
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator, VirtualClock
-from interpreters.simulator_aio import AsyncSimulator
-from interpreters.started import InOrder
+from interpreters.durable.loop import drive
+from interpreters.run.common import start_run
+from interpreters.run.started import InOrder
+from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, VirtualClock
 from pipeline import Agent
 from pipeline.processors import ModerationProcessor
 from pipeline.processors.guards.moderation import ModerationStrategy

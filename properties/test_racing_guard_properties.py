@@ -19,8 +19,15 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, VirtualClock, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import (
+    AsyncSimulator,
+    Fail,
+    Say,
+    ScriptedModel,
+    Simulator,
+    VirtualClock,
+    call,
+)
 from pipeline import Agent
 from pipeline.processors import ModerationProcessor
 from pipeline.tools import tool

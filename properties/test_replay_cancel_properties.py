@@ -13,10 +13,10 @@ import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interpreters.cancel import CancelSignal
-from interpreters.journal import Journal, Recorder
-from interpreters.simulator import Scripted, ScriptedModel, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.core.cancel import CancelSignal
+from interpreters.record.journal import Journal, Recorder
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import AsyncSimulator, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from properties.test_equivalence import (
     START,

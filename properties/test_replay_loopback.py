@@ -22,12 +22,11 @@ from hypothesis import strategies as st
 
 from examples.quality_guardrail import QualityGuardrail
 from interpreters.aio import AsyncInterpreter
-from interpreters.journal import Journal, Recorder
+from interpreters.core.trace import Trace
 from interpreters.providers import AsyncResolver, Resolver
-from interpreters.simulator import Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.record.journal import Journal, Recorder
 from interpreters.sync import SyncInterpreter
-from interpreters.trace import Trace
+from interpreters.testing import AsyncSimulator, Simulator
 from pipeline.agent import Agent
 from pipeline.values.result import RunResult
 from pipeline.values.retry import RetryPolicy

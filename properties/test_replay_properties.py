@@ -15,10 +15,10 @@ from __future__ import annotations
 import anyio
 from hypothesis import given, settings
 
-from interpreters.journal import Journal, Recorder
-from interpreters.replay import ReplayRun
-from interpreters.simulator import Scripted, ScriptedModel, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.record.journal import Journal, Recorder
+from interpreters.record.replay import ReplayRun
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import AsyncSimulator, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from properties.test_equivalence import (
     START,

@@ -22,9 +22,10 @@ import anyio.lowlevel
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.common import NoCleanupStream
 from interpreters.providers.provider import ProviderError
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, _break_error, _cut
+from interpreters.run.common import NoCleanupStream
+from interpreters.sim.simulator import Scripted, _break_error, _cut
+from interpreters.testing import Fail, Say, ScriptedModel
 from pipeline.values.messages import user
 from pipeline.values.model import ModelRequest
 from properties.test_equivalence import fails, says

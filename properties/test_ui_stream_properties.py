@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from effects import Continue
-from interpreters.simulator import Say, ScriptedCall, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedCall, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import OutputStepArgs, OutputStepResult, Processor, abort
 from pipeline.ui_stream import ui_message_sse

@@ -23,7 +23,8 @@ from examples.asgi_stream import (
     demo_agent,
     demo_script,
 )
-from interpreters import AsyncInterpreter, ScriptedModel
+from interpreters import AsyncInterpreter
+from interpreters.testing import ScriptedModel
 from pipeline.values.result import RunResult
 
 WAIT = 20.0

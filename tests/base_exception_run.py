@@ -9,8 +9,7 @@ import sys
 
 import anyio
 
-from interpreters.simulator import Say, ScriptedModel, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.tools import Tool, make_tool
 

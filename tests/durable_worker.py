@@ -25,9 +25,9 @@ import msgspec
 
 from effects import AskApproval
 from examples.quality_guardrail import QualityGuardrail
-from interpreters.durable import DurableRuns
-from interpreters.durable_store import Takeover
-from interpreters.simulator import Say, call
+from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.durable.dbos.store import Takeover
+from interpreters.testing import Say, call
 from pipeline.agent import Agent
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
 from pipeline.tools import tool

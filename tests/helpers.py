@@ -14,11 +14,12 @@ import anyio
 import msgspec
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
-from interpreters.observe import RunInfo, RunObserver
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.trace import Trace
+from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.providers.provider import ProviderError
-from interpreters.simulator import Scripted, ScriptedModel, SimRun, Simulator
-from interpreters.trace import Trace
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import ScriptedModel, SimRun, Simulator
 from pipeline.agent import Agent
 from pipeline.protocol.replies import LoopCommand
 from pipeline.values.chunks import (

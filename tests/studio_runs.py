@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from effects import Continue, Replace
-from interpreters import Say, ScriptedModel, Simulator, call
-from interpreters.journal import Recorder
+from interpreters.record.journal import Recorder
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import (
     Agent,
     OutputStepArgs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from effects import Continue
-from interpreters.simulator import Say
+from interpreters.testing import Say
 from pipeline.agent import Agent
 from pipeline.processor import (
     ApiErrorArgs,

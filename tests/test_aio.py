@@ -10,13 +10,21 @@ import msgspec
 import pytest
 
 from effects import Abort, AwaitHook, Continue, Out, Replace
-from interpreters import AsyncNotSupportedError, Fail, Say, ScriptedModel, Simulator, call
+from interpreters import AsyncNotSupportedError
 from interpreters.aio import AsyncInterpreter
+from interpreters.core.trace import Trace
 from interpreters.providers.provider import AsyncProvider
-from interpreters.simulator import Scripted, VirtualClock
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter
-from interpreters.trace import Trace
+from interpreters.testing import (
+    AsyncSimulator,
+    Fail,
+    Say,
+    ScriptedModel,
+    Simulator,
+    VirtualClock,
+    call,
+)
 from pipeline.agent import Agent
 from pipeline.processor import (
     AskModel,

@@ -16,9 +16,10 @@ import anyio
 import pytest
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, call
-from interpreters.trace import Trace
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.trace import Trace
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import Fail, Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.tools import tool
 from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart

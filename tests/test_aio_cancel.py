@@ -19,10 +19,9 @@ import pytest
 
 from effects import Continue
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
-from interpreters.simulator import Fail, Say, ScriptedModel, call
-from interpreters.simulator_aio import AsyncSimulator
-from interpreters.trace import Trace
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.trace import Trace
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, call
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.processor import OutputStepArgs, OutputStepResult, StatefulProcessor

@@ -10,8 +10,9 @@ import pytest
 
 from effects import Abort, Continue, Emit, Out
 from interpreters.aio import AsyncInterpreter
-from interpreters.simulator import Say, ScriptedModel, call, until_idle
-from interpreters.trace import Trace
+from interpreters.core.trace import Trace
+from interpreters.sim.clock import until_idle
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.processor import (
     OutputStepArgs,

@@ -16,9 +16,9 @@ import anyio.lowlevel
 import pytest
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.common import NoCleanupStream
-from interpreters.observe import RunInfo, RunObserver
-from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.observers.observe import RunInfo, RunObserver
+from interpreters.run.common import NoCleanupStream
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, TextEnd, TextStart, Usage
 from pipeline.values.model import ModelRequest

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from effects import Abort, Continue, Out, Retry, Sleep
-from interpreters.simulator import Fail, Say, Scripted, call
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import Fail, Say, call
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,

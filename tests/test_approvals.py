@@ -14,9 +14,8 @@ import msgspec
 import pytest
 
 from effects import AskApproval, Continue
-from interpreters.approvals import Approvals, MemoryApprovalStore
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.approvals.store import Approvals, MemoryApprovalStore
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import (
     AgentChanged,

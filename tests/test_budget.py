@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processors import Budget, ProcessorConfigError
 from pipeline.values.cost import Cost, PriceQuery

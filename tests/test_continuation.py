@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from effects import Abort, Continue
-from interpreters.simulator import Say, ScriptedModel, Simulator
+from interpreters.testing import Say, ScriptedModel, Simulator
 from pipeline import (
     Agent,
     OutputResultArgs,

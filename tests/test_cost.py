@@ -9,9 +9,9 @@ import genai_prices
 import pytest
 
 from effects import Continue, Replace
-from interpreters import Say, ScriptedModel, Simulator, call
-from interpreters.prices import genai_prices as table
-from interpreters.prices import split_model
+from interpreters.providers.prices import genai_prices as table
+from interpreters.providers.prices import split_model
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, Usage, abort
 from pipeline.processor import InputStepArgs, InputStepResult, StepChange
 from pipeline.values.cost import Cost, PriceQuery, charge

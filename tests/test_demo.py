@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from interpreters.cli import main
-from interpreters.demo import demo_agent, demo_simulator, run_demo
+from interpreters.cli.commands import main
+from interpreters.cli.demo import demo_agent, demo_simulator, run_demo
 
 
 def test_demo_streams_the_whole_run_and_exits_zero() -> None:
@@ -37,7 +37,7 @@ def test_demo_run_is_deterministic() -> None:
 def test_cli_demo_entry_point() -> None:
     assert main(["demo"]) == 0
     proc = subprocess.run(
-        [sys.executable, "-m", "interpreters.cli", "demo"],
+        [sys.executable, "-m", "interpreters.cli.commands", "demo"],
         capture_output=True, text=True, timeout=60, check=False,
     )
     assert proc.returncode == 0, proc.stderr

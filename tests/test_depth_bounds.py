@@ -10,9 +10,8 @@ import msgspec
 import pytest
 
 from interpreters.providers.codec import parse_tool_args
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.tools import make_tool
 from pipeline.values.bounds import (

@@ -43,7 +43,7 @@ def test_another_distributions_package_first_on_the_path_fails_the_import_clearl
     done = _import("import interpreters", tmp_path)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("interpreters._distribution.ShadowedPackageError: ")
+    assert last.startswith("interpreters.core.distribution.ShadowedPackageError: ")
     assert f"`import {name}` loads {tmp_path / name / '__init__.py'}" in last
     assert f"the distribution '{dist}'" in last
     assert f"pip uninstall {dist}" in last

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Publish, Pull, RunTools
-from interpreters.simulator import Say, ScriptedModel, Simulator
-from interpreters.trace import Trace
+from interpreters.core.trace import Trace
+from interpreters.testing import Say, ScriptedModel, Simulator
 from pipeline.protocol.driver import Driver
 from pipeline.protocol.replies import LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.values.chunks import Chunk, ModelFinish, TextDelta

@@ -10,11 +10,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from interpreters.common import start_run
-from interpreters.durable import DurableClient, DurableRunError, DurableRuns, RunConflictError
-from interpreters.durable_loop import ModelOutcome, ToolDone, drive
-from interpreters.simulator import Fail, Say, ScriptedModel, call
+from interpreters.durable.dbos.runs import (
+    DurableClient,
+    DurableRunError,
+    DurableRuns,
+    RunConflictError,
+)
+from interpreters.durable.loop import ModelOutcome, ToolDone, drive
+from interpreters.run.common import start_run
 from interpreters.sync import SyncInterpreter, run_tool
+from interpreters.testing import Fail, Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.protocol.replies import ToolInvocation
 from pipeline.tools import tool
@@ -56,7 +61,7 @@ class DirectSteps:
         try:
             events.extend(self.model_.stream(request))
         except Exception as e:
-            from interpreters.common import stream_failed
+            from interpreters.run.common import stream_failed
 
             return ModelOutcome(tuple(events), stream_failed(e, started=bool(events)))
         return ModelOutcome(tuple(events))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from interpreters.durable import DurableClient
+from interpreters.durable.dbos.runs import DurableClient
 from pipeline.approval import Decision, RunNotSuspended, UnknownRun, deny, edit
 from pipeline.values.result import PendingApproval
 from tests.durable_harness import (

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from effects import AskApproval, Continue
-from interpreters.durable import DurableClient, DurableRuns
-from interpreters.durable_replay import replay_runs
-from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.durable.dbos.replay import replay_runs
+from interpreters.durable.dbos.runs import DurableClient, DurableRuns
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.approval import (
     Approve,

@@ -88,7 +88,7 @@ def test_starting_a_run_id_twice_runs_it_once(tmp_path: Path) -> None:
 
 
 def test_two_workers_share_one_queue_and_each_run_finishes_once(tmp_path: Path) -> None:
-    from interpreters.durable import DurableClient
+    from interpreters.durable.dbos.runs import DurableClient
 
     db = pg_url()
     workers = [spawn(tmp_path, db, "serve", name, TOOL_DELAY="0.2") for name in ("w1", "w2")]

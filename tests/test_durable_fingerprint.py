@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from examples.quality_guardrail import QualityGuardrail
-from interpreters.durable_fingerprint import DEFINITION, changes, definition, digest, encode
+from interpreters.durable.fingerprint import DEFINITION, changes, definition, digest, encode
 from pipeline.agent import Agent
 from pipeline.tools import tool
 from tests.helpers import make_agent
@@ -48,7 +48,7 @@ def test_the_same_definition_built_twice_has_one_digest() -> None:
 def test_the_digest_is_the_same_in_another_process() -> None:
     code = (
         "from tests.test_durable_fingerprint import agent;"
-        "from interpreters.durable_fingerprint import definition, digest;"
+        "from interpreters.durable.fingerprint import definition, digest;"
         "print(digest(definition(agent())))"
     )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,

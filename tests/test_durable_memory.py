@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from interpreters.durable import DurableRuns
+from interpreters.durable.dbos.runs import DurableRuns
 from interpreters.memory import InMemoryStore, memory_handlers
-from interpreters.simulator import Say, ScriptedModel
+from interpreters.testing import Say, ScriptedModel
 from pipeline.processors import MessageHistory
 from tests.helpers import make_agent, user_texts
 

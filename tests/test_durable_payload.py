@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from effects import Continue, Replace
-from interpreters.durable import DurableClient, DurableRuns
-from interpreters.durable_payload import compact, expand, recorder
-from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.durable.dbos.runs import DurableClient, DurableRuns
+from interpreters.durable.payload import compact, expand, recorder
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline.processor import Processor, StreamArgs, StreamResult
 from pipeline.tools import tool
 from pipeline.values.chunks import ToolResult
@@ -128,7 +128,7 @@ def test_a_10_mb_tool_result_takes_its_size_once_in_the_store(tmp_path: Path) ->
 
 
 def test_a_stream_batch_refers_only_to_a_recorded_result_that_encodes_the_same() -> None:
-    from interpreters.durable_payload import compact_chunks, expand_chunks
+    from interpreters.durable.payload import compact_chunks, expand_chunks
 
     same = ToolResult("c1", "big", [1, "a"])
     equal_not_same = ToolResult("c2", "big", True)  # == 1, but encodes as true
@@ -151,7 +151,7 @@ def test_a_stream_batch_refers_only_to_a_recorded_result_that_encodes_the_same()
 def test_a_run_whose_result_refers_to_its_tool_step_replays_without_a_problem(
     tmp_path: Path,
 ) -> None:
-    from interpreters.durable_replay import replay_runs
+    from interpreters.durable.dbos.replay import replay_runs
 
     agent = make_agent(tools=[tool(big)])
     url = f"sqlite:///{tmp_path / 'p.sqlite'}"

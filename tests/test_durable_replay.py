@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from interpreters.durable import DurableRuns
-from interpreters.durable_fingerprint import definition, digest
-from interpreters.durable_replay import replay_runs
-from interpreters.simulator import ScriptedModel
+from interpreters.durable.dbos.replay import replay_runs
+from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.durable.fingerprint import definition, digest
+from interpreters.testing import ScriptedModel
 from pipeline.tools import tool
 from tests.helpers import make_agent
 from tests.test_durable import TOOL_RUNS, get_weather, script, weather_agent

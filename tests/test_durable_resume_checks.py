@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from interpreters.durable import (
+from interpreters.durable.dbos.runs import (
     MAX_RECOVERY_ATTEMPTS,
     AgentChangedError,
     RunKeptCrashingError,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from effects import RunTools
-from interpreters.durable import DurableRuns
-from interpreters.durable_store import RunTakenOver, StoreRetry, StoreUnavailable, Takeover
-from interpreters.observe import RunInfo, RunObserver
-from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.durable.dbos.store import RunTakenOver, StoreRetry, StoreUnavailable, Takeover
+from interpreters.observers.observe import RunInfo, RunObserver
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.protocol.replies import LoopCommand
 from pipeline.tools import tool

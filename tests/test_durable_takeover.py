@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from interpreters.durable import DurableClient
+from interpreters.durable.dbos.runs import DurableClient
 from tests.durable_harness import (
     WAIT,
     finish,

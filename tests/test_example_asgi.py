@@ -21,8 +21,8 @@ from examples.asgi_stream import (
     main,
 )
 from interpreters.aio import AsyncInterpreter
-from interpreters.approvals import Approvals, MemoryApprovalStore
-from interpreters.simulator import Say, ScriptedModel
+from interpreters.approvals.store import Approvals, MemoryApprovalStore
+from interpreters.testing import Say, ScriptedModel
 from pipeline.agent import Agent
 from pipeline.values.chunks import Chunk, ErrorChunk, Finish, TextDelta, ToolResult, chunk_decoder
 from pipeline.values.result import Cancelled, RunResult, Suspension

@@ -24,7 +24,8 @@ from examples.asgi_stream import (
     demo_script,
     refunds,
 )
-from interpreters import AsyncInterpreter, ScriptedModel
+from interpreters import AsyncInterpreter
+from interpreters.testing import ScriptedModel
 from tests.asgi_server import Hold, Runs, serve, serve_held_demo
 
 WAIT = 20.0

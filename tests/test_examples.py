@@ -12,7 +12,7 @@ from examples.reasoning_transformer import ReasoningTransformer
 from examples.streaming_redaction import CHUNKS
 from examples.streaming_redaction import run as run_streaming_redaction
 from examples.word_counter import WordCounter
-from interpreters import Fail, Say, ScriptedModel, Simulator, call
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
 from pipeline import (
     Agent,
     DataChunk,

@@ -24,10 +24,10 @@ import pytest
 
 from effects import CallModel, Publish, Pull
 from interpreters.aio import AsyncInterpreter
-from interpreters.logs import LogObserver
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
-from interpreters.trace import Trace
+from interpreters.core.trace import Trace
+from interpreters.observers.logs import LogObserver
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processors.guards.pii import PIIDetector
 from pipeline.tools import tool as make_tool

@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from effects import Continue, SkipCall
-from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import BaseProcessor, ToolCallArgs, ToolCallResult, processor
 from pipeline.processors import PIIDetector, PromptInjectionDetector, UnicodeNormalizer

@@ -12,10 +12,9 @@ import pytest
 
 from effects import Continue, Request, WrongAnswer, ask
 from effects.requests import answer_type
-from interpreters.handlers import Handlers
-from interpreters.simulator import Say, ScriptedModel, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.core.handlers import Handlers
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator
 from pipeline.processor import (
     AskModel,
     InputArgs,

@@ -11,8 +11,7 @@ import anyio
 import pytest
 
 from effects import Abort, CallModel, Continue, Done, Emit, Out, Publish, Pull, Replace, Skip
-from interpreters.simulator import Say, ScriptedModel
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.processor import (

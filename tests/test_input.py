@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from effects import Abort, Continue, Replace, Skip
-from interpreters.simulator import Say, call
+from interpreters.testing import Say, call
 from pipeline.processor import (
     InputArgs,
     InputResult,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from effects import Abort, Continue, Replace
-from interpreters.simulator import Say, call
+from interpreters.testing import Say, call
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,

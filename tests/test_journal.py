@@ -1,4 +1,4 @@
-"""Record a run to a journal and replay it offline (interpreters.journal)."""
+"""Record a run to a journal and replay it offline (interpreters.record.journal)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from effects import Continue, Replace
 from examples.quality_guardrail import QualityGuardrail
-from interpreters import AsyncSimulator, CancelSignal, Fail, Say, ScriptedModel, Simulator, call
-from interpreters.journal import (
+from interpreters import CancelSignal
+from interpreters.record.journal import (
     CancelledAt,
     ClockRead,
     EffectSeen,
@@ -22,6 +22,7 @@ from interpreters.journal import (
     Recorder,
     ToolsDone,
 )
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
 from pipeline import (
     Agent,
     OutputStepArgs,
@@ -248,7 +249,7 @@ def shouting_agent() -> Agent:
 
 
 def test_pipeline_replay_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from interpreters.cli import main
+    from interpreters.cli.commands import main
 
     rec = Recorder(tmp_path)
     Simulator(script(), models={"judge": judge()}, observers=[rec]).run(agent(), "Weather?")
@@ -485,7 +486,7 @@ def test_a_run_recorded_with_a_pricer_replays_as_identical_without_it(
     assert replay.identical, str(replay.divergence)
     assert replay.result.cost == run.result.cost
     assert Simulator.replay(journal, agent(), price=flat_price).identical
-    from interpreters.cli import main
+    from interpreters.cli.commands import main
 
     path = str(rec.path("run1"))
     assert main(["replay", path, "--agent", "tests.test_journal:agent"]) == 0
@@ -519,7 +520,7 @@ def test_a_divergence_names_the_field_and_shows_both_values() -> None:
 def test_the_recorded_fields_of_commands_hold_no_piece_of_a_secret(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from interpreters.journal import CommandSeen
+    from interpreters.record.journal import CommandSeen
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     rec = Recorder()
@@ -539,7 +540,7 @@ def eur_shop() -> Shop:
 def test_pipeline_replay_gives_tools_their_deps(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from interpreters.cli import main
+    from interpreters.cli.commands import main
 
     rec = Recorder(tmp_path)
     Simulator(shop_script(), observers=[rec]).run(shop_agent(), "tea?", deps=Shop("EUR"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from interpreters.journal_scrub import (
+from interpreters.record.scrub import (
     MAX_HELD_ENTRIES,
     REDACTED,
     DeltaScrubber,

@@ -12,11 +12,10 @@ import msgspec
 import pytest
 
 from effects import Continue
-from interpreters import Say, ScriptedModel, Simulator, call
-from interpreters.durable import DurableRuns
-from interpreters.journal import Recorder
-from interpreters.logs import LogObserver
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.observers.logs import LogObserver
+from interpreters.record.journal import Recorder
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline import Agent, Processor, Usage, abort
 from pipeline.processor import (
     AskModel,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from interpreters import Fail, Say, ScriptedModel, Simulator
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator
 from pipeline import Agent, DataChunk, Message, MessageList, RunResult, TextPart
 from pipeline.processors import LanguageDetector, Py3LangidBackend
 from pipeline.processors.guards import language as ld

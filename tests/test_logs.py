@@ -1,4 +1,4 @@
-"""The `pipeline` logger (interpreters.logs): debug per command, warnings for retries and
+"""The `pipeline` logger (interpreters.observers.logs): debug per command, warnings for retries and
 fail-closed events, never a key, and no message content unless asked."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import logging
 import pytest
 
 from effects import Continue
-from interpreters import Fail, Say, ScriptedModel, Simulator, SyncInterpreter, call
-from interpreters.logs import LogObserver
+from interpreters import SyncInterpreter
+from interpreters.observers.logs import LogObserver
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
 
 SECRET_TEXT = "my-private-words"
@@ -86,7 +87,7 @@ def test_real_interpreters_log_by_default(caplog: pytest.LogCaptureFixture) -> N
 
 
 def test_without_a_configured_handler_runs_are_not_watched() -> None:
-    from interpreters.observe import RunInfo
+    from interpreters.observers.observe import RunInfo
     from pipeline import MessageList
     from pipeline.values.context import RunContext
 

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from effects import Abort, Continue, Out, Replace, Retry
-from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,

@@ -16,8 +16,7 @@ import anyio
 import pytest
 
 from interpreters.mcp_tools import MCPToolset, MCPToolsetError
-from interpreters.simulator import Say, ScriptedModel, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.tools import Tool
 

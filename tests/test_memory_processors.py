@@ -10,9 +10,8 @@ import msgspec
 import pytest
 
 from effects import Abort, Continue, Replace, Request, ask
-from interpreters.cancel import CancelSignal
-from interpreters.handlers import Handlers
-from interpreters.journal import Journal, Recorder
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.handlers import Handlers
 from interpreters.memory import (
     CorruptStoredMessage,
     HashEmbedder,
@@ -23,9 +22,9 @@ from interpreters.memory import (
     memory_handlers,
 )
 from interpreters.memory.store import RecallHit, Vector
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.record.journal import Journal, Recorder
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import (
     ApprovedArgs,

@@ -7,7 +7,7 @@ from typing import Literal
 import msgspec
 import pytest
 
-from interpreters import Fail, Say, ScriptedModel, Simulator, call
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
 from pipeline import Agent, DataChunk, Message, MessageList, RunResult, TextPart
 from pipeline.processors import ModerationProcessor
 from pipeline.processors.guards.moderation import ModerationStrategy

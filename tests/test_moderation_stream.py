@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator
 from pipeline import Agent
 from pipeline.processors import ModerationProcessor
 from pipeline.processors.guards.moderation import ModerationStrategy

@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from interpreters.aio import AsyncInterpreter, AsyncRunStream
-from interpreters.observe import RunInfo, RunObserver
-from interpreters.simulator import Say, ScriptedModel
+from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import Say, ScriptedModel
 from pipeline.values.result import RunResult
 
 from .helpers import make_agent

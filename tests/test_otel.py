@@ -1,4 +1,4 @@
-"""OpenTelemetry spans, events and metrics of runs (interpreters.otel), checked attribute
+"""OpenTelemetry spans, events and metrics of runs (interpreters.observers.otel), checked attribute
 by attribute with the SDK's in-memory exporter and metric reader."""
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from examples.quality_guardrail import QualityGuardrail
-from interpreters import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, SyncInterpreter, call
-from interpreters.journal import Recorder
-from interpreters.otel import OTelObserver
+from interpreters import SyncInterpreter
+from interpreters.observers.otel import OTelObserver
+from interpreters.record.journal import Recorder
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, Usage, abort
 from pipeline.values.cost import Cost, PriceQuery
 from pipeline.values.model import ModelSettings

@@ -14,8 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from effects import Abort, Continue
-from interpreters import AsyncSimulator, Say, ScriptedModel, Simulator, SyncInterpreter, call
-from interpreters.otel import OTelObserver
+from interpreters import SyncInterpreter
+from interpreters.observers.otel import OTelObserver
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor
 from pipeline.processors import PIIDetector
 from pipeline.tools import tool

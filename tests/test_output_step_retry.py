@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from effects import Abort, Continue, Replace
-from interpreters.simulator import Say, call
+from interpreters.testing import Say, call
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from effects import Abort, Continue, Emit, Out, Replace, Skip
-from interpreters.simulator import Say, Simulator, call
+from interpreters.testing import Say, Simulator, call
 from pipeline.processor import (
     Processor,
     StatefulProcessor,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreters.simulator import Say
+from interpreters.testing import Say
 from pipeline.processors import PIIDetector
 from tests.helpers import chunked, make_agent, simulate, streamed_text
 

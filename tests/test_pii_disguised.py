@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from interpreters.simulator import Say
+from interpreters.testing import Say
 from pipeline.processors import PIIDetector
 from pipeline.processors.guards.pii import Strategy
 from pipeline.values.chunks import ReasoningDelta

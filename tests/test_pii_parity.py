@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreters.simulator import Say
+from interpreters.testing import Say
 from pipeline.processors import PIIDetector
 from pipeline.processors.guards import pii_detectors as d
 from pipeline.processors.guards.pii import Kind

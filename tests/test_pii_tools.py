@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from interpreters.simulator import Say, call
+from interpreters.testing import Say, call
 from pipeline.processors import PIIDetector
 from pipeline.tools import tool
 from pipeline.values.chunks import ToolCall, ToolCallDelta, ToolResult

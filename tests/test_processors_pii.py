@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from interpreters.simulator import Say
+from interpreters.testing import Say
 from pipeline.processors import MissingDependency, PIIDetector
 from pipeline.processors.guards.common import GuardsExtraMissing
 from pipeline.processors.guards.pii_detectors import Span

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreters.simulator import Say, call
+from interpreters.testing import Say, call
 from pipeline.processor import StreamArgs, StreamResult, processor
 from pipeline.processors import BatchPartsProcessor, SystemPromptScrubber
 from pipeline.tools import tool

@@ -8,7 +8,7 @@ import base64
 import anyio
 import pytest
 
-from interpreters import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
 from pipeline import Agent, DataChunk, Message, MessageList, RunResult, TextPart
 from pipeline.processors import PromptInjectionDetector
 from pipeline.processors.guards.injection import (

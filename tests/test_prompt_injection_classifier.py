@@ -11,7 +11,7 @@ from importlib import resources
 
 import pytest
 
-from interpreters import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, RunResult
 from pipeline.processors import ProcessorConfigError, PromptInjectionDetector
 from pipeline.processors.guards.injection import (

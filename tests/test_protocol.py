@@ -12,7 +12,7 @@ import pytest
 
 from effects import Abort, CallModel, CloseStream, Continue, Done, Publish, Pull, RunTools
 from interpreters.aio import AsyncInterpreter
-from interpreters.simulator import Say, Simulator
+from interpreters.testing import Say, Simulator
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.processor import Processor, StreamArgs, StreamResult

@@ -7,6 +7,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
@@ -25,7 +26,9 @@ def _modules() -> list[ModuleType]:
         pkg = importlib.import_module(name)
         found.append(pkg)
         for info in pkgutil.walk_packages(pkg.__path__, f"{name}."):
-            found.append(importlib.import_module(info.name))
+            with warnings.catch_warnings():  # the old paths kept for a release warn
+                warnings.simplefilter("ignore", DeprecationWarning)
+                found.append(importlib.import_module(info.name))
     return found
 
 
@@ -78,13 +81,17 @@ def test_every_exported_name_exists() -> None:
 
 def test_the_packages_export_what_their_users_need() -> None:
     import interpreters
+    import interpreters.testing
     import pipeline
     import pipeline.protocol.replies
 
     for name in ("Resolver", "AsyncResolver", "Recorder", "Journal", "Observer",
                  "RunOptions", "Handlers", "SyncInterpreter", "AsyncInterpreter",
-                 "Simulator", "AsyncSimulator", "CancelSignal", "ReplayRun"):
+                 "CancelSignal", "ReplayRun"):
         assert name in interpreters.__all__, name
+    for name in ("Simulator", "AsyncSimulator", "ScriptedModel", "Say", "call"):
+        assert name in interpreters.testing.__all__, name
+        assert name not in interpreters.__all__, name  # a test writer's name
     # (what a loop is started from and a model call answered with, besides its commands)
     for name in ("AgentLoop", "ToolInvocation", "ToolOutcome", "EffectRecord",
                  "ModelEnded", "ModelFailed"):
@@ -101,7 +108,7 @@ _IMPORT = re.compile(
     r"(\([^)]*\)|[^\n]+)", re.M,
 )
 _MENTION = re.compile(r"`((?:effects|pipeline|interpreters)(?:\.\w+)*\.(?:[A-Z]\w*|\w+(?=\()))")
-"""A class (`interpreters.Resolver`) or a call (`interpreters.prices.genai_prices()`) the
+"""A class (`interpreters.Resolver`) or a call (`interpreters.providers.prices.genai_prices()`) the
 docs name in code spans; lowercase dotted names without a call are often not Python
 names (span attributes: `pipeline.judges.calls`)."""
 

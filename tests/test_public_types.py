@@ -58,7 +58,7 @@ def test_the_public_types_accept_what_fits_and_refuse_the_rest(
 
 
 def test_the_accepted_cases_run_as_they_are_typed() -> None:
-    from interpreters import Say, ScriptedModel, Simulator
+    from interpreters.testing import Say, ScriptedModel, Simulator
     from tests.typing_cases import accepted as cases
 
     sim = Simulator(ScriptedModel([Say('{"text": "hi"}'), Say("plain")]))

@@ -12,7 +12,7 @@ pytest_plugins = ("pytester",)
 
 def test_the_plugin_is_registered_by_entry_point() -> None:
     found = {ep.name: ep.value for ep in entry_points(group="pytest11")}
-    assert found.get("pipeline_agents") == "interpreters.pytest_plugin"
+    assert found.get("pipeline_agents") == "interpreters.sim.pytest_plugin"
 
 
 @pytest.mark.slow  # a pytest subprocess
@@ -21,7 +21,7 @@ def test_a_project_uses_the_fixtures_without_a_conftest(pytester: pytest.Pyteste
         test_agent='''
         import pytest
         from interpreters import Say, call
-        from interpreters.simulator import ScriptedModel
+        from interpreters.sim.simulator import ScriptedModel
         from pipeline import Agent
 
         def weather(city: str) -> str:

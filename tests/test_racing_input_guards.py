@@ -15,11 +15,18 @@ import msgspec
 import pytest
 
 from effects import Abort, CloseStream, Continue, Replace
-from interpreters.common import start_run
-from interpreters.durable_loop import drive
-from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, VirtualClock, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.durable.loop import drive
+from interpreters.run.common import start_run
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import (
+    AsyncSimulator,
+    Fail,
+    Say,
+    ScriptedModel,
+    Simulator,
+    VirtualClock,
+    call,
+)
 from pipeline import Agent
 from pipeline.processor import AskModel, InputArgs, InputResult, ModelAnswer, processor
 from pipeline.processors import (

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from interpreters import Say, ScriptedModel, Simulator
-from interpreters.cli import main
-from interpreters.journal import Journal, JournalError, Recorder
+from interpreters.cli.commands import main
+from interpreters.record.journal import Journal, JournalError, Recorder
+from interpreters.testing import Say, ScriptedModel, Simulator
 from pipeline import Agent
 
 ESC = "\x1b]0;owned\x07\x1b[2J"

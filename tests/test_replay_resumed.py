@@ -10,9 +10,9 @@ import msgspec
 import pytest
 
 from effects import AskApproval, Continue
-from interpreters.approvals import Approvals, MemoryApprovalStore
-from interpreters.journal import Journal, Recorder
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.approvals.store import Approvals, MemoryApprovalStore
+from interpreters.record.journal import Journal, Recorder
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import AgentChanged, edit
 from pipeline.processor import BaseProcessor, ToolCallArgs, ToolCallResult, processor

@@ -1,4 +1,4 @@
-"""Run options are written once (interpreters.options) and taken as keywords by every
+"""Run options are written once (interpreters.core.options) and taken as keywords by every
 interpreter; a misspelt one is a TypeError, not silently dropped."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from interpreters.simulator import Say, ScriptedModel, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
 
 

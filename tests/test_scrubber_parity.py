@@ -9,7 +9,7 @@ from typing import cast
 
 import pytest
 
-from interpreters.simulator import Say
+from interpreters.testing import Say
 from pipeline.processors import SystemPromptScrubber
 from pipeline.processors.guards.scrubber import RedactionMethod
 from tests.helpers import LEAK, PROMPT, chunked, data_chunks, make_agent, simulate, streamed_text

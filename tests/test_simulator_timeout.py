@@ -6,9 +6,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from interpreters.cancel import CancelSignal
-from interpreters.simulator import Fail, Say, ScriptedModel, VirtualClock
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.core.cancel import CancelSignal
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, VirtualClock
 from pipeline.agent import Agent
 from pipeline.values.chunks import ErrorChunk, TextDelta
 from pipeline.values.result import Cancelled

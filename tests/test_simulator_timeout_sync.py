@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from interpreters.cancel import CancelSignal
-from interpreters.simulator import Fail, Say, ScriptedModel, Simulator
+from interpreters.core.cancel import CancelSignal
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from pipeline.values.chunks import ErrorChunk, TextDelta
 from pipeline.values.result import Cancelled

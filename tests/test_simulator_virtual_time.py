@@ -15,17 +15,17 @@ import anyio.abc
 import anyio.lowlevel
 import pytest
 
-from interpreters.simulator import (
+from interpreters.sim.clock import until_idle
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import (
+    AsyncSimulator,
     Fail,
     Say,
-    Scripted,
     ScriptedModel,
     SimRun,
     VirtualClock,
     call,
-    until_idle,
 )
-from interpreters.simulator_aio import AsyncSimulator
 from pipeline.agent import Agent
 from pipeline.tools import make_tool
 from pipeline.values.model import ModelRequest

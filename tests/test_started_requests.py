@@ -17,14 +17,13 @@ import msgspec
 import pytest
 
 from effects import Continue, Job, Out, Replace, Request, collect, ready, start
-from interpreters.common import start_run
-from interpreters.durable_loop import drive
-from interpreters.handlers import Handlers
-from interpreters.journal import Recorder
-from interpreters.replay import replay_sync
-from interpreters.simulator import Say, ScriptedModel, Simulator, VirtualClock
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.core.handlers import Handlers
+from interpreters.durable.loop import drive
+from interpreters.record.journal import Recorder
+from interpreters.record.replay import replay_sync
+from interpreters.run.common import start_run
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, VirtualClock
 from pipeline import Agent
 from pipeline.processor import (
     StatefulProcessor,

@@ -8,7 +8,8 @@ from typing import Any, cast
 import pytest
 
 from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
-from interpreters.simulator import Fail, Say, Scripted, ScriptedModel, Simulator, call
+from interpreters.sim.simulator import Scripted
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from effects import Continue, Replace, Skip
-from interpreters.simulator import Say, ScriptedModel, Simulator
+from interpreters.testing import Say, ScriptedModel, Simulator
 from pipeline import Agent, Chunk, DataChunk, Processor, StreamArgs, StreamResult, TextDelta
 
 

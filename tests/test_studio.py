@@ -1,5 +1,5 @@
 """The studio's pages over HTTP on 127.0.0.1: the runs, a run's timeline, a replay beside
-its recording; read-only, bounded, loopback only unless asked (interpreters.studio)."""
+its recording; read-only, bounded, loopback only unless asked (interpreters.cli.studio)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from interpreters import Recorder, Say, ScriptedModel, Simulator, call, cli
-from interpreters.journal import Journal
-from interpreters.studio import (
+from interpreters import Recorder, cli
+from interpreters.cli.studio import (
     MAX_PAGE,
     MAX_TEXT,
     NotFound,
@@ -23,6 +22,8 @@ from interpreters.studio import (
     check_host,
     shown,
 )
+from interpreters.record.journal import Journal
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, ToolContext
 from tests.studio_runs import HOSTILE, louder_agent, record_support_run
 
@@ -241,8 +242,8 @@ def test_a_large_journal_is_paged_not_sent_whole(tmp_path: Path) -> None:
 def test_the_summary_totals_the_recorded_costs(tmp_path: Path) -> None:
     from decimal import Decimal
 
-    from interpreters import Say, ScriptedModel, Simulator
-    from interpreters.journal import Recorder
+    from interpreters.record.journal import Recorder
+    from interpreters.testing import Say, ScriptedModel, Simulator
     from pipeline import Agent
     from pipeline.values.cost import Cost, PriceQuery
 

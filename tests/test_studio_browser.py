@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from interpreters.studio import Studio, StudioServer
+from interpreters.cli.studio import Studio, StudioServer
 from tests.browser import chromium, wait_for
 from tests.studio_runs import louder_agent, record_support_run
 

@@ -11,12 +11,12 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from effects import Continue, Request, ask
-from interpreters.cancel import CancelSignal
-from interpreters.handlers import Handlers
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.handlers import Handlers
+from interpreters.core.trace import Trace
 from interpreters.providers.provider import ProviderError
-from interpreters.simulator import Fail, Say, ScriptedModel, call
 from interpreters.sync import SyncInterpreter
-from interpreters.trace import Trace
+from interpreters.testing import Fail, Say, ScriptedModel, call
 from pipeline.processor import OutputStepArgs, OutputStepResult, abort, processor
 from pipeline.tools import tool
 from pipeline.values.chunks import (

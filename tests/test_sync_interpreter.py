@@ -20,11 +20,12 @@ from effects import (
     RunTools,
     ask,
 )
-from interpreters.handlers import Handlers
+from interpreters.core.handlers import Handlers
+from interpreters.core.trace import Trace
 from interpreters.providers.provider import Provider, ProviderError
-from interpreters.simulator import Fail, Say, ScriptedModel, Simulator, call
-from interpreters.sync import AsyncNotSupportedError, SyncInterpreter
-from interpreters.trace import Trace
+from interpreters.run.base import AsyncNotSupportedError
+from interpreters.sync import SyncInterpreter
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
 from pipeline.processor import (
     AskModel,
     InputArgs,

@@ -7,7 +7,7 @@ from typing import cast
 
 import pytest
 
-from interpreters import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import (
     Agent,
     DataChunk,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.tools import make_tool
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreters import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, Message, MessageList, TextPart, ToolCallPart, ToolResultPart
 from pipeline.processors import ToolCallFilter
 from pipeline.processors.tool_call_filter import filter_tool_calls

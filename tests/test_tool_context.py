@@ -13,8 +13,7 @@ from returns.future import future_safe
 from returns.result import Failure, Result, Success, safe
 
 from effects import Continue, Replace
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.processor import InputArgs, InputResult, StreamArgs, StreamResult, processor
 from pipeline.tools.context import ToolContext, ToolWriterFull
 from pipeline.values.chunks import DataChunk, ToolError, ToolResult

@@ -17,8 +17,7 @@ import msgspec
 import pytest
 
 from effects import Replace
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import OutputStepArgs, OutputStepResult, processor
 from pipeline.tools import Tool, make_tool

@@ -12,8 +12,7 @@ import msgspec
 import pytest
 
 from effects import Abort, Continue, Replace, SkipCall
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import (
     Processor,

@@ -9,8 +9,7 @@ from typing import Annotated
 import msgspec
 import pytest
 
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.tools import make_tool
 from pipeline.values.schema import ecma_pattern

@@ -8,9 +8,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import MAX_TOOL_RESULT_BYTES, Agent
 from pipeline.tools import Tool, make_tool, tool
 from pipeline.values.messages import ToolResultPart

@@ -13,9 +13,8 @@ import pytest
 
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import (
     InputStepArgs,

@@ -9,7 +9,7 @@ import msgspec
 import pydantic
 import pytest
 
-from interpreters.simulator import Say, call
+from interpreters.testing import Say, call
 from pipeline.tools import ToolFn, make_tool
 from tests.helpers import make_agent, simulate
 

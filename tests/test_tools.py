@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from effects import Replace
-from interpreters.simulator import Say, ScriptedCall, call
+from interpreters.testing import Say, ScriptedCall, call
 from pipeline.processor import StepChange, processor
 from pipeline.tools import Tool, make_tool, tool
 from pipeline.values.chunks import ToolCall, ToolCallDelta, ToolError, ToolResult

@@ -16,7 +16,7 @@ from interpreters.providers.anthropic import AnthropicOptions
 from interpreters.providers.anthropic import encode_request as anthropic_body
 from interpreters.providers.openai_chat import OpenAIChatOptions
 from interpreters.providers.openai_chat import encode_request as openai_body
-from interpreters.simulator import Say, call
+from interpreters.testing import Say, call
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,

@@ -9,8 +9,7 @@ from collections.abc import AsyncIterator
 import anyio
 
 from effects import Continue
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import OutputStepArgs, OutputStepResult, Processor, abort
 from pipeline.processors import PIIDetector

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from interpreters import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, Message, MessageList, TextPart, ToolResultPart
 from pipeline.processors import UnicodeNormalizer
 from pipeline.processors.guards import unicode as un

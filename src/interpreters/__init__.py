@@ -1,55 +1,63 @@
-"""The shell: interpreters that carry out the agent loop's commands, and the providers.
+"""The shell: what runs agents.
 
-What a program that runs agents needs: the interpreters and simulators, a `Resolver` of
-model ids to providers, the run options, cancelling, handlers for hooks' own I/O
-requests, and the observers (`Recorder` writes a `Journal` a simulator can replay).
+The interpreters (sync, and async on anyio), their run options and cancelling, model
+providers and the `Resolver` of model ids, the observers (a `Trace`, a `Journal` a
+replay reads, logging and OpenTelemetry), memory and approval stores opened by URL,
+`Approvals` for suspended runs, and durable runs (the `durable` extra). Tests add
+`interpreters.testing` (the simulators and scripted models).
 """
-
-import importlib
-from typing import TYPE_CHECKING
 
 # First: importing it checks that `pipeline` and `effects` are ours, not another
 # distribution's (ShadowedPackageError says which and how to fix it).
-from interpreters._distribution import ShadowedPackageError
+from interpreters.core.distribution import ShadowedPackageError
+
+# isort: split
+from typing import TYPE_CHECKING
+
 from interpreters.aio import AsyncInterpreter, AsyncRunStream
-from interpreters.cancel import CancelSignal
-from interpreters.handlers import Handlers
-from interpreters.journal import Journal, Recorder
-from interpreters.observe import Observer
-from interpreters.options import RunOptions
+from interpreters.approvals import Approvals, MemoryApprovalStore, open_approval_store
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.handlers import Handlers
+from interpreters.core.lazy import lazy_names
+from interpreters.core.options import RunOptions
+from interpreters.core.trace import Trace
+from interpreters.memory import open_async_memory_store, open_memory_store
+from interpreters.observers.logs import LogObserver
+from interpreters.observers.observe import Observer
 from interpreters.providers.provider import AsyncProvider, Provider, ProviderError
-from interpreters.replay import ReplayRun
-from interpreters.simulator import Fail, Say, ScriptedCall, ScriptedModel, SimRun, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
-from interpreters.sync import AsyncNotSupportedError, RunStream, SyncInterpreter
-from interpreters.trace import Trace
+from interpreters.record.journal import Journal, Recorder
+from interpreters.record.replay import ReplayRun
+from interpreters.run.base import AsyncNotSupportedError
+from interpreters.sync import RunStream, SyncInterpreter
 
 if TYPE_CHECKING:
+    from interpreters.durable import DurableClient, DurableRuns
+    from interpreters.observers.otel import OTelObserver
     from interpreters.providers.router import AsyncResolver, Resolver
 
-# Loaded when first used: importing the interpreters does not bring in httpx and the wire
-# formats (as `interpreters.providers` does not).
-_LAZY = {
-    "AsyncResolver": "interpreters.providers.router",
-    "Resolver": "interpreters.providers.router",
-}
-
-
-def __getattr__(name: str) -> object:
-    home = _LAZY.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value: object = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # once: later lookups do not come here
-    return value
-
+# Loaded when first used: importing the interpreters brings in neither httpx and the wire
+# formats (as `interpreters.providers` does not), nor an optional extra.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "AsyncResolver": "interpreters.providers.router",
+        "Resolver": "interpreters.providers.router",
+        "DurableClient": "interpreters.durable",
+        "DurableRuns": "interpreters.durable",
+        "OTelObserver": "interpreters.observers.otel",
+    },
+    moved=dict.fromkeys(
+        ("AsyncSimulator", "Fail", "Say", "ScriptedCall", "ScriptedModel", "SimRun",
+         "Simulator", "call"),
+        "interpreters.testing",
+    ),
+)
 
 __all__ = [
-    "AsyncInterpreter", "AsyncNotSupportedError", "AsyncProvider", "AsyncResolver",
-    "AsyncRunStream", "AsyncSimulator", "CancelSignal", "Fail", "Handlers", "Journal",
-    "Observer", "Provider", "ProviderError", "Recorder", "ReplayRun", "Resolver", "RunOptions",
-    "RunStream",
-    "Say", "ScriptedCall", "ScriptedModel", "ShadowedPackageError", "SimRun", "Simulator",
-    "SyncInterpreter",
-    "Trace", "call",
+    "Approvals", "AsyncInterpreter", "AsyncNotSupportedError", "AsyncProvider",
+    "AsyncResolver", "AsyncRunStream", "CancelSignal", "DurableClient", "DurableRuns",
+    "Handlers", "Journal", "LogObserver", "MemoryApprovalStore", "OTelObserver", "Observer",
+    "Provider", "ProviderError", "Recorder", "ReplayRun", "Resolver", "RunOptions",
+    "RunStream", "ShadowedPackageError", "SyncInterpreter", "Trace", "open_approval_store",
+    "open_async_memory_store", "open_memory_store",
 ]

@@ -52,9 +52,14 @@ import anyio.to_thread
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
-from interpreters.base import InterpreterBase, RunOutcome
-from interpreters.cancel import CancelSignal
-from interpreters.common import (
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.deadline import StopCheck
+from interpreters.core.handlers import Handler
+from interpreters.core.options import Deps, RunOptions
+from interpreters.observers.observe import Observer
+from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
+from interpreters.run.base import InterpreterBase, RunOutcome
+from interpreters.run.common import (
     NoCleanupStream,
     answer_of,
     handler_for,
@@ -63,12 +68,7 @@ from interpreters.common import (
     tool_and_args,
     tool_failed,
 )
-from interpreters.deadline import StopCheck
-from interpreters.handlers import Handler
-from interpreters.observe import Observer
-from interpreters.options import Deps, RunOptions
-from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
-from interpreters.started import AsyncStarted, starts_requests
+from interpreters.run.started import AsyncStarted, starts_requests
 from pipeline.agent import Agent
 from pipeline.processor import AskModel
 from pipeline.protocol.driver import Driver
@@ -101,7 +101,7 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
     async); `AskModel` is built in. `sleep` waits before retrying a transient failure.
     Sync tools run in the event loop's thread unless `tools_in_threads` (then in worker
     threads; a cancelled run waits for such a tool to return). `observers` watch each
-    run (`interpreters.observe`); by default the run is logged to the `pipeline` logger.
+    run (`interpreters.observers.observe`); by default the run is logged to the `pipeline` logger.
     `price` prices each model call (`pipeline.values.cost`): the result carries its cost.
     """
 

@@ -1,355 +1,45 @@
-"""Suspended runs kept beside the memory store: in its SQLite file or PostgreSQL database.
+"""Moved to `interpreters.approvals`.
 
-    store = SQLiteApprovalStore("runs.db")        # or PostgresApprovalStore(url)
-    approvals = Approvals(store)                  # as with MemoryApprovalStore
-    store = open_approval_store("sqlite:///runs.db")   # or by URL, as open_memory_store
+This path works for one more release and warns when imported: change the import."""
 
-Both are `ApprovalStore`s over the memory stores' connection handling (`SQLiteStore`'s
-one WAL connection, each write one `BEGIN IMMEDIATE`; `PostgresStore`'s pool, each call
-one transaction): open one over an existing memory store to share its connection, or over
-a path / URL. One row per run id: `save` replaces it (a run suspended again), `take`
-reads and marks it taken in one transaction (the row locked), so of two processes taking
-the same run exactly one gets it and the other `RunNotSuspended`.
+import warnings
 
-A suspension is stored msgpack-encoded. `save` checks that it encodes and decodes back
-(`SuspensionNotStorable` names the processor state that does not: a run is never
-silently lost); the processors' states come back as plain data (dicts, lists), and
-`Approvals.take` types them again by the agent's processors (`typed_states`). A stored
-row that does not decode is `CorruptStoredSuspension`; a store that cannot be reached is
-`ApprovalStoreUnavailable`. The tables are versioned on their own (`approval_schema`),
-a newer version refused.
-"""
-
-from __future__ import annotations
-
-import os
-import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Generic, LiteralString, Protocol, TypeVar
-
-import msgspec
-
-from interpreters.approvals import MemoryApprovalStore
-from interpreters.memory.open import open_memory_store
-from interpreters.memory.postgres import PostgresStore
-from interpreters.memory.sqlite import SQLiteStore
-from interpreters.memory.store import MemoryStoreError, MemoryStoreUnavailable
-from pipeline.approval import RunNotSuspended, UnknownRun
-from pipeline.values.result import Suspension
-
-if TYPE_CHECKING:
-    import psycopg
-    from psycopg.rows import TupleRow
-
-T = TypeVar("T")
-
-APPROVAL_SCHEMA_VERSION = 1
-"""The version of the approval tables; a store opened on an older one migrates it."""
-
-_MIGRATION_LOCK = 0x61707072  # pg_advisory_xact_lock key of the approval tables
-
-# Each entry takes the tables from the version before it to its own (index + 1).
-SQLITE_MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
-    (  # 1: one row per run id; `body` NULL once taken
-        "CREATE TABLE approval_runs (run_id TEXT PRIMARY KEY, body BLOB, "
-        "taken INTEGER NOT NULL)",
-    ),
+from interpreters.approvals.sql import (
+    APPROVAL_SCHEMA_VERSION as APPROVAL_SCHEMA_VERSION,
 )
-POSTGRES_MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
-    (
-        "CREATE TABLE approval_runs (run_id text PRIMARY KEY, body bytea, "
-        "taken boolean NOT NULL)",
-    ),
+from interpreters.approvals.sql import (
+    ApprovalStoreError as ApprovalStoreError,
 )
-assert len(SQLITE_MIGRATIONS) == len(POSTGRES_MIGRATIONS) == APPROVAL_SCHEMA_VERSION
-
-
-class ApprovalStoreError(MemoryStoreError):
-    """Base of the approval stores' errors."""
-
-
-class ApprovalStoreUnavailable(ApprovalStoreError, MemoryStoreUnavailable):
-    """The store could not be reached or did not answer in time."""
-
-
-class SuspensionNotStorable(ApprovalStoreError):
-    """A suspension that does not encode (or not back): refused at `save`."""
-
-
-class CorruptStoredSuspension(ApprovalStoreError):
-    """A stored suspension that does not decode."""
-
-    def __init__(self, run_id: str, reason: str) -> None:
-        super().__init__(f"the stored suspension of run {run_id!r} does not decode: {reason}")
-        self.run_id = run_id
-
-
-_ENC = msgspec.msgpack.Encoder()
-_DEC = msgspec.msgpack.Decoder(Suspension)
-
-
-def encode_suspension(s: Suspension) -> bytes:
-    """`s` as stored; `SuspensionNotStorable` when it does not encode or decode back."""
-    if not isinstance(s, Suspension):
-        raise TypeError(f"an approval store keeps a Suspension, not {type(s).__name__}")
-    try:
-        body = _ENC.encode(s)
-        _DEC.decode(body)
-    except (TypeError, ValueError, OverflowError, msgspec.DecodeError) as e:
-        raise SuspensionNotStorable(
-            f"the suspension of run {s.run_id!r} cannot be stored: {_culprit(s)}{e}"
-        ) from None
-    return body
-
-
-def _culprit(s: Suspension) -> str:
-    """Which processor state does not encode, if one does not."""
-    for slot, state in enumerate(s.states):
-        try:
-            _ENC.encode(state)
-        except (TypeError, ValueError, OverflowError):
-            return f"the processor state in slot {slot} ({type(state).__name__}): "
-    return ""
-
-
-def decode_suspension(run_id: str, body: bytes) -> Suspension:
-    try:
-        s = _DEC.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise CorruptStoredSuspension(run_id, str(e)) from None
-    if s.run_id != run_id:
-        raise CorruptStoredSuspension(run_id, f"it is the suspension of run {s.run_id!r}")
-    return s
-
-
-def _check_run_id(run_id: object) -> str:
-    if not isinstance(run_id, str) or not run_id:
-        raise TypeError(f"a run id is a non-empty str, not {run_id!r}")
-    return run_id
-
-
-@contextmanager
-def _typed_errors() -> Iterator[None]:
-    """The memory store's errors as the approval store's."""
-    try:
-        yield
-    except ApprovalStoreError:
-        raise
-    except MemoryStoreUnavailable as e:
-        raise ApprovalStoreUnavailable(str(e)) from None
-    except MemoryStoreError as e:
-        raise ApprovalStoreError(str(e)) from None
-
-
-# --- the store, over either database -----------------------------------------------------
-
-Row = tuple[object, ...]
-Execute = Callable[[LiteralString, tuple[object, ...]], Row | None]
-"""Runs one statement of the transaction; its first row."""
-
-
-class _Closable(Protocol):
-    def close(self) -> None: ...
-
-
-St = TypeVar("St", bound=_Closable)
-
-
-class _SQLApprovalStore(Generic[St]):
-    """`save`, `take` and `get` once for both databases: each class gives its statements
-    and runs a body in one transaction. `store` (the memory store whose connections it
-    uses) is closed with it when it was `owned` (opened for it)."""
-
-    def __init__(self, store: St, owned: bool, migrate: Callable[[St], object]) -> None:
-        self.store = store
-        self._owned = owned
-        try:
-            with _typed_errors():
-                migrate(store)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        """Close the memory store when this store opened it."""
-        if self._owned:
-            self.store.close()
-
-    SAVE: LiteralString
-    READ_FOR_TAKE: LiteralString  # locks the row where the database can
-    MARK_TAKEN: LiteralString
-    GET: LiteralString
-
-    def _transaction(self, body: Callable[[Execute], T]) -> T:
-        raise NotImplementedError
-
-    def save(self, suspension: Suspension) -> None:
-        body = encode_suspension(suspension)
-        self._transaction(lambda execute: execute(self.SAVE, (suspension.run_id, body)))
-
-    def take(self, run_id: str) -> Suspension:
-        _check_run_id(run_id)
-
-        def body(execute: Execute) -> Suspension:
-            row = execute(self.READ_FOR_TAKE, (run_id,))
-            if row is None:
-                raise UnknownRun(f"no suspended run {run_id!r}")
-            if row[1]:
-                raise RunNotSuspended(f"run {run_id!r} was resumed already")
-            s = decode_suspension(run_id, _bytes(run_id, row[0]))  # corrupt: raised, not taken
-            execute(self.MARK_TAKEN, (run_id,))
-            return s
-
-        return self._transaction(body)
-
-    def get(self, run_id: str) -> Suspension | None:
-        _check_run_id(run_id)
-        row = self._transaction(lambda execute: execute(self.GET, (run_id,)))
-        return None if row is None else decode_suspension(run_id, _bytes(run_id, row[0]))
-
-
-def _bytes(run_id: str, body: object) -> bytes:
-    if not isinstance(body, bytes | bytearray | memoryview):
-        raise CorruptStoredSuspension(run_id, f"its body is a {type(body).__name__}")
-    return bytes(body)
-
-
-# --- SQLite ------------------------------------------------------------------------------
-
-
-def _sqlite_migrate(conn: sqlite3.Connection) -> None:
-    found = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approval_schema'"
-    ).fetchone()
-    version = 0
-    if found is None:
-        conn.execute("CREATE TABLE approval_schema (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO approval_schema VALUES (0)")
-    else:
-        row = conn.execute("SELECT version FROM approval_schema").fetchone()
-        version = int(row[0]) if row is not None else 0
-    _bring_up(version, SQLITE_MIGRATIONS, lambda q: conn.execute(q),
-              "UPDATE approval_schema SET version = ?", lambda q, a: conn.execute(q, a))
-
-
-def _bring_up(
-    found: int,
-    migrations: tuple[tuple[LiteralString, ...], ...],
-    run: Callable[[LiteralString], object],
-    set_version: LiteralString,
-    run_with: Callable[[LiteralString, tuple[int]], object],
-) -> None:
-    """The tables taken from version `found` to this library's; a newer one refused."""
-    if found > APPROVAL_SCHEMA_VERSION:
-        raise ApprovalStoreError(
-            f"the approval tables are version {found}, newer than this library's "
-            f"({APPROVAL_SCHEMA_VERSION}): upgrade pipeline-agents to open them"
-        )
-    for steps in migrations[found:]:
-        for sql in steps:
-            run(sql)
-    if found < APPROVAL_SCHEMA_VERSION:
-        run_with(set_version, (APPROVAL_SCHEMA_VERSION,))
-
-
-class SQLiteApprovalStore(_SQLApprovalStore[SQLiteStore]):
-    """An `ApprovalStore` in SQLite: over `store` (a `SQLiteStore`, sharing its
-    connection) or a path (a `SQLiteStore` opened on it, `timeout` seconds to wait for
-    another writer of the file; closed by `close`)."""
-
-    SAVE = ("INSERT INTO approval_runs VALUES (?, ?, 0) ON CONFLICT (run_id) "
-            "DO UPDATE SET body = excluded.body, taken = 0")
-    READ_FOR_TAKE = "SELECT body, taken FROM approval_runs WHERE run_id = ?"
-    MARK_TAKEN = "UPDATE approval_runs SET body = NULL, taken = 1 WHERE run_id = ?"
-    GET = "SELECT body FROM approval_runs WHERE run_id = ? AND taken = 0"
-
-    def __init__(
-        self, store: SQLiteStore | str | os.PathLike[str], *, timeout: float = 5.0
-    ) -> None:
-        with _typed_errors():
-            opened = store if isinstance(store, SQLiteStore) else SQLiteStore(
-                store, timeout=timeout
-            )
-        super().__init__(opened, opened is not store, lambda s: s._write(_sqlite_migrate))
-
-    def _transaction(self, body: Callable[[Execute], T]) -> T:
-        # BEGIN IMMEDIATE: one writer of the file at a time, so one taker of a run.
-        with _typed_errors():
-            return self.store._write(lambda c: body(lambda q, a: c.execute(q, a).fetchone()))
-
-
-# --- PostgreSQL --------------------------------------------------------------------------
-
-
-def _postgres_migrate(conn: psycopg.Connection[TupleRow]) -> None:
-    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-    conn.execute("CREATE TABLE IF NOT EXISTS approval_schema (version integer NOT NULL)")
-    row = conn.execute("SELECT version FROM approval_schema").fetchone()
-    if row is None:
-        conn.execute("INSERT INTO approval_schema VALUES (0)")
-    version = 0 if row is None else int(str(row[0]))
-    _bring_up(version, POSTGRES_MIGRATIONS, lambda q: conn.execute(q),
-              "UPDATE approval_schema SET version = %s", lambda q, a: conn.execute(q, a))
-
-
-def _first_row(
-    conn: psycopg.Connection[TupleRow], query: LiteralString, args: tuple[object, ...]
-) -> Row | None:
-    cur = conn.execute(query, args)
-    return None if cur.description is None else cur.fetchone()  # (none: not a SELECT)
-
-
-class PostgresApprovalStore(_SQLApprovalStore[PostgresStore]):
-    """An `ApprovalStore` in PostgreSQL: over `store` (a `PostgresStore`, sharing its
-    pool and schema) or a URL (a `PostgresStore` opened on it with `schema`, `pool_size`
-    and `timeout`; closed by `close`)."""
-
-    SAVE = ("INSERT INTO approval_runs VALUES (%s, %s, false) ON CONFLICT (run_id) "
-            "DO UPDATE SET body = excluded.body, taken = false")
-    # FOR UPDATE: a second taker waits for the first to commit, then reads it taken.
-    READ_FOR_TAKE = "SELECT body, taken FROM approval_runs WHERE run_id = %s FOR UPDATE"
-    MARK_TAKEN = "UPDATE approval_runs SET body = NULL, taken = true WHERE run_id = %s"
-    GET = "SELECT body FROM approval_runs WHERE run_id = %s AND NOT taken"
-
-    def __init__(
-        self,
-        store: PostgresStore | str,
-        *,
-        schema: str = "public",
-        pool_size: int = 4,
-        timeout: float = 10.0,
-    ) -> None:
-        with _typed_errors():
-            opened = store if isinstance(store, PostgresStore) else PostgresStore(
-                store, schema=schema, pool_size=pool_size, timeout=timeout
-            )
-        super().__init__(opened, opened is not store, lambda s: s._run(_postgres_migrate))
-
-    def _transaction(self, body: Callable[[Execute], T]) -> T:
-        with _typed_errors():
-            return self.store._run(lambda c: body(lambda q, a: _first_row(c, q, a)))
-
-
-def open_approval_store(
-    url: str,
-) -> SQLiteApprovalStore | PostgresApprovalStore | MemoryApprovalStore:
-    """The approval store in the memory store `url` names (`open_memory_store`'s URLs:
-    `sqlite:///runs.db`, `postgresql://...?schema=s`, `memory://` for one in memory);
-    `close()` closes what it opened."""
-    with _typed_errors():
-        memory = open_memory_store(url)
-    approvals: SQLiteApprovalStore | PostgresApprovalStore
-    try:
-        if isinstance(memory, SQLiteStore):
-            approvals = SQLiteApprovalStore(memory)
-        elif isinstance(memory, PostgresStore):
-            approvals = PostgresApprovalStore(memory)
-        else:
-            memory.close()
-            return MemoryApprovalStore()
-    except BaseException:
-        memory.close()
-        raise
-    approvals._owned = True  # opened here: closed with it
-    return approvals
+from interpreters.approvals.sql import (
+    ApprovalStoreUnavailable as ApprovalStoreUnavailable,
+)
+from interpreters.approvals.sql import (
+    CorruptStoredSuspension as CorruptStoredSuspension,
+)
+from interpreters.approvals.sql import (
+    PostgresApprovalStore as PostgresApprovalStore,
+)
+from interpreters.approvals.sql import (
+    SQLiteApprovalStore as SQLiteApprovalStore,
+)
+from interpreters.approvals.sql import (
+    SuspensionNotStorable as SuspensionNotStorable,
+)
+from interpreters.approvals.sql import (
+    T as T,
+)
+from interpreters.approvals.sql import (
+    decode_suspension as decode_suspension,
+)
+from interpreters.approvals.sql import (
+    encode_suspension as encode_suspension,
+)
+from interpreters.approvals.sql import (
+    open_approval_store as open_approval_store,
+)
+
+warnings.warn(
+    "interpreters.approvals_sql moved to interpreters.approvals; import it from there",
+    DeprecationWarning,
+    stacklevel=2,
+)

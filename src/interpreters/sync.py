@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Unpack
 
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
-from interpreters.base import InterpreterBase, RunOutcome
-from interpreters.common import close_stream, perform_here, provider_error, stream_failed
-from interpreters.common import run_tool as run_tool
-from interpreters.deadline import StopCheck, run_stop
-from interpreters.handlers import Handler as Handler
-from interpreters.observe import Observer
-from interpreters.options import Deps, RunOptions
+from interpreters.core.deadline import StopCheck, run_stop
+from interpreters.core.handlers import Handler as Handler
+from interpreters.core.options import Deps, RunOptions
+from interpreters.observers.observe import Observer
 from interpreters.providers.provider import Provider, ProviderResolver
-from interpreters.started import SyncStarted, SyncStartedFactory, Threaded
+from interpreters.run.base import AsyncNotSupportedError, InterpreterBase, RunOutcome, refuse_async
+from interpreters.run.common import close_stream, perform_here, provider_error, stream_failed
+from interpreters.run.common import run_tool as run_tool
+from interpreters.run.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
 from pipeline.protocol.driver import LAST, Driver, discard
 from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
@@ -28,18 +28,14 @@ from pipeline.values.model import ModelEnded, ModelFailed
 from pipeline.values.result import Output, RunResult
 
 
-class AsyncNotSupportedError(TypeError):
-    """The sync interpreter was given an async hook or tool."""
-
-
 class SyncInterpreter(InterpreterBase[Provider]):
     """Runs agents synchronously against a provider.
 
     `provider` serves every model, or `resolve` picks one per model id (a step may switch
     models). `handlers` carry out I/O requests of generator hooks, by request type;
-    `AskModel` is built in. `observers` watch each run (`interpreters.observe`: tracing,
+    `AskModel` is built in. `observers` watch each run (`interpreters.observers.observe`: tracing,
     recording); by default the run is logged to the `pipeline` logger. `price` prices
-    each model call (`interpreters.prices.genai_prices()`): the result carries its cost.
+    each model call (`interpreters.providers.prices.genai_prices()`): the result carries its cost.
     `started` makes a run's started jobs (`effects.started`; worker threads by default).
     """
 
@@ -322,16 +318,6 @@ def _capture(
     return result
 
 
-def refuse_async(agent: Agent) -> None:
-    parts = agent.async_parts()
-    if parts:
-        raise AsyncNotSupportedError(
-            "the sync interpreter cannot run async code: "
-            + "; ".join(parts)
-            + ". Use interpreters.aio.AsyncInterpreter."
-        )
-
-
 def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
     try:
         return next(model)
@@ -339,4 +325,3 @@ def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:
         return ModelEnded()
     except Exception as e:
         return stream_failed(e, started=started)
-

@@ -5,7 +5,7 @@ tool of its step runs: the run ends with status "suspended" and `result.suspensi
 `Suspension` listing each call waiting (`PendingApproval`) and everything the loop needs to
 go on (both in `pipeline.values.result`). `resumption(suspension, decisions)` checks the
 decisions against it (`check_decisions`) and gives the `Resumption` a run is started with
-(`resume=` on the interpreters, or `interpreters.approvals.Approvals.resume`, which
+(`resume=` on the interpreters, or `interpreters.approvals.store.Approvals.resume`, which
 also keeps suspensions in a store).
 
 An approval is bound to a digest of the exact call (its id, tool and arguments): a decision

@@ -14,8 +14,8 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 from unittest.mock import patch
 
-import interpreters.common
-import interpreters.observe
+import interpreters.observers.observe
+import interpreters.run.common
 from effects import AwaitHook, Done
 from pipeline import agent_loop
 from pipeline.protocol.driver import discard
@@ -62,6 +62,6 @@ def cancelling_at(k: int, reason: str = REASON) -> Iterator[None]:
         return cancel_at(agent_loop(*args, **kwargs), k, reason)
 
     with ExitStack() as stack:
-        stack.enter_context(patch.object(interpreters.common, "agent_loop", wrapped))
-        stack.enter_context(patch.object(interpreters.observe, "agent_loop", wrapped))
+        stack.enter_context(patch.object(interpreters.run.common, "agent_loop", wrapped))
+        stack.enter_context(patch.object(interpreters.observers.observe, "agent_loop", wrapped))
         yield

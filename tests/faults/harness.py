@@ -19,8 +19,8 @@ import msgspec
 
 from effects import Publish, Pull
 from interpreters.aio import AsyncInterpreter
-from interpreters.cancel import CancelSignal
-from interpreters.observe import Observer, RunInfo, RunObserver
+from interpreters.core.cancel import CancelSignal
+from interpreters.observers.observe import Observer, RunInfo, RunObserver
 from interpreters.providers import AsyncResolver, Limits, Resolver, Timeouts
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent

@@ -18,8 +18,7 @@ import msgspec
 import pytest
 
 from effects import Replace
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.processor import InputArgs, InputResult, OutputStepArgs, OutputStepResult, processor

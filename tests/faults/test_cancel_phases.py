@@ -19,10 +19,9 @@ import msgspec
 import pytest
 
 from effects import Continue, Replace
-from interpreters.cancel import CancelSignal
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
-from interpreters.simulator_aio import AsyncSimulator
-from interpreters.trace import Trace
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.trace import Trace
+from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import (
     AskModel,
@@ -433,7 +432,7 @@ async def test_a_cancel_while_each_hook_waits(hook: str) -> None:
     with nothing the output processors did not approve, the hook cleaned up, the model
     stream closed and no further model call."""
     from effects import Continue as Go
-    from interpreters.simulator import Fail
+    from interpreters.testing import Fail
 
     stuck = Stuck()
     waited: list[int] = []

@@ -7,8 +7,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from interpreters.simulator import Fail, Say, ScriptedModel, Simulator
-from interpreters.simulator_aio import AsyncSimulator
+from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from pipeline.values.pairing import is_paired
 from pipeline.values.result import RunResult, StreamFailed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreters.deadline import run_stop
+from interpreters.core.deadline import run_stop
 from interpreters.providers import Limits, Timeouts, resolve_provider
 from tests.faults.harness import JSON
 from tests.providers.helpers import KEY, Outcome, an_text_stream, ask, both, run_sync

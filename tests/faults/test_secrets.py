@@ -123,8 +123,8 @@ def test_a_key_in_the_environment_is_stored_in_no_journal(
 ) -> None:
     # Streamed by the model in two deltas, JSON-escaped in a tool result, in the input:
     # no form of it in the journal's bytes, and no stream's deltas joined hold it.
-    from interpreters import Say, ScriptedModel, Simulator, call
-    from interpreters.journal import ModelReplied, Recorder
+    from interpreters.record.journal import ModelReplied, Recorder
+    from interpreters.testing import Say, ScriptedModel, Simulator, call
     from pipeline import Agent, TextDelta
 
     key = KEYS[name]

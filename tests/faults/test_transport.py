@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from interpreters.cancel import CancelSignal
+from interpreters.core.cancel import CancelSignal
 from interpreters.providers import Timeouts
 from pipeline.values.result import ApiFailed, Cancelled
 from tests.faults.harness import (

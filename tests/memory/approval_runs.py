@@ -8,10 +8,10 @@ import threading
 from pathlib import Path
 
 from effects import AskApproval
-from interpreters.approvals import Approvals
-from interpreters.approvals_sql import PostgresApprovalStore, SQLiteApprovalStore
-from interpreters.simulator import Say, ScriptedModel, call
+from interpreters.approvals.sql import PostgresApprovalStore, SQLiteApprovalStore
+from interpreters.approvals.store import Approvals
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.approval import RunNotSuspended, approve
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor

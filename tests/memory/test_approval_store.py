@@ -15,8 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from interpreters.approvals import Approvals, ApprovalStore, MemoryApprovalStore
-from interpreters.approvals_sql import (
+from interpreters.approvals.sql import (
     APPROVAL_SCHEMA_VERSION,
     ApprovalStoreError,
     ApprovalStoreUnavailable,
@@ -26,7 +25,8 @@ from interpreters.approvals_sql import (
     SuspensionNotStorable,
     open_approval_store,
 )
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprovalStore
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.approval import RunNotSuspended, UnknownRun, approve, typed_states
 from pipeline.processors.budget import Spent
 from pipeline.values.result import Suspension

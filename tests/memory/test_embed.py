@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from interpreters.memory import HashEmbedder
-from interpreters.memory.embed import (
+from interpreters.memory.embed.openai import (
     LIMITS,
     RETRY,
     TIMEOUTS,

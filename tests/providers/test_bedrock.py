@@ -25,8 +25,7 @@ from botocore.eventstream import EventStreamBuffer
 
 from bench.wire_server import aws_event, aws_frame
 from interpreters.aio import AsyncInterpreter
-from interpreters.otel import provider_of
-from interpreters.prices import genai_prices
+from interpreters.observers.otel import provider_of
 from interpreters.providers import (
     AsyncHttpProvider,
     AsyncResolver,
@@ -42,10 +41,11 @@ from interpreters.providers.bedrock import (
     encode_request,
 )
 from interpreters.providers.codec import ByteStreamDecoder
+from interpreters.providers.prices import genai_prices
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.tools import tool
 from pipeline.values.chunks import (

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("botocore", reason="the Bedrock route needs botocore (the bedrock extra)")
 
 from interpreters.memory import Embedder
-from interpreters.providers.bedrock_embed import COHERE_BATCH, BedrockEmbedder
+from interpreters.memory.embed.bedrock import COHERE_BATCH, BedrockEmbedder
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
 from tests.providers.cassettes import Recorded, load, traffic_dir

@@ -10,7 +10,7 @@ from importlib.metadata import version
 
 import pytest
 
-from interpreters.cli import main, run_model
+from interpreters.cli.commands import main, run_model
 from tests.providers.helpers import oa_text_stream
 from tests.providers.server import ReplayServer, Reply
 

@@ -21,10 +21,9 @@ import pytest
 
 from effects import Continue
 from interpreters.aio import AsyncInterpreter
-from interpreters.prices import genai_prices
+from interpreters.memory.embed import GeminiEmbedder
 from interpreters.providers import (
     AsyncResolver,
-    GeminiEmbedder,
     Limits,
     Resolver,
     Timeouts,
@@ -39,11 +38,12 @@ from interpreters.providers.gemini import (
     encode_request,
     gemini_schema,
 )
+from interpreters.providers.prices import genai_prices
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
 from interpreters.providers.table import ROUTES
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
 from interpreters.sync import SyncInterpreter
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.processor import ApiErrorArgs, ApiErrorResult, Processor
 from pipeline.tools import tool

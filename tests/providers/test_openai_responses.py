@@ -14,8 +14,7 @@ import msgspec
 import pytest
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.otel import provider_of
-from interpreters.prices import genai_prices
+from interpreters.observers.otel import provider_of
 from interpreters.providers import (
     AsyncResolver,
     ByteStreamDecoder,
@@ -27,6 +26,7 @@ from interpreters.providers import (
 )
 from interpreters.providers.codec import Encoded
 from interpreters.providers.openai_responses import decode_body
+from interpreters.providers.prices import genai_prices
 from interpreters.providers.provider import ProviderError
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent

@@ -10,7 +10,7 @@ import pytest
 
 from effects import Continue
 from interpreters.providers import AnthropicCodec, OpenAIChatCodec
-from interpreters.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
 from pipeline.values.chunks import ModelFinish, Usage
 from pipeline.values.messages import ReasoningPart, SystemMessage, TextPart
@@ -115,7 +115,7 @@ def test_usage_adds_cache_writes() -> None:
 
 def test_cache_writes_are_priced_at_their_own_rate() -> None:
     pytest.importorskip("genai_prices")
-    from interpreters.prices import genai_prices
+    from interpreters.providers.prices import genai_prices
     from pipeline.values.cost import PriceQuery
 
     price = genai_prices()

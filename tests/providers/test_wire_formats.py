@@ -13,8 +13,7 @@ import msgspec
 import pytest
 
 from interpreters.aio import AsyncInterpreter
-from interpreters.otel import provider_of
-from interpreters.prices import genai_prices, split_model
+from interpreters.observers.otel import provider_of
 from interpreters.providers import (
     ROUTES,
     WIRE_FORMATS,
@@ -32,6 +31,7 @@ from interpreters.providers import (
     unregister_wire_format,
 )
 from interpreters.providers.codec import StreamDecoder, route_options
+from interpreters.providers.prices import genai_prices, split_model
 from interpreters.providers.sse import SseEvent
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent

@@ -12,8 +12,9 @@ from typing import assert_type
 import msgspec
 
 from effects import Continue, Request, ask
-from interpreters import AsyncInterpreter, AsyncSimulator, Simulator, SyncInterpreter
-from interpreters.handlers import Handlers
+from interpreters import AsyncInterpreter, SyncInterpreter
+from interpreters.core.handlers import Handlers
+from interpreters.testing import AsyncSimulator, Simulator
 from pipeline import (
     Agent,
     AskModel,

@@ -11,9 +11,10 @@ import anyio
 import httpx
 
 from effects import ask
-from interpreters import AsyncInterpreter, Simulator, SyncInterpreter
-from interpreters.handlers import Handlers
-from interpreters.memory.embed import AsyncOpenAIEmbedder, OpenAIEmbedder
+from interpreters import AsyncInterpreter, SyncInterpreter
+from interpreters.core.handlers import Handlers
+from interpreters.memory.embed.openai import AsyncOpenAIEmbedder, OpenAIEmbedder
+from interpreters.testing import Simulator
 from pipeline import Agent, AskModel, processor
 from tests.typing_cases.accepted import Allowed, Answer, Audit, Db, audit_input, lookup, typed
 

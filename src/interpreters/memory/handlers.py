@@ -18,7 +18,7 @@ from typing import TypeVar
 import anyio.to_thread
 from typing_extensions import TypeIs
 
-from interpreters.handlers import Handlers
+from interpreters.core.handlers import Handlers
 from interpreters.memory.store import (
     AsyncMemoryStore,
     Embedder,

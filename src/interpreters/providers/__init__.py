@@ -1,7 +1,7 @@
 """Model providers over httpx: the OpenAI Chat Completions, OpenAI Responses, Anthropic
 Messages, AWS Bedrock Converse and Gemini generateContent wire formats, streaming and not,
-sync (`httpx.Client`) and async (`httpx.AsyncClient`); Bedrock and Gemini embeddings as
-memory `Embedder`s (`BedrockEmbedder`, `GeminiEmbedder`).
+sync (`httpx.Client`) and async (`httpx.AsyncClient`). (Embeddings over the same routes
+are `interpreters.memory.embed`.)
 
 Start from a router id:
 
@@ -24,13 +24,13 @@ Each call makes one attempt and raises `ProviderError(ApiError)` on failure; the
 RetryPolicy retries what `ApiError.retryable` allows, after `retry_after` when given.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from interpreters.core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions
     from interpreters.providers.bedrock import BedrockCodec, BedrockOptions
-    from interpreters.providers.bedrock_embed import BedrockEmbedder
     from interpreters.providers.codec import (
         ByteStreamDecoder,
         Codec,
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
         route_options,
     )
     from interpreters.providers.gemini import GeminiCodec, GeminiOptions
-    from interpreters.providers.gemini_embed import GeminiEmbedder
     from interpreters.providers.http import AsyncHttpProvider, Endpoint, HttpProvider, Timeouts
     from interpreters.providers.limits import Limits
     from interpreters.providers.openai_chat import OpenAIChatCodec, OpenAIChatOptions
@@ -77,8 +76,8 @@ _HOME = {
     "provider_config": "router", "resolve_async_provider": "router",
     "resolve_provider": "router",
     "AnthropicCodec": "anthropic", "AnthropicOptions": "anthropic",
-    "BedrockCodec": "bedrock", "BedrockOptions": "bedrock", "BedrockEmbedder": "bedrock_embed",
-    "GeminiCodec": "gemini", "GeminiOptions": "gemini", "GeminiEmbedder": "gemini_embed",
+    "BedrockCodec": "bedrock", "BedrockOptions": "bedrock",
+    "GeminiCodec": "gemini", "GeminiOptions": "gemini",
     "ByteStreamDecoder": "codec", "Codec": "codec", "Encoded": "codec",
     "WireFormat": "codec", "WireRoute": "codec", "route_options": "codec",
     "WIRE_FORMATS": "table", "register_route": "table", "register_wire_format": "table",
@@ -89,14 +88,9 @@ _HOME = {
     "Secret": "secret", "SseEvent": "sse", "SseParser": "sse",
 }
 
-
-def __getattr__(name: str) -> object:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value: object = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # once: later lookups do not come here
-    return value
+__getattr__ = lazy_names(
+    __name__, {name: f"{__name__}.{home}" for name, home in _HOME.items()}
+)
 
 
 __all__ = [
@@ -107,14 +101,12 @@ __all__ = [
     "AsyncHttpProvider",
     "AsyncResolver",
     "BedrockCodec",
-    "BedrockEmbedder",
     "BedrockOptions",
     "ByteStreamDecoder",
     "Codec",
     "Encoded",
     "Endpoint",
     "GeminiCodec",
-    "GeminiEmbedder",
     "GeminiOptions",
     "HttpProvider",
     "Limits",

@@ -17,7 +17,7 @@ from typing import Literal
 import httpx
 import msgspec
 
-from interpreters.deadline import RunStop, run_stop
+from interpreters.core.deadline import RunStop, run_stop
 from interpreters.providers.codec import (
     SSE_FRAMING,
     ByteStreamDecoder,

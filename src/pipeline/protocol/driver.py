@@ -56,7 +56,8 @@ making it the pending command (`send`, `took` and `_take` check this inline)."""
 
 
 class RunLog(Protocol):
-    """What records a run's commands and the chunks they publish (`interpreters.trace.Trace`)."""
+    """What records a run's commands and the chunks they publish (the interpreters'
+    `Trace`)."""
 
     chunks: list[Chunk]
 
@@ -64,7 +65,7 @@ class RunLog(Protocol):
 
 
 class Watch(Protocol):
-    """What watches a run from outside the loop (the observers of `interpreters.observe`)."""
+    """What watches a run from outside the loop (the interpreters' observers)."""
 
     def command(self, cmd: LoopCommand) -> None: ...
 

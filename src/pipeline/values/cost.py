@@ -1,7 +1,7 @@
 """What model calls cost: a price per call, summed per step and per run.
 
 The core prices nothing itself: the interpreter hands the loop a `Pricer` (say,
-`interpreters.prices.genai_prices()`, from a maintained price table), as it hands it a
+`interpreters.providers.prices.genai_prices()`, from a maintained price table), as it hands it a
 clock. A pricer returns None for a model it does not know, and then the run's cost is
 None too: a cost is either right or absent, never a partial sum.
 """

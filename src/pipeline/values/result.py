@@ -245,7 +245,7 @@ class RunResult(msgspec.Struct, Generic[Output], frozen=True, kw_only=True):
     finish chunk count them) but in `judge_usage` and `total_usage`."""
     suspension: Suspension | None = None
     """What a "suspended" run waits for (`pending`) and keeps to go on: resume it with
-    `pipeline.approval.resumption` (or `interpreters.approvals.Approvals`)."""
+    `pipeline.approval.resumption` (or `interpreters.approvals.store.Approvals`)."""
     unmetered_calls: int = 0
     """Model calls of the agent that were made but whose usage the provider never
     reported: a processor stopped the stream (or the run was cancelled) before the

@@ -3,7 +3,7 @@
 The hand-written twin of `_async/bounded.py` (see there): the sync provider generated
 from `_async/http.py` calls these. The thread cannot be interrupted while httpx reads,
 so the request's httpx timeouts are cut to what is left of the deadline (a silent server
-is cut off at it), and the deadline and the run's stop (`interpreters.deadline`: the
+is cut off at it), and the deadline and the run's stop (`interpreters.core.deadline`: the
 sync interpreter's `timeout=` and abort signal) are checked after every read (a server
 that trickles bytes is cut off at the next one).
 """

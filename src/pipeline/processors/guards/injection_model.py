@@ -25,10 +25,10 @@ are read once, on first use. Nothing is downloaded.
 from __future__ import annotations
 
 import codecs
+import functools
 import gzip
 import math
 import re
-import threading
 from importlib import resources
 from itertools import pairwise
 
@@ -147,19 +147,14 @@ class InjectionModel(msgspec.Struct, frozen=True):
 
 
 MODEL_FILE = "injection_model.json.gz"
-_lock = threading.Lock()
-_model: InjectionModel | None = None
 
 
+@functools.cache
 def load_model() -> InjectionModel:
-    """The shipped model, read on first use and kept."""
-    global _model
-    if _model is None:
-        with _lock:
-            if _model is None:
-                raw = resources.files(__package__).joinpath(MODEL_FILE).read_bytes()
-                _model = msgspec.json.decode(gzip.decompress(raw), type=InjectionModel)
-    return _model
+    """The shipped model, read on first use and kept (`functools.cache`: two threads that
+    ask at once may both read it; either copy is the same model)."""
+    raw = resources.files(__package__ or __name__).joinpath(MODEL_FILE).read_bytes()
+    return msgspec.json.decode(gzip.decompress(raw), type=InjectionModel)
 
 
 def classify_injection(text: str) -> float:

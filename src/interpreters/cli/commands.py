@@ -1,0 +1,227 @@
+"""The `pipeline` command: `pipeline demo` (the simulator), `pipeline run` (a real model),
+`pipeline replay` (a recorded run, offline) and `pipeline studio` (recorded runs in a
+browser).
+
+Errors come out as one readable line on stderr (`pipeline run: ...`), never a repr or a
+traceback; an HTTP 404 names the URL that was called, since a base URL without its
+`/v1` is the usual cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from pipeline.values.result import RunResult
+
+MAX_ERROR = 500
+"""Characters of an error line at most (a provider may send a whole page back)."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pipeline-agents")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _byte_count(text: str) -> int:
+    """A non-negative number of bytes (argparse reports anything else in one line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"a number of bytes is at least 0, got {n}")
+    return n
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {n}")
+    return n
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="pipeline", description="LLM agents shaped by pure processors."
+    )
+    parser.add_argument("--version", action="version", version=f"pipeline {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="run a small agent on the simulator and stream it")
+    run = sub.add_parser("run", help="stream a real model's answer to a prompt")
+    run.add_argument("prompt", help="the user message")
+    run.add_argument("--model", required=True,
+                     help="router id: openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, "
+                          "ollama/qwen3, groq/..., openrouter/..., vllm/...")
+    run.add_argument("--base-url",
+                     help="the endpoint for --model's route (a local server); a model id "
+                          "without a router prefix is then an OpenAI-compatible one")
+    run.add_argument("--api-key",
+                     help="the key for --model's route, sent to that route only (default: "
+                          "its environment variable, e.g. OPENAI_API_KEY, which keeps the "
+                          "key out of the process list)")
+    run.add_argument("--system", default="", help="instructions (a system message)")
+    run.add_argument("--max-steps", type=int, default=1)
+    replay = sub.add_parser("replay", help="replay a recorded run (a journal) offline")
+    replay.add_argument("file", help="the NDJSON journal a Recorder wrote")
+    replay.add_argument("--agent", help="module:name of the Agent to replay it with")
+    replay.add_argument("--price", metavar="PRICER",
+                        help="price the replay: 'genai-prices', or module:name of a Pricer "
+                             "(default: the costs the journal recorded)")
+    replay.add_argument("--deps", metavar="MODULE:NAME",
+                        help="the run's deps, for tools that take a ToolContext (a value, "
+                             "or a function of no arguments returning one)")
+    replay.add_argument("--max-bytes", type=_byte_count, default=None,
+                        help="the largest journal file read (default 256 MiB)")
+    studio = sub.add_parser("studio", help="show recorded runs (journals) in a local web page")
+    studio.add_argument("directory", nargs="?", default="journals",
+                        help="the directory a Recorder wrote its journals to (default: "
+                             "journals)")
+    studio.add_argument("--agent", help="module:name of an Agent to replay runs against")
+    studio.add_argument("--deps", metavar="MODULE:NAME",
+                        help="the runs' deps in a replay, for tools that take a ToolContext "
+                             "(a value, or a function of no arguments returning one)")
+    studio.add_argument("--host", default="127.0.0.1",
+                        help="the address to serve on (loopback only, unless --allow-remote)")
+    studio.add_argument("--port", type=_port, default=None,
+                        help="the port (default 8765; 0: any free one)")
+    studio.add_argument("--allow-remote", action="store_true",
+                        help="serve on a non-loopback address (journals hold model output "
+                             "and tool results: anyone who reaches it reads them)")
+    args = parser.parse_args(argv)
+    if args.command == "studio":
+        from interpreters.cli.studio import DEFAULT_PORT, serve
+
+        return serve(args.directory, args.agent, args.host,
+                     DEFAULT_PORT if args.port is None else args.port, args.allow_remote,
+                     deps_spec=args.deps)
+    if args.command == "replay":
+        from interpreters.cli.replay import replay_file
+        from interpreters.record.journal import MAX_JOURNAL_BYTES
+
+        return replay_file(
+            args.file, args.agent, price=args.price, deps=args.deps,
+            max_bytes=MAX_JOURNAL_BYTES if args.max_bytes is None else args.max_bytes,
+        )
+    if args.command == "demo":
+        from interpreters.cli.demo import run_demo
+
+        return run_demo()
+    return run_model(args.model, args.prompt, base_url=args.base_url, api_key=args.api_key,
+                     system=args.system, max_steps=args.max_steps)
+
+
+def run_model(
+    model: str,
+    prompt: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    system: str = "",
+    max_steps: int = 1,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Stream one run against a real provider; exit code 0 when it finished."""
+    w, e = out or sys.stdout, err or sys.stderr
+    try:
+        return _run(model, prompt, base_url, api_key, system, max_steps, w, e)
+    except KeyboardInterrupt:
+        e.write("\npipeline run: interrupted\n")
+        return 130
+    except Exception as x:  # anything unforeseen: one line, not a traceback
+        text = str(x)
+        e.write(f"pipeline run: {_one_line(type(x).__name__ + (': ' + text if text else ''))}\n")
+        return 1
+
+
+def _run(
+    model: str,
+    prompt: str,
+    base_url: str | None,
+    api_key: str | None,
+    system: str,
+    max_steps: int,
+    w: TextIO,
+    e: TextIO,
+) -> int:
+    from interpreters.providers import ProviderConfigError, Resolver, provider_config
+    from interpreters.sync import SyncInterpreter
+    from pipeline import Agent, ReasoningDelta, TextDelta
+
+    try:
+        # A missing key fails before any request.
+        cfg = provider_config(model, base_url=base_url, api_key=api_key)
+    except ProviderConfigError as x:
+        hint = " (or pass --api-key)" if "no API key" in str(x) else ""
+        e.write(f"pipeline run: {_one_line(str(x))}{hint}\n")
+        return 2
+    route = cfg.route
+    url = cfg.endpoint.url(cfg.codec().path(cfg.model, stream=True))
+    # --base-url and --api-key are for --model's route only: no other route gets them.
+    resolver = Resolver(
+        base_urls={route: base_url} if base_url else None,
+        api_keys={route: api_key} if api_key else None,
+    )
+    try:
+        agent = Agent.create(model, instructions=system or (), max_steps=max_steps)
+        stream = SyncInterpreter(resolve=resolver).stream(agent, prompt)
+        for chunk in stream:
+            if isinstance(chunk, TextDelta):
+                w.write(chunk.text)
+            elif isinstance(chunk, ReasoningDelta):
+                e.write(chunk.text)
+            w.flush()
+        result = stream.result
+    finally:
+        resolver.close()
+    w.write("\n")
+    problem = _problem(result, url)
+    if problem:
+        e.write(f"pipeline run: {problem}\n")
+    u = result.total_usage  # the judges' calls too (`judges=N` says how many)
+    judges = f", judges={len(result.judges)}" if result.judges else ""
+    e.write(f"[{result.status}, {result.finish_reason}, "
+            f"{u.input_tokens} in / {u.output_tokens} out tokens{judges}]\n")
+    return 0 if result.status == "finished" else 1
+
+
+def _problem(result: RunResult, url: str) -> str | None:
+    """Why the run did not finish, as one line; a failed call names the URL called."""
+    from pipeline.values.result import ApiFailed, StreamFailed
+
+    if result.tripwire is not None:
+        t = result.tripwire
+        return _one_line(f"blocked by processor {t.processor_id!r}: {t.reason}")
+    error = result.error
+    if error is None:
+        return None
+    line = _one_line(str(error))
+    if isinstance(error, StreamFailed):
+        line += f" (POST {url})"
+    if isinstance(error, ApiFailed):
+        line += f" (POST {url})"
+        path = url.split("://", 1)[-1].partition("/")[2]
+        if error.error.status == 404 and not path.startswith("v1/") and "/v1/" not in path:
+            line += "; is /v1 missing from the base URL?"
+    return line
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_ERROR else line[: MAX_ERROR - 1] + "…"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

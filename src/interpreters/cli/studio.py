@@ -1,0 +1,642 @@
+"""`pipeline studio [JOURNALS_DIR]`: a local, read-only web page for recorded runs.
+
+    pipeline studio journals/                              # http://127.0.0.1:8765/
+    pipeline studio journals/ --agent my_app.agents:support --port 9000
+
+It lists the journals a `Recorder("journals/")` wrote and shows one run as a timeline:
+each command the loop yielded (model calls with their request, published chunks, tool
+runs, sleeps), every model event, each processor decision (`EffectSeen`: continued,
+replaced, held, released, skipped, aborted, retried), errors, cancels, costs and the
+recorded clock. With `--agent module:name` a run can be replayed against that agent and
+shown side by side with the recording: where it diverges (`replay.Divergence`) and what
+each processor the recording did not have changed.
+
+The page is plain HTML and JavaScript served from the package (no build step); it builds
+the page with `textContent` only and is served with a Content-Security-Policy that runs
+no inline script, since journals hold model output. It binds to loopback only unless
+`allow_remote=True`. Everything is bounded: the runs listed per page, the timeline
+entries per page, the characters of each value shown, the files a directory scan looks
+at, the journals kept parsed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import stat
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.resources import files
+from pathlib import Path
+from typing import cast
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import anyio
+import msgspec
+
+from interpreters.observers.observe import describe
+from interpreters.record.journal import (
+    MAX_JOURNAL_BYTES,
+    Answered,
+    CancelledAt,
+    ClockRead,
+    CommandSeen,
+    EffectSeen,
+    Entry,
+    Journal,
+    JournalError,
+    ModelReplied,
+    Priced,
+    Raised,
+    RunEnded,
+    RunStarted,
+    ToolsDone,
+    effect_summary,
+    fields_of,
+)
+from interpreters.record.replay import ReplayRun, replay_async
+from pipeline.agent import Agent
+from pipeline.tools import check_deps
+from pipeline.values.chunks import ModelFinish, ReasoningDelta, TextDelta, Usage
+
+DEFAULT_PORT = 8765
+
+MAX_TEXT = 2000
+"""Characters of one value shown (a chunk's text, a tool result's JSON); the rest is
+cut, and the page says how many characters were left out."""
+MAX_ITEMS = 50
+"""Items of one list or mapping shown; the rest are counted."""
+MAX_DEPTH = 6
+"""How deep a value is shown; deeper, its JSON, cut at MAX_TEXT."""
+PAGE = 200
+"""Timeline entries (or runs, or compared commands) per page by default."""
+MAX_PAGE = 500
+"""The most a page may ask for."""
+MAX_SCAN = 10_000
+"""Files a directory listing looks at (the newest first); beyond, the list says so."""
+MAX_HEADER_BYTES = 1 << 20
+"""Bytes of a journal's first line read to list it."""
+CACHED = 4
+"""Journals (and replays) kept parsed, so paging a large one does not read it again."""
+REQUEST_TIMEOUT = 30.0
+"""Seconds a connection may stay silent before it is closed."""
+
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
+
+
+class StudioError(ValueError):
+    """A studio that cannot start as asked (a host beyond loopback, a missing directory)."""
+
+
+class NotFound(LookupError):
+    """No journal of that name in the studio's directory."""
+
+
+Json = object
+"""A value made of dicts, lists, strings, numbers, bools and None."""
+
+
+def shown(value: object, depth: int = 0) -> Json:
+    """`value` as JSON builtins, bounded: strings cut at MAX_TEXT, lists and mappings at
+    MAX_ITEMS, nesting at MAX_DEPTH."""
+    if isinstance(value, str):
+        if len(value) <= MAX_TEXT:
+            return value
+        return value[:MAX_TEXT] + f"\u2026 ({len(value) - MAX_TEXT} more characters)"
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, Decimal):
+        return str(value)
+    if depth >= MAX_DEPTH:
+        return shown(json.dumps(_builtins(value), default=repr), depth)
+    if isinstance(value, Mapping):
+        items = list(value.items())
+        out: dict[str, Json] = {str(k): shown(v, depth + 1) for k, v in items[:MAX_ITEMS]}
+        if len(items) > MAX_ITEMS:
+            out["\u2026"] = f"{len(items) - MAX_ITEMS} more"
+        return out
+    if isinstance(value, list | tuple):
+        seq: list[Json] = [shown(v, depth + 1) for v in value[:MAX_ITEMS]]
+        if len(value) > MAX_ITEMS:
+            seq.append(f"\u2026 {len(value) - MAX_ITEMS} more")
+        return seq
+    built = _builtins(value)
+    if built is value:  # not a Struct either: its repr
+        return shown(repr(value), depth)
+    return shown(built, depth)
+
+
+def _builtins(value: object) -> object:
+    try:
+        return cast(object, msgspec.to_builtins(value, enc_hook=repr))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _title(e: Entry) -> str:
+    if isinstance(e, RunStarted):
+        return f"run {e.run_id}: agent {e.agent.name!r} on {e.agent.model}"
+    if isinstance(e, CommandSeen):
+        return e.what
+    if isinstance(e, ModelReplied):
+        ev = e.event
+        kind = type(ev).__name__
+        if isinstance(ev, TextDelta | ReasoningDelta):
+            return f"{kind} {ev.text!r}"[: MAX_TEXT]
+        if isinstance(ev, ModelFinish):
+            u = ev.usage
+            return (f"{kind} {ev.finish_reason}: {u.input_tokens} in / "
+                    f"{u.output_tokens} out tokens")
+        return kind
+    if isinstance(e, EffectSeen):
+        detail = f" ({e.detail})" if e.detail else ""
+        return f"{e.processor_id}.{e.hook}: {e.effect}{detail}"[: MAX_TEXT]
+    if isinstance(e, ToolsDone):
+        return ", ".join(
+            f"{o.tool_call_id}: {'error' if o.is_error else 'result'}" for o in e.outcomes
+        )[: MAX_TEXT] or "no tool results"
+    if isinstance(e, Answered):
+        return "answer to a processor's request"
+    if isinstance(e, Raised):
+        status = f" (HTTP {e.api_error.status})" if e.api_error and e.api_error.status else ""
+        return f"{e.error_type}{status}: {e.message}"[: MAX_TEXT]
+    if isinstance(e, CancelledAt):
+        return f"cancelled: {e.reason}"[: MAX_TEXT]
+    if isinstance(e, Priced):
+        return "no price known" if e.cost is None else f"cost {e.cost.total} {e.cost.currency}"
+    if isinstance(e, ClockRead):
+        return f"clock read: {e.value:g}"
+    return f"end: {e.status or 'closed unfinished'}"
+
+
+_KINDS: dict[type, str] = {
+    RunStarted: "run", CommandSeen: "command", ModelReplied: "model", EffectSeen: "effect",
+    ToolsDone: "tools", Answered: "answer", Raised: "error", CancelledAt: "cancel",
+    Priced: "price", ClockRead: "clock", RunEnded: "end",
+}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One journal, read: its entries as rows for the page, and a summary."""
+
+    journal: Journal
+    rows: tuple[dict[str, Json], ...]
+    summary: dict[str, Json]
+
+
+def timeline(journal: Journal) -> Timeline:
+    """The rows and the summary of a journal (each row's values bounded by `shown`)."""
+    rows: list[dict[str, Json]] = []
+    step = -1
+    at = journal.header.at
+    usage = Usage()
+    cost: Decimal | None = Decimal(0)
+    priced = False
+    calls = tripwires = retries = errors = tool_results = 0
+    steps: set[int] = set()
+    for n, e in enumerate(journal.entries):
+        if isinstance(e, CommandSeen):
+            at = e.at
+            if e.kind == "call-model":
+                calls += 1
+                m = re.search(r"\(step (\d+),", e.what)
+                step = int(m.group(1)) if m else step + 1
+                steps.add(step)
+        elif isinstance(e, ModelReplied) and isinstance(e.event, ModelFinish):
+            usage = usage + e.event.usage
+        elif isinstance(e, Priced):
+            priced = True
+            cost = None if cost is None or e.cost is None else cost + e.cost.total
+        elif isinstance(e, EffectSeen):
+            at = e.at or at
+            if e.effect == "Abort":
+                if e.detail.startswith("retry: "):
+                    retries += 1
+                else:
+                    tripwires += 1
+        elif isinstance(e, Raised):
+            errors += 1
+        elif isinstance(e, ToolsDone):
+            tool_results += len(e.outcomes)
+        elif isinstance(e, RunEnded):
+            at = e.at
+        kind = _KINDS[type(e)]
+        data = _builtins(e)
+        if isinstance(data, dict):
+            data.pop("t", None)
+        row: dict[str, Json] = {
+            "n": n, "kind": kind, "step": step, "at": at, "title": _title(e),
+            "data": shown(data),
+        }
+        if isinstance(e, EffectSeen):
+            row["effect"] = e.effect
+        rows.append(row)
+    h = journal.header
+    end = journal.ended
+    summary: dict[str, Json] = {
+        "run_id": h.run_id, "agent": h.agent.name, "model": h.agent.model,
+        "processors": list(h.agent.processors), "tools": list(h.agent.tools),
+        "status": end.status if end is not None else "unfinished",
+        "started_at": h.at, "duration": (end.at - h.at) if end is not None else None,
+        "steps": len(steps), "model_calls": calls, "tool_results": tool_results,
+        "tripwires": tripwires, "processor_retries": retries, "errors": errors,
+        "usage": shown(_builtins(usage)),
+        "cost": str(cost) if priced and cost is not None else None,
+        "entries": len(journal.entries),
+    }
+    return Timeline(journal, tuple(rows), summary)
+
+
+def _page(items: tuple[dict[str, Json], ...] | list[dict[str, Json]], offset: int,
+          limit: int) -> dict[str, Json]:
+    return {"offset": offset, "limit": limit, "total": len(items),
+            "items": list(items[offset:offset + limit])}
+
+
+def _text_of(chunks: object) -> str:
+    return "".join(c.text for c in cast(list[object], chunks) if isinstance(c, TextDelta))
+
+
+def compare(journal: Journal, run: ReplayRun, recorded_processors: tuple[str, ...]
+            ) -> tuple[dict[str, Json], list[dict[str, Json]]]:
+    """A replay beside its recording: a summary (the divergence, the replay's outcome,
+    what each processor the recording did not have did) and one row per command."""
+    div = run.divergence
+    new = [e for e in run.trace.effects if e.processor_id not in recorded_processors]
+    changes = [
+        {"processor": e.processor_id, "hook": e.hook, "effect": type(e.effect).__name__,
+         "detail": effect_summary(e.effect), "value": shown(_builtins(e.effect))}
+        for e in new if type(e.effect).__name__ != "Continue"
+    ]
+    model_text = "".join(
+        e.event.text for e in journal.entries
+        if isinstance(e, ModelReplied) and isinstance(e.event, TextDelta)
+    )
+    summary: dict[str, Json] = {
+        "identical": run.identical,
+        "result_matches": run.result_matches,
+        "divergence": None if div is None else {
+            "index": div.index, "expected": div.expected, "got": div.got,
+            "field": div.field, "recorded": div.recorded, "replayed": div.replayed,
+            "text": shown(str(div)),
+        },
+        "recorded_status": journal.ended.status if journal.ended is not None else None,
+        "replay_status": run.result.status,
+        "recorded_model_text": shown(model_text),
+        "replay_text": shown(_text_of(run.trace.chunks)),
+        "new_processors": sorted({e.processor_id for e in new}),
+        "changes": shown(changes[:MAX_PAGE]),
+        "changes_total": len(changes),
+        "continued_total": len(new) - len(changes),
+    }
+    recorded = journal.commands()
+    replayed = run.trace.commands
+    rows: list[dict[str, Json]] = []
+    for i in range(max(len(recorded), len(replayed))):
+        rec = recorded[i] if i < len(recorded) else None
+        rep = replayed[i] if i < len(replayed) else None
+        rep_fields = fields_of(rep) if rep is not None else ()
+        rows.append({
+            "index": i,
+            "same": rec is not None and rep is not None
+            and {f.digest for f in rec.fields} == {f.digest for f in rep_fields}
+            and rec.what == describe(rep)[1],
+            "diverges": div is not None and div.index == i,
+            "recorded": None if rec is None else {
+                "what": rec.what, "fields": shown([[f.path, f.value] for f in rec.fields])},
+            "replay": None if rep is None else {
+                "what": describe(rep)[1],
+                "fields": shown([[f.path, f.value] for f in rep_fields])},
+        })
+    return summary, rows
+
+
+class Studio:
+    """What the pages read: the journals of one directory, and an optional agent to
+    replay them with. Read-only; every answer is bounded."""
+
+    def __init__(self, directory: str | Path, agent: Agent | None = None, *,
+                 deps: object = None, max_bytes: int = MAX_JOURNAL_BYTES) -> None:
+        """`deps`: what the agent's tools that take a `ToolContext` get in a replay."""
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise StudioError(f"{self.directory} is not a directory")
+        if agent is not None:
+            try:
+                check_deps(agent.tools, deps)
+            except TypeError as e:
+                raise StudioError(f"{e} (--deps module:name gives them)") from None
+        self.agent = agent
+        self.deps = deps
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._timelines: OrderedDict[tuple[str, int, int], Timeline] = OrderedDict()
+        self._replays: OrderedDict[tuple[str, int, int],
+                                   tuple[dict[str, Json], list[dict[str, Json]]]] = OrderedDict()
+
+    def _path(self, name: str) -> Path:
+        if not _NAME.fullmatch(name) or name.startswith("."):
+            raise NotFound(name)
+        path = self.directory / f"{name}.ndjson"
+        try:
+            # As the listing: a regular file of the directory itself, not a symlink out.
+            if not stat.S_ISREG(path.lstat().st_mode):
+                raise NotFound(name)
+        except FileNotFoundError:
+            raise NotFound(name) from None
+        return path
+
+    def runs(self, offset: int = 0, limit: int = PAGE) -> dict[str, Json]:
+        """One page of the directory's journals, the newest first."""
+        found: list[tuple[float, str, int]] = []
+        truncated = False
+        with os.scandir(self.directory) as it:
+            for entry in it:
+                if len(found) >= MAX_SCAN:
+                    truncated = True
+                    break
+                name = entry.name
+                if (name.endswith(".ndjson") and _NAME.fullmatch(name[:-7])
+                        and entry.is_file(follow_symlinks=False)):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append((st.st_mtime, name[:-7], st.st_size))
+        found.sort(key=lambda f: (-f[0], f[1]))
+        items = [self._listed(name, mtime, size)
+                 for mtime, name, size in found[offset:offset + limit]]
+        return {"offset": offset, "limit": limit, "total": len(found),
+                "truncated": truncated, "items": items, "can_replay": self.agent is not None,
+                "agent": self.agent.name if self.agent is not None else None}
+
+    def _listed(self, name: str, mtime: float, size: int) -> dict[str, Json]:
+        row: dict[str, Json] = {"name": name, "modified": mtime, "bytes": size}
+        try:
+            with (self.directory / f"{name}.ndjson").open("rb") as f:
+                first = f.readline(MAX_HEADER_BYTES + 1)
+            if len(first) > MAX_HEADER_BYTES:
+                row["problem"] = "its header (the run's input) is over 1 MiB: open it to read"
+                return row
+            header = Journal.from_ndjson(first).header
+        except (OSError, JournalError) as e:
+            row["problem"] = shown(str(e))
+            return row
+        row.update({"run_id": shown(header.run_id), "agent": shown(header.agent.name),
+                    "model": shown(header.agent.model), "started_at": header.at,
+                    "input": shown(_input_preview(header))})
+        return row
+
+    def timeline(self, name: str) -> Timeline:
+        path = self._path(name)
+        key = _key(path)
+        with self._lock:
+            cached = self._timelines.get(key)
+            if cached is not None:
+                self._timelines.move_to_end(key)
+                return cached
+        made = timeline(Journal.read(path, max_bytes=self.max_bytes))
+        with self._lock:
+            self._timelines[key] = made
+            while len(self._timelines) > CACHED:
+                self._timelines.popitem(last=False)
+        return made
+
+    def run(self, name: str, offset: int = 0, limit: int = PAGE,
+            kinds: frozenset[str] | None = None) -> dict[str, Json]:
+        """One page of a run's timeline (only the rows of `kinds`, when given)."""
+        t = self.timeline(name)
+        rows = t.rows if kinds is None else tuple(r for r in t.rows if r["kind"] in kinds)
+        return {"name": name, "summary": t.summary, "page": _page(rows, offset, limit),
+                "can_replay": self.agent is not None}
+
+    def replay(self, name: str, offset: int = 0, limit: int = PAGE) -> dict[str, Json]:
+        """The run replayed against the studio's agent, beside the recording."""
+        if self.agent is None:
+            raise StudioError("no agent to replay with: start the studio with --agent")
+        path = self._path(name)
+        key = _key(path)
+        with self._lock:
+            cached = self._replays.get(key)
+        if cached is None:
+            t = self.timeline(name)
+            journal = t.journal
+            agent, deps = self.agent, self.deps
+            try:
+                run = anyio.run(lambda: replay_async(journal, agent, deps=deps))
+            except Exception as e:  # the agent's own code failed: say so on the page
+                return {"name": name, "error": shown(f"{type(e).__name__}: {e}")}
+            cached = compare(journal, run, journal.header.agent.processors)
+            with self._lock:
+                self._replays[key] = cached
+                while len(self._replays) > CACHED:
+                    self._replays.popitem(last=False)
+        summary, rows = cached
+        return {"name": name, "agent": self.agent.name, "summary": summary,
+                "page": _page(rows, offset, limit)}
+
+
+def _key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+def _input_preview(h: RunStarted) -> str:
+    for m in reversed(h.messages.messages):
+        if m.role == "user":
+            return " ".join(getattr(p, "text", "") for p in m.parts)[:200]
+    return ""
+
+
+# --- HTTP ----------------------------------------------------------------------------------
+
+_STATIC = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/static/studio.js": ("studio.js", "text/javascript; charset=utf-8"),
+    "/static/studio.css": ("studio.css", "text/css; charset=utf-8"),
+}
+
+_HEADERS = (
+    ("Content-Security-Policy",
+     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+)
+
+
+def _static(name: str) -> bytes:
+    return (files("interpreters.cli") / "studio_static" / name).read_bytes()
+
+
+def _int(query: dict[str, list[str]], key: str, default: int, high: int) -> int:
+    raw = query.get(key, [str(default)])[0]
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number, got {raw[:40]!r}") from None
+    if not 0 <= n <= high:
+        raise ValueError(f"{key} must be between 0 and {high}, got {n}")
+    return n
+
+
+def _handler(studio: Studio) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_TIMEOUT
+        server_version = "pipeline-studio"
+        sys_version = ""
+
+        def log_message(self, format: str, *args: object) -> None:  # quiet by default
+            pass
+
+        def _send(self, status: int, body: bytes, ctype: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in _HEADERS:
+                self.send_header(k, v)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _json(self, status: int, value: Json) -> None:
+            # `<`, `>` and `&` only occur inside JSON strings: escaped, no browser that
+            # sniffs the body as HTML finds markup in it.
+            body = (json.dumps(value, ensure_ascii=True).replace("<", "\\u003c")
+                    .replace(">", "\\u003e").replace("&", "\\u0026").encode())
+            self._send(status, body, "application/json")
+
+        def do_HEAD(self) -> None:
+            self.do_GET()
+
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            path = url.path
+            if path in _STATIC:
+                name, ctype = _STATIC[path]
+                self._send(HTTPStatus.OK, _static(name), ctype)
+                return
+            try:
+                query = parse_qs(url.query, max_num_fields=8)
+                offset = _int(query, "offset", 0, 10**9)
+                limit = _int(query, "limit", PAGE, MAX_PAGE) or PAGE
+                self._json(HTTPStatus.OK, self._api(path, query, offset, limit))
+            except NotFound:
+                self._json(HTTPStatus.NOT_FOUND, {"error": "no such run"})
+            except (ValueError, JournalError) as e:
+                self._json(HTTPStatus.BAD_REQUEST, {"error": shown(str(e))})
+            except OSError as e:
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": shown(str(e))})
+
+        def _api(self, path: str, query: dict[str, list[str]], offset: int,
+                 limit: int) -> Json:
+            if path == "/api/runs":
+                return studio.runs(offset, limit)
+            parts = path.split("/")
+            if len(parts) == 4 and parts[:3] == ["", "api", "runs"]:
+                kinds = query.get("kinds")
+                only = frozenset(kinds[0].split(",")) if kinds else None
+                return studio.run(unquote(parts[3]), offset, limit, only)
+            if len(parts) == 5 and parts[:3] == ["", "api", "runs"] and parts[4] == "replay":
+                return studio.replay(unquote(parts[3]), offset, limit)
+            raise NotFound(path)
+
+        def _refuse(self) -> None:
+            self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "the studio is read-only"})
+
+        do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+
+    return Handler
+
+
+def check_host(host: str, allow_remote: bool) -> None:
+    """Refuse to bind beyond loopback unless `allow_remote`."""
+    if allow_remote or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise StudioError(
+            f"refusing to serve on {host!r}: the studio shows recorded runs (model output, "
+            "tool results) and binds to loopback only; pass --allow-remote to serve beyond it"
+        )
+
+
+class StudioServer:
+    """The studio's HTTP server on a thread: `with StudioServer(studio) as s: s.url`."""
+
+    def __init__(self, studio: Studio, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                 *, allow_remote: bool = False) -> None:
+        check_host(host, allow_remote)
+        self.httpd = ThreadingHTTPServer((host, port), _handler(studio))
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if ":" in name:
+            name = f"[{name}]"
+        return f"http://{name}:{port}/"
+
+    def start(self) -> StudioServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
+                                        name="pipeline-studio")
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> StudioServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_remote: bool,
+          *, deps_spec: str | None = None, say: Callable[[str], None] = _stderr) -> int:
+    """`pipeline studio`: serve until interrupted; exit code 2 for a bad setting."""
+    from interpreters.cli.replay import AgentNotFound, escaped, load_agent, load_value
+
+    try:
+        agent = load_agent(agent_spec) if agent_spec is not None else None
+        deps = load_value(deps_spec, "--deps") if deps_spec is not None else None
+        studio = Studio(directory, agent, deps=deps)
+        server = StudioServer(studio, host, port, allow_remote=allow_remote)
+    except (AgentNotFound, StudioError, OSError) as e:
+        say(f"pipeline studio: {escaped(str(e))}")
+        return 2
+    say(f"pipeline studio: serving {escaped(directory)} on {server.url} (Ctrl-C stops)")
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+    return 0
+
+
+__all__ = [
+    "DEFAULT_PORT", "MAX_PAGE", "MAX_TEXT", "NotFound", "Studio", "StudioError",
+    "StudioServer", "Timeline", "check_host", "compare", "serve", "shown", "timeline",
+]

@@ -1,0 +1,948 @@
+"""Durable runs on DBOS Transact: a run survives a crash of its process and resumes.
+
+    runs = DurableRuns({"support": agent}, provider)       # SQLite file by default
+    runs.launch()                                           # resumes runs a crash left
+    runs.start("support", "hi", run_id="ticket-42")         # idempotent by run id
+    for chunk in runs.chunks("ticket-42"): ...              # as they come
+    runs.result("ticket-42")                                # RunResult, once it ended
+
+Each run is a DBOS workflow that drives the pure agent loop (`interpreters.durable.loop`);
+each model call, tool call and processor I/O request (an `AskModel` judge...) is a DBOS
+step whose outcome is checkpointed msgspec-encoded, and retry backoff is a durable
+`DBOS.sleep`. After a crash, `launch()` in a new process (same executor id) runs the loop
+again: completed steps return their recorded outcomes, so no completed model call or
+tool runs twice, and the run ends as an uninterrupted one would have.
+
+A run records its agent's definition first (`interpreters.durable.fingerprint`): a resume
+on a changed agent ends the run with `AgentChangedError` instead of replaying steps that
+agent never took (unless the worker's `migrations` accept it; `interpreters.durable.dbos.replay`
+checks recorded runs in CI). A run id started again with another input is a
+`RunConflictError`; a run past DBOS's recovery-attempt limit a `RunKeptCrashingError`.
+
+The run's time is part of what is recorded: the clock the loop reads is the run's start
+time (an input of the workflow) moved on by each step's recorded end time.
+
+Async tools, hooks and handlers are awaited on an event loop of their own. Needs the
+`durable` extra (`pip install pipeline-agents[durable]`). DBOS holds one
+instance per process: one `DurableRuns` per process. A run's result decodes `output`
+(typed output) as plain JSON: decode it with the agent's output type where needed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from typing import Unpack
+
+import msgspec
+import sqlalchemy as sa
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
+from dbos._dbos import _get_dbos_instance
+from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
+from dbos._sys_db import StepInfo, SystemDatabase
+from dbos._utils import GlobalParams
+
+from interpreters.core.handlers import Handler, Handlers
+from interpreters.core.options import DurableScope, check_options, keys_of
+from interpreters.durable import fingerprint as fp
+from interpreters.durable.dbos import approval as da
+from interpreters.durable.dbos.store import (
+    Checkpoints,
+    Keeper,
+    Once,
+    StoreRetry,
+    Takeover,
+    recover,
+)
+from interpreters.durable.loop import (
+    ModelOutcome,
+    RecordedClock,
+    ToolDone,
+    drive_resumed,
+    tool_context,
+    wait_for,
+)
+from interpreters.durable.payload import (
+    REF_MIN,
+    compact,
+    compact_chunks,
+    expand,
+    expand_chunks,
+    recorder,
+)
+from interpreters.observers.observe import Observer
+from interpreters.providers.provider import Provider, ProviderError, ProviderResolver
+from interpreters.run.base import observers_or_default
+from interpreters.run.common import (
+    close_stream,
+    perform_here,
+    provider_error,
+    resolver,
+    run_tool,
+    start_run,
+    stream_failed,
+)
+from pipeline.agent import Agent
+from pipeline.approval import Decision, Resumption
+from pipeline.processor import AskModel, ModelAnswer
+from pipeline.protocol.driver import Driver
+from pipeline.protocol.replies import ToolInvocation, ToolOutcome
+from pipeline.tools import check_deps
+from pipeline.values.chunks import Chunk, ModelEvent
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import JsonObject, Message, MessageList
+from pipeline.values.model import ApiError, ModelFailed, ModelRequest
+from pipeline.values.result import PendingApproval, RunResult, Suspension
+
+WORKFLOW = "pipeline_agents.run"
+"""The DBOS workflow name of a run (its id is the run id)."""
+
+CHUNKS = "chunks"
+"""The DBOS stream key a run writes its chunks to."""
+
+MAX_MODEL_EVENTS = 200_000
+"""Events one model call may deliver before it counts as failed (its outcome is stored)."""
+
+DurableInput = str | Sequence[Message] | MessageList
+
+
+class DurableRunError(RuntimeError):
+    """A durable run could not be started or read (unknown agent, no such run...)."""
+
+
+class AgentChangedError(DurableRunError):
+    """A run recorded on one definition of its agent was resumed on another: replaying
+    its recorded steps there would be wrong, so the run ends with this error. `changed`
+    names what differs; a worker accepts such a run by naming `recorded` in its
+    `migrations`."""
+
+    def __init__(
+        self, run_id: str, agent: str, changed: tuple[str, ...], recorded: str, current: str
+    ) -> None:
+        self.run_id, self.agent, self.changed = run_id, agent, changed
+        self.recorded, self.current = recorded, current
+        super().__init__(
+            f"run {run_id!r} was recorded on another definition of agent {agent!r} "
+            f"({recorded}, this worker has {current}); changed: {'; '.join(changed)}. "
+            f"Resume it on a worker with the agent it started on, or accept it with "
+            f"migrations={{{agent!r}: [{recorded!r}]}}"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, tuple[str, ...], str, str]]:
+        # DBOS pickles the run's error: rebuild it from its fields
+        return (type(self), (self.run_id, self.agent, self.changed, self.recorded,
+                             self.current))
+
+
+class RunConflictError(DurableRunError):
+    """A run id that exists was started again with another agent, input or options."""
+
+
+class RunKeptCrashingError(DurableRunError):
+    """A run was recovered more than `MAX_RECOVERY_ATTEMPTS` times without ending (it
+    kills its worker, say): DBOS stopped resuming it."""
+
+
+MAX_RECOVERY_ATTEMPTS = 100
+"""Recoveries of one run after which it ends with `RunKeptCrashingError`."""
+
+_log = logging.getLogger("interpreters.durable")
+
+_VERSION_SCAN = 1000
+"""Queued runs a launching worker reads to say which it leaves to another app_version."""
+
+
+class StepFailed(RuntimeError):
+    """A recorded I/O request failed; raised into the loop again on recovery."""
+
+
+class RunStart(msgspec.Struct, frozen=True):
+    """A run's inputs, as the workflow stores them."""
+
+    messages: str | tuple[Message, ...]
+    started_at: float
+    thread_id: str | None = None
+    resource_id: str | None = None
+    values: JsonObject | None = None
+    timeout: float | None = None
+    deps: str | None = None
+    """The run's stored deps, JSON (None: none, or the worker's factory builds them)."""
+
+
+def _start_payload(messages: DurableInput, now: float, options: DurableScope) -> bytes:
+    """A run's stored inputs; TypeError for an unknown option or deps that cannot be
+    stored, ValueError for a bad timeout (as on every interpreter)."""
+    check_options(options, DURABLE_OPTIONS)
+    deps = options.get("deps")
+    try:
+        stored_deps = None if deps is None else _enc.encode(deps).decode()
+    except (TypeError, msgspec.EncodeError) as e:
+        raise TypeError(
+            f"deps of a durable run are stored with it and must be msgspec-encodable: {e}; "
+            "build live ones per worker with DurableRuns(deps=factory)"
+        ) from e
+    return _enc.encode(
+        RunStart(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
+               options.get("values"), options.get("timeout"), stored_deps)
+    )
+
+
+def deps_type(agent: Agent) -> type:
+    """The type a run's stored deps decode as: what its tools' `ToolContext` asks for."""
+    for t in agent.tools:
+        if t.context_param is not None and t.deps_type is not None:
+            return t.deps_type
+    return object
+
+
+DURABLE_OPTIONS = keys_of(DurableScope)
+
+
+class StepAnswer(msgspec.Struct, frozen=True):
+    """A judge call's stored outcome: its answer, the provider's error, or a failure."""
+
+    answer: ModelAnswer | None = None
+    error: ApiError | None = None
+    failure: str | None = None
+
+
+_START = msgspec.json.Decoder(RunStart)
+_MODEL = msgspec.json.Decoder(ModelOutcome)
+_TOOL = msgspec.json.Decoder(ToolDone)
+_ANSWER = msgspec.json.Decoder(StepAnswer)
+_enc = msgspec.json.Encoder()
+
+DEFAULT_STORE_RETRY = StoreRetry()
+DEFAULT_TAKEOVER = Takeover()
+
+_runtime: DurableRuns | None = None
+_RUNNING = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
+
+
+class _QueuedRuns:
+    """What a worker (`DurableRuns`, on this process's DBOS) and a client
+    (`DurableClient`, on a `DBOSClient`) do alike: put runs on the queue and read them,
+    through `_dbos`."""
+
+    _dbos: type[DBOS] | DBOSClient
+    _poll: float
+
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
+        """The run's stored inputs (`_start_payload`), once it may be started."""
+        raise NotImplementedError
+
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
+        """Enqueue the run's workflow on the queue."""
+        raise NotImplementedError
+
+    def _our_version(self) -> str | None:
+        """The app_version of this process's runs (None: a client, which runs none)."""
+        raise NotImplementedError
+
+    def status(self, run_id: str) -> str | None:
+        """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
+        raise NotImplementedError
+
+    def enqueue(
+        self,
+        agent: str,
+        messages: DurableInput,
+        *,
+        run_id: str,
+        **options: Unpack[DurableScope],
+    ) -> str:
+        """Put a run on the queue: any worker listening to it that knows `agent` takes
+        it. Idempotent by run id, as `DurableRuns.start`."""
+        payload = self._payload(agent, messages, options)
+        if not self._exists(run_id, agent, payload):
+            self._put(run_id, agent, payload)
+            self._exists(run_id, agent, payload)  # the first enqueue of the id wins
+        return run_id
+
+    def _exists(self, run_id: str, agent: str, payload: bytes) -> bool:
+        """Whether the run exists; RunConflictError when it does with another agent,
+        input or options (its start time aside). Starting no workflow for a run that
+        exists also spares DBOS's warning about the queue a recovered run is on."""
+        found = self._dbos.list_workflows(workflow_ids=[run_id], load_output=False)
+        if not found:
+            return False
+        _check_same(run_id, found[0].name, found[0].input, agent, payload)
+        return True
+
+    def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
+        """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
+        (the run goes on)."""
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        try:
+            data: object = self._dbos.retrieve_workflow(run_id).get_result(
+                polling_interval_sec=self._poll
+            )
+        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+            raise _kept_crashing(run_id) from e
+        return _decode_result(run_id, data, self._steps(run_id))
+
+    def _steps(self, run_id: str) -> Callable[[], list[tuple[str, object]]]:
+        """The run's recorded steps, by name, when called (to expand stored payloads)."""
+        dbos = self._dbos
+        return lambda: _named(dbos.list_workflow_steps(run_id))
+
+    def _why_waiting(self, run_id: str) -> str:
+        found = self._dbos.list_workflows(
+            workflow_ids=[run_id], load_input=False, load_output=False
+        )
+        return _version_note(found[0].app_version if found else None, self._our_version())
+
+    def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
+        """The run's chunks from its start, as they come, until it ends (`timeout`:
+        seconds to wait for each batch, past which DBOS raises its stream timeout)."""
+        recorded = recorder(self._steps(run_id))
+        for batch in self._dbos.read_stream(
+            run_id, CHUNKS, polling_interval_sec=self._poll, timeout_seconds=timeout
+        ):
+            if isinstance(batch, bytes):
+                yield from expand_chunks(batch, recorded)
+
+
+class DurableRuns(_QueuedRuns):
+    """Starts, resumes and reads durable runs of named agents; one per process.
+
+    `agents` are the agents this process can run, by name (every worker of a queue must
+    know the same names). `provider` serves every model, or `resolve` picks one per model
+    id; `handlers` carry out generator hooks' I/O requests, by type (`AskModel` is built
+    in). `database_url`: the DBOS system database, by default the SQLite file
+    `pipeline_runs.sqlite` in the working directory; a `postgresql://` URL lets several
+    workers share it. `queue`: the name of the DBOS queue `enqueue` puts runs on and
+    this process takes runs from (at most `worker_concurrency` at once). `executor_id`
+    names this worker: a restarted worker with the same id resumes the runs it left.
+    `app_version`: runs resume and are dequeued only by workers of the same version; bump
+    it when an agent changes in a way a half-done run must not see (by default DBOS
+    derives it from the workflow's code, which does not include your agents).
+    `store_retry`: how long a checkpoint write the store refuses (full, locked,
+    unreachable) is retried before the run is stopped unrecorded, to resume at the
+    next `launch` (`StoreUnavailable`). `takeover`: a worker silent that long is dead
+    and the live workers take its pending runs (None: only `recover` hands them over).
+
+    Each run records its agent's definition (model, instructions, tools and their
+    schemas, processors and their settings, output type; `durable_fingerprint`): a
+    worker whose agent differs does not replay the run but ends it with
+    `AgentChangedError`, naming what changed. `migrations` maps an agent's name to the
+    recorded definitions (their digests, as the error gives them) this worker resumes
+    all the same: you checked that its runs replay on the agent as it is now.
+
+    `deps`: a factory this worker calls with the agent's name when it runs or resumes a
+    run, for dependencies that cannot be stored (a connection pool...): they are rebuilt
+    per worker. Deps given to `start(..., deps=)` are stored with the run instead (they
+    must be msgspec-encodable) and win over the factory's.
+
+    A run whose tool gate asks approval waits in its workflow for the decisions
+    (`pending`, `decide`; `interpreters.durable.dbos.approval`), across restarts, at most
+    `approval_timeout` seconds (a week by default; within the run's `timeout`), after
+    which its waiting calls are denied, never run.
+    """
+
+    _dbos = DBOS  # (this process's DBOS, once launched)
+
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        provider: Provider | None = None,
+        *,
+        resolve: ProviderResolver | None = None,
+        handlers: Mapping[type, Handler] | None = None,
+        database_url: str | None = None,
+        app_name: str = "pipeline-agents",
+        queue: str = "pipeline-agents",
+        worker_concurrency: int | None = None,
+        executor_id: str | None = None,
+        app_version: str | None = None,
+        observers: Sequence[Observer] | None = None,
+        price: Pricer | None = None,
+        clock: Callable[[], float] = time.time,
+        polling_interval: float = 0.05,
+        store_retry: StoreRetry = DEFAULT_STORE_RETRY,
+        takeover: Takeover | None = DEFAULT_TAKEOVER,
+        migrations: Mapping[str, Collection[str]] | None = None,
+        deps: Callable[[str], object] | None = None,
+        approval_timeout: float = da.DEFAULT_APPROVAL_TIMEOUT,
+    ) -> None:
+        self._approval_timeout = da.check_timeout(approval_timeout)
+        if not isinstance(store_retry, StoreRetry):
+            raise TypeError(f"store_retry must be a StoreRetry, not {store_retry!r}")
+        if takeover is not None and not isinstance(takeover, Takeover):
+            raise TypeError(f"takeover must be a Takeover or None, not {takeover!r}")
+        self.agents = dict(agents)
+        self._definitions = {name: fp.definition(a) for name, a in self.agents.items()}
+        self._encoded = {name: fp.encode(d) for name, d in self._definitions.items()}
+        unknown = sorted(set(migrations or {}) - set(self.agents))
+        if unknown:
+            raise ValueError(f"migrations name agents this worker does not run: {unknown}")
+        if deps is not None and not callable(deps):
+            raise TypeError(f"deps must be a function of the agent's name, not {deps!r}")
+        self._deps = deps
+        if any(isinstance(ds, str) for ds in (migrations or {}).values()):
+            raise TypeError("migrations map an agent's name to a collection of digests")
+        self._migrations = {name: frozenset(ds) for name, ds in (migrations or {}).items()}
+        self._resolve = resolver(provider, resolve)
+        self._handlers = Handlers.of(handlers)
+        self.database_url = database_url or "sqlite:///pipeline_runs.sqlite"
+        self._app_name = app_name
+        self.queue = queue
+        self._worker_concurrency = worker_concurrency
+        self._executor_id = executor_id
+        self._app_version = app_version
+        self._observers = observers_or_default(observers)
+        self._price = price
+        self._clock = clock
+        self._poll = polling_interval
+        self._launched = False
+        self._checkpoints = Checkpoints(store_retry, stopped=self._resume_later)
+        self._store_retry = store_retry
+        self._takeover = takeover
+        self._keeper: Keeper | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def launch(self) -> None:
+        """Open the database (creating its tables) and resume the runs this executor left
+        unfinished; from now on this process also takes runs from the queue."""
+        global _runtime
+        if _runtime is not None and _runtime is not self:
+            raise DurableRunError("DBOS allows one DurableRuns per process: shut the other down")
+        _runtime = self
+        config: DBOSConfig = {
+            "name": self._app_name,
+            "system_database_url": self.database_url,
+            "notification_listener_polling_interval_sec": self._poll,
+            "log_level": "WARNING",
+        }
+        if self._executor_id is not None:
+            config["executor_id"] = self._executor_id
+        if self._app_version is not None:
+            config["application_version"] = self._app_version
+        DBOS(config=config)
+        DBOS.launch()
+        DBOS.register_queue(
+            self.queue, worker_concurrency=self._worker_concurrency,
+            polling_interval_sec=self._poll,
+        )
+        self._launched = True
+        self._keeper = Keeper(
+            _sys_db(), DBOS.executor_id, self._takeover, self._store_retry.max_wait
+        )
+        self._keeper.start()
+        self._note_other_versions()
+
+    def _resume_later(self, run_id: str) -> None:
+        if self._keeper is not None:
+            self._keeper.resume_later(run_id)
+
+    def fingerprint(self, agent: str) -> str:
+        """The digest of `agent`'s definition, as runs record it (see `migrations`)."""
+        return fp.digest(self._definitions[agent])
+
+    def _note_other_versions(self) -> None:
+        """Log the runs on this queue that wait for a worker of another app_version: this
+        worker does not take them (else they would seem stuck without a word)."""
+        ours = GlobalParams.app_version
+        waiting = DBOS.list_workflows(
+            status="ENQUEUED", queue_name=self.queue, load_input=False, load_output=False,
+            limit=_VERSION_SCAN,
+        )
+        # (a run queued with no version is for whichever worker takes it)
+        left = [w.app_version for w in waiting if w.app_version and w.app_version != ours]
+        others = sorted(set(left))
+        if others:
+            n = len(left)
+            _log.warning(
+                "%d run(s) on queue %r wait for app_version %s; this worker runs %r "
+                "and does not take them", n, self.queue, ", ".join(map(repr, others)), ours,
+            )
+
+    def shutdown(self) -> None:
+        """Stop this process's DBOS (unfinished runs resume at the next `launch`)."""
+        global _runtime
+        if self._keeper is not None:
+            self._keeper.stop()
+            self._keeper = None
+        if self._launched:
+            DBOS.destroy(destroy_registry=False)
+            self._launched = False
+        if _runtime is self:
+            _runtime = None
+
+    def __enter__(self) -> DurableRuns:
+        self.launch()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # --- starting runs -------------------------------------------------------------------
+    def start(
+        self,
+        agent: str,
+        messages: DurableInput,
+        *,
+        run_id: str,
+        **options: Unpack[DurableScope],
+    ) -> str:
+        """Start a run in this process; returns its id. Starting an id that exists
+        (running or finished) starts nothing: that run is the answer.
+
+        `timeout`: seconds the run may take from its start, on its recorded clock,
+        checked before each step (a step under way is not interrupted: providers bound
+        their own calls). Past it the run ends with status "cancelled", keeping what
+        the processors approved and the results of tools that ran, as under the other
+        interpreters; a recovery stops at the same place."""
+        payload = self._payload(agent, messages, options)
+        if not self._exists(run_id, agent, payload):
+            with SetWorkflowID(run_id):
+                handle = DBOS.start_workflow(_run_workflow, agent, payload)
+            if not isinstance(getattr(handle, "future", None), concurrent.futures.Future):
+                self._exists(run_id, agent, payload)  # another process started it first
+        return run_id
+
+    def run(
+        self,
+        agent: str,
+        messages: DurableInput,
+        *,
+        run_id: str,
+        wait: float = 300.0,
+        **options: Unpack[DurableScope],
+    ) -> RunResult:
+        """Start a run in this process (idempotent, as `start`) and wait for its result:
+        TimeoutError after `wait` seconds (the run goes on)."""
+        payload = self._payload(agent, messages, options)
+        if self._exists(run_id, agent, payload):
+            return self.result(run_id, timeout=wait)
+        with SetWorkflowID(run_id):
+            handle = DBOS.start_workflow(_run_workflow, agent, payload)
+        # Started here: wait on its thread, no polling. Else (it existed): poll its status.
+        future = getattr(handle, "future", None)
+        if isinstance(future, concurrent.futures.Future):
+            try:
+                return _decode_result(run_id, future.result(wait), self._steps(run_id))
+            except concurrent.futures.TimeoutError as e:
+                raise TimeoutError(f"run {run_id!r} still running after {wait:g} s") from e
+        self._exists(run_id, agent, payload)  # another process started it first
+        return self.result(run_id, timeout=wait)
+
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
+        with SetWorkflowID(run_id):
+            DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
+
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
+        if not self._launched:
+            raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
+        if agent not in self.agents:
+            known = sorted(self.agents)
+            raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
+        if options.get("deps") is not None:
+            check_deps(self.agents[agent].tools, options.get("deps"))
+        return _start_payload(messages, self._clock(), options)
+
+    def recover(self, executor_ids: Sequence[str]) -> list[str]:
+        """Hand the pending runs of workers that are gone for good (`executor_ids`) to
+        the live workers (each is dequeued by exactly one); returns their run ids."""
+        if not self._launched:
+            raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
+        return recover(_sys_db(), executor_ids)
+
+    # --- approvals -----------------------------------------------------------------------
+    def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
+        """The calls `run_id` waits for a decision on (`UnknownRun` for no such run,
+        `RunNotSuspended` for a run that does not wait)."""
+        return da.waiting(self._channel(), run_id).pending
+
+    def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
+        """Send the decisions for the calls `run_id` waits on (one each, for the exact
+        arguments); the worker holding the run, or recovering it, goes on with them.
+        Refused with an `ApprovalError` (nothing sent): another call's or other
+        arguments' decision, a missing one, a run that does not wait or took its
+        decisions already."""
+        da.decide(self._channel(), run_id, decisions)
+
+    def _channel(self) -> _Channel:
+        if not self._launched:
+            raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
+        return _Channel(DBOS, self.status, lambda: _sys_db().engine)
+
+    # --- reading runs --------------------------------------------------------------------
+    def status(self, run_id: str) -> str | None:
+        """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
+        st = DBOS.get_workflow_status(run_id)
+        return None if st is None else st.status
+
+    def _our_version(self) -> str | None:
+        return GlobalParams.app_version
+
+    # --- inside the workflow -------------------------------------------------------------
+    def _run(self, agent_name: str, payload: bytes) -> bytes:
+        agent = self.agents.get(agent_name)
+        if agent is None:
+            raise DurableRunError(f"this worker does not know agent {agent_name!r}")
+        start = _START.decode(payload)
+        run_id = DBOS.workflow_id
+        assert run_id is not None
+        self._check_definition(run_id, agent_name)
+        steps = _DbosSteps(self, start.started_at, start.timeout)
+        if start.deps is not None:
+            deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
+        else:
+            deps = self._deps(agent_name) if self._deps is not None else None
+        messages = start.messages if isinstance(start.messages, str) else list(start.messages)
+
+        def begin(resume: Resumption | None) -> Driver:
+            return start_run(
+                agent, () if resume is not None else messages, run_id=run_id,
+                clock=steps.now,
+                options={"thread_id": start.thread_id, "resource_id": start.resource_id,
+                         "values": start.values, "deps": deps, "resume": resume},
+                observers=self._observers, price=self._price,
+            )
+
+        result = drive_resumed(begin, steps)
+        steps.flush()
+        self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
+        return compact(result, steps.big)
+
+    def _check_definition(self, run_id: str, agent_name: str) -> None:
+        """Record the agent's definition as the run's first step; on a resume, that step
+        gives the recorded one: a different one ends the run unless migrated."""
+        current = self._encoded[agent_name]
+        stored = self._checkpoints.call(
+            "agent", lambda: DBOS.run_step({"name": "agent"}, lambda: current)
+        )
+        if stored == current:
+            return
+        recorded = fp.DEFINITION.decode(stored) if isinstance(stored, bytes) else None
+        if recorded is None:
+            raise DurableRunError(f"run {run_id!r}: its recorded agent cannot be read")
+        digest = fp.digest(recorded)
+        if digest in self._migrations.get(agent_name, ()):
+            return
+        raise AgentChangedError(
+            run_id, agent_name, fp.changes(recorded, self._definitions[agent_name]),
+            digest, fp.digest(self._definitions[agent_name]),
+        )
+
+    def _call_model(self, request: ModelRequest) -> ModelOutcome:
+        events: list[ModelEvent] = []
+        try:
+            stream = iter(self._resolve(request.model).stream(request))
+        except Exception as e:
+            return ModelOutcome((), ModelFailed(provider_error(e)))
+        try:
+            for event in stream:
+                events.append(event)
+                if len(events) > MAX_MODEL_EVENTS:
+                    err = ApiError(status=None, message=f"more than {MAX_MODEL_EVENTS} events")
+                    return ModelOutcome(tuple(events[:-1]), ModelFailed(err, started=True))
+        except Exception as e:
+            return ModelOutcome(tuple(events), stream_failed(e, started=bool(events)))
+        finally:
+            close_stream(stream)
+        return ModelOutcome(tuple(events))
+
+    def _perform(self, request: object) -> object:
+        return _settled(perform_here(self._resolve, self._handlers, request))
+
+
+class DurableClient(_QueuedRuns):
+    """Puts runs on a queue and reads them, from a process that runs none itself (a web
+    app in front of workers, say): it talks to the system database only.
+
+    `database_url` must be the workers' (PostgreSQL when they are several processes);
+    the workers must have launched once, creating the tables.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        queue: str = "pipeline-agents",
+        app_version: str | None = None,
+        clock: Callable[[], float] = time.time,
+        polling_interval: float = 0.05,
+    ) -> None:
+        self._client = self._dbos = DBOSClient(system_database_url=database_url)
+        self.queue = queue
+        self._app_version = app_version
+        self._clock = clock
+        self._poll = polling_interval
+
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
+        return _start_payload(messages, self._clock(), options)
+
+    def _put(self, run_id: str, agent: str, payload: bytes) -> None:
+        queued = EnqueueOptions(
+            workflow_name=WORKFLOW, queue_name=self.queue, workflow_id=run_id
+        )
+        if self._app_version is not None:
+            queued["app_version"] = self._app_version  # else: the latest version takes it
+        self._client.enqueue(queued, agent, payload)
+
+    def _our_version(self) -> None:
+        return None  # it runs none: a run waits for a worker of its version
+
+    def status(self, run_id: str) -> str | None:
+        """DBOS's status of the run (PENDING, ENQUEUED, SUCCESS, ERROR...), None if none."""
+        found = self._client.list_workflows(workflow_ids=[run_id])
+        return found[0].status if found else None
+
+    def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
+        """The calls `run_id` waits for a decision on (as `DurableRuns.pending`)."""
+        return da.waiting(self._channel(), run_id).pending
+
+    def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
+        """Send the decisions for the calls `run_id` waits on (as
+        `DurableRuns.decide`)."""
+        da.decide(self._channel(), run_id, decisions)
+
+    def _channel(self) -> _Channel:
+        sys_db = self._client._sys_db
+        return _Channel(self._client, self.status, lambda: sys_db.engine)
+
+    def recover(self, executor_ids: Sequence[str]) -> list[str]:
+        """Hand the pending runs of workers that are gone for good (`executor_ids`) to
+        the live workers (as `DurableRuns.recover`); returns their run ids."""
+        return recover(self._client._sys_db, executor_ids)
+
+    def close(self) -> None:
+        self._client.destroy()
+
+
+class _Channel:
+    """`durable_approval.Channel` over DBOS in a worker, or over a `DBOSClient`."""
+
+    def __init__(self, dbos: type[DBOS] | DBOSClient, status: Callable[[str], str | None],
+                 engine: Callable[[], sa.Engine]) -> None:
+        self._dbos = dbos
+        self.status = status
+        self._engine = engine
+
+    def get_event(self, workflow_id: str, key: str, timeout_seconds: float) -> object:
+        data: object = self._dbos.get_event(workflow_id, key, timeout_seconds)
+        return data
+
+    def send(self, destination_id: str, message: bytes, topic: str,
+             idempotency_key: str) -> None:
+        self._dbos.send(destination_id, message, topic, idempotency_key=idempotency_key)
+
+    @property
+    def engine(self) -> sa.Engine:
+        return self._engine()
+
+
+def _sys_db() -> SystemDatabase:
+    return _get_dbos_instance()._sys_db
+
+
+def _settled(value: object) -> object:
+    """A tool's or handler's value, an awaitable awaited (on an event loop of its own)."""
+    return wait_for(value) if isinstance(value, Awaitable) else value
+
+
+def _stored(messages: DurableInput) -> str | tuple[Message, ...]:
+    if isinstance(messages, MessageList):
+        return tuple(messages.messages)
+    if isinstance(messages, str):
+        return messages
+    return tuple(messages)
+
+
+def _check_same(
+    run_id: str, name: str, inputs: object, agent: str, payload: bytes
+) -> None:
+    """RunConflictError unless the stored run is this one: same workflow, agent, input
+    and options (the start time is the first start's)."""
+    args = inputs.get("args") if isinstance(inputs, dict) else None
+    stored = tuple(args) if isinstance(args, list | tuple) else ()
+    if name != WORKFLOW or len(stored) != 2 or not isinstance(stored[1], bytes):
+        raise RunConflictError(f"run id {run_id!r} is taken by another kind of workflow")
+    old, new = _START.decode(stored[1]), _START.decode(payload)
+    what = [f"agent {stored[0]!r}"] if stored[0] != agent else []
+    what += [f for f in RunStart.__struct_fields__
+             if f != "started_at" and getattr(old, f) != getattr(new, f)]
+    if what:
+        raise RunConflictError(
+            f"run {run_id!r} exists with another {', '.join(what)}: a run id starts one "
+            "run; give this one another id"
+        )
+
+
+def _version_note(run_version: str | None, ours: str | None) -> str:
+    if run_version is None:
+        return ""
+    if ours is None:
+        return f" (it waits for a worker of app_version {run_version!r})"
+    if run_version != ours:
+        return (f": it is for app_version {run_version!r} and this worker runs {ours!r}, "
+                "so only a worker of that version takes it")
+    return ""
+
+
+def _kept_crashing(run_id: str) -> RunKeptCrashingError:
+    return RunKeptCrashingError(
+        f"run {run_id!r} was recovered more than {MAX_RECOVERY_ATTEMPTS} times without "
+        "ending (its worker died each time): it is not resumed again"
+    )
+
+
+def _wait(
+    status: Callable[[str], str | None],
+    run_id: str,
+    timeout: float,
+    poll: float,
+    why: Callable[[str], str] = lambda _: "",
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status(run_id)
+        if st is None:
+            raise DurableRunError(f"no run {run_id!r}")
+        if st not in _RUNNING:
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"run {run_id!r} still {st} after {timeout:g} s{why(run_id)}")
+        time.sleep(poll)
+
+
+def _decode_result(
+    run_id: str, data: object, steps: Callable[[], list[tuple[str, object]]]
+) -> RunResult:
+    if not isinstance(data, bytes):
+        raise DurableRunError(f"run {run_id!r} is not a pipeline-agents run")
+    return expand(data, recorder(steps))
+
+
+def _named(steps: Sequence[StepInfo]) -> list[tuple[str, object]]:
+    return [(s["function_name"], s["output"]) for s in steps]
+
+
+class _DbosSteps(RecordedClock):
+    """`durable_loop.Steps` on DBOS: each side effect a checkpointed step."""
+
+    def __init__(self, runs: DurableRuns, started_at: float, timeout: float | None) -> None:
+        super().__init__(started_at, timeout)
+        self._runs = runs
+        self._pending: list[Chunk] = []
+        self._tools = 0
+        self._suspensions = 0
+        self.big: dict[str, tuple[int, bytes]] = {}
+        """Large tool results (`durable_payload.Big`): stored once, by the tool step."""
+
+    def publish(self, chunks: tuple[Chunk, ...]) -> None:
+        self._pending.extend(chunks)
+
+    def flush(self) -> None:
+        """Write the buffered chunks to the run's stream (a checkpointed write)."""
+        if self._pending:
+            data = compact_chunks(tuple(self._pending), self.big)
+            self._runs._checkpoints.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
+            self._pending = []
+
+    def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
+        self.flush()
+        clock = self._runs._clock
+
+        def run() -> tuple[float, bytes]:
+            out = fn()
+            return clock(), out
+
+        body = Once(run)  # a retried write stores this outcome: the body runs once
+        at, data = self._runs._checkpoints.call(
+            name, lambda: DBOS.run_step({"name": name}, body)
+        )
+        self._now = at
+        return data
+
+    def model(self, request: ModelRequest) -> ModelOutcome:
+        runs = self._runs
+        return _MODEL.decode(self._step("model", lambda: _enc.encode(runs._call_model(request))))
+
+    def tool(self, inv: ToolInvocation) -> ToolDone:
+        def body() -> bytes:
+            outcome = run_tool(inv, _settled)
+            ctx = tool_context(inv)
+            written = ctx.writer.written if ctx is not None else ()
+            try:
+                return _enc.encode(ToolDone(outcome, written))
+            except (TypeError, msgspec.EncodeError) as e:
+                bad = ToolOutcome(
+                    inv.call.tool_call_id, f"tool result not storable: {e}", is_error=True
+                )
+                return _enc.encode(ToolDone(bad, written))
+
+        data = self._step(f"tool:{inv.call.tool_name}", body)
+        done = _TOOL.decode(data)
+        if len(data) >= REF_MIN:
+            self.big[inv.call.tool_call_id] = (self._tools, _enc.encode(done.outcome.result))
+        self._tools += 1
+        return done
+
+    def perform(self, request: object) -> object:
+        runs = self._runs
+        if isinstance(request, AskModel):
+            def ask() -> bytes:
+                try:
+                    answer = runs._perform(request)
+                except ProviderError as e:
+                    return _enc.encode(StepAnswer(error=e.error))
+                except Exception as e:
+                    return _enc.encode(StepAnswer(failure=f"{type(e).__name__}: {e}"))
+                assert isinstance(answer, ModelAnswer)
+                return _enc.encode(StepAnswer(answer=answer))
+
+            got = _ANSWER.decode(self._step("ask-model", ask))
+            if got.error is not None:
+                raise ProviderError(got.error)
+            if got.failure is not None:
+                raise StepFailed(got.failure)
+            return got.answer
+        # Other requests' answers are stored by DBOS's own serializer.
+        self.flush()
+        name = f"perform:{type(request).__name__}"
+        body = Once(lambda: (runs._perform(request), runs._clock()))
+        value, at = runs._checkpoints.call(
+            name, lambda: DBOS.run_step({"name": name}, body)
+        )
+        self._now = at
+        return value
+
+    def approval(self, s: Suspension) -> tuple[Decision, ...]:
+        """Publish what `s` waits for and wait for its decisions, at most the approval
+        timeout (within the run's); each part a recorded DBOS operation."""
+        self.flush()
+        runs, ck = self._runs, self._runs._checkpoints
+        wait = runs._approval_timeout
+        if self._deadline is not None:
+            wait = max(0.0, min(wait, self._deadline - self._now))
+        w = da.Waiting(self._suspensions, s.pending, wait)
+        topic = da.topic(self._suspensions)
+        self._suspensions += 1
+        ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(w)))
+        message = ck.call("approval", lambda: DBOS.recv(topic, timeout_seconds=wait))
+        decisions = da.taken(s, message)
+        done = msgspec.structs.replace(w, decided=True)
+        ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(done)))
+        clock = runs._clock
+        at = ck.call("approval", lambda: DBOS.run_step({"name": "approval-time"}, clock))
+        self._now = max(self._now, at)
+        return decisions
+
+    def sleep(self, seconds: float) -> None:
+        self.flush()
+        if self._deadline is not None:  # no backoff past the run's deadline
+            seconds = max(0.0, min(seconds, self._deadline - self._now))
+        self._runs._checkpoints.call("sleep", lambda: DBOS.sleep(seconds))
+        self._now += seconds
+
+
+@DBOS.workflow(name=WORKFLOW, max_recovery_attempts=MAX_RECOVERY_ATTEMPTS)
+def _run_workflow(agent: str, payload: bytes) -> bytes:
+    if _runtime is None:
+        raise DurableRunError("no DurableRuns launched in this process")
+    return _runtime._run(agent, payload)

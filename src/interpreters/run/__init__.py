@@ -1,0 +1,2 @@
+"""What the sync and async interpreters share: how a run starts (`base`), the pure parts
+of carrying out commands (`common`), and started requests (`started`)."""

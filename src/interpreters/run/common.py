@@ -1,0 +1,219 @@
+"""What the interpreters share in carrying out commands.
+
+Starting a run, resolving its model up front, turning provider failures into the loop's
+replies, calling a tool in this thread (`run_tool`; the outcome of a call that cannot run
+or raised), the answer to `AskModel`, and the lookup of an I/O handler. Beyond the tool
+call itself no I/O here; each interpreter does its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+import msgspec
+
+from interpreters.core.options import TracedScope
+from interpreters.observers.observe import Observer, watched_loop
+from interpreters.providers.provider import Provider, ProviderError
+from pipeline import agent_loop
+from pipeline.agent import Agent
+from pipeline.loop.run import rejected
+from pipeline.processor import AskModel, ModelAnswer
+from pipeline.protocol.driver import Driver
+from pipeline.protocol.replies import ToolInvocation, ToolOutcome
+from pipeline.tools import Tool, check_deps
+from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
+from pipeline.values.context import RunContext
+from pipeline.values.cost import Pricer
+from pipeline.values.messages import RunInput, ToolCallPart
+from pipeline.values.model import ApiError, ModelFailed
+from pipeline.values.result import InvalidInput
+from pipeline.values.validate import read_input
+
+H = TypeVar("H")
+P = TypeVar("P")
+
+CONFIGURATION = "configuration"
+"""`ApiError.error_type` of a provider that cannot be used as configured (no API key...)."""
+
+
+def resolver(provider: P | None, resolve: Callable[[str], P] | None) -> Callable[[str], P]:
+    """One provider for every model, or a function picking one per model id."""
+    if resolve is not None:
+        return resolve
+    if provider is None:
+        raise ValueError("give a provider or a resolve function")
+    fixed = provider
+    return lambda _model: fixed
+
+
+def start_run(
+    agent: Agent,
+    messages: RunInput,
+    *,
+    run_id: str,
+    clock: Callable[[], float],
+    options: TracedScope,
+    observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
+) -> Driver:
+    """The driver of a new run (`pipeline.protocol.driver`): its agent loop, with its context (from
+    `options`), its input as a message list, its trace, watched by `observers` (see
+    `interpreters.observers.observe`).
+
+    Input that is not a conversation the library can send gives a run that fails at once
+    with `InvalidInput`, before any call. Raises TypeError when a tool of the agent asks
+    for deps of another type than `deps`.
+    """
+    deps = options.get("deps")
+    check_deps(agent.tools, deps)
+    resume = options.get("resume")
+    if resume is not None:
+        run_id = resume.suspension.run_id
+    ctx = RunContext(
+        run_id=run_id,
+        thread_id=options.get("thread_id"),
+        resource_id=options.get("resource_id"),
+        values=options.get("values"),
+        deps=deps,
+    )
+    trace = options.get("trace")
+    ml = (
+        read_input(messages, id_prefix=run_id, created_at=clock())
+        if resume is None else resume.suspension.messages
+    )
+    if isinstance(ml, InvalidInput):
+        return Driver(rejected(ml), log=trace)  # checked at the door: fails before any call
+    record = trace.record_effect if trace is not None else None
+    if observers:
+        loop, watch = watched_loop(
+            agent, ml, context=ctx, clock=clock, record=record, observers=observers,
+            price=price, resume=resume,
+        )
+        return Driver(loop, log=trace, watch=watch)
+    loop = agent_loop(
+        agent, ml, context=ctx, clock=clock, record=record, price=price, resume=resume
+    )
+    return Driver(loop, log=trace)
+
+
+def check_model(resolve: Callable[[str], object], model_id: str) -> None:
+    """Resolve a run's model before the run, so a provider that is not configured (no API
+    key...) fails at once: re-raises a `ProviderError` of type "configuration" (such as the
+    router's `ProviderConfigError`). Other failures are left to the run's first model call,
+    which reports them as usual."""
+    try:
+        resolve(model_id)
+    except ProviderError as e:
+        if e.error.error_type == CONFIGURATION:
+            raise
+    except Exception:
+        pass  # the model call that needs the provider reports it
+
+
+def provider_error(e: Exception) -> ApiError:
+    """Any failure of a provider as a typed ApiError (a provider bug is not retried)."""
+    if isinstance(e, ProviderError):
+        return e.error
+    return ApiError(
+        status=None, message=f"{type(e).__name__}: {e}", error_type="provider-error"
+    )
+
+
+def stream_failed(e: Exception, *, started: bool) -> ModelFailed:
+    """The reply for a model stream that raised `e` (`started`: events had gone out)."""
+    err = provider_error(e)
+    if started and err.retryable:
+        # Bytes already reached the caller: a retry would duplicate them.
+        err = msgspec.structs.replace(err, retryable=False, retry_after=None)
+    return ModelFailed(err, started=started)
+
+
+def tool_and_args(inv: ToolInvocation) -> tuple[Tool, dict[str, object]] | ToolOutcome:
+    """The tool to call and its validated arguments, or the error outcome of a call that
+    cannot run (unknown tool, invalid arguments)."""
+    if inv.error is not None or inv.tool is None or inv.kwargs is None:
+        return ToolOutcome(
+            inv.call.tool_call_id, inv.error or "tool not available", is_error=True
+        )
+    return inv.tool, inv.kwargs
+
+
+def tool_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:
+    """A tool that raised: an error result the model sees."""
+    return ToolOutcome(inv.call.tool_call_id, f"{type(e).__name__}: {e}", is_error=True)
+
+
+def run_tool(
+    inv: ToolInvocation, settle: Callable[[object], object] | None = None
+) -> ToolOutcome:
+    """Run one tool call in this thread; a tool that raises becomes an error result the
+    model sees. `settle` turns what the tool returned into its result (the durable
+    interpreter awaits an awaitable there); without it, the value is the result."""
+    ready = tool_and_args(inv)
+    if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
+        return ready
+    tool, kwargs = ready
+    try:
+        result = tool.fn(**kwargs)
+        if settle is not None:
+            result = settle(result)
+    except Exception as e:
+        return tool_failed(inv, e)
+    return ToolOutcome(inv.call.tool_call_id, result)
+
+
+def close_stream(stream: object) -> None:
+    """Close a sync model stream that has a `close` (a generator, an HTTP response's)."""
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+
+
+def answer_of(events: Iterable[ModelEvent]) -> ModelAnswer:
+    """Collect a finished model stream into the reply to AskModel; a stream without its
+    finish event is a failure (`ProviderError`)."""
+    events = tuple(events)
+    fin = next((e for e in events if isinstance(e, ModelFinish)), None)
+    if fin is None:
+        raise ProviderError(ApiError(status=None, message="judge stream broke"))
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    calls = tuple(
+        ToolCallPart(e.tool_call_id, e.tool_name, e.args) for e in events if isinstance(e, ToolCall)
+    )
+    return ModelAnswer(text, calls, fin.usage, fin.model_id)
+
+
+def perform_here(
+    resolve: Callable[[str], Provider], handlers: Mapping[type, Callable[[object], object]],
+    request: object,
+) -> object:
+    """Carry out an I/O request a generator hook yielded, in this thread: `AskModel` on
+    the provider of its model, any other by its handler (whose answer may be an
+    awaitable: the caller decides what to do with one)."""
+    if isinstance(request, AskModel):
+        return answer_of(resolve(request.request.model).stream(request.request))
+    return handler_for(handlers, request)(request)
+
+
+def handler_for(handlers: Mapping[type, H], request: object) -> H:
+    """The handler for an I/O request a generator hook yielded (by its type)."""
+    handler = handlers.get(type(request))
+    if handler is None:
+        raise LookupError(f"no handler for I/O request {type(request).__name__}")
+    return handler
+
+
+class NoCleanupStream:
+    """Base of a model stream that holds nothing to release (no connection, no task): its
+    `close()` ends it at once, without waiting. The async interpreter closes such a stream
+    with that plain call instead of the shielded, time-capped `aclose()` every other
+    stream gets (a cancel scope and a timer per model call, W4 of bench/WORKLOADS.md).
+    The simulator's streams are such (`ScriptedModel.astream`); a provider's stream that
+    holds an HTTP response is not."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
