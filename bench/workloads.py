@@ -67,24 +67,19 @@ from pipeline import (
     InputStepArgs,
     InputStepResult,
     Message,
-    ModelEvent,
-    ModelFinish,
     OutputStepArgs,
     OutputStepResult,
     Processor,
-    RunInput,
     RunResult,
     StreamArgs,
     StreamResult,
     TextDelta,
-    TextEnd,
     TextPart,
-    TextStart,
-    ToolCall,
-    Usage,
     tool,
 )
 from pipeline.processors import TokenLimiterProcessor
+from pipeline.protocol import ModelEvent, ModelFinish
+from pipeline.values import RunInput, TextEnd, TextStart, ToolCall, Usage
 
 # --------------------------------------------------------------------------- parameters
 

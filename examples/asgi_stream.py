@@ -72,7 +72,7 @@ from examples.stream_replay import Gone, Replays
 from interpreters import AsyncInterpreter, CancelSignal
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.testing import Say, ScriptedModel, call
-from pipeline import Agent, ModelRequest, RunInput, RunResult, ToolCallArgs, ToolCallResult
+from pipeline import Agent, ModelRequest, RunResult, ToolCallArgs, ToolCallResult
 from pipeline import processor as make_processor
 from pipeline.approval import (
     ApprovalError,
@@ -93,6 +93,7 @@ from pipeline.ui_stream import (
     ui_chat_messages,
     ui_message_sse_async,
 )
+from pipeline.values import RunInput
 
 Scope = MutableMapping[str, object]
 Message = MutableMapping[str, object]

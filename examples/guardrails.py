@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from interpreters.testing import Say, ScriptedModel, SimRun, Simulator
-from pipeline import Agent, Message, MessageList, TextPart, ToolCallPart, ToolResultPart
+from pipeline import Agent, Message, MessageList, TextPart
 from pipeline.processors import (
     LanguageDetector,
     ModerationProcessor,
@@ -20,6 +20,7 @@ from pipeline.processors import (
     ToolCallFilter,
     UnicodeNormalizer,
 )
+from pipeline.values import ToolCallPart, ToolResultPart
 
 JUDGE = "openai/gpt-4o-mini"
 MODEL = "openai/gpt-4o"

@@ -6,15 +6,8 @@ Useful when a run switches to a provider that cannot take reasoning parts back.
 from __future__ import annotations
 
 from effects import Continue, Replace
-from pipeline import (
-    InputStepArgs,
-    InputStepResult,
-    Message,
-    Processor,
-    ReasoningPart,
-    StepChange,
-    TextPart,
-)
+from pipeline import InputStepArgs, InputStepResult, Message, Processor, StepChange, TextPart
+from pipeline.values import ReasoningPart
 
 
 def reasoning_as_thinking(m: Message) -> Message:

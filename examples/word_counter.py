@@ -4,7 +4,8 @@ as a `data-word-count` chunk when the run finishes."""
 from __future__ import annotations
 
 from effects import Continue, Out
-from pipeline import DataChunk, Finish, StatefulProcessor, StreamArgs, StreamResult, TextDelta
+from pipeline import DataChunk, StatefulProcessor, StreamArgs, StreamResult, TextDelta
+from pipeline.values import Finish
 
 
 class WordCounter(StatefulProcessor[int]):

@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pipeline.processors as processors
-from pipeline import ProcessorConfigError
 from pipeline.processors import (
     ApproxTokenCounter,
     BatchPartsProcessor,
@@ -30,6 +29,7 @@ from pipeline.processors import (
     MessageHistory,
     ModerationProcessor,
     PIIDetector,
+    ProcessorConfigError,
     PromptInjectionDetector,
     Py3LangidBackend,
     SemanticRecall,

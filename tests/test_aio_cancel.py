@@ -22,8 +22,8 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.trace import Trace
 from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, call
-from pipeline import agent_loop
 from pipeline.agent import Agent
+from pipeline.loop import agent_loop
 from pipeline.processor import OutputStepArgs, OutputStepResult, StatefulProcessor
 from pipeline.protocol.replies import RunCancelled
 from pipeline.values.chunks import (

@@ -12,8 +12,9 @@ from effects import Continue, Replace
 from interpreters.providers.prices import genai_prices as table
 from interpreters.providers.prices import split_model
 from interpreters.testing import Say, ScriptedModel, Simulator, call
-from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, Usage, abort
+from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
 from pipeline.processor import InputStepArgs, InputStepResult, StepChange
+from pipeline.values import Usage
 from pipeline.values.cost import Cost, PriceQuery, charge
 
 START = 1_700_000_000.0

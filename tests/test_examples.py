@@ -13,17 +13,8 @@ from examples.streaming_redaction import CHUNKS
 from examples.streaming_redaction import run as run_streaming_redaction
 from examples.word_counter import WordCounter
 from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
-from pipeline import (
-    Agent,
-    DataChunk,
-    Message,
-    MessageList,
-    ReasoningPart,
-    TextDelta,
-    TextPart,
-    Tripwire,
-    user,
-)
+from pipeline import Agent, DataChunk, Message, MessageList, TextDelta, TextPart, user
+from pipeline.values import ReasoningPart, Tripwire
 
 
 def lookup(query: str) -> str:

@@ -12,8 +12,8 @@ import pytest
 
 from effects import Abort, CallModel, Continue, Done, Emit, Out, Publish, Pull, Replace, Skip
 from interpreters.testing import AsyncSimulator, Say, ScriptedModel
-from pipeline import agent_loop
 from pipeline.agent import Agent
+from pipeline.loop import agent_loop
 from pipeline.processor import (
     FlushArgs,
     FlushResult,

@@ -16,7 +16,7 @@ from interpreters.durable.dbos.runs import DurableRuns
 from interpreters.observers.logs import LogObserver
 from interpreters.record.journal import Recorder
 from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
-from pipeline import Agent, Processor, Usage, abort
+from pipeline import Agent, Processor, abort
 from pipeline.processor import (
     AskModel,
     FlushArgs,
@@ -28,6 +28,7 @@ from pipeline.processor import (
     StreamResult,
 )
 from pipeline.processors.guards.moderation import ModerationProcessor
+from pipeline.values import Usage
 from pipeline.values.chunks import TextDelta
 from pipeline.values.cost import Cost, PriceQuery
 from pipeline.values.messages import user

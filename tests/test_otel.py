@@ -20,7 +20,8 @@ from interpreters import SyncInterpreter
 from interpreters.observers.otel import OTelObserver
 from interpreters.record.journal import Recorder
 from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
-from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, Usage, abort
+from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
+from pipeline.values import Usage
 from pipeline.values.cost import Cost, PriceQuery
 from pipeline.values.model import ModelSettings
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import ProcessorConfigError
 from pipeline.processors import (
     ApproxTokenCounter,
     BatchPartsProcessor,
     LanguageDetector,
     ModerationProcessor,
     PIIDetector,
+    ProcessorConfigError,
     PromptInjectionDetector,
     SystemPromptScrubber,
     TokenLimiterProcessor,

@@ -13,8 +13,8 @@ import pytest
 from effects import Abort, CallModel, CloseStream, Continue, Done, Publish, Pull, RunTools
 from interpreters.aio import AsyncInterpreter
 from interpreters.testing import Say, Simulator
-from pipeline import agent_loop
 from pipeline.agent import Agent
+from pipeline.loop import agent_loop
 from pipeline.processor import Processor, StreamArgs, StreamResult
 from pipeline.protocol.replies import AgentLoop, ProtocolError
 from pipeline.tools import tool

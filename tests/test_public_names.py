@@ -79,11 +79,40 @@ def test_every_exported_name_exists() -> None:
     assert missing == []
 
 
+FACES = (
+    "pipeline", "pipeline.values", "pipeline.processors", "pipeline.protocol", "pipeline.loop",
+    "interpreters", "interpreters.testing",
+)
+"""One namespace per audience: apps and processors (`pipeline`, its values and built-in
+processors), interpreter writers (`pipeline.protocol`, `pipeline.loop`), running
+(`interpreters`) and tests (`interpreters.testing`)."""
+
+
+def test_no_name_is_exported_by_two_faces() -> None:
+    homes: dict[str, list[str]] = defaultdict(list)
+    for face in FACES:
+        for name in importlib.import_module(face).__all__:
+            homes[name].append(face)
+    assert {n: fs for n, fs in homes.items() if len(fs) > 1} == {}
+
+
+def test_the_app_face_stays_small() -> None:
+    import pipeline
+
+    assert len(pipeline.__all__) <= 60
+    assert len(set(pipeline.__all__)) == len(pipeline.__all__)
+
+
+def test_every_face_has_its_api_page() -> None:
+    pages = "\n".join(p.read_text() for p in (ROOT / "docs" / "api").glob("*.md"))
+    assert [f for f in FACES if f"::: {f}\n" not in pages + "\n"] == []
+
+
 def test_the_packages_export_what_their_users_need() -> None:
     import interpreters
     import interpreters.testing
     import pipeline
-    import pipeline.protocol.replies
+    import pipeline.protocol
 
     for name in ("Resolver", "AsyncResolver", "Recorder", "Journal", "Observer",
                  "RunOptions", "Handlers", "SyncInterpreter", "AsyncInterpreter",
@@ -95,11 +124,12 @@ def test_the_packages_export_what_their_users_need() -> None:
     # (what a loop is started from and a model call answered with, besides its commands)
     for name in ("AgentLoop", "ToolInvocation", "ToolOutcome", "EffectRecord",
                  "ModelEnded", "ModelFailed"):
-        assert name in pipeline.protocol.replies.__all__, name
+        assert name in pipeline.protocol.__all__, name
         assert name not in pipeline.__all__, name  # an interpreter writer's name
     # (a pricer is a `PriceQuery -> Cost | None` any interpreter takes as `price=`)
     for name in ("Agent", "Processor", "ToolContext", "RunResult", "AskModel", "tool",
-                 "Cost", "PriceQuery", "Pricer"):
+                 "Cost", "PriceQuery", "Pricer", "Continue", "Replace", "Abort", "ApprovedArgs",
+                 "ApprovedResult"):
         assert name in pipeline.__all__, name
 
 

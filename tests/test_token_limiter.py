@@ -8,16 +8,7 @@ from typing import cast
 import pytest
 
 from interpreters.testing import Say, ScriptedModel, Simulator, call
-from pipeline import (
-    Agent,
-    DataChunk,
-    Message,
-    MessageList,
-    TextDelta,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from pipeline import Agent, DataChunk, Message, MessageList, TextDelta, TextPart
 from pipeline.processors import (
     ApproxTokenCounter,
     EncodingCounter,
@@ -26,6 +17,7 @@ from pipeline.processors import (
 )
 from pipeline.processors.token_counting import count_message, longest_prefix_within
 from pipeline.processors.token_limiter import trim_start
+from pipeline.values import ToolCallPart, ToolResultPart
 from pipeline.values.pairing import is_paired
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from interpreters.testing import Say, ScriptedModel, Simulator, call
-from pipeline import Agent, Message, MessageList, TextPart, ToolCallPart, ToolResultPart
+from pipeline import Agent, Message, MessageList, TextPart
 from pipeline.processors import ToolCallFilter
 from pipeline.processors.tool_call_filter import filter_tool_calls
+from pipeline.values import ToolCallPart, ToolResultPart
 from pipeline.values.pairing import is_paired
 
 

@@ -9,11 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from interpreters.testing import Say, ScriptedModel, Simulator, call
-from pipeline import Agent, Message, MessageList, TextPart, ToolResultPart
+from pipeline import Agent, Message, MessageList, TextPart
 from pipeline.processors import UnicodeNormalizer
 from pipeline.processors.guards import unicode as un
 from pipeline.processors.guards.common import GuardsExtraMissing
 from pipeline.processors.guards.unicode import normalize_text
+from pipeline.values import ToolResultPart
 
 
 def test_nfkc_folds_compatibility_forms() -> None:

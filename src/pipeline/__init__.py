@@ -1,20 +1,22 @@
-"""The functional core: messages, chunks, processors and the agent loop. No I/O.
+"""What apps and processors are written with: the agent and its tools, messages, the
+processor base classes and hooks (each hook's args and the effects it may return), the
+few chunks a processor usually looks at, and what a run costs.
 
-The names agent and processor authors need are re-exported here; each lives in one small
-module. What an interpreter's author needs besides `agent_loop` (the commands' replies,
-`AgentLoop`, `ToolInvocation`, `ToolOutcome`, `EffectRecord`...) is in `pipeline.protocol.replies`.
+Every other value a run is made of (chunk and part types, results and run errors, model
+settings) is in `pipeline.values`; the built-in processors in `pipeline.processors`;
+what an interpreter's writer needs in `pipeline.protocol` and `pipeline.loop`.
 """
 
-from pipeline.agent import Agent, PrepareStep
-from pipeline.loop.run import agent_loop
+from effects import Abort, AskApproval, Continue, Emit, Out, Replace, Retry, Skip, SkipCall
+from pipeline.agent import Agent
 from pipeline.processor import (
     ApiErrorArgs,
     ApiErrorResult,
+    ApprovedArgs,
+    ApprovedResult,
     AskModel,
-    BaseProcessor,
     FlushArgs,
     FlushResult,
-    FunctionProcessor,
     InputArgs,
     InputResult,
     InputStepArgs,
@@ -25,10 +27,8 @@ from pipeline.processor import (
     OutputStepArgs,
     OutputStepResult,
     Processor,
-    ProcessorAbort,
     StatefulProcessor,
     StepChange,
-    StepSettings,
     StreamArgs,
     StreamResult,
     ToolCallArgs,
@@ -38,77 +38,15 @@ from pipeline.processor import (
     abort,
     processor,
 )
-from pipeline.processors.options import ProcessorConfigError
-from pipeline.tools import Tool, make_tool, tool
-from pipeline.tools.context import ToolContext, ToolWriter
-from pipeline.values.chunks import (
-    Chunk,
-    DataChunk,
-    ErrorChunk,
-    Finish,
-    FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    SourceChunk,
-    StepFinish,
-    StepStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolApprovalRequest,
-    ToolApprovalResponse,
-    ToolCall,
-    ToolCallDelta,
-    ToolError,
-    ToolResult,
-    Tripwire,
-    Usage,
-)
+from pipeline.tools import Tool, tool
+from pipeline.tools.context import ToolContext
+from pipeline.values.chunks import Chunk, DataChunk, TextDelta
 from pipeline.values.context import RunContext
 from pipeline.values.cost import Cost, PriceQuery, Pricer
-from pipeline.values.messages import (
-    INSTRUCTIONS_TAG,
-    DataPart,
-    FilePart,
-    Message,
-    MessageList,
-    Part,
-    ReasoningPart,
-    RunInput,
-    SourcePart,
-    StepStartPart,
-    SystemMessage,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    user,
-)
-from pipeline.values.model import (
-    ApiError,
-    ModelRequest,
-    ModelSettings,
-    PromptCache,
-    StructuredOutput,
-    ToolChoice,
-    ToolChoiceTool,
-    ToolSpec,
-)
-from pipeline.values.output_type import OutputInvalid, TypedOutput
-from pipeline.values.result import (
-    ApiFailed,
-    Cancelled,
-    InvalidInput,
-    OutputResult,
-    ProcessorFailed,
-    RunError,
-    RunFailedError,
-    RunResult,
-    StepResult,
-    StreamFailed,
-)
+from pipeline.values.messages import Message, MessageList, SystemMessage, TextPart, user
+from pipeline.values.model import ModelRequest, ModelSettings
+from pipeline.values.openai_input import from_openai
+from pipeline.values.result import RunResult
 from pipeline.values.retry import RetryPolicy
 from pipeline.values.validate import InvalidInputError
 
@@ -116,29 +54,21 @@ __distribution__ = "pipeline-agents"
 """Whose `pipeline` this is (`interpreters` refuses another distribution's)."""
 
 __all__ = [
-    "INSTRUCTIONS_TAG",
-    "Agent", "ApiError", "ApiErrorArgs", "ApiErrorResult", "ApiFailed",
-    "AskModel", "BaseProcessor", "Cancelled", "Chunk", "DataChunk", "DataPart",
-    "ErrorChunk", "FilePart", "Finish", "FinishReason",
-    "FlushArgs", "FlushResult", "ToolCallArgs", "ToolCallResult", "ToolResultArgs",
-    "ToolResultResult", "FunctionProcessor", "InputArgs",
-    "InputResult", "InputStepArgs", "InputStepResult", "Message", "MessageList", "ModelAnswer",
-    "ModelEvent", "ModelFinish",
-    "ModelRequest", "ModelSettings", "PromptCache", "OutputResult", "OutputResultArgs",
-    "OutputResultResult", "OutputStepArgs", "OutputStepResult", "Part", "PrepareStep",
-    "Processor", "ProcessorFailed", "ReasoningDelta", "ReasoningEnd", "ReasoningPart",
-    "ReasoningStart", "RetryPolicy", "RunContext", "RunError", "RunFailedError", "RunInput",
-    "RunResult", "SourceChunk", "SourcePart", "StatefulProcessor", "StepChange", "StepFinish",
-    "StepResult", "StepSettings", "StepStart", "StepStartPart", "StreamArgs", "StreamFailed",
-    "StreamResult",
-    "StructuredOutput", "SystemMessage", "TextDelta", "TextEnd", "TextPart", "TextStart",
-    "Tool", "ToolCall", "ToolCallDelta", "ToolCallPart", "ToolChoice", "ToolChoiceTool",
-    "ToolApprovalRequest", "ToolApprovalResponse", "ToolError", "ToolResult", "ToolResultPart",
-    "ToolSpec",
-    "ProcessorAbort", "Tripwire", "Usage", "abort", "agent_loop", "make_tool", "processor", "tool",
-    "user",
-    "OutputInvalid", "ToolContext", "ToolWriter", "TypedOutput",
+    # the agent, its tools, what a run is given and gives back
+    "Agent", "Tool", "tool", "ToolContext", "RunContext", "RunResult",
+    "Message", "MessageList", "SystemMessage", "TextPart", "user", "from_openai",
+    "InvalidInputError",
+    # processors and their hooks: each hook's args and the result it may return
+    "Processor", "StatefulProcessor", "processor", "abort",
+    "InputArgs", "InputResult", "InputStepArgs", "InputStepResult", "StepChange",
+    "ApiErrorArgs", "ApiErrorResult", "StreamArgs", "StreamResult", "FlushArgs",
+    "FlushResult", "OutputStepArgs", "OutputStepResult", "OutputResultArgs",
+    "OutputResultResult", "ToolCallArgs", "ToolCallResult", "ToolResultArgs",
+    "ToolResultResult", "ApprovedArgs", "ApprovedResult", "AskModel", "ModelAnswer",
+    # the effects a hook returns
+    "Continue", "Replace", "Abort", "Retry", "Skip", "Emit", "Out", "SkipCall", "AskApproval",
+    # what stream hooks and model settings deal in most
+    "Chunk", "TextDelta", "DataChunk", "ModelRequest", "ModelSettings", "RetryPolicy",
+    # what a run costs, and a price function's type
+    "Cost", "PriceQuery", "Pricer",
 ]
-__all__ += ["InvalidInput", "InvalidInputError"]  # caller input checked at the door
-__all__ += ["ProcessorConfigError"]  # a built-in processor's option not understood
-__all__ += ["Cost", "PriceQuery", "Pricer"]  # what a run costs, and a price function's type

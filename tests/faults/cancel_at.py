@@ -17,7 +17,7 @@ from unittest.mock import patch
 import interpreters.observers.observe
 import interpreters.run.common
 from effects import AwaitHook, Done
-from pipeline import agent_loop
+from pipeline.loop import agent_loop
 from pipeline.protocol.driver import discard
 from pipeline.protocol.replies import AgentLoop, RunCancelled
 

@@ -19,8 +19,8 @@ import pytest
 
 from effects import Replace
 from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
-from pipeline import agent_loop
 from pipeline.agent import Agent
+from pipeline.loop import agent_loop
 from pipeline.processor import InputArgs, InputResult, OutputStepArgs, OutputStepResult, processor
 from pipeline.values.chunks import ErrorChunk
 from pipeline.values.context import RunContext

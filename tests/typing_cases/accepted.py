@@ -18,7 +18,6 @@ from interpreters.testing import AsyncSimulator, Simulator
 from pipeline import (
     Agent,
     AskModel,
-    FunctionProcessor,
     InputArgs,
     InputResult,
     ModelAnswer,
@@ -29,6 +28,7 @@ from pipeline import (
     processor,
     tool,
 )
+from pipeline.processor import FunctionProcessor
 from pipeline.processors import PIIDetector
 
 

@@ -158,7 +158,8 @@ def _run(
 ) -> int:
     from interpreters.providers import ProviderConfigError, Resolver, provider_config
     from interpreters.sync import SyncInterpreter
-    from pipeline import Agent, ReasoningDelta, TextDelta
+    from pipeline import Agent, TextDelta
+    from pipeline.values import ReasoningDelta
 
     try:
         # A missing key fails before any request.

@@ -19,7 +19,6 @@ from pipeline import (
     Agent,
     AskModel,
     DataChunk,
-    Finish,
     Message,
     ModelAnswer,
     ModelRequest,
@@ -27,19 +26,15 @@ from pipeline import (
     OutputStepResult,
     Processor,
     StatefulProcessor,
-    StepStart,
     StreamArgs,
     StreamResult,
     SystemMessage,
     TextDelta,
     TextPart,
-    ToolCall,
-    ToolError,
-    ToolResult,
-    Tripwire,
     abort,
 )
 from pipeline.protocol.replies import EffectRecord
+from pipeline.values import Finish, StepStart, ToolCall, ToolError, ToolResult, Tripwire
 from pipeline.values.chunks import ErrorChunk
 
 

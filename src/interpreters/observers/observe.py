@@ -32,9 +32,9 @@ from effects import (
     RunTools,
     Sleep,
 )
-from pipeline import agent_loop
 from pipeline.agent import Agent
 from pipeline.approval import Resumption
+from pipeline.loop import agent_loop
 from pipeline.protocol.driver import Watch
 from pipeline.protocol.replies import AgentLoop, EffectRecord, EffectRecorder, LoopCommand
 from pipeline.values.context import RunContext

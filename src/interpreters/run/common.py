@@ -16,8 +16,8 @@ import msgspec
 from interpreters.core.options import TracedScope
 from interpreters.observers.observe import Observer, watched_loop
 from interpreters.providers.provider import Provider, ProviderError
-from pipeline import agent_loop
 from pipeline.agent import Agent
+from pipeline.loop import agent_loop
 from pipeline.loop.run import rejected
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol.driver import Driver

@@ -31,23 +31,16 @@ from interpreters.sim.clock import VirtualClock
 from interpreters.sim.deadline import Deadlines, VirtualDeadline
 from interpreters.sim.started import Virtual
 from interpreters.sync import Handler, RunStream, SyncInterpreter
-from pipeline import (
-    Agent,
+from pipeline import Agent, Chunk, DataChunk, ModelRequest, Pricer, RunResult, TextDelta
+from pipeline.protocol import ModelEvent, ModelFinish
+from pipeline.values import (
     ApiError,
-    Chunk,
-    DataChunk,
     FinishReason,
-    ModelEvent,
-    ModelFinish,
-    ModelRequest,
-    Pricer,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
     RunInput,
-    RunResult,
     SourceChunk,
-    TextDelta,
     TextEnd,
     TextStart,
     ToolCall,

@@ -1,5 +1,23 @@
-"""What an interpreter's writer needs: the commands' replies and the `Driver`."""
+"""What an interpreter's writer needs (with `pipeline.loop.agent_loop`): the commands the
+loop yields and the replies each expects, the model events a model call answers with,
+the requests a processor's hook may make (and the started ones: `Start`, `Ready`,
+`Collect`), the `Driver` that holds what every interpreter keeps about a run, and what a
+trace records."""
 
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    Command,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
+from effects.requests import Request, WrongAnswer, declared_answer
+from effects.started import STARTED_REQUESTS, Collect, Job, Ready, Start
 from pipeline.protocol.driver import Driver, RunLog, Watch, discard
 from pipeline.protocol.replies import (
     MODEL_REPLY_TYPES,
@@ -8,8 +26,6 @@ from pipeline.protocol.replies import (
     EffectRecord,
     EffectRecorder,
     LoopCommand,
-    ModelEnded,
-    ModelFailed,
     ModelReply,
     ProtocolError,
     RunCancelled,
@@ -18,9 +34,20 @@ from pipeline.protocol.replies import (
     checked,
     outcomes_match,
 )
+from pipeline.values.chunks import ModelEvent, ModelFinish
+from pipeline.values.model import ModelEnded, ModelFailed
 
 __all__ = [
-    "MODEL_REPLY_TYPES", "AgentLoop", "Asking", "Driver", "EffectRecord", "EffectRecorder",
-    "LoopCommand", "ModelEnded", "ModelFailed", "ModelReply", "ProtocolError", "RunCancelled",
-    "RunLog", "ToolInvocation", "ToolOutcome", "Watch", "checked", "discard", "outcomes_match",
+    # the commands, and what each is answered with
+    "Command", "CallModel", "Pull", "CloseStream", "Publish", "RunTools", "Perform",
+    "AwaitHook", "Sleep", "Done", "LoopCommand", "AgentLoop", "Asking", "checked",
+    "ProtocolError", "RunCancelled", "ToolInvocation", "ToolOutcome", "outcomes_match",
+    # a model call's events and how its stream ends
+    "ModelEvent", "ModelFinish", "ModelEnded", "ModelFailed", "ModelReply",
+    "MODEL_REPLY_TYPES",
+    # requests of processors' hooks, started or waited for
+    "Request", "WrongAnswer", "declared_answer", "Start", "Ready", "Collect", "Job",
+    "STARTED_REQUESTS",
+    # the interpreter's half of a run, and what it is watched and recorded by
+    "Driver", "RunLog", "Watch", "discard", "EffectRecord", "EffectRecorder",
 ]

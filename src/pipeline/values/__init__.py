@@ -1,4 +1,92 @@
-"""The values a run is made of: messages, chunks, a model call, a result, costs, bounds.
+"""The values a run is made of: messages and their parts, the chunks a run streams,
+a model call's settings, a run's result and its errors, and the bounds on what comes in.
 
-Frozen data and the pure checks over it; nothing here knows the loop.
-"""
+Frozen data and the pure checks over it; nothing here knows the loop. The values an app
+or a processor uses most are exported by `pipeline` itself (`Message`, `TextDelta`,
+`RunResult`...); this namespace has the rest."""
+
+from pipeline.values.bounds import (
+    MAX_CONVERT_CHARS,
+    MAX_JSON_DEPTH,
+    MAX_TOOL_ARGS_BYTES,
+    MAX_TOOL_RESULT_BYTES,
+)
+from pipeline.values.chunks import (
+    ErrorChunk,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    SourceChunk,
+    StepFinish,
+    StepStart,
+    TextEnd,
+    TextStart,
+    ToolApprovalRequest,
+    ToolApprovalResponse,
+    ToolCall,
+    ToolCallDelta,
+    ToolError,
+    ToolResult,
+    Tripwire,
+    Usage,
+)
+from pipeline.values.messages import (
+    INSTRUCTIONS_TAG,
+    DataPart,
+    FilePart,
+    JsonObject,
+    Part,
+    ReasoningPart,
+    Role,
+    RunInput,
+    Source,
+    SourcePart,
+    StepStartPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from pipeline.values.model import (
+    ApiError,
+    PromptCache,
+    StructuredOutput,
+    ToolChoice,
+    ToolChoiceTool,
+    ToolSpec,
+)
+from pipeline.values.output_type import (
+    OutputDecodeError,
+    TypedOutput,
+)
+from pipeline.values.result import (
+    ApiFailed,
+    Cancelled,
+    GatedCall,
+    InvalidInput,
+    JudgeCall,
+    OutputInvalid,
+    OutputResult,
+    PendingApproval,
+    ProcessorFailed,
+    RunError,
+    RunFailedError,
+    Status,
+    StepResult,
+    StreamFailed,
+    Suspension,
+)
+
+__all__ = [
+    "ErrorChunk", "Finish", "FinishReason", "ReasoningDelta", "ReasoningEnd", "ReasoningStart",
+    "SourceChunk", "StepFinish", "StepStart", "TextEnd", "TextStart", "ToolApprovalRequest",
+    "ToolApprovalResponse", "ToolCall", "ToolCallDelta", "ToolError", "ToolResult", "Tripwire",
+    "Usage", "DataPart", "FilePart", "INSTRUCTIONS_TAG", "JsonObject", "Part", "ReasoningPart",
+    "Role", "RunInput", "Source", "SourcePart", "StepStartPart", "ToolCallPart",
+    "ToolResultPart", "ApiError", "PromptCache", "StructuredOutput", "ToolChoice",
+    "ToolChoiceTool", "ToolSpec", "ApiFailed", "Cancelled", "GatedCall", "InvalidInput",
+    "JudgeCall", "OutputInvalid", "OutputResult", "PendingApproval",
+    "ProcessorFailed", "RunError", "RunFailedError", "Status", "StepResult", "StreamFailed",
+    "Suspension", "OutputDecodeError", "TypedOutput", "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH",
+    "MAX_TOOL_ARGS_BYTES", "MAX_TOOL_RESULT_BYTES",
+]
