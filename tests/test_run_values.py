@@ -21,12 +21,9 @@ PHASE_MODULES = tuple(p.stem for p in (SRC / "pipeline" / "loop").glob("*.py"))
 
 
 def _config(agent: Agent) -> RunConfig:
-    plan = plan_stream(agent, ())
     return RunConfig(
         agent=agent, ctx=RunContext(run_id="r"), clock=lambda: 0.0, record=None, price=None,
-        h_input=(), h_input_step=(), h_error=(), h_stream=(), h_output_step=(), h_result=(),
-        h_flush=plan.h_flush, stream_io=plan.stream_io, stream_plan=plan.stream_plan,
-        data_all=plan.data_all, data_any=plan.data_any,
+        **plan_stream(agent, ()),
     )
 
 

@@ -11,12 +11,11 @@ This is the one place that knows the hook semantics common to all six hooks:
 
 One way to call a hook: `call_hook` is `invoke` (the call; a raise becomes what `raised`
 makes of it, the one exception-to-effect mapping) then `settle` (drive, await, `check`).
-The fast path skips the generator of `settle` for a hook that passes: the call as
-``try: raw = b.fn(args)`` / ``except Exception as e: raw = raised(b, e)``, then a plain
-`Continue` with nothing recording effects is passed over and anything else goes to
-`settle`. It is written inline where hooks run in a loop (the per-step hooks in
-step_config.py and output_checks.py, the per-chunk hooks in stream_stage.py): a Python
-call per hook is a measurable share of a step (docs/DESIGN.md, decisions made for speed).
+Where hooks run in a loop (the per-step hooks, step.py and output.py) a hook that passes
+skips the generator of `settle`: `raw = invoke(b, args)`, a plain `Continue` with nothing
+recording effects is passed over, anything else goes to `settle`. Only the per-chunk
+stream hooks (stream.py) write `invoke` out inline, a call less per hook per chunk (see
+docs/DESIGN.md, decisions made for speed).
 """
 
 from __future__ import annotations

@@ -72,14 +72,14 @@ def call_model(
             out: Publish[Chunk] = Publish(tuple(st.pending))
             st.pending = []
             if (got := (yield out)) is not None:
-                raise ProtocolError(out, got, "None")
+                raise ProtocolError(out, got)
             del out
         # The replies of the commands every step asks are checked inline, as `checked`
         # does: a call less per command on a path that runs once per step.
         ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
         reply = yield ask
         if type(reply) not in MODEL_REPLY_TYPES:
-            raise ProtocolError(ask, reply, "a model event (ModelReply)")
+            raise ProtocolError(ask, reply)
         if not isinstance(reply, ModelFailed):
             return StepContent(), reply
         err = reply.error
@@ -163,7 +163,7 @@ def consume(
                     )
                     raise Failed(StreamFailed(step, msg, err))
                 assert pull is not None
-                raise ProtocolError(pull, got, "a model event (ModelReply)")
+                raise ProtocolError(pull, got)
             # A model event other than the three above: a chunk (the check just made).
             # `cast` is a call that costs 5% of this path: only the type checker sees it.
             if TYPE_CHECKING:

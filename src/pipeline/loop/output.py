@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from effects import Abort, Continue, Replace
-from pipeline.loop.hooks import HookFailure, call_hook, raised, settle
+from pipeline.loop.hooks import HookFailure, call_hook, invoke, settle
 from pipeline.loop.messages import discarded, feedback, keep_held
 from pipeline.loop.response import response_text
 from pipeline.loop.state import Failed, RunConfig, RunState, apply, steps_tuple, trip
@@ -56,11 +56,8 @@ def output_step(
             retry_count=st.retry_count,
             context=rc.ctx,
         )
-        try:  # the fast path (see pipeline.loop.hooks), inline: a call less per hook
-            raw = b.fn(args)
-        except Exception as e:
-            raw = raised(b, e)
-        if raw.__class__ is Continue and record is None:
+        raw = invoke(b, args)
+        if raw.__class__ is Continue and record is None:  # passed: nothing to settle
             continue
         eff = apply(rc, st, b, (yield from settle(b, raw)))
         if isinstance(eff, Abort):

@@ -67,7 +67,7 @@ def start_racing(
                 start: Perform[object] = Perform(cmd.processor_id, cmd.hook, Start(cmd.request))
                 ticket = yield start
                 if type(ticket) is not int:
-                    raise ProtocolError(start, ticket, "a ticket (an int)")
+                    raise ProtocolError(start, ticket)
                 st.racing = (*st.racing, Racing(b, call, None, Job(ticket, cmd.request)))
                 return
             assert isinstance(cmd, Perform | AwaitHook)
@@ -109,7 +109,7 @@ def _ready(st: RunState) -> Generator[LoopCommand, object, bool]:
         ask: Perform[object] = Perform(r.bound.processor_id, r.bound.hook, Ready(ticket))
         got = yield ask
         if type(got) is not bool:
-            raise ProtocolError(ask, got, "a bool")
+            raise ProtocolError(ask, got)
         if not got:
             return False
     return True
@@ -128,7 +128,7 @@ def race_gate(
             pull: Pull[Chunk, ModelReply] = Pull(())
             got = yield pull
             if type(got) not in MODEL_REPLY_TYPES:
-                raise ProtocolError(pull, got, "a model event (ModelReply)")
+                raise ProtocolError(pull, got)
             held.append(got)
             ended = isinstance(got, _ENDS)
         while st.racing:

@@ -4,7 +4,7 @@ slots, the stream's plan) and its state, fresh or as a suspended run left it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TypedDict
 
 from pipeline.agent import Agent
 from pipeline.approval import Resumption
@@ -35,59 +35,37 @@ def start_run(
     judges: JudgeLedger | None = None
     if procs or agent.prepare_step is not None:
         judges = JudgeLedger()
-        states, hooks = _bind_hooks(agent, procs, judges)
-    else:  # no hook at all: nothing to bind (W4 of bench/: on the path of every run)
-        states, hooks = [], _NO_HOOKS
-    plan = plan_stream(agent, hooks.stream, hooks.flush)
-    rc = RunConfig(
-        agent=agent,
-        ctx=context,
-        clock=clock,
-        record=record,
-        price=price,
-        h_input=hooks.input,
-        h_input_step=hooks.input_step,
-        h_error=hooks.error,
-        h_stream=hooks.stream,
-        h_output_step=hooks.output_step,
-        h_result=hooks.result,
-        h_flush=plan.h_flush,
-        h_tool_call=hooks.tool_call,
-        h_tool_result=hooks.tool_result,
-        stream_io=plan.stream_io,
-        stream_plan=plan.stream_plan,
-        data_all=plan.data_all,
-        data_any=plan.data_any,
-        bare_stream=not hooks.stream and not plan.stream_io,
-        h_approved=hooks.approved,
-    )
+        states, hooks, flush = _bind_hooks(agent, procs, judges)
+    else:  # no hook at all: nothing to bind (on the path of every run)
+        states, hooks, flush = [], BoundHooks(), ()
+    plan = plan_stream(agent, hooks.get("h_stream", ()), flush)
+    rc = RunConfig(agent=agent, ctx=context, clock=clock, record=record, price=price,
+                   **hooks, **plan)
     return rc, _start_state(rc, messages, states, used, judges, resume)
 
 
-class _Hooks(NamedTuple):
-    """An agent's hooks, bound to their processors' state slots, per hook point."""
+class BoundHooks(TypedDict, total=False):
+    """An agent's hooks, bound to their processors' state slots, per hook point: the
+    `RunConfig` fields of the same names (`RunConfig(..., **hooks)`)."""
 
-    input: tuple[Bound, ...] = ()
-    input_step: tuple[Bound, ...] = ()
-    error: tuple[Bound, ...] = ()
-    stream: tuple[Bound, ...] = ()
-    flush: tuple[Bound, ...] = ()
-    output_step: tuple[Bound, ...] = ()
-    result: tuple[Bound, ...] = ()
-    approved: tuple[Bound, ...] = ()
-    tool_call: tuple[Bound, ...] = ()
-    tool_result: tuple[Bound, ...] = ()
-
-
-_NO_HOOKS = _Hooks()
+    h_input: tuple[Bound, ...]
+    h_input_step: tuple[Bound, ...]
+    h_error: tuple[Bound, ...]
+    h_stream: tuple[Bound, ...]
+    h_output_step: tuple[Bound, ...]
+    h_result: tuple[Bound, ...]
+    h_approved: tuple[Bound, ...]
+    h_tool_call: tuple[Bound, ...]
+    h_tool_result: tuple[Bound, ...]
 
 
 def _bind_hooks(
     agent: Agent, procs: tuple[BaseProcessor, ...], judges: JudgeLedger
-) -> tuple[list[object], _Hooks]:
-    """The processors' initial states (by slot) and their bound hooks; `prepare_step`
-    runs last among the input-step hooks, with a slot of its own. The model calls the
-    hooks ask for are counted in `judges`."""
+) -> tuple[list[object], BoundHooks, tuple[Bound, ...]]:
+    """The processors' initial states (by slot), their bound hooks, and the
+    `flush_output_stream` ones (the stream's plan reads them); `prepare_step` runs last
+    among the input-step hooks, with a slot of its own. The model calls the hooks ask
+    for are counted in `judges`."""
     slots = {id(p): i for i, p in enumerate(procs)}
     states = [p.initial_state() for p in procs]
     fns = {id(p): p.hook_functions() for p in procs}  # once per processor, not per hook
@@ -101,18 +79,17 @@ def _bind_hooks(
             Bound(prep, "prepare_step", "process_input_step", agent.prepare_step,
                   len(states) - 1, False, judges),
         )
-    return states, _Hooks(
-        input=bind(inp, "process_input", slots, fns, judges),
-        input_step=input_step,
-        error=bind(agent.error_processors, "process_api_error", slots, fns, judges),
-        stream=bind(out, "process_output_stream", slots, fns, judges),
-        flush=bind(out, "flush_output_stream", slots, fns, judges),
-        output_step=bind(out, "process_output_step", slots, fns, judges),
-        result=bind(out, "process_output_result", slots, fns, judges),
-        approved=bind(procs, "process_approved", slots, fns, judges),
-        tool_call=bind(procs, "process_tool_call", slots, fns, judges),
-        tool_result=bind(procs, "process_tool_result", slots, fns, judges),
-    )
+    return states, BoundHooks(
+        h_input=bind(inp, "process_input", slots, fns, judges),
+        h_input_step=input_step,
+        h_error=bind(agent.error_processors, "process_api_error", slots, fns, judges),
+        h_stream=bind(out, "process_output_stream", slots, fns, judges),
+        h_output_step=bind(out, "process_output_step", slots, fns, judges),
+        h_result=bind(out, "process_output_result", slots, fns, judges),
+        h_approved=bind(procs, "process_approved", slots, fns, judges),
+        h_tool_call=bind(procs, "process_tool_call", slots, fns, judges),
+        h_tool_result=bind(procs, "process_tool_result", slots, fns, judges),
+    ), bind(out, "flush_output_stream", slots, fns, judges)
 
 
 def _start_state(

@@ -98,23 +98,23 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     clock: Callable[[], float]
     record: EffectRecorder | None
     price: Pricer | None
-    h_input: tuple[Bound, ...]
-    h_input_step: tuple[Bound, ...]
+    h_input: tuple[Bound, ...] = ()
+    h_input_step: tuple[Bound, ...] = ()
     """process_input_step hooks, then prepare_step (if any) last."""
-    h_error: tuple[Bound, ...]
-    h_stream: tuple[Bound, ...]
-    h_output_step: tuple[Bound, ...]
-    h_result: tuple[Bound, ...]
-    h_flush: tuple[tuple[Bound, int], ...]
+    h_error: tuple[Bound, ...] = ()
+    h_stream: tuple[Bound, ...] = ()
+    h_output_step: tuple[Bound, ...] = ()
+    h_result: tuple[Bound, ...] = ()
+    h_flush: tuple[tuple[Bound, int], ...] = ()
     """Each `flush_output_stream` hook, with the index in `h_stream` from which what it
     releases goes on (the stream hooks of the processors after it)."""
-    stream_io: bool
+    stream_io: bool = False
     """Some stream hook is async or asks for I/O: chunks go through `process_chunk_io`."""
-    stream_plan: tuple[tuple[Bound, HookFn, int, bool], ...]
+    stream_plan: tuple[tuple[Bound, HookFn, int, bool], ...] = ()
     """What the per-chunk hot path needs of each stream hook, unpacked once."""
-    data_all: bool
+    data_all: bool = True
     """Every stream hook sees data chunks."""
-    data_any: bool
+    data_any: bool = False
     """Some stream hook sees data chunks."""
     h_tool_call: tuple[Bound, ...] = ()
     """process_tool_call hooks, across all the agent's processors in list order."""

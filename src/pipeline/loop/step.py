@@ -11,7 +11,7 @@ from collections.abc import Generator
 import msgspec
 
 from effects import Abort, Continue, Replace
-from pipeline.loop.hooks import raised, settle
+from pipeline.loop.hooks import invoke, settle
 from pipeline.loop.state import RunConfig, RunState, apply, steps_tuple, trip
 from pipeline.processor import InputStepArgs, StepChange, StepSettings
 from pipeline.protocol.replies import LoopCommand
@@ -66,11 +66,8 @@ def input_step(
             retry_count=st.retry_count,
             context=rc.ctx,
         )
-        try:  # the fast path (see pipeline.loop.hooks), inline: a call less per hook
-            raw = b.fn(args)
-        except Exception as e:
-            raw = raised(b, e)
-        if raw.__class__ is Continue and record is None:
+        raw = invoke(b, args)
+        if raw.__class__ is Continue and record is None:  # passed: nothing to settle
             continue
         eff = apply(rc, st, b, (yield from settle(b, raw)))
         if isinstance(eff, Abort):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Generator, Iterable
 from types import GeneratorType
-from typing import NamedTuple
+from typing import TypedDict
 
 from effects import Abort, Continue, Replace, Skip
 from pipeline.agent import Agent
@@ -31,14 +31,16 @@ from pipeline.protocol.replies import LoopCommand
 from pipeline.values.chunks import Chunk, DataChunk
 
 
-class StreamPlan(NamedTuple):
-    """The stream part of a run's configuration (`RunConfig` fields of the same names)."""
+class StreamPlan(TypedDict):
+    """The stream part of a run's configuration: `RunConfig` fields of the same names
+    (`RunConfig(..., **plan)`)."""
 
     h_flush: tuple[tuple[Bound, int], ...]
     stream_io: bool
     stream_plan: tuple[tuple[Bound, HookFn, int, bool], ...]
     data_all: bool
     data_any: bool
+    bare_stream: bool
 
 
 def plan_stream(
@@ -51,22 +53,26 @@ def plan_stream(
     if not h_stream and not flush:
         return _NO_STREAM_HOOKS
     at = {id(p): i for i, p in enumerate(agent.output_processors)}
+    io = any(
+        inspect.iscoroutinefunction(b.fn) or inspect.isgeneratorfunction(b.fn)
+        for b in (*h_stream, *flush)
+    )
     return StreamPlan(
         h_flush=tuple(
             (f, sum(1 for b in h_stream if at[id(b.processor)] <= at[id(f.processor)]))
             for f in flush
         ),
-        stream_io=any(
-            inspect.iscoroutinefunction(b.fn) or inspect.isgeneratorfunction(b.fn)
-            for b in (*h_stream, *flush)
-        ),
+        stream_io=io,
         stream_plan=tuple((b, b.fn, b.slot, b.data_parts) for b in h_stream),
         data_all=all(b.data_parts for b in h_stream),
         data_any=any(b.data_parts for b in h_stream),
+        bare_stream=not h_stream and not io,
     )
 
 
-_NO_STREAM_HOOKS = StreamPlan((), False, (), True, False)
+_NO_STREAM_HOOKS = StreamPlan(
+    h_flush=(), stream_io=False, stream_plan=(), data_all=True, data_any=False, bare_stream=True
+)
 """The plan of an agent with no stream hook (`all` of nothing is True, `any` False)."""
 
 

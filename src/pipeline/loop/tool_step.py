@@ -135,7 +135,7 @@ def run_tools(
     if publish:
         out: Publish[Chunk] = Publish(publish)
         if (got := (yield out)) is not None:
-            raise ProtocolError(out, got, "None")
+            raise ProtocolError(out, got)
     got_t: object = ()
     run: RunTools[ToolInvocation, ToolOutcome] = RunTools(tuple(invocations))
     if invocations:
@@ -155,7 +155,7 @@ def run_tools(
     elif type(got_t) is tuple and len(got_t) == len(calls):
         outs = got_t  # each checked below, as `outcomes_in_order` does (a call less a step)
     else:
-        raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
+        raise ProtocolError(run, got_t)
     parts_l: list[ToolResultPart] = []
     for call, o in zip(calls, outs, strict=True):  # one per call
         cap = _result_cap(rc, by_name.get(call.tool_name))
@@ -164,9 +164,9 @@ def run_tools(
                 parts_l.append(result_part(call, o.result, o.is_error, cap))
                 continue
             if not isinstance(o, ToolOutcome):
-                raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
+                raise ProtocolError(run, got_t)
         if o.tool_call_id != call.tool_call_id:
-            raise ProtocolError(run, got_t, "one ToolOutcome per call, in order")
+            raise ProtocolError(run, got_t)
         r = o.result
         if (
             (type(r) is str and r.isascii() and len(r) <= (cap - 2) // 6)
@@ -304,14 +304,14 @@ def outcomes_in_order(
     one per call, in call order."""
     invs = run.calls
     if type(got) is not tuple or len(got) != len(invs):
-        raise ProtocolError(run, got, "one ToolOutcome per call, in order")
+        raise ProtocolError(run, got)
     outcome_t = ToolOutcome
     for inv, o in zip(invs, got, strict=True):
         if not (
             (type(o) is outcome_t or isinstance(o, outcome_t))
             and o.tool_call_id == inv.call.tool_call_id
         ):
-            raise ProtocolError(run, got, "one ToolOutcome per call, in order")
+            raise ProtocolError(run, got)
     if TYPE_CHECKING:
         got = cast(tuple[ToolOutcome, ...], got)
     if len(invs) == len(entries):

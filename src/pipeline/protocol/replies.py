@@ -9,7 +9,7 @@ import these from here and `agent_loop` from `pipeline`, nothing from `pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, TypeGuard, TypeVar, cast, get_args
 
 import msgspec
@@ -26,6 +26,7 @@ from effects import (
     RunTools,
     Sleep,
 )
+from effects.started import Ready, Start
 from pipeline.processor import HookEffect
 from pipeline.tools import Tool
 from pipeline.values.chunks import Chunk, ModelEvent
@@ -79,38 +80,53 @@ Asking = Generator[LoopCommand, object, R]
 """A part of the loop that yields commands and ends with an R."""
 
 
+_NONE: frozenset[type] = frozenset({type(None)})
+
+REPLIES: Mapping[type, tuple[frozenset[type] | None, str]] = {
+    CallModel: (MODEL_REPLY_TYPES, "a model event (ModelReply)"),
+    Pull: (MODEL_REPLY_TYPES, "a model event (ModelReply)"),
+    Publish: (_NONE, "None"),
+    Sleep: (_NONE, "None"),
+    CloseStream: (_NONE, "None"),
+    RunTools: (None, "one ToolOutcome per call, in the order of the calls"),
+    Done: (frozenset(), "no reply: the run is over"),
+    Start: (frozenset({int}), "a ticket (an int)"),
+    Ready: (frozenset({bool}), "a bool"),
+}
+"""The one table of what answers what: per command (and per started request a `Perform`
+carries), the classes its reply may be (None: checked by `outcomes_match`) and how the
+error says so. `checked` and the loop's inline checks on its hot paths read it; a
+`Perform`'s other answers and an `AwaitHook`'s are checked by the hook that asked."""
+
+
 class ProtocolError(TypeError):
     """An interpreter sent the loop a reply of the wrong type for the pending command
     (an interpreter bug): raised out of the loop, naming the command and the reply."""
 
-    def __init__(self, command: Command[object], reply: object, expected: str) -> None:
+    def __init__(self, command: Command[object], reply: object) -> None:
+        asked: object = command.request if type(command) is Perform else command
         super().__init__(
-            f"interpreter bug: {type(command).__name__} was answered with {reply!r} "
-            f"({type(reply).__name__}); it expects {expected}"
+            f"interpreter bug: {type(asked).__name__} was answered with {reply!r} "
+            f"({type(reply).__name__}); it expects {REPLIES[type(asked)][1]}"
         )
         self.command = command
         self.reply = reply
 
 
 def checked(cmd: Command[R], reply: object) -> R:
-    """`reply` as the reply `cmd` declares; ProtocolError when it is not one.
+    """`reply` as the reply `cmd` declares (`REPLIES`); ProtocolError when it is not one.
 
     The loop asks every question as `reply = checked(cmd, (yield cmd))`, so a wrong reply
     stops the run at once instead of travelling on (to the caller, say, as a chunk)."""
     t = type(cmd)
-    if t is CallModel or t is Pull:
-        if type(reply) not in MODEL_REPLY_TYPES:
-            raise ProtocolError(cmd, reply, "a model event (ModelReply)")
-    elif t is Publish or t is Sleep or t is CloseStream:
-        if reply is not None:
-            raise ProtocolError(cmd, reply, "None")
-    elif t is RunTools:
+    if t is RunTools:
         assert isinstance(cmd, RunTools)
         if not outcomes_match(reply, cmd.calls):
-            raise ProtocolError(cmd, reply, "one ToolOutcome per call, in the order of the calls")
-    elif t is Done:
-        raise ProtocolError(cmd, reply, "no reply: the run is over")
-    # Perform and AwaitHook: any value is an answer (the hook checks its own).
+            raise ProtocolError(cmd, reply)
+    elif t is not Perform and t is not AwaitHook:
+        types = REPLIES[t][0]
+        if types is not None and type(reply) not in types:
+            raise ProtocolError(cmd, reply)
     # The checks above are what `R` means for each command; `cast` says so to the type
     # checker only (a call per command otherwise: this runs for every command of a run).
     if TYPE_CHECKING:
