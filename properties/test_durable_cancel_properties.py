@@ -31,7 +31,7 @@ from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter
 from interpreters.testing import ScriptedModel, VirtualClock
 from pipeline.agent import Agent
-from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.protocol import LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.values.chunks import Chunk
 from pipeline.values.result import RunResult
 from properties.test_durable_properties import LiveSteps, ReadFirst

@@ -28,7 +28,7 @@ from interpreters.sync import SyncInterpreter, run_tool
 from interpreters.testing import ScriptedModel, VirtualClock
 from pipeline.agent import Agent
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol.replies import ToolInvocation
+from pipeline.protocol import ToolInvocation
 from pipeline.values.chunks import Chunk, ModelEvent
 from pipeline.values.model import ModelRequest
 from pipeline.values.result import RunResult

@@ -81,7 +81,7 @@ from pipeline.processor import (
     abort,
 )
 from pipeline.processors import PIIDetector, PromptInjectionDetector, UnicodeNormalizer
-from pipeline.protocol.replies import ToolInvocation
+from pipeline.protocol import ToolInvocation
 from pipeline.tools.context import ToolContext
 from pipeline.values.chunks import Chunk, DataChunk, Finish, ModelEvent, ReasoningDelta, TextDelta
 from pipeline.values.messages import SystemMessage

@@ -23,7 +23,7 @@ from interpreters.observers.observe import Observer, RunInfo, RunObserver
 from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter
 from interpreters.testing import ScriptedModel
-from pipeline.protocol.replies import LoopCommand
+from pipeline.protocol import LoopCommand
 from pipeline.values.chunks import Chunk
 from pipeline.values.result import RunResult
 from properties.test_batches_properties import AGENT, scripts

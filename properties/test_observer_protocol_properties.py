@@ -25,7 +25,7 @@ from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.sim.simulator import Scripted
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
-from pipeline.protocol.replies import LoopCommand
+from pipeline.protocol import LoopCommand
 from pipeline.values.chunks import Chunk
 from pipeline.values.result import RunResult
 from properties.test_equivalence import (

@@ -21,7 +21,7 @@ from interpreters.providers.provider import ProviderError
 from interpreters.sim.simulator import Scripted
 from interpreters.testing import ScriptedModel, SimRun, Simulator
 from pipeline.agent import Agent
-from pipeline.protocol.replies import LoopCommand
+from pipeline.protocol import LoopCommand
 from pipeline.values.chunks import (
     Chunk,
     DataChunk,

@@ -25,7 +25,7 @@ from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.loop import agent_loop
 from pipeline.processor import OutputStepArgs, OutputStepResult, StatefulProcessor
-from pipeline.protocol.replies import RunCancelled
+from pipeline.protocol import RunCancelled
 from pipeline.values.chunks import (
     Chunk,
     ErrorChunk,

@@ -13,8 +13,7 @@ import pytest
 from effects import AwaitHook, CallModel, CloseStream, Done, Publish, Pull, RunTools
 from interpreters.core.trace import Trace
 from interpreters.testing import Say, ScriptedModel, Simulator
-from pipeline.protocol.driver import Driver
-from pipeline.protocol.replies import LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
+from pipeline.protocol import Driver, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.values.chunks import Chunk, ModelFinish, TextDelta
 from pipeline.values.messages import ToolCallPart
 from pipeline.values.model import ModelRequest

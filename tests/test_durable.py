@@ -21,7 +21,7 @@ from interpreters.run.common import start_run
 from interpreters.sync import SyncInterpreter, run_tool
 from interpreters.testing import Fail, Say, ScriptedModel, call
 from pipeline.agent import Agent
-from pipeline.protocol.replies import ToolInvocation
+from pipeline.protocol import ToolInvocation
 from pipeline.tools import tool
 from pipeline.tools.context import ToolContext
 from pipeline.values.chunks import Chunk, DataChunk, ErrorChunk, Finish, ModelEvent, ToolCall

@@ -17,7 +17,7 @@ from interpreters.durable.dbos.store import RunTakenOver, StoreRetry, StoreUnava
 from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
-from pipeline.protocol.replies import LoopCommand
+from pipeline.protocol import LoopCommand
 from pipeline.tools import tool
 from pipeline.values.model import ModelRequest
 from tests.durable_harness import fill, pg_url, small_filesystem

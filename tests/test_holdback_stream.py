@@ -22,7 +22,7 @@ from pipeline.processor import (
     StreamResult,
     processor,
 )
-from pipeline.protocol.replies import RunCancelled
+from pipeline.protocol import RunCancelled
 from pipeline.values.chunks import (
     Chunk,
     DataChunk,

@@ -153,6 +153,16 @@ def test_the_pure_core_imports_no_io_threads_or_clock() -> None:
     assert found == []
 
 
+def test_interpreters_reach_the_core_through_its_faces() -> None:
+    """The protocol through `pipeline.protocol` and the loop through `pipeline.loop`, never
+    a module inside either: an interpreter's writer has those two namespaces to read."""
+    found = [
+        f"{m} imports {t}" for m, targets in GRAPH.items() if m.startswith("interpreters")
+        for t in targets if t.startswith(("pipeline.protocol.", "pipeline.loop."))
+    ]
+    assert found == []
+
+
 def test_the_check_sees_what_it_checks() -> None:
     """The walk finds the imports it must judge: a test that finds nothing passes."""
     assert len(MODULES) > 150

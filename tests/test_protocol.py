@@ -16,7 +16,7 @@ from interpreters.testing import Say, Simulator
 from pipeline.agent import Agent
 from pipeline.loop import agent_loop
 from pipeline.processor import Processor, StreamArgs, StreamResult
-from pipeline.protocol.replies import AgentLoop, ProtocolError
+from pipeline.protocol import AgentLoop, ProtocolError
 from pipeline.tools import tool
 from pipeline.values.chunks import ModelFinish, TextDelta, Usage
 from pipeline.values.context import RunContext

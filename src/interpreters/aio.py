@@ -71,8 +71,7 @@ from interpreters.run.common import (
 from interpreters.run.started import AsyncStarted, starts_requests
 from pipeline.agent import Agent
 from pipeline.processor import AskModel
-from pipeline.protocol.driver import Driver
-from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.protocol import Driver, LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.tools import Tool
 from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.values.cost import Pricer

@@ -19,8 +19,7 @@ from interpreters.run.common import close_stream, perform_here, provider_error, 
 from interpreters.run.common import run_tool as run_tool
 from interpreters.run.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
-from pipeline.protocol.driver import LAST, Driver, discard
-from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.protocol import LAST, Driver, LoopCommand, ToolInvocation, ToolOutcome, discard
 from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.values.cost import Pricer
 from pipeline.values.messages import RunInput

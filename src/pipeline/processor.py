@@ -1,4 +1,4 @@
-"""Processors: the eight hooks, their arguments, and the effects each may return.
+"""Processors: the ten hooks, their arguments, and the effects each may return.
 
 A processor is a class deriving from `Processor` (stateless) or `StatefulProcessor[S]`,
 overriding the hooks it needs, or a set of plain functions given to `processor(...)`.

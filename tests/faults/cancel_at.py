@@ -18,8 +18,7 @@ import interpreters.observers.observe
 import interpreters.run.common
 from effects import AwaitHook, Done
 from pipeline.loop import agent_loop
-from pipeline.protocol.driver import discard
-from pipeline.protocol.replies import AgentLoop, RunCancelled
+from pipeline.protocol import AgentLoop, RunCancelled, discard
 
 REASON = "cut by the test"
 

@@ -33,7 +33,7 @@ from pipeline import (
     TextPart,
     abort,
 )
-from pipeline.protocol.replies import EffectRecord
+from pipeline.protocol import EffectRecord
 from pipeline.values import Finish, StepStart, ToolCall, ToolError, ToolResult, Tripwire
 from pipeline.values.chunks import ErrorChunk
 

@@ -8,7 +8,7 @@ import msgspec
 
 from effects import AwaitHook, RunTools
 from pipeline.processor import HookEffect
-from pipeline.protocol.replies import EffectRecord, LoopCommand
+from pipeline.protocol import EffectRecord, LoopCommand
 from pipeline.tools.context import ToolContext
 from pipeline.values.chunks import Chunk
 

@@ -23,8 +23,7 @@ from effects.started import STARTED_REQUESTS
 from interpreters.core.deadline import timed_out
 from interpreters.run.started import InOrder
 from pipeline.approval import Decision, Resumption
-from pipeline.protocol.driver import Driver
-from pipeline.protocol.replies import LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.protocol import Driver, LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.tools.context import ToolContext
 from pipeline.values.chunks import Chunk, DataChunk, ModelEvent
 from pipeline.values.model import ModelEnded, ModelFailed, ModelRequest

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 import msgspec
 
 from interpreters.durable.loop import ToolDone
-from pipeline.protocol.replies import ToolOutcome
+from pipeline.protocol import ToolOutcome
 from pipeline.values.chunks import Chunk, ToolResult
 from pipeline.values.messages import Message, ToolResultPart
 from pipeline.values.result import RunResult, StepResult

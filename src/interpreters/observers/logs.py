@@ -22,7 +22,7 @@ import os
 
 from effects import Abort, Publish, Pull, Retry, Sleep
 from interpreters.observers.observe import RunInfo, RunObserver, describe
-from pipeline.protocol.replies import EffectRecord, LoopCommand, RunCancelled
+from pipeline.protocol import EffectRecord, LoopCommand, RunCancelled
 from pipeline.values.result import RunResult
 
 log = logging.getLogger("pipeline")

@@ -35,8 +35,7 @@ from effects import (
 from pipeline.agent import Agent
 from pipeline.approval import Resumption
 from pipeline.loop import agent_loop
-from pipeline.protocol.driver import Watch
-from pipeline.protocol.replies import AgentLoop, EffectRecord, EffectRecorder, LoopCommand
+from pipeline.protocol import AgentLoop, EffectRecord, EffectRecorder, LoopCommand, Watch
 from pipeline.values.context import RunContext
 from pipeline.values.cost import Cost, PriceQuery, Pricer
 from pipeline.values.messages import JsonObject, MessageList

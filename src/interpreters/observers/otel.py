@@ -61,13 +61,7 @@ from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.providers.codec import put_given
 from interpreters.providers.table import ROUTES, split_model
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol.replies import (
-    EffectRecord,
-    LoopCommand,
-    RunCancelled,
-    ToolInvocation,
-    ToolOutcome,
-)
+from pipeline.protocol import EffectRecord, LoopCommand, RunCancelled, ToolInvocation, ToolOutcome
 from pipeline.values.chunks import (
     Chunk,
     Finish,

@@ -67,7 +67,7 @@ from interpreters.record.scrub import (
 from pipeline.agent import Agent
 from pipeline.approval import Resumption
 from pipeline.processor import ModelAnswer
-from pipeline.protocol.replies import (
+from pipeline.protocol import (
     EffectRecord,
     LoopCommand,
     ModelReply,

@@ -47,13 +47,7 @@ from interpreters.record.journal import (
 )
 from pipeline.agent import Agent
 from pipeline.approval import Resumption, typed_states
-from pipeline.protocol.driver import Driver, Watch
-from pipeline.protocol.replies import (
-    LoopCommand,
-    ModelReply,
-    ToolInvocation,
-    ToolOutcome,
-)
+from pipeline.protocol import Driver, LoopCommand, ModelReply, ToolInvocation, ToolOutcome, Watch
 from pipeline.tools import check_deps
 from pipeline.values.chunks import DataChunk
 from pipeline.values.context import RunContext

@@ -18,7 +18,7 @@ from interpreters.observers.logs import LogObserver
 from interpreters.observers.observe import Observer
 from interpreters.run.common import check_model, resolver, start_run
 from pipeline.agent import Agent
-from pipeline.protocol.driver import Driver
+from pipeline.protocol import Driver
 from pipeline.values.cost import Pricer
 from pipeline.values.messages import RunInput
 from pipeline.values.result import Output, RunResult

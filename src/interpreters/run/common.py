@@ -17,11 +17,9 @@ from interpreters.core.options import TracedScope
 from interpreters.observers.observe import Observer, watched_loop
 from interpreters.providers.provider import Provider, ProviderError
 from pipeline.agent import Agent
-from pipeline.loop import agent_loop
-from pipeline.loop.run import rejected
+from pipeline.loop import agent_loop, rejected
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol.driver import Driver
-from pipeline.protocol.replies import ToolInvocation, ToolOutcome
+from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
 from pipeline.tools import Tool, check_deps
 from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.values.context import RunContext

@@ -2,7 +2,7 @@
 
 Each model call the agent makes is priced when its response finishes (`price_call`), a
 call the run stopped during is counted as it can be (`count_stopped`), and the run's
-cost at the end adds the calls its hooks' judges made (`run_cost`). A cost is either
+cost at the end adds the calls its hooks' judges made (`cost.run_cost`). A cost is either
 right or absent (`pipeline.values.cost`): one call no one can price makes the run's unknown.
 """
 
@@ -31,7 +31,7 @@ def count_stopped(rc: RunConfig, st: RunState, model: str, fin: ModelFinish | No
     (the response had ended), else the call is unmetered and the run's cost unknown."""
     if fin is not None:
         st.usage = st.usage + fin.usage
-        if rc.price is not None:  # (no clock read: see `judge_ledger`)
+        if rc.price is not None:  # (no clock read: see `judges`)
             price_call(rc, st, model, fin, last_time(st))
     else:
         st.unmetered += 1

@@ -1,6 +1,6 @@
 """How one hook runs across a processor list: order, chaining, state, effect checks.
 
-This is the one place that knows the hook semantics common to all six hooks:
+This is the one place that knows the hook semantics common to all ten hooks:
 - processors run in list order and a processor without the hook is skipped;
 - a hook's return value is an effect, or `Out(effect, state, emit)`;
 - `abort(...)` (a raised ProcessorAbort) becomes `Abort`; any other exception fails closed as
@@ -74,7 +74,7 @@ class Bound(msgspec.Struct, frozen=True):
     """Index of the processor's state in the run's state vector."""
     data_parts: bool
     judges: JudgeLedger | None = None
-    """The run's judge calls (`judge_ledger`): an `AskModel` answered is counted there."""
+    """The run's judge calls (`judges`): an `AskModel` answered is counted there."""
 
 
 class Outcome(msgspec.Struct, frozen=True):

@@ -21,16 +21,17 @@ process_output_step (which may discard the response and retry), tools; finally
 process_output_result. See docs/DESIGN.md for the contract.
 
 This module is the run and its steps. Each phase is a function over the run's
-configuration and state, `(rc, st, ...)` (run_state.py), in the module of its phase:
-- run_start.py: the run's configuration (hooks bound to state slots) and first state;
-- step_config.py: process_input_step (+ prepare_step) and the model request;
+configuration and state, `(rc, st, ...)` (state.py), in the module of its phase:
+- start.py: the run's configuration (hooks bound to state slots) and first state;
+- step.py: process_input_step (+ prepare_step) and the model request;
 - model_call.py: the model call, process_api_error, and the model's stream;
-- stream_stage.py: process_output_stream, the per-chunk path (stream_view.py: stream_parts);
+- stream.py: process_output_stream, the per-chunk path (stream_view.py: stream_parts);
 - response.py: what one model response delivered, and the run's response text;
-- output_checks.py: process_output_step, the output type's decode, process_output_result;
+- output.py: process_output_step, the output type's decode, process_output_result;
 - tool_step.py: the step's tools, their results, and the results a cancel leaves;
-- loop_messages.py: the messages the loop makes;
-- run_cost.py: what the run's model calls cost;
+- messages.py: the messages the loop makes;
+- cost.py: what the run's model calls cost;
+- gate.py: process_tool_call; race.py: input guards racing the first model call;
 - call_ids.py: tool-call ids unique across the run.
 """
 
@@ -188,7 +189,7 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
         answer_dangling_calls(rc, st, c.reason)
     except Suspend as s:
         suspension = _suspension(rc, st, s)
-    if st.racing:  # the run ended before the first model call's gate (input_race)
+    if st.racing:  # the run ended before the first model call's gate (race.py)
         drop_racing(st)
 
     status: Status
@@ -246,7 +247,7 @@ def _process_input(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object
             retry_count=0,
             context=rc.ctx,
         )
-        if b.processor.concurrent:  # runs beside the first model call (input_race)
+        if b.processor.concurrent:  # runs beside the first model call (race.py)
             yield from start_racing(rc, st, b, args)
             continue
         eff = apply(rc, st, b, (yield from call_hook(b, args)))
@@ -267,7 +268,7 @@ def _step(
         yield from stream_through(rc, st, [StepStart(step)])
     content, first_reply = yield from call_model(rc, st, step, cfg)
     try:
-        if st.racing:  # input guards still running: hold the model's events (input_race)
+        if st.racing:  # input guards still running: hold the model's events (race.py)
             first_reply, held, ended = yield from race_gate(rc, st, first_reply)
             yield from feed(consume(rc, st, step, content, first_reply), held, ended)
         else:

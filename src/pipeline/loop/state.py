@@ -122,7 +122,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     bare_stream: bool = False
     """No stream hook at all: the chunks the loop makes itself go out as they are."""
     h_approved: tuple[Bound, ...] = ()
-    """process_approved hooks, of every processor (output_checks.approved)."""
+    """process_approved hooks, of every processor (output.approved)."""
 
 
 class RunState:
@@ -167,7 +167,7 @@ class RunState:
     ) -> None:
         self.ids = ids
         self.judges = judges
-        """The model calls hooks asked for (`judge_ledger`); None: no hook can ask."""
+        """The model calls hooks asked for (`judges`); None: no hook can ask."""
         self.unmetered = 0
         """Model calls made whose usage the provider never reported (stopped early)."""
         self.ml = ml
@@ -182,15 +182,15 @@ class RunState:
         self.pending: list[Chunk] = []
         self.racing: tuple[Racing, ...] = ()
         """Concurrent input guards still running beside the first model call
-        (`input_race`)."""
+        (`race`)."""
         """Chunks processed but not yet handed to the interpreter."""
         self.held: list[DataPart] = []
         """Non-transient data chunks hooks emitted outside a model response, not yet kept
         in a message: the next response message of the run takes them (`loop`'s step), or
-        else the last one when the run ends (`loop_messages.keep_held`)."""
+        else the last one when the run ends (`messages.keep_held`)."""
         self.held_calls: list[ToolCall | ToolCallDelta] = []
         """Tool-call chunks of the response held back until the gates decided
-        (`tool_gate`)."""
+        (`gate`)."""
         self.output: object = None
         self.cost: Cost | None = None
         self.cost_known = cost_known

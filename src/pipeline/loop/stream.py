@@ -10,7 +10,7 @@ processor's `flush_output_stream` (where it has one) releases or drops what it s
 before the response's message is made. Whatever is still held when a run ends early
 (abort, failure, cancel) is simply never delivered: only `deliver` hands chunks out.
 
-Each function here takes the run's configuration and state (`rc`, `st`: run_state.py).
+Each function here takes the run's configuration and state (`rc`, `st`: state.py).
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def run_tools(
     nothing replaced it (the pairing check and the call ids then trust the turn).
 
     With `process_tool_call` hooks, each call that can run goes through them first
-    (`tool_gate.gate_calls`: a call may be answered without running, or the run
+    (`gate.gate_calls`: a call may be answered without running, or the run
     suspends for approval). `decided`: a resumed step's entries, one per call (a
     `ToolResultPart` is a call answered without running): no gate is asked again."""
     ctx = rc.ctx

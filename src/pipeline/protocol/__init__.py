@@ -18,9 +18,10 @@ from effects import (
 )
 from effects.requests import Request, WrongAnswer, declared_answer
 from effects.started import STARTED_REQUESTS, Collect, Job, Ready, Start
-from pipeline.protocol.driver import Driver, RunLog, Watch, discard
+from pipeline.protocol.driver import LAST, Driver, RunLog, Watch, discard
 from pipeline.protocol.replies import (
     MODEL_REPLY_TYPES,
+    REPLIES,
     AgentLoop,
     Asking,
     EffectRecord,
@@ -44,7 +45,7 @@ __all__ = [
     "ProtocolError", "RunCancelled", "ToolInvocation", "ToolOutcome", "outcomes_match",
     # a model call's events and how its stream ends
     "ModelEvent", "ModelFinish", "ModelEnded", "ModelFailed", "ModelReply",
-    "MODEL_REPLY_TYPES",
+    "MODEL_REPLY_TYPES", "LAST", "REPLIES",
     # requests of processors' hooks, started or waited for
     "Request", "WrongAnswer", "declared_answer", "Start", "Ready", "Collect", "Job",
     "STARTED_REQUESTS",

@@ -1,7 +1,7 @@
 """The interpreter's half of the loop protocol, without I/O.
 
-The agent loop (`pipeline.agent_loop`) is one half of a run: a generator that yields the
-commands of `pipeline.protocol.replies` and takes their replies. `Driver` is the other half, in
+The agent loop (`pipeline.loop.agent_loop`) is one half of a run: a generator that yields
+the commands of `pipeline.protocol` and takes their replies. `Driver` is the other half, in
 the manner of h11's `Connection`: it holds what every interpreter must keep about a run
 (the pending command, whether a model stream is open, the tool calls that finished, the
 result) and the rules over it, and does no I/O. An interpreter is a thin loop of I/O

@@ -29,8 +29,7 @@ from interpreters.run.common import start_run
 from pipeline.agent import Agent
 from pipeline.approval import Decision, Resumption
 from pipeline.processor import AskModel
-from pipeline.protocol.driver import Driver
-from pipeline.protocol.replies import ToolInvocation
+from pipeline.protocol import Driver, ToolInvocation
 from pipeline.values.chunks import Chunk
 from pipeline.values.model import ModelRequest
 from pipeline.values.result import RunResult, Suspension

@@ -87,8 +87,7 @@ from interpreters.run.common import (
 from pipeline.agent import Agent
 from pipeline.approval import Decision, Resumption
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol.driver import Driver
-from pipeline.protocol.replies import ToolInvocation, ToolOutcome
+from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
 from pipeline.tools import check_deps
 from pipeline.values.chunks import Chunk, ModelEvent
 from pipeline.values.cost import Pricer
