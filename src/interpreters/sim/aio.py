@@ -29,7 +29,7 @@ from interpreters.aio import AsyncHandler, AsyncInterpreter, AsyncRunStream
 from interpreters.core.options import CancellableScope, Deps, RunOptions, check_options
 from interpreters.observers.observe import Observer
 from interpreters.record.replay import replay_async
-from interpreters.sim.deadline import VirtualDeadline
+from interpreters.sim.clock import VirtualDeadline
 from interpreters.sim.simulator import ScriptedModel, SimRun, SimulatorBase
 from pipeline.agent import Agent
 from pipeline.values.cost import Pricer

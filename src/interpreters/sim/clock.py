@@ -1,4 +1,14 @@
-"""Virtual time for the simulators: `VirtualClock`."""
+"""Virtual time for the simulators: the clock (`VirtualClock`), a run's `timeout=` as an
+alarm on it (`VirtualDeadline`, `Deadlines`), and started requests carried out on it
+(`Virtual`, the sync simulator's).
+
+A timeout in virtual seconds is an alarm on the clock: when latency or retry backoff
+brings the clock to it, the clock stops there and the alarm cancels the run's signal
+(linked to the caller's own), so the run ends cancelled ("timed out after N s") as a real
+run past its timeout does. A started job is carried out when started, with the clock set
+aside (`VirtualClock.aside`), and is ready once the clock reaches its start plus the
+virtual time it took.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +20,11 @@ from typing import TypeVar
 
 import anyio
 import anyio.lowlevel
+
+from effects.started import Collect, Ready, Start
+from interpreters.core.cancel import CancelSignal
+from interpreters.core.deadline import timed_out
+from interpreters.run.started import Outcome, answer_of, carry_out, unknown
 
 T = TypeVar("T")
 
@@ -206,3 +221,131 @@ _idle_checks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _IdleCheck] =
 
 
 # gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+
+
+class _LinkedSignal(CancelSignal):
+    """Cancelled by its own `cancel()` (the deadline) or by the caller's signal."""
+
+    __slots__ = ("_parent",)
+
+    def __init__(self, parent: CancelSignal | None) -> None:
+        super().__init__()
+        self._parent = parent
+
+    @property
+    def cancelled(self) -> bool:
+        return super().cancelled or (self._parent is not None and self._parent.cancelled)
+
+    @property
+    def reason(self) -> str | None:
+        own = super().reason
+        return own if own is not None or self._parent is None else self._parent.reason
+
+    def watch(self, scope: anyio.CancelScope) -> None:
+        super().watch(scope)
+        if self._parent is not None:
+            self._parent.watch(scope)
+
+    def unwatch(self, scope: anyio.CancelScope) -> None:
+        super().unwatch(scope)
+        if self._parent is not None:
+            self._parent.unwatch(scope)
+
+
+class VirtualDeadline:
+    """A run's timeout on the virtual clock: an alarm that cancels the run's signal."""
+
+    def __init__(self, clock: VirtualClock, timeout: float, parent: CancelSignal | None):
+        self.signal = _LinkedSignal(parent)
+        self.done: Callable[[], bool] = lambda: False
+        self._clock = clock
+        self.at = clock.now + timeout
+        """The virtual instant it rings."""
+        self._reason = timed_out(timeout)
+        if timeout <= 0:
+            self.signal.cancel(self._reason)
+            self._handle: int | None = None
+        else:
+            self._handle = clock.alarm(self.at, self._ring)
+
+    def _ring(self) -> bool:
+        if self.done() or self.signal.cancelled:
+            return False  # over already, or cancelled for another reason: time goes on
+        self.signal.cancel(self._reason)
+        return True
+
+    def disarm(self) -> None:
+        if self._handle is not None:
+            self._clock.cancel_alarm(self._handle)
+
+
+class Deadlines:
+    """The virtual deadlines of one simulator's runs; those of streams handed out are
+    disarmed once their run is over, so alarms do not pile up on a long-lived simulator."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+        self._streaming: list[VirtualDeadline] = []
+
+    def start(self, signal: CancelSignal | None, timeout: float | None) -> VirtualDeadline | None:
+        """The deadline of a run starting now, or None without a timeout.
+
+        Raises ValueError for a timeout that is not a number of seconds >= 0."""
+        if timeout is None:
+            return None
+        if not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        live = []
+        for d in self._streaming:
+            if d.done():
+                d.disarm()
+            else:
+                live.append(d)
+        self._streaming = live
+        return VirtualDeadline(self._clock, timeout, signal)
+
+    def streaming(self, deadline: VirtualDeadline, done: Callable[[], bool]) -> None:
+        """`deadline` belongs to a stream handed out; `done` says when its run is over."""
+        deadline.done = done
+        self._streaming.append(deadline)
+
+
+__all__ = ["Deadlines", "VirtualDeadline"]
+
+
+class Virtual:
+    """Each job carried out when started, with the virtual clock set aside: ready once
+    the clock reaches its start plus the virtual time it took."""
+
+    __slots__ = ("_clock", "_jobs", "_next", "_perform")
+
+    def __init__(self, perform: Callable[[object], object], clock: VirtualClock) -> None:
+        self._perform = perform
+        self._clock = clock
+        self._jobs: dict[int, tuple[float, Outcome]] = {}
+        self._next = 0
+
+    def answer(self, request: object) -> object:
+        t = type(request)
+        clock = self._clock
+        if t is Start:
+            assert isinstance(request, Start)
+            ticket, self._next = self._next, self._next + 1
+            outcome, took = clock.aside(lambda: carry_out(self._perform, request.request))
+            self._jobs[ticket] = (clock.now + took, outcome)
+            return ticket
+        if t is Ready:
+            assert isinstance(request, Ready)
+            job = self._jobs.get(request.ticket)
+            return job is not None and clock.now >= job[0]
+        assert isinstance(request, Collect)
+        ticket = request.job.ticket
+        if ticket not in self._jobs:
+            raise unknown(ticket)
+        at, outcome = self._jobs.pop(ticket)
+        if at > clock.now and clock.advance(at - clock.now):
+            raise TimeoutError(f"the run's deadline came while job {ticket} ran")
+        return answer_of(outcome)
+
+    def close(self) -> None:
+        self._jobs.clear()

@@ -27,9 +27,7 @@ from interpreters.observers.observe import Observer
 from interpreters.providers.provider import ProviderError
 from interpreters.record.replay import replay_sync
 from interpreters.run.common import NoCleanupStream
-from interpreters.sim.clock import VirtualClock
-from interpreters.sim.deadline import Deadlines, VirtualDeadline
-from interpreters.sim.started import Virtual
+from interpreters.sim.clock import Deadlines, Virtual, VirtualClock, VirtualDeadline
 from interpreters.sync import Handler, RunStream, SyncInterpreter
 from pipeline import Agent, Chunk, DataChunk, ModelRequest, Pricer, RunResult, TextDelta
 from pipeline.protocol import ModelEvent, ModelFinish
