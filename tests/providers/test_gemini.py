@@ -352,6 +352,13 @@ def test_every_split_of_a_recorded_stream_gives_the_same_events() -> None:
     ([_frame([{"text": "It was the best of"}]), _frame(None, "RECITATION")],
      "content_blocked", "RECITATION"),
     ([_frame(None, "PROHIBITED_CONTENT")], "content_blocked", "PROHIBITED_CONTENT"),
+    # Vertex's Model Armor, and a block-like reason this decoder has never seen.
+    ([_frame(None, "MODEL_ARMOR")], "content_blocked", "MODEL_ARMOR"),
+    ([_frame([{"text": "Sure"}]), _frame(None, "VIDEO_SAFETY")], "content_blocked",
+     "VIDEO_SAFETY"),
+    # A reason that ends the answer without one: known, or new to this decoder.
+    ([_frame(None, "LANGUAGE")], "no_answer", "LANGUAGE"),
+    ([_frame(None, "SOME_FUTURE_REASON")], "no_answer", "SOME_FUTURE_REASON"),
     ([_frame(None, "MALFORMED_FUNCTION_CALL")], "invalid_tool_arguments",
      "MALFORMED_FUNCTION_CALL"),
     # A candidate with no content that says it is done.
@@ -373,6 +380,33 @@ def test_bad_and_blocked_streams_are_typed_errors(
     assert err is not None, events
     assert (err.error_type, err.code) == (error_type, code)
     assert not any(isinstance(e, ModelFinish) for e in events), "a failed call never finishes"
+
+
+@pytest.mark.parametrize("reason", ["MODEL_ARMOR", "SOME_FUTURE_REASON", "LANGUAGE"])
+def test_a_candidate_withheld_for_a_reason_is_never_retried(reason: str) -> None:
+    events, err = _decode(sse(_frame(None, reason)))
+    assert err is not None and not err.retryable, err
+    assert events == []
+    with pytest.raises(ProviderError) as info:
+        decode_response_body(json.dumps(_frame(None, reason)).encode())
+    assert info.value.error == msgspec.structs.replace(err, message=info.value.error.message)
+    assert reason in err.message
+
+
+def test_an_empty_stop_stays_a_retryable_glitch() -> None:
+    # An empty candidate that says STOP is Gemini's known transient empty answer.
+    _, err = _decode(sse(_frame(None, "STOP")))
+    assert err is not None and (err.error_type, err.retryable) == ("invalid_response", True)
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    ("STOP", "stop"), ("MAX_TOKENS", "length"), ("OTHER", "other"), ("LANGUAGE", "other"),
+    ("SOME_FUTURE_REASON", "other"), ("FINISH_REASON_UNSPECIFIED", "other"),
+])
+def test_finish_reasons_after_an_answer(raw: str, reason: str) -> None:
+    events, err = _decode(sse(_frame([{"text": "Hi"}]), _frame(None, raw)))
+    assert err is None and isinstance(events[-1], ModelFinish)
+    assert events[-1].finish_reason == reason
 
 
 def test_blocked_messages_name_reason_and_categories() -> None:
@@ -555,6 +589,25 @@ def test_a_blocked_answer_is_offered_to_process_api_error(server: ReplayServer) 
     resolver.close()
     assert result.status != "finished" and result.text == ""
     assert [(e.error_type, e.code) for e in watch.seen] == [("content_blocked", "SAFETY")]
+
+
+@pytest.mark.parametrize(("reason", "error_type"), [
+    ("MODEL_ARMOR", "content_blocked"), ("SOME_FUTURE_REASON", "no_answer")])
+def test_a_withheld_answer_is_sent_once_and_offered_to_process_api_error(
+    server: ReplayServer, reason: str, error_type: str
+) -> None:
+    withheld = _frame(None, reason, usageMetadata={"promptTokenCount": 9})
+    server.queue(*(Reply(200, SSE, sse(withheld)) for _ in range(3)))
+    watch = Watch()
+    resolver = Resolver(base_urls={"google": server.url + "/v1beta"}, api_keys={"google": KEY})
+    result = SyncInterpreter(resolve=resolver, sleep=lambda s: None).run(
+        Agent.create("google/m", error_processors=[watch],
+                     retry_policy=RetryPolicy(max_retries=2)), "hi")
+    resolver.close()
+    assert result.status != "finished" and result.text == ""
+    assert len(server.seen) == 1, "the same request would be withheld again"
+    assert [(e.error_type, e.code, e.retryable) for e in watch.seen] == [
+        (error_type, reason, False)]
 
 
 def test_calls_are_priced_from_googles_list_cached_input_cheaper() -> None:

@@ -11,7 +11,8 @@ Decoding: every SSE data frame (and a whole body) is a GenerateContentResponse: 
 thought parts, function calls (a made-up, per-response unique id when Gemini sends none),
 thought signatures (a `ReasoningEnd` carrying it, just before the part it came on),
 finish reasons, usage (thoughts and cached tokens), and blocked prompts or answers
-(`promptFeedback.blockReason`, finishReason SAFETY, RECITATION...) as typed errors.
+(`promptFeedback.blockReason`, finishReason SAFETY, RECITATION, Vertex's MODEL_ARMOR...)
+and candidates that finished empty as typed errors, never retried.
 Embeddings: the body and the answer of `batchEmbedContents` (providers/gemini_embed.py
 does the I/O).
 """
@@ -333,14 +334,37 @@ _FINISH: dict[str, FinishReason] = {
     "LANGUAGE": "other",
     "UNEXPECTED_TOOL_CALL": "other",
     "TOO_MANY_TOOL_CALLS": "other",
+    "MALFORMED_RESPONSE": "other",
+    "MISSING_THOUGHT_SIGNATURE": "other",
+    "NO_IMAGE": "other",
+    "IMAGE_OTHER": "other",
 }
+"""The finish reasons that end an answer, and how; a reason not here (and not a block)
+is `other`. A candidate with nothing in it is no answer: see `EMPTY_RETRIED`."""
+EMPTY_RETRIED = frozenset({"STOP", "FINISH_REASON_UNSPECIFIED"})
+"""Reasons whose empty candidate is Gemini's transient empty answer: an
+`invalid_response`, retried. With any other reason (known or not; MAX_TOKENS aside, whose
+budget went to thinking) an empty candidate is a `no_answer` error, not retried: the same
+request would end the same way."""
 BLOCKED_FINISH = frozenset({
     "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
-    "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION",
+    "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR",
 })
-"""Finish reasons that mean Gemini withheld the answer: a typed error, not a finish."""
+"""Finish reasons that mean Gemini (or Vertex's Model Armor) withheld the answer: a typed
+error, not a finish."""
+_BLOCK_WORDS = ("SAFETY", "PROHIBITED", "BLOCK", "ARMOR", "RECITATION", "SPII")
+"""What a reason this decoder does not know says when it is a block (`VIDEO_SAFETY`)."""
 BLOCKED = "content_blocked"
 """The `error_type` of a prompt or an answer Gemini blocked (its reason is the `code`)."""
+NO_ANSWER = "no_answer"
+"""The `error_type` of a candidate that finished with nothing in it (its reason is the
+`code`)."""
+
+
+def _withheld(reason: str) -> bool:
+    if reason in BLOCKED_FINISH:
+        return True
+    return reason not in _FINISH and any(w in reason for w in _BLOCK_WORDS)
 
 
 def _blocked_categories(ratings: list[_Rating] | None) -> str:
@@ -485,7 +509,7 @@ class GeminiStreamDecoder(DecoderBase):
 
     def _finish(self, c: _Candidate, out: list[ModelEvent]) -> None:
         raw = c.finish_reason or ""
-        if raw in BLOCKED_FINISH:
+        if _withheld(raw):
             raise self._blocked(
                 raw, f"Gemini withheld the answer: {raw}"
                 + _blocked_categories(c.safety_ratings)
@@ -500,7 +524,15 @@ class GeminiStreamDecoder(DecoderBase):
             ))
         reason = _FINISH.get(raw, "other")
         if not self._produced and reason != "length":
-            raise self._invalid(f"the model finished ({raw}) with a candidate with no content")
+            if raw in EMPTY_RETRIED:
+                raise self._invalid(
+                    f"the model finished ({raw}) with a candidate with no content")
+            raise ProviderError(ApiError(
+                status=self._status, error_type=NO_ANSWER, code=raw, retryable=False,
+                message=f"Gemini finished ({raw}) without an answer"
+                + (f": {c.finish_message}" if c.finish_message else ""),
+                request_id=self._request_id,
+            ))
         self._close(out)
         if reason == "stop" and self._calls:
             reason = "tool-calls"
@@ -622,6 +654,7 @@ __all__ = [
     "GeminiCodec",
     "GeminiOptions",
     "GeminiStreamDecoder",
+    "NO_ANSWER",
     "decode_embeddings",
     "decode_response_body",
     "embed_path",
