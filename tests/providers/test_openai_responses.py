@@ -382,6 +382,115 @@ def test_a_failed_whole_body_is_a_typed_error() -> None:
     assert "try again" in e.message
 
 
+def copilot_stream(*, rotate: bool) -> bytes:
+    """A stream with a reasoning item (two summary parts), a message and a function call,
+    shaped as GitHub Copilot's `/responses` endpoint sends it (a public capture of it is
+    vercel/ai's `github-copilot-id-rotation.1.chunks.txt`): with `rotate`, every event
+    names its item by a new `item_id` (`item.id` on the item events too), and only
+    `output_index` ties the events of one item together. Without, the ids OpenAI sends."""
+    fresh = iter(range(1, 1000))
+
+    def item_id(stable: str) -> str:
+        return f"capture-id-{next(fresh)}" if rotate else stable
+
+    def ev(kind: str, index: int, stable: str, **fields: object) -> dict[str, object]:
+        return {"type": kind, "item_id": item_id(stable), "output_index": index, **fields}
+
+    def item(kind: str, index: int, stable: str, **fields: object) -> dict[str, object]:
+        return {"type": kind, "output_index": index,
+                "item": {"id": item_id(stable), **fields}}
+
+    summary = [{"type": "summary_text", "text": "**Counting**"},
+               {"type": "summary_text", "text": "Three of them."}]
+    answer = "There are **3** r's."
+    head = rs_response("in_progress", usage=None)
+    return sse(
+        {"type": "response.created", "response": head},
+        {"type": "response.in_progress", "response": head},
+        item("response.output_item.added", 0, "rs_1", type="reasoning", summary=[],
+             content=[], encrypted_content=None),
+        *(e for n, part in enumerate(summary) for e in (
+            ev("response.reasoning_summary_part.added", 0, "rs_1", summary_index=n,
+               part={"type": "summary_text", "text": ""}),
+            ev("response.reasoning_summary_text.delta", 0, "rs_1", summary_index=n,
+               delta=str(part["text"])),
+            ev("response.reasoning_summary_text.done", 0, "rs_1", summary_index=n,
+               text=part["text"]),
+            ev("response.reasoning_summary_part.done", 0, "rs_1", summary_index=n, part=part),
+        )),
+        item("response.output_item.done", 0, "rs_1", type="reasoning", summary=summary,
+             content=[], encrypted_content="gAAAAenc"),
+        item("response.output_item.added", 1, "msg_1", type="message", role="assistant",
+             status="in_progress", content=[], phase="final_answer"),
+        ev("response.content_part.added", 1, "msg_1", content_index=0,
+           part={"type": "output_text", "text": "", "annotations": []}),
+        *(ev("response.output_text.delta", 1, "msg_1", content_index=0, delta=piece,
+             logprobs=[]) for piece in ("There", " are", " **3**", " r's.")),
+        ev("response.output_text.done", 1, "msg_1", content_index=0, text=answer),
+        ev("response.content_part.done", 1, "msg_1", content_index=0,
+           part={"type": "output_text", "text": answer, "annotations": []}),
+        item("response.output_item.done", 1, "msg_1", type="message", role="assistant",
+             status="completed", content=[{"type": "output_text", "text": answer}]),
+        item("response.output_item.added", 2, "fc_1", type="function_call",
+             call_id="call_1", name="get_weather", arguments="", status="in_progress"),
+        ev("response.function_call_arguments.delta", 2, "fc_1", delta='{"city": '),
+        ev("response.function_call_arguments.delta", 2, "fc_1", delta='"Paris"}'),
+        ev("response.function_call_arguments.done", 2, "fc_1", arguments='{"city": "Paris"}'),
+        item("response.output_item.done", 2, "fc_1", type="function_call", call_id="call_1",
+             name="get_weather", arguments='{"city": "Paris"}', status="completed"),
+        {"type": "response.completed", "copilot_usage": {"total_nano_aiu": 150325000},
+         "response": rs_response()},
+    )
+
+
+def test_items_whose_ids_change_every_event_are_tied_by_their_output_index() -> None:
+    stable, rotated = decode(copilot_stream(rotate=False)), decode(copilot_stream(rotate=True))
+    assert "".join(e.text for e in stable if isinstance(e, TextDelta)) == "There are **3** r's."
+    ends = [e for e in rotated if isinstance(e, ReasoningEnd)]
+    # The reasoning goes back as the item the server finished (its last id).
+    assert [e.signature for e in ends] == ["capture-id-10 gAAAAenc"]
+    assert rotated == [ReasoningEnd(e.id, "capture-id-10 gAAAAenc")
+                       if isinstance(e, ReasoningEnd) else e for e in stable]
+    assert [type(e) for e in rotated if isinstance(e, TextStart | ReasoningStart)] == \
+        [ReasoningStart, TextStart], "one block per item, not one per event"
+    assert decode(copilot_stream(rotate=True), pieces=7) == rotated
+
+
+def test_an_agent_runs_over_items_whose_ids_change_every_event() -> None:
+    seen: list[httpx.Request] = []
+    rotated = copilot_stream(rotate=True)
+    answer = text_stream("It is sunny.")
+    replies = iter((rotated, answer))
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=next(replies))
+
+    ran: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        ran.append(city)
+        return "sunny"
+
+    with httpx.Client(transport=httpx.MockTransport(handle)) as client:
+        resolver = Resolver(client=client, env=ENV)
+        result = SyncInterpreter(resolve=resolver).run(
+            Agent.create("openai/gpt-5", tools=[get_weather]), "weather in Paris?")
+        resolver.close()
+    assert result.status == "finished", result.error
+    assert ran == ["Paris"] and result.text == "There are **3** r's.It is sunny."
+    second = msgspec.json.decode(seen[1].content)["input"]
+    assert second[1:] == [
+        {"role": "assistant", "content": "There are **3** r's."},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city":"Paris"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ]
+
+
 def test_unknown_event_types_are_skipped() -> None:
     raw = text_stream("a", "b").replace(
         b"event: response.output_item.done",

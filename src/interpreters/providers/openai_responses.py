@@ -8,10 +8,11 @@ function tools and tool_choice, `text.format` json_schema, `reasoning` (effort, 
 Decoding: the stream's events (`response.output_text.delta`, refusal deltas, function-call
 argument deltas, reasoning summary and reasoning text deltas, `response.output_item.*`,
 `response.completed` / `response.incomplete` / `response.failed`, `error`), a whole
-response body, usage with reasoning and cached tokens. Event types this decoder does not
-know (server tools' progress, annotations...) are skipped, as the other decoders skip
-what they do not know; a frame that is not JSON, or a known event missing what it needs,
-fails the call.
+response body, usage with reasoning and cached tokens. An event is tied to its item by
+`output_index` when the ids disagree (servers that give each event a new `item_id`).
+Event types this decoder does not know (server tools' progress, annotations...) are
+skipped, as the other decoders skip what they do not know; a frame that is not JSON, or
+a known event missing what it needs, fails the call.
 
 A reasoning item reaches the conversation as a reasoning block whose `signature` is the
 item's id, followed by a space and its `encrypted_content` when there is one
@@ -302,6 +303,7 @@ class _Event(msgspec.Struct, frozen=True):
     type: str = ""
     delta: str | None = None
     item_id: str | None = None
+    output_index: int | None = None
     content_index: int | None = None
     summary_index: int | None = None
     arguments: str | None = None
@@ -382,6 +384,9 @@ class ResponsesStreamDecoder(DecoderBase):
         """The message items whose text streamed."""
         self._dropped: list[tuple[str, str]] = []
         """Calls whose arguments did not parse in an item the server marked incomplete."""
+        self._at: dict[int, str] = {}
+        """Each item's key (its id when added) by its `output_index`: some servers (GitHub
+        Copilot's) give every event of one item a new id; its place ties them together."""
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         data = event.data
@@ -427,12 +432,12 @@ class ResponsesStreamDecoder(DecoderBase):
         if t == "response.refusal.delta":
             return self._text_delta(ev, refusal=True)
         if t == "response.output_item.added":
-            return self._item_added(self._item(ev))
+            return self._item_added(self._item(ev), ev.output_index)
         if t == "response.output_item.done":
-            return self._item_done(self._item(ev))
+            return self._item_done(self._item(ev), ev.output_index)
         if t in ("response.content_part.done", "response.output_text.done",
                  "response.refusal.done"):
-            return self._close_text(ev.item_id, ev.content_index)
+            return self._close_text(self._key(ev.item_id, ev.output_index), ev.content_index)
         if t == "response.function_call_arguments.done":
             if ev.arguments is not None:
                 call = self._call(ev)
@@ -461,8 +466,17 @@ class ResponsesStreamDecoder(DecoderBase):
             raise self._invalid(f"{ev.type} without its item")
         return ev.item
 
+    def _key(self, item_id: str | None, index: int | None) -> str:
+        """The item an event is about: the one added at its `output_index` when the ids
+        disagree (as other clients correlate them), else the id it names."""
+        if index is not None:
+            at = self._at.get(index)
+            if at is not None:
+                return at
+        return item_id or ""
+
     def _call(self, ev: _Event) -> _Call:
-        call = self._calls.get(ev.item_id or "")
+        call = self._calls.get(self._key(ev.item_id, ev.output_index))
         if call is None:
             raise self._invalid(f"{ev.type} for item {ev.item_id!r}, which was not started")
         return call
@@ -485,7 +499,7 @@ class ResponsesStreamDecoder(DecoderBase):
     def _text_delta(self, ev: _Event, *, refusal: bool) -> list[ModelEvent]:
         if not ev.delta:
             return []
-        key = (ev.item_id or "", ev.content_index or 0)
+        key = (self._key(ev.item_id, ev.output_index), ev.content_index or 0)
         o = self._refusal if refusal else self._text
         out: list[ModelEvent] = []
         if o is None or o[:2] != key:
@@ -515,7 +529,7 @@ class ResponsesStreamDecoder(DecoderBase):
         return out
 
     def _thought_delta(self, ev: _Event) -> list[ModelEvent]:
-        th = self._thoughts.get(ev.item_id or "")
+        th = self._thoughts.get(self._key(ev.item_id, ev.output_index))
         if th is None:
             raise self._invalid(f"{ev.type} for item {ev.item_id!r}, which was not started")
         if not ev.delta:
@@ -528,16 +542,23 @@ class ResponsesStreamDecoder(DecoderBase):
         out.append(ReasoningDelta(th.block, ev.delta))
         return out
 
-    def _item_added(self, item: _Item) -> list[ModelEvent]:
+    def _item_added(self, item: _Item, index: int | None) -> list[ModelEvent]:
+        key = item.id
         if item.type == "function_call":
             call = self._new_call(item)
-            self._calls[item.id or call.id] = call
-            return [ToolCallDelta(call.id, call.name, "".join(call.args))]
-        if item.type == "reasoning":
+            key = key or call.id
+            self._calls[key] = call
+            out: list[ModelEvent] = [ToolCallDelta(call.id, call.name, "".join(call.args))]
+        elif item.type == "reasoning":
             th = _Thought(self._new_block("reasoning"))
-            self._thoughts[item.id or th.block] = th
-            return [chunks.ReasoningStart(th.block)]
-        return []
+            key = key or th.block
+            self._thoughts[key] = th
+            out = [chunks.ReasoningStart(th.block)]
+        else:
+            out = []
+        if index is not None and key is not None:
+            self._at[index] = key
+        return out
 
     def _new_call(self, item: _Item) -> _Call:
         call = _Call(item.call_id or item.id or f"call_{self._blocks}", item.name or "")
@@ -546,17 +567,17 @@ class ResponsesStreamDecoder(DecoderBase):
             call.args.append(item.arguments)
         return call
 
-    def _item_done(self, item: _Item) -> list[ModelEvent]:
+    def _item_done(self, item: _Item, index: int | None = None) -> list[ModelEvent]:
+        key = self._key(item.id, index)
         if item.type == "message":
-            return self._message_done(item)
+            return self._message_done(item, key)
         if item.type == "function_call":
-            return self._call_done(item)
+            return self._call_done(item, key)
         if item.type == "reasoning":
-            return self._reasoning_done(item)
+            return self._reasoning_done(item, key)
         return []  # built-in tools' items: not this loop's to run
 
-    def _message_done(self, item: _Item) -> list[ModelEvent]:
-        key = item.id or ""
+    def _message_done(self, item: _Item, key: str) -> list[ModelEvent]:
         if key in self._texted:
             return self._close_text(key, None)
         # Its text never streamed (a whole body, or a server that sends items only).
@@ -568,8 +589,8 @@ class ResponsesStreamDecoder(DecoderBase):
                 out += self._text_delta(ev, refusal=c.type == "refusal")
         return out + self._close_text(key, None)
 
-    def _call_done(self, item: _Item) -> list[ModelEvent]:
-        call = self._calls.pop(item.id or "", None) or self._calls.pop(item.call_id or "", None)
+    def _call_done(self, item: _Item, key: str) -> list[ModelEvent]:
+        call = self._calls.pop(key, None) or self._calls.pop(item.call_id or "", None)
         if call is None:  # not announced (a whole body): whole here
             call = self._new_call(item)
         if item.arguments is not None:
@@ -584,9 +605,9 @@ class ResponsesStreamDecoder(DecoderBase):
         self._called += 1
         return [chunks.ToolCall(call.id, call.name, args)]
 
-    def _reasoning_done(self, item: _Item) -> list[ModelEvent]:
+    def _reasoning_done(self, item: _Item, key: str) -> list[ModelEvent]:
         out: list[ModelEvent] = []
-        th = self._thoughts.pop(item.id or "", None)
+        th = self._thoughts.pop(key, None)
         if th is None:  # not announced (a whole body): started and done here
             th = _Thought(self._new_block("reasoning"))
             out.append(chunks.ReasoningStart(th.block))
