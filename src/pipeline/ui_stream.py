@@ -14,7 +14,9 @@ chunk in, the new state and the parts to send out. How the run's chunks map:
 - step-start / step-finish: `start-step` / `finish-step`; text-* and reasoning-*: the
   same; a tool call's argument deltas: `tool-input-start` then `tool-input-delta`; the
   call: `tool-input-available`; its result or error: `tool-output-available` /
-  `tool-output-error`; a source: `source-url`; `data-*` chunks: data parts.
+  `tool-output-error`; a source: `source-url`; `data-*` chunks: data parts. A tool the
+  provider ran (`server-tool-call`, `server-tool-result`) is the same parts with
+  `providerExecuted: true`, as the AI SDK streams one.
 - A call waiting for approval (the run suspends): `tool-approval-request` (its
   `approvalId` the digest a decision is bound to), not closed with an error; the
   decision a resumed run goes on with: `tool-approval-response`, and a denied call's
@@ -119,16 +121,19 @@ class UIToolInputAvailable(_Part, frozen=True, tag="tool-input-available"):
     tool_call_id: str
     tool_name: str
     input: object
+    provider_executed: bool | None = None
 
 
 class UIToolOutputAvailable(_Part, frozen=True, tag="tool-output-available"):
     tool_call_id: str
     output: object
+    provider_executed: bool | None = None
 
 
 class UIToolOutputError(_Part, frozen=True, tag="tool-output-error"):
     tool_call_id: str
     error_text: str
+    provider_executed: bool | None = None
 
 
 class UIToolApprovalRequest(_Part, frozen=True, tag="tool-approval-request"):
@@ -259,6 +264,18 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
             state, inputs_open=_without(state.inputs_open, cid),
             awaiting=(*state.awaiting, cid),
         ), (available,)
+    if isinstance(chunk, c.ServerToolCall):
+        # A tool the provider ran: shown as the AI SDK shows one (`providerExecuted`);
+        # until its result comes it is awaited, so a run stopped short closes it.
+        cid = chunk.tool_call_id
+        state = msgspec.structs.replace(_with_part(state, cid), awaiting=(*state.awaiting, cid))
+        return state, (UIToolInputAvailable(cid, chunk.tool_name, chunk.args, True),)
+    if isinstance(chunk, c.ServerToolResult):
+        cid = chunk.tool_call_id
+        state = msgspec.structs.replace(state, awaiting=_without(state.awaiting, cid))
+        if chunk.is_error:
+            return state, (UIToolOutputError(cid, _error_text(chunk.result), True),)
+        return state, (UIToolOutputAvailable(cid, chunk.result, True),)
     if isinstance(chunk, c.ToolResult):
         state = msgspec.structs.replace(
             state, awaiting=_without(state.awaiting, chunk.tool_call_id))
@@ -406,6 +423,11 @@ def ui_chat_messages(request: UIChatRequest) -> tuple[Message, ...]:
 
 
 # --- helpers -----------------------------------------------------------------------------
+
+
+def _error_text(value: object) -> str:
+    """A server tool's failure as the `errorText` the client shows."""
+    return value if isinstance(value, str) else _encoder.encode(value).decode()
 
 
 def _as_text(value: object) -> str:

@@ -38,6 +38,8 @@ from pipeline.values import (
     ReasoningEnd,
     ReasoningStart,
     RunInput,
+    ServerToolCall,
+    ServerToolResult,
     SourceChunk,
     TextEnd,
     TextStart,
@@ -109,6 +111,8 @@ class Say(msgspec.Struct, frozen=True, gc=False):
     reasoning_signature: str | None = None
     data: Sequence[DataChunk] = ()
     sources: Sequence[SourceChunk] = ()
+    server_tools: Sequence[ServerToolCall | ServerToolResult] = ()
+    """Tools the provider ran on its side, streamed (in this order) before the text."""
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
     latency: float = 0.0
@@ -127,6 +131,7 @@ class Say(msgspec.Struct, frozen=True, gc=False):
             ev.append(ReasoningStart(rid))
             ev.extend(ReasoningDelta(rid, r) for r in reasoning)
             ev.append(ReasoningEnd(rid, self.reasoning_signature))
+        ev.extend(self.server_tools)
         text = _pieces(self.text)
         if text:
             tid = f"text-{call_index}"

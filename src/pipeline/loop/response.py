@@ -12,6 +12,8 @@ from pipeline.values.chunks import (
     ModelFinish,
     ReasoningDelta,
     ReasoningEnd,
+    ServerToolCall,
+    ServerToolResult,
     SourceChunk,
     TextDelta,
     ToolCall,
@@ -21,6 +23,8 @@ from pipeline.values.messages import (
     MessageList,
     Part,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolResultPart,
     SourcePart,
     TextPart,
     ToolCallPart,
@@ -34,7 +38,7 @@ class StepContent:
 
     def __init__(self) -> None:
         # Parts in arrival order; text/reasoning accumulate in lists joined at the end.
-        self.parts: list[list[str] | ToolCallPart | SourcePart | DataPart | ReasoningPart] = []
+        self.parts: list[list[str] | Part] = []
         self.texts: dict[str, list[str]] = {}
         self.reasoning: dict[str, tuple[int, list[str]]] = {}
         self.tool_calls: list[ToolCallPart] = []
@@ -75,9 +79,17 @@ class StepContent:
             assert isinstance(c, DataChunk)
             if not c.transient:
                 self.parts.append(DataPart(c.name, c.data))
+        elif t is ServerToolCall:
+            assert isinstance(c, ServerToolCall)
+            self.parts.append(ServerToolCallPart(c.tool_call_id, c.tool_name, c.args))
+        elif t is ServerToolResult:
+            assert isinstance(c, ServerToolResult)
+            self.parts.append(
+                ServerToolResultPart(c.tool_call_id, c.tool_name, c.result, c.is_error))
 
     def message_parts(self, *, complete: bool) -> tuple[Part, ...]:
-        """The assistant message's parts; a broken stream keeps no tool call."""
+        """The assistant message's parts; a broken stream keeps no tool call (the
+        server's own tools it keeps: they ran)."""
         reasoning_at = (
             {idx: "".join(buf) for idx, buf in self.reasoning.values()} if self.reasoning else {}
         )

@@ -111,7 +111,7 @@ def _part_text(p: Part) -> str:
         return _json.encode(p.data).decode()
     if isinstance(p, FilePart):
         return p.filename or ""
-    return ""  # a step-start part: no text
+    return ""  # a step-start part; a server tool's parts (never sent to a model)
 
 
 def count_message(

@@ -88,6 +88,26 @@ class ToolCall(msgspec.Struct, frozen=True, gc=False, tag="tool-call"):
     args: JsonObject
 
 
+class ServerToolCall(msgspec.Struct, frozen=True, tag="server-tool-call"):
+    """A tool the provider ran on its side (a code interpreter, a web search: the AI
+    SDK's provider-executed tool call), with the input the model gave it. Kept in the
+    answer and streamed; the agent never runs it and never answers it."""
+
+    tool_call_id: str
+    tool_name: str
+    args: JsonObject
+
+
+class ServerToolResult(msgspec.Struct, frozen=True, tag="server-tool-result"):
+    """What a provider's own tool returned, as the server sent it (its call is the
+    `ServerToolCall` with the same id)."""
+
+    tool_call_id: str
+    tool_name: str
+    result: object
+    is_error: bool = False
+
+
 class ToolResult(msgspec.Struct, frozen=True, tag="tool-result"):
     tool_call_id: str
     tool_name: str
@@ -193,6 +213,8 @@ _Content = (
     | ReasoningEnd
     | ToolCallDelta
     | ToolCall
+    | ServerToolCall
+    | ServerToolResult
 )
 """What a model's answer is made of, as it streams (in a model stream and a run's)."""
 

@@ -46,6 +46,27 @@ class ToolResultPart(msgspec.Struct, frozen=True, tag="tool-result"):
     is_error: bool = False
 
 
+class ServerToolCallPart(msgspec.Struct, frozen=True, tag="server-tool-call"):
+    """A tool the provider ran on its side (`ServerToolCall`), in the assistant message
+    of the answer that used it. Never run by the agent and never paired with a tool
+    message (its result is the `ServerToolResultPart` with the same id, beside it); not
+    sent back to a model: the provider's record of it is its own, and the answer that
+    followed says what came of it."""
+
+    tool_call_id: str
+    tool_name: str
+    args: JsonObject
+
+
+class ServerToolResultPart(msgspec.Struct, frozen=True, tag="server-tool-result"):
+    """What a provider's own tool returned (`ServerToolResult`), beside its call."""
+
+    tool_call_id: str
+    tool_name: str
+    result: object
+    is_error: bool = False
+
+
 class FilePart(msgspec.Struct, frozen=True, tag="file"):
     """A file or image: `data` is base64 or a URL (see `is_url`)."""
 
@@ -77,6 +98,8 @@ Part = (
     | ReasoningPart
     | ToolCallPart
     | ToolResultPart
+    | ServerToolCallPart
+    | ServerToolResultPart
     | FilePart
     | SourcePart
     | StepStartPart

@@ -32,7 +32,9 @@ after its call's message.
    that came in empty stay).
 
 The result is paired; a paired history comes back unchanged, so repair is idempotent.
-It runs in linear time.
+It runs in linear time. The parts of a tool the provider ran (`ServerToolCallPart`,
+`ServerToolResultPart`) are neither calls nor results here: the server answered them in
+their own assistant message, no tool message is owed, and they stay where they are.
 """
 
 from __future__ import annotations

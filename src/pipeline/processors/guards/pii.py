@@ -35,6 +35,8 @@ from pipeline.values.chunks import (
     Chunk,
     DataChunk,
     ReasoningDelta,
+    ServerToolCall,
+    ServerToolResult,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -45,6 +47,8 @@ from pipeline.values.messages import (
     Message,
     MessageList,
     Part,
+    ServerToolCallPart,
+    ServerToolResultPart,
     SystemMessage,
     TextPart,
     ToolCallPart,
@@ -129,7 +133,9 @@ class PIIDetector(StatefulProcessor[PIIState]):
     - Tool results sent out (their `tool-result` / `tool-error` chunks on the stream, and
       the tool results in the result's messages) are always handled, every string in
       them (keys too), by the local detectors (not the judge): what leaves the run is
-      handled. So are `data-*` chunks on the stream (what a tool writes for the client).
+      handled. So are the results of tools the provider ran (`server-tool-result`; with
+      `scan_tools`, their calls' input too), and `data-*` chunks on the stream (what a
+      tool writes for the client).
     - `scan_tools`: also what the model and the tools see. With `on_input` (what the
       model reads), each result of a tool the run ran is handled in
       `process_tool_result` (the detector in either list), before the
@@ -379,7 +385,7 @@ class PIIDetector(StatefulProcessor[PIIState]):
         t = type(part)
         if t is DataChunk:
             return self._data_chunk(part, state, report)
-        if self.scan_tools or t is ToolResult or t is ToolError:
+        if self.scan_tools or t is ToolResult or t is ToolError or t is ServerToolResult:
             tool_part = self._tool_chunk(part, report, state.checked)
             if tool_part is None:
                 return Skip()
@@ -457,6 +463,18 @@ class PIIDetector(StatefulProcessor[PIIState]):
             error = self.redact_text(part.error, report)
             if error != part.error:
                 return msgspec.structs.replace(part, error=error)
+        elif t is ServerToolResult:  # the provider's own tool: never checked on the way in
+            assert isinstance(part, ServerToolResult)
+            found = len(report)
+            result = self._value(part.result, report)
+            if len(report) > found:
+                return msgspec.structs.replace(part, result=result)
+        elif t is ServerToolCall:
+            assert isinstance(part, ServerToolCall)
+            found = len(report)
+            args = self._value(part.args, report)
+            if len(report) > found and isinstance(args, dict):
+                return msgspec.structs.replace(part, args=args)
         return part
 
     def _tool_part(
@@ -469,11 +487,16 @@ class PIIDetector(StatefulProcessor[PIIState]):
             result = self._value(p.result, report)
             if len(report) > found:
                 return msgspec.structs.replace(p, result=result)
-        elif calls and isinstance(p, ToolCallPart):
+        elif calls and isinstance(p, ToolCallPart | ServerToolCallPart):
             found = len(report)
             args = self._value(p.args, report)
             if len(report) > found and isinstance(args, dict):
                 return msgspec.structs.replace(p, args=args)
+        elif isinstance(p, ServerToolResultPart):
+            found = len(report)
+            result = self._value(p.result, report)
+            if len(report) > found:
+                return msgspec.structs.replace(p, result=result)
         return p
 
     def _tool_messages(
@@ -608,7 +631,7 @@ class PIIDetector(StatefulProcessor[PIIState]):
         pt = type(part)
         if pt is DataChunk:
             return self._data_chunk(part, args.state, report)
-        if self.scan_tools or pt is ToolResult or pt is ToolError:
+        if self.scan_tools or pt is ToolResult or pt is ToolError or pt is ServerToolResult:
             tool_part = self._tool_chunk(part, report, args.state.checked)
             if tool_part is None:
                 return Skip()
