@@ -40,7 +40,7 @@ from interpreters.providers.bedrock import (
     ConverseStreamDecoder,
     encode_request,
 )
-from interpreters.providers.codec import ByteStreamDecoder
+from interpreters.providers.codec import ByteStreamDecoder, Encoded
 from interpreters.providers.prices import genai_prices
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
@@ -51,13 +51,24 @@ from pipeline.tools import tool
 from pipeline.values.chunks import (
     ModelEvent,
     ModelFinish,
+    ServerToolCall,
+    ServerToolResult,
     TextDelta,
     ToolCall,
     ToolCallDelta,
     Usage,
 )
 from pipeline.values.cost import PriceQuery
-from pipeline.values.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart, user
+from pipeline.values.messages import (
+    FilePart,
+    Message,
+    ServerToolCallPart,
+    ServerToolResultPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    user,
+)
 from pipeline.values.model import (
     ApiError,
     ModelRequest,
@@ -603,6 +614,128 @@ def test_typed_output_rides_on_a_forced_tool_and_comes_back_as_text() -> None:
 def test_stop_reasons(reason: str, finish: str) -> None:
     events = _decode(br_text_stream("x", stop=reason))
     assert isinstance(events[-1], ModelFinish) and events[-1].finish_reason == finish
+
+
+# --- tools the server runs (Nova's code interpreter) --------------------------------------
+# The shapes are AWS's: the Nova user guide's "Using built-in tools" example (a toolUse
+# block of type `server_tool_use`, then a toolResult block of type
+# `nova_code_interpreter_result` whose text is the run's JSON), streamed as botocore's
+# bedrock-runtime model says (a contentBlockStart of each, the toolUse input in string
+# deltas, the toolResult's blocks as a list in its delta).
+
+USE_ID = "tooluse_WytfF0g1S5qUeEPm0ptOdQ"
+CODE = ('"""Calculate the average of the given numbers."""\nnumbers = [10, 24, 2, 3, 43, '
+        "52, 13, 68, 6, 7, 902, 82]\nsum_numbers = sum(numbers)\ncount = len(numbers)\n"
+        "average = sum_numbers / count\n(sum_numbers, count, average)")
+RAN = '{"stdOut":"(1212, 12, 101.0)","stdErr":"","exitCode":0,"isError":false}'
+ANSWER = "The average is 101."
+
+
+def _server_tool_stream(status: str = "success") -> bytes:
+    args = json.dumps({"code": CODE})
+    return b"".join((
+        aws_event("messageStart", {"role": "assistant"}),
+        aws_event("contentBlockStart", {"contentBlockIndex": 0, "start": {"toolUse": {
+            "toolUseId": USE_ID, "name": "nova_code_interpreter", "type": "server_tool_use"}}}),
+        aws_event("contentBlockDelta", {"contentBlockIndex": 0,
+                                        "delta": {"toolUse": {"input": args[:50]}}}),
+        aws_event("contentBlockDelta", {"contentBlockIndex": 0,
+                                        "delta": {"toolUse": {"input": args[50:]}}}),
+        aws_event("contentBlockStop", {"contentBlockIndex": 0}),
+        aws_event("contentBlockStart", {"contentBlockIndex": 1, "start": {"toolResult": {
+            "toolUseId": USE_ID, "type": "nova_code_interpreter_result", "status": status}}}),
+        aws_event("contentBlockDelta", {"contentBlockIndex": 1,
+                                        "delta": {"toolResult": [{"text": RAN}]}}),
+        aws_event("contentBlockStop", {"contentBlockIndex": 1}),
+        aws_event("contentBlockDelta", {"contentBlockIndex": 2, "delta": {"text": ANSWER}}),
+        aws_event("contentBlockStop", {"contentBlockIndex": 2}),
+        aws_event("messageStop", {"stopReason": "end_turn"}),
+        aws_event("metadata", {"usage": {"inputTokens": 30, "outputTokens": 60},
+                               "metrics": {"latencyMs": 1}}),
+    ))
+
+
+SERVER_BODY = {
+    "output": {"message": {"role": "assistant", "content": [
+        {"toolUse": {"input": {"code": CODE}, "name": "nova_code_interpreter",
+                     "toolUseId": USE_ID, "type": "server_tool_use"}},
+        {"toolResult": {"content": [{"text": RAN}], "status": "success", "toolUseId": USE_ID,
+                        "type": "nova_code_interpreter_result"}},
+        {"text": ANSWER},
+    ]}},
+    "stopReason": "end_turn", "usage": {"inputTokens": 30, "outputTokens": 60},
+}
+
+
+def test_a_server_tool_and_its_result_are_typed_never_a_call_to_run() -> None:
+    events = _decode(_server_tool_stream(), 7)
+    assert not any(isinstance(e, ToolCall | ToolCallDelta) for e in events)
+    assert [e for e in events if isinstance(e, ServerToolCall | ServerToolResult)] == [
+        ServerToolCall(USE_ID, "nova_code_interpreter", {"code": CODE}),
+        ServerToolResult(USE_ID, "nova_code_interpreter", RAN),
+    ]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == ANSWER
+    assert isinstance(events[-1], ModelFinish) and events[-1].finish_reason == "stop"
+    # The whole body says the same.
+    whole = BedrockCodec().decode_body(Encoded(b""), json.dumps(SERVER_BODY).encode(),
+                                       status=200, request_id=None)
+    assert whole == events
+
+
+def test_a_failed_server_tool_is_an_error_result() -> None:
+    events = _decode(_server_tool_stream(status="error"))
+    [result] = [e for e in events if isinstance(e, ServerToolResult)]
+    assert result.is_error and result.result == RAN
+
+
+@pytest.mark.parametrize(("blocks", "value"), [
+    ([{"text": "a"}, {"text": "b"}], "ab"),
+    ([{"json": {"stdOut": "1"}}], {"stdOut": "1"}),
+    ([{"text": "a"}, {"json": [1]}], [{"text": "a"}, {"json": [1]}]),
+    ([], ""),
+])
+def test_a_server_tool_result_is_its_text_its_json_or_its_blocks(
+    blocks: list[dict[str, object]], value: object
+) -> None:
+    body = json.loads(json.dumps(SERVER_BODY))
+    body["output"]["message"]["content"][1]["toolResult"]["content"] = blocks
+    events = BedrockCodec().decode_body(Encoded(b""), json.dumps(body).encode(),
+                                        status=200, request_id=None)
+    [result] = [e for e in events if isinstance(e, ServerToolResult)]
+    assert result.result == value
+
+
+def test_an_agent_keeps_the_servers_tool_and_runs_nothing() -> None:
+    ran: list[str] = []
+
+    @tool
+    def nova_code_interpreter(code: str) -> str:
+        """Never run: the server runs its own."""
+        ran.append(code)
+        return "local"
+
+    seen: list[httpx.Request] = []
+    replies = [httpx.Response(200, headers=dict(STREAM), content=_server_tool_stream()),
+               _ok_stream("You're welcome.")]
+    agent = Agent.create(MODEL, tools=[nova_code_interpreter])
+    with httpx.Client(transport=_transport(replies, seen)) as client:
+        resolver = Resolver(client=client, env=ENV)
+        interp = SyncInterpreter(resolve=resolver)
+        first = interp.run(agent, "What is the average of 10, 24, 2, 3, 43, 52, 13, 68...?")
+        assert first.status == "finished", first.error
+        again = interp.run(agent, [*first.messages.messages, user("Thanks!", id="u2")])
+        resolver.close()
+    assert ran == [] and len(seen) == 2, "one call per turn: nothing ran locally"
+    assert first.text == ANSWER
+    answer = first.messages.messages[-1]
+    assert answer.parts == (
+        ServerToolCallPart(USE_ID, "nova_code_interpreter", {"code": CODE}),
+        ServerToolResultPart(USE_ID, "nova_code_interpreter", RAN), TextPart(ANSWER))
+    assert again.status == "finished" and again.text == "You're welcome."
+    # The next turn sends the answer's text; the server's own record stays with us.
+    sent = json.loads(seen[1].content)["messages"]
+    assert sent[1] == {"role": "assistant", "content": [{"text": ANSWER}]}
+    assert USE_ID not in seen[1].content.decode()
 
 
 # --- prompt caching ----------------------------------------------------------------------

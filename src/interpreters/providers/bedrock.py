@@ -7,7 +7,10 @@ options (`additionalModelRequestFields`, `guardrailConfig`...), structured outpu
 forced tool. Decoding: the AWS event-stream framing (`application/vnd.amazon.eventstream`,
 parsed by botocore) of messageStart, contentBlockStart/Delta/Stop, messageStop and
 metadata events, exception frames (throttlingException...) as typed errors; and the
-non-streaming body into the same events. Signing: SigV4 over the exact bytes sent, with
+non-streaming body into the same events. A tool the server runs itself (a toolUse of type
+`server_tool_use`, Nova's code interpreter) and its toolResult come out as
+`ServerToolCall` / `ServerToolResult`, never as a call for the agent to run; they are
+not sent back. Signing: SigV4 over the exact bytes sent, with
 credentials from botocore's chain (`sigv4_signer`), or a Bedrock API key as a bearer
 token. botocore is the optional extra `bedrock`, imported when a route uses it.
 """
@@ -376,6 +379,17 @@ class _ToolUse(msgspec.Struct, frozen=True):
     toolUseId: str | None = None
     name: str | None = None
     input: dict[str, object] | str | None = None
+    type: str | None = None
+    """`server_tool_use`: a tool the server runs itself (Nova's code interpreter)."""
+
+
+class _ToolResult(msgspec.Struct, frozen=True):
+    """The result of a tool the server ran (the start of its block, or the whole block)."""
+
+    toolUseId: str | None = None
+    type: str | None = None
+    status: str | None = None
+    content: list[dict[str, object]] | None = None
 
 
 class _ReasoningText(msgspec.Struct, frozen=True):
@@ -397,6 +411,8 @@ class _Block(msgspec.Struct, frozen=True):
     text: str | None = None
     toolUse: _ToolUse | None = None
     reasoningContent: _Reasoning | None = None
+    toolResult: _ToolResult | list[dict[str, object]] | None = None
+    """A server tool's result: its start or whole block, or (a delta) some of its blocks."""
 
 
 class _Event(msgspec.Struct, frozen=True):
@@ -483,10 +499,15 @@ def exception_error(
     )
 
 
-class _Open:
-    __slots__ = ("args", "id", "kind", "name", "redacted", "signature", "text_id")
+_BlockKind = Literal["text", "reasoning", "tool", "json", "server", "result"]
+"""What an open block is: "server" a tool the server runs, "result" what it returned."""
 
-    def __init__(self, kind: Literal["text", "reasoning", "tool", "json"], i: int) -> None:
+
+class _Open:
+    __slots__ = ("args", "failed", "id", "kind", "name", "redacted", "result", "signature",
+                 "text_id")
+
+    def __init__(self, kind: _BlockKind, i: int) -> None:
         self.kind = kind
         self.text_id = f"text-{i}"  # made once per block, not per delta
         self.id = ""
@@ -494,6 +515,18 @@ class _Open:
         self.args: list[str] = []
         self.signature: list[str] = []
         self.redacted: str | None = None
+        self.result: list[dict[str, object]] = []
+        self.failed = False
+
+
+def _result_value(blocks: list[dict[str, object]]) -> object:
+    """A server tool's result from its blocks: its text when they are all text (the
+    pieces joined), its one JSON value, else the blocks as the server sent them."""
+    if all(len(b) == 1 and isinstance(b.get("text"), str) for b in blocks):
+        return "".join(str(b["text"]) for b in blocks)
+    if len(blocks) == 1 and len(blocks[0]) == 1 and "json" in blocks[0]:
+        return blocks[0]["json"]
+    return blocks
 
 
 class ConverseStreamDecoder(ForcedToolDecoder):
@@ -508,6 +541,8 @@ class ConverseStreamDecoder(ForcedToolDecoder):
         self._blocks: dict[int, _Open] = {}
         self._usage: _Usage | None = None
         self._stopped = False
+        self._server_tools: dict[str, str] = {}
+        """The names of the tools the server ran, by their ids (their results name none)."""
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         if event.event == "contentBlockDelta":
@@ -554,9 +589,20 @@ class ConverseStreamDecoder(ForcedToolDecoder):
         return []  # messageStart, and event types this decoder does not know
 
     def _start(self, ev: _Event) -> list[ModelEvent]:
-        i, tool = ev.contentBlockIndex, ev.start.toolUse if ev.start is not None else None
-        if i < 0 or tool is None:
-            return []  # starts of block kinds without a toolUse carry nothing to keep
+        i, start = ev.contentBlockIndex, ev.start
+        if i < 0 or start is None:
+            return []
+        tool = start.toolUse
+        if tool is None:
+            if isinstance(start.toolResult, _ToolResult):
+                self._server_result(i, start.toolResult)
+            return []  # starts of other block kinds carry nothing to keep
+        if tool.type == "server_tool_use":
+            # The server runs it (Nova's code interpreter): a record, never a call to run.
+            b = self._blocks[i] = _Open("server", i)
+            b.id, b.name = tool.toolUseId or f"tooluse_{i}", tool.name or ""
+            self._server_tools[b.id] = b.name
+            return []
         is_json = self._json_tool is not None and tool.name == self._json_tool
         b = _Open("json" if is_json else "tool", i)
         b.id, b.name = tool.toolUseId or f"tooluse_{i}", tool.name or ""
@@ -566,6 +612,12 @@ class ConverseStreamDecoder(ForcedToolDecoder):
             return [chunks.TextStart(b.text_id)]
         return [ToolCallDelta(b.id, b.name, "")]
 
+    def _server_result(self, i: int, r: _ToolResult) -> None:
+        b = self._blocks[i] = _Open("result", i)
+        b.id = r.toolUseId or ""
+        b.name = self._server_tools.get(b.id) or r.type or ""
+        b.failed = r.status == "error"
+
     def _delta(self, ev: _Event) -> list[ModelEvent]:
         i, d = ev.contentBlockIndex, ev.delta
         if i < 0 or d is None:
@@ -573,8 +625,9 @@ class ConverseStreamDecoder(ForcedToolDecoder):
         b = self._blocks.get(i)
         out: list[ModelEvent] = []
         if b is None:
-            if d.toolUse is not None:
-                raise self._invalid(f"a toolUse delta for block {i}, which was not started")
+            if d.toolUse is not None or d.toolResult is not None:
+                kind = "toolUse" if d.toolUse is not None else "toolResult"
+                raise self._invalid(f"a {kind} delta for block {i}, which was not started")
             b = self._blocks[i] = _Open(
                 "text" if d.reasoningContent is None else "reasoning", i)
             out.append(chunks.TextStart(b.text_id) if b.kind == "text"
@@ -591,11 +644,15 @@ class ConverseStreamDecoder(ForcedToolDecoder):
                     b.redacted = r.redactedContent
                 if r.text:
                     out.append(ReasoningDelta(f"reasoning-{i}", r.text))
+        elif b.kind == "result":
+            if isinstance(d.toolResult, list):
+                b.result += d.toolResult
         elif d.toolUse is not None and isinstance(d.toolUse.input, str) and d.toolUse.input:
             piece = d.toolUse.input
             b.args.append(piece)
-            out.append(TextDelta(b.text_id, piece) if b.kind == "json"
-                       else ToolCallDelta(b.id, b.name, piece))
+            if b.kind != "server":  # the server's own call is whole at its end
+                out.append(TextDelta(b.text_id, piece) if b.kind == "json"
+                           else ToolCallDelta(b.id, b.name, piece))
         return out
 
     def _end(self, i: int, b: _Open) -> list[ModelEvent]:
@@ -603,7 +660,13 @@ class ConverseStreamDecoder(ForcedToolDecoder):
             return [chunks.TextEnd(b.text_id)]
         if b.kind == "reasoning":
             return [chunks.ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
+        if b.kind == "result":
+            return [chunks.ServerToolResult(b.id, b.name, _result_value(b.result), b.failed)]
         raw = "".join(b.args)
+        if b.kind == "server":
+            # It ran already: input that does not parse is kept as it came, not refused.
+            ran = codec.parse_tool_args(raw)
+            return [chunks.ServerToolCall(b.id, b.name, {"input": raw} if ran is None else ran)]
         args = codec.parse_tool_args(raw)
         if args is None:
             # Maybe cut by maxTokens: messageStop says so; decided at the finish.
@@ -654,12 +717,15 @@ def decode_converse(
     dec = ConverseStreamDecoder(json_tool=json_tool, status=status, request_id=request_id)
     out: list[ModelEvent] = []
     for i, block in enumerate(resp.output.message.content):
-        tool, r = block.toolUse, block.reasoningContent
+        tool, r, result = block.toolUse, block.reasoningContent, block.toolResult
         if tool is not None:
-            start = _Block(toolUse=_ToolUse(tool.toolUseId, tool.name))
+            start = _Block(toolUse=_ToolUse(tool.toolUseId, tool.name, type=tool.type))
             out += dec._start(_Event(i, start=start))
             args = tool.input if isinstance(tool.input, str) else codec.json_text(tool.input or {})
             out += dec._delta(_Event(i, delta=_Block(toolUse=_ToolUse(input=args))))
+        elif isinstance(result, _ToolResult):
+            out += dec._start(_Event(i, start=_Block(toolResult=result)))
+            out += dec._delta(_Event(i, delta=_Block(toolResult=result.content or [])))
         elif r is not None:
             rt = r.reasoningText or _ReasoningText()
             delta = _Reasoning(rt.text, rt.signature, r.redactedContent)
