@@ -37,6 +37,8 @@ from pipeline.values.chunks import (
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
+    ServerToolCall,
+    ServerToolResult,
     TextDelta,
     TextEnd,
     TextStart,
@@ -773,6 +775,106 @@ async def test_openai_ids_on_responses_through_a_mock_transport_async(
     assert result.status == "finished", result.error
     assert result.text == "Hi"
     assert [str(r.url) for r in seen] == ["https://api.openai.com/v1/responses"]
+
+
+# --- tools the server runs, and tool kinds the agent cannot run ----------------------------
+
+
+def _items_stream(*items: dict[str, object], between: tuple[dict[str, object], ...] = ()
+                  ) -> bytes:
+    """A stream whose output is `items` (each added, then done), `between` after the
+    first one's addition (its progress events), then a text answer."""
+    head = rs_response("in_progress", usage=None)
+    frames: list[dict[str, object]] = [{"type": "response.created", "response": head}]
+    for n, it in enumerate(items):
+        frames.append({"type": "response.output_item.added", "output_index": n,
+                       "item": {**it, "status": "in_progress"}})
+        if n == 0:
+            frames += between
+        frames.append({"type": "response.output_item.done", "output_index": n, "item": it})
+    done = rs_response(output=list(items))
+    return sse(*frames, {"type": "response.completed", "response": done})
+
+
+Item = dict[str, object]
+WEB_SEARCH: Item = {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                    "action": {"type": "search", "query": "weather Paris"}}
+INTERPRETER: Item = {"type": "code_interpreter_call", "id": "ci_1", "status": "completed",
+                     "code": "print(6 * 7)", "container_id": "cntr_1",
+                     "outputs": [{"type": "logs", "logs": "42\n"}]}
+MCP: Item = {"type": "mcp_call", "id": "mcp_1", "server_label": "deepwiki",
+             "name": "ask_question", "arguments": '{"question": "what?"}', "output": None,
+             "error": "server unreachable"}
+
+
+def test_tools_the_server_ran_are_server_tool_parts() -> None:
+    raw = _items_stream(WEB_SEARCH, INTERPRETER, MCP, between=(
+        {"type": "response.web_search_call.searching", "output_index": 0, "item_id": "ws_1"},))
+    events = decode(raw)
+    expected = [
+        ServerToolCall("ws_1", "web_search", {"action": WEB_SEARCH["action"]}),
+        ServerToolResult("ws_1", "web_search", {"status": "completed"}),
+        ServerToolCall("ci_1", "code_interpreter", {"code": "print(6 * 7)",
+                                                    "container_id": "cntr_1"}),
+        ServerToolResult("ci_1", "code_interpreter", {
+            "outputs": [{"type": "logs", "logs": "42\n"}], "status": "completed"}),
+        ServerToolCall("mcp_1", "ask_question", {"server_label": "deepwiki",
+                                                 "arguments": {"question": "what?"}}),
+        ServerToolResult("mcp_1", "ask_question", {"error": "server unreachable"},
+                         is_error=True),
+    ]
+    assert [e for e in events if isinstance(e, ServerToolCall | ServerToolResult)] == expected
+    assert not any(isinstance(e, ToolCall) for e in events)
+    assert isinstance(events[-1], ModelFinish) and events[-1].finish_reason == "stop"
+    whole = decode_body(json.dumps(rs_response(output=[WEB_SEARCH, INTERPRETER, MCP])).encode())
+    assert [e for e in whole if not isinstance(e, ModelFinish)] == expected
+
+
+CUSTOM: Item = {"type": "custom_tool_call", "id": "ctc_abc123", "call_id": "call_sql_1",
+                "name": "write_sql", "input": "SELECT * FROM users WHERE age > 25"}
+
+
+@pytest.mark.parametrize("item", [
+    CUSTOM,
+    {"type": "computer_call", "id": "cu_1", "call_id": "call_c1",
+     "action": {"type": "click", "x": 1, "y": 2}},
+    {"type": "local_shell_call", "id": "lsh_1", "call_id": "call_s1",
+     "action": {"type": "exec", "command": ["ls"]}},
+], ids=lambda item: str(item["type"]))
+def test_a_tool_call_the_agent_cannot_run_is_a_typed_error_naming_the_item(
+    item: dict[str, object]
+) -> None:
+    got, err = failure(_items_stream(item, between=(
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0,
+         "item_id": item["id"], "delta": "SELECT"},)))
+    assert (err.error_type, err.code, err.retryable) == ("unsupported_tool_call", item["type"],
+                                                         False)
+    assert f"{item['type']} item {item['id']!r}" in err.message
+    assert not any(isinstance(e, ModelFinish | ToolCall) for e in got)
+    with pytest.raises(ProviderError) as info:
+        decode_body(json.dumps(rs_response(output=[item])).encode())
+    assert info.value.error == err
+
+
+def test_a_custom_tool_call_never_reaches_a_tool_of_its_name() -> None:
+    ran: list[str] = []
+
+    @tool
+    def write_sql(input: str) -> str:
+        """Never run: the model called a custom tool, not this function."""
+        ran.append(input)
+        return "rows"
+
+    seen: list[httpx.Request] = []
+    with httpx.Client(transport=_mock(seen, _items_stream(CUSTOM))) as client:
+        resolver = Resolver(client=client, env=ENV)
+        result = SyncInterpreter(resolve=resolver).run(
+            Agent.create("openai/gpt-5", tools=[write_sql]), "users over 25?")
+        resolver.close()
+    assert result.status == "failed" and ran == [] and len(seen) == 1
+    assert result.error is not None and "custom_tool_call item 'ctc_abc123'" in str(result.error)
+    assert "write_sql" in str(result.error)
+
 
 
 def test_a_stream_cut_short_never_finishes_the_agent() -> None:

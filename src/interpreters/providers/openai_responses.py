@@ -12,7 +12,11 @@ response body, usage with reasoning and cached tokens. An event is tied to its i
 `output_index` when the ids disagree (servers that give each event a new `item_id`).
 Event types this decoder does not know (server tools' progress, annotations...) are
 skipped, as the other decoders skip what they do not know; a frame that is not JSON, or
-a known event missing what it needs, fails the call.
+a known event missing what it needs, fails the call. The items of tools the server ran
+(web search, code interpreter, file search, image generation, MCP) come out as
+`ServerToolCall` / `ServerToolResult`, never as calls to run; an item the client would
+have to run or answer (a `custom_tool_call`, `computer_call`, shell or patch call, an MCP
+approval request) fails the call with an `unsupported_tool_call` error naming it.
 
 A reasoning item reaches the conversation as a reasoning block whose `signature` is the
 item's id, followed by a space and its `encrypted_content` when there is one
@@ -261,6 +265,18 @@ class _Item(msgspec.Struct, frozen=True):
     content: list[_Content] | None = None
     summary: list[_Summary] | None = None
     encrypted_content: str | None = None
+    # the input and output fields of the tools the server runs (`SERVER_TOOLS`)
+    action: object = None
+    code: object = None
+    container_id: object = None
+    outputs: object = None
+    queries: object = None
+    results: object = None
+    result: object = None
+    server_label: object = None
+    output: object = None
+    error: object = None
+    tools: object = None
 
 
 class _Usage(msgspec.Struct, frozen=True):
@@ -334,6 +350,26 @@ _KNOWN = frozenset({
     "response.completed", "response.incomplete", "response.failed", "error",
 })
 """The event types decoded; a frame of one of these that does not fit is an error."""
+
+SERVER_TOOLS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "web_search_call": ("web_search", ("action",), ("status",)),
+    "file_search_call": ("file_search", ("queries",), ("results", "status")),
+    "code_interpreter_call": ("code_interpreter", ("code", "container_id"),
+                              ("outputs", "status")),
+    "image_generation_call": ("image_generation", (), ("result", "status")),
+    "mcp_call": ("", ("server_label", "arguments"), ("output", "error")),
+    "mcp_list_tools": ("mcp_list_tools", ("server_label",), ("tools", "error")),
+}
+"""The items of tools the server runs: the tool's name ("": the item's own `name`), the
+item's fields that are its input and those that are its result. Each comes out as a
+`ServerToolCall` and its `ServerToolResult` when the item is done."""
+CLIENT_TOOLS = frozenset({
+    "custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call",
+    "mcp_approval_request",
+})
+"""The items of tool kinds the client must run or answer, which an agent cannot: it
+declares function tools only. Each is an `unsupported_tool_call` error naming it."""
+UNSUPPORTED_TOOL_CALL = "unsupported_tool_call"
 
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": "length",
@@ -543,6 +579,8 @@ class ResponsesStreamDecoder(DecoderBase):
         return out
 
     def _item_added(self, item: _Item, index: int | None) -> list[ModelEvent]:
+        if item.type in CLIENT_TOOLS:
+            raise self._cannot_run(item)
         key = item.id
         if item.type == "function_call":
             call = self._new_call(item)
@@ -575,7 +613,37 @@ class ResponsesStreamDecoder(DecoderBase):
             return self._call_done(item, key)
         if item.type == "reasoning":
             return self._reasoning_done(item, key)
-        return []  # built-in tools' items: not this loop's to run
+        if item.type in SERVER_TOOLS:
+            return self._server_tool(item, key)
+        if item.type in CLIENT_TOOLS:
+            raise self._cannot_run(item)
+        return []  # an item type this decoder does not know
+
+    def _server_tool(self, item: _Item, key: str) -> list[ModelEvent]:
+        """A tool the server ran, done: its call and result, never a call to run."""
+        name, given, got = SERVER_TOOLS[item.type]
+        name = name or item.name or item.type
+        args: dict[str, object] = {}
+        for field in given:
+            value = getattr(item, field)
+            if field == "arguments" and isinstance(value, str):
+                value = codec.parse_tool_args(value) or value  # an MCP call's, as JSON
+            if value is not None:
+                args[field] = value
+        result = {f: v for f in got if (v := getattr(item, f)) is not None}
+        failed = item.status == "failed" or item.error is not None
+        return [chunks.ServerToolCall(key, name, args),
+                chunks.ServerToolResult(key, name, result, failed)]
+
+    def _cannot_run(self, item: _Item) -> ProviderError:
+        named = f" {item.name!r}" if item.name else ""
+        return ProviderError(ApiError(
+            status=self._status, error_type=UNSUPPORTED_TOOL_CALL, code=item.type,
+            retryable=False, request_id=self._request_id,
+            message=f"the model called a tool{named} the agent cannot run ({item.type} item "
+            f"{item.id!r}, call {item.call_id!r}): an agent declares and runs function "
+            "tools only",
+        ))
 
     def _message_done(self, item: _Item, key: str) -> list[ModelEvent]:
         if key in self._texted:
