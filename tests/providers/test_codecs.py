@@ -11,9 +11,12 @@ import pytest
 from interpreters.providers import (
     AnthropicCodec,
     AnthropicOptions,
+    BedrockCodec,
     ByteStreamDecoder,
+    GeminiCodec,
     OpenAIChatCodec,
     OpenAIChatOptions,
+    OpenAIResponsesCodec,
 )
 from interpreters.providers.codec import Codec, Encoded
 from interpreters.providers.provider import ProviderError
@@ -22,6 +25,8 @@ from pipeline.values.chunks import (
     ModelFinish,
     ReasoningDelta,
     ReasoningEnd,
+    ServerToolCall,
+    ServerToolResult,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -32,6 +37,8 @@ from pipeline.values.messages import (
     Message,
     Part,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolResultPart,
     SystemMessage,
     TextPart,
     ToolCallPart,
@@ -355,6 +362,60 @@ def test_anthropic_redacted_thinking_unknown_blocks_and_cached_usage() -> None:
     fin = events[-1]
     assert isinstance(fin, ModelFinish)
     assert fin.usage == Usage(input_tokens=100, output_tokens=7, cached_input_tokens=90)
+
+
+SEARCHED = [{"type": "web_search_result", "title": "Paris weather", "url": "https://w.example",
+             "encrypted_content": "EqgfCioIARgBIiQ3YTAw", "page_age": "2 hours ago"}]
+
+
+def test_anthropic_server_tools_are_server_tool_parts_never_calls() -> None:
+    raw = _an(
+        {"type": "content_block_start", "index": 0, "content_block": {
+            "type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {}}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather'}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "input_json_delta", "partial_json": ' Paris"}'}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {
+            "type": "web_search_tool_result", "tool_use_id": "srvtoolu_01",
+            "content": SEARCHED}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {
+            "type": "server_tool_use", "id": "srvtoolu_02", "name": "web_search",
+            "input": {"query": "again"}}},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "content_block_start", "index": 3, "content_block": {
+            "type": "web_search_tool_result", "tool_use_id": "srvtoolu_02", "content": {
+                "type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}}},
+        {"type": "content_block_stop", "index": 3},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+    )
+    events = decode(AnthropicCodec(), Encoded(b""), raw)
+    assert not any(isinstance(e, ToolCall | ToolCallDelta) for e in events)
+    assert [e for e in events if isinstance(e, ServerToolCall | ServerToolResult)] == [
+        ServerToolCall("srvtoolu_01", "web_search", {"query": "weather Paris"}),
+        ServerToolResult("srvtoolu_01", "web_search", SEARCHED),
+        ServerToolCall("srvtoolu_02", "web_search", {"query": "again"}),
+        ServerToolResult("srvtoolu_02", "web_search", {
+            "type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"},
+            is_error=True),
+    ]
+    assert isinstance(events[-1], ModelFinish) and events[-1].finish_reason == "stop"
+
+
+def test_server_tool_parts_are_not_sent_back_by_any_wire_format() -> None:
+    plain = req(msg("user", TextPart("hi")), msg("assistant", TextPart("Found it."), CALL),
+                msg("tool", RESULT), msg("assistant", TextPart("Sunny.")))
+    server = (ServerToolCallPart("srv_1", "web_search", {"query": "x"}),
+              ServerToolResultPart("srv_1", "web_search", SEARCHED))
+    with_server = req(msg("user", TextPart("hi")),
+                      msg("assistant", *server, TextPart("Found it."), CALL),
+                      msg("tool", RESULT), msg("assistant", *server, TextPart("Sunny.")))
+    codecs: list[Codec] = [OpenAIChatCodec(), AnthropicCodec(), OpenAIResponsesCodec(),
+                           GeminiCodec(), BedrockCodec()]
+    for c in codecs:
+        assert body(c, with_server) == body(c, plain), type(c).__name__
 
 
 def test_anthropic_delta_for_a_block_never_started_is_invalid() -> None:

@@ -6,7 +6,10 @@ blocks sent back with their signatures, tools and tool_choice, max_tokens (requi
 default), settings, namespaced provider options, structured output as a forced tool.
 Decoding: message_start, content_block_start/delta/stop (text_delta, input_json_delta,
 thinking_delta, signature_delta), message_delta, message_stop, ping, error; and the
-non-streaming message body into the same events.
+non-streaming message body into the same events. A tool the server runs itself
+(`server_tool_use`, `mcp_tool_use`) and its `*_tool_result` block come out as
+`ServerToolCall` / `ServerToolResult`, never as a call for the agent to run; they are
+not sent back.
 """
 
 from __future__ import annotations
@@ -236,6 +239,14 @@ class _Block(msgspec.Struct, frozen=True):
     id: str | None = None
     name: str | None = None
     input: dict[str, object] | None = None
+    tool_use_id: str | None = None
+    """A server tool's result block: the id of the call it answers."""
+    content: object = None
+    is_error: bool | None = None
+
+
+_SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Blocks of a tool the server runs itself (web search, code execution, MCP)."""
 
 
 class _Delta(msgspec.Struct, frozen=True):
@@ -327,7 +338,9 @@ class _UsageAcc:
 class _Open:
     __slots__ = ("args", "id", "initial", "kind", "name", "redacted", "signature", "text_id")
 
-    def __init__(self, kind: Literal["text", "reasoning", "tool", "json", "other"]) -> None:
+    def __init__(
+        self, kind: Literal["text", "reasoning", "tool", "json", "server", "other"]
+    ) -> None:
         self.kind = kind
         self.id = ""
         self.name = ""
@@ -347,6 +360,8 @@ class AnthropicStreamDecoder(ForcedToolDecoder):
         super().__init__(json_tool=json_tool, status=status, request_id=request_id)
         self._blocks: dict[int, _Open] = {}
         self._usage = _UsageAcc()
+        self._server_tools: dict[str, str] = {}
+        """The names of the tools the server ran, by their ids (their results name none)."""
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         out = self._feed(event)
@@ -421,8 +436,22 @@ class AnthropicStreamDecoder(ForcedToolDecoder):
                 out.append(chunks.TextStart(f"text-{i}"))
             else:
                 out.append(ToolCallDelta(b.id, b.name, ""))
+        elif cb.type in _SERVER_CALLS:
+            # The server runs it: a record, whole at its end, never a call to run.
+            b = _Open("server")
+            b.id, b.name, b.initial = cb.id or f"srvtoolu_{i}", cb.name or "", cb.input or {}
+            self._server_tools[b.id] = b.name
+            self._blocks[i] = b
         else:
-            self._blocks[i] = _Open("other")  # server tools and future block types
+            if cb.type.endswith("_tool_result") and cb.tool_use_id is not None:
+                # What a server tool returned, whole (web_search_tool_result...); an
+                # error is a `*_error` content or, for MCP, `is_error`.
+                cid, content = cb.tool_use_id, cb.content
+                name = self._server_tools.get(cid) or cb.type.removesuffix("_tool_result")
+                failed = bool(cb.is_error) or (
+                    isinstance(content, dict) and str(content.get("type", "")).endswith("_error"))
+                out.append(chunks.ServerToolResult(cid, name, content, failed))
+            self._blocks[i] = _Open("other")  # and future block types
         return out
 
     def _block_delta(self, ev: _Event) -> list[ModelEvent]:
@@ -442,8 +471,10 @@ class AnthropicStreamDecoder(ForcedToolDecoder):
                 b.signature.append(d.signature)
             if d.thinking:
                 return [ReasoningDelta(f"reasoning-{i}", d.thinking)]
-        elif b.kind in ("tool", "json") and d.partial_json:
+        elif b.kind in ("tool", "json", "server") and d.partial_json:
             b.args.append(d.partial_json)
+            if b.kind == "server":
+                return []
             if b.kind == "json":
                 return [TextDelta(f"text-{i}", d.partial_json)]
             return [ToolCallDelta(b.id, b.name, d.partial_json)]
@@ -472,6 +503,11 @@ class AnthropicStreamDecoder(ForcedToolDecoder):
                 self._truncated.append((b.name, raw))
                 return []
             return [chunks.ToolCall(b.id, b.name, args)]
+        if b.kind == "server":
+            # It ran already: input that does not parse is kept as it came, not refused.
+            raw = "".join(b.args)
+            ran = codec.parse_tool_args(raw) if raw else dict(b.initial)
+            return [chunks.ServerToolCall(b.id, b.name, {"input": raw} if ran is None else ran)]
         return []
 
     def _message_stop(self) -> list[ModelEvent]:
