@@ -46,6 +46,7 @@ from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
 from interpreters.sync import SyncInterpreter
 from interpreters.testing import Say, ScriptedModel, Simulator, call
+from pipeline import RunResult
 from pipeline.agent import Agent
 from pipeline.tools import tool
 from pipeline.values.chunks import (
@@ -705,26 +706,54 @@ def test_a_server_tool_result_is_its_text_its_json_or_its_blocks(
     assert result.result == value
 
 
-def test_an_agent_keeps_the_servers_tool_and_runs_nothing() -> None:
-    ran: list[str] = []
-
+def _interpreter_agent(ran: list[str]) -> tuple[Agent, list[httpx.Response]]:
     @tool
     def nova_code_interpreter(code: str) -> str:
         """Never run: the server runs its own."""
         ran.append(code)
         return "local"
 
-    seen: list[httpx.Request] = []
     replies = [httpx.Response(200, headers=dict(STREAM), content=_server_tool_stream()),
                _ok_stream("You're welcome.")]
-    agent = Agent.create(MODEL, tools=[nova_code_interpreter])
+    return Agent.create(MODEL, tools=[nova_code_interpreter]), replies
+
+
+QUESTION = "What is the average of 10, 24, 2, 3, 43, 52, 13, 68, 6, 7, 902 and 82?"
+
+
+def test_an_agent_keeps_the_servers_tool_and_runs_nothing() -> None:
+    ran: list[str] = []
+    seen: list[httpx.Request] = []
+    agent, replies = _interpreter_agent(ran)
     with httpx.Client(transport=_transport(replies, seen)) as client:
         resolver = Resolver(client=client, env=ENV)
         interp = SyncInterpreter(resolve=resolver)
-        first = interp.run(agent, "What is the average of 10, 24, 2, 3, 43, 52, 13, 68...?")
+        first = interp.run(agent, QUESTION)
         assert first.status == "finished", first.error
         again = interp.run(agent, [*first.messages.messages, user("Thanks!", id="u2")])
         resolver.close()
+    _check_server_tool_run(ran, seen, first, again)
+
+
+@pytest.mark.anyio
+async def test_an_agent_keeps_the_servers_tool_and_runs_nothing_async(
+    anyio_backend: str,
+) -> None:
+    ran: list[str] = []
+    seen: list[httpx.Request] = []
+    agent, replies = _interpreter_agent(ran)
+    async with httpx.AsyncClient(transport=_transport(replies, seen)) as client:
+        resolver = AsyncResolver(client=client, env=ENV)
+        interp = AsyncInterpreter(resolve=resolver)
+        first = await interp.run(agent, QUESTION)
+        assert first.status == "finished", first.error
+        again = await interp.run(agent, [*first.messages.messages, user("Thanks!", id="u2")])
+        await resolver.aclose()
+    _check_server_tool_run(ran, seen, first, again)
+
+
+def _check_server_tool_run(ran: list[str], seen: list[httpx.Request], first: RunResult[Any],
+                           again: RunResult[Any]) -> None:
     assert ran == [] and len(seen) == 2, "one call per turn: nothing ran locally"
     assert first.text == ANSWER
     answer = first.messages.messages[-1]

@@ -610,6 +610,22 @@ def test_a_withheld_answer_is_sent_once_and_offered_to_process_api_error(
         (error_type, reason, False)]
 
 
+@pytest.mark.anyio
+async def test_a_withheld_answer_is_sent_once_async(
+    server: ReplayServer, anyio_backend: str
+) -> None:
+    server.queue(*(Reply(200, SSE, sse(_frame(None, "MODEL_ARMOR"))) for _ in range(3)))
+    watch = Watch()
+    resolver = AsyncResolver(base_urls={"google": server.url + "/v1beta"},
+                             api_keys={"google": KEY})
+    result = await AsyncInterpreter(resolve=resolver).run(
+        Agent.create("google/m", error_processors=[watch],
+                     retry_policy=RetryPolicy(max_retries=2, base_delay=0.001)), "hi")
+    await resolver.aclose()
+    assert result.status != "finished" and len(server.seen) == 1
+    assert [(e.error_type, e.code) for e in watch.seen] == [("content_blocked", "MODEL_ARMOR")]
+
+
 def test_calls_are_priced_from_googles_list_cached_input_cheaper() -> None:
     price = genai_prices()
     at = 1.76e9

@@ -29,6 +29,7 @@ from interpreters.providers.openai_responses import decode_body
 from interpreters.providers.prices import genai_prices
 from interpreters.providers.provider import ProviderError
 from interpreters.sync import SyncInterpreter
+from pipeline import RunResult
 from pipeline.agent import Agent
 from pipeline.tools import tool
 from pipeline.values.chunks import (
@@ -458,30 +459,30 @@ def test_items_whose_ids_change_every_event_are_tied_by_their_output_index() -> 
     assert decode(copilot_stream(rotate=True), pieces=7) == rotated
 
 
-def test_an_agent_runs_over_items_whose_ids_change_every_event() -> None:
-    seen: list[httpx.Request] = []
-    rotated = copilot_stream(rotate=True)
-    answer = text_stream("It is sunny.")
-    replies = iter((rotated, answer))
+def _rotating_server(seen: list[httpx.Request]) -> httpx.MockTransport:
+    """Copilot's ids: the call in a rotating stream, then the answer."""
+    replies = iter((copilot_stream(rotate=True), text_stream("It is sunny.")))
 
     def handle(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         return httpx.Response(200, headers={"content-type": "text/event-stream"},
                               content=next(replies))
 
-    ran: list[str] = []
+    return httpx.MockTransport(handle)
 
+
+def _weather_agent(ran: list[str]) -> Agent:
     @tool
     def get_weather(city: str) -> str:
         """Weather for a city."""
         ran.append(city)
         return "sunny"
 
-    with httpx.Client(transport=httpx.MockTransport(handle)) as client:
-        resolver = Resolver(client=client, env=ENV)
-        result = SyncInterpreter(resolve=resolver).run(
-            Agent.create("openai/gpt-5", tools=[get_weather]), "weather in Paris?")
-        resolver.close()
+    return Agent.create("openai/gpt-5", tools=[get_weather])
+
+
+def _check_rotated_run(result: RunResult[Any], ran: list[str], seen: list[httpx.Request]
+                       ) -> None:
     assert result.status == "finished", result.error
     assert ran == ["Paris"] and result.text == "There are **3** r's.It is sunny."
     second = msgspec.json.decode(seen[1].content)["input"]
@@ -491,6 +492,30 @@ def test_an_agent_runs_over_items_whose_ids_change_every_event() -> None:
          "arguments": '{"city":"Paris"}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
     ]
+
+
+def test_an_agent_runs_over_items_whose_ids_change_every_event() -> None:
+    seen: list[httpx.Request] = []
+    ran: list[str] = []
+    with httpx.Client(transport=_rotating_server(seen)) as client:
+        resolver = Resolver(client=client, env=ENV)
+        result = SyncInterpreter(resolve=resolver).run(_weather_agent(ran), "weather in Paris?")
+        resolver.close()
+    _check_rotated_run(result, ran, seen)
+
+
+@pytest.mark.anyio
+async def test_an_agent_runs_over_items_whose_ids_change_every_event_async(
+    anyio_backend: str,
+) -> None:
+    seen: list[httpx.Request] = []
+    ran: list[str] = []
+    async with httpx.AsyncClient(transport=_rotating_server(seen)) as client:
+        resolver = AsyncResolver(client=client, env=ENV)
+        result = await AsyncInterpreter(resolve=resolver).run(
+            _weather_agent(ran), "weather in Paris?")
+        await resolver.aclose()
+    _check_rotated_run(result, ran, seen)
 
 
 def test_unknown_event_types_are_skipped() -> None:
