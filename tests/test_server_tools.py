@@ -161,6 +161,17 @@ def test_server_tool_chunks_and_parts_round_trip_the_codecs() -> None:
     assert json.loads(ndjson_line(CALL))["type"] == "server-tool-call"
 
 
+def test_a_durable_runs_stored_stream_and_result_keep_server_tools() -> None:
+    from interpreters.durable.payload import compact_chunks, expand_chunks
+
+    batch: tuple[Chunk, ...] = (CALL, RESULT, TextDelta("text-0", "The average is 12."))
+    assert expand_chunks(compact_chunks(batch, {}), lambda n, cid: None) == batch
+    model = ScriptedModel([Say("The average is 12.", server_tools=[CALL, RESULT])])
+    result = Simulator(model).run(Agent.create("m"), "Average?").result
+    stored = msgspec.json.decode(msgspec.json.encode(result), type=type(result))
+    assert stored == result
+
+
 def test_a_recorded_run_with_a_server_tool_replays_identically() -> None:
     rec = Recorder()
     model = ScriptedModel([Say("The average is 12.", server_tools=[CALL, RESULT])])

@@ -503,8 +503,9 @@ class ResponsesStreamDecoder(DecoderBase):
         return ev.item
 
     def _key(self, item_id: str | None, index: int | None) -> str:
-        """The item an event is about: the one added at its `output_index` when the ids
-        disagree (as other clients correlate them), else the id it names."""
+        """The item an event is about: the one added at its `output_index` (its place
+        ties its events together when a server gives each a new id, as other clients
+        correlate them; with OpenAI's ids the two agree), else the id it names."""
         if index is not None:
             at = self._at.get(index)
             if at is not None:
