@@ -274,6 +274,24 @@ def test_a_large_journal_is_paged_not_sent_whole(tmp_path: Path) -> None:
     assert len(json.dumps(page)) < 200_000
 
 
+def test_a_journal_nested_past_the_bound_is_answered_with_an_error(
+    studio: StudioServer, journals: Path
+) -> None:
+    lines = (journals / "run1.ndjson").read_bytes().splitlines()
+    deep = b"[" * 100_000 + b"]" * 100_000
+    lines[1] = lines[0].replace(b'"values":null', b'"values":{"a":' + deep + b"}")
+    (journals / "deep.ndjson").write_bytes(b"\n".join(lines))
+    status, _, body = get(studio, "/api/runs/deep")
+    assert status == 400 and b"nests deeper than" in body
+    status, _, body = get(studio, "/api/runs/deep/replay")
+    assert status == 400 and b"nests deeper than" in body
+    lines[0] = lines[1]  # the header itself, as the list reads it
+    (journals / "deeper.ndjson").write_bytes(b"\n".join(lines))
+    listed = get_json(studio, "/api/runs")["items"]
+    [deeper] = [r for r in listed if r["name"] == "deeper"]
+    assert "nests deeper than" in deeper["problem"]
+
+
 def test_the_summary_totals_the_recorded_costs(tmp_path: Path) -> None:
     from decimal import Decimal
 
