@@ -227,6 +227,14 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         SQLiteApprovalStore(tmp_path / "runs.db")
 
 
+def test_an_approval_schema_version_that_is_no_version_is_a_typed_error(tmp_path: Path) -> None:
+    SQLiteApprovalStore(tmp_path / "runs.db").close()
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("UPDATE approval_schema SET version = 'one'")
+    with pytest.raises(ApprovalStoreError, match=r"runs\.db.*version 'one'"):
+        SQLiteApprovalStore(tmp_path / "runs.db")
+
+
 def test_a_sqlite_store_shares_an_open_memory_store(tmp_path: Path) -> None:
     from interpreters.memory.sqlite import SQLiteStore
 

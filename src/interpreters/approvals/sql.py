@@ -218,7 +218,7 @@ def _bytes(run_id: str, body: object) -> bytes:
 # --- SQLite ------------------------------------------------------------------------------
 
 
-def _sqlite_migrate(conn: sqlite3.Connection) -> None:
+def _sqlite_migrate(conn: sqlite3.Connection, path: str) -> None:
     found = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approval_schema'"
     ).fetchone()
@@ -228,7 +228,10 @@ def _sqlite_migrate(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO approval_schema VALUES (0)")
     else:
         row = conn.execute("SELECT version FROM approval_schema").fetchone()
-        version = int(row[0]) if row is not None else 0
+        version = row[0] if row is not None else 0
+        if type(version) is not int or version < 0:  # (SQLite keeps any value anywhere)
+            raise ApprovalStoreError(f"the approval tables of {path!r} have version "
+                                     f"{version!r}, not a version number")
     _bring_up(version, SQLITE_MIGRATIONS, lambda q: conn.execute(q),
               "UPDATE approval_schema SET version = ?", lambda q, a: conn.execute(q, a))
 
@@ -271,7 +274,8 @@ class SQLiteApprovalStore(_SQLApprovalStore[SQLiteStore]):
             opened = store if isinstance(store, SQLiteStore) else SQLiteStore(
                 store, timeout=timeout
             )
-        super().__init__(opened, opened is not store, lambda s: s._write(_sqlite_migrate))
+        super().__init__(opened, opened is not store,
+                         lambda s: s._write(lambda c: _sqlite_migrate(c, s.path)))
 
     def _transaction(self, body: Callable[[Execute], T]) -> T:
         # BEGIN IMMEDIATE: one writer of the file at a time, so one taker of a run.
