@@ -178,7 +178,8 @@ def test_a_state_that_does_not_encode_is_refused_at_save_and_nothing_is_kept(
     try:
         s = suspended(tmp_path)
         bad = msgspec.structs.replace(s, states=(*s.states[:1], Opaque()))
-        with pytest.raises(SuspensionNotStorable, match=r"slot 1 \(Opaque\)"):
+        with pytest.raises(SuspensionNotStorable,
+                           match=r"the state of processor 'budget' \(of type Opaque\)"):
             store.save(bad)
         assert store.get(s.run_id) is None
     finally:

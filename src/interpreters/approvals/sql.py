@@ -12,7 +12,7 @@ reads and marks it taken in one transaction (the row locked), so of two processe
 the same run exactly one gets it and the other `RunNotSuspended`.
 
 A suspension is stored msgpack-encoded. `save` checks that it encodes and decodes back
-(`SuspensionNotStorable` names the processor state that does not: a run is never
+(`SuspensionNotStorable` names the processor whose state does not: a run is never
 silently lost); the processors' states come back as plain data (dicts, lists), and
 `Approvals.take` types them again by the agent's processors (`typed_states`). A stored
 row that does not decode is `CorruptStoredSuspension`; a store that cannot be reached is
@@ -104,12 +104,14 @@ def encode_suspension(s: Suspension) -> bytes:
 
 
 def _culprit(s: Suspension) -> str:
-    """Which processor state does not encode, if one does not."""
+    """Which processor's state does not encode, if one does not."""
     for slot, state in enumerate(s.states):
         try:
             _ENC.encode(state)
         except (TypeError, ValueError, OverflowError):
-            return f"the processor state in slot {slot} ({type(state).__name__}): "
+            ids = s.processor_ids  # (none in a suspension made before they were kept)
+            who = f"processor {ids[slot]!r}" if slot < len(ids) else f"slot {slot}"
+            return f"the state of {who} (of type {type(state).__name__}): "
     return ""
 
 
