@@ -228,6 +228,13 @@ def test_more_host_names_are_answered_when_allowed(journals: Path) -> None:
         StudioServer(Studio(journals), port=0, allowed_hosts=("bad name:80",))
 
 
+def test_the_address_it_serves_on_is_answered(journals: Path) -> None:
+    with StudioServer(Studio(journals), host="127.0.0.2", port=0) as s:
+        assert s.url.startswith("http://127.0.0.2:")
+        status, _, _ = get(s, "/api/runs", host_header=s.url[len("http://"):-1])
+        assert status == 200
+
+
 def test_the_command_refuses_a_host_name_it_cannot_read(
     journals: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

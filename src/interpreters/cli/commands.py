@@ -98,8 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the port (default 8765; 0: any free one)")
     studio.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                         help="a host name (or address) to answer to besides 127.0.0.1, "
-                             "localhost and [::1]; repeatable (a page of any other name is "
-                             "refused: DNS rebinding)")
+                             "localhost, [::1] and --host; repeatable (a page of any other "
+                             "name is refused: DNS rebinding)")
     studio.add_argument("--allow-remote", action="store_true",
                         help="serve on a non-loopback address (journals hold model output "
                              "and tool results: anyone who reaches it reads them)")

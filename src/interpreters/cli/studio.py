@@ -15,11 +15,11 @@ The page is plain HTML and JavaScript served from the package (no build step); i
 the page with `textContent` only and is served with a Content-Security-Policy that runs
 no inline script, since journals hold model output. It binds to loopback only unless
 `allow_remote=True`, and answers only requests whose `Host` is one of its names
-(127.0.0.1, localhost, [::1], with its port; more with `allowed_hosts` / `--allow-host`):
-a page of another name that resolves to 127.0.0.1 (DNS rebinding) gets a 421, not the
-journals. Everything is bounded: the runs listed per page, the timeline
-entries per page, the characters of each value shown, the files a directory scan looks
-at, the journals kept parsed.
+(127.0.0.1, localhost, [::1], the address it serves on, with its port; more with
+`allowed_hosts` / `--allow-host`): a page of another name that resolves to 127.0.0.1
+(DNS rebinding) gets a 421, not the journals. Everything is bounded: the runs listed per
+page, the timeline entries per page, the characters of each value shown, the files a
+directory scan looks at, the journals kept parsed.
 """
 
 from __future__ import annotations
@@ -617,16 +617,27 @@ def check_host(host: str, allow_remote: bool) -> None:
         )
 
 
+def _own_address(host: str) -> tuple[str, ...]:
+    """The address the studio serves on, as a `Host` names it (an IP address, not a
+    wildcard one: a name or 0.0.0.0 is given with --allow-host)."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return ()
+    if ip.is_unspecified:
+        return ()
+    return (f"[{ip}]",) if ip.version == 6 else (str(ip),)
+
+
 class StudioServer:
     """The studio's HTTP server on a thread: `with StudioServer(studio) as s: s.url`."""
 
     def __init__(self, studio: Studio, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                  *, allow_remote: bool = False, allowed_hosts: tuple[str, ...] = ()) -> None:
         """`allowed_hosts`: the names (or addresses) the studio answers to besides
-        127.0.0.1, localhost and [::1], e.g. the address it serves on with
-        `allow_remote`."""
+        127.0.0.1, localhost, [::1] and the address it serves on (`host`)."""
         check_host(host, allow_remote)
-        names = host_names(tuple(allowed_hosts))
+        names = host_names((*allowed_hosts, *_own_address(host)))
         self.httpd = ThreadingHTTPServer((host, port), _handler(studio, names))
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
