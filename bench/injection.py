@@ -1,7 +1,7 @@
-"""PromptInjectionDetector measured on corpora its classifier never saw: attack recall
-and benign false positives per source and per language, at several thresholds, for the
-classifier, the heuristics and the two together (the detector's defaults), with the CPU
-each costs per 1,000 characters.
+"""PromptInjectionDetector measured on benchmarks its classifier was not trained on:
+attack recall and benign false positives per source and per language, at several
+thresholds, for the classifier, the heuristics and the two together (the detector's
+defaults), with the CPU each costs per 1,000 characters.
 
 ::
 
@@ -15,6 +15,13 @@ and PromptInject's attacks as Giskard collected them, XQuAD's multilingual quest
 are in training/sources.py; none is trained on. A source absent from DIR is skipped and
 named. The sample in bench/data/injection_heldout.jsonl (see its NOTICE.md) is a few
 rows of each source whose licence lets it be copied, so the smoke test runs offline.
+
+Not trained on is not unseen: a benchmark may copy a text a training source holds
+(JailbreakBench's JBC prompts are all the AIM jailbreak, which jailbreakhub has). Every
+row is checked against the training sources first (bench/contamination.py: an exact
+copy, or half of its word 8-grams in one training text): the rows found there are
+reported apart, as seen in training, never as held out; the summary pools held-out
+rows only.
 
 Obfuscated: the sample's attacks spaced out, in leetspeak, ROT13, with Cyrillic
 look-alikes, and split in two tool results (scored joined, as the detector does).
@@ -31,17 +38,25 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.contamination import (  # noqa: E402
+    Fingerprints,
+    Seen,
+    check,
+    fingerprints,
+    read_overlap,
+)
 from pipeline.processors.guards.injection import (  # noqa: E402
     PromptInjectionDetector,
     scan_injection,
 )
 from pipeline.processors.guards.injection_model import classify_injection, load_model  # noqa: E402
-from training.sources import Row, load  # noqa: E402
+from training.sources import SOURCES, Row, load  # noqa: E402
 
 SAMPLE = ROOT / "bench/data/injection_heldout.jsonl"
 THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.96, 0.98)
@@ -150,41 +165,99 @@ def pooled(table: Table, attack: bool, threshold: float) -> tuple[float, int]:
     return sum(rates) / max(len(rates), 1), len(rates)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Table]:
+Overlap = dict[str, tuple[int, dict[str, int]]]
+"""Per evaluation source: its rows, and how many each training source holds."""
+
+
+def training_fingerprints(data: Path | None, sample: bool) -> Fingerprints:
+    """The training sources' texts as the check reads them: from `data` when it holds
+    any (those absent are named), else, for the vendored `sample`, the vendored ones."""
+    train, missing = load(data, "train") if data is not None else ([], [])
+    if data is None or (sample and not train):
+        return read_overlap(SAMPLE)
+    if missing:
+        print(f"training sources absent from {data}, not checked against: "
+              f"{', '.join(missing)}")
+    return fingerprints(train, [s.name for s in SOURCES
+                                if s.role == "train" and s.name not in missing])
+
+
+def overlap(rows: list[Row], seen: list[Seen | None]) -> Overlap:
+    out: Overlap = {}
+    for r, s in zip(rows, seen, strict=True):
+        n, found = out.get(r.source, (0, {}))
+        if s is not None:
+            found[s.source] = found.get(s.source, 0) + 1
+        out[r.source] = (n + 1, found)
+    return out
+
+
+def print_overlap(found: Overlap, train: Fingerprints) -> None:
+    print(f"\nrows the training sources hold ({', '.join(train.sources)}): an exact copy, "
+          "or at least half of the row's word 8-grams in one training text")
+    for source, (n, by) in sorted(found.items()):
+        held = sum(by.values())
+        said = ", ".join(f"{k} {v}" for k, v in sorted(by.items()))
+        print(f"  {source:40} {n:5} rows, {held:5} seen in training"
+              + (f" ({said})" if said else ""))
+
+
+class Bench(NamedTuple):
+    held_out: dict[str, Table]
+    """By scorer: the rows no training source holds (and their obfuscations)."""
+    seen: dict[str, Table]
+    """By scorer: the rows a training source holds (not held out)."""
+    overlap: Overlap
+
+
+def main(argv: list[str] | None = None) -> Bench:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the vendored sample only")
     ap.add_argument("--data", type=Path, default=None,
                     help="a directory training/fetch_sources.py wrote")
     args = ap.parse_args(argv)
     rows = vendored()
-    if args.data is not None and not args.quick:
-        found, missing = load(args.data, "eval")
+    data = args.data if not args.quick else None
+    found: list[Row] = []
+    if data is not None:
+        found, missing = load(data, "eval")
         if found:
             rows = found  # the whole sources (the sample is a part of them)
-        print(f"evaluation sources in {args.data}: {len({r.source for r in found})} "
+        print(f"evaluation sources in {data}: {len({r.source for r in found})} "
               f"source groups; skipped (absent): {', '.join(missing) or 'none'}")
     else:
         print(f"vendored sample {SAMPLE.relative_to(ROOT)}: {len(rows)} rows "
               "(Tensor Trust is not vendored: no licence; pass --data for every source)")
+    train = training_fingerprints(data, sample=not found)
+    seen = check(rows, train)
+    shared = overlap(rows, seen)
+    print_overlap(shared, train)
+    held = [r for r, s in zip(rows, seen, strict=True) if s is None]
+    copied = [r for r, s in zip(rows, seen, strict=True) if s is not None]
     det = PromptInjectionDetector()
-    rows += obfuscated(rows, 10 if args.quick else 40,
+    held += obfuscated(held, 10 if args.quick else 40,
                        lambda t: det.local_score(t)[0] >= det.threshold)
     model_threshold = load_model().threshold
     det_threshold = PromptInjectionDetector().threshold
     tables: dict[str, Table] = {}
+    seen_tables: dict[str, Table] = {}
     for name, scorer in scorers().items():
-        table, ms = score_rows(rows, scorer)
+        table, ms = score_rows(held, scorer)
         tables[name] = table
-        thresholds = THRESHOLDS
-        print_table(f"{name} ({ms:.2f} ms CPU per 1,000 characters)", table, thresholds)
-    print("\nsummary (each source weighs the same):")
+        print_table(f"{name}, held out ({ms:.2f} ms CPU per 1,000 characters)", table,
+                    THRESHOLDS)
+        if copied:
+            seen_tables[name] = score_rows(copied, scorer)[0]
+            print_table(f"{name}, seen in training (not held out)", seen_tables[name],
+                        THRESHOLDS)
+    print("\nsummary, held-out rows only (each source weighs the same):")
     for name, t in (("classifier", model_threshold), ("heuristics", det_threshold),
                     ("detector", det_threshold)):
         r, na = pooled(tables[name], True, t)
         f, nb = pooled(tables[name], False, t)
         print(f"  {name:10} at {t}: attacks flagged {100 * r:.1f}% ({na} sources), "
               f"benign flagged {100 * f:.1f}% ({nb} sources)")
-    return tables
+    return Bench(tables, seen_tables, shared)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ processor discarded for a retry arrives marked by a `data-step-discarded` part.
   with 413 as soon as its declared length or what arrived says so, read no further; a
   `useChat` request carrying more than `max_messages` (200) messages is refused with 413.
   Raise them for your app, never drop them: an unbounded body is memory a client takes.
+- **No cross-site requests**: a page on another site could otherwise approve a refund in
+  its visitor's browser (CSRF). A `POST` must carry JSON (`content-type:
+  application/json`, else 415): a form or `text/plain` body needs no CORS preflight, JSON
+  does, and this app grants none. A `POST` or `DELETE` a browser marks as from elsewhere
+  (`Sec-Fetch-Site` other than `same-origin`, an `Origin` other than the `Host`) is a 403.
 
 **Approval of a tool call, end to end**: a call a gate asks a person about suspends the
 run; its stream carries the AI SDK's `tool-approval-request` part (its `approvalId` the
@@ -270,6 +275,10 @@ def chat_app(
         if scope.get("method") != "POST":
             await _plain(send, 405, b"use POST")
             return
+        refused = _refused(scope, json_body=True)
+        if refused is not None:
+            await _plain(send, *refused)
+            return
         run_input: RunInput
         thread_id: str | None
         resumed: Resumption | None = None
@@ -363,6 +372,25 @@ def _status(e: Exception) -> int:
     return 422  # a body that does not decode, or answers that fit no waiting call
 
 
+def _refused(scope: Scope, *, json_body: bool) -> tuple[int, bytes] | None:
+    """Why a request that acts (approves, runs, stops) is refused, if it is: a browser
+    says it comes from another site (`Sec-Fetch-Site`, `Origin`), or its body is not
+    JSON. A page elsewhere may send a form or `text/plain` without asking; a JSON body
+    needs a CORS preflight, which this app never grants. (Clients that are no browser
+    send neither header.)"""
+    site = _header(scope, b"sec-fetch-site")
+    origin = _header(scope, b"origin")
+    host = _header(scope, b"host")
+    if site not in (None, b"same-origin", b"none") or (
+        origin is not None and origin.partition(b"://")[2] != host
+    ):
+        return 403, b"a request from another site"
+    ctype = _header(scope, b"content-type") or b""
+    if json_body and ctype.partition(b";")[0].strip().lower() != b"application/json":
+        return 415, b"send JSON (content-type: application/json)"
+    return None
+
+
 async def _watch_disconnect(receive: Receive, left: Callable[[], None]) -> None:
     while True:
         message = await receive()
@@ -387,6 +415,10 @@ async def _reconnect(
     `DELETE`: stop the chat's live run."""
     method = scope.get("method")
     if method == "DELETE":
+        refused = _refused(scope, json_body=False)
+        if refused is not None:
+            await _plain(send, *refused)
+            return
         live = replays.live(chat_id)
         if live is not None:
             live.signal.cancel("stopped by the client")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,8 +34,9 @@ def _browser() -> tuple[str, str] | None:
 
 
 @contextmanager
-def chromium(what: str) -> Iterator[WebDriver]:
-    """A headless Chromium; `what` says what the skip leaves untested."""
+def chromium(what: str, *, resolve: dict[str, str] | None = None) -> Iterator[WebDriver]:
+    """A headless Chromium; `what` says what the skip leaves untested. `resolve` maps
+    host names to addresses (a page of another site served on loopback)."""
     found = _browser()
     try:
         import selenium  # noqa: F401
@@ -54,6 +57,9 @@ def chromium(what: str) -> Iterator[WebDriver]:
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                 "--disable-gpu", "--window-size=1200,800"):
         options.add_argument(arg)
+    if resolve:
+        rules = ", ".join(f"MAP {name} {address}" for name, address in resolve.items())
+        options.add_argument(f"--host-resolver-rules={rules}")
     d = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
     d.set_page_load_timeout(WAIT)
     try:
@@ -69,3 +75,31 @@ def wait_for(d: WebDriver, css: str) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     WebDriverWait(d, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+@contextmanager
+def serve_page(html: str) -> Iterator[int]:
+    """`html` served at / on 127.0.0.1 (a port of its own, returned): another site's page,
+    once a host name is `resolve`d to loopback."""
+    body = html.encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(httpd.server_address[1])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(WAIT)

@@ -30,6 +30,9 @@ from tests.helpers import AsyncTrackedModel
 
 pytestmark = pytest.mark.anyio
 
+JSON = [(b"content-type", b"application/json")]
+"""The headers of a request with a JSON body."""
+
 
 async def _post(app: ASGIApp, body: object) -> httpx.Response:
     transport = httpx.ASGITransport(app=app)
@@ -106,7 +109,7 @@ async def test_a_client_that_disconnects_cancels_its_run() -> None:
             gone.set()  # the client leaves after the first word
         await anyio.lowlevel.checkpoint()
 
-    scope: Message = {"type": "http", "method": "POST", "path": "/chat", "headers": []}
+    scope: Message = {"type": "http", "method": "POST", "path": "/chat", "headers": JSON}
     with anyio.fail_after(10):
         await app(scope, receive, send)
     assert [r.status for r in results] == ["cancelled"]
@@ -266,7 +269,7 @@ async def test_a_body_over_the_cap_is_refused_with_413_reading_no_further(path: 
     async def send(message: Message) -> None:
         sent.append(message)
 
-    scope: Message = {"type": "http", "method": "POST", "path": path, "headers": []}
+    scope: Message = {"type": "http", "method": "POST", "path": path, "headers": JSON}
     with anyio.fail_after(10):
         await app(scope, receive, send)
     assert sent[0]["status"] == 413
@@ -340,7 +343,7 @@ async def test_a_suspended_run_waits_before_its_client_hears_the_end() -> None:
         if isinstance(body, bytes) and b"[DONE]" in body:
             saved_at_done.append(store.saved)  # an answer sent now must find the run
 
-    scope: Message = {"type": "http", "method": "POST", "path": "/api/chat", "headers": []}
+    scope: Message = {"type": "http", "method": "POST", "path": "/api/chat", "headers": JSON}
     with anyio.fail_after(10):
         await app(scope, receive, send)
     assert saved_at_done == [1]

@@ -221,3 +221,44 @@ def test_decisions_that_do_not_fit_are_refused_and_run_nothing(server: httpx.Cli
                                                    "reason": "no"}))
     assert {"type": "tool-output-denied", "toolCallId": request["toolCallId"]} in denied
     assert not [x for x in refunds if x[0] == "E3"]
+
+
+def test_a_cross_site_approval_is_refused_and_the_run_still_waits(server: httpx.Client) -> None:
+    """What a page on another site can send without asking (a "simple" request, no CORS
+    preflight: a `text/plain` or form body), or a browser says is cross-site, approves
+    nothing; the chat's own page (JSON, same origin) does."""
+    text = "refund 500 on order X9"
+    _, request = _ask(server, "chat-csrf", text)
+    answer = msgspec.json.encode(_answer("chat-csrf", text, request, True))
+    here = str(server.base_url).rstrip("/")
+    for path, body in (("/api/chat", answer),
+                       ("/api/chat/decisions", msgspec.json.encode(
+                           {"id": "chat-csrf", "decisions": [
+                               {"id": request["approvalId"], "approved": True}]}))):
+        refused = [
+            (server.post(path, content=body, headers={"content-type": ctype}), 415)
+            for ctype in ("text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                          "multipart/form-data; boundary=x")
+        ] + [
+            (server.post(path, content=body, headers={
+                "content-type": "application/json", **cross}), 403)
+            for cross in ({"origin": "http://evil.example"}, {"origin": "null"},
+                          {"sec-fetch-site": "cross-site"}, {"sec-fetch-site": "same-site"},
+                          {"origin": here, "sec-fetch-site": "cross-site"})
+        ]
+        for r, status in refused:
+            assert r.status_code == status, (path, r.request.headers, r.text)
+    assert ("X9", 500) not in refunds  # nothing ran: the run still waits
+    same = {"origin": here, "sec-fetch-site": "same-origin"}
+    ok = _events(server.post("/api/chat", content=answer,
+                             headers={"content-type": "application/json", **same}))
+    assert any(e.get("output") == "refunded 500 on X9" for e in ok)
+    assert refunds.count(("X9", 500)) == 1
+
+
+def test_a_cross_site_request_cannot_stop_a_run() -> None:
+    with serve(demo_app(resumable=True, timeout=WAIT)) as url, httpx.Client(
+            base_url=url, timeout=WAIT) as client:
+        r = client.delete("/api/chat/chat-x/stream", headers={"origin": "http://evil.example"})
+        assert r.status_code == 403
+        assert client.delete("/api/chat/chat-x/stream").status_code == 204

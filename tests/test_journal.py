@@ -234,6 +234,63 @@ def test_bad_journals_are_a_typed_error() -> None:
         Journal.from_ndjson(b"not json\n")
 
 
+def _nested(depth: int) -> object:
+    v: object = 1
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+def test_a_journal_nested_past_the_bound_is_a_typed_error() -> None:
+    from pipeline.values.bounds import MAX_JSON_DEPTH
+
+    rec = Recorder()
+    Simulator(ScriptedModel([Say("hi")]), observers=[rec]).run(Agent.create("m"), "hi")
+    lines = rec.journal("run1").to_ndjson().splitlines()
+    for depth in (MAX_JSON_DEPTH + 100, 100_000):
+        deep = b"[" * depth + b"]" * depth
+        header = lines[0].replace(b'"values":null', b'"values":{"a":' + deep + b"}")
+        assert header != lines[0]
+        with pytest.raises(JournalError, match=r"line 2: .*nests deeper than \d+ levels"):
+            Journal.from_ndjson(b"\n".join([lines[0], header, *lines[1:]]))
+
+
+def test_a_value_as_deep_as_the_bound_is_recorded_and_read_back(tmp_path: Path) -> None:
+    """The bound on a journal line leaves room for the entry around the deepest value a
+    run holds (a tool result of MAX_JSON_DEPTH levels, in the history of a resumed run)."""
+    from interpreters.approvals.store import Approvals, MemoryApprovalStore
+    from pipeline import AskApproval, ToolCallArgs, ToolCallResult, processor
+    from pipeline.approval import approve
+    from pipeline.values.bounds import MAX_JSON_DEPTH
+
+    def deep() -> object:
+        """A deep value."""
+        return _nested(MAX_JSON_DEPTH)
+
+    def ask(args: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return AskApproval("ok?") if args.call.tool_name == "other" else Continue()
+
+    def other() -> str:
+        """Another tool."""
+        return "done"
+
+    a = Agent.create("m", tools=[deep, other],
+                     input_processors=[processor("gate", process_tool_call=ask)])
+    rec = Recorder(tmp_path)
+    model = ScriptedModel([Say(calls=[call("deep")]), Say(calls=[call("other")]), Say("ok")])
+    sim = Simulator(model, observers=[rec])
+    first = sim.run(a, "go").result
+    assert first.suspension is not None
+    approvals = Approvals(MemoryApprovalStore())
+    approvals.keep(first)
+    go_on = approvals.take(a, first.suspension.run_id, [approve(first.suspension.pending[0])])
+    assert sim.run(a, (), resume=go_on).result.status == "finished"
+    files = sorted(tmp_path.glob("*.ndjson"))
+    assert len(files) == 2  # the run, and its resumption (the deep result in its header)
+    for f in files:
+        assert Journal.read(f).entries
+
+
 def shouting_agent() -> Agent:
     """`agent()` with one more processor (for the CLI's divergence test)."""
 

@@ -127,3 +127,17 @@ def test_an_agent_in_a_module_of_the_current_directory_is_found(
     assert main(["replay", str(rec.path("run1")), "--agent", "user_agents_in_cwd:support"]) == 0
     assert capsys.readouterr().err.endswith("identical to the recording\n")
     sys.modules.pop("user_agents_in_cwd", None)
+
+
+def test_a_journal_nested_past_the_bound_is_refused_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = Recorder(tmp_path)
+    Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(Agent.create("m"), "hi")
+    path = rec.path("run1")
+    lines = path.read_bytes().splitlines()
+    deep = b"[" * 100_000 + b"]" * 100_000
+    lines[0] = lines[0].replace(b'"values":null', b'"values":{"a":' + deep + b"}")
+    path.write_bytes(b"\n".join(lines))
+    err = refused([str(path)], capsys)
+    assert "line 1: " in err and "nests deeper than" in err

@@ -40,11 +40,12 @@ def studio(journals: Path) -> Iterator[StudioServer]:
         yield s
 
 
-def get(s: StudioServer, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+def get(s: StudioServer, path: str, method: str = "GET", *, host_header: str | None = None
+        ) -> tuple[int, dict[str, str], bytes]:
     host, port = s.httpd.server_address[:2]
     conn = http.client.HTTPConnection(str(host), int(port), timeout=30)
     try:
-        conn.request(method, path)
+        conn.request(method, path, headers={} if host_header is None else {"Host": host_header})
         r = conn.getresponse()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
     finally:
@@ -201,6 +202,47 @@ def test_the_studio_binds_to_loopback_unless_asked() -> None:
         check_host(host, allow_remote=True)
 
 
+def test_only_loopback_host_names_are_answered(studio: StudioServer) -> None:
+    """A page of another name that resolves to loopback (DNS rebinding) is refused: the
+    `Host` it sends is not the studio's."""
+    port = studio.httpd.server_address[1]
+    for name in ("127.0.0.1", "localhost", "LocalHost", "[::1]"):
+        status, _, body = get(studio, "/api/runs", host_header=f"{name}:{port}")
+        assert status == 200, (name, body)
+    for host in (f"evil.test:{port}", "evil.test", f"127.0.0.1.evil.test:{port}",
+                 f"localhost:{port + 1}", "localhost", f"[::2]:{port}", f"::1:{port}",
+                 f"localhost:{port}x", ""):
+        for path in ("/api/runs", "/api/runs/run1", "/", "/static/studio.js"):
+            status, _, body = get(studio, path, host_header=host)
+            assert status == 421, (host, path, body)
+            assert b"run1" not in body and b"--allow-host" in body
+
+
+def test_more_host_names_are_answered_when_allowed(journals: Path) -> None:
+    with StudioServer(Studio(journals), port=0, allowed_hosts=("studio.internal",)) as s:
+        port = s.httpd.server_address[1]
+        assert get(s, "/api/runs", host_header=f"Studio.Internal:{port}")[0] == 200
+        assert get(s, "/api/runs", host_header=f"127.0.0.1:{port}")[0] == 200
+        assert get(s, "/api/runs", host_header=f"other.internal:{port}")[0] == 421
+    with pytest.raises(StudioError, match="host name"):
+        StudioServer(Studio(journals), port=0, allowed_hosts=("bad name:80",))
+
+
+def test_the_address_it_serves_on_is_answered(journals: Path) -> None:
+    with StudioServer(Studio(journals), host="127.0.0.2", port=0) as s:
+        assert s.url.startswith("http://127.0.0.2:")
+        status, _, _ = get(s, "/api/runs", host_header=s.url[len("http://"):-1])
+        assert status == 200
+
+
+def test_the_command_refuses_a_host_name_it_cannot_read(
+    journals: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["studio", str(journals), "--port", "0",
+                     "--allow-host", "http://studio.internal"]) == 2
+    assert "not a host name: 'http://studio.internal'" in capsys.readouterr().err
+
+
 def test_the_command_refuses_a_remote_host_and_a_missing_directory(
     journals: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -237,6 +279,24 @@ def test_a_large_journal_is_paged_not_sent_whole(tmp_path: Path) -> None:
     assert isinstance(page, dict)
     assert page["total"] == len(big.entries) and len(page["items"]) == 100
     assert len(json.dumps(page)) < 200_000
+
+
+def test_a_journal_nested_past_the_bound_is_answered_with_an_error(
+    studio: StudioServer, journals: Path
+) -> None:
+    lines = (journals / "run1.ndjson").read_bytes().splitlines()
+    deep = b"[" * 100_000 + b"]" * 100_000
+    lines[1] = lines[0].replace(b'"values":null', b'"values":{"a":' + deep + b"}")
+    (journals / "deep.ndjson").write_bytes(b"\n".join(lines))
+    status, _, body = get(studio, "/api/runs/deep")
+    assert status == 400 and b"nests deeper than" in body
+    status, _, body = get(studio, "/api/runs/deep/replay")
+    assert status == 400 and b"nests deeper than" in body
+    lines[0] = lines[1]  # the header itself, as the list reads it
+    (journals / "deeper.ndjson").write_bytes(b"\n".join(lines))
+    listed = get_json(studio, "/api/runs")["items"]
+    [deeper] = [r for r in listed if r["name"] == "deeper"]
+    assert "nests deeper than" in deeper["problem"]
 
 
 def test_the_summary_totals_the_recorded_costs(tmp_path: Path) -> None:

@@ -88,3 +88,28 @@ def test_a_recorded_run_and_its_replay_in_the_browser(driver: WebDriver, tmp_pat
         assert "shout process_output_stream Replace" in changes
         assert driver.find_elements(By.CSS_SELECTOR, "#diff tr.diverges")
         assert driver.title == "pipeline studio"
+
+
+def test_a_page_under_another_host_name_cannot_read_the_studio(tmp_path: Path) -> None:
+    """DNS rebinding: a site's name made to resolve to 127.0.0.1 gives its page the
+    studio's address under the site's origin; what the page fetches there is refused."""
+    journals = tmp_path / "journals"
+    journals.mkdir()
+    name = record_support_run(journals)
+    with StudioServer(Studio(journals), port=0) as server, chromium(
+            "the studio's host check", resolve={"rebind.test": "127.0.0.1"}) as d:
+        port = server.httpd.server_address[1]
+        d.get(f"http://rebind.test:{port}/")
+        assert d.execute_script("return location.origin") == f"http://rebind.test:{port}"
+        got = d.execute_script(
+            "return fetch('/api/runs').then(async r => [r.status, await r.text()])")
+        assert isinstance(got, list)
+        status, body = got
+        assert status == 421 and name not in body and "--allow-host" in body
+        assert not d.find_elements("css selector", "#runs a.run-link")
+
+        d.get(f"http://localhost:{port}/")  # the studio's own names still work
+        wait_for(d, "#runs a.run-link")
+        got = d.execute_script(
+            "return fetch('/api/runs').then(async r => [r.status, await r.text()])")
+        assert isinstance(got, list) and got[0] == 200 and name in got[1]

@@ -178,7 +178,8 @@ def test_a_state_that_does_not_encode_is_refused_at_save_and_nothing_is_kept(
     try:
         s = suspended(tmp_path)
         bad = msgspec.structs.replace(s, states=(*s.states[:1], Opaque()))
-        with pytest.raises(SuspensionNotStorable, match=r"slot 1 \(Opaque\)"):
+        with pytest.raises(SuspensionNotStorable,
+                           match=r"the state of processor 'budget' \(of type Opaque\)"):
             store.save(bad)
         assert store.get(s.run_id) is None
     finally:
@@ -224,6 +225,14 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         conn.execute("UPDATE approval_schema SET version = ?", (APPROVAL_SCHEMA_VERSION + 1,))
     with pytest.raises(ApprovalStoreError, match="newer"):
+        SQLiteApprovalStore(tmp_path / "runs.db")
+
+
+def test_an_approval_schema_version_that_is_no_version_is_a_typed_error(tmp_path: Path) -> None:
+    SQLiteApprovalStore(tmp_path / "runs.db").close()
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("UPDATE approval_schema SET version = 'one'")
+    with pytest.raises(ApprovalStoreError, match=r"runs\.db.*version 'one'"):
         SQLiteApprovalStore(tmp_path / "runs.db")
 
 

@@ -60,6 +60,23 @@ def test_a_sqlite_file_of_a_newer_schema_is_refused_untouched(tmp_path: Path) ->
         assert schema_version(conn) == SCHEMA_VERSION + 1
 
 
+@pytest.mark.parametrize("version", ["two", "", "1.5", 1.5, -1, b"\x02", None])
+def test_a_sqlite_schema_version_that_is_no_version_is_a_typed_error_naming_the_file(
+    tmp_path: Path, version: object
+) -> None:
+    path = tmp_path / "odd.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE memory_schema")  # (its column is NOT NULL: made anew)
+        conn.execute("CREATE TABLE memory_schema (version)")
+        conn.execute("INSERT INTO memory_schema VALUES (?)", (version,))
+    with pytest.raises(MemoryStoreError, match=rf"{path.name}.*schema version") as e:
+        SQLiteStore(path)
+    assert str(path) in str(e.value)
+    with sqlite3.connect(path) as conn:  # left as it was
+        assert conn.execute("SELECT version FROM memory_schema").fetchall() == [(version,)]
+
+
 def test_a_postgresql_schema_of_the_first_version_is_migrated_with_its_data(
     pgvector_url: str,
 ) -> None:

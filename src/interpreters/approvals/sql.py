@@ -12,7 +12,7 @@ reads and marks it taken in one transaction (the row locked), so of two processe
 the same run exactly one gets it and the other `RunNotSuspended`.
 
 A suspension is stored msgpack-encoded. `save` checks that it encodes and decodes back
-(`SuspensionNotStorable` names the processor state that does not: a run is never
+(`SuspensionNotStorable` names the processor whose state does not: a run is never
 silently lost); the processors' states come back as plain data (dicts, lists), and
 `Approvals.take` types them again by the agent's processors (`typed_states`). A stored
 row that does not decode is `CorruptStoredSuspension`; a store that cannot be reached is
@@ -104,12 +104,14 @@ def encode_suspension(s: Suspension) -> bytes:
 
 
 def _culprit(s: Suspension) -> str:
-    """Which processor state does not encode, if one does not."""
+    """Which processor's state does not encode, if one does not."""
     for slot, state in enumerate(s.states):
         try:
             _ENC.encode(state)
         except (TypeError, ValueError, OverflowError):
-            return f"the processor state in slot {slot} ({type(state).__name__}): "
+            ids = s.processor_ids  # (none in a suspension made before they were kept)
+            who = f"processor {ids[slot]!r}" if slot < len(ids) else f"slot {slot}"
+            return f"the state of {who} (of type {type(state).__name__}): "
     return ""
 
 
@@ -218,7 +220,7 @@ def _bytes(run_id: str, body: object) -> bytes:
 # --- SQLite ------------------------------------------------------------------------------
 
 
-def _sqlite_migrate(conn: sqlite3.Connection) -> None:
+def _sqlite_migrate(conn: sqlite3.Connection, path: str) -> None:
     found = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approval_schema'"
     ).fetchone()
@@ -228,7 +230,10 @@ def _sqlite_migrate(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO approval_schema VALUES (0)")
     else:
         row = conn.execute("SELECT version FROM approval_schema").fetchone()
-        version = int(row[0]) if row is not None else 0
+        version = row[0] if row is not None else 0
+        if type(version) is not int or version < 0:  # (SQLite keeps any value anywhere)
+            raise ApprovalStoreError(f"the approval tables of {path!r} have version "
+                                     f"{version!r}, not a version number")
     _bring_up(version, SQLITE_MIGRATIONS, lambda q: conn.execute(q),
               "UPDATE approval_schema SET version = ?", lambda q, a: conn.execute(q, a))
 
@@ -271,7 +276,8 @@ class SQLiteApprovalStore(_SQLApprovalStore[SQLiteStore]):
             opened = store if isinstance(store, SQLiteStore) else SQLiteStore(
                 store, timeout=timeout
             )
-        super().__init__(opened, opened is not store, lambda s: s._write(_sqlite_migrate))
+        super().__init__(opened, opened is not store,
+                         lambda s: s._write(lambda c: _sqlite_migrate(c, s.path)))
 
     def _transaction(self, body: Callable[[Execute], T]) -> T:
         # BEGIN IMMEDIATE: one writer of the file at a time, so one taker of a run.

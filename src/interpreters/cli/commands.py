@@ -96,6 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the address to serve on (loopback only, unless --allow-remote)")
     studio.add_argument("--port", type=_port, default=None,
                         help="the port (default 8765; 0: any free one)")
+    studio.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="a host name (or address) to answer to besides 127.0.0.1, "
+                             "localhost, [::1] and --host; repeatable (a page of any other "
+                             "name is refused: DNS rebinding)")
     studio.add_argument("--allow-remote", action="store_true",
                         help="serve on a non-loopback address (journals hold model output "
                              "and tool results: anyone who reaches it reads them)")
@@ -105,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve(args.directory, args.agent, args.host,
                      DEFAULT_PORT if args.port is None else args.port, args.allow_remote,
-                     deps_spec=args.deps)
+                     deps_spec=args.deps, allowed_hosts=tuple(args.allow_host))
     if args.command == "replay":
         from interpreters.cli.replay import replay_file
         from interpreters.record.journal import MAX_JOURNAL_BYTES

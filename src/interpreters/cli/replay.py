@@ -14,8 +14,9 @@ gives tools that take a `ToolContext` the run's dependencies.
 
 The file must be a regular file of at most `--max-bytes` (256 MiB by default); anything
 else (a device, a FIFO, a directory, a larger file) is refused with one line and exit
-code 2, without being read. What a journal holds is printed with its terminal control
-characters escaped (`\x1b`, `\u202e`...): a journal is untrusted input.
+code 2, without being read; so is a line nested deeper than `MAX_ENTRY_DEPTH`. What a
+journal holds is printed with its terminal control characters escaped (`\x1b`,
+`\u202e`...): a journal is untrusted input.
 """
 
 from __future__ import annotations

@@ -14,9 +14,12 @@ each processor the recording did not have changed.
 The page is plain HTML and JavaScript served from the package (no build step); it builds
 the page with `textContent` only and is served with a Content-Security-Policy that runs
 no inline script, since journals hold model output. It binds to loopback only unless
-`allow_remote=True`. Everything is bounded: the runs listed per page, the timeline
-entries per page, the characters of each value shown, the files a directory scan looks
-at, the journals kept parsed.
+`allow_remote=True`, and answers only requests whose `Host` is one of its names
+(127.0.0.1, localhost, [::1], the address it serves on, with its port; more with
+`allowed_hosts` / `--allow-host`): a page of another name that resolves to 127.0.0.1
+(DNS rebinding) gets a 421, not the journals. Everything is bounded: the runs listed per
+page, the timeline entries per page, the characters of each value shown, the files a
+directory scan looks at, the journals kept parsed.
 """
 
 from __future__ import annotations
@@ -487,7 +490,34 @@ def _int(query: dict[str, list[str]], key: str, default: int, high: int) -> int:
     return n
 
 
-def _handler(studio: Studio) -> type[BaseHTTPRequestHandler]:
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+"""The host names the studio answers to by default."""
+_HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,252}[a-z0-9])?|\[[0-9a-f:.]{2,45}\]")
+
+
+def host_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """The loopback names and `extra` (a name, an IPv4 address or a bracketed IPv6
+    one), lower case; StudioError for anything else."""
+    names = set(LOOPBACK_NAMES)
+    for name in extra:
+        if not isinstance(name, str) or not _HOST_NAME.fullmatch(name.lower()):
+            raise StudioError(f"not a host name: {name!r} (give it without scheme or port)")
+        names.add(name.lower())
+    return frozenset(names)
+
+
+def host_allowed(host: str | None, names: frozenset[str], port: int) -> bool:
+    """Whether a request's `Host` header is one of `names`, with the studio's port (no
+    port: 80)."""
+    if not host:
+        return False
+    name, colon, given = host.lower().rpartition(":")
+    if not colon or name.endswith(":") or (name.startswith("[") != name.endswith("]")):
+        name, given = host.lower(), "80"  # no port ("localhost", "[::1]")
+    return name in names and given.isdigit() and int(given) == port
+
+
+def _handler(studio: Studio, names: frozenset[str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         timeout = REQUEST_TIMEOUT
         server_version = "pipeline-studio"
@@ -516,7 +546,21 @@ def _handler(studio: Studio) -> type[BaseHTTPRequestHandler]:
         def do_HEAD(self) -> None:
             self.do_GET()
 
+        def _misdirected(self) -> bool:
+            """Refuse a request for a host name that is not the studio's: a page of
+            another site whose name was made to resolve to loopback (DNS rebinding)."""
+            address = self.server.server_address
+            port = int(address[1]) if isinstance(address, tuple) else -1
+            if host_allowed(self.headers.get("Host"), names, port):
+                return False
+            self._json(HTTPStatus.MISDIRECTED_REQUEST, {"error": (
+                f"the studio answers to {', '.join(sorted(names))} with its port, not "
+                f"{shown(self.headers.get('Host', ''))!r} (--allow-host NAME for more)")})
+            return True
+
         def do_GET(self) -> None:
+            if self._misdirected():
+                return
             url = urlsplit(self.path)
             path = url.path
             if path in _STATIC:
@@ -549,6 +593,8 @@ def _handler(studio: Studio) -> type[BaseHTTPRequestHandler]:
             raise NotFound(path)
 
         def _refuse(self) -> None:
+            if self._misdirected():
+                return
             self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "the studio is read-only"})
 
         do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
@@ -571,13 +617,28 @@ def check_host(host: str, allow_remote: bool) -> None:
         )
 
 
+def _own_address(host: str) -> tuple[str, ...]:
+    """The address the studio serves on, as a `Host` names it (an IP address, not a
+    wildcard one: a name or 0.0.0.0 is given with --allow-host)."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return ()
+    if ip.is_unspecified:
+        return ()
+    return (f"[{ip}]",) if ip.version == 6 else (str(ip),)
+
+
 class StudioServer:
     """The studio's HTTP server on a thread: `with StudioServer(studio) as s: s.url`."""
 
     def __init__(self, studio: Studio, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                 *, allow_remote: bool = False) -> None:
+                 *, allow_remote: bool = False, allowed_hosts: tuple[str, ...] = ()) -> None:
+        """`allowed_hosts`: the names (or addresses) the studio answers to besides
+        127.0.0.1, localhost, [::1] and the address it serves on (`host`)."""
         check_host(host, allow_remote)
-        self.httpd = ThreadingHTTPServer((host, port), _handler(studio))
+        names = host_names((*allowed_hosts, *_own_address(host)))
+        self.httpd = ThreadingHTTPServer((host, port), _handler(studio, names))
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -614,7 +675,8 @@ def _stderr(line: str) -> None:
 
 
 def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_remote: bool,
-          *, deps_spec: str | None = None, say: Callable[[str], None] = _stderr) -> int:
+          *, deps_spec: str | None = None, allowed_hosts: tuple[str, ...] = (),
+          say: Callable[[str], None] = _stderr) -> int:
     """`pipeline studio`: serve until interrupted; exit code 2 for a bad setting."""
     from interpreters.cli.replay import AgentNotFound, escaped, load_agent, load_value
 
@@ -622,7 +684,8 @@ def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_re
         agent = load_agent(agent_spec) if agent_spec is not None else None
         deps = load_value(deps_spec, "--deps") if deps_spec is not None else None
         studio = Studio(directory, agent, deps=deps)
-        server = StudioServer(studio, host, port, allow_remote=allow_remote)
+        server = StudioServer(studio, host, port, allow_remote=allow_remote,
+                              allowed_hosts=allowed_hosts)
     except (AgentNotFound, StudioError, OSError) as e:
         say(f"pipeline studio: {escaped(str(e))}")
         return 2
@@ -637,6 +700,7 @@ def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_re
 
 
 __all__ = [
-    "DEFAULT_PORT", "MAX_PAGE", "MAX_TEXT", "NotFound", "Studio", "StudioError",
-    "StudioServer", "Timeline", "check_host", "compare", "serve", "shown", "timeline",
+    "DEFAULT_PORT", "LOOPBACK_NAMES", "MAX_PAGE", "MAX_TEXT", "NotFound", "Studio",
+    "StudioError", "StudioServer", "Timeline", "check_host", "compare", "host_allowed",
+    "host_names", "serve", "shown", "timeline",
 ]

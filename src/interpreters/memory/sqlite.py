@@ -35,6 +35,7 @@ from interpreters.memory.scan import Index, Row, Scorer, numpy_available, top_k
 from interpreters.memory.store import (
     SCHEMA_VERSION,
     CheckedStore,
+    MemoryStoreError,
     MemoryStoreUnavailable,
     RecallHit,
     Thread,
@@ -86,12 +87,17 @@ def schema_version(conn: sqlite3.Connection) -> int:
     if found is None:
         return 0
     row = conn.execute("SELECT version FROM memory_schema").fetchone()
-    return int(row[0]) if row is not None else 0
+    if row is None:
+        return 0
+    if type(row[0]) is not int or row[0] < 0:  # (SQLite keeps any value in any column)
+        raise MemoryStoreError(f"its schema version is {row[0]!r}, not a version number")
+    return row[0]
 
 
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     """Bring the schema to `target` in one transaction; returns the version found.
-    MemoryStoreError for a database of a newer version than this library knows."""
+    MemoryStoreError for a database of a newer version than this library knows, or a
+    version that is no version number."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = schema_version(conn)
@@ -166,6 +172,9 @@ class SQLiteStore(CheckedStore):
             raise MemoryStoreUnavailable(
                 f"cannot open the SQLite store {self.path!r}: {e}"
             ) from None
+        except MemoryStoreError as e:  # a schema it cannot use: the file named
+            conn.close()
+            raise type(e)(f"the SQLite store {self.path!r}: {e}") from None
         except BaseException:
             conn.close()
             raise

@@ -76,6 +76,7 @@ from pipeline.protocol import (
     ToolOutcome,
 )
 from pipeline.tools.context import ToolContext, ToolWriter
+from pipeline.values.bounds import MAX_JSON_DEPTH, json_too_deep
 from pipeline.values.chunks import DataChunk, ReasoningDelta, TextDelta, ToolCallDelta
 from pipeline.values.cost import Cost, PriceQuery
 from pipeline.values.messages import JsonObject, MessageList
@@ -245,6 +246,10 @@ Entry = (
 
 MAX_JOURNAL_BYTES = 256 * 1024 * 1024
 """The largest journal file `Journal.read` reads (`max_bytes=` to change it)."""
+MAX_ENTRY_DEPTH = MAX_JSON_DEPTH + 16
+"""How deeply one journal line may nest: a value's bound (`MAX_JSON_DEPTH`) and room for
+the entry around it (a tool result in the history of a resumed run's suspension).
+Deeper is refused before decoding, which would otherwise overflow the stack."""
 
 _encoder = msgspec.json.Encoder(enc_hook=repr)
 _decoder: msgspec.json.Decoder[Entry] = msgspec.json.Decoder(Entry)
@@ -292,6 +297,8 @@ class Journal:
         for n, line in enumerate(raw.splitlines(), 1):
             if not line.strip():
                 continue
+            if json_too_deep(line, MAX_ENTRY_DEPTH):
+                raise JournalError(f"line {n}: nests deeper than {MAX_ENTRY_DEPTH} levels")
             try:
                 entries.append(_decoder.decode(line))
             except msgspec.DecodeError as e:
@@ -670,7 +677,8 @@ def _hash(data: bytes) -> str:
 
 
 __all__ = [
-    "MAX_JOURNAL_BYTES", "AgentInfo", "EffectSeen", "Entry", "FieldSeen", "Journal",
+    "MAX_ENTRY_DEPTH", "MAX_JOURNAL_BYTES", "AgentInfo", "EffectSeen", "Entry", "FieldSeen",
+    "Journal",
     "JournalError", "PIIHandling", "Priced", "Recorder", "describe", "digest",
     "effect_summary", "fields_of",
 ]

@@ -4,7 +4,9 @@
 is retried by the agent's RetryPolicy (`Sleep` between attempts), a rejection is offered
 to the process_api_error processors (`api_error`), which may change the messages and
 retry. `consume` then reads the stream (`Pull`) through the stream processors until the
-model's finish, giving each tool call an id unique in the run (`unique_call`). When the
+model's finish, giving each tool call an id unique in the run (`unique_call`: set
+lookups, never a scan of the response's calls) and failing the run past
+`MAX_TOOL_CALLS_PER_RESPONSE` calls (`too_many_calls`). When the
 stream breaks or the run stops in it, what already passed every processor is kept,
 marked incomplete (`keep_partial`), and a stream the interpreter still has open is
 closed (`CloseStream`).
@@ -44,6 +46,7 @@ from pipeline.protocol.replies import (
     RunCancelled,
     checked,
 )
+from pipeline.values.bounds import MAX_TOOL_CALLS_PER_RESPONSE
 from pipeline.values.chunks import Chunk, ModelFinish, ToolCall, ToolCallDelta
 from pipeline.values.model import ApiError, ModelEnded, ModelFailed, ModelRequest
 from pipeline.values.result import ApiFailed, StreamFailed
@@ -172,6 +175,12 @@ def consume(
                 chunk = got
             if t is ToolCall or t is ToolCallDelta:
                 assert isinstance(chunk, _CALLS)
+                if t is ToolCall:
+                    content.calls += 1
+                    if content.calls > MAX_TOOL_CALLS_PER_RESPONSE:
+                        keep_partial(rc, st, content)
+                        yield from close_stream()
+                        raise Failed(too_many_calls(step))
                 chunk = unique_call(st, chunk, content)
             if io:
                 yield from process_chunk_io(rc, st, chunk, content)
@@ -208,6 +217,13 @@ def consume(
         raise
 
 
+def too_many_calls(step: int) -> StreamFailed:
+    """A response past `MAX_TOOL_CALLS_PER_RESPONSE`: the run fails, no call runs."""
+    what = f"the model sent more than {MAX_TOOL_CALLS_PER_RESPONSE} tool calls in one response"
+    return StreamFailed(step, what, ApiError(
+        status=None, message=what, error_type="limit_exceeded", retryable=False))
+
+
 def unique_call(
     st: RunState, call: ToolCall | ToolCallDelta, content: StepContent
 ) -> ToolCall | ToolCallDelta:
@@ -219,9 +235,7 @@ def unique_call(
     if fresh is None:
         known = st.call_ids
         used = known.used if known.of is st.ml else known.held_by(st.ml)  # (inline: a call less)
-        if cid and cid not in used and (
-            not content.tool_calls or all(c.tool_call_id != cid for c in content.tool_calls)
-        ):
+        if cid and cid not in used and cid not in content.call_ids:
             return call
         fresh = content.renamed[cid] = fresh_call_id(st, used, content)
     if isinstance(call, ToolCall):

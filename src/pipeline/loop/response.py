@@ -34,7 +34,8 @@ from pipeline.values.messages import (
 class StepContent:
     """What one model response has delivered so far (after the stream processors)."""
 
-    __slots__ = ("finish", "parts", "reasoning", "renamed", "sources", "texts", "tool_calls")
+    __slots__ = ("call_ids", "calls", "finish", "parts", "reasoning", "renamed", "sources",
+                 "texts", "tool_calls")
 
     def __init__(self) -> None:
         # Parts in arrival order; text/reasoning accumulate in lists joined at the end.
@@ -42,6 +43,8 @@ class StepContent:
         self.texts: dict[str, list[str]] = {}
         self.reasoning: dict[str, tuple[int, list[str]]] = {}
         self.tool_calls: list[ToolCallPart] = []
+        self.call_ids: set[str] = set()  # the ids of `tool_calls`: looked up, never scanned
+        self.calls = 0  # the tool calls the model sent (before the stream processors)
         # Ids the model reused within this response -> the fresh id its open call got.
         self.renamed: dict[str, str] = {}
         self.sources = 0
@@ -70,6 +73,7 @@ class StepContent:
             assert isinstance(c, ToolCall)
             part = ToolCallPart(c.tool_call_id, c.tool_name, c.args)
             self.tool_calls.append(part)
+            self.call_ids.add(c.tool_call_id)
             self.parts.append(part)
         elif t is SourceChunk:
             assert isinstance(c, SourceChunk)

@@ -383,6 +383,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
         run_id=rc.ctx.run_id, agent_digest=agent_digest(rc.agent), pending=s.pending,
         calls=s.calls, messages=st.ml, step=s.step, steps=tuple(st.steps),
         states=tuple(st.states), ids_used=st.ids.used, retry_count=st.retry_count,
+        processor_ids=tuple(p.id for p in rc.agent.all_processors()),
     )
 
 

@@ -252,7 +252,5 @@ def note_call_ids(
 def fresh_call_id(st: RunState, used: set[str], content: StepContent | None) -> str:
     while True:
         fresh = st.ids.next("call")
-        if fresh not in used and (
-            content is None or all(c.tool_call_id != fresh for c in content.tool_calls)
-        ):
+        if fresh not in used and (content is None or fresh not in content.call_ids):
             return fresh

@@ -9,6 +9,7 @@ from pipeline.values.bounds import (
     MAX_CONVERT_CHARS,
     MAX_JSON_DEPTH,
     MAX_TOOL_ARGS_BYTES,
+    MAX_TOOL_CALLS_PER_RESPONSE,
     MAX_TOOL_RESULT_BYTES,
 )
 from pipeline.values.chunks import (
@@ -92,6 +93,6 @@ __all__ = [
     "JudgeCall", "OutputInvalid", "OutputResult", "PendingApproval",
     "ProcessorFailed", "RunError", "RunFailedError", "Status", "StepResult", "StreamFailed",
     "Suspension", "OutputDecodeError", "TypedOutput", "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH",
-    "MAX_TOOL_ARGS_BYTES", "MAX_TOOL_RESULT_BYTES", "ServerToolCall", "ServerToolResult",
-    "ServerToolCallPart", "ServerToolResultPart",
+    "MAX_TOOL_ARGS_BYTES", "MAX_TOOL_CALLS_PER_RESPONSE", "MAX_TOOL_RESULT_BYTES",
+    "ServerToolCall", "ServerToolResult", "ServerToolCallPart", "ServerToolResultPart",
 ]

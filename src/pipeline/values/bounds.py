@@ -14,6 +14,10 @@
   may nest, 128 (serde_json's default): deep enough for any real document, far below the
   interpreter's recursion limit, so decoding, encoding and copying never overflow it.
 
+- `MAX_TOOL_CALLS_PER_RESPONSE`: the tool calls one model response may make, 1,024:
+  parallel calls come by the tens at most; past it the run fails (`StreamFailed`, an
+  `ApiError` of type `limit_exceeded`) before any call runs.
+
 The depth checks walk with an explicit stack: they never recurse in Python.
 """
 
@@ -25,6 +29,7 @@ MAX_TOOL_RESULT_BYTES = 1 << 20
 MAX_JSON_DEPTH = 128
 MAX_TOOL_ARGS_BYTES = 1 << 20
 MAX_CONVERT_CHARS = 32 << 20
+MAX_TOOL_CALLS_PER_RESPONSE = 1024
 
 
 def check_cap(name: str, value: object) -> None:

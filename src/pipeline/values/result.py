@@ -193,6 +193,9 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     ids_used: int
     """How many ids the run made (`Ids`): the resumed run goes on from there."""
     retry_count: int = 0
+    processor_ids: tuple[str, ...] = ()
+    """The id of the processor of each slot of `states` (to name one whose state a
+    store cannot keep)."""
 
 
 class RunFailedError(Exception):
