@@ -12,8 +12,9 @@ HEADER = """
 from effects import Continue, Replace, Retry, Skip, Abort, AskApproval, SkipCall
 from pipeline import (Processor, InputArgs, InputResult, StreamArgs, StreamResult,
     ApiErrorArgs, ApiErrorResult, OutputStepArgs, OutputStepResult, MessageList, processor,
-    FlushArgs, FlushResult, TextDelta, TextEnd, ToolCallArgs, ToolCallResult,
+    FlushArgs, FlushResult, TextDelta, ToolCallArgs, ToolCallResult,
     ToolResultArgs, ToolResultResult)
+from pipeline.values import TextEnd
 """
 
 LEGAL = HEADER + """
