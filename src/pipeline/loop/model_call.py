@@ -182,6 +182,9 @@ def consume(
                         yield from close_stream()
                         raise Failed(too_many_calls(step))
                 chunk = unique_call(st, chunk, content)
+                if t is ToolCall and (stream or io):
+                    assert isinstance(chunk, ToolCall)
+                    content.made_call(chunk)
             if io:
                 yield from process_chunk_io(rc, st, chunk, content)
             elif stream:

@@ -34,8 +34,10 @@ from pipeline.values.messages import (
 class StepContent:
     """What one model response has delivered so far (after the stream processors)."""
 
-    __slots__ = ("call_ids", "calls", "finish", "parts", "reasoning", "renamed", "sources",
-                 "texts", "tool_calls")
+    __slots__ = (
+        "call_ids", "calls", "finish", "leaving", "made", "parts", "reasoning", "renamed",
+        "sources", "texts", "tool_calls",
+    )
 
     def __init__(self) -> None:
         # Parts in arrival order; text/reasoning accumulate in lists joined at the end.
@@ -43,12 +45,24 @@ class StepContent:
         self.texts: dict[str, list[str]] = {}
         self.reasoning: dict[str, tuple[int, list[str]]] = {}
         self.tool_calls: list[ToolCallPart] = []
+        """The calls to run, as the model made them (their chunks as the stream
+        processors passed them on, with the model's name and arguments)."""
         self.call_ids: set[str] = set()  # the ids of `tool_calls`: looked up, never scanned
         self.calls = 0  # the tool calls the model sent (before the stream processors)
+        # The model's calls by id (with stream hooks: `made_call`), and the calls the
+        # stream processors passed on other than the model made them (what leaves the run).
+        self.made: dict[str, ToolCall] | None = None
+        self.leaving: dict[str, ToolCallPart] | None = None
         # Ids the model reused within this response -> the fresh id its open call got.
         self.renamed: dict[str, str] = {}
         self.sources = 0
         self.finish: ModelFinish | None = None
+
+    def made_call(self, c: ToolCall) -> None:
+        """The model made this call (before the stream processors): it runs as made."""
+        if self.made is None:
+            self.made = {}
+        self.made[c.tool_call_id] = c
 
     def add(self, c: Chunk) -> None:
         t = type(c)
@@ -72,6 +86,14 @@ class StepContent:
         elif t is ToolCall:
             assert isinstance(c, ToolCall)
             part = ToolCallPart(c.tool_call_id, c.tool_name, c.args)
+            made = self.made.get(c.tool_call_id) if self.made is not None else None
+            if made is not None and made is not c:
+                # A stream processor changed what leaves the run; the call runs (and the
+                # model reads it back) as the model made it.
+                if self.leaving is None:
+                    self.leaving = {}
+                self.leaving[c.tool_call_id] = part
+                part = ToolCallPart(made.tool_call_id, made.tool_name, made.args)
             self.tool_calls.append(part)
             self.call_ids.add(c.tool_call_id)
             self.parts.append(part)

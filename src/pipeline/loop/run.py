@@ -308,6 +308,8 @@ def _step(
     if not keep:
         return "rerun"
     st.finish_reason = fin.finish_reason
+    if content.leaving:  # calls the stream processors passed on changed: what leaves
+        st.leaving.calls_changed(content.leaving)
     # Tools run for the calls still present in the (possibly replaced) response.
     own = st.ml is added and bool(parts)  # no processor replaced the messages
     if own:
@@ -329,7 +331,8 @@ def _step(
         except Suspend as s:  # the step goes on when the run is resumed
             s.step = StepResult(
                 step_number=step, model=cfg.model, text=text,
-                reasoning=content.reasoning_text, tool_calls=calls, tool_results=(),
+                reasoning=content.reasoning_text, tool_calls=st.leaving.calls_out(calls),
+                tool_results=(),
                 sources=tuple(p for p in response.parts if isinstance(p, SourcePart)),
                 finish_reason=fin.finish_reason, usage=fin.usage, cost=call_cost,
             )
@@ -345,7 +348,7 @@ def _step(
             model=cfg.model,
             text=text,
             reasoning=content.reasoning_text,
-            tool_calls=calls,
+            tool_calls=st.leaving.calls_out(calls),
             tool_results=results,
             sources=(
                 tuple(p for p in response.parts if isinstance(p, SourcePart))
@@ -384,6 +387,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
         calls=s.calls, messages=st.ml, step=s.step, steps=tuple(st.steps),
         states=tuple(st.states), ids_used=st.ids.used, retry_count=st.retry_count,
         processor_ids=tuple(p.id for p in rc.agent.all_processors()),
+        leaving_calls=tuple(st.leaving.calls.values()) if st.leaving.calls else (),
     )
 
 

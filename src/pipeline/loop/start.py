@@ -108,6 +108,8 @@ def _start_state(
         )
         st.steps = list(s.steps)
         st.retry_count = s.retry_count
+        if s.leaving_calls:
+            st.leaving.calls_changed({c.tool_call_id: c for c in s.leaving_calls})
         for done in s.steps:
             st.usage = st.usage + done.usage
         st.usage = st.usage + s.step.usage

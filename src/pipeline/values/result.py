@@ -196,6 +196,9 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     processor_ids: tuple[str, ...] = ()
     """The id of the processor of each slot of `states` (to name one whose state a
     store cannot keep)."""
+    leaving_calls: tuple[ToolCallPart, ...] = ()
+    """The run's tool calls as they leave it, where a stream processor passed them on
+    other than the model made them (`messages` keeps them as the model made them)."""
 
 
 class RunFailedError(Exception):

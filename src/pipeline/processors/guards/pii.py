@@ -38,6 +38,7 @@ from pipeline.values.chunks import (
     ServerToolCall,
     ServerToolResult,
     TextDelta,
+    ToolApprovalRequest,
     ToolCall,
     ToolCallDelta,
     ToolError,
@@ -67,7 +68,7 @@ DEFAULT_KINDS = cast("tuple[Kind, ...]", d.BUILTIN_KINDS)
 JUDGED = "judged"
 """The kind of a value the judge found (`_judged_text`), a key `strategies=` may have
 with a judge."""
-Where = Literal["input", "stream", "result", "tool-results"]
+Where = Literal["input", "stream", "result", "tool-results", "tool-calls"]
 
 
 class PIIState(msgspec.Struct, frozen=True):
@@ -83,6 +84,12 @@ class PIIState(msgspec.Struct, frozen=True):
 
 
 NOTHING_SEEN = PIIState()
+
+_TOOL_CHUNKS = frozenset({
+    ToolCall, ToolCallDelta, ToolResult, ToolError, ToolApprovalRequest, ServerToolCall,
+    ServerToolResult,
+})
+"""The chunks that carry a tool call's arguments or result to the client."""
 
 _Handle = Callable[[str, list[d.Finding]], str]
 """A text handled, its findings added to the report (`redact_text`, `_judged_text`)."""
@@ -385,7 +392,7 @@ class PIIDetector(StatefulProcessor[PIIState]):
         t = type(part)
         if t is DataChunk:
             return self._data_chunk(part, state, report)
-        if self.scan_tools or t is ToolResult or t is ToolError or t is ServerToolResult:
+        if t in _TOOL_CHUNKS:
             tool_part = self._tool_chunk(part, report, state.checked)
             if tool_part is None:
                 return Skip()
@@ -438,7 +445,8 @@ class PIIDetector(StatefulProcessor[PIIState]):
     ) -> Chunk | None:
         """A tool chunk with its arguments or result handled (a result `checked` in
         process_tool_result as it is); None for a tool-call delta (its partial arguments
-        cannot be checked; the complete call follows)."""
+        cannot be checked; the complete call follows). What the client gets: the tool
+        runs with the model's arguments all the same (`scan_tools`: `_tool_call`)."""
         t = type(part)
         if t is ToolCallDelta:
             return None
@@ -475,6 +483,13 @@ class PIIDetector(StatefulProcessor[PIIState]):
             args = self._value(part.args, report)
             if len(report) > found and isinstance(args, dict):
                 return msgspec.structs.replace(part, args=args)
+        elif t is ToolApprovalRequest:
+            assert isinstance(part, ToolApprovalRequest)
+            found = len(report)
+            args = self._value(part.args, report)
+            message = self.redact_text(part.message, report)
+            if len(report) > found and isinstance(args, dict):
+                return msgspec.structs.replace(part, args=args, message=message)
         return part
 
     def _tool_part(
@@ -515,6 +530,15 @@ class PIIDetector(StatefulProcessor[PIIState]):
                 changed = True
         return MessageList(tuple(messages), ml.sources, ml.system) if changed else ml
 
+    def _tool_call(self, args: pr.ToolCallArgs[PIIState]) -> pr.ToolCallResult[PIIState]:
+        """A call's arguments, handled before its tool runs (`scan_tools`): the tool
+        gets them as the client does."""
+        report: list[d.Finding] = []
+        handled = self._value(args.args, report)
+        if not report or handled == args.args or not isinstance(handled, dict):
+            return Continue()
+        return Out(Replace(handled), args.state, self._report(report, "tool-calls"))
+
     def _tool_result(self, args: pr.ToolResultArgs[PIIState]) -> pr.ToolResultResult[PIIState]:
         """A result of a tool the run ran, handled before anyone sees it (`scan_tools`)."""
         report: list[d.Finding] = []
@@ -542,13 +566,13 @@ class PIIDetector(StatefulProcessor[PIIState]):
 
     def _tools_in_result(self, args: pr.OutputResultArgs[PIIState], ml: MessageList,
                          report: list[d.Finding]) -> MessageList:
-        """The run's tool results in the result's messages, handled: what leaves the run
-        (the model may have read them as the tools returned them, without scan_tools);
-        the tool-call arguments too with scan_tools."""
+        """The run's tool calls and results in the result's messages, handled: what
+        leaves the run (the model may have read them as the tools returned them, and the
+        tools ran with the model's arguments, without scan_tools)."""
         ids = frozenset(m.id for m in args.messages)
         return self._tool_messages(
             ml, report, [i for i, m in enumerate(ml.messages) if m.id in ids],
-            self.scan_tools, args.state.checked,
+            True, args.state.checked,
         )
 
     def flush_output_stream(self, args: pr.FlushArgs[PIIState]) -> pr.FlushResult[PIIState]:
@@ -579,6 +603,8 @@ class PIIDetector(StatefulProcessor[PIIState]):
         if self.scan_tools and self.on_input:
             hooks["process_tool_result"] = self._tool_result
             hooks["process_input_step"] = self._tool_results_step
+        if self.scan_tools:
+            hooks["process_tool_call"] = self._tool_call
         return hooks
 
     def _ask_judge(
@@ -631,7 +657,7 @@ class PIIDetector(StatefulProcessor[PIIState]):
         pt = type(part)
         if pt is DataChunk:
             return self._data_chunk(part, args.state, report)
-        if self.scan_tools or pt is ToolResult or pt is ToolError or pt is ServerToolResult:
+        if pt in _TOOL_CHUNKS:
             tool_part = self._tool_chunk(part, report, args.state.checked)
             if tool_part is None:
                 return Skip()
