@@ -112,3 +112,27 @@ def test_local_phones_maestro_cards_and_aws_secrets_are_redacted_on_the_stream(s
     assert ran.result.status == "finished" and out == ran.result.text
     assert all(v not in out for v in values), out
     assert "Upgrade" not in out and "keep it." in out
+
+
+@pytest.mark.parametrize("value", [
+    "de89 3704 0044 0532 0130 00",
+    "De89 3704 0044 0532 0130 00",
+    "gb82west12345698765432",
+    "GB82West12345698765432",
+])
+def test_an_iban_in_lower_or_mixed_case_is_found(value: str) -> None:
+    text = f"Please wire it to {value} by Friday."
+    assert ("iban", value) in kinds(text)
+    regex_only = PIIDetector(regex_only=True)
+    assert [text[f.start:f.end] for f in regex_only.find(text) if f.kind == "iban"] == [value]
+
+
+@pytest.mark.parametrize("value", ["180000000000002", "213100000000001", "3530111333300000"])
+def test_jcb_numbers_old_and_new_are_cards(value: str) -> None:
+    assert ("card", value) in kinds(f"My JCB card: {value}.")
+
+
+def test_a_bech32_address_in_upper_case_is_a_crypto_wallet() -> None:
+    p = PIIDetector(types=("crypto-wallet",))
+    value = "BC1QW508D6QEJXTDG4Y5R3ZARVARY0C5XW7KV8F3T4"
+    assert [f.kind for f in p.find(f"send it to {value} now")] == ["crypto-wallet"]

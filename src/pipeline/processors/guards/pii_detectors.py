@@ -60,7 +60,7 @@ def _require(module: str, kind: str) -> ModuleType:
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)")
 IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
-IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+IBAN = re.compile(r"\b[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]){11,30}\b")
 PHONE_CANDIDATE = re.compile(r"\d[\d\s().+/-]{5,}\d")
 """A cheap pre-check: `phonenumbers` only runs on text that has something like one."""
 PHONE_REGEX = re.compile(
@@ -220,29 +220,48 @@ def card(*, regex_only: bool = False) -> Detector:
     return _with_digits(detect)
 
 
+CARD_RANGES: tuple[tuple[str, str, tuple[int, ...]], ...] = (
+    # (first IIN prefix, last, lengths): the issuer ranges of the payment card numbers
+    # in use or still valid (ISO/IEC 7812 issuers' published ranges)
+    ("1", "1", (15,)),  # UATP (the legacy 15-digit JCB numbers 1800, 2131 are below)
+    ("1946", "1946", (16, 18, 19)),  # GPN
+    ("2131", "2131", (15,)),  # JCB, legacy 15 digits
+    ("2200", "2204", (16, 17, 18, 19)),  # Mir
+    ("2205", "2205", (16,)),  # BORICA
+    ("2221", "2720", (16,)),  # Mastercard
+    ("31", "31", (19,)),  # China T-Union
+    ("300", "305", (14, 15, 16, 17, 18, 19)),  # Diners Club
+    ("3095", "3095", (14, 15, 16, 17, 18, 19)),
+    ("36", "36", (14, 15, 16, 17, 18, 19)),
+    ("38", "39", (14, 15, 16, 17, 18, 19)),
+    ("34", "34", (15,)),  # American Express
+    ("37", "37", (15,)),
+    ("3528", "3589", (16, 17, 18, 19)),  # JCB (RuPay's 353, 356 and LankaPay inside)
+    ("4", "4", (13, 16, 19)),  # Visa
+    ("4903", "4903", (16, 18, 19)),  # Switch
+    ("4905", "4905", (16, 18, 19)),
+    ("4911", "4911", (16, 18, 19)),
+    ("4936", "4936", (16, 18, 19)),
+    ("50", "50", tuple(range(12, 20))),  # Maestro, Verve, RuPay (508), GPN, Dankort
+    ("51", "55", (16,)),  # Mastercard, Diners Club US
+    ("56", "69", tuple(range(12, 20))),  # Maestro, Discover, UnionPay, RuPay, Troy...
+    ("57", "59", tuple(range(12, 20))),
+    ("81", "82", (16,)),  # RuPay
+    ("8600", "8600", (16,)),  # UzCard
+    ("9792", "9792", (16,)),  # Troy
+    ("9860", "9860", (16,)),  # Humo
+)
+"""Every issuer range a payment card number is looked for in: (first prefix, last
+prefix, lengths). A prefix is compared with as many leading digits as it has."""
+
+
 def card_issuer_ok(digits: str) -> bool:
-    """Whether a number of this length is in an issuer's IIN range: Visa (4: 13, 16, 19
-    digits), Mastercard (51-55, 2221-2720: 16), Mir (2200-2204: 16-19), American Express
-    (34, 37: 15), Diners (300-305, 36, 38, 39: 14-19), JCB (3528-3589: 16-19), Maestro
-    (50, 56-69: 12-19), Discover and UnionPay (60-65: 16-19)."""
-    n, head = len(digits), digits[:4]
-    d0 = head[0]
-    if d0 == "4":
-        return n in (13, 16, 19)
-    if d0 == "5":
-        return n == 16 if "51" <= head[:2] <= "55" else 12 <= n <= 19
-    if d0 == "6":
-        return 12 <= n <= 19
-    if d0 == "2":
-        return (n == 16 and "2221" <= head <= "2720") or (
-            16 <= n <= 19 and "2200" <= head <= "2204")
-    if d0 == "3":
-        if head[:2] in ("34", "37"):
-            return n == 15
-        if "300" <= head[:3] <= "305" or head[:2] in ("36", "38", "39"):
-            return 14 <= n <= 19
-        return 16 <= n <= 19 and "3528" <= head <= "3589"
-    return False
+    """Whether a number of this length is in an issuer's IIN range (`CARD_RANGES`):
+    Visa, Mastercard, American Express, Diners, JCB (the legacy 15-digit 1800 and 2131
+    numbers too), Discover, UnionPay, Maestro, Mir, RuPay, Troy, UATP, Verve and
+    the others listed there."""
+    n = len(digits)
+    return any(n in lengths and lo <= digits[:len(lo)] <= hi for lo, hi, lengths in CARD_RANGES)
 
 
 _CARD_WORDS = re.compile(
@@ -499,7 +518,8 @@ UUID = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
 ETH_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{40}\b")
-BECH32_ADDRESS = re.compile(r"\b(?:bc|tb)1[ac-hj-np-z02-9]{11,71}\b")
+# (either case: BIP 173 allows an address in capitals)
+BECH32_ADDRESS = re.compile(r"\b(?:bc|tb)1[ac-hj-np-z02-9]{11,71}\b", re.I)
 BASE58_ADDRESS = re.compile(r"\b[13mn2][1-9A-HJ-NP-Za-km-z]{25,34}\b")
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
