@@ -63,7 +63,9 @@ def test_clean_input_passes_and_the_judge_sees_the_text_as_data() -> None:
 def test_flagged_input_blocks_before_the_model() -> None:
     model, _, result, _ = run_with([HATEFUL], Agent.create("m", input_processors=[mod()]))
     assert result.status == "tripped"
-    assert result.tripwire is not None and "hate" in result.tripwire.reason
+    assert result.tripwire is not None and result.tripwire.metadata is not None
+    assert result.tripwire.metadata["categories"] == ["hate"]  # server-side, not the reason
+    assert "hate" not in result.tripwire.reason
     assert model.requests == []
 
 

@@ -142,7 +142,10 @@ def test_a_user_message_the_classifier_flags_blocks_the_run() -> None:
     agent = Agent.create("m", input_processors=[PromptInjectionDetector()])
     run = Simulator(model).run(agent, HEURISTICS_MISS["spanish"])
     assert run.result.status == "tripped" and model.requests == []
-    assert run.result.tripwire is not None and "classifier" in run.result.tripwire.reason
+    tripwire = run.result.tripwire
+    assert tripwire is not None and tripwire.metadata is not None
+    assert "classifier" in str(tripwire.metadata["categories"])
+    assert "classifier" not in tripwire.reason  # what the client reads names no category
 
 
 # --- an injection split across two tool results ----------------------------------------------

@@ -191,8 +191,7 @@ def test_a_tripwire_is_a_data_part_an_error_then_finish() -> None:
     assert evs == [
         {"type": "data-tripwire", "data": {
             "reason": "blocked: PII", "retry": False, "processor_id": "pii",
-            "metadata": {"kind": "email"},
-        }},
+        }},  # the metadata stays server-side
         {"type": "error", "errorText": "blocked by pii: blocked: PII"},
         {"type": "finish"},
     ]

@@ -26,7 +26,9 @@ chunk in, the new state and the parts to send out. How the run's chunks map:
   transient), with `part_ids` naming the text, reasoning and tool parts of that step,
   and the step is closed, so the retried answer becomes new parts.
 - An error chunk (a failed or cancelled run): `error`; a processor's tripwire: a
-  `data-tripwire` part, then an `error` part with its reason (what `useChat` shows).
+  `data-tripwire` part (its reason, retry flag and processor id: never its metadata,
+  where a guard keeps its scores and categories, server-side), then an `error` part with
+  its reason (what `useChat` shows).
   Before either, every part still open is closed: text and reasoning get their end, a
   tool call without its output gets a `tool-output-error` with the reason. The stream
   always ends with `finish` (parts left open closed first), so the client settles.
@@ -316,12 +318,12 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
         return state, (*closing, UIError(text))
     if isinstance(chunk, c.Tripwire):
         # The run stopped short: what is open is closed, and the reason goes out as the
-        # `error` part `useChat` shows (the data part carries the tripwire's fields).
+        # `error` part `useChat` shows. The data part carries the reason, retry flag and
+        # processor id; a guard's metadata (scores, categories) stays server-side.
         text = f"blocked by {chunk.processor_id}: {chunk.reason}"
         state, closing = _close_parts(state, text)
-        data = msgspec.to_builtins(chunk)
-        assert isinstance(data, dict)
-        data.pop("type", None)
+        data = {"reason": chunk.reason, "retry": chunk.retry,
+                "processor_id": chunk.processor_id}
         return state, (*closing, UIData("data-tripwire", data), UIError(text))
     return state, ()
 
@@ -369,7 +371,10 @@ async def ui_message_sse_async(
 
 
 def ndjson_line(chunk: Chunk) -> bytes:
-    """A chunk as one JSON line (decode it with `pipeline.values.chunks.chunk_decoder`)."""
+    """A chunk as one JSON line (decode it with `pipeline.values.chunks.chunk_decoder`);
+    a tripwire without its metadata, which stays server-side (as on the UI stream)."""
+    if type(chunk) is c.Tripwire and chunk.metadata is not None:
+        chunk = msgspec.structs.replace(chunk, metadata=None)
     return chunk_encoder.encode(chunk) + b"\n"
 
 

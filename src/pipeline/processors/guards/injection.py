@@ -495,8 +495,9 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
     def _flagged(self, a: _Assessment, where: str) -> DataChunk:
         detail = {"where": where, "score": a.score, "categories": list(a.categories)}
         if self.strategy == "block":
-            abort(f"Prompt injection detected ({', '.join(a.categories)})",
-                  metadata={"processor_id": self.id, **detail})
+            # (no categories or score in the reason: it goes to the client; they stay
+            # in the metadata, server-side)
+            abort("Prompt injection detected", metadata={"processor_id": self.id, **detail})
         return warning(self.id, action=self.strategy, **detail)
 
     def _rewrite(self, a: _Assessment, text: str, where: str) -> str:

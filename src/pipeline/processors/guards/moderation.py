@@ -285,7 +285,9 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
         }
         if flag.reason:
             detail["reason"] = flag.reason
-        reason = f"Content flagged by moderation ({', '.join(flag.categories)})"
+        # (no categories or scores in the reason: it goes to the client; they stay in
+        # the metadata, server-side)
+        reason = "Content flagged by moderation"
         if self.strategy == "block" or (self.strategy == "retry" and not retry_ok):
             return Abort(reason, metadata={"processor_id": self.id, **detail})
         if self.strategy == "retry":
