@@ -291,7 +291,11 @@ class ToolCallArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
     """The call as the model made it."""
     args: JsonObject
     """The arguments as the processors before this one left them (`Replace(args)`)."""
+    tool_name: str
+    """The tool's name: what a gate compares (`args.tool_name == "refund"`)."""
     tool: Tool
+    """The tool itself (its spec, its schema). Comparing it with a string raises a
+    TypeError: compare `tool_name`."""
     message_list: MessageList
     step_number: int
     state: S

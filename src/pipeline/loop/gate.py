@@ -74,7 +74,8 @@ def gate_calls(
         kwargs = e.kwargs
         for b in rc.h_tool_call:
             a = ToolCallArgs(
-                call=e.call, args=args, tool=t, message_list=st.ml, step_number=step,
+                call=e.call, args=args, tool_name=t.name, tool=t, message_list=st.ml,
+                step_number=step,
                 state=st.states[b.slot], context=rc.ctx,
             )
             eff = apply(rc, st, b, (yield from call_hook(b, a)))

@@ -65,6 +65,18 @@ class Tool(msgspec.Struct, Generic[NeedsDeps], frozen=True):
     def name(self) -> str:
         return self.spec.name
 
+    # A tool equals a tool. Compared with a string (`args.tool == "refund"` in a gate,
+    # never true, so the gate would let the call through) it raises instead.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            raise TypeError(_COMPARED_WITH_STR.format(name=self.spec.name, other=other))
+        return _struct_eq(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = msgspec.Struct.__hash__  # (defining __eq__ would drop it)
+
     def bind(self, args: JsonObject) -> dict[str, object]:
         """Validated keyword arguments for `fn`; raises msgspec.ValidationError."""
         for v in args.values():
@@ -99,6 +111,13 @@ class Tool(msgspec.Struct, Generic[NeedsDeps], frozen=True):
             ToolSpec(name, description, parameters), fn, None, _is_async(fn),
             max_result_bytes=max_result_bytes,
         )
+
+
+_COMPARED_WITH_STR = (
+    "a Tool ({name!r}) was compared with the string {other!r}, which is never equal; "
+    "compare its name: args.tool_name == {other!r} (or tool.name)"
+)
+_struct_eq = msgspec.Struct.__eq__
 
 
 class StepTools:
