@@ -179,7 +179,8 @@ FLAGGED = ["All good here. ", "Then some nasty", " words follow. ", "And the end
 
 def check_blocked(ran: Ran) -> None:
     assert ran.result.status == "tripped"
-    assert ran.result.tripwire is not None and "hate" in ran.result.tripwire.reason
+    tw = ran.result.tripwire
+    assert tw is not None and tw.metadata is not None and tw.metadata["categories"] == ["hate"]
     assert BAD not in ran.streamed and BAD not in ran.kept()
     assert "follow" not in ran.streamed  # nothing after the block either
 
@@ -378,7 +379,8 @@ PIPELINED_FLAG = ["Fine start, ok. ", "more fine words ", "then nasty ones ", "n
 
 def check_stopped_at_the_flag(ran: Ran) -> None:
     assert ran.result.status == "tripped"
-    assert ran.result.tripwire is not None and "hate" in ran.result.tripwire.reason
+    tw = ran.result.tripwire
+    assert tw is not None and tw.metadata is not None and tw.metadata["categories"] == ["hate"]
     # Exactly the windows before the flagged one came out, in order; nothing after it,
     # though later windows were with the judge already.
     assert ran.streamed == "Fine start, ok. more fine words "

@@ -136,3 +136,25 @@ def test_a_bech32_address_in_upper_case_is_a_crypto_wallet() -> None:
     p = PIIDetector(types=("crypto-wallet",))
     value = "BC1QW508D6QEJXTDG4Y5R3ZARVARY0C5XW7KV8F3T4"
     assert [f.kind for f in p.find(f"send it to {value} now")] == ["crypto-wallet"]
+
+
+def test_the_regex_only_iban_lengths_are_the_registrys() -> None:
+    import re
+    from pathlib import Path
+
+    import stdnum.iban
+
+    from pipeline.processors.guards.pii_detectors import IBAN_LENGTHS
+
+    registry = {}
+    for line in (Path(stdnum.iban.__file__).parent / "iban.dat").read_text().splitlines():
+        m = re.match(r'([A-Z]{2}) .*bban="([^"]+)"', line)
+        if m:
+            registry[m.group(1)] = 4 + sum(int(n) for n in re.findall(r"(\d+)!", m.group(2)))
+    assert dict(IBAN_LENGTHS) == registry
+
+
+def test_regex_only_an_iban_does_not_run_on_into_the_words_after_it() -> None:
+    text = "Please wire it to DE94180975220111593557 by Friday."
+    p = PIIDetector(types=("iban",), regex_only=True)
+    assert [text[f.start:f.end] for f in p.find(text)] == ["DE94180975220111593557"]

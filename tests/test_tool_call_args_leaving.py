@@ -115,3 +115,31 @@ def test_a_dropped_call_chunk_is_still_a_call_not_made() -> None:
     for run in _runs(agent, SCRIPT):
         assert received == []  # fail closed: a call no processor passed does not run
         assert run.result.status == "finished"
+
+
+def test_a_resumed_run_sends_out_the_call_as_the_guard_passed_it_before_the_suspension() -> None:
+    from effects import AskApproval
+    from interpreters.approvals.store import Approvals, MemoryApprovalStore
+    from pipeline.approval import approve
+    from pipeline.processor import ToolCallArgs, ToolCallResult
+
+    def ask(a: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return AskApproval("send it?")
+
+    agent = Agent.create("sim/model", tools=[notify],
+                         input_processors=[processor("ask", process_tool_call=ask)],
+                         output_processors=[PIIDetector()])
+    received.clear()
+    sim = Simulator(ScriptedModel(list(SCRIPT)))
+    approvals = Approvals(MemoryApprovalStore())
+    first = sim.run(agent, "tell ada")
+    s = approvals.keep(first.result).suspension
+    assert s is not None
+    assert EMAIL not in _ui(first.chunks)
+    assert EMAIL not in msgspec.json.encode(first.result.messages).decode()
+    second = sim.run(agent, (), resume=approvals.take(agent, s.run_id, [approve(s.pending[0])]))
+    assert received == [EMAIL]
+    assert second.result.status == "finished"
+    assert EMAIL not in _ui(second.chunks)
+    assert EMAIL not in msgspec.json.encode(second.result.messages).decode()
+    assert EMAIL not in msgspec.json.encode(second.result.steps).decode()

@@ -57,7 +57,7 @@ from pipeline.values.model import (
     StructuredOutput,
     ToolChoice,
 )
-from pipeline.values.result import OutputResult, StepResult
+from pipeline.values.result import OutputResult, Spending, StepResult
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -201,6 +201,9 @@ class InputStepArgs(StepSettings, _MessagesOfList, Generic[S, Seen], frozen=True
     state: S
     retry_count: int
     context: RunContext[Seen]
+    spent: Spending = Spending()
+    """What the run has paid for before this step's model call: every model call it
+    made (retried and discarded ones too) and its hooks' judges (`Budget` bounds it)."""
 
 
 class ApiErrorArgs(msgspec.Struct, _MessagesOfList, Generic[S, Seen], frozen=True, kw_only=True):

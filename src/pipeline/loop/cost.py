@@ -8,10 +8,12 @@ right or absent (`pipeline.values.cost`): one call no one can price makes the ru
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from pipeline.loop.state import RunConfig, RunState
 from pipeline.values.chunks import ModelFinish
 from pipeline.values.cost import Cost, PriceQuery, charge
-from pipeline.values.result import JudgeCall
+from pipeline.values.result import JudgeCall, Spending
 
 
 def price_call(
@@ -31,6 +33,7 @@ def count_stopped(rc: RunConfig, st: RunState, model: str, fin: ModelFinish | No
     (the response had ended), else the call is unmetered and the run's cost unknown."""
     if fin is not None:
         st.usage = st.usage + fin.usage
+        st.usage_paid = st.usage_paid + fin.usage
         if rc.price is not None:  # (no clock read: see `judges`)
             price_call(rc, st, model, fin, last_time(st))
     else:
@@ -57,3 +60,15 @@ def run_cost(rc: RunConfig, st: RunState) -> tuple[tuple[JudgeCall, ...], Cost |
         if j.cost is not None:
             cost = j.cost if cost is None else cost + j.cost
     return judges, cost
+
+
+def spending(rc: RunConfig, st: RunState) -> Spending:
+    """What the run has paid for so far (`Spending`): the agent's model calls, retried
+    and discarded ones too, and its hooks' judges; for a resumed run, from its start."""
+    own = Spending(
+        st.model_calls, st.usage_paid,
+        (st.cost or Cost(Decimal(0))) if st.cost_known and not st.unmetered else None,
+    )
+    if st.judges is not None and st.judges.asked:
+        own = own + st.judges.spent(rc.price, last_time(st))
+    return st.carried + own if st.carried.model_calls else own

@@ -11,20 +11,38 @@ message.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.values.chunks import Usage
-from pipeline.values.cost import Cost, PriceQuery, Pricer, price_of
-from pipeline.values.result import JudgeCall
+from pipeline.values.cost import Cost, PriceQuery, Pricer, charge, price_of
+from pipeline.values.result import JudgeCall, Spending
 
 
 class JudgeLedger:
     """One run's judge calls, as they were answered."""
 
-    __slots__ = ("asked",)
+    __slots__ = ("_paid", "asked")
 
     def __init__(self) -> None:
         self.asked: list[tuple[str, str, str, str | None, Usage]] = []
         """(processor id, hook, model, response model, usage) of each call."""
+        self._paid: tuple[int, Usage, Cost | None, bool] = (0, Usage(), None, True)
+        """`spent`'s running total: the calls counted, their usage, cost, whether known."""
+
+    def spent(self, price: Pricer | None, at: float) -> Spending:
+        """What the calls so far used and cost (each priced once, when first counted, at
+        `at`): what a budget counts while the run goes on."""
+        n, usage, cost, known = self._paid
+        for _, _, model, response_model, u in self.asked[n:]:
+            usage = usage + u
+            _, cost, known = charge(price, PriceQuery(model, response_model, u, at), cost,
+                                    known and price is not None)
+        self._paid = (len(self.asked), usage, cost, known)
+        if not self.asked:
+            return Spending()
+        return Spending(len(self.asked), usage,
+                        (cost or Cost(Decimal(0))) if known and price is not None else None)
 
     def add(self, processor_id: str, hook: str, ask: AskModel, answer: ModelAnswer) -> None:
         self.asked.append(

@@ -84,6 +84,7 @@ def call_model(
         if type(reply) not in MODEL_REPLY_TYPES:
             raise ProtocolError(ask, reply)
         if not isinstance(reply, ModelFailed):
+            st.model_calls += 1  # a call answered: paid for, whatever becomes of it
             return StepContent(), reply
         err = reply.error
         policy = rc.agent.retry_policy

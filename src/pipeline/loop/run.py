@@ -45,7 +45,7 @@ import msgspec
 from effects import Abort, Done, Publish, Replace
 from pipeline.agent import Agent
 from pipeline.approval import Resumption, agent_digest, check_resumption
-from pipeline.loop.cost import count_stopped, price_call, run_cost
+from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
 from pipeline.loop.gate import Suspend
 from pipeline.loop.hooks import HookFailure, call_hook
 from pipeline.loop.messages import keep_held, loop_message, unforged
@@ -280,6 +280,7 @@ def _step(
     assert fin is not None
     # Every response the model sent was billed, also one a processor discards.
     st.usage = st.usage + fin.usage
+    st.usage_paid = st.usage_paid + fin.usage
     parts = content.message_parts(complete=True)
     if st.held:  # data hooks emitted for this step before the response came
         parts = (*st.held, *parts)
@@ -387,6 +388,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
         calls=s.calls, messages=st.ml, step=s.step, steps=tuple(st.steps),
         states=tuple(st.states), ids_used=st.ids.used, retry_count=st.retry_count,
         processor_ids=tuple(p.id for p in rc.agent.all_processors()),
+        spent=spending(rc, st),
         leaving_calls=tuple(st.leaving.calls.values()) if st.leaving.calls else (),
     )
 

@@ -108,6 +108,7 @@ def _start_state(
         )
         st.steps = list(s.steps)
         st.retry_count = s.retry_count
+        st.carried = s.spent
         if s.leaving_calls:
             st.leaving.calls_changed({c.tool_call_id: c for c in s.leaving_calls})
         for done in s.steps:

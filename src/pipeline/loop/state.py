@@ -34,7 +34,7 @@ from pipeline.values.context import RunContext
 from pipeline.values.cost import Cost, Pricer
 from pipeline.values.messages import DataPart, MessageList, ToolCallPart, ToolResultPart
 from pipeline.values.pairing import PairedHistory
-from pipeline.values.result import RunError, StepResult
+from pipeline.values.result import RunError, Spending, StepResult
 
 
 class Racing(NamedTuple):
@@ -131,6 +131,7 @@ class RunState:
     __slots__ = (
         "api_retry_count",
         "call_ids",
+        "carried",
         "cost",
         "cost_known",
         "finish_reason",
@@ -140,6 +141,7 @@ class RunState:
         "judges",
         "leaving",
         "ml",
+        "model_calls",
         "output",
         "pairing",
         "pending",
@@ -152,6 +154,7 @@ class RunState:
         "tools",
         "unmetered",
         "usage",
+        "usage_paid",
     )
 
     def __init__(
@@ -170,6 +173,13 @@ class RunState:
         """The model calls hooks asked for (`judges`); None: no hook can ask."""
         self.unmetered = 0
         """Model calls made whose usage the provider never reported (stopped early)."""
+        self.model_calls = 0
+        """Model calls of the agent's made (answered with a stream), retried or
+        discarded ones too."""
+        self.usage_paid = Usage()
+        """Their usage (`usage` less what a resumed run carried over from its steps)."""
+        self.carried = Spending()
+        """What the run had paid for before its suspension (a resumed run)."""
         self.ml = ml
         # Each processor's state, by `Bound.slot`.
         self.states = states

@@ -11,6 +11,7 @@ from collections.abc import Generator
 import msgspec
 
 from effects import Abort, Continue, Replace
+from pipeline.loop.cost import spending
 from pipeline.loop.hooks import invoke, settle
 from pipeline.loop.state import RunConfig, RunState, apply, steps_tuple, trip
 from pipeline.processor import InputStepArgs, StepChange, StepSettings
@@ -49,6 +50,7 @@ def input_step(
     record = rc.record
     hooks = rc.h_input_step
     steps = steps_tuple(st)
+    spent = spending(rc, st)
     for b in hooks:
         args = InputStepArgs(
             message_list=st.ml,
@@ -64,6 +66,7 @@ def input_step(
             structured_output=cfg.structured_output,
             state=st.states[b.slot],
             retry_count=st.retry_count,
+            spent=spent,
             context=rc.ctx,
         )
         raw = invoke(b, args)

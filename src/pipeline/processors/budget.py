@@ -9,11 +9,15 @@ without tools: a tool call over a bound is answered with an error result instead
 running, and the next model call is made with `tool_choice="none"` (the last step; a run
 still going after it stops with the tripwire).
 
-Model calls are the steps so far; tokens the steps' input and output tokens; cost the
-steps' costs, which need the run's pricer (`cost` of each step): with `max_cost` and a
-step whose cost is unknown, the run stops (a bound that cannot be checked fails closed).
-A run's budget counts from its start (a resumed run's from its suspension: the counts are
-the processor's state, kept with it).
+It counts every model call the run pays for (`InputStepArgs.spent`): the agent's, a call
+a processor's retry discarded too, and the calls its processors' judges make
+(`AskModel`), with their input and output tokens and their cost, which needs the run's
+pricer: with `max_cost` and a call whose cost is unknown, the run stops (a bound that
+cannot be checked fails closed). The bounds are checked before each model call of the
+agent; the judges of a step come after the check that let it run, so a run may go over
+by one step's judge calls (and the result's). A run's budget counts from its start (a
+resumed run's too: its tool-call counts are the processor's state, kept with it, and
+what it paid for is kept with the suspension).
 """
 
 from __future__ import annotations
@@ -100,23 +104,24 @@ class Budget(StatefulProcessor[Spent, object]):
         return Spent()
 
     def _reached(self, args: InputStepArgs[Spent]) -> tuple[str, str] | None:
-        """The bound this step would pass (its name, a reason), if any."""
-        steps = args.steps
-        calls = len(steps)
+        """The bound this step would pass (its name, a reason), if any: over what the
+        run paid for (`args.spent`: its model calls, retried and discarded ones too, and
+        its hooks' judges)."""
+        paid = args.spent
         if self.max_model_calls is not None:
             last = self.max_model_calls - (1 if self.on_limit == "finish" else 0)
-            if calls >= last:
+            if paid.model_calls >= last:
                 return "model_calls", f"model call budget of {self.max_model_calls} reached"
         if self.max_tokens is not None:
-            used = sum(s.usage.input_tokens + s.usage.output_tokens for s in steps)
+            used = paid.usage.input_tokens + paid.usage.output_tokens
             if used >= self.max_tokens:
                 return "tokens", f"token budget of {self.max_tokens} reached ({used} used)"
-        if self.max_cost is not None and steps:
-            if any(s.cost is None for s in steps):
+        if self.max_cost is not None and paid.model_calls:
+            if paid.cost is None:
                 return "cost", "cost budget cannot be checked: a model call's cost is unknown"
-            spent = sum((s.cost.total for s in steps if s.cost is not None), Decimal(0))
-            if spent >= self.max_cost:
-                return "cost", f"cost budget of {self.max_cost} reached ({spent} spent)"
+            if paid.cost.total >= self.max_cost:
+                return "cost", (f"cost budget of {self.max_cost} reached "
+                                f"({paid.cost.total} spent)")
         return None
 
     def process_input_step(self, args: InputStepArgs[Spent]) -> InputStepResult[Spent]:

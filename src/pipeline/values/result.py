@@ -173,6 +173,21 @@ class GatedCall(msgspec.Struct, frozen=True, kw_only=True):
     is_error: bool = False
 
 
+class Spending(msgspec.Struct, frozen=True):
+    """What a run has paid for so far: every model call it made (its own, retried or
+    discarded by a processor's retry too) and every call its hooks' judges made
+    (`AskModel`), with their usage and cost. What `Budget` bounds."""
+
+    model_calls: int = 0
+    usage: Usage = Usage()
+    cost: Cost | None = None
+    """None when it is not known: no pricer, or a call no one could price."""
+
+    def __add__(self, other: Spending) -> Spending:
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return Spending(self.model_calls + other.model_calls, self.usage + other.usage, cost)
+
+
 class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     """A suspended run: what it waits for and what it needs to go on.
 
@@ -196,6 +211,8 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     processor_ids: tuple[str, ...] = ()
     """The id of the processor of each slot of `states` (to name one whose state a
     store cannot keep)."""
+    spent: Spending = Spending()
+    """What the run had paid for up to the suspension (its resumed run goes on from it)."""
     leaving_calls: tuple[ToolCallPart, ...] = ()
     """The run's tool calls as they leave it, where a stream processor passed them on
     other than the model made them (`messages` keeps them as the model made them)."""
