@@ -137,21 +137,22 @@ class PIIDetector(StatefulProcessor[PIIState]):
       the result. With `judge_stream=True` the stream is judged too: each text block is
       held whole (up to `max_hold` characters, past which the run is blocked) and
       released at its end, judged; otherwise the stream keeps to the local detectors.
-    - Tool results sent out (their `tool-result` / `tool-error` chunks on the stream, and
-      the tool results in the result's messages) are always handled, every string in
-      them (keys too), by the local detectors (not the judge): what leaves the run is
-      handled. So are the results of tools the provider ran (`server-tool-result`; with
-      `scan_tools`, their calls' input too), and `data-*` chunks on the stream (what a
-      tool writes for the client).
+    - Tool calls and results sent out (their `tool-call` / `tool-result` / `tool-error`
+      chunks on the stream, and the tool calls and results in the result's messages) are
+      always handled, every string in them (keys too), by the local detectors (not the
+      judge): what leaves the run is handled. A call's `tool-call-delta` chunks are not
+      streamed (partial JSON cannot be judged; the complete call follows), and the tool
+      still runs with the model's arguments. So are the calls and results of tools the
+      provider ran (`server-tool-call`, `server-tool-result`), approval requests, and
+      `data-*` chunks on the stream (what a tool writes for the client).
     - `scan_tools`: also what the model and the tools see. With `on_input` (what the
       model reads), each result of a tool the run ran is handled in
       `process_tool_result` (the detector in either list), before the
       model, the stream or the messages see it, and not scanned again on the way out;
       as an input processor, before each model call, also the tool results the model
       has not read that no tool-result hook saw (the caller's history, a call answered
-      without running). Tool-call arguments are handled on the stream (tool-call deltas
-      are then not streamed, the complete call is; the tool gets the handled arguments)
-      and in the result's messages.
+      without running). Tool-call arguments are handled before the tool runs too
+      (`process_tool_call`: the tool gets them handled).
     - `concurrent`: with a `judge_model` and only "block"/"detect", the input check runs
       beside the first model call (`pipeline.loop.race`): the model's output is held,
       and no tool runs, until it passed.
