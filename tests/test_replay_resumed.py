@@ -131,3 +131,27 @@ def test_a_state_the_journal_could_not_encode_is_said_on_replay() -> None:
     assert j.header.resume is not None
     with pytest.raises(TypeError, match="state of processor 'opaque'"):
         Simulator.replay(j, agent)
+
+
+def test_a_journal_whose_suspension_kept_no_owner_replays_in_the_header_s_thread() -> None:
+    """A resumed run recorded before a suspension kept its thread and resource went on
+    in the thread its header names: its replay does too."""
+    import json
+
+    agent = _agent()
+    rec = Recorder()
+    approvals = Approvals(MemoryApprovalStore())
+    sim = Simulator(_model(), observers=[rec])
+    s = approvals.keep(sim.run(agent, "pay eve", thread_id="t1", resource_id="u1").result
+                       ).suspension
+    assert s is not None and (s.thread_id, s.resource_id) == ("t1", "u1")
+    go_on = approvals.take(agent, s.run_id, [edit(s.pending[0], {"to": "eve", "amount": 5})])
+    resumed = sim.run(agent, (), resume=go_on).result
+    header, *rest = rec.last().to_ndjson().decode().splitlines()
+    old = json.loads(header)
+    assert (old["thread_id"], old["resource_id"]) == ("t1", "u1")  # inherited
+    del old["resume"]["suspension"]["thread_id"], old["resume"]["suspension"]["resource_id"]
+    j = Journal.from_ndjson("\n".join([json.dumps(old), *rest]) + "\n")
+    assert j.header.resume is not None and j.header.resume.suspension.thread_id is None
+    replay = Simulator.replay(j, agent)
+    assert replay.identical and replay.result == resumed

@@ -22,15 +22,16 @@ import hashlib
 import msgspec
 
 from pipeline.agent import Agent
+from pipeline.values.context import RunContext
 from pipeline.values.messages import JsonObject
 from pipeline.values.result import PendingApproval, Suspension
 
 __all__ = [
     "AgentChanged", "ApprovalError", "Approve", "ArgumentsMismatch", "Decision", "Deny",
-    "DuplicateDecision", "Edit", "MissingDecision", "PendingApproval", "Resumption",
-    "RunNotSuspended", "Suspension", "UnknownCall", "UnknownRun", "approve", "call_digest",
-    "agent_digest", "check_decisions", "check_pending", "check_resumption", "deny", "edit",
-    "resumption", "typed_states",
+    "DuplicateDecision", "Edit", "MissingDecision", "OwnerMismatch", "PendingApproval",
+    "Resumption", "RunNotSuspended", "Suspension", "UnknownCall", "UnknownRun", "approve",
+    "call_digest", "agent_digest", "check_decisions", "check_owner", "check_pending",
+    "check_resumption", "deny", "edit", "resumed_context", "resumption", "typed_states",
 ]
 
 _encoder = msgspec.json.Encoder(order="sorted")
@@ -77,6 +78,10 @@ class ArgumentsMismatch(ApprovalError):
 
 class AgentChanged(ApprovalError):
     """The agent resumed is not the one that suspended (tools or processors differ)."""
+
+
+class OwnerMismatch(ApprovalError):
+    """A resume names another thread or resource than the suspended run's."""
 
 
 # --- what a suspended run lists, and the decisions ------------------------------------
@@ -169,6 +174,30 @@ def check_pending(
     if missing:
         raise MissingDecision(f"no decision for call(s) {', '.join(missing)}")
     return decisions
+
+
+# --- whose run it is -------------------------------------------------------------------
+
+
+def check_owner(s: Suspension, thread_id: str | None, resource_id: str | None) -> None:
+    """Raise `OwnerMismatch` when a resume names another thread or resource than the
+    suspended run's (None names none: the suspension's is inherited)."""
+    for what, given, own in (("thread", thread_id, s.thread_id),
+                             ("resource", resource_id, s.resource_id)):
+        if given is not None and given != own:
+            raise OwnerMismatch(
+                f"run {s.run_id!r} was suspended in {what} {own!r}, not {given!r}: "
+                f"it resumes in its own {what} only"
+            )
+
+
+def resumed_context(ctx: RunContext, s: Suspension) -> RunContext:
+    """The context a resumed run goes on with: `ctx` in the suspended run's thread and
+    resource (`OwnerMismatch` when `ctx` names others)."""
+    check_owner(s, ctx.thread_id, ctx.resource_id)
+    if ctx.thread_id == s.thread_id and ctx.resource_id == s.resource_id:
+        return ctx
+    return msgspec.structs.replace(ctx, thread_id=s.thread_id, resource_id=s.resource_id)
 
 
 # --- a resumed run's agent ----------------------------------------------------------

@@ -27,6 +27,7 @@ from pipeline.approval import (
     Resumption,
     RunNotSuspended,
     UnknownRun,
+    check_owner,
     check_resumption,
     resumption,
     typed_states,
@@ -105,12 +106,22 @@ class Approvals:
             raise UnknownRun(f"no suspended run {run_id!r}")  # (a store that took it)
         return s
 
-    def take(self, agent: Agent, run_id: str, decisions: Sequence[Decision]) -> Resumption:
+    def take(
+        self,
+        agent: Agent,
+        run_id: str,
+        decisions: Sequence[Decision],
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+    ) -> Resumption:
         """The resumption of `run_id` with `decisions`, for `interp.run(agent, (),
         resume=...)` on any interpreter. Everything is checked before the suspension is
-        taken (the decisions, the agent), so a refused resume leaves it waiting; once
-        taken it is never handed out again."""
+        taken (the decisions, the agent, the owner: `thread_id` and `resource_id`, when
+        given, must be the run's, else `OwnerMismatch`), so a refused resume leaves it
+        waiting; once taken it is never handed out again."""
         waiting = self.waiting(run_id)
+        check_owner(waiting, thread_id, resource_id)
         r = resumption(waiting, list(decisions))
         check_resumption(agent, r)
         typed = typed_states(agent, waiting)

@@ -380,7 +380,11 @@ def _resumption(h: RunStarted, agent: Agent) -> Resumption | None:
     `AgentChanged`, as on resuming."""
     if h.resume is None:
         return None
-    return msgspec.structs.replace(h.resume, suspension=typed_states(agent, h.resume.suspension))
+    s = typed_states(agent, h.resume.suspension)
+    if s.thread_id is None and s.resource_id is None:
+        # recorded before suspensions kept their owner: the run went on in the header's
+        s = msgspec.structs.replace(s, thread_id=h.thread_id, resource_id=h.resource_id)
+    return msgspec.structs.replace(h.resume, suspension=s)
 
 
 def _finish(journal: Journal, feed: _Feed, trace: Trace, result: RunResult) -> ReplayRun:

@@ -17,6 +17,7 @@ from interpreters.core.options import TracedScope
 from interpreters.observers.observe import Observer, watched_loop
 from interpreters.providers.provider import Provider, ProviderError
 from pipeline.agent import Agent
+from pipeline.approval import resumed_context
 from pipeline.loop import agent_loop, rejected
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
@@ -62,7 +63,8 @@ def start_run(
 
     Input that is not a conversation the library can send gives a run that fails at once
     with `InvalidInput`, before any call. Raises TypeError when a tool of the agent asks
-    for deps of another type than `deps`.
+    for deps of another type than `deps`, and `OwnerMismatch` when a resumed run is
+    given another thread or resource than its own (none given: its own).
     """
     deps = options.get("deps")
     check_deps(agent.tools, deps)
@@ -76,6 +78,8 @@ def start_run(
         values=options.get("values"),
         deps=deps,
     )
+    if resume is not None:  # in the suspended run's thread and resource (or refused)
+        ctx = resumed_context(ctx, resume.suspension)
     trace = options.get("trace")
     ml = (
         read_input(messages, id_prefix=run_id, created_at=clock())

@@ -44,7 +44,7 @@ import msgspec
 
 from effects import Abort, Done, Publish, Replace
 from pipeline.agent import Agent
-from pipeline.approval import Resumption, agent_digest, check_resumption
+from pipeline.approval import Resumption, agent_digest, check_resumption, resumed_context
 from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
 from pipeline.loop.gate import Suspend
 from pipeline.loop.hooks import HookFailure, call_hook
@@ -113,14 +113,17 @@ def agent_loop(
     """The run of `agent` on `messages`, as a command generator. See the module doc.
 
     `resume`: go on with a suspended run (`pipeline.approval`) instead, from its kept
-    messages (`messages` are not read); raises an `ApprovalError` at once when `agent`
-    is not the one that suspended or an edit does not fit its tool.
+    messages (`messages` are not read), in its thread and resource (`context`'s, when it
+    names them, must be those); raises an `ApprovalError` at once when `agent` is not
+    the one that suspended, an edit does not fit its tool or `context` names another
+    owner (`OwnerMismatch`).
 
     `price` prices each model call (`pipeline.values.cost`): the result then carries its cost.
     Messages that are not a conversation the library can send (wrong types, an unknown
     role...) fail the run at once with `InvalidInput`, before any call.
     """
     if resume is not None:
+        context = resumed_context(context, resume.suspension)
         check_resumption(agent, resume)
         messages = resume.suspension.messages
     used: set[str] = set()
@@ -390,6 +393,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
         processor_ids=tuple(p.id for p in rc.agent.all_processors()),
         spent=spending(rc, st),
         leaving_calls=tuple(st.leaving.calls.values()) if st.leaving.calls else (),
+        thread_id=rc.ctx.thread_id, resource_id=rc.ctx.resource_id,
     )
 
 

@@ -216,6 +216,11 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     leaving_calls: tuple[ToolCallPart, ...] = ()
     """The run's tool calls as they leave it, where a stream processor passed them on
     other than the model made them (`messages` keeps them as the model made them)."""
+    thread_id: str | None = None
+    """The run's thread (`RunContext.thread_id`): a resume goes on in it, and one naming
+    another thread is refused (`pipeline.approval.OwnerMismatch`)."""
+    resource_id: str | None = None
+    """The run's resource (`RunContext.resource_id`), kept and checked as `thread_id`."""
 
 
 class RunFailedError(Exception):
