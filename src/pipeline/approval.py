@@ -22,16 +22,18 @@ import hashlib
 import msgspec
 
 from pipeline.agent import Agent
+from pipeline.tools import Tool
 from pipeline.values.context import RunContext
 from pipeline.values.messages import JsonObject
-from pipeline.values.result import PendingApproval, Suspension
+from pipeline.values.result import PendingApproval, StepTool, Suspension
 
 __all__ = [
     "AgentChanged", "ApprovalError", "Approve", "ArgumentsMismatch", "Decision", "Deny",
     "DuplicateDecision", "Edit", "MissingDecision", "OwnerMismatch", "PendingApproval",
-    "Resumption", "RunNotSuspended", "Suspension", "UnknownCall", "UnknownRun", "approve",
-    "call_digest", "agent_digest", "check_decisions", "check_owner", "check_pending",
-    "check_resumption", "deny", "edit", "resumed_context", "resumption", "typed_states",
+    "Resumption", "RunNotSuspended", "Suspension", "ToolNotFound", "UnknownCall",
+    "UnknownRun", "approve", "call_digest", "agent_digest", "check_decisions", "check_owner",
+    "check_pending", "check_resumption", "deny", "edit", "offered_tools", "resumed_context",
+    "resumed_tools", "resumption", "tool_digest", "typed_states",
 ]
 
 _encoder = msgspec.json.Encoder(order="sorted")
@@ -78,6 +80,11 @@ class ArgumentsMismatch(ApprovalError):
 
 class AgentChanged(ApprovalError):
     """The agent resumed is not the one that suspended (tools or processors differ)."""
+
+
+class ToolNotFound(ApprovalError):
+    """A call of the suspended step needs a tool the resumed agent cannot give: not one of
+    its tools, nor one its processors declare (`BaseProcessor.tools`)."""
 
 
 class OwnerMismatch(ApprovalError):
@@ -213,15 +220,62 @@ def agent_digest(agent: Agent) -> str:
     return hashlib.sha256(msgspec.json.encode(shape, order="sorted")).hexdigest()
 
 
+def tool_digest(t: Tool) -> str:
+    """What a suspended step keeps of a tool it offered (`StepTool.digest`): its name and
+    parameters' schema."""
+    return hashlib.sha256(_encoder.encode((t.name, t.spec.parameters))).hexdigest()
+
+
+def offered_tools(tools: tuple[Tool, ...]) -> tuple[StepTool, ...]:
+    """The step's tools as a suspension keeps them."""
+    return tuple(StepTool(t.name, tool_digest(t)) for t in tools)
+
+
+def resumed_tools(agent: Agent, r: Resumption) -> dict[str, Tool]:
+    """The tools the suspended step's calls run with, by name: each call that runs (the
+    gates let it, or the person approved or edited it) finds the tool the step offered
+    among `agent`'s tools and its processors' declared ones (`BaseProcessor.tools`).
+    `ToolNotFound` for a tool neither has; `AgentChanged` for one whose schema changed."""
+    s = r.suspension
+    offered = {t.name: t.digest for t in s.tools}
+    denied = {d.tool_call_id for d in r.decisions if isinstance(d, Deny)}
+    found: dict[str, Tool] = {}
+    candidates: tuple[Tool, ...] | None = None
+    for g in s.calls:
+        name = g.call.tool_name
+        if g.kind == "answered" or g.call.tool_call_id in denied or name in found:
+            continue
+        if candidates is None:
+            declared = (t for p in agent.all_processors() for t in p.tools)
+            candidates = (*agent.tools, *declared)
+        named = [t for t in candidates if t.name == name]
+        want = offered.get(name)  # (None: a suspension that kept no step tools)
+        match = next((t for t in named if want is None or tool_digest(t) == want), None)
+        if match is None:
+            if named:
+                raise AgentChanged(
+                    f"tool {name!r} of run {s.run_id!r} changed since the run suspended "
+                    "(its parameters differ)"
+                )
+            raise ToolNotFound(
+                f"run {s.run_id!r} calls tool {name!r}, which is neither the agent's nor "
+                "one its processors declare (a processor that adds a tool to a step "
+                "lists it in its `tools`)"
+            )
+        found[name] = match
+    return found
+
+
 def check_resumption(agent: Agent, r: Resumption) -> None:
-    """Raise `AgentChanged` when `agent` is not the one that suspended, and
-    `ArgumentsMismatch` for edited arguments its tool refuses: before the run starts."""
+    """Raise `AgentChanged` when `agent` is not the one that suspended, `ToolNotFound`
+    when a call that runs has no tool in it, and `ArgumentsMismatch` for edited arguments
+    its tool refuses: before the run starts."""
     s = r.suspension
     if agent_digest(agent) != s.agent_digest:
         raise AgentChanged(
             f"run {s.run_id!r} was suspended by another agent (tools or processors differ)"
         )
-    tools = {t.name: t for t in agent.tools}
+    tools = resumed_tools(agent, r)
     for d in r.decisions:
         if isinstance(d, Edit):
             name = next(c.call.tool_name for c in s.calls if c.call.tool_call_id == d.tool_call_id)

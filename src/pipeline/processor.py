@@ -440,6 +440,10 @@ class BaseProcessor(Generic[Needs]):
     concurrent: bool = False
     """When True, `process_input` runs beside the first model call: the model's output is
     held, and no tool runs, until it passed (`pipeline.loop.race`). It may pass or abort."""
+    tools: tuple[Tool, ...] = ()
+    """The tools its `process_input_step` may add to a step (`StepChange.tools`) that are
+    not the agent's: a run suspended for approval in such a step finds them here again
+    when it resumes (`pipeline.approval.ToolNotFound` otherwise, before it is taken)."""
 
     def initial_state(self) -> object:
         return None
@@ -524,13 +528,17 @@ class FunctionProcessor(StatefulProcessor[S, Needs]):
         name: str | None = None,
         process_data_parts: bool = False,
         concurrent: bool = False,
+        tools: Sequence[Tool] = (),
     ) -> None:
         if type(concurrent) is not bool:  # a misspelt option never disables a guard
             raise TypeError(f"processor {id!r}: concurrent must be a bool, got {concurrent!r}")
+        if isinstance(tools, str | bytes) or not all(isinstance(t, Tool) for t in tools):
+            raise TypeError(f"processor {id!r}: tools must be Tools, got {tools!r}")
         self.id = id
         self.name = name
         self.process_data_parts = process_data_parts
         self.concurrent = concurrent
+        self.tools = tuple(tools)
         self._state = state
         self._hooks = dict(hooks)
 
@@ -579,12 +587,13 @@ FUNCTION_HOOKS: tuple[HookName, ...] = tuple(
 @overload
 def processor(
     id: str, *, name: str | None = ..., process_data_parts: bool = ..., concurrent: bool = ...,
-    **hooks: Unpack[FunctionHooks[None, HookDeps]],
+    tools: Sequence[Tool] = ..., **hooks: Unpack[FunctionHooks[None, HookDeps]],
 ) -> FunctionProcessor[None, HookDeps]: ...
 @overload
 def processor(
     id: str, *, state: S, name: str | None = ..., process_data_parts: bool = ...,
-    concurrent: bool = ..., **hooks: Unpack[FunctionHooks[S, HookDeps]],
+    concurrent: bool = ..., tools: Sequence[Tool] = ...,
+    **hooks: Unpack[FunctionHooks[S, HookDeps]],
 ) -> FunctionProcessor[S, HookDeps]: ...
 def processor(
     id: str,
@@ -593,11 +602,13 @@ def processor(
     name: str | None = None,
     process_data_parts: bool = False,
     concurrent: bool = False,
+    tools: Sequence[Tool] = (),
     **hooks: Callable[..., object] | None,
 ) -> FunctionProcessor[Any]:  # the overloads above are the public type
     """A processor from plain functions, one per hook (`FunctionHooks`); `state` is its
     initial state. `concurrent`: its `process_input` runs beside the first model call
-    (see `BaseProcessor.concurrent`)."""
+    (see `BaseProcessor.concurrent`). `tools`: the tools its `process_input_step` adds to
+    a step, which a resumed step finds again (see `BaseProcessor.tools`)."""
     unknown = sorted(hooks.keys() - FUNCTION_HOOKS)
     if unknown:  # as Python says of a misspelt keyword: never a silently dropped hook
         raise TypeError(f"processor() got an unexpected keyword argument {unknown[0]!r}")
@@ -606,6 +617,6 @@ def processor(
         raise ValueError(f"processor {id!r}: give at least one hook function")
     return FunctionProcessor(
         id, state, given, name=name, process_data_parts=process_data_parts,
-        concurrent=concurrent,
+        concurrent=concurrent, tools=tools,
     )
 

@@ -27,12 +27,14 @@ from pipeline.approval import (
     Edit,
     Resumption,
     call_digest,
+    resumed_tools,
 )
 from pipeline.loop.hooks import Bound, call_hook, invalid
 from pipeline.loop.state import RunConfig, RunState, apply, trip
 from pipeline.loop.stream import stream_through
 from pipeline.processor import ToolCallArgs
 from pipeline.protocol.replies import LoopCommand, ToolInvocation
+from pipeline.tools import Tool
 from pipeline.values.chunks import (
     Chunk,
     ToolApprovalRequest,
@@ -58,6 +60,8 @@ class Suspend(Exception):
         self.calls = calls
         self.step: StepResult | None = None
         """Set by the step (what the model answered), before the run ends."""
+        self.tools: tuple[Tool, ...] = ()
+        """Set by the step: the tools it offered (a resume finds them again)."""
 
 
 def gate_calls(
@@ -191,7 +195,7 @@ def resumed_entries(rc: RunConfig, r: Resumption) -> tuple[tuple[ToolCallPart, .
     the gates decided and the person's decisions (checked by `check_resumption`)."""
     s = r.suspension
     decided = {d.tool_call_id: d for d in r.decisions}
-    tools = {t.name: t for t in rc.agent.tools}
+    tools = resumed_tools(rc.agent, r)
     model_calls = {c.tool_call_id: c for c in s.step.tool_calls}
     calls: list[ToolCallPart] = []
     entries: list[Entry] = []

@@ -44,7 +44,13 @@ import msgspec
 
 from effects import Abort, Done, Publish, Replace
 from pipeline.agent import Agent
-from pipeline.approval import Resumption, agent_digest, check_resumption, resumed_context
+from pipeline.approval import (
+    Resumption,
+    agent_digest,
+    check_resumption,
+    offered_tools,
+    resumed_context,
+)
 from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
 from pipeline.loop.gate import Suspend
 from pipeline.loop.hooks import HookFailure, call_hook
@@ -340,6 +346,7 @@ def _step(
                 sources=tuple(p for p in response.parts if isinstance(p, SourcePart)),
                 finish_reason=fin.finish_reason, usage=fin.usage, cost=call_cost,
             )
+            s.tools = step_tools(cfg)
             raise
     elif isinstance(cfg.structured_output, TypedOutput):
         # (the kept reply is checked; the step's `text` stays the model's, as without one)
@@ -394,6 +401,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
         spent=spending(rc, st),
         leaving_calls=tuple(st.leaving.calls.values()) if st.leaving.calls else (),
         thread_id=rc.ctx.thread_id, resource_id=rc.ctx.resource_id,
+        tools=offered_tools(s.tools),
     )
 
 

@@ -245,7 +245,8 @@ def run_resumed(
     and their results."""
     calls, entries = resumed_entries(rc, r)
     yield from stream_through(rc, st, decision_chunks(r))
-    return calls, (yield from run_tools(rc, st, calls, rc.agent.tools, None, entries))
+    tools = tuple(e.tool for e in entries if type(e) is ToolInvocation and e.tool is not None)
+    return calls, (yield from run_tools(rc, st, calls, tools, None, entries))
 
 
 def results_through(

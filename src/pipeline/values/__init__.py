@@ -79,6 +79,7 @@ from pipeline.values.result import (
     Spending,
     Status,
     StepResult,
+    StepTool,
     StreamFailed,
     Suspension,
 )
@@ -93,8 +94,8 @@ __all__ = [
     "ToolChoiceTool", "ToolSpec", "ApiFailed", "Cancelled", "GatedCall", "InvalidInput",
     "JudgeCall", "OutputInvalid", "OutputResult", "PendingApproval",
     "ProcessorFailed", "RunError", "RunFailedError", "Spending", "Status", "StepResult",
-    "StreamFailed",
-    "Suspension", "OutputDecodeError", "TypedOutput", "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH",
-    "MAX_TOOL_ARGS_BYTES", "MAX_TOOL_CALLS_PER_RESPONSE", "MAX_TOOL_RESULT_BYTES",
-    "ServerToolCall", "ServerToolResult", "ServerToolCallPart", "ServerToolResultPart",
+    "StepTool", "StreamFailed", "Suspension", "OutputDecodeError", "TypedOutput",
+    "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH", "MAX_TOOL_ARGS_BYTES", "MAX_TOOL_CALLS_PER_RESPONSE",
+    "MAX_TOOL_RESULT_BYTES", "ServerToolCall", "ServerToolResult", "ServerToolCallPart",
+    "ServerToolResultPart",
 ]

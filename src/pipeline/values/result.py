@@ -188,6 +188,14 @@ class Spending(msgspec.Struct, frozen=True):
         return Spending(self.model_calls + other.model_calls, self.usage + other.usage, cost)
 
 
+class StepTool(msgspec.Struct, frozen=True):
+    """A tool the suspended step offered the model: its name and the digest of its name
+    and parameters' schema (`pipeline.approval.tool_digest`), to find it again on resume."""
+
+    name: str
+    digest: str
+
+
 class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     """A suspended run: what it waits for and what it needs to go on.
 
@@ -221,6 +229,11 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     another thread is refused (`pipeline.approval.OwnerMismatch`)."""
     resource_id: str | None = None
     """The run's resource (`RunContext.resource_id`), kept and checked as `thread_id`."""
+    tools: tuple[StepTool, ...] = ()
+    """The tools the suspended step offered: the agent's and those its processors added
+    for the step. A resume finds each one a call runs with among the agent's tools and
+    its processors' declared ones (`BaseProcessor.tools`). Empty in a suspension kept
+    before the step's tools were: then found by name alone."""
 
 
 class RunFailedError(Exception):

@@ -33,6 +33,8 @@ from pipeline.processor import (
     Processor,
     StatefulProcessor,
     StepChange,
+    ToolResultArgs,
+    ToolResultResult,
 )
 from pipeline.processors.memory.requests import (
     Embed,
@@ -297,9 +299,13 @@ class SemanticRecall(Processor):
 
 
 class WorkingMemoryState(msgspec.Struct, frozen=True):
-    """Per run: the document as stored when the run started."""
+    """Per run: the document as stored when the run started, and as the run's last
+    update that succeeded set it."""
 
     stored: str = ""
+    updated: str | None = None
+    """The document of the run's last successful update, from the call as it ran (with
+    a gate's `Replace` or an approver's edit); None: no update yet."""
 
 
 WORKING_MEMORY_TAG = "working-memory"
@@ -371,6 +377,7 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
                  "$defs": defs},
                 self._check_update,
             )
+        self.tools = (self.tool,)  # added per step: a resumed step finds it here
 
     def _check_update(self, memory: object) -> str:
         """The schema tool: an update that does not fit the schema is an error result."""
@@ -404,29 +411,22 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
         )
         return Out(Continue(), WorkingMemoryState(text or self.template))
 
-    def _latest(self, messages: tuple[Message, ...]) -> str | None:
-        """The text of the run's last update that succeeded (its result no error)."""
-        ok = {
-            p.tool_call_id for m in messages for p in m.parts
-            if isinstance(p, ToolResultPart) and p.tool_name == self.tool_name and not p.is_error
-        }
-        latest: str | None = None
-        for m in messages:
-            for p in m.parts:
-                if (
-                    isinstance(p, ToolCallPart) and p.tool_name == self.tool_name
-                    and p.tool_call_id in ok
-                    and (doc := self._document(p.args)) is not None
-                ):
-                    latest = doc
-        return latest
+    def process_tool_result(
+        self, args: ToolResultArgs[WorkingMemoryState]
+    ) -> ToolResultResult[WorkingMemoryState]:
+        # What an update ran with (not what the model asked: an approver may have edited
+        # it) is the document; the history keeps the model's call.
+        if args.call.tool_name != self.tool_name or args.is_error:
+            return Continue()
+        doc = self._document(args.call.args)
+        if doc is None:
+            return Continue()
+        return Out(Continue(), msgspec.structs.replace(args.state, updated=doc))
 
     def process_input_step(
         self, args: InputStepArgs[WorkingMemoryState]
     ) -> InputStepResult[WorkingMemoryState]:
-        ml = args.message_list
-        own = tuple(m for m, s in zip(ml.messages, ml.sources, strict=True) if s == "response")
-        doc = self._latest(own)
+        doc = args.state.updated
         text = args.state.stored if doc is None else doc
         shown = SystemMessage(
             "Your working memory (keep it current with the "
@@ -440,7 +440,7 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
     def process_approved(
         self, args: ApprovedArgs[WorkingMemoryState]
     ) -> Generator[object, object, ApprovedResult[WorkingMemoryState]]:
-        doc = self._latest(args.messages)
+        doc = args.state.updated
         if doc is not None and doc != args.state.stored:
             thread, resource = self._ids(args.context)
             yield from ask(SetWorkingMemory(
