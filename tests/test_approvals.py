@@ -221,3 +221,51 @@ def test_a_run_resumed_and_suspended_again_between_read_and_take_is_not_resumed_
     with pytest.raises(RunNotSuspended, match="meanwhile"):
         Approvals(racing).take(AGENT, s.run_id, [approve(p) for p in s.pending])
     assert racing.get(s.run_id) == later  # the newer suspension still waits
+
+
+def test_reading_what_a_run_waits_for_never_takes_it() -> None:
+    """A run saved between the store's `get` and the check of why nothing was there is
+    still waiting afterwards: reading never takes a run."""
+    s = _suspended(Simulator(_model()), Approvals(MemoryApprovalStore()))
+
+    class SavedMeanwhile(MemoryApprovalStore):
+        """The run is suspended (saved) just after the first `get` found nothing."""
+
+        def get(self, run_id: str) -> Suspension | None:
+            found = super().get(run_id)
+            if found is None and not self.saved:
+                self.saved = True
+                self.save(s)
+            return found
+
+        saved = False
+
+    store = SavedMeanwhile()
+    assert Approvals(store).waiting(s.run_id) == s
+    assert store.get(s.run_id) == s  # still waiting: it can be resumed
+    go_on = Approvals(store).take(AGENT, s.run_id, [approve(p) for p in s.pending])
+    assert go_on.suspension == s
+
+
+def test_approvals_lists_the_runs_waiting_in_a_thread() -> None:
+    approvals = Approvals(MemoryApprovalStore(), AGENT)
+    pay = Say(calls=[call("send", to="eve", amount=500)])
+    sim = Simulator(ScriptedModel([pay, pay, Say("paid")]))
+    first = approvals.keep(sim.run(AGENT, "pay eve", thread_id="t1", resource_id="u1").result)
+    approvals.keep(sim.run(AGENT, "pay eve", thread_id="t2", resource_id="u1").result)
+    assert first.suspension is not None
+    (one,) = approvals.suspended(thread_id="t1")
+    assert (one.run_id, one.thread_id, one.resource_id, one.pending) == (
+        first.suspension.run_id, "t1", "u1", first.suspension.pending)
+    assert len(approvals.suspended(resource_id="u1")) == 2
+    go_on = approvals.decide(one.run_id, [approve(p) for p in one.pending], thread_id="t1")
+    assert approvals.suspended(thread_id="t1") == ()
+    assert sim.run(AGENT, (), resume=go_on).result.status == "finished"
+
+
+def test_deciding_needs_the_agent_the_run_is_checked_against() -> None:
+    approvals = Approvals(MemoryApprovalStore())  # no agent: it cannot check one
+    s = _suspended(Simulator(_model()), approvals)
+    with pytest.raises(TypeError, match="agent"):
+        approvals.decide(s.run_id, [approve(p) for p in s.pending])
+    assert approvals.waiting(s.run_id) is s

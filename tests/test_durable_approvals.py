@@ -200,3 +200,49 @@ def test_unknown_runs_and_bad_timeouts_are_refused(runs: DurableRuns) -> None:
     for bad in (0, -1.0, float("inf"), float("nan"), True):
         with pytest.raises(ValueError, match="approval_timeout"):
             DurableRuns({"pay": AGENT}, _model(), approval_timeout=bad)
+
+
+def _listed(runs: DurableRuns | DurableClient, **by: str) -> list[str]:
+    """The ids of the runs listed as waiting."""
+    return [w.run_id for w in runs.suspended(**by)]  # type: ignore[arg-type]
+
+
+def _deny_left(runs: DurableRuns, *run_ids: str) -> None:
+    """Deny what the runs still wait for: a worker shuts down once no run waits."""
+    for run_id in run_ids:
+        with contextlib.suppress(RunNotSuspended):
+            runs.decide(run_id, [deny(p) for p in runs.pending(run_id)])
+        runs.result(run_id, timeout=WAIT)
+
+
+def test_the_runs_waiting_in_a_thread_or_for_a_resource_are_listed(runs: DurableRuns) -> None:
+    ids = ("t1-a", "t2-a", "t1-b")
+    try:
+        _listing(runs)
+    finally:
+        _deny_left(runs, *ids)
+
+
+def _listing(runs: DurableRuns) -> None:
+    runs.start("pay", "pay eve", run_id="t1-a", thread_id="t1", resource_id="alice")
+    runs.start("pay", "pay eve", run_id="t2-a", thread_id="t2", resource_id="alice")
+    runs.start("pay", "pay eve", run_id="t1-b", thread_id="t1", resource_id="bob")
+    p = {r: _waiting(runs, r) for r in ("t1-a", "t2-a", "t1-b")}
+    assert sorted(_listed(runs, thread_id="t1")) == ["t1-a", "t1-b"]
+    assert sorted(_listed(runs, resource_id="alice")) == ["t1-a", "t2-a"]
+    assert _listed(runs, thread_id="t1", resource_id="bob") == ["t1-b"]
+    assert _listed(runs, thread_id="t3") == []
+    (one,) = runs.suspended(thread_id="t2")
+    assert (one.run_id, one.thread_id, one.resource_id, one.pending) == (
+        "t2-a", "t2", "alice", (p["t2-a"],))
+    assert len(runs.suspended(thread_id="t1", limit=1)) == 1
+    with pytest.raises(ValueError):
+        runs.suspended(thread_id="t1", limit=0)
+    client = DurableClient(runs.database_url)  # any process lists them alike
+    try:
+        assert sorted(_listed(client, thread_id="t1")) == ["t1-a", "t1-b"]
+    finally:
+        client.close()
+    runs.decide("t1-a", [approve(p["t1-a"])])
+    assert runs.result("t1-a", timeout=WAIT).status == "finished"
+    assert _listed(runs, thread_id="t1") == ["t1-b"]  # decided: it no longer waits

@@ -3,7 +3,8 @@
 The interpreters (sync, and async on anyio), their run options and cancelling, model
 providers and the `Resolver` of model ids, the observers (a `Trace`, a `Journal` a
 replay reads, logging and OpenTelemetry), memory and approval stores opened by URL,
-`Approvals` for suspended runs, and durable runs (the `durable` extra). Tests add
+`Approvals` for suspended runs, durable runs (the `durable` extra) and
+`DurableApprovals` for theirs: both an `ApprovalDesk`. Tests add
 `interpreters.testing` (the simulators and scripted models).
 """
 
@@ -15,7 +16,12 @@ from interpreters.core.distribution import ShadowedPackageError
 from typing import TYPE_CHECKING
 
 from interpreters.aio import AsyncInterpreter, AsyncRunStream
-from interpreters.approvals import Approvals, MemoryApprovalStore, open_approval_store
+from interpreters.approvals import (
+    ApprovalDesk,
+    Approvals,
+    MemoryApprovalStore,
+    open_approval_store,
+)
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.handlers import Handlers
 from interpreters.core.lazy import lazy_names
@@ -31,7 +37,7 @@ from interpreters.run.base import AsyncNotSupportedError
 from interpreters.sync import RunStream, SyncInterpreter
 
 if TYPE_CHECKING:
-    from interpreters.durable import DurableClient, DurableRuns
+    from interpreters.durable import DurableApprovals, DurableClient, DurableRuns
     from interpreters.observers.otel import OTelObserver
     from interpreters.providers.router import AsyncResolver, Resolver
 
@@ -42,6 +48,7 @@ __getattr__ = lazy_names(
     {
         "AsyncResolver": "interpreters.providers.router",
         "Resolver": "interpreters.providers.router",
+        "DurableApprovals": "interpreters.durable",
         "DurableClient": "interpreters.durable",
         "DurableRuns": "interpreters.durable",
         "OTelObserver": "interpreters.observers.otel",
@@ -54,8 +61,9 @@ __getattr__ = lazy_names(
 )
 
 __all__ = [
-    "Approvals", "AsyncInterpreter", "AsyncNotSupportedError", "AsyncProvider",
-    "AsyncResolver", "AsyncRunStream", "CancelSignal", "DurableClient", "DurableRuns",
+    "ApprovalDesk", "Approvals", "AsyncInterpreter", "AsyncNotSupportedError",
+    "AsyncProvider", "AsyncResolver", "AsyncRunStream", "CancelSignal", "DurableApprovals",
+    "DurableClient", "DurableRuns",
     "Handlers", "Journal", "LogObserver", "MemoryApprovalStore", "OTelObserver", "Observer",
     "Provider", "ProviderError", "Recorder", "ReplayRun", "Resolver", "RunOptions",
     "RunStream", "ShadowedPackageError", "SyncInterpreter", "Trace", "open_approval_store",

@@ -25,7 +25,7 @@ from pipeline.agent import Agent
 from pipeline.tools import Tool
 from pipeline.values.context import RunContext
 from pipeline.values.messages import JsonObject
-from pipeline.values.result import PendingApproval, StepTool, Suspension
+from pipeline.values.result import PendingApproval, StepTool, SuspendedRun, Suspension
 
 __all__ = [
     "AgentChanged", "ApprovalError", "Approve", "ArgumentsMismatch", "Decision", "Deny",
@@ -33,7 +33,7 @@ __all__ = [
     "Resumption", "RunNotSuspended", "Suspension", "ToolNotFound", "UnknownCall",
     "UnknownRun", "approve", "call_digest", "agent_digest", "check_decisions", "check_owner",
     "check_pending", "check_resumption", "deny", "edit", "offered_tools", "resumed_context",
-    "resumed_tools", "resumption", "tool_digest", "typed_states",
+    "resumed_tools", "resumption", "suspended_run", "tool_digest", "typed_states",
 ]
 
 _encoder = msgspec.json.Encoder(order="sorted")
@@ -186,7 +186,15 @@ def check_pending(
 # --- whose run it is -------------------------------------------------------------------
 
 
-def check_owner(s: Suspension, thread_id: str | None, resource_id: str | None) -> None:
+def suspended_run(s: Suspension) -> SuspendedRun:
+    """What `s` waits for and whose it is, as an approval desk lists it."""
+    return SuspendedRun(run_id=s.run_id, thread_id=s.thread_id, resource_id=s.resource_id,
+                        pending=s.pending)
+
+
+def check_owner(
+    s: Suspension | SuspendedRun, thread_id: str | None, resource_id: str | None
+) -> None:
     """Raise `OwnerMismatch` when a resume names another thread or resource than the
     suspended run's (None names none: the suspension's is inherited)."""
     for what, given, own in (("thread", thread_id, s.thread_id),

@@ -17,12 +17,15 @@ import pytest
 
 from interpreters.approvals.sql import (
     APPROVAL_SCHEMA_VERSION,
+    POSTGRES_MIGRATIONS,
+    SQLITE_MIGRATIONS,
     ApprovalStoreError,
     ApprovalStoreUnavailable,
     CorruptStoredSuspension,
     PostgresApprovalStore,
     SQLiteApprovalStore,
     SuspensionNotStorable,
+    encode_suspension,
     open_approval_store,
 )
 from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprovalStore
@@ -154,6 +157,85 @@ def test_the_suspension_round_trips_its_messages_steps_and_typed_states(
     typed = typed_states(agent, back)
     assert typed == s
     assert any(isinstance(state, Spent) for state in typed.states)
+
+
+def _owned(s: Suspension, run_id: str, thread: str | None, resource: str | None) -> Suspension:
+    return msgspec.structs.replace(s, run_id=run_id, thread_id=thread, resource_id=resource)
+
+
+def test_a_store_lists_what_waits_in_a_thread_or_for_a_resource(
+    storage: Storage, tmp_path: Path
+) -> None:
+    store, s = storage.open(), suspended(tmp_path)
+    runs = [_owned(s, "r1", "t1", "alice"), _owned(s, "r2", "t1", "bob"),
+            _owned(s, "r3", "t2", "alice"), _owned(s, "r4", None, None)]
+    for r in runs:
+        store.save(r)
+
+    def ids(**by: str | int) -> list[str]:
+        return [w.run_id for w in storage.open().suspended(**by)]  # type: ignore[arg-type]
+
+    assert ids(thread_id="t1") == ["r1", "r2"]  # in the order they suspended
+    assert ids(resource_id="alice") == ["r1", "r3"]
+    assert ids(thread_id="t1", resource_id="alice") == ["r1"]
+    assert ids() == ["r1", "r2", "r3", "r4"]
+    assert ids(thread_id="t1", limit=1) == ["r1"]
+    assert ids(thread_id="t3") == []
+    payer = make_payer(tmp_path / "payments.log")
+    assert typed_states(payer, storage.open().suspended(thread_id="t1")[0]) == runs[0]
+    store.take("r1")  # taken: no longer waiting
+    assert ids(thread_id="t1") == ["r2"]
+    store.save(runs[0])  # resumed and suspended again: waits again, the latest
+    assert ids(thread_id="t1") == ["r2", "r1"]
+    for bad in (0, -1, 10_001, True, 1.5):
+        with pytest.raises((ValueError, TypeError)):
+            store.suspended(thread_id="t1", limit=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        store.suspended(thread_id=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_tables_of_the_first_schema_version_are_migrated_and_their_runs_kept(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    s = suspended(tmp_path)
+    body = encode_suspension(s)
+    if kind == "sqlite":
+        path = tmp_path / "runs.db"
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE approval_schema (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO approval_schema VALUES (1)")
+            for sql in SQLITE_MIGRATIONS[0]:
+                conn.execute(sql)
+            conn.execute("INSERT INTO approval_runs VALUES (?, ?, 0)", (s.run_id, body))
+        conn.close()
+        store: SQLiteApprovalStore | PostgresApprovalStore = SQLiteApprovalStore(path)
+    else:
+        import psycopg
+        from psycopg import sql as pgsql
+
+        url: str = request.getfixturevalue("pgvector_url")
+        schemas = fresh_schema(url)
+        schema = next(schemas)
+        request.addfinalizer(lambda: next(schemas, None))
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(pgsql.SQL("CREATE SCHEMA {}").format(pgsql.Identifier(schema)))
+            pg.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
+            pg.execute("CREATE TABLE approval_schema (version integer NOT NULL)")
+            pg.execute("INSERT INTO approval_schema VALUES (1)")
+            for step in POSTGRES_MIGRATIONS[0]:
+                pg.execute(step)
+            pg.execute("INSERT INTO approval_runs VALUES (%s, %s, false)", (s.run_id, body))
+        store = PostgresApprovalStore(url, schema=schema, pool_size=1)
+    try:
+        assert APPROVAL_SCHEMA_VERSION >= 2
+        assert [w.run_id for w in store.suspended()] == [s.run_id]
+        assert store.suspended(thread_id="t1") == ()  # kept before runs had an owner
+        store.save(_owned(s, "r2", "t1", None))
+        assert [w.run_id for w in store.suspended()] == [s.run_id, "r2"]
+        assert store.take(s.run_id).messages == s.messages
+    finally:
+        store.close()
 
 
 # --- faults ------------------------------------------------------------------------------

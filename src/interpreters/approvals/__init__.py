@@ -1,6 +1,7 @@
 """Suspended runs kept and resumed: `Approvals` over an `ApprovalStore` (in memory,
-SQLite or PostgreSQL: `open_approval_store(url)`)."""
+SQLite or PostgreSQL: `open_approval_store(url)`), the `ApprovalDesk` of in-process runs."""
 
+from interpreters.approvals.desk import ApprovalDesk
 from interpreters.approvals.sql import (
     ApprovalStoreError,
     ApprovalStoreUnavailable,
@@ -13,7 +14,7 @@ from interpreters.approvals.sql import (
 from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprovalStore
 
 __all__ = [
-    "ApprovalStore", "ApprovalStoreError", "ApprovalStoreUnavailable", "Approvals",
+    "ApprovalDesk", "ApprovalStore", "ApprovalStoreError", "ApprovalStoreUnavailable", "Approvals",
     "CorruptStoredSuspension", "MemoryApprovalStore", "PostgresApprovalStore",
     "SQLiteApprovalStore", "SuspensionNotStorable", "open_approval_store",
 ]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Generic, LiteralString, Protocol, TypeVar
 
 import msgspec
 
-from interpreters.approvals.store import MemoryApprovalStore
+from interpreters.approvals.store import DEFAULT_LISTED, MemoryApprovalStore, check_listing
 from interpreters.memory.open import open_memory_store
 from interpreters.memory.postgres import PostgresStore
 from interpreters.memory.sqlite import SQLiteStore
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-APPROVAL_SCHEMA_VERSION = 1
+APPROVAL_SCHEMA_VERSION = 2
 """The version of the approval tables; a store opened on an older one migrates it."""
 
 _MIGRATION_LOCK = 0x61707072  # pg_advisory_xact_lock key of the approval tables
@@ -55,11 +55,27 @@ SQLITE_MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
         "CREATE TABLE approval_runs (run_id TEXT PRIMARY KEY, body BLOB, "
         "taken INTEGER NOT NULL)",
     ),
+    (  # 2: the run's owner, and the order runs were saved in, to list them by owner
+        "ALTER TABLE approval_runs ADD COLUMN thread_id TEXT",
+        "ALTER TABLE approval_runs ADD COLUMN resource_id TEXT",
+        "ALTER TABLE approval_runs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX approval_runs_thread ON approval_runs (thread_id, seq)",
+        "CREATE INDEX approval_runs_resource ON approval_runs (resource_id, seq)",
+        "CREATE INDEX approval_runs_seq ON approval_runs (seq)",
+    ),
 )
 POSTGRES_MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
     (
         "CREATE TABLE approval_runs (run_id text PRIMARY KEY, body bytea, "
         "taken boolean NOT NULL)",
+    ),
+    (
+        "ALTER TABLE approval_runs ADD COLUMN thread_id text",
+        "ALTER TABLE approval_runs ADD COLUMN resource_id text",
+        "ALTER TABLE approval_runs ADD COLUMN seq bigint NOT NULL DEFAULT 0",
+        "CREATE INDEX approval_runs_thread ON approval_runs (thread_id, seq)",
+        "CREATE INDEX approval_runs_resource ON approval_runs (resource_id, seq)",
+        "CREATE INDEX approval_runs_seq ON approval_runs (seq)",
     ),
 )
 assert len(SQLITE_MIGRATIONS) == len(POSTGRES_MIGRATIONS) == APPROVAL_SCHEMA_VERSION
@@ -147,8 +163,8 @@ def _typed_errors() -> Iterator[None]:
 # --- the store, over either database -----------------------------------------------------
 
 Row = tuple[object, ...]
-Execute = Callable[[LiteralString, tuple[object, ...]], Row | None]
-"""Runs one statement of the transaction; its first row."""
+Execute = Callable[[LiteralString, tuple[object, ...]], list[Row]]
+"""Runs one statement of the transaction; its rows."""
 
 
 class _Closable(Protocol):
@@ -159,8 +175,8 @@ St = TypeVar("St", bound=_Closable)
 
 
 class _SQLApprovalStore(Generic[St]):
-    """`save`, `take` and `get` once for both databases: each class gives its statements
-    and runs a body in one transaction. `store` (the memory store whose connections it
+    """`save`, `take`, `get` and `suspended` once for both databases: each class gives its
+    statements and runs a body in one transaction. `store` (the memory store whose connections it
     uses) is closed with it when it was `owned` (opened for it)."""
 
     def __init__(self, store: St, owned: bool, migrate: Callable[[St], object]) -> None:
@@ -182,19 +198,24 @@ class _SQLApprovalStore(Generic[St]):
     READ_FOR_TAKE: LiteralString  # locks the row where the database can
     MARK_TAKEN: LiteralString
     GET: LiteralString
+    WAITING: LiteralString  # the condition of a row not taken
+    PARAM: LiteralString  # the database's placeholder
 
     def _transaction(self, body: Callable[[Execute], T]) -> T:
         raise NotImplementedError
 
     def save(self, suspension: Suspension) -> None:
         body = encode_suspension(suspension)
-        self._transaction(lambda execute: execute(self.SAVE, (suspension.run_id, body)))
+        s = suspension
+        self._transaction(
+            lambda execute: execute(self.SAVE, (s.run_id, body, s.thread_id, s.resource_id))
+        )
 
     def take(self, run_id: str) -> Suspension:
         _check_run_id(run_id)
 
         def body(execute: Execute) -> Suspension:
-            row = execute(self.READ_FOR_TAKE, (run_id,))
+            row = _first(execute(self.READ_FOR_TAKE, (run_id,)))
             if row is None:
                 raise UnknownRun(f"no suspended run {run_id!r}")
             if row[1]:
@@ -207,8 +228,32 @@ class _SQLApprovalStore(Generic[St]):
 
     def get(self, run_id: str) -> Suspension | None:
         _check_run_id(run_id)
-        row = self._transaction(lambda execute: execute(self.GET, (run_id,)))
+        row = _first(self._transaction(lambda execute: execute(self.GET, (run_id,))))
         return None if row is None else decode_suspension(run_id, _bytes(run_id, row[0]))
+
+    def suspended(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[Suspension, ...]:
+        limit = check_listing(thread_id, resource_id, limit)
+        where, args = self.WAITING, []
+        if thread_id is not None:
+            where += " AND thread_id = " + self.PARAM
+            args.append(thread_id)
+        if resource_id is not None:
+            where += " AND resource_id = " + self.PARAM
+            args.append(resource_id)
+        query = ("SELECT run_id, body FROM approval_runs WHERE " + where
+                 + " ORDER BY seq, run_id LIMIT " + self.PARAM)
+        rows = self._transaction(lambda execute: execute(query, (*args, limit)))
+        return tuple(decode_suspension(str(r[0]), _bytes(str(r[0]), r[1])) for r in rows)
+
+
+def _first(rows: list[Row]) -> Row | None:
+    return rows[0] if rows else None
 
 
 def _bytes(run_id: str, body: object) -> bytes:
@@ -263,11 +308,16 @@ class SQLiteApprovalStore(_SQLApprovalStore[SQLiteStore]):
     connection) or a path (a `SQLiteStore` opened on it, `timeout` seconds to wait for
     another writer of the file; closed by `close`)."""
 
-    SAVE = ("INSERT INTO approval_runs VALUES (?, ?, 0) ON CONFLICT (run_id) "
-            "DO UPDATE SET body = excluded.body, taken = 0")
+    SAVE = ("INSERT INTO approval_runs (run_id, body, taken, thread_id, resource_id, seq) "
+            "VALUES (?, ?, 0, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM approval_runs)) "
+            "ON CONFLICT (run_id) DO UPDATE SET body = excluded.body, taken = 0, "
+            "thread_id = excluded.thread_id, resource_id = excluded.resource_id, "
+            "seq = excluded.seq")
     READ_FOR_TAKE = "SELECT body, taken FROM approval_runs WHERE run_id = ?"
     MARK_TAKEN = "UPDATE approval_runs SET body = NULL, taken = 1 WHERE run_id = ?"
     GET = "SELECT body FROM approval_runs WHERE run_id = ? AND taken = 0"
+    WAITING = "taken = 0"
+    PARAM = "?"
 
     def __init__(
         self, store: SQLiteStore | str | os.PathLike[str], *, timeout: float = 5.0
@@ -282,7 +332,7 @@ class SQLiteApprovalStore(_SQLApprovalStore[SQLiteStore]):
     def _transaction(self, body: Callable[[Execute], T]) -> T:
         # BEGIN IMMEDIATE: one writer of the file at a time, so one taker of a run.
         with _typed_errors():
-            return self.store._write(lambda c: body(lambda q, a: c.execute(q, a).fetchone()))
+            return self.store._write(lambda c: body(lambda q, a: c.execute(q, a).fetchall()))
 
 
 # --- PostgreSQL --------------------------------------------------------------------------
@@ -299,11 +349,11 @@ def _postgres_migrate(conn: psycopg.Connection[TupleRow]) -> None:
               "UPDATE approval_schema SET version = %s", lambda q, a: conn.execute(q, a))
 
 
-def _first_row(
+def _rows(
     conn: psycopg.Connection[TupleRow], query: LiteralString, args: tuple[object, ...]
-) -> Row | None:
+) -> list[Row]:
     cur = conn.execute(query, args)
-    return None if cur.description is None else cur.fetchone()  # (none: not a SELECT)
+    return [] if cur.description is None else cur.fetchall()  # (none: not a SELECT)
 
 
 class PostgresApprovalStore(_SQLApprovalStore[PostgresStore]):
@@ -311,12 +361,18 @@ class PostgresApprovalStore(_SQLApprovalStore[PostgresStore]):
     pool and schema) or a URL (a `PostgresStore` opened on it with `schema`, `pool_size`
     and `timeout`; closed by `close`)."""
 
-    SAVE = ("INSERT INTO approval_runs VALUES (%s, %s, false) ON CONFLICT (run_id) "
-            "DO UPDATE SET body = excluded.body, taken = false")
+    SAVE = ("INSERT INTO approval_runs (run_id, body, taken, thread_id, resource_id, seq) "
+            "VALUES (%s, %s, false, %s, %s, "
+            "(SELECT COALESCE(MAX(seq), 0) + 1 FROM approval_runs)) "
+            "ON CONFLICT (run_id) DO UPDATE SET body = excluded.body, taken = false, "
+            "thread_id = excluded.thread_id, resource_id = excluded.resource_id, "
+            "seq = excluded.seq")
     # FOR UPDATE: a second taker waits for the first to commit, then reads it taken.
     READ_FOR_TAKE = "SELECT body, taken FROM approval_runs WHERE run_id = %s FOR UPDATE"
     MARK_TAKEN = "UPDATE approval_runs SET body = NULL, taken = true WHERE run_id = %s"
     GET = "SELECT body FROM approval_runs WHERE run_id = %s AND NOT taken"
+    WAITING = "NOT taken"
+    PARAM = "%s"
 
     def __init__(
         self,
@@ -334,7 +390,7 @@ class PostgresApprovalStore(_SQLApprovalStore[PostgresStore]):
 
     def _transaction(self, body: Callable[[Execute], T]) -> T:
         with _typed_errors():
-            return self.store._run(lambda c: body(lambda q, a: _first_row(c, q, a)))
+            return self.store._run(lambda c: body(lambda q, a: _rows(c, q, a)))
 
 
 def open_approval_store(

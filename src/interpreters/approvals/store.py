@@ -17,6 +17,7 @@ types them again by the agent's processors (`typed_states`).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
@@ -30,11 +31,18 @@ from pipeline.approval import (
     check_owner,
     check_resumption,
     resumption,
+    suspended_run,
     typed_states,
 )
-from pipeline.values.result import RunResult, Suspension
+from pipeline.values.result import RunResult, SuspendedRun, Suspension
 
 Output = TypeVar("Output")
+
+
+DEFAULT_LISTED = 100
+"""How many waiting runs a listing gives by default."""
+MAX_LISTED = 1000
+"""How many waiting runs one listing gives at most."""
 
 
 class ApprovalStore(Protocol):
@@ -53,6 +61,42 @@ class ApprovalStore(Protocol):
         """The suspension waiting for `run_id`, if any (not taken)."""
         ...
 
+    def suspended(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[Suspension, ...]:
+        """The suspensions waiting (not taken) in thread `thread_id` and for resource
+        `resource_id` (None: any), the first `limit` in the order they were saved."""
+        ...
+
+
+def check_listing(thread_id: object, resource_id: object, limit: object) -> int:
+    """The arguments of a listing, checked: `TypeError` or `ValueError`."""
+    for name, value in (("thread_id", thread_id), ("resource_id", resource_id)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} is a str or None, not {value!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit is an int, not {limit!r}")
+    if not 1 <= limit <= MAX_LISTED:
+        raise ValueError(f"limit is from 1 to {MAX_LISTED}, not {limit}")
+    return limit
+
+
+def _run_id(run_id: object) -> str:
+    if not isinstance(run_id, str) or not run_id:
+        raise TypeError(f"a run id is a non-empty str, not {run_id!r}")
+    return run_id
+
+
+def owned_by(s: Suspension, thread_id: str | None, resource_id: str | None) -> bool:
+    """Whether `s` is in thread `thread_id` and for resource `resource_id` (None: any)."""
+    return (thread_id is None or s.thread_id == thread_id) and (
+        resource_id is None or s.resource_id == resource_id
+    )
+
 
 class MemoryApprovalStore:
     """An in-process `ApprovalStore` (thread-safe; lost with the process)."""
@@ -64,6 +108,7 @@ class MemoryApprovalStore:
 
     def save(self, suspension: Suspension) -> None:
         with self._lock:
+            self._waiting.pop(suspension.run_id, None)  # (saved again: the latest)
             self._waiting[suspension.run_id] = suspension
             self._taken.discard(suspension.run_id)
 
@@ -81,15 +126,31 @@ class MemoryApprovalStore:
         with self._lock:
             return self._waiting.get(run_id)
 
+    def suspended(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[Suspension, ...]:
+        limit = check_listing(thread_id, resource_id, limit)
+        with self._lock:
+            found = (s for s in self._waiting.values() if owned_by(s, thread_id, resource_id))
+            return tuple(itertools.islice(found, limit))
+
     def close(self) -> None:
         """Nothing to close (like the SQL stores' `close`)."""
 
 
 class Approvals:
-    """Keeps the suspended runs of `store` and hands each out once, with its decisions."""
+    """Keeps the suspended runs of `store` and hands each out once, with its decisions:
+    the `ApprovalDesk` of in-process runs (`interpreters.approvals.desk`). `agent`: the
+    agent its runs are resumed on, which `decide` checks them against (`take` is given
+    it instead)."""
 
-    def __init__(self, store: ApprovalStore) -> None:
+    def __init__(self, store: ApprovalStore, agent: Agent | None = None) -> None:
         self.store = store
+        self.agent = agent
 
     def keep(self, result: RunResult[Output]) -> RunResult[Output]:
         """`result`, its suspension kept in the store when it is suspended."""
@@ -102,9 +163,52 @@ class Approvals:
         it was resumed already)."""
         s = self.store.get(run_id)
         if s is None:
-            self.store.take(run_id)  # raises the error that says why
-            raise UnknownRun(f"no suspended run {run_id!r}")  # (a store that took it)
+            # Why nothing waits: only a take says (unknown, or taken already). A run
+            # saved meanwhile is taken by it, so it is put back: reading takes nothing.
+            found = self.store.take(run_id)
+            self.store.save(found)
+            return found
         return s
+
+    def suspended(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[SuspendedRun, ...]:
+        """The runs waiting for decisions: run `run_id`, in thread `thread_id`, for
+        resource `resource_id` (each None: any), the first `limit` in the order they
+        suspended (see `ApprovalDesk.suspended`)."""
+        limit = check_listing(thread_id, resource_id, limit)
+        found: tuple[Suspension, ...]
+        if run_id is not None:
+            s = self.store.get(_run_id(run_id))
+            found = () if s is None or not owned_by(s, thread_id, resource_id) else (s,)
+        else:
+            found = self.store.suspended(thread_id=thread_id, resource_id=resource_id,
+                                         limit=limit)
+        return tuple(suspended_run(s) for s in found)
+
+    def decide(
+        self,
+        run_id: str,
+        decisions: Sequence[Decision],
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+    ) -> Resumption:
+        """`take` on this Approvals' agent: the resumption of `run_id` with `decisions`,
+        everything checked before the run is taken (see `ApprovalDesk.decide`); run it
+        with `interp.run(agent, (), resume=...)`."""
+        if self.agent is None:
+            raise TypeError(
+                "Approvals.decide checks the run against its agent before taking it: "
+                "make it Approvals(store, agent), or call take(agent, ...)"
+            )
+        return self.take(self.agent, run_id, decisions, thread_id=thread_id,
+                         resource_id=resource_id)
 
     def take(
         self,

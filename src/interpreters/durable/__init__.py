@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from interpreters.core.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from interpreters.durable.dbos.desk import DurableApprovals
     from interpreters.durable.dbos.replay import ReplayProblem, replay_runs
     from interpreters.durable.dbos.runs import (
         AgentChangedError,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "AgentChangedError": "interpreters.durable.dbos.runs",
+    "DurableApprovals": "interpreters.durable.dbos.desk",
     "DurableClient": "interpreters.durable.dbos.runs",
     "DurableRunError": "interpreters.durable.dbos.runs",
     "DurableRuns": "interpreters.durable.dbos.runs",
@@ -46,7 +48,7 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "AgentChangedError", "DurableClient", "DurableRunError", "DurableRuns",
+    "AgentChangedError", "DurableApprovals", "DurableClient", "DurableRunError", "DurableRuns",
     "ReplayProblem", "RunConflictError", "RunKeptCrashingError", "RunTakenOver",
     "StoreRetry", "StoreUnavailable", "Takeover", "replay_runs",
 ]

@@ -81,6 +81,7 @@ from pipeline.values.result import (
     StepResult,
     StepTool,
     StreamFailed,
+    SuspendedRun,
     Suspension,
 )
 
@@ -94,7 +95,10 @@ __all__ = [
     "ToolChoiceTool", "ToolSpec", "ApiFailed", "Cancelled", "GatedCall", "InvalidInput",
     "JudgeCall", "OutputInvalid", "OutputResult", "PendingApproval",
     "ProcessorFailed", "RunError", "RunFailedError", "Spending", "Status", "StepResult",
-    "StepTool", "StreamFailed", "Suspension", "OutputDecodeError", "TypedOutput",
+    "StepTool", "StreamFailed", "SuspendedRun", "Suspension", "OutputDecodeError",
+    "TypedOutput", "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH", "MAX_TOOL_ARGS_BYTES",
+    "MAX_TOOL_CALLS_PER_RESPONSE", "MAX_TOOL_RESULT_BYTES", "ServerToolCall",
+    "ServerToolResult", "ServerToolCallPart", "ServerToolResultPart",
     "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH", "MAX_TOOL_ARGS_BYTES", "MAX_TOOL_CALLS_PER_RESPONSE",
     "MAX_TOOL_RESULT_BYTES", "ServerToolCall", "ServerToolResult", "ServerToolCallPart",
     "ServerToolResultPart",

@@ -236,6 +236,16 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     before the step's tools were: then found by name alone."""
 
 
+class SuspendedRun(msgspec.Struct, frozen=True, kw_only=True):
+    """A run waiting for a person's decisions, as an approval desk lists it (in-process
+    or durable, `interpreters.ApprovalDesk`): whose it is and the calls that wait."""
+
+    run_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    pending: tuple[PendingApproval, ...]
+
+
 class RunFailedError(Exception):
     """Raised by `RunResult.unwrap()` for a run that did not finish; carries the result."""
 

@@ -44,10 +44,12 @@ from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
 from dbos._sys_db import StepInfo, SystemDatabase
 from dbos._utils import GlobalParams
 
+from interpreters.approvals.store import DEFAULT_LISTED
 from interpreters.core.handlers import Handler, Handlers
 from interpreters.core.options import DurableScope, check_options, keys_of
 from interpreters.durable import fingerprint as fp
 from interpreters.durable.dbos import approval as da
+from interpreters.durable.dbos import listing
 from interpreters.durable.dbos.store import (
     Checkpoints,
     Keeper,
@@ -93,7 +95,7 @@ from pipeline.values.chunks import Chunk, ModelEvent
 from pipeline.values.cost import Pricer
 from pipeline.values.messages import JsonObject, Message, MessageList
 from pipeline.values.model import ApiError, ModelFailed, ModelRequest
-from pipeline.values.result import PendingApproval, RunResult, Suspension
+from pipeline.values.result import PendingApproval, RunResult, SuspendedRun, Suspension
 
 WORKFLOW = "pipeline_agents.run"
 """The DBOS workflow name of a run (its id is the run id)."""
@@ -292,6 +294,22 @@ class _QueuedRuns:
             workflow_ids=[run_id], load_input=False, load_output=False
         )
         return _version_note(found[0].app_version if found else None, self._our_version())
+
+    def _channel(self) -> _Channel:
+        raise NotImplementedError
+
+    def suspended(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[SuspendedRun, ...]:
+        """The runs waiting for a decision in thread `thread_id` and for resource
+        `resource_id` (None: any), the first `limit` in the order they started, each with
+        the calls it waits on (see `interpreters.durable.dbos.listing`)."""
+        return listing.suspended(self._dbos, self._channel(), WORKFLOW, thread_id=thread_id,
+                                 resource_id=resource_id, limit=limit)
 
     def chunks(self, run_id: str, *, timeout: float = 300.0) -> Iterator[Chunk]:
         """The run's chunks from its start, as they come, until it ends (`timeout`:
