@@ -121,3 +121,26 @@ def test_each_approved_call_runs_once_with_the_approved_arguments(
         assert r.status == "finished", r.error
         assert unpaired_tool_calls(r.messages.messages) == []
         assert msgspec.json.encode(r.messages)  # the history encodes
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=8,
+)
+tool_names = st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
+
+
+@given(call_id=st.sampled_from(("call_0", "call_1", "c1")), names=st.tuples(tool_names,
+       tool_names).filter(lambda n: n[0] != n[1]),
+       args=st.dictionaries(st.text(max_size=6), json_values, max_size=4))
+def test_an_approval_s_digest_changes_with_the_tool_s_name(
+    call_id: str, names: tuple[str, str], args: dict[str, object]
+) -> None:
+    """Call ids like `call_0` recur across runs: two calls that differ only in their
+    tool's name are never decided by one approval."""
+    from pipeline.approval import call_digest
+
+    assert call_digest(call_id, names[0], args) != call_digest(call_id, names[1], args)
+    assert call_digest(call_id, names[0], args) == call_digest(call_id, names[0], dict(args))

@@ -269,3 +269,33 @@ def test_deciding_needs_the_agent_the_run_is_checked_against() -> None:
     with pytest.raises(TypeError, match="agent"):
         approvals.decide(s.run_id, [approve(p) for p in s.pending])
     assert approvals.waiting(s.run_id) is s
+
+
+def test_a_decision_for_a_call_of_another_tool_with_the_same_id_and_arguments_is_refused(
+) -> None:
+    """Two runs each wait on `call_0` with the same arguments, for different tools: the
+    approval of one does not decide the other."""
+    def refund(to: str, amount: int) -> str:
+        """Refund money."""
+        ran.append((to, -amount))
+        return "refunded"
+
+    def ask(a: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return AskApproval("ok?")
+
+    agent = Agent.create("sim/model", tools=[send, refund],
+                         input_processors=[processor("ask", process_tool_call=ask)])
+    approvals = Approvals(MemoryApprovalStore(), agent)
+    sim = Simulator(ScriptedModel([
+        Say(calls=[call(name, tool_call_id="call_0", to="eve", amount=500)])
+        for name in ("send", "refund")
+    ]))
+    first, second = (approvals.keep(sim.run(agent, "pay").result).suspension for _ in "ab")
+    assert first is not None and second is not None
+    (send_p,), (refund_p,) = first.pending, second.pending
+    assert (send_p.tool_call_id, send_p.args) == (refund_p.tool_call_id, refund_p.args)
+    assert (send_p.tool_name, refund_p.tool_name) == ("send", "refund")
+    assert send_p.digest != refund_p.digest
+    with pytest.raises(ArgumentsMismatch):
+        approvals.decide(second.run_id, [approve(send_p)])
+    assert approvals.waiting(second.run_id) is second and ran == []

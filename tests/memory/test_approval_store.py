@@ -15,6 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from effects import AskApproval
 from interpreters.approvals.sql import (
     APPROVAL_SCHEMA_VERSION,
     POSTGRES_MIGRATIONS,
@@ -30,7 +31,15 @@ from interpreters.approvals.sql import (
 )
 from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprovalStore
 from interpreters.testing import Say, ScriptedModel, Simulator, call
-from pipeline.approval import RunNotSuspended, UnknownRun, approve, typed_states
+from pipeline.agent import Agent
+from pipeline.approval import AgentChanged, RunNotSuspended, UnknownRun, approve, typed_states
+from pipeline.processor import (
+    ToolCallArgs,
+    ToolCallResult,
+    ToolResultArgs,
+    ToolResultResult,
+    processor,
+)
 from pipeline.processors.budget import Spent
 from pipeline.values.result import Suspension
 from tests.memory.approval_runs import (
@@ -396,3 +405,48 @@ def test_a_store_opens_by_url(tmp_path: Path) -> None:
         open_approval_store("redis://x")
     with pytest.raises(ApprovalStoreUnavailable):
         open_approval_store(f"sqlite:///{tmp_path}/no-such-dir/runs.db")
+
+
+# --- a changed agent ---------------------------------------------------------------------
+
+
+def _changed_payers(log: Path) -> dict[str, Agent]:
+    """The payer with one processor changed: another id, or another set of hooks."""
+    from effects import Continue
+
+    def ask(a: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return AskApproval("ok?")
+
+    def seen(a: ToolResultArgs[None]) -> ToolResultResult[None]:
+        return Continue()
+
+    base = make_payer(log)
+    budget = base.input_processors[1]
+    return {
+        "another processor id": msgspec.structs.replace(base, input_processors=(
+            processor("approve-payments", process_tool_call=ask), budget)),
+        "another hook set": msgspec.structs.replace(base, input_processors=(
+            processor("approve", process_tool_call=ask, process_tool_result=seen), budget)),
+        "a processor less": msgspec.structs.replace(base, input_processors=(
+            processor("approve", process_tool_call=ask),)),
+    }
+
+
+@pytest.mark.parametrize("change", ["another processor id", "another hook set",
+                                    "a processor less"])
+def test_a_changed_processor_is_agent_changed_on_resume_and_the_run_still_waits(
+    storage: Storage, tmp_path: Path, change: str
+) -> None:
+    s = suspended(tmp_path)
+    storage.open().save(s)
+    changed = _changed_payers(tmp_path / "payments.log")[change]
+    approvals = Approvals(storage.open())
+    with pytest.raises(AgentChanged):
+        approvals.take(changed, s.run_id, [approve(p) for p in s.pending])
+    with pytest.raises(AgentChanged):
+        Approvals(storage.open(), changed).decide(s.run_id, [approve(p) for p in s.pending])
+    assert storage.open().get(s.run_id) is not None  # not taken
+    assert not (tmp_path / "payments.log").exists()
+    same = make_payer(tmp_path / "payments.log")  # the agent it suspended on resumes it
+    go_on = approvals.take(same, s.run_id, [approve(p) for p in s.pending])
+    assert Simulator(ScriptedModel([Say("paid")])).run(same, (), resume=go_on).result.text == "paid"
