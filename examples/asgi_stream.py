@@ -36,10 +36,12 @@ digest a decision is bound to) and the run waits in `approvals` (an `Approvals` 
 The answer comes back as `useChat` sends it after `addToolApprovalResponse`: `POST
 /api/chat` with the chat's `id` and its messages, the last an assistant message whose
 tool part is in state `approval-responded` with `approval: {id, approved, reason}`. The
-run of that chat resumes and the response streams the rest: `tool-approval-response`,
-then the tool's output (approved) or `tool-output-denied` (denied, the tool not run),
-then the model's answer. A chat with no run waiting is a 404, a run decided already a
-409, an answer that fits no waiting call (or leaves one undecided) a 422; nothing runs.
+run waiting in that chat (its thread: `approvals.suspended(thread_id=...)`) resumes and
+the response streams the rest: `tool-approval-response`, then the tool's output
+(approved) or `tool-output-denied` (denied, the tool not run), then the model's answer.
+A chat with no run waiting (none, or decided already) is a 404, a run another answer
+decided meanwhile a 409, an answer that fits no waiting call (or leaves one undecided) a
+422; nothing runs.
 `GET /` serves a page that shows the Approve / Deny buttons.
 
 **Editing the arguments**: `useChat` can approve or deny, not edit. `POST
@@ -65,7 +67,7 @@ app works in FastAPI/Starlette by mounting it (`app.mount("/agent", chat_app(...
 from __future__ import annotations
 
 import re
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 
@@ -111,7 +113,7 @@ MAX_BODY_BYTES = 1 << 20
 MAX_MESSAGES = 200
 """The messages a `useChat` request may carry at most."""
 MAX_WAITING = 1000
-"""The chats whose suspended run the app remembers at most (the oldest is forgotten)."""
+"""The chats whose stream a resumable app keeps at most (the oldest is forgotten)."""
 MAX_REPLAY_BYTES = 16 << 20
 """What the kept streams of a resumable app take at most (the oldest is forgotten)."""
 DECISIONS = "/api/chat/decisions"
@@ -219,18 +221,18 @@ def chat_app(
     if resumable and timeout is None:
         raise ValueError("a resumable run outlives its client: give it a timeout")
     replays = Replays(max_replay_bytes, max_waiting) if resumable else None
-    kept = approvals if approvals is not None else Approvals(MemoryApprovalStore())
-    waiting: OrderedDict[str, str] = OrderedDict()  # chat id -> its suspended run's id
+    # A chat's runs are in its thread: the desk finds the one that waits there.
+    desk = Approvals(approvals.store if approvals is not None else MemoryApprovalStore(), agent)
 
     def resume(
         chat_id: str | None, answers: tuple[ApprovalAnswer | EditedAnswer, ...]
     ) -> Resumption:
         """The resumption of the chat's waiting run with `answers` (an `ApprovalError`
         when it cannot be: nothing is taken then)."""
-        run_id = waiting.get(chat_id) if chat_id is not None else None
-        if run_id is None:
+        waiting = desk.suspended(thread_id=chat_id, limit=1) if chat_id is not None else ()
+        if not waiting:
             raise UnknownRun(f"no run waits for approval in chat {chat_id!r}")
-        pending = {p.digest: p for p in kept.waiting(run_id).pending}
+        pending = {p.digest: p for p in waiting[0].pending}
         decisions: list[Decision] = []
         for a in answers:
             p = pending.get(a.id)
@@ -245,15 +247,8 @@ def chat_app(
                 decisions.append(approve(p))
             else:
                 decisions.append(deny(p, a.reason or "denied"))
-        return kept.take(agent, run_id, decisions)  # edited args checked by the tool's schema
-
-    def keep(chat_id: str | None, result: RunResult) -> None:
-        kept.keep(result)
-        if result.suspension is not None and chat_id is not None:
-            waiting[chat_id] = result.suspension.run_id
-            waiting.move_to_end(chat_id)
-            while len(waiting) > max_waiting:
-                waiting.popitem(last=False)
+        # (edited arguments checked by the tool's schema; the run is the chat's)
+        return desk.decide(waiting[0].run_id, decisions, thread_id=chat_id)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -320,15 +315,11 @@ def chat_app(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, left)
-            if resumed is not None:  # the chat's history is the suspended run's
-                stream = interpreter.stream(
-                    agent, (), resume=resumed, thread_id=thread_id, signal=signal,
-                    timeout=timeout,
-                )
-            else:
-                stream = interpreter.stream(
-                    agent, run_input, thread_id=thread_id, signal=signal, timeout=timeout
-                )
+            # A resumed run goes on with its own history, in its own thread.
+            stream = interpreter.stream(
+                agent, () if resumed is not None else run_input, resume=resumed,
+                thread_id=thread_id, signal=signal, timeout=timeout,
+            )
             try:
                 async with stream:
                     frames = ui_message_sse_async(stream) if ui_stream else ndjson_async(stream)
@@ -343,7 +334,7 @@ def chat_app(
                 result = stream.result
                 # A suspended run is kept before its client hears the end, so an answer
                 # sent at once finds it waiting.
-                keep(thread_id, result)
+                desk.keep(result)
                 last = SSE_DONE if ui_stream else msgspec.json.encode(ResultLine(
                     result.status, result.text, str(result.error) if result.error else None
                 )) + b"\n"  # NDJSON ends with the outcome

@@ -347,3 +347,26 @@ async def test_a_suspended_run_waits_before_its_client_hears_the_end() -> None:
     with anyio.fail_after(10):
         await app(scope, receive, send)
     assert saved_at_done == [1]
+
+
+async def test_an_answer_to_a_run_another_answer_took_meanwhile_is_a_409() -> None:
+    class TakenMeanwhile(MemoryApprovalStore):
+        """Another answer takes the run between this one's read and its take."""
+
+        def take(self, run_id: str) -> Suspension:
+            super().take(run_id)
+            return super().take(run_id)  # RunNotSuspended: taken already
+
+    app = chat_app(demo_agent(), AsyncInterpreter(ScriptedModel(demo_script)),
+                   approvals=Approvals(TakenMeanwhile()))
+    transport = httpx.ASGITransport(app=app)
+    text = {"type": "text", "text": "refund 250 on order R1"}
+    user = {"id": "u1", "role": "user", "parts": [text]}
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        first = await client.post("/api/chat", json={"id": "chat-race", "messages": [user]})
+        [approval] = [line for line in first.text.split("\n\n")
+                      if '"tool-approval-request"' in line]
+        approval_id = msgspec.json.decode(approval.removeprefix("data: "))["approvalId"]
+        answer = await client.post("/api/chat/decisions", json={
+            "id": "chat-race", "decisions": [{"id": approval_id, "approved": True}]})
+    assert answer.status_code == 409, answer.text

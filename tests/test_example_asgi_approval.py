@@ -124,10 +124,10 @@ def test_a_second_decision_for_the_same_call_is_refused(server: httpx.Client) ->
     _, request = _ask(server, "chat-twice", text)
     first = server.post("/api/chat", json=_answer("chat-twice", text, request, True))
     assert first.status_code == 200
-    for approved in (True, False):
+    for approved in (True, False):  # decided: nothing waits in the chat any more
         again = server.post("/api/chat", json=_answer("chat-twice", text, request, approved))
-        assert again.status_code == 409
-        assert "resumed already" in again.text
+        assert again.status_code == 404
+        assert "no run waits for approval in chat 'chat-twice'" in again.text
     assert refunds.count(("T2", 300)) == 1
 
 
@@ -181,7 +181,7 @@ def test_edited_arguments_run_once_in_place_of_the_waiting_ones(server: httpx.Cl
                       "output": "refunded 60 on E1"}
     assert "".join(str(e["delta"]) for e in evs if e["type"] == "text-delta") == "Done."
     again = _decide(server, "chat-edit", edited)
-    assert again.status_code == 409
+    assert again.status_code == 404
     assert [r for r in refunds if r[0] == "E1"] == [("E1", 60)]
 
 
