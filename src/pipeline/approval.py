@@ -5,8 +5,13 @@ tool of its step runs: the run ends with status "suspended" and `result.suspensi
 `Suspension` listing each call waiting (`PendingApproval`) and everything the loop needs to
 go on (both in `pipeline.values.result`). `resumption(suspension, decisions)` checks the
 decisions against it (`check_decisions`) and gives the `Resumption` a run is started with
-(`resume=` on the interpreters, or `interpreters.approvals.store.Approvals.resume`, which
-also keeps suspensions in a store).
+(`resume=` on the interpreters; `interpreters.approvals.store.Approvals.decide` also
+keeps suspensions in a store and hands each out once).
+
+A suspension is its run's: it keeps the run's thread and resource, which a resume
+inherits, and a resume naming others is `OwnerMismatch` (`resumed_context`). It keeps the
+tools its step offered (name and schema digest): a resume finds each call's tool again
+among the agent's and its processors' declared ones (`resumed_tools`).
 
 An approval is bound to a digest of the exact call (its id, tool and arguments): a decision
 made for other arguments is refused, and a suspension is resumed once (the store hands it
