@@ -99,7 +99,4 @@ __all__ = [
     "TypedOutput", "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH", "MAX_TOOL_ARGS_BYTES",
     "MAX_TOOL_CALLS_PER_RESPONSE", "MAX_TOOL_RESULT_BYTES", "ServerToolCall",
     "ServerToolResult", "ServerToolCallPart", "ServerToolResultPart",
-    "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH", "MAX_TOOL_ARGS_BYTES", "MAX_TOOL_CALLS_PER_RESPONSE",
-    "MAX_TOOL_RESULT_BYTES", "ServerToolCall", "ServerToolResult", "ServerToolCallPart",
-    "ServerToolResultPart",
 ]
