@@ -22,6 +22,7 @@ import hashlib
 import msgspec
 
 from pipeline.agent import Agent
+from pipeline.tools import Tool
 from pipeline.values.messages import JsonObject
 from pipeline.values.result import PendingApproval, Suspension
 
@@ -174,11 +175,21 @@ def check_pending(
 # --- a resumed run's agent ----------------------------------------------------------
 
 
+def tools_of(agent: Agent) -> dict[str, Tool]:
+    """The tools a resumed run's calls may be of, by name: the agent's, then those its
+    processors add to steps (`BaseProcessor.step_tools`) under another name."""
+    tools = {t.name: t for t in agent.tools}
+    for p in agent.all_processors():
+        for t in p.step_tools:
+            tools.setdefault(t.name, t)
+    return tools
+
+
 def agent_digest(agent: Agent) -> str:
     """What a suspended run's agent must still be to resume it: its tools (names and
-    schemas) and its processors (ids and hooks)."""
+    schemas, its processors' step tools included) and its processors (ids and hooks)."""
     shape = (
-        [(t.name, t.spec.parameters) for t in agent.tools],
+        [(t.name, t.spec.parameters) for t in tools_of(agent).values()],
         [(p.id, sorted(p.hook_functions())) for p in agent.all_processors()],
     )
     return hashlib.sha256(msgspec.json.encode(shape, order="sorted")).hexdigest()
@@ -192,7 +203,7 @@ def check_resumption(agent: Agent, r: Resumption) -> None:
         raise AgentChanged(
             f"run {s.run_id!r} was suspended by another agent (tools or processors differ)"
         )
-    tools = {t.name: t for t in agent.tools}
+    tools = tools_of(agent)
     for d in r.decisions:
         if isinstance(d, Edit):
             name = next(c.call.tool_name for c in s.calls if c.call.tool_call_id == d.tool_call_id)

@@ -27,6 +27,7 @@ from pipeline.approval import (
     Edit,
     Resumption,
     call_digest,
+    tools_of,
 )
 from pipeline.loop.hooks import Bound, call_hook, invalid
 from pipeline.loop.state import RunConfig, RunState, apply, trip
@@ -191,7 +192,7 @@ def resumed_entries(rc: RunConfig, r: Resumption) -> tuple[tuple[ToolCallPart, .
     the gates decided and the person's decisions (checked by `check_resumption`)."""
     s = r.suspension
     decided = {d.tool_call_id: d for d in r.decisions}
-    tools = {t.name: t for t in rc.agent.tools}
+    tools = tools_of(rc.agent)
     model_calls = {c.tool_call_id: c for c in s.step.tool_calls}
     calls: list[ToolCallPart] = []
     entries: list[Entry] = []

@@ -390,6 +390,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
         processor_ids=tuple(p.id for p in rc.agent.all_processors()),
         spent=spending(rc, st),
         leaving_calls=tuple(st.leaving.calls.values()) if st.leaving.calls else (),
+        started_at=rc.started_at,
     )
 
 

@@ -216,6 +216,9 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     leaving_calls: tuple[ToolCallPart, ...] = ()
     """The run's tool calls as they leave it, where a stream processor passed them on
     other than the model made them (`messages` keeps them as the model made them)."""
+    started_at: float = 0.0
+    """When the run began (on its clock): the resumed run began then too (memory files
+    its turn by it, before the turns that came while it waited)."""
 
 
 class RunFailedError(Exception):
