@@ -329,7 +329,10 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
     """A document the model keeps about the thread or the user (`scope`), shown in a
     system message every step and replaced by the model through a tool this processor
     adds (`tool_name`). The model's update is saved only once the run is approved; within
-    the run, later steps see it at once.
+    the run, later steps see it at once. What is shown and saved is the document the tool
+    received (as a `process_tool_call` gate or the approver left it), noted in
+    `process_tool_result`; nothing of a call answered in its place (`SkipCall`, a denial)
+    or whose result is an error.
 
     Free text by default; with `schema` (a msgspec Struct class) the tool takes a value
     of it (`memory`), an update that does not fit is an error result the model sees
