@@ -254,7 +254,8 @@ def test_a_journal_nested_past_the_bound_is_a_typed_error() -> None:
     from pipeline.values.bounds import MAX_JSON_DEPTH
 
     rec = Recorder()
-    Simulator(ScriptedModel([Say("hi")]), observers=[rec]).run(Agent.create("m"), "hi")
+    Simulator(ScriptedModel([Say("hi")]), observers=[rec], run_ids=numbered_run_ids()).run(
+        Agent.create("m"), "hi")
     lines = rec.journal("run1").to_ndjson().splitlines()
     for depth in (MAX_JSON_DEPTH + 100, 100_000):
         deep = b"[" * depth + b"]" * depth

@@ -137,7 +137,8 @@ def test_a_journal_nested_past_the_bound_is_refused_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rec = Recorder(tmp_path)
-    Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(Agent.create("m"), "hi")
+    Simulator(ScriptedModel([Say("hello")]), observers=[rec], run_ids=numbered_run_ids()).run(
+        Agent.create("m"), "hi")
     path = rec.path("run1")
     lines = path.read_bytes().splitlines()
     deep = b"[" * 100_000 + b"]" * 100_000
