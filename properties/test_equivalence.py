@@ -52,6 +52,7 @@ from interpreters.testing import (
     Simulator,
     VirtualClock,
     call,
+    numbered_run_ids,
 )
 from pipeline.agent import Agent
 from pipeline.processor import (
@@ -494,7 +495,7 @@ Outcome = tuple[RunResult, tuple[object, ...], float]
 def on_simulator(agent: Agent, script: list[Scripted], prompt: str) -> Outcome:
     judge = ScriptedModel(judge_script)
     sim = Simulator(ScriptedModel(script), models={"judge": judge}, handlers={Check: check_text},
-                    start=START)
+                    start=START, run_ids=numbered_run_ids())
     run = sim.run(agent, prompt)
     return run.result, run.trace.comparable(), run.clock
 
@@ -534,7 +535,7 @@ async def on_async_interpreter(agent: Agent, script: list[Scripted], prompt: str
 
 async def on_async_simulator(agent: Agent, script: list[Scripted], prompt: str) -> Outcome:
     sim = AsyncSimulator(ScriptedModel(script), models={"judge": ScriptedModel(judge_script)},
-                         handlers={Check: check_text}, start=START)
+                         handlers={Check: check_text}, start=START, run_ids=numbered_run_ids())
     run = await sim.run(agent, prompt)
     return run.result, run.trace.comparable(), run.clock
 

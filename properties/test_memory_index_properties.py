@@ -1,17 +1,18 @@
 """The SQLite store's in-memory index of a scope's vectors gives what a search that reads
 the scope from the file gives, whatever was written between searches and by whom (a
-second store on the same file: another process's writes), vectors replaced, moved to
-another resource, of other dimensions."""
+second store on the same file: another process's writes), vectors replaced, refused for
+a resource that does not own the thread, of other dimensions."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.memory import SQLiteStore
+from interpreters.memory import SQLiteStore, ThreadOwnerMismatch
 from interpreters.memory.sqlite import VectorSearch
 
 THREADS = ("t1", "t2", "t3")
@@ -36,6 +37,8 @@ def _found(
         hits = store.search(vec, k=k, thread_id=thread, resource_id=resource)
     except ValueError as e:
         return f"ValueError: {'dimensions' in str(e)}"
+    except ThreadOwnerMismatch:
+        return "not the resource's thread"
     return tuple((h.message_id, h.thread_id, round(h.score, 5)) for h in hits)
 
 
@@ -56,8 +59,10 @@ def test_an_indexed_search_finds_what_a_search_of_the_file_finds(
                     assert isinstance(thread, str) and isinstance(mid, str)
                     assert resource is None or isinstance(resource, str)
                     assert isinstance(vec, tuple)
-                    (writer if i % 2 else indexed).save_vectors(
-                        thread, [(mid, vec)], resource_id=resource)
+                    # (a thread of another resource: refused, nothing written)
+                    with contextlib.suppress(ThreadOwnerMismatch):
+                        (writer if i % 2 else indexed).save_vectors(
+                            thread, [(mid, vec)], resource_id=resource)
                 else:
                     _, thread, resource, vec, k = step
                     assert thread is None or isinstance(thread, str)

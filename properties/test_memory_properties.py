@@ -127,7 +127,6 @@ def test_nothing_is_stored_unless_every_output_processor_approved_it(
         signal = CancelSignal()
         sim = Simulator(ScriptedModel(script), handlers=memory_handlers(store),
                         observers=[] if at is None else [CancelAt(signal, at)])
-        sim._runs = n  # each run its own run id, so its message ids are new
         before = store.last_messages("t", 1000)
         result = sim.run(_agent(block), f"question {n}", thread_id="t", signal=signal).result
         _stored_as_approved(store, before, result)

@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 from effects import Continue, Replace
 from interpreters.aio import AsyncInterpreter
 from interpreters.sync import SyncInterpreter
-from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
+from interpreters.testing import (
+    AsyncSimulator,
+    Say,
+    ScriptedModel,
+    Simulator,
+    call,
+    numbered_run_ids,
+)
 from pipeline.agent import Agent
 from pipeline.loop.call_ids import CallIds, tool_part_ids
 from pipeline.processor import (
@@ -137,7 +144,7 @@ def _script(script: Sequence[Say]) -> list[Say]:
 
 def on_simulator(agent: Agent, script: Sequence[Say]) -> Requests:
     model = ScriptedModel(_script(script))
-    Simulator(model).run(agent, "hi")
+    Simulator(model, run_ids=numbered_run_ids()).run(agent, "hi")
     return model.requests
 
 
@@ -150,7 +157,7 @@ def on_own_provider(agent: Agent, script: Sequence[Say]) -> Requests:
 def on_async(agent: Agent, script: Sequence[Say], backend: str) -> list[Requests]:
     async def both() -> list[Requests]:
         model = ScriptedModel(_script(script))
-        await AsyncSimulator(model).run(agent, "hi")
+        await AsyncSimulator(model, run_ids=numbered_run_ids()).run(agent, "hi")
         own = OwnProvider(_script(script))
         await AsyncInterpreter(own, clock=lambda: START, run_ids=lambda: "run1").run(agent, "hi")
         return [model.requests, own.requests]
@@ -424,7 +431,7 @@ def test_the_loop_s_own_turn_is_sent_as_the_full_check_sends_it(
             output_processors=procs_out,
         )
         model = ScriptedModel(_script(script))
-        result = Simulator(model).run(agent, "hi").result
+        result = Simulator(model, run_ids=numbered_run_ids()).run(agent, "hi").result
         return model.requests, result
 
     fast = run()

@@ -20,7 +20,14 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.testing import AsyncSimulator, Say, ScriptedModel, SimRun, Simulator
+from interpreters.testing import (
+    AsyncSimulator,
+    Say,
+    ScriptedModel,
+    SimRun,
+    Simulator,
+    numbered_run_ids,
+)
 from pipeline.agent import Agent
 from pipeline.processors import PIIDetector
 from pipeline.processors.guards.pii import Strategy
@@ -86,10 +93,10 @@ def _runs(agent: Agent, chunks: list[str], prompt: str) -> list[tuple[str, SimRu
     def script() -> ScriptedModel:
         return ScriptedModel([Say(chunks)])
 
-    out = [("simulator", Simulator(script()).run(agent, prompt))]
+    out = [("simulator", Simulator(script(), run_ids=numbered_run_ids()).run(agent, prompt))]
 
     async def go() -> SimRun:
-        return await AsyncSimulator(script()).run(agent, prompt)
+        return await AsyncSimulator(script(), run_ids=numbered_run_ids()).run(agent, prompt)
 
     for backend in ("asyncio", "trio"):
         out.append((backend, anyio.run(go, backend=backend)))

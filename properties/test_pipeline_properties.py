@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from effects import Abort, Continue, Emit, Out, Replace, Retry, Skip
 from interpreters.sim.simulator import Scripted
-from interpreters.testing import Fail, Say, ScriptedModel, SimRun, Simulator, call
+from interpreters.testing import Fail, Say, ScriptedModel, SimRun, Simulator, call, numbered_run_ids
 from pipeline.agent import Agent
 from pipeline.processor import (
     ApiErrorArgs,
@@ -48,7 +48,7 @@ def echo(text: str) -> str:
 
 def _run(agent: Agent, script: Sequence[Scripted]) -> tuple[SimRun, ScriptedModel]:
     model = ScriptedModel(script)
-    return Simulator(model).run(agent, "go"), model
+    return Simulator(model, run_ids=numbered_run_ids()).run(agent, "go"), model
 
 
 # --- scripts -------------------------------------------------------------------------------

@@ -17,7 +17,15 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interpreters.testing import AsyncSimulator, Say, ScriptedModel, SimRun, Simulator, call
+from interpreters.testing import (
+    AsyncSimulator,
+    Say,
+    ScriptedModel,
+    SimRun,
+    Simulator,
+    call,
+    numbered_run_ids,
+)
 from pipeline.agent import Agent
 from pipeline.processors import PIIDetector
 from pipeline.processors.guards.pii import Strategy
@@ -109,10 +117,10 @@ def test_no_raw_value_of_a_tool_result_leaves_the_run(
                               Say(["Done, ", "thanks."])])
 
     agent = _agent(value, fails, strategy, scan, lists)
-    runs = [Simulator(script()).run(agent, "hi")]
+    runs = [Simulator(script(), run_ids=numbered_run_ids()).run(agent, "hi")]
 
     async def on_async() -> SimRun:
-        return await AsyncSimulator(script()).run(agent, "hi")
+        return await AsyncSimulator(script(), run_ids=numbered_run_ids()).run(agent, "hi")
 
     runs += [anyio.run(on_async, backend=b) for b in ("asyncio", "trio")]
     for run in runs:

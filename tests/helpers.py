@@ -19,7 +19,7 @@ from interpreters.core.trace import Trace
 from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.providers.provider import ProviderError
 from interpreters.sim.simulator import Scripted
-from interpreters.testing import ScriptedModel, SimRun, Simulator
+from interpreters.testing import ScriptedModel, SimRun, Simulator, numbered_run_ids
 from pipeline.agent import Agent
 from pipeline.protocol import LoopCommand
 from pipeline.values.chunks import (
@@ -118,10 +118,11 @@ def simulate(
     models: Mapping[str, Sequence[Scripted]] | None = None,
     tracking: bool = False,
 ) -> Ran:
-    """Run `agent` on `prompt` against a model that answers with `script`."""
+    """Run `agent` on `prompt` against a model that answers with `script` (a simulator of
+    its own, its run ids `run1`...: the same run gives the same ids)."""
     model: ScriptedModel = TrackedModel(script) if tracking else ScriptedModel(script)
     others = {k: ScriptedModel(v) for k, v in (models or {}).items()}
-    sim = Simulator(model, models=others)
+    sim = Simulator(model, models=others, run_ids=numbered_run_ids())
     return Ran(sim.run(agent, prompt), model, others)
 
 

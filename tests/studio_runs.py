@@ -11,7 +11,7 @@ from pathlib import Path
 
 from effects import Continue, Replace
 from interpreters.record.journal import Recorder
-from interpreters.testing import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call, numbered_run_ids
 from pipeline import (
     Agent,
     OutputStepArgs,
@@ -85,7 +85,7 @@ def record_support_run(directory: Path) -> str:
         Say(["Your order 1042 shipped today; card 4111 ", HOSTILE], latency=0.5),
     ])
     before = set(directory.glob("*.ndjson"))
-    run = Simulator(model, observers=[Recorder(directory)]).run(
+    run = Simulator(model, observers=[Recorder(directory)], run_ids=numbered_run_ids()).run(
         support_agent(), "Where is order 1042?")
     assert run.result.status == "finished" and run.result.retry_count == 1
     (new,) = set(directory.glob("*.ndjson")) - before

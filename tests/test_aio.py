@@ -24,6 +24,7 @@ from interpreters.testing import (
     Simulator,
     VirtualClock,
     call,
+    numbered_run_ids,
 )
 from pipeline.agent import Agent
 from pipeline.processor import (
@@ -102,8 +103,10 @@ def sync_agent() -> Agent:
 
 
 async def test_run_equals_the_sync_simulator() -> None:
-    expected = Simulator(ScriptedModel(SCRIPT)).run(sync_agent(), "weather?")
-    got = await AsyncSimulator(ScriptedModel(SCRIPT)).run(sync_agent(), "weather?")
+    sim = Simulator(ScriptedModel(SCRIPT), run_ids=numbered_run_ids())
+    expected = sim.run(sync_agent(), "weather?")
+    asim = AsyncSimulator(ScriptedModel(SCRIPT), run_ids=numbered_run_ids())
+    got = await asim.run(sync_agent(), "weather?")
     assert got.result == expected.result
     assert got.trace.comparable() == expected.trace.comparable()
     assert got.clock == expected.clock

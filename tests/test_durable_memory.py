@@ -1,5 +1,6 @@
 """Memory under durable runs (in this process, on SQLite): each memory request is a
-checkpointed step, and a thread is kept across durable runs."""
+checkpointed step (a run's writes one, `CommitWrites`), and a thread is kept across
+durable runs."""
 
 from __future__ import annotations
 
@@ -30,4 +31,4 @@ def test_a_thread_is_kept_across_durable_runs_each_request_a_step(tmp_path: Path
     assert again.text == second.text == "two"  # the same run id: nothing runs again
     assert user_texts(model.requests[1]) == ["first", "second"]
     assert [m.text for m in store.last_messages("t1", 100)] == ["first", "one", "second", "two"]
-    assert "perform:LoadHistory" in steps and "perform:SaveMessages" in steps
+    assert "perform:LoadHistory" in steps and "perform:CommitWrites" in steps

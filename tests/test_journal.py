@@ -22,7 +22,15 @@ from interpreters.record.journal import (
     Recorder,
     ToolsDone,
 )
-from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
+from interpreters.testing import (
+    AsyncSimulator,
+    Fail,
+    Say,
+    ScriptedModel,
+    Simulator,
+    call,
+    numbered_run_ids,
+)
 from pipeline import (
     Agent,
     OutputStepArgs,
@@ -111,7 +119,8 @@ def test_the_journal_holds_what_the_loop_was_fed() -> None:
 
 def test_the_journal_survives_ndjson_and_a_file(tmp_path: Path) -> None:
     rec = Recorder(tmp_path)
-    sim = Simulator(script(), models={"judge": judge()}, observers=[rec])
+    sim = Simulator(script(), models={"judge": judge()}, observers=[rec],
+                    run_ids=numbered_run_ids())
     run = sim.run(agent(), "Weather in Paris?")
     path = rec.path("run1")
     lines = path.read_bytes().splitlines()
@@ -245,7 +254,8 @@ def test_a_journal_nested_past_the_bound_is_a_typed_error() -> None:
     from pipeline.values.bounds import MAX_JSON_DEPTH
 
     rec = Recorder()
-    Simulator(ScriptedModel([Say("hi")]), observers=[rec]).run(Agent.create("m"), "hi")
+    Simulator(ScriptedModel([Say("hi")]), observers=[rec], run_ids=numbered_run_ids()).run(
+        Agent.create("m"), "hi")
     lines = rec.journal("run1").to_ndjson().splitlines()
     for depth in (MAX_JSON_DEPTH + 100, 100_000):
         deep = b"[" * depth + b"]" * depth
@@ -309,7 +319,8 @@ def test_pipeline_replay_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     from interpreters.cli.commands import main
 
     rec = Recorder(tmp_path)
-    Simulator(script(), models={"judge": judge()}, observers=[rec]).run(agent(), "Weather?")
+    Simulator(script(), models={"judge": judge()}, observers=[rec], run_ids=numbered_run_ids()).run(
+        agent(), "Weather?")
     path = str(rec.path("run1"))
 
     assert main(["replay", path, "--agent", "tests.test_journal:agent"]) == 0
@@ -360,8 +371,10 @@ def test_async_hooks_run_again_in_an_async_replay() -> None:
 
 def test_a_recorder_shared_by_two_simulators_keeps_each_run_whole() -> None:
     rec = Recorder()
-    Simulator(ScriptedModel([Say("one")]), observers=[rec]).run(Agent.create("m"), "a")
-    Simulator(ScriptedModel([Say("two")]), observers=[rec]).run(Agent.create("m"), "b")
+    # both number their runs alike: the second run1 starts its journal afresh
+    for text, said in (("a", "one"), ("b", "two")):
+        Simulator(ScriptedModel([Say(said)]), observers=[rec], run_ids=numbered_run_ids()).run(
+            Agent.create("m"), text)
     j = rec.journal("run1")
     assert len([e for e in j.entries if isinstance(e, type(j.header))]) == 1
     assert Simulator.replay(j, Agent.create("m")).result.text == "two"
@@ -377,7 +390,7 @@ def test_a_journal_of_another_version_is_refused() -> None:
 
 def test_an_in_memory_recorder_keeps_the_last_runs_only() -> None:
     rec = Recorder(keep=2)
-    sim = Simulator(ScriptedModel([Say("x")] * 3), observers=[rec])
+    sim = Simulator(ScriptedModel([Say("x")] * 3), observers=[rec], run_ids=numbered_run_ids())
     for _ in range(3):
         sim.run(Agent.create("m"), "a")
     with pytest.raises(KeyError):
@@ -536,7 +549,7 @@ def test_a_run_recorded_with_a_pricer_replays_as_identical_without_it(
 ) -> None:
     rec = Recorder(tmp_path)
     run = Simulator(script(), models={"judge": judge()}, observers=[rec],
-                    price=flat_price).run(agent(), "Weather?")
+                    price=flat_price, run_ids=numbered_run_ids()).run(agent(), "Weather?")
     assert run.result.cost is not None
     journal = rec.journal("run1")
     replay = Simulator.replay(journal, agent())  # the recorded costs
@@ -600,7 +613,8 @@ def test_pipeline_replay_gives_tools_their_deps(
     from interpreters.cli.commands import main
 
     rec = Recorder(tmp_path)
-    Simulator(shop_script(), observers=[rec]).run(shop_agent(), "tea?", deps=Shop("EUR"))
+    Simulator(shop_script(), observers=[rec], run_ids=numbered_run_ids()).run(
+        shop_agent(), "tea?", deps=Shop("EUR"))
     path = str(rec.path("run1"))
     base = ["replay", path, "--agent", "tests.test_journal:shop_agent"]
     assert main([*base, "--deps", "tests.test_journal:eur_shop"]) == 0

@@ -10,7 +10,7 @@ import pytest
 from effects import Continue
 from interpreters import SyncInterpreter
 from interpreters.observers.logs import LogObserver
-from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call, numbered_run_ids
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
 
 SECRET_TEXT = "my-private-words"
@@ -37,7 +37,8 @@ def run(script: list[Say | Fail], caplog: pytest.LogCaptureFixture, level: int,
         observer: LogObserver | None = None) -> list[logging.LogRecord]:
     caplog.set_level(level, logger="pipeline")
     agent = Agent.create("openai/m", tools=[tool], output_processors=[Picky()])
-    Simulator(ScriptedModel(script), observers=[observer or LogObserver()]).run(
+    Simulator(ScriptedModel(script), observers=[observer or LogObserver()],
+              run_ids=numbered_run_ids()).run(
         agent, f"{SECRET_TEXT} {KEY}")
     return [r for r in caplog.records if r.name == "pipeline"]
 

@@ -3,7 +3,7 @@ memory, summarization, and what is saved (only what every output processor appro
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Sequence
 
 import anyio
 import msgspec
@@ -17,6 +17,7 @@ from interpreters.memory import (
     HashEmbedder,
     InMemoryStore,
     MemoryStoreUnavailable,
+    StoreWrite,
     Thread,
     async_memory_handlers,
     memory_handlers,
@@ -24,7 +25,14 @@ from interpreters.memory import (
 from interpreters.memory.store import RecallHit, Vector
 from interpreters.record.journal import Journal, Recorder
 from interpreters.sync import SyncInterpreter
-from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
+from interpreters.testing import (
+    AsyncSimulator,
+    Say,
+    ScriptedModel,
+    Simulator,
+    call,
+    numbered_run_ids,
+)
 from pipeline.agent import Agent
 from pipeline.processor import (
     ApprovedArgs,
@@ -199,6 +207,9 @@ class AsyncOver:
     ) -> tuple[RecallHit, ...]:
         return self.inner.search(vector, k=k, thread_id=thread_id, resource_id=resource_id)
 
+    async def write(self, writes: Sequence[StoreWrite]) -> None:
+        self.inner.write(writes)
+
     async def close(self) -> None:
         self.inner.close()
 
@@ -353,8 +364,7 @@ def test_a_failing_embedder_fails_the_run_unless_told_to_warn() -> None:
 
 def test_a_failed_save_fails_the_run_and_drops_its_answer() -> None:
     class NoSave(InMemoryStore):
-        def save_messages(self, thread_id: str, messages: Iterable[Message], *,
-                          resource_id: str | None, created_at: float) -> int:
+        def write(self, writes: Sequence[StoreWrite]) -> None:
             raise MemoryStoreUnavailable("disk full")
 
     sim = Simulator(ScriptedModel([Say("answer")]), handlers=memory_handlers(NoSave()))
@@ -607,13 +617,15 @@ def _memory_script() -> list[Say]:
 def test_the_sync_and_async_simulators_store_the_same(backend: str) -> None:
     sync_store = InMemoryStore()
     sim = Simulator(ScriptedModel(_memory_script()),
-                    handlers=memory_handlers(sync_store, HashEmbedder()))
+                    handlers=memory_handlers(sync_store, HashEmbedder()),
+                    run_ids=numbered_run_ids())
     sync_results = [sim.run(_memory_agent(), p, thread_id="t1").result for p in ("hi", "more")]
     async_store = InMemoryStore()
 
     async def main() -> list[RunResult]:
         asim = AsyncSimulator(ScriptedModel(_memory_script()),
-                              handlers=async_memory_handlers(async_store, HashEmbedder()))
+                              handlers=async_memory_handlers(async_store, HashEmbedder()),
+                              run_ids=numbered_run_ids())
         return [(await asim.run(_memory_agent(), p, thread_id="t1")).result
                 for p in ("hi", "more")]
 

@@ -19,7 +19,15 @@ from examples.quality_guardrail import QualityGuardrail
 from interpreters import SyncInterpreter
 from interpreters.observers.otel import OTelObserver
 from interpreters.record.journal import Recorder
-from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator, call
+from interpreters.testing import (
+    AsyncSimulator,
+    Fail,
+    Say,
+    ScriptedModel,
+    Simulator,
+    call,
+    numbered_run_ids,
+)
 from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
 from pipeline.values import Usage
 from pipeline.values.cost import Cost, PriceQuery
@@ -101,7 +109,7 @@ def judge() -> ScriptedModel:
 
 def run_sim(otel: Otel) -> None:
     sim = Simulator(script(), models={"openai/judge": judge()}, observers=[otel.observer],
-                    start=START, price=flat)
+                    start=START, price=flat, run_ids=numbered_run_ids())
     r = sim.run(agent(), f"Weather? {SECRET}", thread_id="thread-7").result
     assert r.status == "finished" and r.retry_count == 1
 
@@ -323,7 +331,8 @@ def test_async_simulator_gives_the_same_spans() -> None:
 
     async def main() -> None:
         sim = AsyncSimulator(script(), models={"openai/judge": judge()},
-                             observers=[aio.observer], start=START, price=flat)
+                             observers=[aio.observer], start=START, price=flat,
+                             run_ids=numbered_run_ids())
         await sim.run(agent(), f"Weather? {SECRET}", thread_id="thread-7")
 
     anyio.run(main)

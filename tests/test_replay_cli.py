@@ -10,7 +10,7 @@ import pytest
 
 from interpreters.cli.commands import main
 from interpreters.record.journal import Journal, JournalError, Recorder
-from interpreters.testing import Say, ScriptedModel, Simulator
+from interpreters.testing import Say, ScriptedModel, Simulator, numbered_run_ids
 from pipeline import Agent
 
 ESC = "\x1b]0;owned\x07\x1b[2J"
@@ -45,7 +45,8 @@ def test_a_journal_over_the_size_bound_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rec = Recorder(tmp_path)
-    Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(Agent.create("m"), "hi")
+    Simulator(ScriptedModel([Say("hello")]), observers=[rec], run_ids=numbered_run_ids()).run(
+        Agent.create("m"), "hi")
     path = rec.path("run1")
     size = path.stat().st_size
     err = refused([str(path), "--max-bytes", str(size - 1)], capsys)
@@ -64,7 +65,8 @@ def test_terminal_escapes_from_a_journal_are_printed_escaped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rec = Recorder(tmp_path)
-    Simulator(ScriptedModel([Say(f"hi{ESC}\u202eend\nline two")]), observers=[rec]).run(
+    Simulator(ScriptedModel([Say(f"hi{ESC}\u202eend\nline two")]), observers=[rec],
+              run_ids=numbered_run_ids()).run(
         escaping_agent(), "hi"
     )
     path = str(rec.path("run1"))
@@ -104,7 +106,8 @@ def test_an_agent_with_async_hooks_is_refused_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rec = Recorder(tmp_path)
-    Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(Agent.create("m"), "hi")
+    Simulator(ScriptedModel([Say("hello")]), observers=[rec], run_ids=numbered_run_ids()).run(
+        Agent.create("m"), "hi")
     assert main(["replay", str(rec.path("run1")), "--agent",
                  "tests.test_replay_cli:async_agent"]) == 2
     last = capsys.readouterr().err.splitlines()[-1]
@@ -120,7 +123,8 @@ def test_an_agent_in_a_module_of_the_current_directory_is_found(
         "from pipeline import Agent\nsupport = Agent.create('m')\n"
     )
     rec = Recorder(tmp_path / "journals")
-    Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(Agent.create("m"), "hi")
+    Simulator(ScriptedModel([Say("hello")]), observers=[rec], run_ids=numbered_run_ids()).run(
+        Agent.create("m"), "hi")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
     monkeypatch.delitem(sys.modules, "user_agents_in_cwd", raising=False)
@@ -133,7 +137,8 @@ def test_a_journal_nested_past_the_bound_is_refused_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rec = Recorder(tmp_path)
-    Simulator(ScriptedModel([Say("hello")]), observers=[rec]).run(Agent.create("m"), "hi")
+    Simulator(ScriptedModel([Say("hello")]), observers=[rec], run_ids=numbered_run_ids()).run(
+        Agent.create("m"), "hi")
     path = rec.path("run1")
     lines = path.read_bytes().splitlines()
     deep = b"[" * 100_000 + b"]" * 100_000

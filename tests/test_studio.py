@@ -23,7 +23,7 @@ from interpreters.cli.studio import (
     shown,
 )
 from interpreters.record.journal import Journal
-from interpreters.testing import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call, numbered_run_ids
 from pipeline import Agent, ToolContext
 from tests.studio_runs import HOSTILE, louder_agent, record_support_run
 
@@ -311,7 +311,7 @@ def test_the_summary_totals_the_recorded_costs(tmp_path: Path) -> None:
         return Cost(Decimal("0.25"))
 
     Simulator(ScriptedModel([Say("hello there")]), observers=[Recorder(tmp_path)],
-              price=price).run(Agent.create("openai/gpt-4o-mini"), "hi")
+              price=price, run_ids=numbered_run_ids()).run(Agent.create("openai/gpt-4o-mini"), "hi")
     summary = Studio(tmp_path).run("run1")["summary"]
     assert isinstance(summary, dict) and summary["cost"] == "0.25"
 
@@ -337,7 +337,8 @@ def orders() -> Orders:
 
 def record_orders_run(directory: Path) -> None:
     sim = Simulator(ScriptedModel([Say(calls=[call("order_status", order_id="1")]),
-                                   Say("Shipped.")]), observers=[Recorder(directory)])
+                                   Say("Shipped.")]), observers=[Recorder(directory)],
+                    run_ids=numbered_run_ids())
     assert sim.run(orders_agent(), "Where is 1?", deps=orders()).result.status == "finished"
 
 

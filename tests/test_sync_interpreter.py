@@ -25,7 +25,7 @@ from interpreters.core.trace import Trace
 from interpreters.providers.provider import Provider, ProviderError
 from interpreters.run.base import AsyncNotSupportedError
 from interpreters.sync import SyncInterpreter
-from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call
+from interpreters.testing import Fail, Say, ScriptedModel, Simulator, call, numbered_run_ids
 from pipeline.processor import (
     AskModel,
     InputArgs,
@@ -137,7 +137,7 @@ def test_a_hidden_awaitable_fails_the_run_naming_the_processor() -> None:
 def test_the_stream_yields_the_same_chunks_as_the_trace_then_has_the_result() -> None:
     agent = make_agent(tools=[lookup])
     script = [Say("a", calls=[call("lookup", query="q")]), Say(["b", "c"])]
-    sim = Simulator(ScriptedModel(script))
+    sim = Simulator(ScriptedModel(script), run_ids=numbered_run_ids())
     trace = Trace()
     stream = sim.stream(agent, "hi", trace=trace)
     with pytest.raises(RuntimeError, match="has not finished"):

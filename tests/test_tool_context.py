@@ -13,7 +13,14 @@ from returns.future import future_safe
 from returns.result import Failure, Result, Success, safe
 
 from effects import Continue, Replace
-from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
+from interpreters.testing import (
+    AsyncSimulator,
+    Say,
+    ScriptedModel,
+    Simulator,
+    call,
+    numbered_run_ids,
+)
 from pipeline.processor import InputArgs, InputResult, StreamArgs, StreamResult, processor
 from pipeline.tools.context import ToolContext, ToolWriterFull
 from pipeline.values.chunks import DataChunk, ToolError, ToolResult
@@ -39,7 +46,7 @@ SCRIPT = [Say(calls=[call("lookup", key="a")]), Say("done")]
 
 
 def _sim(script: list[Say] | None = None) -> Simulator:
-    return Simulator(ScriptedModel(script or SCRIPT))
+    return Simulator(ScriptedModel(script or SCRIPT), run_ids=numbered_run_ids())
 
 
 def test_the_context_parameter_is_not_in_the_schema() -> None:

@@ -193,6 +193,26 @@ def test_a_gate_that_hangs_is_cut_by_the_timeout_and_the_tool_does_not_run() -> 
     anyio.run(go)
 
 
+def test_a_result_check_is_told_whether_the_tool_ran_and_with_what() -> None:
+    seen: list[tuple[object, bool, object]] = []
+
+    def gate(a: ToolCallArgs[None]) -> ToolCallResult[None]:
+        if a.args["to"] == "mallory":
+            return SkipCall("refused", is_error=True)
+        return Replace({"to": "bob", "amount": 2})
+
+    def note(a: ToolResultArgs[None]) -> ToolResultResult[None]:
+        seen.append((a.call.args, a.ran, a.result))
+        return Continue()
+
+    agent = _agent(processor("gate", process_tool_call=gate),
+                   processor("note", process_tool_result=note))
+    Simulator(_model(("mallory", 9), ("eve", 1))).run(agent, "pay")
+    assert ran == [("bob", 2)]
+    assert seen == [({"to": "mallory", "amount": 9}, False, "refused"),
+                    ({"to": "bob", "amount": 2}, True, "sent 2 to bob")]
+
+
 def test_a_result_check_replaces_what_the_model_and_the_caller_see() -> None:
     def mask(a: ToolResultArgs[None]) -> ToolResultResult[None]:
         return Replace(str(a.result).replace("bob", "b**"))

@@ -19,7 +19,7 @@ from effects.commands import (
     RunTools,
     Sleep,
 )
-from effects.requests import Request, RequestClass, WrongAnswer, ask
+from effects.requests import CommitWrites, Request, RequestClass, Write, WrongAnswer, ask
 from effects.started import Collect, Job, Ready, Start, collect, ready, start
 from effects.values import (
     UNCHANGED,
@@ -48,6 +48,7 @@ __all__ = [
     "CloseStream",
     "Collect",
     "Command",
+    "CommitWrites",
     "Continue",
     "Effect",
     "Emit",
@@ -68,6 +69,7 @@ __all__ = [
     "Sleep",
     "Start",
     "Unchanged",
+    "Write",
     "WrongAnswer",
     "ask",
     "collect",

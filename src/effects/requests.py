@@ -80,3 +80,22 @@ def ask(request: Request[R]) -> Generator[Request[R], object, R]:
             f"not a {want.__name__}"
         )
     return cast("R", answer)  # checked above, as far as run time can
+
+
+class Write(Request[None], frozen=True):
+    """Base of the requests that write what a run approved (memory's saves). Asked in
+    `process_approved`, a write is not carried out at once: the loop answers it None and
+    keeps it, and once every `process_approved` hook returned it asks for the run's
+    writes together (`CommitWrites`), so they are kept all or none: a hook that fails, or
+    a cancel before the commit began, leaves nothing written. Asked in another hook, it
+    goes to its handler like any request."""
+
+
+class CommitWrites(Request[None], frozen=True):
+    """The writes a run's `process_approved` hooks asked for, in the order they asked:
+    carry them out in one transaction per store, all or none. Answer: None.
+
+    The last I/O of a run: once it began, a cancel is too late and the run finishes with
+    its answer (every interpreter lets it complete; the async ones shield it)."""
+
+    writes: tuple[Write, ...]

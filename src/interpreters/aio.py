@@ -48,9 +48,21 @@ from typing import TYPE_CHECKING, Unpack
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import anyio.to_thread
 
-from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    CommitWrites,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
 from effects.started import STARTED_REQUESTS
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.deadline import StopCheck
@@ -557,6 +569,14 @@ class AsyncRunStream(RunOutcome[Output]):
                 try:
                     if isinstance(cmd, Perform) and type(cmd.request) in STARTED_REQUESTS:
                         reply = await self._started().answer(cmd.request)
+                    elif isinstance(cmd, Perform) and type(cmd.request) is CommitWrites:
+                        # The run's writes, its last I/O: a cancel before it begins
+                        # saves nothing; once begun, a cancel is too late (the store
+                        # keeps the turn; each store call is bounded by the store's own
+                        # timeout), so the run finishes with its answer.
+                        await anyio.lowlevel.checkpoint_if_cancelled()
+                        with anyio.CancelScope(shield=True):
+                            reply = await self._interp._perform(cmd.request)
                     else:
                         reply = await self._interp._carry_out(cmd, d.tool_finished)
                 except Exception as e:

@@ -7,7 +7,18 @@ import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Unpack
 
-from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
+from effects import (
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    CommitWrites,
+    Done,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+)
 from effects.started import STARTED_REQUESTS
 from interpreters.core.deadline import StopCheck, run_stop
 from interpreters.core.handlers import Handler as Handler
@@ -200,6 +211,18 @@ class SyncInterpreter(InterpreterBase[Provider]):
                     self._sleep(min(cmd.seconds, stop.left()))
                     if stop.reason() is None:
                         cmd = d.send(None)
+                elif t is Perform and _commits(cmd):
+                    if TYPE_CHECKING:
+                        assert isinstance(cmd, Perform)
+                    # The run's writes, its last I/O: once begun, a cancel is too late
+                    # (the store keeps the turn), so the run finishes with its answer.
+                    guarded = False
+                    try:
+                        reply = perform_here(self._resolve, self._handlers, cmd.request)
+                    except Exception as e:
+                        cmd = d.fail(e)
+                    else:
+                        cmd = d.send(reply)
                 else:
                     cmd = self._other(d, cmd, stop, jobs)
         finally:
@@ -315,6 +338,11 @@ def _capture(
     result = yield from gen
     box.append(result)
     return result
+
+
+def _commits(cmd: LoopCommand) -> bool:
+    """Whether `cmd` asks for the run's writes (`effects.CommitWrites`)."""
+    return isinstance(cmd, Perform) and type(cmd.request) is CommitWrites
 
 
 def _next_event(model: Iterator[ModelEvent], *, started: bool) -> object:

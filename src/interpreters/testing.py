@@ -21,10 +21,11 @@ from interpreters.sim.simulator import (
     SimRun,
     Simulator,
     call,
+    numbered_run_ids,
 )
 
 __all__ = [
     "AsyncSimulator", "AsyncSimulatorFactory", "Fail", "HashEmbedder", "InMemoryStore", "Say",
     "ScriptedCall", "ScriptedEmbedder", "ScriptedModel", "ScriptedRoutes", "SimRun", "Simulator",
-    "SimulatorFactory", "VirtualClock", "call",
+    "SimulatorFactory", "VirtualClock", "call", "numbered_run_ids",
 ]

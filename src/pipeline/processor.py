@@ -270,8 +270,12 @@ class ApprovedArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
     cancelled, so what it saves is only ever what was approved.
 
     A hook of any processor of the agent (an input processor too); it may ask for I/O
-    (save to a store) and returns `Continue`. A failure of it fails the run closed: the
-    run's answer is dropped from the result, as for a crash in `process_output_result`.
+    and returns `Continue`. What it asks to write (`effects.Write`: memory's saves) is
+    kept until every process_approved hook returned, then committed together
+    (`CommitWrites`): all of it or none. A failure of a hook or of the commit fails the
+    run closed: nothing is written and the run's answer is dropped from the result, as
+    for a crash in `process_output_result`. A cancel before the commit began saves
+    nothing; once it began, the run finishes with its answer.
     """
 
     messages: tuple[Message, ...]
@@ -284,6 +288,10 @@ class ApprovedArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
     """The run's messages as they leave it (`result.messages`)."""
     state: S
     context: RunContext[Seen]
+    started_at: float = 0.0
+    """When the run began, on the interpreter's clock (a run resumed after an approval:
+    when the run it resumes began). Memory files the run's messages by it, so a turn
+    that waited for an approval comes before the turns that came meanwhile."""
 
 
 class ToolCallArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True):
@@ -321,6 +329,9 @@ class ToolResultArgs(msgspec.Struct, Generic[S, Seen], frozen=True, kw_only=True
     step_number: int
     state: S
     context: RunContext[Seen]
+    ran: bool = True
+    """Whether the tool ran (with `call`'s arguments); False: a gate or the approver
+    answered in its place (a `SkipCall` result, a denial)."""
 
 
 # --- what each hook may return ----------------------------------------------------------

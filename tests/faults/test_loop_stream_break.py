@@ -7,7 +7,14 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator
+from interpreters.testing import (
+    AsyncSimulator,
+    Fail,
+    Say,
+    ScriptedModel,
+    Simulator,
+    numbered_run_ids,
+)
 from pipeline.agent import Agent
 from pipeline.values.pairing import is_paired
 from pipeline.values.result import RunResult, StreamFailed
@@ -18,12 +25,14 @@ def _runs(script: list[Say]) -> list[tuple[RunResult, int]]:
     number of model calls each made."""
     out: list[tuple[RunResult, int]] = []
     model = ScriptedModel(script)
-    out.append((Simulator(model).run(Agent.create("m"), "hi").result, len(model.requests)))
+    out.append((Simulator(model, run_ids=numbered_run_ids()).run(Agent.create("m"), "hi").result,
+                len(model.requests)))
     for backend in ("asyncio", "trio"):
         amodel = ScriptedModel(script)
 
         async def go(m: ScriptedModel = amodel) -> RunResult:
-            return (await AsyncSimulator(m).run(Agent.create("m"), "hi")).result
+            sim = AsyncSimulator(m, run_ids=numbered_run_ids())
+            return (await sim.run(Agent.create("m"), "hi")).result
 
         out.append((anyio.run(go, backend=backend), len(amodel.requests)))
     return out

@@ -9,7 +9,7 @@ trio).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +22,7 @@ from interpreters.memory import (
     InMemoryStore,
     MemoryStore,
     RecallHit,
+    StoreWrite,
     Thread,
 )
 from interpreters.memory.in_thread import AsyncStoreInThread
@@ -129,6 +130,9 @@ class BlockingView:
             lambda: self.store.search(vector, k=k, thread_id=thread_id, resource_id=resource_id)
         )
 
+    def write(self, writes: Sequence[StoreWrite]) -> None:
+        self._portal.call(self.store.write, writes)
+
     def close(self) -> None:
         self._portal.call(self.store.close)
 
@@ -185,52 +189,68 @@ def _pg_corrupt(url: str, schema: str) -> Callable[[str, str], None]:
     return corrupt
 
 
+def _backend(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path, stack: ExitStack
+) -> Backend:
+    """The backend `name` (one of SYNC + ASYNC), its clean-up on `stack`."""
+    portal: anyio.from_thread.BlockingPortal | None = None
+    if name.startswith("async-"):
+        loop = name.rsplit("-", 1)[1]
+        portal = stack.enter_context(anyio.from_thread.start_blocking_portal(loop))
+    kind = name.split("-")[1] if portal is not None else name.split("-")[0]
+
+    def view(make: Callable[[], AsyncMemoryStore]) -> Callable[[], MemoryStore]:
+        assert portal is not None
+        p = portal
+        return lambda: BlockingView(p.call(_made, make), p)
+
+    if kind == "memory":
+        shared = InMemoryStore()
+        b = Backend(name, (lambda: shared) if portal is None
+                    else view(lambda: AsyncStoreInThread(shared)))
+    elif kind == "sqlite":
+        path = tmp_path / "memory.db"
+        scorer: VectorSearch = "python" if name.endswith("-python") else "auto"
+        b = Backend(
+            name,
+            (lambda: SQLiteStore(path, vector_search=scorer)) if portal is None
+            else view(lambda: AsyncSQLiteStore(path)),
+            _sqlite_corrupt(path),
+        )
+    else:
+        from interpreters.memory.postgres import AsyncPostgresStore, PostgresStore
+
+        url: str = request.getfixturevalue("pgvector_url")
+        schemas = fresh_schema(url)
+        schema = next(schemas)
+        stack.callback(lambda: next(schemas, None))
+        b = Backend(
+            name,
+            (lambda: PostgresStore(url, schema=schema)) if portal is None
+            else view(lambda: AsyncPostgresStore(url, schema=schema)),
+            _pg_corrupt(url, schema),
+        )
+
+    def close_opened() -> None:
+        for store in b.opened:
+            store.close()
+
+    stack.callback(close_opened)
+    return b
+
+
 @pytest.fixture(params=SYNC + ASYNC)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    name: str = request.param
     with ExitStack() as stack:
-        portal: anyio.from_thread.BlockingPortal | None = None
-        if name.startswith("async-"):
-            loop = name.rsplit("-", 1)[1]
-            portal = stack.enter_context(anyio.from_thread.start_blocking_portal(loop))
-        kind = name.split("-")[1] if portal is not None else name.split("-")[0]
+        yield _backend(request.param, request, tmp_path, stack)
 
-        def view(make: Callable[[], AsyncMemoryStore]) -> Callable[[], MemoryStore]:
-            assert portal is not None
-            p = portal
-            return lambda: BlockingView(p.call(_made, make), p)
 
-        if kind == "memory":
-            shared = InMemoryStore()
-            b = Backend(name, (lambda: shared) if portal is None
-                        else view(lambda: AsyncStoreInThread(shared)))
-        elif kind == "sqlite":
-            path = tmp_path / "memory.db"
-            scorer: VectorSearch = "python" if name.endswith("-python") else "auto"
-            b = Backend(
-                name,
-                (lambda: SQLiteStore(path, vector_search=scorer)) if portal is None
-                else view(lambda: AsyncSQLiteStore(path)),
-                _sqlite_corrupt(path),
-            )
-        else:
-            from interpreters.memory.postgres import AsyncPostgresStore, PostgresStore
-
-            url: str = request.getfixturevalue("pgvector_url")
-            schemas = fresh_schema(url)
-            schema = next(schemas)
-            stack.callback(lambda: next(schemas, None))
-            b = Backend(
-                name,
-                (lambda: PostgresStore(url, schema=schema)) if portal is None
-                else view(lambda: AsyncPostgresStore(url, schema=schema)),
-                _pg_corrupt(url, schema),
-            )
-        try:
-            yield b
-        finally:
-            for store in b.opened:
-                store.close()
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def sync_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The sync stores (each interpreter kind of `tests/memory/runs.py` calls them as it
+    calls a sync store: in worker threads under the async ones)."""
+    with ExitStack() as stack:
+        yield _backend(request.param, request, tmp_path, stack)
 
 
 async def _made(make: Callable[[], AsyncMemoryStore]) -> AsyncMemoryStore:

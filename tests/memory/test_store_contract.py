@@ -125,9 +125,7 @@ def test_a_stored_row_that_does_not_decode_is_an_error_never_skipped(
     assert ids(store.last_messages("t1", 1)) == ["m0003"]  # the rest reads as it did
 
 
-def test_bad_arguments_are_typed_errors(backend: Backend, store: MemoryStore) -> None:
-    if backend.corrupt is None:
-        pytest.skip("the in-memory store (for tests) checks nothing")
+def test_bad_arguments_are_typed_errors(store: MemoryStore) -> None:
     with pytest.raises(TypeError):
         store.last_messages(7, 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
@@ -183,8 +181,8 @@ def test_search_finds_the_most_similar_best_first_within_its_scope(store: Memory
     assert [(h.thread_id, h.message_id) for h in by_resource] == [
         ("t1", "m0000"), ("t2", "m0010"), ("t1", "m0001")]
     assert [h.message_id for h in store.search(q, k=1, resource_id="u2")] == ["m0020"]
-    # the thread, when both are given
-    assert [h.message_id for h in store.search(q, k=9, thread_id="t2", resource_id="u2")] == [
+    # the thread, when both are given (of the resource: see the owners' tests)
+    assert [h.message_id for h in store.search(q, k=9, thread_id="t2", resource_id="u1")] == [
         "m0010", "m0011"]
     everywhere = store.search(q, k=2)
     assert sorted(h.message_id for h in everywhere) == ["m0000", "m0020"]  # a tie at 1.0
@@ -223,3 +221,103 @@ def test_a_query_of_other_dimensions_than_the_stored_vectors_is_an_error(
     store.save_vectors("t1", [("m0001", unit(0, dim=4))], resource_id="u1")
     with pytest.raises(ValueError, match="dimensions"):
         store.search(unit(0, dim=3), k=1, thread_id="t1")
+
+
+# --- owners -----------------------------------------------------------------------------
+def test_vectors_are_kept_only_for_the_threads_owner(store: MemoryStore) -> None:
+    save(store, "t1", msg(1))
+    with pytest.raises(ThreadOwnerMismatch):
+        store.save_vectors("t1", [("m0001", unit(0))], resource_id="intruder")
+    assert store.search(unit(0), k=5, resource_id="intruder") == ()
+    assert store.search(unit(0), k=5, thread_id="t1") == ()  # nothing was kept
+    # addressed by no resource, a thread's vectors are its owner's
+    store.save_vectors("t1", [("m0001", unit(0))], resource_id=None)
+    assert [h.message_id for h in store.search(unit(0), k=5, resource_id="u1")] == ["m0001"]
+
+
+def test_a_search_of_a_thread_for_another_resource_is_refused(store: MemoryStore) -> None:
+    save(store, "t1", msg(1))
+    store.save_vectors("t1", [("m0001", unit(0))], resource_id="u1")
+    with pytest.raises(ThreadOwnerMismatch):
+        store.search(unit(0), k=1, thread_id="t1", resource_id="u2")
+    assert [h.message_id for h in store.search(unit(0), k=1, thread_id="t1")] == ["m0001"]
+
+
+def test_a_thread_kept_without_a_resource_is_read_under_none(store: MemoryStore) -> None:
+    save(store, "t0", msg(1), resource=None)
+    store.save_vectors("t0", [("m0001", unit(0))], resource_id=None)
+    with pytest.raises(ThreadOwnerMismatch):
+        store.ensure_thread("t0", resource_id="u1", created_at=0.0)
+    with pytest.raises(ThreadOwnerMismatch):
+        save(store, "t0", msg(2), resource="u1")
+    with pytest.raises(ThreadOwnerMismatch):
+        store.save_vectors("t0", [("m0001", unit(1))], resource_id="u1")
+    with pytest.raises(ThreadOwnerMismatch):
+        store.search(unit(0), k=1, thread_id="t0", resource_id="u1")
+    assert store.search(unit(0), k=5, resource_id="u1") == ()
+    assert ids(store.last_messages("t0", 5)) == ["m0001"]  # as it is, by no resource
+    assert [h.message_id for h in store.search(unit(0), k=5, thread_id="t0")] == ["m0001"]
+
+
+# --- turns --------------------------------------------------------------------------------
+def test_messages_are_in_the_order_their_turns_began(store: MemoryStore) -> None:
+    store.save_messages("t1", [msg(3), msg(4)], resource_id="u1", created_at=20.0)
+    # a turn that began before, saved after (it waited for an approval)
+    store.save_messages("t1", [msg(1), msg(2)], resource_id="u1", created_at=10.0)
+    store.save_messages("t1", [msg(5)], resource_id="u1", created_at=20.0)  # (then: saved)
+    assert ids(store.last_messages("t1", 10)) == ["m0001", "m0002", "m0003", "m0004", "m0005"]
+    assert ids(store.last_messages("t1", 2)) == ["m0004", "m0005"]
+    assert ids(store.neighbours("t1", "m0002", before=1, after=1)) == [
+        "m0001", "m0002", "m0003"]
+    assert ids(store.messages_by_id("t1", ["m0005", "m0001", "m0003"])) == [
+        "m0001", "m0003", "m0005"]
+
+
+# --- writes of a run ------------------------------------------------------------------------
+def test_a_runs_writes_go_in_one_transaction_all_or_none(store: MemoryStore) -> None:
+    from interpreters.memory import NewMessages, NewVectors, NewWorkingMemory
+
+    save(store, "bobs", msg(9), resource="bob")
+    notes = working_memory_key(resource_id="ann")
+    turn = (
+        NewMessages(thread_id="t1", resource_id="ann", messages=(msg(1), msg(2)),
+                    created_at=1.0),
+        NewWorkingMemory(key=notes, text="likes tea"),
+        NewVectors(thread_id="t1", resource_id="ann", vectors=(("m0001", unit(0)),)),
+    )
+    foreign = NewVectors(thread_id="bobs", resource_id="ann", vectors=(("m0009", unit(1)),))
+    with pytest.raises(ThreadOwnerMismatch):
+        store.write((*turn, foreign))  # the last one fails: none is kept
+    assert store.get_thread("t1") is None
+    assert store.last_messages("t1", 5) == ()
+    assert store.get_working_memory(notes) is None
+    assert store.search(unit(0), k=5) == ()
+    store.write(turn)
+    assert ids(store.last_messages("t1", 5)) == ["m0001", "m0002"]
+    assert store.get_working_memory(notes) == "likes tea"
+    assert [h.message_id for h in store.search(unit(0), k=5, resource_id="ann")] == ["m0001"]
+    store.write(turn)  # again (a resumed durable run): nothing twice
+    assert ids(store.last_messages("t1", 5)) == ["m0001", "m0002"]
+
+
+def test_a_thread_working_memory_is_written_only_for_its_owner(store: MemoryStore) -> None:
+    from interpreters.memory import NewWorkingMemory
+
+    save(store, "t1", msg(1))
+    key = working_memory_key(thread_id="t1")
+    with pytest.raises(ThreadOwnerMismatch):
+        store.write((NewWorkingMemory(key=key, text="x", thread_id="t1", resource_id="u2"),))
+    assert store.get_working_memory(key) is None
+    store.write((NewWorkingMemory(key=key, text="notes", thread_id="t1", resource_id="u1"),))
+    assert store.get_working_memory(key) == "notes"
+
+
+def test_a_nul_is_refused_where_no_store_could_keep_it(store: MemoryStore) -> None:
+    with pytest.raises(ValueError, match="NUL"):
+        store.set_working_memory("k", "a\x00b")
+    with pytest.raises(ValueError, match="NUL"):
+        save(store, "t\x00", msg(1))
+    with pytest.raises(ValueError, match="NUL"):
+        save(store, "t1", msg("m\x00"))
+    assert store.get_working_memory("k") is None
+    assert store.get_thread("t1") is None

@@ -38,7 +38,7 @@ def test_a_sqlite_file_of_the_first_schema_is_migrated_with_its_data(tmp_path: P
     store = SQLiteStore(path)
     try:
         with sqlite3.connect(path) as conn:
-            assert schema_version(conn) == SCHEMA_VERSION == 2
+            assert schema_version(conn) == SCHEMA_VERSION == 3
         assert [m.text for m in store.last_messages("t1", 5)] == ["old 0", "old 1", "old 2"]
         hits = store.search((0.0, 3.0), k=1, resource_id="u1")  # the resource index: v2
         assert [(h.message_id, round(h.score, 5)) for h in hits] == [("m1", 1.0)]
@@ -163,3 +163,69 @@ def test_stores_in_two_schemas_of_one_database_share_the_extension_and_outlive_e
     finally:
         next(first, None)
         next(second, None)
+
+
+def test_a_sqlite_file_of_the_second_schema_gives_its_vectors_their_threads_owner(
+    tmp_path: Path,
+) -> None:
+    from interpreters.memory.sqlite import migrate
+
+    path = tmp_path / "v2.db"
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        migrate(conn, target=2)
+        conn.execute("INSERT INTO memory_threads VALUES ('t1', 'u1', 1.0)")
+        for i in range(2):
+            conn.execute(
+                "INSERT INTO memory_messages (thread_id, message_id, body) VALUES (?, ?, ?)",
+                ("t1", f"m{i}", encode_message(user(f"old {i}", id=f"m{i}"))),
+            )
+        # what save_vectors took before: the resource a caller named, not the owner
+        conn.execute("INSERT INTO memory_vectors VALUES ('t1', 'm0', 'intruder', ?, 2, 1)",
+                     (pack((0.0, 1.0)),))
+    store = SQLiteStore(path)
+    try:
+        assert store.search((0.0, 1.0), k=5, resource_id="intruder") == ()
+        assert [h.message_id for h in store.search((0.0, 1.0), k=5, resource_id="u1")] == ["m0"]
+        store.save_messages("t1", [user("new", id="m2")], resource_id="u1", created_at=5.0)
+        assert [m.id for m in store.last_messages("t1", 5)] == ["m0", "m1", "m2"]
+    finally:
+        store.close()
+
+
+def test_a_postgresql_schema_of_the_second_version_gives_its_vectors_their_threads_owner(
+    pgvector_url: str,
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from interpreters.memory.postgres import PostgresStore, migrate
+    from tests.memory.conftest import fresh_schema
+
+    schemas = fresh_schema(pgvector_url)
+    schema = next(schemas)
+    try:
+        with psycopg.connect(
+            pgvector_url, options=f"-c search_path={schema},public", autocommit=True
+        ) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+            assert migrate(conn, target=2) == 0
+            conn.execute("INSERT INTO memory_threads VALUES ('t1', 'u1', 1.0)")
+            for i in range(2):
+                conn.execute(
+                    "INSERT INTO memory_messages (thread_id, message_id, body) "
+                    "VALUES (%s, %s, %s)",
+                    ("t1", f"m{i}", encode_message(user(f"old {i}", id=f"m{i}"))),
+                )
+            conn.execute(
+                "INSERT INTO memory_vectors VALUES ('t1', 'm0', 'intruder', '[0,1]', 2)")
+        store = PostgresStore(pgvector_url, schema=schema)
+        try:
+            assert store.search((0.0, 1.0), k=5, resource_id="intruder") == ()
+            assert [h.message_id for h in store.search((0.0, 1.0), k=5, resource_id="u1")] == [
+                "m0"]
+            store.save_messages("t1", [user("new", id="m2")], resource_id="u1", created_at=5.0)
+            assert [m.id for m in store.last_messages("t1", 5)] == ["m0", "m1", "m2"]
+        finally:
+            store.close()
+    finally:
+        next(schemas, None)

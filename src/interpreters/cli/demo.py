@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from effects import Abort, Continue, Out, Perform
 from interpreters.core.trace import Trace
-from interpreters.sim.simulator import Say, ScriptedModel, Simulator, call
+from interpreters.sim.simulator import Say, ScriptedModel, Simulator, call, numbered_run_ids
 from pipeline import (
     Agent,
     AskModel,
@@ -104,7 +104,7 @@ def demo_simulator() -> Simulator:
         ]
     )
     judge = ScriptedModel([Say("0.3", latency=0.2), Say("0.9", latency=0.2)])
-    return Simulator(main, models={"sim/judge": judge})
+    return Simulator(main, models={"sim/judge": judge}, run_ids=numbered_run_ids())
 
 
 def demo_agent() -> Agent:

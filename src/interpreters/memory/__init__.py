@@ -7,18 +7,18 @@ extra) the one to scale out; `open_memory_store(url)` opens any of them by URL.
 Embedders are in `interpreters.memory.embed`.
 """
 
+from interpreters.memory._async.protocol import AsyncMemoryStore
+from interpreters.memory._sync.protocol import MemoryStore
 from interpreters.memory.handlers import NoEmbedder, async_memory_handlers, memory_handlers
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.open import open_async_memory_store, open_memory_store
 from interpreters.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 from interpreters.memory.store import (
     SCHEMA_VERSION,
-    AsyncMemoryStore,
     CorruptStoredMessage,
     Embedder,
     HashEmbedder,
     InMemoryStore,
-    MemoryStore,
     MemoryStoreError,
     MemoryStoreUnavailable,
     RecallHit,
@@ -26,6 +26,7 @@ from interpreters.memory.store import (
     ThreadOwnerMismatch,
     working_memory_key,
 )
+from interpreters.memory.writes import NewMessages, NewVectors, NewWorkingMemory, StoreWrite
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -39,9 +40,13 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreUnavailable",
+    "NewMessages",
+    "NewVectors",
+    "NewWorkingMemory",
     "NoEmbedder",
     "RecallHit",
     "SQLiteStore",
+    "StoreWrite",
     "Thread",
     "ThreadOwnerMismatch",
     "async_memory_handlers",

@@ -17,11 +17,24 @@ MAX_DIM = 16_000
 
 
 def check_id(what: str, value: object) -> str:
-    """A thread, resource or message id: a non-empty string (TypeError, ValueError)."""
+    """A thread, resource or message id: a non-empty string without a NUL character
+    (TypeError, ValueError)."""
     if not isinstance(value, str):
         raise TypeError(f"a {what} id must be a str, not {type(value).__name__}")
     if not value:
         raise ValueError(f"a {what} id must not be empty")
+    if "\x00" in value:
+        raise ValueError(f"a {what} id must not hold a NUL character")
+    return value
+
+
+def check_text(what: str, value: object) -> str:
+    """A text a store keeps as text (a working-memory document): a str without a NUL
+    character, which PostgreSQL's text cannot hold (every store refuses it alike)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} is a str, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{what} must not hold a NUL character")
     return value
 
 

@@ -14,7 +14,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 import anyio
 import anyio.to_thread
 
-from interpreters.memory.store import MemoryStore
+from interpreters.memory._sync.protocol import MemoryStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -44,7 +44,8 @@ class _InThread(Generic[P, R]):
         call: Callable[..., R] = getattr(adapter.store, self.name)
 
         async def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            # Iterables (messages, ids, vectors) are read here, not in the worker thread.
+            # Iterables (messages, ids, vectors, writes) are read here, not in the worker
+            # thread.
             read = tuple(
                 tuple(a) if isinstance(a, Iterable) and not isinstance(a, str | tuple) else a
                 for a in args
@@ -90,4 +91,5 @@ class AsyncStoreInThread:
     set_working_memory = _InThread(MemoryStore.set_working_memory)
     save_vectors = _InThread(MemoryStore.save_vectors)
     search = _InThread(MemoryStore.search)
+    write = _InThread(MemoryStore.write)
     close = _InThread(MemoryStore.close)

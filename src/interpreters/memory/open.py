@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+from interpreters.memory._async.protocol import AsyncMemoryStore
+from interpreters.memory._sync.protocol import MemoryStore
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.postgres import redacted
 from interpreters.memory.sqlite import VectorSearch
-from interpreters.memory.store import AsyncMemoryStore, InMemoryStore, MemoryStore
+from interpreters.memory.store import InMemoryStore
 
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 

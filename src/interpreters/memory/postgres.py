@@ -1,7 +1,8 @@
 """The memory store to scale out: PostgreSQL with pgvector, shared by several processes.
 
-psycopg 3 with a connection pool (the `postgres` extra). Every call is one transaction.
-Messages are ordered by one sequence and unique per (thread, message id); a save locks its
+psycopg 3 with a connection pool (the `postgres` extra). Every call is one transaction
+(a run's writes too: all there or none). Messages are ordered by their run's start
+(`turn_at`), then one sequence, and unique per (thread, message id); a save locks its
 thread's row first, so concurrent writers of one thread (in any process) queue behind each
 other: each batch is contiguous, all there or not at all, nothing lost, nothing twice.
 
@@ -39,6 +40,7 @@ from interpreters.memory.store import (
     Vector,
     owned,
 )
+from interpreters.memory.writes import NewMessages, NewVectors, StoreWrite
 from pipeline.values.messages import Message
 
 if TYPE_CHECKING:
@@ -70,6 +72,15 @@ MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
         "ALTER TABLE memory_vectors ADD COLUMN dim integer NOT NULL DEFAULT 0",
         "UPDATE memory_vectors SET dim = vector_dims(embedding)",
         "CREATE INDEX memory_vectors_resource ON memory_vectors (resource_id)",
+    ),
+    (  # 3: messages filed by when their run began; a vector's resource its thread's owner
+        # (earlier ones took the resource a save named)
+        "ALTER TABLE memory_messages ADD COLUMN turn_at double precision NOT NULL DEFAULT 0",
+        "DROP INDEX memory_messages_order",
+        "CREATE INDEX memory_messages_order ON memory_messages (thread_id, turn_at, seq)",
+        "UPDATE memory_vectors v SET resource_id = (SELECT t.resource_id FROM memory_threads t "
+        "WHERE t.id = v.thread_id) WHERE v.resource_id IS DISTINCT FROM (SELECT t.resource_id "
+        "FROM memory_threads t WHERE t.id = v.thread_id)",
     ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -290,9 +301,9 @@ class PostgresStore(CheckedStore):
     def _last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
         rows = self._run(
             lambda c: c.execute(
-                "SELECT message_id, body FROM (SELECT seq, message_id, body FROM "
-                "memory_messages WHERE thread_id = %s ORDER BY seq DESC LIMIT %s) AS newest "
-                "ORDER BY seq",
+                "SELECT message_id, body FROM (SELECT turn_at, seq, message_id, body FROM "
+                "memory_messages WHERE thread_id = %s ORDER BY turn_at DESC, seq DESC "
+                "LIMIT %s) AS newest ORDER BY turn_at, seq",
                 (thread_id, limit),
             ).fetchall()
         )
@@ -302,7 +313,7 @@ class PostgresStore(CheckedStore):
         rows = self._run(
             lambda c: c.execute(
                 "SELECT message_id, body FROM memory_messages WHERE thread_id = %s "
-                "AND message_id = ANY(%s) ORDER BY seq",
+                "AND message_id = ANY(%s) ORDER BY turn_at, seq",
                 (thread_id, wanted),
             ).fetchall()
         )
@@ -313,48 +324,25 @@ class PostgresStore(CheckedStore):
     ) -> tuple[Message, ...]:
         rows = self._run(
             lambda c: c.execute(
-                "WITH hit AS (SELECT seq FROM memory_messages WHERE thread_id = %(t)s "
+                "WITH hit AS (SELECT turn_at, seq FROM memory_messages WHERE thread_id = %(t)s "
                 "AND message_id = %(m)s) "
                 "SELECT message_id, body FROM ("
-                "(SELECT seq, message_id, body FROM memory_messages WHERE thread_id = %(t)s "
-                "AND seq <= (SELECT seq FROM hit) ORDER BY seq DESC LIMIT %(b)s) UNION ALL "
-                "(SELECT seq, message_id, body FROM memory_messages WHERE thread_id = %(t)s "
-                "AND seq > (SELECT seq FROM hit) ORDER BY seq LIMIT %(a)s)) AS around "
-                "ORDER BY seq",
+                "(SELECT turn_at, seq, message_id, body FROM memory_messages "
+                "WHERE thread_id = %(t)s AND (turn_at, seq) <= (SELECT turn_at, seq FROM hit) "
+                "ORDER BY turn_at DESC, seq DESC LIMIT %(b)s) UNION ALL "
+                "(SELECT turn_at, seq, message_id, body FROM memory_messages "
+                "WHERE thread_id = %(t)s AND (turn_at, seq) > (SELECT turn_at, seq FROM hit) "
+                "ORDER BY turn_at, seq LIMIT %(a)s)) AS around "
+                "ORDER BY turn_at, seq",
                 {"t": thread_id, "m": message_id, "b": before + 1, "a": after},
             ).fetchall()
         )
         return decode_messages(thread_id, rows)
 
-    def _save_messages(
-        self, thread_id: str, batch: tuple[Message, ...], resource_id: str | None,
-        created_at: float,
-    ) -> int:
-        ids = [m.id for m in batch]
-        bodies = [encode_message(m) for m in batch]
-
-        def body(conn: psycopg.Connection[TupleRow]) -> int:
-            self._ensure(conn, thread_id, resource_id, created_at)
-            if not batch:
-                return 0
-            cur = conn.execute(
-                "INSERT INTO memory_messages (thread_id, message_id, body) "
-                "SELECT %s, m.id, m.body FROM unnest(%s::text[], %s::bytea[]) "
-                "WITH ORDINALITY AS m(id, body, n) ORDER BY m.n "
-                "ON CONFLICT (thread_id, message_id) DO NOTHING",
-                (thread_id, ids, bodies),
-            )
-            return max(cur.rowcount, 0)
-
-        return self._run(body)
-
     # --- working memory ----------------------------------------------------------------
     def _get_working_memory(self, key: str) -> str | None:
         row = self._run(lambda c: c.execute(_SQL.get_working, (key,)).fetchone())
         return None if row is None else str(row[0])
-
-    def _set_working_memory(self, key: str, text: str) -> None:
-        self._run(lambda c: c.execute(_SQL.set_working, (key, text)))
 
     # --- vectors -----------------------------------------------------------------------
     def _index(self, conn: psycopg.Connection[TupleRow], dim: int) -> None:
@@ -371,28 +359,57 @@ class PostgresStore(CheckedStore):
             ).format(name=sql.Identifier(f"memory_vectors_hnsw_{dim}"), dim=sql.Literal(dim))
         )
 
-    def _save_vectors(
-        self, thread_id: str, vectors: tuple[tuple[str, Vector], ...], resource_id: str | None
-    ) -> None:
-        rows = [(thread_id, mid, resource_id, _literal(v), len(v)) for mid, v in vectors]
-        if not rows:
-            return
+    def _commit(self, writes: tuple[StoreWrite, ...]) -> list[int]:
+        # Encoded before a connection is taken.
+        encoded = [
+            ([m.id for m in w.messages], [encode_message(m) for m in w.messages])
+            if isinstance(w, NewMessages) else ([], []) for w in writes
+        ]
+        dims = sorted({len(v) for w in writes if isinstance(w, NewVectors) for _, v in w.vectors})
 
-        def body(conn: psycopg.Connection[TupleRow]) -> None:
-            for dim in sorted({r[4] for r in rows}):
+        def body(conn: psycopg.Connection[TupleRow]) -> list[int]:
+            for dim in dims:
                 self._index(conn, dim)
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO memory_vectors (thread_id, message_id, resource_id, "
-                    "embedding, dim) VALUES (%s, %s, %s, %s::vector, %s) "
-                    "ON CONFLICT (thread_id, message_id) DO UPDATE SET "
-                    "resource_id = excluded.resource_id, embedding = excluded.embedding, "
-                    "dim = excluded.dim",
-                    rows,
-                )
+            return [self._apply(conn, w, *rows) for w, rows in zip(writes, encoded, strict=True)]
 
-        self._run(body)
-        self._indexed.update(r[4] for r in rows)
+        counts = self._run(body)
+        self._indexed.update(dims)
+        return counts
+
+    def _apply(
+        self, conn: psycopg.Connection[TupleRow], w: StoreWrite, ids: list[str],
+        bodies: list[bytes],
+    ) -> int:
+        """One write, in the transaction; how many messages it added."""
+        if isinstance(w, NewMessages):
+            self._ensure(conn, w.thread_id, w.resource_id, w.created_at)
+            if not ids:
+                return 0
+            cur = conn.execute(
+                "INSERT INTO memory_messages (thread_id, message_id, body, turn_at) "
+                "SELECT %s, m.id, m.body, %s FROM unnest(%s::text[], %s::bytea[]) "
+                "WITH ORDINALITY AS m(id, body, n) ORDER BY m.n "
+                "ON CONFLICT (thread_id, message_id) DO NOTHING",
+                (w.thread_id, w.created_at, ids, bodies),
+            )
+            return max(cur.rowcount, 0)
+        if isinstance(w, NewVectors):
+            owner = self._ensure(conn, w.thread_id, w.resource_id, 0.0).resource_id
+            if w.vectors:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO memory_vectors (thread_id, message_id, resource_id, "
+                        "embedding, dim) VALUES (%s, %s, %s, %s::vector, %s) "
+                        "ON CONFLICT (thread_id, message_id) DO UPDATE SET "
+                        "resource_id = excluded.resource_id, embedding = excluded.embedding, "
+                        "dim = excluded.dim",
+                        [(w.thread_id, mid, owner, _literal(v), len(v)) for mid, v in w.vectors],
+                    )
+            return 0
+        if w.thread_id is not None:
+            self._ensure(conn, w.thread_id, w.resource_id, 0.0)
+        conn.execute(_SQL.set_working, (w.key, w.text))
+        return 0
 
     def _search(
         self, query: Vector, k: int, thread_id: str | None, resource_id: str | None

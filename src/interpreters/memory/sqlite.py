@@ -2,10 +2,11 @@
 
 One connection per store, shared by the store's threads under a lock; several stores
 (threads or processes) may open one file: it is in WAL mode, each write is one
-`BEGIN IMMEDIATE` transaction (so a batch of messages is all there or not at all, and
-contiguous in the thread's order), and a busy file is waited for up to `timeout` seconds,
-then `MemoryStoreUnavailable`. Messages are ordered by an autoincrement sequence and unique per
-(thread, message id), so two writers neither lose nor duplicate one.
+`BEGIN IMMEDIATE` transaction (so a run's writes are all there or not at all, and a batch
+of messages contiguous in the thread's order), and a busy file is waited for up to
+`timeout` seconds, then `MemoryStoreUnavailable`. Messages are ordered by their run's
+start (`turn_at`), then an autoincrement sequence, and unique per (thread, message id),
+so two writers neither lose nor duplicate one.
 
 The schema is versioned (`memory_schema`); opening a file of an older version migrates it
 in one transaction, a newer one is refused. Vectors are float32 rows scored exactly
@@ -42,6 +43,7 @@ from interpreters.memory.store import (
     Vector,
     owned,
 )
+from interpreters.memory.writes import NewMessages, NewVectors, StoreWrite
 from pipeline.values.messages import Message
 
 VectorSearch = Literal["auto", "numpy", "python"]
@@ -74,6 +76,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX memory_vectors_thread ON memory_vectors (thread_id, vseq)",
         "CREATE INDEX memory_vectors_resource ON memory_vectors (resource_id, vseq)",
         "CREATE INDEX memory_vectors_seq ON memory_vectors (vseq)",
+    ),
+    (  # 3: messages filed by when their run began; a vector's resource its thread's owner
+        # (earlier ones took the resource a save named), bumped for the searches' caches
+        "ALTER TABLE memory_messages ADD COLUMN turn_at REAL NOT NULL DEFAULT 0",
+        "DROP INDEX memory_messages_order",
+        "CREATE INDEX memory_messages_order ON memory_messages (thread_id, turn_at, seq)",
+        "UPDATE memory_vectors SET resource_id = (SELECT t.resource_id FROM memory_threads t "
+        "WHERE t.id = memory_vectors.thread_id), vseq = (SELECT max(vseq) FROM memory_vectors) "
+        "+ rowid WHERE resource_id IS NOT (SELECT t.resource_id FROM memory_threads t WHERE "
+        "t.id = memory_vectors.thread_id)",
     ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -232,24 +244,24 @@ class SQLiteStore(CheckedStore):
         with self._use() as conn:
             rows = conn.execute(
                 "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
-                "ORDER BY seq DESC LIMIT ?",
+                "ORDER BY turn_at DESC, seq DESC LIMIT ?",
                 (thread_id, limit),
             ).fetchall()
         rows.reverse()
         return decode_messages(thread_id, rows)
 
     def _messages_by_id(self, thread_id: str, wanted: list[str]) -> tuple[Message, ...]:
-        found: list[tuple[int, str, bytes]] = []
+        found: list[tuple[float, int, str, bytes]] = []
         with self._use() as conn:
             for i in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[i : i + _IN_CHUNK]
                 found += conn.execute(
-                    "SELECT seq, message_id, body FROM memory_messages WHERE thread_id = ? "
-                    f"AND message_id IN ({', '.join('?' * len(chunk))})",
+                    "SELECT turn_at, seq, message_id, body FROM memory_messages WHERE "
+                    f"thread_id = ? AND message_id IN ({', '.join('?' * len(chunk))})",
                     (thread_id, *chunk),
                 ).fetchall()
-        found.sort()
-        rows = [(mid, body) for _, mid, body in found]
+        found.sort(key=lambda r: (r[0], r[1]))
+        rows = [(mid, body) for _, _, mid, body in found]
         return decode_messages(thread_id, rows)
 
     def _neighbours(
@@ -257,42 +269,25 @@ class SQLiteStore(CheckedStore):
     ) -> tuple[Message, ...]:
         with self._use() as conn:
             found = conn.execute(
-                "SELECT seq FROM memory_messages WHERE thread_id = ? AND message_id = ?",
+                "SELECT turn_at, seq FROM memory_messages WHERE thread_id = ? "
+                "AND message_id = ?",
                 (thread_id, message_id),
             ).fetchone()
             if found is None:
                 return ()
-            seq = found[0]
+            at, seq = found
             earlier = conn.execute(
                 "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
-                "AND seq <= ? ORDER BY seq DESC LIMIT ?",
-                (thread_id, seq, before + 1),
+                "AND (turn_at, seq) <= (?, ?) ORDER BY turn_at DESC, seq DESC LIMIT ?",
+                (thread_id, at, seq, before + 1),
             ).fetchall()
             later = conn.execute(
                 "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
-                "AND seq > ? ORDER BY seq LIMIT ?",
-                (thread_id, seq, after),
+                "AND (turn_at, seq) > (?, ?) ORDER BY turn_at, seq LIMIT ?",
+                (thread_id, at, seq, after),
             ).fetchall()
         earlier.reverse()
         return decode_messages(thread_id, earlier + later)
-
-    def _save_messages(
-        self, thread_id: str, batch: tuple[Message, ...], resource_id: str | None,
-        created_at: float,
-    ) -> int:
-        rows = [(thread_id, m.id, encode_message(m)) for m in batch]
-
-        def body(conn: sqlite3.Connection) -> int:
-            self._ensure(conn, thread_id, resource_id, created_at)
-            before = conn.total_changes
-            conn.executemany(
-                "INSERT OR IGNORE INTO memory_messages (thread_id, message_id, body) "
-                "VALUES (?, ?, ?)",
-                rows,
-            )
-            return conn.total_changes - before
-
-        return self._write(body)
 
     # --- working memory ----------------------------------------------------------------
     def _get_working_memory(self, key: str) -> str | None:
@@ -300,15 +295,34 @@ class SQLiteStore(CheckedStore):
             row = conn.execute(_SQL.get_working, (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def _set_working_memory(self, key: str, text: str) -> None:
-        self._write(lambda c: c.execute(_SQL.set_working, (key, text)))
-
     # --- vectors -----------------------------------------------------------------------
-    def _save_vectors(
-        self, thread_id: str, checked: tuple[tuple[str, Vector], ...], resource_id: str | None
-    ) -> None:
+    def _commit(self, writes: tuple[StoreWrite, ...]) -> list[int]:
+        # Encoded before the file is locked.
+        encoded = [
+            [(m.id, encode_message(m)) for m in w.messages] if isinstance(w, NewMessages)
+            else [] for w in writes
+        ]
 
-        def body(conn: sqlite3.Connection) -> None:
+        def body(conn: sqlite3.Connection) -> list[int]:
+            return [self._apply(conn, w, rows) for w, rows in zip(writes, encoded, strict=True)]
+
+        return self._write(body)
+
+    def _apply(
+        self, conn: sqlite3.Connection, w: StoreWrite, rows: list[tuple[str, bytes]]
+    ) -> int:
+        """One write, in the transaction; how many messages it added."""
+        if isinstance(w, NewMessages):
+            self._ensure(conn, w.thread_id, w.resource_id, w.created_at)
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO memory_messages (thread_id, message_id, body, turn_at) "
+                "VALUES (?, ?, ?, ?)",
+                [(w.thread_id, mid, body, w.created_at) for mid, body in rows],
+            )
+            return conn.total_changes - before
+        if isinstance(w, NewVectors):
+            owner = self._ensure(conn, w.thread_id, w.resource_id, 0.0).resource_id
             # Numbered after every row before (writes are one at a time), so a search
             # that has read up to n reads what came since with `vseq > n`.
             (last,) = conn.execute("SELECT coalesce(max(vseq), 0) FROM memory_vectors").fetchone()
@@ -317,11 +331,14 @@ class SQLiteStore(CheckedStore):
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
                 "resource_id = excluded.resource_id, vec = excluded.vec, dim = excluded.dim, "
                 "vseq = excluded.vseq",
-                [(thread_id, mid, resource_id, pack(v), len(v), last + 1 + i)
-                 for i, (mid, v) in enumerate(checked)],
+                [(w.thread_id, mid, owner, pack(v), len(v), last + 1 + i)
+                 for i, (mid, v) in enumerate(w.vectors)],
             )
-
-        self._write(body)
+            return 0
+        if w.thread_id is not None:
+            self._ensure(conn, w.thread_id, w.resource_id, 0.0)
+        conn.execute(_SQL.set_working, (w.key, w.text))
+        return 0
 
     def _search(
         self, query: Vector, k: int, thread_id: str | None, resource_id: str | None

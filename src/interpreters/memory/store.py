@@ -1,31 +1,46 @@
-"""The memory store protocol, its errors, the base that checks a store's arguments
-(`CheckedStore`, under SQLite and PostgreSQL) and the in-memory store (for tests).
+"""The memory store protocol, its errors, the writes of a run, the base that checks a
+store's arguments (`CheckedStore`, under every store) and the in-memory store (for tests).
 
 A store keeps threads (owned by a resource: a user, a tenant), the approved messages of
-each thread in the order they were saved, working-memory documents (per thread or per
-resource) and one embedding per saved message that was embedded. Every store follows the
-same rules, checked by the shared contract tests:
+each thread in order, working-memory documents (per thread or per resource) and one
+embedding per saved message that was embedded. Every store follows the same rules,
+checked by the shared contract tests:
 
-- `save_messages` is atomic (all of them or none) and idempotent by message id: a message
-  already stored under its id is left as it is, so a run resumed after a crash that saves
-  again saves nothing twice. Two writers on one thread lose nothing and duplicate nothing;
-  the order is the order the store accepted the writes in.
-- `last_messages(thread, n)` is the newest n, oldest first.
+- a run's writes (`write`: messages, vectors, working memory) go in one transaction: all
+  of them or none. `save_messages`, `save_vectors` and `set_working_memory` are each
+  such a write of one.
+- saving messages is idempotent by message id: a message already stored under its id is
+  left as it is, so a run resumed after a crash that saves again saves nothing twice. Two
+  writers on one thread lose nothing and duplicate nothing.
+- the order: a thread's messages are in the order their runs began (`created_at` of the
+  save: a run that waited for an approval is filed before the runs that came
+  meanwhile), then in the order they were saved; `last_messages(thread, n)` is the
+  newest n of that order, oldest first.
+- owners: a thread belongs to the resource that made it; a call that names another
+  resource (a save, vectors, a thread's working memory, a search of the thread) is
+  `ThreadOwnerMismatch`, and nothing is written. A thread made without a resource is
+  read under none.
 - a message read back that does not decode is `CorruptStoredMessage`, never skipped.
 - a store that cannot be reached is `MemoryStoreUnavailable`.
-- a bad argument (an empty id, a negative count, a vector of NaNs) is a TypeError or
-  ValueError, the store untouched (the in-memory store, for tests, checks nothing).
+- a bad argument (an empty id, a NUL in an id or a document, a negative count, a vector
+  of NaNs) is a TypeError or ValueError, the store untouched.
+
+The protocols, `MemoryStore` and `AsyncMemoryStore` (`interpreters.memory`), are written
+once, in `_async/protocol.py` (the sync one generated from it by `scripts/unasync.py`).
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
+import itertools
 import math
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -34,14 +49,22 @@ from interpreters.memory.checks import (
     check_around,
     check_count,
     check_id,
-    check_messages,
     check_owner,
     check_query,
-    check_vectors,
+)
+from interpreters.memory.writes import (
+    NewMessages,
+    NewVectors,
+    NewWorkingMemory,
+    StoreWrite,
+    check_writes,
 )
 from pipeline.values.messages import Message
 
-SCHEMA_VERSION = 2
+K = TypeVar("K")
+V = TypeVar("V")
+
+SCHEMA_VERSION = 3
 """The stores' schema version; a store opened on an older schema migrates it."""
 
 
@@ -79,7 +102,8 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def owned(thread: Thread, resource_id: str | None) -> Thread:
-    """`thread`, addressed by its owner or by no resource; else ThreadOwnerMismatch."""
+    """`thread`, addressed by its owner or by no resource; else ThreadOwnerMismatch (a
+    thread made without a resource is read under none)."""
     if resource_id is not None and thread.resource_id != resource_id:
         raise ThreadOwnerMismatch(thread.id, thread.resource_id, resource_id)
     return thread
@@ -103,123 +127,11 @@ def working_memory_key(*, thread_id: str | None = None, resource_id: str | None 
     raise ValueError("working memory needs a thread_id or a resource_id")
 
 
-class MemoryStore(Protocol):
-    """A memory store, called from the sync interpreter (and from async ones through a
-    worker thread when only this is given)."""
-
-    def ensure_thread(
-        self, thread_id: str, *, resource_id: str | None, created_at: float
-    ) -> Thread:
-        """The thread, created when missing; ThreadOwnerMismatch when it exists under
-        another resource."""
-        ...
-
-    def get_thread(self, thread_id: str) -> Thread | None: ...
-
-    def last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
-        """The newest `limit` messages of the thread, oldest first (empty for an unknown
-        thread)."""
-        ...
-
-    def messages_by_id(self, thread_id: str, ids: Iterable[str]) -> tuple[Message, ...]:
-        """The thread's messages among `ids`, in stored order."""
-        ...
-
-    def neighbours(
-        self, thread_id: str, message_id: str, *, before: int, after: int
-    ) -> tuple[Message, ...]:
-        """The message with up to `before` messages before it and `after` after it, in
-        stored order (empty when the id is not in the thread)."""
-        ...
-
-    def save_messages(
-        self,
-        thread_id: str,
-        messages: Iterable[Message],
-        *,
-        resource_id: str | None,
-        created_at: float,
-    ) -> int:
-        """Append the messages (creating the thread); returns how many were new."""
-        ...
-
-    def get_working_memory(self, key: str) -> str | None: ...
-
-    def set_working_memory(self, key: str, text: str) -> None: ...
-
-    def save_vectors(
-        self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
-    ) -> None:
-        """One embedding per message id (a second one for the same id replaces it)."""
-        ...
-
-    def search(
-        self,
-        vector: Vector,
-        *,
-        k: int,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-    ) -> tuple[RecallHit, ...]:
-        """The k stored messages most similar to `vector` (cosine), best first, within
-        the thread or the resource's threads (the thread when both are given)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class AsyncMemoryStore(Protocol):
-    """The async twin of `MemoryStore`: the same methods, as coroutines."""
-
-    async def ensure_thread(
-        self, thread_id: str, *, resource_id: str | None, created_at: float
-    ) -> Thread: ...
-
-    async def get_thread(self, thread_id: str) -> Thread | None: ...
-
-    async def last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]: ...
-
-    async def messages_by_id(
-        self, thread_id: str, ids: Iterable[str]
-    ) -> tuple[Message, ...]: ...
-
-    async def neighbours(
-        self, thread_id: str, message_id: str, *, before: int, after: int
-    ) -> tuple[Message, ...]: ...
-
-    async def save_messages(
-        self,
-        thread_id: str,
-        messages: Iterable[Message],
-        *,
-        resource_id: str | None,
-        created_at: float,
-    ) -> int: ...
-
-    async def get_working_memory(self, key: str) -> str | None: ...
-
-    async def set_working_memory(self, key: str, text: str) -> None: ...
-
-    async def save_vectors(
-        self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
-    ) -> None: ...
-
-    async def search(
-        self,
-        vector: Vector,
-        *,
-        k: int,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-    ) -> tuple[RecallHit, ...]: ...
-
-    async def close(self) -> None: ...
-
-
 class CheckedStore(ABC):
     """The `MemoryStore` methods with their arguments checked (a bad one is a TypeError or
     ValueError, the store untouched), over the hooks a backend gives: each hook is called
-    with checked arguments, message ids de-duplicated and sorted, vectors normalized."""
+    with checked arguments, message ids de-duplicated and sorted, vectors normalized.
+    Every write is one `_commit` of checked writes: one transaction."""
 
     def ensure_thread(
         self, thread_id: str, *, resource_id: str | None, created_at: float
@@ -253,24 +165,26 @@ class CheckedStore(ABC):
         resource_id: str | None,
         created_at: float,
     ) -> int:
-        check_owner(thread_id, resource_id)
-        batch = check_messages(messages)
-        return self._save_messages(thread_id, batch, resource_id, created_at)
+        (new,) = self._commit(check_writes((NewMessages(
+            thread_id=thread_id, resource_id=resource_id, messages=tuple(messages),
+            created_at=created_at,
+        ),)))
+        return new
 
     def get_working_memory(self, key: str) -> str | None:
         return self._get_working_memory(check_id("working-memory", key))
 
     def set_working_memory(self, key: str, text: str) -> None:
-        check_id("working-memory", key)
-        if not isinstance(text, str):
-            raise TypeError(f"working memory is a str, not {type(text).__name__}")
-        self._set_working_memory(key, text)
+        self._commit(check_writes((NewWorkingMemory(key=key, text=text),)))
 
     def save_vectors(
         self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
     ) -> None:
-        check_owner(thread_id, resource_id)
-        self._save_vectors(thread_id, check_vectors(vectors), resource_id)
+        self._commit(check_writes((NewVectors(
+            thread_id=thread_id, resource_id=resource_id, vectors=tuple(vectors)),)))
+
+    def write(self, writes: Sequence[StoreWrite]) -> None:
+        self._commit(check_writes(writes))
 
     def search(
         self,
@@ -281,6 +195,10 @@ class CheckedStore(ABC):
         resource_id: str | None = None,
     ) -> tuple[RecallHit, ...]:
         query = check_query(vector, k, thread_id, resource_id)
+        if thread_id is not None and resource_id is not None:
+            thread = self._get_thread(thread_id)
+            if thread is not None:
+                owned(thread, resource_id)
         return self._search(query, k, thread_id, resource_id)
 
     @abstractmethod
@@ -308,21 +226,12 @@ class CheckedStore(ABC):
     ) -> tuple[Message, ...]: ...
 
     @abstractmethod
-    def _save_messages(
-        self, thread_id: str, batch: tuple[Message, ...], resource_id: str | None,
-        created_at: float,
-    ) -> int: ...
-
-    @abstractmethod
     def _get_working_memory(self, key: str) -> str | None: ...
 
     @abstractmethod
-    def _set_working_memory(self, key: str, text: str) -> None: ...
-
-    @abstractmethod
-    def _save_vectors(
-        self, thread_id: str, vectors: tuple[tuple[str, Vector], ...], resource_id: str | None
-    ) -> None: ...
+    def _commit(self, writes: tuple[StoreWrite, ...]) -> list[int]:
+        """The writes (checked) in one transaction, all or none; for each, how many
+        messages it added (0 for other writes)."""
 
     @abstractmethod
     def _search(
@@ -367,103 +276,141 @@ def cosine(a: Vector, b: Vector) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-class InMemoryStore:
-    """A `MemoryStore` in a dict, for tests; safe to share between threads."""
+_Stored = tuple[float, int, Message]
+"""A stored message with where it is filed: its run's start, then the save's number."""
+
+
+def _filed(e: _Stored) -> tuple[float, int]:
+    return e[0], e[1]
+
+
+def _put_back(d: dict[K, V], key: K, value: V | None) -> None:
+    """Undo a write to `d`: `key` as it was (None: it was not there)."""
+    if value is None:
+        d.pop(key, None)
+    else:
+        d[key] = value
+
+
+def _unfile(stored: list[_Stored], ids: set[str], entry: _Stored) -> Callable[[], None]:
+    def undo() -> None:
+        stored.remove(entry)
+        ids.discard(entry[2].id)
+
+    return undo
+
+
+class InMemoryStore(CheckedStore):
+    """A `MemoryStore` in dicts, for tests; safe to share between threads. It checks its
+    arguments and keeps every rule as the other stores do (a failed `write` is undone)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._threads: dict[str, Thread] = {}
-        self._messages: dict[str, list[Message]] = {}
+        self._messages: dict[str, list[_Stored]] = {}
         self._ids: dict[str, set[str]] = {}
         self._working: dict[str, str] = {}
         self._vectors: dict[tuple[str, str], tuple[str | None, Vector]] = {}
+        self._saves = itertools.count()
 
-    def ensure_thread(
-        self, thread_id: str, *, resource_id: str | None, created_at: float
+    def _ensure(
+        self, thread_id: str, resource_id: str | None, created_at: float,
+        undo: list[Callable[[], None]] | None = None,
     ) -> Thread:
-        with self._lock:
-            return self._ensure(thread_id, resource_id, created_at)
-
-    def _ensure(self, thread_id: str, resource_id: str | None, created_at: float) -> Thread:
         thread = self._threads.get(thread_id)
         if thread is None:
             thread = Thread(id=thread_id, resource_id=resource_id, created_at=created_at)
             self._threads[thread_id] = thread
             self._messages[thread_id] = []
             self._ids[thread_id] = set()
+            if undo is not None:
+                undo.append(lambda: self._forget(thread_id))
         return owned(thread, resource_id)
 
-    def get_thread(self, thread_id: str) -> Thread | None:
+    def _forget(self, thread_id: str) -> None:
+        del self._threads[thread_id], self._messages[thread_id], self._ids[thread_id]
+
+    def _ensure_thread(
+        self, thread_id: str, resource_id: str | None, created_at: float
+    ) -> Thread:
+        with self._lock:
+            return self._ensure(thread_id, resource_id, created_at)
+
+    def _get_thread(self, thread_id: str) -> Thread | None:
         with self._lock:
             return self._threads.get(thread_id)
 
-    def last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
-        with self._lock:
-            stored = self._messages.get(thread_id, [])
-            return tuple(stored[-limit:]) if limit > 0 else ()
+    def _stored(self, thread_id: str) -> list[Message]:
+        return [m for _, _, m in self._messages.get(thread_id, [])]
 
-    def messages_by_id(self, thread_id: str, ids: Iterable[str]) -> tuple[Message, ...]:
+    def _last_messages(self, thread_id: str, limit: int) -> tuple[Message, ...]:
+        with self._lock:
+            stored = self._stored(thread_id)
+        return tuple(stored[-limit:]) if limit > 0 else ()
+
+    def _messages_by_id(self, thread_id: str, ids: list[str]) -> tuple[Message, ...]:
         wanted = set(ids)
         with self._lock:
-            return tuple(m for m in self._messages.get(thread_id, []) if m.id in wanted)
+            return tuple(m for m in self._stored(thread_id) if m.id in wanted)
 
-    def neighbours(
-        self, thread_id: str, message_id: str, *, before: int, after: int
+    def _neighbours(
+        self, thread_id: str, message_id: str, before: int, after: int
     ) -> tuple[Message, ...]:
         with self._lock:
-            stored = self._messages.get(thread_id, [])
-            for i, m in enumerate(stored):
-                if m.id == message_id:
-                    return tuple(stored[max(0, i - before) : i + after + 1])
-            return ()
+            stored = self._stored(thread_id)
+        for i, m in enumerate(stored):
+            if m.id == message_id:
+                return tuple(stored[max(0, i - before) : i + after + 1])
+        return ()
 
-    def save_messages(
-        self,
-        thread_id: str,
-        messages: Iterable[Message],
-        *,
-        resource_id: str | None,
-        created_at: float,
-    ) -> int:
-        batch = tuple(messages)
-        with self._lock:
-            self._ensure(thread_id, resource_id, created_at)
-            ids = self._ids[thread_id]
-            new = 0
-            for m in batch:
-                if m.id not in ids:
-                    ids.add(m.id)
-                    self._messages[thread_id].append(m)
-                    new += 1
-            return new
-
-    def get_working_memory(self, key: str) -> str | None:
+    def _get_working_memory(self, key: str) -> str | None:
         with self._lock:
             return self._working.get(key)
 
-    def set_working_memory(self, key: str, text: str) -> None:
+    def _commit(self, writes: tuple[StoreWrite, ...]) -> list[int]:
+        undo: list[Callable[[], None]] = []
         with self._lock:
-            self._working[key] = text
+            try:
+                return [self._apply(w, undo) for w in writes]
+            except BaseException:
+                for step in reversed(undo):
+                    step()
+                raise
 
-    def save_vectors(
-        self, thread_id: str, vectors: Iterable[tuple[str, Vector]], *, resource_id: str | None
-    ) -> None:
-        batch = tuple(vectors)
-        with self._lock:
-            for message_id, vector in batch:
-                self._vectors[(thread_id, message_id)] = (resource_id, tuple(vector))
+    def _apply(self, w: StoreWrite, undo: list[Callable[[], None]]) -> int:
+        if isinstance(w, NewMessages):
+            self._ensure(w.thread_id, w.resource_id, w.created_at, undo)
+            ids, stored = self._ids[w.thread_id], self._messages[w.thread_id]
+            new = 0
+            for m in w.messages:
+                if m.id not in ids:
+                    entry = (float(w.created_at), next(self._saves), m)
+                    bisect.insort(stored, entry, key=_filed)
+                    ids.add(m.id)
+                    undo.append(_unfile(stored, ids, entry))
+                    new += 1
+            return new
+        if isinstance(w, NewVectors):
+            owner = self._ensure(w.thread_id, w.resource_id, 0.0, undo).resource_id
+            for message_id, vector in w.vectors:
+                key = (w.thread_id, message_id)
+                before = self._vectors.get(key)
+                self._vectors[key] = (owner, vector)
+                undo.append(functools.partial(_put_back, self._vectors, key, before))
+            return 0
+        if w.thread_id is not None:
+            self._ensure(w.thread_id, w.resource_id, 0.0, undo)
+        before_text = self._working.get(w.key)
+        self._working[w.key] = w.text
+        undo.append(functools.partial(_put_back, self._working, w.key, before_text))
+        return 0
 
-    def search(
-        self,
-        vector: Vector,
-        *,
-        k: int,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
+    def _search(
+        self, query: Vector, k: int, thread_id: str | None, resource_id: str | None
     ) -> tuple[RecallHit, ...]:
         with self._lock:
             rows = [
-                RecallHit(message_id=mid, thread_id=tid, score=cosine(vector, v))
+                RecallHit(message_id=mid, thread_id=tid, score=cosine(query, v))
                 for (tid, mid), (rid, v) in self._vectors.items()
                 if (thread_id is not None and tid == thread_id)
                 or (thread_id is None and resource_id is not None and rid == resource_id)

@@ -5,8 +5,9 @@
     run = await AsyncSimulator(model).run(agent, "Weather in Paris?")
     assert run.result.text == "Let me look.Sunny."
 
-It is `Simulator` with `await`: the same run ids (`run1`, `run2`...), message ids, clock
-and trace, so a run here equals the same run on the sync `Simulator`. Latency, retry
+It is `Simulator` with `await`: the same message ids, clock and trace, so a run here
+equals the same run on the sync `Simulator` given the same `run_ids` (by default each
+simulator's run ids are its own: `run1-<token>`...). Latency, retry
 backoff and `sim.sleep` (for tools) wait on the virtual clock, which jumps to the earliest
 wake time as soon as every task waits (`VirtualClock.wait`, trio's `MockClock` autojump):
 they cost no real time, and concurrent runs and tools share one timeline, waking in
@@ -44,7 +45,7 @@ class AsyncSimulator(SimulatorBase):
     `models` are given), `models` the ids they name, `default` (when given) any other;
     an id none of them answers fails the call, naming it. A run started through
     `interpreter` directly (not `run`/`stream`) has its agent's id known only if `model`
-    answers every id.
+    answers every id. `run_ids` as `Simulator`'s.
     """
 
     def __init__(
@@ -59,8 +60,11 @@ class AsyncSimulator(SimulatorBase):
         price: Pricer | None = None,
         real_sleep: bool = False,
         tools_in_threads: bool = False,
+        run_ids: Callable[[], str] | None = None,
     ) -> None:
-        super().__init__(model, models, default, start, virtual_timeouts=not real_sleep)
+        super().__init__(
+            model, models, default, start, virtual_timeouts=not real_sleep, run_ids=run_ids
+        )
         sleep: Callable[[float], Awaitable[None]] = (
             anyio.sleep if real_sleep else self.clock.wait
         )

@@ -8,13 +8,19 @@ Use it in your own tests the way pydantic-ai users use TestModel / FunctionModel
     assert run.result.text == "Let me look.Sunny."
     assert run.trace.chunk_types()[-1] == "finish"
 
-Everything is reproducible: run ids, message ids, tool-call ids and the clock come from
-the simulator, and latency and retry backoff advance a virtual clock instead of sleeping.
+Everything is reproducible: message ids, tool-call ids and the clock come from the
+simulator, and latency and retry backoff advance a virtual clock instead of sleeping. Run
+ids are unique across simulators (`run1-<8 hex digits>`, the digits drawn once per
+simulator), as on every interpreter, so a second simulator over the same store (a
+restart) never reuses a message id; `run_ids=numbered_run_ids()` gives `run1`, `run2`...
+where a test wants them fixed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Generic, Protocol, TypeVar, Unpack
@@ -378,9 +384,26 @@ class _Stream(Protocol):
 S = TypeVar("S", bound=_Stream)
 
 
+def numbered_run_ids(prefix: str = "run") -> Callable[[], str]:
+    """Run ids `run1`, `run2`... (for `run_ids=`): fixed from test to test, unique only
+    among the runs of the interpreter given them (not across interpreters that share a
+    store: a second one would reuse the first one's message ids)."""
+    numbers = itertools.count(1)
+    return lambda: f"{prefix}{next(numbers)}"
+
+
+def unique_run_ids() -> Callable[[], str]:
+    """The simulators' run ids: `run1-<token>`, `run2-<token>`..., the token (8 hex digits)
+    drawn once, so they are unique across simulators too."""
+    token = uuid.uuid4().hex[:8]
+    numbers = itertools.count(1)
+    return lambda: f"run{next(numbers)}-{token}"
+
+
 class SimulatorBase:
     """What both simulators share: the virtual clock, the scripted models and the routes
-    to them, the run ids (`run1`, `run2`...) and runs' timeouts in virtual seconds."""
+    to them, the run ids (`unique_run_ids`, unless given `run_ids`) and runs' timeouts
+    in virtual seconds."""
 
     def __init__(
         self,
@@ -390,6 +413,7 @@ class SimulatorBase:
         start: float,
         *,
         virtual_timeouts: bool = True,
+        run_ids: Callable[[], str] | None = None,
     ) -> None:
         self.clock: VirtualClock = model.clock
         self.clock.now = max(self.clock.now, start)
@@ -397,15 +421,16 @@ class SimulatorBase:
         self.models = dict(models or {})
         for m in (*self.models.values(), *((default,) if default is not None else ())):
             m.clock = self.clock
-        self._runs = 0
+        if run_ids is not None and not callable(run_ids):
+            raise TypeError(f"run_ids must be a function giving run ids, not {run_ids!r}")
+        self._run_ids = run_ids if run_ids is not None else unique_run_ids()
         self._virtual_timeouts = virtual_timeouts
         """False: a `timeout` is the interpreter's own (real seconds)."""
         self._deadlines = Deadlines(self.clock)
         self.routes = ScriptedRoutes(model, self.models, default)
 
     def _next_run_id(self) -> str:
-        self._runs += 1
-        return f"run{self._runs}"
+        return self._run_ids()
 
     def _begin(
         self, agent: Agent, options: RunOptions
@@ -448,7 +473,8 @@ class Simulator(SimulatorBase):
 
     `model` answers the agent's model id (every id when no `models` are given); `models`
     answer the ids they name; another id fails the call, naming it, unless a `default`
-    model is given (see `ScriptedRoutes`).
+    model is given (see `ScriptedRoutes`). `run_ids` makes the run ids (by default
+    unique across simulators: `unique_run_ids`; `numbered_run_ids()` for `run1`...).
     """
 
     def __init__(
@@ -461,8 +487,9 @@ class Simulator(SimulatorBase):
         start: float = 1_700_000_000.0,
         observers: Sequence[Observer] = (),
         price: Pricer | None = None,
+        run_ids: Callable[[], str] | None = None,
     ) -> None:
-        super().__init__(model, models, default, start)
+        super().__init__(model, models, default, start, run_ids=run_ids)
         self._interp = SyncInterpreter(
             resolve=self.routes,
             handlers=handlers,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from effects import Abort, Continue, Replace
-from pipeline.loop.hooks import HookFailure, call_hook, invoke, settle
+from effects import Abort, CommitWrites, Continue, Perform, Replace, Write
+from pipeline.loop.hooks import HookFailure, Outcome, Yielded, call_hook, invoke, settle
 from pipeline.loop.messages import discarded, feedback, keep_held
 from pipeline.loop.response import response_text
 from pipeline.loop.state import Failed, RunConfig, RunState, apply, steps_tuple, trip
@@ -147,28 +147,70 @@ def approved(
     rc: RunConfig, st: RunState, inputs: tuple[Message, ...], before_result: MessageList | None
 ) -> Generator[LoopCommand, object, None]:
     """process_approved, once every output processor approved the run's answer: the new
-    messages as they leave the run (`ApprovedArgs`). A crash or a cancel while it runs
-    drops the answer from the result and the finish chunk from the stream (fail closed,
-    as in `output_result`). A cancel that lands while a save is under way may leave that
-    save done: what it saved had been approved."""
+    messages as they leave the run (`ApprovedArgs`). The writes the hooks ask for
+    (`effects.Write`) are kept and asked for together once every hook returned
+    (`CommitWrites`): all of them or none. A crash, a failed commit or a cancel before
+    the commit drops the answer from the result and the finish chunk from the stream
+    (fail closed, as in `output_result`); once the commit began, a cancel is too late
+    (the interpreters let it complete), so the store and the result agree."""
     if st.held:  # kept in the answer before it is saved, as the result will keep them
         keep_held(rc, st)
     leaving = st.leaving.messages(st.ml, before_result)
     new = inputs + tuple(
         m for m, s in zip(leaving.messages, leaving.sources, strict=True) if s == "response"
     )
-    for b in rc.h_approved:
-        args = ApprovedArgs(
-            messages=new, message_list=leaving, state=st.states[b.slot], context=rc.ctx
-        )
-        try:
-            apply(rc, st, b, (yield from call_hook(b, args)))
-        except (HookFailure, RunCancelled):
-            _drop_response(st)
-            # The finish chunk waits in `pending` (no command here publishes): the
-            # caller is told the run failed, not that it finished.
-            st.pending = [c for c in st.pending if type(c) is not FinishChunk]
-            raise
+    writes: list[tuple[str, Write]] = []
+    try:
+        for b in rc.h_approved:
+            args = ApprovedArgs(
+                messages=new, message_list=leaving, state=st.states[b.slot], context=rc.ctx,
+                started_at=rc.started_at,
+            )
+            apply(rc, st, b, (yield from _kept_writes(call_hook(b, args), writes)))
+        if writes:
+            yield from _commit(writes)
+    except (HookFailure, RunCancelled):
+        _drop_response(st)
+        # The finish chunk waits in `pending` (no command here publishes): the
+        # caller is told the run failed, not that it finished.
+        st.pending = [c for c in st.pending if type(c) is not FinishChunk]
+        raise
+
+
+def _kept_writes(
+    hook: Generator[Yielded, object, Outcome], writes: list[tuple[str, Write]]
+) -> Generator[Yielded, object, Outcome]:
+    """`hook`'s commands, but a write it asks for is kept in `writes` (with who asked)
+    and answered None at once."""
+    reply: object = None
+    failure: Exception | None = None
+    try:
+        while True:
+            try:
+                cmd = hook.throw(failure) if failure is not None else hook.send(reply)
+            except StopIteration as done:
+                outcome: Outcome = done.value
+                return outcome
+            failure = None
+            if type(cmd) is Perform and isinstance(cmd.request, Write):
+                writes.append((cmd.processor_id, cmd.request))
+                reply = None
+                continue
+            try:
+                reply = yield cmd
+            except Exception as e:  # its request failed: the hook decides, as ever
+                failure = e
+    finally:
+        hook.close()
+
+
+def _commit(writes: list[tuple[str, Write]]) -> Generator[LoopCommand, object, None]:
+    """Ask for the kept writes together; a failure fails the run, naming who wrote."""
+    who = ", ".join(dict.fromkeys(p for p, _ in writes))
+    try:
+        yield Perform(who, "process_approved", CommitWrites(tuple(w for _, w in writes)))
+    except Exception as e:
+        raise HookFailure(who, "process_approved", type(e).__name__, str(e)) from e
 
 
 def _drop_response(st: RunState) -> None:

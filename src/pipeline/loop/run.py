@@ -402,6 +402,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
         leaving_calls=tuple(st.leaving.calls.values()) if st.leaving.calls else (),
         thread_id=rc.ctx.thread_id, resource_id=rc.ctx.resource_id,
         tools=offered_tools(s.tools),
+        started_at=rc.started_at,
     )
 
 

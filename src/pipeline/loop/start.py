@@ -40,8 +40,20 @@ def start_run(
         states, hooks, flush = [], BoundHooks(), ()
     plan = plan_stream(agent, hooks.get("h_stream", ()), flush)
     rc = RunConfig(agent=agent, ctx=context, clock=clock, record=record, price=price,
+                   started_at=_started_at(clock, hooks.get("h_approved", ()), resume),
                    **hooks, **plan)
     return rc, _start_state(rc, messages, states, used, judges, resume)
+
+
+def _started_at(
+    clock: Callable[[], float], approved: tuple[Bound, ...], resume: Resumption | None
+) -> float:
+    """When the run began: a resumed run's is the suspended one's; the clock is read
+    only for a run whose process_approved hooks are told (a clock reading less for
+    every other run, and its trace)."""
+    if resume is not None:
+        return resume.suspension.started_at
+    return clock() if approved else 0.0
 
 
 class BoundHooks(TypedDict, total=False):

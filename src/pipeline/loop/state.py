@@ -123,6 +123,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """No stream hook at all: the chunks the loop makes itself go out as they are."""
     h_approved: tuple[Bound, ...] = ()
     """process_approved hooks, of every processor (output.approved)."""
+    started_at: float = 0.0
+    """When the run began, on its clock (a resumed run: when the run it resumes began);
+    read only by a run with process_approved hooks (`ApprovedArgs.started_at`)."""
 
 
 class RunState:

@@ -276,6 +276,7 @@ def results_through(
                 a = ToolResultArgs(
                     call=ran, result=result, is_error=p.is_error, message_list=st.ml,
                     step_number=step, state=st.states[b.slot], context=rc.ctx,
+                    ran=type(e) is ToolInvocation,
                 )
                 eff = apply(rc, st, b, (yield from call_hook(b, a)))
                 if isinstance(eff, Abort):

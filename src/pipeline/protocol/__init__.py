@@ -16,7 +16,7 @@ from effects import (
     RunTools,
     Sleep,
 )
-from effects.requests import Request, WrongAnswer, declared_answer
+from effects.requests import CommitWrites, Request, Write, WrongAnswer, declared_answer
 from effects.started import STARTED_REQUESTS, Collect, Job, Ready, Start
 from pipeline.protocol.driver import LAST, Driver, RunLog, Watch, discard
 from pipeline.protocol.replies import (
@@ -48,7 +48,7 @@ __all__ = [
     "MODEL_REPLY_TYPES", "LAST", "REPLIES",
     # requests of processors' hooks, started or waited for
     "Request", "WrongAnswer", "declared_answer", "Start", "Ready", "Collect", "Job",
-    "STARTED_REQUESTS",
+    "STARTED_REQUESTS", "Write", "CommitWrites",
     # the interpreter's half of a run, and what it is watched and recorded by
     "Driver", "RunLog", "Watch", "discard", "EffectRecord", "EffectRecorder",
 ]

@@ -234,6 +234,9 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     for the step. A resume finds each one a call runs with among the agent's tools and
     its processors' declared ones (`BaseProcessor.tools`). Empty in a suspension kept
     before the step's tools were: then found by name alone."""
+    started_at: float = 0.0
+    """When the run began (on its clock): the resumed run began then too (memory files
+    its turn by it, before the turns that came while it waited)."""
 
 
 class SuspendedRun(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,7 +4,8 @@ Each is pure; what it needs from a store it asks with the requests of
 `pipeline.processors.memory.requests`, answered by `interpreters.memory.handlers`.
 Nothing is saved before the run's end, and then only what every output processor
 approved (`process_approved`): a run that tripped, was retried, cancelled or crashed
-saves nothing; a redacted answer is saved redacted.
+saves nothing; a redacted answer is saved redacted. The saves of one run (every memory
+processor's) are committed together, in one transaction: all of them or none.
 
 Loaded and recalled messages come in with the source `memory`, so input guards that check
 only the new input do not check them again, and every processor after these sees them.
@@ -172,7 +173,7 @@ class MessageHistory(Processor):
             yield from ask(SaveMessages(
                 thread_id=thread, resource_id=resource,
                 messages=_stamped(args.messages, thread, resource),
-                created_at=args.messages[0].created_at,
+                created_at=args.started_at,
             ))
         return Continue()
 
@@ -283,29 +284,28 @@ class SemanticRecall(Processor):
         yield from ask(SaveMessages(
             thread_id=thread, resource_id=resource,
             messages=_stamped(args.messages, thread, resource),
-            created_at=args.messages[0].created_at,
+            created_at=args.started_at,
         ))
         try:
             vectors = yield from ask(Embed(texts=tuple(t for _, t in texts)))
-            yield from ask(IndexMessages(
-                thread_id=thread, resource_id=resource,
-                vectors=tuple((i, v) for (i, _), v in zip(texts, vectors, strict=True)),
-            ))
         except Exception as e:
             if self.on_recall_error == "fail":
                 raise
             return Out(Continue(), emit=(_warning(self.id, "index", e),))
+        yield from ask(IndexMessages(
+            thread_id=thread, resource_id=resource,
+            vectors=tuple((i, v) for (i, _), v in zip(texts, vectors, strict=True)),
+        ))
         return Continue()
 
 
 class WorkingMemoryState(msgspec.Struct, frozen=True):
-    """Per run: the document as stored when the run started, and as the run's last
-    update that succeeded set it."""
+    """Per run: the document as stored when the run started, and each document its tool
+    received this run (with the call's id), in order: only a call whose tool ran (not
+    one a gate or the approver answered) and returned no error."""
 
     stored: str = ""
-    updated: str | None = None
-    """The document of the run's last successful update, from the call as it ran (with
-    a gate's `Replace` or an approver's edit); None: no update yet."""
+    updates: tuple[tuple[str, str], ...] = ()
 
 
 WORKING_MEMORY_TAG = "working-memory"
@@ -314,6 +314,8 @@ _TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 def _update_working_memory(text: str) -> str:
     """Replace your working memory (the whole document) with `text`."""
+    if "\x00" in text:  # (no store keeps one in a text; the model is told, and retries)
+        raise ValueError("working memory cannot hold a NUL character")
     return "saved"
 
 
@@ -327,7 +329,10 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
     """A document the model keeps about the thread or the user (`scope`), shown in a
     system message every step and replaced by the model through a tool this processor
     adds (`tool_name`). The model's update is saved only once the run is approved; within
-    the run, later steps see it at once.
+    the run, later steps see it at once. What is shown and saved is the document the tool
+    received (as a `process_tool_call` gate or the approver left it), noted in
+    `process_tool_result`; nothing of a call answered in its place (`SkipCall`, a denial)
+    or whose result is an error.
 
     Free text by default; with `schema` (a msgspec Struct class) the tool takes a value
     of it (`memory`), an update that does not fit is an error result the model sees
@@ -414,19 +419,39 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
     def process_tool_result(
         self, args: ToolResultArgs[WorkingMemoryState]
     ) -> ToolResultResult[WorkingMemoryState]:
-        # What an update ran with (not what the model asked: an approver may have edited
-        # it) is the document; the history keeps the model's call.
-        if args.call.tool_name != self.tool_name or args.is_error:
+        """Note the document the tool received (after the gates), if it ran and did not
+        fail: what is shown and saved is that, never what a gate or the approver
+        answered in its place."""
+        if args.call.tool_name != self.tool_name or not args.ran or args.is_error:
             return Continue()
         doc = self._document(args.call.args)
         if doc is None:
             return Continue()
-        return Out(Continue(), msgspec.structs.replace(args.state, updated=doc))
+        state = args.state
+        updates = (*state.updates, (args.call.tool_call_id, doc))
+        return Out(Continue(), msgspec.structs.replace(state, updates=updates))
+
+    def _latest(
+        self, state: WorkingMemoryState, messages: tuple[Message, ...]
+    ) -> str | None:
+        """The last document the tool received whose call's result is among `messages`,
+        not an error (a result withheld, or dropped, keeps nothing)."""
+        ok = {
+            p.tool_call_id for m in messages for p in m.parts
+            if isinstance(p, ToolResultPart) and p.tool_name == self.tool_name and not p.is_error
+        }
+        latest: str | None = None
+        for call_id, doc in state.updates:
+            if call_id in ok:
+                latest = doc
+        return latest
 
     def process_input_step(
         self, args: InputStepArgs[WorkingMemoryState]
     ) -> InputStepResult[WorkingMemoryState]:
-        doc = args.state.updated
+        ml = args.message_list
+        own = tuple(m for m, s in zip(ml.messages, ml.sources, strict=True) if s == "response")
+        doc = self._latest(args.state, own)
         text = args.state.stored if doc is None else doc
         shown = SystemMessage(
             "Your working memory (keep it current with the "
@@ -440,7 +465,7 @@ class WorkingMemory(StatefulProcessor[WorkingMemoryState]):
     def process_approved(
         self, args: ApprovedArgs[WorkingMemoryState]
     ) -> Generator[object, object, ApprovedResult[WorkingMemoryState]]:
-        doc = args.state.updated
+        doc = self._latest(args.state, args.messages)
         if doc is not None and doc != args.state.stored:
             thread, resource = self._ids(args.context)
             yield from ask(SetWorkingMemory(

@@ -1,15 +1,19 @@
 """The memory processors' I/O, as typed requests (`effects.Request[R]`): pure data.
 
 An interpreter answers them from a memory store and an embedder
-(`interpreters.memory.handlers`); under the durable interpreter each is a checkpointed
-step, and a resumed run that saves again saves nothing twice (stores save by message id).
+(`interpreters.memory.handlers`). The saves (`SaveMessages`, `IndexMessages`,
+`SetWorkingMemory`) are writes (`effects.Write`): asked in `process_approved`, the loop
+keeps them and asks for the run's writes together (`effects.CommitWrites`), which the
+store keeps in one transaction, all or none. Under the durable interpreter each request
+(and the commit) is a checkpointed step, and a resumed run that saves again saves
+nothing twice (stores save by message id).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from effects import Request
+from effects import Request, Write
 from pipeline.values.messages import Message
 
 Vector = tuple[float, ...]
@@ -29,9 +33,10 @@ class LoadHistory(Request[tuple[Message, ...]], frozen=True, kw_only=True):
     limit: int
 
 
-class SaveMessages(Request[int], frozen=True, kw_only=True):
+class SaveMessages(Write, frozen=True, kw_only=True):
     """Append approved messages to the thread (by id: one stored already is left as it
-    is). Answer: how many were new."""
+    is), filed by `created_at`: when their run began (a thread's messages are in the
+    order their runs began, then in the order they were saved). A write."""
 
     thread_id: str
     resource_id: str | None
@@ -45,8 +50,8 @@ class Embed(Request[tuple[Vector, ...]], frozen=True, kw_only=True):
     texts: tuple[str, ...]
 
 
-class IndexMessages(Request[int], frozen=True, kw_only=True):
-    """Keep one embedding per message id (for `Recall`). Answer: how many."""
+class IndexMessages(Write, frozen=True, kw_only=True):
+    """Keep one embedding per message id of the thread (for `Recall`). A write."""
 
     thread_id: str
     resource_id: str | None
@@ -76,8 +81,8 @@ class GetWorkingMemory(Request[str], frozen=True, kw_only=True):
     scope: Literal["thread", "resource"]
 
 
-class SetWorkingMemory(Request[bool], frozen=True, kw_only=True):
-    """Replace the working-memory document (as for `GetWorkingMemory`). Answer: True."""
+class SetWorkingMemory(Write, frozen=True, kw_only=True):
+    """Replace the working-memory document (as for `GetWorkingMemory`). A write."""
 
     thread_id: str
     resource_id: str | None
