@@ -26,7 +26,14 @@ from interpreters.core.options import Deps, RunOptions
 from interpreters.observers.observe import Observer
 from interpreters.providers.provider import Provider, ProviderResolver
 from interpreters.run.base import AsyncNotSupportedError, InterpreterBase, RunOutcome, refuse_async
-from interpreters.run.common import close_stream, perform_here, provider_error, stream_failed
+from interpreters.run.common import (
+    child_driver,
+    child_failed,
+    close_stream,
+    perform_here,
+    provider_error,
+    stream_failed,
+)
 from interpreters.run.common import run_tool as run_tool
 from interpreters.run.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
@@ -242,7 +249,10 @@ class SyncInterpreter(InterpreterBase[Provider]):
             if isinstance(cmd, RunTools):
                 if stop.active:
                     return self._run_tools(d, cmd, stop)
-                reply: object = tuple(run_tool(inv) for inv in cmd.calls)
+                reply: object = tuple(
+                    run_tool(inv) if inv.child is None else self._child(inv, stop)
+                    for inv in cmd.calls
+                )
             elif isinstance(cmd, Sleep):
                 self._sleep(cmd.seconds)
                 reply = None
@@ -275,9 +285,24 @@ class SyncInterpreter(InterpreterBase[Provider]):
         return d.send(reply)
 
 
-    @staticmethod
+    def _child(self, inv: ToolInvocation, stop: StopCheck) -> ToolOutcome:
+        """A child run (`docs/agents.md`), driven here to its end under the parent's stop
+        (its signal and deadline reach it); its result answers the call."""
+        assert inv.child is not None
+        try:
+            d = child_driver(inv.child, clock=self._clock, observers=self._observers,
+                             price=self._price)
+        except Exception as e:
+            return child_failed(inv, e)
+        drive = self._drive(d, stop)
+        while True:
+            try:
+                next(drive)  # (a child's chunks stay in its box: nothing to hand out)
+            except StopIteration as done:
+                return ToolOutcome(inv.call.tool_call_id, done.value)
+
     def _run_tools(
-        d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: StopCheck
+        self, d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: StopCheck
     ) -> LoopCommand:
         """The calls one after the other, as long as the run is not stopped: a cancel
         that came while a call ran starts no further call, and those that finished keep
@@ -286,7 +311,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
         for inv in cmd.calls:
             if stop.reason() is not None:
                 return cmd  # the run is cancelled at this command
-            outcome = run_tool(inv)
+            outcome = run_tool(inv) if inv.child is None else self._child(inv, stop)
             d.tool_finished(outcome)
             outcomes.append(outcome)
         return d.send(tuple(outcomes))

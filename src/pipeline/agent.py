@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeAlias
+from typing import Any, Generic, Literal, TypeAlias
 
 import msgspec
 from typing_extensions import TypeVar
@@ -16,11 +16,11 @@ from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
 )
-from pipeline.tools import Tool, ToolFn, make_tool
+from pipeline.tools import Tool, ToolFn, ToolSpec, inline_schema, make_tool
 from pipeline.tools.context import Deps
 from pipeline.values.bounds import MAX_TOOL_RESULT_BYTES as MAX_TOOL_RESULT_BYTES
 from pipeline.values.bounds import check_cap
-from pipeline.values.messages import JsonObject, SystemMessage
+from pipeline.values.messages import JsonObject, MessageList, SystemMessage
 from pipeline.values.model import ModelSettings, StructuredOutput, ToolChoice
 from pipeline.values.output_type import TypedOutput
 from pipeline.values.result import Output
@@ -106,7 +106,7 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         *,
         deps_type: type[GivenDeps] | None = None,
         instructions: str | SystemMessage | Iterable[str | SystemMessage] = (),
-        tools: Iterable[Tool[GivenDeps] | ToolFn] = (),
+        tools: Iterable[Tool[GivenDeps] | ToolFn | Agent[Any, Any]] = (),
         input_processors: Iterable[BaseProcessor[GivenDeps]] = (),
         output_processors: Iterable[BaseProcessor[GivenDeps]] = (),
         error_processors: Iterable[BaseProcessor[GivenDeps]] = (),
@@ -135,7 +135,10 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
                 raise ValueError("give output_type or structured_output, not both")
             structured_output = TypedOutput.of(output_type)
         system = _system_messages(instructions)
-        tool_list = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
+        tool_list = tuple(
+            t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent) else make_tool(t)
+            for t in tools
+        )
         agent = Agent(
             model=model,
             instructions=system,
@@ -212,6 +215,40 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         if clash:
             raise ValueError(f"processor ids must be unique, repeated: {clash}")
 
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input_type: type[msgspec.Struct] | None = None,
+        memory: ChildMemory = "own",
+    ) -> AgentTool[Deps]:
+        """This agent as a tool another agent's model calls (`docs/agents.md`): the call
+        runs it to its end as a child run, and its output (typed when it has an
+        `output_type`) is the call's result.
+
+        The model gives it `{"input": "..."}` (its user message), or the fields of
+        `input_type` (a msgspec Struct; the child reads them as JSON). `memory="own"`:
+        the child runs in a thread of its own (the parent's thread and the tool's name);
+        `"parent"`: in the parent's thread, so its memory processors read and save the
+        parent's conversation (saved only once the whole tree is approved)."""
+        return _agent_tool(self, "tool", name, description, input_type, memory, None)
+
+    def as_handoff(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input_filter: InputFilter | None = None,
+        memory: ChildMemory = "own",
+    ) -> AgentTool[Deps]:
+        """A tool that hands the conversation over to this agent (`docs/agents.md`): it
+        runs on the parent's history (through `input_filter`; by default the user's
+        messages and the assistants' text, without tool calls) and its answer is the
+        run's answer (`RunResult.answered_by` names it); its processors and tools apply
+        from then on. The parent's model is not called again in that run."""
+        return _agent_tool(self, "handoff", name, description, None, memory, input_filter)
+
     def all_processors(self) -> tuple[BaseProcessor[Deps], ...]:
         seen: dict[int, BaseProcessor[Deps]] = {}
         for p in (*self.input_processors, *self.output_processors, *self.error_processors):
@@ -230,3 +267,78 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         if self.prepare_step is not None and inspect.iscoroutinefunction(self.prepare_step):
             found.append("prepare_step is async")
         return tuple(found)
+
+
+ChildMemory = Literal["own", "parent"]
+"""A child run's memory: a thread of its own, or its parent's (`Agent.as_tool`)."""
+
+InputFilter: TypeAlias = Callable[[MessageList], MessageList]
+"""What a handoff's agent reads of the parent's history (`Agent.as_handoff`)."""
+
+
+class AgentTool(Tool[Deps], frozen=True, kw_only=True):
+    """An agent as a tool (`Agent.as_tool`) or a handoff to it (`Agent.as_handoff`): the
+    interpreter runs a call of it as a child run of the caller's (`docs/agents.md`)."""
+
+    agent: Agent[Any, Any]
+    kind: Literal["tool", "handoff"] = "tool"
+    memory: ChildMemory = "own"
+    input_filter: InputFilter | None = None
+    typed_input: bool = False
+    """The call's arguments are the fields of an `input_type` (read by the child as
+    JSON), not one `input` text."""
+
+
+def _not_called(**_: object) -> object:
+    # A child run is carried out by the interpreter, never by calling a function: one
+    # that does not know children fails the call closed (`run.common.tool_and_args`).
+    raise TypeError("an agent tool runs as a child run, not as a function")
+
+
+_TEXT_INPUT: JsonObject = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "What to ask the agent."}},
+    "required": ["input"],
+    "additionalProperties": False,
+}
+
+
+class _TextInput(msgspec.Struct, forbid_unknown_fields=True):
+    input: str
+
+
+def _agent_tool(
+    agent: Agent[Any, Any],
+    kind: Literal["tool", "handoff"],
+    name: str | None,
+    description: str | None,
+    input_type: type[msgspec.Struct] | None,
+    memory: ChildMemory,
+    input_filter: InputFilter | None,
+) -> AgentTool[Any]:
+    if memory not in ("own", "parent"):
+        raise ValueError(f"memory must be 'own' or 'parent', got {memory!r}")
+    if input_type is not None and not (
+        isinstance(input_type, type) and issubclass(input_type, msgspec.Struct)
+    ):
+        raise TypeError(f"input_type must be a msgspec Struct class, got {input_type!r}")
+    if input_filter is not None and not callable(input_filter):
+        raise TypeError("input_filter must be a function of the history (a MessageList)")
+    tool_name = name or (f"transfer_to_{agent.name}" if kind == "handoff" else agent.name)
+    doc = description or (
+        f"Hand the conversation over to {agent.name}." if kind == "handoff"
+        else f"Ask {agent.name}."
+    )
+    params: JsonObject
+    args_type: type[msgspec.Struct] | None
+    if kind == "handoff":
+        params, args_type = {"type": "object", "properties": {}}, None
+    elif input_type is not None:
+        params, args_type = inline_schema(msgspec.json.schema(input_type)), input_type
+    else:
+        params, args_type = _TEXT_INPUT, _TextInput
+    return AgentTool(
+        spec=ToolSpec(tool_name, doc, params), fn=_not_called, args_type=args_type,
+        agent=agent, kind=kind, memory=memory, input_filter=input_filter,
+        typed_input=input_type is not None,
+    )

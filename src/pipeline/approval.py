@@ -26,7 +26,7 @@ import hashlib
 
 import msgspec
 
-from pipeline.agent import Agent
+from pipeline.agent import Agent, AgentTool
 from pipeline.tools import Tool
 from pipeline.values.context import RunContext
 from pipeline.values.messages import JsonObject
@@ -37,7 +37,7 @@ __all__ = [
     "DuplicateDecision", "Edit", "MissingDecision", "OwnerMismatch", "PendingApproval",
     "Resumption", "RunNotSuspended", "Suspension", "ToolNotFound", "UnknownCall",
     "UnknownRun", "approve", "call_digest", "agent_digest", "check_decisions", "check_owner",
-    "check_pending", "check_resumption", "deny", "edit", "offered_tools", "resumed_context",
+    "check_pending", "check_resumption", "deny", "edit", "nested_resumption", "offered_tools", "resumed_context",
     "resumed_tools", "resumption", "suspended_run", "tool_digest", "typed_states",
 ]
 
@@ -289,8 +289,20 @@ def check_resumption(agent: Agent, r: Resumption) -> None:
             f"run {s.run_id!r} was suspended by another agent (tools or processors differ)"
         )
     tools = resumed_tools(agent, r)
+    for g in s.calls:
+        if g.kind == "child" and g.child is not None:
+            # A child run waiting under this call: its own agent checked the same way,
+            # with the decisions for its calls (`pipeline.agents.nested`).
+            from_tree = tools.get(g.call.tool_name)
+            if not isinstance(from_tree, AgentTool):
+                raise AgentChanged(
+                    f"tool {g.call.tool_name!r} of run {s.run_id!r} no longer runs an agent"
+                )
+            check_resumption(
+                from_tree.agent, nested_resumption(g.call.tool_call_id, g.child, r.decisions)
+            )
     for d in r.decisions:
-        if isinstance(d, Edit):
+        if isinstance(d, Edit) and "/" not in d.tool_call_id:
             name = next(c.call.tool_name for c in s.calls if c.call.tool_call_id == d.tool_call_id)
             try:
                 tools[name].bind(d.args)
@@ -298,6 +310,25 @@ def check_resumption(agent: Agent, r: Resumption) -> None:
                 raise ArgumentsMismatch(
                     f"edited arguments for call {d.tool_call_id!r} ({name}): {e}"
                 ) from e
+
+
+def nested_resumption(
+    call_id: str, child: Suspension, decisions: tuple[Decision, ...]
+) -> Resumption:
+    """The child's resumption from a parent's decisions that name calls under its call
+    `call_id` (ids "call_id/..."; checked against the parent's pending list already):
+    each keyed by the child's own id and digest (`pipeline.agents.nested`)."""
+    own = {p.tool_call_id: p for p in child.pending}
+    mine: list[Decision] = []
+    for d in decisions:
+        head, sep, rest = d.tool_call_id.partition("/")
+        if not sep or head != call_id:
+            continue
+        p = own.get(rest)
+        if p is None:
+            raise UnknownCall(f"no call {d.tool_call_id!r} waits in child run {child.run_id!r}")
+        mine.append(msgspec.structs.replace(d, tool_call_id=p.tool_call_id, digest=p.digest))
+    return Resumption(child, tuple(mine))
 
 
 def typed_states(agent: Agent, s: Suspension) -> Suspension:

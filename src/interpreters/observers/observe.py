@@ -58,6 +58,10 @@ class RunInfo(msgspec.Struct, frozen=True):
     """The run's pricer, if it has one (`pipeline.values.cost`)."""
     resume: Resumption | None = None
     """What a resumed run goes on from (its suspension and decisions), else None."""
+    parent_run_id: str | None = None
+    """A child run's (an agent called as a tool, a handoff: `docs/agents.md`): the run
+    of the agent that called it, and its call (`parent_call_id`); None for a root run."""
+    parent_call_id: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -123,6 +127,7 @@ def watched_loop(
     loop_clock: Callable[[], float] | None = None,
     price: Pricer | None = None,
     resume: Resumption | None = None,
+    parent: tuple[str, str] | None = None,
 ) -> tuple[AgentLoop, Watch | None]:
     """The agent loop of a run and what its driver tells of it to `observers` (None when
     none is interested in the run); `record` still gets effects.

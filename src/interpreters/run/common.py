@@ -18,9 +18,9 @@ from interpreters.observers.observe import Observer, watched_loop
 from interpreters.providers.provider import Provider, ProviderError
 from pipeline.agent import Agent
 from pipeline.approval import resumed_context
-from pipeline.loop import agent_loop, rejected
+from pipeline.loop import agent_loop, rejected, relay
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
+from pipeline.protocol import ChildRun, Driver, ToolInvocation, ToolOutcome
 from pipeline.tools import Tool, check_deps
 from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.values.context import RunContext
@@ -98,6 +98,39 @@ def start_run(
         agent, ml, context=ctx, clock=clock, record=record, price=price, resume=resume
     )
     return Driver(loop, log=trace)
+
+
+def child_driver(
+    child: ChildRun,
+    *,
+    clock: Callable[[], float],
+    observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
+) -> Driver:
+    """The driver of a child run (`docs/agents.md`): its agent's loop from the
+    `ChildRun` a tool call carries, watched by `observers` as a child of the parent's
+    call, through `relay` (which keeps what it publishes and the writes it would commit
+    for its parent). Raises what starting its loop raises (a resumption its agent no
+    longer fits): the caller answers the call with an error."""
+    if observers:
+        loop, watch = watched_loop(
+            child.tool.agent, child.messages, context=child.context, clock=clock,
+            record=None, observers=observers, price=price, resume=child.resume,
+            parent=(child.parent_run_id, child.path[-1]),
+        )
+    else:
+        loop = agent_loop(
+            child.tool.agent, child.messages, context=child.context, clock=clock,
+            price=price, resume=child.resume,
+        )
+        watch = None
+    return Driver(relay(child, loop), watch=watch)
+
+
+def child_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:
+    """A child run that could not start: the call's error result (the parent keeps
+    nothing of the child)."""
+    return ToolOutcome(inv.call.tool_call_id, f"{type(e).__name__}: {e}", is_error=True)
 
 
 def check_model(resolve: Callable[[str], object], model_id: str) -> None:

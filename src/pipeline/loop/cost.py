@@ -71,4 +71,6 @@ def spending(rc: RunConfig, st: RunState) -> Spending:
     )
     if st.judges is not None and st.judges.asked:
         own = own + st.judges.spent(rc.price, last_time(st))
+    if st.tree is not None:  # what its child runs paid for, once they returned
+        own = own + st.tree.spent
     return st.carried + own if st.carried.model_calls else own

@@ -159,7 +159,8 @@ def approved(
     new = inputs + tuple(
         m for m, s in zip(leaving.messages, leaving.sources, strict=True) if s == "response"
     )
-    writes: list[tuple[str, Write]] = []
+    # the children's writes first (held for the root: `children.py`), then the run's own
+    writes: list[tuple[str, Write]] = list(st.tree.writes) if st.tree is not None else []
     try:
         for b in rc.h_approved:
             args = ApprovedArgs(

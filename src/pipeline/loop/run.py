@@ -51,6 +51,7 @@ from pipeline.approval import (
     offered_tools,
     resumed_context,
 )
+from pipeline.loop.children import answer_of_handoff
 from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
 from pipeline.loop.gate import Suspend
 from pipeline.loop.hooks import HookFailure, call_hook
@@ -170,8 +171,11 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
             yield from _process_input(rc, st)
             step = 0
         else:  # the suspended step's tools, then the steps after it
-            yield from _resumed_step(rc, st, resume.suspension.step, resume)
             step = resume.suspension.step.step_number + 1
+            try:
+                yield from _resumed_step(rc, st, resume.suspension.step, resume)
+            except _HandedOver:
+                step = rc.agent.max_steps  # the handoff's answer is the run's
         inputs = approved_input(rc, st)
         base = base_settings(rc, st.ml.system)
         while step < rc.agent.max_steps:
@@ -185,7 +189,9 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
         yield from output_result(rc, st)
         # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
         yield from stream_through(rc, st, [FinishChunk(st.finish_reason, st.usage)])
-        if rc.h_approved:  # every output processor approved: what memory may save
+        if rc.h_approved or (st.tree is not None and st.tree.writes):
+            # every output processor approved: what memory may save (the children's
+            # writes too, held for the root: `children.py`)
             yield from approved(rc, st, inputs, before_result)
     except Tripped as t:
         tripwire = t.tripwire
@@ -219,12 +225,20 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
     if st.held:
         keep_held(rc, st)
     judges, cost = run_cost(rc, st)
+    usage = st.usage
+    tree = st.tree
+    if tree is not None:  # the children's usage and cost are the tree's
+        usage = usage + tree.usage
+        if cost is not None:
+            cost = cost + tree.cost if tree.cost is not None else None
+        if not tree.cost_known:
+            cost = None
     result = RunResult(
         status=status,
         text=response_text(st.ml),
         messages=st.leaving.messages(st.ml, before_result),
         steps=steps_tuple(st),
-        usage=st.usage,
+        usage=usage,
         finish_reason=st.finish_reason,
         tripwire=tripwire,
         error=status_error,
@@ -235,6 +249,8 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
         judges=judges,
         unmetered_calls=st.unmetered,
         suspension=suspension,
+        children=tuple(tree.nodes) if tree is not None else (),
+        answered_by=tree.answered_by if tree is not None else None,
     )
     if st.pending:
         out: Publish[Chunk] = Publish(tuple(st.pending))
@@ -374,6 +390,9 @@ def _step(
         st.pending.append(StepFinish(step, fin.finish_reason, fin.usage))
     else:
         yield from stream_through(rc, st, [StepFinish(step, fin.finish_reason, fin.usage)])
+    if st.tree is not None and st.tree.answer is not None:  # handed over: its answer
+        yield from answer_of_handoff(rc, st)
+        return "stop"
     return "next" if calls else "stop"
 
 
@@ -388,6 +407,13 @@ def _resumed_step(
         st.pending.append(finish)
     else:
         yield from stream_through(rc, st, [finish])
+    if st.tree is not None and st.tree.answer is not None:  # handed over: its answer
+        yield from answer_of_handoff(rc, st)
+        raise _HandedOver
+
+
+class _HandedOver(Exception):
+    """A resumed step handed the conversation over: no step follows it."""
 
 
 def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:

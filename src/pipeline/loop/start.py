@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypedDict
 
-from pipeline.agent import Agent
+from pipeline.agent import Agent, AgentTool
 from pipeline.approval import Resumption
 from pipeline.loop.hooks import Bound, bind
 from pipeline.loop.judges import JudgeLedger
@@ -39,9 +39,12 @@ def start_run(
     else:  # no hook at all: nothing to bind (on the path of every run)
         states, hooks, flush = [], BoundHooks(), ()
     plan = plan_stream(agent, hooks.get("h_stream", ()), flush)
+    children = any(isinstance(t, AgentTool) for t in agent.tools) or any(
+        isinstance(t, AgentTool) for p in procs for t in p.tools
+    )
     rc = RunConfig(agent=agent, ctx=context, clock=clock, record=record, price=price,
                    started_at=_started_at(clock, hooks.get("h_approved", ()), resume),
-                   **hooks, **plan)
+                   children=children, **hooks, **plan)
     return rc, _start_state(rc, messages, states, used, judges, resume)
 
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from effects import Abort
+from effects import Abort, Write
 from effects.commands import AwaitHook, Perform
 from effects.started import Collect, Job
 from pipeline.agent import Agent
@@ -34,7 +34,7 @@ from pipeline.values.context import RunContext
 from pipeline.values.cost import Cost, Pricer
 from pipeline.values.messages import DataPart, MessageList, ToolCallPart, ToolResultPart
 from pipeline.values.pairing import PairedHistory
-from pipeline.values.result import RunError, Spending, StepResult
+from pipeline.values.result import AgentNode, RunError, RunResult, Spending, StepResult
 
 
 class Racing(NamedTuple):
@@ -126,6 +126,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float = 0.0
     """When the run began, on its clock (a resumed run: when the run it resumes began);
     read only by a run with process_approved hooks (`ApprovedArgs.started_at`)."""
+    children: bool = False
+    """Some tool of the agent's runs an agent (`AgentTool`): the tool step looks for
+    child runs (`children.py`); a run without one never does."""
 
 
 class RunState:
@@ -155,6 +158,7 @@ class RunState:
         "steps",
         "steps_t",
         "tools",
+        "tree",
         "unmetered",
         "usage",
         "usage_paid",
@@ -218,6 +222,39 @@ class RunState:
         """What each stream processor has seen (stream_view.py)."""
         self.leaving = LeavingResults()
         """The tool results a stream processor changed (leaving.py)."""
+        self.tree: TreeState | None = None
+        """What the run's child runs left (children.py); None until one ran."""
+
+
+class TreeState:
+    """What a run's child runs left it: their writes (committed with the run's own, by
+    the root), their records, what they used and cost, and a handoff's answer."""
+
+    __slots__ = ("answer", "answered_by", "cost", "cost_known", "kept_chunks", "nodes",
+                 "spent", "usage", "writes")
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, Write]] = []
+        self.nodes: list[AgentNode] = []
+        self.usage = Usage()
+        self.spent = Spending()
+        self.cost: Cost | None = None
+        self.cost_known = True
+        self.answer: RunResult | None = None
+        """The answer of the handoff of this step, once it finished."""
+        self.answered_by: str | None = None
+        self.kept_chunks: dict[str, tuple[Chunk, ...]] = {}
+        """A resumed step's children that had finished: their chunks, by call id, streamed
+        when the step's results are."""
+
+    def add(self, node: AgentNode, model_calls: int) -> None:
+        self.nodes.append(node)
+        self.usage = self.usage + node.usage
+        self.spent = self.spent + Spending(model_calls, node.usage, node.cost)
+        if node.cost is None:
+            self.cost_known = False
+        else:
+            self.cost = node.cost if self.cost is None else self.cost + node.cost
 
 
 def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = True) -> object:

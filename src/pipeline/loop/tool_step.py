@@ -22,7 +22,15 @@ import msgspec
 
 from effects import Abort, Publish, Replace, RunTools
 from pipeline.approval import Resumption
+from pipeline.agents import tool_value
+from pipeline.loop.children import (
+    approval_requests,
+    fold_children,
+    resumed_children,
+    with_children,
+)
 from pipeline.loop.gate import (
+    Suspend,
     decision_chunks,
     gate_calls,
     hold_calls,
@@ -46,6 +54,7 @@ from pipeline.tools import Tool, tool_result, unencodable
 from pipeline.tools.context import ToolContext, ToolWriter, deps_mismatch
 from pipeline.values.chunks import Chunk, ToolError, ToolResult
 from pipeline.values.context import RunContext
+from pipeline.values.result import RunResult
 from pipeline.values.messages import (
     DataPart,
     MessageList,
@@ -63,6 +72,7 @@ def run_tools(
     tools: tuple[Tool, ...],
     turn: tuple[MessageList, MessageList] | None,
     decided: list[ToolInvocation | ToolResultPart] | None = None,
+    resumes: dict[str, Resumption] | None = None,
 ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
     """Run the calls; their results go into one tool message. `turn`: the messages before
     the loop's own response and with it, when `calls` are that response's calls and
@@ -71,7 +81,9 @@ def run_tools(
     With `process_tool_call` hooks, each call that can run goes through them first
     (`gate.gate_calls`: a call may be answered without running, or the run
     suspends for approval). `decided`: a resumed step's entries, one per call (a
-    `ToolResultPart` is a call answered without running): no gate is asked again."""
+    `ToolResultPart` is a call answered without running): no gate is asked again.
+    A call of an agent tool runs a child run (`children.py`; `resumes`: the resumed
+    step's children that waited, by call id)."""
     ctx = rc.ctx
     gated = bool(rc.h_tool_call)
     writers: list[ToolWriter] | None = None  # made at the first tool that may write
@@ -130,6 +142,8 @@ def run_tools(
         if gated:  # what a flush released is held too, then what may go out goes
             st.pending = list(hold_calls(st, tuple(st.pending)))
             release_calls(st, entries)
+    if rc.children:  # calls of agent tools run child runs
+        invocations, entries = with_children(rc, st, entries, resumes)
     publish = tuple(st.pending)
     st.pending = []
     if publish:
@@ -156,6 +170,13 @@ def run_tools(
         outs = got_t  # each checked below, as `outcomes_in_order` does (a call less a step)
     else:
         raise ProtocolError(run, got_t)
+    child_chunks: list[tuple[Chunk, ...]] = []
+    if rc.children:
+        try:
+            outs, child_chunks = fold_children(rc, st, calls, entries, outs)
+        except Suspend as s:  # a child waits for approvals: so does this run
+            yield from stream_through(rc, st, approval_requests(s.pending))
+            raise
     parts_l: list[ToolResultPart] = []
     for call, o in zip(calls, outs, strict=True):  # one per call
         cap = _result_cap(rc, by_name.get(call.tool_name))
@@ -183,6 +204,8 @@ def run_tools(
     # What the tools wrote, per call in call order, through the stream processors;
     # non-transient chunks that pass are kept with the results.
     data: tuple[DataPart, ...] = ()
+    if child_chunks:  # what the children leave the stream, after what the tools wrote
+        written = (*written, *child_chunks)
     if written and any(written):
         kept = StepContent()
         for chunks in written:
@@ -246,7 +269,8 @@ def run_resumed(
     calls, entries = resumed_entries(rc, r)
     yield from stream_through(rc, st, decision_chunks(r))
     tools = tuple(e.tool for e in entries if type(e) is ToolInvocation and e.tool is not None)
-    return calls, (yield from run_tools(rc, st, calls, tools, None, entries))
+    resumes = resumed_children(st, r.suspension.calls, r) if rc.children else None
+    return calls, (yield from run_tools(rc, st, calls, tools, None, entries, resumes))
 
 
 def results_through(
@@ -266,7 +290,7 @@ def results_through(
     try:
         for i, (e, p) in enumerate(zip(entries, parts, strict=True)):
             if type(e) is ToolInvocation:
-                if e.kwargs is None:
+                if e.kwargs is None and e.child is None:
                     continue  # not run: the library's error, nothing a tool returned
                 ran = e.call
             else:
@@ -354,7 +378,7 @@ def keep_finished_tools(
     which run no more after a cancel: with either, a finished call's result (or its own
     error) is withheld, the stream and the messages saying so (fail closed); without, it
     is kept and streamed as it is."""
-    done = {o.tool_call_id: o for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
+    done = {o.tool_call_id: _plain(o) for o in c.tool_outcomes if isinstance(o, ToolOutcome)}
     if not done:
         return  # `answer_dangling_calls` answers every call
     unchecked = f"tool result withheld: the run was cancelled ({c.reason}) before it was checked"
@@ -375,6 +399,14 @@ def keep_finished_tools(
         for call in calls
     )
     _add_results(rc, st, parts)
+
+
+def _plain(o: ToolOutcome) -> ToolOutcome:
+    """A child run's outcome (its `RunResult`) as the call's result (`children.py`)."""
+    if isinstance(o.result, RunResult):
+        value, is_error = tool_value(o.result)
+        return ToolOutcome(o.tool_call_id, value, is_error)
+    return o
 
 
 def result_part(

@@ -27,6 +27,7 @@ from effects import (
     Sleep,
 )
 from effects.started import Ready, Start
+from pipeline.agents import ChildRun
 from pipeline.processor import HookEffect
 from pipeline.tools import Tool
 from pipeline.values.chunks import Chunk, ModelEvent
@@ -36,12 +37,18 @@ from pipeline.values.result import RunResult
 
 
 class ToolInvocation(msgspec.Struct, frozen=True):
-    """A tool call the interpreter should run: `kwargs` are validated, or `error` says why not."""
+    """A tool call the interpreter should run: `kwargs` are validated, or `error` says why not.
+
+    `child`: the call runs an agent (`docs/agents.md`): start its loop from the
+    `ChildRun`, drive it through `pipeline.loop.relay` with a driver of its own, and
+    answer with `ToolOutcome(result=<its RunResult>)` (`kwargs` is None: an interpreter
+    that does not know children answers the call with an error, failing closed)."""
 
     call: ToolCallPart
     tool: Tool | None
     kwargs: dict[str, object] | None
     error: str | None = None
+    child: ChildRun | None = None
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):

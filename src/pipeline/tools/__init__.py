@@ -249,7 +249,7 @@ def make_tool(
             fresh = functools.partial(copy.deepcopy, model.dump(p.default))
             fields.append((p.name, hint, msgspec.field(default_factory=fresh)))
     args_type = msgspec.defstruct(f"{tool_name}_args", fields, forbid_unknown_fields=True)
-    schema = _inline_schema(msgspec.json.schema(args_type))
+    schema = inline_schema(msgspec.json.schema(args_type))
     # The model reads the patterns as JSON Schema; the arguments are checked the same way.
     checked = [(f[0], ecma_hint(f[1]), *f[2:]) for f in fields]
     if any(c[1] is not f[1] for c, f in zip(checked, fields, strict=True)):
@@ -297,7 +297,7 @@ def _is_async(fn: ToolFn) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
-def _inline_schema(schema: dict[str, object]) -> JsonObject:
+def inline_schema(schema: dict[str, object]) -> JsonObject:
     """msgspec puts the object under $defs; providers want it at the top level."""
     defs = schema.get("$defs")
     ref = schema.get("$ref")

@@ -40,6 +40,15 @@ class Usage(msgspec.Struct, frozen=True):
             self.cache_write_tokens + other.cache_write_tokens,
         )
 
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens - other.input_tokens,
+            self.output_tokens - other.output_tokens,
+            self.reasoning_tokens - other.reasoning_tokens,
+            self.cached_input_tokens - other.cached_input_tokens,
+            self.cache_write_tokens - other.cache_write_tokens,
+        )
+
 
 class TextStart(msgspec.Struct, frozen=True, tag="text-start"):
     id: str

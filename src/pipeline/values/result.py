@@ -8,7 +8,8 @@ import msgspec
 from returns.result import Failure, Result, Success
 from typing_extensions import TypeVar
 
-from pipeline.values.chunks import FinishReason, Tripwire, Usage
+from effects.requests import Write
+from pipeline.values.chunks import Chunk, FinishReason, Tripwire, Usage
 from pipeline.values.cost import Cost
 from pipeline.values.messages import (
     JsonObject,
@@ -159,6 +160,10 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     digest: str
     """`call_digest` of the call as it waits: a decision carries it back."""
     metadata: JsonObject | None = None
+    path: tuple[str, ...] = ()
+    """Where the call waits in a tree of runs (`docs/agents.md`): the tool-call ids of
+    the child runs it waits in, from the root's call down; empty for the run's own
+    call. A nested call's `tool_call_id` is that path and its own id joined by "/"."""
 
 
 class GatedCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -168,9 +173,44 @@ class GatedCall(msgspec.Struct, frozen=True, kw_only=True):
     (`"ask"`, see `PendingApproval`)."""
 
     call: ToolCallPart
-    kind: Literal["run", "answered", "ask"]
+    kind: Literal["run", "answered", "ask", "child"]
     result: object = None
     is_error: bool = False
+    child: Suspension | None = None
+    """`kind="child"`: a child run (an agent called as a tool) that waits for approvals
+    itself; its suspension, resumed with the decisions for its nested calls."""
+    kept: KeptChild | None = None
+    """`kind="answered"` for a child run that had finished: what it leaves the tree
+    (its writes wait for the root's approval, its chunks for the parent's stream)."""
+
+
+class AgentNode(msgspec.Struct, frozen=True, kw_only=True):
+    """One child run in a tree of runs (`RunResult.children`): the agent a tool call or
+    a handoff ran, how it ended, and what it and its own children used."""
+
+    tool_call_id: str
+    """The parent's call that ran it."""
+    tool_name: str
+    agent: str
+    kind: Literal["tool", "handoff"]
+    run_id: str
+    status: Status
+    usage: Usage
+    """Every metered model call of this run and its descendants, judges included."""
+    cost: Cost | None = None
+    """What they cost (None: not known for one of them)."""
+    children: tuple[AgentNode, ...] = ()
+
+
+class KeptChild(msgspec.Struct, frozen=True, kw_only=True):
+    """A finished child run kept by a suspended parent: what it leaves the tree once the
+    root is approved (`GatedCall.kept`)."""
+
+    node: AgentNode
+    chunks: tuple[Chunk, ...] = ()
+    """The chunks its parent streams for it (`data-agent`, and what it wrote)."""
+    writes: tuple[tuple[str, Write], ...] = ()
+    """Its memory writes (`effects.Write`), with who asked, committed with the root's."""
 
 
 class Spending(msgspec.Struct, frozen=True):
@@ -304,6 +344,24 @@ class RunResult(msgspec.Struct, Generic[Output], frozen=True, kw_only=True):
     """Model calls of the agent that were made but whose usage the provider never
     reported: a processor stopped the stream (or the run was cancelled) before the
     response ended. Not in `usage`; with any, `cost` is None."""
+    children: tuple[AgentNode, ...] = ()
+    """The child runs of this run (agents called as tools, handoffs), in the order their
+    calls were made; their usage and cost are in `usage` and `cost` too."""
+    answered_by: str | None = None
+    """The agent whose answer this is when a handoff transferred the conversation (the
+    last one down a chain of handoffs); None: the run's own agent."""
+
+    def usage_by_agent(self) -> dict[str, Usage]:
+        """The tree's usage attributed per agent name: each run's own calls (this run's
+        under `own`), its children's under theirs."""
+        out: dict[str, Usage] = {}
+        nested = Usage()
+        for n in self.children:
+            nested = nested + n.usage
+            _attribute(n, out)
+        own = self.total_usage - nested
+        out["own"] = out.get("own", Usage()) + own
+        return out
 
     @property
     def judge_usage(self) -> Usage:
@@ -323,6 +381,14 @@ class RunResult(msgspec.Struct, Generic[Output], frozen=True, kw_only=True):
         if self.status != "finished":
             raise RunFailedError(self)
         return self
+
+
+def _attribute(n: AgentNode, out: dict[str, Usage]) -> None:
+    nested = Usage()
+    for c in n.children:
+        nested = nested + c.usage
+        _attribute(c, out)
+    out[n.agent] = out.get(n.agent, Usage()) + (n.usage - nested)
 
 
 class OutputResult(msgspec.Struct, frozen=True, kw_only=True):
