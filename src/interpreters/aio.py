@@ -73,6 +73,8 @@ from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.run.base import InterpreterBase, RunOutcome
 from interpreters.run.common import (
     NoCleanupStream,
+    child_driver,
+    child_failed,
     answer_of,
     handler_for,
     provider_error,
@@ -149,7 +151,11 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
         stream = self._stream(agent, messages, options, hand_out=False)
-        if starts_requests(agent):  # its started jobs run in a task group of the run's
+        return await self._run_to_end(stream, starts_requests(agent))
+
+    async def _run_to_end(self, stream: AsyncRunStream[Output], starts: bool) -> RunResult[Output]:
+        """`run`'s stream (or a child run's) driven to its end."""
+        if starts:  # its started jobs run in a task group of the run's
             try:
                 async with anyio.create_task_group() as group:
                     stream._started().group = group
@@ -256,7 +262,7 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         tool the coroutines of an async call (W4 of bench/WORKLOADS.md)."""
         ready = tool_and_args(inv)
         if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
-            return ready
+            return ready if inv.child is None else self._run_child(inv)
         tool, kwargs = ready
         if tool.is_async or self._tools_in_threads:
             return self._await_tool(inv, tool, kwargs)
@@ -266,6 +272,21 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
             return tool_failed(inv, e)
         if hasattr(result, "__await__"):  # a sync tool that returns an awaitable
             return _tool_result(inv, result)
+        return ToolOutcome(inv.call.tool_call_id, result)
+
+    async def _run_child(self, inv: ToolInvocation) -> ToolOutcome:
+        """A child run (`docs/agents.md`), driven to its end in this task (or the step's
+        task group): the parent's cancel scope, deadline and signal reach it, and it
+        never outlives the parent's step. Its result answers the call."""
+        child = inv.child
+        assert child is not None
+        try:
+            d = child_driver(child, clock=self._clock, observers=self._observers,
+                             price=self._price)
+        except Exception as e:
+            return child_failed(inv, e)
+        stream: AsyncRunStream[object] = AsyncRunStream(self, d, None, None, hand_out=False)
+        result = await self._run_to_end(stream, starts_requests(child.tool.agent))
         return ToolOutcome(inv.call.tool_call_id, result)
 
     async def _await_tool(

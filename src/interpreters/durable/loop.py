@@ -21,6 +21,7 @@ import msgspec
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
 from interpreters.core.deadline import timed_out
+from interpreters.run.common import child_driver, child_failed
 from interpreters.run.started import InOrder
 from pipeline.approval import Decision, Resumption
 from pipeline.protocol import Driver, LoopCommand, ToolInvocation, ToolOutcome
@@ -210,6 +211,8 @@ _IO = (CallModel, RunTools, Perform, Sleep)
 
 def _tool(steps: Steps, inv: object) -> ToolOutcome:
     assert isinstance(inv, ToolInvocation)
+    if inv.child is not None:
+        return _child(steps, inv)
     done = steps.tool(inv)
     # On recovery the tool did not run: what it wrote is written again for it.
     ctx = tool_context(inv)
@@ -217,6 +220,24 @@ def _tool(steps: Steps, inv: object) -> ToolOutcome:
         for chunk in done.written:
             ctx.writer.write(chunk)
     return done.outcome
+
+
+def _child(steps: Steps, inv: ToolInvocation) -> ToolOutcome:
+    """A child run (`docs/agents.md`): not a step of its own but its commands, each the
+    step it would be in a run of its own, in order; so a recovery takes the same path
+    through the tree and no completed call of a child runs twice, and a child's approval
+    suspends the whole tree (the root waits for the decisions, `drive_resumed`)."""
+    assert inv.child is not None
+    clock = getattr(steps, "now", None)
+    try:
+        d = child_driver(inv.child, clock=clock if callable(clock) else _no_clock)
+    except Exception as e:
+        return child_failed(inv, e)
+    return ToolOutcome(inv.call.tool_call_id, drive(d, steps))
+
+
+def _no_clock() -> float:
+    return 0.0
 
 
 def tool_context(inv: ToolInvocation) -> ToolContext[object] | None:

@@ -137,12 +137,8 @@ def _child_run(
 ) -> ChildRun:
     ctx = child_context(t, rc.ctx, call.tool_call_id)
     resume = resumes.get(call.tool_call_id) if resumes else None
-    history = st.ml
-    if t.kind == "handoff":  # the history before the response that handed over
-        history = history.replace_messages(
-            (m for m in history.messages[:-1]), "input"
-        ) if history.messages else history
-    messages = child_input(t, call.args, history, ctx.run_id, last_time(st))
+    # (a handoff's filter reads the history with the response that handed over last)
+    messages = child_input(t, call.args, st.ml, ctx.run_id, last_time(st))
     path = (call.tool_call_id,)
     return ChildRun(tool=t, messages=messages, context=ctx, path=path,
                     parent_run_id=rc.ctx.run_id, resume=resume)
