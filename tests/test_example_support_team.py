@@ -58,7 +58,7 @@ def test_support_team_on_the_async_simulator() -> None:
 
 # --- over HTTP: each agent's model a scripted Chat Completions endpoint -----------------
 
-_SAY = {
+_SAY: dict[str, list[object]] = {
     "support": [
         [("refunds", {"input": "Refund order 42: 30 EUR"}), ("research", {"input": "Policy?"})],
         "Your refund of 30 EUR is approved. We wrote to anne@example.com.",

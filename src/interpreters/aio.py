@@ -73,9 +73,9 @@ from interpreters.providers.provider import AsyncProvider, AsyncProviderResolver
 from interpreters.run.base import InterpreterBase, RunOutcome
 from interpreters.run.common import (
     NoCleanupStream,
+    answer_of,
     child_driver,
     child_failed,
-    answer_of,
     handler_for,
     provider_error,
     stream_failed,

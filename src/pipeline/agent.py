@@ -16,12 +16,12 @@ from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
 )
-from pipeline.tools import Tool, ToolFn, ToolSpec, inline_schema, make_tool
+from pipeline.tools import Tool, ToolFn, inline_schema, make_tool
 from pipeline.tools.context import Deps
 from pipeline.values.bounds import MAX_TOOL_RESULT_BYTES as MAX_TOOL_RESULT_BYTES
 from pipeline.values.bounds import check_cap
 from pipeline.values.messages import JsonObject, MessageList, SystemMessage
-from pipeline.values.model import ModelSettings, StructuredOutput, ToolChoice
+from pipeline.values.model import ModelSettings, StructuredOutput, ToolChoice, ToolSpec
 from pipeline.values.output_type import TypedOutput
 from pipeline.values.result import Output
 from pipeline.values.retry import RetryPolicy

@@ -37,7 +37,8 @@ __all__ = [
     "DuplicateDecision", "Edit", "MissingDecision", "OwnerMismatch", "PendingApproval",
     "Resumption", "RunNotSuspended", "Suspension", "ToolNotFound", "UnknownCall",
     "UnknownRun", "approve", "call_digest", "agent_digest", "check_decisions", "check_owner",
-    "check_pending", "check_resumption", "deny", "edit", "nested_resumption", "offered_tools", "resumed_context",
+    "check_pending", "check_resumption", "deny", "edit",
+    "nested_resumption", "offered_tools", "resumed_context",
     "resumed_tools", "resumption", "suspended_run", "tool_digest", "typed_states",
 ]
 

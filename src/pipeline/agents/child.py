@@ -15,7 +15,6 @@ from typing import Literal
 import msgspec
 
 from effects import Write
-
 from pipeline.agent import AgentTool
 from pipeline.approval import Resumption
 from pipeline.values.chunks import Chunk, DataChunk, TextDelta

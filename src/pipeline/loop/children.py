@@ -150,7 +150,7 @@ def fold_children(
     calls: tuple[ToolCallPart, ...],
     entries: Sequence[Entry],
     outs: tuple[object, ...],
-) -> tuple[tuple[object, ...], list[tuple[Chunk, ...]]]:
+) -> tuple[tuple[object, ...], list[tuple[DataChunk, ...]]]:
     """The outcomes with each child's made the call's result, and the chunks each child
     leaves the parent's stream (see the module doc). Raises `Suspend` (after the caller
     streamed nothing yet) when a child waits for approvals: `suspended` is then set."""
@@ -158,7 +158,7 @@ def fold_children(
     if tree is None:
         tree = st.tree = TreeState()
     new: list[object] = []
-    chunks: list[tuple[Chunk, ...]] = []
+    chunks: list[tuple[DataChunk, ...]] = []
     waiting: dict[int, RunResult] = {}
     kept: dict[int, KeptChild] = {}
     for i, (e, o) in enumerate(zip(entries, outs, strict=True)):
@@ -173,7 +173,7 @@ def fold_children(
             # An interpreter that did not run the child (or answered another value):
             # the call fails closed, nothing of the child is kept.
             why = o.result if type(o) is ToolOutcome and o.is_error else "no child run"
-            new.append(ToolOutcome(e.call.tool_call_id, f"agent not run: {why}", True))
+            new.append(ToolOutcome(child.path[-1], f"agent not run: {why}", True))
             continue
         node = node_of(child, result)
         if result.status == "suspended" and result.suspension is not None:
@@ -183,8 +183,10 @@ def fold_children(
         calls_made = _model_calls(result)
         tree.add(node, calls_made)
         value, is_error = tool_value(result)
-        out = (agent_chunk(child, result, child.box.chunks),
-               *(c for c in child.box.chunks if type(c) is DataChunk))
+        out: tuple[DataChunk, ...] = (
+            agent_chunk(child, result, child.box.chunks),
+            *(c for c in child.box.chunks if isinstance(c, DataChunk)),
+        )
         if result.status == "finished":
             tree.writes.extend(child.box.writes)
             if child.kind == "handoff" and tree.answer is None:
@@ -193,7 +195,7 @@ def fold_children(
         chunks.append(out)
         kept[i] = KeptChild(node=node, chunks=out, writes=(
             tuple(child.box.writes) if result.status == "finished" else ()))
-        new.append(ToolOutcome(e.call.tool_call_id, value, is_error))
+        new.append(ToolOutcome(child.path[-1], value, is_error))
     if waiting:
         raise _nested_suspend(calls, entries, tuple(new), waiting, kept)
     return tuple(new), chunks

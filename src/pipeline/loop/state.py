@@ -29,7 +29,15 @@ from pipeline.loop.response import StepContent
 from pipeline.loop.stream_view import SeenChunks
 from pipeline.protocol.replies import EffectRecord, EffectRecorder
 from pipeline.tools import StepTools
-from pipeline.values.chunks import Chunk, FinishReason, ToolCall, ToolCallDelta, Tripwire, Usage
+from pipeline.values.chunks import (
+    Chunk,
+    DataChunk,
+    FinishReason,
+    ToolCall,
+    ToolCallDelta,
+    Tripwire,
+    Usage,
+)
 from pipeline.values.context import RunContext
 from pipeline.values.cost import Cost, Pricer
 from pipeline.values.messages import DataPart, MessageList, ToolCallPart, ToolResultPart
@@ -243,7 +251,7 @@ class TreeState:
         self.answer: RunResult | None = None
         """The answer of the handoff of this step, once it finished."""
         self.answered_by: str | None = None
-        self.kept_chunks: dict[str, tuple[Chunk, ...]] = {}
+        self.kept_chunks: dict[str, tuple[DataChunk, ...]] = {}
         """A resumed step's children that had finished: their chunks, by call id, streamed
         when the step's results are."""
 

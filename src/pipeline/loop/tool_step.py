@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, cast
 import msgspec
 
 from effects import Abort, Publish, Replace, RunTools
-from pipeline.approval import Resumption
 from pipeline.agents import tool_value
+from pipeline.approval import Resumption
 from pipeline.loop.children import (
     approval_requests,
     fold_children,
@@ -52,15 +52,15 @@ from pipeline.protocol.replies import (
 )
 from pipeline.tools import Tool, tool_result, unencodable
 from pipeline.tools.context import ToolContext, ToolWriter, deps_mismatch
-from pipeline.values.chunks import Chunk, ToolError, ToolResult
+from pipeline.values.chunks import Chunk, DataChunk, ToolError, ToolResult
 from pipeline.values.context import RunContext
-from pipeline.values.result import RunResult
 from pipeline.values.messages import (
     DataPart,
     MessageList,
     ToolCallPart,
     ToolResultPart,
 )
+from pipeline.values.result import RunResult
 
 _call_id = attrgetter("tool_call_id")
 
@@ -170,7 +170,7 @@ def run_tools(
         outs = got_t  # each checked below, as `outcomes_in_order` does (a call less a step)
     else:
         raise ProtocolError(run, got_t)
-    child_chunks: list[tuple[Chunk, ...]] = []
+    child_chunks: list[tuple[DataChunk, ...]] = []
     if rc.children:
         try:
             outs, child_chunks = fold_children(rc, st, calls, entries, outs)

@@ -9,7 +9,7 @@ from returns.result import Failure, Result, Success
 from typing_extensions import TypeVar
 
 from effects.requests import Write
-from pipeline.values.chunks import Chunk, FinishReason, Tripwire, Usage
+from pipeline.values.chunks import DataChunk, FinishReason, Tripwire, Usage
 from pipeline.values.cost import Cost
 from pipeline.values.messages import (
     JsonObject,
@@ -207,7 +207,7 @@ class KeptChild(msgspec.Struct, frozen=True, kw_only=True):
     root is approved (`GatedCall.kept`)."""
 
     node: AgentNode
-    chunks: tuple[Chunk, ...] = ()
+    chunks: tuple[DataChunk, ...] = ()
     """The chunks its parent streams for it (`data-agent`, and what it wrote)."""
     writes: tuple[tuple[str, Write], ...] = ()
     """Its memory writes (`effects.Write`), with who asked, committed with the root's."""
