@@ -81,7 +81,7 @@ def test_every_exported_name_exists() -> None:
 
 FACES = (
     "pipeline", "pipeline.values", "pipeline.processors", "pipeline.protocol", "pipeline.loop",
-    "interpreters", "interpreters.testing",
+    "pipeline.agents", "interpreters", "interpreters.testing",
 )
 """One namespace per audience: apps and processors (`pipeline`, its values and built-in
 processors), interpreter writers (`pipeline.protocol`, `pipeline.loop`), running

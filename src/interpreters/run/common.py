@@ -20,7 +20,8 @@ from pipeline.agent import Agent
 from pipeline.approval import resumed_context
 from pipeline.loop import agent_loop, rejected, relay
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol import ChildRun, Driver, ToolInvocation, ToolOutcome
+from pipeline.agents import ChildRun
+from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
 from pipeline.tools import Tool, check_deps
 from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.values.context import RunContext

@@ -13,6 +13,7 @@ This package holds the values and the pure functions over them; the loop's part 
 `pipeline.loop.children`.
 """
 
+from pipeline.agent import AgentTool, ChildMemory, InputFilter
 from pipeline.agents.child import (
     ChildBox,
     ChildRun,
@@ -26,7 +27,9 @@ from pipeline.agents.child import (
 from pipeline.agents.nested import child_resumption, nested_pending, split_id
 
 __all__ = [
+    # what an app declares (`Agent.as_tool`, `Agent.as_handoff`)
+    "AgentTool", "ChildMemory", "InputFilter", "conversation_only",
+    # a child run as the loop hands it to an interpreter, and what it leaves
     "ChildBox", "ChildRun", "agent_chunk", "child_context", "child_input",
-    "child_resumption", "conversation_only", "nested_pending", "node_of", "split_id",
-    "tool_value",
+    "child_resumption", "nested_pending", "node_of", "split_id", "tool_value",
 ]

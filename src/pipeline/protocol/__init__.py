@@ -18,7 +18,6 @@ from effects import (
 )
 from effects.requests import CommitWrites, Request, Write, WrongAnswer, declared_answer
 from effects.started import STARTED_REQUESTS, Collect, Job, Ready, Start
-from pipeline.agents import ChildRun
 from pipeline.protocol.driver import LAST, Driver, RunLog, Watch, discard
 from pipeline.protocol.replies import (
     MODEL_REPLY_TYPES,
@@ -44,7 +43,6 @@ __all__ = [
     "Command", "CallModel", "Pull", "CloseStream", "Publish", "RunTools", "Perform",
     "AwaitHook", "Sleep", "Done", "LoopCommand", "AgentLoop", "Asking", "checked",
     "ProtocolError", "RunCancelled", "ToolInvocation", "ToolOutcome", "outcomes_match",
-    "ChildRun",
     # a model call's events and how its stream ends
     "ModelEvent", "ModelFinish", "ModelEnded", "ModelFailed", "ModelReply",
     "MODEL_REPLY_TYPES", "LAST", "REPLIES",

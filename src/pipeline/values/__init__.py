@@ -67,7 +67,9 @@ from pipeline.values.output_type import (
 from pipeline.values.result import (
     ApiFailed,
     Cancelled,
+    AgentNode,
     GatedCall,
+    KeptChild,
     InvalidInput,
     JudgeCall,
     OutputInvalid,
@@ -98,5 +100,5 @@ __all__ = [
     "StepTool", "StreamFailed", "SuspendedRun", "Suspension", "OutputDecodeError",
     "TypedOutput", "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH", "MAX_TOOL_ARGS_BYTES",
     "MAX_TOOL_CALLS_PER_RESPONSE", "MAX_TOOL_RESULT_BYTES", "ServerToolCall",
-    "ServerToolResult", "ServerToolCallPart", "ServerToolResultPart",
+    "ServerToolResult", "ServerToolCallPart", "ServerToolResultPart", "AgentNode", "KeptChild",
 ]
