@@ -50,6 +50,7 @@ from pipeline.approval import (
     check_resumption,
     offered_tools,
     resumed_context,
+    resumed_tools,
 )
 from pipeline.loop.children import answer_of_handoff
 from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
@@ -400,7 +401,12 @@ def _resumed_step(
     rc: RunConfig, st: RunState, step: StepResult, resume: Resumption
 ) -> Generator[LoopCommand, object, None]:
     """A suspended step's tools, as decided, and the end of that step."""
-    calls, results = yield from run_resumed(rc, st, resume)
+    try:
+        calls, results = yield from run_resumed(rc, st, resume)
+    except Suspend as s:  # a child of the step waits again: the step goes on later
+        s.step = step
+        s.tools = tuple(resumed_tools(rc.agent, resume).values())
+        raise
     st.steps.append(msgspec.structs.replace(step, tool_calls=calls, tool_results=results))
     finish = StepFinish(step.step_number, step.finish_reason, step.usage)
     if rc.bare_stream:
