@@ -17,10 +17,10 @@ from interpreters.core.options import TracedScope
 from interpreters.observers.observe import Observer, watched_loop
 from interpreters.providers.provider import Provider, ProviderError
 from pipeline.agent import Agent
+from pipeline.agents import ChildRun
 from pipeline.approval import resumed_context
 from pipeline.loop import agent_loop, rejected, relay
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.agents import ChildRun
 from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
 from pipeline.tools import Tool, check_deps
 from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall

@@ -65,13 +65,13 @@ from pipeline.values.output_type import (
     TypedOutput,
 )
 from pipeline.values.result import (
+    AgentNode,
     ApiFailed,
     Cancelled,
-    AgentNode,
     GatedCall,
-    KeptChild,
     InvalidInput,
     JudgeCall,
+    KeptChild,
     OutputInvalid,
     OutputResult,
     PendingApproval,
