@@ -37,6 +37,8 @@ request (`AskModel`) is recorded as sent.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import msgspec
@@ -87,6 +89,9 @@ DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 
 
 Attrs = dict[str, str | bool | int | float | Sequence[str]]
 
+RECENT_RUNS = 1024
+"""How many runs' span contexts an `OTelObserver` keeps (`span_context`)."""
+
 
 class OTelObserver:
     """Traces each run (and records its metrics) through the OpenTelemetry API.
@@ -120,9 +125,23 @@ class OTelObserver:
         self.content = content
         self.stream_effects = stream_effects
         self.price = price
+        self._runs: OrderedDict[str, trace.SpanContext] = OrderedDict()
+        self._runs_lock = threading.Lock()
 
     def start(self, run: RunInfo) -> RunObserver:
-        return _RunSpans(self, run)
+        spans = _RunSpans(self, run)
+        with self._runs_lock:
+            self._runs[run.run_id] = spans.agent_span.get_span_context()
+            self._runs.move_to_end(run.run_id)
+            while len(self._runs) > RECENT_RUNS:
+                self._runs.popitem(last=False)
+        return spans
+
+    def span_context(self, run_id: str) -> trace.SpanContext | None:
+        """The span context of a recent run's `invoke_agent` span (the last
+        `RECENT_RUNS`), for spans added to it after it ended (an online score's)."""
+        with self._runs_lock:
+            return self._runs.get(run_id)
 
 
 def _ns(seconds: float) -> int:

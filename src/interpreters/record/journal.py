@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, cast
@@ -244,6 +245,20 @@ Entry = (
     | CancelledAt | Priced | EffectSeen | RunEnded
 )
 
+
+class Scored(msgspec.Struct, frozen=True, tag="score", tag_field="t"):
+    """A scorer's verdict on the run (`interpreters.evals.OnlineScorer`), added after the
+    run ended (`Recorder.annotate`). Not an entry of the run: `Journal.scores` holds
+    them, and a replay or a reader of `entries` never sees them."""
+
+    scorer: str
+    verdict: str
+    """"pass", "fail" or "could-not-judge"."""
+    value: float | None = None
+    label: str | None = None
+    reason: str = ""
+    at: float = 0.0
+
 MAX_JOURNAL_BYTES = 256 * 1024 * 1024
 """The largest journal file `Journal.read` reads (`max_bytes=` to change it)."""
 MAX_ENTRY_DEPTH = MAX_JSON_DEPTH + 16
@@ -252,7 +267,7 @@ the entry around it (a tool result in the history of a resumed run's suspension)
 Deeper is refused before decoding, which would otherwise overflow the stack."""
 
 _encoder = msgspec.json.Encoder(enc_hook=repr)
-_decoder: msgspec.json.Decoder[Entry] = msgspec.json.Decoder(Entry)
+_decoder: msgspec.json.Decoder[Entry | Scored] = msgspec.json.Decoder(Entry | Scored)
 
 
 class JournalError(ValueError):
@@ -260,12 +275,13 @@ class JournalError(ValueError):
 
 
 class Journal:
-    """One recorded run: its entries in order."""
+    """One recorded run: its entries in order, and the scores added to it (`scores`)."""
 
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "scores")
 
-    def __init__(self, entries: Iterable[Entry]) -> None:
+    def __init__(self, entries: Iterable[Entry], scores: Iterable[Scored] = ()) -> None:
         self.entries: tuple[Entry, ...] = tuple(entries)
+        self.scores: tuple[Scored, ...] = tuple(scores)
         if not self.entries or not isinstance(self.entries[0], RunStarted):
             raise JournalError("a journal starts with its run header")
         if self.entries[0].version != VERSION:
@@ -288,22 +304,27 @@ class Journal:
         return tuple(e for e in self.entries if isinstance(e, CommandSeen))
 
     def to_ndjson(self) -> bytes:
-        return b"".join(_encoder.encode(e) + b"\n" for e in self.entries)
+        return b"".join(_encoder.encode(e) + b"\n" for e in (*self.entries, *self.scores))
 
     @classmethod
     def from_ndjson(cls, data: bytes | str) -> Journal:
         raw = data.encode() if isinstance(data, str) else data
         entries: list[Entry] = []
+        scores: list[Scored] = []
         for n, line in enumerate(raw.splitlines(), 1):
             if not line.strip():
                 continue
             if json_too_deep(line, MAX_ENTRY_DEPTH):
                 raise JournalError(f"line {n}: nests deeper than {MAX_ENTRY_DEPTH} levels")
             try:
-                entries.append(_decoder.decode(line))
-            except msgspec.DecodeError as e:
-                raise JournalError(f"line {n}: {e}") from e
-        return cls(entries)
+                e = _decoder.decode(line)
+            except msgspec.DecodeError as x:
+                raise JournalError(f"line {n}: {x}") from x
+            if isinstance(e, Scored):
+                scores.append(e)
+            else:
+                entries.append(e)
+        return cls(entries, scores)
 
     @classmethod
     def read(cls, path: str | Path, *, max_bytes: int = MAX_JOURNAL_BYTES) -> Journal:
@@ -382,6 +403,10 @@ class Recorder:
         self._scrub = LineScrubber(self._secrets, _encoder.encode)
         self._lines: dict[str, list[bytes]] = {}
         self._order: list[str] = []
+        self._live: dict[str, _Recording] = {}
+        """The runs being recorded, by journal name: a score added meanwhile waits for
+        the run's end (`annotate`)."""
+        self._annotating = threading.Lock()
 
     def start(self, run: RunInfo) -> RunObserver:
         out: IO[bytes] | None = None
@@ -403,7 +428,41 @@ class Recorder:
             redactors.append(secrets)
         guards = _pii_guards(run.agent) if self.pii == "agent" else []
         redactors.extend(guards)
-        return _Recording(run, self._scrub, out, lines, redactors, guards)
+        rec = _Recording(run, self._scrub, out, lines, redactors, guards)
+        rec.owner = self
+        with self._annotating:
+            self._live[key] = rec
+        return rec
+
+    def annotate(self, run_id: str, score: Scored) -> None:
+        """Add a score to a run's journal (`run_id`: its journal's name), after its end:
+        one still being recorded gets it once it ended. Scrubbed as any line. LookupError
+        for a run this recorder does not hold."""
+        line = self._scrub(_encoder.encode(score)) + b"\n"
+        with self._annotating:
+            live = self._live.get(run_id)
+            if live is not None:
+                live.later.append(line)
+                return
+            if self.directory is None:
+                lines = self._lines.get(run_id)
+                if lines is None:
+                    raise LookupError(f"no journal of run {run_id!r} in memory")
+                lines.append(line)
+                return
+            path = self.path(run_id)
+            if not path.is_file():
+                raise LookupError(f"no journal of run {run_id!r} in {self.directory}")
+            with path.open("ab") as f:
+                f.write(line)
+
+    def _ended(self, rec: _Recording) -> None:
+        """A run's end was written: the scores that waited for it follow it."""
+        with self._annotating:
+            for key, r in list(self._live.items()):
+                if r is rec:
+                    del self._live[key]
+            rec.write_later()
 
     def path(self, run_id: str) -> Path:
         if self.directory is None:
@@ -518,6 +577,9 @@ class _Recording(RunObserver):
         self._out = out
         self._lines = lines
         self._held: DeltaScrubber[Entry] | None = DeltaScrubber(redactors) if redactors else None
+        self.owner: Recorder | None = None
+        self.later: list[bytes] = []
+        """Score lines added before the run ended (`Recorder.annotate`)."""
         self._guards = tuple(guards)
         self._clean: Callable[[str], str] | None = None
         """Scrubs a whole text (a field's value, before it is cut to a preview)."""
@@ -617,6 +679,18 @@ class _Recording(RunObserver):
             self._write(RunEnded(None, None, at))
         else:
             self._write(RunEnded(result.status, result_digest(result), at))
+        if self.owner is not None:
+            self.owner._ended(self)  # writes the scores that waited, then closes
+        else:
+            self.write_later()
+
+    def write_later(self) -> None:
+        for line in self.later:
+            if self._out is not None:
+                self._out.write(line)
+            elif self._lines is not None:
+                self._lines.append(line)
+        self.later.clear()
         if self._out is not None:
             self._out.close()
             self._out = None
@@ -679,6 +753,6 @@ def _hash(data: bytes) -> str:
 __all__ = [
     "MAX_ENTRY_DEPTH", "MAX_JOURNAL_BYTES", "AgentInfo", "EffectSeen", "Entry", "FieldSeen",
     "Journal",
-    "JournalError", "PIIHandling", "Priced", "Recorder", "describe", "digest",
+    "JournalError", "PIIHandling", "Priced", "Recorder", "Scored", "describe", "digest",
     "effect_summary", "fields_of",
 ]

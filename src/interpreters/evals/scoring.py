@@ -1,0 +1,150 @@
+"""Carrying scorers out: a plain scorer is called, a judged one driven, its `AskModel`
+requests answered by the target's `ask`, its calls counted and priced. Whatever a scorer
+does (raises, returns nonsense, its judge fails) ends in a Score: "could-not-judge" when
+it could not tell, never an exception out of here."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Sequence
+
+import msgspec
+
+from interpreters.evals.cases import Case
+from interpreters.evals.scores import Outcome, Score, Scorer, could_not_judge
+from pipeline.processor import AskModel, ModelAnswer
+from pipeline.values.chunks import Usage
+from pipeline.values.cost import Cost, PriceQuery, Pricer, price_of
+
+Ask = Callable[[AskModel], ModelAnswer]
+"""Carries out a judge's request (sync)."""
+AsyncAsk = Callable[[AskModel], Awaitable[ModelAnswer]]
+"""Carries out a judge's request (async)."""
+
+
+class _Calls:
+    """A judged scorer's calls: their usage, and their cost while every one is priced."""
+
+    def __init__(self, price: Pricer | None, now: Callable[[], float]) -> None:
+        self.price = price
+        self.now = now
+        self.usage = Usage()
+        self.cost: Cost | None = None
+        self.unpriced = 0
+        self.n = 0
+
+    def add(self, request: AskModel, answer: ModelAnswer) -> None:
+        self.n += 1
+        self.usage = self.usage + answer.usage
+        c = None if self.price is None else price_of(self.price, PriceQuery(
+            request.request.model, answer.response_model, answer.usage, self.now()))
+        if c is None:
+            self.unpriced += 1
+        else:
+            try:
+                self.cost = c if self.cost is None else self.cost + c
+            except ValueError:  # two currencies: no sum
+                self.unpriced += 1
+
+    def finish(self, score: Score) -> Score:
+        if not self.n:
+            return score
+        cost = self.cost if not self.unpriced else None
+        return msgspec.structs.replace(score, usage=self.usage, cost=cost)
+
+
+def _start(s: Scorer, case: Case, out: Outcome) -> Score | Generator[object, object, object]:
+    try:
+        value = s.fn(case, out)
+    except Exception as e:
+        return could_not_judge(s.name, f"the scorer raised {type(e).__name__}: {e}")
+    if isinstance(value, Generator):
+        return value
+    try:
+        return s.as_score(value)  # type: ignore[arg-type]
+    except TypeError as e:
+        return could_not_judge(s.name, str(e))
+
+
+def _ended(s: Scorer, value: object, calls: _Calls) -> Score:
+    if not isinstance(value, Score):
+        return calls.finish(could_not_judge(
+            s.name, f"the scorer returned a {type(value).__name__}, not a Score"))
+    return calls.finish(s.as_score(value))
+
+
+def score_one(
+    s: Scorer, case: Case, out: Outcome, ask: Ask | None, *,
+    price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
+) -> Score:
+    """One scorer's score of one case (a judged one's requests answered by `ask`)."""
+    gen = _start(s, case, out)
+    if isinstance(gen, Score):
+        return gen
+    calls = _Calls(price, now)
+    try:
+        request = next(gen)
+        while True:
+            if not isinstance(request, AskModel):
+                gen.close()
+                return calls.finish(could_not_judge(
+                    s.name, f"the scorer yielded a {type(request).__name__}, not an AskModel"))
+            if ask is None:
+                gen.close()
+                return could_not_judge(s.name, "no model to ask: the target has no judge")
+            try:
+                answer = ask(request)
+            except Exception as e:
+                gen.close()
+                return calls.finish(could_not_judge(
+                    s.name, f"the judge call failed: {type(e).__name__}: {e}"))
+            calls.add(request, answer)
+            request = gen.send(answer)
+    except StopIteration as done:
+        return _ended(s, done.value, calls)
+    except Exception as e:
+        return calls.finish(could_not_judge(
+            s.name, f"the scorer raised {type(e).__name__}: {e}"))
+
+
+async def score_one_async(
+    s: Scorer, case: Case, out: Outcome, ask: AsyncAsk | None, *,
+    price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
+) -> Score:
+    """`score_one` with an async `ask`."""
+    gen = _start(s, case, out)
+    if isinstance(gen, Score):
+        return gen
+    calls = _Calls(price, now)
+    try:
+        request = next(gen)
+        while True:
+            if not isinstance(request, AskModel):
+                gen.close()
+                return calls.finish(could_not_judge(
+                    s.name, f"the scorer yielded a {type(request).__name__}, not an AskModel"))
+            if ask is None:
+                gen.close()
+                return could_not_judge(s.name, "no model to ask: the target has no judge")
+            try:
+                answer = await ask(request)
+            except Exception as e:
+                gen.close()
+                return calls.finish(could_not_judge(
+                    s.name, f"the judge call failed: {type(e).__name__}: {e}"))
+            calls.add(request, answer)
+            request = gen.send(answer)
+    except StopIteration as done:
+        return _ended(s, done.value, calls)
+    except Exception as e:
+        return calls.finish(could_not_judge(
+            s.name, f"the scorer raised {type(e).__name__}: {e}"))
+
+
+def score_all(
+    scorers: Sequence[Scorer], case: Case, out: Outcome, ask: Ask | None, *,
+    price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
+) -> tuple[Score, ...]:
+    return tuple(score_one(s, case, out, ask, price=price, now=now) for s in scorers)
+
+
+__all__ = ["Ask", "AsyncAsk", "score_all", "score_one", "score_one_async"]
