@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("interpreters.sync", "interpreters.aio", "interpreters.mcp_tools"),
     ("interpreters.record",),
     ("interpreters.sim", "interpreters.durable"),
+    ("interpreters.evals",),
     ("interpreters.cli", "interpreters.testing"),
     # the face, and the old paths kept for one release
     ("interpreters", "interpreters.simulator", "interpreters.otel", "interpreters.prices",

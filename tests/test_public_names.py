@@ -81,11 +81,11 @@ def test_every_exported_name_exists() -> None:
 
 FACES = (
     "pipeline", "pipeline.values", "pipeline.processors", "pipeline.protocol", "pipeline.loop",
-    "pipeline.agents", "interpreters", "interpreters.testing",
+    "pipeline.agents", "interpreters", "interpreters.testing", "interpreters.evals",
 )
 """One namespace per audience: apps and processors (`pipeline`, its values and built-in
 processors), interpreter writers (`pipeline.protocol`, `pipeline.loop`), running
-(`interpreters`) and tests (`interpreters.testing`)."""
+(`interpreters`), tests (`interpreters.testing`) and evals (`interpreters.evals`)."""
 
 
 def test_no_name_is_exported_by_two_faces() -> None:

@@ -1,6 +1,6 @@
 """The `pipeline` command: `pipeline demo` (the simulator), `pipeline run` (a real model),
-`pipeline replay` (a recorded run, offline) and `pipeline studio` (recorded runs in a
-browser).
+`pipeline replay` (a recorded run, offline), `pipeline studio` (recorded runs in a
+browser) and `pipeline eval` (an eval suite, for CI).
 
 Errors come out as one readable line on stderr (`pipeline run: ...`), never a repr or a
 traceback; an HTTP 404 names the URL that was called, since a base URL without its
@@ -103,7 +103,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     studio.add_argument("--allow-remote", action="store_true",
                         help="serve on a non-loopback address (journals hold model output "
                              "and tool results: anyone who reaches it reads them)")
+    _eval_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "eval":
+        from interpreters.cli.evals import run_eval
+
+        return run_eval(
+            args.dataset, args.agent, against=args.against, scorers=args.scorers,
+            target=args.target, results=args.results, json_out=args.json,
+            html_out=args.html, concurrency=args.concurrency, timeout=args.timeout,
+            thresholds=args.threshold, rerun_diverged=args.rerun_diverged,
+        )
     if args.command == "studio":
         from interpreters.cli.studio import DEFAULT_PORT, serve
 
@@ -124,6 +134,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo()
     return run_model(args.model, args.prompt, base_url=args.base_url, api_key=args.api_key,
                      system=args.system, max_steps=args.max_steps)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"at least 1, got {n}")
+    return n
+
+
+def _seconds(text: str) -> float:
+    try:
+        n = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not n > 0:
+        raise argparse.ArgumentTypeError(f"more than 0 seconds, got {n}")
+    return n
+
+
+def _eval_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ev = sub.add_parser("eval", help="run an eval suite (exit 1 when a threshold fails)")
+    ev.add_argument("dataset", help="module:name of a Suite or Dataset, a .json/.yaml "
+                                    "dataset, or a directory of journals")
+    ev.add_argument("--agent", required=True, help="module:name of the Agent to evaluate")
+    ev.add_argument("--against", metavar="MODULE:NAME",
+                    help="a changed Agent to compare with --agent (journals: replayed)")
+    ev.add_argument("--scorers", metavar="MODULE:NAME", help="a list of Scorers (default: "
+                    "the suite's; for a dataset file: the run finished)")
+    ev.add_argument("--target", metavar="MODULE:NAME", help="where cases run (default: the "
+                    "suite's; else real providers from the environment)")
+    ev.add_argument("--results", metavar="FILE",
+                    help="a SQLite file of finished cases: a run started again goes on")
+    ev.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    ev.add_argument("--html", metavar="FILE", help="write the report as an HTML page")
+    ev.add_argument("--concurrency", type=_positive_int, default=None,
+                    help="cases at once (default: the suite's, 4)")
+    ev.add_argument("--timeout", type=_seconds, default=None, help="seconds per case")
+    ev.add_argument("--threshold", action="append", default=[], metavar="SCORER=RATE",
+                    help="the share of cases a scorer must pass (0 to 1); repeatable")
+    ev.add_argument("--rerun-diverged", action="store_true",
+                    help="journals: run a case the changed agent diverges on again on the "
+                         "target (model calls)")
 
 
 def run_model(

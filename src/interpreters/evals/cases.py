@@ -169,7 +169,8 @@ def _yaml() -> ModuleType:
 # --- from recorded runs ----------------------------------------------------------------
 
 
-def _tags_of(values: JsonObject | None) -> tuple[str, ...]:
+def tags_of(values: JsonObject | None) -> tuple[str, ...]:
+    """A run's tags: its `values["tags"]` (the strings of that list)."""
     tags = (values or {}).get("tags")
     if isinstance(tags, list | tuple):
         return tuple(t for t in tags if isinstance(t, str))
@@ -227,7 +228,7 @@ def dataset_from_journals(
             continue
         end = j.ended
         st = end.status if end is not None and end.status is not None else "unfinished"
-        run_tags = _tags_of(h.values)
+        run_tags = tags_of(h.values)
         if agent is not None and h.agent.name != agent:
             continue
         if statuses and st not in statuses:

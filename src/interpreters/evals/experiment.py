@@ -153,7 +153,7 @@ def _run_sync(
     done = {s.scorer for s in have}
     ask = target.ask if target.can_ask else None
     new = [score_one(s, case, outcome, ask, price=target.price, now=target.now)
-           for s in scorers if s.name not in done]
+           for s in scorers if s.name not in done and s.applies(case)]
     return CaseResult(case=case.name, digest=case.digest(), tags=case.tags, outcome=outcome,
                       scores=_order([*have, *new], scorers), attempts=attempts)
 
@@ -185,7 +185,7 @@ async def _run_async(
     done = {s.scorer for s in have}
     ask = target.ask if target.can_ask else None
     new = [await score_one_async(s, case, outcome, ask, price=target.price, now=target.now)
-           for s in scorers if s.name not in done]
+           for s in scorers if s.name not in done and s.applies(case)]
     return CaseResult(case=case.name, digest=case.digest(), tags=case.tags, outcome=outcome,
                       scores=_order([*have, *new], scorers), attempts=attempts)
 
@@ -356,7 +356,8 @@ def _replayed_case(
                              run_id=journal.header.run_id)
         ask = target.ask if target is not None and target.can_ask else None
         price = target.price if target is not None else None
-        scores = tuple(score_one(s, case, outcome, ask, price=price) for s in scorers)
+        scores = tuple(score_one(s, case, outcome, ask, price=price) for s in scorers
+                       if s.applies(case))
         out.append(CaseResult(case=case.name, digest=case.digest(), tags=case.tags,
                               outcome=outcome, scores=scores))
     return out[0], out[1]

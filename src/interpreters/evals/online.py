@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from interpreters.evals.cases import Case
+from interpreters.evals.cases import Case, tags_of
 from interpreters.evals.report import CaseResult, Report, costs, summarize
 from interpreters.evals.scores import Outcome, Score, Scorer, outcome_of
 from interpreters.evals.scoring import Ask, score_one
@@ -181,7 +181,7 @@ class OnlineScorer:
 
     def _score(self, job: _Job) -> None:
         scores = tuple(score_one(s, job.case, job.outcome, self.ask, price=self.price,
-                                 now=self.now) for s in self.scorers)
+                                 now=self.now) for s in self.scorers if s.applies(job.case))
         self.scores.add(CaseResult(case=job.case.name, digest="", outcome=job.outcome,
                                    scores=scores, tags=(job.agent,)))
         if self.recorder is not None:
@@ -254,7 +254,7 @@ class _Watching(RunObserver):
         outcome = outcome_of(result, self.effects, latency=at - run.started_at,
                              run_id=run.run_id)
         case = Case(name=run.run_id or "run", input=run.messages.messages,
-                    metadata={"agent": run.agent.name})
+                    metadata={"agent": run.agent.name}, tags=tags_of(run.values))
         self.owner.submit(_Job(run.agent.name, case, outcome, journal_name(run)))
 
 

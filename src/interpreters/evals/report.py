@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from interpreters.evals.scores import Outcome, Score
+from interpreters.evals.scores import Outcome, Score, run_cost
 
 
 class CaseResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -154,18 +154,20 @@ def costs(results: Sequence[CaseResult]) -> tuple[Decimal | None, str, int, Deci
     unknown = 0
     for r in results:
         o = r.outcome
-        known = o is not None and o.cost is not None
+        cost = run_cost(o) if o is not None else None
+        known = cost is not None
         for s in r.scores:
             if s.usage is not None and s.usage.total_tokens:
                 if s.cost is None:
                     known = False
                 else:
                     judges = _add(judges, s.cost.total)
-        if not known or o is None or o.cost is None:
+        if not known or cost is None:
             unknown += 1
             continue
-        currency = o.cost.currency
-        total = _add(total, o.cost.total + sum(
+        if cost.total:
+            currency = cost.currency
+        total = _add(total, cost.total + sum(
             (s.cost.total for s in r.scores if s.cost is not None), Decimal(0)))
     return total, currency, unknown, judges
 
@@ -212,9 +214,9 @@ def render_table(report: Report, *, width: int = 100) -> str:
     lines.append(f"cost: {cost}{extra}{judges}; {len(report.cases)} cases, "
                  f"{report.reused} from the results file, {report.errors} could not run")
     for c in report.cases:
-        for s in c.scores:
-            if not s.passed:
-                lines.append(f"  {c.case} / {s.scorer}: {_mark(s)} {_cell(s.reason, 120)}")
+        for sc in c.scores:
+            if not sc.passed:
+                lines.append(f"  {c.case} / {sc.scorer}: {_mark(sc)} {_cell(sc.reason, 120)}")
         if c.error:
             lines.append(f"  {c.case}: could not run: {_cell(c.error, 120)}")
     lines.append("PASSED" if report.ok else "FAILED")

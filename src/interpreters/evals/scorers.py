@@ -14,7 +14,7 @@ from typing import Literal
 import msgspec
 
 from interpreters.evals.cases import Case
-from interpreters.evals.scores import Outcome, Score, Scorer, ToolCallSeen
+from interpreters.evals.scores import Outcome, Score, Scorer, ToolCallSeen, run_cost
 from pipeline.values.output_type import OutputDecodeError, TypedOutput
 
 
@@ -182,10 +182,12 @@ def forbidden_tools(*tool_names: str, name: str = "forbidden-tools") -> Scorer:
 
 
 def status_is(*statuses: str, name: str = "status") -> Scorer:
-    """The run ended with one of `statuses` (default "finished")."""
-    want = statuses or ("finished",)
+    """The run ended with one of `statuses`; none given: the case's `metadata["status"]`,
+    else "finished"."""
 
     def score(case: Case, out: Outcome) -> Score:
+        meta = (case.metadata or {}).get("status")
+        want = statuses or ((meta,) if isinstance(meta, str) else ("finished",))
         ok = out.status in want
         why = out.status + (f": {out.error}" if out.error else "") + (
             f" by {out.tripwire}" if out.tripwire else "")
@@ -245,14 +247,15 @@ def max_cost(amount: Decimal | float | str, *, currency: str = "USD",
     bound = Decimal(str(amount))
 
     def score(case: Case, out: Outcome) -> Score:
-        if out.cost is None:
+        cost = run_cost(out)
+        if cost is None:
             return Score(scorer=name, verdict="could-not-judge",
                          reason="the run's cost is unknown (give the interpreter a pricer)")
-        if out.cost.currency != currency:
+        if cost.total and cost.currency != currency:
             return Score(scorer=name, verdict="could-not-judge",
-                         reason=f"cost in {out.cost.currency}, bound in {currency}")
-        ok = out.cost.total <= bound
-        return _s(name, ok, f"{out.cost.total} {currency} (bound {bound})")
+                         reason=f"cost in {cost.currency}, bound in {currency}")
+        ok = cost.total <= bound
+        return _s(name, ok, f"{cost.total} {currency} (bound {bound})")
 
     return Scorer(name, score)
 

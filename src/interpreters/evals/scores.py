@@ -15,6 +15,7 @@ scorer is a generator that yields the library's own `AskModel` requests and gets
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
+from decimal import Decimal
 from typing import Literal, TypeAlias
 
 import msgspec
@@ -102,7 +103,19 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     """A replayed run: where it first went another way than the recording."""
 
 
-_KIND = {Abort: "tripped", Retry: "retried", Replace: "replaced", Skip: "skipped"}
+def run_cost(out: Outcome) -> Cost | None:
+    """What the run cost: its cost, or nothing for a run that called no model (stopped
+    at its input); None when unknown."""
+    if out.cost is not None:
+        return out.cost
+    if out.steps == 0 and out.usage.total_tokens == 0 and out.status != "failed":
+        return Cost(Decimal(0))
+    return None
+
+
+_KIND: dict[type, str] = {
+    Abort: "tripped", Retry: "retried", Replace: "replaced", Skip: "skipped",
+}
 
 
 def guard_verdicts(effects: Sequence[EffectRecord]) -> tuple[GuardVerdict, ...]:
@@ -172,10 +185,11 @@ class Scorer:
     number (passes at `pass_at` or more), or, for a judged scorer, a generator yielding
     `AskModel` and returning a `Score` (`judged=True`)."""
 
-    __slots__ = ("fn", "judged", "name", "pass_at")
+    __slots__ = ("fn", "judged", "name", "pass_at", "tags")
 
     def __init__(
-        self, name: str, fn: ScoreFn, *, pass_at: float = 1.0, judged: bool = False
+        self, name: str, fn: ScoreFn, *, pass_at: float = 1.0, judged: bool = False,
+        tags: tuple[str, ...] = (),
     ) -> None:
         if not name:
             raise ValueError("a scorer needs a name")
@@ -183,6 +197,19 @@ class Scorer:
         self.fn = fn
         self.pass_at = pass_at
         self.judged = judged
+        self.tags = tags
+        """The scorer scores only cases with one of these tags (none: every case)."""
+
+    def only(self, *tags: str) -> Scorer:
+        """This scorer for the cases with any of `tags` only (the others get no score
+        of it: a report counts the cases it scored)."""
+        if not tags:
+            raise ValueError("give at least one tag")
+        return Scorer(self.name, self.fn, pass_at=self.pass_at, judged=self.judged,
+                      tags=tuple(tags))
+
+    def applies(self, case: Case) -> bool:
+        return not self.tags or any(t in case.tags for t in self.tags)
 
     def __repr__(self) -> str:
         return f"Scorer({self.name!r})"
@@ -211,7 +238,8 @@ def scorer(
     """Make a function of `(case, outcome)` a `Scorer` (named after it by default)."""
 
     def wrap(fn: ScoreFn) -> Scorer:
-        return Scorer(name or getattr(fn, "__name__", "scorer"), fn, pass_at=pass_at)
+        label = name or str(getattr(fn, "__name__", "scorer"))
+        return Scorer(label, fn, pass_at=pass_at)
 
     return wrap
 
@@ -224,5 +252,5 @@ def could_not_judge(name: str, reason: str, *, usage: Usage | None = None,
 
 __all__ = [
     "GuardVerdict", "Judging", "Outcome", "Score", "ScoreFn", "Scorer", "ToolCallSeen",
-    "Verdict", "could_not_judge", "guard_verdicts", "outcome_of", "scorer",
+    "Verdict", "could_not_judge", "run_cost", "guard_verdicts", "outcome_of", "scorer",
 ]

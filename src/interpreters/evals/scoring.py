@@ -6,6 +6,7 @@ it could not tell, never an exception out of here."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import cast
 
 import msgspec
 
@@ -54,13 +55,16 @@ class _Calls:
 
 def _start(s: Scorer, case: Case, out: Outcome) -> Score | Generator[object, object, object]:
     try:
-        value = s.fn(case, out)
+        value: object = s.fn(case, out)
     except Exception as e:
         return could_not_judge(s.name, f"the scorer raised {type(e).__name__}: {e}")
     if isinstance(value, Generator):
-        return value
+        return cast(Generator[object, object, object], value)
+    if not isinstance(value, Score | bool | int | float):
+        return could_not_judge(s.name, f"the scorer returned a {type(value).__name__}, "
+                               "not a Score, bool or number")
     try:
-        return s.as_score(value)  # type: ignore[arg-type]
+        return s.as_score(value)
     except TypeError as e:
         return could_not_judge(s.name, str(e))
 
@@ -144,7 +148,8 @@ def score_all(
     scorers: Sequence[Scorer], case: Case, out: Outcome, ask: Ask | None, *,
     price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
 ) -> tuple[Score, ...]:
-    return tuple(score_one(s, case, out, ask, price=price, now=now) for s in scorers)
+    return tuple(score_one(s, case, out, ask, price=price, now=now) for s in scorers
+                 if s.applies(case))
 
 
 __all__ = ["Ask", "AsyncAsk", "score_all", "score_one", "score_one_async"]
