@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.dataset, args.agent, against=args.against, scorers=args.scorers,
             target=args.target, results=args.results, json_out=args.json,
             html_out=args.html, concurrency=args.concurrency, timeout=args.timeout,
-            thresholds=args.threshold, rerun_diverged=args.rerun_diverged,
+            thresholds=args.threshold, rerun_diverged=args.rerun_diverged, deps=args.deps,
         )
     if args.command == "studio":
         from interpreters.cli.studio import DEFAULT_PORT, serve
@@ -176,6 +176,9 @@ def _eval_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ev.add_argument("--timeout", type=_seconds, default=None, help="seconds per case")
     ev.add_argument("--threshold", action="append", default=[], metavar="SCORER=RATE",
                     help="the share of cases a scorer must pass (0 to 1); repeatable")
+    ev.add_argument("--deps", metavar="MODULE:NAME",
+                    help="the runs' deps: a class (one per case), a function of the case, "
+                         "or a value (default: the suite's)")
     ev.add_argument("--rerun-diverged", action="store_true",
                     help="journals: run a case the changed agent diverges on again on the "
                          "target (model calls)")

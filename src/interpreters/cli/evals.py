@@ -12,9 +12,12 @@ when every scorer met its threshold (and, with `--against`, no case's score regr
   `prices` extra is installed, its judges on the same providers.
 - `--against` compares: a folder of journals is replayed against both agents (no model
   is called; a case where the changed agent diverges names the point), anything else
-  runs on both.
+  runs on both. It fails when a score regressed, or, for journals without `--scorers`,
+  when any case does another thing (output, tool calls, guards' verdicts, status).
 - A folder of journals without `--against` is replayed against `--agent`: a run that
   goes another way than it was recorded fails.
+- `--deps module:name` gives the runs' tools their deps: a class (one made per case), a
+  function of the case, or a value (default: the suite's).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TextIO
 
 from interpreters.cli.replay import AgentNotFound, _attribute, escaped, load_agent
 from interpreters.evals.cases import Dataset, DatasetError, dataset_from_journals
+from interpreters.evals.experiment import DepsFor
 from interpreters.evals.report import Comparison, Report
 from interpreters.evals.scorers import status_is
 from interpreters.evals.scores import Scorer
@@ -110,6 +114,22 @@ def providers_target() -> Target:
                              price=price)
 
 
+def _deps(spec: str) -> DepsFor:
+    """`--deps module:name`: a class (one made per case), a function of the case, or a
+    value every case gets."""
+    try:
+        value = _attribute(spec, "--deps")
+    except AgentNotFound as e:
+        raise EvalUsageError(str(e)) from None
+    if isinstance(value, type):
+        made = value
+        return lambda case: made()
+    if callable(value):
+        fn = value
+        return lambda case: fn(case)
+    return lambda case: value
+
+
 def _thresholds(items: Sequence[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items:
@@ -138,6 +158,7 @@ def run_eval(
     timeout: float | None = None,
     thresholds: Sequence[str] = (),
     rerun_diverged: bool = False,
+    deps: str | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -150,6 +171,8 @@ def run_eval(
             suite.scorers = tuple(_scorers(scorers))
         if thresholds:
             suite.thresholds.update(_thresholds(thresholds))
+        if deps is not None:
+            suite.deps = _deps(deps)
         if concurrency is not None:
             suite.concurrency = concurrency
         if timeout is not None:
@@ -166,8 +189,12 @@ def run_eval(
         sync = chosen if isinstance(chosen, SimulatorTarget | InterpreterTarget) else None
         report = suite.compare(agent, changed or agent, target=sync, replay=True,
                                rerun_diverged=rerun_diverged and sync is not None)
-        ok = report.ok and (changed is not None or not any(
-            c.divergence for c in report.changes))
+        if changed is None:  # the agent against its own recordings: any divergence fails
+            ok = report.ok and not report.diverged and not report.changed
+        elif suite.scorers:  # thresholds, and no score regressed
+            ok = report.ok
+        else:  # no scorers: any change of what a recorded run does fails (someone looks)
+            ok = report.after.errors == 0 and not report.changed
     else:
         t = chosen or providers_target()
         if changed is not None:

@@ -35,7 +35,7 @@ class DatasetError(ValueError):
     the schema (the message names the case and the field)."""
 
 
-class Case(msgspec.Struct, frozen=True, kw_only=True):
+class Case(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One case: the run's input, what it should give (optional), and what it is about.
 
     `input` is a prompt or the messages of a conversation; `expected` the output the

@@ -303,8 +303,10 @@ class CaseChange(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def changed(self) -> bool:
+        """What the run did changed: its output, tool calls, guards' verdicts, status
+        or a score (a replay can diverge, its stream delivered in other pieces, and
+        still do the same)."""
         return (self.output or self.tool_calls or self.guards or self.status
-                or self.divergence is not None
                 or any(d.before != d.after for d in self.scores))
 
     @property
@@ -326,6 +328,11 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(c for c in self.changes if c.changed)
 
     @property
+    def diverged(self) -> tuple[CaseChange, ...]:
+        """The replayed cases that went another way than their recording."""
+        return tuple(c for c in self.changes if c.divergence is not None)
+
+    @property
     def regressions(self) -> tuple[CaseChange, ...]:
         return tuple(c for c in self.changes if c.regressed)
 
@@ -344,8 +351,12 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
         lines = [f"{self.before.agent} -> {self.after.agent} on {self.after.dataset}"
                  f" ({'replayed' if self.replayed else 're-run'}): "
                  f"{len(self.changed)} of {len(self.changes)} cases changed, "
-                 f"{len(self.regressions)} regressed"]
-        for c in self.changed:
+                 f"{len(self.regressions)} regressed"
+                 + (f", {len(self.diverged)} diverged from their recording"
+                    if self.replayed else "")]
+        for c in self.changes:
+            if not c.changed and c.divergence is None:
+                continue
             what = [k for k in ("output", "tool_calls", "guards", "status") if getattr(c, k)]
             deltas = ", ".join(f"{d.scorer} {d.before}->{d.after}" for d in c.scores
                                if d.before != d.after)

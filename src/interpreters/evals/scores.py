@@ -66,7 +66,9 @@ class ToolCallSeen(msgspec.Struct, frozen=True):
 class GuardVerdict(msgspec.Struct, frozen=True):
     """A processor decision other than `Continue`: it stopped the run (`Abort`), sent
     the model back (`Abort` with retry, `Retry`), changed what passed (`Replace`) or
-    dropped it (`Skip`)."""
+    dropped it (`Skip`). A stream hook's `Replace` and `Skip` are how it holds chunks
+    back and releases them, not verdicts: they are not counted (what it redacted shows
+    in the text: `contains("[REDACTED:")`)."""
 
     processor_id: str
     hook: str
@@ -118,13 +120,19 @@ _KIND: dict[type, str] = {
 }
 
 
+STREAM_HOOKS = frozenset({"process_output_stream"})
+"""Hooks whose `Replace` and `Skip` are how a guard holds chunks back and releases them
+(a PII guard holds a possible value until it can tell): not verdicts."""
+
+
 def guard_verdicts(effects: Sequence[EffectRecord]) -> tuple[GuardVerdict, ...]:
-    """The decisions other than Continue among a run's processor effects."""
+    """The decisions other than Continue among a run's processor effects (a stream
+    hook's holding and releasing left out: only its aborts)."""
     out: list[GuardVerdict] = []
     for r in effects:
         e = r.effect.effect if isinstance(r.effect, Out) else r.effect
         kind = _KIND.get(type(e))
-        if kind is None:
+        if kind is None or (r.hook in STREAM_HOOKS and kind in ("replaced", "skipped")):
             continue
         if isinstance(e, Abort) and e.retry:
             kind = "retried"
