@@ -72,7 +72,7 @@ def test_a_case_that_does_not_fit_is_named_with_its_field(
     p = tmp_path / "d.json"
     p.write_text(json.dumps(data))
     if needle is None:  # an unknown field is refused: a typo is not dropped silently
-        with pytest.raises(DatasetError, match="case 'refund' \\(#2\\).*expectd"):
+        with pytest.raises(DatasetError, match=r"case 'refund' \(#2\).*expectd"):
             Dataset.load(p)
         return
     with pytest.raises(DatasetError) as e:
@@ -235,7 +235,7 @@ def test_a_judge_is_scripted_and_fails_closed(reply: Say | Fail, verdict: str) -
     (req,) = model.requests
     assert req.model == "sim/judge"
     assert "Polite?" in req.messages[0].text and "Order 1042 shipped." in req.messages[0].text
-    if verdict != "could-not-judge" or isinstance(reply, Say) and not reply.break_after:
+    if verdict != "could-not-judge" or (isinstance(reply, Say) and not reply.break_after):
         assert s.usage is not None and s.usage.total_tokens > 0  # counted
         assert s.cost is not None and s.cost.total > 0           # priced
 

@@ -13,7 +13,6 @@ import msgspec
 import pytest
 
 from effects import Continue
-
 from examples.support_evals import Shop, agent, dataset, support_model, unguarded
 from interpreters import Recorder
 from interpreters.cli.commands import main
@@ -69,7 +68,7 @@ def test_a_dataset_is_built_from_a_folder_of_journals(journals: Path) -> None:
 
 def test_a_file_in_the_folder_that_is_not_a_journal_is_named(journals: Path) -> None:
     (journals / "broken.ndjson").write_text("{}\n")
-    with pytest.raises(DatasetError, match="broken.ndjson"):
+    with pytest.raises(DatasetError, match=r"broken\.ndjson"):
         dataset_from_journals(journals)
     with pytest.raises(DatasetError, match="not a directory"):
         dataset_from_journals(journals / "missing")

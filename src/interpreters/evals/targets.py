@@ -78,7 +78,7 @@ class SimulatorTarget:
 
     def made_by(self, factory: SimulatorFactory) -> SimulatorTarget:
         """This target, its simulators made by `factory` (the pytest plugin's `simulator`
-        fixture; its simulators take no observers nor pricer)."""
+        fixture)."""
         other = SimulatorTarget(self.script, models=self.models, price=self.price,
                                 observers=self.observers)
         other.judge = self.judge
@@ -88,7 +88,8 @@ class SimulatorTarget:
     def run(self, agent: Agent, case: Case, *, deps: object, timeout: float | None) -> Ran:
         models = dict(self.models(case)) if self.models else {}
         if self._factory is not None:
-            sim = self._factory(self.script(case), models=models)
+            sim = self._factory(self.script(case), models=models, observers=self.observers,
+                                price=self.price)
         else:
             sim = Simulator(_model(self.script(case)),
                             models={k: _model(v) for k, v in models.items()},

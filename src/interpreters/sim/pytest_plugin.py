@@ -26,9 +26,11 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from interpreters.aio import AsyncHandler
+from interpreters.observers.observe import Observer
 from interpreters.sim.aio import AsyncSimulator
 from interpreters.sim.simulator import Scripted, ScriptedModel, ScriptFn, Simulator
 from interpreters.sync import Handler
+from pipeline.values.cost import Pricer
 
 Script = Sequence[Scripted] | ScriptFn | ScriptedModel
 """What a simulator fixture takes: responses, a function of the request, or a model."""
@@ -43,7 +45,8 @@ def _models(models: Mapping[str, Script] | None) -> dict[str, ScriptedModel]:
 
 
 class SimulatorFactory:
-    """`simulator(script, models=..., handlers=...)`: a fresh `Simulator`."""
+    """`simulator(script, models=..., handlers=..., observers=..., price=...)`: a fresh
+    `Simulator`."""
 
     def __call__(
         self,
@@ -51,8 +54,11 @@ class SimulatorFactory:
         *,
         models: Mapping[str, Script] | None = None,
         handlers: Mapping[type, Handler] | None = None,
+        observers: Sequence[Observer] = (),
+        price: Pricer | None = None,
     ) -> Simulator:
-        return Simulator(_model(script), models=_models(models), handlers=handlers)
+        return Simulator(_model(script), models=_models(models), handlers=handlers,
+                         observers=observers, price=price)
 
 
 class AsyncSimulatorFactory:
