@@ -91,3 +91,14 @@ def test_the_racing_input_judge_case_completes_in_smoke_mode() -> None:
     assert {r["system"] for r in rows} == {"sync", "async"}
     for r in rows:
         assert r["racing_ttft_s"] > 0 and r["sequential_ttft_s"] > 0
+
+
+def test_the_evals_overhead_bench_completes_in_smoke_mode() -> None:
+    # bench/evals.py: every case of every way ran and passed (its times are not asserted)
+    from bench import evals
+
+    rows = evals.run(quick=True)
+    assert [r["way"] for r in rows] == ["plain", "evaluate", "evaluate+results", "online"]
+    for r in rows:
+        assert r["completed"] == r["units"] == 20
+        assert ("overhead_ms_per_case" in r) == (r["way"] != "plain")
