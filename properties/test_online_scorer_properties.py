@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from effects import Continue
-from interpreters.evals import Case, OnlineScorer, Outcome, Score, Scorer, judge
+from interpreters.evals import Case, Observed, OnlineScorer, Score, Scorer, judge
 from interpreters.record.journal import Recorder
 from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
@@ -52,14 +52,14 @@ def scripts(draw: st.DrawFn) -> list[Say]:
 
 
 def _scorer(kind: str, n: int, gate: threading.Event) -> Scorer:
-    def plain(case: Case, out: Outcome) -> Score | bool:
+    def plain(case: Case, out: Observed) -> Score | bool:
         if kind == "raises":
             raise RuntimeError("scorer bug")
         if kind == "nonsense":
             return "yes"  # type: ignore[return-value]
         return kind == "pass"
 
-    def junk(case: Case, out: Outcome) -> Generator[object, ModelAnswer, Score]:
+    def junk(case: Case, out: Observed) -> Generator[object, ModelAnswer, Score]:
         yield "not a request"
         return Score(scorer=f"s{n}", verdict="pass")
 

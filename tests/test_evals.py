@@ -16,7 +16,7 @@ from interpreters.evals import (
     Case,
     Dataset,
     DatasetError,
-    Outcome,
+    Observed,
     Score,
     SimulatorTarget,
     ToolCallSeen,
@@ -95,17 +95,17 @@ def test_a_file_that_is_not_a_dataset_is_a_clear_error(tmp_path: Path) -> None:
 # --- scorers -------------------------------------------------------------------------------
 
 
-def _out(**kw: object) -> Outcome:
+def _out(**kw: object) -> Observed:
     base: dict[str, object] = {"status": "finished", "text": "Order 1042 shipped.",
                                "final_text": "Order 1042 shipped."}
     base.update(kw)
-    return msgspec.convert(base, Outcome, from_attributes=True)
+    return msgspec.convert(base, Observed, from_attributes=True)
 
 
 CASE = Case(name="c", input="where is 1042?", expected="Order 1042 shipped.")
 
 
-def _v(s: Scorer, out: Outcome, case: Case = CASE) -> str:
+def _v(s: Scorer, out: Observed, case: Case = CASE) -> str:
     return score_one(s, case, out, None).verdict
 
 
@@ -135,7 +135,7 @@ def test_matches_type_checks_the_reply_against_the_output_type() -> None:
     assert s.verdict == "fail" and "urgent" in s.reason
 
 
-def _calls(*names_args: tuple[str, dict[str, object]]) -> Outcome:
+def _calls(*names_args: tuple[str, dict[str, object]]) -> Observed:
     return _out(tool_calls=tuple(ToolCallSeen(n, a) for n, a in names_args))
 
 
@@ -181,15 +181,15 @@ def test_the_bounds_and_the_guards_scorers() -> None:
 
 def test_a_scorer_that_raises_or_returns_nonsense_could_not_judge() -> None:
     @scorer()
-    def broken(case: Case, out: Outcome) -> bool:
+    def broken(case: Case, out: Observed) -> bool:
         raise RuntimeError("bug")
 
     @scorer("nonsense")
-    def nonsense(case: Case, out: Outcome) -> bool:
+    def nonsense(case: Case, out: Observed) -> bool:
         return "yes"  # type: ignore[return-value]
 
     @scorer("half", pass_at=0.5)
-    def half(case: Case, out: Outcome) -> float:
+    def half(case: Case, out: Observed) -> float:
         return 0.5
 
     assert score_one(broken, CASE, _out(), None).verdict == "could-not-judge"
@@ -393,7 +393,7 @@ def test_a_judge_request_carries_the_case_as_data() -> None:
 
 
 def test_a_judge_usage_is_counted_across_its_calls() -> None:
-    def two_calls(case: Case, out: Outcome):  # type: ignore[no-untyped-def]
+    def two_calls(case: Case, out: Observed):  # type: ignore[no-untyped-def]
         a = yield AskModel(ModelRequest(model="m", system=(), messages=()))
         b = yield AskModel(ModelRequest(model="m", system=(), messages=()))
         return Score(scorer="x", verdict="pass", reason=a.text + b.text)

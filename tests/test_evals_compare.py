@@ -22,7 +22,7 @@ from interpreters.evals import (
     Dataset,
     DatasetError,
     SimulatorTarget,
-    compare,
+    compare_agents,
     dataset_from_journals,
     excludes,
     status_is,
@@ -78,7 +78,7 @@ def test_recorded_runs_replayed_against_a_changed_agent_name_the_diverging_cases
     journals: Path,
 ) -> None:
     ds = dataset_from_journals(journals)
-    result = compare(ds, agent, unguarded, [status_is(), excludes(CARD)],
+    result = compare_agents(ds, agent, unguarded, [status_is(), excludes(CARD)],
                      deps=lambda c: Shop())
     assert result.replayed
     # the recorded agent replays its own runs exactly
@@ -119,13 +119,13 @@ def test_a_replay_makes_no_model_call_and_a_rerun_asks_only_where_it_diverges(
     stricter = msgspec.structs.replace(agent, output_processors=(
         *agent.output_processors, processor("no-refund-talk", process_output_step=no_refund_talk)))
     target = SimulatorTarget(counting)
-    result = compare(ds, agent, stricter, [status_is()], target=target,
+    result = compare_agents(ds, agent, stricter, [status_is()], target=target,
                      deps=lambda c: Shop())
     assert calls == []  # replayed: no model, no tool
     refunds = sorted(c.name for c in ds.cases if "refund" in c.tags)
     assert sorted(c.case for c in result.diverged) == refunds
     assert sorted(c.case for c in result.regressions) == refunds  # tripped, not suspended
-    compare(ds, agent, stricter, [status_is()], target=target, deps=lambda c: Shop(),
+    compare_agents(ds, agent, stricter, [status_is()], target=target, deps=lambda c: Shop(),
             rerun_diverged=True)
     assert sorted(calls) == refunds  # the model asked again only where it diverged
 
@@ -140,7 +140,7 @@ def test_journals_with_online_scores_still_replay(journals: Path) -> None:
     assert [s.scorer for s in j.scores] == ["polite"]
     assert j.ended is not None
     ds = dataset_from_journals(journals)
-    result = compare(Dataset("one", ds.cases[:1]), agent, agent, deps=lambda c: Shop())
+    result = compare_agents(Dataset("one", ds.cases[:1]), agent, agent, deps=lambda c: Shop())
     assert not result.changed
 
 

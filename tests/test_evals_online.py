@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from interpreters import OTelObserver, Recorder
 from interpreters.evals import (
     Case,
+    Observed,
     OnlineScorer,
-    Outcome,
     contains,
     judge,
     no_guard_tripped,
@@ -129,7 +129,7 @@ def test_a_full_queue_drops_runs_and_never_waits() -> None:
     release = threading.Event()
 
     @scorer("blocked")
-    def blocked(case: Case, out: Outcome) -> bool:
+    def blocked(case: Case, out: Observed) -> bool:
         return release.wait(10)
 
     online = OnlineScorer([blocked], max_pending=1)

@@ -6,7 +6,7 @@ A `Dataset` of `Case`s (in code, a JSON or YAML file, or built from recorded run
 `AskModel`, failing closed as "could-not-judge"), an experiment that runs the cases on a
 target (`SimulatorTarget` for CI, `InterpreterTarget`/`AsyncInterpreterTarget` for real
 providers) and reports (`evaluate` -> `Report`), and a comparison of two agents
-(`compare`: re-run, or replay recorded runs and name where they diverge). `OnlineScorer`
+(`compare_agents`: re-run, or replay recorded runs and name where they diverge). `OnlineScorer`
 scores live runs as an observer, sampled and off the run's path. `check_output_guard`
 (needs hypothesis) is the conformance kit for a guard of your own. The `pipeline eval`
 command runs a suite in CI.
@@ -14,7 +14,7 @@ command runs a suite in CI.
 
 from interpreters.core.lazy import lazy_names
 from interpreters.evals.cases import Case, Dataset, DatasetError, dataset_from_journals
-from interpreters.evals.experiment import compare, evaluate, evaluate_async
+from interpreters.evals.experiment import compare_agents, evaluate, evaluate_async
 from interpreters.evals.judge import JudgeVerdict, judge
 from interpreters.evals.online import OnlineScorer, OnlineScores
 from interpreters.evals.report import (
@@ -47,7 +47,7 @@ from interpreters.evals.scorers import (
 from interpreters.evals.scores import (
     GuardVerdict,
     Judging,
-    Outcome,
+    Observed,
     Score,
     Scorer,
     ToolCallSeen,
@@ -66,9 +66,9 @@ __getattr__ = lazy_names(__name__, {
 __all__ = [
     "AsyncInterpreterTarget", "Case", "CaseChange", "CaseResult", "Comparison", "Dataset",
     "DatasetError", "ExpectedCall", "GuardLeak", "GuardVerdict", "InterpreterTarget",
-    "JudgeVerdict", "Judging", "OnlineScorer", "OnlineScores", "Outcome", "Report",
+    "JudgeVerdict", "Judging", "OnlineScorer", "OnlineScores", "Observed", "Report",
     "Score", "ScoreDelta", "Scorer", "ScorerSummary", "SimulatorTarget", "Suite",
-    "ToolCallSeen", "Verdict", "case_ids", "check_case", "check_output_guard", "compare",
+    "ToolCallSeen", "Verdict", "case_ids", "check_case", "check_output_guard", "compare_agents",
     "contains", "dataset_from_journals", "equals", "evaluate", "evaluate_async", "excludes",
     "expect_call", "forbidden_tools", "guard_tripped", "judge", "matches_type", "max_cost",
     "max_latency", "max_steps", "max_tokens", "no_guard_tripped", "regex", "scorer",

@@ -200,7 +200,7 @@ def dataset_from_journals(
     first, at most `limit`.
 
     Each case's input is the run's input messages and its `journal` the file, so a
-    comparison replays it (`compare`); `metadata` holds the run's id, agent, model,
+    comparison replays it (`compare_agents`); `metadata` holds the run's id, agent, model,
     status and start time. A resumed run's journal (`<run>.resumed-<step>`) is part of
     another run and not a case. A file that is not a journal is a DatasetError naming it.
     """

@@ -41,7 +41,7 @@ from interpreters.evals.report import (
     costs,
     summarize,
 )
-from interpreters.evals.scores import Outcome, Score, Scorer, outcome_of
+from interpreters.evals.scores import Observed, Score, Scorer, outcome_of
 from interpreters.evals.scoring import score_one, score_one_async
 from interpreters.evals.store import ResultStore
 from interpreters.evals.targets import (
@@ -363,11 +363,11 @@ def _replayed_case(
     return out[0], out[1]
 
 
-def _calls(o: Outcome | None) -> list[tuple[str, dict[str, object]]]:
+def _calls(o: Observed | None) -> list[tuple[str, dict[str, object]]]:
     return [(c.name, c.args) for c in o.tool_calls] if o is not None else []
 
 
-def _guards(o: Outcome | None) -> list[tuple[str, str, str]]:
+def _guards(o: Observed | None) -> list[tuple[str, str, str]]:
     return [(g.processor_id, g.hook, g.effect) for g in o.guards] if o is not None else []
 
 
@@ -398,7 +398,7 @@ def change_of(before: CaseResult, after: CaseResult) -> CaseChange:
     )
 
 
-def compare(
+def compare_agents(
     dataset: Dataset,
     before: Agent,
     after: Agent,
@@ -454,6 +454,6 @@ def default_progress() -> TextIO:
 
 
 __all__ = [
-    "DepsFor", "Progress", "agent_fingerprint", "build_report", "change_of", "compare",
+    "DepsFor", "Progress", "agent_fingerprint", "build_report", "change_of", "compare_agents",
     "evaluate", "evaluate_async", "experiment_name", "transient",
 ]

@@ -19,7 +19,7 @@ from typing import Annotated
 import msgspec
 
 from interpreters.evals.cases import Case
-from interpreters.evals.scores import Judging, Outcome, Score, Scorer, could_not_judge
+from interpreters.evals.scores import Judging, Observed, Score, Scorer, could_not_judge
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.values.messages import Message, SystemMessage, TextPart
 from pipeline.values.model import ModelRequest, ModelSettings
@@ -64,7 +64,7 @@ def _input_text(case: Case) -> str:
 
 
 def judge_request(
-    rubric: str, case: Case, out: Outcome, *, model: str, labels: Sequence[str] = (),
+    rubric: str, case: Case, out: Observed, *, model: str, labels: Sequence[str] = (),
     settings: ModelSettings = JUDGE_SETTINGS,
 ) -> AskModel:
     """The `AskModel` a judge sends for one case."""
@@ -126,7 +126,7 @@ def judge(
     if pass_labels is not None and not set(pass_labels) <= set(allowed):
         raise ValueError(f"pass_labels {list(pass_labels)} are not all among labels")
 
-    def grade(case: Case, out: Outcome) -> Judging:
+    def grade(case: Case, out: Observed) -> Judging:
         answer = yield judge_request(rubric, case, out, model=model, labels=allowed,
                                      settings=settings)
         v = read_verdict(answer, allowed)

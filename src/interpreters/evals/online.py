@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from interpreters.evals.cases import Case, tags_of
 from interpreters.evals.report import CaseResult, Report, costs, summarize
-from interpreters.evals.scores import Outcome, Score, Scorer, outcome_of
+from interpreters.evals.scores import Observed, Score, Scorer, outcome_of
 from interpreters.evals.scoring import Ask, score_one
 from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.providers.provider import ProviderResolver
@@ -64,7 +64,7 @@ def ask_with(resolve: ProviderResolver) -> Ask:
 class _Job:
     __slots__ = ("agent", "case", "journal", "outcome")
 
-    def __init__(self, agent: str, case: Case, outcome: Outcome, journal: str) -> None:
+    def __init__(self, agent: str, case: Case, outcome: Observed, journal: str) -> None:
         self.agent = agent
         self.case = case
         self.outcome = outcome

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from interpreters.evals.scores import Outcome, Score, run_cost
+from interpreters.evals.scores import Observed, Score, run_cost
 
 
 class CaseResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,7 +24,7 @@ class CaseResult(msgspec.Struct, frozen=True, kw_only=True):
     case: str
     digest: str
     tags: tuple[str, ...] = ()
-    outcome: Outcome | None = None
+    outcome: Observed | None = None
     scores: tuple[Score, ...] = ()
     attempts: int = 1
     error: str | None = None

@@ -14,7 +14,7 @@ from typing import Literal
 import msgspec
 
 from interpreters.evals.cases import Case
-from interpreters.evals.scores import Outcome, Score, Scorer, ToolCallSeen, run_cost
+from interpreters.evals.scores import Observed, Score, Scorer, ToolCallSeen, run_cost
 from pipeline.values.output_type import OutputDecodeError, TypedOutput
 
 
@@ -32,7 +32,7 @@ def equals(expected: str | dict[str, object] | None = None, *, strip: bool = Tru
     """The answer is `expected` (default: the case's): a text is compared with the last
     step's reply, an object with the typed output."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         want = expected if expected is not None else case.expected
         if want is None:
             return Score(scorer=name, verdict="could-not-judge",
@@ -51,7 +51,7 @@ def equals(expected: str | dict[str, object] | None = None, *, strip: bool = Tru
 def contains(*needles: str, case_sensitive: bool = False, name: str = "contains") -> Scorer:
     """The whole answer holds every one of `needles` (default: the case's expected text)."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         want = needles or ((case.expected,) if isinstance(case.expected, str) else ())
         if not want:
             return Score(scorer=name, verdict="could-not-judge",
@@ -68,7 +68,7 @@ def excludes(*needles: str, name: str = "excludes") -> Scorer:
     """None of `needles` is in the answer, its tool calls' arguments or their results as
     they left the run (a card number, a secret)."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         seen = out.text + msgspec.json.encode(out.tool_calls).decode()
         found = [n for n in needles if n in seen]
         return _s(name, not found, f"found {len(found)} of them" if found else "none found")
@@ -80,7 +80,7 @@ def regex(pattern: str, *, name: str = "regex") -> Scorer:
     """The answer matches `pattern` (`re.search`)."""
     compiled = re.compile(pattern)
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         ok = compiled.search(out.text) is not None
         return _s(name, ok, f"{'matches' if ok else 'does not match'} /{pattern}/")
 
@@ -92,7 +92,7 @@ def matches_type(target: type, *, name: str = "matches-type") -> Scorer:
     model: its JSON schema, as an agent's `output_type` checks it)."""
     typed = TypedOutput.of(target)
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         try:
             typed.decode(out.final_text)
         except OutputDecodeError as e:
@@ -141,7 +141,7 @@ def tool_calls(
     want = tuple(ExpectedCall(e) if isinstance(e, str) else e for e in expected)
     exact = args == "exact"
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         got = out.tool_calls
         names = [c.name for c in got]
         if order == "exact":
@@ -174,7 +174,7 @@ def tool_calls(
 def forbidden_tools(*tool_names: str, name: str = "forbidden-tools") -> Scorer:
     """None of `tool_names` was called (nor waits for approval)."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         bad = sorted({c.name for c in out.tool_calls if c.name in tool_names})
         return _s(name, not bad, f"called {bad}" if bad else "none called")
 
@@ -185,7 +185,7 @@ def status_is(*statuses: str, name: str = "status") -> Scorer:
     """The run ended with one of `statuses`; none given: the case's `metadata["status"]`,
     else "finished"."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         meta = (case.metadata or {}).get("status")
         want = statuses or ((meta,) if isinstance(meta, str) else ("finished",))
         ok = out.status in want
@@ -200,7 +200,7 @@ def suspended_for(tool_name: str, *, name: str = "approval") -> Scorer:
     """The run stopped to ask a person before calling `tool_name` (status "suspended",
     a call of it pending)."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         ok = out.status == "suspended" and tool_name in out.pending
         return _s(name, ok, f"{out.status}, pending {list(out.pending)}")
 
@@ -211,7 +211,7 @@ def no_guard_tripped(*, retries: bool = False, name: str = "no-guard-tripped") -
     """No processor stopped the run (with `retries=True`: nor sent the model back)."""
     kinds = {"tripped", "retried"} if retries else {"tripped"}
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         hit = [f"{g.processor_id}.{g.hook}" for g in out.guards if g.effect in kinds]
         if out.tripwire and not hit:
             hit = [out.tripwire]
@@ -230,7 +230,7 @@ def guard_tripped(
     back, changed or dropped what passed, or did any of these."""
     label = name or f"guard:{processor_id}"
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         mine = [g for g in out.guards if g.processor_id == processor_id
                 and (effect == "any" or g.effect == effect)]
         ok = bool(mine) or (effect in ("tripped", "any") and out.tripwire == processor_id)
@@ -246,7 +246,7 @@ def max_cost(amount: Decimal | float | str, *, currency: str = "USD",
     pricer, or a model it does not know)."""
     bound = Decimal(str(amount))
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         cost = run_cost(out)
         if cost is None:
             return Score(scorer=name, verdict="could-not-judge",
@@ -263,7 +263,7 @@ def max_cost(amount: Decimal | float | str, *, currency: str = "USD",
 def max_steps(n: int, *, name: str = "max-steps") -> Scorer:
     """The run took at most `n` steps (model calls kept)."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         return _s(name, out.steps <= n, f"{out.steps} steps (bound {n})")
 
     return Scorer(name, score)
@@ -272,7 +272,7 @@ def max_steps(n: int, *, name: str = "max-steps") -> Scorer:
 def max_tokens(n: int, *, name: str = "max-tokens") -> Scorer:
     """The run's model calls (judges included) used at most `n` tokens."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         t = out.usage.total_tokens
         return _s(name, t <= n, f"{t} tokens (bound {n})")
 
@@ -282,7 +282,7 @@ def max_tokens(n: int, *, name: str = "max-tokens") -> Scorer:
 def max_latency(seconds: float, *, name: str = "max-latency") -> Scorer:
     """The run took at most `seconds` (the interpreter's clock: virtual on the simulator)."""
 
-    def score(case: Case, out: Outcome) -> Score:
+    def score(case: Case, out: Observed) -> Score:
         return _s(name, out.latency <= seconds, f"{out.latency:.3f} s (bound {seconds:g})")
 
     return Scorer(name, score)

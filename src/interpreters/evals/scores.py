@@ -1,6 +1,6 @@
 """Scores, and what a scorer reads of a run.
 
-A scorer is a typed function of a case and the run's `Outcome` (what it answered, the
+A scorer is a typed function of a case and the run's `Observed` (what it answered, the
 tools it called, what its guards decided, its cost, steps and latency) to a `Score`: a
 verdict ("pass", "fail", or "could-not-judge" when it could not tell: a judge that failed
 or answered nonsense, a scorer that raised), a number or a label, and a reason. A judged
@@ -8,7 +8,7 @@ scorer is a generator that yields the library's own `AskModel` requests and gets
 `ModelAnswer`s, as a processor's judge does (`interpreters.evals.judge`).
 
     @scorer("polite")
-    def polite(case: Case, out: Outcome) -> bool:
+    def polite(case: Case, out: Observed) -> bool:
         return "please" in out.text.lower()
 """
 
@@ -77,7 +77,7 @@ class GuardVerdict(msgspec.Struct, frozen=True):
     detail: str = ""
 
 
-class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+class Observed(msgspec.Struct, frozen=True, kw_only=True):
     """What a case's run did: what the scorers read, and what a report keeps."""
 
     status: str
@@ -105,7 +105,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     """A replayed run: where it first went another way than the recording."""
 
 
-def run_cost(out: Outcome) -> Cost | None:
+def run_cost(out: Observed) -> Cost | None:
     """What the run cost: its cost, or nothing for a run that called no model (stopped
     at its input); None when unknown."""
     if out.cost is not None:
@@ -143,7 +143,7 @@ def guard_verdicts(effects: Sequence[EffectRecord]) -> tuple[GuardVerdict, ...]:
 def outcome_of(
     result: RunResult, trace: Trace | Sequence[EffectRecord] | None = None, *,
     latency: float = 0.0, divergence: str | None = None, run_id: str = "",
-) -> Outcome:
+) -> Observed:
     """What a run did, from its result and its trace (or its processors' effects)."""
     effects = trace.effects if isinstance(trace, Trace) else (trace or ())
     calls: list[ToolCallSeen] = []
@@ -161,7 +161,7 @@ def outcome_of(
         s = result.suspension.step
         calls.extend(ToolCallSeen(c.tool_name, dict(c.args)) for c in s.tool_calls)
     t = result.tripwire
-    return Outcome(
+    return Observed(
         status=result.status,
         text=result.text,
         final_text=result.steps[-1].text if result.steps else "",
@@ -185,7 +185,7 @@ def outcome_of(
 Judging: TypeAlias = Generator[AskModel, ModelAnswer, Score]
 """A judged scorer's work: it yields `AskModel` requests and returns its score."""
 
-ScoreFn = Callable[[Case, Outcome], "Score | Judging | bool | float"]
+ScoreFn = Callable[[Case, Observed], "Score | Judging | bool | float"]
 
 
 class Scorer:
@@ -259,6 +259,6 @@ def could_not_judge(name: str, reason: str, *, usage: Usage | None = None,
 
 
 __all__ = [
-    "GuardVerdict", "Judging", "Outcome", "Score", "ScoreFn", "Scorer", "ToolCallSeen",
+    "GuardVerdict", "Judging", "Observed", "Score", "ScoreFn", "Scorer", "ToolCallSeen",
     "Verdict", "could_not_judge", "run_cost", "guard_verdicts", "outcome_of", "scorer",
 ]

@@ -11,7 +11,7 @@ from typing import cast
 import msgspec
 
 from interpreters.evals.cases import Case
-from interpreters.evals.scores import Outcome, Score, Scorer, could_not_judge
+from interpreters.evals.scores import Observed, Score, Scorer, could_not_judge
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.values.chunks import Usage
 from pipeline.values.cost import Cost, PriceQuery, Pricer, price_of
@@ -53,7 +53,7 @@ class _Calls:
         return msgspec.structs.replace(score, usage=self.usage, cost=cost)
 
 
-def _start(s: Scorer, case: Case, out: Outcome) -> Score | Generator[object, object, object]:
+def _start(s: Scorer, case: Case, out: Observed) -> Score | Generator[object, object, object]:
     try:
         value: object = s.fn(case, out)
     except Exception as e:
@@ -77,7 +77,7 @@ def _ended(s: Scorer, value: object, calls: _Calls) -> Score:
 
 
 def score_one(
-    s: Scorer, case: Case, out: Outcome, ask: Ask | None, *,
+    s: Scorer, case: Case, out: Observed, ask: Ask | None, *,
     price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
 ) -> Score:
     """One scorer's score of one case (a judged one's requests answered by `ask`)."""
@@ -111,7 +111,7 @@ def score_one(
 
 
 async def score_one_async(
-    s: Scorer, case: Case, out: Outcome, ask: AsyncAsk | None, *,
+    s: Scorer, case: Case, out: Observed, ask: AsyncAsk | None, *,
     price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
 ) -> Score:
     """`score_one` with an async `ask`."""
@@ -145,7 +145,7 @@ async def score_one_async(
 
 
 def score_all(
-    scorers: Sequence[Scorer], case: Case, out: Outcome, ask: Ask | None, *,
+    scorers: Sequence[Scorer], case: Case, out: Observed, ask: Ask | None, *,
     price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
 ) -> tuple[Score, ...]:
     return tuple(score_one(s, case, out, ask, price=price, now=now) for s in scorers

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from interpreters.evals.cases import Case, Dataset
-from interpreters.evals.experiment import DepsFor, _run_sync, compare, evaluate
+from interpreters.evals.experiment import DepsFor, _run_sync, compare_agents, evaluate
 from interpreters.evals.report import CaseResult, Comparison, Report
 from interpreters.evals.scores import Scorer
 from interpreters.evals.targets import AsyncInterpreterTarget, SimulatorTarget, Target
@@ -65,8 +65,8 @@ class Suite:
         self, before: Agent, after: Agent, *, target: Target | None = None,
         replay: bool | None = None, rerun_diverged: bool = False,
     ) -> Comparison:
-        """`compare` with the suite's settings."""
-        return compare(self.dataset, before, after, self.scorers,
+        """`compare_agents` with the suite's settings."""
+        return compare_agents(self.dataset, before, after, self.scorers,
                        target=target or self.target, replay=replay,
                        rerun_diverged=rerun_diverged, deps=self.deps,
                        thresholds=self.thresholds, threshold=self.threshold,
