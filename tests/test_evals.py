@@ -376,7 +376,7 @@ def test_bad_settings_are_refused_before_anything_runs() -> None:
     t = SimulatorTarget(_script)
     for kw in ({"concurrency": 0}, {"retries": -1}, {"timeout": 0.0}, {"backoff": -1.0}):
         with pytest.raises(ValueError):
-            evaluate(DS, AGENT, [equals()], target=t, **kw)  # type: ignore[arg-type]
+            evaluate(DS, AGENT, [equals()], target=t, **kw)
     with pytest.raises(ValueError, match="two scorers"):
         evaluate(DS, AGENT, [equals(), equals()], target=t)
 

@@ -22,7 +22,7 @@ from interpreters.evals import (
     scorer,
 )
 from interpreters.evals.online import ask_with
-from interpreters.observers.observe import RunInfo, RunObserver
+from interpreters.observers.observe import Observer, RunInfo, RunObserver
 from interpreters.record.journal import Journal, Scored
 from interpreters.testing import Say, ScriptedModel, Simulator
 from pipeline import Agent
@@ -31,7 +31,7 @@ from pipeline.values.result import RunResult
 AGENT = Agent.create("sim/m", name="support")
 
 
-def _sim(*observers: object, n: int = 1) -> Simulator:
+def _sim(*observers: Observer, n: int = 1) -> Simulator:
     return Simulator(ScriptedModel([Say(["Hello, ", "how can I help?"])] * n),
                      observers=observers, models={"sim/judge": ScriptedModel(
                          lambda r: Say('{"score": 0.9, "reason": "ok"}'))})
