@@ -403,3 +403,17 @@ def test_a_judge_usage_is_counted_across_its_calls() -> None:
                   price=_price)
     assert s.scorer == "two" and s.reason == "ab"
     assert s.usage == Usage(8, 10) and s.cost == Cost(Decimal("0.018"))
+
+
+def test_evals_need_neither_pytest_nor_hypothesis_to_import() -> None:
+    # online scoring runs in production, where no test tool is installed
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['pytest'] = None; sys.modules['hypothesis'] = None\n"
+            "import interpreters.evals as e\n"
+            "print(e.OnlineScorer.__name__, e.SimulatorTarget.__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["OnlineScorer", "SimulatorTarget"]

@@ -36,10 +36,10 @@ except ImportError as _missing:  # a dev dependency: the kit is for tests
 import msgspec
 
 from interpreters.core.cancel import CancelSignal
+from interpreters.evals.targets import Script
 from interpreters.memory.handlers import memory_handlers
 from interpreters.memory.store import InMemoryStore
 from interpreters.record.journal import ModelReplied, Recorder, RunStarted
-from interpreters.sim.pytest_plugin import Script
 from interpreters.sim.simulator import Fail, Say, ScriptedModel, Simulator
 from pipeline.agent import Agent
 from pipeline.processor import BaseProcessor

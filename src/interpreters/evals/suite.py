@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from interpreters.evals.cases import Case, Dataset
 from interpreters.evals.experiment import DepsFor, _run_sync, compare_agents, evaluate
 from interpreters.evals.report import CaseResult, Comparison, Report
 from interpreters.evals.scores import Scorer
 from interpreters.evals.targets import AsyncInterpreterTarget, SimulatorTarget, Target
-from interpreters.sim.pytest_plugin import SimulatorFactory
 from pipeline.agent import Agent
+
+if TYPE_CHECKING:  # (the plugin imports pytest, which evals in production do without)
+    from interpreters.sim.pytest_plugin import SimulatorFactory
 
 
 class Suite:

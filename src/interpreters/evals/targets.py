@@ -14,15 +14,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from interpreters.aio import AsyncInterpreter
 from interpreters.core.trace import Trace
 from interpreters.observers.observe import Observer
 from interpreters.providers.provider import AsyncProviderResolver, ProviderResolver
 from interpreters.run.common import answer_of
-from interpreters.sim.pytest_plugin import Script, SimulatorFactory
-from interpreters.sim.simulator import ScriptedModel, Simulator
+from interpreters.sim.simulator import Scripted, ScriptedModel, ScriptFn, Simulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
 from pipeline.processor import AskModel, ModelAnswer
@@ -32,6 +31,12 @@ from pipeline.values.messages import RunInput
 from pipeline.values.result import RunResult
 
 from .cases import Case
+
+if TYPE_CHECKING:  # (the plugin imports pytest, which evals in production do without)
+    from interpreters.sim.pytest_plugin import SimulatorFactory
+
+Script = Sequence[Scripted] | ScriptFn | ScriptedModel
+"""A scripted model: its responses, a function of the request, or the model."""
 
 
 class Ran(NamedTuple):
