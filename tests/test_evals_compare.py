@@ -203,3 +203,6 @@ def test_pipeline_eval_says_what_it_cannot_use(tmp_path: Path) -> None:
     assert code == 2
     assert main(["eval", "examples.support_evals:suite", "--agent",
                  "examples.support_evals:agent", "--threshold", "nope=0.5"]) == 2
+    from examples.support_evals import suite
+
+    assert suite.thresholds == {"polite": 0.75}  # the options changed a copy

@@ -22,12 +22,15 @@ when every scorer met its threshold (and, with `--against`, no case's score regr
 
 from __future__ import annotations
 
+import copy
+import importlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
-from interpreters.cli.replay import AgentNotFound, _attribute, escaped, load_agent
+from interpreters.cli.replay import AgentNotFound, escaped, load_agent
 from interpreters.evals.cases import Dataset, DatasetError, dataset_from_journals
 from interpreters.evals.experiment import DepsFor
 from interpreters.evals.report import Comparison, Report
@@ -46,6 +49,20 @@ class EvalUsageError(ValueError):
     """What `pipeline eval` was given cannot be used (exit code 2)."""
 
 
+def _attribute(spec: str, option: str, wants: str = "module:name") -> object:
+    """The attribute `module:name` names (the current directory importable, as for
+    `python -m`: the user's own modules are usually there)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise EvalUsageError(f"{option} wants {wants}, got {spec!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return cast(object, getattr(importlib.import_module(module_name), attr))
+    except (ImportError, AttributeError) as e:
+        raise EvalUsageError(f"cannot load {spec!r}: {e}") from e
+
+
 def load_suite(spec: str) -> tuple[Suite, bool]:
     """The suite DATASET names, and whether its cases are recorded runs."""
     p = Path(spec)
@@ -59,10 +76,7 @@ def load_suite(spec: str) -> tuple[Suite, bool]:
             return Suite(Dataset.load(p), [status_is()]), False
         except DatasetError as e:
             raise EvalUsageError(str(e)) from None
-    try:
-        value = _attribute(spec, "DATASET", "module:name, a dataset file or a journals folder")
-    except AgentNotFound as e:
-        raise EvalUsageError(str(e)) from None
+    value = _attribute(spec, "DATASET", "module:name, a dataset file or a journals folder")
     if callable(value) and not isinstance(value, Suite | Dataset | type):
         value = value()
     if isinstance(value, Suite):
@@ -73,10 +87,7 @@ def load_suite(spec: str) -> tuple[Suite, bool]:
 
 
 def _scorers(spec: str) -> list[Scorer]:
-    try:
-        value = _attribute(spec, "--scorers")
-    except AgentNotFound as e:
-        raise EvalUsageError(str(e)) from None
+    value = _attribute(spec, "--scorers")
     items = value() if callable(value) and not isinstance(value, Scorer) else value
     if isinstance(items, Scorer):
         return [items]
@@ -86,10 +97,7 @@ def _scorers(spec: str) -> list[Scorer]:
 
 
 def _target(spec: str) -> Target:
-    try:
-        value = _attribute(spec, "--target")
-    except AgentNotFound as e:
-        raise EvalUsageError(str(e)) from None
+    value = _attribute(spec, "--target")
     if callable(value) and not isinstance(value, type):
         value = value()
     if isinstance(value, SimulatorTarget | InterpreterTarget | AsyncInterpreterTarget):
@@ -117,10 +125,7 @@ def providers_target() -> Target:
 def _deps(spec: str) -> DepsFor:
     """`--deps module:name`: a class (one made per case), a function of the case, or a
     value every case gets."""
-    try:
-        value = _attribute(spec, "--deps")
-    except AgentNotFound as e:
-        raise EvalUsageError(str(e)) from None
+    value = _attribute(spec, "--deps")
     if isinstance(value, type):
         made = value
         return lambda case: made()
@@ -164,7 +169,9 @@ def run_eval(
 ) -> int:
     w, e = out or sys.stdout, err or sys.stderr
     try:
-        suite, recorded = load_suite(dataset)
+        loaded, recorded = load_suite(dataset)
+        suite = copy.copy(loaded)  # the options change this run's copy, not the module's
+        suite.thresholds = dict(loaded.thresholds)
         agent = load_agent(agent_spec)
         changed = load_agent(against) if against is not None else None
         if scorers is not None:

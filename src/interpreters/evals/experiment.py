@@ -126,11 +126,13 @@ def _order(scores: Sequence[Score], scorers: Sequence[Scorer]) -> tuple[Score, .
     return tuple(by[s.name] for s in scorers if s.name in by)
 
 
-def _run_sync(
+def run_case(
     target: SyncTarget, agent: Agent, case: Case, scorers: Sequence[Scorer],
     deps: DepsFor | None, timeout: float | None, retries: int, backoff: float,
     reused: CaseResult | None,
 ) -> CaseResult:
+    """One case on a sync target: run (again on a transient failure), observed, scored
+    (a `reused` result's outcome scored by the scorers it has no score of)."""
     attempts = 0
     if reused is not None and reused.outcome is not None:
         outcome = reused.outcome
@@ -251,7 +253,7 @@ async def evaluate_async(
                                          retries, backoff, old)
             else:
                 r = await anyio.to_thread.run_sync(functools.partial(
-                    _run_sync, target, agent, case, scorers, deps, timeout, retries,
+                    run_case, target, agent, case, scorers, deps, timeout, retries,
                     backoff, old), limiter=limiter)
             finished[case.name] = r
             if store is not None and r != old:
@@ -346,7 +348,7 @@ def _replayed_case(
             None if run.result_matches else "the same commands, but a different result")
         if div is not None and agent is after and rerun_diverged and target is not None:
             # where the changed agent goes another way, ask the model again from there
-            r = _run_sync(target, agent, case, scorers, deps, None, 0, 0.0, None)
+            r = run_case(target, agent, case, scorers, deps, None, 0, 0.0, None)
             if r.outcome is not None:
                 r = msgspec.structs.replace(r, outcome=msgspec.structs.replace(
                     r.outcome, divergence=div))
@@ -455,5 +457,5 @@ def default_progress() -> TextIO:
 
 __all__ = [
     "DepsFor", "Progress", "agent_fingerprint", "build_report", "change_of", "compare_agents",
-    "evaluate", "evaluate_async", "experiment_name", "transient",
+    "evaluate", "evaluate_async", "experiment_name", "run_case", "transient",
 ]

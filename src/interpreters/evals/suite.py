@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from interpreters.evals.cases import Case, Dataset
-from interpreters.evals.experiment import DepsFor, _run_sync, compare_agents, evaluate
+from interpreters.evals.experiment import DepsFor, compare_agents, evaluate, run_case
 from interpreters.evals.report import CaseResult, Comparison, Report
 from interpreters.evals.scores import Scorer
 from interpreters.evals.targets import AsyncInterpreterTarget, SimulatorTarget, Target
@@ -93,7 +93,7 @@ def check_case(
         target = target.made_by(simulator)
     if isinstance(target, AsyncInterpreterTarget):
         raise TypeError("check_case runs a sync target (the simulator)")
-    r = _run_sync(target, agent, case, suite.scorers, suite.deps, suite.timeout, 0, 0.0, None)
+    r = run_case(target, agent, case, suite.scorers, suite.deps, suite.timeout, 0, 0.0, None)
     bad = [f"{s.scorer}: {s.verdict}: {s.reason}" for s in r.scores if not s.passed]
     if r.error is not None:
         bad.insert(0, f"could not run: {r.error}")
