@@ -417,3 +417,40 @@ def test_evals_need_neither_pytest_nor_hypothesis_to_import() -> None:
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["OnlineScorer", "SimulatorTarget"]
+
+
+def test_the_html_report_escapes_what_the_model_said() -> None:
+    ds = Dataset("d", (Case(name="<b>x</b>", input="hi"),))
+    report = evaluate(ds, AGENT, [contains("<img src=x>")], target=SimulatorTarget(
+        lambda case: [Say("<script>alert(1)</script>")]))
+    page = report.html()
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)" in page
+    assert "<b>x</b>" not in page and "<img src=x>" not in page
+
+
+def _fake_provider(request: ModelRequest) -> Say:
+    """Stands in for a provider on the real interpreters: a lookup, then the answer."""
+    last = request.messages[-1]
+    if last.tool_results():
+        return Say(f"{last.tool_results()[0].result}")
+    return Say(calls=[call("lookup", order_id=last.text[-5:-1])])
+
+
+def test_an_experiment_runs_on_the_sync_and_async_interpreters() -> None:
+    from interpreters import AsyncInterpreter, SyncInterpreter
+    from interpreters.evals import AsyncInterpreterTarget, InterpreterTarget
+
+    judge_model = ScriptedModel(lambda r: Say('{"score": 1}', usage=Usage(2, 2)))
+    scorers = [equals(), judge("Tells the status.", model="judge")]
+    sync = InterpreterTarget(
+        SyncInterpreter(resolve=lambda m: ScriptedModel(_fake_provider), observers=[]),
+        judge=lambda m: judge_model, price=_price)
+    report = evaluate(DS, AGENT, scorers, target=sync, concurrency=2)
+    assert report.ok, report.table()
+    assert report.judge_cost == Decimal("0.024")  # 6 calls of 4 tokens, priced
+    on_async = AsyncInterpreterTarget(
+        AsyncInterpreter(resolve=lambda m: ScriptedModel(_fake_provider), observers=[]),
+        judge=lambda m: judge_model)
+    report = evaluate(DS, AGENT, scorers, target=on_async, concurrency=3)
+    assert report.ok, report.table()
+    assert all(c.outcome is not None and c.outcome.latency >= 0 for c in report.cases)
