@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from effects import Continue
 from interpreters.evals import Case, Observed, OnlineScorer, Score, Scorer, judge
 from interpreters.record.journal import Recorder
-from interpreters.testing import Say, ScriptedModel, Simulator, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call, numbered_run_ids
 from pipeline.agent import Agent
 from pipeline.processor import AskModel, ModelAnswer, OutputStepArgs, OutputStepResult, abort
 from pipeline.processor import Processor as _Processor
@@ -92,8 +92,8 @@ def test_a_run_is_the_same_with_and_without_online_scorers(
     recorder = Recorder() if record else None
     online = OnlineScorer(scorers, rate=rate, ask=_ask(gate), max_pending=pending,
                           recorder=recorder, seed=1)
-    plain = Simulator(ScriptedModel(list(script)))
-    scored = Simulator(ScriptedModel(list(script)),
+    plain = Simulator(ScriptedModel(list(script)), run_ids=numbered_run_ids())
+    scored = Simulator(ScriptedModel(list(script)), run_ids=numbered_run_ids(),
                        observers=[recorder, online] if recorder else [online])
     for _ in range(2):
         a = plain.run(AGENT, "go")

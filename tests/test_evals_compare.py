@@ -36,9 +36,8 @@ CARD = "4111 1111 1111 1111"
 
 def _record(folder: Path, cases: tuple[Case, ...], tags: dict[str, list[str]]) -> None:
     """Each case run once by the support assistant, recorded as in production."""
-    for case in cases:
-        sim = Simulator(ScriptedModel(support_model), observers=[Recorder(folder)])
-        sim._runs = cases.index(case)  # distinct run ids: run1, run2...
+    sim = Simulator(ScriptedModel(support_model), observers=[Recorder(folder)])
+    for case in cases:  # run1, run2...: the stand-in model answers every request
         assert isinstance(case.input, str)
         sim.run(agent, case.input, deps=Shop(), values={"tags": tags.get(case.name, [])})
 

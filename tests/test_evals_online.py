@@ -46,7 +46,7 @@ def test_sampled_runs_are_scored_and_reported() -> None:
         sim.run(AGENT, "hi")
     assert online.flush(10)
     report = online.report()
-    assert [c.case for c in report.cases] == ["run1", "run2", "run3"]
+    assert len({c.case for c in report.cases}) == 3  # one per run, by its run id
     assert report.ok and all(len(c.scores) == 2 for c in report.cases)
     assert report.cases[0].scores[1].usage is not None  # the judge's call, counted
     online.close()
@@ -71,7 +71,8 @@ def test_scores_are_added_to_the_run_journal(tmp_path: Path) -> None:
     online = OnlineScorer([contains("help"), no_guard_tripped()], recorder=recorder)
     _sim(recorder, online).run(AGENT, "hi")
     assert online.flush(10)
-    j = Journal.read(tmp_path / "run1.ndjson")
+    (path,) = tmp_path.glob("*.ndjson")
+    j = Journal.read(path)
     assert [(s.scorer, s.verdict) for s in j.scores] == [
         ("contains", "pass"), ("no-guard-tripped", "pass")]
     assert j.ended is not None and j.ended.status == "finished"
@@ -101,12 +102,12 @@ def test_a_score_added_before_the_run_ended_follows_its_end(
 ) -> None:
     recorder = Recorder(None if in_memory else tmp_path)
     _sim(_ScoresBeforeTheEnd(recorder), recorder).run(AGENT, "hi")
-    j = recorder.journal("run1")
+    j = recorder.last() if in_memory else Journal.read(next(tmp_path.glob("*.ndjson")))
     assert j.ended is not None and [s.scorer for s in j.scores] == ["early"]
     raw = j.to_ndjson().decode().splitlines()
     assert '"t":"end"' in raw[-2] and '"t":"score"' in raw[-1]
     with pytest.raises(LookupError):
-        recorder.annotate("run9", Scored("x", "pass"))
+        recorder.annotate("no-such-run", Scored("x", "pass"))
 
 
 def test_scores_are_a_span_in_the_run_trace() -> None:
