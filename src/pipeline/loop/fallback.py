@@ -40,7 +40,14 @@ from pipeline.loop.state import Failed, RunConfig, RunState, Tripped
 from pipeline.loop.stream_view import SeenMark
 from pipeline.processor import StepSettings
 from pipeline.protocol.replies import LoopCommand, RunCancelled
-from pipeline.values.chunks import StepReset
+from pipeline.values.chunks import (
+    Chunk,
+    ReasoningEnd,
+    ReasoningStart,
+    StepReset,
+    TextEnd,
+    TextStart,
+)
 from pipeline.values.fallback import (
     CIRCUIT_PROCESSOR,
     CircuitCheck,
@@ -104,13 +111,33 @@ class _Mark:
 
 
 class _Watch:
-    """What an attempt has handed the caller."""
+    """What an attempt has handed the caller: any content (`released`), and the text
+    and reasoning parts it opened and has not closed (a start carries no content: an
+    attempt that failed after one is closed, not reset)."""
 
-    __slots__ = ("partial", "released")
+    __slots__ = ("opened", "partial", "released")
 
     def __init__(self, partial: PartialOutputs | None) -> None:
         self.released = False
+        self.opened: dict[str, type] = {}
         self.partial = partial
+
+    def saw(self, chunks: tuple[Chunk, ...]) -> None:
+        for c in chunks:
+            t = type(c)
+            if t is TextStart or t is ReasoningStart:
+                assert isinstance(c, TextStart | ReasoningStart)
+                self.opened[c.id] = TextEnd if t is TextStart else ReasoningEnd
+            elif (t is TextEnd or t is ReasoningEnd) and c.id in self.opened:  # type: ignore[union-attr]
+                assert isinstance(c, TextEnd | ReasoningEnd)
+                del self.opened[c.id]
+            else:
+                self.released = True
+
+    def closing(self) -> list[Chunk]:
+        """The ends of the parts it opened and left open."""
+        return [TextEnd(i) if end is TextEnd else ReasoningEnd(i)
+                for i, end in self.opened.items()]
 
 
 def attempts(
@@ -167,6 +194,7 @@ def attempts(
             mark.restore(st)
             tried.append(ModelAttempt(
                 model=acfg.model, error=err, kind=failure_kind(err), released=watch.released))
+            st.pending.extend(watch.closing())  # what it opened, closed
             if watch.released:  # the caller drops what this step streamed so far
                 st.pending.append(StepReset(step, acfg.model, chain[runs[i + 1]].model, str(err)))
             continue
@@ -203,14 +231,14 @@ def _relay(
                 if made is not None:
                     cmd = Pull((*cmd.publish, made))
                 if cmd.publish:
-                    watch.released = True
+                    watch.saw(cmd.publish)
             elif t is Publish:
                 assert isinstance(cmd, Publish)
                 made = partial.next(content.text) if partial is not None else None
                 if made is not None:
                     cmd = Publish((*cmd.chunks, made))
                 if cmd.chunks:
-                    watch.released = True
+                    watch.saw(cmd.chunks)
             try:
                 reply = yield cmd
             except BaseException as e:
