@@ -35,21 +35,22 @@ GivenDeps = TypeVar("GivenDeps", default=Any)
 GivenOutput = TypeVar("GivenOutput", default=object)
 """`create`'s output type: its `output_type`, else any (a step may decode one)."""
 
-def _fallback(model: str | Sequence[str] | Fallback) -> Fallback | None:
-    """The fallback chain `Agent.create` was given (None: one model)."""
+def _fallback(model: str | Sequence[str] | Fallback) -> tuple[str, Fallback | None]:
+    """The first model `Agent.create` was given, and the fallback chain (None: one
+    model id)."""
     if isinstance(model, str):
-        return None
+        return model, None
     if isinstance(model, Fallback):
         if not model.models:
             raise ValueError("a Fallback needs at least one model")
-        return model
+        return model.models[0].model, model
     if not isinstance(model, Sequence) or not model:
         raise TypeError(f"model must be a model id, a sequence of them or a Fallback, "
                         f"got {model!r}")
     ids = tuple(model)
     if not all(isinstance(m, str) for m in ids):
         raise TypeError(f"model ids must be str, got {ids!r}")
-    return Fallback.of(*ids) if len(ids) > 1 else None
+    return ids[0], (Fallback.of(*ids) if len(ids) > 1 else None)
 
 
 def _system_messages(
@@ -162,10 +163,7 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
                 output_type if isinstance(output_type, TypedOutput)
                 else TypedOutput.of(output_type)
             )
-        fallback = _fallback(model)
-        if fallback is not None:
-            model = fallback.models[0].model
-        assert isinstance(model, str)
+        model, fallback = _fallback(model)
         system = _system_messages(instructions)
         tool_list = tuple(
             t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent) else make_tool(t)
