@@ -45,6 +45,7 @@ from interpreters.testing import (
     Simulator,
     VirtualClock,
     call,
+    numbered_run_ids,
 )
 from pipeline.agent import Agent
 from pipeline.processor import (
@@ -199,7 +200,7 @@ def _models(s: Scripts, clock: VirtualClock) -> dict[str, ScriptedModel]:
 def on_simulator(agent: Agent, s: Scripts) -> Outcome:
     clock = VirtualClock(START)
     models = _models(s, clock)
-    sim = Simulator(models["main"], models=models, start=START)
+    sim = Simulator(models["main"], models=models, start=START, run_ids=numbered_run_ids())
     sim.breaker.failures, sim.breaker.cooldown = 1, 5.0
     run = sim.run(agent, "hello")
     return run.result, run.trace.comparable(), run.clock
@@ -233,7 +234,8 @@ async def on_async(agent: Agent, s: Scripts) -> Outcome:
 async def on_async_simulator(agent: Agent, s: Scripts) -> Outcome:
     clock = VirtualClock(START)
     models = _models(s, clock)
-    sim = AsyncSimulator(models["main"], models=models, start=START)
+    sim = AsyncSimulator(models["main"], models=models, start=START,
+                         run_ids=numbered_run_ids())
     sim.breaker.failures, sim.breaker.cooldown = 1, 5.0
     run = await sim.run(agent, "hello")
     return run.result, run.trace.comparable(), run.clock

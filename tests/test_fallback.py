@@ -15,7 +15,14 @@ from interpreters.durable.fingerprint import definition
 from interpreters.record.journal import Recorder
 from interpreters.record.replay import replay_sync
 from interpreters.sync import SyncInterpreter
-from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, Simulator
+from interpreters.testing import (
+    AsyncSimulator,
+    Fail,
+    Say,
+    ScriptedModel,
+    Simulator,
+    numbered_run_ids,
+)
 from pipeline import (
     Agent,
     ApiErrorArgs,
@@ -50,7 +57,7 @@ NO_RETRY = RetryPolicy(max_retries=0)
 
 def sim(main: list[Say | Fail], backup: list[Say | Fail], **kw: object) -> Simulator:
     return Simulator(ScriptedModel(main), models={"b/backup": ScriptedModel(backup)},
-                     **kw)  # type: ignore[arg-type]
+                     run_ids=numbered_run_ids(), **kw)  # type: ignore[arg-type]
 
 
 def chain(**kw: object) -> Agent:
@@ -318,7 +325,8 @@ def test_the_async_simulator_fails_over_as_the_sync_one() -> None:
 
     async def main() -> object:
         return (await AsyncSimulator(ScriptedModel(script[0]), models={
-            "b/backup": ScriptedModel(script[1])}).run(agent, "hi")).result
+            "b/backup": ScriptedModel(script[1])}, run_ids=numbered_run_ids()).run(
+                agent, "hi")).result
 
     for backend in ("asyncio", "trio"):
         assert anyio.run(main, backend=backend) == sim(*script).run(agent, "hi").result
