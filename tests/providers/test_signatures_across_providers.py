@@ -6,6 +6,8 @@ OpenAI Responses), then the next step on each other wire format, over HTTP."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from effects import Continue, Replace
@@ -14,6 +16,7 @@ from pipeline import Agent, InputStepArgs, InputStepResult, StepChange
 from pipeline.agent import PrepareStep
 from pipeline.values.messages import ReasoningPart
 from tests.providers.cassettes import traffic_dir
+from tests.providers.made_streams import made
 from tests.providers.server import ReplayServer, Reply
 from tests.providers.test_fallback_http import ANSWERS, Wired, _recorded, answer
 
@@ -67,3 +70,25 @@ def test_a_signature_goes_back_only_to_the_provider_that_signed_it(
         assert mark.encode() in sent, "its own provider gets its signature back"
     else:
         assert mark.encode() not in sent
+
+
+def test_tool_call_ids_are_fitted_to_the_provider_a_step_switches_to(
+    server: ReplayServer
+) -> None:
+    """OpenAI's call ids (`call_` and 24 characters) sent to Mistral, whose ids are nine
+    letters and digits: fitted in the request, the run's messages keep the model's own."""
+    name = ("pydantic+pydantic-ai/tests/cassettes/test_temporal/"
+            "test_temporal_agent_with_hitl_tool.yaml")
+    ex, stream = _recorded(name)
+    server.queue(Reply(ex.status, ex.headers, ex.body), made("openai-chat", ["done"]))
+    agent = Agent.create("openai/first", prepare_step=switch_to("mistral/then"), max_steps=2)
+    with Wired(server, {"openai/first": stream, "mistral/then": True}).sync() as resolve:
+        result = SyncInterpreter(resolve=resolve).run(agent, "hi")
+    assert result.status == "finished", result.error
+    own = [c.tool_call_id for c in result.steps[0].tool_calls]
+    assert own == ["call_jYdIdRZHxZTn5bWCq5jlMrJi", "call_TmlTVWQbzrXCZ4jNsCVNbNqu"]
+    sent = json.loads(server.seen[-1].body)
+    ids = [c["id"] for m in sent["messages"] for c in m.get("tool_calls") or ()]
+    ids += [m["tool_call_id"] for m in sent["messages"] if m["role"] == "tool"]
+    assert len(ids) == 4 and all(len(i) == 9 and i.isalnum() for i in ids)
+    assert not any(i in server.seen[-1].body.decode() for i in own)
