@@ -22,6 +22,7 @@ from interpreters.approvals import (
     MemoryApprovalStore,
     open_approval_store,
 )
+from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.handlers import Handlers
 from interpreters.core.lazy import lazy_names
@@ -62,7 +63,8 @@ __getattr__ = lazy_names(
 
 __all__ = [
     "ApprovalDesk", "Approvals", "AsyncInterpreter", "AsyncNotSupportedError",
-    "AsyncProvider", "AsyncResolver", "AsyncRunStream", "CancelSignal", "DurableApprovals",
+    "AsyncProvider", "AsyncResolver", "AsyncRunStream", "CancelSignal", "CircuitBreaker",
+    "DurableApprovals",
     "DurableClient", "DurableRuns",
     "Handlers", "Journal", "LogObserver", "MemoryApprovalStore", "OTelObserver", "Observer",
     "Provider", "ProviderError", "Recorder", "ReplayRun", "Resolver", "RunOptions",

@@ -64,6 +64,7 @@ from effects import (
     Sleep,
 )
 from effects.started import STARTED_REQUESTS
+from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.deadline import StopCheck
 from interpreters.core.handlers import Handler
@@ -116,6 +117,8 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
     threads; a cancelled run waits for such a tool to return). `observers` watch each
     run (`interpreters.observers.observe`); by default the run is logged to the `pipeline` logger.
     `price` prices each model call (`pipeline.values.cost`): the result carries its cost.
+    `breaker` skips fallback models that keep failing (`interpreters.core.breaker`; by
+    default the process's).
     """
 
     def __init__(
@@ -130,10 +133,11 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         observers: Sequence[Observer] | None = None,
         price: Pricer | None = None,
         tools_in_threads: bool = False,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         super().__init__(
             provider, resolve, handlers, sync=False, clock=clock, run_ids=run_ids,
-            observers=observers, price=price,
+            observers=observers, price=price, breaker=breaker,
         )
         self._sleep = sleep
         self._tools_in_threads = tools_in_threads

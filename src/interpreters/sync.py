@@ -20,6 +20,7 @@ from effects import (
     Sleep,
 )
 from effects.started import STARTED_REQUESTS
+from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.deadline import StopCheck, run_stop
 from interpreters.core.handlers import Handler as Handler
 from interpreters.core.options import Deps, RunOptions
@@ -54,6 +55,8 @@ class SyncInterpreter(InterpreterBase[Provider]):
     recording); by default the run is logged to the `pipeline` logger. `price` prices
     each model call (`interpreters.providers.prices.genai_prices()`): the result carries its cost.
     `started` makes a run's started jobs (`effects.started`; worker threads by default).
+    `breaker` skips fallback models that keep failing (`interpreters.core.breaker`; by
+    default the process's).
     """
 
     def __init__(
@@ -68,10 +71,11 @@ class SyncInterpreter(InterpreterBase[Provider]):
         observers: Sequence[Observer] | None = None,
         price: Pricer | None = None,
         started: SyncStartedFactory = Threaded,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         super().__init__(
             provider, resolve, handlers, sync=True, clock=clock, run_ids=run_ids,
-            observers=observers, price=price,
+            observers=observers, price=price, breaker=breaker,
         )
         self._started = started
         self._sleep = sleep

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Literal, TypeAlias
 
 import msgspec
@@ -20,6 +20,7 @@ from pipeline.tools import Tool, ToolFn, inline_schema, make_tool
 from pipeline.tools.context import Deps
 from pipeline.values.bounds import MAX_TOOL_RESULT_BYTES as MAX_TOOL_RESULT_BYTES
 from pipeline.values.bounds import check_cap
+from pipeline.values.fallback import Fallback
 from pipeline.values.messages import JsonObject, MessageList, SystemMessage
 from pipeline.values.model import ModelSettings, StructuredOutput, ToolChoice, ToolSpec
 from pipeline.values.output_type import TypedOutput
@@ -33,6 +34,24 @@ GivenDeps = TypeVar("GivenDeps", default=Any)
 """`create`'s deps type: its `deps_type`, else what its `tool`s' contexts ask for, else any."""
 GivenOutput = TypeVar("GivenOutput", default=object)
 """`create`'s output type: its `output_type`, else any (a step may decode one)."""
+
+def _fallback(model: str | Sequence[str] | Fallback) -> tuple[str, Fallback | None]:
+    """The first model `Agent.create` was given, and the fallback chain (None: one
+    model id)."""
+    if isinstance(model, str):
+        return model, None
+    if isinstance(model, Fallback):
+        if not model.models:
+            raise ValueError("a Fallback needs at least one model")
+        return model.models[0].model, model
+    if not isinstance(model, Sequence) or not model:
+        raise TypeError(f"model must be a model id, a sequence of them or a Fallback, "
+                        f"got {model!r}")
+    ids = tuple(model)
+    if not all(isinstance(m, str) for m in ids):
+        raise TypeError(f"model ids must be str, got {ids!r}")
+    return ids[0], (Fallback.of(*ids) if len(ids) > 1 else None)
+
 
 def _system_messages(
     instructions: str | SystemMessage | Iterable[str | SystemMessage],
@@ -79,6 +98,7 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
     """
 
     model: str
+    """The model every step asks first (the first of `fallback`'s, when there is one)."""
     instructions: tuple[SystemMessage, ...] = ()
     tools: tuple[Tool[Deps], ...] = ()
     input_processors: tuple[BaseProcessor[Deps], ...] = ()
@@ -99,10 +119,13 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
     deps_type: type | None = None
     """The class of the deps its runs are given, when declared: a tool asking for deps
     of another class is refused at construction."""
+    fallback: Fallback | None = None
+    """The models a step tries in turn when a provider fails (`pipeline.values.Fallback`;
+    its first is `model`): see docs/providers.md, Fallback models."""
 
     @staticmethod
     def create(
-        model: str,
+        model: str | Sequence[str] | Fallback,
         *,
         deps_type: type[GivenDeps] | None = None,
         instructions: str | SystemMessage | Iterable[str | SystemMessage] = (),
@@ -119,21 +142,28 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         model_settings: ModelSettings | None = None,
         provider_options: JsonObject | None = None,
         structured_output: StructuredOutput | None = None,
-        output_type: type[GivenOutput] | None = None,
+        output_type: type[GivenOutput] | TypedOutput[GivenOutput] | None = None,
         name: str = "agent",
         max_tool_result_bytes: int = MAX_TOOL_RESULT_BYTES,
     ) -> Agent[GivenDeps, GivenOutput]:
         """An agent; plain functions in `tools` become typed tools.
 
-        `output_type` (a msgspec Struct, dataclass, TypedDict or pydantic model) asks for
-        structured output and decodes the final reply into `result.output`. `deps_type`
+        `model` is a model id, or several (tried in turn when a provider fails), or a
+        `Fallback` (with per-model settings and the failures that move on).
+        `output_type` (a msgspec Struct, dataclass, TypedDict or pydantic model, or a
+        `TypedOutput.of(T, mode=..., partial=...)` to choose how it is asked for) asks
+        for structured output and decodes the final reply into `result.output`. `deps_type`
         declares the class of the runs' deps (without it, the tools made with `tool` that
         take a `ToolContext[X]` decide it for mypy; at run time each tool checks its own).
         """
         if output_type is not None:
             if structured_output is not None:
                 raise ValueError("give output_type or structured_output, not both")
-            structured_output = TypedOutput.of(output_type)
+            structured_output = (
+                output_type if isinstance(output_type, TypedOutput)
+                else TypedOutput.of(output_type)
+            )
+        model, fallback = _fallback(model)
         system = _system_messages(instructions)
         tool_list = tuple(
             t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent) else make_tool(t)
@@ -158,6 +188,7 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
             name=name,
             max_tool_result_bytes=max_tool_result_bytes,
             deps_type=deps_type,
+            fallback=fallback,
         )
         agent.check()
         return agent
@@ -165,6 +196,13 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
     def check(self) -> None:
         """Raise ValueError/TypeError for a configuration that cannot run."""
         check_cap("max_tool_result_bytes", self.max_tool_result_bytes)
+        if type(self.model) is not str or not self.model:
+            raise TypeError(f"model must be a model id (a non-empty str), got {self.model!r}")
+        if self.fallback is not None and (
+            not isinstance(self.fallback, Fallback) or not self.fallback.models
+            or self.fallback.models[0].model != self.model
+        ):
+            raise ValueError("the agent's fallback chain must start with its model")
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {self.max_steps}")
         for bound_name, bound in (

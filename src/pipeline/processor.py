@@ -49,6 +49,7 @@ from effects import (
 from pipeline.tools import Tool
 from pipeline.values.chunks import Chunk, DataChunk, FinishReason, Usage
 from pipeline.values.context import RunContext, Seen
+from pipeline.values.fallback import Fallback
 from pipeline.values.messages import JsonObject, Message, MessageList, SystemMessage, ToolCallPart
 from pipeline.values.model import (
     ApiError,
@@ -172,6 +173,9 @@ class StepSettings(msgspec.Struct, frozen=True, kw_only=True):
     provider_options: JsonObject | None
     model_settings: ModelSettings
     structured_output: StructuredOutput | None
+    fallback: Fallback | None = None
+    """The models tried after `model` when a provider fails (`pipeline.values.Fallback`):
+    the chain's others, in order, each with its own settings."""
 
 
 class StepChange(msgspec.Struct, frozen=True, kw_only=True):
@@ -190,6 +194,8 @@ class StepChange(msgspec.Struct, frozen=True, kw_only=True):
     provider_options: JsonObject | None = None
     model_settings: ModelSettings | None = None
     structured_output: StructuredOutput | None = None
+    fallback: Fallback | None = None
+    """Another fallback chain for this step (`Fallback(models=())`: none)."""
 
 
 class InputStepArgs(StepSettings, _MessagesOfList, Generic[S, Seen], frozen=True, kw_only=True):

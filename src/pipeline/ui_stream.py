@@ -21,6 +21,11 @@ chunk in, the new state and the parts to send out. How the run's chunks map:
   `approvalId` the digest a decision is bound to), not closed with an error; the
   decision a resumed run goes on with: `tool-approval-response`, and a denied call's
   result `tool-output-denied` (the AI SDK's tool-approval parts, for `useChat`).
+- A step whose model failed mid-answer and that a fallback model takes over
+  (`StepReset`): a `data-step-reset` part naming the parts it streamed (`part_ids`, to
+  drop), the step closed and opened again for the next model's answer. The typed
+  output as it grows (`OutputPartial`): a transient `data-output-partial` part with the
+  partial JSON object.
 - A step a processor discarded for a retry is marked, never merged into the answer: the
   loop's `data-step-discarded` chunk goes out as a data part kept in the message (not
   transient), with `part_ids` naming the text, reasoning and tool parts of that step,
@@ -59,6 +64,8 @@ UI_MESSAGE_STREAM_HEADERS: Headers = (
 NDJSON_HEADERS: Headers = ((b"content-type", b"application/x-ndjson"),)
 SSE_DONE = b"data: [DONE]\n\n"
 DISCARDED = "data-step-discarded"
+RESET = "data-step-reset"
+PARTIAL_OUTPUT = "data-output-partial"
 
 
 class _Part(
@@ -308,6 +315,10 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
     if isinstance(chunk, c.Finish):
         state, closing = _close_step(state)
         return msgspec.structs.replace(state, finished=True), (*closing, UIFinish())
+    if isinstance(chunk, c.OutputPartial):
+        return state, (UIData(PARTIAL_OUTPUT, chunk.data, transient=True),)
+    if isinstance(chunk, c.StepReset):
+        return _reset(state, chunk)
     if isinstance(chunk, c.DataChunk):
         if chunk.name == DISCARDED:
             return _discarded(state, chunk)
@@ -375,6 +386,8 @@ def ndjson_line(chunk: Chunk) -> bytes:
     a tripwire without its metadata, which stays server-side (as on the UI stream)."""
     if type(chunk) is c.Tripwire and chunk.metadata is not None:
         chunk = msgspec.structs.replace(chunk, metadata=None)
+    elif type(chunk) is c.OutputPartial:  # its JSON (the value may be a pydantic model)
+        chunk = msgspec.structs.replace(chunk, value=chunk.data)
     return chunk_encoder.encode(chunk) + b"\n"
 
 
@@ -479,6 +492,19 @@ def _close_step(state: UIStreamState) -> tuple[UIStreamState, tuple[UIPart, ...]
         return state, closing
     closed = UIStreamState(finished=state.finished)
     return closed, (*closing, UIFinishStep())
+
+
+def _reset(
+    state: UIStreamState, chunk: c.StepReset
+) -> tuple[UIStreamState, tuple[UIPart, ...]]:
+    """A fallback model takes the step over: what the step streamed is named (to drop),
+    its parts are closed, and the step opens again for the next model's answer."""
+    data = {"step_number": chunk.step_number, "model": chunk.model,
+            "next_model": chunk.next_model, "reason": chunk.reason,
+            "part_ids": list(state.step_parts)}
+    state, closing = _close_step(state)
+    reopened = msgspec.structs.replace(state, step_open=True)
+    return reopened, (UIData(RESET, data), *closing, UIStartStep())
 
 
 def _discarded(

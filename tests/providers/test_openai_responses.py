@@ -310,7 +310,7 @@ def test_reasoning_summary_parts_and_the_item_to_send_back() -> None:
     assert events[:5] == [
         ReasoningStart("reasoning-0"), ReasoningDelta("reasoning-0", "First."),
         ReasoningDelta("reasoning-0", "\n\n"), ReasoningDelta("reasoning-0", "Second."),
-        ReasoningEnd("reasoning-0", "rs_7 gAAAAx"),
+        ReasoningEnd("reasoning-0", "rs_7 gAAAAx", provider="openai"),  # its route signed it
     ]
     assert isinstance(events[-1], ModelFinish) and events[-1].finish_reason == "stop"
 
@@ -452,7 +452,7 @@ def test_items_whose_ids_change_every_event_are_tied_by_their_output_index() -> 
     ends = [e for e in rotated if isinstance(e, ReasoningEnd)]
     # The reasoning goes back as the item the server finished (its last id).
     assert [e.signature for e in ends] == ["capture-id-10 gAAAAenc"]
-    assert rotated == [ReasoningEnd(e.id, "capture-id-10 gAAAAenc")
+    assert rotated == [ReasoningEnd(e.id, "capture-id-10 gAAAAenc", provider="openai")
                        if isinstance(e, ReasoningEnd) else e for e in stable]
     assert [type(e) for e in rotated if isinstance(e, TextStart | ReasoningStart)] == \
         [ReasoningStart, TextStart], "one block per item, not one per event"

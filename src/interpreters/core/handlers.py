@@ -80,6 +80,13 @@ class Handlers(Mapping[type, Handler]):
                 )
         return out
 
+    def with_defaults(self, defaults: Mapping[type, Handler]) -> Handlers:
+        """A registry with `defaults` for the request types this one has no handler for
+        (an interpreter's built-in ones: its circuit breaker's)."""
+        out = Handlers()
+        out._fns = {**defaults, **self._fns}
+        return out
+
     def __getitem__(self, request_type: type) -> Handler:
         return self._fns[request_type]
 

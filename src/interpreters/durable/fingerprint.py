@@ -49,6 +49,7 @@ class AgentDefinition(msgspec.Struct, frozen=True):
     """The readable fingerprint of an agent: what a recorded run depends on."""
 
     model: str
+    """The model id; with fallback models, the chain and its policy (canonical JSON)."""
     instructions: tuple[str, ...]
     tools: tuple[ToolShape, ...]
     processors: tuple[ProcessorShape, ...]
@@ -69,7 +70,8 @@ def definition(agent: Agent) -> AgentDefinition:
     )
     so = agent.structured_output
     return AgentDefinition(
-        model=agent.model,
+        model=agent.model if agent.fallback is None else _json(
+            msgspec.to_builtins(agent.fallback)),
         instructions=tuple(m.content for m in agent.instructions),
         tools=tuple(
             ToolShape(t.spec.name, t.spec.description, _json(t.spec.parameters))
@@ -80,8 +82,11 @@ def definition(agent: Agent) -> AgentDefinition:
             for stage, procs in stages
             for p in procs
         ),
-        output=None if so is None else _json({"name": so.name, "schema": so.schema,
-                                              "strict": so.strict}),
+        output=None if so is None else _json({
+            "name": so.name, "schema": so.schema, "strict": so.strict,
+            # (the mode only when chosen: the digests of agents from before stay)
+            **({"mode": so.mode} if so.mode != "auto" else {}),
+        }),
     )
 
 

@@ -76,6 +76,7 @@ from pipeline.values.chunks import (
     Usage,
 )
 from pipeline.values.cost import Cost, PriceQuery, Pricer, charge
+from pipeline.values.fallback import CircuitStates
 from pipeline.values.messages import Message, Part, ToolResultPart
 from pipeline.values.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.values.result import RunResult
@@ -457,6 +458,13 @@ class _RunSpans(RunObserver):
             self._model_reply(reply, at)
         elif t is RunTools and isinstance(reply, tuple):
             self._end_tools(reply, None, at)
+        elif t is Perform and type(reply) is CircuitStates:
+            assert isinstance(reply, CircuitStates)
+            if reply.open or reply.watched:  # the breaker's state, as the step saw it
+                self.agent_span.add_event("pipeline.circuit", {
+                    "pipeline.circuit.open": list(reply.open),
+                    "pipeline.circuit.failing": list(reply.watched),
+                }, timestamp=_ns(at))
         elif t is Perform and self.judge is not None:
             span, self.judge = self.judge, None
             asked = _asked(cmd.request) if isinstance(cmd, Perform) else None

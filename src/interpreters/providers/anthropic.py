@@ -69,7 +69,7 @@ def _file_block(part: FilePart) -> JsonDict:
     raise codec.unsupported_file("Anthropic", mt)
 
 
-def _blocks(m: Message) -> list[JsonDict]:
+def _blocks(m: Message, route: str) -> list[JsonDict]:
     out: list[JsonDict] = []
     for p in m.parts:
         if isinstance(p, TextPart):
@@ -93,9 +93,12 @@ def _blocks(m: Message) -> list[JsonDict]:
                     {"type": "tool_use", "id": p.tool_call_id, "name": p.tool_name,
                      "input": dict(p.args)}
                 )
-        elif isinstance(p, ReasoningPart) and m.role == "assistant":
+        elif (
+            isinstance(p, ReasoningPart) and m.role == "assistant"
+            and codec.signed_for(p, route)
+        ):
             # Thinking goes back only with its signature (the API verifies it); reasoning
-            # from another provider has none and is dropped.
+            # from another provider has none (or another's: never sent) and is dropped.
             if p.redacted is not None:
                 out.append({"type": "redacted_thinking", "data": p.redacted})
             elif p.signature:
@@ -107,9 +110,9 @@ def _is_result(block: JsonDict) -> bool:
     return block["type"] == "tool_result"
 
 
-def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
+def _messages(request: ModelRequest, route: str) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (consecutive turns of one role merged) and hoisted system texts."""
-    return codec.merge_turns(request, _blocks, _is_result)
+    return codec.merge_turns(request, lambda m: _blocks(m, route), _is_result)
 
 
 def _default_max_tokens(request: ModelRequest, options: AnthropicOptions) -> int:
@@ -129,7 +132,7 @@ def encode_request(
     request: ModelRequest, *, model: str, stream: bool, options: AnthropicOptions
 ) -> tuple[JsonDict, str | None]:
     """The JSON body (as a dict) and the structured-output tool name, if any."""
-    messages, system = _messages(request)
+    messages, system = _messages(request, options.option_sections[0])
     s = request.model_settings
     body: JsonDict = {"model": model, "messages": messages}
     body["max_tokens"] = (
@@ -489,7 +492,7 @@ class AnthropicStreamDecoder(ForcedToolDecoder):
         if b.kind == "text":
             return [chunks.TextEnd(f"text-{i}")]
         if b.kind == "reasoning":
-            return [chunks.ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
+            return [self._reasoning_end(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
         if b.kind == "json":
             if not b.args and b.initial:  # a whole input with no deltas (non-streamed)
                 text = codec.json_text(b.initial)

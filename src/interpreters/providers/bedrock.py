@@ -127,7 +127,7 @@ def _file_block(part: FilePart, n: int) -> JsonDict:
     raise codec.unsupported_file("Bedrock Converse", mt)
 
 
-def _blocks(m: Message, files: Iterator[int]) -> list[JsonDict]:
+def _blocks(m: Message, files: Iterator[int], route: str) -> list[JsonDict]:
     out: list[JsonDict] = []
     for p in m.parts:
         if isinstance(p, TextPart):
@@ -146,8 +146,12 @@ def _blocks(m: Message, files: Iterator[int]) -> list[JsonDict]:
             if m.role == "assistant":
                 out.append({"toolUse": {"toolUseId": p.tool_call_id, "name": p.tool_name,
                                         "input": dict(p.args)}})
-        elif isinstance(p, ReasoningPart) and m.role == "assistant":
-            # Sent back only with its signature (the model verifies it), as on Anthropic.
+        elif (
+            isinstance(p, ReasoningPart) and m.role == "assistant"
+            and codec.signed_for(p, route)
+        ):
+            # Sent back only with its signature (the model verifies it), as on Anthropic;
+            # never another provider's.
             if p.redacted is not None:
                 out.append({"reasoningContent": {"redactedContent": p.redacted}})
             elif p.signature:
@@ -160,10 +164,10 @@ def _is_result(block: JsonDict) -> bool:
     return "toolResult" in block
 
 
-def _messages(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
+def _messages(request: ModelRequest, route: str) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (turns of one role merged) and hoisted system texts."""
     files = itertools.count(1)  # numbers unnamed documents: names are unique in a request
-    return codec.merge_turns(request, lambda m: _blocks(m, files), _is_result)
+    return codec.merge_turns(request, lambda m: _blocks(m, files, route), _is_result)
 
 
 def _schema(schema: Mapping[str, object]) -> JsonDict:
@@ -185,7 +189,7 @@ def encode_request(
 ) -> tuple[JsonDict, str | None]:
     """The JSON body (as a dict) and the structured-output tool name, if any. The model
     and the streaming are in the URL, not the body."""
-    messages, system = _messages(request)
+    messages, system = _messages(request, options.option_sections[0])
     has_tool_blocks = any(isinstance(p, ToolCallPart | ToolResultPart)
                           for m in request.messages for p in m.parts)
     s = request.model_settings
@@ -659,7 +663,7 @@ class ConverseStreamDecoder(ForcedToolDecoder):
         if b.kind == "text" or b.kind == "json":
             return [chunks.TextEnd(b.text_id)]
         if b.kind == "reasoning":
-            return [chunks.ReasoningEnd(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
+            return [self._reasoning_end(f"reasoning-{i}", "".join(b.signature) or None, b.redacted)]
         if b.kind == "result":
             return [chunks.ServerToolResult(b.id, b.name, _result_value(b.result), b.failed)]
         raw = "".join(b.args)

@@ -26,9 +26,26 @@ from interpreters.providers.sse import (
     SseParser,
 )
 from pipeline.values.bounds import json_too_deep
-from pipeline.values.chunks import FinishReason, ModelEvent
-from pipeline.values.messages import JsonObject, Message
-from pipeline.values.model import ApiError, ModelRequest
+from pipeline.values.chunks import (
+    FinishReason,
+    ModelEvent,
+    ModelFinish,
+    ReasoningEnd,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolCallDelta,
+)
+from pipeline.values.messages import JsonObject, Message, ReasoningPart
+from pipeline.values.model import (
+    ApiError,
+    ModelRequest,
+    StructuredOutput,
+    ToolChoice,
+    ToolChoiceTool,
+    ToolSpec,
+)
 from pipeline.values.sanitize import SanitizeProfile, prepare_request, restore_event
 
 EventMap = Callable[[ModelEvent], ModelEvent]
@@ -358,6 +375,13 @@ def parse_tool_args(raw: str) -> dict[str, object] | None:
         return None
 
 
+def signed_for(part: ReasoningPart, route: str) -> bool:
+    """Whether a reasoning part's signature may go to `route`: the route that signed it,
+    or an unknown one (a part recorded before routes were). A step that switched provider
+    never sends another provider's signature (or its redacted reasoning)."""
+    return part.provider is None or part.provider == route
+
+
 def json_text(value: object) -> str:
     """A tool result for the wire: strings as they are, anything else as JSON."""
     if isinstance(value, str):
@@ -579,10 +603,37 @@ class JsonCodec(Generic[CodecOptions]):
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {self.key_header: self.key_prefix + api_key} if api_key else {}
 
+    output_modes: frozenset[str] = frozenset({"auto", "native", "tool", "prompted"})
+    """The `StructuredOutput.mode`s it can send (`prompted` never reaches a codec: the
+    loop puts the schema in the instructions)."""
+
+    @property
+    def route(self) -> str:
+        """The route it is made for (the `provider_options` section it reads)."""
+        sections: tuple[str, ...] = getattr(self.options, "option_sections", ())
+        return sections[0] if sections else ""
+
+    def check_output(self, so: StructuredOutput) -> None:
+        """Raise (a configuration error) for structured output in a mode it cannot send."""
+        if so.mode not in self.output_modes:
+            can = ", ".join(sorted(self.output_modes - {"auto"}))
+            raise ProviderError(ApiError(
+                status=None, error_type="configuration", retryable=False,
+                message=f"route {self.route!r} cannot send typed output in mode "
+                        f"{so.mode!r} (it can: {can})",
+            ))
+
     def encode(self, request: ModelRequest, *, model: str, stream: bool) -> Encoded:
+        so = request.structured_output
+        output_tool: str | None = None
+        if so is not None:
+            self.check_output(so)
+            if so.mode == "tool" and not isinstance(self, ForcedToolCodec):
+                request, output_tool = output_tool_request(request, so)
         # Pairing repaired and ids/names fitted to the server; events are mapped back.
         request, names = prepare_request(request, self.options.profile)
         body, json_tool = self.body(request, model=model, stream=stream)
+        json_tool = json_tool or output_tool
         if names.is_identity:
             return Encoded(encode_body(body), json_tool=json_tool)
         return Encoded(encode_body(body), lambda e: restore_event(e, names), json_tool=json_tool)
@@ -596,12 +647,21 @@ class JsonCodec(Generic[CodecOptions]):
     def stream_decoder(
         self, encoded: Encoded, *, status: int, request_id: str | None
     ) -> StreamDecoder:
-        return self.decoder(status=status, request_id=request_id)
+        dec = self.decoder(status=status, request_id=request_id)
+        if isinstance(dec, DecoderBase):
+            dec.provider = self.route
+        if encoded.json_tool is not None:  # the forced output tool of `tool` mode
+            return OutputToolDecoder(dec, encoded.json_tool)
+        return dec
 
     def decode_body(
         self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
     ) -> list[ModelEvent]:
-        return self.decode_whole(body, status=status, request_id=request_id)
+        events = signed_by(
+            self.decode_whole(body, status=status, request_id=request_id), self.route)
+        if encoded.json_tool is not None:
+            return OutputToolEvents(encoded.json_tool).map(events)
+        return events
 
 
 class ToolDecoderType(Protocol):
@@ -623,22 +683,116 @@ class ToolBodyDecoder(Protocol):
 class ForcedToolCodec(JsonCodec[CodecOptions]):
     """A JSON codec whose structured output rides on a forced tool (Anthropic, Bedrock):
     its `body` names that tool, and its decoders are told the name (the tool's input is
-    the answer text)."""
+    the answer text). It has no native mode."""
 
     tool_decoder: ToolDecoderType
     decode_tool_whole: ToolBodyDecoder
+    output_modes = frozenset({"auto", "tool", "prompted"})
 
     def stream_decoder(
         self, encoded: Encoded, *, status: int, request_id: str | None
     ) -> StreamDecoder:
-        return self.tool_decoder(json_tool=encoded.json_tool, status=status, request_id=request_id)
+        dec = self.tool_decoder(json_tool=encoded.json_tool, status=status,
+                                request_id=request_id)
+        if isinstance(dec, DecoderBase):
+            dec.provider = self.route
+        return dec
 
     def decode_body(
         self, encoded: Encoded, body: bytes, *, status: int, request_id: str | None
     ) -> list[ModelEvent]:
-        return self.decode_tool_whole(
+        return signed_by(self.decode_tool_whole(
             body, json_tool=encoded.json_tool, status=status, request_id=request_id
-        )
+        ), self.route)
+
+
+def signed_by(events: list[ModelEvent], route: str) -> list[ModelEvent]:
+    """A whole body's events with what its reasoning carries tagged with `route`."""
+    return [
+        msgspec.structs.replace(e, provider=route)
+        if type(e) is ReasoningEnd and (e.signature is not None or e.redacted is not None)
+        and e.provider is None else e
+        for e in events
+    ]
+
+
+def output_tool_request(request: ModelRequest, so: StructuredOutput) -> tuple[ModelRequest, str]:
+    """`tool` mode on a format with a native one: the request with a forced tool whose
+    input schema is the output's (with the agent's own tools, the model must call one:
+    those or the output tool), and that tool's name."""
+    name = output_tool_name(so.name)
+    tc = request.tool_choice
+    choice: ToolChoice = (
+        "required" if request.tools and tc in ("auto", "required")
+        else tc if request.tools and isinstance(tc, ToolChoiceTool)
+        else ToolChoiceTool(name)
+    )
+    spec = ToolSpec(name, OUTPUT_TOOL_DESCRIPTION, dict(so.schema))
+    return msgspec.structs.replace(
+        request, tools=(*request.tools, spec), tool_choice=choice, structured_output=None
+    ), name
+
+
+class OutputToolEvents:
+    """The forced output tool's call as the answer's text: its argument deltas as text
+    deltas (its whole arguments when none streamed), and the finish a stop."""
+
+    __slots__ = ("_name", "_open", "_used")
+
+    TEXT_ID = "text-output"
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._open = False
+        self._used = False
+
+    def map(self, events: list[ModelEvent]) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        name = self._name
+        for e in events:
+            t = type(e)
+            if t is ToolCallDelta and e.tool_name == name:  # type: ignore[union-attr]
+                assert isinstance(e, ToolCallDelta)
+                if not self._open:
+                    self._open = True
+                    out.append(TextStart(self.TEXT_ID))
+                if e.args_delta:
+                    out.append(TextDelta(self.TEXT_ID, e.args_delta))
+            elif t is ToolCall and e.tool_name == name:  # type: ignore[union-attr]
+                assert isinstance(e, ToolCall)
+                if not self._open:
+                    out += (TextStart(self.TEXT_ID), TextDelta(self.TEXT_ID, json_text(e.args)))
+                out.append(TextEnd(self.TEXT_ID))
+                self._open, self._used = False, True
+            elif t is ModelFinish and self._used:
+                assert isinstance(e, ModelFinish)
+                out.append(e if e.finish_reason != "tool-calls"
+                           else msgspec.structs.replace(e, finish_reason="stop"))
+            else:
+                out.append(e)
+        return out
+
+
+class OutputToolDecoder:
+    """A stream decoder whose forced output tool's call comes out as text
+    (`OutputToolEvents`)."""
+
+    __slots__ = ("_events", "_inner")
+
+    def __init__(self, inner: StreamDecoder, name: str) -> None:
+        self._inner = inner
+        self._events = OutputToolEvents(name)
+
+    @property
+    def done(self) -> bool:
+        return self._inner.done
+
+    @property
+    def started(self) -> bool:
+        return self._inner.started
+
+    def feed(self, event: SseEvent) -> list[ModelEvent]:
+        return self._events.map(self._inner.feed(event))
 
 
 class DecoderBase:
@@ -653,10 +807,20 @@ class DecoderBase:
         self._started = False
         self._response_id: str | None = None
         self._model_id: str | None = None
+        self.provider: str | None = None
+        """The route whose model this is (set by its codec): what it signs is its."""
 
     @property
     def started(self) -> bool:
         return self._started
+
+    def _reasoning_end(
+        self, block: str, signature: str | None, redacted: str | None = None
+    ) -> ReasoningEnd:
+        """The end of a reasoning block; what it carries to send back is tagged with the
+        route that signed it (`codec.signed_for`)."""
+        signed = signature is not None or redacted is not None
+        return ReasoningEnd(block, signature, redacted, self.provider if signed else None)
 
     def _error(self, body: bytes) -> ProviderError:
         """An error the server sent in the stream."""

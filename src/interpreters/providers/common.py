@@ -18,8 +18,14 @@ import httpx
 from interpreters.providers.codec import Codec
 from interpreters.providers.exchange import Endpoint, Exchange, Timeouts
 from interpreters.providers.limits import Limits
-from interpreters.providers.routes import Routes, check_wire_env, provider_config
-from pipeline.values.model import ModelRequest
+from interpreters.providers.provider import ProviderError
+from interpreters.providers.routes import (
+    ProviderConfigError,
+    Routes,
+    check_wire_env,
+    provider_config,
+)
+from pipeline.values.model import ModelRequest, StructuredOutput
 
 Client = TypeVar("Client", httpx.Client, httpx.AsyncClient)
 _Provider = TypeVar("_Provider", bound="HttpProviderBase[Any]")
@@ -88,6 +94,17 @@ class HttpProviderBase(Generic[Client]):
             f"{type(self).__name__}(provider={self.endpoint.provider!r}, "
             f"base_url={self.endpoint.base_url!r}, stream={self.streaming})"
         )
+
+    def check_output(self, so: StructuredOutput) -> None:
+        """Raise `ProviderConfigError` when its route cannot send structured output in
+        `so`'s mode (`OutputMode`): the interpreters ask before a run starts."""
+        check = getattr(self.codec, "check_output", None)
+        if check is None:
+            return
+        try:
+            check(so)
+        except ProviderError as e:
+            raise ProviderConfigError(e.error.message) from None
 
     def _exchange(self, request: ModelRequest) -> Exchange:
         return Exchange(

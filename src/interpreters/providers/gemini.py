@@ -126,7 +126,7 @@ def _file_part(part: FilePart) -> JsonDict:
     return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
 
 
-def _model_parts(m: Message) -> list[JsonDict]:
+def _model_parts(m: Message, route: str) -> list[JsonDict]:
     """A model turn's parts; a thought signature goes back on the part it came with (the
     one after its reasoning part), or alone when nothing follows."""
     out: list[JsonDict] = []
@@ -134,8 +134,8 @@ def _model_parts(m: Message) -> list[JsonDict]:
     for p in m.parts:
         part: JsonDict | None = None
         if isinstance(p, ReasoningPart):
-            if p.signature is None or p.redacted is not None:
-                continue  # a summary needs no return; another provider's redaction none
+            if p.signature is None or p.redacted is not None or not codec.signed_for(p, route):
+                continue  # a summary needs no return; another provider's signature none
             if p.text:
                 part = {"text": p.text, "thought": True}
             else:
@@ -183,18 +183,19 @@ def _user_parts(m: Message) -> list[JsonDict]:
     return out
 
 
-def _parts(m: Message) -> list[JsonDict]:
-    return _model_parts(m) if m.role == "assistant" else _user_parts(m)
+def _parts(m: Message, route: str) -> list[JsonDict]:
+    return _model_parts(m, route) if m.role == "assistant" else _user_parts(m)
 
 
 def _is_response(part: JsonDict) -> bool:
     return "functionResponse" in part
 
 
-def _contents(request: ModelRequest) -> tuple[list[JsonDict], list[str]]:
+def _contents(request: ModelRequest, route: str) -> tuple[list[JsonDict], list[str]]:
     """The turns (consecutive ones of one role merged, the function responses opening the
     turn that answers the calls) and the system texts."""
-    return codec.merge_turns(request, _parts, _is_response, assistant="model", content="parts")
+    return codec.merge_turns(request, lambda m: _parts(m, route), _is_response,
+                             assistant="model", content="parts")
 
 
 _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
@@ -204,7 +205,7 @@ def encode_request(
     request: ModelRequest, *, model: str, stream: bool, options: GeminiOptions
 ) -> JsonDict:
     """The JSON body (as a dict) for one generateContent call (the model is in the URL)."""
-    contents, system = _contents(request)
+    contents, system = _contents(request, options.option_sections[0])
     body: JsonDict = {"contents": contents}
     system = [t for t in system if t]
     if system:
@@ -462,7 +463,7 @@ class GeminiStreamDecoder(DecoderBase):
         if self._open == "text":
             out.append(chunks.TextEnd(self._block))
         elif self._open == "reasoning":
-            out.append(chunks.ReasoningEnd(self._block, self._signature))
+            out.append(self._reasoning_end(self._block, self._signature))
             self._signature = None
         self._open = None
 
@@ -484,7 +485,7 @@ class GeminiStreamDecoder(DecoderBase):
             self._close(out)
             block = f"reasoning-{self._blocks}"
             self._blocks += 1
-            out += (chunks.ReasoningStart(block), chunks.ReasoningEnd(block, sig))
+            out += (chunks.ReasoningStart(block), self._reasoning_end(block, sig))
             self._produced = True
         fc = p.function_call
         if fc is not None:

@@ -174,7 +174,7 @@ def _encode_message(m: Message, options: OpenAIResponsesOptions, out: list[JsonD
             if isinstance(p, ToolCallPart):
                 item = {"type": "function_call", "call_id": p.tool_call_id,
                         "name": p.tool_name, "arguments": codec.json_text(dict(p.args))}
-            elif isinstance(p, ReasoningPart):
+            elif isinstance(p, ReasoningPart) and codec.signed_for(p, options.option_sections[0]):
                 item = _reasoning_item(p, stored=options.store is not False)
             if item is None:
                 continue
@@ -687,7 +687,7 @@ class ResponsesStreamDecoder(DecoderBase):
             if parts:
                 out.append(ReasoningDelta(th.block, "\n\n".join(parts)))
         sig = reasoning_signature(item.id, item.encrypted_content) if item.id else None
-        out.append(chunks.ReasoningEnd(th.block, sig))
+        out.append(self._reasoning_end(th.block, sig))
         return out
 
     def finish(self, r: _Head) -> list[ModelEvent]:

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
+from interpreters.core.breaker import PROCESS_BREAKER, CircuitBreaker
 from interpreters.core.handlers import Handler, Handlers
 from interpreters.core.options import RunOptions, check_options
 from interpreters.observers.logs import LogObserver
 from interpreters.observers.observe import Observer
-from interpreters.run.common import check_model, resolver, start_run
+from interpreters.run.common import check_models, resolver, start_run
 from pipeline.agent import Agent
 from pipeline.protocol import Driver
 from pipeline.values.cost import Pricer
@@ -47,9 +48,12 @@ class InterpreterBase(Generic[P]):
         run_ids: Callable[[], str],
         observers: Sequence[Observer] | None,
         price: Pricer | None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self._resolve = resolver(provider, resolve)
-        self._handlers = Handlers.of(handlers, sync=sync)
+        self.breaker = breaker if breaker is not None else PROCESS_BREAKER
+        """The circuit breaker of fallback models (`interpreters.core.breaker`)."""
+        self._handlers = Handlers.of(handlers, sync=sync).with_defaults(self.breaker.handlers())
         self._clock = clock
         self._run_ids = run_ids
         self._observers = observers_or_default(observers)
@@ -63,7 +67,7 @@ class InterpreterBase(Generic[P]):
         configuration error for a model it cannot serve (`check_model`)."""
         check_options(options)
         self._check_agent(agent)
-        check_model(self._resolve, agent.model)
+        check_models(self._resolve, agent)
         return start_run(
             agent, messages, run_id=self._run_ids(), clock=self._clock, options=options,
             observers=self._observers, price=self._price,

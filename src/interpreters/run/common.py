@@ -134,18 +134,32 @@ def child_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:
     return ToolOutcome(inv.call.tool_call_id, f"{type(e).__name__}: {e}", is_error=True)
 
 
-def check_model(resolve: Callable[[str], object], model_id: str) -> None:
+def check_model(resolve: Callable[[str], object], model_id: str) -> object | None:
     """Resolve a run's model before the run, so a provider that is not configured (no API
     key...) fails at once: re-raises a `ProviderError` of type "configuration" (such as the
     router's `ProviderConfigError`). Other failures are left to the run's first model call,
-    which reports them as usual."""
+    which reports them as usual. Returns the provider (None: it could not be had)."""
     try:
-        resolve(model_id)
+        return resolve(model_id)
     except ProviderError as e:
         if e.error.error_type == CONFIGURATION:
             raise
     except Exception:
         pass  # the model call that needs the provider reports it
+    return None
+
+
+def check_models(resolve: Callable[[str], object], agent: Agent) -> None:
+    """`check_model` for the agent's model and each of its fallback models, and its
+    output mode on each (a provider with `check_output`, as the HTTP ones: a route that
+    cannot send the agent's typed output in its mode raises its configuration error)."""
+    models = agent.fallback.model_ids if agent.fallback is not None else (agent.model,)
+    so = agent.structured_output
+    for model_id in models:
+        provider = check_model(resolve, model_id)
+        check = getattr(provider, "check_output", None) if so is not None else None
+        if check is not None:
+            check(so)
 
 
 def provider_error(e: Exception) -> ApiError:

@@ -77,6 +77,7 @@ class AsyncSimulator(SimulatorBase):
             observers=observers,
             price=price,
             tools_in_threads=tools_in_threads,
+            breaker=self.breaker,
         )
 
     @property

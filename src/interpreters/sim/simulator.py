@@ -27,6 +27,7 @@ from typing import Generic, Protocol, TypeVar, Unpack
 
 import msgspec
 
+from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.options import CancellableScope, Deps, RunOptions, check_options, keys_of
 from interpreters.core.trace import Trace
 from interpreters.observers.observe import Observer
@@ -428,6 +429,8 @@ class SimulatorBase:
         """False: a `timeout` is the interpreter's own (real seconds)."""
         self._deadlines = Deadlines(self.clock)
         self.routes = ScriptedRoutes(model, self.models, default)
+        self.breaker = CircuitBreaker(clock=self.clock)
+        """The circuit breaker of fallback models: the simulator's own, on virtual time."""
 
     def _next_run_id(self) -> str:
         return self._run_ids()
@@ -437,7 +440,8 @@ class SimulatorBase:
     ) -> tuple[RunOptions, VirtualDeadline | None]:
         """The options for the interpreter and the run's virtual deadline: its `timeout`
         as an alarm on the clock that cancels the run's signal (linked to the caller's)."""
-        self.routes.note(agent.model)
+        for model in agent.fallback.model_ids if agent.fallback is not None else (agent.model,):
+            self.routes.note(model)
         run: RunOptions = {**options}
         if not self._virtual_timeouts:
             return run, None
@@ -499,6 +503,7 @@ class Simulator(SimulatorBase):
             observers=observers,
             price=price,
             started=lambda perform, _stop: Virtual(perform, self.clock),
+            breaker=self.breaker,
         )
 
     def run(

@@ -48,6 +48,7 @@ from pipeline.protocol.replies import (
 )
 from pipeline.values.bounds import MAX_TOOL_CALLS_PER_RESPONSE
 from pipeline.values.chunks import Chunk, ModelFinish, ToolCall, ToolCallDelta
+from pipeline.values.fallback import FailoverPolicy
 from pipeline.values.model import ApiError, ModelEnded, ModelFailed, ModelRequest
 from pipeline.values.result import ApiFailed, StreamFailed
 
@@ -58,12 +59,15 @@ _ENDS = (ModelFinish, ModelFailed, ModelEnded)
 
 
 def call_model(
-    rc: RunConfig, st: RunState, step: int, cfg: StepSettings
+    rc: RunConfig, st: RunState, step: int, cfg: StepSettings,
+    failover: FailoverPolicy | None = None,
 ) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
     """Call the model until it starts streaming, retrying what may be retried.
 
     Returns the stream's first event: a model event other than ModelFailed (checked
-    here; `consume` reads it as it reads every event, by its class)."""
+    here; `consume` reads it as it reads every event, by its class). With a `failover`
+    policy (a fallback model comes next), a failure it names is raised at once, not
+    offered to the error processors (`loop.fallback` moves on)."""
     transient = 0
     attempts = 0
     while True:
@@ -95,6 +99,8 @@ def call_model(
                 wait = Sleep(delay, f"retrying after {err}")
                 checked(wait, (yield wait))
                 continue
+            raise Failed(ApiFailed(step, err, attempts))
+        if failover is not None and failover.fails_over(err):
             raise Failed(ApiFailed(step, err, attempts))
         recovered = yield from api_error(rc, st, step, err)
         if not recovered:

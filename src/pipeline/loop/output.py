@@ -14,13 +14,14 @@ from collections.abc import Generator
 from effects import Abort, CommitWrites, Continue, Perform, Replace, Write
 from pipeline.loop.hooks import HookFailure, Outcome, Yielded, call_hook, invoke, settle
 from pipeline.loop.messages import discarded, feedback, keep_held
+from pipeline.loop.partial import NOTHING, parse_partial
 from pipeline.loop.response import response_text
 from pipeline.loop.state import Failed, RunConfig, RunState, apply, steps_tuple, trip
 from pipeline.loop.stream import stream_through
 from pipeline.processor import ApprovedArgs, OutputResultArgs, OutputStepArgs, StepSettings
 from pipeline.protocol.replies import LoopCommand, RunCancelled
 from pipeline.values.chunks import Finish as FinishChunk
-from pipeline.values.chunks import ModelFinish
+from pipeline.values.chunks import ModelFinish, OutputPartial
 from pipeline.values.messages import Message, MessageList, ToolCallPart
 from pipeline.values.output_type import OutputDecodeError, TypedOutput
 from pipeline.values.result import OutputInvalid, OutputResult
@@ -79,6 +80,10 @@ def check_output(
     once the retries are spent (the invalid reply is then not kept)."""
     try:
         st.output = typed.decode(text)
+        if typed.partial and (st.partial is NOTHING or st.partial != st.output):
+            # the last partial is the output (a processor may have changed the reply)
+            st.pending.append(OutputPartial(step, st.output, parse_partial(text) or {}))
+            st.partial = st.output
         return True
     except OutputDecodeError as e:
         problem = str(e)

@@ -18,6 +18,7 @@ from pipeline.values.chunks import (
     TextDelta,
     ToolCall,
 )
+from pipeline.values.fallback import ModelAttempt
 from pipeline.values.messages import (
     DataPart,
     MessageList,
@@ -35,8 +36,8 @@ class StepContent:
     """What one model response has delivered so far (after the stream processors)."""
 
     __slots__ = (
-        "call_ids", "calls", "finish", "leaving", "made", "parts", "reasoning", "renamed",
-        "sources", "texts", "tool_calls",
+        "attempts", "call_ids", "calls", "finish", "leaving", "made", "parts", "reasoning",
+        "renamed", "sources", "texts", "tool_calls",
     )
 
     def __init__(self) -> None:
@@ -57,6 +58,8 @@ class StepContent:
         self.renamed: dict[str, str] = {}
         self.sources = 0
         self.finish: ModelFinish | None = None
+        self.attempts: tuple[ModelAttempt, ...] = ()
+        """The fallback models that failed before this response's (`loop.fallback`)."""
 
     def made_call(self, c: ToolCall) -> None:
         """The model made this call (before the stream processors): it runs as made."""
@@ -82,7 +85,7 @@ class StepContent:
             if isinstance(c, ReasoningDelta):
                 entry[1].append(c.text)
             else:
-                self.parts[entry[0]] = ReasoningPart("", c.signature, c.redacted)
+                self.parts[entry[0]] = ReasoningPart("", c.signature, c.redacted, c.provider)
         elif t is ToolCall:
             assert isinstance(c, ToolCall)
             part = ToolCallPart(c.tool_call_id, c.tool_name, c.args)
@@ -127,7 +130,7 @@ class StepContent:
                 out.append(TextPart("".join(p)))
             elif type(p) is ReasoningPart:
                 assert isinstance(p, ReasoningPart)
-                out.append(ReasoningPart(reasoning_at[i], p.signature, p.redacted))
+                out.append(ReasoningPart(reasoning_at[i], p.signature, p.redacted, p.provider))
             elif type(p) is ToolCallPart and not complete:
                 continue
             else:

@@ -54,6 +54,7 @@ from pipeline.approval import (
 )
 from pipeline.loop.children import answer_of_handoff
 from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
+from pipeline.loop.fallback import attempts
 from pipeline.loop.gate import Suspend
 from pipeline.loop.hooks import HookFailure, call_hook
 from pipeline.loop.messages import keep_held, loop_message, unforged
@@ -292,16 +293,21 @@ def _step(
         st.pending.append(StepStart(step))
     else:
         yield from stream_through(rc, st, [StepStart(step)])
-    content, first_reply = yield from call_model(rc, st, step, cfg)
-    try:
-        if st.racing:  # input guards still running: hold the model's events (race.py)
-            first_reply, held, ended = yield from race_gate(rc, st, first_reply)
-            yield from feed(consume(rc, st, step, content, first_reply), held, ended)
-        else:
-            yield from consume(rc, st, step, content, first_reply)
-    except (Tripped, Failed, HookFailure, RunCancelled):
-        count_stopped(rc, st, cfg.model, content.finish)
-        raise
+    so = cfg.structured_output
+    # (inline `fallback.plain_step`: a call less on a path that runs once per step)
+    if cfg.fallback is None and (so is None or so.__class__ is not TypedOutput or not so.partial):
+        content, first_reply = yield from call_model(rc, st, step, cfg)
+        try:
+            if st.racing:  # input guards still running: hold the model's events (race.py)
+                first_reply, held, ended = yield from race_gate(rc, st, first_reply)
+                yield from feed(consume(rc, st, step, content, first_reply), held, ended)
+            else:
+                yield from consume(rc, st, step, content, first_reply)
+        except (Tripped, Failed, HookFailure, RunCancelled):
+            count_stopped(rc, st, cfg.model, content.finish)
+            raise
+    else:  # fallback models, or typed partial output (fallback.py)
+        content, cfg = yield from attempts(rc, st, step, cfg)
     fin = content.finish
     assert fin is not None
     # Every response the model sent was billed, also one a processor discards.
@@ -362,6 +368,7 @@ def _step(
                 tool_results=(),
                 sources=tuple(p for p in response.parts if isinstance(p, SourcePart)),
                 finish_reason=fin.finish_reason, usage=fin.usage, cost=call_cost,
+                attempts=content.attempts,
             )
             s.tools = step_tools(cfg)
             raise
@@ -385,6 +392,7 @@ def _step(
             finish_reason=fin.finish_reason,
             usage=fin.usage,
             cost=call_cost,
+            attempts=content.attempts,
         )
     )
     if rc.bare_stream:

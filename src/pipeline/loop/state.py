@@ -25,6 +25,7 @@ from pipeline.loop.call_ids import CallIds
 from pipeline.loop.hooks import Bound, HookFn, Outcome, Yielded
 from pipeline.loop.judges import JudgeLedger
 from pipeline.loop.leaving import LeavingResults
+from pipeline.loop.partial import NOTHING
 from pipeline.loop.response import StepContent
 from pipeline.loop.stream_view import SeenChunks
 from pipeline.protocol.replies import EffectRecord, EffectRecorder
@@ -158,6 +159,7 @@ class RunState:
         "model_calls",
         "output",
         "pairing",
+        "partial",
         "pending",
         "racing",
         "retry_count",
@@ -217,6 +219,8 @@ class RunState:
         """Tool-call chunks of the response held back until the gates decided
         (`gate`)."""
         self.output: object = None
+        self.partial: object = NOTHING
+        """The last typed partial output sent (`loop.partial`; NOTHING: none yet)."""
         self.cost: Cost | None = None
         self.cost_known = cost_known
         self.pairing = PairedHistory()

@@ -19,7 +19,7 @@ from pipeline.protocol.replies import LoopCommand
 from pipeline.tools import Tool
 from pipeline.values.messages import SystemMessage
 from pipeline.values.model import ModelRequest
-from pipeline.values.output_type import TypedOutput
+from pipeline.values.output_type import TypedOutput, output_prompt
 
 _CHANGEABLE = tuple(f for f in StepSettings.__struct_fields__ if f in StepChange.__struct_fields__)
 assert len(_CHANGEABLE) == len(StepSettings.__struct_fields__), "StepChange lacks a setting"
@@ -38,6 +38,7 @@ def base_settings(rc: RunConfig, base_system: tuple[SystemMessage, ...]) -> Step
         provider_options=a.provider_options,
         model_settings=a.model_settings,
         structured_output=a.structured_output,
+        fallback=a.fallback,
     )
 
 
@@ -100,9 +101,14 @@ def model_request(st: RunState, cfg: StepSettings) -> ModelRequest:
     tools = cfg.tools if cfg.active_tools is None else step_tools(cfg)
     stt = st.tools
     specs = stt.specs if tools is stt.specs_of else stt.make_specs(tools)
+    so = cfg.structured_output
+    system = cfg.system_messages
+    if so is not None and so.mode == "prompted":  # the schema in the instructions
+        system = (*system, output_prompt(so))
+        so = None
     return ModelRequest(
         model=cfg.model,
-        system=cfg.system_messages,
+        system=system,
         # Paired for every provider (the codecs still fit ids and names to the wire).
         messages=st.pairing.messages(st.ml),
         tools=specs,
@@ -111,7 +117,6 @@ def model_request(st: RunState, cfg: StepSettings) -> ModelRequest:
         provider_options=cfg.provider_options,
         # A TypedOutput's decoder stays here: the request carries plain data.
         structured_output=(
-            so.wire() if (so := cfg.structured_output) is not None
-            and isinstance(so, TypedOutput) else so
+            so.wire() if so is not None and isinstance(so, TypedOutput) else so
         ),
     )

@@ -108,3 +108,27 @@ class SeenChunks:
                 lists.append(shared[:] if full else shared[:-1])
         self.lists = lists
         self.shared = None
+
+    def mark(self) -> SeenMark:
+        """Where every hook is now (`rewind` goes back here)."""
+        if self.shared is not None:
+            return SeenMark(self.shared, len(self.shared), ())
+        return SeenMark(None, 0, tuple((seen, len(seen)) for seen in self.lists))
+
+    def rewind(self, mark: SeenMark) -> None:
+        """Forget what the hooks saw after `mark` (an attempt the step dropped). New lists:
+        views handed out stay valid."""
+        if mark.shared is not None:
+            self.shared = mark.shared[: mark.n]
+            self.lists = [[] for _ in self.lists]
+        else:
+            self.shared = None
+            self.lists = [seen[:n] for seen, n in mark.lists]
+
+
+class SeenMark(msgspec.Struct, frozen=True):
+    """What `SeenChunks.mark` noted: the shared list and its length, or each list's."""
+
+    shared: list[Chunk] | None
+    n: int
+    lists: tuple[tuple[list[Chunk], int], ...]

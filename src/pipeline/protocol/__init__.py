@@ -36,6 +36,12 @@ from pipeline.protocol.replies import (
     outcomes_match,
 )
 from pipeline.values.chunks import ModelEvent, ModelFinish
+from pipeline.values.fallback import (
+    CircuitCheck,
+    CircuitOutcome,
+    CircuitReport,
+    CircuitStates,
+)
 from pipeline.values.model import ModelEnded, ModelFailed
 
 __all__ = [
@@ -49,6 +55,8 @@ __all__ = [
     # requests of processors' hooks, started or waited for
     "Request", "WrongAnswer", "declared_answer", "Start", "Ready", "Collect", "Job",
     "STARTED_REQUESTS", "Write", "CommitWrites",
+    # the requests the loop makes of the interpreter's circuit breaker (fallback models)
+    "CircuitCheck", "CircuitStates", "CircuitReport", "CircuitOutcome",
     # the interpreter's half of a run, and what it is watched and recorded by
     "Driver", "RunLog", "Watch", "discard", "EffectRecord", "EffectRecorder",
 ]

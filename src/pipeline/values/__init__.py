@@ -16,6 +16,7 @@ from pipeline.values.chunks import (
     ErrorChunk,
     Finish,
     FinishReason,
+    OutputPartial,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
@@ -23,6 +24,7 @@ from pipeline.values.chunks import (
     ServerToolResult,
     SourceChunk,
     StepFinish,
+    StepReset,
     StepStart,
     TextEnd,
     TextStart,
@@ -34,6 +36,15 @@ from pipeline.values.chunks import (
     ToolResult,
     Tripwire,
     Usage,
+)
+from pipeline.values.fallback import (
+    DEFAULT_FAIL_OVER,
+    FailoverPolicy,
+    FailureKind,
+    Fallback,
+    FallbackModel,
+    ModelAttempt,
+    failure_kind,
 )
 from pipeline.values.messages import (
     INSTRUCTIONS_TAG,
@@ -54,6 +65,7 @@ from pipeline.values.messages import (
 )
 from pipeline.values.model import (
     ApiError,
+    OutputMode,
     PromptCache,
     StructuredOutput,
     ToolChoice,
@@ -101,4 +113,9 @@ __all__ = [
     "TypedOutput", "MAX_CONVERT_CHARS", "MAX_JSON_DEPTH", "MAX_TOOL_ARGS_BYTES",
     "MAX_TOOL_CALLS_PER_RESPONSE", "MAX_TOOL_RESULT_BYTES", "ServerToolCall",
     "ServerToolResult", "ServerToolCallPart", "ServerToolResultPart", "AgentNode", "KeptChild",
+    # fallback models, and what a step's attempts leave
+    "Fallback", "FallbackModel", "FailoverPolicy", "FailureKind", "DEFAULT_FAIL_OVER",
+    "ModelAttempt", "failure_kind", "StepReset",
+    # output modes and typed partial output
+    "OutputMode", "OutputPartial",
 ]

@@ -78,6 +78,9 @@ class ReasoningEnd(msgspec.Struct, frozen=True, tag="reasoning-end"):
     id: str
     signature: str | None = None
     redacted: str | None = None
+    provider: str | None = None
+    """The route whose model signed it (`anthropic`, `google`...): the codecs send a
+    signature back only to that route (None: from before routes were recorded)."""
 
 
 class ToolCallDelta(msgspec.Struct, frozen=True, tag="tool-call-delta"):
@@ -187,6 +190,29 @@ class Finish(msgspec.Struct, frozen=True, gc=False, tag="finish"):
     usage: Usage
 
 
+class StepReset(msgspec.Struct, frozen=True, tag="step-reset"):
+    """The step's model failed after part of its answer reached the caller, and the step
+    starts over on its next fallback model (`FailoverPolicy.after_output`): drop what
+    this step streamed so far. Made by the loop (no stream processor sees it)."""
+
+    step_number: int
+    model: str
+    """The model that failed."""
+    next_model: str
+    reason: str
+
+
+class OutputPartial(msgspec.Struct, frozen=True, tag="output-partial"):
+    """The typed output as far as the reply has streamed (`TypedOutput(partial=True)`):
+    `value` is the output type, validated, made from the text the stream processors
+    released; `data` is the JSON object it was made from. The step's last one equals
+    the run's `output` when the step's reply is the final answer."""
+
+    step_number: int
+    value: object
+    data: JsonObject
+
+
 class ErrorChunk(msgspec.Struct, frozen=True, tag="error"):
     kind: str
     message: str
@@ -239,6 +265,8 @@ Chunk = (
     | SourceChunk
     | StepStart
     | StepFinish
+    | StepReset
+    | OutputPartial
     | Finish
     | ErrorChunk
     | Tripwire

@@ -25,11 +25,16 @@ class TextPart(msgspec.Struct, frozen=True, tag="text"):
 
 
 class ReasoningPart(msgspec.Struct, frozen=True, tag="reasoning"):
-    """Model reasoning. `signature` / `redacted` carry what Anthropic needs sent back."""
+    """Model reasoning. `signature` / `redacted` carry what its provider needs sent back
+    (Anthropic's and Bedrock's thinking, Gemini's thought signatures); `provider` is the
+    route that signed them: a codec sends them back only to that route, and drops them
+    (with the reasoning) for any other, so a step that switches provider never sends
+    another provider's signature. None: recorded before routes were (sent as it is)."""
 
     text: str
     signature: str | None = None
     redacted: str | None = None
+    provider: str | None = None
 
 
 # gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)

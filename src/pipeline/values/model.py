@@ -84,12 +84,32 @@ class ModelSettings(msgspec.Struct, frozen=True, omit_defaults=True):
             raise ValueError("ModelSettings.prompt_cache must be a PromptCache")
 
 
+OutputMode = Literal["auto", "native", "tool", "prompted"]
+"""How structured output is asked for:
+
+- `native`: the provider's own JSON-schema output (OpenAI's `response_format` and
+  `text.format`, Gemini's `responseSchema`); a route without one refuses it;
+- `tool`: a forced final-answer tool whose input schema is the output's, its input
+  decoded back as the answer (every built-in wire format);
+- `prompted`: the schema in the instructions and the JSON parsed from the reply's text
+  (any model, the simulator's too);
+- `auto`: each wire format's choice (native where there is one, else the tool)."""
+
+OUTPUT_MODES: tuple[OutputMode, ...] = ("auto", "native", "tool", "prompted")
+
+
 class StructuredOutput(msgspec.Struct, frozen=True):
-    """Ask the model for JSON matching `schema` (response_format / a forced tool)."""
+    """Ask the model for JSON matching `schema`, in `mode` (`OutputMode`)."""
 
     schema: JsonObject
     name: str = "output"
     strict: bool = True
+    mode: OutputMode = "auto"
+
+    def __post_init__(self) -> None:
+        if self.mode not in OUTPUT_MODES:
+            raise ValueError(f"structured output mode must be one of {OUTPUT_MODES}, "
+                             f"got {self.mode!r}")
 
 
 # gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)

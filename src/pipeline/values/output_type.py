@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Generic, cast
 
 import msgspec
+from typing_extensions import TypeVar
 
 from pipeline.values.bounds import MAX_JSON_DEPTH, json_too_deep
-from pipeline.values.messages import JsonObject
-from pipeline.values.model import StructuredOutput
+from pipeline.values.messages import JsonObject, SystemMessage
+from pipeline.values.model import OutputMode, StructuredOutput
 from pipeline.values.result import OutputInvalid
 from pipeline.values.schema import pydantic_param
 
@@ -29,22 +31,36 @@ _DEFS = "#/$defs/"
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n(.*)\n\s*```\s*$", re.S)
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
+T = TypeVar("T", default=object)
+"""The output type a `TypedOutput` decodes into."""
+
 
 class OutputDecodeError(ValueError):
     """A reply that is not a valid output; the message says why (for the model)."""
 
 
-class TypedOutput(StructuredOutput, frozen=True):
+class TypedOutput(StructuredOutput, Generic[T], frozen=True):
     """Structured output that is decoded into `target` (see the module doc).
 
-    What a model request carries is the plain `StructuredOutput` (`wire()`).
+    What a model request carries is the plain `StructuredOutput` (`wire()`). `mode`
+    says how the model is asked (`OutputMode`); `partial` streams the output as it grows
+    (`OutputPartial` chunks, made from what the stream processors released).
     """
 
     target: object = None
+    partial: bool = False
 
     @staticmethod
-    def of(target: type, *, name: str | None = None, strict: bool = True) -> TypedOutput:
-        """The typed output of `target`; TypeError when it is not an object type."""
+    def of(
+        target: type[T],
+        *,
+        name: str | None = None,
+        strict: bool = True,
+        mode: OutputMode = "auto",
+        partial: bool = False,
+    ) -> TypedOutput[T]:
+        """The typed output of `target`; TypeError when it is not an object type,
+        ValueError for a mode that is not one (`OutputMode`)."""
         model = pydantic_param(target)
         if model is not None:
             raw: JsonObject = model.schema
@@ -59,13 +75,17 @@ class TypedOutput(StructuredOutput, frozen=True):
                 f"output_type must be an object type (a Struct, dataclass, TypedDict or "
                 f"pydantic model), got {target!r}"
             )
+        if type(partial) is not bool:
+            raise ValueError(f"partial must be True or False, got {partial!r}")
         label = name or _NAME.sub("_", getattr(target, "__name__", "output"))[:64] or "output"
-        return TypedOutput(schema, label, strict, target)
+        return TypedOutput(
+            schema, label, strict, mode, target=target, partial=partial
+        )
 
     def wire(self) -> StructuredOutput:
-        return StructuredOutput(self.schema, self.name, self.strict)
+        return StructuredOutput(self.schema, self.name, self.strict, self.mode)
 
-    def decode(self, text: str) -> object:
+    def decode(self, text: str) -> T:
         """The reply as a `target`, or OutputDecodeError."""
         fenced = _FENCE.match(text)
         if fenced is not None:  # a reply wrapped in a ```json fence
@@ -76,10 +96,38 @@ class TypedOutput(StructuredOutput, frozen=True):
         model = pydantic_param(self.target)
         try:
             if model is None:
-                return msgspec.json.decode(text, type=self.target)
-            return model.validate(msgspec.json.decode(text))
+                out: T = msgspec.json.decode(text, type=self.target)
+                return out
+            return cast(T, model.validate(msgspec.json.decode(text)))
         except msgspec.DecodeError as e:  # ValidationError is a DecodeError
             raise OutputDecodeError(str(e)) from e
+
+    def convert(self, data: JsonObject) -> T:
+        """A JSON object (a partial reply's, as parsed) as a `target`; OutputDecodeError
+        when it is not one (yet)."""
+        assert isinstance(self.target, type)
+        model = pydantic_param(self.target)
+        try:
+            if model is None:
+                out: T = msgspec.convert(data, type=self.target)
+                return out
+            return cast(T, model.validate(data))
+        except msgspec.ValidationError as e:
+            raise OutputDecodeError(str(e)) from e
+
+
+OUTPUT_PROMPT_TAG = "output-schema"
+"""The tag of the system message that asks for prompted output."""
+
+
+def output_prompt(so: StructuredOutput) -> SystemMessage:
+    """The system message of `prompted` mode: the schema the reply must match, last."""
+    schema = msgspec.json.encode(so.schema, order="sorted").decode()
+    return SystemMessage(
+        f"Reply with only a JSON object (no other text, no code fence) that matches this "
+        f"JSON schema, named {so.name}:\n{schema}",
+        OUTPUT_PROMPT_TAG,
+    )
 
 
 def inline_refs(schema: JsonObject) -> dict[str, object]:

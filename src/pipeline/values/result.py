@@ -11,6 +11,7 @@ from typing_extensions import TypeVar
 from effects.requests import Write
 from pipeline.values.chunks import DataChunk, FinishReason, Tripwire, Usage
 from pipeline.values.cost import Cost
+from pipeline.values.fallback import ModelAttempt
 from pipeline.values.messages import (
     JsonObject,
     MessageList,
@@ -37,6 +38,8 @@ class StepResult(msgspec.Struct, frozen=True, kw_only=True):
     usage: Usage
     cost: Cost | None = None
     """What this call cost, when the run was given a pricer that knows the model."""
+    attempts: tuple[ModelAttempt, ...] = ()
+    """The fallback models tried before `model` answered, in order (`Fallback`)."""
 
 
 class JudgeCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,7 +87,12 @@ class ApiFailed(_AtStep, frozen=True, tag="api-failed"):
 
     error: ApiError
     attempts: int
+    tried: tuple[ModelAttempt, ...] = ()
+    """The fallback models that failed before the last (`Fallback`), in order."""
     _text = "model call failed at step {step_number} after {attempts} attempt(s): {error}"
+
+    def __str__(self) -> str:
+        return super().__str__() + _tried(self.tried)
 
 
 class StreamFailed(_AtStep, frozen=True, tag="stream-failed"):
@@ -92,7 +100,16 @@ class StreamFailed(_AtStep, frozen=True, tag="stream-failed"):
 
     message: str
     error: ApiError | None = None
+    tried: tuple[ModelAttempt, ...] = ()
+    """The fallback models that failed before the last (`Fallback`), in order."""
     _text = "model stream broke at step {step_number}: {message}"
+
+    def __str__(self) -> str:
+        return super().__str__() + _tried(self.tried)
+
+
+def _tried(tried: tuple[ModelAttempt, ...]) -> str:
+    return "".join(f" (after {a.model}: {a.error})" for a in tried)
 
 
 class Cancelled(_Described, frozen=True, tag="cancelled"):

@@ -45,6 +45,7 @@ from dbos._sys_db import StepInfo, SystemDatabase
 from dbos._utils import GlobalParams
 
 from interpreters.approvals.store import DEFAULT_LISTED
+from interpreters.core.breaker import PROCESS_BREAKER, CircuitBreaker
 from interpreters.core.handlers import Handler, Handlers
 from interpreters.core.options import DurableScope, check_options, keys_of
 from interpreters.durable import fingerprint as fp
@@ -383,6 +384,7 @@ class DurableRuns(_QueuedRuns):
         migrations: Mapping[str, Collection[str]] | None = None,
         deps: Callable[[str], object] | None = None,
         approval_timeout: float = da.DEFAULT_APPROVAL_TIMEOUT,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self._approval_timeout = da.check_timeout(approval_timeout)
         if not isinstance(store_retry, StoreRetry):
@@ -402,7 +404,9 @@ class DurableRuns(_QueuedRuns):
             raise TypeError("migrations map an agent's name to a collection of digests")
         self._migrations = {name: frozenset(ds) for name, ds in (migrations or {}).items()}
         self._resolve = resolver(provider, resolve)
-        self._handlers = Handlers.of(handlers)
+        self.breaker = breaker if breaker is not None else PROCESS_BREAKER
+        """Skips fallback models that keep failing (each answer a recorded step)."""
+        self._handlers = Handlers.of(handlers).with_defaults(self.breaker.handlers())
         self.database_url = database_url or "sqlite:///pipeline_runs.sqlite"
         self._app_name = app_name
         self.queue = queue
