@@ -5,6 +5,8 @@ stream processors released (a redaction holds), the last one the output."""
 
 from __future__ import annotations
 
+import sys
+
 import anyio
 import msgspec
 import pytest
@@ -148,3 +150,16 @@ def test_no_partials_without_asking() -> None:
 ])
 def test_partial_json_is_read_as_far_as_it_is_sure(text: str, data: object) -> None:
     assert parse_partial(text) == data
+
+
+def test_typed_partial_output_without_its_extra_is_refused_when_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "jiter", None)  # as if the extra were not installed
+    with pytest.raises(ImportError, match=r"pipeline-agents\[partial\]"):
+        TypedOutput.of(_PartialProbe, partial=True)
+    assert TypedOutput.of(_PartialProbe).partial is False  # nothing asked, nothing needed
+
+
+class _PartialProbe(msgspec.Struct):
+    name: str

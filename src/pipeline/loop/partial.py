@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import re
 
-import jiter
-
 from pipeline.values.bounds import json_too_deep
 from pipeline.values.chunks import OutputPartial
 from pipeline.values.messages import JsonObject
-from pipeline.values.output_type import OutputDecodeError, TypedOutput
+from pipeline.values.output_type import OutputDecodeError, TypedOutput, partial_parser
 
 _OPEN_FENCE = re.compile(r"^\s*```[a-zA-Z]*[ \t]*\n")
 _TRAILING_NUMBER = re.compile(r"(?<=[:\[,])(\s*)-?[0-9][0-9.eE+-]*$|(?<=[:\[,])(\s*)-$")
@@ -40,11 +38,11 @@ def parse_partial(text: str) -> JsonObject | None:
     if not text or text[0] != "{" or json_too_deep(text):
         return None
     try:
-        whole = jiter.from_json(text.encode(), partial_mode="off")
+        whole = partial_parser().from_json(text.encode(), partial_mode="off")
     except ValueError:
         text = _TRAILING_NUMBER.sub("", text)
         try:
-            whole = jiter.from_json(text.encode(), partial_mode="trailing-strings")
+            whole = partial_parser().from_json(text.encode(), partial_mode="trailing-strings")
         except ValueError:
             return None
     return whole if isinstance(whole, dict) else None

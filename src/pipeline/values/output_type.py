@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Generic, cast
 
 import msgspec
@@ -77,6 +78,8 @@ class TypedOutput(StructuredOutput, Generic[T], frozen=True):
             )
         if type(partial) is not bool:
             raise ValueError(f"partial must be True or False, got {partial!r}")
+        if partial:
+            partial_parser()  # the extra is there, or the error says which
         label = name or _NAME.sub("_", getattr(target, "__name__", "output"))[:64] or "output"
         return TypedOutput(
             schema, label, strict, mode, target=target, partial=partial
@@ -192,3 +195,16 @@ def strict_schema(schema: JsonObject) -> dict[str, object]:
     out = strict(inline_refs(schema))
     assert isinstance(out, dict)
     return out
+
+
+def partial_parser() -> ModuleType:
+    """jiter, which parses a reply's JSON as far as it streamed (the `partial` extra);
+    imported when typed partial output is first asked for, not with the core."""
+    try:
+        import jiter
+    except ImportError:
+        raise ImportError(
+            "typed partial output (partial=True) parses JSON with jiter: "
+            "pip install 'pipeline-agents[partial]'"
+        ) from None
+    return jiter
