@@ -64,8 +64,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None, help="source names")
     args = ap.parse_args()
     for s in SOURCES:
-        if args.only and s.name not in args.only:
-            continue
+        if (args.only and s.name not in args.only) or not s.repo:
+            continue  # (a source of this repository: nothing to fetch)
         print(f"{s.name}: {s.repo} @ {s.commit[:12]}", flush=True)
         fetch(s, args.data, args.mirror)
 

@@ -30,16 +30,26 @@ PER_GROUP = 25
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--overlap-only", action="store_true",
+                    help="keep the sample as it is; write its overlap with the training "
+                         "sources again (after they changed)")
     args = ap.parse_args()
     rows, missing = load(args.data, "eval")
     train, missing_train = load(args.data, "train")
     if missing or missing_train:
         sys.exit(f"missing: {', '.join(missing + missing_train)}")
+    out = ROOT / "bench/data/injection_heldout.jsonl"
+    if args.overlap_only:
+        with out.open(encoding="utf-8") as f:
+            kept = [Row(d["text"], d["attack"], d["source"], d["lang"])
+                    for d in map(json.loads, f)]
+        write_overlap(kept, out, train, [s.name for s in SOURCES if s.role == "train"])
+        print(ROOT / "bench/data/injection_overlap.json.gz")
+        return
     groups: dict[tuple[str, bool, str], list[Row]] = defaultdict(list)
     for r in rows:
         if not r.source.startswith(NOT_COPIED):
             groups[r.source, r.attack, r.lang].append(r)
-    out = ROOT / "bench/data/injection_heldout.jsonl"
     sample: list[Row] = []
     with out.open("w", encoding="utf-8") as f:
         for key in sorted(groups):

@@ -52,6 +52,7 @@ class Source:
         return data / self.repo.replace("/", "+")
 
     def present(self, data: Path) -> bool:
+        """Its files are in `data` (a source of this repository has none to fetch)."""
         return all((self.folder(data) / p).exists() for p in self.paths)
 
     def rows(self, data: Path) -> list[Row]:
@@ -117,6 +118,37 @@ def _gptfuzz(root: Path) -> Iterator[Row]:
             yield Row(r["text"].replace("[INSERT PROMPT HERE]", q), True, "gptfuzz")
 
 
+_DE_WORDS = frozenset(
+    "und der die das ist nicht ich du sie wir mit für auf ein eine einen zu wie was "
+    "bitte mir mich dich dein deine alle alles vergiss jetzt sind wird werden über".split())
+
+
+def _lang_en_de(text: str) -> str:
+    """"de" for a text with at least two German function words, else "en" (the source
+    holds these two languages only)."""
+    hits = sum(w in _DE_WORDS for w in text.lower().split())
+    return "de" if hits >= 2 else "en"
+
+
+def _deepset(root: Path) -> Iterator[Row]:
+    import pyarrow.parquet as pq  # the train extra; parquet is how the source ships
+
+    for f in sorted((root / "data/raw").glob("*.parquet")):
+        for r in pq.read_table(f).to_pylist():
+            text = str(r["text"])
+            # German translations of awesome-chatgpt-prompts' role-play prompts are
+            # labelled injections here and benign there: the two sources disagree, and
+            # a role-play request is no injection
+            if text.strip() and not text.startswith("Ich möchte, dass Sie als"):
+                yield Row(text, bool(r["label"]), "deepset", _lang_en_de(text))
+
+
+def _handwritten(root: Path) -> Iterator[Row]:
+    from training.handwritten import rows
+
+    return rows()
+
+
 # --- training sources: benign ---------------------------------------------------------------
 
 def _clinc(root: Path) -> Iterator[Row]:
@@ -178,6 +210,16 @@ def _t0_prompts(root: Path) -> Iterator[Row]:
 
 
 # --- evaluation-only sources ----------------------------------------------------------------
+
+def _ordinary(root: Path) -> Iterator[Row]:
+    """Customer requests to a bank's and a hotel's assistant: what an app's users send."""
+    for r in _csv(root / "banking_data/test.csv"):
+        yield Row(r["text"], False, "banking77")
+    for domain in ("banking", "hotels"):
+        for f in sorted((root / f"nlupp/data/{domain}").glob("fold*.json")):
+            for r in _json(f):  # type: ignore[attr-defined]
+                yield Row(str(r["text"]), False, f"nlupp-{domain}")
+
 
 def _jailbreakbench(root: Path) -> Iterator[Row]:
     seen: set[str] = set()
@@ -264,6 +306,18 @@ SOURCES: tuple[Source, ...] = (
            ("datasets/prompts/GPTFuzzer.csv", "datasets/questions/question_list.csv"), "MIT",
            "train", "77 jailbreak templates, each filled with 3 of its harmful questions",
            _gptfuzz),
+    Source("deepset", "sinanw/llm-security-prompt-injection",
+           "c8af0b015a9a4f3380f9e20214828c2dbeadc72c",
+           ("data/raw/train-00000-of-00001-9564e8b05b4757ab.parquet",
+            "data/raw/test-00000-of-00001-701d16158af87368.parquet"),
+           "Apache-2.0 (deepset/prompt-injections, the files' origin); the repository MIT",
+           "train",
+           "deepset's prompt-injections: 662 English and German prompts, injections and "
+           "ordinary questions", _deepset),
+    Source("handwritten", "", "", (), "the project's own", "train",
+           "short overrides and prompt-extraction requests in 17 languages, and ordinary "
+           "requests with the same words, written for this project (training/handwritten.py)",
+           _handwritten),
     Source("clinc", "clinc/oos-eval", "828f8093932c8fe6ca7936c3d2e52903b1c523de",
            ("data/data_full.json",), "CC BY 3.0", "train",
            "assistant queries in 150 intents and out of scope (8,000 sampled)", _clinc),
@@ -317,6 +371,12 @@ SOURCES: tuple[Source, ...] = (
     Source("giskard", "Giskard-AI/prompt-injections", "ce50a549dadc46b48c931250d2dd71d5f003c0c2",
            ("prompt_injections.csv",), "MIT (rows from garak, Apache-2.0, and PromptInject, MIT)",
            "eval", "35 injections taken from garak's probes and PromptInject", _giskard),
+    Source("ordinary-requests", "PolyAI-LDN/task-specific-datasets",
+           "57ec275d8078af65b7731c2a98be812d844a6d6b",
+           ("banking_data/test.csv", "nlupp/data/banking", "nlupp/data/hotels"),
+           "CC BY 4.0", "eval",
+           "ordinary requests to an assistant: BANKING77's 3,080 test queries and NLU++'s "
+           "banking and hotel utterances (benign)", _ordinary),
     Source("xquad", "google-deepmind/xquad", "7d30520c717524000f0d9d2f9c10a069acd9d285",
            ("xquad.de.json",), "CC BY-SA 4.0 (share-alike: kept out of the weights)", "eval",
            "questions in 12 languages (150 a language): benign, multilingual", _xquad,

@@ -11,24 +11,26 @@ training/sources.py, and measure it holding out one whole source at a time.
 It reads each source at its recorded commit, normalizes each text the way the package
 does at run time (`injection_model.normalize`), cuts long ones in the same windows,
 and fits a logistic regression (scikit-learn, liblinear, fixed seeds) on
-character 3- to 5-grams, words and word pairs (`injection_model.features`). The
+character 3- and 5-grams, words and word pairs (`injection_model.features`). The
 weights are pruned to the `--max-features` largest and quantized to 8 bits; every
 figure below is measured with that quantized model through the package's own scoring
 code, so it is the model that ships.
 
-Held out: each training source in turn is left out of a fit and scored by it (attack
-recall or benign false positives, per language). The default decision threshold is the
-lowest at which those held-out false positives, averaged over the benign sources, stay
-within `--target-fpr` (2%: at 1% the held-out jailbreak recall falls below 20%).
-The evaluation-only sources (the benchmarks) are never trained on:
-`bench/injection.py` scores them with the shipped model. The report goes to
-training/REPORT.md.
+Held out: each training source in turn is left out of a fit, with every near copy of
+its rows in the other sources (`near_copies`), and scored by it (attack recall or benign
+false positives, per language); the scores go to DIR/heldout_scores.json.gz for
+`bench/injection.py`. The default decision threshold is the lowest at which the
+detector's defaults (the heuristics, or the classifier from that threshold) flag at most
+`--target-fpr` (0.9%) of those held-out benign rows. The evaluation-only sources (the
+benchmarks) are never trained on and play no part in the choice: `bench/injection.py`
+scores them with the shipped model. The report goes to training/REPORT.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import math
 import random
 import sys
@@ -45,10 +47,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from pipeline.processors.guards.injection_model import (  # noqa: E402
+    FEATURES_VERSION,
     InjectionModel,
     features,
     normalize,
     windows,
+)
+from bench.contamination import NEAR, exact_key, grams  # noqa: E402
+from pipeline.processors.guards.injection import (  # noqa: E402
+    PromptInjectionDetector,
+    classifier_on_detector_scale,
+    scan_injection,
 )
 from training.sources import SOURCES, Row, load  # noqa: E402
 
@@ -63,17 +72,48 @@ def _windows(text: str) -> list[str]:
     return [w[0], w[len(w) // 2], w[-1]]
 
 
-def _indirect(rows: list[Row], rng: random.Random, n: int) -> list[tuple[Row, str]]:
+def _indirect(rows: list[Row], rng: random.Random, n: int) -> list[tuple[Row, int, int]]:
     """Short attacks planted inside benign texts of the training set (an injection in a
-    document, as a tool result brings it), each with its host's source."""
-    attacks = [r for r in rows if r.attack and len(r.text) < 600]
-    hosts = [r for r in rows if not r.attack and 300 < len(r.text) < 3000]
-    out: list[tuple[Row, str]] = []
+    document, as a tool result brings it), each with the indexes of its attack and host."""
+    attacks = [i for i, r in enumerate(rows) if r.attack and len(r.text) < 600]
+    hosts = [i for i, r in enumerate(rows) if not r.attack and 300 < len(r.text) < 3000]
+    out: list[tuple[Row, int, int]] = []
     for _ in range(n):
-        a, h = rng.choice(attacks), rng.choice(hosts)
+        ai, hi = rng.choice(attacks), rng.choice(hosts)
+        a, h = rows[ai], rows[hi]
         cut = rng.randrange(len(h.text))
         out.append((Row(f"{h.text[:cut]}\n{a.text}\n{h.text[cut:]}", True, a.source, a.lang),
-                    h.source))
+                    ai, hi))
+    return out
+
+
+def near_copies(rows: list[Row], source: str, row_grams: list[frozenset[str]],
+                keys: list[str]) -> set[int]:
+    """The indexes of the rows of other sources that are exact or near copies of a row
+    of `source`, either way round (`bench.contamination`: the same words, or at least
+    half of one text's word 8-grams in the other): a fit that holds `source` out
+    leaves these out too, or the held-out figure measures a text the fit saw."""
+    held = [i for i, r in enumerate(rows) if r.source == source]
+    held_grams = {i: row_grams[i] for i in held}
+    held_keys = {keys[i] for i in held}
+    where: dict[str, list[int]] = defaultdict(list)
+    for i, g in held_grams.items():
+        for x in g:
+            where[x].append(i)
+    out: set[int] = set()
+    for j, r in enumerate(rows):
+        if r.source == source:
+            continue
+        if keys[j] in held_keys:
+            out.add(j)
+            continue
+        g = row_grams[j]
+        shared: Counter[int] = Counter()
+        for x in g:
+            shared.update(where.get(x, ()))
+        if any(n >= NEAR * len(g) or n >= NEAR * len(held_grams[i])
+               for i, n in shared.items()):
+            out.add(j)
     return out
 
 
@@ -83,9 +123,12 @@ class Matrix:
 
     def __init__(self, rows: list[Row], seed: int) -> None:
         planted = _indirect(rows, random.Random(seed), 1000)
-        self.texts: list[tuple[Row, frozenset[str]]] = [(r, frozenset({r.source}))
-                                                         for r in rows]
-        self.texts += [(r, frozenset({r.source, host})) for r, host in planted]
+        self.rows = rows
+        self.grams = [grams(r.text) for r in rows]
+        self.keys = [exact_key(r.text) for r in rows]
+        # each text, with the training rows it is made of
+        self.texts: list[tuple[Row, tuple[int, ...]]] = [(r, (i,)) for i, r in enumerate(rows)]
+        self.texts += [(r, (a, h)) for r, a, h in planted]
         feats: list[set[str]] = []
         owner: list[int] = []
         share: list[float] = []
@@ -117,14 +160,27 @@ class Matrix:
 
     def fit(self, *, without: str | None, c: float, max_features: int, seed: int,
             threshold: float = 0.5) -> InjectionModel:
-        """A model fit on every text none of whose sources is `without`."""
-        keep_text = np.array([without not in srcs for _, srcs in self.texts])
+        """A model fit on every text made of no row of source `without`, nor of a near
+        copy of one (`near_copies`)."""
+        dropped: set[int] = set()
+        if without is not None:
+            dropped = near_copies(self.rows, without, self.grams, self.keys)
+            print(f"  {without}: {len(dropped)} near copies in other sources left out too",
+                  flush=True)
+            dropped |= {i for i, r in enumerate(self.rows) if r.source == without}
+        keep_text = np.array([not dropped.intersection(made_of) for _, made_of in self.texts])
         attack = np.array([r.attack for r, _ in self.texts])
-        n_attack = int((keep_text & attack).sum())
-        n_benign = int((keep_text & ~attack).sum())
-        # each text weighs 1 whatever its windows; the two classes weigh the same
-        per_text = np.where(attack, (n_attack + n_benign) / (2 * n_attack),
-                            (n_attack + n_benign) / (2 * n_benign))
+        # each text weighs the same whatever its windows; each source (its attacks, its
+        # benign texts) weighs the same within its class, and the two classes the same:
+        # a large source (12,000 help pages) does not drown a small one (400 overrides)
+        groups = Counter((self.rows[made[0]].source, bool(a))
+                         for (_, made), a, k in zip(self.texts, attack, keep_text, strict=True)
+                         if k)
+        per_class = Counter(a for _, a in groups)
+        per_text = np.array([
+            1.0 / (groups[self.rows[made[0]].source, bool(a)] * per_class[bool(a)]) if k else 0.0
+            for (_, made), a, k in zip(self.texts, attack, keep_text, strict=True)])
+        per_text *= keep_text.sum() / per_text.sum()
         mask = keep_text[self.owner]
         y = attack[self.owner][mask].astype(int)
         w = (per_text[self.owner] * self.share)[mask]
@@ -135,7 +191,7 @@ class Matrix:
         scale = float(np.abs(coef[top]).max()) / 127.0
         q = {self.names[i]: round(float(coef[i]) / scale) for i in top}
         q = {f: v for f, v in q.items() if v}
-        return InjectionModel(1, float(lr.intercept_[0]), scale, dict(sorted(q.items())),
+        return InjectionModel(FEATURES_VERSION, float(lr.intercept_[0]), scale, dict(sorted(q.items())),
                               threshold)
 
 
@@ -158,21 +214,30 @@ def hold_out(rows: list[Row], m: Matrix,
     return out
 
 
-def _macro_fpr(benign: dict[str, list[float]], t: float) -> float:
-    return sum(sum(x >= t for x in ss) / len(ss) for ss in benign.values()) / len(benign)
+def write_scores(path: Path, scored: dict[str, list[tuple[Row, float]]], model_digest: str,
+                 ) -> None:
+    """Each training row's score by the fit that held its source out, in the order
+    `training.sources` reads them, for `bench/injection.py --data` (which scores the
+    heuristics itself and pools these with the evaluation sources)."""
+    data = {"model_sha256": model_digest,
+            "sources": {name: [round(s, 5) for _, s in pairs] for name, pairs in scored.items()}}
+    path.write_bytes(gzip.compress(msgspec.json.encode(data), mtime=0))
 
 
 def choose_threshold(scored: dict[str, list[tuple[Row, float]]], target: float) -> float:
-    """The lowest threshold (a step of 0.01) at which the held-out false-positive rate,
-    averaged over the benign sources (each weighing the same), is at most `target`."""
-    benign: dict[str, list[float]] = defaultdict(list)
-    for name, pairs in scored.items():
-        for r, s in pairs:
-            if not r.attack:
-                benign[name].append(s)
+    """The lowest classifier threshold (a step of 0.01) at which the detector's defaults
+    (the heuristics, or the classifier from that threshold) flag at most `target` of the
+    benign rows of the training sources, each scored by the fit that held its source
+    out (pooled over the rows). The evaluation sources play no part in the choice."""
+    det = PromptInjectionDetector(classifier_threshold=None)  # (loads no weights)
+    benign = [(scan_injection(r.text).score, p) for pairs in scored.values()
+              for r, p in pairs if not r.attack]
     for step in range(50, 100):
-        if _macro_fpr(benign, step / 100) <= target:
-            return step / 100
+        at = step / 100
+        flagged = sum(max(h, classifier_on_detector_scale(p, at, det.threshold)) >= det.threshold
+                      for h, p in benign)
+        if flagged <= target * len(benign):
+            return at
     return 0.99
 
 
@@ -220,10 +285,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path,
                     default=ROOT / "src/pipeline/processors/guards/injection_model.json.gz")
     ap.add_argument("--report", type=Path, default=ROOT / "training/REPORT.md")
-    ap.add_argument("--c", type=float, default=4.0, help="inverse regularisation")
+    ap.add_argument("--c", type=float, default=0.5, help="inverse regularisation")
     ap.add_argument("--max-features", type=int, default=200_000)
-    ap.add_argument("--target-fpr", type=float, default=0.02,
-                    help="held-out false positives, averaged over the benign sources")
+    ap.add_argument("--target-fpr", type=float, default=0.009,
+                    help="the detector's held-out false positives over the training "
+                         "sources' benign rows")
+    ap.add_argument("--scores", type=Path, default=None,
+                    help="where the held-out scores go (default DATA/heldout_scores.json.gz)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-hold-out", action="store_true",
                     help="fit the shipped model only (keep the threshold given)")
@@ -239,6 +307,7 @@ def main() -> None:
     m = Matrix(rows, args.seed)
     print(f"matrix {m.x.shape}, {m.x.nnz} entries, {time.process_time() - t0:.0f} s CPU",
           flush=True)
+    scored: dict[str, list[tuple[Row, float]]] = {}
     if not args.no_hold_out:
         scored = hold_out(rows, m, args)
         if args.threshold is None:
@@ -250,6 +319,10 @@ def main() -> None:
     raw = gzip.compress(msgspec.json.encode(model), compresslevel=9, mtime=0)
     args.out.write_bytes(raw)
     print(f"{len(model.weights)} features, {len(raw) / 1e6:.2f} MB: {args.out}")
+    if scored:
+        path = args.scores or args.data / "heldout_scores.json.gz"
+        write_scores(path, scored, hashlib.sha256(raw).hexdigest())
+        print(f"held-out scores: {path}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import base64
 import binascii
 import re
 import unicodedata
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Literal
 
 import msgspec
@@ -40,7 +40,7 @@ from pipeline.processors.guards.common import (
     warning,
     with_text,
 )
-from pipeline.processors.guards.injection_model import classify_injection, load_model
+from pipeline.processors.guards.injection_model import load_model, normalize, readings
 from pipeline.processors.guards.text_view import LOOKALIKES
 from pipeline.processors.options import Options
 from pipeline.values.chunks import DataChunk
@@ -94,7 +94,12 @@ _LOOKALIKE_SCRIPTS = frozenset({"CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "CO
 (a word mixing Latin with, say, Japanese is ordinary text)."""
 
 
+_ASCII_CONTROLS = {c: None for c in range(32) if chr(c) not in "\n\t"} | {127: None}
+
+
 def _skeleton(text: str) -> str:
+    if text.isascii():
+        return text.translate(_ASCII_CONTROLS)
     text = unicodedata.normalize("NFKC", text)
     text = "".join(
         ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc") or ch in "\n\t"
@@ -119,7 +124,9 @@ _ASK = (
 
 
 def _r(category: str, name: str, score: float, pattern: str) -> _Rule:
-    return (category, name, score, re.compile(pattern, re.I | re.M))
+    # the text is read with look-alike letters folded to Latin (Cyrillic "o" is Latin):
+    # a pattern in another script is folded the same way
+    return (category, name, score, re.compile(pattern.translate(LOOKALIKES), re.I | re.M))
 
 
 # Scores: 0.8 and up is an attack on its own; 0.5-0.6 is suspicious wording that benign
@@ -129,6 +136,132 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\b(?:ignore|disregard|forget|skip|override|bypass|drop)\b[^.\n]{0,40}?"
        r"\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|initial|"
        r"original|existing)\b[^.\n]{0,30}?\b" + _TARGET + r"\b"),
+    _r("injection", "forget-everything", 0.85,
+       r"\b(?:forget|disregard|ignore|erase|wipe|overlook)\s+(?:about\s+)?(?:every?thing|"
+       r"all of (?:it|that)|all that|whatever|anything)\b[^.\n]{0,30}?\b(?:told|said|gave|"
+       r"given|taught|learned|learnt|instructed|know|before|previously|earlier|so far|"
+       r"until now|up to now|above)\b"),
+    _r("injection", "regardless-of-previous", 0.85,
+       r"\bregardless of (?:the |any |all |your )?(?:previous|prior|earlier|above|original|"
+       r"initial|system)\s+(?:tasks?|instructions?|rules|prompts?|directions|guidelines)\b"),
+    _r("injection", "ignore-and-say", 0.8,
+       r"\b(?:ignore|disregard|forget|skip)\s+(?:the|this|that|all|any|your)\s+(?:\w+\s+){0,2}?"
+       r"(?:and|then)\s+(?:instead\s+)?(?:just\s+)?(?:state|say|print|output|write|respond|"
+       r"reply|return)\b"),
+    _r("system-override", "mode-tag", 0.85,
+       r"<\s*(?:[a-z]+\s+){0,3}(?:mode|override)\s*>|\boverride mode\b|\b(?:security|admin|"
+       r"developer|system|law enforcement|emergency)\s+override\b"),
+    _r("system-override", "claimed-authority", 0.85,
+       r"\b(?:i am|i'm|as)\s+(?:your|the ai's)\s+(?:\w+\s+)?(?:developer|creator|admin|"
+       r"administrator|owner|operator|programmer|maker)\b[^\n]{0,120}?\b(?:password|secret|"
+       r"key|credentials|system prompt|instructions|confidential)|\bi am (?:god|your god|"
+       r"your master)\b"),
+    _r("system-override", "all-your-instructions", 0.85,
+       _ASK + r"[^.\n]{0,20}?\b(?:all|every|each|the (?:entire|full|complete|exact))\s+(?:of\s+)?"
+       r"(?:your|the)\s+(?:\w+\s+)?(?:instructions|prompts?|directives|guidelines|rules)\b"),
+    _r("system-override", "repeat-above", 0.8,
+       r"\b(?:repeat|print|output|show|display|write out|reveal|recite|copy|return|tell me)\b"
+       r"[^.\n]{0,30}?\b(?:everything|all|the (?:text|words|content|message|instructions|"
+       r"prompt)|your (?:instructions|prompt|rules))\b[^.\n]{0,30}?\b(?:above|before this|"
+       r"so far|preceding|verbatim|word for word)\b"),
+    _r("injection", "persona-switch", 0.6,
+       r"\byou (?:are|will be) no longer\b|\byou are not (?:an ai|chatgpt|a language model|"
+       r"an assistant|bound by)\b"),
+    _r("injection", "addresses-the-model", 0.8,
+       r"\b(?:note|message|attention|important (?:note|message|instructions?))\s*(?:to|for)\s+"
+       r"(?:the |any |all )?(?:ai|assistant|llm|language model|chatbot|model|agent)s?\b|"
+       r"\bif you are an? "
+       r"(?:ai|assistant|llm|language model|chatbot|agent)\b|\b(?:ai|assistant|llm|"
+       r"language model|agent)s? (?:reading|processing|summari[sz]ing) this\b"),
+    _r("injection", "hide-from-user", 0.85,
+       r"\b(?:do not|don't|never|without)\s+(?:tell|telling|inform|informing|notify|notifying|"
+       r"mention|mentioning|alert|alerting)\w*\s+(?:the|this)\s+user\b[^.\n]{0,40}?"
+       r"\b(?:send|forward|email|post|transfer|upload|delete|click|visit|open)\b|"
+       r"\b(?:send|forward|email|post|upload)\w*\s+(?:all|the|their|his|her|this)\s+(?:\w+\s+)?"
+       r"(?:data|conversation|chat history|emails?|passwords?|credentials|api keys?|tokens?|"
+       r"files|contacts)\s+to\s+(?:https?://|www\.|\S+@\S+)"),
+    # the same overrides in the languages attackers use most after English
+    _r("injection", "forget-everything-intl", 0.85,
+       r"\b(?:oublie[zr]?|olvida|olvide|dimentica|esque[cç]a|vergeet|zapomnij o|забудь|"
+       r"забудьте|unut)\s+(?:tout|todo|tutto|tudo|alles|wszystkim|всё|все|her şeyi)\b"),
+    _r("system-override", "reveal-prompt-intl", 0.85,
+       r"\b(?:dame|dime|muestra|muéstrame|revela|donne|montre|affiche|révèle|dammi|mostrami|"
+       r"rivela|dê-me|mostre|revele|geef|toon)\b[^.\n]{0,30}?\b(?:tus|tu|tes|ton|vos|votre|"
+       r"tue|tuo|suas|seu|je|jouw)\s+(?:\w+\s+)?(?:instrucciones|instructions|consignes|"
+       r"istruzioni|instruções|instrucoes|instructies|prompts?|system prompt|prompt (?:du )?"
+       r"système|prompt del sistema|prompt di sistema|prompt de sistema)\b"),
+    _r("injection", "ignore-previous-de", 0.95,
+       r"\b(?:ignorier|vergiss|vergessen|missacht|überspring|uberspring|übergeh|setz\w* "
+       r"au(?:ss|ß)er kraft)\w*\b[^.\n]{0,40}?\b(?:alle\w*|vorherig\w*|vorig\w*|bisherig\w*|"
+       r"obig\w*|vorangegangen\w*|vorangehend\w*|zuvor|früher\w*|dein\w*|ihr\w*|"
+       r"sämtlich\w*)\b[^.\n]{0,30}?(?:anweisung|instruktion|befehl|regel|vorgabe|"
+       r"richtlinie|aufgabe|auftr[aä]g|angaben|prompt|systemprompt)"),
+    _r("injection", "previous-ignored-de", 0.9,
+       # German puts the verb last: "Die obigen Anweisungen ignorieren"
+       r"\b(?:die |alle |sämtliche )?(?:obigen|vorherigen|bisherigen|vorangegangenen|"
+       r"vorigen)\s+(?:anweisungen|ausführungen|angaben|aufgaben|befehle|regeln|"
+       r"instruktionen|vorgaben)\s+(?:\w+\s+){0,2}?(?:ignorieren|vergessen|missachten|"
+       r"überspringen)\b"),
+    _r("injection", "do-not-follow-de", 0.85,
+       r"\b(?:höre?|hört|befolge|folge|beachte)\s+nicht\s+(?:mehr\s+)?(?:auf\s+)?"
+       r"(?:alles|die|deine|den|dem)?[^.\n]{0,30}?(?:zuvor|vorher|bisher|obig|anweisung|"
+       r"regel)"),
+    _r("system-override", "repeat-above-de", 0.8,
+       r"\b(?:drucke|drucken sie|gib|geben sie|zeig|zeigen sie|wiederhole|wiederholen sie)\b"
+       r"[^.\n]{0,40}?\b(?:obige|obigen|vorherige|vorherigen)\s+(?:eingabeaufforderung|"
+       r"anweisung|anweisungen|prompt|text|textes)\b"),
+    _r("jailbreak", "unrestricted-persona-intl", 0.8,
+       r"\b(?:böse|bösartige|unzensierte|uneingeschränkte)\s+(?:ki|assistent|version)\b|"
+       r"\bki ohne (?:regeln|einschränkungen|filter|grenzen)\b|\bia (?:sin|sans|senza|sem) "
+       r"(?:restricciones|restrictions|restrizioni|restrições|filtros|filtres|filtri|"
+       r"censura|censure)\b|\bia (?:malvada|malveillante|malvagia|maligna)\b"),
+    _r("injection", "forget-everything-de", 0.85,
+       r"\b(?:vergiss|vergessen sie|ignorier\w*)\s+(?:einfach\s+)?alles\b"),
+    _r("injection", "ignore-previous-fr", 0.95,
+       r"\b(?:ignore[rz]?|oublie[rz]?|ne tenez pas compte|ne tiens pas compte|fais abstraction)"
+       r"\b[^.\n]{0,40}?\b(?:tou(?:te)?s|précédent\w*|precedent\w*|antérieur\w*|vos|tes|"
+       r"les)\b[^.\n]{0,30}?\b(?:instructions?|consignes?|règles|regles|directives?|"
+       r"prompts?)\b"),
+    _r("injection", "ignore-previous-es-pt-it", 0.95,
+       r"\b(?:ignor[ae]\w*|olvid[ae]\w*|omit[ae]\w*|esque[cç]a\w*|desconsider[ae]\w*|"
+       r"dimentica\w*|non tenere conto)\b[^.\n]{0,40}?\b(?:tod[ao]s|tutt[ei]|"
+       r"anteriores|previas|prévias|precedenti|sus|tus|suas|tuas|le|las|os|as)\b[^.\n]{0,30}?"
+       r"\b(?:instrucci[oó]n\w*|instru[cç][oõ]\w*|istruzion\w*|reglas|regras|regole|"
+       r"indicaciones|directrices|diretrizes|prompts?)\b"),
+    _r("injection", "ignore-previous-nl", 0.95,
+       r"\b(?:negeer|vergeet)\b[^.\n]{0,40}?\b(?:alle|vorige|eerdere|voorgaande|je|jouw|"
+       r"uw|de)\b[^.\n]{0,30}?\b(?:instructies|regels|opdrachten|prompt)\b"),
+    _r("injection", "ignore-previous-ru-pl", 0.95,
+       r"(?:игнорируй|игнорируйте|проигнорируй|забудь|забудьте|не обращай внимания на|"
+       r"zignoruj|ignoruj|zapomnij)[^.\n]{0,40}?(?:все|всё|предыдущ|прежн|ранее|выше|"
+       r"wszystk|poprzedni|wcześniejsz|powyższ)[^.\n]{0,30}?(?:инструкци|указани|правил|"
+       r"команд|instrukcj|polece|zasad|reguł)"),
+    _r("injection", "ignore-previous-nordic", 0.95,
+       r"\b(?:ignorera|glöm|ignorer|glem|negér)\b[^.\n]{0,40}?\b(?:alla|alle|tidigare|"
+       r"föregående|forrige|tidligere|ovan|ovenfor)\b[^.\n]{0,30}?(?:instruktion|instruks|"
+       r"regler|anvisning)"),
+    _r("injection", "ignore-previous-tr", 0.95,
+       r"(?:önceki|yukar\u0131daki|tüm|bütün)[^.\n]{0,40}?(?:talimat|kural|komut|yönerge)"
+       r"[^.\n]{0,30}?(?:yok say|görmezden gel|unut|dikkate alma|göz ard\u0131)"),
+    _r("injection", "ignore-previous-id-vi", 0.95,
+       r"\b(?:abaikan|lupakan|acuhkan|bỏ qua|phớt lờ|quên)\b[^.\n]{0,40}?\b(?:semua|"
+       r"sebelumnya|tất cả|trước|ở trên)\b[^.\n]{0,30}?(?:instruksi|perintah|aturan|"
+       r"petunjuk|hướng dẫn|chỉ dẫn|lệnh|quy tắc)"),
+    _r("injection", "ignore-previous-zh", 0.95,
+       r"(?:忽略|无视|忽视|忘记|忘掉|不要理会|不要遵守|不再遵守|忽略掉)[^。\n]{0,15}?"
+       r"(?:之前|以前|先前|上面|上述|所有|全部|一切|原来|原先)[^。\n]{0,15}?"
+       r"(?:指令|指示|说明|规则|提示|要求|命令|设定)"),
+    _r("injection", "ignore-previous-ja-ko", 0.95,
+       r"(?:以前|前|上記|これまで|すべて|全て|今まで)の?[^。\n]{0,15}?(?:指示|命令|ルール|"
+       r"指令|プロンプト|設定)[^。\n]{0,10}?(?:を)?(?:無視|忘れ)|(?:이전|모든|위의|앞의)"
+       r"[^.\n]{0,20}?(?:지시|명령|규칙|지침)[^.\n]{0,15}?(?:무시|잊어)"),
+    _r("injection", "ignore-previous-ar-hi", 0.95,
+       r"(?:تجاهل|انس|انسَ|تناس)[^.\n]{0,40}?(?:جميع|كل|السابقة)[^.\n]{0,30}?(?:التعليمات|"
+       r"الأوامر|القواعد|الإرشادات|تعليمات)|(?:पिछले|सभी|पहले|ऊपर)[^।\n]{0,40}?(?:निर्देश|"
+       r"नियम|आदेश)[^।\n]{0,30}?(?:अनदेखा|नज़रअंदाज़|नजरअंदाज|भूल)"),
+    _r("system-override", "reveal-prompt-de", 0.85,
+       r"\b(?:zeig|gib|nenn|verrat|wiederhol|ausgeb|druck)\w*\b[^.\n]{0,30}?\b(?:dein|ihr)\w*\s+"
+       r"(?:\w+\s+)?(?:systemprompt|system-prompt|anweisungen|instruktionen|prompt)\b"),
     _r("injection", "ignore-context", 0.5,
        r"\b(?:ignore|disregard|forget)\b[^.\n]{0,20}?\b(?:previous|prior|above|earlier|all)"
        r"\b[^.\n]{0,20}?\b" + _WEAK_TARGET + r"\b"),
@@ -144,7 +277,9 @@ TEXT_RULES: tuple[_Rule, ...] = (
     _r("system-override", "ask-instructions", 0.6,
        _ASK + r"[^.\n]{0,20}?\byour\s+(?:\w+\s+)?(?:prompt|instructions|rules)\b"),
     _r("system-override", "role-marker", 0.9,
-       r"<\|?\s*(?:im_start|im_end|system|endoftext|eot_id|start_header_id)\s*\|?>"),
+       # (the normalized view reads "<|im_start|>" as "<|imstart|>": "_" is a separator
+       # inside a word there)
+       r"<\s*\|?\s*(?:im_?start|im_?end|system|endoftext|eot_?id|start_?header_?id)\s*\|?\s*>"),
     _r("system-override", "fake-system-turn", 0.7,
        r"^\s*(?:\[\s*(?:system|developer|admin)\s*\]|#{1,6}\s*(?:system|developer)\b|"
        r"(?:system|developer)\s*:)"),
@@ -170,6 +305,113 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\b(?:decode|base64|rot13|hex)\b[^.\n]{0,40}?\b(?:and|then)\b[^.\n]{0,30}?"
        r"\b(?:follow|execute|run|obey|do)\b"),
 )
+
+# What role-play jailbreaks say about the persona they set up ("amoral", "no
+# restrictions", "never refuses", "stay in character", "two responses"...). One alone is
+# ordinary (a story's villain is amoral); three together are the jailbreak's shape.
+JAILBREAK_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.I)) for name, pattern in (
+        ("amoral", r"\b(?:amoral|unhinged|unethical|immoral)\b"),
+        ("no-restrictions",
+         r"\b(?:no|zero|without(?: any)?|free (?:of|from)|lacks?|devoid of|beyond)\s+"
+         r"(?:\w+\s+){0,2}?(?:restrictions|limits|limitations|filters|filtering|censorship|"
+         r"boundaries|ethics|morals|morality|ethical|moral|guidelines|rules|constraints|"
+         r"safeguards)\b"),
+        ("unbound",
+         r"\b(?:not|never|no longer)\s+(?:be\s+)?(?:bound|restricted|limited|constrained)\s+"
+         r"by\b|\bbr(?:oken|eak|oke) free\b|\bfreed from\b|\b(?:fully )?unlocked\b|"
+         r"\bliberated\b"),
+        ("never-refuses",
+         r"\b(?:never|not|won'?t|will not|cannot|can'?t|doesn'?t|does not|don'?t)\s+"
+         r"(?:ever\s+)?(?:refuse|decline|reject|deny)\b|\bnever (?:tell|say|inform)\w*\b"
+         r"[^.\n]{0,40}?\b(?:can'?t|cannot|unable|sorry|not able)\b"),
+        ("policy",
+         r"\b(?:openai|anthropic|content|safety|usage|ethical)(?:'s)?\s+(?:content\s+)?"
+         r"(?:polic(?:y|ies)|guidelines|rules|filters?|protocols|restrictions)\b"),
+        ("no-matter-how",
+         r"\bno matter how (?:\w+\s+){0,2}?(?:immoral|unethical|illegal|dangerous|harmful|"
+         r"offensive|inappropriate|explicit|reckless)\b|\bregardless of (?:\w+\s+){0,2}?"
+         r"(?:legality|ethics|morality|morals|laws?|consequences|danger|how)\b"),
+        ("in-character",
+         r"\b(?:stay|staying|remain|break|breaking|broke)\s+(?:in\s+|out of\s+)?character\b"),
+        ("two-responses",
+         r"\b(?:two|2|both)\s+(?:different\s+|separate\s+)?(?:responses|answers|paragraphs|"
+         r"ways)\b"),
+        ("no-apologies",
+         r"\b(?:never|not|don'?t|won'?t|will not|no)\b[^.\n]{0,30}?(?:i'?m sorry|"
+         r"i apologi[sz]e|as an ai|as a language model|warnings?|disclaimers?)\b"),
+        ("answers-anything",
+         r"\b(?:do anything|answer (?:any|every|all)\w*|respond to (?:any|all|every)|"
+         r"comply with (?:any|all|every)|always (?:answer|respond|comply|provide)|"
+         r"(?:must|have to) (?:answer|obey|comply with) (?:all|every|any|whatever)|"
+         r"anything (?:is|goes)|everything is (?:allowed|permitted))\b"),
+        ("persona",
+         r"\b(?:jailbr\w+|developer mode|dan mode|uncensored|unfiltered|unrestricted|"
+         r"evil (?:ai|bot|assistant|version|twin)|illegal)\b"),
+        ("harm-allowed",
+         r"\b(?:illegal|harmful|offensive|explicit|nsfw|vulgar|obscene|violent|hateful|lewd)\b"
+         r"[^.\n]{0,60}?\b(?:allowed|permitted|acceptable|encouraged|fine)\b"),
+    )
+)
+
+
+_CUES_LOWER = tuple((name, re.compile(rx.pattern)) for name, rx in JAILBREAK_CUES)
+
+
+_NAMES_A_MODEL = re.compile(r"\b(?:chatgpt|gpt|openai|an ai|the ai|language model|llm|chatbot|"
+                            r"claude|bard|gemini|assistant)\b")
+
+
+def _jailbreak_cues(text: str) -> InjectionFinding | None:
+    """Three or more of `JAILBREAK_CUES` (0.85, four or more 0.95); two in a text that
+    speaks of an AI model (0.75), else two are unclear (0.6: a judge's to decide). `text`
+    is lower case (the normalized view)."""
+    hits = [name for name, rx in _CUES_LOWER if rx.search(text)]
+    if len(hits) < 2:
+        return None
+    if len(hits) == 2:
+        score = 0.75 if _NAMES_A_MODEL.search(text) else 0.6
+    else:
+        score = 0.85 if len(hits) == 3 else 0.95
+    return InjectionFinding("jailbreak", "jailbreak-persona", score, ", ".join(hits)[:80])
+
+
+_ODD_CHAR = re.compile(r"[{}\[\]()\\|<>^~`$@=*#%]")
+_GLUED = re.compile(r"[a-z]{2,}[A-Z][a-z]")  # "similarlyNow": words run together
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+
+
+_MIRROR = str.maketrans("()[]{}", ")(][}{")
+
+
+def _adversarial_suffix(text: str) -> InjectionFinding | None:
+    """A request in plain words that ends, on the same line, in an optimised suffix (GCG
+    and its kin): among the last 20 words two or more that mix letters with brackets,
+    backslashes or markup, or run words together (or six such characters among the last
+    150 others, however spaced), and brackets left unbalanced."""
+    tail = text[-300:]
+    if "\n" in tail.strip() or tail.count('":') >= 2:  # code and JSON span lines or pair up
+        return None
+    if len(text.split(None, 10)) <= 10 or sum(w.isalpha() for w in text[:200].split()[:5]) < 3:
+        return None
+    odd = sum(1 for w in tail.split()[-20:]
+              if (_ODD_CHAR.search(w) and any(c.isalpha() for c in w)) or _GLUED.search(w))
+    if odd < 2 and len(_ODD_CHAR.findall("".join(tail.split())[-150:])) < 6:
+        return None
+    stack: list[str] = []
+    unbalanced = 0
+    for ch in tail:
+        if ch in "([{":
+            stack.append(ch)
+        elif ch in _CLOSING:
+            if stack and stack[-1] == _CLOSING[ch]:
+                stack.pop()
+            else:
+                unbalanced += 1
+    if unbalanced + len(stack) < 2:
+        return None
+    return InjectionFinding("jailbreak", "adversarial-suffix", 0.8, tail[-80:])
+
 
 _B64 = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}={0,2}")
 _HEX = re.compile(r"(?:\\x)?(?:[0-9a-fA-F]{2}(?:\\x|[\s:]?)){16,}")
@@ -215,12 +457,30 @@ def _excerpt(text: str, m: re.Match[str]) -> str:
     return text[m.start() : m.end()][:80]
 
 
-def _scan(text: str, depth: int) -> list[InjectionFinding]:
+_LAYOUT = frozenset({"fake-system-turn"})
+LAYOUT_RULES = tuple(r for r in TEXT_RULES if r[1] in _LAYOUT)
+"""Rules of how the text is laid out (case, line starts, markers): run on the skeleton."""
+WORD_RULES = tuple((c, n, s, re.compile(p.pattern)) for c, n, s, p in TEXT_RULES
+                   if n not in _LAYOUT)
+"""Rules of words: run on the normalized view (`injection_model.normalize`: lower case,
+one line), so without the flags of case and lines, which cost time."""
+_OVERRIDES = frozenset(r[1] for r in WORD_RULES)
+_NON_LATIN = frozenset({"ignore-previous-zh", "ignore-previous-ja-ko", "ignore-previous-ar-hi"})
+ASCII_WORD_RULES = tuple(r for r in WORD_RULES if r[1] not in _NON_LATIN)
+"""The word rules that can match ASCII text (the others read only other scripts)."""
+
+
+def _scan(text: str, depth: int, rules: tuple[_Rule, ...] = TEXT_RULES,
+          ) -> list[InjectionFinding]:
     found: list[InjectionFinding] = []
-    for category, name, score, pattern in TEXT_RULES:
+    for category, name, score, pattern in rules:
         m = pattern.search(text)
         if m:
             found.append(InjectionFinding(category, name, score, _excerpt(text, m)))
+    if rules is WORD_RULES or rules is ASCII_WORD_RULES:
+        cues = _jailbreak_cues(text)
+        if cues is not None:
+            found.append(cues)
     if depth >= _MAX_DEPTH:
         return found
     for kind, rx, decode in (("base64", _B64, _b64), ("hex", _HEX, _hex)):
@@ -248,31 +508,74 @@ def _scripts(word: str) -> set[str]:
     return out
 
 
-def scan_injection(text: str) -> InjectionReport:
-    """The heuristics' findings in `text`, and its score (the highest, 0 if none)."""
+def scan_injection(text: str, normalized: str | None = None) -> InjectionReport:
+    """The heuristics' findings in `text`, and its score (the highest, 0 if none).
+    `normalized`: `injection_model.normalize(text)`, when the caller has it."""
+    return _scan_views(text, readings(normalize(text) if normalized is None else normalized))
+
+
+def _scan_views(text: str, views: list[str]) -> InjectionReport:
+    """`scan_injection`, given the `readings` of the normalized text."""
     skeleton = _skeleton(text)
-    findings = _scan(skeleton, 0)
+    # rules of the text's layout (role markers, a line posing as a system turn) and
+    # encoded payloads read the skeleton; the rules of words read the normalized view,
+    # where the cheap evasions are undone (separators or spaces inside words, URL and
+    # HTML escapes, leetspeak, typos of the override words), and its ROT13 or reversed
+    # reading when it reads as one
+    findings = _scan(skeleton, 0, LAYOUT_RULES)
+    # an optimised suffix, read as written, written backwards, or in the normalized view
+    # (which is one line: read only when the text's end is one line too)
+    one_line = "\n" not in skeleton.strip()[-300:]
+    starts_one_line = "\n" not in skeleton.strip()[:300]
+    suffix_views = [skeleton] if one_line else []
+    if starts_one_line:
+        suffix_views.append(skeleton[::-1].translate(_MIRROR))
+    if one_line:
+        suffix_views += views
+    for view in suffix_views:
+        suffix = _adversarial_suffix(view)
+        if suffix is not None:
+            findings.append(suffix)
+            break
+    found = {f.rule for f in findings}
+    for reading in views:
+        rules = ASCII_WORD_RULES if reading.isascii() else WORD_RULES
+        for f in _scan(reading, _MAX_DEPTH, rules):
+            if f.rule not in found:
+                found.add(f.rule)
+                findings.append(f)
+    if not text.isascii():
+        findings += _unicode_tricks(text, findings)
+    score = max((f.score for f in findings), default=0.0)
+    return InjectionReport(score, tuple(findings), skeleton)
+
+
+def _unicode_tricks(text: str, findings: list[InjectionFinding]) -> list[InjectionFinding]:
+    out: list[InjectionFinding] = []
     # hidden "tag" characters (invisible copies of ASCII): decode and scan what they say
     tags = "".join(chr(ord(ch) - 0xE0000) for ch in text if ord(ch) in _TAGS)
     if tags.strip():
         inner = _scan(_skeleton(tags), 1)
-        findings.append(InjectionFinding(
+        out.append(InjectionFinding(
             "encoded-payload", "unicode-tags", 0.95 if inner else 0.8, tags[:80]))
-    plain = unicodedata.normalize("NFKC", text).lower()
     mixed = [w for w in _WORD.findall(unicodedata.normalize("NFKC", text))
-             if "LATIN" in (sc := _scripts(w)) and sc & _LOOKALIKE_SCRIPTS]
+             if not w.isascii() and "LATIN" in (sc := _scripts(w)) and sc & _LOOKALIKE_SCRIPTS]
     if mixed:
-        findings.append(InjectionFinding("homoglyph", "mixed-script-word", 0.5, mixed[0][:80]))
-    # a rule that only matches once lookalikes are folded: a disguised injection
-    rules = {rule for _, rule, _, _ in TEXT_RULES}
-    for f in list(findings):
-        if f.rule in rules and f.excerpt and f.excerpt.lower() not in plain:
-            findings.append(InjectionFinding("homoglyph", f"disguised-{f.rule}", 0.95, f.excerpt))
-            break
+        out.append(InjectionFinding("homoglyph", "mixed-script-word", 0.5, mixed[0][:80]))
+        # a rule that matches words written with look-alike letters: a disguised injection
+        rules = {rule for _, rule, _, _ in TEXT_RULES}
+        for f in findings:
+            if f.rule in rules and f.score >= 0.5:
+                out.append(InjectionFinding("homoglyph", f"disguised-{f.rule}", 0.95, f.excerpt))
+                break
     if any(unicodedata.category(ch) == "Cf" and ord(ch) not in _TAGS for ch in text):
-        findings.append(InjectionFinding("homoglyph", "invisible-characters", 0.3, ""))
-    score = max((f.score for f in findings), default=0.0)
-    return InjectionReport(score, tuple(findings), skeleton)
+        invisible = InjectionFinding("homoglyph", "invisible-characters", 0.3, "")
+        # an override rule matching across invisible characters inside its words
+        hidden = [f for f in findings if f.rule in _OVERRIDES and f.excerpt.lower()
+                  not in unicodedata.normalize("NFKC", text).lower()]
+        out.append(invisible if not hidden else InjectionFinding(
+            "homoglyph", f"disguised-{hidden[0].rule}", 0.95, hidden[0].excerpt))
+    return out
 
 
 def rewrite_injection(text: str) -> str:
@@ -320,13 +623,13 @@ class _Assessment(msgspec.Struct, frozen=True):
 
 TOOL_RESULT_REMOVED = "[tool result removed: it contained a prompt injection]"
 
-DEFAULT_CLASSIFIER_THRESHOLD = 0.96
+DEFAULT_CLASSIFIER_THRESHOLD = 0.84
 """The classifier's probability from which a text counts as an injection by default: the
 threshold the training chose (held-out false positives at most 2% averaged over the
 benign sources, each held out of the fit in turn; training/REPORT.md)."""
 
 
-def _classifier_score(p: float, at: float, threshold: float) -> float:
+def classifier_on_detector_scale(p: float, at: float, threshold: float) -> float:
     """The classifier's probability `p` on the detector's scale: `at` (its threshold)
     maps to `threshold`, below and above it linearly, so the judge's unclear band and
     `threshold` mean the same for both signals."""
@@ -455,15 +758,23 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
     def local_score(self, text: str) -> tuple[float, tuple[str, ...]]:
         """The heuristics' and the classifier's score of `text` (the higher, on the
         heuristics' scale) and the categories found ("classifier" when it flags)."""
-        report = scan_injection(text)
+        views = readings(normalize(text))
+        report = _scan_views(text, views)
         score, categories = report.score, report.categories
         if self.classifier_threshold is not None:
-            p = classify_injection(text)
-            scaled = _classifier_score(p, self.classifier_threshold, self.threshold)
+            p = load_model().score_readings(views)
+            scaled = classifier_on_detector_scale(p, self.classifier_threshold, self.threshold)
             if scaled >= self.threshold:
                 categories = (*categories, "classifier")
             score = max(score, scaled)
         return score, categories
+
+    def joined(self, texts: Sequence[str]) -> str:
+        """Results of one step as the check reads them together: joined with a space, as
+        the model reads on, or with nothing when that scores higher (an injection cut
+        inside a word across two results)."""
+        spaced, glued = " ".join(texts), "".join(texts)
+        return glued if self.local_score(glued)[0] > self.local_score(spaced)[0] else spaced
 
     def assess(self, text: str) -> Generator[object, object, _Assessment]:
         """The local verdict on `text`, and the judge's when it is asked."""
@@ -556,7 +867,7 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
         if joined:
             # an injection split across results: each part alone reads as harmless
             where = "tool-results:" + ",".join((*s.ids, call_id))
-            a = yield from self.assess(" ".join((*s.texts, text)))  # as the model reads on
+            a = yield from self.assess(self.joined((*s.texts, text)))
         if a.error is not None:
             notes.append(self._judge_failed(a.error, where))
         elif a.score >= self.threshold:
@@ -604,7 +915,7 @@ class PromptInjectionDetector(StatefulProcessor[InjectionState]):
         if len(unread) > 1 and not flagged_any:
             # an injection split across results: each part alone reads as harmless
             where = "tool-results:" + ",".join(p.tool_call_id for _, _, p in unread)
-            a = yield from self.assess(" ".join(texts))  # read on, as the model reads them
+            a = yield from self.assess(self.joined(texts))
             if a.error is not None:
                 notes.append(self._judge_failed(a.error, where))
             elif a.score >= self.threshold:
