@@ -46,18 +46,18 @@ from sklearn.linear_model import LogisticRegression
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
+from bench.contamination import NEAR, exact_key, grams  # noqa: E402
+from pipeline.processors.guards.injection import (  # noqa: E402
+    PromptInjectionDetector,
+    classifier_on_detector_scale,
+    scan_injection,
+)
 from pipeline.processors.guards.injection_model import (  # noqa: E402
     FEATURES_VERSION,
     InjectionModel,
     features,
     normalize,
     windows,
-)
-from bench.contamination import NEAR, exact_key, grams  # noqa: E402
-from pipeline.processors.guards.injection import (  # noqa: E402
-    PromptInjectionDetector,
-    classifier_on_detector_scale,
-    scan_injection,
 )
 from training.sources import SOURCES, Row, load  # noqa: E402
 
