@@ -404,9 +404,11 @@ def asyncified(p: BaseProcessor) -> BaseProcessor:
     hooks: dict[HookName, Callable[..., object]] = {}
     for name, fn in p.hook_functions().items():
         hooks[name] = fn if _is_generator_hook(fn) else _async_hook(fn)
-    return FunctionProcessor(
+    made = FunctionProcessor(
         p.id, p.initial_state(), hooks, process_data_parts=p.process_data_parts
     )
+    made.either_list = p.either_list  # a guard meant for either list stays so
+    return made
 
 
 def _is_generator_hook(fn: Callable[..., object]) -> bool:

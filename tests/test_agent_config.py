@@ -140,6 +140,7 @@ def test_processors_must_implement_a_hook_of_their_role() -> None:
     )
 
 
+@pytest.mark.filterwarnings("ignore::pipeline.ProcessorPlacementWarning")  # placed so on purpose
 def test_processor_ids_must_be_unique_but_one_instance_may_serve_two_roles() -> None:
     class Both(Processor):
         id = "in"

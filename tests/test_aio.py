@@ -247,6 +247,7 @@ async def test_async_tool_that_raises_is_an_error_result() -> None:
     assert run.result.status == "finished"
 
 
+@pytest.mark.filterwarnings("ignore::pipeline.ProcessorPlacementWarning")  # placed so on purpose
 def test_sync_interpreter_rejects_async_hooks_and_tools_naming_them() -> None:
     p = AsyncPipeline()
     agent = Agent.create("m", output_processors=[p], tools=[forecast])

@@ -23,6 +23,7 @@ from pipeline.processor import (
     OutputStepArgs,
     OutputStepResult,
     Processor,
+    ProcessorPlacementWarning,
     StatefulProcessor,
     StreamArgs,
     StreamResult,
@@ -122,6 +123,7 @@ def test_state_persists_across_all_hooks_and_chunks_of_a_run() -> None:
     ]
 
 
+@pytest.mark.filterwarnings("ignore::pipeline.ProcessorPlacementWarning")  # placed so on purpose
 def test_state_is_isolated_between_processors() -> None:
     a, b = Journal("a"), Journal("b")
     agent = make_agent(input_processors=[a], output_processors=[a, b])
@@ -130,6 +132,7 @@ def test_state_is_isolated_between_processors() -> None:
     assert b.final == [("delta:x", "output_step0")]
 
 
+@pytest.mark.filterwarnings("ignore::pipeline.ProcessorPlacementWarning")  # placed so on purpose
 def test_state_is_isolated_between_runs() -> None:
     j = Journal()
     agent = make_agent(output_processors=[j])
@@ -172,7 +175,9 @@ def test_processors_without_a_hook_are_skipped_for_it() -> None:
 
 def test_output_hooks_of_an_input_processor_do_not_run() -> None:
     j = Journal()
-    simulate(make_agent(input_processors=[j]), [Say("x")])
+    with pytest.warns(ProcessorPlacementWarning, match="'journal' is in input_processors only"):
+        agent = make_agent(input_processors=[j])  # said at construction
+    simulate(agent, [Say("x")])
     assert j.final == []  # process_output_result is an output hook; j is only an input processor
 
 

@@ -11,7 +11,7 @@ from interpreters.memory.embed.openai import ScriptedEmbedder
 from interpreters.memory.store import HashEmbedder, InMemoryStore
 from interpreters.sim.aio import AsyncSimulator
 from interpreters.sim.clock import VirtualClock
-from interpreters.sim.pytest_plugin import AsyncSimulatorFactory, SimulatorFactory
+from interpreters.sim.factories import AsyncSimulatorFactory, SimulatorFactory
 from interpreters.sim.simulator import (
     Fail,
     Say,

@@ -27,6 +27,7 @@ from pipeline.processor import (
     OutputStepArgs,
     OutputStepResult,
     Processor,
+    ProcessorPlacementWarning,
     StatefulProcessor,
     StepChange,
     StreamArgs,
@@ -53,13 +54,26 @@ from pipeline.values.validate import InvalidInputError
 __distribution__ = "pipeline-agents"
 """Whose `pipeline` this is (`interpreters` refuses another distribution's)."""
 
+
+def __getattr__(name: str) -> str:
+    # `__version__`: the installed distribution's, read from its metadata when asked (one
+    # source of truth, pyproject.toml's `version`; reading it costs an import otherwise).
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(__distribution__)
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "unknown"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     # the agent, its tools, what a run is given and gives back
     "Agent", "Tool", "tool", "ToolContext", "RunContext", "RunResult",
     "Message", "MessageList", "SystemMessage", "TextPart", "user", "from_openai",
     "InvalidInputError",
     # processors and their hooks: each hook's args and the result it may return
-    "Processor", "StatefulProcessor", "processor", "abort",
+    "Processor", "StatefulProcessor", "processor", "abort", "ProcessorPlacementWarning",
     "InputArgs", "InputResult", "InputStepArgs", "InputStepResult", "StepChange",
     "ApiErrorArgs", "ApiErrorResult", "StreamArgs", "StreamResult", "FlushArgs",
     "FlushResult", "OutputStepArgs", "OutputStepResult", "OutputResultArgs",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, Literal, TypeAlias
+from typing import Any, Generic, Literal, TypeAlias, cast
 
 import msgspec
 from typing_extensions import TypeVar
@@ -15,6 +16,7 @@ from pipeline.processor import (
     HookReturn,
     InputStepArgs,
     InputStepResult,
+    ProcessorPlacementWarning,
 )
 from pipeline.tools import Tool, ToolFn, inline_schema, make_tool
 from pipeline.tools.context import Deps
@@ -70,6 +72,18 @@ def _system_messages(
             raise bad(i)
         out.append(SystemMessage(i) if isinstance(i, str) else i)
     return tuple(out)
+
+
+def _tool_fn(value: object) -> ToolFn:
+    """A tool given as a function; TypeError naming anything else (a tool's name, say)."""
+    if callable(value) and not isinstance(value, type):
+        return cast(ToolFn, value)
+    hint = (f" (give the function itself, tools=[{value}], or a Tool from tool(...))"
+            if isinstance(value, str) else "")
+    raise TypeError(
+        f"tools: {value!r} is a {type(value).__name__}, not a tool: a function, a Tool "
+        f"or an Agent{hint}"
+    )
 
 
 _ANY_HOOKS: frozenset[HookName] = frozenset(
@@ -166,7 +180,8 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         model, fallback = _fallback(model)
         system = _system_messages(instructions)
         tool_list = tuple(
-            t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent) else make_tool(t)
+            t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent)
+            else make_tool(_tool_fn(t))
             for t in tools
         )
         agent = Agent(
@@ -247,6 +262,7 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
                     raise TypeError(
                         f"{role} processor {p.id!r} implements none of {sorted(needs)}"
                     )
+        self._warn_of_hooks_that_never_run()
         # One instance may serve as input and output processor; distinct ones need distinct ids.
         ids = [p.id for p in self.all_processors()]
         clash = sorted({i for i in ids if ids.count(i) > 1})
@@ -286,6 +302,32 @@ class Agent(msgspec.Struct, Generic[Deps, Output], frozen=True, kw_only=True):
         run's answer (`RunResult.answered_by` names it); its processors and tools apply
         from then on. The parent's model is not called again in that run."""
         return _agent_tool(self, "handoff", name, description, None, memory, input_filter)
+
+    def _warn_of_hooks_that_never_run(self) -> None:
+        """A processor in one list only whose hooks for the other list never run: most
+        likely a mistake (a guard's output check that never checks), so said at once;
+        not for a processor that asks for either list (`either_list`)."""
+        inputs = {id(p) for p in self.input_processors}
+        outputs = {id(p) for p in self.output_processors}
+        for here, there, procs, other_hooks in (
+            ("input_processors", "output_processors", self.input_processors,
+             _OUTPUT_HOOKS - _ANY_HOOKS),
+            ("output_processors", "input_processors", self.output_processors,
+             _INPUT_HOOKS - _ANY_HOOKS),
+        ):
+            elsewhere = outputs if here == "input_processors" else inputs
+            for p in procs:
+                if id(p) in elsewhere or getattr(p, "either_list", False):
+                    continue
+                idle = sorted(other_hooks & set(p.hook_functions()))
+                if idle:
+                    warnings.warn(
+                        f"processor {p.id!r} is in {here} only: its {', '.join(idle)} "
+                        f"never run{'s' if len(idle) == 1 else ''}; put the same instance "
+                        f"in {there} too to run {'it' if len(idle) == 1 else 'them'} (or "
+                        "set `either_list = True` on its class when that is meant)",
+                        ProcessorPlacementWarning, stacklevel=4,
+                    )
 
     def all_processors(self) -> tuple[BaseProcessor[Deps], ...]:
         seen: dict[int, BaseProcessor[Deps]] = {}

@@ -446,6 +446,11 @@ REPLACE_PAYLOAD: Mapping[HookName, tuple[type, ...]] = {
 # --- processors ------------------------------------------------------------------------
 
 
+class ProcessorPlacementWarning(UserWarning):
+    """A processor placed where some of its hooks never run: output hooks of one in
+    `input_processors` only, input hooks of one in `output_processors` only."""
+
+
 class BaseProcessor(Generic[Needs]):
     """What the agent and the loop know of any processor, whatever its state type.
     `Needs`: the deps its hooks read (`object`: any, the default)."""
@@ -454,6 +459,10 @@ class BaseProcessor(Generic[Needs]):
     name: str | None = None
     process_data_parts: bool = False
     """When True, `process_output_stream` also receives `data-*` chunks."""
+    either_list: bool = False
+    """When True, the processor is meant for either list alone (a guard that checks the
+    input, the output or both, as it is placed): its hooks for the other list not
+    running is no mistake, and the agent does not warn of it."""
     concurrent: bool = False
     """When True, `process_input` runs beside the first model call: the model's output is
     held, and no tool runs, until it passed (`pipeline.loop.race`). It may pass or abort."""

@@ -22,12 +22,9 @@ MAX_ERROR = 500
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    import pipeline
 
-    try:
-        return version("pipeline-agents")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
+    return str(pipeline.__version__)  # the installed distribution's metadata
 
 
 def _byte_count(text: str) -> int:

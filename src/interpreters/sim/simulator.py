@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Generic, Protocol, TypeVar, Unpack
 
 import msgspec
+from returns.result import Result
 
 from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.options import CancellableScope, Deps, RunOptions, check_options, keys_of
@@ -52,11 +53,21 @@ from pipeline.values import (
     TextStart,
     ToolCall,
     ToolCallDelta,
+    Tripwire,
     Usage,
 )
-from pipeline.values.messages import JsonObject
+from pipeline.values.cost import Cost
+from pipeline.values.messages import JsonObject, MessageList
 from pipeline.values.model import is_retryable_status
-from pipeline.values.result import Output
+from pipeline.values.result import (
+    JudgeCall,
+    Output,
+    RunError,
+    RunFailedError,
+    Status,
+    StepResult,
+    Suspension,
+)
 
 CANCELLABLE = keys_of(CancellableScope)
 
@@ -321,7 +332,12 @@ def _pieces(x: str | Sequence[str]) -> tuple[str, ...]:
 
 
 class SimRun(msgspec.Struct, Generic[Output], frozen=True):
-    """A finished simulated run: its result, every chunk, and the full trace."""
+    """A finished simulated run: its result, every chunk, and the full trace.
+
+    It reads as the `RunResult` an interpreter's `run` returns (`run.text`,
+    `run.status`, `run.output`, `run.unwrap()`...: each is its `result`'s), so code
+    written against one works on the other; `result` is the `RunResult` itself.
+    """
 
     result: RunResult[Output]
     trace: Trace
@@ -331,6 +347,85 @@ class SimRun(msgspec.Struct, Generic[Output], frozen=True):
     @property
     def chunks(self) -> list[Chunk]:
         return list(self.trace.chunks)
+
+    # --- the result's face ---------------------------------------------------------------
+    @property
+    def status(self) -> Status:
+        return self.result.status
+
+    @property
+    def text(self) -> str:
+        return self.result.text
+
+    @property
+    def messages(self) -> MessageList:
+        return self.result.messages
+
+    @property
+    def steps(self) -> tuple[StepResult, ...]:
+        return self.result.steps
+
+    @property
+    def usage(self) -> Usage:
+        return self.result.usage
+
+    @property
+    def finish_reason(self) -> FinishReason:
+        return self.result.finish_reason
+
+    @property
+    def tripwire(self) -> Tripwire | None:
+        return self.result.tripwire
+
+    @property
+    def error(self) -> RunError | None:
+        return self.result.error
+
+    @property
+    def retry_count(self) -> int:
+        return self.result.retry_count
+
+    @property
+    def api_error_retry_count(self) -> int:
+        return self.result.api_error_retry_count
+
+    @property
+    def output(self) -> Output | None:
+        return self.result.output
+
+    @property
+    def cost(self) -> Cost | None:
+        return self.result.cost
+
+    @property
+    def judges(self) -> tuple[JudgeCall, ...]:
+        return self.result.judges
+
+    @property
+    def suspension(self) -> Suspension | None:
+        return self.result.suspension
+
+    @property
+    def unmetered_calls(self) -> int:
+        return self.result.unmetered_calls
+
+    @property
+    def judge_usage(self) -> Usage:
+        return self.result.judge_usage
+
+    @property
+    def total_usage(self) -> Usage:
+        return self.result.total_usage
+
+    def unwrap(self) -> RunResult[Output]:
+        """The result if the run finished, else `RunFailedError` (`RunResult.unwrap`)."""
+        return self.result.unwrap()
+
+    def output_as(self, kind: type[T]) -> T:
+        return self.result.output_as(kind)
+
+    def to_result(self) -> Result[RunResult[Output], RunFailedError]:
+        return self.result.to_result()
 
 
 class ScriptedRoutes:

@@ -104,6 +104,8 @@ class TokenLimiterProcessor(StatefulProcessor[LimiterState]):
     its own. `count_reasoning`: reasoning deltas count too (and are cut).
     """
 
+    either_list = True  # an input check, an output check or both, as placed
+
     def __init__(
         self,
         limit: int,

@@ -7,6 +7,7 @@ Everything here is frozen: a change is a new value. Parts form a tagged union on
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -152,8 +153,12 @@ system messages: a run given a conversation that carries them (a previous run's
 `result.messages`) replaces them with its own instead of adding them twice."""
 
 
-def user(text: str, *, id: str, created_at: float = 0.0) -> Message:
-    """A user message with one text part."""
+def user(text: str, *, id: str | None = None, created_at: float = 0.0) -> Message:
+    """A user message with one text part; without an `id`, a fresh random one
+    (`user-<32 hex digits>`): give one where the same input must give the same messages
+    (tests, replays)."""
+    if id is None:
+        id = f"user-{uuid.uuid4().hex}"
     return Message(id=id, role="user", parts=(TextPart(text),), created_at=created_at)
 
 

@@ -154,6 +154,8 @@ class ModerationProcessor(StatefulProcessor[ModerationState]):
     not with strategy "filter", which would change what the model already has.
     """
 
+    either_list = True  # an input check, an output check or both, as placed
+
     def __init__(
         self,
         judge_model: str,

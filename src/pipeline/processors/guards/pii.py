@@ -158,6 +158,8 @@ class PIIDetector(StatefulProcessor[PIIState]):
       and no tool runs, until it passed.
     """
 
+    either_list = True  # an input check, an output check or both, as placed
+
     process_data_parts = True
     """`data-*` chunks (what a tool writes for the client) are handled as tool results are."""
 

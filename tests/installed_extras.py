@@ -1,0 +1,136 @@
+"""What each extra enables, in an environment where the wheel was installed with its
+extras (`scripts/release-check` runs it there, away from the source tree):
+`python installed_extras.py [EXTRA...]` (default: every extra); exit 1 naming the
+extras that fail."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+
+import msgspec
+
+
+def guards() -> None:
+    from pipeline.processors import LanguageDetector, PIIDetector, UnicodeNormalizer
+
+    found = PIIDetector(types=["phone"], phone_regions=["GB"]).find("call +44 20 7946 0958")
+    assert [f.kind for f in found] == ["phone"], found
+    LanguageDetector(["en", "fr"])
+    UnicodeNormalizer()
+    import confusable_homoglyphs  # type: ignore[import-untyped]  # noqa: F401
+    import stdnum  # noqa: F401
+
+
+def docstrings() -> None:
+    from pipeline import tool
+
+    def lookup(order: str) -> str:
+        """Look an order up.
+
+        Args:
+            order: the order's number
+        """
+        return order
+
+    schema = tool(lookup).spec
+    assert "the order's number" in msgspec.json.encode(schema).decode(), schema
+
+
+def pydantic() -> None:
+    import pydantic as p
+
+    from interpreters.testing import Say, ScriptedModel, Simulator
+    from pipeline import Agent
+
+    class Answer(p.BaseModel):
+        city: str
+
+    agent = Agent.create("openai/gpt-4o-mini", output_type=Answer)
+    run = Simulator(ScriptedModel([Say('{"city": "Paris"}')])).run(agent, "where?")
+    assert isinstance(run.output, Answer) and run.output.city == "Paris", run.result
+
+
+def mcp() -> None:
+    import mcp as m  # noqa: F401
+
+    from interpreters.mcp_tools import MCPToolset  # noqa: F401
+
+
+def otel() -> None:
+    from interpreters.observers.otel import OTelObserver
+
+    OTelObserver()
+
+
+def bedrock() -> None:
+    from interpreters.providers.bedrock import sigv4_signer
+
+    make = sigv4_signer("bedrock")
+    signer = make("https://bedrock-runtime.eu-west-1.amazonaws.com",
+                  {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x" * 40})
+    assert signer is not None
+
+
+def prices() -> None:
+    from interpreters.providers.prices import genai_prices
+
+    genai_prices()
+
+
+def durable() -> None:
+    import dbos  # noqa: F401
+
+    from interpreters.durable.dbos import runs  # noqa: F401
+
+
+def postgres() -> None:
+    import psycopg  # noqa: F401
+    import psycopg_pool  # noqa: F401
+
+    from interpreters.memory.postgres import PostgresStore  # noqa: F401
+
+
+def memory_fast() -> None:
+    import numpy  # noqa: F401
+
+    from interpreters.memory import scan
+
+    assert scan.numpy_available(), "numpy is installed, the store's scan does not use it"
+
+
+def agui() -> None:
+    from ag_ui.core import RunStartedEvent  # noqa: F401
+
+    from interpreters.testing import Say, ScriptedModel, Simulator
+    from pipeline import Agent
+    from pipeline.agui import agui_sse
+
+    agent = Agent.create("openai/gpt-4o-mini")
+    run = Simulator(ScriptedModel([Say("Hi.")])).run(agent, "hi")
+    frames = b"".join(agui_sse(run.chunks, thread_id="t", run_id="r"))
+    assert b'"TEXT_MESSAGE_CONTENT"' in frames and b'"RUN_FINISHED"' in frames, frames
+
+
+EXTRAS: dict[str, Callable[[], None]] = {
+    "guards": guards, "docstrings": docstrings, "pydantic": pydantic, "mcp": mcp,
+    "otel": otel, "bedrock": bedrock, "prices": prices, "durable": durable,
+    "postgres": postgres, "memory-fast": memory_fast, "agui": agui,
+}
+
+
+def main(names: list[str]) -> int:
+    failed = []
+    for name in names or list(EXTRAS):
+        try:
+            EXTRAS[name]()
+        except Exception:
+            failed.append(name)
+            traceback.print_exc()
+        print(f"extra {name}: {'FAILED' if name in failed else 'ok'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
