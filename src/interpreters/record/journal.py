@@ -24,8 +24,10 @@ answers. Tool results and the answers of custom I/O handlers are recorded as JSO
 value JSON cannot encode, as its repr), so a replay sees them as JSON values. It never
 holds an API key: keys are not part of anything recorded, and the values of `*_API_KEY`
 environment variables and the `secrets` you give are scrubbed in every encoded form and
-across streamed deltas (`interpreters.record.scrub`). `Recorder(pii="agent")` stores
-what the agent's PII guards let out.
+across streamed deltas (`interpreters.record.scrub`). By default it stores what the
+agent's PII guards let out (`pii="agent"`); `Recorder(pii="keep")` stores personal data
+as the run saw it. A directory of journals is pruned as runs start: journals older than
+`max_age_days` (30) go, then the oldest until the rest fit in `max_total_bytes` (1 GiB).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import hashlib
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, cast
@@ -87,8 +90,15 @@ from pipeline.values.result import RunResult
 VERSION = 1
 
 PIIHandling = Literal["keep", "agent"]
-"""What a `Recorder` does with personal data: "keep" stores it as the run saw it, "agent"
-stores what the agent's PII guards (its `PIIDetector`s) would let out."""
+"""What a `Recorder` does with personal data: "agent" (the default) stores what the
+agent's PII guards (its `PIIDetector`s) would let out, "keep" stores it as the run saw it."""
+
+MAX_AGE_DAYS = 30.0
+"""How long a `Recorder` keeps a journal in its directory by default (days)."""
+MAX_TOTAL_BYTES = 1 << 30
+"""What a `Recorder`'s directory of journals holds at most by default (bytes)."""
+PRUNE_EVERY = 100
+"""A `Recorder` prunes its directory when made and then every this many runs."""
 
 
 class AgentInfo(msgspec.Struct, frozen=True):
@@ -380,6 +390,13 @@ class Recorder:
     resumed run (`pipeline.approval`) is recorded as `<run_id>.resumed-<step>` (the step
     it went on at), beside the journal of the part that suspended; it replays on its
     own: its header holds the suspension and the decisions.
+
+    `pii`: "agent" (the default) stores what the agent's PII guards let out; "keep"
+    stores the run's personal data as it saw it (ask for it only where the journals are
+    kept as safely as the data itself). A directory is pruned when the recorder is made
+    and every `PRUNE_EVERY` runs: journals not written for `max_age_days` are removed,
+    then the oldest until the rest take at most `max_total_bytes` (None: no such bound);
+    a journal being written is never removed.
     """
 
     def __init__(
@@ -388,17 +405,30 @@ class Recorder:
         *,
         secrets: Iterable[str] = (),
         keep: int = 100,
-        pii: PIIHandling = "keep",
+        pii: PIIHandling = "agent",
+        max_age_days: float | None = MAX_AGE_DAYS,
+        max_total_bytes: int | None = MAX_TOTAL_BYTES,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
         if pii not in ("keep", "agent"):
             raise ValueError(f"pii must be 'keep' or 'agent', got {pii!r}")
+        if max_age_days is not None and not max_age_days > 0:
+            raise ValueError(f"max_age_days must be above 0 (or None), got {max_age_days!r}")
+        if max_total_bytes is not None and (
+                type(max_total_bytes) is not int or max_total_bytes < 1):
+            raise ValueError(
+                f"max_total_bytes must be an int of at least 1 (or None), got {max_total_bytes!r}")
         self.pii: PIIHandling = pii
         self.keep = keep
+        self.max_age_days = max_age_days
+        self.max_total_bytes = max_total_bytes
         self.directory = Path(directory) if directory is not None else None
+        self._writing: set[str] = set()
+        self._started = 0
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
+            self.prune()
         self._secrets = tuple(s for s in (*secrets, *_env_secrets()) if s)
         self._scrub = LineScrubber(self._secrets, _encoder.encode)
         self._lines: dict[str, list[bytes]] = {}
@@ -408,12 +438,45 @@ class Recorder:
         the run's end (`annotate`)."""
         self._annotating = threading.Lock()
 
+    def prune(self) -> list[str]:
+        """Remove the directory's journals past `max_age_days`, then the oldest until the
+        rest fit in `max_total_bytes`; the names removed. Only `*.ndjson` regular files
+        of the directory itself, never one being written."""
+        if self.directory is None:
+            return []
+        found: list[tuple[float, int, str]] = []
+        with os.scandir(self.directory) as it:
+            for entry in it:
+                if (entry.name.endswith(".ndjson") and entry.name not in self._writing
+                        and entry.is_file(follow_symlinks=False)):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append((st.st_mtime, st.st_size, entry.name))
+        found.sort(reverse=True)  # the newest first
+        cutoff = (time.time() - self.max_age_days * 86400.0
+                  if self.max_age_days is not None else None)
+        removed: list[str] = []
+        total = 0
+        for mtime, size, name in found:
+            total += size
+            if (cutoff is not None and mtime < cutoff) or (
+                    self.max_total_bytes is not None and total > self.max_total_bytes):
+                # (removed meanwhile by another recorder: gone all the same)
+                (self.directory / name).unlink(missing_ok=True)
+                removed.append(name)
+                total -= size
+        return removed
+
     def start(self, run: RunInfo) -> RunObserver:
         out: IO[bytes] | None = None
         lines: list[bytes] | None = None
         key = journal_name(run)
         if self.directory is not None:
-            out = (self.directory / f"{_safe(key)}.ndjson").open("wb")
+            self._started += 1
+            if self._started % PRUNE_EVERY == 0:
+                self.prune()
+            name = f"{_safe(key)}.ndjson"
+            out = (self.directory / name).open("wb")
+            self._writing.add(name)
         else:
             # A run id seen before (another simulator's "run1") starts its journal afresh.
             lines = self._lines[key] = []
@@ -428,7 +491,13 @@ class Recorder:
             redactors.append(secrets)
         guards = _pii_guards(run.agent) if self.pii == "agent" else []
         redactors.extend(guards)
-        rec = _Recording(run, self._scrub, out, lines, redactors, guards)
+        done = None
+        if out is not None:
+            written = f"{_safe(key)}.ndjson"
+
+            def done() -> None:
+                self._writing.discard(written)
+        rec = _Recording(run, self._scrub, out, lines, redactors, guards, done)
         rec.owner = self
         with self._annotating:
             self._live[key] = rec
@@ -572,7 +641,9 @@ class _Recording(RunObserver):
         lines: list[bytes] | None,
         redactors: Sequence[Redactor] = (),
         guards: Sequence[PIIRedactor] = (),
+        done: Callable[[], None] | None = None,
     ) -> None:
+        self._done = done
         self._scrub = scrub
         self._out = out
         self._lines = lines
@@ -694,6 +765,8 @@ class _Recording(RunObserver):
         if self._out is not None:
             self._out.close()
             self._out = None
+            if self._done is not None:
+                self._done()
 
 
 def digest(cmd: LoopCommand) -> str:
@@ -753,6 +826,7 @@ def _hash(data: bytes) -> str:
 __all__ = [
     "MAX_ENTRY_DEPTH", "MAX_JOURNAL_BYTES", "AgentInfo", "EffectSeen", "Entry", "FieldSeen",
     "Journal",
-    "JournalError", "PIIHandling", "Priced", "Recorder", "Scored", "describe", "digest",
+    "JournalError", "MAX_AGE_DAYS", "MAX_TOTAL_BYTES", "PIIHandling", "Priced", "Recorder",
+    "Scored", "describe", "digest",
     "effect_summary", "fields_of",
 ]
