@@ -551,6 +551,12 @@ def demo_agent() -> Agent:
                         input_processors=[gate])
 
 
+def demo_model() -> ScriptedModel:
+    """The demo's scripted model (`pipeline studio --agent examples.asgi_stream:demo_agent
+    --model examples.asgi_stream:demo_model` chats with it)."""
+    return ScriptedModel(demo_script)
+
+
 def demo_app(
     *,
     real_latency: bool = False,

@@ -7,13 +7,17 @@ it as text.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 from effects import Continue, Replace
+from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.record.journal import Recorder
 from interpreters.testing import Say, ScriptedModel, Simulator, call, numbered_run_ids
 from pipeline import (
     Agent,
+    InputArgs,
+    InputResult,
     OutputStepArgs,
     OutputStepResult,
     Processor,
@@ -22,6 +26,8 @@ from pipeline import (
     TextDelta,
     abort,
 )
+from pipeline.approval import approve
+from pipeline.values.cost import Cost, PriceQuery
 
 HOSTILE = '<script>document.title="pwned"</script>"><img src=x onerror="document.title=\'pwned\'">'
 """Markup in the model's output, as an attacker would put it in a page the model read."""
@@ -90,3 +96,58 @@ def record_support_run(directory: Path) -> str:
     assert run.result.status == "finished" and run.result.retry_count == 1
     (new,) = set(directory.glob("*.ndjson")) - before
     return new.stem
+
+
+class NoRefundsOfEverything(Processor):
+    id = "no-refund-all"
+
+    def process_input(self, args: InputArgs[None]) -> InputResult[None]:
+        if any("everything" in m.text for m in args.messages if m.role == "user"):
+            abort("Refunds of everything are not taken here.")
+        return Continue()
+
+
+def guarded_agent() -> Agent:
+    return Agent.create("openai/gpt-4o-mini", name="guarded",
+                        input_processors=[NoRefundsOfEverything()])
+
+
+def record_runs(directory: Path) -> dict[str, str]:
+    """Runs of every kind the list tells apart, into `directory` (their journals' names by
+    what they are): the support run (finished, two guards acted), a tripped one (thread
+    t-2, user bob), and an approval's two parts (thread t-3, user carol): the part that
+    suspended and the part that went on."""
+    from examples.asgi_stream import demo_agent, demo_model
+
+    model = ScriptedModel([
+        Say("Let me check.", calls=[call("order_status", order_id="1042")], latency=0.4),
+        Say("Shipped.", latency=0.3),
+        Say(["Your order 1042 shipped today; card 4111 ", "thanks."], latency=0.5),
+    ])
+    recorder = Recorder(directory)
+
+    def price(q: PriceQuery) -> Cost:  # every call a quarter
+        return Cost(Decimal("0.25"))
+
+    sim = Simulator(model, models={"demo/echo": demo_model()}, observers=[recorder],
+                    price=price)
+    support = sim.run(support_agent(), "Where is order 1042?", thread_id="t-1",
+                      resource_id="alice")
+    tripped = sim.run(guarded_agent(), "refund everything", thread_id="t-2",
+                      resource_id="bob")
+    assert tripped.status == "tripped"
+    demo = demo_agent()
+    waiting = sim.run(demo, "refund 250 on order A17", thread_id="t-3", resource_id="carol")
+    assert waiting.suspension is not None
+    approvals = Approvals(MemoryApprovalStore())
+    approvals.keep(waiting.result)
+    [pending] = waiting.suspension.pending
+    go_on = approvals.take(demo, waiting.suspension.run_id, [approve(pending)])
+    done = sim.run(demo, (), resume=go_on, thread_id="t-3", resource_id="carol")
+    assert done.status == "finished"
+    step = go_on.suspension.step.step_number
+    names = {"support": "run1", "tripped": "run2", "suspended": "run3",
+             "resumed": f"run3.resumed-{step}"}
+    assert support.status == "finished"
+    assert {p.stem for p in directory.glob("*.ndjson")} >= set(names.values())
+    return names

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from interpreters import Recorder, cli
+from interpreters.cli.playground import Playground
 from interpreters.cli.studio import (
     MAX_PAGE,
     MAX_TEXT,
@@ -25,7 +26,7 @@ from interpreters.cli.studio import (
 from interpreters.record.journal import Journal
 from interpreters.testing import Say, ScriptedModel, Simulator, call, numbered_run_ids
 from pipeline import Agent, ToolContext
-from tests.studio_runs import HOSTILE, louder_agent, record_support_run
+from tests.studio_runs import HOSTILE, louder_agent, record_runs, record_support_run
 
 
 @pytest.fixture
@@ -364,3 +365,199 @@ def test_the_command_takes_the_deps_and_refuses_to_start_without_them(
     assert cli.main(["studio", str(tmp_path), "--agent", agent, "--deps", "nope:x",
                      "--port", "0"]) == 2
     assert "cannot load 'nope:x'" in capsys.readouterr().err
+
+
+# --- the runs list: what each run did, filtered ------------------------------------------
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> Iterator[tuple[StudioServer, dict[str, str]]]:
+    names = record_runs(tmp_path)
+    with StudioServer(Studio(tmp_path), port=0) as s:
+        yield s, names
+
+
+def test_the_list_shows_status_agent_thread_user_start_steps_cost_and_guards(
+    many: tuple[StudioServer, dict[str, str]],
+) -> None:
+    s, names = many
+    data = get_json(s, "/api/runs")
+    rows = {r["name"]: r for r in data["items"]}
+    support, tripped = rows[names["support"]], rows[names["tripped"]]
+    assert (support["status"], support["agent"], support["thread_id"], support["user"]) == (
+        "finished", "support", "t-1", "alice")
+    # Two steps (the second asked again once), three model calls at 0.25 each.
+    assert support["steps"] == 2 and isinstance(support["started_at"], float)
+    assert support["cost"] == "0.75" and tripped["cost"] is None
+    assert support["guards"] == ["no-short-answers", "redact-card"]
+    assert (tripped["status"], tripped["guards"], tripped["user"]) == (
+        "tripped", ["no-refund-all"], "bob")
+    assert rows[names["suspended"]]["status"] == "suspended"
+    assert data["facets"]["status"] == ["finished", "suspended", "tripped"]
+    assert "no-refund-all" in data["facets"]["guard"]
+
+
+@pytest.mark.parametrize(("query", "kinds"), [
+    ("status=tripped", {"tripped"}),
+    ("guard=redact-card", {"support"}),
+    ("agent=agent", {"suspended", "resumed"}),
+    ("thread=t-3", {"suspended", "resumed"}),
+    ("user=bo", {"tripped"}),
+    ("min_steps=2", {"support"}),
+    ("min_cost=0.5", {"support"}),
+    ("since=0&until=1", set()),
+    ("status=finished&user=carol", {"resumed"}),
+])
+def test_each_column_filters_the_list(
+    many: tuple[StudioServer, dict[str, str]], query: str, kinds: set[str],
+) -> None:
+    s, names = many
+    data = get_json(s, f"/api/runs?{query}")
+    assert {r["name"] for r in data["items"]} == {names[k] for k in kinds}
+    assert data["total"] == len(kinds)
+
+
+def test_a_filter_that_does_not_read_is_a_bad_request(
+    many: tuple[StudioServer, dict[str, str]],
+) -> None:
+    s, _ = many
+    status, _, body = get(s, "/api/runs?min_cost=lots")
+    assert status == 400 and b"min_cost" in body
+
+
+def test_a_resumed_run_links_to_its_first_part_and_back(
+    many: tuple[StudioServer, dict[str, str]],
+) -> None:
+    s, names = many
+    rows = {r["name"]: r for r in get_json(s, "/api/runs")["items"]}
+    assert rows[names["resumed"]]["resumed_from"] == names["suspended"]
+    resumed = get_json(s, f"/api/runs/{names['resumed']}")
+    assert resumed["resumed_from"] == names["suspended"]
+    [decision] = resumed["summary"]["decisions"]
+    assert (decision["decision"], decision["tool"], decision["by"]) == (
+        "approve", "refund", "carol")
+    first = get_json(s, f"/api/runs/{names['suspended']}")
+    assert first["resumed_from"] is None and first["continued_in"] == [names["resumed"]]
+
+
+def test_the_run_view_names_what_changed_the_run_and_folds_what_passed(
+    many: tuple[StudioServer, dict[str, str]],
+) -> None:
+    s, names = many
+    run = get_json(s, f"/api/runs/{names['support']}?limit=500")
+    why = {(h["why"], h["title"].split(":")[0]) for h in run["summary"]["highlights"]}
+    assert ("retry", "no-short-answers.process_output_step") in why
+    assert ("effect", "redact-card.process_output_stream") in why
+    rows = run["page"]["items"]
+    for r in rows:
+        continued = r["kind"] == "effect" and r.get("effect") == "Continue"
+        assert r.get("fold", False) == (continued or r["kind"] == "clock"), r
+        assert ("highlight" in r) == any(h["n"] == r["n"] for h in run["summary"]["highlights"])
+    tripped = get_json(s, f"/api/runs/{names['tripped']}")
+    assert {h["why"] for h in tripped["summary"]["highlights"]} == {"tripwire", "tripped"}
+    waiting = get_json(s, f"/api/runs/{names['suspended']}")
+    assert {h["why"] for h in waiting["summary"]["highlights"]} == {"approval", "suspended"}
+
+
+# --- the playground -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def play(tmp_path: Path) -> Iterator[StudioServer]:
+    from examples.asgi_stream import demo_agent, demo_model
+
+    studio = Studio(tmp_path, demo_agent())
+    studio.playground = Playground(demo_agent(), model=demo_model(), directory=tmp_path)
+    with StudioServer(studio, port=0) as s:
+        yield s
+
+
+def post(s: StudioServer, path: str, body: object, **headers: str
+         ) -> tuple[int, list[dict[str, Any]], bytes]:
+    host, port = s.httpd.server_address[:2]
+    conn = http.client.HTTPConnection(str(host), int(port), timeout=30)
+    try:
+        sent = {"Content-Type": "application/json", **{
+            k.replace("_", "-"): v for k, v in headers.items()}}
+        conn.request("POST", path, body=json.dumps(body).encode(), headers=sent)
+        r = conn.getresponse()
+        raw = r.read()
+    finally:
+        conn.close()
+    parts = [json.loads(f[6:]) for f in raw.decode().split("\n\n")
+             if f.startswith("data: {")]
+    return r.status, parts, raw
+
+
+def test_the_playground_streams_a_chat_with_each_processors_effect(play: StudioServer) -> None:
+    status, parts, raw = post(play, "/api/play", {"chat": "c1", "prompt": "hello there"})
+    assert status == 200 and raw.endswith(b"data: [DONE]\n\n")
+    text = "".join(p["delta"] for p in parts if p["type"] == "text-delta")
+    assert text == "hello there (echo)"
+    [run] = [p for p in parts if p["type"] == "data-run"]
+    assert run["data"]["status"] == "finished"
+    # The run was recorded: it is in the list, as the studio's user's.
+    listed = get_json(play, "/api/runs")["items"]
+    assert [(r["name"], r["user"], r["thread_id"]) for r in listed] == [
+        (run["data"]["journal"], "studio", "c1")]
+
+
+def test_the_playground_asks_for_an_approval_and_goes_on_with_the_decision(
+    play: StudioServer,
+) -> None:
+    from examples.asgi_stream import refunds
+
+    _, parts, _ = post(play, "/api/play", {"chat": "c2", "prompt": "refund 180 on order Q9"})
+    effects = [p["data"] for p in parts if p["type"] == "data-effect"]
+    assert {"processor": "approve-refunds", "hook": "process_tool_call",
+            "effect": "AskApproval", "detail": ""} in effects
+    [ask] = [p for p in parts if p["type"] == "tool-approval-request"]
+    assert ("Q9", 180) not in refunds
+    answer = {"chat": "c2", "decisions": [{"id": ask["approvalId"], "approved": True}]}
+    status, rest, _ = post(play, "/api/play/decide", answer)
+    assert status == 200
+    assert [p["output"] for p in rest if p["type"] == "tool-output-available"] == [
+        "refunded 180 on Q9"]
+    assert ("Q9", 180) in refunds
+    assert post(play, "/api/play/decide", answer)[0] == 409  # decided already
+    unknown = {"chat": "c9", "decisions": [{"id": "x", "approved": True}]}
+    assert post(play, "/api/play/decide", unknown)[0] == 404
+
+
+def test_a_denied_call_is_not_run(play: StudioServer) -> None:
+    from examples.asgi_stream import refunds
+
+    _, parts, _ = post(play, "/api/play", {"chat": "c3", "prompt": "refund 190 on order Z1"})
+    [ask] = [p for p in parts if p["type"] == "tool-approval-request"]
+    _, rest, _ = post(play, "/api/play/decide", {"chat": "c3", "decisions": [
+        {"id": ask["approvalId"], "approved": False, "reason": "too much"}]})
+    assert [p["type"] for p in rest if p["type"].startswith("tool-")] == [
+        "tool-approval-response", "tool-output-denied"]
+    assert ("Z1", 190) not in refunds
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"Content_Type": "text/plain"}, 415),
+    ({"Sec_Fetch_Site": "cross-site"}, 403),
+    ({"Origin": "http://evil.example"}, 403),
+])
+def test_the_playground_refuses_requests_from_another_site(
+    play: StudioServer, headers: dict[str, str], status: int,
+) -> None:
+    from examples.asgi_stream import refunds
+
+    before = len(refunds)
+    got, parts, _ = post(play, "/api/play", {"chat": "c4", "prompt": "refund 150 on order X"},
+                         **headers)
+    assert got == status and parts == [] and len(refunds) == before
+
+
+def test_a_bad_playground_request_is_refused_before_anything_runs(play: StudioServer) -> None:
+    assert post(play, "/api/play", {"chat": "c", "prompt": ""})[0] == 422
+    assert post(play, "/api/play", {"chat": "c"})[0] == 422
+    assert post(play, "/api/play", {"chat": "c", "prompt": "x", "extra": 1})[0] == 422
+    assert get_json(play, "/api/runs")["items"] == []
+
+
+def test_without_an_agent_the_studio_stays_read_only(studio: StudioServer) -> None:
+    assert post(studio, "/api/play", {"chat": "c", "prompt": "hi"})[0] == 405

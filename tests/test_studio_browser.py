@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from interpreters.cli.playground import Playground
 from interpreters.cli.studio import Studio, StudioServer
-from tests.browser import chromium, wait_for
-from tests.studio_runs import louder_agent, record_support_run
+from tests.browser import WAIT, chromium, wait_for
+from tests.studio_runs import louder_agent, record_runs, record_support_run
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
@@ -113,3 +114,113 @@ def test_a_page_under_another_host_name_cannot_read_the_studio(tmp_path: Path) -
         got = d.execute_script(
             "return fetch('/api/runs').then(async r => [r.status, await r.text()])")
         assert isinstance(got, list) and got[0] == 200 and name in got[1]
+
+
+def _texts(d: WebDriver, css: str) -> list[str]:
+    found = d.execute_script(
+        f"return [...document.querySelectorAll({css!r})].map(e => e.textContent)")
+    return [str(t) for t in found] if isinstance(found, list) else []
+
+
+def test_the_runs_list_its_filters_and_a_resumed_runs_first_part(
+    driver: WebDriver, tmp_path: Path,
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    names = record_runs(tmp_path)
+    with StudioServer(Studio(tmp_path), port=0) as server:
+        driver.get(server.url)
+        wait_for(driver, "#runs a.run-link")
+        assert sorted(_texts(driver, "#runs a.run-link")) == sorted(names.values())
+        table = driver.find_element(By.ID, "runs").text
+        for shown_text in ("finished", "tripped", "suspended", "alice", "bob", "carol", "t-2",
+                           "no-refund-all", "redact-card", "0.75"):
+            assert shown_text in table, shown_text
+
+        Select(driver.find_element(By.ID, "filter-status")).select_by_value("tripped")
+        driver.find_element(By.ID, "apply-filters").click()
+        wait_for(driver, "#runs[data-filter='status=tripped']")
+        assert _texts(driver, "#runs a.run-link") == [names["tripped"]]
+
+        driver.find_element(By.ID, "clear-filters").click()
+        wait_for(driver, "#runs[data-filter='none']")
+        driver.find_element(By.ID, "filter-user").send_keys("carol")
+        Select(driver.find_element(By.ID, "filter-guard")).select_by_value("approve-refunds")
+        driver.find_element(By.ID, "apply-filters").click()
+        wait_for(driver, "#runs[data-filter='guard=approve-refunds&user=carol']")
+        assert _texts(driver, "#runs a.run-link") == [names["suspended"]]
+
+        driver.find_element(By.ID, "clear-filters").click()
+        wait_for(driver, "#runs[data-filter='none'] a.first-part")
+        driver.find_element(By.CSS_SELECTOR, "#runs a.first-part").click()  # resumed from
+        wait_for(driver, "#continued-in a.next-part")
+        assert driver.find_element(By.TAG_NAME, "h1").text == f"Run {names['suspended']}"
+        driver.find_element(By.CSS_SELECTOR, "#continued-in a.next-part").click()
+        wait_for(driver, "#decisions")
+        assert "decided by carol" in driver.find_element(By.ID, "decisions").text
+        assert "approve refund" in driver.find_element(By.ID, "decisions").text
+        assert driver.find_element(By.CSS_SELECTOR, "#resumed-from a").text == names["suspended"]
+
+
+def test_the_run_view_highlights_what_changed_the_run_and_folds_the_rest(
+    driver: WebDriver, tmp_path: Path,
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    names = record_runs(tmp_path)
+    with StudioServer(Studio(tmp_path), port=0) as server:
+        driver.get(f"{server.url}#/run/{names['support']}")
+        wait_for(driver, "#highlights li")
+        listed = driver.find_element(By.ID, "highlights").text
+        assert "RETRY" in listed.upper() and "no-short-answers.process_output_step" in listed
+        assert "redact-card.process_output_stream: Replace" in listed
+        marked = driver.find_elements(By.CSS_SELECTOR, "#timeline tr.highlight")
+        assert marked and all(r.is_displayed() for r in marked)
+        folded = driver.find_elements(By.CSS_SELECTOR, "#timeline tr.folded-row")
+        assert folded and not any(r.is_displayed() for r in folded)
+        toggle = driver.find_element(By.CSS_SELECTOR, "#timeline button.unfold")
+        assert "pass-through decision(s)" in toggle.text
+        toggle.click()
+        group = driver.find_elements(By.CSS_SELECTOR, "#timeline tr.folded-row")
+        assert any(r.is_displayed() for r in group)
+
+
+def test_a_playground_chat_with_an_approval(driver: WebDriver, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from examples.asgi_stream import demo_agent, demo_model, refunds
+
+    studio = Studio(tmp_path, demo_agent())
+    studio.playground = Playground(demo_agent(), model=demo_model(), directory=tmp_path)
+    with StudioServer(studio, port=0) as server:
+        driver.get(server.url)
+        wait_for(driver, "#nav-play")
+        driver.find_element(By.ID, "nav-play").click()
+        wait_for(driver, "#prompt")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Chat with agent"
+        driver.find_element(By.ID, "prompt").send_keys("refund 250 on order K7")
+        driver.find_element(By.ID, "send").click()
+
+        wait_for(driver, ".approval button.approve")
+        log = driver.find_element(By.ID, "chat-log").text
+        assert "refund 250 on order K7" in log and "Let me see." in log
+        assert "Waiting for your decision: refund" in log
+        effects = driver.find_element(By.ID, "effects").text
+        assert "approve-refunds.process_tool_call: AskApproval" in effects
+        assert ("K7", 250) not in refunds
+
+        driver.find_element(By.CSS_SELECTOR, ".approval button.approve").click()
+        WebDriverWait(driver, WAIT).until(ec.text_to_be_present_in_element(
+            (By.ID, "chat-log"), "Done."))
+        log = driver.find_element(By.ID, "chat-log").text
+        assert "approved" in log and "→ refunded 250 on K7" in log
+        assert ("K7", 250) in refunds
+        assert "run finished" in log
+
+        # The chat's runs were recorded: the journal link opens the resumed part.
+        driver.find_elements(By.CSS_SELECTOR, "#chat-log a.journal-link")[-1].click()
+        wait_for(driver, "#decisions")
+        assert "decided by studio" in driver.find_element(By.ID, "decisions").text

@@ -85,7 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     studio.add_argument("directory", nargs="?", default="journals",
                         help="the directory a Recorder wrote its journals to (default: "
                              "journals)")
-    studio.add_argument("--agent", help="module:name of an Agent to replay runs against")
+    studio.add_argument("--agent", help="module:name of an Agent: the page's playground "
+                                        "chats with it, and runs replay against it")
+    studio.add_argument("--model", metavar="MODULE:NAME",
+                        help="the model the playground runs the agent on (a ScriptedModel, "
+                             "say; default: the agent's own provider, its key from the "
+                             "environment)")
     studio.add_argument("--deps", metavar="MODULE:NAME",
                         help="the runs' deps in a replay, for tools that take a ToolContext "
                              "(a value, or a function of no arguments returning one)")
@@ -116,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve(args.directory, args.agent, args.host,
                      DEFAULT_PORT if args.port is None else args.port, args.allow_remote,
-                     deps_spec=args.deps, allowed_hosts=tuple(args.allow_host))
+                     deps_spec=args.deps, allowed_hosts=tuple(args.allow_host),
+                     model_spec=args.model)
     if args.command == "replay":
         from interpreters.cli.replay import replay_file
         from interpreters.record.journal import MAX_JOURNAL_BYTES

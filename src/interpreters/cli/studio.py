@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from glob import escape as glob_escape
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
@@ -45,7 +46,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import anyio
 import msgspec
 
+from interpreters.cli.playground import DecideRequest, Playground, PlayRequest
 from interpreters.observers.observe import describe
+from interpreters.providers.provider import AsyncProvider
 from interpreters.record.journal import (
     MAX_JOURNAL_BYTES,
     Answered,
@@ -67,7 +70,9 @@ from interpreters.record.journal import (
 )
 from interpreters.record.replay import ReplayRun, replay_async
 from pipeline.agent import Agent
+from pipeline.approval import ApprovalError, RunNotSuspended, UnknownRun
 from pipeline.tools import check_deps
+from pipeline.ui_stream import SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UIError, sse_frame
 from pipeline.values.chunks import ModelFinish, ReasoningDelta, TextDelta, Usage
 
 DEFAULT_PORT = 8765
@@ -199,6 +204,7 @@ class Timeline:
 def timeline(journal: Journal) -> Timeline:
     """The rows and the summary of a journal (each row's values bounded by `shown`)."""
     rows: list[dict[str, Json]] = []
+    highlights: list[dict[str, Json]] = []
     step = -1
     at = journal.header.at
     usage = Usage()
@@ -242,9 +248,17 @@ def timeline(journal: Journal) -> Timeline:
         }
         if isinstance(e, EffectSeen):
             row["effect"] = e.effect
+        why = _changed(e)
+        if why is not None:
+            row["highlight"] = why
+            if len(highlights) < MAX_HIGHLIGHTS:
+                highlights.append({"n": n, "step": step, "why": why, "title": row["title"]})
+        elif _passes_through(e):
+            row["fold"] = True
         rows.append(row)
     h = journal.header
     end = journal.ended
+    facts = run_facts(journal)
     summary: dict[str, Json] = {
         "run_id": h.run_id, "agent": h.agent.name, "model": h.agent.model,
         "processors": list(h.agent.processors), "tools": list(h.agent.tools),
@@ -255,8 +269,89 @@ def timeline(journal: Journal) -> Timeline:
         "usage": shown(_builtins(usage)),
         "cost": str(cost) if priced and cost is not None else None,
         "entries": len(journal.entries),
+        "thread_id": shown(h.thread_id), "user": shown(h.resource_id),
+        "guards": facts["guards"],
+        "highlights": highlights,
+        "decisions": _decisions(h),
     }
     return Timeline(journal, tuple(rows), summary)
+
+
+MAX_HIGHLIGHTS = 200
+"""The rows a run's summary names as having changed the run, at most."""
+
+
+def _changed(e: Entry) -> str | None:
+    """Why an entry changed the run (its row is highlighted), or None."""
+    if isinstance(e, EffectSeen) and e.effect != "Continue":
+        if e.effect == "Abort":
+            return "retry" if e.detail.startswith("retry: ") else "tripwire"
+        return "approval" if e.effect == "AskApproval" else "effect"
+    if isinstance(e, Raised):
+        return "error"
+    if isinstance(e, CancelledAt):
+        return "cancel"
+    if isinstance(e, RunStarted) and e.resume is not None:
+        return "approval"
+    if isinstance(e, RunEnded) and e.status not in ("finished", None):
+        return e.status
+    if isinstance(e, ToolsDone) and any(o.is_error for o in e.outcomes):
+        return "tool error"
+    return None
+
+
+def _passes_through(e: Entry) -> bool:
+    """Rows a reader skips: clock reads and decisions that let everything pass (folded)."""
+    return isinstance(e, ClockRead) or (isinstance(e, EffectSeen) and e.effect == "Continue")
+
+
+def _decisions(h: RunStarted) -> list[Json]:
+    """What a resumed run went on with: each call's decision, and who gave it (the run's
+    user, the `resource_id` it was resumed for, when the caller said)."""
+    if h.resume is None:
+        return []
+    pending = {p.tool_call_id: p for p in h.resume.suspension.pending}
+    out: list[Json] = []
+    for d in h.resume.decisions:
+        p = pending.get(d.tool_call_id)
+        out.append({
+            "decision": type(d).__name__.lower(), "tool_call_id": d.tool_call_id,
+            "tool": p.tool_name if p is not None else None,
+            "message": shown(p.message) if p is not None else None,
+            "reason": shown(getattr(d, "reason", None)),
+            "by": shown(h.resource_id),
+        })
+    return out
+
+
+def run_facts(journal: Journal) -> dict[str, Json]:
+    """What the runs list shows and filters on, read from a whole journal: status, agent,
+    thread, user, start, steps, cost, the guards that acted (processors whose effect was
+    not `Continue`), and the part a resumed run went on from."""
+    h = journal.header
+    end = journal.ended
+    steps: set[int] = set()
+    cost: Decimal | None = Decimal(0)
+    priced = False
+    guards: set[str] = set()
+    for e in journal.entries:
+        if isinstance(e, CommandSeen) and e.kind == "call-model":
+            m = re.search(r"\(step (\d+),", e.what)
+            steps.add(int(m.group(1)) if m else len(steps))
+        elif isinstance(e, Priced):
+            priced = True
+            cost = None if cost is None or e.cost is None else cost + e.cost.total
+        elif isinstance(e, EffectSeen) and e.effect != "Continue":
+            guards.add(e.processor_id)
+    return {
+        "run_id": h.run_id, "agent": h.agent.name, "model": h.agent.model,
+        "status": end.status if end is not None and end.status else "unfinished",
+        "thread_id": h.thread_id, "user": h.resource_id, "started_at": h.at,
+        "steps": len(steps),
+        "cost": str(cost) if priced and cost is not None else None,
+        "guards": sorted(guards),
+        "resumed_from": h.run_id if h.resume is not None else None,
+    }
 
 
 def _page(items: tuple[dict[str, Json], ...] | list[dict[str, Json]], offset: int,
@@ -323,6 +418,76 @@ def compare(journal: Journal, run: ReplayRun, recorded_processors: tuple[str, ..
     return summary, rows
 
 
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs the list keeps: each field given must match (None: any)."""
+
+    status: str | None = None
+    agent: str | None = None
+    thread: str | None = None
+    """A part of the thread id."""
+    user: str | None = None
+    """A part of the user (resource) id."""
+    guard: str | None = None
+    """A processor that acted in the run (an effect other than `Continue`)."""
+    since: float | None = None
+    """Started at or after (Unix time)."""
+    until: float | None = None
+    min_steps: int | None = None
+    min_cost: Decimal | None = None
+
+    def keeps(self, row: Mapping[str, Json]) -> bool:
+        def text(key: str) -> str:
+            value = row.get(key)
+            return value if isinstance(value, str) else ""
+
+        started = row.get("started_at")
+        at = float(started) if isinstance(started, int | float) else None
+        steps = row.get("steps")
+        cost = row.get("cost")
+        guards = row.get("guards")
+        checks = (
+            self.status is None or text("status") == self.status,
+            self.agent is None or text("agent") == self.agent,
+            self.thread is None or self.thread in text("thread_id"),
+            self.user is None or self.user in text("user"),
+            self.guard is None or (isinstance(guards, list) and self.guard in guards),
+            self.since is None or (at is not None and at >= self.since),
+            self.until is None or (at is not None and at <= self.until),
+            self.min_steps is None or (isinstance(steps, int) and steps >= self.min_steps),
+            self.min_cost is None or (isinstance(cost, str) and Decimal(cost) >= self.min_cost),
+        )
+        return all(checks)
+
+    @classmethod
+    def of(cls, query: Mapping[str, list[str]]) -> RunFilter:
+        """The filter a query string gives (`status=tripped&guard=pii&since=...`);
+        ValueError naming a value that does not read."""
+        def one(key: str) -> str | None:
+            values = query.get(key)
+            return values[0][:200] if values and values[0] else None
+
+        def number(key: str) -> float | None:
+            raw = one(key)
+            if raw is None:
+                return None
+            try:
+                return float(raw)
+            except ValueError:
+                raise ValueError(f"{key} must be a number, got {raw[:40]!r}") from None
+
+        steps = number("min_steps")
+        cost = one("min_cost")
+        try:
+            min_cost = Decimal(cost) if cost is not None else None
+        except ArithmeticError:
+            raise ValueError(f"min_cost must be a number, got {str(cost)[:40]!r}") from None
+        return cls(status=one("status"), agent=one("agent"), thread=one("thread"),
+                   user=one("user"), guard=one("guard"), since=number("since"),
+                   until=number("until"), min_steps=int(steps) if steps is not None else None,
+                   min_cost=min_cost)
+
+
 class Studio:
     """What the pages read: the journals of one directory, and an optional agent to
     replay them with. Read-only; every answer is bounded."""
@@ -345,6 +510,9 @@ class Studio:
         self._timelines: OrderedDict[tuple[str, int, int], Timeline] = OrderedDict()
         self._replays: OrderedDict[tuple[str, int, int],
                                    tuple[dict[str, Json], list[dict[str, Json]]]] = OrderedDict()
+        self._facts: OrderedDict[tuple[str, int, int], dict[str, Json]] = OrderedDict()
+        self.playground: Playground | None = None
+        """Chats with the agent from the page (`pipeline studio --agent`), when set."""
 
     def _path(self, name: str) -> Path:
         if not _NAME.fullmatch(name) or name.startswith("."):
@@ -358,8 +526,9 @@ class Studio:
             raise NotFound(name) from None
         return path
 
-    def runs(self, offset: int = 0, limit: int = PAGE) -> dict[str, Json]:
-        """One page of the directory's journals, the newest first."""
+    def runs(self, offset: int = 0, limit: int = PAGE,
+             where: RunFilter | None = None) -> dict[str, Json]:
+        """One page of the directory's journals, the newest first, those `where` keeps."""
         found: list[tuple[float, str, int]] = []
         truncated = False
         with os.scandir(self.directory) as it:
@@ -373,28 +542,59 @@ class Studio:
                     st = entry.stat(follow_symlinks=False)
                     found.append((st.st_mtime, name[:-7], st.st_size))
         found.sort(key=lambda f: (-f[0], f[1]))
-        items = [self._listed(name, mtime, size)
-                 for mtime, name, size in found[offset:offset + limit]]
-        return {"offset": offset, "limit": limit, "total": len(found),
-                "truncated": truncated, "items": items, "can_replay": self.agent is not None,
+        names = {name for _, name, _ in found}
+        rows = [self._listed(name, mtime, size) for mtime, name, size in found]
+        facets: dict[str, set[str]] = {"status": set(), "agent": set(), "guard": set()}
+        for r in rows:
+            for key, field in (("status", "status"), ("agent", "agent")):
+                if isinstance(r.get(field), str):
+                    facets[key].add(cast(str, r[field]))
+            facets["guard"].update(str(g) for g in cast(list[object], r.get("guards", [])))
+            first = r.get("resumed_from")
+            if first is not None and first not in names:
+                r["resumed_from"] = None  # its first part was pruned or moved
+        kept = [r for r in rows if where is None or where.keeps(r)]
+        return {"offset": offset, "limit": limit, "total": len(kept), "scanned": len(rows),
+                "truncated": truncated, "items": kept[offset:offset + limit],
+                "facets": {k: sorted(v) for k, v in facets.items()},
+                "can_replay": self.agent is not None, "can_play": self.playground is not None,
                 "agent": self.agent.name if self.agent is not None else None}
 
     def _listed(self, name: str, mtime: float, size: int) -> dict[str, Json]:
         row: dict[str, Json] = {"name": name, "modified": mtime, "bytes": size}
-        try:
-            with (self.directory / f"{name}.ndjson").open("rb") as f:
-                first = f.readline(MAX_HEADER_BYTES + 1)
-            if len(first) > MAX_HEADER_BYTES:
-                row["problem"] = "its header (the run's input) is over 1 MiB: open it to read"
-                return row
-            header = Journal.from_ndjson(first).header
-        except (OSError, JournalError) as e:
-            row["problem"] = shown(str(e))
-            return row
-        row.update({"run_id": shown(header.run_id), "agent": shown(header.agent.name),
-                    "model": shown(header.agent.model), "started_at": header.at,
-                    "input": shown(_input_preview(header))})
+        key = (str(self.directory / f"{name}.ndjson"), int(mtime * 1e9), size)
+        with self._lock:
+            facts = self._facts.get(key)
+        if facts is None:
+            try:
+                facts = {k: shown(v) for k, v in self._read_facts(name).items()}
+            except (OSError, JournalError) as e:
+                facts = {"problem": shown(str(e))}
+            with self._lock:
+                self._facts[key] = facts
+                while len(self._facts) > MAX_SCAN:
+                    self._facts.popitem(last=False)
+        row.update(facts)
         return row
+
+    def _read_facts(self, name: str) -> dict[str, Json]:
+        """What the list shows of one journal; its header alone when the whole is over
+        `max_bytes`."""
+        path = self.directory / f"{name}.ndjson"
+        with path.open("rb") as f:
+            first = f.readline(MAX_HEADER_BYTES + 1)
+        if len(first) > MAX_HEADER_BYTES:
+            raise JournalError("its header (the run's input) is over 1 MiB: open it to read")
+        header = Journal.from_ndjson(first).header
+        facts: dict[str, Json] = {"input": _input_preview(header)}
+        try:
+            facts.update(run_facts(Journal.read(path, max_bytes=self.max_bytes)))
+        except JournalError:  # too large to read whole for the list: what its header says
+            facts.update({"run_id": header.run_id, "agent": header.agent.name,
+                          "model": header.agent.model, "started_at": header.at,
+                          "thread_id": header.thread_id, "user": header.resource_id,
+                          "status": "unread", "guards": []})
+        return facts
 
     def timeline(self, name: str) -> Timeline:
         path = self._path(name)
@@ -413,11 +613,19 @@ class Studio:
 
     def run(self, name: str, offset: int = 0, limit: int = PAGE,
             kinds: frozenset[str] | None = None) -> dict[str, Json]:
-        """One page of a run's timeline (only the rows of `kinds`, when given)."""
+        """One page of a run's timeline (only the rows of `kinds`, when given), with the
+        journal of the part a resumed run went on from and those that went on from it."""
         t = self.timeline(name)
         rows = t.rows if kinds is None else tuple(r for r in t.rows if r["kind"] in kinds)
+        first = name.partition(".resumed-")[0]
+        resumed_from = (first if t.journal.header.resume is not None and first != name
+                        and (self.directory / f"{first}.ndjson").is_file() else None)
+        continued = sorted(
+            p.name[:-7] for p in self.directory.glob(f"{glob_escape(name)}.resumed-*.ndjson")
+            if _NAME.fullmatch(p.name[:-7]))[:MAX_ITEMS]
         return {"name": name, "summary": t.summary, "page": _page(rows, offset, limit),
-                "can_replay": self.agent is not None}
+                "can_replay": self.agent is not None, "resumed_from": resumed_from,
+                "continued_in": cast(Json, continued)}
 
     def replay(self, name: str, offset: int = 0, limit: int = PAGE) -> dict[str, Json]:
         """The run replayed against the studio's agent, beside the recording."""
@@ -568,7 +776,7 @@ def _handler(studio: Studio, names: frozenset[str]) -> type[BaseHTTPRequestHandl
                 self._send(HTTPStatus.OK, _static(name), ctype)
                 return
             try:
-                query = parse_qs(url.query, max_num_fields=8)
+                query = parse_qs(url.query, max_num_fields=16)
                 offset = _int(query, "offset", 0, 10**9)
                 limit = _int(query, "limit", PAGE, MAX_PAGE) or PAGE
                 self._json(HTTPStatus.OK, self._api(path, query, offset, limit))
@@ -582,7 +790,7 @@ def _handler(studio: Studio, names: frozenset[str]) -> type[BaseHTTPRequestHandl
         def _api(self, path: str, query: dict[str, list[str]], offset: int,
                  limit: int) -> Json:
             if path == "/api/runs":
-                return studio.runs(offset, limit)
+                return studio.runs(offset, limit, RunFilter.of(query))
             parts = path.split("/")
             if len(parts) == 4 and parts[:3] == ["", "api", "runs"]:
                 kinds = query.get("kinds")
@@ -597,9 +805,101 @@ def _handler(studio: Studio, names: frozenset[str]) -> type[BaseHTTPRequestHandl
                 return
             self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "the studio is read-only"})
 
-        do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+        do_PUT = do_DELETE = do_PATCH = _refuse
+
+        def do_POST(self) -> None:
+            """The playground (`/api/play`, `/api/play/decide`): JSON from the studio's
+            own page only; everything else is read-only."""
+            if self._misdirected():
+                return
+            path = urlsplit(self.path).path
+            play = studio.playground
+            if path not in ("/api/play", "/api/play/decide") or play is None:
+                self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": (
+                    "the studio is read-only" if play is None or not path.startswith("/api/")
+                    else "no such endpoint")})
+                return
+            refused = cross_site({k.lower(): v for k, v in self.headers.items()})
+            if refused is not None:
+                self._json(refused[0], {"error": refused[1]})
+                return
+            try:
+                body = self._body()
+                if path == "/api/play":
+                    chat = msgspec.json.decode(body, type=PlayRequest)
+                    self._stream(lambda write: play.chat(chat, write))
+                else:
+                    decided = msgspec.json.decode(body, type=DecideRequest)
+                    resumed = play.resumption(decided)  # refused before any byte is sent
+                    self._stream(lambda write: play.resume(decided.chat, resumed, write))
+            except UnknownRun as e:
+                self._json(HTTPStatus.NOT_FOUND, {"error": shown(str(e))})
+            except RunNotSuspended as e:
+                self._json(HTTPStatus.CONFLICT, {"error": shown(str(e))})
+            except (ApprovalError, ValueError, msgspec.DecodeError) as e:
+                self._json(HTTPStatus.UNPROCESSABLE_ENTITY, {"error": shown(str(e))})
+
+        def _body(self) -> bytes:
+            raw = self.headers.get("Content-Length", "")
+            if not raw.isdigit() or int(raw) > MAX_BODY_BYTES:
+                raise ValueError(f"a JSON body of at most {MAX_BODY_BYTES} bytes, with its "
+                                 "Content-Length")
+            return self.rfile.read(int(raw))
+
+        def _stream(self, run: Callable[[Callable[[bytes], None]], None]) -> None:
+            """A response of server-sent events, written as `run` gives them; the
+            connection ends it."""
+            started = False
+
+            def write(frame: bytes) -> None:
+                nonlocal started
+                if not started:
+                    started = True
+                    self.send_response(HTTPStatus.OK)
+                    for k, v in UI_STREAM_HEADERS:
+                        self.send_header(k, v)
+                    for k, v in _HEADERS:
+                        if k != "Cache-Control":
+                            self.send_header(k, v)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                self.wfile.write(frame)
+                self.wfile.flush()
+
+            self.close_connection = True
+            try:
+                run(write)
+            except Exception as e:
+                if not started:
+                    raise  # answered as JSON
+                # The page shows it as the stream's error part (nothing else can be sent).
+                text = shown(f"{type(e).__name__}: {e}")
+                write(sse_frame(UIError(str(text))) + SSE_DONE)
 
     return Handler
+
+
+MAX_BODY_BYTES = 64 * 1024
+"""A playground request's body at most."""
+UI_STREAM_HEADERS = tuple((k.decode(), v.decode()) for k, v in UI_MESSAGE_STREAM_HEADERS)
+
+
+def cross_site(headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """Why a POST is refused, if it is (`headers` by lower-case name): a browser says it
+    comes from another site (`Sec-Fetch-Site`, an `Origin` that is not the `Host`), or
+    its body is not JSON. A page elsewhere may send a form or `text/plain` without
+    asking; JSON needs a CORS preflight, which the studio never grants (as
+    examples/asgi_stream.py)."""
+    site = headers.get("sec-fetch-site")
+    origin = headers.get("origin")
+    host = headers.get("host")
+    if site not in (None, "same-origin", "none") or (
+            origin is not None and origin.partition("://")[2] != host):
+        return HTTPStatus.FORBIDDEN, "a request from another site"
+    ctype = headers.get("content-type") or ""
+    if ctype.partition(";")[0].strip().lower() != "application/json":
+        return HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send JSON (content-type: application/json)"
+    return None
 
 
 def check_host(host: str, allow_remote: bool) -> None:
@@ -676,20 +976,32 @@ def _stderr(line: str) -> None:
 
 def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_remote: bool,
           *, deps_spec: str | None = None, allowed_hosts: tuple[str, ...] = (),
-          say: Callable[[str], None] = _stderr) -> int:
-    """`pipeline studio`: serve until interrupted; exit code 2 for a bad setting."""
+          model_spec: str | None = None, say: Callable[[str], None] = _stderr) -> int:
+    """`pipeline studio`: serve until interrupted; exit code 2 for a bad setting. With an
+    agent, the page's playground chats with it (on `model_spec`'s model, when given, else
+    on the agent's own provider), recording its runs to `directory` (made if missing)."""
     from interpreters.cli.replay import AgentNotFound, escaped, load_agent, load_value
 
     try:
         agent = load_agent(agent_spec) if agent_spec is not None else None
         deps = load_value(deps_spec, "--deps") if deps_spec is not None else None
+        model = load_model(model_spec) if model_spec is not None else None
+        if model is not None and agent is None:
+            raise StudioError("--model is the playground's: give the agent too (--agent)")
+        if agent is not None:
+            Path(directory).mkdir(parents=True, exist_ok=True)
         studio = Studio(directory, agent, deps=deps)
+        if agent is not None:
+            studio.playground = Playground(agent, model=model, directory=Path(directory),
+                                           deps=deps)
         server = StudioServer(studio, host, port, allow_remote=allow_remote,
                               allowed_hosts=allowed_hosts)
     except (AgentNotFound, StudioError, OSError) as e:
         say(f"pipeline studio: {escaped(str(e))}")
         return 2
-    say(f"pipeline studio: serving {escaped(directory)} on {server.url} (Ctrl-C stops)")
+    play = f"; the playground chats with {agent.name!r}" if agent is not None else ""
+    say(f"pipeline studio: serving {escaped(directory)} on {server.url}{escaped(play)} "
+        "(Ctrl-C stops)")
     try:
         server.httpd.serve_forever()
     except KeyboardInterrupt:
@@ -699,8 +1011,21 @@ def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_re
     return 0
 
 
+def load_model(spec: str) -> AsyncProvider:
+    """The model `module:name` names for the playground (a `ScriptedModel`, or any
+    async provider: an object with `astream`; a function of no arguments returning one)."""
+    from interpreters.cli.replay import AgentNotFound, load_value
+
+    value = load_value(spec, "--model")
+    if not callable(getattr(value, "astream", None)):
+        raise AgentNotFound(f"{spec!r} is a {type(value).__name__}, not a model (an object "
+                            "with astream, such as a ScriptedModel)")
+    return cast(AsyncProvider, value)
+
+
 __all__ = [
-    "DEFAULT_PORT", "LOOPBACK_NAMES", "MAX_PAGE", "MAX_TEXT", "NotFound", "Studio",
-    "StudioError", "StudioServer", "Timeline", "check_host", "compare", "host_allowed",
-    "host_names", "serve", "shown", "timeline",
+    "DEFAULT_PORT", "LOOPBACK_NAMES", "MAX_PAGE", "MAX_TEXT", "NotFound", "RunFilter",
+    "Studio", "StudioError", "StudioServer", "Timeline", "check_host", "compare",
+    "cross_site", "host_allowed", "host_names", "load_model", "run_facts", "serve", "shown",
+    "timeline",
 ]

@@ -59,27 +59,124 @@ function summary(fields) {
   return box;
 }
 
+const FILTERS = ["status", "agent", "guard", "thread", "user", "since", "until", "min_steps", "min_cost"];
+
+function when(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  const d = new Date(Number(seconds) * 1000);
+  return isNaN(d) ? "" : d.toISOString().replace("T", " ").slice(0, 19);
+}
+
+function select(name, options, chosen) {
+  const box = el("select", { name, id: `filter-${name}` }, el("option", { value: "", text: `any ${name}` }));
+  for (const o of options) {
+    const opt = el("option", { value: o, text: o });
+    if (o === chosen) opt.selected = true;
+    box.append(opt);
+  }
+  return box;
+}
+
+function runFilters(data, query) {
+  const form = el("form", { id: "run-filters", class: "filters" });
+  form.append(select("status", data.facets.status, query.get("status")),
+              select("agent", data.facets.agent, query.get("agent")),
+              select("guard", data.facets.guard, query.get("guard")));
+  for (const [name, label, type] of [["thread", "thread", "text"], ["user", "user", "text"],
+      ["since", "started after", "datetime-local"], ["until", "started before", "datetime-local"],
+      ["min_steps", "steps ≥", "number"], ["min_cost", "cost ≥", "number"]]) {
+    const input = el("input", { name, id: `filter-${name}`, type, placeholder: label, title: label });
+    if (type === "number") input.setAttribute("step", "any");
+    const v = query.get(name);
+    if (v !== null) input.value = type === "datetime-local" ? when(v).replace(" ", "T") : v;
+    form.append(el("label", {}, `${label} `, input));
+  }
+  form.append(el("button", { type: "submit", id: "apply-filters", text: "Filter" }),
+              el("a", { href: "#/", id: "clear-filters", text: "clear" }));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const name of FILTERS) {
+      const field = form.elements.namedItem(name);
+      if (!field || !field.value) continue;
+      let v = field.value;
+      if (field.type === "datetime-local") v = String(Date.parse(v + "Z") / 1000);
+      q.set(name, v);
+    }
+    location.hash = `#/?${q}`;
+  });
+  return form;
+}
+
 async function showRuns(query) {
   const offset = Number(query.get("offset") || 0);
-  const data = await getJson(`/api/runs?offset=${offset}&limit=50`);
+  const q = new URLSearchParams();
+  for (const name of FILTERS) if (query.get(name)) q.set(name, query.get(name));
+  const data = await getJson(`/api/runs?offset=${offset}&limit=50&${q}`);
   where.textContent = "runs";
   main.replaceChildren();
   main.append(el("h1", { text: "Recorded runs" }));
   if (data.agent) main.append(el("p", { text: `Replays run against agent ${data.agent}.` }));
   if (data.truncated) main.append(el("p", { class: "error", text: "Only the first files of the directory were looked at." }));
-  const table = el("table", { id: "runs" }, el("tr", {}, ...["run", "agent", "model", "input", "bytes", ""].map(h => el("th", { text: h }))));
+  main.append(runFilters(data, query));
+  const heads = ["status", "run", "agent", "thread", "user", "started", "steps", "cost", "guards that acted", "input", ""];
+  const table = el("table", { id: "runs", "data-filter": q.toString() || "none" }, el("tr", {}, ...heads.map(h => el("th", { text: h }))));
   for (const r of data.items) {
-    const link = el("a", { href: `#/run/${encodeURIComponent(r.name)}`, class: "run-link", text: r.run_id || r.name });
+    const link = el("a", { href: `#/run/${encodeURIComponent(r.name)}`, class: "run-link", text: r.name });
+    const first = r.resumed_from ? el("div", { class: "resumed" }, "resumed from ",
+      el("a", { href: `#/run/${encodeURIComponent(r.resumed_from)}`, class: "first-part", text: r.resumed_from })) : null;
     const replay = data.can_replay ? el("a", { href: `#/replay/${encodeURIComponent(r.name)}`, class: "replay-link", text: "replay" }) : null;
-    table.append(el("tr", {},
-      el("td", {}, link), el("td", { text: r.agent || "" }), el("td", { text: r.model || "" }),
+    const guards = el("td", { class: "guards" });
+    for (const g of r.guards || []) guards.append(el("span", { class: "guard", text: g }));
+    table.append(el("tr", { class: `run status-${r.status || "unread"}` },
+      el("td", {}, el("span", { class: `status status-${r.status || "unread"}`, text: r.status || "?" })),
+      el("td", {}, link, first), el("td", { text: r.agent || "" }),
+      el("td", { class: "thread", text: r.thread_id || "" }), el("td", { class: "user", text: r.user || "" }),
+      el("td", { text: when(r.started_at) }), el("td", { class: "steps", text: r.steps === undefined ? "" : String(r.steps) }),
+      el("td", { class: "cost", text: r.cost || "" }), guards,
       el("td", { text: r.problem ? `unreadable: ${r.problem}` : (r.input || "") }),
-      el("td", { text: String(r.bytes) }), el("td", {}, replay)));
+      el("td", {}, replay)));
   }
-  main.append(table, pager(data, "#/"));
+  main.append(table, pager(data, `#/?${q}`));
 }
 
 const KINDS = ["command", "model", "effect", "tools", "answer", "error", "cancel", "price", "clock", "end", "run"];
+
+function decisionsBox(s) {
+  if (!s.decisions || !s.decisions.length) return null;
+  const box = el("div", { id: "decisions", class: "box" }, el("h3", { text: "Approvals this run went on with" }));
+  for (const d of s.decisions) {
+    box.append(el("div", { class: `decision decision-${d.decision}` },
+      el("b", { text: d.decision }), ` ${d.tool || ""} (${d.tool_call_id})`,
+      d.message ? ` — “${d.message}”` : "", d.reason ? `, reason: ${d.reason}` : "",
+      `; decided by ${d.by || "the caller (no user given)"}`));
+  }
+  return box;
+}
+
+function highlightsBox(s, name) {
+  const box = el("div", { id: "highlights", class: "box" }, el("h3", { text: `What changed the run (${s.highlights.length})` }));
+  if (!s.highlights.length) box.append(el("p", { text: "Nothing: every processor let everything pass." }));
+  const list = el("ol", {});
+  for (const h of s.highlights) {
+    list.append(el("li", { class: `why why-${h.why.replace(/\s+/g, "-")}` },
+      el("span", { class: "why-label", text: h.why }), " ",
+      el("a", { href: `#/run/${encodeURIComponent(name)}?offset=${Math.max(0, h.n - 5)}`, text: `#${h.n}` }),
+      ` ${h.step >= 0 ? "step " + h.step + ": " : ""}${h.title}`));
+  }
+  box.append(list);
+  return box;
+}
+
+function rowOf(row, s) {
+  const kind = el("span", { class: `kind kind-${row.kind}`, text: row.kind });
+  const title = el("span", { class: row.effect ? `effect-${row.effect}` : "", text: row.title });
+  const cls = `row row-${row.kind}${row.highlight ? " highlight" : ""}${row.fold ? " folded-row" : ""}`;
+  return el("tr", { class: cls, "data-n": String(row.n) },
+    el("td", { text: String(row.n) }), el("td", { text: row.step >= 0 ? String(row.step) : "" }),
+    el("td", { text: (Number(row.at) - Number(s.started_at)).toFixed(3) }), el("td", {}, kind),
+    el("td", {}, row.highlight ? el("span", { class: "why-label", text: row.highlight }) : null, title, details("details", row.data)));
+}
 
 async function showRun(name, query) {
   const offset = Number(query.get("offset") || 0);
@@ -89,13 +186,25 @@ async function showRun(name, query) {
   const s = data.summary;
   where.textContent = `run ${s.run_id}`;
   main.replaceChildren();
-  main.append(el("h1", { text: `Run ${s.run_id}` }));
+  main.append(el("h1", { text: `Run ${name}` }));
+  if (data.resumed_from) main.append(el("p", { id: "resumed-from" }, "Resumed after an approval; its first part: ",
+    el("a", { href: `#/run/${encodeURIComponent(data.resumed_from)}`, class: "first-part", text: data.resumed_from })));
+  if (data.continued_in && data.continued_in.length) {
+    const p = el("p", { id: "continued-in" }, "Went on after an approval in: ");
+    for (const c of data.continued_in) p.append(el("a", { href: `#/run/${encodeURIComponent(c)}`, class: "next-part", text: c }), " ");
+    main.append(p);
+  }
   main.append(summary([["agent", s.agent], ["model", s.model], ["status", s.status],
+    ["thread", s.thread_id], ["user", s.user],
     ["steps", s.steps], ["model calls", s.model_calls], ["tool results", s.tool_results],
     ["tripwires", s.tripwires], ["processor retries", s.processor_retries], ["errors", s.errors],
     ["usage", `${s.usage.input_tokens} in / ${s.usage.output_tokens} out tokens`], ["cost", s.cost], ["duration (s)", s.duration === null ? null : Number(s.duration).toFixed(3)], ["entries", s.entries],
-    ["processors", s.processors.join(", ")], ["tools", s.tools.join(", ")]]));
+    ["processors", s.processors.join(", ")], ["guards that acted", s.guards.join(", ") || "none"], ["tools", s.tools.join(", ")]]));
   if (data.can_replay) main.append(el("p", {}, el("a", { href: `#/replay/${encodeURIComponent(name)}`, class: "replay-link", text: "Replay against the studio's agent →" })));
+  const side = el("div", { class: "side" }, highlightsBox(s, name));
+  const decided = decisionsBox(s);
+  if (decided) side.append(decided);
+  main.append(side);
   const chosen = new Set(kinds ? kinds.split(",") : KINDS);
   const filters = el("div", { class: "filters" }, "Show: ");
   for (const k of KINDS) {
@@ -109,13 +218,25 @@ async function showRun(name, query) {
   }
   main.append(filters);
   const table = el("table", { id: "timeline", "data-kinds": kinds || "all" }, el("tr", {}, ...["#", "step", "t (s)", "kind", "what"].map(h => el("th", { text: h }))));
-  for (const row of data.page.items) {
-    const kind = el("span", { class: `kind kind-${row.kind}`, text: row.kind });
-    const title = el("span", { class: row.effect ? `effect-${row.effect}` : "", text: row.title });
-    table.append(el("tr", { class: `row row-${row.kind}` },
-      el("td", { text: String(row.n) }), el("td", { text: row.step >= 0 ? String(row.step) : "" }),
-      el("td", { text: (Number(row.at) - Number(s.started_at)).toFixed(3) }), el("td", {}, kind),
-      el("td", {}, title, details("details", row.data))));
+  // Clock reads and decisions that let everything pass fold into one row each run of them.
+  const items = data.page.items;
+  for (let i = 0; i < items.length;) {
+    if (!items[i].fold) { table.append(rowOf(items[i], s)); i++; continue; }
+    let j = i;
+    while (j < items.length && items[j].fold) j++;
+    const group = items.slice(i, j);
+    const rows = group.map(r => rowOf(r, s));
+    for (const r of rows) r.hidden = true;
+    const clocks = group.filter(r => r.kind === "clock").length;
+    const label = [group.length - clocks ? `${group.length - clocks} pass-through decision(s)` : "", clocks ? `${clocks} clock read(s)` : ""].filter(Boolean).join(", ");
+    const toggle = el("button", { type: "button", class: "unfold", text: `▸ ${label}` });
+    toggle.addEventListener("click", () => {
+      const open = rows[0].hidden;
+      for (const r of rows) r.hidden = !open;
+      toggle.textContent = `${open ? "▾" : "▸"} ${label}`;
+    });
+    table.append(el("tr", { class: "fold" }, el("td", { colspan: "5" }, toggle)), ...rows);
+    i = j;
   }
   main.append(table, pager(data.page, `#/run/${encodeURIComponent(name)}${kinds ? "?kinds=" + encodeURIComponent(kinds) : ""}`));
 }
@@ -160,11 +281,137 @@ async function showReplay(name, query) {
   main.append(table, pager(data.page, `#/replay/${encodeURIComponent(name)}`));
 }
 
+// --- the playground: chat with the studio's agent -------------------------------------------
+
+let chatId = `chat-${Date.now().toString(36)}`;
+
+function appendTo(box, node) { box.append(node); box.scrollTop = box.scrollHeight; }
+
+async function readStream(response, onPart) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      if (!frame.startsWith("data: ")) continue;
+      const body = frame.slice(6);
+      if (body === "[DONE]") return;
+      onPart(JSON.parse(body));
+    }
+  }
+}
+
+function postJson(url, body) {
+  return fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "text/event-stream" }, body: JSON.stringify(body) });
+}
+
+async function play(url, body, log, effects) {
+  const response = await postJson(url, body);
+  if (!response.ok) {
+    let text = response.statusText;
+    try { text = (await response.json()).error || text; } catch (e) { /* not JSON */ }
+    appendTo(log, el("div", { class: "msg error", text }));
+    return;
+  }
+  let bubble = null;
+  const texts = {};
+  const calls = {};
+  const approvals = [];
+  const assistant = () => {
+    if (!bubble) { bubble = el("div", { class: "msg assistant" }); appendTo(log, bubble); }
+    return bubble;
+  };
+  await readStream(response, (p) => {
+    if (p.type === "text-start") { texts[p.id] = el("span", { class: "text" }); assistant().append(texts[p.id]); }
+    else if (p.type === "text-delta") { (texts[p.id] || assistant()).append(document.createTextNode(p.delta)); log.scrollTop = log.scrollHeight; }
+    else if (p.type === "tool-input-available") {
+      calls[p.toolCallId] = el("div", { class: "call", "data-call": p.toolCallId }, el("b", { text: `${p.toolName}` }), ` ${JSON.stringify(p.input)}`);
+      assistant().append(calls[p.toolCallId]);
+    } else if (p.type === "tool-output-available") {
+      (calls[p.toolCallId] || assistant()).append(el("div", { class: "result", text: `→ ${typeof p.output === "string" ? p.output : JSON.stringify(p.output)}` }));
+    } else if (p.type === "tool-output-error" || p.type === "tool-output-denied") {
+      (calls[p.toolCallId] || assistant()).append(el("div", { class: "result error", text: p.type === "tool-output-denied" ? "denied" : `error: ${p.errorText}` }));
+    } else if (p.type === "tool-approval-request") {
+      approvals.push(p);
+    } else if (p.type === "tool-approval-response") {
+      assistant().append(el("div", { class: "decided", text: `${p.approved ? "approved" : "denied"}${p.reason ? ": " + p.reason : ""}` }));
+    } else if (p.type === "error") {
+      assistant().append(el("div", { class: "error", text: p.errorText }));
+    } else if (p.type === "data-effect") {
+      const d = p.data;
+      appendTo(effects, el("li", { class: `effect effect-${d.effect}` }, el("b", { text: `${d.processor}.${d.hook}` }), `: ${d.effect}${d.detail ? " (" + d.detail + ")" : ""}`));
+    } else if (p.type === "data-run") {
+      const d = p.data;
+      const link = d.journal ? el("a", { href: `#/run/${encodeURIComponent(d.journal)}`, class: "journal-link", text: "the recorded run" }) : null;
+      appendTo(log, el("div", { class: `run-end status-${d.status}` }, `run ${d.status} — `, link));
+    }
+  });
+  for (const a of approvals) appendTo(log, approvalCard(a, calls[a.toolCallId], log, effects));
+}
+
+function approvalCard(request, call, log, effects) {
+  const what = call ? call.textContent : request.toolCallId;
+  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (a denial)" });
+  const card = el("div", { class: "approval", "data-approval": request.approvalId },
+    el("div", { text: `Waiting for your decision: ${what}` }), reason);
+  const decide = async (approved) => {
+    for (const b of card.querySelectorAll("button")) b.disabled = true;
+    card.classList.add("answered");
+    await play("/api/play/decide", { chat: chatId, decisions: [{ id: request.approvalId, approved, reason: reason.value || null }] }, log, effects);
+  };
+  const yes = el("button", { type: "button", class: "approve", text: "Approve" });
+  const no = el("button", { type: "button", class: "deny", text: "Deny" });
+  yes.addEventListener("click", () => decide(true));
+  no.addEventListener("click", () => decide(false));
+  card.append(yes, no);
+  return card;
+}
+
+async function showPlay() {
+  const data = await getJson("/api/runs?limit=1");
+  where.textContent = "playground";
+  main.replaceChildren();
+  if (!data.can_play) {
+    main.append(el("p", { class: "error", text: "No agent to chat with: start the studio with --agent module:name." }));
+    return;
+  }
+  main.append(el("h1", { text: `Chat with ${data.agent}` }));
+  const log = el("div", { id: "chat-log", class: "box" });
+  const effects = el("ol", { id: "effects" });
+  const input = el("input", { id: "prompt", type: "text", placeholder: "Say something…", autocomplete: "off" });
+  const send = el("button", { id: "send", type: "submit", text: "Send" });
+  const fresh = el("button", { id: "new-chat", type: "button", text: "New chat" });
+  const form = el("form", { id: "chat-form" }, input, send, fresh);
+  fresh.addEventListener("click", () => { chatId = `chat-${Date.now().toString(36)}`; log.replaceChildren(); effects.replaceChildren(); });
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const prompt = input.value.trim();
+    if (!prompt) return;
+    input.value = "";
+    send.disabled = true;
+    appendTo(log, el("div", { class: "msg user", text: prompt }));
+    try { await play("/api/play", { chat: chatId, prompt }, log, effects); }
+    catch (e) { appendTo(log, el("div", { class: "msg error", text: String(e.message || e) })); }
+    finally { send.disabled = false; }
+  });
+  main.append(el("div", { class: "play" },
+    el("div", {}, log, form),
+    el("div", { class: "box" }, el("h3", { text: "Processors, as they decide" }), effects)));
+  input.focus();
+}
+
 async function route() {
   const { parts, query } = parseHash();
   try {
     if (parts[0] === "run" && parts[1]) await showRun(parts[1], query);
     else if (parts[0] === "replay" && parts[1]) await showReplay(parts[1], query);
+    else if (parts[0] === "play") await showPlay();
     else await showRuns(query);
   } catch (e) {
     main.replaceChildren(el("p", { class: "error", text: String(e.message || e) }));
