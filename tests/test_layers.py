@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.agent",),
     ("pipeline.approval",),
     ("pipeline.agents",),
-    ("pipeline.protocol", "pipeline.ui_stream"),
+    ("pipeline.protocol", "pipeline.ui_stream", "pipeline.agui"),
     ("pipeline.loop", "pipeline.processors"),
     ("pipeline",),
     ("interpreters.core",),

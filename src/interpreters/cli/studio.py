@@ -1,15 +1,19 @@
-"""`pipeline studio [JOURNALS_DIR]`: a local, read-only web page for recorded runs.
+"""`pipeline studio [JOURNALS_DIR]`: a local web page for recorded runs, and a playground.
 
     pipeline studio journals/                              # http://127.0.0.1:8765/
     pipeline studio journals/ --agent my_app.agents:support --port 9000
 
-It lists the journals a `Recorder("journals/")` wrote and shows one run as a timeline:
+It lists the journals a `Recorder("journals/")` wrote (status, agent, thread, user,
+start, steps, cost, the guards that acted; each a filter) and shows one run as a
+timeline, what changed the run first, clock reads and pass-through decisions folded:
 each command the loop yielded (model calls with their request, published chunks, tool
 runs, sleeps), every model event, each processor decision (`EffectSeen`: continued,
 replaced, held, released, skipped, aborted, retried), errors, cancels, costs and the
 recorded clock. With `--agent module:name` a run can be replayed against that agent and
 shown side by side with the recording: where it diverges (`replay.Divergence`) and what
-each processor the recording did not have changed.
+each processor the recording did not have changed; and the page's playground chats with
+that agent (`interpreters.cli.playground`), the only thing a POST reaches: JSON from the
+studio's own page only (`cross_site`).
 
 The page is plain HTML and JavaScript served from the package (no build step); it builds
 the page with `textContent` only and is served with a Content-Security-Policy that runs
@@ -985,7 +989,7 @@ def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_re
     try:
         agent = load_agent(agent_spec) if agent_spec is not None else None
         deps = load_value(deps_spec, "--deps") if deps_spec is not None else None
-        model = load_model(model_spec) if model_spec is not None else None
+        model = load_playground_model(model_spec) if model_spec is not None else None
         if model is not None and agent is None:
             raise StudioError("--model is the playground's: give the agent too (--agent)")
         if agent is not None:
@@ -1011,7 +1015,7 @@ def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_re
     return 0
 
 
-def load_model(spec: str) -> AsyncProvider:
+def load_playground_model(spec: str) -> AsyncProvider:
     """The model `module:name` names for the playground (a `ScriptedModel`, or any
     async provider: an object with `astream`; a function of no arguments returning one)."""
     from interpreters.cli.replay import AgentNotFound, load_value
@@ -1026,6 +1030,6 @@ def load_model(spec: str) -> AsyncProvider:
 __all__ = [
     "DEFAULT_PORT", "LOOPBACK_NAMES", "MAX_PAGE", "MAX_TEXT", "NotFound", "RunFilter",
     "Studio", "StudioError", "StudioServer", "Timeline", "check_host", "compare",
-    "cross_site", "host_allowed", "host_names", "load_model", "run_facts", "serve", "shown",
-    "timeline",
+    "cross_site", "host_allowed", "host_names", "load_playground_model", "run_facts",
+    "serve", "shown", "timeline",
 ]
