@@ -590,7 +590,9 @@ def on_replay(agent: Agent, make_agent: Callable[[], Agent], script: list[Script
     """The sync interpreter's run recorded, then replayed from its journal on a fresh
     agent: the replay must be identical to the recording and give the same run."""
     clock, resolve = _wired(script)
-    recorder = Recorder()
+    # The run as it saw it: a journal stored as the agent's PII guards let it out
+    # (the default) replays on what it stored, which may go another way.
+    recorder = Recorder(pii="keep")
     interp = SyncInterpreter(resolve=resolve, handlers={Check: check_text}, clock=clock,
                              sleep=clock.sleep, run_ids=lambda: "run1", observers=[recorder])
     interp.run(agent, prompt)

@@ -33,7 +33,7 @@ from tests.helpers import CancelAt
 
 
 def sync_cancelled_at(agent: Agent, script: list[Scripted], prompt: str, at: int) -> None:
-    rec, signal = Recorder(), CancelSignal()
+    rec, signal = Recorder(pii="keep"), CancelSignal()  # as the run saw it: exact replay
     sim = Simulator(ScriptedModel(script), models={"judge": ScriptedModel(judge_script)},
                     handlers={Check: check_text}, start=START,
                     observers=[rec, CancelAt(signal, at)])
@@ -44,7 +44,7 @@ def sync_cancelled_at(agent: Agent, script: list[Scripted], prompt: str, at: int
 
 def async_cancelled_at(agent: Agent, script: list[Scripted], prompt: str, at: int) -> None:
     async def main() -> None:
-        rec, signal = Recorder(), CancelSignal()
+        rec, signal = Recorder(pii="keep"), CancelSignal()  # as the run saw it: exact replay
         sim = AsyncSimulator(ScriptedModel(script),
                              models={"judge": ScriptedModel(judge_script)},
                              handlers={Check: check_text}, start=START,

@@ -33,7 +33,7 @@ from properties.test_equivalence import (
 
 
 def record_and_replay_sync(agent: Agent, script: list[Scripted], prompt: str) -> None:
-    rec = Recorder()
+    rec = Recorder(pii="keep")  # as the run saw it: exact replay
     sim = Simulator(ScriptedModel(script), models={"judge": ScriptedModel(judge_script)},
                     handlers={Check: check_text}, start=START, observers=[rec])
     run = sim.run(agent, prompt)
@@ -44,7 +44,7 @@ def record_and_replay_sync(agent: Agent, script: list[Scripted], prompt: str) ->
 
 def record_and_replay_async(agent: Agent, script: list[Scripted], prompt: str) -> None:
     async def main() -> None:
-        rec = Recorder()
+        rec = Recorder(pii="keep")
         sim = AsyncSimulator(ScriptedModel(script),
                              models={"judge": ScriptedModel(judge_script)},
                              handlers={Check: check_text}, start=START, observers=[rec])

@@ -137,7 +137,7 @@ def record_runs(directory: Path) -> dict[str, str]:
                       resource_id="bob")
     assert tripped.status == "tripped"
     demo = demo_agent()
-    waiting = sim.run(demo, "refund 250 on order A17", thread_id="t-3", resource_id="carol")
+    waiting = sim.run(demo, "refund 250 on order R31", thread_id="t-3", resource_id="carol")
     assert waiting.suspension is not None
     approvals = Approvals(MemoryApprovalStore())
     approvals.keep(waiting.result)

@@ -95,7 +95,7 @@ def test_a_chat_streams_text_tool_calls_and_results_as_agui_events(
 def test_an_approval_is_an_interrupt_answered_by_the_next_runs_resume(
     client: httpx.Client, approved: bool
 ) -> None:
-    order = "A17" if approved else "B22"
+    order = "G41" if approved else "G42"
     events = _post(client, _input("t2", "r1", f"refund 250 on order {order}"))
     end = events[-1]
     assert isinstance(end, RunFinishedEvent)

@@ -561,3 +561,16 @@ def test_a_bad_playground_request_is_refused_before_anything_runs(play: StudioSe
 
 def test_without_an_agent_the_studio_stays_read_only(studio: StudioServer) -> None:
     assert post(studio, "/api/play", {"chat": "c", "prompt": "hi"})[0] == 405
+
+
+def test_the_command_takes_a_playground_model_only_with_an_agent(
+    journals: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    model = "examples.asgi_stream:demo_model"
+    assert cli.main(["studio", str(journals), "--model", model, "--port", "0"]) == 2
+    assert "give the agent too (--agent)" in capsys.readouterr().err
+    agent = "examples.asgi_stream:demo_agent"
+    not_a_model = "examples.asgi_stream:demo_agent"
+    assert cli.main(["studio", str(journals), "--agent", agent, "--model", not_a_model,
+                     "--port", "0"]) == 2
+    assert "not a model" in capsys.readouterr().err
