@@ -7,13 +7,14 @@ it as text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
 from effects import Continue, Replace
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.record.journal import Recorder
-from interpreters.testing import Say, ScriptedModel, Simulator, call, numbered_run_ids
+from interpreters.testing import Say, ScriptedModel, SimRun, Simulator, call, numbered_run_ids
 from pipeline import (
     Agent,
     InputArgs,
@@ -131,23 +132,30 @@ def record_runs(directory: Path) -> dict[str, str]:
 
     sim = Simulator(model, models={"demo/echo": demo_model()}, observers=[recorder],
                     price=price)
-    support = sim.run(support_agent(), "Where is order 1042?", thread_id="t-1",
-                      resource_id="alice")
-    tripped = sim.run(guarded_agent(), "refund everything", thread_id="t-2",
-                      resource_id="bob")
+    names: dict[str, str] = {}
+
+    def recorded(what: str, run: Callable[[], SimRun]) -> SimRun:
+        before = {p.stem for p in directory.glob("*.ndjson")}
+        done = run()
+        (names[what],) = {p.stem for p in directory.glob("*.ndjson")} - before
+        return done
+
+    support = recorded("support", lambda: sim.run(
+        support_agent(), "Where is order 1042?", thread_id="t-1", resource_id="alice"))
+    assert support.status == "finished"
+    tripped = recorded("tripped", lambda: sim.run(
+        guarded_agent(), "refund everything", thread_id="t-2", resource_id="bob"))
     assert tripped.status == "tripped"
     demo = demo_agent()
-    waiting = sim.run(demo, "refund 250 on order R31", thread_id="t-3", resource_id="carol")
+    waiting = recorded("suspended", lambda: sim.run(
+        demo, "refund 250 on order R31", thread_id="t-3", resource_id="carol"))
     assert waiting.suspension is not None
     approvals = Approvals(MemoryApprovalStore())
     approvals.keep(waiting.result)
     [pending] = waiting.suspension.pending
     go_on = approvals.take(demo, waiting.suspension.run_id, [approve(pending)])
-    done = sim.run(demo, (), resume=go_on, thread_id="t-3", resource_id="carol")
+    done = recorded("resumed", lambda: sim.run(
+        demo, (), resume=go_on, thread_id="t-3", resource_id="carol"))
     assert done.status == "finished"
-    step = go_on.suspension.step.step_number
-    names = {"support": "run1", "tripped": "run2", "suspended": "run3",
-             "resumed": f"run3.resumed-{step}"}
-    assert support.status == "finished"
-    assert {p.stem for p in directory.glob("*.ndjson")} >= set(names.values())
+    assert names["resumed"] == f"{names['suspended']}.resumed-{go_on.suspension.step.step_number}"
     return names

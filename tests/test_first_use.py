@@ -46,7 +46,7 @@ def test_a_simulated_run_reads_as_the_result_an_interpreter_returns() -> None:
     result = run.result
     for name in (*RunResult.__struct_fields__, "judge_usage", "total_usage"):
         assert getattr(run, name) == getattr(result, name), name
-    assert run.unwrap() is result
+    assert run.unwrap() is result and run.usage_by_agent() == result.usage_by_agent()
     assert run.text == "Hello." and run.status == "finished"
 
 

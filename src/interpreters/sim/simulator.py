@@ -60,6 +60,7 @@ from pipeline.values.cost import Cost
 from pipeline.values.messages import JsonObject, MessageList
 from pipeline.values.model import is_retryable_status
 from pipeline.values.result import (
+    AgentNode,
     JudgeCall,
     Output,
     RunError,
@@ -408,6 +409,17 @@ class SimRun(msgspec.Struct, Generic[Output], frozen=True):
     @property
     def unmetered_calls(self) -> int:
         return self.result.unmetered_calls
+
+    @property
+    def children(self) -> tuple[AgentNode, ...]:
+        return self.result.children
+
+    @property
+    def answered_by(self) -> str | None:
+        return self.result.answered_by
+
+    def usage_by_agent(self) -> dict[str, Usage]:
+        return self.result.usage_by_agent()
 
     @property
     def judge_usage(self) -> Usage:
