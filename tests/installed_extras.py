@@ -100,6 +100,31 @@ def memory_fast() -> None:
     assert scan.numpy_available(), "numpy is installed, the store's scan does not use it"
 
 
+def evals() -> None:
+    import tempfile
+    from pathlib import Path
+
+    from interpreters.evals import Dataset
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "suite.yaml"
+        path.write_text("name: smoke\ncases:\n  - name: hi\n    input: hello\n")
+        assert [c.name for c in Dataset.load(path).cases] == ["hi"]
+
+
+def partial() -> None:
+    from interpreters.testing import Say, ScriptedModel, Simulator
+    from pipeline import Agent
+    from pipeline.values import OutputPartial, TypedOutput
+
+    class City(msgspec.Struct, frozen=True):
+        city: str
+
+    agent = Agent.create("openai/gpt-4.1", output_type=TypedOutput.of(City, partial=True))
+    run = Simulator(ScriptedModel([Say(['{"city": "Pa', 'ris"}'])])).run(agent, "where?")
+    assert [c.value for c in run.chunks if isinstance(c, OutputPartial)][-1] == City("Paris")
+
+
 def agui() -> None:
     from ag_ui.core import RunStartedEvent  # noqa: F401
 
@@ -116,7 +141,8 @@ def agui() -> None:
 EXTRAS: dict[str, Callable[[], None]] = {
     "guards": guards, "docstrings": docstrings, "pydantic": pydantic, "mcp": mcp,
     "otel": otel, "bedrock": bedrock, "prices": prices, "durable": durable,
-    "postgres": postgres, "memory-fast": memory_fast, "agui": agui,
+    "postgres": postgres, "memory-fast": memory_fast, "evals": evals, "partial": partial,
+    "agui": agui,
 }
 
 
