@@ -176,8 +176,8 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
     async def _drive(self, stream: AsyncRunStream[Output]) -> RunResult[Output]:
         """`run`'s stream, driven to its end."""
         if stream._stop is None:
-            # Driven here, one coroutine fewer alive per run across its waits (W4 of
-            # bench/WORKLOADS.md): `_advance_guarded` without a scope to take.
+            # Driven here, one coroutine fewer alive per run across its waits
+            # (docs/DESIGN.md, decisions made for speed): `_advance_guarded` without a scope.
             stream._busy = True
             try:
                 await stream._advance()  # (under `run`, returns only when the run is over)
@@ -263,7 +263,7 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
     def _call_tool(self, inv: ToolInvocation) -> ToolOutcome | Awaitable[ToolOutcome]:
         """Start one tool call: its outcome when it is there at once (a sync tool in the
         loop's thread, a call that cannot run), else an awaitable of it. Saves a sync
-        tool the coroutines of an async call (W4 of bench/WORKLOADS.md)."""
+        tool the coroutines of an async call (docs/DESIGN.md, decisions made for speed)."""
         ready = tool_and_args(inv)
         if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
             return ready if inv.child is None else self._run_child(inv)
@@ -615,7 +615,7 @@ class AsyncRunStream(RunOutcome[Output]):
         first event of the next batch, the rest of it kept for the next pulls; the
         loop's next command. Under `run` without a trace (no chunk waits to be handed
         out), the pulls after it too, as long as the loop asks for nothing else, each
-        event of a batch without an await (W5 in bench/). The stream is closed after its
+        event of a batch without an await (docs/DESIGN.md, decisions made for speed). The stream is closed after its
         last event."""
         d = self._d
         quiet = not self._hand_out and d.fast

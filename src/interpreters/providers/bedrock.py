@@ -550,7 +550,7 @@ class ConverseStreamDecoder(ForcedToolDecoder):
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
         if event.event == "contentBlockDelta":
-            # The hot path (W5 in bench/): a text delta to an open text block, inline.
+            # The hot path, once per chunk: a text delta to an open text block, inline.
             try:
                 ev = _event.decode(event.data)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:

@@ -69,7 +69,7 @@ async def within(
 ) -> AsyncGenerator[_T, None]:
     """The items of `chunks`, each read as `next_within` reads it (what is left is
     `deadline - clock()`), as one generator: an item there without a wait costs no
-    coroutine of its own and one clock reading (W5 in bench/: this runs once per streamed
+    coroutine of its own and one clock reading (this runs once per streamed
     chunk). No cancel scope is open at its yields."""
 
     def remaining() -> float:

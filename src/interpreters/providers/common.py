@@ -200,7 +200,7 @@ class ResolverBase(Generic[Client, _Provider]):
 
 def raw_stream(response: httpx.Response, kind: type[_Stream]) -> _Stream | None:
     """The response's own byte stream, marked consumed, to read the body from as the
-    connection delivers it (W5 in bench/: fewer generator steps per chunk than httpx's
+    connection delivers it (fewer generator steps per chunk than httpx's
     `iter_raw`/`aiter_raw`, which count bytes nobody here reads, and its decoder layer);
     None where httpx must serve the body: it has a Content-Encoding to undo, it was read
     before the client saw it (a test double's `httpx.Response(content=b"...")`:

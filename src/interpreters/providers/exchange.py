@@ -269,7 +269,7 @@ class Exchange:
     def feeder(self) -> Callable[[bytes], list[ModelEvent]]:
         """What turns the body's bytes into events, once the head is in: `feed`, or for a
         response whose head says it is an event stream, the stream decoder's own `feed`
-        (one call less per chunk: W5 in bench/)."""
+        (one call less per chunk)."""
         return self._decoder.feed if self._decoder is not None else self.feed
 
     def _not_expected(self, head: bytes) -> ProviderError:

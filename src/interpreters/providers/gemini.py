@@ -395,7 +395,7 @@ class GeminiStreamDecoder(DecoderBase):
         cands = r.candidates
         if self._open == "text" and cands is not None and len(cands) == 1 \
                 and r.error is None and r.prompt_feedback is None:
-            # The common frame, one more piece of the open text (W5): `frame`, inline.
+            # The common frame, one more piece of the open text: `frame`, inline.
             c = cands[0]
             content = c.content
             parts = content.parts if content is not None else None

@@ -326,7 +326,7 @@ class OpenAIStreamDecoder(DecoderBase):
         self._usage: chunks.Usage | None = None
 
     def feed(self, event: SseEvent) -> list[ModelEvent]:
-        # `started` is set where events are returned (no wrapper call per chunk: W5).
+        # `started` is set where events are returned (no wrapper call per chunk).
         data = event.data
         if event.event == "error":
             raise self._error(data.encode())

@@ -45,7 +45,7 @@ class SseParser:
     list of pieces joined once when it ends (never re-copied or re-scanned per chunk).
     A line or an event longer than `max_event` characters raises `SseLimitError`.
     A read holding exactly one event, as model servers write them, takes a fast path
-    (W5 in bench/: this parser runs once per streamed chunk).
+    (this parser runs once per streamed chunk).
     """
 
     __slots__ = (

@@ -248,7 +248,7 @@ class ScriptedStream(NoCleanupStream):
     first `__anext__`, `latency` passes before the first event and `chunk_latency` between
     events, a `Fail` or a break raises its `ProviderError`, and once it raised or was
     closed it only stops. It holds nothing to release, so the async interpreter closes it
-    with `close()`, without a shielded `aclose()` (W4 of bench/WORKLOADS.md).
+    with `close()`, without a shielded `aclose()` (docs/DESIGN.md, decisions made for speed).
     """
 
     __slots__ = ("_cut", "_done", "_events", "_i", "_model", "_request", "_step")
@@ -286,7 +286,7 @@ class ScriptedStream(NoCleanupStream):
                 if wait is not None:
                     await wait
                 # Made after the wait: nothing more per run for the collector to walk
-                # while it waits (W4 of bench/WORKLOADS.md).
+                # while it waits.
                 self._events = events = step.events(n)
                 self._cut = _cut(step, events)
             elif self._i < self._cut and step.chunk_latency:

@@ -75,7 +75,7 @@ def call_model(
         attempts += 1
         if st.pending:
             # (no local keeps the chunks alive while the model call waits: one object
-            # fewer per run for the garbage collector, W4 of bench/WORKLOADS.md)
+            # fewer per waiting run for the garbage collector)
             out: Publish[Chunk] = Publish(tuple(st.pending))
             st.pending = []
             if (got := (yield out)) is not None:
