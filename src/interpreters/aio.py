@@ -615,8 +615,8 @@ class AsyncRunStream(RunOutcome[Output]):
         first event of the next batch, the rest of it kept for the next pulls; the
         loop's next command. Under `run` without a trace (no chunk waits to be handed
         out), the pulls after it too, as long as the loop asks for nothing else, each
-        event of a batch without an await (docs/DESIGN.md, decisions made for speed). The stream is closed after its
-        last event."""
+        event of a batch without an await (docs/DESIGN.md, decisions made for speed).
+        The stream is closed after its last event."""
         d = self._d
         quiet = not self._hand_out and d.fast
         raw = d.send_pull

@@ -259,7 +259,8 @@ class NoCleanupStream:
     """Base of a model stream that holds nothing to release (no connection, no task): its
     `close()` ends it at once, without waiting. The async interpreter closes such a stream
     with that plain call instead of the shielded, time-capped `aclose()` every other
-    stream gets (a cancel scope and a timer per model call; docs/DESIGN.md, decisions made for speed).
+    stream gets (a cancel scope and a timer per model call; docs/DESIGN.md, decisions
+    made for speed).
     The simulator's streams are such (`ScriptedModel.astream`); a provider's stream that
     holds an HTTP response is not."""
 
