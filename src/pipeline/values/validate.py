@@ -182,10 +182,9 @@ def _plainly_fine_prefix(
     """How many messages from the start are plainly fine (sources aside): exact types
     only (what the library and msgspec make), each message's fields unpacked at once; the
     check every run pays once per input message (docs/DESIGN.md, decisions made for
-    speed). A message
-    that is not plainly fine goes to `_message_problem`, which says what is wrong, if
-    anything. Adds the tool-call ids to `ids` and the values of any JSON type (arguments,
-    results, metadata) to `free`, to be encoded once."""
+    speed). A message that is not plainly fine goes to `_message_problem`, which says
+    what is wrong, if anything. Adds the tool-call ids to `ids` and the values of any
+    JSON type (arguments, results, metadata) to `free`, to be encoded once."""
     astuple = msgspec.structs.astuple
     message, text_part, call_part, result_part = Message, TextPart, ToolCallPart, ToolResultPart
     roles, numbers = _ROLES, _NUMBER
