@@ -69,11 +69,56 @@ def _start(s: Scorer, case: Case, out: Observed) -> Score | Generator[object, ob
         return could_not_judge(s.name, str(e))
 
 
-def _ended(s: Scorer, value: object, calls: _Calls) -> Score:
-    if not isinstance(value, Score):
-        return calls.finish(could_not_judge(
-            s.name, f"the scorer returned a {type(value).__name__}, not a Score"))
-    return calls.finish(s.as_score(value))
+class _Judging:
+    """One scorer driven over one case, without its judge's I/O: `step` is the next
+    `AskModel` to answer, or the Score it ended in. Shared by the sync and async drivers,
+    which only carry the request out."""
+
+    def __init__(self, s: Scorer, case: Case, out: Observed, has_ask: bool,
+                 price: Pricer | None, now: Callable[[], float]) -> None:
+        self.s = s
+        self.has_ask = has_ask
+        self.calls = _Calls(price, now)
+        gen = _start(s, case, out)
+        self.step: AskModel | Score
+        if isinstance(gen, Score):
+            self.step = gen
+        else:
+            self.gen = gen
+            self._go(lambda: next(gen))
+
+    def answered(self, request: AskModel, answer: ModelAnswer) -> None:
+        self.calls.add(request, answer)
+        self._go(lambda: self.gen.send(answer))
+
+    def failed(self, e: Exception) -> None:
+        self.gen.close()
+        self.step = self.calls.finish(could_not_judge(
+            self.s.name, f"the judge call failed: {type(e).__name__}: {e}"))
+
+    def _go(self, resume: Callable[[], object]) -> None:
+        s = self.s
+        try:
+            request = resume()
+        except StopIteration as done:
+            value = done.value
+            self.step = self.calls.finish(s.as_score(value) if isinstance(value, Score)
+                                          else could_not_judge(
+                s.name, f"the scorer returned a {type(value).__name__}, not a Score"))
+            return
+        except Exception as e:
+            self.step = self.calls.finish(could_not_judge(
+                s.name, f"the scorer raised {type(e).__name__}: {e}"))
+            return
+        if not isinstance(request, AskModel):
+            self.gen.close()
+            self.step = self.calls.finish(could_not_judge(
+                s.name, f"the scorer yielded a {type(request).__name__}, not an AskModel"))
+        elif not self.has_ask:
+            self.gen.close()
+            self.step = could_not_judge(s.name, "no model to ask: the target has no judge")
+        else:
+            self.step = request
 
 
 def score_one(
@@ -81,33 +126,16 @@ def score_one(
     price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
 ) -> Score:
     """One scorer's score of one case (a judged one's requests answered by `ask`)."""
-    gen = _start(s, case, out)
-    if isinstance(gen, Score):
-        return gen
-    calls = _Calls(price, now)
-    try:
-        request = next(gen)
-        while True:
-            if not isinstance(request, AskModel):
-                gen.close()
-                return calls.finish(could_not_judge(
-                    s.name, f"the scorer yielded a {type(request).__name__}, not an AskModel"))
-            if ask is None:
-                gen.close()
-                return could_not_judge(s.name, "no model to ask: the target has no judge")
-            try:
-                answer = ask(request)
-            except Exception as e:
-                gen.close()
-                return calls.finish(could_not_judge(
-                    s.name, f"the judge call failed: {type(e).__name__}: {e}"))
-            calls.add(request, answer)
-            request = gen.send(answer)
-    except StopIteration as done:
-        return _ended(s, done.value, calls)
-    except Exception as e:
-        return calls.finish(could_not_judge(
-            s.name, f"the scorer raised {type(e).__name__}: {e}"))
+    j = _Judging(s, case, out, ask is not None, price, now)
+    while isinstance(step := j.step, AskModel):
+        assert ask is not None
+        try:
+            answer = ask(step)
+        except Exception as e:
+            j.failed(e)
+        else:
+            j.answered(step, answer)
+    return step
 
 
 async def score_one_async(
@@ -115,33 +143,16 @@ async def score_one_async(
     price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
 ) -> Score:
     """`score_one` with an async `ask`."""
-    gen = _start(s, case, out)
-    if isinstance(gen, Score):
-        return gen
-    calls = _Calls(price, now)
-    try:
-        request = next(gen)
-        while True:
-            if not isinstance(request, AskModel):
-                gen.close()
-                return calls.finish(could_not_judge(
-                    s.name, f"the scorer yielded a {type(request).__name__}, not an AskModel"))
-            if ask is None:
-                gen.close()
-                return could_not_judge(s.name, "no model to ask: the target has no judge")
-            try:
-                answer = await ask(request)
-            except Exception as e:
-                gen.close()
-                return calls.finish(could_not_judge(
-                    s.name, f"the judge call failed: {type(e).__name__}: {e}"))
-            calls.add(request, answer)
-            request = gen.send(answer)
-    except StopIteration as done:
-        return _ended(s, done.value, calls)
-    except Exception as e:
-        return calls.finish(could_not_judge(
-            s.name, f"the scorer raised {type(e).__name__}: {e}"))
+    j = _Judging(s, case, out, ask is not None, price, now)
+    while isinstance(step := j.step, AskModel):
+        assert ask is not None
+        try:
+            answer = await ask(step)
+        except Exception as e:
+            j.failed(e)
+        else:
+            j.answered(step, answer)
+    return step
 
 
 def score_all(
