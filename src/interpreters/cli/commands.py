@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 if TYPE_CHECKING:
     from pipeline.values.result import RunResult
@@ -27,26 +27,31 @@ def _version() -> str:
     return str(pipeline.__version__)  # the installed distribution's metadata
 
 
-def _byte_count(text: str) -> int:
-    """A non-negative number of bytes (argparse reports anything else in one line)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"a number of bytes is at least 0, got {n}")
-    return n
+_N = TypeVar("_N", int, float)
 
 
-def _port(text: str) -> int:
-    """A TCP port, 0 (any free one) to 65535."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {n}")
-    return n
+def _number(parse: Callable[[str], _N], what: str, fits: Callable[[_N], bool],
+            bound: str) -> Callable[[str], _N]:
+    """An argparse type: `parse` of the text, which `fits` (argparse reports anything
+    else in one line: "not <what>: 'x'" or "<bound>, got n")."""
+
+    def read(text: str) -> _N:
+        try:
+            n = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not fits(n):
+            raise argparse.ArgumentTypeError(f"{bound}, got {n}")
+        return n
+
+    return read
+
+
+_byte_count = _number(int, "a number of bytes", lambda n: n >= 0,
+                      "a number of bytes is at least 0")
+_port = _number(int, "a port number", lambda n: 0 <= n <= 65535, "a port is 0 to 65535")
+_positive_int = _number(int, "a whole number", lambda n: n >= 1, "at least 1")
+_seconds = _number(float, "a number of seconds", lambda n: n > 0, "more than 0 seconds")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,26 +142,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo()
     return run_model(args.model, args.prompt, base_url=args.base_url, api_key=args.api_key,
                      system=args.system, max_steps=args.max_steps)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"at least 1, got {n}")
-    return n
-
-
-def _seconds(text: str) -> float:
-    try:
-        n = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not n > 0:
-        raise argparse.ArgumentTypeError(f"more than 0 seconds, got {n}")
-    return n
 
 
 def _eval_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
