@@ -23,13 +23,12 @@ when every scorer met its threshold (and, with `--against`, no case's score regr
 from __future__ import annotations
 
 import copy
-import importlib
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO, cast
+from typing import TextIO
 
+from interpreters.cli.load import attribute
 from interpreters.cli.replay import AgentNotFound, escaped, load_agent
 from interpreters.evals.cases import Dataset, DatasetError, dataset_from_journals
 from interpreters.evals.experiment import DepsFor
@@ -50,17 +49,7 @@ class EvalUsageError(ValueError):
 
 
 def _attribute(spec: str, option: str, wants: str = "module:name") -> object:
-    """The attribute `module:name` names (the current directory importable, as for
-    `python -m`: the user's own modules are usually there)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise EvalUsageError(f"{option} wants {wants}, got {spec!r}")
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return cast(object, getattr(importlib.import_module(module_name), attr))
-    except (ImportError, AttributeError) as e:
-        raise EvalUsageError(f"cannot load {spec!r}: {e}") from e
+    return attribute(spec, option, EvalUsageError, wants)
 
 
 def load_suite(spec: str) -> tuple[Suite, bool]:

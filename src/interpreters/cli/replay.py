@@ -21,12 +21,11 @@ journal holds is printed with its terminal control characters escaped (`\x1b`,
 
 from __future__ import annotations
 
-import importlib
-import os
 import sys
 import unicodedata
 from typing import TextIO, cast
 
+from interpreters.cli.load import attribute
 from interpreters.record.journal import MAX_JOURNAL_BYTES, Journal, JournalError
 from interpreters.record.replay import replay_sync
 from pipeline.agent import Agent
@@ -40,18 +39,7 @@ class AgentNotFound(LookupError):
 
 
 def _attribute(spec: str, option: str, wants: str = "module:name") -> object:
-    """The attribute `module:name` names."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise AgentNotFound(f"{option} wants {wants}, got {spec!r}")
-    # As `python -m` does: a console script's path lacks the current directory, where the
-    # user's own module (`--agent my_agents:support`) usually is.
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return cast(object, getattr(importlib.import_module(module_name), attr))
-    except (ImportError, AttributeError) as e:
-        raise AgentNotFound(f"cannot load {spec!r}: {e}") from e
+    return attribute(spec, option, AgentNotFound, wants)
 
 
 def load_agent(spec: str) -> Agent:
