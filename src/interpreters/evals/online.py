@@ -31,7 +31,7 @@ from interpreters.evals.scoring import Ask, score_one
 from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.providers.provider import ProviderResolver
 from interpreters.record.journal import Recorder, Scored, journal_name
-from interpreters.run.common import answer_of
+from interpreters.run.common import ask_provider
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import EffectRecord
 from pipeline.values.cost import Pricer
@@ -50,13 +50,7 @@ def ask_with(resolve: ProviderResolver) -> Ask:
     """Judges' requests carried out on the providers `resolve` gives (`Resolver()`)."""
 
     def ask(request: AskModel) -> ModelAnswer:
-        stream = resolve(request.request.model).stream(request.request)
-        try:
-            return answer_of(stream)
-        finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+        return ask_provider(resolve, request)
 
     return ask
 

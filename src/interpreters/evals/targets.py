@@ -20,7 +20,7 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.core.trace import Trace
 from interpreters.observers.observe import Observer
 from interpreters.providers.provider import AsyncProviderResolver, ProviderResolver
-from interpreters.run.common import answer_of
+from interpreters.run.common import answer_of, ask_provider
 from interpreters.sim.simulator import Scripted, ScriptedModel, ScriptFn, Simulator
 from interpreters.sync import SyncInterpreter
 from pipeline.agent import Agent
@@ -146,13 +146,7 @@ class InterpreterTarget:
     def ask(self, request: AskModel) -> ModelAnswer:
         if self.judge is None:
             raise LookupError("the target has no judge resolver (judge=)")
-        stream = self.judge(request.request.model).stream(request.request)
-        try:
-            return answer_of(stream)
-        finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+        return ask_provider(self.judge, request)
 
     @property
     def can_ask(self) -> bool:

@@ -235,6 +235,16 @@ def answer_of(events: Iterable[ModelEvent]) -> ModelAnswer:
     return ModelAnswer(text, calls, fin.usage, fin.model_id)
 
 
+def ask_provider(resolve: Callable[[str], Provider], request: AskModel) -> ModelAnswer:
+    """A judge's request answered by the provider of its model, in this thread; its
+    stream closed however the answer ends."""
+    stream = resolve(request.request.model).stream(request.request)
+    try:
+        return answer_of(stream)
+    finally:
+        close_stream(stream)
+
+
 def perform_here(
     resolve: Callable[[str], Provider], handlers: Mapping[type, Callable[[object], object]],
     request: object,
@@ -243,7 +253,7 @@ def perform_here(
     the provider of its model, any other by its handler (whose answer may be an
     awaitable: the caller decides what to do with one)."""
     if isinstance(request, AskModel):
-        return answer_of(resolve(request.request.model).stream(request.request))
+        return ask_provider(resolve, request)
     return handler_for(handlers, request)(request)
 
 
