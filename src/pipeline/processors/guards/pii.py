@@ -457,14 +457,15 @@ class PIIDetector(StatefulProcessor[PIIState]):
             assert isinstance(part, ToolResult | ToolError)
             if part.tool_call_id in checked:
                 return part
-        if t is ToolCall:
-            assert isinstance(part, ToolCall)
+        # (a provider's own tool's call and result too: never checked on the way in)
+        if t is ToolCall or t is ServerToolCall:
+            assert isinstance(part, ToolCall | ServerToolCall)
             found = len(report)
             args = self._value(part.args, report)
             if len(report) > found and isinstance(args, dict):
                 return msgspec.structs.replace(part, args=args)
-        elif t is ToolResult:
-            assert isinstance(part, ToolResult)
+        elif t is ToolResult or t is ServerToolResult:
+            assert isinstance(part, ToolResult | ServerToolResult)
             found = len(report)
             result = self._value(part.result, report)
             if len(report) > found:
@@ -474,18 +475,6 @@ class PIIDetector(StatefulProcessor[PIIState]):
             error = self.redact_text(part.error, report)
             if error != part.error:
                 return msgspec.structs.replace(part, error=error)
-        elif t is ServerToolResult:  # the provider's own tool: never checked on the way in
-            assert isinstance(part, ServerToolResult)
-            found = len(report)
-            result = self._value(part.result, report)
-            if len(report) > found:
-                return msgspec.structs.replace(part, result=result)
-        elif t is ServerToolCall:
-            assert isinstance(part, ServerToolCall)
-            found = len(report)
-            args = self._value(part.args, report)
-            if len(report) > found and isinstance(args, dict):
-                return msgspec.structs.replace(part, args=args)
         elif t is ToolApprovalRequest:
             assert isinstance(part, ToolApprovalRequest)
             found = len(report)
