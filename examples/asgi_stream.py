@@ -207,10 +207,12 @@ def chat_app(
     max_waiting: int = MAX_WAITING,
     resumable: bool = False,
     max_replay_bytes: int = MAX_REPLAY_BYTES,
+    deps: object = None,
 ) -> ASGIApp:
     """An ASGI app serving `POST /chat` (NDJSON), `POST /api/chat` (`useChat`, with
     approvals kept in `approvals`, in memory by default) and `GET /` (a page); with
-    `resumable`, `GET` / `DELETE /api/chat/{id}/stream` (reconnect, stop)."""
+    `resumable`, `GET` / `DELETE /api/chat/{id}/stream` (reconnect, stop). `deps`: what
+    the agent's tools that take a `ToolContext` get, in every run (a database pool...)."""
     caps = (("max_body_bytes", max_body_bytes), ("max_messages", max_messages),
             ("max_waiting", max_waiting), ("max_replay_bytes", max_replay_bytes))
     for name, cap in caps:
@@ -318,7 +320,7 @@ def chat_app(
             # A resumed run goes on with its own history, in its own thread.
             stream = interpreter.stream(
                 agent, () if resumed is not None else run_input, resume=resumed,
-                thread_id=thread_id, signal=signal, timeout=timeout,
+                thread_id=thread_id, signal=signal, timeout=timeout, deps=deps,
             )
             try:
                 async with stream:
