@@ -99,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     studio.add_argument("--deps", metavar="MODULE:NAME",
                         help="the runs' deps in a replay, for tools that take a ToolContext "
                              "(a value, or a function of no arguments returning one)")
+    studio.add_argument("--evals", metavar="DIR",
+                        help="where the eval reports are (Report.write, pipeline eval "
+                             "--json); default: the journals' directory")
     studio.add_argument("--host", default="127.0.0.1",
                         help="the address to serve on (loopback only, unless --allow-remote)")
     studio.add_argument("--port", type=_port, default=None,
@@ -127,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(args.directory, args.agent, args.host,
                      DEFAULT_PORT if args.port is None else args.port, args.allow_remote,
                      deps_spec=args.deps, allowed_hosts=tuple(args.allow_host),
-                     model_spec=args.model)
+                     model_spec=args.model, evals=args.evals)
     if args.command == "replay":
         from interpreters.cli.replay import replay_file
         from interpreters.record.journal import MAX_JOURNAL_BYTES

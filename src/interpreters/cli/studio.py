@@ -51,6 +51,7 @@ import anyio
 import msgspec
 
 from interpreters.cli.playground import DecideRequest, Playground, PlayRequest
+from interpreters.cli.studio_evals import EvalReports, NoSuchReport
 from interpreters.observers.observe import describe
 from interpreters.providers.provider import AsyncProvider
 from interpreters.record.journal import (
@@ -497,11 +498,19 @@ class Studio:
     replay them with. Read-only; every answer is bounded."""
 
     def __init__(self, directory: str | Path, agent: Agent | None = None, *,
-                 deps: object = None, max_bytes: int = MAX_JOURNAL_BYTES) -> None:
-        """`deps`: what the agent's tools that take a `ToolContext` get in a replay."""
+                 deps: object = None, max_bytes: int = MAX_JOURNAL_BYTES,
+                 evals: str | Path | None = None) -> None:
+        """`deps`: what the agent's tools that take a `ToolContext` get in a replay;
+        `evals`: where the eval reports are (`Report.write`), the journals' directory by
+        default."""
         self.directory = Path(directory)
         if not self.directory.is_dir():
             raise StudioError(f"{self.directory} is not a directory")
+        if evals is not None and not Path(evals).is_dir():
+            raise StudioError(f"{evals} is not a directory (the eval reports')")
+        self.evals = EvalReports(Path(evals) if evals is not None else self.directory,
+                                 self.directory)
+        """The eval reports' pages."""
         if agent is not None:
             try:
                 check_deps(agent.tools, deps)
@@ -786,6 +795,8 @@ def _handler(studio: Studio, names: frozenset[str]) -> type[BaseHTTPRequestHandl
                 self._json(HTTPStatus.OK, self._api(path, query, offset, limit))
             except NotFound:
                 self._json(HTTPStatus.NOT_FOUND, {"error": "no such run"})
+            except NoSuchReport:
+                self._json(HTTPStatus.NOT_FOUND, {"error": "no such eval report"})
             except (ValueError, JournalError) as e:
                 self._json(HTTPStatus.BAD_REQUEST, {"error": shown(str(e))})
             except OSError as e:
@@ -802,6 +813,12 @@ def _handler(studio: Studio, names: frozenset[str]) -> type[BaseHTTPRequestHandl
                 return studio.run(unquote(parts[3]), offset, limit, only)
             if len(parts) == 5 and parts[:3] == ["", "api", "runs"] and parts[4] == "replay":
                 return studio.replay(unquote(parts[3]), offset, limit)
+            if path == "/api/evals":
+                return studio.evals.listing(offset, limit)
+            if len(parts) == 4 and parts[:3] == ["", "api", "evals"]:
+                return studio.evals.report(unquote(parts[3]), offset, limit)
+            if len(parts) == 6 and parts[:3] == ["", "api", "evals"] and parts[4] == "diff":
+                return studio.evals.diff(unquote(parts[3]), unquote(parts[5]), offset, limit)
             raise NotFound(path)
 
         def _refuse(self) -> None:
@@ -980,7 +997,8 @@ def _stderr(line: str) -> None:
 
 def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_remote: bool,
           *, deps_spec: str | None = None, allowed_hosts: tuple[str, ...] = (),
-          model_spec: str | None = None, say: Callable[[str], None] = _stderr) -> int:
+          model_spec: str | None = None, evals: str | None = None,
+          say: Callable[[str], None] = _stderr) -> int:
     """`pipeline studio`: serve until interrupted; exit code 2 for a bad setting. With an
     agent, the page's playground chats with it (on `model_spec`'s model, when given, else
     on the agent's own provider), recording its runs to `directory` (made if missing)."""
@@ -994,7 +1012,7 @@ def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_re
             raise StudioError("--model is the playground's: give the agent too (--agent)")
         if agent is not None:
             Path(directory).mkdir(parents=True, exist_ok=True)
-        studio = Studio(directory, agent, deps=deps)
+        studio = Studio(directory, agent, deps=deps, evals=evals)
         if agent is not None:
             studio.playground = Playground(agent, model=model, directory=Path(directory),
                                            deps=deps)

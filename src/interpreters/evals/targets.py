@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from interpreters.aio import AsyncInterpreter
 from interpreters.core.trace import Trace
-from interpreters.observers.observe import Observer
+from interpreters.observers.observe import Observer, RunInfo
 from interpreters.providers.provider import AsyncProviderResolver, ProviderResolver
 from interpreters.run.common import answer_of, ask_provider
 from interpreters.sim.simulator import Scripted, ScriptedModel, ScriptFn, Simulator
@@ -46,6 +46,17 @@ class Ran(NamedTuple):
     trace: Trace
     latency: float
     run_id: str = ""
+
+
+class _RunId:
+    """An observer that learns the id of the (first) run it sees start."""
+
+    def __init__(self) -> None:
+        self.run_id = ""
+
+    def start(self, run: RunInfo) -> None:
+        if not self.run_id and run.parent_run_id is None:
+            self.run_id = run.run_id
 
 
 def run_input(case: Case) -> RunInput:
@@ -92,16 +103,20 @@ class SimulatorTarget:
 
     def run(self, agent: Agent, case: Case, *, deps: object, timeout: float | None) -> Ran:
         models = dict(self.models(case)) if self.models else {}
+        # A fresh simulator per case: the run it starts is the case's (a report names it,
+        # and a Recorder its journal, by that id).
+        learned = _RunId()
+        observers = (*self.observers, learned)
         if self._factory is not None:
-            sim = self._factory(self.script(case), models=models, observers=self.observers,
+            sim = self._factory(self.script(case), models=models, observers=observers,
                                 price=self.price)
         else:
             sim = Simulator(_model(self.script(case)),
                             models={k: _model(v) for k, v in models.items()},
-                            observers=self.observers, price=self.price)
+                            observers=observers, price=self.price)
         start = sim.clock.now
         run = sim.run(agent, run_input(case), deps=deps, timeout=timeout)
-        return Ran(run.result, run.trace, run.clock - start)
+        return Ran(run.result, run.trace, run.clock - start, learned.run_id)
 
     def ask(self, request: AskModel) -> ModelAnswer:
         if self.judge is None:

@@ -406,12 +406,128 @@ async function showPlay() {
   input.focus();
 }
 
+// --- eval reports: what an experiment wrote, one report, two compared ---------------------
+
+function verdictCell(verdict, title) {
+  return el("td", { class: `verdict verdict-${verdict.replace(/\s+/g, "-")}`, title: title || "", text: verdict });
+}
+
+function runLink(row) {
+  return row && row.journal ? el("a", { href: `#/run/${encodeURIComponent(row.journal)}`, class: "case-run", text: "run" }) : null;
+}
+
+async function showEvals(query) {
+  const offset = Number(query.get("offset") || 0);
+  const data = await getJson(`/api/evals?offset=${offset}&limit=50`);
+  where.textContent = "evals";
+  main.replaceChildren(el("h1", { text: "Eval reports" }));
+  if (!data.items.length) {
+    main.append(el("p", { id: "no-reports", text: "No eval reports here: write one with report.write(DIR) or pipeline eval --json, into the journals' directory or the one --evals names." }));
+    return;
+  }
+  const table = el("table", { id: "reports" }, el("tr", {}, ...["before", "after", "report", "verdict", "dataset", "agent", "cases passed", "cost", "written"].map(h => el("th", { text: h }))));
+  data.items.forEach((r, i) => {
+    const pick = (side, checked) => {
+      const box = el("input", { type: "radio", name: side, value: r.name, class: `pick-${side}` });
+      box.checked = checked;
+      box.disabled = r.kind !== "report";
+      return box;
+    };
+    table.append(el("tr", { class: `report ${r.ok ? "ok" : "failed"}` },
+      el("td", {}, pick("before", i === 1)), el("td", {}, pick("after", i === 0)),
+      el("td", {}, el("a", { href: `#/evals/${encodeURIComponent(r.name)}`, class: "report-link", text: r.name }), r.kind === "comparison" ? " (comparison)" : ""),
+      el("td", {}, el("span", { class: `status status-${r.ok ? "finished" : "failed"}`, text: r.ok ? "PASSED" : "FAILED" })),
+      el("td", { text: r.dataset }), el("td", { text: r.agent }),
+      el("td", { text: `${r.passed} / ${r.cases}` }), el("td", { text: r.cost === null ? "" : `${r.cost} ${r.currency}` }),
+      el("td", { text: when(r.modified) })));
+  });
+  const compare = el("button", { type: "button", id: "compare", text: "Compare before → after" });
+  compare.addEventListener("click", () => {
+    const before = table.querySelector("input.pick-before:checked");
+    const after = table.querySelector("input.pick-after:checked");
+    if (before && after) location.hash = `#/evals/${encodeURIComponent(before.value)}/diff/${encodeURIComponent(after.value)}`;
+  });
+  main.append(table, el("p", {}, compare), pager(data, "#/evals"));
+}
+
+function evalHeadline(h) {
+  return el("h1", { id: "verdict-line", text: `${h.dataset} on ${h.agent}: ${h.ok ? "PASSED" : "FAILED"}` });
+}
+
+async function showReport(name, query) {
+  const offset = Number(query.get("offset") || 0);
+  const data = await getJson(`/api/evals/${encodeURIComponent(name)}?offset=${offset}&limit=200`);
+  if (data.kind === "comparison") { renderDiff(data, `comparison ${name}`, `#/evals/${encodeURIComponent(name)}`); return; }
+  where.textContent = `eval ${name}`;
+  main.replaceChildren(evalHeadline(data));
+  main.append(summary([["experiment", data.experiment], ["cases", `${data.passed} of ${data.cases} passed`],
+    ["cost", data.cost === null ? "unknown" : `${data.cost} ${data.currency}`]]));
+  const scorers = el("table", { id: "scorers" }, el("tr", {}, ...["scorer", "passed", "failed", "could not judge", "rate", "threshold", ""].map(h => el("th", { text: h }))));
+  for (const s of data.summaries) {
+    scorers.append(el("tr", { class: s.ok ? "ok" : "failed" }, el("td", { text: s.scorer }),
+      el("td", { text: String(s.passed) }), el("td", { text: String(s.failed) }), el("td", { text: String(s.could_not_judge) }),
+      el("td", { text: `${Math.round(s.rate * 100)}%` }), el("td", { text: `${Math.round(s.threshold * 100)}%` }),
+      el("td", { text: s.ok ? "ok" : "below threshold" })));
+  }
+  main.append(scorers);
+  if (data.failures.length) {
+    const list = el("ul", { id: "failures" });
+    for (const f of data.failures) list.append(el("li", { class: "error", text: f }));
+    main.append(el("h2", { text: "What fails it" }), list);
+  }
+  const table = el("table", { id: "cases" }, el("tr", {}, ...["case", "status", "answer", "tools", "cost", ...data.scorers, ""].map(h => el("th", { text: h }))));
+  for (const c of data.cases) {
+    const byScorer = Object.fromEntries(c.scores.map(s => [s.scorer, s]));
+    table.append(el("tr", { class: `case ${c.passed ? "passed" : "failed"}`, "data-case": c.case },
+      el("td", { text: c.case }), el("td", {}, el("span", { class: `status status-${c.status.replace(/\s+/g, "-")}`, text: c.status })),
+      el("td", {}, el("pre", { text: c.text })), el("td", { text: c.tools.join(", ") }), el("td", { text: c.cost || "" }),
+      ...data.scorers.map(n => byScorer[n] ? verdictCell(byScorer[n].verdict, byScorer[n].reason) : el("td", { text: "-" })),
+      el("td", {}, runLink(c))));
+  }
+  main.append(el("h2", { text: "Cases" }), table, pager(data.page, `#/evals/${encodeURIComponent(name)}`));
+}
+
+function renderDiff(data, label, base) {
+  where.textContent = label;
+  main.replaceChildren(el("h1", { id: "diff-line", text: `${data.before.agent} → ${data.after.agent} on ${data.after.dataset}` }));
+  main.append(el("p", { id: "diff-counts", class: data.regressed ? "error" : "same",
+    text: `${data.changed} of ${data.page.total} case(s) changed, ${data.regressed} regressed` }));
+  const scorers = el("table", { id: "scorer-deltas" }, el("tr", {}, ...["scorer", "before", "after"].map(h => el("th", { text: h }))));
+  const pct = v => v === null ? "-" : `${Math.round(v * 100)}%`;
+  for (const s of data.scorers) scorers.append(el("tr", { class: s.after_ok ? "ok" : "failed" }, el("td", { text: s.scorer }), el("td", { text: pct(s.before) }), el("td", { text: pct(s.after) })));
+  main.append(scorers);
+  const names = data.cases.length ? data.cases[0].scores.map(v => v.scorer) : [];
+  const table = el("table", { id: "case-diff" }, el("tr", {}, ...["case", "", ...names, "before", "after"].map(h => el("th", { text: h }))));
+  for (const r of data.cases) {
+    const side = (row) => row ? el("td", {}, el("div", { text: row.status }), el("pre", { text: row.text }), runLink(row)) : el("td", { text: "(not in this report)" });
+    table.append(el("tr", { class: `case-change${r.regressed ? " regressed" : r.changed ? " changed" : " same"}`, "data-case": r.case },
+      el("td", {}, el("div", { text: r.case }), r.divergence ? el("div", { class: "resumed", text: `diverges at ${r.divergence}` }) : null),
+      el("td", { text: r.regressed ? "regressed" : r.changed ? "changed" : "same" }),
+      ...r.scores.map(v => {
+        const cell = verdictCell(v.after);
+        if (v.before !== v.after) { cell.textContent = `${v.before} → ${v.after}`; cell.classList.add("verdict-changed"); }
+        return cell;
+      }),
+      side(r.before), side(r.after)));
+  }
+  main.append(table, pager(data.page, base));
+}
+
+async function showDiff(before, after, query) {
+  const offset = Number(query.get("offset") || 0);
+  const data = await getJson(`/api/evals/${encodeURIComponent(before)}/diff/${encodeURIComponent(after)}?offset=${offset}&limit=200`);
+  renderDiff(data, `${before} → ${after}`, `#/evals/${encodeURIComponent(before)}/diff/${encodeURIComponent(after)}`);
+}
+
 async function route() {
   const { parts, query } = parseHash();
   try {
     if (parts[0] === "run" && parts[1]) await showRun(parts[1], query);
     else if (parts[0] === "replay" && parts[1]) await showReplay(parts[1], query);
     else if (parts[0] === "play") await showPlay();
+    else if (parts[0] === "evals" && parts[1] && parts[2] === "diff" && parts[3]) await showDiff(parts[1], parts[3], query);
+    else if (parts[0] === "evals" && parts[1]) await showReport(parts[1], query);
+    else if (parts[0] === "evals") await showEvals(query);
     else await showRuns(query);
   } catch (e) {
     main.replaceChildren(el("p", { class: "error", text: String(e.message || e) }));
