@@ -460,7 +460,7 @@ async function showReport(name, query) {
   if (data.kind === "comparison") { renderDiff(data, `comparison ${name}`, `#/evals/${encodeURIComponent(name)}`); return; }
   where.textContent = `eval ${name}`;
   main.replaceChildren(evalHeadline(data));
-  main.append(summary([["experiment", data.experiment], ["cases", `${data.passed} of ${data.cases} passed`],
+  main.append(summary([["experiment", data.experiment], ["cases", `${data.passed} of ${data.page.total} passed`],
     ["cost", data.cost === null ? "unknown" : `${data.cost} ${data.currency}`]]));
   const scorers = el("table", { id: "scorers" }, el("tr", {}, ...["scorer", "passed", "failed", "could not judge", "rate", "threshold", ""].map(h => el("th", { text: h }))));
   for (const s of data.summaries) {
