@@ -50,7 +50,7 @@ def test_an_eval_report_its_runs_and_a_comparison_in_the_browser(
         wait_for(driver, "#cases tr.case")
         assert driver.find_element(By.ID, "verdict-line").text == "shop on shop-strict: FAILED"
         assert "below threshold" in driver.find_element(By.ID, "scorers").text
-        assert "cases: 2 of 3 passed" in driver.find_element(By.ID, "main").text
+        assert "cases:2 of 3 passed" in driver.find_element(By.ID, "main").text
         unknown = driver.find_element(By.CSS_SELECTOR, "#cases tr.case[data-case='unknown']")
         assert "tripped" in unknown.text and "failed" in (unknown.get_attribute("class") or "")
         assert [c.text for c in unknown.find_elements(By.CSS_SELECTOR, ".verdict")] == [
