@@ -103,9 +103,10 @@ def test_the_tutorial_has_no_top_level_await_outside_asyncio_run() -> None:
 
 TOPICS = [p for p in re.findall(r"^\s+- [^:]+: (\S+\.md)$",
                                 (ROOT / "mkdocs.yml").read_text(), re.M)
-          if not p.startswith("api/") and p not in ("tutorial.md", "benchmarks.md")]
-"""The topic pages of the site (the nav's Topics and Project sections, not the API
-reference, the tutorial or the benchmarks' figures)."""
+          if not p.startswith("api/")
+          and p not in ("index.md", "tutorial.md", "benchmarks.md")]
+"""The topic pages of the site (the nav's Topics and Project sections, not the home
+page, the API reference, the tutorial or the benchmarks' figures)."""
 
 
 @pytest.mark.parametrize("page", [p for p in TOPICS if p not in ("DESIGN.md", "layout.md")])
@@ -126,3 +127,14 @@ def test_code_in_the_docs_fits_the_page(page: str) -> None:
     wide = [line for lang, body in blocks(DOCS / page) if lang != "text"
             for line in body.splitlines() if len(line) > WIDTH]
     assert wide == []
+
+
+@pytest.mark.slow
+def test_the_tutorial_type_checks_as_a_users_script_would(tmp_path: Path) -> None:
+    # A user types the tutorial into a file of their own and runs mypy --strict on it.
+    from mypy import api
+
+    script = tmp_path / "support_assistant.py"
+    script.write_text("\n".join(python_blocks(TUTORIAL)), encoding="utf-8")
+    out, err, status = api.run(["--strict", "--no-error-summary", str(script)])
+    assert (out, err, status) == ("", "", 0)
