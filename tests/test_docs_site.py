@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,13 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     assert "Write a processor" in home  # the README's tour, included
     api = (site / "api" / "pipeline" / "index.html").read_text(encoding="utf-8")
     assert 'id="pipeline.Agent"' in api and 'id="pipeline.Processor"' in api
+    # Each face's reference leads with what apps use, not with type aliases.
+    for page, first in (("pipeline", "pipeline.Agent"),
+                        ("interpreters", "interpreters.SyncInterpreter"),
+                        ("processors", "pipeline.processors.PIIDetector")):
+        text = (site / "api" / page / "index.html").read_text(encoding="utf-8")
+        assert re.findall(r'<h[23] id="([\w.]+)"', text)[0] == first
+    assert api.index('id="pipeline.Agent"') < api.index('id="pipeline.InputResult"')
     assert (site / "img" / "studio.png").is_file()
 
 
