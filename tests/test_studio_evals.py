@@ -159,6 +159,7 @@ def test_reports_in_a_folder_of_their_own(tmp_path: Path,
     reports = tmp_path / "reports"
     written[1].write(reports, name="only")
     studio = Studio(written[0], evals=reports)
-    assert [r["name"] for r in studio.evals.listing(0, 10)["items"]] == ["only"]
+    listed = studio.evals.listing(0, 10)["items"]
+    assert isinstance(listed, list) and [r["name"] for r in listed] == ["only"]
     with pytest.raises(StudioError, match="not a directory"):
         Studio(written[0], evals=tmp_path / "nowhere")
