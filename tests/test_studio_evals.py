@@ -16,14 +16,16 @@ from interpreters.cli.studio import Studio, StudioError, StudioServer
 from interpreters.evals import (
     Case,
     Dataset,
+    OnlineScorer,
     Report,
     SimulatorTarget,
     Suite,
     compare_agents,
     contains,
+    no_guard_tripped,
     status_is,
 )
-from interpreters.testing import Say, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import Agent, ModelRequest, OutputStepArgs, OutputStepResult, abort, processor
 
 
@@ -163,3 +165,18 @@ def test_reports_in_a_folder_of_their_own(tmp_path: Path,
     assert isinstance(listed, list) and [r["name"] for r in listed] == ["only"]
     with pytest.raises(StudioError, match="not a directory"):
         Studio(written[0], evals=tmp_path / "nowhere")
+
+
+def test_a_run_scored_online_shows_its_scores_in_the_studio(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path)
+    online = OnlineScorer([no_guard_tripped(), contains("order")], rate=1.0,
+                          recorder=recorder)
+    sim = Simulator(ScriptedModel(shop_model), observers=[recorder, online])
+    sim.run(shop, "Where is order 1042?")
+    assert online.flush(10)
+    online.close()
+    (journal,) = tmp_path.glob("*.ndjson")
+    summary = Studio(tmp_path).run(journal.stem)["summary"]
+    assert isinstance(summary, dict)
+    assert [(s["scorer"], s["verdict"]) for s in summary["scores"]] == [
+        ("no-guard-tripped", "pass"), ("contains", "pass")]

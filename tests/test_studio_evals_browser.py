@@ -71,3 +71,28 @@ def test_an_eval_report_its_runs_and_a_comparison_in_the_browser(
         regressed = driver.find_elements(By.CSS_SELECTOR, "#case-diff tr.regressed")
         assert [r.get_attribute("data-case") for r in regressed] == ["unknown"]
         assert "pass → fail" in _texts(driver, "#case-diff tr.regressed td.verdict-changed")
+
+
+def test_a_runs_online_scores_on_its_page(driver: WebDriver, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    from interpreters import Recorder
+    from interpreters.evals import OnlineScorer, contains
+    from interpreters.testing import ScriptedModel, Simulator
+    from tests.test_studio_evals import shop_model
+
+    recorder = Recorder(tmp_path)
+    online = OnlineScorer([contains("shipped"), contains("refund", name="refunded")],
+                          rate=1.0, recorder=recorder)
+    Simulator(ScriptedModel(shop_model), observers=[recorder, online]).run(
+        shop, "Where is order 1042?")
+    assert online.flush(10)
+    online.close()
+    (journal,) = tmp_path.glob("*.ndjson")
+    with StudioServer(Studio(tmp_path), port=0) as server:
+        driver.get(f"{server.url}#/run/{journal.stem}")
+        wait_for(driver, "#scores .score")
+        scores = _texts(driver, "#scores .score")
+        assert [s.split(":")[1].split()[0] for s in scores] == ["pass", "fail"]
+        failed = driver.find_element(By.CSS_SELECTOR, "#scores .verdict-fail")
+        assert "refunded" in failed.text

@@ -278,6 +278,10 @@ def timeline(journal: Journal) -> Timeline:
         "guards": facts["guards"],
         "highlights": highlights,
         "decisions": _decisions(h),
+        # What online scorers said of the run, added after it ended (`OnlineScorer`).
+        "scores": [shown({"scorer": sc.scorer, "verdict": sc.verdict, "value": sc.value,
+                          "label": sc.label, "reason": sc.reason})
+                   for sc in journal.scores[:MAX_ITEMS]],
     }
     return Timeline(journal, tuple(rows), summary)
 

@@ -154,6 +154,17 @@ function decisionsBox(s) {
   return box;
 }
 
+function scoresBox(s) {
+  if (!s.scores || !s.scores.length) return null;
+  const box = el("div", { id: "scores", class: "box" }, el("h3", { text: "Scores (online scorers)" }));
+  for (const sc of s.scores) {
+    box.append(el("div", { class: `score verdict-${sc.verdict}` }, el("b", { text: sc.scorer }),
+      `: ${sc.verdict}${sc.value === null ? "" : " " + Number(sc.value).toFixed(2)}${sc.label ? " [" + sc.label + "]" : ""}`,
+      sc.reason ? ` — ${sc.reason}` : ""));
+  }
+  return box;
+}
+
 function highlightsBox(s, name) {
   const box = el("div", { id: "highlights", class: "box" }, el("h3", { text: `What changed the run (${s.highlights.length})` }));
   if (!s.highlights.length) box.append(el("p", { text: "Nothing: every processor let everything pass." }));
@@ -204,6 +215,8 @@ async function showRun(name, query) {
   const side = el("div", { class: "side" }, highlightsBox(s, name));
   const decided = decisionsBox(s);
   if (decided) side.append(decided);
+  const scored = scoresBox(s);
+  if (scored) side.append(scored);
   main.append(side);
   const chosen = new Set(kinds ? kinds.split(",") : KINDS);
   const filters = el("div", { class: "filters" }, "Show: ");
