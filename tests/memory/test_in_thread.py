@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 
 from interpreters.memory import AsyncStoreInThread, InMemoryStore, MemoryStore
-from interpreters.memory.store import Vector
+from interpreters.memory.store import MemoryStoreUnavailable, Vector
 from pipeline.values.messages import Message, user
 
 
@@ -59,3 +60,21 @@ def test_its_methods_read_on_the_class_are_the_protocols() -> None:
     for name in ("save_messages", "search", "neighbours"):
         method = getattr(AsyncStoreInThread, name)
         assert method.__doc__ == getattr(MemoryStore, name).__doc__
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_async_store_closes_as_async_resources_do(backend: str, tmp_path: Path) -> None:
+    from interpreters.memory import AsyncSQLiteStore
+
+    async def main() -> None:
+        async with AsyncSQLiteStore(str(tmp_path / "m.db")) as store:
+            await store.ensure_thread("t1", resource_id="u1", created_at=1.0)
+        with pytest.raises(MemoryStoreUnavailable, match="closed"):  # closed on leaving the block
+            store.store.get_thread("t1")
+        again = AsyncSQLiteStore(str(tmp_path / "m.db"))
+        assert (await again.get_thread("t1")) is not None
+        await again.aclose()  # the name anyio, httpx and contextlib.aclosing call
+        with pytest.raises(MemoryStoreUnavailable, match="closed"):
+            again.store.get_thread("t1")
+
+    anyio.run(main, backend=backend)

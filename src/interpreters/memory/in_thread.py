@@ -93,3 +93,11 @@ class AsyncStoreInThread:
     search = _InThread(MemoryStore.search)
     write = _InThread(MemoryStore.write)
     close = _InThread(MemoryStore.close)
+    aclose = close
+    """`close` under the name async resources have (`contextlib.aclosing`, anyio)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
