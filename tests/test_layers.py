@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("interpreters.approvals", "interpreters.run"),
     ("interpreters.sync", "interpreters.aio", "interpreters.mcp_tools"),
     ("interpreters.record",),
-    ("interpreters.sim", "interpreters.durable"),
+    ("interpreters.sim", "interpreters.durable", "interpreters.a2a"),
     ("interpreters.evals",),
     ("interpreters.cli", "interpreters.testing"),
     # the face, and the old paths kept for one release
