@@ -17,13 +17,13 @@ import pytest
 
 pytest.importorskip("a2a", reason="the a2a extra")
 
-from effects import Abort, AskApproval, Continue  # noqa: E402
-from interpreters import AsyncInterpreter  # noqa: E402
-from interpreters.a2a import A2AError, a2a_app  # noqa: E402
-from interpreters.testing import Fail, Say, ScriptedModel, call  # noqa: E402
-from pipeline import Agent, ToolCallArgs, ToolCallResult, processor  # noqa: E402
-from pipeline.processors import PIIDetector  # noqa: E402
-from tests.a2a_servers import WAIT, rpc, serve_a2a  # noqa: E402
+from effects import Abort, AskApproval, Continue
+from interpreters import AsyncInterpreter
+from interpreters.a2a import A2AError, a2a_app
+from interpreters.testing import Fail, Say, ScriptedModel, call
+from pipeline import Agent, ToolCallArgs, ToolCallResult, processor
+from pipeline.processors import PIIDetector
+from tests.a2a_servers import WAIT, rpc, serve_a2a
 
 EMAIL = "ann@example.com"
 
