@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ import msgspec
 from a2a.client import A2AClientError, ClientCallContext, ClientConfig, create_client
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -217,14 +219,16 @@ class A2AProvider:
             timeout=httpx.Timeout(limits.timeout),
         )
         task_id = exchange.task_id
-        context_id = exchange.context_id
+        # A new exchange names its context, so that its task can be found and cancelled
+        # when it ends before the task's id came back.
+        context_id = exchange.context_id or f"{ROUTE}-{uuid.uuid4().hex}"
         ended = False
         try:
             with _bounded(deadline, "the remote agent's card"):
                 client = await create_client(self.url, ClientConfig(
                     streaming=True, httpx_client=http))
             message = Message(
-                role=Role.ROLE_USER, message_id=f"{request.model}-{id(request):x}",
+                role=Role.ROLE_USER, message_id=uuid.uuid4().hex,
                 parts=[Part(text=exchange.text)],
                 task_id=task_id, context_id=context_id,
             )
@@ -303,8 +307,8 @@ class A2AProvider:
                 raise _failed("the remote agent's stream ended before its task did")
             finally:
                 await _close(events)
-                if not ended and task_id:
-                    await _cancel(client, task_id, limits.cancel_timeout)
+                if not ended:
+                    await _cancel(client, task_id, context_id, limits.cancel_timeout)
                 await _close_client(client)
         except ProviderError:
             raise
@@ -341,13 +345,20 @@ async def _close(events: AsyncIterator[StreamResponse]) -> None:
             await close()
 
 
-async def _cancel(client: Any, task_id: str, seconds: float) -> None:
-    """Cancel the remote task of an exchange that ended early (best effort, bounded)."""
-    # (suppressed: the remote may have ended it meanwhile)
+async def _cancel(client: Any, task_id: str, context_id: str, seconds: float) -> None:
+    """Cancel the remote task of an exchange that ended early (best effort, bounded):
+    by its id, or the tasks of its context still going on when its id had not come."""
+    # (suppressed: the remote may have ended it meanwhile, or not list tasks)
     with anyio.CancelScope(shield=True), anyio.move_on_after(seconds), contextlib.suppress(
         Exception
     ):
-        await client.cancel_task(CancelTaskRequest(id=task_id))
+        ids = [task_id] if task_id else [
+            t.id for t in (await client.list_tasks(ListTasksRequest(
+                context_id=context_id))).tasks
+            if t.status.state not in _TERMINAL
+        ]
+        for tid in ids:
+            await client.cancel_task(CancelTaskRequest(id=tid))
 
 
 async def _close_client(client: Any) -> None:
