@@ -411,7 +411,7 @@ class RemoteAgents:
         *,
         input_processors: Sequence[BaseProcessor[Any]] = (),
         output_processors: Sequence[BaseProcessor[Any]] = (),
-    ) -> Agent[None, str]:
+    ) -> Agent:
         """The local agent standing in for remote agent `name`: its model is the remote
         agent; the remote's questions go to a person (`a2a_decision`); `input_processors`
         and `output_processors` are its own, as any agent's."""
