@@ -138,11 +138,25 @@ def agui() -> None:
     assert b'"TEXT_MESSAGE_CONTENT"' in frames and b'"RUN_FINISHED"' in frames, frames
 
 
+def a2a() -> None:
+    from a2a.types.a2a_pb2 import AgentCard  # noqa: F401
+
+    from interpreters import AsyncInterpreter
+    from interpreters.a2a import RemoteAgents, a2a_app
+    from interpreters.testing import ScriptedModel
+    from pipeline import Agent
+
+    app = a2a_app(Agent.create("sim/x", name="x"), AsyncInterpreter(ScriptedModel([])),
+                  url="http://127.0.0.1:1")
+    assert any(getattr(r, "path", "") == "/.well-known/agent-card.json" for r in app.routes)
+    assert RemoteAgents({"x": "http://127.0.0.1:1"}).agent("x").model == "a2a/x"
+
+
 EXTRAS: dict[str, Callable[[], None]] = {
     "guards": guards, "docstrings": docstrings, "pydantic": pydantic, "mcp": mcp,
     "otel": otel, "bedrock": bedrock, "prices": prices, "durable": durable,
     "postgres": postgres, "memory-fast": memory_fast, "evals": evals, "partial": partial,
-    "agui": agui,
+    "agui": agui, "a2a": a2a,
 }
 
 
