@@ -159,6 +159,30 @@ def test_a_run_waiting_for_approval_leaves_the_task_input_required_until_approve
     assert r.paid == [5]
 
 
+def test_the_waiting_calls_are_shown_as_the_runs_guards_let_them_out() -> None:
+    def mail(to: str) -> str:
+        """Send a mail."""
+        return "sent"
+
+    def ask(args: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return AskApproval(f"mail {args.args['to']}?")
+
+    agent = Agent.create(
+        "sim/mail", name="mail", tools=[mail],
+        input_processors=[processor("approve", process_tool_call=ask)],
+        output_processors=[PIIDetector(strategy="redact")],
+    )
+    model = ScriptedModel([Say(calls=[call("mail", to=EMAIL)])])
+    with serve_a2a(lambda url: a2a_app(agent, AsyncInterpreter(model), url=url)) as url:
+        body = rpc(url, "message/send", _user("mail her"))
+    status = body["result"]["status"]
+    assert status["state"] == "input-required"
+    (data,) = [p["data"] for p in status["message"]["parts"] if "data" in p]
+    assert data["pending"][0]["args"] == {"to": "[REDACTED:email]"}
+    assert data["pending"][0]["message"] == "mail [REDACTED:email]?"
+    assert EMAIL not in json.dumps(body)
+
+
 def test_a_denied_call_never_runs() -> None:
     r = Refunds()
     model = ScriptedModel([Say(calls=[call("pay", amount=5)]), Say("Not paid.")])

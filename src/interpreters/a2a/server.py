@@ -220,9 +220,10 @@ class AgentRunExecutor(AgentExecutor):
         self._running[task_id] = signal
         try:
             result = await self._run(updater, text, resume, context_id, signal)
+            await self._end(updater, task_id, result)
         finally:
             self._running.pop(task_id, None)
-        await self._end(updater, task_id, result)
+            self._cancelled.discard(task_id)
 
     async def _run(
         self,
@@ -279,9 +280,8 @@ class AgentRunExecutor(AgentExecutor):
         elif status == "suspended" and result.suspension is not None:
             await self._suspend(updater, task_id, result, asked)
         elif status == "cancelled":
-            if task_id not in self._cancelled:
+            if task_id not in self._cancelled:  # (else `cancel` said so)
                 await updater.cancel(_say(updater, "the run was cancelled"))
-            self._cancelled.discard(task_id)
         elif status == "tripped" and result.tripwire is not None:
             await updater.reject(_say(updater, f"stopped by {result.tripwire.processor_id}: "
                                                f"{result.tripwire.reason}"))
