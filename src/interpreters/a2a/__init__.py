@@ -9,7 +9,7 @@
 See docs/agents.md ("Agents across processes").
 """
 
-from interpreters.a2a import _sdk  # noqa: F401  (first: the extra, or a clear ImportError)
+from interpreters.a2a import extra  # noqa: F401  (first: the extra, or a clear ImportError)
 from interpreters.a2a.client import (
     DECISION_TOOL,
     A2AProvider,
