@@ -19,7 +19,7 @@ pytest.importorskip("a2a", reason="the a2a extra")
 
 from effects import Abort, AskApproval, Continue
 from interpreters import AsyncInterpreter
-from interpreters.a2a import A2AError, a2a_app
+from interpreters.a2a import A2AConfigError, a2a_app
 from interpreters.testing import Fail, Say, ScriptedModel, call
 from pipeline import Agent, ToolCallArgs, ToolCallResult, processor
 from pipeline.processors import PIIDetector
@@ -232,6 +232,28 @@ def test_decisions_as_a_data_part_name_the_calls_they_decide() -> None:
     assert done["status"]["state"] == "completed" and r.paid == [5]
 
 
+def test_decisions_for_some_of_the_waiting_calls_are_an_error_and_the_task_still_waits(
+) -> None:
+    r = Refunds()
+    model = ScriptedModel([Say(calls=[call("pay", amount=5), call("pay", amount=6)]),
+                           Say("Paid both.")])
+    with serve_a2a(lambda url: a2a_app(r.agent, AsyncInterpreter(model), url=url)) as url:
+        task = _suspended_task(url)
+        (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
+        first = data["pending"][0]["id"]
+        ids = {"taskId": task["id"], "contextId": task["contextId"]}
+        half = rpc(url, "message/send", {"message": {
+            "role": "user", "messageId": "half", **ids,
+            "parts": [{"kind": "data", "data": {"decisions": [{"id": first, "approved": True}]}}],
+        }})
+        still = rpc(url, "tasks/get", {"id": task["id"]})["result"]
+        assert r.paid == []
+        done = rpc(url, "message/send", _user("approve", **ids))["result"]
+    assert half["error"]["code"] == -32602
+    assert still["status"]["state"] == "input-required"
+    assert done["status"]["state"] == "completed" and sorted(r.paid) == [5, 6]
+
+
 def test_a_message_without_text_is_an_invalid_params_error() -> None:
     r = Refunds()
     model = ScriptedModel([Say("never")])
@@ -299,9 +321,9 @@ def test_a_tripped_run_rejects_the_task_and_a_failed_one_fails_it() -> None:
 def test_settings_that_cannot_work_fail_at_construction() -> None:
     agent = Refunds().agent
     interp = AsyncInterpreter(ScriptedModel([]))
-    with pytest.raises(A2AError, match="url"):
+    with pytest.raises(A2AConfigError, match="url"):
         a2a_app(agent, interp, url="127.0.0.1:80")
-    with pytest.raises(A2AError, match="timeout"):
+    with pytest.raises(A2AConfigError, match="timeout"):
         a2a_app(agent, interp, url="http://127.0.0.1:1", timeout=0)
-    with pytest.raises(A2AError, match="AsyncInterpreter"):
+    with pytest.raises(A2AConfigError, match="AsyncInterpreter"):
         a2a_app(agent, object(), url="http://127.0.0.1:1")  # type: ignore[arg-type]

@@ -17,9 +17,9 @@ from interpreters.a2a.client import (
     RemoteAgents,
     RemoteLimits,
 )
-from interpreters.a2a.server import A2AError, AgentRunExecutor, a2a_app, agent_card
+from interpreters.a2a.server import A2AConfigError, AgentRunExecutor, a2a_app, agent_card
 
 __all__ = [
-    "DECISION_TOOL", "A2AError", "A2AProvider", "AgentRunExecutor", "RemoteAgentError",
+    "DECISION_TOOL", "A2AConfigError", "A2AProvider", "AgentRunExecutor", "RemoteAgentError",
     "RemoteAgents", "RemoteLimits", "a2a_app", "agent_card",
 ]

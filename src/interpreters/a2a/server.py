@@ -56,7 +56,14 @@ from interpreters.aio import AsyncInterpreter
 from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprovalStore
 from interpreters.core.cancel import CancelSignal
 from pipeline.agent import Agent
-from pipeline.approval import Decision, Resumption, approve, deny
+from pipeline.approval import (
+    ApprovalError,
+    Decision,
+    Resumption,
+    approve,
+    deny,
+    resumption,
+)
 from pipeline.values.chunks import DataChunk, StepReset, TextDelta, ToolApprovalRequest
 from pipeline.values.result import PendingApproval, RunResult
 
@@ -68,7 +75,7 @@ DISCARDED = "data-step-discarded"
 """What a run streams when a processor discarded a step: its text is not the answer."""
 
 
-class A2AError(Exception):
+class A2AConfigError(Exception):
     """A setting of the A2A server that cannot work (at construction)."""
 
 
@@ -84,7 +91,7 @@ def agent_card(
     endpoint at `url` (A2A 1.0, streaming), text in and out, and `skills` (one named
     after the agent by default)."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise A2AError(f"url must be the http(s) URL the agent is served at, got {url!r}")
+        raise A2AConfigError(f"url must be the http(s) URL the agent is served at, got {url!r}")
     about = description if description is not None else f"The {agent.name} agent."
     return AgentCard(
         name=agent.name,
@@ -118,11 +125,11 @@ def a2a_app(
     decisions (in memory by default); `task_store`: the SDK's store of tasks (in memory
     by default); `timeout`: seconds each run may take (None: no limit of its own)."""
     if not isinstance(interpreter, AsyncInterpreter):
-        raise A2AError("a2a_app runs its tasks on an AsyncInterpreter (asyncio)")
+        raise A2AConfigError("a2a_app runs its tasks on an AsyncInterpreter (asyncio)")
     if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
-        raise A2AError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        raise A2AConfigError(f"timeout must be a number of seconds > 0, got {timeout!r}")
     if not (isinstance(max_input_chars, int) and max_input_chars > 0):
-        raise A2AError(f"max_input_chars must be an int > 0, got {max_input_chars!r}")
+        raise A2AConfigError(f"max_input_chars must be an int > 0, got {max_input_chars!r}")
     card = agent_card(agent, url, description=description, version=version, skills=skills)
     executor = AgentRunExecutor(
         agent, interpreter, Approvals(approvals or MemoryApprovalStore(), agent),
@@ -192,7 +199,7 @@ class AgentRunExecutor(AgentExecutor):
         not fit the calls its task waits for, a prompt without text or too long."""
         run_id = self._waiting.get(message.task_id) if message.task_id else None
         if run_id is not None:
-            _decisions(message, self._desk.waiting(run_id).pending)
+            self._decided(run_id, message)
         else:
             self._input(message)
 
@@ -333,14 +340,25 @@ class AgentRunExecutor(AgentExecutor):
         run_id = self._waiting.get(task_id)
         if run_id is None:
             raise InvalidParamsError(message="nothing of this task waits for a decision")
-        pending = self._desk.waiting(run_id).pending
-        decisions = _decisions(message, pending)
+        decisions = self._decided(run_id, message)
         try:
             r = self._desk.decide(run_id, decisions)
-        except (ValueError, TypeError, LookupError) as e:
+        except ApprovalError as e:
             raise InvalidParamsError(message=f"the decisions do not fit: {e}") from e
         del self._waiting[task_id]
         return r
+
+    def _decided(self, run_id: str, message: Message) -> list[Decision]:
+        """The decisions `message` carries for the run `run_id` waits with, checked
+        against it (one per waiting call), taking nothing: InvalidParams when they do not
+        fit."""
+        try:
+            waiting = self._desk.waiting(run_id)
+            decisions = _decisions(message, waiting.pending)
+            resumption(waiting, decisions)
+        except ApprovalError as e:
+            raise InvalidParamsError(message=f"the decisions do not fit: {e}") from e
+        return decisions
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id, context.context_id
@@ -406,4 +424,4 @@ def _data_decisions(
     return out
 
 
-__all__ = ["A2AError", "AgentRunExecutor", "a2a_app", "agent_card"]
+__all__ = ["A2AConfigError", "AgentRunExecutor", "a2a_app", "agent_card"]
