@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import math
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -189,6 +189,39 @@ _TERMINAL = frozenset((
 ))
 
 
+class _Event(msgspec.Struct, frozen=True):
+    """What the exchange reads of one stream event."""
+
+    text: str = ""
+    """Text of the answer (an artifact update's, a task's artifacts', a message's)."""
+    state: int | None = None
+    """The task's state, when the event says it."""
+    status_text: str = ""
+    """The text of the task's status message."""
+    task_id: str = ""
+    context_id: str = ""
+
+
+def _decoded(ev: StreamResponse) -> _Event:
+    kind = ev.WhichOneof("payload")
+    if kind == "message":
+        m = ev.message
+        return _Event(_texts(m.parts), TaskState.TASK_STATE_COMPLETED,
+                      task_id=m.task_id, context_id=m.context_id)
+    if kind == "task":
+        t = ev.task
+        return _Event("".join(_texts(a.parts) for a in t.artifacts), t.status.state,
+                      _texts(t.status.message.parts), t.id, t.context_id)
+    if kind == "artifact_update":
+        a = ev.artifact_update
+        return _Event(_texts(a.artifact.parts), task_id=a.task_id, context_id=a.context_id)
+    if kind == "status_update":
+        u = ev.status_update
+        return _Event("", u.status.state, _texts(u.status.message.parts), u.task_id,
+                      u.context_id)
+    return _Event()
+
+
 class A2AProvider:
     """The model provider of a remote agent's stand-in (`RemoteAgents.agent`): one model
     call, one bounded exchange with the agent at `url` (see the module doc)."""
@@ -224,7 +257,7 @@ class A2AProvider:
         context_id = exchange.context_id or f"{ROUTE}-{uuid.uuid4().hex}"
         ended = False
         try:
-            with _bounded(deadline, "the remote agent's card"):
+            with _within(deadline, "the remote agent's card"):
                 client = await create_client(self.url, ClientConfig(
                     streaming=True, httpx_client=http))
             message = Message(
@@ -241,7 +274,7 @@ class A2AProvider:
             seen = 0
             try:
                 while True:
-                    with _bounded(deadline, "the remote agent's stream"):
+                    with _within(deadline, "the remote agent's stream"):
                         try:
                             ev: StreamResponse = await events.__anext__()
                         except StopAsyncIteration:
@@ -250,24 +283,9 @@ class A2AProvider:
                     if seen > limits.max_events:
                         raise _failed(f"the remote agent sent more than {limits.max_events} "
                                       "events", "limit")
-                    kind = ev.WhichOneof("payload")
-                    text = ""
-                    state: int | None = None
-                    status_text = ""
-                    if kind == "message":
-                        text, state = _texts(ev.message.parts), TaskState.TASK_STATE_COMPLETED
-                    elif kind == "task":
-                        task_id, context_id = ev.task.id, ev.task.context_id
-                        state = ev.task.status.state
-                        status_text = _texts(ev.task.status.message.parts)
-                    elif kind == "artifact_update":
-                        task_id = ev.artifact_update.task_id or task_id
-                        text = _texts(ev.artifact_update.artifact.parts)
-                    elif kind == "status_update":
-                        u = ev.status_update
-                        task_id, context_id = u.task_id or task_id, u.context_id or context_id
-                        state = u.status.state
-                        status_text = _texts(u.status.message.parts)
+                    d = _decoded(ev)
+                    task_id, context_id = d.task_id or task_id, d.context_id or context_id
+                    text, state, status_text = d.text, d.state, d.status_text
                     if text:
                         if not text_open:
                             text_open = True
@@ -321,21 +339,13 @@ class A2AProvider:
                 await http.aclose()
 
 
-class _bounded:
+@contextlib.contextmanager
+def _within(deadline: float, what: str) -> Iterator[None]:
     """A wait under the exchange's deadline: ProviderError once it passed."""
-
-    def __init__(self, deadline: float, what: str) -> None:
-        self._scope = anyio.CancelScope(deadline=deadline)
-        self._what = what
-
-    def __enter__(self) -> anyio.CancelScope:
-        return self._scope.__enter__()
-
-    def __exit__(self, *exc: Any) -> bool:
-        swallowed = bool(self._scope.__exit__(*exc))
-        if self._scope.cancelled_caught:
-            raise _failed(f"{self._what} went past the exchange's deadline", "timeout")
-        return swallowed
+    with anyio.CancelScope(deadline=deadline) as scope:
+        yield
+    if scope.cancelled_caught:
+        raise _failed(f"{what} went past the exchange's deadline", "timeout")
 
 
 async def _close(events: AsyncIterator[StreamResponse]) -> None:
