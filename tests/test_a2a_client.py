@@ -33,14 +33,9 @@ from pipeline.values.messages import user
 from pipeline.values.model import ModelRequest
 from tests.a2a_servers import WAIT, serve_a2a
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.anyio  # on asyncio and trio (tests/conftest.py)
 
 EMAIL = "ann@example.com"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class Remote:
