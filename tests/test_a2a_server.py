@@ -21,7 +21,7 @@ from effects import Abort, AskApproval, Continue
 from interpreters import AsyncInterpreter
 from interpreters.a2a import A2AConfigError, a2a_app
 from interpreters.testing import Fail, Say, ScriptedModel, call
-from pipeline import Agent, ToolCallArgs, ToolCallResult, processor
+from pipeline import Agent, InputArgs, ToolCallArgs, ToolCallResult, processor
 from pipeline.processors import PIIDetector
 from tests.a2a_servers import WAIT, rpc, serve_a2a
 
@@ -316,6 +316,25 @@ def test_a_tripped_run_rejects_the_task_and_a_failed_one_fails_it() -> None:
     assert tripped["status"]["state"] == "rejected"
     assert "refunds are closed" in _text(tripped["status"]["message"])
     assert failed["status"]["state"] == "failed"
+
+
+def test_a_tasks_run_has_no_memory_thread_unless_thread_of_names_one() -> None:
+    threads: list[str | None] = []
+
+    def note(args: InputArgs[None, None]) -> Continue:
+        threads.append(args.context.thread_id)
+        return Continue()
+
+    agent = Agent.create("sim/t", name="t",
+                         input_processors=[processor("note", process_input=note)])
+    model = ScriptedModel([Say("one"), Say("two")])
+    with serve_a2a(lambda url: a2a_app(agent, AsyncInterpreter(model), url=url)) as url:
+        rpc(url, "message/send", _user("hi", contextId="shared"))
+    with serve_a2a(lambda url: a2a_app(
+            agent, AsyncInterpreter(model), url=url,
+            thread_of=lambda ctx: f"alice/{ctx.context_id}")) as url:
+        rpc(url, "message/send", _user("hi", contextId="shared"))
+    assert threads == [None, "alice/shared"]
 
 
 def test_settings_that_cannot_work_fail_at_construction() -> None:

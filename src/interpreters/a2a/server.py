@@ -23,7 +23,7 @@ The SDK serves the protocol (the agent card at `/.well-known/agent-card.json`, J
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -67,6 +67,8 @@ from pipeline.approval import (
 from pipeline.values.chunks import DataChunk, StepReset, TextDelta, ToolApprovalRequest
 from pipeline.values.result import PendingApproval, RunResult
 
+ThreadOf = Callable[[RequestContext], "str | None"]
+"""The memory thread of a task's run, from the request (`a2a_app(thread_of=...)`)."""
 MAX_INPUT_CHARS = 100_000
 """The longest message text a task takes (more is an `InvalidParams` error)."""
 MAX_WAITING = 1_000
@@ -119,11 +121,15 @@ def a2a_app(
     task_store: TaskStore | None = None,
     timeout: float | None = None,
     max_input_chars: int = MAX_INPUT_CHARS,
+    thread_of: ThreadOf | None = None,
 ) -> Starlette:
     """An ASGI app serving `agent` over A2A (see the module doc). `url`: where it is
     reached (its card says so); `approvals`: where suspended runs wait for their
     decisions (in memory by default); `task_store`: the SDK's store of tasks (in memory
-    by default); `timeout`: seconds each run may take (None: no limit of its own)."""
+    by default); `timeout`: seconds each run may take (None: no limit of its own);
+    `thread_of`: the memory thread of a task's run (None, the default: none, each task
+    stands alone). A2A context ids are chosen by clients: a thread named by one alone is
+    shared by whoever names it, so name it from who is calling too."""
     if not isinstance(interpreter, AsyncInterpreter):
         raise A2AConfigError("a2a_app runs its tasks on an AsyncInterpreter (asyncio)")
     if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
@@ -133,7 +139,7 @@ def a2a_app(
     card = agent_card(agent, url, description=description, version=version, skills=skills)
     executor = AgentRunExecutor(
         agent, interpreter, Approvals(approvals or MemoryApprovalStore(), agent),
-        timeout=timeout, max_input_chars=max_input_chars,
+        timeout=timeout, max_input_chars=max_input_chars, thread_of=thread_of,
     )
     handler = _CheckedHandler(
         agent_executor=executor, task_store=task_store or InMemoryTaskStore(),
@@ -182,8 +188,12 @@ class AgentRunExecutor(AgentExecutor):
         *,
         timeout: float | None = None,
         max_input_chars: int = MAX_INPUT_CHARS,
+        thread_of: ThreadOf | None = None,
     ) -> None:
+        if thread_of is not None and not callable(thread_of):
+            raise A2AConfigError("thread_of must be a function of the RequestContext")
         self._agent = agent
+        self._thread_of = thread_of
         self._interp = interpreter
         self._desk = approvals
         self._timeout = timeout
@@ -226,7 +236,8 @@ class AgentRunExecutor(AgentExecutor):
         signal = CancelSignal()
         self._running[task_id] = signal
         try:
-            result = await self._run(updater, text, resume, context_id, signal)
+            thread = self._thread_of(context) if self._thread_of is not None else None
+            result = await self._run(updater, text, resume, thread, signal)
             await self._end(updater, task_id, result)
         finally:
             self._running.pop(task_id, None)
@@ -237,7 +248,7 @@ class AgentRunExecutor(AgentExecutor):
         updater: TaskUpdater,
         text: str,
         resume: Resumption | None,
-        context_id: str,
+        thread: str | None,
         signal: CancelSignal,
     ) -> tuple[RunResult[Any], list[ToolApprovalRequest]]:
         """The run, its text streamed as artifact updates as the run hands it out (one
@@ -249,7 +260,7 @@ class AgentRunExecutor(AgentExecutor):
             self._interp.stream(self._agent, (), resume=resume, signal=signal,
                                 timeout=self._timeout)
             if resume is not None else
-            self._interp.stream(self._agent, text, thread_id=context_id, signal=signal,
+            self._interp.stream(self._agent, text, thread_id=thread, signal=signal,
                                 timeout=self._timeout)
         )
         async with stream:
