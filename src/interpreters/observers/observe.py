@@ -133,9 +133,13 @@ def watched_loop(
     none is interested in the run); `record` still gets effects.
 
     `loop_clock` (default `clock`) is the clock the loop reads; observers time with
-    `clock`. A replay hands the recorded readings in as `loop_clock`.
+    `clock`. A replay hands the recorded readings in as `loop_clock`. `parent`: a child
+    run's parent run id and the call that runs it (`RunInfo.parent_run_id`).
     """
-    info = RunInfo(agent, messages, context, clock, clock(), price, resume)
+    info = RunInfo(
+        agent, messages, context, clock, clock(), price, resume,
+        parent[0] if parent is not None else None, parent[1] if parent is not None else None,
+    )
     live: list[RunObserver] = []
     for x in observers:
         o = _start(x, info)
