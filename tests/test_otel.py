@@ -28,7 +28,7 @@ from interpreters.testing import (
     call,
     numbered_run_ids,
 )
-from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
+from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, RunResult, abort
 from pipeline.values import Usage
 from pipeline.values.cost import Cost, PriceQuery
 from pipeline.values.model import ModelSettings
@@ -416,12 +416,12 @@ def test_a_child_runs_span_hangs_under_its_parents_tool_call_with_its_agents_usa
         r = Simulator(models["sim/lead"], models=models, observers=[otel.observer],
                       start=START).run(lead, "Weather and a poem").result
     else:
-        async def main() -> object:
+        async def main() -> RunResult:
             sim = AsyncSimulator(models["sim/lead"], models=models,
                                  observers=[otel.observer], start=START)
             return (await sim.run(lead, "Weather and a poem")).result
-        r = anyio.run(main, backend=backend)  # type: ignore[assignment]
-    assert r.status == "finished"  # type: ignore[attr-defined]
+        r = anyio.run(main, backend=backend)
+    assert r.status == "finished"
     by_name = {s.name: s for s in otel.spans()}
     root = by_name["invoke_agent lead"]
     assert root.parent is None

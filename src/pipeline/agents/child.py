@@ -10,7 +10,7 @@ commit (never committed by the child: the root commits the tree's writes togethe
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -20,13 +20,32 @@ from pipeline.approval import Resumption
 from pipeline.values.chunks import Chunk, DataChunk, TextDelta
 from pipeline.values.context import RunContext
 from pipeline.values.messages import JsonObject, Message, MessageList, TextPart, user
-from pipeline.values.result import AgentNode, RunResult
+from pipeline.values.result import AgentNode, RunResult, Spending
+
+
+class Uplink(Protocol):
+    """The parent run of a child as the child reaches it (`pipeline.loop`'s `Level`): its
+    stream processors, its budget, the tree above it. Made by the parent's loop."""
+
+    @property
+    def live(self) -> bool:
+        """The child's text and data chunks reach the caller as they come (through the
+        stream processors of every run above it), not when its call ends."""
+        ...
+
+
+class Spender(Protocol):
+    """A child run while it runs, as its ancestors' budgets see it."""
+
+    def spent(self) -> Spending:
+        """What it and its descendants have paid for so far."""
+        ...
 
 
 class ChildBox:
     """What a child run left, filled by the relay as it runs (in-process only)."""
 
-    __slots__ = ("chunks", "result", "writes")
+    __slots__ = ("answer", "chunks", "open_text", "result", "running", "up", "writes")
 
     def __init__(self) -> None:
         self.chunks: list[Chunk] = []
@@ -34,6 +53,14 @@ class ChildBox:
         self.writes: list[tuple[str, Write]] = []
         """The writes its `CommitWrites` asked for (with who asked), held for the root."""
         self.result: RunResult | None = None
+        self.up: Uplink | None = None
+        """Its parent run (None: an interpreter started it on its own)."""
+        self.running: Spender | None = None
+        """The child's run while it runs (its spending, for the budgets above it)."""
+        self.open_text: str | None = None
+        """The text block it streams live that is still open (`pipeline.loop.children`)."""
+        self.answer: list[str] = []
+        """A live handoff's answer as its parent's stream processors passed it."""
 
 
 class ChildRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,6 +77,9 @@ class ChildRun(msgspec.Struct, frozen=True, kw_only=True):
     parent_run_id: str
     resume: Resumption | None = None
     box: ChildBox = msgspec.field(default_factory=ChildBox)
+    kinds: tuple[Literal["tool", "handoff"], ...] = ()
+    """The kind of each call of `path` (from the root's down): a chain of handoffs from
+    the root answers for the root."""
 
     @property
     def kind(self) -> Literal["tool", "handoff"]:
@@ -139,4 +169,23 @@ def agent_chunk(child: ChildRun, result: RunResult, delivered: list[Chunk]) -> D
         "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
         "path": list(child.path), "kind": child.kind, "status": result.status,
         "text": text,
+    }, transient=True)
+
+
+def agent_delta(child: ChildRun, text: str) -> DataChunk:
+    """A piece of a child's text as the caller gets it while the child runs (after its
+    own output processors and the stream processors of every run above it): a transient
+    `data-agent` chunk with the text as `delta` and status "running"."""
+    return DataChunk("data-agent", {
+        "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
+        "path": list(child.path), "kind": child.kind, "status": "running", "delta": text,
+    }, transient=True)
+
+
+def agent_discarded(child: ChildRun) -> DataChunk:
+    """What the caller gets when a child's step was discarded by one of its processors
+    (a retry): the text it streamed of that step is not its answer."""
+    return DataChunk("data-agent", {
+        "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
+        "path": list(child.path), "kind": child.kind, "status": "discarded",
     }, transient=True)

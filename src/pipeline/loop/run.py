@@ -44,6 +44,7 @@ import msgspec
 
 from effects import Abort, Done, Publish, Replace
 from pipeline.agent import Agent
+from pipeline.agents import ChildRun
 from pipeline.approval import (
     Resumption,
     agent_digest,
@@ -118,6 +119,7 @@ def agent_loop(
     record: EffectRecorder | None = None,
     price: Pricer | None = None,
     resume: Resumption | None = None,
+    child: ChildRun | None = None,
 ) -> AgentLoop:
     """The run of `agent` on `messages`, as a command generator. See the module doc.
 
@@ -129,7 +131,8 @@ def agent_loop(
 
     `price` prices each model call (`pipeline.values.cost`): the result then carries its cost.
     Messages that are not a conversation the library can send (wrong types, an unknown
-    role...) fail the run at once with `InvalidInput`, before any call.
+    role...) fail the run at once with `InvalidInput`, before any call. `child`: the
+    `ChildRun` this run is (`docs/agents.md`; drive it through `pipeline.loop.relay`).
     """
     if resume is not None:
         context = resumed_context(context, resume.suspension)
@@ -139,7 +142,7 @@ def agent_loop(
     invalid = check_messages(messages, used)
     if invalid is not None:
         return rejected(invalid)
-    rc, st = start_run(agent, messages, context, clock, record, price, used, resume)
+    rc, st = start_run(agent, messages, context, clock, record, price, used, resume, child)
     return _run(rc, st, resume)
 
 

@@ -4,13 +4,15 @@ slots, the stream's plan) and its state, fresh or as a suspended run left it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypedDict
+from typing import TypedDict, cast
 
 from pipeline.agent import Agent, AgentTool
+from pipeline.agents import ChildRun
 from pipeline.approval import Resumption
+from pipeline.loop.children import running, tree_bounds
 from pipeline.loop.hooks import Bound, bind
 from pipeline.loop.judges import JudgeLedger
-from pipeline.loop.state import Ids, RunConfig, RunState
+from pipeline.loop.state import Ids, Level, RunConfig, RunState
 from pipeline.loop.stream import fresh_seen, plan_stream
 from pipeline.processor import BaseProcessor
 from pipeline.protocol.replies import EffectRecorder
@@ -28,9 +30,10 @@ def start_run(
     price: Pricer | None,
     used: set[str],
     resume: Resumption | None = None,
+    child: ChildRun | None = None,
 ) -> tuple[RunConfig, RunState]:
     """The run's configuration and its state at the start (`used`: the input's tool-call
-    ids, known from checking it)."""
+    ids, known from checking it; `child`: a child run's own, `docs/agents.md`)."""
     procs = agent.all_processors()
     judges: JudgeLedger | None = None
     if procs or agent.prepare_step is not None:
@@ -38,14 +41,22 @@ def start_run(
         states, hooks, flush = _bind_hooks(agent, procs, judges)
     else:  # no hook at all: nothing to bind (on the path of every run)
         states, hooks, flush = [], BoundHooks(), ()
+    up = cast("Level | None", child.box.up) if child is not None else None
+    if up is not None and up.tree_bounds:  # the budgets above bound it too
+        states.append(None)
+        hooks["h_input_step"] = (*hooks.get("h_input_step", ()),
+                                 *tree_bounds(up, len(states) - 1))
     plan = plan_stream(agent, hooks.get("h_stream", ()), flush)
     children = any(isinstance(t, AgentTool) for t in agent.tools) or any(
         isinstance(t, AgentTool) for p in procs for t in p.tools
     )
     rc = RunConfig(agent=agent, ctx=context, clock=clock, record=record, price=price,
                    started_at=_started_at(clock, hooks.get("h_approved", ()), resume),
-                   children=children, **hooks, **plan)
-    return rc, _start_state(rc, messages, states, used, judges, resume)
+                   children=children, child=child, **hooks, **plan)
+    st = _start_state(rc, messages, states, used, judges, resume)
+    if child is not None:
+        child.box.running = running(rc, st)
+    return rc, st
 
 
 def _started_at(
