@@ -349,7 +349,7 @@ def test_a_parents_budget_stops_a_child_while_it_runs() -> None:
 def test_a_parents_finishing_budget_makes_a_childs_next_step_without_tools() -> None:
     from pipeline.processors import Budget
 
-    child, child_model, dug = _looping_child(6)
+    child, child_model, _ = _looping_child(6)
     lead = Agent.create("sim/lead", name="lead", tools=[child],
                         input_processors=[Budget(max_model_calls=4, on_limit="finish")])
     root = ScriptedModel([Say(calls=[call("digger", input="dig")]), Say("done")])

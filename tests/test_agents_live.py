@@ -206,3 +206,35 @@ def test_a_grandchilds_text_passes_its_parents_and_the_roots_stream_processors()
              if isinstance(c, DataChunk) and isinstance(c.data, dict)
              and c.data.get("agent") == "leaf"]
     assert paths and all(p == ["call_0_0", "call_0_0"] for p in paths)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_cancel_of_a_streamed_run_reaches_its_running_child(backend: str) -> None:
+    from interpreters import CancelSignal
+
+    async def main() -> tuple[str, list[str]]:
+        stopped: list[str] = []
+
+        async def wait_forever() -> str:
+            """Wait."""
+            try:
+                await anyio.sleep_forever()
+            finally:
+                stopped.append("the child's tool was stopped")
+            return "never"
+
+        child = Agent.create("sim/research", name="research", tools=[wait_forever])
+        lead = Agent.create("sim/lead", name="lead", tools=[child])
+        models = {"sim/research": ScriptedModel([Say("On it.", calls=[call("wait_forever")])])}
+        sim = AsyncSimulator(ScriptedModel([Say(calls=[call("research", input="q")])]),
+                             models=models, real_sleep=True)
+        signal = CancelSignal()
+        with anyio.fail_after(5):
+            async with sim.stream(lead, "go", signal=signal) as stream:
+                async for c in stream:
+                    if _deltas([c]):
+                        signal.cancel("enough")
+        return stream.result.status, stopped
+
+    status, stopped = anyio.run(main, backend=backend)
+    assert status == "cancelled" and stopped == ["the child's tool was stopped"]

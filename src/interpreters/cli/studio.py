@@ -61,6 +61,7 @@ from interpreters.record.journal import (
     CommandSeen,
     EffectSeen,
     Entry,
+    InRun,
     Journal,
     JournalError,
     ModelReplied,
@@ -154,6 +155,8 @@ def _builtins(value: object) -> object:
 
 
 def _title(e: Entry) -> str:
+    if isinstance(e, InRun):
+        return f"[{'/'.join(e.path)}] {_title(e.entry)}"
     if isinstance(e, RunStarted):
         return f"run {e.run_id}: agent {e.agent.name!r} on {e.agent.model}"
     if isinstance(e, CommandSeen):
@@ -216,7 +219,19 @@ def timeline(journal: Journal) -> Timeline:
     priced = False
     calls = tripwires = retries = errors = tool_results = 0
     steps: set[int] = set()
-    for n, e in enumerate(journal.entries):
+    for n, entry in enumerate(journal.entries):
+        if isinstance(entry, InRun):  # a child run's: shown under its path, not counted
+            inner = entry.entry
+            data = _builtins(inner)
+            if isinstance(data, dict):
+                data.pop("t", None)
+            rows.append({
+                "n": n, "kind": _KINDS.get(type(inner), "entry"), "step": step, "at": at,
+                "title": f"[{'/'.join(entry.path)}] {_title(inner)}"[: MAX_TEXT],
+                "data": shown(data), "path": list(entry.path),
+            })
+            continue
+        e = entry
         if isinstance(e, CommandSeen):
             at = e.at
             if e.kind == "call-model":
@@ -277,6 +292,7 @@ def timeline(journal: Journal) -> Timeline:
         "guards": facts["guards"],
         "highlights": highlights,
         "decisions": _decisions(h),
+        "child_runs": len(journal.runs()),
     }
     return Timeline(journal, tuple(rows), summary)
 

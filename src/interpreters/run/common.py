@@ -19,7 +19,7 @@ from interpreters.providers.provider import Provider, ProviderError
 from pipeline.agent import Agent, AgentTool
 from pipeline.agents import ChildRun
 from pipeline.approval import resumed_context
-from pipeline.loop import agent_loop, rejected, relay
+from pipeline.loop import agent_loop, rejected, watched_relay
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import Driver, LoopCommand, RunLog, ToolInvocation, ToolOutcome
 from pipeline.tools import Tool, check_deps
@@ -128,7 +128,8 @@ def child_driver(
             price=price, resume=child.resume, child=child,
         )
         watch = None
-    return Driver(relay(child, loop), log=chunks_of(log), watch=watch)
+    relayed, own = watched_relay(child, loop, watch)
+    return Driver(relayed, log=chunks_of(log), watch=own)
 
 
 class _ChunksOf:

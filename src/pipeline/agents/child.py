@@ -45,7 +45,8 @@ class Spender(Protocol):
 class ChildBox:
     """What a child run left, filled by the relay as it runs (in-process only)."""
 
-    __slots__ = ("answer", "chunks", "open_text", "result", "running", "up", "writes")
+    __slots__ = ("answer", "chunks", "open_text", "origin", "result", "running", "up",
+                 "watched", "writes")
 
     def __init__(self) -> None:
         self.chunks: list[Chunk] = []
@@ -61,6 +62,12 @@ class ChildBox:
         """The text block it streams live that is still open (`pipeline.loop.children`)."""
         self.answer: list[str] = []
         """A live handoff's answer as its parent's stream processors passed it."""
+        self.watched = False
+        """Observers watch the child: the relay says which of its commands stand for
+        which of the child's own (`origin`)."""
+        self.origin: tuple[object, object | None] | None = None
+        """The command the relay handed out last and the child's own it stands for
+        (None: one the relay made, the child's observers do not see it)."""
 
 
 class ChildRun(msgspec.Struct, frozen=True, kw_only=True):

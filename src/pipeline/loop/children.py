@@ -57,6 +57,7 @@ from pipeline.loop.response import StepContent
 from pipeline.loop.state import Level, RunConfig, RunState, StreamLock, TreeState, Tripped
 from pipeline.loop.stream import flush, flush_io, process_chunk, process_chunk_io
 from pipeline.processor import BaseProcessor, InputStepArgs
+from pipeline.protocol.driver import Watch
 from pipeline.protocol.replies import (
     AgentLoop,
     LoopCommand,
@@ -98,6 +99,7 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
     kept = box.chunks
     up = cast("Level | None", box.up)
     live = up is not None and up.live
+    watched = box.watched
     send = inner.send
     cmd: LoopCommand = next(inner)
     while True:
@@ -130,6 +132,8 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
                     continue
                 if carried:
                     out = Publish(carried)
+                    if watched:
+                        box.origin = (out, None)
                     try:
                         yield out
                     except GeneratorExit:
@@ -152,8 +156,11 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
             if up is not None:
                 tail = finish(up, child)
                 if tail:
+                    made = Publish(tail)
+                    if watched:
+                        box.origin = (made, None)
                     try:
-                        yield Publish(tail)
+                        yield made
                     except GeneratorExit:
                         raise
                     except BaseException:  # a cancel now: the run is over, its result stands
@@ -168,6 +175,8 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
                     cmd = inner.throw(RunCancelled(STOPPED))
                     continue
             out = cmd
+        if watched and out is not cmd:
+            box.origin = (out, cmd)
         try:
             reply = yield out
         except GeneratorExit:
@@ -179,6 +188,54 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
             cmd = inner.throw(e)
             continue
         cmd = send(reply)
+
+
+def watched_relay(
+    child: ChildRun, inner: AgentLoop, watch: Watch | None
+) -> tuple[AgentLoop, Watch | None]:
+    """`relay(child, inner)`, and `watch` told of the child's own commands (a Pull with
+    the chunks the child published, not those the relay carries up in its place; not a
+    Publish the relay makes of carried chunks): its observers see its run, and a
+    journal records it, as the child ran it, whatever the runs above did with its
+    chunks."""
+    if watch is None:
+        return relay(child, inner), None
+    child.box.watched = True
+    return relay(child, inner), _OwnCommands(child.box, watch)
+
+
+class _OwnCommands:
+    """A child run's `Watch`, told of the commands as the child's loop gave them."""
+
+    __slots__ = ("box", "watch")
+
+    def __init__(self, box: ChildBox, watch: Watch) -> None:
+        self.box = box
+        self.watch = watch
+
+    def _own(self, c: LoopCommand) -> LoopCommand | None:
+        origin = self.box.origin
+        if origin is not None and origin[0] is c:
+            return cast("LoopCommand | None", origin[1])
+        return c
+
+    def command(self, cmd: LoopCommand) -> None:
+        own = self._own(cmd)
+        if own is not None:
+            self.watch.command(own)
+
+    def reply(self, cmd: LoopCommand, reply: object) -> None:
+        own = self._own(cmd)
+        if own is not None:
+            self.watch.reply(own, reply)
+
+    def failed(self, cmd: LoopCommand, error: BaseException) -> None:
+        own = self._own(cmd)
+        if own is not None:
+            self.watch.failed(own, error)
+
+    def end(self, result: RunResult | None) -> None:
+        self.watch.end(result)
 
 
 # --- a child's chunks on their way to the caller ------------------------------------------
@@ -606,5 +663,6 @@ def answer_of_handoff(rc: RunConfig, st: RunState) -> Generator[LoopCommand, obj
 
 __all__ = [
     "STOPPED", "answer_of_handoff", "approval_requests", "carry", "finish", "fold_children",
-    "live_spent", "relay", "resumed_children", "running", "tree_bounds", "with_children",
+    "live_spent", "relay", "resumed_children", "running", "tree_bounds", "watched_relay",
+    "with_children",
 ]
