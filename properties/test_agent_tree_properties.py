@@ -6,6 +6,7 @@ agents that finish, trip, fail, retry or wait for approval. Whatever the tree do
   guard would redact too;
 - the store holds only the threads of runs that finished in a tree whose root finished;
 - every approved nested call runs exactly once, none before its approval;
+- the journal of each part of the run (the tree in one journal) replays identical;
 - the sync interpreter, the async one on asyncio and on trio, and the durable
   interpreter's loop over in-process steps (as properties/test_equivalence.py drives it)
   give the same statuses, tree, text, store and stream: the root's own chunks in order,
@@ -26,6 +27,8 @@ from interpreters.core.options import TracedScope
 from interpreters.core.trace import Trace
 from interpreters.durable.loop import ModelOutcome, ToolDone, drive
 from interpreters.memory import HashEmbedder, InMemoryStore, memory_handlers
+from interpreters.record.journal import Recorder
+from interpreters.record.replay import replay_sync
 from interpreters.run.common import perform_here, run_tool, start_run, stream_failed
 from interpreters.testing import (
     AsyncSimulator,
@@ -149,14 +152,18 @@ class Tree:
 
 
 def _drive_sync(tree: Tree, store: InMemoryStore) -> tuple[list[RunResult], list[Chunk]]:
+    """The tree on the sync simulator, recorded: each part's journal replays identical."""
     models = tree.models()
+    recorder = Recorder()
     sim = Simulator(models["sim/n"], models=models, run_ids=numbered_run_ids(),
-                    handlers=memory_handlers(store, HashEmbedder()))
+                    handlers=memory_handlers(store, HashEmbedder()), observers=[recorder])
     results: list[RunResult] = []
     chunks: list[Chunk] = []
     resume: Resumption | None = None
     for _ in range(4):
         ran = sim.run(tree.root, "go" if resume is None else (), thread_id="t", resume=resume)
+        replay = replay_sync(recorder.last(), tree.root)
+        assert replay.identical, str(replay.divergence)
         results.append(ran.result)
         chunks.extend(ran.trace.chunks)
         s = ran.result.suspension
