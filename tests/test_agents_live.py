@@ -10,7 +10,7 @@ import pytest
 
 from effects import Abort, Continue, Replace
 from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
-from pipeline import Agent
+from pipeline import Agent, processor
 from pipeline.processor import BaseProcessor, StreamArgs, StreamResult
 from pipeline.processors import PIIDetector
 from pipeline.values.chunks import Chunk, DataChunk, TextDelta
@@ -238,3 +238,31 @@ def test_a_cancel_of_a_streamed_run_reaches_its_running_child(backend: str) -> N
 
     status, stopped = anyio.run(main, backend=backend)
     assert status == "cancelled" and stopped == ["the child's tool was stopped"]
+
+
+def _finished_text(chunks: list[Chunk]) -> list[str]:
+    return [str(c.data["text"]) for c in chunks
+            if isinstance(c, DataChunk) and c.name == "data-agent" and isinstance(c.data, dict)
+            and c.data.get("status") == "finished"]
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_childs_finished_text_leaves_out_a_step_its_processor_discarded(guarded: bool) -> None:
+    # the child's first answer is a draft its output processor sends back (a retry): it
+    # streamed, then was discarded; what the child delivered is its second answer alone
+    def once(args: object) -> object:
+        return Abort("again", retry=True) if "draft" in getattr(args, "text", "") \
+            else Continue()
+
+    redo = processor("redo", process_output_step=once)  # type: ignore[arg-type]
+    child = Agent.create("sim/research", name="research", max_processor_retries=1,
+                         output_processors=[redo])
+    lead = Agent.create("sim/lead", name="lead", tools=[child],
+                        output_processors=[PIIDetector()] if guarded else [])
+    models = {"sim/research": ScriptedModel([Say("draft"), Say("Found it.")])}
+    sim = Simulator(ScriptedModel([Say(calls=[call("research", input="q")]), Say("ok")]),
+                    models=models)
+    with sim.stream(lead, "go") as stream:
+        got = list(stream)
+    assert stream.result.status == "finished", stream.result.error
+    assert _finished_text(got) == ["Found it."]

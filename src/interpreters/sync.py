@@ -325,11 +325,21 @@ class SyncInterpreter(InterpreterBase[Provider]):
         assert inv.child is not None
         try:
             d = child_driver(inv.child, clock=self._clock, observers=self._observers,
-                             price=self._price, log=log)
+                             price=self._price)
         except Exception as e:
             return child_failed(inv, e)
-        result = yield from self._drive(d, stop)
-        return ToolOutcome(inv.call.tool_call_id, result)
+        drive = self._drive(d, stop)
+        if log is None:
+            return ToolOutcome(inv.call.tool_call_id, (yield from drive))
+        # what it hands out is recorded as the run's (a few chunks: its live ones)
+        chunks = log.chunks
+        while True:
+            try:
+                chunk = next(drive)
+            except StopIteration as done:
+                return ToolOutcome(inv.call.tool_call_id, done.value)
+            chunks.append(chunk)
+            yield chunk
 
     def _run_tools(
         self, d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: StopCheck

@@ -25,6 +25,7 @@ from pipeline.agents.child import (
     child_context,
     child_input,
     conversation_only,
+    delivered_text,
     node_of,
     tool_value,
 )
@@ -35,6 +36,6 @@ __all__ = [
     "AgentTool", "ChildMemory", "InputFilter", "conversation_only",
     # a child run as the loop hands it to an interpreter, and what it leaves
     "ChildBox", "ChildRun", "Spender", "Uplink", "agent_chunk", "agent_delta",
-    "agent_discarded", "child_context", "child_input",
+    "agent_discarded", "child_context", "child_input", "delivered_text",
     "child_resumption", "nested_pending", "node_of", "split_id", "tool_value",
 ]

@@ -43,31 +43,39 @@ class Spender(Protocol):
 
 
 class ChildBox:
-    """What a child run left, filled by the relay as it runs (in-process only)."""
+    """What a child run left, filled by the relay as it runs (in-process only).
 
-    __slots__ = ("answer", "chunks", "open_text", "origin", "result", "running", "up",
-                 "watched", "writes")
+    (No `__slots__`: what most children never set stays a class default.)"""
+
+    result: RunResult | None = None
+    up: Uplink | None = None
+    """Its parent run (None: an interpreter started it on its own)."""
+    running: Spender | None = None
+    """The child's run while it runs (its spending, for the budgets above it)."""
+    open_text: str | None = None
+    """The text block it streams live that is still open (`pipeline.loop.children`)."""
+    for_root: bool = False
+    """Every call from the root's down to it is a handoff: it answers for the root."""
+    label: dict[str, object] | None = None
+    """Who it is in its `data-agent` chunks (made at the first)."""
+    watched: bool = False
+    """Observers watch the child: the relay says which of its commands stand for which
+    of the child's own (`origin`)."""
+    origin: tuple[object, object | None] | None = None
+    """The command the relay handed out last and the child's own it stands for (None:
+    one the relay made, the child's observers do not see it)."""
 
     def __init__(self) -> None:
         self.chunks: list[Chunk] = []
-        """Everything the child published: what its output processors passed on."""
+        """What the child published (its output processors passed on), when it did not
+        go on as it came (`Uplink.live`)."""
         self.writes: list[tuple[str, Write]] = []
         """The writes its `CommitWrites` asked for (with who asked), held for the root."""
-        self.result: RunResult | None = None
-        self.up: Uplink | None = None
-        """Its parent run (None: an interpreter started it on its own)."""
-        self.running: Spender | None = None
-        """The child's run while it runs (its spending, for the budgets above it)."""
-        self.open_text: str | None = None
-        """The text block it streams live that is still open (`pipeline.loop.children`)."""
+        self.text: list[str] = []
+        """The text it streamed live (after its own output processors), its last step's
+        (a step a processor discarded is not its answer)."""
         self.answer: list[str] = []
         """A live handoff's answer as its parent's stream processors passed it."""
-        self.watched = False
-        """Observers watch the child: the relay says which of its commands stand for
-        which of the child's own (`origin`)."""
-        self.origin: tuple[object, object | None] | None = None
-        """The command the relay handed out last and the child's own it stands for
-        (None: one the relay made, the child's observers do not see it)."""
 
 
 class ChildRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -164,18 +172,36 @@ def node_of(child: ChildRun, result: RunResult) -> AgentNode:
     )
 
 
-def agent_chunk(child: ChildRun, result: RunResult, delivered: list[Chunk]) -> DataChunk:
+def _label(child: ChildRun) -> dict[str, object]:
+    label = child.box.label
+    if label is None:
+        label = child.box.label = {
+            "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
+            "path": list(child.path), "kind": child.kind,
+        }
+    return label
+
+
+def delivered_text(chunks: list[Chunk]) -> str:
+    """The text of a child's stream: its last step's (a discarded step's is not its
+    answer)."""
+    out: list[str] = []
+    for c in chunks:
+        t = type(c)
+        if t is TextDelta:
+            out.append(c.text)  # type: ignore[union-attr]
+        elif t is DataChunk and c.name == _DISCARDED:  # type: ignore[union-attr]
+            out.clear()
+    return "".join(out)
+
+
+def agent_chunk(child: ChildRun, result: RunResult, text: str) -> DataChunk:
     """The `data-agent` chunk a parent streams for a child run (transient: the call's
     result is what the history keeps): its agent, path and status, and the text it
     delivered when it finished (what its own output processors passed on)."""
-    text = (
-        "".join(c.text for c in delivered if type(c) is TextDelta)
-        if result.status == "finished" else ""
-    )
     return DataChunk("data-agent", {
-        "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
-        "path": list(child.path), "kind": child.kind, "status": result.status,
-        "text": text,
+        **_label(child), "status": result.status,
+        "text": text if result.status == "finished" else "",
     }, transient=True)
 
 
@@ -183,16 +209,15 @@ def agent_delta(child: ChildRun, text: str) -> DataChunk:
     """A piece of a child's text as the caller gets it while the child runs (after its
     own output processors and the stream processors of every run above it): a transient
     `data-agent` chunk with the text as `delta` and status "running"."""
-    return DataChunk("data-agent", {
-        "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
-        "path": list(child.path), "kind": child.kind, "status": "running", "delta": text,
-    }, transient=True)
+    return DataChunk("data-agent", {**_label(child), "status": "running", "delta": text},
+                     transient=True)
 
 
 def agent_discarded(child: ChildRun) -> DataChunk:
     """What the caller gets when a child's step was discarded by one of its processors
     (a retry): the text it streamed of that step is not its answer."""
-    return DataChunk("data-agent", {
-        "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
-        "path": list(child.path), "kind": child.kind, "status": "discarded",
-    }, transient=True)
+    return DataChunk("data-agent", {**_label(child), "status": "discarded"}, transient=True)
+
+
+_DISCARDED = "data-step-discarded"
+"""The data chunk a run streams when a processor discarded a step (`loop.messages`)."""

@@ -44,6 +44,7 @@ from pipeline.agents import (
     child_context,
     child_input,
     child_resumption,
+    delivered_text,
     nested_pending,
     node_of,
     tool_value,
@@ -74,16 +75,19 @@ from pipeline.values.chunks import (
     ToolApprovalRequest,
 )
 from pipeline.values.messages import TextPart, ToolCallPart, ToolResultPart
-from pipeline.values.result import GatedCall, KeptChild, PendingApproval, RunResult, Spending
+from pipeline.values.result import (
+    AgentNode,
+    GatedCall,
+    KeptChild,
+    PendingApproval,
+    RunResult,
+    Spending,
+)
 
 _EMPTY_PULL: Pull[Chunk, object] = Pull(())
 
 STOPPED = "a run above it was stopped by a stream processor"
 """Why a child run is cancelled when a stream processor above it stopped its parent."""
-
-_LIVE: frozenset[type] = frozenset({TextStart, TextDelta, TextEnd, DataChunk})
-"""What of a child's stream reaches the caller: its text and its data chunks (not its
-reasoning, its tool calls and results, its steps: those are its own run's)."""
 
 DISCARDED = "data-step-discarded"
 
@@ -96,9 +100,10 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
     Pull or Publish that hands them to the caller. A cancel or failure thrown in goes on
     to the child's loop."""
     box = child.box
+    parent = cast("Level | None", box.up)
+    live = parent is not None and parent.live
+    up = cast(Level, parent)  # (read only when `live`: there is a parent)
     kept = box.chunks
-    up = cast("Level | None", box.up)
-    live = up is not None and up.live
     watched = box.watched
     send = inner.send
     cmd: LoopCommand = next(inner)
@@ -106,27 +111,23 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
         t = type(cmd)
         if t is Pull:
             pub: tuple[Chunk, ...] = cmd.publish  # type: ignore[union-attr]
-            if pub:
-                kept.extend(pub)
-                out: LoopCommand = _EMPTY_PULL  # type: ignore[assignment]
-                if live:
-                    assert up is not None
-                    carried = carry(up, child, pub)
-                    if up.stopped():
-                        live = False
-                        cmd = inner.throw(RunCancelled(STOPPED))
-                        continue
-                    if carried:
-                        out = Pull(carried)
-            else:
+            if not pub:
                 out = cmd
+            elif live:
+                carried = carry(up, child, pub)
+                if up.lock.failures and up.stopped():
+                    live = False
+                    cmd = inner.throw(RunCancelled(STOPPED))
+                    continue
+                out = Pull(carried) if carried else _EMPTY_PULL  # type: ignore[assignment]
+            else:
+                kept.extend(pub)
+                out = _EMPTY_PULL  # type: ignore[assignment]
         elif t is Publish:
             chunks: tuple[Chunk, ...] = cmd.chunks  # type: ignore[union-attr]
-            kept.extend(chunks)
             if live:
-                assert up is not None
                 carried = carry(up, child, chunks)
-                if up.stopped():
+                if up.lock.failures and up.stopped():
                     live = False
                     cmd = inner.throw(RunCancelled(STOPPED))
                     continue
@@ -143,6 +144,8 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
                     except BaseException as e:
                         cmd = inner.throw(e)
                         continue
+            else:
+                kept.extend(chunks)
             cmd = send(None)
             continue
         elif t is Perform and type(cmd.request) is CommitWrites:  # type: ignore[union-attr]
@@ -153,8 +156,8 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
         elif t is Done:
             result: RunResult = cmd.result  # type: ignore[union-attr]
             box.result = result
-            if up is not None:
-                tail = finish(up, child)
+            if parent is not None:
+                tail = finish(parent, child)
                 if tail:
                     made = Publish(tail)
                     if watched:
@@ -168,20 +171,19 @@ def relay(child: ChildRun, inner: AgentLoop) -> AgentLoop:
             yield cmd
             return result
         else:
-            if live and (t is CallModel or t is RunTools):
-                assert up is not None
-                if up.stopped():  # a run above it stopped: no more calls
-                    live = False
-                    cmd = inner.throw(RunCancelled(STOPPED))
-                    continue
+            if (live and up.lock.failures and (t is CallModel or t is RunTools)
+                    and up.stopped()):  # a run above it stopped: no more calls
+                live = False
+                cmd = inner.throw(RunCancelled(STOPPED))
+                continue
             out = cmd
         if watched and out is not cmd:
             box.origin = (out, cmd)
         try:
             reply = yield out
         except GeneratorExit:
-            if up is not None:
-                _let_go(up, box)
+            if parent is not None:
+                _let_go(parent, box)
             inner.close()
             raise
         except BaseException as e:  # a cancel, a failure of the command: the child's
@@ -248,13 +250,24 @@ def carry(level: Level, child: ChildRun, chunks: Sequence[Chunk]) -> tuple[Chunk
     child's text block is open in the tree (`StreamLock`), they wait; what waited goes
     on once the lock is free, in the order it came. A stream processor that stops a run
     (an abort, a crash) marks it (`Level.failed`): nothing more goes through it."""
-    lock = level.lock
     box = child.box
     out: list[Chunk] = []
+    if level.bare:  # no stream processor above: only their form for the caller
+        _bare(child, box, chunks, out)
+        return tuple(out)
+    lock = level.lock
     if lock.owner is None and lock.waiting:
         _drain(lock, out)
+    text = box.text
     for c in chunks:
-        if type(c) not in _LIVE:
+        t = type(c)
+        # (its own text is kept as it comes: it may wait for the lock past its end)
+        if t is TextDelta:
+            text.append(c.text)  # type: ignore[union-attr]
+        elif t is DataChunk:
+            if c.name == DISCARDED:  # type: ignore[union-attr]
+                text.clear()
+        elif t is not TextStart and t is not TextEnd:
             continue
         owner = lock.owner
         if owner is not None and owner is not box:
@@ -264,6 +277,27 @@ def carry(level: Level, child: ChildRun, chunks: Sequence[Chunk]) -> tuple[Chunk
         if lock.owner is None and lock.waiting:
             _drain(lock, out)
     return tuple(out)
+
+
+def _bare(child: ChildRun, box: ChildBox, chunks: Sequence[Chunk], out: list[Chunk]) -> None:
+    """`carry` with no stream processor in the runs above (`Level.bare`)."""
+    for_root = box.for_root
+    for c in chunks:
+        t = type(c)
+        if t is TextDelta:
+            text: str = c.text  # type: ignore[union-attr]
+            box.text.append(text)
+            if child.tool.kind == "handoff":
+                box.answer.append(text)
+            out.append(c if for_root else agent_delta(child, text))
+        elif t is DataChunk:
+            if c.name == DISCARDED:  # type: ignore[union-attr]
+                box.text.clear()
+                out.append(c if for_root else agent_discarded(child))
+            else:
+                out.append(c)
+        elif for_root and (t is TextStart or t is TextEnd):
+            out.append(c)
 
 
 def finish(level: Level, child: ChildRun) -> tuple[Chunk, ...]:
@@ -319,7 +353,7 @@ def _pass(level: Level, child: ChildRun, c: Chunk, out: list[Chunk]) -> None:
             break
         if lv.rc.h_stream:
             chunks = _through(lv, chunks, t is TextEnd)
-        if lv is level and child.kind == "handoff":  # its answer, as its parent passed it
+        if lv is level and child.tool.kind == "handoff":  # its answer, as its parent passed it
             box.answer.extend(x.text for x in chunks if isinstance(x, TextDelta))
         lv = lv.up
     if t is TextEnd:
@@ -343,6 +377,7 @@ def _through(lv: Level, chunks: list[Chunk], block_end: bool) -> list[Chunk]:
         return st.pending
     except (Tripped, HookFailure) as e:
         lv.failed = e
+        lv.lock.failures += 1
         return []
     finally:
         st.pending = mine
@@ -353,7 +388,7 @@ def _at_root(child: ChildRun, chunks: list[Chunk], out: list[Chunk]) -> None:
     answers for it (its text is the root's); any other child's text goes as
     `data-agent` deltas, its data chunks as they are (a discarded step as a
     `data-agent` status)."""
-    if all(k == "handoff" for k in child.kinds):
+    if child.box.for_root:
         out.extend(chunks)
         return
     for c in chunks:
@@ -492,6 +527,7 @@ def _child_run(
                      resume=resume, kinds=(*level.kinds, t.kind))
     box = child.box
     box.up = level
+    box.for_root = t.kind == "handoff" and all(k == "handoff" for k in level.kinds)
     assert st.tree is not None
     st.tree.running.append(box)
     return child
@@ -520,7 +556,7 @@ def fold_children(
     new: list[object] = []
     chunks: list[tuple[DataChunk, ...]] = []
     waiting: dict[int, RunResult] = {}
-    kept: dict[int, KeptChild] = {}
+    kept: dict[int, tuple[AgentNode, tuple[DataChunk, ...], ChildBox]] = {}
     for i, (e, o) in enumerate(zip(entries, outs, strict=True)):
         child = e.child if type(e) is ToolInvocation else None
         if child is None:
@@ -544,19 +580,17 @@ def fold_children(
         tree.add(node, box.running.spent() if box.running is not None else _spent_of(result))
         value, is_error = tool_value(result)
         live = box.up is not None and box.up.live
-        out: tuple[DataChunk, ...] = (agent_chunk(child, result, box.chunks),) if live else (
-            agent_chunk(child, result, box.chunks),
-            *(c for c in box.chunks if isinstance(c, DataChunk)),
-        )
+        out: tuple[DataChunk, ...] = (agent_chunk(child, result, "".join(box.text)),) if live \
+            else (agent_chunk(child, result, delivered_text(box.chunks)),
+                  *(c for c in box.chunks if isinstance(c, DataChunk)))
         if result.status == "finished":
             tree.writes.extend(box.writes)
-            if child.kind == "handoff" and tree.answer is None:
+            if child.tool.kind == "handoff" and tree.answer is None:
                 tree.answer = result
                 tree.answered_by = result.answered_by or child.tool.agent.name
                 tree.answer_text = box.answer if live else None
         chunks.append(out)
-        kept[i] = KeptChild(node=node, chunks=out, writes=(
-            tuple(box.writes) if result.status == "finished" else ()))
+        kept[i] = (node, out, box)  # (a `KeptChild` only if a sibling waits)
         new.append(ToolOutcome(child.path[-1], value, is_error))
     tree.running = []
     if level is not None and level.failed is not None:  # (their usage counted above)
@@ -571,7 +605,7 @@ def _nested_suspend(
     entries: Sequence[Entry],
     outs: tuple[object, ...],
     waiting: dict[int, RunResult],
-    kept: dict[int, KeptChild],
+    kept: dict[int, tuple[AgentNode, tuple[DataChunk, ...], ChildBox]],
 ) -> Suspend:
     """The parent's suspension when children wait: their calls listed with their paths,
     every other call of the step kept as answered (it ran, or was answered: it does not
@@ -589,8 +623,14 @@ def _nested_suspend(
                                    is_error=e.is_error))
         else:
             assert type(o) is ToolOutcome
+            finished = kept.get(i)
+            keep = None
+            if finished is not None:
+                node, chunks, box = finished
+                keep = KeptChild(node=node, chunks=chunks, writes=(
+                    tuple(box.writes) if node.status == "finished" else ()))
             gated.append(GatedCall(call=c, kind="answered", result=o.result,
-                                   is_error=o.is_error, kept=kept.get(i)))
+                                   is_error=o.is_error, kept=keep))
     return Suspend(tuple(pending), tuple(gated))
 
 

@@ -139,9 +139,12 @@ def agent_loop(
         check_resumption(agent, resume)
         messages = resume.suspension.messages
     used: set[str] = set()
-    invalid = check_messages(messages, used)
-    if invalid is not None:
-        return rejected(invalid)
+    if child is None or resume is not None or child.kind != "tool":
+        invalid = check_messages(messages, used)
+        if invalid is not None:
+            return rejected(invalid)
+    # (else a child's input is one user message the parent's loop made of a call it
+    # checked: `pipeline.agents.child_input`)
     rc, st = start_run(agent, messages, context, clock, record, price, used, resume, child)
     return _run(rc, st, resume)
 
@@ -173,7 +176,8 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
     before_result: MessageList | None = None  # the messages the result processors got
     try:
         if resume is None:
-            yield from _process_input(rc, st)
+            if rc.h_input:
+                yield from _process_input(rc, st)
             step = 0
         else:  # the suspended step's tools, then the steps after it
             step = resume.suspension.step.step_number + 1

@@ -144,6 +144,11 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     `ChildBox.up`: `children.py`); None for a root run."""
 
 
+NO_USAGE = Usage()
+NOTHING_SPENT = Spending()
+"""(frozen values: every run starts from these same ones)"""
+
+
 class RunState:
     """What changes during one run. A slots class: the hot paths read it per chunk."""
 
@@ -197,16 +202,16 @@ class RunState:
         self.model_calls = 0
         """Model calls of the agent's made (answered with a stream), retried or
         discarded ones too."""
-        self.usage_paid = Usage()
+        self.usage_paid = NO_USAGE
         """Their usage (`usage` less what a resumed run carried over from its steps)."""
-        self.carried = Spending()
+        self.carried = NOTHING_SPENT
         """What the run had paid for before its suspension (a resumed run)."""
         self.ml = ml
         # Each processor's state, by `Bound.slot`.
         self.states = states
         self.steps: list[StepResult] = []
         self.steps_t: tuple[StepResult, ...] = ()
-        self.usage = Usage()
+        self.usage = NO_USAGE
         self.retry_count = 0
         self.api_retry_count = 0
         self.finish_reason: FinishReason = "stop"
@@ -248,9 +253,11 @@ class StreamLock:
     that holds text back (a PII guard) holds one child's text whole, never a mix of
     children's (`children.py`)."""
 
-    __slots__ = ("owner", "waiting")
+    __slots__ = ("failures", "owner", "waiting")
 
     def __init__(self) -> None:
+        self.failures = 0
+        """How many runs of the tree a stream processor stopped (`Level.failed`)."""
         self.owner: ChildBox | None = None
         self.waiting: list[tuple[ChildRun, Level, Chunk]] = []
         """Chunks of children that came while another owned the lock, in order."""
@@ -261,7 +268,7 @@ class Level:
     (whose stream processors a child's chunks pass through, whose budget bounds the
     children), and the run above it."""
 
-    __slots__ = ("bounds", "failed", "kinds", "live", "lock", "path", "rc", "st",
+    __slots__ = ("bare", "bounds", "failed", "kinds", "live", "lock", "path", "rc", "st",
                  "tree_bounds", "up")
 
     def __init__(self, rc: RunConfig, st: RunState) -> None:
@@ -276,6 +283,9 @@ class Level:
         self.live: bool = not rc.stream_io and (up is None or up.live)
         """Its children's chunks reach the caller as they come: its stream processors
         are plain functions (none awaits or asks for I/O), and so are those above."""
+        self.bare: bool = not rc.h_stream and (up is None or up.bare)
+        """No stream processor here or above: a child's chunks need no lock, only their
+        form for the caller."""
         self.lock: StreamLock = up.lock if up is not None else StreamLock()
         self.failed: Tripped | HookFailure | None = None
         """One of its stream processors stopped it on a child's chunk: its children
