@@ -26,6 +26,7 @@ the summary as JSON.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -57,10 +58,21 @@ def model_calls(k: int) -> int:
     return 2 + CHILDREN * (k + 1)
 
 
-def tree(k: int) -> tuple[Agent, dict[str, ScriptedModel]]:
+@functools.cache
+def _tree_agent(k: int) -> Agent:
     kids = [Agent.create(f"sim/c{i}", name=f"c{i}", tools=[echo], max_steps=k + 2)
             for i in range(CHILDREN)]
-    root = Agent.create("sim/root", name="root", tools=kids)
+    return Agent.create("sim/root", name="root", tools=kids)
+
+
+@functools.cache
+def _flat_agent(k: int) -> Agent:
+    return Agent.create("sim/root", name="root", tools=[echo], max_steps=model_calls(k))
+
+
+def tree(k: int) -> tuple[Agent, dict[str, ScriptedModel]]:
+    """The tree's agents (made once: an app defines its agents once) and fresh models."""
+    root = _tree_agent(k)
     models = {
         "sim/root": ScriptedModel([
             Say(calls=[call(f"c{i}", input=f"ask {i}") for i in range(CHILDREN)]),
@@ -75,7 +87,7 @@ def tree(k: int) -> tuple[Agent, dict[str, ScriptedModel]]:
 
 def flat(k: int) -> tuple[Agent, dict[str, ScriptedModel]]:
     steps = model_calls(k)
-    agent = Agent.create("sim/root", name="root", tools=[echo], max_steps=steps)
+    agent = _flat_agent(k)
     script = [Say(calls=[call("echo", text="x")]) for _ in range(steps - 1)]
     return agent, {"sim/root": ScriptedModel([*script, Say("all answered")])}
 
@@ -84,7 +96,8 @@ SYSTEMS: dict[str, Make] = {"flat": flat, "tree": tree}
 
 
 def run_once(make: Make, k: int) -> float:
-    """One run of `make(k)` to its end, checked; the CPU seconds of the run itself."""
+    """One run of `make(k)` to its end, checked; the CPU seconds of the run itself (its
+    instructions under callgrind: the models' making too, a few per model call)."""
     agent, models = make(k)
     sim = Simulator(models["sim/root"], models=models, observers=())
     t0 = time.process_time()
