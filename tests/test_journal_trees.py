@@ -172,3 +172,32 @@ def test_the_studio_shows_a_trees_child_runs_under_their_paths() -> None:
     assert paths == {("call_0_0",), ("call_0_1",)}
     assert t.summary["child_runs"] == 2
     assert t.summary["model_calls"] == 2  # the root's own
+
+
+def test_the_studio_nests_each_child_run_under_the_run_that_called_it(tmp_path: Path) -> None:
+    from interpreters.cli.studio import timeline
+    from tests.studio_runs import record_tree_run
+
+    name = record_tree_run(tmp_path)
+    t = timeline(Journal.read(tmp_path / f"{name}.ndjson"))
+    tree = t.summary["tree"]
+    assert isinstance(tree, dict)
+
+    def shape(node: object) -> object:
+        assert isinstance(node, dict)
+        return (node["agent"], node["status"], [shape(c) for c in node["children"]])
+
+    assert shape(tree) == ("lead", "finished", [
+        ("research", "finished", [("source", "finished", [])]),
+        ("writer", "finished", []),
+    ])
+    (research,) = [c for c in tree["children"] if c["agent"] == "research"]
+    (source,) = research["children"]
+    assert source["path"] == [*research["path"], source["path"][-1]]
+    assert (research["model_calls"], source["model_calls"]) == (2, 1)
+    # each row of a child run says how deep it is and which of its own steps it is in
+    first = next(r for r in t.rows if r["n"] == source["n"])
+    assert first["depth"] == 2 and first["agent"] == "source" and first["kind"] == "run"
+    steps = {r["step"] for r in t.rows if r.get("path") == source["path"]
+             and r["kind"] == "command"}
+    assert steps == {0}
