@@ -6,7 +6,11 @@ agents that finish, trip, fail, retry or wait for approval. Whatever the tree do
   guard would redact too;
 - the store holds only the threads of runs that finished in a tree whose root finished;
 - every approved nested call runs exactly once, none before its approval;
-- the sync and async interpreters give the same tree, text and stream.
+- the journal of each part of the run (the tree in one journal) replays identical;
+- the sync interpreter, the async one on asyncio and on trio, and the durable
+  interpreter's loop over in-process steps (as properties/test_equivalence.py drives it)
+  give the same statuses, tree, text, store and stream: the root's own chunks in order,
+  and each child's live chunks in order (children running at once interleave theirs).
 """
 
 from __future__ import annotations
@@ -19,13 +23,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from effects import Abort, AskApproval, Continue, Replace
+from interpreters.core.options import TracedScope
+from interpreters.core.trace import Trace
+from interpreters.durable.loop import ModelOutcome, ToolDone, drive
 from interpreters.memory import HashEmbedder, InMemoryStore, memory_handlers
+from interpreters.record.journal import Recorder
+from interpreters.record.replay import replay_sync
+from interpreters.run.common import perform_here, run_tool, start_run, stream_failed
 from interpreters.testing import (
     AsyncSimulator,
     Fail,
     Say,
     ScriptedModel,
     Simulator,
+    VirtualClock,
     call,
     numbered_run_ids,
 )
@@ -33,7 +44,9 @@ from pipeline import Agent, RunResult, ToolCallArgs, ToolCallResult, processor
 from pipeline.approval import Resumption, approve, resumption
 from pipeline.processor import BaseProcessor, StreamArgs, StreamResult
 from pipeline.processors import MessageHistory
-from pipeline.values.chunks import Chunk, DataChunk, TextDelta, ToolResult
+from pipeline.protocol import ToolInvocation
+from pipeline.values.chunks import Chunk, DataChunk, ModelEvent, TextDelta, ToolResult
+from pipeline.values.model import ModelRequest
 
 SECRET = "SECRET"
 KINDS = ("ok", "trip", "fail", "retry", "approve")
@@ -139,14 +152,18 @@ class Tree:
 
 
 def _drive_sync(tree: Tree, store: InMemoryStore) -> tuple[list[RunResult], list[Chunk]]:
+    """The tree on the sync simulator, recorded: each part's journal replays identical."""
     models = tree.models()
+    recorder = Recorder()
     sim = Simulator(models["sim/n"], models=models, run_ids=numbered_run_ids(),
-                    handlers=memory_handlers(store, HashEmbedder()))
+                    handlers=memory_handlers(store, HashEmbedder()), observers=[recorder])
     results: list[RunResult] = []
     chunks: list[Chunk] = []
     resume: Resumption | None = None
     for _ in range(4):
         ran = sim.run(tree.root, "go" if resume is None else (), thread_id="t", resume=resume)
+        replay = replay_sync(recorder.last(), tree.root)
+        assert replay.identical, str(replay.divergence)
         results.append(ran.result)
         chunks.extend(ran.trace.chunks)
         s = ran.result.suspension
@@ -156,7 +173,10 @@ def _drive_sync(tree: Tree, store: InMemoryStore) -> tuple[list[RunResult], list
     return results, chunks
 
 
-def _drive_async(tree: Tree) -> tuple[list[RunResult], list[Chunk]]:
+Driven = tuple[list[RunResult], list[Chunk], InMemoryStore]
+
+
+def _drive_async(tree: Tree, backend: str) -> Driven:
     models = tree.models()
     store = InMemoryStore()
 
@@ -177,7 +197,100 @@ def _drive_async(tree: Tree) -> tuple[list[RunResult], list[Chunk]]:
             resume = resumption(s, [approve(p) for p in s.pending])
         return results, chunks
 
-    return anyio.run(main)
+    results, chunks = anyio.run(main, backend=backend)
+    return results, chunks, store
+
+
+class _InProcessSteps:
+    """The durable loop's `Steps` carried out in process (as properties/test_equivalence.py
+    does): the scripted models, the memory store's handlers, a virtual clock."""
+
+    def __init__(self, models: dict[str, ScriptedModel], store: InMemoryStore,
+                 clock: VirtualClock) -> None:
+        self.models = models
+        self.handlers = memory_handlers(store, HashEmbedder())
+        self.clock = clock
+        self.published: list[Chunk] = []
+
+    def model(self, request: ModelRequest) -> ModelOutcome:
+        events: list[ModelEvent] = []
+        try:
+            for e in self.models[request.model].stream(request):
+                events.append(e)
+        except Exception as e:
+            return ModelOutcome(tuple(events), stream_failed(e, started=bool(events)))
+        return ModelOutcome(tuple(events))
+
+    def tool(self, inv: ToolInvocation) -> ToolDone:
+        return ToolDone(run_tool(inv))
+
+    def perform(self, request: object) -> object:
+        return perform_here(lambda m: self.models[m], self.handlers, request)
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds)
+
+    def publish(self, chunks: tuple[Chunk, ...]) -> None:
+        self.published.extend(chunks)
+
+    def expired(self) -> str | None:
+        return None
+
+    def now(self) -> float:
+        return self.clock.now
+
+
+def _drive_durable(tree: Tree) -> Driven:
+    models = tree.models()
+    store = InMemoryStore()
+    clock = VirtualClock(1_700_000_000.0)
+    steps = _InProcessSteps(models, store, clock)
+    results: list[RunResult] = []
+    resume: Resumption | None = None
+    for n in range(4):
+        options: TracedScope = {"trace": Trace(), "thread_id": "t"}
+        if resume is not None:
+            options["resume"] = resume
+        d = start_run(tree.root, "go" if resume is None else (), run_id=f"run{n + 1}",
+                      clock=clock, options=options)
+        result = drive(d, steps)
+        results.append(result)
+        s = result.suspension
+        if result.status != "suspended" or s is None:
+            break
+        resume = resumption(s, [approve(p) for p in s.pending])
+    return results, steps.published, store
+
+
+def _live(c: Chunk) -> tuple[str, ...] | None:
+    """The path of the child whose live chunk `c` is, or None for the root's own: a
+    child's text and discarded steps, and what its own children's ends it streams."""
+    if type(c) is DataChunk and c.name == "data-agent" and isinstance(c.data, dict):
+        path = tuple(c.data["path"])
+        if c.data.get("status") in ("running", "discarded"):
+            return path
+        if len(path) > 1:  # a grandchild's end, which its parent (a child) streamed
+            return path[:-1]
+    return None
+
+
+def _by_node(chunks: list[Chunk]) -> tuple[list[Chunk], dict[str, list[Chunk]]]:
+    """The root's own chunks in order, and each child's live chunks in order."""
+    own: list[Chunk] = []
+    live: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        path = _live(c)
+        if path is None:
+            own.append(c)
+        else:
+            live.setdefault("/".join(path), []).append(c)
+    return own, live
+
+
+def _stored(tree: Tree, store: InMemoryStore) -> dict[str, list[str]]:
+    threads = ["t", *(f"t/{'/'.join(p)}" for p in _threads(tree))]
+    return {t: [m.text for m in store.last_messages(t, 100)] for t in threads
+            if store.last_messages(t, 100)}
 
 
 def _finished_paths(r: RunResult) -> set[str]:
@@ -223,13 +336,22 @@ def test_a_tree_of_runs_keeps_the_promises_of_one_run(root: Node) -> None:
     assert sorted(tree.acted) == sorted(
         next(n for n in _names(p.path, tree)) for p in approved_calls)
 
-    # the async interpreter gives the same tree, text and stream
-    tree2 = Tree(root)
-    results2, chunks2 = _drive_async(tree2)
-    assert [r.status for r in results2] == [r.status for r in results]
-    assert results2[-1].text == final.text
-    assert results2[-1].children == final.children
-    assert msgspec.json.encode(chunks2) == msgspec.json.encode(chunks)
+    # every other interpreter gives the same statuses, tree, text, store and stream
+    own, live = _by_node(chunks)
+    for name, drive_it in (("asyncio", lambda t: _drive_async(t, "asyncio")),
+                           ("trio", lambda t: _drive_async(t, "trio")),
+                           ("durable", _drive_durable)):
+        other = Tree(root)
+        results2, chunks2, store2 = drive_it(other)
+        assert [r.status for r in results2] == [r.status for r in results], name
+        assert results2[-1].text == final.text, name
+        assert results2[-1].children == final.children, name
+        assert _stored(other, store2) == _stored(tree, store), name
+        own2, live2 = _by_node(chunks2)
+        assert msgspec.json.encode(own2) == msgspec.json.encode(own), name
+        assert msgspec.json.encode(live2, order="sorted") == msgspec.json.encode(
+            live, order="sorted"), name
+        assert sorted(other.acted) == sorted(tree.acted), name
 
 
 def _threads(tree: Tree) -> list[list[str]]:

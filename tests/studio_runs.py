@@ -159,3 +159,27 @@ def record_runs(directory: Path) -> dict[str, str]:
     assert done.status == "finished"
     assert names["resumed"] == f"{names['suspended']}.resumed-{go_on.suspension.step.step_number}"
     return names
+
+
+def record_tree_run(directory: Path) -> str:
+    """Record a tree of depth 2 into `directory`: a lead calling a researcher (which
+    calls a source agent) and a writer; its journal's name (one file for the tree)."""
+    source = Agent.create("sim/source", name="source")
+    research = Agent.create("sim/research", name="research", tools=[source])
+    writer = Agent.create("sim/writer", name="writer")
+    lead = Agent.create("sim/lead", name="lead", tools=[research, writer])
+    models = {
+        "sim/lead": ScriptedModel([
+            Say(calls=[call("research", input="policy"), call("writer", input="a note")]),
+            Say("All done.")]),
+        "sim/research": ScriptedModel([Say(calls=[call("source", input="policy")]),
+                                       Say("30 days")]),
+        "sim/source": ScriptedModel([Say("the policy says 30 days")]),
+        "sim/writer": ScriptedModel([Say("Dear customer")]),
+    }
+    before = set(directory.glob("*.ndjson"))
+    run = Simulator(models["sim/lead"], models=models, observers=[Recorder(directory)],
+                    run_ids=numbered_run_ids()).run(lead, "refund policy?")
+    assert run.result.status == "finished"
+    (new,) = set(directory.glob("*.ndjson")) - before
+    return new.stem

@@ -79,8 +79,12 @@ def test_parallel_children_answer_their_calls_and_add_up(backend: str) -> None:
     kids = sum(n.usage.total_tokens for n in r.children)
     assert kids > 0 and r.usage.total_tokens == own + kids
     assert set(r.usage_by_agent()) == {"own", "research", "refunds"}
-    agents = [c for c in ran.trace.chunks if isinstance(c, DataChunk) and c.name == "data-agent"]
+    agents = [c for c in ran.trace.chunks if isinstance(c, DataChunk) and c.name == "data-agent"
+              and c.data["status"] != "running"]  # type: ignore[index]
     assert [c.data["text"] for c in agents] == ["30 days", '{"order": "7", "amount": 5}']  # type: ignore[index]
+    live = [c.data for c in ran.trace.chunks if isinstance(c, DataChunk)
+            and c.name == "data-agent" and c.data["status"] == "running"]  # type: ignore[index]
+    assert sorted(d["delta"] for d in live) == ["30 days", '{"order": "7", "amount": 5}']  # type: ignore[index]
 
 
 def test_the_gate_sees_child_calls_and_can_refuse_one() -> None:
@@ -110,15 +114,23 @@ def test_a_guard_on_the_parent_covers_what_a_child_says() -> None:
     assert b"bob@example.com" not in msgspec.json.encode(ran.result.messages)
 
 
-def test_a_child_that_trips_answers_with_an_error_and_delivers_nothing() -> None:
+def test_a_child_that_trips_answers_with_an_error_its_streamed_text_what_its_guards_passed(
+) -> None:
     block = processor("block", process_output_result=lambda a: Abort("no"))
-    child = Agent.create("sim/research", name="research", output_processors=[block])
+    child = Agent.create("sim/research", name="research",
+                         output_processors=[PIIDetector(strategy="redact"), block])
     sup = _supervisor(child)
-    ran = on_sync(sup, "x", {"sim/research": ScriptedModel([Say("leaked text")])},
+    ran = on_sync(sup, "x", {"sim/research": ScriptedModel([Say("mail bob@example.com")])},
                   ScriptedModel([Say(calls=[call("research", input="q")]), Say("ok")]))
     (res,) = [p for m in ran.result.messages.messages for p in m.tool_results()]
     assert res.is_error and "tripped" in str(res.result)
-    assert b"leaked text" not in msgspec.json.encode(ran.trace.chunks)
+    # As a run's own text, a child's reached the caller as its stream guard passed it;
+    # its result, what the parent's model reads, is the error.
+    out = msgspec.json.encode(ran.trace.chunks)
+    assert b"bob@example.com" not in out and b"mail [REDACTED:email]" in out
+    (end,) = [c.data for c in ran.trace.chunks if isinstance(c, DataChunk)
+              and c.name == "data-agent" and c.data["status"] != "running"]  # type: ignore[index]
+    assert end["status"] == "tripped" and end["text"] == ""  # type: ignore[index]
     assert ran.result.children[0].status == "tripped"
 
 
@@ -302,3 +314,67 @@ def test_the_durable_loop_drives_children_command_by_command() -> None:
     r = drive(d, _Steps(models))
     assert r.status == "finished" and [n.status for n in r.children] == ["finished"]
     assert [p.result for m in r.messages.messages for p in m.tool_results()] == ["found"]
+
+
+def _looping_child(steps: int) -> tuple[Agent, ScriptedModel, list[str]]:
+    ran: list[str] = []
+
+    def dig(x: int) -> str:
+        """Dig."""
+        ran.append(f"dig {x}")
+        return "deeper"
+
+    model = ScriptedModel([*(Say(calls=[call("dig", x=i)]) for i in range(steps)),
+                           Say("found")])
+    return Agent.create("sim/digger", name="digger", tools=[dig], max_steps=steps + 2), \
+        model, ran
+
+
+def test_a_parents_budget_stops_a_child_while_it_runs() -> None:
+    from pipeline.processors import Budget
+
+    child, child_model, dug = _looping_child(6)
+    lead = Agent.create("sim/lead", name="lead", tools=[child],
+                        input_processors=[Budget(max_model_calls=3)])
+    root = ScriptedModel([Say(calls=[call("digger", input="dig")]), Say("never")])
+    r = on_sync(lead, "x", {"sim/digger": child_model}, root).result
+    # the lead's call, then the child's two: the tree's third model call is refused
+    assert len(child_model.requests) == 2 and dug == ["dig 0", "dig 1"]
+    (node,) = r.children
+    assert node.status == "tripped"
+    assert r.status == "tripped" and r.tripwire is not None
+    assert r.tripwire.processor_id == "budget" and len(root.requests) == 1
+
+
+def test_a_parents_finishing_budget_makes_a_childs_next_step_without_tools() -> None:
+    from pipeline.processors import Budget
+
+    child, child_model, _ = _looping_child(6)
+    lead = Agent.create("sim/lead", name="lead", tools=[child],
+                        input_processors=[Budget(max_model_calls=4, on_limit="finish")])
+    root = ScriptedModel([Say(calls=[call("digger", input="dig")]), Say("done")])
+    on_sync(lead, "x", {"sim/digger": child_model}, root)
+    choices = [req.tool_choice for req in child_model.requests]
+    assert choices[:2] == ["auto", "auto"] and choices[2] == "none"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_children_running_at_once_share_their_parents_budget(backend: str) -> None:
+    from pipeline.processors import Budget
+
+    kids = []
+    models: dict[str, ScriptedModel] = {}
+    for name in ("a", "b"):
+        agent, model, _ = _looping_child(6)
+        kids.append(msgspec.structs.replace(agent, name=name, model=f"sim/{name}"))
+        models[f"sim/{name}"] = model
+    lead = Agent.create("sim/lead", name="lead", tools=kids,
+                        input_processors=[Budget(max_model_calls=5)])
+    root = ScriptedModel([Say(calls=[call("a", input="dig"), call("b", input="dig")]),
+                          Say("never")])
+    r = BACKENDS[backend](lead, "x", models, root).result
+    children_calls = sum(len(m.requests) for m in models.values())
+    # the lead's one call and the children's: at most one in flight each over the bound
+    assert 1 + children_calls <= 5 + 2
+    assert {n.status for n in r.children} == {"tripped"}
+    assert r.status == "tripped"

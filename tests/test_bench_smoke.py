@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench import w6
+from bench import agents, w6
 from bench.w5 import SYSTEMS as W5_SYSTEMS
 from bench.workloads import ASYNC, SYNC, Params, async_available
 
@@ -102,3 +102,29 @@ def test_the_evals_overhead_bench_completes_in_smoke_mode() -> None:
     for r in rows:
         assert r["completed"] == r["units"] == 20
         assert ("overhead_ms_per_case" in r) == (r["way"] != "plain")
+
+
+def test_the_tree_bench_completes_every_run_in_smoke_mode() -> None:
+    # bench.agents: each system at each size ran to its end with its model calls (every
+    # run is checked as it goes); its figures are the benchmark's, not asserted here.
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.agents", "--smoke"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [(r["system"], r["k"], r["model_calls"]) for r in summary["results"]] == [
+        (s, k, 2 + 4 * (k + 1)) for s in ("flat", "tree") for k in agents.SIZES
+    ]
+    assert {"per_step_ratio", "fixed_per_child", "whole_run_ratio"} <= set(summary)
+
+
+def test_the_tree_bench_splits_a_step_from_a_child_start() -> None:
+    # made-up costs: a step costs 10 in one run and 11 in the tree, each child 100 more
+    calls = agents.model_calls
+    per_run = {(s, k): (10 if s == "flat" else 11) * calls(k) + (400 if s == "tree" else 0)
+               for s in agents.SYSTEMS for k in agents.SIZES}
+    got = agents.split(per_run)
+    assert (got["flat_per_step"], got["tree_per_step"]) == (10, 11)
+    assert got["per_step_ratio"] == 1.1
+    assert got["fixed_per_child"] == 100

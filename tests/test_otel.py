@@ -28,7 +28,7 @@ from interpreters.testing import (
     call,
     numbered_run_ids,
 )
-from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, abort
+from pipeline import Agent, OutputStepArgs, OutputStepResult, Processor, RunResult, abort
 from pipeline.values import Usage
 from pipeline.values.cost import Cost, PriceQuery
 from pipeline.values.model import ModelSettings
@@ -386,3 +386,62 @@ def test_judge_calls_started_without_waiting_have_their_spans(otel: Otel) -> Non
         assert a["gen_ai.usage.input_tokens"] == 7 and a["gen_ai.usage.output_tokens"] == 2
         assert a["pipeline.processor.id"] == "moderation"
         assert (span.end_time or 0) > (span.start_time or 0)
+
+
+def _team() -> tuple[Agent, dict[str, ScriptedModel]]:
+    research = Agent.create("sim/research", name="research", tools=[weather])
+    writer = Agent.create("sim/writer", name="writer")
+    lead = Agent.create("sim/lead", name="lead", tools=[research, writer])
+    models = {
+        "sim/lead": ScriptedModel([
+            Say(calls=[call("research", input="Paris?"), call("writer", input="a poem")],
+                usage=Usage(5, 2)),
+            Say("Sunny, and a poem.", usage=Usage(7, 3)),
+        ]),
+        "sim/research": ScriptedModel([Say(calls=[call("weather", city="Paris")],
+                                           usage=Usage(11, 1)),
+                                       Say("sunny", usage=Usage(13, 1))]),
+        "sim/writer": ScriptedModel([Say("roses", usage=Usage(17, 4))]),
+    }
+    return lead, models
+
+
+@pytest.mark.parametrize("backend", ["sync", "asyncio", "trio"])
+def test_a_child_runs_span_hangs_under_its_parents_tool_call_with_its_agents_usage(
+    backend: str,
+) -> None:
+    otel = Otel()
+    lead, models = _team()
+    if backend == "sync":
+        r = Simulator(models["sim/lead"], models=models, observers=[otel.observer],
+                      start=START).run(lead, "Weather and a poem").result
+    else:
+        async def main() -> RunResult:
+            sim = AsyncSimulator(models["sim/lead"], models=models,
+                                 observers=[otel.observer], start=START)
+            return (await sim.run(lead, "Weather and a poem")).result
+        r = anyio.run(main, backend=backend)
+    assert r.status == "finished"
+    by_name = {s.name: s for s in otel.spans()}
+    root = by_name["invoke_agent lead"]
+    assert root.parent is None
+    for agent_name in ("research", "writer"):
+        span = by_name[f"invoke_agent {agent_name}"]
+        call_span = next(s for s in otel.named("execute_tool")
+                         if s.attributes and s.attributes["gen_ai.tool.name"] == agent_name)
+        assert span.parent is not None and span.parent.span_id == call_span.context.span_id
+        assert call_span.parent is not None
+        assert call_span.parent.span_id == root.context.span_id
+        assert dict(span.attributes or {})["gen_ai.agent.name"] == agent_name
+    research = by_name["invoke_agent research"]
+    weather_span = by_name["execute_tool weather"]  # the child's own tool, under its run
+    assert weather_span.parent is not None
+    assert weather_span.parent.span_id == research.context.span_id
+    a = dict(research.attributes or {})
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (24, 2)
+    assert a["pipeline.parent.run_id"] == dict(root.attributes or {})["pipeline.run_id"]
+    b = dict(root.attributes or {})  # the tree's usage, and the lead's own
+    assert (b["gen_ai.usage.input_tokens"], b["gen_ai.usage.output_tokens"]) == (
+        5 + 7 + 24 + 17, 2 + 3 + 2 + 4)
+    assert (b["pipeline.own_usage.input_tokens"], b["pipeline.own_usage.output_tokens"]) == (
+        12, 5)

@@ -224,3 +224,27 @@ def test_a_playground_chat_with_an_approval(driver: WebDriver, tmp_path: Path) -
         driver.find_elements(By.CSS_SELECTOR, "#chat-log a.journal-link")[-1].click()
         wait_for(driver, "#decisions")
         assert "decided by studio" in driver.find_element(By.ID, "decisions").text
+
+
+def test_the_run_view_shows_a_tree_of_runs_nested(driver: WebDriver, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    from tests.studio_runs import record_tree_run
+
+    name = record_tree_run(tmp_path)
+    with StudioServer(Studio(tmp_path), port=0) as server:
+        driver.get(f"{server.url}#/run/{name}")
+        wait_for(driver, "#run-tree li")
+        nested = driver.execute_script(
+            "const names = li => li.querySelector(':scope > .run-node .agent').textContent;"
+            "const walk = li => [names(li), [...li.querySelectorAll(':scope > ul > li')]"
+            ".map(walk)];"
+            "return walk(document.querySelector('#run-tree > ul > li'));")
+        assert nested == ["lead", [["research", [["source", []]]], ["writer", []]]]
+        # a child run's rows in the timeline are set in by their depth, named by agent
+        depths = driver.execute_script(
+            "return [...document.querySelectorAll('#timeline tr.child-row')]"
+            ".map(r => [r.dataset.agent, Number(r.dataset.depth)]);")
+        assert isinstance(depths, list)
+        assert {tuple(d) for d in depths} == {("research", 1), ("source", 2), ("writer", 1)}
+        driver.find_element(By.CSS_SELECTOR, "#run-tree a.run-node-link[data-agent='source']")

@@ -79,6 +79,7 @@ from interpreters.run.common import (
     child_failed,
     handler_for,
     provider_error,
+    runs_children,
     stream_failed,
     tool_and_args,
     tool_failed,
@@ -211,7 +212,7 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         driver = self._start(agent, messages, options)
         return AsyncRunStream(
             self, driver, options.get("signal"), options.get("timeout"), hand_out=hand_out,
-            starts=hand_out and starts_requests(agent),
+            starts=hand_out and (starts_requests(agent) or runs_children(agent)),
         )
 
     # --- commands other than the model stream -----------------------------------------------
@@ -230,18 +231,22 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         raise TypeError(f"unknown command {cmd!r}")
 
     async def _run_tools(
-        self, calls: tuple[ToolInvocation, ...], each_done: Callable[[ToolOutcome], None]
+        self,
+        calls: tuple[ToolInvocation, ...],
+        each_done: Callable[[ToolOutcome], None],
+        sink: Sink | None = None,
     ) -> tuple[ToolOutcome, ...]:
         """Run the calls concurrently; the outcomes in the order of the calls. Each outcome
-        is also told to `each_done` as its call finishes (kept when the run is cancelled)."""
+        is also told to `each_done` as its call finishes (kept when the run is cancelled).
+        `sink`: where what child runs publish goes, as it comes (None: nowhere)."""
         if len(calls) == 1:
-            only = await self._run_tool(calls[0])
+            only = await self._run_tool(calls[0], sink)
             each_done(only)
             return (only,)
         outcomes: list[ToolOutcome | None] = [None] * len(calls)
 
         async def one(i: int, inv: ToolInvocation) -> None:
-            outcomes[i] = o = await self._run_tool(inv)
+            outcomes[i] = o = await self._run_tool(inv, sink)
             each_done(o)
 
         try:
@@ -255,18 +260,20 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
             raise stop from None
         return tuple(o for o in outcomes if o is not None)
 
-    async def _run_tool(self, inv: ToolInvocation) -> ToolOutcome:
+    async def _run_tool(self, inv: ToolInvocation, sink: Sink | None = None) -> ToolOutcome:
         """One tool call; a tool that raises becomes an error result the model sees."""
-        now = self._call_tool(inv)
+        now = self._call_tool(inv, sink)
         return now if isinstance(now, ToolOutcome) else await now
 
-    def _call_tool(self, inv: ToolInvocation) -> ToolOutcome | Awaitable[ToolOutcome]:
+    def _call_tool(
+        self, inv: ToolInvocation, sink: Sink | None = None
+    ) -> ToolOutcome | Awaitable[ToolOutcome]:
         """Start one tool call: its outcome when it is there at once (a sync tool in the
         loop's thread, a call that cannot run), else an awaitable of it. Saves a sync
         tool the coroutines of an async call (docs/DESIGN.md, decisions made for speed)."""
         ready = tool_and_args(inv)
         if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
-            return ready if inv.child is None else self._run_child(inv)
+            return ready if inv.child is None else self._run_child(inv, sink)
         tool, kwargs = ready
         if tool.is_async or self._tools_in_threads:
             return self._await_tool(inv, tool, kwargs)
@@ -278,10 +285,11 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
             return _tool_result(inv, result)
         return ToolOutcome(inv.call.tool_call_id, result)
 
-    async def _run_child(self, inv: ToolInvocation) -> ToolOutcome:
+    async def _run_child(self, inv: ToolInvocation, sink: Sink | None) -> ToolOutcome:
         """A child run (`docs/agents.md`), driven to its end in this task (or the step's
         task group): the parent's cancel scope, deadline and signal reach it, and it
-        never outlives the parent's step. Its result answers the call."""
+        never outlives the parent's step. What it publishes goes to `sink` as it comes
+        (None: nowhere); its result answers the call."""
         child = inv.child
         assert child is not None
         try:
@@ -289,9 +297,17 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
                              price=self._price)
         except Exception as e:
             return child_failed(inv, e)
-        stream: AsyncRunStream[object] = AsyncRunStream(self, d, None, None, hand_out=False)
-        result = await self._run_to_end(stream, starts_requests(child.tool.agent))
-        return ToolOutcome(inv.call.tool_call_id, result)
+        agent = child.tool.agent
+        if sink is None:
+            quiet: AsyncRunStream[object] = AsyncRunStream(self, d, None, None, hand_out=False)
+            result = await self._run_to_end(quiet, starts_requests(agent))
+            return ToolOutcome(inv.call.tool_call_id, result)
+        stream: AsyncRunStream[object] = AsyncRunStream(
+            self, d, None, None, starts=starts_requests(agent) or runs_children(agent))
+        async with stream:
+            async for chunk in stream:
+                await sink(chunk)
+        return ToolOutcome(inv.call.tool_call_id, stream.result)
 
     async def _await_tool(
         self, inv: ToolInvocation, tool: Tool, kwargs: dict[str, object]
@@ -341,7 +357,7 @@ class AsyncRunStream(RunOutcome[Output]):
     __slots__ = (
         "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_d", "_delivered", "_group",
         "_hand_out", "_interp", "_jobs", "_model", "_ready", "_send_event", "_starts",
-        "_stop",
+        "_stop", "_tools",
     )
 
     def __init__(
@@ -386,6 +402,9 @@ class AsyncRunStream(RunOutcome[Output]):
         self._starts = starts
         """Its agent has a processor that starts requests (`starts_requests`)."""
         self._group: anyio.abc.TaskGroup | None = None
+        self._tools: _ToolsAside | None = None
+        """A tool step with child runs, running in the block's task group while their
+        chunks are handed out (`_step_with_children`)."""
 
     # --- the async iterator ------------------------------------------------------------
     def __aiter__(self) -> AsyncRunStream[Output]:
@@ -551,6 +570,11 @@ class AsyncRunStream(RunOutcome[Output]):
                     return
             elif t is Done:
                 return
+            elif t is RunTools and _has_children(cmd):
+                nxt = await self._step_with_children(cmd)  # type: ignore[arg-type]
+                if nxt is None:
+                    return  # a child's chunks to hand out; the step goes on
+                cmd = nxt
             elif t is CallModel:
                 if TYPE_CHECKING:
                     assert isinstance(cmd, CallModel)
@@ -669,8 +693,68 @@ class AsyncRunStream(RunOutcome[Output]):
             if rest is not None:
                 await rest
 
+    async def _step_with_children(
+        self, cmd: RunTools[ToolInvocation, ToolOutcome]
+    ) -> LoopCommand | None:
+        """A tool step that runs child runs (`docs/agents.md`); the next command, or None
+        when there are chunks to hand out first (the step goes on at the next call).
+
+        Inside the stream's `async with` block (its task group), with a consumer, the
+        calls run in a task of that group and what the children publish is handed out
+        as it comes: the consumer reads it while they run, each chunk waiting for the
+        consumer (`CHILD_CHUNKS` at most in between). Otherwise the calls run in this
+        task and what the children publish goes to the buffer as it comes, handed out
+        after the step."""
+        d = self._d
+        if self._hand_out and self._group is not None:
+            aside = self._tools
+            if aside is None:
+                aside = self._tools = _ToolsAside()
+                self._group.start_soon(aside.run, self._interp, cmd.calls, d.tool_finished)
+            try:
+                chunk = await aside.chunks.receive()
+            except anyio.EndOfStream:
+                self._tools = None
+                outcome = aside.outcome
+                if isinstance(outcome, tuple):
+                    return d.send(outcome)
+                if isinstance(outcome, Exception):
+                    return d.fail(outcome)
+                raise RuntimeError("the tool step ended without outcomes") from None
+            self._handed(chunk)
+            return None
+        try:
+            outcomes = await self._interp._run_tools(
+                cmd.calls, d.tool_finished,
+                self._kept if self._hand_out or d.log is not None else None)
+        except Exception as e:
+            return d.fail(e)
+        return d.send(outcomes)
+
+    def _handed(self, chunk: Chunk) -> None:
+        """A child's chunk for the caller: buffered, recorded in the run's trace."""
+        self._buf.append(chunk)
+        log = self._d.log
+        if log is not None:
+            log.chunks.append(chunk)
+
+    async def _kept(self, chunk: Chunk) -> None:
+        self._handed(chunk)
+
+    async def _stop_aside(self) -> None:
+        """Stop a tool step running aside (a cancel): its children end cancelled; what
+        they published meanwhile is not handed out."""
+        aside, self._tools = self._tools, None
+        if aside is None:
+            return
+        with anyio.CancelScope(shield=True):
+            aside.scope.cancel()
+            async for _ in aside.chunks:
+                pass
+
     async def _cancel(self, reason: str) -> None:
         """End the run as cancelled: the loop finishes without I/O; close the model."""
+        await self._stop_aside()
         if not self._closed:
             chunks = self._d.cancel(reason)
             if self._hand_out:
@@ -679,6 +763,44 @@ class AsyncRunStream(RunOutcome[Output]):
 
 
 _NO_EVENTS: Iterator[ModelEvent] = iter(())
+
+Sink = Callable[[Chunk], Awaitable[None]]
+"""Where what a child run publishes goes, chunk by chunk."""
+
+CHILD_CHUNKS = 16
+"""How many chunks of child runs wait for the consumer at most before they wait too."""
+
+
+class _ToolsAside:
+    """A tool step with child runs, in a task of the stream's task group: the chunks the
+    children publish, and the step's outcomes (or its failure) once it ended (its chunk
+    stream then ends)."""
+
+    __slots__ = ("chunks", "outcome", "scope", "send")
+
+    def __init__(self) -> None:
+        send, self.chunks = anyio.create_memory_object_stream[Chunk](CHILD_CHUNKS)
+        self.send = send
+        self.scope = anyio.CancelScope()
+        self.outcome: tuple[ToolOutcome, ...] | Exception | None = None
+
+    async def run(
+        self,
+        interp: AsyncInterpreter,
+        calls: tuple[ToolInvocation, ...],
+        each_done: Callable[[ToolOutcome], None],
+    ) -> None:
+        async with self.send:
+            with self.scope:
+                try:
+                    self.outcome = await interp._run_tools(calls, each_done, self.send.send)
+                except Exception as e:
+                    self.outcome = e
+
+
+def _has_children(cmd: LoopCommand) -> bool:
+    """Whether a RunTools runs child runs (agents called as tools)."""
+    return any(inv.child is not None for inv in cmd.calls)  # type: ignore[union-attr]
 
 
 def _batches(

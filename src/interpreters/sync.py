@@ -38,7 +38,15 @@ from interpreters.run.common import (
 from interpreters.run.common import run_tool as run_tool
 from interpreters.run.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
-from pipeline.protocol import LAST, Driver, LoopCommand, ToolInvocation, ToolOutcome, discard
+from pipeline.protocol import (
+    LAST,
+    Driver,
+    LoopCommand,
+    RunLog,
+    ToolInvocation,
+    ToolOutcome,
+    discard,
+)
 from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.values.cost import Pricer
 from pipeline.values.messages import RunInput
@@ -234,6 +242,8 @@ class SyncInterpreter(InterpreterBase[Provider]):
                         cmd = d.fail(e)
                     else:
                         cmd = d.send(reply)
+                elif t is RunTools and _has_children(cmd):
+                    cmd = yield from self._step_with_children(d, cmd, stop)  # type: ignore[arg-type]
                 else:
                     cmd = self._other(d, cmd, stop, jobs)
         finally:
@@ -253,10 +263,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
             if isinstance(cmd, RunTools):
                 if stop.active:
                     return self._run_tools(d, cmd, stop)
-                reply: object = tuple(
-                    run_tool(inv) if inv.child is None else self._child(inv, stop)
-                    for inv in cmd.calls
-                )
+                reply: object = tuple(run_tool(inv) for inv in cmd.calls)
             elif isinstance(cmd, Sleep):
                 self._sleep(cmd.seconds)
                 reply = None
@@ -289,9 +296,32 @@ class SyncInterpreter(InterpreterBase[Provider]):
         return d.send(reply)
 
 
-    def _child(self, inv: ToolInvocation, stop: StopCheck) -> ToolOutcome:
-        """A child run (`docs/agents.md`), driven here to its end under the parent's stop
-        (its signal and deadline reach it); its result answers the call."""
+    def _step_with_children(
+        self, d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: StopCheck
+    ) -> Generator[Chunk, None, LoopCommand]:
+        """A tool step that runs child runs (`docs/agents.md`): the calls one after the
+        other, each child driven here to its end under the run's stop (its signal and
+        deadline reach it), what it publishes handed out as it comes. A cancel that came
+        while a call ran starts no further call (the run is cancelled at this command)."""
+        outcomes: list[ToolOutcome] = []
+        try:
+            for inv in cmd.calls:
+                if stop.active and stop.reason() is not None:
+                    return cmd
+                if inv.child is None:
+                    outcome = run_tool(inv)
+                else:
+                    outcome = yield from self._child(inv, stop, d.log)
+                d.tool_finished(outcome)
+                outcomes.append(outcome)
+        except Exception as e:
+            return d.fail(e)
+        return d.send(tuple(outcomes))
+
+    def _child(
+        self, inv: ToolInvocation, stop: StopCheck, log: RunLog | None
+    ) -> Generator[Chunk, None, ToolOutcome]:
+        """A child run, driven to its end; its result answers the call."""
         assert inv.child is not None
         try:
             d = child_driver(inv.child, clock=self._clock, observers=self._observers,
@@ -299,11 +329,17 @@ class SyncInterpreter(InterpreterBase[Provider]):
         except Exception as e:
             return child_failed(inv, e)
         drive = self._drive(d, stop)
+        if log is None:
+            return ToolOutcome(inv.call.tool_call_id, (yield from drive))
+        # what it hands out is recorded as the run's (a few chunks: its live ones)
+        chunks = log.chunks
         while True:
             try:
-                next(drive)  # (a child's chunks stay in its box: nothing to hand out)
+                chunk = next(drive)
             except StopIteration as done:
                 return ToolOutcome(inv.call.tool_call_id, done.value)
+            chunks.append(chunk)
+            yield chunk
 
     def _run_tools(
         self, d: Driver, cmd: RunTools[ToolInvocation, ToolOutcome], stop: StopCheck
@@ -315,7 +351,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
         for inv in cmd.calls:
             if stop.reason() is not None:
                 return cmd  # the run is cancelled at this command
-            outcome = run_tool(inv) if inv.child is None else self._child(inv, stop)
+            outcome = run_tool(inv)
             d.tool_finished(outcome)
             outcomes.append(outcome)
         return d.send(tuple(outcomes))
@@ -367,6 +403,11 @@ def _capture(
     result = yield from gen
     box.append(result)
     return result
+
+
+def _has_children(cmd: LoopCommand) -> bool:
+    """Whether a RunTools runs child runs (agents called as tools)."""
+    return any(inv.child is not None for inv in cmd.calls)  # type: ignore[union-attr]
 
 
 def _commits(cmd: LoopCommand) -> bool:

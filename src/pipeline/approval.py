@@ -335,7 +335,19 @@ def nested_resumption(
 def typed_states(agent: Agent, s: Suspension) -> Suspension:
     """`s` with each processor's state of the type of its initial state (a state read
     back from a store is plain data: a Struct's or dataclass's fields are typed again by
-    their annotations). `TypeError` for a state that does not fit its processor."""
+    their annotations); a child run waiting under one of its calls, by its own agent's
+    processors (found by the call's tool). `TypeError` for a state that does not fit
+    its processor."""
+    calls = s.calls
+    if any(g.child is not None for g in calls):
+        tools = {t.name: t for t in (*agent.tools, *(
+            t for p in agent.all_processors() for t in p.tools))}
+        nested = list(calls)
+        for i, g in enumerate(calls):
+            tool = tools.get(g.call.tool_name)
+            if g.child is not None and isinstance(tool, AgentTool):
+                nested[i] = msgspec.structs.replace(g, child=typed_states(tool.agent, g.child))
+        s = msgspec.structs.replace(s, calls=tuple(nested))
     procs = agent.all_processors()
     states: list[object] = []
     changed = False

@@ -466,6 +466,13 @@ class BaseProcessor(Generic[Needs]):
     concurrent: bool = False
     """When True, `process_input` runs beside the first model call: the model's output is
     held, and no tool runs, until it passed (`pipeline.loop.race`). It may pass or abort."""
+    bounds_descendants: bool = False
+    """When True, its `process_input_step` also bounds the agents its agent calls (child
+    runs, `docs/agents.md`): it is asked before each model call of every descendant run,
+    with `spent` what the whole tree under its run has paid for so far (the children
+    running too) and its own run's state. An `Abort` stops that descendant (a tripwire
+    of this processor's id), a `StepChange` changes that step; a state it returns is not
+    kept. `Budget` is such a processor."""
     tools: tuple[Tool, ...] = ()
     """The tools its `process_input_step` may add to a step (`StepChange.tools`) that are
     not the agent's: a run suspended for approval in such a step finds them here again

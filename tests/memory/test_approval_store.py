@@ -450,3 +450,57 @@ def test_a_changed_processor_is_agent_changed_on_resume_and_the_run_still_waits(
     same = make_payer(tmp_path / "payments.log")  # the agent it suspended on resumes it
     go_on = approvals.take(same, s.run_id, [approve(p) for p in s.pending])
     assert Simulator(ScriptedModel([Say("paid")])).run(same, (), resume=go_on).result.text == "paid"
+
+
+# --- a suspended tree of runs --------------------------------------------------------------
+
+
+def _team(log: Path) -> Agent:
+    """A root calling a note taker (which saves its thread) and the payer (which waits)."""
+    from pipeline.processors import MessageHistory
+
+    notes = Agent.create("sim/notes", name="notes", input_processors=[MessageHistory()])
+    return Agent.create("sim/root", name="root", tools=[
+        notes, make_payer(log).as_tool("payer", "Pay someone."),
+    ], input_processors=[MessageHistory()])
+
+
+def _team_models() -> dict[str, ScriptedModel]:
+    return {
+        "sim/root": ScriptedModel([
+            Say(calls=[call("notes", input="note the payment"), call("payer", input="pay eve")]),
+            Say("done"),
+        ]),
+        "sim/notes": ScriptedModel([Say("noted")]),
+        "sim/model": ScriptedModel([Say(calls=[call("send", to="eve", amount=500)]),
+                                    Say("sent")]),
+    }
+
+
+def test_a_suspended_tree_round_trips_its_finished_childs_writes_and_its_waiting_childs_states(
+    storage: Storage, tmp_path: Path
+) -> None:
+    from interpreters.memory import HashEmbedder, InMemoryStore, memory_handlers
+    from pipeline.processors.memory.requests import SaveMessages
+
+    memory = InMemoryStore()
+    team = _team(tmp_path / "payments.log")
+    models = _team_models()
+    sim = Simulator(models["sim/root"], models=models,
+                    handlers=memory_handlers(memory, HashEmbedder()))
+    first = sim.run(team, "pay eve", thread_id="t").result
+    assert first.status == "suspended" and first.suspension is not None
+    s = first.suspension
+    (kept,) = [g.kept for g in s.calls if g.kept is not None]
+    assert kept.writes and all(isinstance(w, SaveMessages) for _, w in kept.writes)
+    storage.open().save(s)
+
+    desk = Approvals(storage.open(), team)
+    go_on = desk.decide(s.run_id, [approve(p) for p in s.pending])
+    assert go_on.suspension == s  # the writes typed again, the child's states too
+    (waiting,) = [g.child for g in go_on.suspension.calls if g.child is not None]
+    assert any(isinstance(state, Spent) for state in waiting.states)
+    done = sim.run(team, (), resume=go_on).result
+    assert done.status == "finished"
+    assert [m.text for m in memory.last_messages("t/notes", 10)] == ["note the payment", "noted"]
+    assert (tmp_path / "payments.log").read_text() == "eve 500\n"

@@ -14,7 +14,10 @@ the same run exactly one gets it and the other `RunNotSuspended`.
 A suspension is stored msgpack-encoded. `save` checks that it encodes and decodes back
 (`SuspensionNotStorable` names the processor whose state does not: a run is never
 silently lost); the processors' states come back as plain data (dicts, lists), and
-`Approvals.take` types them again by the agent's processors (`typed_states`). A stored
+`Approvals.take` types them again by the agent's processors (`typed_states`, a waiting
+child run's by its own agent's). The memory writes a finished child run left in a
+suspended tree are stored beside it with their classes and read back typed
+(`interpreters.approvals.writes`). A stored
 row that does not decode is `CorruptStoredSuspension`; a store that cannot be reached is
 `ApprovalStoreUnavailable`. The tables are versioned on their own (`approval_schema`),
 a newer version refused.
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Generic, LiteralString, Protocol, TypeVar
 import msgspec
 
 from interpreters.approvals.store import DEFAULT_LISTED, MemoryApprovalStore, check_listing
+from interpreters.approvals.writes import StoredWrite, UnknownWrite, with_writes, without_writes
 from interpreters.memory.open import open_memory_store
 from interpreters.memory.postgres import PostgresStore
 from interpreters.memory.sqlite import SQLiteStore
@@ -101,8 +105,21 @@ class CorruptStoredSuspension(ApprovalStoreError):
         self.run_id = run_id
 
 
+class StoredTree(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A suspension that keeps finished children's writes, stored with them beside it
+    (`interpreters.approvals.writes`: read back typed)."""
+
+    suspension: Suspension
+    writes: tuple[StoredWrite, ...]
+
+
 _ENC = msgspec.msgpack.Encoder()
 _DEC = msgspec.msgpack.Decoder(Suspension)
+_TREE = msgspec.msgpack.Decoder(StoredTree)
+
+
+def _decode_write(body: bytes, cls: type) -> object:
+    return msgspec.msgpack.decode(body, type=cls)
 
 
 def encode_suspension(s: Suspension) -> bytes:
@@ -110,13 +127,26 @@ def encode_suspension(s: Suspension) -> bytes:
     if not isinstance(s, Suspension):
         raise TypeError(f"an approval store keeps a Suspension, not {type(s).__name__}")
     try:
-        body = _ENC.encode(s)
-        _DEC.decode(body)
+        bare, writes = without_writes(s, _ENC.encode)
+        body = _ENC.encode(StoredTree(bare, writes) if writes else s)
+        _read(body)
     except (TypeError, ValueError, OverflowError, msgspec.DecodeError) as e:
         raise SuspensionNotStorable(
             f"the suspension of run {s.run_id!r} cannot be stored: {_culprit(s)}{e}"
         ) from None
     return body
+
+
+def _read(body: bytes) -> Suspension:
+    """A stored suspension: plain, or with kept writes beside it (put back typed)."""
+    try:
+        return _DEC.decode(body)
+    except msgspec.ValidationError as plain:
+        try:
+            tree = _TREE.decode(body)
+        except msgspec.ValidationError:
+            raise plain from None
+        return with_writes(tree.suspension, tree.writes, _decode_write)
 
 
 def _culprit(s: Suspension) -> str:
@@ -133,8 +163,8 @@ def _culprit(s: Suspension) -> str:
 
 def decode_suspension(run_id: str, body: bytes) -> Suspension:
     try:
-        s = _DEC.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        s = _read(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnknownWrite) as e:
         raise CorruptStoredSuspension(run_id, str(e)) from None
     if s.run_id != run_id:
         raise CorruptStoredSuspension(run_id, f"it is the suspension of run {s.run_id!r}")

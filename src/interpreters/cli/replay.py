@@ -115,6 +115,7 @@ def replay_file(
         f"{list(h.agent.processors)}, tools {list(h.agent.tools)}; recorded status "
         f"{end.status if end is not None else 'unfinished'}, "
         f"{len(journal.commands())} commands"
+        + (f", {len(runs)} child runs" if (runs := journal.runs()) else "")
     ) + "\n")
     if agent_spec is None:
         for c in journal.commands():

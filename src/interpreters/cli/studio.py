@@ -62,6 +62,7 @@ from interpreters.record.journal import (
     CommandSeen,
     EffectSeen,
     Entry,
+    InRun,
     Journal,
     JournalError,
     ModelReplied,
@@ -155,6 +156,8 @@ def _builtins(value: object) -> object:
 
 
 def _title(e: Entry) -> str:
+    if isinstance(e, InRun):
+        return f"[{'/'.join(e.path)}] {_title(e.entry)}"
     if isinstance(e, RunStarted):
         return f"run {e.run_id}: agent {e.agent.name!r} on {e.agent.model}"
     if isinstance(e, CommandSeen):
@@ -217,7 +220,24 @@ def timeline(journal: Journal) -> Timeline:
     priced = False
     calls = tripwires = retries = errors = tool_results = 0
     steps: set[int] = set()
-    for n, e in enumerate(journal.entries):
+    tree = _RunTree(journal.header)
+    for n, entry in enumerate(journal.entries):
+        if isinstance(entry, InRun):  # a child run's: shown under its path, not counted
+            inner = entry.entry
+            node = tree.saw(n, entry.path, inner)
+            if isinstance(inner, CommandSeen):
+                at = inner.at
+            data = _builtins(inner)
+            if isinstance(data, dict):
+                data.pop("t", None)
+            rows.append({
+                "n": n, "kind": _KINDS.get(type(inner), "entry"), "step": node.step,
+                "at": at, "title": f"[{'/'.join(entry.path)}] {_title(inner)}"[: MAX_TEXT],
+                "data": shown(data), "path": list(entry.path), "depth": len(entry.path),
+                "agent": node.agent,
+            })
+            continue
+        e = entry
         if isinstance(e, CommandSeen):
             at = e.at
             if e.kind == "call-model":
@@ -282,8 +302,66 @@ def timeline(journal: Journal) -> Timeline:
         "scores": [shown({"scorer": sc.scorer, "verdict": sc.verdict, "value": sc.value,
                           "label": sc.label, "reason": sc.reason})
                    for sc in journal.scores[:MAX_ITEMS]],
+        "child_runs": len(journal.runs()),
     }
+    tree.root.status = cast(str, summary["status"])
+    tree.root.model_calls = calls
+    summary["tree"] = tree.root.as_json()
     return Timeline(journal, tuple(rows), summary)
+
+
+MAX_TREE_NODES = 500
+"""The runs of a tree the run view lists (each child run's rows are shown all the same)."""
+
+
+class _RunNode:
+    """One run of a tree as the run view lists it: its agent, path, status, its own model
+    calls, the row of its start (`n`), and the runs it called, in the order they began."""
+
+    __slots__ = ("agent", "children", "model_calls", "n", "path", "run_id", "status", "step")
+
+    def __init__(self, n: int, path: tuple[str, ...], agent: str, run_id: str) -> None:
+        self.n = n
+        self.path = path
+        self.agent = agent
+        self.run_id = run_id
+        self.status = "unfinished"
+        self.model_calls = 0
+        self.step = -1
+        self.children: list[_RunNode] = []
+
+    def as_json(self) -> dict[str, Json]:
+        return {"n": self.n, "path": list(self.path), "agent": shown(self.agent),
+                "run_id": shown(self.run_id), "status": shown(self.status),
+                "model_calls": self.model_calls,
+                "children": [c.as_json() for c in self.children]}
+
+
+class _RunTree:
+    """The tree of runs a journal holds, built as its entries are read: a child run hangs
+    under the run whose path is its own less its last call (the root, for a path of one)."""
+
+    def __init__(self, header: RunStarted) -> None:
+        self.root = _RunNode(0, (), header.agent.name, header.run_id)
+        self.nodes: dict[tuple[str, ...], _RunNode] = {(): self.root}
+
+    def saw(self, n: int, path: tuple[str, ...], e: Entry) -> _RunNode:
+        """The node of the run an entry of `path` belongs to, told of the entry."""
+        node = self.nodes.get(path)
+        if node is None:
+            agent, run_id = (e.agent.name, e.run_id) if isinstance(e, RunStarted) else ("?", "")
+            node = _RunNode(n, path, agent, run_id)
+            if len(self.nodes) <= MAX_TREE_NODES:
+                parent = self.nodes.get(path[:-1], self.root)
+                parent.children.append(node)
+            self.nodes[path] = node
+        if isinstance(e, CommandSeen) and e.kind == "call-model":
+            node.model_calls += 1
+            m = re.search(r"\(step (\d+),", e.what)
+            node.step = int(m.group(1)) if m else node.step + 1
+        elif isinstance(e, RunEnded):
+            node.status = e.status or "unfinished"
+        return node
 
 
 MAX_HIGHLIGHTS = 200

@@ -13,7 +13,7 @@ fed its events one by one, as `Pull` asks. Nothing here imports dbos.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import msgspec
@@ -21,12 +21,14 @@ import msgspec
 from effects import AwaitHook, CallModel, CloseStream, Done, Perform, Publish, Pull, RunTools, Sleep
 from effects.started import STARTED_REQUESTS
 from interpreters.core.deadline import timed_out
+from interpreters.observers.observe import Observer
 from interpreters.run.common import child_driver, child_failed
 from interpreters.run.started import InOrder
 from pipeline.approval import Decision, Resumption
 from pipeline.protocol import Driver, LoopCommand, ToolInvocation, ToolOutcome
 from pipeline.tools.context import ToolContext
 from pipeline.values.chunks import Chunk, DataChunk, ModelEvent
+from pipeline.values.cost import Pricer
 from pipeline.values.model import ModelEnded, ModelFailed, ModelRequest
 from pipeline.values.result import RunResult, Suspension
 
@@ -95,8 +97,11 @@ class RecordedClock:
         return self._now
 
 
-def drive(d: Driver, steps: Steps) -> RunResult:
-    """Run `d`'s loop to its end with `steps` carrying out its commands."""
+def drive(
+    d: Driver, steps: Steps, *, observers: Sequence[Observer] = (), price: Pricer | None = None
+) -> RunResult:
+    """Run `d`'s loop to its end with `steps` carrying out its commands (`observers` and
+    `price`: those of its child runs, as the run's own)."""
     events: tuple[ModelEvent, ...] = ()
     end: object = ModelEnded()
     pos = 0
@@ -141,7 +146,7 @@ def drive(d: Driver, steps: Steps) -> RunResult:
                     for inv in cmd.calls:
                         if outcomes and (reason := steps.expired()) is not None:
                             return _expire(d, steps, reason)
-                        outcomes.append(_tool(steps, inv))
+                        outcomes.append(_tool(steps, inv, d, observers, price))
                         d.tool_finished(outcomes[-1])
                 except Exception as e:
                     cmd = d.fail(e)
@@ -158,14 +163,19 @@ def drive(d: Driver, steps: Steps) -> RunResult:
         d.close()
 
 
-def drive_resumed(begin: Callable[[Resumption | None], Driver],
-                  steps: WaitingSteps) -> RunResult:
+def drive_resumed(
+    begin: Callable[[Resumption | None], Driver],
+    steps: WaitingSteps,
+    *,
+    observers: Sequence[Observer] = (),
+    price: Pricer | None = None,
+) -> RunResult:
     """Drive the run `begin(None)` starts to its end: at each suspension it waits for
     the decisions (`steps.approval`) and goes on with `begin(resumption)`. The
     suspension is rebuilt by replaying the recorded steps, never stored."""
     resume: Resumption | None = None
     while True:
-        result = drive(begin(resume), steps)
+        result = drive(begin(resume), steps, observers=observers, price=price)
         if result.status != "suspended" or result.suspension is None:
             return result
         resume = Resumption(result.suspension, steps.approval(result.suspension))
@@ -209,10 +219,12 @@ _IO = (CallModel, RunTools, Perform, Sleep)
 """The commands that are steps: time moves only there, so the timeout is checked there."""
 
 
-def _tool(steps: Steps, inv: object) -> ToolOutcome:
+def _tool(
+    steps: Steps, inv: object, d: Driver, observers: Sequence[Observer], price: Pricer | None
+) -> ToolOutcome:
     assert isinstance(inv, ToolInvocation)
     if inv.child is not None:
-        return _child(steps, inv)
+        return _child(steps, inv, d, observers, price)
     done = steps.tool(inv)
     # On recovery the tool did not run: what it wrote is written again for it.
     ctx = tool_context(inv)
@@ -222,18 +234,24 @@ def _tool(steps: Steps, inv: object) -> ToolOutcome:
     return done.outcome
 
 
-def _child(steps: Steps, inv: ToolInvocation) -> ToolOutcome:
+def _child(
+    steps: Steps, inv: ToolInvocation, parent: Driver, observers: Sequence[Observer],
+    price: Pricer | None,
+) -> ToolOutcome:
     """A child run (`docs/agents.md`): not a step of its own but its commands, each the
     step it would be in a run of its own, in order; so a recovery takes the same path
     through the tree and no completed call of a child runs twice, and a child's approval
-    suspends the whole tree (the root waits for the decisions, `drive_resumed`)."""
+    suspends the whole tree (the root waits for the decisions, `drive_resumed`). What it
+    publishes goes to `steps.publish` as the run's own chunks do."""
     assert inv.child is not None
     clock = getattr(steps, "now", None)
     try:
-        d = child_driver(inv.child, clock=clock if callable(clock) else _no_clock)
+        d = child_driver(inv.child, clock=clock if callable(clock) else _no_clock,
+                         observers=observers, price=price, log=parent.log)
     except Exception as e:
         return child_failed(inv, e)
-    return ToolOutcome(inv.call.tool_call_id, drive(d, steps))
+    return ToolOutcome(inv.call.tool_call_id,
+                       drive(d, steps, observers=observers, price=price))
 
 
 def _no_clock() -> float:

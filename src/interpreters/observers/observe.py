@@ -33,6 +33,7 @@ from effects import (
     Sleep,
 )
 from pipeline.agent import Agent
+from pipeline.agents import ChildRun
 from pipeline.approval import Resumption
 from pipeline.loop import agent_loop
 from pipeline.protocol import AgentLoop, EffectRecord, EffectRecorder, LoopCommand, Watch
@@ -127,15 +128,21 @@ def watched_loop(
     loop_clock: Callable[[], float] | None = None,
     price: Pricer | None = None,
     resume: Resumption | None = None,
-    parent: tuple[str, str] | None = None,
+    child: ChildRun | None = None,
 ) -> tuple[AgentLoop, Watch | None]:
     """The agent loop of a run and what its driver tells of it to `observers` (None when
     none is interested in the run); `record` still gets effects.
 
     `loop_clock` (default `clock`) is the clock the loop reads; observers time with
-    `clock`. A replay hands the recorded readings in as `loop_clock`.
+    `clock`. A replay hands the recorded readings in as `loop_clock`. `child`: the
+    `ChildRun` this run is (its observers see its parent run and call,
+    `RunInfo.parent_run_id`).
     """
-    info = RunInfo(agent, messages, context, clock, clock(), price, resume)
+    info = RunInfo(
+        agent, messages, context, clock, clock(), price, resume,
+        child.parent_run_id if child is not None else None,
+        child.path[-1] if child is not None else None,
+    )
     live: list[RunObserver] = []
     for x in observers:
         o = _start(x, info)
@@ -144,7 +151,7 @@ def watched_loop(
     if not live:  # (the default LogObserver, when logging is not configured)
         loop = agent_loop(
             agent, messages, context=context, clock=loop_clock or clock, record=record,
-            price=price, resume=resume,
+            price=price, resume=resume, child=child,
         )
         return loop, None
     watching = _Watchers(live, clock)
@@ -163,7 +170,7 @@ def watched_loop(
     loop = agent_loop(
         agent, messages, context=context, clock=read_clock, record=on_effect,
         price=_watched_price(price, watching) if price is not None else None,
-        resume=resume,
+        resume=resume, child=child,
     )
     return loop, watching
 

@@ -8,7 +8,12 @@ An optional extra (`pip install "pipeline-agents[otel]"`): this module needs onl
 Spans (times from the interpreter's clock, so the simulator's spans carry virtual time):
 - `invoke_agent {agent name}` per run: agent name, the request model and provider, the
   conversation (thread) id, total usage and cost, the run's status and finish reason;
-  an error status for a failed run; the tripwire (reason, processor id) of a tripped one;
+  an error status for a failed run; the tripwire (reason, processor id) of a tripped one.
+  A child run (an agent called as a tool, a handoff: `docs/agents.md`) is a child of its
+  parent's `execute_tool` span, with its parent's run and call ids
+  (`pipeline.parent.run_id`, `pipeline.parent.tool_call_id`); a run with children has
+  the tree's usage and cost (as `RunResult.usage`) and its own model calls' usage apart
+  (`pipeline.own_usage.input_tokens`, `..._output_tokens`);
 - `chat {model}` per model call, a child of the run's span: provider, request model and
   settings, response model and id, finish reasons, input/output/reasoning/cached tokens,
   the call's cost, and `error.type` for a failed call; also for a judge model a processor
@@ -128,6 +133,9 @@ class OTelObserver:
         self.price = price
         self._runs: OrderedDict[str, trace.SpanContext] = OrderedDict()
         self._runs_lock = threading.Lock()
+        self._calls: dict[tuple[str, str], Span] = {}
+        """The tool-call spans open now, by run id and call id: a child run's span hangs
+        under the one of the call that runs it (`RunInfo.parent_call_id`)."""
 
     def start(self, run: RunInfo) -> RunObserver:
         spans = _RunSpans(self, run)
@@ -213,9 +221,16 @@ class _RunSpans(RunObserver):
             if run.messages.system or agent.instructions:
                 attrs["gen_ai.system_instructions"] = _json(
                     run.messages.system or agent.instructions)
+        within = None
+        if run.parent_run_id is not None and run.parent_call_id is not None:
+            attrs["pipeline.parent.run_id"] = run.parent_run_id
+            attrs["pipeline.parent.tool_call_id"] = run.parent_call_id
+            call_span = o._calls.get((run.parent_run_id, run.parent_call_id))
+            if call_span is not None:  # a child run: under its parent's tool call
+                within = trace.set_span_in_context(call_span, otel_context.get_current())
         self.agent_span = o.tracer.start_span(
-            f"invoke_agent {agent.name}", kind=SpanKind.INTERNAL, attributes=attrs,
-            start_time=_ns(run.started_at),
+            f"invoke_agent {agent.name}", context=within, kind=SpanKind.INTERNAL,
+            attributes=attrs, start_time=_ns(run.started_at),
         )
         self.parent = trace.set_span_in_context(self.agent_span, otel_context.get_current())
         self.chat: _Chat | None = None
@@ -438,6 +453,8 @@ class _RunSpans(RunObserver):
                     kind=SpanKind.INTERNAL, attributes=attrs, start_time=_ns(at),
                 )
                 self.tools.append((span, inv))
+                if inv.child is not None:
+                    self.o._calls[(self.run.run_id, inv.call.tool_call_id)] = span
         elif isinstance(cmd, Perform) and isinstance(_asked(cmd.request), AskModel):
             asked = _asked(cmd.request)
             assert isinstance(asked, AskModel)
@@ -503,6 +520,8 @@ class _RunSpans(RunObserver):
     ) -> None:
         by_id = {o.tool_call_id: o for o in outcomes if isinstance(o, ToolOutcome)}
         for span, inv in self.tools:
+            if inv.child is not None:
+                self.o._calls.pop((self.run.run_id, inv.call.tool_call_id), None)
             o = by_id.get(inv.call.tool_call_id)
             if error is not None or o is None:
                 kind = type(error).__name__ if error is not None else "no-result"
@@ -590,6 +609,11 @@ class _RunSpans(RunObserver):
         }
         if u.reasoning_tokens:
             attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
+        if result.children:  # the usage above is the tree's; the agent's own apart
+            own = result.usage_by_agent()["own"]
+            attrs["pipeline.own_usage.input_tokens"] = own.input_tokens
+            attrs["pipeline.own_usage.output_tokens"] = own.output_tokens
+            attrs["pipeline.children"] = len(result.children)
         if result.judges:  # the judges' own spans carry theirs; here, their sum
             ju = result.judge_usage
             attrs["pipeline.judges.calls"] = len(result.judges)

@@ -19,6 +19,12 @@ recorded replies. The agent's processors run again, so a replay against a change
 recorded as a digest of its content (the request sent, the chunks published...), never
 the request itself.
 
+A tree of runs (agents calling agents, `docs/agents.md`) is one journal: each child
+run's entries are recorded in its root's, each under its path (`InRun`: the tool-call
+ids from the root's call down), and a replay runs the tree again, each child on its own
+entries, against the tree's agents as they are now (`Divergence.path` names the run
+that went another way first).
+
 What a journal holds: the run's input, the model's output, tool results and judge
 answers. Tool results and the answers of custom I/O handlers are recorded as JSON (a
 value JSON cannot encode, as its repr), so a replay sees them as JSON values. It never
@@ -56,6 +62,7 @@ from effects import (
     Retry,
     RunTools,
 )
+from interpreters.approvals.writes import StoredWrite, without_writes
 from interpreters.core.trace import comparable_command
 from interpreters.observers.observe import RunInfo, RunObserver, describe
 from interpreters.providers.provider import ProviderError
@@ -122,6 +129,9 @@ class RunStarted(msgspec.Struct, frozen=True, tag="run", tag_field="t"):
     resume: Resumption | None = None
     """What a resumed run went on from: its suspension and the decisions (processor
     states as JSON, a value JSON cannot encode as its repr)."""
+    resume_writes: tuple[StoredWrite, ...] = ()
+    """The memory writes finished child runs left in `resume`'s suspension, with their
+    classes (`interpreters.approvals.writes`): read back typed."""
 
 
 class ClockRead(msgspec.Struct, frozen=True, tag="clock", tag_field="t"):
@@ -160,6 +170,9 @@ class ToolsDone(msgspec.Struct, frozen=True, tag="tools", tag_field="t"):
     outcomes: tuple[ToolOutcome, ...]
     written: tuple[tuple[str, tuple[DataChunk, ...]], ...] = ()
     """The data chunks each call (by id) wrote through its context's writer."""
+    children: tuple[str, ...] = ()
+    """The calls (by id) that ran child runs: their outcomes here are empty (their
+    results are their runs', recorded under their paths: `InRun`)."""
 
 
 def written_by(
@@ -198,7 +211,8 @@ class Raised(msgspec.Struct, frozen=True, tag="error", tag_field="t"):
 class CancelledAt(msgspec.Struct, frozen=True, tag="cancel", tag_field="t"):
     reason: str
     done: tuple[ToolOutcome, ...] = ()
-    """Cancelled at a RunTools: the outcomes of the calls that had finished (kept)."""
+    """Cancelled at a RunTools: the outcomes of the calls that had finished (kept; a
+    child run's empty, as in `ToolsDone`)."""
     written: tuple[tuple[str, tuple[DataChunk, ...]], ...] = ()
     """Cancelled at a RunTools: the data chunks each call (by id) had written."""
 
@@ -250,9 +264,17 @@ class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
     at: float
 
 
+class InRun(msgspec.Struct, frozen=True, tag="in", tag_field="t"):
+    """An entry of a child run, in its root's journal: the run's path (the tool-call ids
+    from the root's call down to the call that ran it) and the entry."""
+
+    path: tuple[str, ...]
+    entry: Entry
+
+
 Entry = (
     RunStarted | ClockRead | CommandSeen | ModelReplied | ToolsDone | Answered | Raised
-    | CancelledAt | Priced | EffectSeen | RunEnded
+    | CancelledAt | Priced | EffectSeen | RunEnded | InRun
 )
 
 
@@ -311,7 +333,16 @@ class Journal:
         return last if isinstance(last, RunEnded) else None
 
     def commands(self) -> tuple[CommandSeen, ...]:
+        """The root run's commands (a child run's are in its `InRun` entries)."""
         return tuple(e for e in self.entries if isinstance(e, CommandSeen))
+
+    def runs(self) -> dict[tuple[str, ...], tuple[Entry, ...]]:
+        """Each child run's entries, by path, in order (its `RunStarted` first)."""
+        out: dict[tuple[str, ...], list[Entry]] = {}
+        for e in self.entries:
+            if isinstance(e, InRun):
+                out.setdefault(e.path, []).append(e.entry)
+        return {path: tuple(entries) for path, entries in out.items()}
 
     def to_ndjson(self) -> bytes:
         return b"".join(_encoder.encode(e) + b"\n" for e in (*self.entries, *self.scores))
@@ -434,8 +465,10 @@ class Recorder:
         self._lines: dict[str, list[bytes]] = {}
         self._order: list[str] = []
         self._live: dict[str, _Recording] = {}
-        """The runs being recorded, by journal name: a score added meanwhile waits for
+        """The roots being recorded, by journal name: a score added meanwhile waits for
         the run's end (`annotate`)."""
+        self._running: dict[str, _Recording] = {}
+        """The runs being recorded, by run id: a child run's entries go in its root's."""
         self._annotating = threading.Lock()
 
     def prune(self) -> list[str]:
@@ -467,6 +500,23 @@ class Recorder:
         return removed
 
     def start(self, run: RunInfo) -> RunObserver:
+        parent = (self._running.get(run.parent_run_id) if run.parent_run_id is not None
+                  else None)
+        redactors: list[Redactor] = []
+        secrets = SecretRedactor(self._secrets)
+        if secrets:
+            redactors.append(secrets)
+        guards = _pii_guards(run.agent) if self.pii == "agent" else []
+        if parent is not None and run.parent_call_id is not None:
+            # A child run: its entries in its root's journal, under its path; what its
+            # own guards and those of every run above it let out (theirs cover it).
+            guards = [*guards, *parent.guards]
+            redactors.extend(guards)
+            child = _Recording(run, self._scrub, parent.sink, redactors, guards,
+                               path=(*parent.path, run.parent_call_id),
+                               done=self._running.pop)
+            self._running[run.run_id] = child
+            return child
         out: IO[bytes] | None = None
         lines: list[bytes] | None = None
         key = journal_name(run)
@@ -485,11 +535,6 @@ class Recorder:
             self._order.append(key)
             while len(self._order) > self.keep:  # a cap: the oldest journals go first
                 del self._lines[self._order.pop(0)]
-        redactors: list[Redactor] = []
-        secrets = SecretRedactor(self._secrets)
-        if secrets:
-            redactors.append(secrets)
-        guards = _pii_guards(run.agent) if self.pii == "agent" else []
         redactors.extend(guards)
         done = None
         if out is not None:
@@ -497,10 +542,12 @@ class Recorder:
 
             def done() -> None:
                 self._writing.discard(written)
-        rec = _Recording(run, self._scrub, out, lines, redactors, guards, done)
+        rec = _Recording(run, self._scrub, _Sink(out, lines), redactors, guards,
+                         closed=done, done=self._running.pop)
         rec.owner = self
         with self._annotating:
             self._live[key] = rec
+        self._running[run.run_id] = rec
         return rec
 
     def annotate(self, run_id: str, score: Scored) -> None:
@@ -601,6 +648,7 @@ def _with_text(e: Entry, text: str) -> Entry:
 
 _IDS = frozenset({
     "t", "type", "id", "tool_call_id", "tool_name", "run_id", "thread_id", "resource_id",
+    "path",
     "role", "model", "model_id", "response_id", "finish_reason", "status", "processors",
     "tools", "error_type",
 })
@@ -632,26 +680,56 @@ def _safe(run_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id) or "run"
 
 
+class _Sink:
+    """Where a journal's lines go: its file, or its lines in memory; a tree's runs share
+    their root's."""
+
+    __slots__ = ("lines", "out")
+
+    def __init__(self, out: IO[bytes] | None, lines: list[bytes] | None) -> None:
+        self.out = out
+        self.lines = lines
+
+    def write(self, line: bytes) -> None:
+        if self.out is not None:
+            self.out.write(line)
+            self.out.flush()
+        elif self.lines is not None:
+            self.lines.append(line)
+
+    def close(self) -> None:
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+
+
 class _Recording(RunObserver):
     def __init__(
         self,
         run: RunInfo,
         scrub: Callable[[bytes], bytes],
-        out: IO[bytes] | None,
-        lines: list[bytes] | None,
+        sink: _Sink,
         redactors: Sequence[Redactor] = (),
         guards: Sequence[PIIRedactor] = (),
-        done: Callable[[], None] | None = None,
+        *,
+        path: tuple[str, ...] = (),
+        done: Callable[[str], object] | None = None,
+        closed: Callable[[], None] | None = None,
     ) -> None:
-        self._done = done
         self._scrub = scrub
-        self._out = out
-        self._lines = lines
+        self.sink = sink
+        self.path = path
+        """Where the run is in its tree (empty: the root, whose journal this is)."""
+        self._run_id = run.run_id
+        self._done = done
+        """Told the run's id at its end (the recorder's runs being recorded)."""
+        self._closed = closed
+        """Told once the journal is whole (a file no longer being written)."""
         self._held: DeltaScrubber[Entry] | None = DeltaScrubber(redactors) if redactors else None
         self.owner: Recorder | None = None
         self.later: list[bytes] = []
         """Score lines added before the run ended (`Recorder.annotate`)."""
-        self._guards = tuple(guards)
+        self.guards = tuple(guards)
         self._clean: Callable[[str], str] | None = None
         """Scrubs a whole text (a field's value, before it is cut to a preview)."""
         if redactors:
@@ -660,6 +738,11 @@ class _Recording(RunObserver):
                 text, merged(sp for r in found for sp in r.find(text))
             )
         agent = run.agent
+        resume = run.resume
+        resume_writes: tuple[StoredWrite, ...] = ()
+        if resume is not None:
+            bare, resume_writes = without_writes(resume.suspension, _encoder.encode)
+            resume = msgspec.structs.replace(resume, suspension=bare)
         self._write(RunStarted(
             version=VERSION,
             run_id=run.run_id,
@@ -672,7 +755,8 @@ class _Recording(RunObserver):
                 tuple(t.name for t in agent.tools),
             ),
             at=run.started_at,
-            resume=run.resume,
+            resume=resume,
+            resume_writes=resume_writes,
         ))
 
     def _write(self, e: Entry) -> None:
@@ -686,19 +770,16 @@ class _Recording(RunObserver):
 
     def _store(self, e: Entry, whole: bool = True) -> None:
         line = _encoder.encode(e)
-        if whole and self._guards and type(e) not in (ClockRead, Priced, RunEnded):
+        if whole and self.guards and type(e) not in (ClockRead, Priced, RunEnded):
             # What is not streamed (the input, tool results, answers...): each string
             # handled as the agent's PII guards handle a text.
             data = msgspec.json.decode(line)
-            for g in self._guards:
+            for g in self.guards:
                 data = _redact_strings(data, g.text)
             line = _encoder.encode(data)
-        line = self._scrub(line) + b"\n"
-        if self._out is not None:
-            self._out.write(line)
-            self._out.flush()
-        elif self._lines is not None:
-            self._lines.append(line)
+        if self.path:  # a child run's entry, in its root's journal
+            line = b'{"t":"in","path":' + _encoder.encode(self.path) + b',"entry":' + line + b"}"
+        self.sink.write(self._scrub(line) + b"\n")
 
     def command(self, cmd: LoopCommand, at: float) -> None:
         kind, what = describe(cmd)
@@ -715,7 +796,8 @@ class _Recording(RunObserver):
         if t is Pull or t is CallModel:
             self._write(ModelReplied(cast(ModelReply, reply), t is CallModel))
         elif isinstance(cmd, RunTools):
-            self._write(ToolsDone(cast(tuple[ToolOutcome, ...], reply), written_by(cmd)))
+            outcomes, children = _child_runs(cmd, cast(tuple[ToolOutcome, ...], reply))
+            self._write(ToolsDone(outcomes, written_by(cmd), children))
         elif t is Perform:
             if isinstance(reply, ModelAnswer):
                 self._write(Answered(answer=reply))
@@ -727,7 +809,8 @@ class _Recording(RunObserver):
     def failed(self, cmd: LoopCommand, error: BaseException, at: float) -> None:
         if isinstance(error, RunCancelled):
             if isinstance(cmd, RunTools):  # a replay cancels with what had finished
-                self._write(CancelledAt(error.reason, error.tool_outcomes, written_by(cmd)))
+                done, _ = _child_runs(cmd, error.tool_outcomes)
+                self._write(CancelledAt(error.reason, done, written_by(cmd)))
             else:
                 self._write(CancelledAt(error.reason))
         elif not isinstance(cmd, AwaitHook):
@@ -750,23 +833,40 @@ class _Recording(RunObserver):
             self._write(RunEnded(None, None, at))
         else:
             self._write(RunEnded(result.status, result_digest(result), at))
+        if self._done is not None:
+            self._done(self._run_id)
+        if self.path:  # a child: its root's journal goes on
+            return
         if self.owner is not None:
             self.owner._ended(self)  # writes the scores that waited, then closes
         else:
             self.write_later()
 
     def write_later(self) -> None:
+        """The scores that waited for the end (`Recorder.annotate`), then the journal is
+        whole: closed."""
         for line in self.later:
-            if self._out is not None:
-                self._out.write(line)
-            elif self._lines is not None:
-                self._lines.append(line)
+            self.sink.write(line)
         self.later.clear()
-        if self._out is not None:
-            self._out.close()
-            self._out = None
-            if self._done is not None:
-                self._done()
+        if self.sink.out is not None:
+            self.sink.close()
+            if self._closed is not None:
+                self._closed()
+
+
+def _child_runs(
+    cmd: RunTools[ToolInvocation, ToolOutcome], outcomes: tuple[ToolOutcome, ...]
+) -> tuple[tuple[ToolOutcome, ...], tuple[str, ...]]:
+    """`outcomes` with a child run's emptied (its run is recorded under its path), and
+    the ids of those calls."""
+    children = tuple(i.call.tool_call_id for i in cmd.calls if i.child is not None)
+    if not children:
+        return outcomes, ()
+    ran = set(children)
+    return tuple(
+        ToolOutcome(o.tool_call_id, None, o.is_error) if o.tool_call_id in ran else o
+        for o in outcomes
+    ), children
 
 
 def digest(cmd: LoopCommand) -> str:
@@ -825,7 +925,7 @@ def _hash(data: bytes) -> str:
 
 __all__ = [
     "MAX_ENTRY_DEPTH", "MAX_JOURNAL_BYTES", "AgentInfo", "EffectSeen", "Entry", "FieldSeen",
-    "Journal",
+    "InRun", "Journal",
     "JournalError", "MAX_AGE_DAYS", "MAX_TOTAL_BYTES", "PIIHandling", "Priced", "Recorder",
     "Scored", "describe", "digest",
     "effect_summary", "fields_of",

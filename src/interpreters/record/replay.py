@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Generator, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
@@ -26,6 +26,7 @@ from effects import (
     RunTools,
 )
 from effects.requests import Request, declared_answer
+from interpreters.approvals.writes import with_writes
 from interpreters.core.trace import Trace
 from interpreters.observers.observe import Observer, describe, log, watched_loop
 from interpreters.providers.provider import ProviderError
@@ -34,6 +35,8 @@ from interpreters.record.journal import (
     CancelledAt,
     ClockRead,
     CommandSeen,
+    Entry,
+    InRun,
     Journal,
     ModelReplied,
     Priced,
@@ -45,8 +48,10 @@ from interpreters.record.journal import (
     result_digest,
     tool_writers,
 )
+from interpreters.run.common import child_failed, chunks_of
 from pipeline.agent import Agent
 from pipeline.approval import Resumption, typed_states
+from pipeline.loop import watched_relay
 from pipeline.protocol import Driver, LoopCommand, ModelReply, ToolInvocation, ToolOutcome, Watch
 from pipeline.tools import check_deps
 from pipeline.values.chunks import DataChunk
@@ -60,7 +65,7 @@ class Divergence(msgspec.Struct, frozen=True):
     """Where a replay first went another way than the recorded run."""
 
     index: int
-    """The position of the command in the run (0: the first command)."""
+    """The position of the command in its run (0: the first command)."""
     expected: str
     """The recorded command (its description), or "" when the recording had ended."""
     got: str
@@ -72,18 +77,24 @@ class Divergence(msgspec.Struct, frozen=True):
     """That field's recorded value (its JSON, cut at `PREVIEW` characters)."""
     replayed: str = ""
     """That field's value in the replay (its JSON, cut alike)."""
+    path: tuple[str, ...] = ()
+    """The run of the tree it is in (`docs/agents.md`): the tool-call ids from the root's
+    call down to the call that ran it; empty for the root."""
+    agent: str = ""
+    """That run's agent."""
 
     def __str__(self) -> str:
+        where = f"in run {'/'.join(self.path)} ({self.agent}), " if self.path else ""
         if self.field:
             was = self.recorded or "(not kept: streamed text of a scrubbed journal)"
-            return (f"command #{self.index} ({self.got!r}): {self.field} differs, "
+            return (f"{where}command #{self.index} ({self.got!r}): {self.field} differs, "
                     f"recorded {was}, replay {self.replayed}")
         if self.expected == self.got:
-            return (f"command #{self.index}: {self.got!r}, its content differs (the "
+            return (f"{where}command #{self.index}: {self.got!r}, its content differs (the "
                     "journal records no fields of it)")
         was = self.expected or "the end of the recording"
         now = self.got or "the end of the run"
-        return f"command #{self.index}: recorded {was!r}, replay {now!r}"
+        return f"{where}command #{self.index}: recorded {was!r}, replay {now!r}"
 
 
 def _divergence(i: int, recorded: CommandSeen | None, cmd: LoopCommand) -> Divergence:
@@ -104,6 +115,31 @@ def _divergence(i: int, recorded: CommandSeen | None, cmd: LoopCommand) -> Diver
         if f.path not in theirs:
             return Divergence(i, recorded.what, what, f.path, "(absent)", f.value)
     return Divergence(i, recorded.what, what)
+
+
+class _Tree:
+    """A replay of a tree of runs: each run's recorded entries by path, and the first
+    divergence in it (in the order the replay ran its runs)."""
+
+    __slots__ = ("first", "observers", "price", "runs", "trace")
+
+    def __init__(self, journal: Journal, observers: Sequence[Observer],
+                 price: Pricer | None, trace: Trace) -> None:
+        self.runs = journal.runs()
+        self.observers = observers
+        self.price = price
+        self.trace = trace
+        self.first: Divergence | None = None
+
+    def feed(self, path: tuple[str, ...], agent: str) -> _Feed:
+        """The feed of the child run at `path` (empty when the journal has none)."""
+        entries = self.runs.pop(path, ())
+        at = entries[0].at if entries and isinstance(entries[0], RunStarted) else 0.0
+        return _Feed(entries[1:] if entries else (), at, self, path, agent)
+
+    def diverged(self, d: Divergence) -> None:
+        if self.first is None:
+            self.first = d
 
 
 class ReplayRun(msgspec.Struct, frozen=True):
@@ -130,20 +166,26 @@ EXHAUSTED = "replay-exhausted"
 
 
 class _Feed:
-    """The recorded replies, by channel, and the recorded commands to compare with."""
+    """One run's recorded replies, by channel, and the recorded commands to compare with."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(
+        self, entries: Sequence[Entry], at: float, tree: _Tree | None = None,
+        path: tuple[str, ...] = (), agent: str = "",
+    ) -> None:
         self.calls: deque[deque[ModelReply]] = deque()
         self.tools: deque[ToolsDone | Raised] = deque()
         self.answers: deque[Answered | Raised] = deque()
         self.clock: deque[float] = deque()
-        self.commands = journal.commands()
+        self.commands = tuple(e for e in entries if isinstance(e, CommandSeen))
         self.cancels: dict[int, CancelledAt] = {}
         self.costs: deque[Cost | None] = deque()
         self.priced = False
+        self.tree = tree
+        self.path = path
+        self.agent = agent
         pending: Literal["tools", "answer", "other"] = "other"
         n = -1
-        for e in journal.entries[1:]:
+        for e in entries:
             if isinstance(e, CommandSeen):
                 n += 1
                 pending = (
@@ -170,7 +212,7 @@ class _Feed:
             elif isinstance(e, Priced):
                 self.priced = True
                 self.costs.append(e.cost)
-        self.last_clock = journal.header.at
+        self.last_clock = at
         self.stream: deque[ModelReply] = deque()
         self.index = 0
         self.divergence: Divergence | None = None
@@ -200,8 +242,19 @@ class _Feed:
             return
         recorded = self.commands[i] if i < len(self.commands) else None
         if recorded is None or recorded.digest != digest(cmd):
-            self.divergence = _divergence(i, recorded, cmd)
-            log.warning("replay diverges from the recording at %s", self.divergence)
+            self.diverged(_divergence(i, recorded, cmd))
+
+    def diverged(self, d: Divergence) -> None:
+        d = msgspec.structs.replace(d, path=self.path, agent=self.agent)
+        self.divergence = d
+        log.warning("replay diverges from the recording at %s", d)
+        if self.tree is not None:
+            self.tree.diverged(d)
+
+    def ended(self) -> None:
+        """The run is over: recorded commands it did not give are a divergence."""
+        if self.divergence is None and self.index < len(self.commands):
+            self.diverged(Divergence(self.index, self.commands[self.index].what, ""))
 
     def cancel_at(self) -> CancelledAt | None:
         """The recorded cancel at the command being carried out, if it was cancelled."""
@@ -311,7 +364,8 @@ class _Seen:
 
 
 def _steps(d: Driver, feed: _Feed) -> Generator[AwaitHook, object, RunResult]:
-    """Drive the run on the recorded replies; yields only async hooks to await."""
+    """Drive the run on the recorded replies; yields only async hooks to await. A call
+    that runs a child run replays that run on its own entries (`_child`)."""
     try:
         cmd = d.start()
         while d.result is None:
@@ -319,7 +373,10 @@ def _steps(d: Driver, feed: _Feed) -> Generator[AwaitHook, object, RunResult]:
             if at is not None:
                 if isinstance(cmd, RunTools):  # the calls that had finished keep theirs
                     _write_again(cmd, at.written)
-                    for outcome in at.done:
+                    done = at.done
+                    if any(i.child is not None for i in cmd.calls):
+                        done = yield from _children(cmd, done, feed)
+                    for outcome in done:
                         d.tool_finished(outcome)
                 d.cancel(at.reason)  # (its chunks are in the trace)
                 break
@@ -332,6 +389,9 @@ def _steps(d: Driver, feed: _Feed) -> Generator[AwaitHook, object, RunResult]:
             elif isinstance(cmd, RunTools):
                 reply = out = feed.tool_outcomes(cmd)
                 failure = out if isinstance(out, BaseException) else None
+                if failure is None and any(i.child is not None for i in cmd.calls):
+                    reply = yield from _children(
+                        cmd, cast(tuple[ToolOutcome, ...], out), feed)
             elif isinstance(cmd, Perform):
                 reply = answer = feed.answer(cmd.request)
                 failure = answer if isinstance(answer, BaseException) else None
@@ -348,6 +408,44 @@ def _steps(d: Driver, feed: _Feed) -> Generator[AwaitHook, object, RunResult]:
         d.close()
 
 
+def _children(
+    cmd: RunTools[ToolInvocation, ToolOutcome], outcomes: tuple[ToolOutcome, ...],
+    feed: _Feed,
+) -> Generator[AwaitHook, object, tuple[ToolOutcome, ...]]:
+    """`outcomes` with each child run's replayed (in the order of the calls): its result
+    from its own entries, against its agent as it is now."""
+    runs = {i.call.tool_call_id: i for i in cmd.calls if i.child is not None}
+    out: list[ToolOutcome] = []
+    for o in outcomes:
+        inv = runs.get(o.tool_call_id)
+        if inv is not None and feed.tree is not None:
+            o = yield from _child(inv, feed.tree)
+        out.append(o)
+    return tuple(out)
+
+
+def _child(inv: ToolInvocation, tree: _Tree) -> Generator[AwaitHook, object, ToolOutcome]:
+    """A child run replayed on the entries recorded under its path."""
+    child = inv.child
+    assert child is not None
+    feed = tree.feed(child.path, child.tool.agent.name)
+    price = tree.price if tree.price is not None else (
+        feed.recorded_price if feed.priced else None)
+    try:
+        loop, watch = watched_loop(
+            child.tool.agent, child.messages, context=child.context, clock=feed.observer_time,
+            record=None, observers=tree.observers, loop_clock=feed.read_clock, price=price,
+            resume=child.resume, child=child,
+        )
+    except Exception as e:
+        return child_failed(inv, e)
+    relayed, seen = watched_relay(child, loop, _Seen(feed, watch))
+    d = Driver(relayed, log=chunks_of(tree.trace), watch=seen)
+    result = yield from _steps(d, feed)
+    feed.ended()
+    return ToolOutcome(inv.call.tool_call_id, result)
+
+
 def _start(
     journal: Journal,
     agent: Agent,
@@ -357,8 +455,10 @@ def _start(
 ) -> tuple[Driver, _Feed, Trace]:
     check_deps(agent.tools, deps)
     h = journal.header
-    feed = _Feed(journal)
     trace = Trace()
+    tree = _Tree(journal, observers, price, trace)
+    feed = _Feed(tuple(e for e in journal.entries[1:] if not isinstance(e, InRun)), h.at, tree,
+                 (), agent.name)
     if price is None and feed.priced:
         price = feed.recorded_price
     ctx = RunContext(
@@ -380,7 +480,7 @@ def _resumption(h: RunStarted, agent: Agent) -> Resumption | None:
     `AgentChanged`, as on resuming."""
     if h.resume is None:
         return None
-    s = typed_states(agent, h.resume.suspension)
+    s = typed_states(agent, with_writes(h.resume.suspension, h.resume_writes, _decode_write))
     if s.thread_id is None and s.resource_id is None:
         # recorded before suspensions kept their owner: the run went on in the header's
         s = msgspec.structs.replace(s, thread_id=h.thread_id, resource_id=h.resource_id)
@@ -388,11 +488,15 @@ def _resumption(h: RunStarted, agent: Agent) -> Resumption | None:
 
 
 def _finish(journal: Journal, feed: _Feed, trace: Trace, result: RunResult) -> ReplayRun:
-    if feed.divergence is None and feed.index < len(feed.commands):
-        feed.divergence = Divergence(feed.index, feed.commands[feed.index].what, "")
+    feed.ended()
     ended = journal.ended
     matches = ended is not None and ended.digest == result_digest(result)
-    return ReplayRun(result, trace, feed.divergence, matches)
+    first = feed.tree.first if feed.tree is not None else feed.divergence
+    return ReplayRun(result, trace, first, matches)
+
+
+def _decode_write(body: bytes, cls: type) -> object:
+    return msgspec.json.decode(body, type=cls)
 
 
 def replay_sync(

@@ -16,14 +16,14 @@ import msgspec
 from interpreters.core.options import TracedScope
 from interpreters.observers.observe import Observer, watched_loop
 from interpreters.providers.provider import Provider, ProviderError
-from pipeline.agent import Agent
+from pipeline.agent import Agent, AgentTool
 from pipeline.agents import ChildRun
 from pipeline.approval import resumed_context
-from pipeline.loop import agent_loop, rejected, relay
+from pipeline.loop import agent_loop, rejected, watched_relay
 from pipeline.processor import AskModel, ModelAnswer
-from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
+from pipeline.protocol import Driver, LoopCommand, RunLog, ToolInvocation, ToolOutcome
 from pipeline.tools import Tool, check_deps
-from pipeline.values.chunks import ModelEvent, ModelFinish, TextDelta, ToolCall
+from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.values.context import RunContext
 from pipeline.values.cost import Pricer
 from pipeline.values.messages import RunInput, ToolCallPart
@@ -107,25 +107,55 @@ def child_driver(
     clock: Callable[[], float],
     observers: Sequence[Observer] = (),
     price: Pricer | None = None,
+    log: RunLog | None = None,
 ) -> Driver:
     """The driver of a child run (`docs/agents.md`): its agent's loop from the
     `ChildRun` a tool call carries, watched by `observers` as a child of the parent's
     call, through `relay` (which keeps what it publishes and the writes it would commit
-    for its parent). Raises what starting its loop raises (a resumption its agent no
-    longer fits): the caller answers the call with an error."""
+    for its parent). What it publishes (Pull, Publish) is the caller's: hand it out as
+    the root's chunks, as they come; `log`: the root's trace, which records them (not
+    the child's commands). Raises what starting its loop raises (a resumption its agent
+    no longer fits): the caller answers the call with an error."""
     if observers:
         loop, watch = watched_loop(
             child.tool.agent, child.messages, context=child.context, clock=clock,
             record=None, observers=observers, price=price, resume=child.resume,
-            parent=(child.parent_run_id, child.path[-1]),
+            child=child,
         )
     else:
         loop = agent_loop(
             child.tool.agent, child.messages, context=child.context, clock=clock,
-            price=price, resume=child.resume,
+            price=price, resume=child.resume, child=child,
         )
         watch = None
-    return Driver(relay(child, loop), watch=watch)
+    relayed, own = watched_relay(child, loop, watch)
+    return Driver(relayed, log=chunks_of(log), watch=own)
+
+
+class _ChunksOf:
+    """A root trace as a child run's log: the chunks it hands out, not its commands."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, chunks: list[Chunk]) -> None:
+        self.chunks = chunks
+
+    def record_command(self, c: LoopCommand) -> None:
+        pass
+
+
+def chunks_of(log: RunLog | None) -> RunLog | None:
+    """`log` as a child run's: what it publishes recorded, not its commands."""
+    if log is None or type(log) is _ChunksOf:
+        return log
+    return _ChunksOf(log.chunks)
+
+
+def runs_children(agent: Agent) -> bool:
+    """Whether some tool of `agent` (its own, or one its processors declare) runs an
+    agent (`docs/agents.md`)."""
+    return any(isinstance(t, AgentTool) for t in agent.tools) or any(
+        isinstance(t, AgentTool) for p in agent.all_processors() for t in p.tools)
 
 
 def child_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:

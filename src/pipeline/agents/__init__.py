@@ -17,10 +17,15 @@ from pipeline.agent import AgentTool, ChildMemory, InputFilter
 from pipeline.agents.child import (
     ChildBox,
     ChildRun,
+    Spender,
+    Uplink,
     agent_chunk,
+    agent_delta,
+    agent_discarded,
     child_context,
     child_input,
     conversation_only,
+    delivered_text,
     node_of,
     tool_value,
 )
@@ -30,6 +35,7 @@ __all__ = [
     # what an app declares (`Agent.as_tool`, `Agent.as_handoff`)
     "AgentTool", "ChildMemory", "InputFilter", "conversation_only",
     # a child run as the loop hands it to an interpreter, and what it leaves
-    "ChildBox", "ChildRun", "agent_chunk", "child_context", "child_input",
+    "ChildBox", "ChildRun", "Spender", "Uplink", "agent_chunk", "agent_delta",
+    "agent_discarded", "child_context", "child_input", "delivered_text",
     "child_resumption", "nested_pending", "node_of", "split_id", "tool_value",
 ]

@@ -10,7 +10,7 @@ commit (never committed by the child: the root commits the tree's writes togethe
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -20,20 +20,62 @@ from pipeline.approval import Resumption
 from pipeline.values.chunks import Chunk, DataChunk, TextDelta
 from pipeline.values.context import RunContext
 from pipeline.values.messages import JsonObject, Message, MessageList, TextPart, user
-from pipeline.values.result import AgentNode, RunResult
+from pipeline.values.result import AgentNode, RunResult, Spending
+
+
+class Uplink(Protocol):
+    """The parent run of a child as the child reaches it (`pipeline.loop`'s `Level`): its
+    stream processors, its budget, the tree above it. Made by the parent's loop."""
+
+    @property
+    def live(self) -> bool:
+        """The child's text and data chunks reach the caller as they come (through the
+        stream processors of every run above it), not when its call ends."""
+        ...
+
+
+class Spender(Protocol):
+    """A child run while it runs, as its ancestors' budgets see it."""
+
+    def spent(self) -> Spending:
+        """What it and its descendants have paid for so far."""
+        ...
 
 
 class ChildBox:
-    """What a child run left, filled by the relay as it runs (in-process only)."""
+    """What a child run left, filled by the relay as it runs (in-process only).
 
-    __slots__ = ("chunks", "result", "writes")
+    (No `__slots__`: what most children never set stays a class default.)"""
+
+    result: RunResult | None = None
+    up: Uplink | None = None
+    """Its parent run (None: an interpreter started it on its own)."""
+    running: Spender | None = None
+    """The child's run while it runs (its spending, for the budgets above it)."""
+    open_text: str | None = None
+    """The text block it streams live that is still open (`pipeline.loop.children`)."""
+    for_root: bool = False
+    """Every call from the root's down to it is a handoff: it answers for the root."""
+    label: dict[str, object] | None = None
+    """Who it is in its `data-agent` chunks (made at the first)."""
+    watched: bool = False
+    """Observers watch the child: the relay says which of its commands stand for which
+    of the child's own (`origin`)."""
+    origin: tuple[object, object | None] | None = None
+    """The command the relay handed out last and the child's own it stands for (None:
+    one the relay made, the child's observers do not see it)."""
 
     def __init__(self) -> None:
         self.chunks: list[Chunk] = []
-        """Everything the child published: what its output processors passed on."""
+        """What the child published (its output processors passed on), when it did not
+        go on as it came (`Uplink.live`)."""
         self.writes: list[tuple[str, Write]] = []
         """The writes its `CommitWrites` asked for (with who asked), held for the root."""
-        self.result: RunResult | None = None
+        self.text: list[str] = []
+        """The text it streamed live (after its own output processors), its last step's
+        (a step a processor discarded is not its answer)."""
+        self.answer: list[str] = []
+        """A live handoff's answer as its parent's stream processors passed it."""
 
 
 class ChildRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,6 +92,9 @@ class ChildRun(msgspec.Struct, frozen=True, kw_only=True):
     parent_run_id: str
     resume: Resumption | None = None
     box: ChildBox = msgspec.field(default_factory=ChildBox)
+    kinds: tuple[Literal["tool", "handoff"], ...] = ()
+    """The kind of each call of `path` (from the root's down): a chain of handoffs from
+    the root answers for the root."""
 
     @property
     def kind(self) -> Literal["tool", "handoff"]:
@@ -127,16 +172,52 @@ def node_of(child: ChildRun, result: RunResult) -> AgentNode:
     )
 
 
-def agent_chunk(child: ChildRun, result: RunResult, delivered: list[Chunk]) -> DataChunk:
+def _label(child: ChildRun) -> dict[str, object]:
+    label = child.box.label
+    if label is None:
+        label = child.box.label = {
+            "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
+            "path": list(child.path), "kind": child.kind,
+        }
+    return label
+
+
+def delivered_text(chunks: list[Chunk]) -> str:
+    """The text of a child's stream: its last step's (a discarded step's is not its
+    answer)."""
+    out: list[str] = []
+    for c in chunks:
+        t = type(c)
+        if t is TextDelta:
+            out.append(c.text)  # type: ignore[union-attr]
+        elif t is DataChunk and c.name == _DISCARDED:  # type: ignore[union-attr]
+            out.clear()
+    return "".join(out)
+
+
+def agent_chunk(child: ChildRun, result: RunResult, text: str) -> DataChunk:
     """The `data-agent` chunk a parent streams for a child run (transient: the call's
     result is what the history keeps): its agent, path and status, and the text it
     delivered when it finished (what its own output processors passed on)."""
-    text = (
-        "".join(c.text for c in delivered if type(c) is TextDelta)
-        if result.status == "finished" else ""
-    )
     return DataChunk("data-agent", {
-        "agent": child.tool.agent.name, "tool_call_id": child.path[-1],
-        "path": list(child.path), "kind": child.kind, "status": result.status,
-        "text": text,
+        **_label(child), "status": result.status,
+        "text": text if result.status == "finished" else "",
     }, transient=True)
+
+
+def agent_delta(child: ChildRun, text: str) -> DataChunk:
+    """A piece of a child's text as the caller gets it while the child runs (after its
+    own output processors and the stream processors of every run above it): a transient
+    `data-agent` chunk with the text as `delta` and status "running"."""
+    return DataChunk("data-agent", {**_label(child), "status": "running", "delta": text},
+                     transient=True)
+
+
+def agent_discarded(child: ChildRun) -> DataChunk:
+    """What the caller gets when a child's step was discarded by one of its processors
+    (a retry): the text it streamed of that step is not its answer."""
+    return DataChunk("data-agent", {**_label(child), "status": "discarded"}, transient=True)
+
+
+_DISCARDED = "data-step-discarded"
+"""The data chunk a run streams when a processor discarded a step (`loop.messages`)."""

@@ -6,7 +6,7 @@
 `relay` to drive a child run: `docs/agents.md`).
 """
 
-from pipeline.loop.children import relay
+from pipeline.loop.children import relay, watched_relay
 from pipeline.loop.run import agent_loop, rejected
 
-__all__ = ["agent_loop", "rejected", "relay"]
+__all__ = ["agent_loop", "rejected", "relay", "watched_relay"]

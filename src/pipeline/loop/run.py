@@ -44,6 +44,7 @@ import msgspec
 
 from effects import Abort, Done, Publish, Replace
 from pipeline.agent import Agent
+from pipeline.agents import ChildRun
 from pipeline.approval import (
     Resumption,
     agent_digest,
@@ -118,6 +119,7 @@ def agent_loop(
     record: EffectRecorder | None = None,
     price: Pricer | None = None,
     resume: Resumption | None = None,
+    child: ChildRun | None = None,
 ) -> AgentLoop:
     """The run of `agent` on `messages`, as a command generator. See the module doc.
 
@@ -129,17 +131,21 @@ def agent_loop(
 
     `price` prices each model call (`pipeline.values.cost`): the result then carries its cost.
     Messages that are not a conversation the library can send (wrong types, an unknown
-    role...) fail the run at once with `InvalidInput`, before any call.
+    role...) fail the run at once with `InvalidInput`, before any call. `child`: the
+    `ChildRun` this run is (`docs/agents.md`; drive it through `pipeline.loop.relay`).
     """
     if resume is not None:
         context = resumed_context(context, resume.suspension)
         check_resumption(agent, resume)
         messages = resume.suspension.messages
     used: set[str] = set()
-    invalid = check_messages(messages, used)
-    if invalid is not None:
-        return rejected(invalid)
-    rc, st = start_run(agent, messages, context, clock, record, price, used, resume)
+    if child is None or resume is not None or child.kind != "tool":
+        invalid = check_messages(messages, used)
+        if invalid is not None:
+            return rejected(invalid)
+    # (else a child's input is one user message the parent's loop made of a call it
+    # checked: `pipeline.agents.child_input`)
+    rc, st = start_run(agent, messages, context, clock, record, price, used, resume, child)
     return _run(rc, st, resume)
 
 
@@ -170,7 +176,8 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
     before_result: MessageList | None = None  # the messages the result processors got
     try:
         if resume is None:
-            yield from _process_input(rc, st)
+            if rc.h_input:
+                yield from _process_input(rc, st)
             step = 0
         else:  # the suspended step's tools, then the steps after it
             step = resume.suspension.step.step_number + 1

@@ -4,13 +4,17 @@ slots, the stream's plan) and its state, fresh or as a suspended run left it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypedDict
+from typing import TypedDict, cast
+
+import msgspec
 
 from pipeline.agent import Agent, AgentTool
+from pipeline.agents import ChildRun
 from pipeline.approval import Resumption
+from pipeline.loop.children import running, tree_bounds
 from pipeline.loop.hooks import Bound, bind
 from pipeline.loop.judges import JudgeLedger
-from pipeline.loop.state import Ids, RunConfig, RunState
+from pipeline.loop.state import Ids, Level, RunConfig, RunState
 from pipeline.loop.stream import fresh_seen, plan_stream
 from pipeline.processor import BaseProcessor
 from pipeline.protocol.replies import EffectRecorder
@@ -28,9 +32,21 @@ def start_run(
     price: Pricer | None,
     used: set[str],
     resume: Resumption | None = None,
+    child: ChildRun | None = None,
 ) -> tuple[RunConfig, RunState]:
     """The run's configuration and its state at the start (`used`: the input's tool-call
-    ids, known from checking it)."""
+    ids, known from checking it; `child`: a child run's own, `docs/agents.md`)."""
+    up = cast("Level | None", child.box.up) if child is not None else None
+    template = _hookless(agent)
+    if template is not None and (up is None or not up.tree_bounds):
+        rc = msgspec.structs.replace(
+            template, ctx=context, clock=clock, record=record, price=price, child=child,
+            started_at=resume.suspension.started_at if resume is not None else 0.0,
+        )
+        st = _start_state(rc, messages, [], used, None, resume)
+        if child is not None:
+            child.box.running = running(rc, st)
+        return rc, st
     procs = agent.all_processors()
     judges: JudgeLedger | None = None
     if procs or agent.prepare_step is not None:
@@ -38,14 +54,54 @@ def start_run(
         states, hooks, flush = _bind_hooks(agent, procs, judges)
     else:  # no hook at all: nothing to bind (on the path of every run)
         states, hooks, flush = [], BoundHooks(), ()
+    if up is not None and up.tree_bounds:  # the budgets above bound it too
+        states.append(None)
+        hooks["h_input_step"] = (*hooks.get("h_input_step", ()),
+                                 *tree_bounds(up, len(states) - 1))
     plan = plan_stream(agent, hooks.get("h_stream", ()), flush)
-    children = any(isinstance(t, AgentTool) for t in agent.tools) or any(
-        isinstance(t, AgentTool) for p in procs for t in p.tools
-    )
+    children = _runs_children(agent, procs)
     rc = RunConfig(agent=agent, ctx=context, clock=clock, record=record, price=price,
                    started_at=_started_at(clock, hooks.get("h_approved", ()), resume),
-                   children=children, **hooks, **plan)
-    return rc, _start_state(rc, messages, states, used, judges, resume)
+                   children=children, child=child, **hooks, **plan)
+    st = _start_state(rc, messages, states, used, judges, resume)
+    if child is not None:
+        child.box.running = running(rc, st)
+    return rc, st
+
+
+def _runs_children(agent: Agent, procs: tuple[BaseProcessor, ...]) -> bool:
+    return any(isinstance(t, AgentTool) for t in agent.tools) or any(
+        isinstance(t, AgentTool) for p in procs for t in p.tools
+    )
+
+
+_HOOKLESS: dict[int, tuple[Agent, RunConfig]] = {}
+"""For an agent without hooks (no processor, no prepare_step), what its runs' configuration
+holds but their own context, clock, recorder and pricer: made once per agent (a child
+agent's runs start many times), for the last `MAX_HOOKLESS` such agents."""
+MAX_HOOKLESS = 256
+_NO_CONTEXT = RunContext(run_id="")
+
+
+def _no_clock() -> float:
+    return 0.0
+
+
+def _hookless(agent: Agent) -> RunConfig | None:
+    """The configuration every run of `agent` starts from, if it has no hook (else None:
+    its hooks are bound to the run's state)."""
+    if (agent.prepare_step is not None or agent.input_processors or agent.output_processors
+            or agent.error_processors):
+        return None
+    kept = _HOOKLESS.get(id(agent))
+    if kept is not None and kept[0] is agent:  # (kept, it is not collected: no id reuse)
+        return kept[1]
+    rc = RunConfig(agent=agent, ctx=_NO_CONTEXT, clock=_no_clock, record=None, price=None,
+                   children=_runs_children(agent, ()), **plan_stream(agent, ()))
+    if len(_HOOKLESS) >= MAX_HOOKLESS:
+        _HOOKLESS.clear()
+    _HOOKLESS[id(agent)] = (agent, rc)
+    return rc
 
 
 def _started_at(

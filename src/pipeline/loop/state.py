@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
 from operator import attrgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import msgspec
 
@@ -21,8 +21,9 @@ from effects import Abort, Write
 from effects.commands import AwaitHook, Perform
 from effects.started import Collect, Job
 from pipeline.agent import Agent
+from pipeline.agents import ChildBox, ChildRun
 from pipeline.loop.call_ids import CallIds
-from pipeline.loop.hooks import Bound, HookFn, Outcome, Yielded
+from pipeline.loop.hooks import Bound, HookFailure, HookFn, Outcome, Yielded
 from pipeline.loop.judges import JudgeLedger
 from pipeline.loop.leaving import LeavingResults
 from pipeline.loop.partial import NOTHING
@@ -138,6 +139,14 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     children: bool = False
     """Some tool of the agent's runs an agent (`AgentTool`): the tool step looks for
     child runs (`children.py`); a run without one never does."""
+    child: ChildRun | None = None
+    """A child run's own `ChildRun` (its path in the tree; its parent as it reaches it,
+    `ChildBox.up`: `children.py`); None for a root run."""
+
+
+NO_USAGE = Usage()
+NOTHING_SPENT = Spending()
+"""(frozen values: every run starts from these same ones)"""
 
 
 class RunState:
@@ -193,16 +202,16 @@ class RunState:
         self.model_calls = 0
         """Model calls of the agent's made (answered with a stream), retried or
         discarded ones too."""
-        self.usage_paid = Usage()
+        self.usage_paid = NO_USAGE
         """Their usage (`usage` less what a resumed run carried over from its steps)."""
-        self.carried = Spending()
+        self.carried = NOTHING_SPENT
         """What the run had paid for before its suspension (a resumed run)."""
         self.ml = ml
         # Each processor's state, by `Bound.slot`.
         self.states = states
         self.steps: list[StepResult] = []
         self.steps_t: tuple[StepResult, ...] = ()
-        self.usage = Usage()
+        self.usage = NO_USAGE
         self.retry_count = 0
         self.api_retry_count = 0
         self.finish_reason: FinishReason = "stop"
@@ -238,14 +247,76 @@ class RunState:
         """What the run's child runs left (children.py); None until one ran."""
 
 
+class StreamLock:
+    """Whose chunks go through a tree's stream processors now (one lock per tree): while
+    a child's text block is open there, every other child's chunks wait, so a processor
+    that holds text back (a PII guard) holds one child's text whole, never a mix of
+    children's (`children.py`)."""
+
+    __slots__ = ("failures", "owner", "waiting")
+
+    def __init__(self) -> None:
+        self.failures = 0
+        """How many runs of the tree a stream processor stopped (`Level.failed`)."""
+        self.owner: ChildBox | None = None
+        self.waiting: list[tuple[ChildRun, Level, Chunk]] = []
+        """Chunks of children that came while another owned the lock, in order."""
+
+
+class Level:
+    """A run as its child runs reach it (`ChildBox.up`): its configuration and state
+    (whose stream processors a child's chunks pass through, whose budget bounds the
+    children), and the run above it."""
+
+    __slots__ = ("bare", "bounds", "failed", "kinds", "live", "lock", "path", "rc", "st",
+                 "tree_bounds", "up")
+
+    def __init__(self, rc: RunConfig, st: RunState) -> None:
+        child = rc.child
+        up = cast("Level | None", child.box.up) if child is not None else None
+        self.path: tuple[str, ...] = child.path if child is not None else ()
+        """The run's place in the tree: the calls from the root's down (empty: the root)."""
+        self.kinds = child.kinds if child is not None else ()
+        self.rc = rc
+        self.st = st
+        self.up = up
+        self.live: bool = not rc.stream_io and (up is None or up.live)
+        """Its children's chunks reach the caller as they come: its stream processors
+        are plain functions (none awaits or asks for I/O), and so are those above."""
+        self.bare: bool = not rc.h_stream and (up is None or up.bare)
+        """No stream processor here or above: a child's chunks need no lock, only their
+        form for the caller."""
+        self.lock: StreamLock = up.lock if up is not None else StreamLock()
+        self.failed: Tripped | HookFailure | None = None
+        """One of its stream processors stopped it on a child's chunk: its children
+        stop, and the run ends so once its tool step is back (`fold_children`)."""
+        self.bounds = tuple(b for b in rc.h_input_step if b.processor.bounds_descendants)
+        """Its processors that bound its descendants too (`Budget`)."""
+        self.tree_bounds: bool = bool(self.bounds) or (up is not None and up.tree_bounds)
+
+    def stopped(self) -> bool:
+        """It or a run above it was stopped by a stream processor."""
+        level: Level | None = self
+        while level is not None:
+            if level.failed is not None:
+                return True
+            level = level.up
+        return False
+
+
 class TreeState:
     """What a run's child runs left it: their writes (committed with the run's own, by
     the root), their records, what they used and cost, and a handoff's answer."""
 
-    __slots__ = ("answer", "answered_by", "cost", "cost_known", "kept_chunks", "nodes",
-                 "spent", "usage", "writes")
+    __slots__ = ("answer", "answer_text", "answered_by", "cost", "cost_known", "kept_chunks",
+                 "level",
+                 "nodes", "running", "spent", "usage", "writes")
 
     def __init__(self) -> None:
+        self.level: Level | None = None
+        """The run as its children reach it, made at its first child."""
+        self.running: list[ChildBox] = []
+        """The children of the step now running (their spending counts for budgets)."""
         self.writes: list[tuple[str, Write]] = []
         self.nodes: list[AgentNode] = []
         self.usage = Usage()
@@ -255,14 +326,17 @@ class TreeState:
         self.answer: RunResult | None = None
         """The answer of the handoff of this step, once it finished."""
         self.answered_by: str | None = None
+        self.answer_text: list[str] | None = None
+        """The handoff's answer as this run's stream processors passed it, when it
+        reached the caller as it came (then it is not streamed again)."""
         self.kept_chunks: dict[str, tuple[DataChunk, ...]] = {}
         """A resumed step's children that had finished: their chunks, by call id, streamed
         when the step's results are."""
 
-    def add(self, node: AgentNode, model_calls: int) -> None:
+    def add(self, node: AgentNode, spent: Spending) -> None:
         self.nodes.append(node)
         self.usage = self.usage + node.usage
-        self.spent = self.spent + Spending(model_calls, node.usage, node.cost)
+        self.spent = self.spent + spent
         if node.cost is None:
             self.cost_known = False
         else:

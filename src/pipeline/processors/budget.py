@@ -18,6 +18,13 @@ agent; the judges of a step come after the check that let it run, so a run may g
 by one step's judge calls (and the result's). A run's budget counts from its start (a
 resumed run's too: its tool-call counts are the processor's state, kept with it, and
 what it paid for is kept with the suspension).
+
+In a tree of runs (agents calling agents, `docs/agents.md`) the model-call, token and
+cost bounds hold for the whole tree under the run: what a child run pays for counts as
+it runs, and a child's model call is checked against them first, so a child stops (with
+this budget's tripwire) once the tree's budget is spent; with `on_limit="finish"` its
+next step is made without tools. Tool-call bounds count the run's own calls (a child
+called is one).
 """
 
 from __future__ import annotations
@@ -58,6 +65,10 @@ class Spent(msgspec.Struct, frozen=True):
 
 class Budget(StatefulProcessor[Spent, object]):
     """Bounds on a run (see the module doc); every option checked here."""
+
+    bounds_descendants = True
+    """Its model-call, token and cost bounds hold for the whole tree of runs under its
+    run: checked before each model call of a child run too (`docs/agents.md`)."""
 
     def __init__(
         self,

@@ -107,6 +107,11 @@ class Driver:
         CallModel before it) with a model event and no bookkeeping. The interpreter then
         sets `cmd` to each Pull it gets and hands the first other command to `took`."""
 
+    @property
+    def log(self) -> RunLog | None:
+        """What records the run (its trace), if anything."""
+        return self._log
+
     def start(self) -> LoopCommand:
         """The run's first command (once; later calls give the pending one)."""
         if self.cmd is not None:

@@ -179,14 +179,36 @@ function highlightsBox(s, name) {
   return box;
 }
 
+// The runs of a tree (agents calling agents), nested as they called each other.
+function treeBox(tree, name) {
+  if (!tree || !tree.children || !tree.children.length) return null;
+  const node = n => {
+    const link = el("a", { href: `#/run/${encodeURIComponent(name)}?offset=${Math.max(0, n.n - 5)}`,
+      class: "run-node-link", "data-agent": n.agent, text: `#${n.n}` });
+    const li = el("li", {}, el("span", { class: "run-node" },
+      el("b", { class: "agent", text: n.agent }), " ", el("span", { class: `status status-${n.status}`, text: n.status }),
+      ` ${n.model_calls} model call(s) `, n.path.length ? el("code", { text: n.path.join("/") }) : null, " ", link));
+    if (n.children.length) li.append(el("ul", {}, ...n.children.map(node)));
+    return li;
+  };
+  return el("div", { id: "run-tree", class: "box" }, el("h3", { text: "Runs in this tree" }), el("ul", {}, node(tree)));
+}
+
 function rowOf(row, s) {
   const kind = el("span", { class: `kind kind-${row.kind}`, text: row.kind });
   const title = el("span", { class: row.effect ? `effect-${row.effect}` : "", text: row.title });
-  const cls = `row row-${row.kind}${row.highlight ? " highlight" : ""}${row.fold ? " folded-row" : ""}`;
-  return el("tr", { class: cls, "data-n": String(row.n) },
+  const child = row.depth ? " child-row" : "";
+  const cls = `row row-${row.kind}${row.highlight ? " highlight" : ""}${row.fold ? " folded-row" : ""}${child}`;
+  const attrs = { class: cls, "data-n": String(row.n) };
+  if (row.depth) Object.assign(attrs, { "data-depth": String(row.depth), "data-agent": row.agent });
+  // a child run's row is set in by its depth in the tree and names its agent
+  const what = el("td", {},
+    row.depth ? el("span", { class: "run-label", text: row.agent }) : null,
+    row.highlight ? el("span", { class: "why-label", text: row.highlight }) : null, title, details("details", row.data));
+  if (row.depth) what.style.paddingLeft = `${8 + 20 * Math.min(row.depth, 10)}px`;  // (CSSOM: the CSP allows it)
+  return el("tr", attrs,
     el("td", { text: String(row.n) }), el("td", { text: row.step >= 0 ? String(row.step) : "" }),
-    el("td", { text: (Number(row.at) - Number(s.started_at)).toFixed(3) }), el("td", {}, kind),
-    el("td", {}, row.highlight ? el("span", { class: "why-label", text: row.highlight }) : null, title, details("details", row.data)));
+    el("td", { text: (Number(row.at) - Number(s.started_at)).toFixed(3) }), el("td", {}, kind), what);
 }
 
 async function showRun(name, query) {
@@ -218,6 +240,8 @@ async function showRun(name, query) {
   const scored = scoresBox(s);
   if (scored) side.append(scored);
   main.append(side);
+  const runs = treeBox(s.tree, name);
+  if (runs) main.append(runs);
   const chosen = new Set(kinds ? kinds.split(",") : KINDS);
   const filters = el("div", { class: "filters" }, "Show: ");
   for (const k of KINDS) {

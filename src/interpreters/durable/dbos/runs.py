@@ -624,7 +624,7 @@ class DurableRuns(_QueuedRuns):
                 observers=self._observers, price=self._price,
             )
 
-        result = drive_resumed(begin, steps)
+        result = drive_resumed(begin, steps, observers=self._observers, price=self._price)
         steps.flush()
         self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
         return compact(result, steps.big)
