@@ -11,11 +11,11 @@ This is the one place that knows the hook semantics common to all ten hooks:
 
 One way to call a hook: `call_hook` is `invoke` (the call; a raise becomes what `raised`
 makes of it, the one exception-to-effect mapping) then `settle` (drive, await, `check`).
-Where hooks run in a loop (the per-step hooks, step.py and output.py) a hook that passes
-skips the generator of `settle`: `raw = invoke(b, args)`, a plain `Continue` with nothing
-recording effects is passed over, anything else goes to `settle`. Only the per-chunk
-stream hooks (stream.py) write `invoke` out inline, a call less per hook per chunk (see
-docs/DESIGN.md, decisions made for speed).
+Where hooks run in a loop (the per-step hooks, step.py and output.py, and the per-chunk
+stream hooks, stream.py) `invoke` is written out inline, a call less per hook (see
+docs/DESIGN.md, decisions made for speed), and a hook that passes skips the generator of
+`settle`: a plain `Continue` with nothing recording effects is passed over, anything else
+goes to `settle`.
 """
 
 from __future__ import annotations
