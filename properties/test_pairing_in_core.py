@@ -27,7 +27,7 @@ from interpreters.testing import (
     numbered_run_ids,
 )
 from pipeline.agent import Agent
-from pipeline.loop.call_ids import CallIds, tool_part_ids
+from pipeline.loop.state import CallIds, tool_part_ids
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,

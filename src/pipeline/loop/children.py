@@ -53,9 +53,16 @@ from pipeline.approval import Resumption
 from pipeline.loop.cost import last_time, spending
 from pipeline.loop.gate import Entry, Suspend
 from pipeline.loop.hooks import Bound, HookFailure, HookFn
-from pipeline.loop.messages import loop_message
 from pipeline.loop.response import StepContent
-from pipeline.loop.state import Level, RunConfig, RunState, StreamLock, TreeState, Tripped
+from pipeline.loop.state import (
+    Level,
+    RunConfig,
+    RunState,
+    StreamLock,
+    TreeState,
+    Tripped,
+    loop_message,
+)
 from pipeline.loop.stream import flush, flush_io, process_chunk, process_chunk_io
 from pipeline.processor import BaseProcessor, InputStepArgs
 from pipeline.protocol.driver import Watch

@@ -36,8 +36,7 @@ from pipeline.loop.model_call import call_model, consume
 from pipeline.loop.partial import PartialOutputs
 from pipeline.loop.race import feed, race_gate
 from pipeline.loop.response import StepContent
-from pipeline.loop.state import Failed, RunConfig, RunState, Tripped
-from pipeline.loop.stream_view import SeenMark
+from pipeline.loop.state import Failed, RunConfig, RunState, SeenMark, Tripped
 from pipeline.processor import StepSettings
 from pipeline.protocol.replies import LoopCommand, RunCancelled
 from pipeline.values.chunks import (

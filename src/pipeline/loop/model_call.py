@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, cast
 from effects import Abort, CallModel, CloseStream, Publish, Pull, Retry, Sleep
 from pipeline.loop.gate import hold_calls
 from pipeline.loop.hooks import HookFailure, call_hook
-from pipeline.loop.messages import loop_message
 from pipeline.loop.response import StepContent
 from pipeline.loop.state import (
     Failed,
@@ -32,6 +31,7 @@ from pipeline.loop.state import (
     Tripped,
     apply,
     fresh_call_id,
+    loop_message,
     steps_tuple,
     trip,
 )

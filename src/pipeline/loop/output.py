@@ -13,10 +13,19 @@ from collections.abc import Generator
 
 from effects import Abort, CommitWrites, Continue, Perform, Replace, Write
 from pipeline.loop.hooks import HookFailure, Outcome, Yielded, call_hook, raised, settle
-from pipeline.loop.messages import discarded, feedback, keep_held
 from pipeline.loop.partial import NOTHING, parse_partial
 from pipeline.loop.response import response_text
-from pipeline.loop.state import Failed, RunConfig, RunState, apply, steps_tuple, trip
+from pipeline.loop.state import (
+    Failed,
+    RunConfig,
+    RunState,
+    apply,
+    discarded,
+    feedback,
+    keep_held,
+    steps_tuple,
+    trip,
+)
 from pipeline.loop.stream import stream_through
 from pipeline.processor import ApprovedArgs, OutputResultArgs, OutputStepArgs, StepSettings
 from pipeline.protocol.replies import LoopCommand, RunCancelled

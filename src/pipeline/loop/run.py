@@ -25,14 +25,14 @@ configuration and state, `(rc, st, ...)` (state.py), in the module of its phase:
 - start.py: the run's configuration (hooks bound to state slots) and first state;
 - step.py: process_input_step (+ prepare_step) and the model request;
 - model_call.py: the model call, process_api_error, and the model's stream;
-- stream.py: process_output_stream, the per-chunk path (stream_view.py: stream_parts);
+- stream.py: process_output_stream, the per-chunk path;
 - response.py: what one model response delivered, and the run's response text;
 - output.py: process_output_step, the output type's decode, process_output_result;
 - tool_step.py: the step's tools, their results, and the results a cancel leaves;
-- messages.py: the messages the loop makes;
 - cost.py: what the run's model calls cost;
 - gate.py: process_tool_call; race.py: input guards racing the first model call;
-- call_ids.py: tool-call ids unique across the run.
+- state.py: what a run holds between them: tool-call ids unique across the run, what the
+  stream hooks have seen, what leaves the run, and the messages the loop makes.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
 from pipeline.loop.fallback import attempts
 from pipeline.loop.gate import Suspend
 from pipeline.loop.hooks import HookFailure, call_hook
-from pipeline.loop.messages import keep_held, loop_message, unforged
 from pipeline.loop.model_call import call_model, consume
 from pipeline.loop.output import (
     approved,
@@ -76,14 +75,23 @@ from pipeline.loop.state import (
     RunState,
     Tripped,
     apply,
+    keep_held,
+    loop_message,
     steps_tuple,
     trip,
+    unforged,
 )
 from pipeline.loop.step import base_settings, input_step, step_tools
 from pipeline.loop.stream import stream_through
 from pipeline.loop.tool_step import answer_dangling_calls, run_resumed, run_tools
 from pipeline.processor import InputArgs, StepSettings
-from pipeline.protocol.replies import AgentLoop, EffectRecorder, LoopCommand, RunCancelled, checked
+from pipeline.protocol.replies import (
+    AgentLoop,
+    EffectRecorder,
+    LoopCommand,
+    ProtocolError,
+    RunCancelled,
+)
 from pipeline.values.chunks import Chunk, ErrorChunk, StepFinish, StepStart, Tripwire, Usage
 from pipeline.values.chunks import Finish as FinishChunk
 from pipeline.values.context import RunContext
@@ -93,6 +101,7 @@ from pipeline.values.output_type import TypedOutput
 from pipeline.values.result import (
     Cancelled,
     InvalidInput,
+    JudgeCall,
     ProcessorFailed,
     RunError,
     RunResult,
@@ -185,7 +194,7 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
                 yield from _resumed_step(rc, st, resume.suspension.step, resume)
             except _HandedOver:
                 step = rc.agent.max_steps  # the handoff's answer is the run's
-        inputs = approved_input(rc, st)
+        inputs = approved_input(rc, st) if rc.h_approved else ()
         base = base_settings(rc, st.ml.system)
         while step < rc.agent.max_steps:
             outcome = yield from _step(rc, st, step, base)
@@ -195,9 +204,12 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
             if outcome == "stop":
                 break
         before_result = st.ml
-        yield from output_result(rc, st)
-        # Inside the try: a stream processor may abort (or fail) on the finish chunk too.
-        yield from stream_through(rc, st, [FinishChunk(st.finish_reason, st.usage)])
+        if rc.h_result:
+            yield from output_result(rc, st)
+        if rc.bare_stream:  # no stream hook: the finish chunk goes out as it is
+            st.pending.append(FinishChunk(st.finish_reason, st.usage))
+        else:  # inside the try: a stream processor may abort (or fail) on it too
+            yield from stream_through(rc, st, [FinishChunk(st.finish_reason, st.usage)])
         if rc.h_approved or (st.tree is not None and st.tree.writes):
             # every output processor approved: what memory may save (the children's
             # writes too, held for the root: `children.py`)
@@ -233,7 +245,11 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
         status = "finished"
     if st.held:
         keep_held(rc, st)
-    judges, cost = run_cost(rc, st)
+    judges: tuple[JudgeCall, ...] = ()
+    if st.judges is None or not st.judges.asked:  # (`run_cost` inline: no judge asked)
+        cost = st.cost if st.cost_known else None
+    else:
+        judges, cost = run_cost(rc, st)
     usage = st.usage
     tree = st.tree
     if tree is not None:  # the children's usage and cost are the tree's
@@ -263,10 +279,13 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
     )
     if st.pending:
         out: Publish[Chunk] = Publish(tuple(st.pending))
-        try:  # (not contextlib.suppress: a context manager object every run)  # noqa: SIM105
-            checked(out, (yield out))
+        try:  # (not contextlib.suppress: a context manager object every run)
+            reply = yield out
         except RunCancelled:
             pass  # the run is over already: a cancel now changes nothing in its result
+        else:
+            if reply is not None:  # (`checked` inline: a Publish is answered with None)
+                raise ProtocolError(out, reply)
         st.pending = []
     yield Done(result)
     return result

@@ -24,8 +24,7 @@ from effects import Abort, Continue, Replace, Skip
 from pipeline.agent import Agent
 from pipeline.loop.hooks import Bound, HookFn, Outcome, call_hook, check, invalid, invoke, raised
 from pipeline.loop.response import StepContent
-from pipeline.loop.state import RunConfig, RunState, apply, trip
-from pipeline.loop.stream_view import SeenChunks, view_of
+from pipeline.loop.state import RunConfig, RunState, SeenChunks, apply, trip, view_of
 from pipeline.processor import FlushArgs, StreamArgs
 from pipeline.protocol.replies import LoopCommand
 from pipeline.values.chunks import Chunk, DataChunk

@@ -4,7 +4,7 @@
 or deps of the wrong type are error results the model sees), hands the interpreter the
 invocations (`RunTools`), keeps each result in one tool message (capped and made
 encodable: `result_part`), and streams the results through the stream processors. What
-those processors made of a result is what leaves the run (`leaving.py`), while the
+those processors made of a result is what leaves the run (`state.LeavingResults`), while the
 model reads the tool's own value.
 
 On a cancel, the calls that finished keep their results (`keep_finished_tools`) and
@@ -38,9 +38,16 @@ from pipeline.loop.gate import (
     resumed_entries,
 )
 from pipeline.loop.hooks import HookFailure, call_hook
-from pipeline.loop.messages import loop_message
 from pipeline.loop.response import StepContent
-from pipeline.loop.state import RunConfig, RunState, Tripped, apply, note_call_ids, trip
+from pipeline.loop.state import (
+    RunConfig,
+    RunState,
+    Tripped,
+    apply,
+    loop_message,
+    note_call_ids,
+    trip,
+)
 from pipeline.loop.stream import deliver, process_chunk, process_chunk_io, stream_through
 from pipeline.processor import ToolResultArgs
 from pipeline.protocol.replies import (
