@@ -73,6 +73,30 @@ def test_what_they_hold_is_still_collected_as_usual() -> None:
     assert call.args == {"x": []}
 
 
+def test_what_a_run_keeps_across_its_waits_is_untracked_but_its_state_and_config() -> None:
+    # The small objects a waiting run holds (its ids, tool-call ids, what the stream hooks
+    # saw, what leaves it, its step's tools, what it spent) are private to the run and
+    # refer to nothing that refers back: untracked even holding tracked values. The run's
+    # state and configuration (a user's context, processors' states) stay tracked.
+    from pipeline.loop.state import CallIds, Ids, LeavingResults, RunState, SeenChunks
+    from pipeline.tools import StepTools
+    from pipeline.values.messages import MessageList
+    from pipeline.values.result import Spending
+
+    ml = MessageList.of([user("hi", id="u1")])
+    tools = StepTools()
+    tools.by_name((make_tool(_lookup, name="lookup"),))
+    leaving = LeavingResults()
+    leaving.calls_changed({"c1": ToolCallPart("c1", "weather", ARGS)})
+    kept = [Ids("r"), CallIds(ml, {"c1"}), leaving, SeenChunks.fresh(2, True), tools,
+            Spending(1, Usage(1, 2))]
+    for value in kept:
+        assert not gc.is_tracked(value), type(value).__name__
+    st = RunState(Ids("r"), ml, [], cost_known=False, seen=SeenChunks.fresh(0, False),
+                  ids_used=set())
+    assert gc.is_tracked(st)
+
+
 # --- no run leaves a cycle behind --------------------------------------------------------
 # A cycle through an untracked value is never collected. None of the library's own
 # references make one (a value refers to nothing that refers back to it: no result, trace,

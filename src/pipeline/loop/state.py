@@ -80,15 +80,14 @@ class Racing(NamedTuple):
         return None
 
 
-class Ids:
-    """Deterministic ids for one run: `<run_id>-<kind><n>`."""
+class Ids(msgspec.Struct, gc=False, eq=False):
+    """Deterministic ids for one run: `<run_id>-<kind><n>`. (This and the other small
+    objects a run keeps across its waits hold no cycle: untracked by the collector, see
+    docs/DESIGN.md, decisions made for speed.)"""
 
-    __slots__ = ("_n", "_run")
-
-    def __init__(self, run_id: str, used: int = 0) -> None:
-        self._run = run_id
-        self._n = used
-        """How many ids were made (a resumed run goes on from its suspension's)."""
+    _run: str
+    _n: int = 0
+    """How many ids were made (a resumed run goes on from its suspension's)."""
 
     @property
     def used(self) -> int:
@@ -416,18 +415,15 @@ def fresh_call_id(st: RunState, used: set[str], content: StepContent | None) -> 
 # response) already holds gets a fresh one, its deltas too.
 
 
-class CallIds:
+class CallIds(msgspec.Struct, gc=False, eq=False):
     """The tool-call ids a message list holds, kept up to date while the run's messages
     grow by the loop's own additions: a long history is not scanned again every step.
 
     `of` is the list `used` was made for; another list is scanned again (`held_by`).
     """
 
-    __slots__ = ("of", "used")
-
-    def __init__(self, of: MessageList | None, used: set[str]) -> None:
-        self.of = of
-        self.used = used
+    of: MessageList | None
+    used: set[str]
 
     def held_by(self, ml: MessageList) -> set[str]:
         """Every tool-call id `ml` holds (ids are unique run-wide: a model may reuse one of
@@ -518,7 +514,7 @@ view_of = cast(Callable[[list[Chunk], int], Sequence[Chunk]], _Seen)
 """`_Seen(items, n)`, typed as the Sequence it is."""
 
 
-class SeenChunks:
+class SeenChunks(msgspec.Struct, gc=False, eq=False):
     """Every chunk each stream hook of a run has seen (its stream_parts), append-only.
 
     While every stream hook has seen the very same chunks (none was skipped, replaced or
@@ -528,11 +524,13 @@ class SeenChunks:
     removed from a list.
     """
 
-    __slots__ = ("lists", "shared")
+    lists: list[list[Chunk]]
+    shared: list[Chunk] | None
 
-    def __init__(self, hooks: int, share: bool) -> None:
-        self.lists: list[list[Chunk]] = [[] for _ in range(hooks)]
-        self.shared: list[Chunk] | None = [] if share else None
+    @classmethod
+    def fresh(cls, hooks: int, share: bool) -> SeenChunks:
+        """Nothing seen yet by `hooks` stream hooks; `share`: in one list while they can."""
+        return cls([[] for _ in range(hooks)], [] if share else None)
 
     def of(self, i: int) -> list[Chunk]:
         """What stream hook `i` has seen."""
@@ -593,15 +591,12 @@ class SeenMark(msgspec.Struct, frozen=True):
 # and puts them in place in the run's messages at its end (`messages`).
 
 
-class LeavingResults:
+class LeavingResults(msgspec.Struct, gc=False, eq=False):
     """The tool results stream processors changed, by call id (`changed`; None: none),
     and the tool calls (`calls`)."""
 
-    __slots__ = ("calls", "changed")
-
-    def __init__(self) -> None:
-        self.changed: dict[str, ToolResultPart] | None = None
-        self.calls: dict[str, ToolCallPart] | None = None
+    changed: dict[str, ToolResultPart] | None = None
+    calls: dict[str, ToolCallPart] | None = None
 
     def calls_changed(self, calls: dict[str, ToolCallPart]) -> None:
         """The calls of a response as the stream processors passed them on, by call id

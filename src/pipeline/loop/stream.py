@@ -78,7 +78,7 @@ _NO_STREAM_HOOKS = StreamPlan(
 def fresh_seen(rc: RunConfig) -> SeenChunks:
     """What the run's stream hooks have seen at its start: nothing. Plain hooks share
     one list until they diverge (`SeenChunks`)."""
-    return SeenChunks(len(rc.h_stream), bool(rc.h_stream) and not rc.stream_io)
+    return SeenChunks.fresh(len(rc.h_stream), bool(rc.h_stream) and not rc.stream_io)
 
 
 def stream_args(rc: RunConfig, st: RunState, i: int, b: Bound, chunk: Chunk) -> StreamArgs[object]:

@@ -120,19 +120,17 @@ _COMPARED_WITH_STR = (
 _struct_eq = msgspec.Struct.__eq__
 
 
-class StepTools:
+class StepTools(msgspec.Struct, gc=False, eq=False):
     """A run's view of its step's tools: their specs (what the model is sent) and the
     tools by name (how a call finds its tool), each made again only when the step's tools
-    are another tuple (most runs: the same tuple step after step)."""
+    are another tuple (most runs: the same tuple step after step). Private to its run,
+    so in no cycle: untracked by the collector."""
 
-    __slots__ = ("_named", "_named_of", "specs", "specs_of")
-
-    def __init__(self) -> None:
-        self.specs_of: tuple[Tool, ...] | None = None
-        """The tools `specs` was made of (read: the step asks `is not` before `make`)."""
-        self.specs: tuple[ToolSpec, ...] = ()
-        self._named_of: tuple[Tool, ...] | None = None
-        self._named: dict[str, Tool] = {}
+    specs_of: tuple[Tool, ...] | None = None
+    """The tools `specs` was made of (read: the step asks `is not` before `make`)."""
+    specs: tuple[ToolSpec, ...] = ()
+    _named_of: tuple[Tool, ...] | None = None
+    _named: dict[str, Tool] = {}
 
     def make_specs(self, tools: tuple[Tool, ...]) -> tuple[ToolSpec, ...]:
         """The specs of `tools`, kept for the steps that ask with the same tuple (the

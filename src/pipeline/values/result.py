@@ -230,7 +230,7 @@ class KeptChild(msgspec.Struct, frozen=True, kw_only=True):
     """Its memory writes (`effects.Write`), with who asked, committed with the root's."""
 
 
-class Spending(msgspec.Struct, frozen=True):
+class Spending(msgspec.Struct, frozen=True, gc=False):
     """What a run has paid for so far: every model call it made (its own, retried or
     discarded by a processor's retry too) and every call its hooks' judges made
     (`AskModel`), with their usage and cost. What `Budget` bounds."""
