@@ -33,7 +33,6 @@ def count_stopped(rc: RunConfig, st: RunState, model: str, fin: ModelFinish | No
     (the response had ended), else the call is unmetered and the run's cost unknown."""
     if fin is not None:
         st.usage = st.usage + fin.usage
-        st.usage_paid = st.usage_paid + fin.usage
         if rc.price is not None:  # (no clock read: see `judges`)
             price_call(rc, st, model, fin, last_time(st))
     else:
@@ -66,7 +65,7 @@ def spending(rc: RunConfig, st: RunState) -> Spending:
     """What the run has paid for so far (`Spending`): the agent's model calls, retried
     and discarded ones too, and its hooks' judges; for a resumed run, from its start."""
     own = Spending(
-        st.model_calls, st.usage_paid,
+        st.model_calls, st.usage if st.usage_carried is None else st.usage - st.usage_carried,
         (st.cost or Cost(Decimal(0))) if st.cost_known and not st.unmetered else None,
     )
     if st.judges is not None and st.judges.asked:

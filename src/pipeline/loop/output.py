@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
+import msgspec
+
 from effects import Abort, CommitWrites, Continue, Perform, Replace, Write
 from pipeline.loop.hooks import HookFailure, Outcome, Yielded, call_hook, raised, settle
 from pipeline.loop.partial import NOTHING, parse_partial
@@ -35,6 +37,9 @@ from pipeline.values.messages import Message, MessageList, ToolCallPart
 from pipeline.values.output_type import OutputDecodeError, TypedOutput
 from pipeline.values.result import OutputInvalid, OutputResult
 
+_replace = msgspec.structs.replace
+"""(Per hook, the args of the hook before with its state: cheaper than making them.)"""
+
 _OUTPUT_TYPE = "output_type"
 """Who discarded a reply that did not decode (in feedback and data-step-discarded)."""
 
@@ -53,25 +58,30 @@ def output_step(
     a processor discarded it for a retry (the feedback is then added after `before`)."""
     record = rc.record
     steps = steps_tuple(st)
+    args: OutputStepArgs[object] | None = None
     for b in rc.h_output_step:
-        args = OutputStepArgs(
-            message_list=st.ml,
-            step_number=step,
-            steps=steps,
-            finish_reason=fin.finish_reason,
-            tool_calls=tool_calls,
-            text=text,
-            system_messages=cfg.system_messages,
-            state=st.states[b.slot],
-            retry_count=st.retry_count,
-            context=rc.ctx,
-        )
+        if args is not None:  # the hook before passed: the same args but for its state
+            args = _replace(args, state=st.states[b.slot])
+        else:
+            args = OutputStepArgs(
+                message_list=st.ml,
+                step_number=step,
+                steps=steps,
+                finish_reason=fin.finish_reason,
+                tool_calls=tool_calls,
+                text=text,
+                system_messages=cfg.system_messages,
+                state=st.states[b.slot],
+                retry_count=st.retry_count,
+                context=rc.ctx,
+            )
         try:  # `invoke`, inline: a call less per hook per step (docs/DESIGN.md, speed)
             raw = b.fn(args)
         except Exception as e:
             raw = raised(b, e)
         if raw.__class__ is Continue and record is None:  # passed: nothing to settle
             continue
+        args = None  # what the next hook sees may change: made anew
         eff = apply(rc, st, b, (yield from settle(b, raw)))
         if isinstance(eff, Abort):
             if eff.retry and st.retry_count < rc.agent.max_processor_retries:

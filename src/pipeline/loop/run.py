@@ -338,7 +338,6 @@ def _step(
     assert fin is not None
     # Every response the model sent was billed, also one a processor discards.
     st.usage = st.usage + fin.usage
-    st.usage_paid = st.usage_paid + fin.usage
     parts = content.message_parts(complete=True)
     if st.held:  # data hooks emitted for this step before the response came
         parts = (*st.held, *parts)
@@ -409,7 +408,7 @@ def _step(
             model=cfg.model,
             text=text,
             reasoning=content.reasoning_text,
-            tool_calls=st.leaving.calls_out(calls),
+            tool_calls=st.leaving.calls_out(calls) if st.leaving.calls else calls,
             tool_results=results,
             sources=(
                 tuple(p for p in response.parts if isinstance(p, SourcePart))

@@ -185,6 +185,7 @@ def _start_state(
         for done in s.steps:
             st.usage = st.usage + done.usage
         st.usage = st.usage + s.step.usage
+        st.usage_carried = st.usage
         return st
     # The agent's instructions first, then the caller's system messages; a previous
     # run's (tagged) instructions in the input are replaced, not repeated.

@@ -192,7 +192,7 @@ class RunState:
         "tree",
         "unmetered",
         "usage",
-        "usage_paid",
+        "usage_carried",
     )
 
     def __init__(
@@ -214,8 +214,10 @@ class RunState:
         self.model_calls = 0
         """Model calls of the agent's made (answered with a stream), retried or
         discarded ones too."""
-        self.usage_paid = NO_USAGE
-        """Their usage (`usage` less what a resumed run carried over from its steps)."""
+        self.usage_carried: Usage | None = None
+        """What of `usage` a resumed run carried over from its steps (the usage of the
+        calls made is `usage` less it; None: nothing, a run not resumed). Not a second
+        sum per call: a subtraction when asked for (`cost.spending`)."""
         self.carried = NOTHING_SPENT
         """What the run had paid for before its suspension (a resumed run)."""
         self.ml = ml

@@ -23,6 +23,8 @@ from pipeline.values.output_type import TypedOutput, output_prompt
 
 _CHANGEABLE = tuple(f for f in StepSettings.__struct_fields__ if f in StepChange.__struct_fields__)
 assert len(_CHANGEABLE) == len(StepSettings.__struct_fields__), "StepChange lacks a setting"
+_replace = msgspec.structs.replace
+"""(Per hook, the args of the hook before with its state: cheaper than making them.)"""
 
 
 def base_settings(rc: RunConfig, base_system: tuple[SystemMessage, ...]) -> StepSettings:
@@ -52,30 +54,35 @@ def input_step(
     hooks = rc.h_input_step
     steps = steps_tuple(st)
     spent = spending(rc, st)
+    args: InputStepArgs[object] | None = None
     for b in hooks:
-        args = InputStepArgs(
-            message_list=st.ml,
-            step_number=step,
-            steps=steps,
-            system_messages=cfg.system_messages,
-            model=cfg.model,
-            tool_choice=cfg.tool_choice,
-            active_tools=cfg.active_tools,
-            tools=cfg.tools,
-            provider_options=cfg.provider_options,
-            model_settings=cfg.model_settings,
-            structured_output=cfg.structured_output,
-            state=st.states[b.slot],
-            retry_count=st.retry_count,
-            spent=spent,
-            context=rc.ctx,
-        )
+        if args is not None:  # the hook before passed: the same args but for its state
+            args = _replace(args, state=st.states[b.slot])
+        else:
+            args = InputStepArgs(
+                message_list=st.ml,
+                step_number=step,
+                steps=steps,
+                system_messages=cfg.system_messages,
+                model=cfg.model,
+                tool_choice=cfg.tool_choice,
+                active_tools=cfg.active_tools,
+                tools=cfg.tools,
+                provider_options=cfg.provider_options,
+                model_settings=cfg.model_settings,
+                structured_output=cfg.structured_output,
+                state=st.states[b.slot],
+                retry_count=st.retry_count,
+                spent=spent,
+                context=rc.ctx,
+            )
         try:  # `invoke`, inline: a call less per hook per step (docs/DESIGN.md, speed)
             raw = b.fn(args)
         except Exception as e:
             raw = raised(b, e)
         if raw.__class__ is Continue and record is None:  # passed: nothing to settle
             continue
+        args = None  # what the next hook sees may change: made anew
         eff = apply(rc, st, b, (yield from settle(b, raw)))
         if isinstance(eff, Abort):
             raise trip(b, eff)
