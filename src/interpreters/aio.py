@@ -156,7 +156,22 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         "cancelled". A cancelled enclosing scope re-raises its cancellation.
         """
         stream = self._stream(agent, messages, options, hand_out=False)
-        return await self._run_to_end(stream, starts_requests(agent))
+        starts = starts_requests(agent)
+        if starts or stream._stop is not None:
+            return await self._run_to_end(stream, starts)
+        # `_run_to_end` and `_drive` inline: two coroutines fewer alive per run across its
+        # waits, for the collector to walk (docs/DESIGN.md, decisions made for speed).
+        stream._busy = True
+        try:
+            await stream._advance()  # (under `run`, returns only when the run is over)
+        except BaseException as e:
+            await stream._failed(e)
+            raise
+        finally:
+            stream._busy = False
+        while not stream.done:
+            await stream._advance_guarded()
+        return stream.result
 
     async def _run_to_end(self, stream: AsyncRunStream[Output], starts: bool) -> RunResult[Output]:
         """`run`'s stream (or a child run's) driven to its end."""
