@@ -1,0 +1,117 @@
+"""Instructions per unit of W1-W4 (bench/WORKLOADS.md), counted by valgrind's callgrind:
+figures a loaded machine does not move, for a before and after of one change.
+
+    python -m bench.instructions W2 --system pipeline_sync     # per step, K = 5
+    python -m bench.instructions W1 --system pipeline_async    # per chunk, K = 5
+    python -m bench.instructions W3 --history 2000             # per step, S from 10 to 30
+    python -m bench.instructions W4                            # per concurrent run, 3 steps
+    python -m bench.instructions W4 --gc-off                   # the same, the collector off
+
+Each figure is the difference of two counts at two sizes divided by the difference of
+the sizes, so what a process pays once (the interpreter, imports, warm-up) cancels. The
+source is compiled to .pyc first and the hash seed fixed (PYTHONHASHSEED=0). W1-W3 run
+their case twice at the same size (a warm-up, then the counted run) with the collector
+frozen and off after the imports: the library's own instructions. W4 runs one warm-up
+run, then the batch of concurrent runs (2 ms of latency per model call) with the
+collector on, as a server runs (`--gc-off`: off, after a `gc.freeze()`): the difference
+between the two is the collector's share. W3's figure leaves out what a run pays once
+(its input check): the per-step cost at a history length, to compare with H = 0.
+Needs `valgrind` on the PATH; a pair of counts takes from seconds (W1) to minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import compileall
+import gc
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SIZES = {"W1": (2000, 6000), "W2": (50, 150), "W3": (10, 30), "W4": (100, 300)}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _child(workload: str, system: str, size: int, history: int, gc_off: bool) -> None:
+    """One case at one size, in this process (the one valgrind counts)."""
+    from bench import workloads as w
+
+    if workload == "W4":
+        import anyio
+
+        from bench import w4
+
+        async def batch() -> None:
+            one = w4.make_run(3, 0.002)
+            await one()
+            gc.collect()
+            if gc_off:
+                gc.freeze()
+                gc.disable()
+            await w4.batch(one, size)
+
+        anyio.run(batch)
+        return
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    r = w.runner(system)
+    if workload == "W1":
+        case = w.stream_case(r, "W1", 5, size)
+    else:
+        case = w.steps_case(r, workload, 5, size, history if workload == "W3" else 0)
+
+    async def twice() -> None:
+        for _ in range(2):  # a warm-up at the same size, then the counted run
+            await case.framework()
+            case.check()
+
+    asyncio.run(twice())
+
+
+def count(workload: str, system: str, size: int, history: int, gc_off: bool) -> int:
+    """The instructions of one child process at `size`."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONHASHSEED"] = "0"
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+           "-m", "bench.instructions", "--child", workload, "--system", system,
+           "--size", str(size), "--history", str(history)] + (["--gc-off"] if gc_off else [])
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no count in valgrind's output: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("workload", choices=sorted(SIZES))
+    ap.add_argument("--system", choices=("pipeline_sync", "pipeline_async"),
+                    default="pipeline_sync", help="W1-W3 (W4 is async)")
+    ap.add_argument("--history", type=int, default=2000, help="W3's history length H")
+    ap.add_argument("--gc-off", action="store_true", help="W4 with the collector off")
+    ap.add_argument("--sizes", type=int, nargs=2, help="the two sizes (default per workload)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child(args.workload, args.system, args.size, args.history, args.gc_off)
+        return
+    for d in (ROOT / "src", ROOT / "bench"):
+        compileall.compile_dir(d, quiet=1)
+    n1, n2 = args.sizes or SIZES[args.workload]
+    runs = 1 if args.workload == "W4" else 2  # W1-W3 count the case twice (see the doc)
+    a, b = (count(args.workload, args.system, n, args.history, args.gc_off) for n in (n1, n2))
+    unit = {"W1": "chunk", "W4": "run"}.get(args.workload, "step")
+    what = args.workload + (f" H={args.history}" if args.workload == "W3" else "")
+    system = "async, collector " + ("off" if args.gc_off else "on") if args.workload == "W4" \
+        else args.system
+    print(f"{what} {system}: {(b - a) / (runs * (n2 - n1)):,.0f} instructions per {unit} "
+          f"(sizes {n1} and {n2})")
+
+
+if __name__ == "__main__":
+    main()
