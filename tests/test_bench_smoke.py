@@ -128,3 +128,18 @@ def test_the_tree_bench_splits_a_step_from_a_child_start() -> None:
     assert (got["flat_per_step"], got["tree_per_step"]) == (10, 11)
     assert got["per_step_ratio"] == 1.1
     assert got["fixed_per_child"] == 100
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [
+    ["W1", "--size", "20"], ["W2", "--size", "3"], ["W3", "--size", "2", "--history", "20"],
+    ["W4", "--size", "3"], ["W4", "--size", "3", "--gc-off"],
+    ["W2", "--size", "3", "--system", "pipeline_async"],
+], ids=lambda c: "-".join(c))
+def test_each_instruction_count_case_completes_without_valgrind(case: list[str]) -> None:
+    # bench/instructions.py: what valgrind would count runs (and its checks pass) alone
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "--child", *case],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
