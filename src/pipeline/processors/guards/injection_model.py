@@ -45,6 +45,7 @@ from urllib.parse import unquote
 
 import msgspec
 
+from pipeline.processors.guards.injection_lexicon import clause_concepts
 from pipeline.processors.guards.text_view import view
 
 __all__ = [
@@ -100,7 +101,7 @@ _URL_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 _INNER_SEPARATOR = re.compile(r"(?<=[^\W\d_])[-_*·~^+](?=[^\W\d_])")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 
-FEATURES_VERSION = 6
+FEATURES_VERSION = 7
 """What `normalize` and `features` compute; a weights file made for another is refused."""
 
 TYPO_WORDS = (
@@ -228,14 +229,27 @@ def canonical(t: str) -> str:
 def features(t: str) -> set[str]:
     """The features of a normalized text (see `normalize`), read from its `canonical`
     form: character 3- and 5-grams, words (prefixed "\\x01") and word pairs (prefixed
-    "\\x02")."""
+    "\\x02"); and, read from the text itself, the concepts of its words in any language
+    (`injection_lexicon`: "ignore", "previous", "instructions", "secret"..., prefixed
+    "\\x03") and the pairs of concepts met in one clause (prefixed "\\x04"), so what
+    the model learns of English overrides holds for the same words in other languages."""
+    out = _concept_features(t)
     t = canonical(t)
     s = f" {t} "
-    out = {s[i : i + 3] for i in range(len(s) - 2)}
+    out.update(s[i : i + 3] for i in range(len(s) - 2))
     out.update(s[i : i + 5] for i in range(len(s) - 4))
     words = t.split()
     out.update("\x01" + w for w in words)
     out.update(f"\x02{a} {b}" for a, b in pairwise(words))
+    return out
+
+
+def _concept_features(t: str) -> set[str]:
+    out: set[str] = set()
+    for clause in clause_concepts(t):
+        ranked = sorted(clause.concepts)
+        out.update("\x03" + c for c in ranked)
+        out.update(f"\x04{a} {b}" for i, a in enumerate(ranked) for b in ranked[i + 1:])
     return out
 
 

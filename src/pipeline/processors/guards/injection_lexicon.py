@@ -1,0 +1,381 @@
+"""What an attack's words mean, in many languages: a hand-written lexicon of the words
+instruction overrides and secret requests are made of, each mapped to a concept
+("ignore", "previous", "instructions", "secret"...), so a rule or a feature written once
+reads German, Hindi or Thai as it reads English.
+
+The lexicon is data (`LEXICON`), written for this project: per concept, the words of
+English and the languages attackers and machine translations use most (German, French,
+Spanish, Italian, Portuguese, Dutch, Polish, Russian, Ukrainian, Turkish, Greek,
+Swedish, Danish, Norwegian, Czech, Indonesian, Tagalog, Vietnamese, Arabic, Persian,
+Hindi, Bengali, Chinese, Japanese, Korean, Thai). An entry ending in "*" is a stem (any
+word it begins: "vorherig*" is "vorherigen" too); other entries are whole words, or
+phrases of whole words; a word with two letters swapped inside it ("ingore",
+"passwrod") is read as the entry. Words of the scripts written without spaces (Chinese,
+Japanese, Thai) and Korean ones (which carry their particles) are found anywhere in the
+text.
+
+`concepts(text)` reads a normalized view (`injection_model.normalize`: lower case,
+look-alike letters folded to Latin, so the entries are folded the same way) and gives
+the concepts of each clause. Pure and deterministic; built once, on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from pipeline.processors.guards.text_view import LOOKALIKES, view
+
+__all__ = ["LEXICON", "Clause", "clause_concepts", "concepts"]
+
+LEXICON: Mapping[str, tuple[str, ...]] = {
+    # to set aside what was said before
+    "ignore": (
+        "ignore", "ignoring", "ignored", "disregard*", "forget", "forgetting", "overlook",
+        "override", "bypass",
+        "ignorier*", "vergiss", "vergessen", "missacht*", "überspring*", "übergeh*",
+        "abweichend", "nevermind", "never mind",
+        "ignorez", "ignorer", "oublie", "oubliez", "oublier", "ignora", "ignoren", "ignore",
+        "olvida", "olvide", "olviden", "olvidar", "omite", "omita", "desconsidera",
+        "desconsidere", "dimentica", "dimenticare", "dimenticate", "trascura", "ignorare",
+        "ignorate", "esqueça", "esqueca", "esquece", "esquecer", "desconsiderar", "ignorar",
+        "negeer", "vergeet", "negeren", "vergeten", "zignoruj", "ignoruj", "zapomnij",
+        "pomiń", "игнорир*", "игнорировать", "игнорируй", "игнорируйте", "проигнорир*", "забудь", "забудьте", "забыть", "забуд*",
+        "пренебреги", "ігноруй*", "ігнорувати", "забудь", "yok say", "yoksay", "görmezden",
+        "unut", "unutun", "αγνόησε", "αγνοήστε", "αγνόησ*", "αγνοησ*", "ξέχασε", "ξεχάστε",
+        "ignorera", "glöm", "ignorer", "glem", "ignoruj", "zapomeň", "zapomeňte", "abaikan",
+        "lupakan", "acuhkan", "huwag pansinin", "balewalain", "kalimutan", "bỏ qua",
+        "phớt lờ", "quên", "تجاهل", "تجاهلي", "تجاهلوا", "تغاضى", "تغاض", "انس", "انسى", "انسَ", "تناس",
+        "نادیده", "فراموش", "अनदेखा", "अनदेखी", "नज़रअंदाज़", "नजरअंदाज", "भूल", "भुला",
+        "अवहेलना", "उपेक्षा", "উপেক্ষা", "ভুলে", "অগ্রাহ্য", "อย่าไปสนใจ", "อย่าสนใจ", "忽略", "无视", "忽视", "忘记", "忘掉", "不要理会", "無視",
+        "忘れ", "무시", "잊어", "잊으", "เพิกเฉย", "ละเว้น", "ไม่สนใจ", "ลืม",
+    ),
+    # what came before, or all of it
+    "previous": (
+        "previous", "prior", "above", "earlier", "preceding", "former", "initial",
+        "original", "all", "every", "everything",
+        "vorherig*", "vorig*", "bisherig*", "obig*", "vorangegangen*", "vorangehend*",
+        "früher*", "alle", "alles", "sämtlich*", "précédent*", "precedent*", "antérieur*",
+        "ci-dessus", "tout", "toutes", "tous", "anterior", "anteriores", "previa", "previas",
+        "arriba", "todo", "todas", "todos", "precedenti", "precedente", "sopra", "tutte",
+        "tutti", "tutto", "prévias", "acima", "tudo", "vorige", "eerdere", "voorgaande",
+        "bovenstaande", "poprzedni*", "wcześniejsz*", "powyższ*", "wszystk*", "предыдущ*",
+        "прежн*", "ранее", "выше", "все", "всё", "попередн*", "önceki", "yukarıdaki", "tüm",
+        "bütün", "her şeyi", "προηγούμεν*", "προηγουμεν*", "όλες", "όλα", "tidigare",
+        "föregående", "alla", "tidligere", "forrige", "předchozí", "všechny", "sebelumnya",
+        "semua", "nakaraang", "naunang", "lahat", "trước", "tất cả", "السابقة", "السابق",
+        "جميع", "كل", "قبلی", "همه", "पिछले", "पिछली", "पहले", "सभी", "सारे", "পূর্ববর্তী",
+        "আগের", "সমস্ত", "সব", "之前", "以前", "先前", "上面", "上述", "所有", "全部", "一切",
+        "これまで", "上記", "すべて", "全て", "이전", "모든", "위의", "ก่อนหน้า", "ทั้งหมด",
+    ),
+    # what the assistant was told
+    "instructions": (
+        "instruction", "instructions", "rules", "prompt", "prompts", "guidelines",
+        "directives", "directions", "commands", "programming",
+        "anweisung*", "instruktion*", "regeln", "richtlinie*", "vorgabe*", "befehle",
+        "consigne*", "règles", "directives", "instrucción", "instrucciones", "reglas",
+        "directrices", "indicaciones", "istruzion*", "regole", "instruções", "instrucoes",
+        "regras", "diretrizes", "instructies", "regels", "instrukcj*", "polece*", "zasad*",
+        "инструкци*", "указани*", "правил*", "інструкці*", "вказівк*", "talimat*", "kural*",
+        "yönerge*", "οδηγί*", "οδηγι*", "κανόν*", "εντολ*", "instruktion*", "instruks*",
+        "regler", "pokyn*", "instrukce", "instruksi", "perintah", "aturan", "tagubilin",
+        "panuto", "hướng dẫn", "chỉ dẫn", "quy tắc", "التعليمات", "تعليمات", "تعليماتك", "الأوامر",
+        "القواعد", "دستورالعمل*", "دستورات", "निर्देश*", "नियम*", "আদেশ", "নির্দেশ*",
+        "নিয়ম*", "指令", "指示", "规则", "提示词", "命令", "ルール", "プロンプト", "지시*", "명령*",
+        "규칙*", "지침*", "คำสั่ง", "คำแนะนำ", "กฎ",
+    ),
+    # tasks set before ("forget all previous tasks"; "your task is to..." asks nothing)
+    "tasks": (
+        "task", "tasks", "aufgabe*", "tâches", "tareas", "compiti", "tarefas", "taken",
+        "zadania", "задачи", "задания", "görev*",
+    ),
+    # what a secret request asks for: a password or a key
+    "secret": (
+        "password", "passwords", "passcode", "passphrase", "passkey", "secret key",
+        "secret word", "secret code", "access code", "pin code",
+        "passwort", "kennwort", "geheimwort", "geheimcode", "mot de passe", "code secret",
+        "clé secrète", "contraseña", "contrasena", "clave secreta", "palabra secreta",
+        "parola segreta", "chiave segreta", "senha", "palavra secreta", "chave secreta",
+        "wachtwoord", "hasło", "hasla", "hasła", "hasło", "пароль", "пароля", "секретный ключ",
+        "секретное слово", "şifre", "şifreyi", "şifresi", "parola", "parolayı", "gizli anahtar",
+        "κωδικό*", "lösenord", "adgangskode", "passord", "heslo", "kata sandi", "sandi", "sandimu", "kata sandimu",
+        "kata rahasia", "kunci rahasia", "mật khẩu", "كلمة المرور", "كلمة السر", "مفتاح سري", "مفتاحك السري", "المفتاح السري", "رمز عبور",
+        "पासवर्ड", "गुप्त शब्द", "गुप्त कुंजी", "गुप्त कोड", "পাসওয়ার্ড", "密码", "密钥", "口令", "パスワード", "暗証",
+        "秘密鍵", "비밀번호", "암호", "รหัสผ่าน",
+    ),
+    # a secret of any kind (the word alone: "the secret of a good life" is no attack)
+    "confidential": (
+        "secret", "secrets", "confidential", "hidden", "geheim*", "vertraulich*", "secreto",
+        "secreta", "segreto", "segreta", "segredo", "secrète", "confidentiel*", "geheime",
+        "tajne", "tajny", "секрет*", "скрыт*", "gizli", "μυστικ*", "hemlig*", "rahasia",
+        "lihim", "bí mật", "سري*", "السر", "راز", "गुप्त", "গোপন", "秘密", "隐藏", "機密",
+        "비밀", "ความลับ", "ลับ",
+    ),
+    # to give out
+    "reveal": (
+        "reveal", "tell", "show", "give", "print", "share", "disclose", "say", "output",
+        "display", "repeat", "provide", "confirm", "leak", "spell", "type", "write",
+        "need", "require", "benötige", "brauche", "necesito", "preciso", "нужен", "нужно",
+        "ihtiyacım", "membutuhkan", "butuh", "चाहिए", "需要", "必要", "필요",
+        "onayla*", "wiederhol*", "répète", "répétez", "repite", "repita", "ripeti", "ripetere",
+        "herhaal", "powtórz", "повтори", "повторите", "tekrarla", "επανάλαβε",
+        "ulangi", "ulitin", "lặp lại", "كرر", "दोहराओ", "दोहराएं", "重复", "繰り返",
+        "반복", "ทวน",
+        "verrat*", "zeig*", "gib", "geben", "nenn*", "sag", "sagen", "teile", "teilen",
+        "bestätig*", "révèle", "révélez", "révéler", "dis", "dites", "dire", "donne",
+        "donnez", "montre", "montrez", "affiche", "partage*", "confirme*", "revela",
+        "revele", "revelar", "dime", "dígame", "dame", "deme", "muestra", "muéstrame",
+        "comparte", "compartir", "confirma", "rivela", "dimmi", "dammi", "mostra",
+        "mostrami", "condividi", "conferma", "diga", "dê-me", "mostre", "compartilhe",
+        "compartilhar", "vertel", "geef", "toon", "deel", "bevestig", "ujawnij", "podaj",
+        "powiedz", "pokaż", "potwierdź", "раскрой", "скажи", "скажите", "сказать",
+        "назови", "покажи", "дай", "дайте", "поделись", "подтверди*", "розкажи", "покажи",
+        "söyle", "söyler", "ver", "verir", "göster", "paylaş*", "doğrula*", "αποκάλυψε",
+        "πες", "πείτε", "δώσε", "δώστε", "μοιραστ*", "visa", "berätta", "vis", "fortæl",
+        "fortell", "řekni", "ukaž", "sdílej", "beri tahu", "berikan", "tunjukkan",
+        "bagikan", "sabihin", "ibigay", "ipakita", "ibahagi", "tiết lộ", "cho tôi biết",
+        "chia sẻ", "xác nhận", "أخبرني", "اكشف", "أعطني", "شارك", "أكد", "بگو", "نشان",
+        "बताओ", "बताएं", "बताइए", "बताएँ", "बता", "दिखाओ", "दिखाएं", "साझा", "बलুন", "বলুন",
+        "বলো", "দেখাও", "শেয়ার", "पुष्टि", "নিশ্চিত", "ยืนยัน", "확인", "말해", "말씀", "告诉", "透露", "显示", "输出", "分享", "确认", "教えて",
+        "表示", "共有", "알려", "보여", "공유", "บอก", "เปิดเผย", "แสดง", "แชร์",
+    ),
+    # the one addressed ("ignore your instructions", "what is your password?")
+    "yours": (
+        "your", "yours", "dein", "deine", "deinen", "deinem", "deiner", "ton", "ta", "tes",
+        "votre", "vos", "tu", "tus", "tuo", "tua", "tuoi", "tue", "teu", "tua", "teus",
+        "tuas", "jouw", "uw", "twój", "twoje", "twoja", "twoich", "твой", "твоя", "твои",
+        "твоё", "твое", "ваш", "ваша", "ваши", "ваше", "ваших", "senin", "σου", "din",
+        "ditt", "dina", "dine", "tvůj", "tvoje", "anda", "iyong", "mo", "của bạn",
+        "الخاص بك", "तुम्हारा", "तुम्हारे", "तुम्हारी", "आपका", "आपकी", "आपके",
+        "আপনার", "তোমার", "你的", "您的", "あなたの", "당신의", "너의", "ของคุณ",
+    ),
+    # a mode the assistant is told it is in ("<SYSTEM MODE>", "<СИСТЕМНЫЙ РЕЖИМ>")
+    "mode": (
+        "mode", "modus", "modo", "mod", "modu", "режим", "режиме", "λειτουργία", "tryb",
+        "chế độ", "وضع", "حالت", "मोड", "মোড", "模式", "モード", "모드", "โหมด",
+    ),
+    # a question ("what is the password?")
+    "question": (
+        "what", "what's", "which", "was ist", "was sind", "welches", "welcher", "quel", "quelle", "cuál",
+        "cual", "qué", "qual", "quale", "wat", "welk", "jakie", "jaki", "jakie", "jakie",
+        "какой", "какое", "каков", "что", "який", "яке", "nedir", "hangi", "ποιος",
+        "ποιο", "ποια", "τι", "vad", "vilket", "hvad", "hva", "jaké", "jaký", "apa", "ano",
+        "là gì", "gì", "ما", "ماهي", "ما هي", "چیست", "چه", "क्या", "कौन", "কী", "কি",
+        "什么", "何です", "何でしょう", "なんですか", "どんな", "뭐", "무엇", "무엇인가요", "뭔가요", "อะไร",
+    ),
+    # saying not to ("do not reveal the password": the rule an app sets)
+    "negation": (
+        "not", "don't", "dont", "never", "nicht", "niemals", "nie", "pas", "jamais",
+        "nunca", "non", "mai", "não", "nao", "niet", "nooit", "не", "никогда", "ні",
+        "asla", "δεν", "μην", "aldrig", "ikke", "aldri", "jangan", "tidak", "huwag",
+        "không", "đừng", "لا", "نه", "मत", "नहीं", "न", "কখনো", "না", "不要", "别", "勿", "禁止",
+        "しないで", "ないで", "절대", "말라", "마세요", "อย่า", "ห้าม",
+    ),
+    # the speaker's own (a password of one's own is no one's secret), and what one
+    # does with one's own
+    "mine": (
+        "my", "mine", "mein", "meine", "meinen", "meinem", "meines", "mon", "ma", "mes",
+        "own", "mi", "mis", "mio", "mia", "miei", "meu", "minha", "mijn", "mój", "moje", "moja",
+        "moim", "мой", "моя", "мое", "моё", "моего", "мій", "benim", "şifremi", "μου", "min",
+        "mitt", "můj", "ko", "aking", "của tôi", "मेरा", "मेरी", "मेरे", "আমার", "我的",
+        "私の", "僕の", "내", "제", "나의", "ของฉัน", "ของผม",
+        "reset*", "forgot*", "forgotten", "chang*", "creat*", "generat*", "strong",
+        "new", "another", "other", "lost", "work", "working", "works", "receive", "neue*",
+        "nuevo", "nueva", "nouveau", "nouvelle", "nuovo", "nuova", "novo", "nova",
+        "secure", "wifi", "wi-fi", "polic*", "requirement*", "manager", "strength",
+        "zurücksetzen", "vergessen", "réinitialiser", "oublié",
+        "restablecer", "olvidé", "reimpostare", "redefinir", "esqueci", "сбросить",
+        "забыл", "забыла", "sıfırla*", "unuttum", "重置", "忘记了", "リセット", "忘れました",
+        "재설정", "잊어버렸",
+    ),
+}
+"""Concept -> entries (see the module docstring). A word of two concepts is read as the
+first."""
+
+_UNSPACED = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+"""Thai, kana, CJK ideographs, and Hangul (written with spaces, but a word carries its
+particles: "비밀번호를" is "password" and the object's mark): the scripts whose words are
+found anywhere in the text."""
+_TOKEN = re.compile(r"[^\s\d!-/:-@\[-`{-~¿¡«»“”„‘’…。、！？，：；（）「」]+")
+"""A word: what lies between spaces, digits and marks (a word's combining vowel signs
+and accents are part of it)."""
+_CLAUSE = re.compile(r"[.!?;。！？；\n|।॥؟۔]+|\s[-–—]\s|(?<=[^\W\d_]),\s+(?=(?:and|then|und|et|y|e|и)\b)")
+
+
+_CASES = str.maketrans({chr(k).lower(): chr(v).lower() for k, v in LOOKALIKES.items()
+                        if isinstance(v, int) and chr(k).isupper() and chr(k).lower() != chr(k)})
+"""The view folds a capital Cyrillic "К" to Latin "K" and leaves a small "к" as it is:
+the small letters whose capitals fold are folded alike here, so "Какой" and "какой" are
+one word."""
+
+
+def _fold(entry: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", view(entry).text.lower()).split()).translate(
+        _CASES)
+
+
+class _Tables:
+    def __init__(self) -> None:
+        self.words: dict[str, str] = {}
+        self.stems: dict[str, str] = {}
+        self.phrases: dict[str, str] = {}
+        self.unspaced: dict[str, str] = {}
+        for concept, entries in LEXICON.items():
+            for raw in entries:
+                stem = raw.endswith("*")
+                e = _fold(raw.rstrip("*"))
+                if _UNSPACED.search(e):
+                    self.unspaced.setdefault(e, concept)
+                elif " " in e:
+                    self.phrases.setdefault(e, concept)
+                elif stem:
+                    self.stems.setdefault(e, concept)
+                else:
+                    self.words.setdefault(e, concept)
+        self.typos = {_typo_key(w): c for w, c in self.words.items() if len(w) >= 4}
+        self.stem_typos = {_typo_key(w): c for w, c in self.stems.items() if len(w) >= 5}
+        self.stem_lengths = sorted({len(s) for s in self.stems}, reverse=True)
+        self.unspaced_lengths = sorted({len(s) for s in self.unspaced}, reverse=True)
+        self.hangul_typos = {_typo_key(w): c for w, c in self.unspaced.items()
+                             if len(w) >= 4 and _HANGUL.match(w)}
+        self.hangul_lengths = sorted({len(w) for w in self.unspaced
+                                      if len(w) >= 4 and _HANGUL.match(w)}, reverse=True)
+        # phrases as the words' typo keys: "acecss code" is "access code"
+        self.phrase_keys = {tuple(_canon(w) for w in p.split(" ")): c
+                            for p, c in self.phrases.items()}
+        self.phrase_starts = frozenset(k[0] for k in self.phrase_keys)
+
+
+@functools.cache
+def _tables() -> _Tables:
+    return _Tables()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_concept(w: str) -> str | None:
+    t = _tables()
+    c = t.words.get(w)
+    if c is not None:
+        return c
+    if w[:1] in "وفبل" and len(w) > 3:  # Arabic: "and", "so", "with", "for" glued on
+        c = t.words.get(w[1:]) or t.words.get(w[1:].removeprefix("ال"))
+        if c is not None:
+            return c
+    n = len(w)
+    for k in t.stem_lengths:
+        if k <= n:
+            c = t.stems.get(w[:k])
+            if c is not None:
+                return c
+    if n < 4:
+        return None
+    # two letters swapped inside the word ("ingore", "passwrod", "игнорриовать"): the
+    # same first and last letters and the same letters between
+    c = t.typos.get(_typo_key(w))
+    if c is not None:
+        return c
+    for k in t.stem_lengths:
+        if 5 <= k <= n:
+            c = t.stem_typos.get(_typo_key(w[:k]))
+            if c is not None:
+                return c
+    return None
+
+
+def _typo_key(w: str) -> str:
+    return w[0] + "".join(sorted(w[1:-1])) + w[-1]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canon(w: str) -> str:
+    return _typo_key(w) if len(w) >= 4 else w
+
+
+class Clause(NamedTuple):
+    concepts: frozenset[str]
+    words: int
+    """Its words (a run of Chinese, Japanese or Thai counts as one word a 3 characters)."""
+    code: bool
+    """It reads as code or a command's help: markup characters, or it ends in a colon
+    (what follows is an example)."""
+
+
+@functools.lru_cache(maxsize=64)
+def clause_concepts(text: str) -> tuple[Clause, ...]:
+    """The concepts of each clause of normalized `text` (clauses end at sentence marks,
+    line breaks and ", and"), the clauses with none left out. (Kept for the last texts
+    read: the rules and the classifier read the same view.)"""
+    t = _tables()
+    out: list[Clause] = []
+    if not text.isascii():
+        text = text.translate(_CASES)
+    for clause in _CLAUSE.split(text):
+        found: set[str] = set()
+        words = _TOKEN.findall(clause)
+        for w in set(words):
+            c = _word_concept(w)
+            if c is not None:
+                found.add(c)
+        keys = [_canon(w) for w in words]
+        if t.phrase_starts.intersection(keys):
+            _phrases(t, keys, found)
+        n = len(words)
+        if _UNSPACED.search(clause):
+            n += _unspaced(t, clause, found)
+        if found:
+            code = bool(_CODE.search(clause)) or clause.rstrip().endswith(":")
+            out.append(Clause(frozenset(found), n, code))
+    return tuple(out)
+
+
+def _phrases(t: _Tables, keys: list[str], found: set[str]) -> None:
+    for phrase, concept in t.phrase_keys.items():
+        n = len(phrase)
+        for i, k in enumerate(keys):
+            if k == phrase[0] and tuple(keys[i : i + n]) == phrase:
+                found.add(concept)
+                break
+
+
+def _unspaced(t: _Tables, clause: str, found: set[str]) -> int:
+    """Adds the concepts of the runs of unspaced scripts in `clause` to `found`; their
+    length in words (a word a 3 characters)."""
+    lengths = t.unspaced_lengths
+    table = t.unspaced
+    chars = 0
+    for m in _UNSPACED_RUN.finditer(clause):
+        run = m.group()
+        chars += len(run)
+        hit = False
+        for i in range(len(run)):
+            for k in lengths:
+                c = table.get(run[i : i + k])
+                if c is not None:
+                    found.add(c)
+                    hit = True
+                    break
+        if not hit and len(run) >= 4 and _HANGUL.match(run):
+            # a Korean word is its stem and particles: the stem with two letters swapped
+            # ("비번밀호가" is "비밀번호가")
+            for k in t.hangul_lengths:
+                c = t.hangul_typos.get(_typo_key(run[:k])) if k <= len(run) else None
+                if c is not None:
+                    found.add(c)
+                    break
+    return chars // 3
+
+
+_HANGUL = re.compile(r"[\uac00-\ud7af]")
+_CODE = re.compile(r"[`{}=\[\]#]")
+_UNSPACED_RUN = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+
+
+def concepts(text: str) -> frozenset[str]:
+    """The concepts of normalized `text`, all clauses together."""
+    out: set[str] = set()
+    for c in clause_concepts(text):
+        out |= c.concepts
+    return frozenset(out)
