@@ -145,16 +145,18 @@ def test_a_run_stopped_by_the_store_resumes_at_the_next_launch(disk: Path) -> No
 
 def test_an_injected_lock_timeout_on_postgresql_is_retried_and_the_tool_runs_once() -> None:
     import sqlalchemy as sa
-    from dbos._dbos import _get_dbos_instance
+    from dbos import DBOS
+
+    from interpreters.durable.dbos.internals import SystemStore
 
     REFUNDS.clear()
     FAULT.clear()
     ANSWER_FAULT.clear()
     url = pg_url()  # skips (fails under CI) without a server
     with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60)) as runs:
-        sys_db = _get_dbos_instance()._sys_db
-        schema = sys_db.schema
-        engine = sys_db.engine
+        store = SystemStore.of(DBOS)
+        schema = store.schema
+        engine = store.engine
         # While public.fault holds a row, recording a tool's outcome fails as a lock
         # timeout does (SQLSTATE 55P03, which the driver does not retry).
         with engine.begin() as c:

@@ -38,11 +38,8 @@ from typing import Unpack
 
 import msgspec
 import sqlalchemy as sa
-from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
-from dbos._dbos import _get_dbos_instance
-from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
-from dbos._sys_db import StepInfo, SystemDatabase
-from dbos._utils import GlobalParams
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID, StepInfo
+from dbos import error as dbos_error
 
 from interpreters.approvals.store import DEFAULT_LISTED
 from interpreters.core.breaker import PROCESS_BREAKER, CircuitBreaker
@@ -51,6 +48,7 @@ from interpreters.core.options import DurableScope, check_options, keys_of
 from interpreters.durable import fingerprint as fp
 from interpreters.durable.dbos import approval as da
 from interpreters.durable.dbos import listing
+from interpreters.durable.dbos.internals import SystemStore
 from interpreters.durable.dbos.store import (
     Checkpoints,
     Keeper,
@@ -281,7 +279,7 @@ class _QueuedRuns:
             data: object = self._dbos.retrieve_workflow(run_id).get_result(
                 polling_interval_sec=self._poll
             )
-        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+        except dbos_error.DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
             raise _kept_crashing(run_id) from e
         return _decode_result(run_id, data, self._steps(run_id))
 
@@ -449,7 +447,7 @@ class DurableRuns(_QueuedRuns):
         )
         self._launched = True
         self._keeper = Keeper(
-            _sys_db(), DBOS.executor_id, self._takeover, self._store_retry.max_wait
+            SystemStore.of(DBOS), DBOS.executor_id, self._takeover, self._store_retry.max_wait
         )
         self._keeper.start()
         self._note_other_versions()
@@ -465,7 +463,7 @@ class DurableRuns(_QueuedRuns):
     def _note_other_versions(self) -> None:
         """Log the runs on this queue that wait for a worker of another app_version: this
         worker does not take them (else they would seem stuck without a word)."""
-        ours = GlobalParams.app_version
+        ours = DBOS.application_version
         waiting = DBOS.list_workflows(
             status="ENQUEUED", queue_name=self.queue, load_input=False, load_output=False,
             limit=_VERSION_SCAN,
@@ -569,7 +567,7 @@ class DurableRuns(_QueuedRuns):
         the live workers (each is dequeued by exactly one); returns their run ids."""
         if not self._launched:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
-        return recover(_sys_db(), executor_ids)
+        return recover(SystemStore.of(DBOS), executor_ids)
 
     # --- approvals -----------------------------------------------------------------------
     def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
@@ -588,7 +586,7 @@ class DurableRuns(_QueuedRuns):
     def _channel(self) -> _Channel:
         if not self._launched:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
-        return _Channel(DBOS, self.status, lambda: _sys_db().engine)
+        return _Channel(DBOS, self.status, lambda: SystemStore.of(DBOS).engine)
 
     # --- reading runs --------------------------------------------------------------------
     def status(self, run_id: str) -> str | None:
@@ -597,7 +595,7 @@ class DurableRuns(_QueuedRuns):
         return None if st is None else st.status
 
     def _our_version(self) -> str | None:
-        return GlobalParams.app_version
+        return DBOS.application_version
 
     # --- inside the workflow -------------------------------------------------------------
     def _run(self, agent_name: str, payload: bytes) -> bytes:
@@ -723,13 +721,13 @@ class DurableClient(_QueuedRuns):
         da.decide(self._channel(), run_id, decisions)
 
     def _channel(self) -> _Channel:
-        sys_db = self._client._sys_db
-        return _Channel(self._client, self.status, lambda: sys_db.engine)
+        store = SystemStore.of(self._client)
+        return _Channel(self._client, self.status, lambda: store.engine)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
         the live workers (as `DurableRuns.recover`); returns their run ids."""
-        return recover(self._client._sys_db, executor_ids)
+        return recover(SystemStore.of(self._client), executor_ids)
 
     def close(self) -> None:
         self._client.destroy()
@@ -755,10 +753,6 @@ class _Channel:
     @property
     def engine(self) -> sa.Engine:
         return self._engine()
-
-
-def _sys_db() -> SystemDatabase:
-    return _get_dbos_instance()._sys_db
 
 
 def _settled(value: object) -> object:

@@ -29,10 +29,9 @@ from typing import Generic, TypeVar
 import msgspec
 import psycopg
 import sqlalchemy as sa
-from dbos._context import get_local_dbos_context
-from dbos._error import DBOSWorkflowConflictIDError
-from dbos._sys_db import SystemDatabase
-from dbos._utils import INTERNAL_QUEUE_NAME
+from dbos import error as dbos_error
+
+from interpreters.durable.dbos.internals import StepPosition, SystemStore
 
 log = logging.getLogger("interpreters.durable")
 
@@ -120,15 +119,14 @@ class Checkpoints:
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` (one DBOS call of the running workflow), again after a store fault
         with the workflow's step counter put back, so the retry writes the same step."""
-        ctx = get_local_dbos_context()
-        function_id = ctx.function_id if ctx is not None else None
+        here = StepPosition()
         wait = self.policy.initial
         deadline: float | None = None
         attempt = 0
         while True:
             try:
                 return fn()
-            except DBOSWorkflowConflictIDError as e:
+            except dbos_error.DBOSWorkflowConflictIDError as e:
                 log.warning("%s: another worker owns this run now (this one was taken for "
                             "dead): it stops here, its outcome not written", what)
                 raise RunTakenOver(f"{what}: another worker owns this run now") from e
@@ -143,8 +141,8 @@ class Checkpoints:
                     log.error("%s: the store kept failing for %g s, stopping the run "
                               "unrecorded (it resumes once the store takes writes again): %s",
                               what, self.policy.deadline, brief(e))
-                    if ctx is not None and ctx.workflow_id:
-                        self._stopped(ctx.workflow_id)
+                    if here.workflow_id:
+                        self._stopped(here.workflow_id)
                     raise StoreUnavailable(f"{what}: the store failed for "
                                            f"{self.policy.deadline:g} s: {brief(e)}") from e
                 pause = min(wait * (0.5 + random.random()), deadline - now)
@@ -152,8 +150,7 @@ class Checkpoints:
                             what, attempt, pause, brief(e))
                 self._sleep(pause)
                 wait = min(wait * 2, self.policy.max_wait)
-                if ctx is not None and function_id is not None:
-                    ctx.function_id = function_id
+                here.restore()
 
 
 class StepDatabaseError(RuntimeError):
@@ -215,7 +212,7 @@ def _db_now(engine: sa.Engine) -> sa.ColumnElement[float]:
     return sa.literal_column("EXTRACT(EPOCH FROM clock_timestamp())")
 
 
-def recover(sys_db: SystemDatabase, executor_ids: Sequence[str]) -> list[str]:
+def recover(store: SystemStore, executor_ids: Sequence[str]) -> list[str]:
     """Hand the pending runs of `executor_ids` (workers that are gone) to the live
     workers: each goes back on its queue (a run started in-process: on DBOS's internal
     one, which every worker serves), where exactly one worker dequeues it. Returns the
@@ -224,12 +221,7 @@ def recover(sys_db: SystemDatabase, executor_ids: Sequence[str]) -> list[str]:
     ids = list(executor_ids)
     if not ids:
         return []
-    handed = []
-    for st in sys_db.list_workflows(status="PENDING", executor_id=ids, load_input=False,
-                                    load_output=False):
-        if sys_db.reenqueue_for_recovery(st.workflow_id, ids, INTERNAL_QUEUE_NAME):
-            handed.append(st.workflow_id)
-    return handed
+    return [run_id for run_id in store.pending_of(ids) if store.requeue(run_id, ids)]
 
 
 class Keeper:
@@ -237,11 +229,11 @@ class Keeper:
     fault once the store takes writes again and, with a `Takeover`, beats and takes over
     the runs of workers silent too long. Wakes every `every` seconds."""
 
-    def __init__(self, sys_db: SystemDatabase, executor_id: str, takeover: Takeover | None,
+    def __init__(self, store: SystemStore, executor_id: str, takeover: Takeover | None,
                  every: float) -> None:
-        self._sys_db = sys_db
-        self._engine = sys_db.engine
-        self._app = sys_db.app_name or ""
+        self._store = store
+        self._engine = store.engine
+        self._app = store.app_name
         self._me = executor_id
         self._takeover = takeover
         self._stop = threading.Event()
@@ -276,7 +268,7 @@ class Keeper:
         for run_id in waiting:
             # Fails on a store still down (kept for the next round); a no-op for a run
             # no longer pending here (taken over, or resumed by a relaunch).
-            self._sys_db.reenqueue_for_recovery(run_id, [self._me], INTERNAL_QUEUE_NAME)
+            self._store.requeue(run_id, [self._me])
             with self._lock:
                 self._stopped.discard(run_id)
             resumed.append(run_id)
@@ -314,7 +306,7 @@ class Keeper:
         dead = self.dead()
         if not dead:
             return []
-        taken = recover(self._sys_db, dead)
+        taken = recover(self._store, dead)
         if taken:
             log.warning("workers %s silent for %g s: their runs %s go to the live workers",
                         dead, self._takeover.after if self._takeover else 0, taken)
