@@ -95,7 +95,7 @@ def make_runs(
     db_url: str,
     *,
     executor_id: str | None = None,
-    worker_concurrency: int | None = None,
+    worker_concurrency: int = 32,
     takeover: Takeover | None = None,
     variant: str = "",
     migrations: dict[str, list[str]] | None = None,

@@ -28,10 +28,8 @@ def test_the_private_dbos_names_used_are_there_with_the_expected_shapes() -> Non
     from dbos._context import DBOSContext, get_local_dbos_context
     from dbos._dbos import _get_dbos_instance
     from dbos._sys_db import SystemDatabase
-    from dbos._utils import INTERNAL_QUEUE_NAME
 
     assert callable(_get_dbos_instance) and callable(get_local_dbos_context)
-    assert isinstance(INTERNAL_QUEUE_NAME, str) and INTERNAL_QUEUE_NAME
     assert _params(SystemDatabase.reenqueue_for_recovery) == [
         "self", "workflow_id", "executor_ids", "recovery_queue_name"]
     assert _params(SystemDatabase.get_workflow_owner) == ["self", "workflow_id"]
@@ -66,7 +64,7 @@ def test_the_internals_work_on_a_launched_dbos_and_a_client(tmp_path: Path) -> N
         store = SystemStore.of(DBOS)
         assert isinstance(store.engine, sa.Engine) and store.app_name
         assert store.pending_of([DBOS.executor_id]) == []
-        assert store.requeue("i1", [DBOS.executor_id]) is False  # not PENDING: untouched
+        assert store.requeue("i1", [DBOS.executor_id], runs.queue) is False  # not PENDING
         assert runs.status("i1") == "SUCCESS"
         client = DBOSClient(system_database_url=url)
         try:

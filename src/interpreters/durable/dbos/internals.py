@@ -24,7 +24,6 @@ from dbos import DBOS, DBOSClient
 from dbos._context import get_local_dbos_context
 from dbos._dbos import _get_dbos_instance
 from dbos._sys_db import SystemDatabase
-from dbos._utils import INTERNAL_QUEUE_NAME
 
 __all__ = ["SystemStore", "StepPosition", "execution_token"]
 
@@ -61,11 +60,11 @@ class SystemStore:
             status="PENDING", executor_id=executor_ids, load_input=False, load_output=False
         )]
 
-    def requeue(self, run_id: str, executor_ids: list[str]) -> bool:
-        """Put `run_id` back on its queue (a run started in-process: on DBOS's internal
-        queue, which every worker serves) if it is PENDING on one of `executor_ids`;
-        whether it was. The next worker to dequeue it resumes it from its checkpoints."""
-        return self._sys_db.reenqueue_for_recovery(run_id, executor_ids, INTERNAL_QUEUE_NAME)
+    def requeue(self, run_id: str, executor_ids: list[str], queue: str) -> bool:
+        """Put `run_id` back on its queue (a run started in-process, on no queue: on
+        `queue`) if it is PENDING on one of `executor_ids`; whether it was. The next
+        worker to dequeue it resumes it from its checkpoints."""
+        return self._sys_db.reenqueue_for_recovery(run_id, executor_ids, queue)
 
     def owner(self, run_id: str) -> str | None:
         """The ownership token of the execution that owns `run_id` now."""

@@ -150,6 +150,12 @@ MAX_RECOVERY_ATTEMPTS = 100
 
 _log = logging.getLogger("interpreters.durable")
 
+DEFAULT_WORKER_CONCURRENCY = 32
+"""Runs one worker takes from its queue at once unless told otherwise. Unbounded, the
+first worker up dequeued every queued run, each on a thread of its own, exhausting
+DBOS's connection pool while the other workers idled; between 16 and 64 served a
+thousand queued runs best on a small machine."""
+
 _VERSION_SCAN = 1000
 """Queued runs a launching worker reads to say which it leaves to another app_version."""
 
@@ -330,8 +336,10 @@ class DurableRuns(_QueuedRuns):
     in). `database_url`: the DBOS system database, by default the SQLite file
     `pipeline_runs.sqlite` in the working directory; a `postgresql://` URL lets several
     workers share it. `queue`: the name of the DBOS queue `enqueue` puts runs on and
-    this process takes runs from (at most `worker_concurrency` at once). `executor_id`
-    names this worker: a restarted worker with the same id resumes the runs it left.
+    this process takes runs from (at most `worker_concurrency` at once, 32 by default:
+    a worker does not take more than it serves well, leaving the rest to other workers;
+    runs handed over from a dead worker come back on it too). `executor_id` names this
+    worker: a restarted worker with the same id resumes the runs it left.
     `app_version`: runs resume and are dequeued only by workers of the same version; bump
     it when an agent changes in a way a half-done run must not see (by default DBOS
     derives it from the workflow's code, which does not include your agents).
@@ -370,7 +378,7 @@ class DurableRuns(_QueuedRuns):
         database_url: str | None = None,
         app_name: str = "pipeline-agents",
         queue: str = "pipeline-agents",
-        worker_concurrency: int | None = None,
+        worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY,
         executor_id: str | None = None,
         app_version: str | None = None,
         observers: Sequence[Observer] | None = None,
@@ -385,6 +393,9 @@ class DurableRuns(_QueuedRuns):
         breaker: CircuitBreaker | None = None,
     ) -> None:
         self._approval_timeout = da.check_timeout(approval_timeout)
+        if type(worker_concurrency) is not int or worker_concurrency < 1:
+            raise ValueError(
+                f"worker_concurrency must be a positive int, not {worker_concurrency!r}")
         if not isinstance(store_retry, StoreRetry):
             raise TypeError(f"store_retry must be a StoreRetry, not {store_retry!r}")
         if takeover is not None and not isinstance(takeover, Takeover):
@@ -447,7 +458,8 @@ class DurableRuns(_QueuedRuns):
         )
         self._launched = True
         self._keeper = Keeper(
-            SystemStore.of(DBOS), DBOS.executor_id, self._takeover, self._store_retry.max_wait
+            SystemStore.of(DBOS), DBOS.executor_id, self.queue, self._takeover,
+            self._store_retry.max_wait,
         )
         self._keeper.start()
         self._note_other_versions()
@@ -567,7 +579,7 @@ class DurableRuns(_QueuedRuns):
         the live workers (each is dequeued by exactly one); returns their run ids."""
         if not self._launched:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
-        return recover(SystemStore.of(DBOS), executor_ids)
+        return recover(SystemStore.of(DBOS), executor_ids, self.queue)
 
     # --- approvals -----------------------------------------------------------------------
     def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
@@ -727,7 +739,7 @@ class DurableClient(_QueuedRuns):
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
         the live workers (as `DurableRuns.recover`); returns their run ids."""
-        return recover(SystemStore.of(self._client), executor_ids)
+        return recover(SystemStore.of(self._client), executor_ids, self.queue)
 
     def close(self) -> None:
         self._client.destroy()

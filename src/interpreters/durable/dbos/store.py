@@ -212,16 +212,17 @@ def _db_now(engine: sa.Engine) -> sa.ColumnElement[float]:
     return sa.literal_column("EXTRACT(EPOCH FROM clock_timestamp())")
 
 
-def recover(store: SystemStore, executor_ids: Sequence[str]) -> list[str]:
+def recover(store: SystemStore, executor_ids: Sequence[str], queue: str) -> list[str]:
     """Hand the pending runs of `executor_ids` (workers that are gone) to the live
-    workers: each goes back on its queue (a run started in-process: on DBOS's internal
-    one, which every worker serves), where exactly one worker dequeues it. Returns the
+    workers: each goes back on its queue (a run started in-process: on `queue`, whose
+    workers take at most their `worker_concurrency` at once), where exactly one worker
+    dequeues it. Returns the
     ids handed over. Safe to repeat: a run a live worker took is no longer the dead
     one's, so it is not handed over again."""
     ids = list(executor_ids)
     if not ids:
         return []
-    return [run_id for run_id in store.pending_of(ids) if store.requeue(run_id, ids)]
+    return [run_id for run_id in store.pending_of(ids) if store.requeue(run_id, ids, queue)]
 
 
 class Keeper:
@@ -229,9 +230,10 @@ class Keeper:
     fault once the store takes writes again and, with a `Takeover`, beats and takes over
     the runs of workers silent too long. Wakes every `every` seconds."""
 
-    def __init__(self, store: SystemStore, executor_id: str, takeover: Takeover | None,
-                 every: float) -> None:
+    def __init__(self, store: SystemStore, executor_id: str, queue: str,
+                 takeover: Takeover | None, every: float) -> None:
         self._store = store
+        self._queue = queue
         self._engine = store.engine
         self._app = store.app_name
         self._me = executor_id
@@ -268,7 +270,7 @@ class Keeper:
         for run_id in waiting:
             # Fails on a store still down (kept for the next round); a no-op for a run
             # no longer pending here (taken over, or resumed by a relaunch).
-            self._store.requeue(run_id, [self._me])
+            self._store.requeue(run_id, [self._me], self._queue)
             with self._lock:
                 self._stopped.discard(run_id)
             resumed.append(run_id)
@@ -306,7 +308,7 @@ class Keeper:
         dead = self.dead()
         if not dead:
             return []
-        taken = recover(self._store, dead)
+        taken = recover(self._store, dead, self._queue)
         if taken:
             log.warning("workers %s silent for %g s: their runs %s go to the live workers",
                         dead, self._takeover.after if self._takeover else 0, taken)
