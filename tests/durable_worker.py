@@ -101,7 +101,8 @@ def make_runs(
     migrations: dict[str, list[str]] | None = None,
 ) -> DurableRuns:
     """The worker's runs; `variant` changes its agent as a new deploy might: "instructions"
-    gives it instructions, "tool" another tool (a resume must notice)."""
+    gives it instructions, "tool" another tool, "max_steps" one step at most (a resume
+    must notice)."""
     def get_weather(ctx: ToolContext[None], city: str) -> str:
         """The weather in a city."""
         where = f" {city}" if os.environ.get("APPROVAL") == "1" else ""
@@ -126,6 +127,7 @@ def make_runs(
         MODEL, tools=tools, input_processors=gates,
         output_processors=[QualityGuardrail(JUDGE)],
         instructions="Answer in French." if variant == "instructions" else (),
+        max_steps=1 if variant == "max_steps" else 10,
     )
     return DurableRuns(
         {"weather": agent}, FileModel(folder), database_url=db_url, observers=(),

@@ -47,8 +47,8 @@ from interpreters.core.handlers import Handler, Handlers
 from interpreters.core.options import DurableScope, check_options, keys_of
 from interpreters.durable import fingerprint as fp
 from interpreters.durable.dbos import approval as da
-from interpreters.durable.dbos import listing
-from interpreters.durable.dbos.internals import SystemStore
+from interpreters.durable.dbos import listing, refusals
+from interpreters.durable.dbos.internals import SystemStore, execution_token
 from interpreters.durable.dbos.store import (
     Checkpoints,
     Keeper,
@@ -87,6 +87,7 @@ from interpreters.run.common import (
 )
 from pipeline.agent import Agent
 from pipeline.approval import Decision, Resumption
+from pipeline.definition import AgentDefinition
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
 from pipeline.tools import check_deps
@@ -114,9 +115,10 @@ class DurableRunError(RuntimeError):
 
 class AgentChangedError(DurableRunError):
     """A run recorded on one definition of its agent was resumed on another: replaying
-    its recorded steps there would be wrong, so the run ends with this error. `changed`
-    names what differs; a worker accepts such a run by naming `recorded` in its
-    `migrations`."""
+    its recorded steps there would be wrong, so that worker refused it (`result` raises
+    this) and the run stays pending, to be finished by a worker with the agent it
+    started on or one that accepts it (`recorded` in its `migrations`). `changed` names
+    what differs."""
 
     def __init__(
         self, run_id: str, agent: str, changed: tuple[str, ...], recorded: str, current: str
@@ -125,9 +127,11 @@ class AgentChangedError(DurableRunError):
         self.recorded, self.current = recorded, current
         super().__init__(
             f"run {run_id!r} was recorded on another definition of agent {agent!r} "
-            f"({recorded}, this worker has {current}); changed: {'; '.join(changed)}. "
-            f"Resume it on a worker with the agent it started on, or accept it with "
-            f"migrations={{{agent!r}: [{recorded!r}]}}"
+            f"({recorded}, a worker has {current}); changed: {'; '.join(changed)}. "
+            f"It is not resumed there and stays pending: resume it on a worker with the "
+            f"agent it started on, or accept it with "
+            f"migrations={{{agent!r}: [{recorded!r}]}} (a restarted worker resumes its "
+            f"own runs; `recover` hands a live worker's to others)"
         )
 
     def __reduce__(self) -> tuple[type, tuple[str, str, tuple[str, ...], str, str]]:
@@ -225,6 +229,8 @@ DEFAULT_TAKEOVER = Takeover()
 
 _runtime: DurableRuns | None = None
 _RUNNING = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
+_REFUSAL_CHECK = 0.5
+"""Seconds between two looks, while waiting for a pending run, for a refused resume."""
 
 
 class _QueuedRuns:
@@ -280,7 +286,7 @@ class _QueuedRuns:
     def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
         """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
         (the run goes on)."""
-        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting, self._refused)
         try:
             data: object = self._dbos.retrieve_workflow(run_id).get_result(
                 polling_interval_sec=self._poll
@@ -293,6 +299,14 @@ class _QueuedRuns:
         """The run's recorded steps, by name, when called (to expand stored payloads)."""
         dbos = self._dbos
         return lambda: _named(dbos.list_workflow_steps(run_id))
+
+    def _refused(self, run_id: str) -> AgentChangedError | None:
+        """Why the last resume of `run_id` was refused (it stays pending), if it was."""
+        store = SystemStore.of(self._dbos)
+        r = refusals.find(store.engine, run_id, store.owner(run_id))
+        if r is None:
+            return None
+        return AgentChangedError(run_id, r.agent, r.changed, r.recorded, r.current)
 
     def _why_waiting(self, run_id: str) -> str:
         found = self._dbos.list_workflows(
@@ -457,6 +471,7 @@ class DurableRuns(_QueuedRuns):
             polling_interval_sec=self._poll,
         )
         self._launched = True
+        refusals.create(SystemStore.of(DBOS).engine)
         self._keeper = Keeper(
             SystemStore.of(DBOS), DBOS.executor_id, self.queue, self._takeover,
             self._store_retry.max_wait,
@@ -641,23 +656,33 @@ class DurableRuns(_QueuedRuns):
 
     def _check_definition(self, run_id: str, agent_name: str) -> None:
         """Record the agent's definition as the run's first step; on a resume, that step
-        gives the recorded one: a different one ends the run unless migrated."""
+        gives the recorded one: a different one, unless migrated, is refused (the run
+        stays pending, `RunRefused`)."""
         current = self._encoded[agent_name]
         stored = self._checkpoints.call(
             "agent", lambda: DBOS.run_step({"name": "agent"}, lambda: current)
         )
-        if stored == current:
-            return
-        recorded = fp.DEFINITION.decode(stored) if isinstance(stored, bytes) else None
-        if recorded is None:
-            raise DurableRunError(f"run {run_id!r}: its recorded agent cannot be read")
-        digest = fp.digest(recorded)
-        if digest in self._migrations.get(agent_name, ()):
-            return
-        raise AgentChangedError(
-            run_id, agent_name, fp.changes(recorded, self._definitions[agent_name]),
-            digest, fp.digest(self._definitions[agent_name]),
-        )
+        if stored != current:
+            recorded = fp.DEFINITION.decode(stored) if isinstance(stored, bytes) else None
+            if recorded is None:
+                raise DurableRunError(f"run {run_id!r}: its recorded agent cannot be read")
+            digest = fp.digest(recorded)
+            if digest not in self._migrations.get(agent_name, ()):
+                self._refuse(run_id, agent_name, recorded)
+
+    def _refuse(self, run_id: str, agent_name: str, recorded: AgentDefinition) -> None:
+        """Stop this execution of a run recorded on another definition, unrecorded (it
+        stays pending), saying why where `result` reads it."""
+        current = self._definitions[agent_name]
+        refusal = refusals.Refusal(agent_name, fp.changes(recorded, current),
+                                   fp.digest(recorded), fp.digest(current), DBOS.executor_id,
+                                   execution_token())
+        error = AgentChangedError(run_id, agent_name, refusal.changed, refusal.recorded,
+                                  refusal.current)
+        engine = SystemStore.of(DBOS).engine
+        self._checkpoints.call("refusal", lambda: refusals.record(engine, run_id, refusal))
+        _log.error("%s", error)
+        raise refusals.RunRefused(str(error))
 
     def _call_model(self, request: ModelRequest) -> ModelOutcome:
         events: list[ModelEvent] = []
@@ -824,14 +849,22 @@ def _wait(
     timeout: float,
     poll: float,
     why: Callable[[str], str] = lambda _: "",
+    refused: Callable[[str], Exception | None] = lambda _: None,
 ) -> None:
+    """Until the run ended; a pending run whose resume a worker refused raises why."""
     deadline = time.monotonic() + timeout
+    checked = -_REFUSAL_CHECK
     while True:
         st = status(run_id)
         if st is None:
             raise DurableRunError(f"no run {run_id!r}")
         if st not in _RUNNING:
             return
+        if st == "PENDING" and time.monotonic() - checked >= _REFUSAL_CHECK:
+            checked = time.monotonic()
+            why_not = refused(run_id)
+            if why_not is not None:
+                raise why_not
         if time.monotonic() >= deadline:
             raise TimeoutError(f"run {run_id!r} still {st} after {timeout:g} s{why(run_id)}")
         time.sleep(poll)
