@@ -240,3 +240,35 @@ def test_a_worker_that_lost_its_run_does_not_start_its_tool(tmp_path: Path) -> N
             runs.run("refunds", "refund A1", run_id="z1", wait=60)
         assert runs.status("z1") == "PENDING"  # the other worker's to finish
     assert REFUNDS == [], "the refund ran on a worker that no longer owned the run"
+
+
+def test_a_worker_that_lost_its_run_between_two_steps_runs_no_further_step_body(
+    tmp_path: Path,
+) -> None:
+    # Two calls in one step: the second tool's step writes no chunks before it (the
+    # results are published after both), so only a check before its body can stop it.
+    # The first tool's checkpoint, written while this worker still owned the run, hands
+    # the run to another worker as it lands (a trigger), as a takeover does while this
+    # worker is stalled between the two steps.
+    REFUNDS.clear()
+    FAULT.clear()
+    ANSWER_FAULT.clear()
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    model = ScriptedModel([Say(calls=[call("refund", order="A1"), call("refund", order="B2")]),
+                           Say("Refunded both.")])
+    with DurableRuns({"refunds": refund_agent()}, model, database_url=url, observers=(),
+                     takeover=None) as runs:
+        engine = sa.create_engine(url)
+        with engine.begin() as c:
+            c.execute(sa.text(
+                "CREATE TRIGGER taken_over AFTER INSERT ON operation_outputs "
+                "WHEN NEW.function_name = 'tool:refund' BEGIN "
+                "UPDATE workflow_status SET owner_xid = 'another-worker' "
+                "WHERE workflow_uuid = NEW.workflow_uuid; END"))
+        engine.dispose()
+        with pytest.raises(RunTakenOver):
+            runs.run("refunds", "refund A1 and B2", run_id="z2", wait=60)
+        assert runs.status("z2") == "PENDING"  # the other worker's to finish
+    assert REFUNDS == ["A1"], "a step ran on a worker that no longer owned the run"

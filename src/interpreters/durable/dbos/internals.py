@@ -25,7 +25,7 @@ from dbos._context import get_local_dbos_context
 from dbos._dbos import _get_dbos_instance
 from dbos._sys_db import SystemDatabase
 
-__all__ = ["SystemStore", "StepPosition", "execution_token"]
+__all__ = ["SystemStore", "StepPosition", "execution_token", "running_workflow"]
 
 
 class SystemStore:
@@ -83,6 +83,15 @@ class StepPosition:
         """Make the next DBOS call of this workflow the same step again."""
         if self._ctx is not None and self._function_id is not None:
             self._ctx.function_id = self._function_id
+
+
+def running_workflow() -> tuple[str, str] | None:
+    """The id and ownership token of the workflow execution running in this thread
+    (in its code or one of its steps' bodies), None outside one."""
+    ctx = get_local_dbos_context()
+    if ctx is None or not ctx.workflow_id or ctx.owner_xid is None:
+        return None
+    return ctx.workflow_id, ctx.owner_xid
 
 
 def execution_token() -> str | None:

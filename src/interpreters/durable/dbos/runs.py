@@ -55,6 +55,7 @@ from interpreters.durable.dbos.store import (
     Once,
     StoreRetry,
     Takeover,
+    check_owner,
     recover,
 )
 from interpreters.durable.loop import (
@@ -445,6 +446,7 @@ class DurableRuns(_QueuedRuns):
         self._store_retry = store_retry
         self._takeover = takeover
         self._keeper: Keeper | None = None
+        self._store: SystemStore | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
     def launch(self) -> None:
@@ -471,7 +473,8 @@ class DurableRuns(_QueuedRuns):
             polling_interval_sec=self._poll,
         )
         self._launched = True
-        refusals.create(SystemStore.of(DBOS).engine)
+        self._store = SystemStore.of(DBOS)
+        refusals.create(self._store.engine)
         self._keeper = Keeper(
             SystemStore.of(DBOS), DBOS.executor_id, self.queue, self._takeover,
             self._store_retry.max_wait,
@@ -702,6 +705,14 @@ class DurableRuns(_QueuedRuns):
             close_stream(stream)
         return ModelOutcome(tuple(events))
 
+    def _check_owner(self, what: str) -> None:
+        """`RunTakenOver` before a step's work if this worker no longer owns its run (a
+        store fault while reading it retried as a checkpoint's, never the step's
+        outcome)."""
+        store = self._store
+        if store is not None:
+            self._checkpoints.call(what, lambda: check_owner(store, what))
+
     def _perform(self, request: object) -> object:
         return _settled(perform_here(self._resolve, self._handlers, request))
 
@@ -906,9 +917,11 @@ class _DbosSteps(RecordedClock):
 
     def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
         self.flush()
-        clock = self._runs._clock
+        runs = self._runs
+        clock = runs._clock
 
         def run() -> tuple[float, bytes]:
+            runs._check_owner(name)
             out = fn()
             return clock(), out
 
@@ -965,7 +978,11 @@ class _DbosSteps(RecordedClock):
         # Other requests' answers are stored by DBOS's own serializer.
         self.flush()
         name = f"perform:{type(request).__name__}"
-        body = Once(lambda: (runs._perform(request), runs._clock()))
+        def performed() -> tuple[object, float]:
+            runs._check_owner(name)
+            return runs._perform(request), runs._clock()
+
+        body = Once(performed)
         value, at = runs._checkpoints.call(
             name, lambda: DBOS.run_step({"name": name}, body)
         )

@@ -31,7 +31,7 @@ import psycopg
 import sqlalchemy as sa
 from dbos import error as dbos_error
 
-from interpreters.durable.dbos.internals import StepPosition, SystemStore
+from interpreters.durable.dbos.internals import StepPosition, SystemStore, running_workflow
 
 log = logging.getLogger("interpreters.durable")
 
@@ -151,6 +151,20 @@ class Checkpoints:
                 self._sleep(pause)
                 wait = min(wait * 2, self.policy.max_wait)
                 here.restore()
+
+
+def check_owner(store: SystemStore, what: str) -> None:
+    """Raise `RunTakenOver` unless the execution running here still owns its run: called
+    in a step's body before its work (a tool call, a model call), since DBOS checks
+    ownership only when the outcome is written, after the work is done."""
+    running = running_workflow()
+    if running is None:
+        return
+    run_id, token = running
+    if store.owner(run_id) != token:
+        log.warning("%s: another worker owns this run now (this one was taken for dead): "
+                    "it stops here, before the step ran", what)
+        raise RunTakenOver(f"{what}: another worker owns this run now")
 
 
 class StepDatabaseError(RuntimeError):
