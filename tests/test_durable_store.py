@@ -272,3 +272,51 @@ def test_a_worker_that_lost_its_run_between_two_steps_runs_no_further_step_body(
             runs.run("refunds", "refund A1 and B2", run_id="z2", wait=60)
         assert runs.status("z2") == "PENDING"  # the other worker's to finish
     assert REFUNDS == ["A1"], "a step ran on a worker that no longer owned the run"
+
+
+def test_a_store_fault_writing_a_runs_outcome_hands_the_run_back_and_it_finishes() -> None:
+    # The run's final outcome is written by DBOS after the run's last step, outside the
+    # retried checkpoints: a fault there must not strand the run on this live worker.
+    import sqlalchemy as sa
+    from dbos import DBOS
+
+    from interpreters.durable.dbos.internals import SystemStore
+
+    REFUNDS.clear()
+    FAULT.clear()
+    ANSWER_FAULT.clear()
+    url = pg_url()  # skips (fails under CI) without a server
+    with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60)) as runs:
+        store = SystemStore.of(DBOS)
+        engine = store.engine
+        # While public.outcome_fault holds a row, recording a run's outcome fails as a
+        # lock timeout does (SQLSTATE 55P03, which neither the driver nor DBOS retries).
+        with engine.begin() as c:
+            c.execute(sa.text("CREATE TABLE public.outcome_fault (armed int)"))
+            c.execute(sa.text(
+                "CREATE FUNCTION public.refuse_outcome() RETURNS trigger AS $$ BEGIN "
+                "IF NEW.status IN ('SUCCESS', 'ERROR') AND OLD.status = 'PENDING' "
+                "AND EXISTS (SELECT 1 FROM public.outcome_fault) "
+                "THEN RAISE EXCEPTION 'lock timeout (injected)' "
+                "USING ERRCODE = 'lock_not_available'; END IF; RETURN NEW; END $$ "
+                "LANGUAGE plpgsql"))
+            c.execute(sa.text(
+                f'CREATE TRIGGER refuse_outcome BEFORE UPDATE ON "{store.schema}".'
+                "workflow_status FOR EACH ROW EXECUTE FUNCTION public.refuse_outcome()"))
+
+        def arm() -> None:
+            with engine.begin() as c:
+                c.execute(sa.text("INSERT INTO public.outcome_fault VALUES (1)"))
+
+        _BREAK["arm-outcome"] = arm
+        FAULT.append("arm-outcome")
+        with pytest.raises(sa.exc.OperationalError, match="injected"):
+            runs.run("refunds", "refund A1", run_id="o1", wait=60)
+        FAULT.clear()
+        assert runs.status("o1") == "PENDING"
+        with engine.begin() as c:  # the store heals
+            c.execute(sa.text("DELETE FROM public.outcome_fault"))
+        result = runs.result("o1", timeout=60)
+        assert runs.status("o1") == "SUCCESS"
+    assert result.status == "finished" and result.text == "Refunded A1."
+    assert REFUNDS == ["A1"], "the refund ran again"

@@ -54,10 +54,12 @@ class SystemStore:
         """The schema of DBOS's tables (PostgreSQL), None on SQLite."""
         return self._sys_db.schema
 
-    def pending_of(self, executor_ids: list[str]) -> list[str]:
-        """The PENDING runs of these executors."""
+    def pending_of(self, executor_ids: list[str],
+                   run_ids: list[str] | None = None) -> list[str]:
+        """The PENDING runs of these executors (of `run_ids` only, when given)."""
         return [w.workflow_id for w in self._sys_db.list_workflows(
-            status="PENDING", executor_id=executor_ids, load_input=False, load_output=False
+            workflow_ids=run_ids, status="PENDING", executor_id=executor_ids,
+            load_input=False, load_output=False,
         )]
 
     def requeue(self, run_id: str, executor_ids: list[str], queue: str) -> bool:

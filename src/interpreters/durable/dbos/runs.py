@@ -482,6 +482,10 @@ class DurableRuns(_QueuedRuns):
         self._keeper.start()
         self._note_other_versions()
 
+    def _ended(self, run_id: str | None) -> None:
+        if self._keeper is not None and run_id is not None:
+            self._keeper.ended(run_id)
+
     def _resume_later(self, run_id: str) -> None:
         if self._keeper is not None:
             self._keeper.resume_later(run_id)
@@ -1022,4 +1026,11 @@ class _DbosSteps(RecordedClock):
 def _run_workflow(agent: str, payload: bytes) -> bytes:
     if _runtime is None:
         raise DurableRunError("no DurableRuns launched in this process")
-    return _runtime._run(agent, payload)
+    runtime, run_id = _runtime, DBOS.workflow_id
+    try:
+        out = runtime._run(agent, payload)
+    except Exception:
+        runtime._ended(run_id)  # DBOS records the error next
+        raise
+    runtime._ended(run_id)  # DBOS records the result next
+    return out

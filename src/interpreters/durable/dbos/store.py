@@ -8,12 +8,14 @@ the run stays pending. A step's body
 (the tool, the model call) runs once: a retry writes the outcome it already has.
 
 `Keeper` (a worker's background thread) queues such a run again once the store takes
-writes again. With a `Takeover` it also keeps a row per worker in the system database,
-refreshed every `Takeover.interval`; a worker silent for `Takeover.after` seconds is
-taken for dead and its pending runs are handed to the live workers (DBOS's recovery: the
-run is queued again and exactly one worker dequeues it). A dead worker that wakes up
-cannot complete a run it lost: DBOS checks the run's ownership token with every
-checkpoint it writes.
+writes again, and hands back to the queue a run whose execution here ended but whose
+outcome (written by DBOS after the run's last step) did not land. With a `Takeover` it
+also keeps a row per worker in the system database, refreshed every
+`Takeover.interval`; a worker silent for `Takeover.after` seconds is taken for dead and
+its pending runs are handed to the live workers (DBOS's recovery: the run is queued
+again and exactly one worker dequeues it). A dead worker that wakes up cannot complete a
+run it lost: DBOS checks the run's ownership token with every checkpoint it writes, and
+the runs check it before each step's work (`check_owner`).
 """
 
 from __future__ import annotations
@@ -239,10 +241,15 @@ def recover(store: SystemStore, executor_ids: Sequence[str], queue: str) -> list
     return [run_id for run_id in store.pending_of(ids) if store.requeue(run_id, ids, queue)]
 
 
+_BATCH = 500
+"""Runs one status query reads at most."""
+
+
 class Keeper:
     """A worker's background thread: it resumes the runs this worker stopped on a store
-    fault once the store takes writes again and, with a `Takeover`, beats and takes over
-    the runs of workers silent too long. Wakes every `every` seconds."""
+    fault once the store takes writes again, hands back the runs whose outcome did not
+    land and, with a `Takeover`, beats and takes over the runs of workers silent too
+    long. Wakes every `every` seconds."""
 
     def __init__(self, store: SystemStore, executor_id: str, queue: str,
                  takeover: Takeover | None, every: float) -> None:
@@ -257,6 +264,8 @@ class Keeper:
         self._every = takeover.every if takeover is not None else every
         self._lock = threading.Lock()
         self._stopped: set[str] = set()
+        self._ended: dict[str, int] = {}
+        self._round = 0
 
     def start(self) -> None:
         if self._takeover is not None:
@@ -276,6 +285,35 @@ class Keeper:
         """A run this worker stopped unrecorded: queue it again once the store heals."""
         with self._lock:
             self._stopped.add(run_id)
+
+    def ended(self, run_id: str) -> None:
+        """The execution of `run_id` here returned: DBOS writes its outcome next. If that
+        write fails (a store fault), nothing would resume the run while this worker
+        lives; one still pending here after a full round is handed back to the queue."""
+        with self._lock:
+            self._ended[run_id] = self._round
+
+    def hand_back_stranded(self) -> list[str]:
+        """Hand back the runs whose execution here ended a round ago or more and whose
+        outcome was not recorded; returns them."""
+        with self._lock:
+            due = {r: k for r, k in self._ended.items() if k < self._round - 1}
+        handed: list[str] = []
+        ids = sorted(due)
+        for i in range(0, len(ids), _BATCH):
+            # (fails on a store still down: the runs stay listed for the next round)
+            for run_id in self._store.pending_of([self._me], ids[i:i + _BATCH]):
+                if self._store.requeue(run_id, [self._me], self._queue):
+                    handed.append(run_id)
+            with self._lock:
+                for run_id in ids[i:i + _BATCH]:
+                    if self._ended.get(run_id) == due[run_id]:
+                        del self._ended[run_id]
+        if handed:
+            log.warning("runs %s ended here but their outcome was not recorded (a store "
+                        "fault): they go back on the queue and resume from their "
+                        "checkpoints", handed)
+        return handed
 
     def resume_stopped(self) -> list[str]:
         with self._lock:
@@ -330,8 +368,10 @@ class Keeper:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._every):
+            self._round += 1
             try:
                 self.resume_stopped()
+                self.hand_back_stranded()
                 if self._takeover is not None:
                     self.beat()
                     self.sweep()
