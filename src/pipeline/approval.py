@@ -35,12 +35,12 @@ from pipeline.values.messages import JsonObject
 from pipeline.values.result import PendingApproval, StepTool, SuspendedRun, Suspension
 
 __all__ = [
-    "AgentChanged", "ApprovalError", "Approve", "ArgumentsMismatch", "Decision", "Deny",
-    "DuplicateDecision", "Edit", "EditRejected", "MissingDecision", "OwnerMismatch",
-    "PendingApproval", "Resumption", "RunNotSuspended", "Suspension", "ToolNotFound",
-    "UnknownCall", "UnknownRun", "approve", "call_digest", "agent_digest", "check_decisions",
-    "check_edits", "check_owner", "check_pending", "check_resumption", "deny", "edit",
-    "nested_resumption", "offered_tools", "resumed_context",
+    "AgentChanged", "ApprovalError", "ApprovalExpired", "Approve", "ArgumentsMismatch",
+    "Decision", "Deny", "DuplicateDecision", "Edit", "EditRejected", "MissingDecision",
+    "OwnerMismatch", "PendingApproval", "Resumption", "RunNotSuspended", "Suspension",
+    "ToolNotFound", "UnknownCall", "UnknownRun", "agent_digest", "approve", "call_digest",
+    "check_decisions", "check_edits", "check_owner", "check_pending", "check_resumption",
+    "deny", "edit", "nested_resumption", "offered_tools", "resumed_context",
     "resumed_tools", "resumption", "suspended_run", "tool_digest", "typed_states",
 ]
 
@@ -67,6 +67,11 @@ class UnknownRun(ApprovalError):
 
 class RunNotSuspended(ApprovalError):
     """The run is not waiting for approval (resumed already, or it finished)."""
+
+
+class ApprovalExpired(RunNotSuspended):
+    """The decision came too late: the run's wait for it had ended (past its deadline,
+    the waiting calls are denied)."""
 
 
 class UnknownCall(ApprovalError):

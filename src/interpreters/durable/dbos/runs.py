@@ -447,6 +447,7 @@ class DurableRuns(_QueuedRuns):
         self._takeover = takeover
         self._keeper: Keeper | None = None
         self._store: SystemStore | None = None
+        self._client: DBOSClient | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
     def launch(self) -> None:
@@ -518,9 +519,13 @@ class DurableRuns(_QueuedRuns):
         if self._keeper is not None:
             self._keeper.stop()
             self._keeper = None
+        if self._client is not None:
+            self._client.destroy()  # (not the engine: DBOS's own)
+            self._client = None
         if self._launched:
             DBOS.destroy(destroy_registry=False)
             self._launched = False
+        self._store = None
         if _runtime is self:
             _runtime = None
 
@@ -601,26 +606,39 @@ class DurableRuns(_QueuedRuns):
         the live workers (each is dequeued by exactly one); returns their run ids."""
         if not self._launched:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
-        return recover(SystemStore.of(DBOS), executor_ids, self.queue)
+        return recover(self._system(), executor_ids, self.queue)
 
     # --- approvals -----------------------------------------------------------------------
     def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
         """The calls `run_id` waits for a decision on (`UnknownRun` for no such run,
-        `RunNotSuspended` for a run that does not wait)."""
+        `RunNotSuspended` for a run that does not wait, `ApprovalExpired` for one
+        whose wait is past its deadline)."""
         return da.waiting(self._channel(), run_id).pending
 
     def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
         """Send the decisions for the calls `run_id` waits on (one each, for the exact
-        arguments); the worker holding the run, or recovering it, goes on with them.
-        Refused with an `ApprovalError` (nothing sent): another call's or other
-        arguments' decision, a missing one, a run that does not wait or took its
-        decisions already."""
-        da.decide(self._channel(), run_id, decisions)
+        arguments; an edit bound to its tool); the worker holding the run, or
+        recovering it, goes on with them. Refused with an `ApprovalError` (nothing
+        sent): another call's or other arguments' decision (`ArgumentsMismatch`), an
+        edit the tool refuses (`EditRejected`), a missing one, a run that does not wait
+        or took other decisions already (`RunNotSuspended`), or past the wait's
+        deadline (`ApprovalExpired`)."""
+        da.decide(self._channel(), run_id, decisions, self.agents.get)
 
     def _channel(self) -> _Channel:
-        if not self._launched:
+        return _Channel(DBOS, self._sender, self.status, self._system().engine)
+
+    def _system(self) -> SystemStore:
+        if self._store is None:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
-        return _Channel(DBOS, self.status, lambda: SystemStore.of(DBOS).engine)
+        return self._store
+
+    def _sender(self) -> DBOSClient:
+        """A client over this process's DBOS engine, for its send in a transaction."""
+        if self._client is None:
+            self._client = DBOSClient(system_database_engine=self._system().engine,
+                                      lazy=True)
+        return self._client
 
     # --- reading runs --------------------------------------------------------------------
     def status(self, run_id: str) -> str | None:
@@ -640,7 +658,7 @@ class DurableRuns(_QueuedRuns):
         run_id = DBOS.workflow_id
         assert run_id is not None
         self._check_definition(run_id, agent_name)
-        steps = _DbosSteps(self, start.started_at, start.timeout)
+        steps = _DbosSteps(self, start.started_at, start.timeout, run_id, agent_name)
         if start.deps is not None:
             deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
         else:
@@ -726,7 +744,9 @@ class DurableClient(_QueuedRuns):
     app in front of workers, say): it talks to the system database only.
 
     `database_url` must be the workers' (PostgreSQL when they are several processes);
-    the workers must have launched once, creating the tables.
+    the workers must have launched once, creating the tables. `agents`: the agents by
+    name, as the workers have them, for `decide` to bind an edit to its tool (without
+    the run's agent an edit is refused: it could not be checked).
     """
 
     def __init__(
@@ -737,7 +757,9 @@ class DurableClient(_QueuedRuns):
         app_version: str | None = None,
         clock: Callable[[], float] = time.time,
         polling_interval: float = 0.05,
+        agents: Mapping[str, Agent] | None = None,
     ) -> None:
+        self.agents = dict(agents or {})
         self._client = self._dbos = DBOSClient(system_database_url=database_url)
         self.queue = queue
         self._app_version = app_version
@@ -769,12 +791,12 @@ class DurableClient(_QueuedRuns):
 
     def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
         """Send the decisions for the calls `run_id` waits on (as
-        `DurableRuns.decide`)."""
-        da.decide(self._channel(), run_id, decisions)
+        `DurableRuns.decide`; an edit needs the run's agent in `agents`)."""
+        da.decide(self._channel(), run_id, decisions, self.agents.get)
 
     def _channel(self) -> _Channel:
-        store = SystemStore.of(self._client)
-        return _Channel(self._client, self.status, lambda: store.engine)
+        client = self._client
+        return _Channel(client, lambda: client, self.status, SystemStore.of(client).engine)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
@@ -788,9 +810,10 @@ class DurableClient(_QueuedRuns):
 class _Channel:
     """`durable_approval.Channel` over DBOS in a worker, or over a `DBOSClient`."""
 
-    def __init__(self, dbos: type[DBOS] | DBOSClient, status: Callable[[str], str | None],
-                 engine: Callable[[], sa.Engine]) -> None:
+    def __init__(self, dbos: type[DBOS] | DBOSClient, client: Callable[[], DBOSClient],
+                 status: Callable[[str], str | None], engine: sa.Engine) -> None:
         self._dbos = dbos
+        self._client = client
         self.status = status
         self._engine = engine
 
@@ -798,13 +821,14 @@ class _Channel:
         data: object = self._dbos.get_event(workflow_id, key, timeout_seconds)
         return data
 
-    def send(self, destination_id: str, message: bytes, topic: str,
-             idempotency_key: str) -> None:
-        self._dbos.send(destination_id, message, topic, idempotency_key=idempotency_key)
+    def send_in(self, conn: sa.Connection, destination_id: str, message: bytes, topic: str,
+                idempotency_key: str) -> None:
+        self._client().send_in_transaction(conn, destination_id, message, topic,
+                                           idempotency_key)
 
     @property
     def engine(self) -> sa.Engine:
-        return self._engine()
+        return self._engine
 
 
 def _settled(value: object) -> object:
@@ -900,9 +924,12 @@ def _named(steps: Sequence[StepInfo]) -> list[tuple[str, object]]:
 class _DbosSteps(RecordedClock):
     """`durable_loop.Steps` on DBOS: each side effect a checkpointed step."""
 
-    def __init__(self, runs: DurableRuns, started_at: float, timeout: float | None) -> None:
+    def __init__(self, runs: DurableRuns, started_at: float, timeout: float | None,
+                 run_id: str, agent_name: str) -> None:
         super().__init__(started_at, timeout)
         self._runs = runs
+        self._run_id = run_id
+        self._agent_name = agent_name
         self._pending: list[Chunk] = []
         self._tools = 0
         self._suspensions = 0
@@ -995,24 +1022,58 @@ class _DbosSteps(RecordedClock):
 
     def approval(self, s: Suspension) -> tuple[Decision, ...]:
         """Publish what `s` waits for and wait for its decisions, at most the approval
-        timeout (within the run's); each part a recorded DBOS operation."""
+        timeout (within the run's) from now on the database's clock; each part a
+        recorded DBOS operation (`interpreters.durable.dbos.approval`)."""
         self.flush()
         runs, ck = self._runs, self._runs._checkpoints
+        engine = runs._system().engine
         wait = runs._approval_timeout
         if self._deadline is not None:
             wait = max(0.0, min(wait, self._deadline - self._now))
-        w = da.Waiting(self._suspensions, s.pending, wait)
-        topic = da.topic(self._suspensions)
+        number = self._suspensions
         self._suspensions += 1
+        on = da.topic(number)
+        # (the database's clock read again on a replay, which records nothing of it)
+        now = ck.call("approval", lambda: da.clock(engine))
+        deadline: float = ck.call("approval", lambda: DBOS.run_step(
+            {"name": "approval-deadline"}, lambda: now + wait))
+        w = da.Waiting(number, s.pending, wait, deadline=deadline, agent=self._agent_name)
         ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(w)))
-        message = ck.call("approval", lambda: DBOS.recv(topic, timeout_seconds=wait))
-        decisions = da.taken(s, message)
+        agent = runs.agents.get(self._agent_name)
+        timeout = wait
+        decisions: tuple[Decision, ...] | None = None
+        for _ in range(da.MAX_LOOKS):
+            message, settled = self._look(engine, number, deadline, timeout)
+            decisions = da.look(s, message, settled, agent)
+            if decisions is not None:
+                break
+            if settled.outcome == "unclaimed":
+                _log.warning("run %r: a message on %s not sent by decide() was not taken",
+                             self._run_id, on)
+            timeout = da.next_wait(deadline, settled)
+        if decisions is None:
+            decisions = da.deny_all(s, f"no decision taken in {da.MAX_LOOKS} looks: the "
+                                       "call was not run")
         done = msgspec.structs.replace(w, decided=True)
         ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(done)))
         clock = runs._clock
         at = ck.call("approval", lambda: DBOS.run_step({"name": "approval-time"}, clock))
         self._now = max(self._now, at)
         return decisions
+
+    def _look(self, engine: sa.Engine, number: int, deadline: float,
+              timeout: float) -> tuple[object, da.Settled]:
+        """Wait at most `timeout` for a message, then settle who decided (recorded)."""
+        ck = self._runs._checkpoints
+        on = da.topic(number)
+        message = ck.call("approval", lambda: DBOS.recv(on, timeout_seconds=timeout))
+        # (on a replay the look is made again and its recorded outcome kept: a claim it
+        # makes is one the deadline had made due)
+        found = ck.call("approval", lambda: da.encode_settled(
+            da.settle(engine, self._run_id, number, deadline, message)))
+        settled = ck.call("approval", lambda: DBOS.run_step(
+            {"name": "approval-settle"}, lambda: found))
+        return message, da.read_settled(settled)
 
     def sleep(self, seconds: float) -> None:
         self.flush()

@@ -221,8 +221,8 @@ def ensure_table(engine: sa.Engine, table: sa.Table) -> None:
             raise
 
 
-def _db_now(engine: sa.Engine) -> sa.ColumnElement[float]:
-    # The database's clock, so workers' clocks need not agree.
+def db_now(engine: sa.Engine) -> sa.ColumnElement[float]:
+    """The database's clock (seconds since the epoch), so workers' clocks need not agree."""
     if engine.dialect.name == "sqlite":
         return sa.literal_column("((julianday('now') - 2440587.5) * 86400.0)")
     return sa.literal_column("EXTRACT(EPOCH FROM clock_timestamp())")
@@ -331,7 +331,7 @@ class Keeper:
         return resumed
 
     def beat(self) -> None:
-        now = _db_now(self._engine)
+        now = db_now(self._engine)
         with self._engine.begin() as c:
             done = c.execute(
                 sa.update(HEARTBEATS).where(HEARTBEATS.c.executor_id == self._me)
@@ -344,7 +344,7 @@ class Keeper:
     def dead(self) -> list[str]:
         """The other workers of this app silent for longer than `Takeover.after`."""
         assert self._takeover is not None
-        limit = _db_now(self._engine) - self._takeover.after
+        limit = db_now(self._engine) - self._takeover.after
         with self._engine.begin() as c:
             rows = c.execute(
                 sa.select(HEARTBEATS.c.executor_id).where(
