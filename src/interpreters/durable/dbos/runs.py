@@ -14,10 +14,12 @@ again: completed steps return their recorded outcomes, so no completed model cal
 tool runs twice, and the run ends as an uninterrupted one would have.
 
 A run records its agent's definition first (`interpreters.durable.fingerprint`): a resume
-on a changed agent ends the run with `AgentChangedError` instead of replaying steps that
-agent never took (unless the worker's `migrations` accept it; `interpreters.durable.dbos.replay`
-checks recorded runs in CI). A run id started again with another input is a
-`RunConflictError`; a run past DBOS's recovery-attempt limit a `RunKeptCrashingError`.
+on a changed agent is refused instead of replaying steps that agent never took (the run
+stays pending and `result` raises `AgentChangedError`; a worker whose `migrations`
+accept it, or one with the agent it started on, finishes it;
+`interpreters.durable.dbos.replay` checks recorded runs in CI). A run id started again
+with another input is a `RunConflictError`; a run past DBOS's recovery-attempt limit a
+`RunKeptCrashingError`.
 
 The run's time is part of what is recorded: the clock the loop reads is the run's start
 time (an input of the workflow) moved on by each step's recorded end time.
@@ -363,12 +365,12 @@ class DurableRuns(_QueuedRuns):
     next `launch` (`StoreUnavailable`). `takeover`: a worker silent that long is dead
     and the live workers take its pending runs (None: only `recover` hands them over).
 
-    Each run records its agent's definition (model, instructions, tools and their
-    schemas, processors and their settings, output type; `durable_fingerprint`): a
-    worker whose agent differs does not replay the run but ends it with
-    `AgentChangedError`, naming what changed. `migrations` maps an agent's name to the
-    recorded definitions (their digests, as the error gives them) this worker resumes
-    all the same: you checked that its runs replay on the agent as it is now.
+    Each run records its agent's definition (everything that shapes a run:
+    `pipeline.definition`): a worker whose agent differs does not replay the run but
+    refuses it, leaving it pending (`result` raises `AgentChangedError`, naming what
+    changed). `migrations` maps an agent's name to the recorded definitions (their
+    digests, as the error gives them) this worker resumes all the same: you checked
+    that its runs replay on the agent as it is now.
 
     `deps`: a factory this worker calls with the agent's name when it runs or resumes a
     run, for dependencies that cannot be stored (a connection pool...): they are rebuilt
@@ -377,8 +379,9 @@ class DurableRuns(_QueuedRuns):
 
     A run whose tool gate asks approval waits in its workflow for the decisions
     (`pending`, `decide`; `interpreters.durable.dbos.approval`), across restarts, at most
-    `approval_timeout` seconds (a week by default; within the run's `timeout`), after
-    which its waiting calls are denied, never run.
+    `approval_timeout` seconds (a week by default; within the run's `timeout`): its
+    deadline is stored, and past it a decision is refused (`ApprovalExpired`) and the
+    waiting calls are denied, never run, whether or not a worker was up.
     """
 
     _dbos = DBOS  # (this process's DBOS, once launched)
