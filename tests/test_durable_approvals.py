@@ -418,3 +418,57 @@ def test_a_decision_sent_as_the_wait_ends_either_wins_or_is_refused_as_too_late(
 def _waited(runs: DurableRuns, run_id: str) -> str:
     _waiting(runs, run_id)
     return run_id
+
+
+CHILD = Agent.create("sim/child", tools=[send],
+                     input_processors=[processor("ask", process_tool_call=ask_big)])
+TREE = Agent.create("sim/model", tools=[CHILD.as_tool("payer", "Pays through a child run.")])
+
+
+def _tree_model() -> ScriptedModel:
+    def answer(req: ModelRequest) -> Say:
+        answered = any(m.role == "tool" for m in req.messages)
+        if req.model == "sim/child":
+            return Say("paid") if answered else Say(
+                calls=[call("send", tool_call_id="c1", to="eve", amount=500)])
+        return Say("done") if answered else Say(
+            calls=[call("payer", tool_call_id="r1", input="pay eve")])
+
+    return ScriptedModel(answer)
+
+
+@pytest.fixture
+def tree_runs(tmp_path: Path) -> Iterator[DurableRuns]:
+    SENT.clear()
+    r = DurableRuns({"tree": TREE}, _tree_model(),
+                    database_url=f"sqlite:///{tmp_path / 'runs.sqlite'}", observers=(),
+                    takeover=None)
+    r.launch()
+    try:
+        yield r
+    finally:
+        r.shutdown()
+
+
+def test_an_edit_of_a_call_a_child_run_waits_on_is_bound_to_the_childs_tool(
+    tree_runs: DurableRuns,
+) -> None:
+    tree_runs.start("tree", "pay eve", run_id="tree-e")
+    p = _waiting(tree_runs, "tree-e")
+    assert (p.tool_call_id, p.tool_name, p.path) == ("r1/c1", "send", ("r1",))
+    tree_runs.decide("tree-e", [edit(p, {"to": "eve", "amount": 60})])
+    r = tree_runs.result("tree-e", timeout=WAIT)
+    assert r.status == "finished" and SENT == [("eve", 60)]
+
+
+def test_an_edit_a_child_runs_tool_refuses_is_a_denial_never_a_failed_run(
+    tree_runs: DurableRuns,
+) -> None:
+    tree_runs.start("tree", "pay eve", run_id="tree-x")
+    p = _waiting(tree_runs, "tree-x")
+    with contextlib.suppress(EditRejected):  # (refused to the caller, or denied by the run)
+        tree_runs.decide("tree-x", [edit(p, {"to": "eve", "amount": "all"})])
+    with contextlib.suppress(RunNotSuspended):
+        tree_runs.decide("tree-x", [deny(p, "no")])
+    r = tree_runs.result("tree-x", timeout=WAIT)
+    assert r.status == "finished" and SENT == []

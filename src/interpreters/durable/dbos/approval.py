@@ -47,9 +47,11 @@ from pipeline.approval import (
     Edit,
     EditRejected,
     RunNotSuspended,
+    Resumption,
     UnknownRun,
     check_edits,
     check_pending,
+    check_resumption,
 )
 from pipeline.values.result import PendingApproval, Suspension
 
@@ -161,9 +163,8 @@ def taken(s: Suspension, message: bytes, agent: Agent | None) -> tuple[Decision,
         if agent is None:
             if any(isinstance(d, Edit) for d in decisions):
                 raise EditRejected("the run's agent is unknown here: an edit cannot be bound")
-        else:
-            check_edits(agent, ((c.call.tool_call_id, c.call.tool_name) for c in s.calls),
-                        decisions)
+        else:  # what the resume checks (edits bound, a child run's by its own agent)
+            check_resumption(agent, Resumption(s, decisions))
         return decisions
     except (ValueError, TypeError, msgspec.DecodeError, ApprovalError) as e:
         return deny_all(s, f"the decision could not be taken ({e}): the call was not run")
