@@ -22,6 +22,7 @@ Pure: the digest is a SHA-256 of the call's canonical JSON.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Iterable
 
@@ -301,6 +302,10 @@ def check_resumption(agent: Agent, r: Resumption) -> None:
     same way against its own agent."""
     s = r.suspension
     if agent_digest(agent) != s.agent_digest:
+        # (a processor's settings include the tools it declares: one of the step's whose
+        # schema changed is named)
+        with contextlib.suppress(ToolNotFound):
+            resumed_tools(agent, r)
         raise AgentChanged(
             f"run {s.run_id!r} was suspended by another agent (tools or processors differ)"
         )
