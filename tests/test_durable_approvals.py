@@ -18,12 +18,13 @@ from dbos import DBOSClient
 from effects import AskApproval, Continue
 from interpreters.durable.dbos.replay import replay_runs
 from interpreters.durable.dbos.runs import DurableClient, DurableRuns
-from interpreters.testing import Say, ScriptedModel, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import (
     ApprovalExpired,
     Approve,
     ArgumentsMismatch,
+    Deny,
     EditRejected,
     MissingDecision,
     RunNotSuspended,
@@ -461,14 +462,26 @@ def test_an_edit_of_a_call_a_child_run_waits_on_is_bound_to_the_childs_tool(
     assert r.status == "finished" and SENT == [("eve", 60)]
 
 
-def test_an_edit_a_child_runs_tool_refuses_is_a_denial_never_a_failed_run(
+def test_an_edit_a_child_runs_tool_refuses_is_refused_to_the_caller_and_the_run_waits(
     tree_runs: DurableRuns,
 ) -> None:
     tree_runs.start("tree", "pay eve", run_id="tree-x")
     p = _waiting(tree_runs, "tree-x")
-    with contextlib.suppress(EditRejected):  # (refused to the caller, or denied by the run)
+    with pytest.raises(EditRejected, match="amount"):
         tree_runs.decide("tree-x", [edit(p, {"to": "eve", "amount": "all"})])
-    with contextlib.suppress(RunNotSuspended):
-        tree_runs.decide("tree-x", [deny(p, "no")])
+    assert tree_runs.pending("tree-x") == (p,)
+    tree_runs.decide("tree-x", [deny(p, "no")])
     r = tree_runs.result("tree-x", timeout=WAIT)
     assert r.status == "finished" and SENT == []
+
+
+def test_a_nested_edit_the_run_cannot_bind_when_it_takes_it_is_a_denial() -> None:
+    from interpreters.durable.dbos import approval as da
+
+    run = Simulator(_tree_model(), models={"sim/child": _tree_model()}).run(TREE, "pay eve")
+    s = run.result.suspension
+    assert s is not None
+    (p,) = s.pending
+    message = msgspec.json.encode((edit(p, {"to": "eve", "amount": "all"}),))
+    (d,) = da.taken(s, message, TREE)
+    assert isinstance(d, Deny) and "could not be taken" in d.reason

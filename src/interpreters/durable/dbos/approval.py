@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from interpreters.durable.dbos.store import db_now, ensure_table
-from pipeline.agent import Agent
+from pipeline.agent import Agent, AgentTool
 from pipeline.approval import (
     ApprovalError,
     ApprovalExpired,
@@ -75,7 +75,10 @@ class Waiting(msgspec.Struct, frozen=True):
     """What a durable run waits for: its `number`-th suspension's pending calls, until
     `deadline` (seconds since the epoch, on the system database's clock; `timeout`
     seconds after it suspended); `decided` once it took its decisions. `agent`: the
-    run's agent, by name, whose tools an edit is bound to."""
+    run's agent, by name, whose tools an edit is bound to; `children`: each child run
+    waiting in the run's tree of agents, by its call's id (its path joined by "/") and
+    the tool that runs it, so an edit of a call a child waits on is bound to the
+    child's agent's tool."""
 
     number: int
     pending: tuple[PendingApproval, ...]
@@ -83,6 +86,7 @@ class Waiting(msgspec.Struct, frozen=True):
     decided: bool = False
     deadline: float | None = None
     agent: str = ""
+    children: tuple[tuple[str, str], ...] = ()
 
 
 class Settled(msgspec.Struct, frozen=True):
@@ -131,6 +135,17 @@ def read_settled(data: object) -> Settled:
     if not isinstance(data, bytes):
         raise TypeError("a recorded look at an approval wait is not readable")
     return _SETTLED.decode(data)
+
+
+def children_of(s: Suspension, prefix: str = "") -> tuple[tuple[str, str], ...]:
+    """The child runs waiting in `s`'s tree (`Waiting.children`)."""
+    found: list[tuple[str, str]] = []
+    for g in s.calls:
+        if g.kind == "child" and g.child is not None:
+            qid = prefix + g.call.tool_call_id
+            found.append((qid, g.call.tool_name))
+            found.extend(children_of(g.child, qid + "/"))
+    return tuple(found)
 
 
 def _digest(body: bytes) -> str:
@@ -286,9 +301,37 @@ def decide(ch: Channel, run_id: str, decisions: Sequence[Decision], agent_of: Ag
                 f"{w.agent!r}, which this process does not have (give agents= to "
                 "DurableClient)"
             )
-        check_edits(agent, ((p.tool_call_id, p.tool_name) for p in w.pending), checked)
+        _check_edits(run_id, w, agent, checked)
     body = _enc.encode(checked)
     _claim_and_send(ch, run_id, w, body, _digest(body))
+
+
+def _check_edits(run_id: str, w: Waiting, agent: Agent,
+                 decisions: tuple[Decision, ...]) -> None:
+    """`EditRejected` for an edit its tool refuses: the run's own call's tool, or for a
+    call a child run waits on, the tool of the child's agent, found down the tree by
+    the tools that run each child (`Waiting.children`)."""
+    by_id = {p.tool_call_id: p for p in w.pending}
+    routes = dict(w.children)
+    for d in decisions:
+        if not isinstance(d, Edit):
+            continue
+        p = by_id[d.tool_call_id]
+        paths = ["/".join(p.path[:k + 1]) for k in range(len(p.path))]
+        if any(q not in routes for q in paths):
+            continue  # (a wait an older version published: bound when the run takes it)
+        owner = agent
+        for q in paths:
+            t = next((t for t in owner.tools if t.name == routes[q]), None)
+            if not isinstance(t, AgentTool):
+                raise EditRejected(
+                    f"run {run_id!r}: tool {routes[q]!r} of call {d.tool_call_id!r} runs "
+                    "no agent"
+                )
+            owner = t.agent
+        own = d.tool_call_id[len(paths[-1]) + 1:] if paths else d.tool_call_id
+        check_edits(owner, ((own, p.tool_name),),
+                    (msgspec.structs.replace(d, tool_call_id=own),))
 
 
 def _claim_and_send(ch: Channel, run_id: str, w: Waiting, body: bytes, digest: str) -> None:

@@ -1040,7 +1040,8 @@ class _DbosSteps(RecordedClock):
         now = ck.call("approval", lambda: da.clock(engine))
         deadline: float = ck.call("approval", lambda: DBOS.run_step(
             {"name": "approval-deadline"}, lambda: now + wait))
-        w = da.Waiting(number, s.pending, wait, deadline=deadline, agent=self._agent_name)
+        w = da.Waiting(number, s.pending, wait, deadline=deadline, agent=self._agent_name,
+                       children=da.children_of(s))
         ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(w)))
         agent = runs.agents.get(self._agent_name)
         timeout = wait
