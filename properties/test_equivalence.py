@@ -34,7 +34,7 @@ import msgspec
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from effects import Abort, AskApproval, Continue, Emit, Out, Replace, Retry, Skip, SkipCall
+from effects import Abort, AskApproval, Continue, Done, Emit, Out, Replace, Retry, Skip, SkipCall
 from interpreters.aio import AsyncInterpreter
 from interpreters.core.trace import Trace
 from interpreters.durable.loop import ModelOutcome, ToolDone, drive
@@ -622,6 +622,23 @@ def without_awaits(outcome: Outcome) -> Outcome:
     return result, (kept, effects, chunks), clock
 
 
+def same_agent(outcome: Outcome) -> Outcome:
+    """The outcome with a suspension's agent digest left out: it names the agent's
+    definition (`pipeline.definition`), and the processors made async are other ones
+    (function processors in place of the classes, without their options)."""
+    def blank(r: RunResult) -> RunResult:
+        if r.suspension is None:
+            return r
+        return msgspec.structs.replace(
+            r, suspension=msgspec.structs.replace(r.suspension, agent_digest=""))
+
+    result, (commands, *rest), clock = outcome
+    assert isinstance(commands, tuple)
+    commands = tuple(Done(blank(c.result)) if isinstance(c, Done)
+                     and isinstance(c.result, RunResult) else c for c in commands)
+    return blank(result), (commands, *rest), clock
+
+
 def _count_commands(outcome: Outcome) -> int:
     commands = outcome[1][0]
     assert isinstance(commands, tuple)
@@ -709,6 +726,6 @@ def test_async_hooks_change_nothing_but_the_awaits(
     made_async = sum(1 for e in effects if e.processor_id not in generators)
     for backend in BACKENDS:
         for got in on_backend(backend, lambda: pipeline.agent(make_async=True), script, prompt):
-            assert without_awaits(got) == expected, backend
+            assert same_agent(without_awaits(got)) == same_agent(expected), backend
             awaits = _count_commands(got) - _count_commands(without_awaits(got))
             assert made_async <= awaits <= made_async + 1

@@ -2,6 +2,7 @@
 
     python -m tests.durable_worker DIR DB_URL run RUN_ID     # run one, write its result
     python -m tests.durable_worker DIR DB_URL serve NAME     # take runs from the queue
+    python -m tests.durable_worker DIR DB_URL decide RUN_ID  # deny, dying as it sends
 
 Its model and tool count what they do in files under DIR, so a test can see what ran in
 a process it killed: `model.log` gets "start KEY" when a model call opens and "done KEY"
@@ -16,19 +17,22 @@ tool gate that asks approval for every weather call (tool.log names its city).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+from dbos import DBOSClient
 
 from effects import AskApproval
 from examples.quality_guardrail import QualityGuardrail
-from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.durable.dbos.runs import DurableClient, DurableRuns
 from interpreters.durable.dbos.store import Takeover
 from interpreters.testing import Say, call
 from pipeline.agent import Agent
+from pipeline.approval import deny
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
 from pipeline.tools import tool
 from pipeline.tools.context import ToolContext
@@ -90,18 +94,10 @@ class FileModel:
         raise SystemExit("not killed while hanging")
 
 
-def make_runs(
-    folder: Path,
-    db_url: str,
-    *,
-    executor_id: str | None = None,
-    worker_concurrency: int | None = None,
-    takeover: Takeover | None = None,
-    variant: str = "",
-    migrations: dict[str, list[str]] | None = None,
-) -> DurableRuns:
-    """The worker's runs; `variant` changes its agent as a new deploy might: "instructions"
-    gives it instructions, "tool" another tool (a resume must notice)."""
+def make_agent(folder: Path, variant: str = "") -> Agent:
+    """The worker's agent; `variant` changes it as a new deploy might: "instructions"
+    gives it instructions, "tool" another tool, "max_steps" one step at most (a resume
+    must notice)."""
     def get_weather(ctx: ToolContext[None], city: str) -> str:
         """The weather in a city."""
         where = f" {city}" if os.environ.get("APPROVAL") == "1" else ""
@@ -122,16 +118,32 @@ def make_runs(
     gates = (
         [processor("ask", process_tool_call=ask)] if os.environ.get("APPROVAL") == "1" else []
     )
-    agent = Agent.create(
+    return Agent.create(
         MODEL, tools=tools, input_processors=gates,
         output_processors=[QualityGuardrail(JUDGE)],
         instructions="Answer in French." if variant == "instructions" else (),
+        max_steps=1 if variant == "max_steps" else 10,
     )
+
+
+def make_runs(
+    folder: Path,
+    db_url: str,
+    *,
+    executor_id: str | None = None,
+    worker_concurrency: int = 32,
+    takeover: Takeover | None = None,
+    variant: str = "",
+    migrations: dict[str, list[str]] | None = None,
+) -> DurableRuns:
+    """The worker's runs, of `make_agent(folder, variant)` (APPROVAL_TIMEOUT=SECONDS in
+    the environment: its approval timeout)."""
+    timeout = float(os.environ.get("APPROVAL_TIMEOUT") or 7 * 24 * 3600)
     return DurableRuns(
-        {"weather": agent}, FileModel(folder), database_url=db_url, observers=(),
-        clock=lambda: 1_000.0, executor_id=executor_id, worker_concurrency=worker_concurrency,
-        takeover=takeover,
-        migrations=migrations,
+        {"weather": make_agent(folder, variant)}, FileModel(folder), database_url=db_url,
+        observers=(), clock=lambda: 1_000.0, executor_id=executor_id,
+        worker_concurrency=worker_concurrency, takeover=takeover, migrations=migrations,
+        approval_timeout=timeout,
     )
 
 
@@ -146,6 +158,16 @@ def main(argv: list[str]) -> int:
         (folder / f"result-{name}.json").write_bytes(msgspec.json.encode(result))
         (folder / f"chunks-{name}.json").write_bytes(msgspec.json.encode(chunks))
         runs.shutdown()
+        return 0
+    if mode == "decide":
+        # a caller that dies inside decide(), as its message is being sent
+        def die(*args: object, **kwargs: object) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        DBOSClient.send = DBOSClient.send_in_transaction = die  # type: ignore[method-assign]
+        client = DurableClient(db_url)
+        (p,) = client.pending(name)
+        client.decide(name, [deny(p, "from a caller that died")])
         return 0
     if mode == "serve":
         os.environ["WORKER"] = name

@@ -22,6 +22,7 @@ from pipeline.approval import (
     Approve,
     ArgumentsMismatch,
     DuplicateDecision,
+    EditRejected,
     MissingDecision,
     RunNotSuspended,
     UnknownCall,
@@ -144,13 +145,37 @@ def test_bad_decisions_are_typed_errors_and_leave_the_run_waiting() -> None:
         approvals.take(AGENT, s.run_id, [approve(p), deny(p)])
     with pytest.raises(MissingDecision):
         approvals.take(AGENT, s.run_id, [])
-    with pytest.raises(ArgumentsMismatch):  # an edit its tool's schema refuses
+    with pytest.raises(EditRejected) as refused:  # an edit its tool's schema refuses
         approvals.take(AGENT, s.run_id, [edit(p, {"to": "eve", "amount": "all"})])
+    assert not isinstance(refused.value, ArgumentsMismatch)  # (that is a stale approval)
+    assert "amount" in str(refused.value)
     changed = Agent.create("sim/model", tools=[send],
                            input_processors=[processor("ask", process_tool_call=ask_big)])
     with pytest.raises(AgentChanged):
         approvals.take(changed, s.run_id, [approve(p)])
     assert approvals.waiting(s.run_id) is s and ran == []
+
+
+def test_a_processor_whose_settings_changed_is_another_agent_to_resume_on() -> None:
+    from pipeline.processors import PIIDetector
+
+    def guarded(strategy: str) -> Agent:
+        return Agent.create("sim/model", tools=[send, lookup], input_processors=[
+            processor("ask", process_tool_call=ask_big),
+            PIIDetector(strategy=strategy),  # type: ignore[arg-type]
+        ])
+
+    approvals = Approvals(MemoryApprovalStore())
+    sim = Simulator(_model())
+    r = approvals.keep(sim.run(guarded("block"), "pay eve").result)
+    assert r.suspension is not None
+    run_id = r.suspension.run_id
+    (p,) = r.suspension.pending
+    with pytest.raises(AgentChanged):  # the guard weakened from block to detect
+        approvals.take(guarded("detect"), run_id, [approve(p)])
+    assert approvals.waiting(run_id) == r.suspension and ran == []
+    go_on = approvals.take(guarded("block"), run_id, [approve(p)])
+    assert sim.run(guarded("block"), (), resume=go_on).result.status == "finished"
 
 
 def test_a_resume_on_the_async_interpreter_goes_the_same_way() -> None:

@@ -426,3 +426,22 @@ def test_a_run_past_its_timeout_between_two_tool_steps_runs_no_further_tool() ->
     assert (results[0].result, results[0].is_error) == ("sunny in Paris", False)
     assert results[1].is_error
     assert isinstance(steps.published[-1], ErrorChunk)  # the cancel's chunks are published
+
+
+def test_a_worker_takes_a_bounded_number_of_queued_runs_by_default(tmp_path: Path) -> None:
+    from dbos import DBOS
+
+    from interpreters.durable.dbos.runs import DEFAULT_WORKER_CONCURRENCY
+
+    with DurableRuns({"a": make_agent()}, ScriptedModel([]), observers=(), takeover=None,
+                     database_url=f"sqlite:///{tmp_path / 'c.sqlite'}") as r:
+        queue = DBOS.retrieve_queue(r.queue)
+        assert queue is not None and queue.worker_concurrency == DEFAULT_WORKER_CONCURRENCY
+    assert 16 <= DEFAULT_WORKER_CONCURRENCY <= 64
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, None, True])
+def test_a_worker_concurrency_not_understood_is_refused(bad: object) -> None:
+    with pytest.raises((TypeError, ValueError), match="worker_concurrency"):
+        DurableRuns({"a": make_agent()}, ScriptedModel([]),
+                    worker_concurrency=bad)  # type: ignore[arg-type]

@@ -2,7 +2,9 @@
 it waits, the decision is sent while no worker runs, a restarted worker takes it; killed
 again after the approved tool ran, the next one finishes. The approved tool ran exactly
 once with the approved arguments, a denied one never, and every call has one result.
-On SQLite always, on PostgreSQL when a server is given (PIPELINE_TEST_PG_URL)."""
+Past the wait's deadline with no worker up a decision is refused and the call denied;
+a caller killed inside `decide` blocks no other. On SQLite always, on PostgreSQL when a
+server is given (PIPELINE_TEST_PG_URL)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,24 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
+from dbos import DBOSClient
 from sqlalchemy.exc import DBAPIError
 
 from interpreters.durable.dbos.runs import DurableClient
-from pipeline.approval import Decision, RunNotSuspended, UnknownRun, deny, edit
+from pipeline.approval import (
+    ApprovalExpired,
+    Decision,
+    RunNotSuspended,
+    UnknownRun,
+    approve,
+    deny,
+    edit,
+)
 from pipeline.values.result import PendingApproval
 from tests.durable_harness import (
+    WAIT,
     databases,
     finish,
     kill,
@@ -26,6 +39,7 @@ from tests.durable_harness import (
     wait_for,
     wait_until,
 )
+from tests.durable_worker import make_agent
 from tests.helpers import unpaired_tool_calls
 
 pytestmark = [pytest.mark.slow]
@@ -38,9 +52,15 @@ def database(request: pytest.FixtureRequest) -> Callable[[Path], str]:
     return databases(request.param)
 
 
-def _suspend_and_kill(folder: Path, db: str, client: DurableClient) -> PendingApproval:
+def _client(folder: Path, db: str) -> DurableClient:
+    """A client that binds edits to the workers' agent."""
+    return DurableClient(db, agents={"weather": make_agent(folder)})
+
+
+def _suspend_and_kill(folder: Path, db: str, client: DurableClient,
+                      **env: str) -> PendingApproval:
     """Start the run in a worker, wait until it waits for approval, kill the worker."""
-    w = spawn(folder, db, "run", RUN, APPROVAL="1")
+    w = spawn(folder, db, "run", RUN, APPROVAL="1", **env)
     got: list[PendingApproval] = []
 
     def waits() -> bool:
@@ -62,7 +82,7 @@ def _decide_while_down(folder: Path, db: str,
                       decision: Callable[[PendingApproval], Decision]) -> PendingApproval:
     """Suspend the run, kill its worker, and send `decision` while no worker runs (it
     is stored for the worker that recovers the run)."""
-    client = DurableClient(db)
+    client = _client(folder, db)
     try:
         p = _suspend_and_kill(folder, db, client)
         client.decide(RUN, [decision(p)])
@@ -84,7 +104,7 @@ def test_a_run_waiting_for_approval_survives_its_worker_and_runs_the_edit_once(
     (tmp_path / "hang").unlink()
     w = spawn(tmp_path, db, "run", RUN, APPROVAL="1")
     finish(w)
-    client = DurableClient(db)
+    client = _client(tmp_path, db)
     try:
         with pytest.raises(RunNotSuspended):
             client.decide(RUN, [edit(p, {"city": "Rome"})])
@@ -122,7 +142,7 @@ def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
     finally:
         setup.close()
     # eight callers, each its own client, decide at once, each a different decision
-    callers = [DurableClient(db) for _ in range(8)]
+    callers = [_client(tmp_path, db) for _ in range(8)]
     go = threading.Barrier(len(callers))
     outcomes: list[str] = [""] * len(callers)
 
@@ -145,7 +165,7 @@ def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
     assert sorted(outcomes) == ["refused"] * 7 + ["sent"]
     winner = outcomes.index("sent")
     # the winner's call again (a caller that crashed after sending) is taken as sent
-    again = DurableClient(db)
+    again = _client(tmp_path, db)
     try:
         again.decide(RUN, [edit(p, {"city": "Lyon"}) if winner == 0 else deny(p, f"no ({winner})")])
     finally:
@@ -161,3 +181,58 @@ def test_of_decisions_sent_at_the_same_moment_exactly_one_is_taken(
     else:
         assert lines(tmp_path / "tool.log") == [] and results[0].is_error
         assert f"no ({winner})" in str(results[0].result)
+
+
+def test_past_the_deadline_with_no_worker_up_a_decision_is_refused_and_the_call_denied(
+    tmp_path: Path, database: Callable[[Path], str]
+) -> None:
+    db = database(tmp_path)
+    client = _client(tmp_path, db)
+    try:
+        p = _suspend_and_kill(tmp_path, db, client, APPROVAL_TIMEOUT="2")
+
+        def expired() -> bool:
+            try:
+                client.pending(RUN)
+            except ApprovalExpired:
+                return True
+            return False
+
+        wait_until("the wait's deadline, with no worker up", expired)
+        with pytest.raises(ApprovalExpired):
+            client.decide(RUN, [approve(p)])
+        raw = DBOSClient(system_database_url=db)  # a message sent past decide, late too
+        try:
+            raw.send(RUN, msgspec.json.encode((approve(p),)), "approval:0")
+        finally:
+            raw.destroy()
+    finally:
+        client.close()
+    w = spawn(tmp_path, db, "run", RUN, APPROVAL="1", APPROVAL_TIMEOUT="2")
+    finish(w)
+    r = result_of(tmp_path, RUN)
+    assert r.status == "finished" and lines(tmp_path / "tool.log") == []
+    results = [part for m in r.messages.messages for part in m.tool_results()]
+    assert len(results) == 1 and results[0].is_error
+    assert "no decision within the approval timeout" in str(results[0].result)
+
+
+def test_a_caller_killed_inside_decide_blocks_no_other_decision(
+    tmp_path: Path, database: Callable[[Path], str]
+) -> None:
+    db = database(tmp_path)
+    client = _client(tmp_path, db)
+    try:
+        p = _suspend_and_kill(tmp_path, db, client)
+        dying = spawn(tmp_path, db, "decide", RUN)
+        assert dying.wait(WAIT) == -9  # killed as it sent its denial
+        client.decide(RUN, [edit(p, {"city": "Lyon"})])  # another caller decides
+    finally:
+        client.close()
+    w = spawn(tmp_path, db, "run", RUN, APPROVAL="1")
+    finish(w)
+    r = result_of(tmp_path, RUN)
+    assert r.status == "finished"
+    assert [line.split()[-1] for line in lines(tmp_path / "tool.log")] == ["Lyon"]
+    results = [part for m in r.messages.messages for part in m.tool_results()]
+    assert [(x.result, x.is_error) for x in results] == [("sunny in Lyon", False)]

@@ -6,19 +6,26 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated
 
+import msgspec
 import pytest
+from dbos import DBOSClient
 
 from effects import AskApproval, Continue
 from interpreters.durable.dbos.replay import replay_runs
 from interpreters.durable.dbos.runs import DurableClient, DurableRuns
-from interpreters.testing import Say, ScriptedModel, call
+from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import (
+    ApprovalExpired,
     Approve,
     ArgumentsMismatch,
+    Deny,
+    EditRejected,
     MissingDecision,
     RunNotSuspended,
     UnknownRun,
@@ -27,6 +34,7 @@ from pipeline.approval import (
     edit,
 )
 from pipeline.processor import ToolCallArgs, ToolCallResult, processor
+from pipeline.tools import tool
 from pipeline.values.chunks import ToolApprovalRequest, ToolApprovalResponse
 from pipeline.values.messages import ToolResultPart
 from pipeline.values.model import ModelRequest
@@ -62,11 +70,13 @@ def _model() -> ScriptedModel:
     return ScriptedModel(answer)
 
 
-def _runs(tmp_path: Path, approval_timeout: float = 3600.0) -> DurableRuns:
+def _runs(tmp_path: Path, approval_timeout: float = 3600.0, agent: Agent = AGENT,
+          **kw: object) -> DurableRuns:
     SENT.clear()
-    return DurableRuns({"pay": AGENT}, _model(),
+    return DurableRuns({"pay": agent}, _model(),
                        database_url=f"sqlite:///{tmp_path / 'runs.sqlite'}", observers=(),
-                       approval_timeout=approval_timeout)
+                       approval_timeout=approval_timeout, takeover=None,
+                       **kw)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -246,3 +256,232 @@ def _listing(runs: DurableRuns) -> None:
     runs.decide("t1-a", [approve(p["t1-a"])])
     assert runs.result("t1-a", timeout=WAIT).status == "finished"
     assert _listed(runs, thread_id="t1") == ["t1-b"]  # decided: it no longer waits
+
+
+def test_an_edit_its_tool_refuses_is_refused_to_the_caller_and_the_run_still_waits(
+    runs: DurableRuns,
+) -> None:
+    runs.start("pay", "pay eve", run_id="e")
+    p = _waiting(runs, "e")
+    with pytest.raises(EditRejected, match="amount"):
+        runs.decide("e", [edit(p, {"to": "eve", "amount": "all"})])
+    client = DurableClient(runs.database_url, agents={"pay": AGENT})
+    try:
+        with pytest.raises(EditRejected):
+            client.decide("e", [edit(p, {"to": "eve", "amount": "all"})])
+    finally:
+        client.close()
+    assert runs.pending("e") == (p,) and SENT == []
+    runs.decide("e", [edit(p, {"to": "eve", "amount": 50})])
+    r = runs.result("e", timeout=WAIT)
+    assert r.status == "finished" and SENT == [("eve", 50)]
+
+
+def test_a_client_without_the_runs_agent_cannot_check_an_edit_and_refuses_it(
+    runs: DurableRuns,
+) -> None:
+    runs.start("pay", "pay eve", run_id="e2")
+    p = _waiting(runs, "e2")
+    client = DurableClient(runs.database_url)
+    try:
+        with pytest.raises(EditRejected, match="agents="):
+            client.decide("e2", [edit(p, {"to": "eve", "amount": 50})])
+        client.decide("e2", [deny(p, "no")])  # approve and deny need no tool
+    finally:
+        client.close()
+    assert runs.result("e2", timeout=WAIT).status == "finished" and SENT == []
+
+
+def big_send(to: str, amount: Annotated[int, msgspec.Meta(ge=100)]) -> str:
+    """Send money, 100 at least."""
+    return send(to, amount)
+
+
+def test_a_decision_that_no_longer_binds_when_the_run_takes_it_is_a_denial(
+    tmp_path: Path,
+) -> None:
+    # decided (and bound) against the agent the run suspended on; the run is resumed
+    # by a worker whose tool refuses the edit: the call is denied, the run goes on
+    # (a short wait: the stopped worker's wait ends soon after; the decision, claimed in
+    # time, is taken after it all the same)
+    with _runs(tmp_path, approval_timeout=5.0) as runs:
+        runs.start("pay", "pay eve", run_id="m")
+        p = _waiting(runs, "m")
+        old = runs.fingerprint("pay")
+    with _runs(tmp_path, executor_id="decider") as decider:  # it resumes none of them
+        decider.decide("m", [edit(p, {"to": "eve", "amount": 50})])
+    bigger = Agent.create("sim/model", tools=[tool(big_send, name="send")],
+                          input_processors=[processor("ask", process_tool_call=ask_big)])
+    with _runs(tmp_path, agent=bigger, migrations={"pay": [old]}) as runs:
+        r = runs.result("m", timeout=WAIT)
+        assert runs.status("m") == "SUCCESS"
+    assert r.status == "finished" and SENT == []
+    (res,) = _results(r)
+    assert res.is_error and "could not be taken" in str(res.result)
+
+
+def test_a_message_sent_to_the_run_without_decide_is_not_taken(runs: DurableRuns) -> None:
+    runs.start("pay", "pay eve", run_id="f")
+    p = _waiting(runs, "f")
+    forged = msgspec.json.encode((approve(p),))  # well formed, for the right arguments
+    raw = DBOSClient(system_database_url=runs.database_url)
+    try:
+        raw.send("f", forged, "approval:0")
+        raw.send("f", b"not a decision", "approval:0")
+    finally:
+        raw.destroy()
+    assert runs.pending("f") == (p,)  # still waiting: a message is no decision
+    runs.decide("f", [deny(p, "no")])
+    r = runs.result("f", timeout=WAIT)
+    assert r.status == "finished" and SENT == []
+    (res,) = _results(r)
+    assert res.is_error and "no" in str(res.result)
+    assert replay_runs(runs.database_url, {"pay": AGENT}) == ()
+
+
+@pytest.mark.slow
+def test_past_the_deadline_with_no_worker_up_decide_is_too_late_and_the_call_is_denied(
+    tmp_path: Path,
+) -> None:
+    with _runs(tmp_path, approval_timeout=1.0) as runs:
+        runs.start("pay", "pay eve", run_id="late")
+        p = _waiting(runs, "late")
+        url = runs.database_url
+    time.sleep(1.5)  # past the deadline while no worker runs
+    client = DurableClient(url)
+    raw = DBOSClient(system_database_url=url)
+    try:
+        with pytest.raises(ApprovalExpired):
+            client.pending("late")
+        with pytest.raises(ApprovalExpired):
+            client.decide("late", [approve(p)])
+        raw.send("late", msgspec.json.encode((approve(p),)), "approval:0")  # and a late one
+    finally:
+        raw.destroy()
+        client.close()
+    with _runs(tmp_path, approval_timeout=1.0) as runs:  # the worker comes back
+        r = runs.result("late", timeout=WAIT)
+    assert r.status == "finished" and SENT == []
+    (res,) = _results(r)
+    assert res.is_error and "no decision within the approval timeout" in str(res.result)
+
+
+@pytest.mark.slow
+def test_a_decision_made_in_time_wins_even_when_the_worker_takes_it_late(
+    tmp_path: Path,
+) -> None:
+    with _runs(tmp_path, approval_timeout=5.0) as runs:
+        runs.start("pay", "pay eve", run_id="kept")
+        p = _waiting(runs, "kept")
+        url = runs.database_url
+    client = DurableClient(url, agents={"pay": AGENT})
+    try:
+        client.decide("kept", [edit(p, {"to": "eve", "amount": 70})])
+    finally:
+        client.close()
+    time.sleep(5.5)  # the deadline passes before a worker takes the decision
+    with _runs(tmp_path, approval_timeout=5.0) as runs:
+        r = runs.result("kept", timeout=WAIT)
+    assert r.status == "finished" and SENT == [("eve", 70)]
+
+
+@pytest.mark.slow
+def test_a_decision_sent_as_the_wait_ends_either_wins_or_is_refused_as_too_late(
+    tmp_path: Path,
+) -> None:
+    from interpreters.durable.dbos import approval as da
+
+    ids = [f"t{i}" for i in range(12)]
+    with _runs(tmp_path, approval_timeout=10.0) as runs:  # (all suspend well within it)
+        for i in ids:
+            runs.start("pay", "pay eve", run_id=i)
+        waits = {i: da.waiting(runs._channel(), _waited(runs, i)) for i in ids}
+        # each decided at its own moment around its deadline, 250 ms before to 250 ms
+        # after (the database's clock is this machine's: SQLite)
+        at = {i: (waits[i].deadline or 0.0) - 0.25 + k * 0.045 for k, i in enumerate(ids)}
+        accepted: dict[str, bool] = {}
+        for i in sorted(ids, key=at.__getitem__):
+            time.sleep(max(0.0, at[i] - time.time()))
+            k = ids.index(i)
+            try:
+                runs.decide(i, [edit(waits[i].pending[0], {"to": "eve", "amount": 100 + k})])
+                accepted[i] = True
+            except ApprovalExpired:
+                accepted[i] = False
+        for i in ids:
+            runs.result(i, timeout=WAIT)
+    ran = {amount for _, amount in SENT}
+    assert {i: 100 + k in ran for k, i in enumerate(ids)} == accepted
+    assert len(SENT) == len(ran)  # none twice
+    assert any(accepted.values()) and not all(accepted.values())  # both sides were tried
+
+
+def _waited(runs: DurableRuns, run_id: str) -> str:
+    _waiting(runs, run_id)
+    return run_id
+
+
+CHILD = Agent.create("sim/child", tools=[send],
+                     input_processors=[processor("ask", process_tool_call=ask_big)])
+TREE = Agent.create("sim/model", tools=[CHILD.as_tool("payer", "Pays through a child run.")])
+
+
+def _tree_model() -> ScriptedModel:
+    def answer(req: ModelRequest) -> Say:
+        answered = any(m.role == "tool" for m in req.messages)
+        if req.model == "sim/child":
+            return Say("paid") if answered else Say(
+                calls=[call("send", tool_call_id="c1", to="eve", amount=500)])
+        return Say("done") if answered else Say(
+            calls=[call("payer", tool_call_id="r1", input="pay eve")])
+
+    return ScriptedModel(answer)
+
+
+@pytest.fixture
+def tree_runs(tmp_path: Path) -> Iterator[DurableRuns]:
+    SENT.clear()
+    r = DurableRuns({"tree": TREE}, _tree_model(),
+                    database_url=f"sqlite:///{tmp_path / 'runs.sqlite'}", observers=(),
+                    takeover=None)
+    r.launch()
+    try:
+        yield r
+    finally:
+        r.shutdown()
+
+
+def test_an_edit_of_a_call_a_child_run_waits_on_is_bound_to_the_childs_tool(
+    tree_runs: DurableRuns,
+) -> None:
+    tree_runs.start("tree", "pay eve", run_id="tree-e")
+    p = _waiting(tree_runs, "tree-e")
+    assert (p.tool_call_id, p.tool_name, p.path) == ("r1/c1", "send", ("r1",))
+    tree_runs.decide("tree-e", [edit(p, {"to": "eve", "amount": 60})])
+    r = tree_runs.result("tree-e", timeout=WAIT)
+    assert r.status == "finished" and SENT == [("eve", 60)]
+
+
+def test_an_edit_a_child_runs_tool_refuses_is_refused_to_the_caller_and_the_run_waits(
+    tree_runs: DurableRuns,
+) -> None:
+    tree_runs.start("tree", "pay eve", run_id="tree-x")
+    p = _waiting(tree_runs, "tree-x")
+    with pytest.raises(EditRejected, match="amount"):
+        tree_runs.decide("tree-x", [edit(p, {"to": "eve", "amount": "all"})])
+    assert tree_runs.pending("tree-x") == (p,)
+    tree_runs.decide("tree-x", [deny(p, "no")])
+    r = tree_runs.result("tree-x", timeout=WAIT)
+    assert r.status == "finished" and SENT == []
+
+
+def test_a_nested_edit_the_run_cannot_bind_when_it_takes_it_is_a_denial() -> None:
+    from interpreters.durable.dbos import approval as da
+
+    run = Simulator(_tree_model(), models={"sim/child": _tree_model()}).run(TREE, "pay eve")
+    s = run.result.suspension
+    assert s is not None
+    (p,) = s.pending
+    message = msgspec.json.encode((edit(p, {"to": "eve", "amount": "all"}),))
+    (d,) = da.taken(s, message, TREE)
+    assert isinstance(d, Deny) and "could not be taken" in d.reason

@@ -35,34 +35,44 @@ def crashed_run(folder: Path, url: str | None = None) -> str:
 
 @pytest.mark.parametrize(
     ("variant", "changed"),
-    [("instructions", ("instructions",)), ("tool", ("tools (get_forecast added)",))],
+    [("instructions", ("instructions",)), ("tool", ("tools (get_forecast added)",)),
+     ("max_steps", ("settings (max_steps 10 -> 1)",))],
 )
-def test_a_run_resumed_on_a_changed_agent_ends_with_an_error_naming_the_change(
+def test_a_run_resumed_on_a_changed_agent_is_refused_naming_the_change_and_stays_resumable(
     tmp_path: Path, variant: str, changed: tuple[str, ...]
 ) -> None:
     url = crashed_run(tmp_path)
     with make_runs(tmp_path, url, variant=variant) as runs:  # launch resumes the run
         with pytest.raises(AgentChangedError) as raised:
             runs.result(RUN, timeout=WAIT)
-        assert runs.status(RUN) == "ERROR"
+        assert runs.status(RUN) == "PENDING"  # refused, not ended
     assert raised.value.changed == changed and raised.value.run_id == RUN
     assert raised.value.recorded == make_runs(tmp_path, url).fingerprint("weather")
     assert changed[0] in str(raised.value)
     # nothing was replayed on the changed agent, nothing ran again
     assert len(lines(tmp_path / "tool.log")) == 1
     assert model_log(tmp_path)[f"start {ANSWER}"] == 1
+    # the remedy the error names: the agent it started on finishes it
+    with make_runs(tmp_path, url) as runs:
+        result = runs.result(RUN, timeout=WAIT)
+        assert runs.status(RUN) == "SUCCESS"
+    assert result.status == "finished" and result.text == "It is sunny in Paris today."
+    assert len(lines(tmp_path / "tool.log")) == 1, "the tool ran again"
 
 
-def test_a_run_resumed_on_a_changed_agent_on_postgresql_ends_with_the_error_too(
+def test_a_run_refused_on_postgresql_is_finished_by_the_migration_the_error_names(
     tmp_path: Path,
 ) -> None:
     url = crashed_run(tmp_path, pg_url())  # skips (or fails under CI) without a server
     with (
         make_runs(tmp_path, url, variant="instructions") as runs,
-        pytest.raises(AgentChangedError, match="changed: instructions"),
+        pytest.raises(AgentChangedError, match="changed: instructions") as raised,
     ):
         runs.result(RUN, timeout=WAIT)
-    assert len(lines(tmp_path / "tool.log")) == 1
+    with make_runs(tmp_path, url, variant="instructions",
+                   migrations={"weather": [raised.value.recorded]}) as runs:
+        result = runs.result(RUN, timeout=WAIT)
+    assert result.status == "finished" and len(lines(tmp_path / "tool.log")) == 1
 
 
 def test_a_worker_that_accepts_the_recorded_agent_resumes_the_run(tmp_path: Path) -> None:

@@ -145,16 +145,18 @@ def test_a_run_stopped_by_the_store_resumes_at_the_next_launch(disk: Path) -> No
 
 def test_an_injected_lock_timeout_on_postgresql_is_retried_and_the_tool_runs_once() -> None:
     import sqlalchemy as sa
-    from dbos._dbos import _get_dbos_instance
+    from dbos import DBOS
+
+    from interpreters.durable.dbos.internals import SystemStore
 
     REFUNDS.clear()
     FAULT.clear()
     ANSWER_FAULT.clear()
     url = pg_url()  # skips (fails under CI) without a server
     with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60)) as runs:
-        sys_db = _get_dbos_instance()._sys_db
-        schema = sys_db.schema
-        engine = sys_db.engine
+        store = SystemStore.of(DBOS)
+        schema = store.schema
+        engine = store.engine
         # While public.fault holds a row, recording a tool's outcome fails as a lock
         # timeout does (SQLSTATE 55P03, which the driver does not retry).
         with engine.begin() as c:
@@ -238,3 +240,83 @@ def test_a_worker_that_lost_its_run_does_not_start_its_tool(tmp_path: Path) -> N
             runs.run("refunds", "refund A1", run_id="z1", wait=60)
         assert runs.status("z1") == "PENDING"  # the other worker's to finish
     assert REFUNDS == [], "the refund ran on a worker that no longer owned the run"
+
+
+def test_a_worker_that_lost_its_run_between_two_steps_runs_no_further_step_body(
+    tmp_path: Path,
+) -> None:
+    # Two calls in one step: the second tool's step writes no chunks before it (the
+    # results are published after both), so only a check before its body can stop it.
+    # The first tool's checkpoint, written while this worker still owned the run, hands
+    # the run to another worker as it lands (a trigger), as a takeover does while this
+    # worker is stalled between the two steps.
+    REFUNDS.clear()
+    FAULT.clear()
+    ANSWER_FAULT.clear()
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    model = ScriptedModel([Say(calls=[call("refund", order="A1"), call("refund", order="B2")]),
+                           Say("Refunded both.")])
+    with DurableRuns({"refunds": refund_agent()}, model, database_url=url, observers=(),
+                     takeover=None) as runs:
+        engine = sa.create_engine(url)
+        with engine.begin() as c:
+            c.execute(sa.text(
+                "CREATE TRIGGER taken_over AFTER INSERT ON operation_outputs "
+                "WHEN NEW.function_name = 'tool:refund' BEGIN "
+                "UPDATE workflow_status SET owner_xid = 'another-worker' "
+                "WHERE workflow_uuid = NEW.workflow_uuid; END"))
+        engine.dispose()
+        with pytest.raises(RunTakenOver):
+            runs.run("refunds", "refund A1 and B2", run_id="z2", wait=60)
+        assert runs.status("z2") == "PENDING"  # the other worker's to finish
+    assert REFUNDS == ["A1"], "a step ran on a worker that no longer owned the run"
+
+
+def test_a_store_fault_writing_a_runs_outcome_hands_the_run_back_and_it_finishes() -> None:
+    # The run's final outcome is written by DBOS after the run's last step, outside the
+    # retried checkpoints: a fault there must not strand the run on this live worker.
+    import sqlalchemy as sa
+    from dbos import DBOS
+
+    from interpreters.durable.dbos.internals import SystemStore
+
+    REFUNDS.clear()
+    FAULT.clear()
+    ANSWER_FAULT.clear()
+    url = pg_url()  # skips (fails under CI) without a server
+    with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60)) as runs:
+        store = SystemStore.of(DBOS)
+        engine = store.engine
+        # While public.outcome_fault holds a row, recording a run's outcome fails as a
+        # lock timeout does (SQLSTATE 55P03, which neither the driver nor DBOS retries).
+        with engine.begin() as c:
+            c.execute(sa.text("CREATE TABLE public.outcome_fault (armed int)"))
+            c.execute(sa.text(
+                "CREATE FUNCTION public.refuse_outcome() RETURNS trigger AS $$ BEGIN "
+                "IF NEW.status IN ('SUCCESS', 'ERROR') AND OLD.status = 'PENDING' "
+                "AND EXISTS (SELECT 1 FROM public.outcome_fault) "
+                "THEN RAISE EXCEPTION 'lock timeout (injected)' "
+                "USING ERRCODE = 'lock_not_available'; END IF; RETURN NEW; END $$ "
+                "LANGUAGE plpgsql"))
+            c.execute(sa.text(
+                f'CREATE TRIGGER refuse_outcome BEFORE UPDATE ON "{store.schema}".'
+                "workflow_status FOR EACH ROW EXECUTE FUNCTION public.refuse_outcome()"))
+
+        def arm() -> None:
+            with engine.begin() as c:
+                c.execute(sa.text("INSERT INTO public.outcome_fault VALUES (1)"))
+
+        _BREAK["arm-outcome"] = arm
+        FAULT.append("arm-outcome")
+        with pytest.raises(sa.exc.OperationalError, match="injected"):
+            runs.run("refunds", "refund A1", run_id="o1", wait=60)
+        FAULT.clear()
+        assert runs.status("o1") == "PENDING"
+        with engine.begin() as c:  # the store heals
+            c.execute(sa.text("DELETE FROM public.outcome_fault"))
+        result = runs.result("o1", timeout=60)
+        assert runs.status("o1") == "SUCCESS"
+    assert result.status == "finished" and result.text == "Refunded A1."
+    assert REFUNDS == ["A1"], "the refund ran again"

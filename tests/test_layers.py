@@ -17,6 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.tools",),
     ("pipeline.processor",),
     ("pipeline.agent",),
+    ("pipeline.definition",),
     ("pipeline.approval",),
     ("pipeline.agents",),
     ("pipeline.protocol", "pipeline.ui_stream", "pipeline.agui"),

@@ -22,23 +22,26 @@ Pure: the digest is a SHA-256 of the call's canonical JSON.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterable
 
 import msgspec
 
 from pipeline.agent import Agent, AgentTool
+from pipeline.definition import agent_definition
 from pipeline.tools import Tool
 from pipeline.values.context import RunContext
 from pipeline.values.messages import JsonObject
 from pipeline.values.result import PendingApproval, StepTool, SuspendedRun, Suspension
 
 __all__ = [
-    "AgentChanged", "ApprovalError", "Approve", "ArgumentsMismatch", "Decision", "Deny",
-    "DuplicateDecision", "Edit", "MissingDecision", "OwnerMismatch", "PendingApproval",
-    "Resumption", "RunNotSuspended", "Suspension", "ToolNotFound", "UnknownCall",
-    "UnknownRun", "approve", "call_digest", "agent_digest", "check_decisions", "check_owner",
-    "check_pending", "check_resumption", "deny", "edit",
-    "nested_resumption", "offered_tools", "resumed_context",
+    "AgentChanged", "ApprovalError", "ApprovalExpired", "Approve", "ArgumentsMismatch",
+    "Decision", "Deny", "DuplicateDecision", "Edit", "EditRejected", "MissingDecision",
+    "OwnerMismatch", "PendingApproval", "Resumption", "RunNotSuspended", "Suspension",
+    "ToolNotFound", "UnknownCall", "UnknownRun", "agent_digest", "approve", "call_digest",
+    "check_decisions", "check_edits", "check_owner", "check_pending", "check_resumption",
+    "deny", "edit", "nested_resumption", "offered_tools", "resumed_context",
     "resumed_tools", "resumption", "suspended_run", "tool_digest", "typed_states",
 ]
 
@@ -67,6 +70,11 @@ class RunNotSuspended(ApprovalError):
     """The run is not waiting for approval (resumed already, or it finished)."""
 
 
+class ApprovalExpired(RunNotSuspended):
+    """The decision came too late: the run's wait for it had ended (past its deadline,
+    the waiting calls are denied)."""
+
+
 class UnknownCall(ApprovalError):
     """A decision names a call that is not waiting for approval in this run."""
 
@@ -80,8 +88,12 @@ class MissingDecision(ApprovalError):
 
 
 class ArgumentsMismatch(ApprovalError):
-    """A decision was made for other arguments than the call waiting (its digest differs),
-    or edited arguments the tool's schema refuses."""
+    """A decision was made for other arguments than the call waiting (its digest differs):
+    a stale approval."""
+
+
+class EditRejected(ApprovalError):
+    """Edited arguments do not fit the tool's schema (its binding refuses them)."""
 
 
 class AgentChanged(ApprovalError):
@@ -226,10 +238,13 @@ def resumed_context(ctx: RunContext, s: Suspension) -> RunContext:
 
 def agent_digest(agent: Agent) -> str:
     """What a suspended run's agent must still be to resume it: its tools (names and
-    schemas) and its processors (ids and hooks)."""
+    schemas) and its processors (stage, class, id, hooks and settings, as
+    `pipeline.definition.agent_definition` gives them: a guard weakened from "block" to
+    "detect" is another agent)."""
+    d = agent_definition(agent)
     shape = (
-        [(t.name, t.spec.parameters) for t in agent.tools],
-        [(p.id, sorted(p.hook_functions())) for p in agent.all_processors()],
+        [(t.name, t.schema) for t in d.tools],
+        [(p.stage, p.cls, p.id, p.hooks, p.settings) for p in d.processors],
     )
     return hashlib.sha256(msgspec.json.encode(shape, order="sorted")).hexdigest()
 
@@ -282,10 +297,15 @@ def resumed_tools(agent: Agent, r: Resumption) -> dict[str, Tool]:
 
 def check_resumption(agent: Agent, r: Resumption) -> None:
     """Raise `AgentChanged` when `agent` is not the one that suspended, `ToolNotFound`
-    when a call that runs has no tool in it, and `ArgumentsMismatch` for edited arguments
-    its tool refuses: before the run starts."""
+    when a call that runs has no tool in it, and `EditRejected` for edited arguments its
+    tool refuses: before the run starts. A child run waiting under a call is checked the
+    same way against its own agent."""
     s = r.suspension
     if agent_digest(agent) != s.agent_digest:
+        # (a processor's settings include the tools it declares: one of the step's whose
+        # schema changed is named)
+        with contextlib.suppress(ToolNotFound):
+            resumed_tools(agent, r)
         raise AgentChanged(
             f"run {s.run_id!r} was suspended by another agent (tools or processors differ)"
         )
@@ -302,15 +322,38 @@ def check_resumption(agent: Agent, r: Resumption) -> None:
             check_resumption(
                 from_tree.agent, nested_resumption(g.call.tool_call_id, g.child, r.decisions)
             )
+    named = {c.call.tool_call_id: c.call.tool_name for c in s.calls}
     for d in r.decisions:
         if isinstance(d, Edit) and "/" not in d.tool_call_id:
-            name = next(c.call.tool_name for c in s.calls if c.call.tool_call_id == d.tool_call_id)
-            try:
-                tools[name].bind(d.args)
-            except (msgspec.ValidationError, TypeError) as e:
-                raise ArgumentsMismatch(
-                    f"edited arguments for call {d.tool_call_id!r} ({name}): {e}"
-                ) from e
+            name = named.get(d.tool_call_id, "")
+            _bind(tools.get(name), name, d)
+
+
+def check_edits(agent: Agent, calls: Iterable[tuple[str, str]],
+                decisions: Iterable[Decision]) -> None:
+    """Raise `EditRejected` for an edit whose arguments its tool refuses (its binding:
+    the schema, the types, the validators): `agent`'s tool of that name, or one its
+    processors declare; `calls` gives each call's tool by call id. An edit of a call a
+    child run waits on (its id "call/...") is bound to the child's agent's tool by
+    `check_resumption`, which follows the tree."""
+    declared = (t for p in agent.all_processors() for t in p.tools)
+    tools = {t.name: t for t in (*declared, *agent.tools)}  # (the agent's own wins)
+    named = dict(calls)
+    for d in decisions:
+        if isinstance(d, Edit) and "/" not in d.tool_call_id:
+            name = named.get(d.tool_call_id, "")
+            _bind(tools.get(name), name, d)
+
+
+def _bind(t: Tool | None, name: str, d: Edit) -> None:
+    if t is None:
+        raise EditRejected(
+            f"edited arguments for call {d.tool_call_id!r}: the agent has no tool {name!r}"
+        )
+    try:
+        t.bind(d.args)
+    except (msgspec.ValidationError, TypeError, ValueError) as e:
+        raise EditRejected(f"edited arguments for call {d.tool_call_id!r} ({name}): {e}") from e
 
 
 def nested_resumption(

@@ -8,8 +8,9 @@
 
 Both list what waits the same way and refuse a decision with the same `ApprovalError`s,
 before anything runs or is taken: `UnknownRun`, `RunNotSuspended` (decided already),
-`OwnerMismatch` (another thread or resource), `ArgumentsMismatch`, `UnknownCall`,
-`DuplicateDecision`, `MissingDecision`. They differ in how the run goes on: an in-process
+`OwnerMismatch` (another thread or resource), `ArgumentsMismatch` (a stale approval),
+`EditRejected` (an edit its tool refuses), `UnknownCall`, `DuplicateDecision`,
+`MissingDecision`. They differ in how the run goes on: an in-process
 run is run again by the app with the `Resumption` `decide` gives (`interp.run(agent, (),
 resume=go_on)`); a durable run goes on in its worker (`decide` gives None; read it with
 `result` or `chunks`).

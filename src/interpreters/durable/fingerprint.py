@@ -1,93 +1,32 @@
 """The fingerprint of an agent definition, recorded with each durable run.
 
 A resumed run replays its recorded steps by position and generic name (`model`,
-`tool:<name>`): on an agent whose instructions, tools or processors changed it would
-replay outcomes that agent never produced and report success. So a run records the
-definition it started on (`AgentDefinition`, a readable form) and a resume compares it
-with the worker's own: `changes` names what differs, `digest` is the short stable id a
-worker names to accept a run recorded on another definition (an explicit migration).
-
-The definition is what shapes the run's path: the model id, the instructions, each
-tool's name, description and parameter schema, each processor's stage, class, id and
-settings (its public attributes), and the structured output schema. Settings that are
-not plain data (a callable, a client) count by their type's qualified name, so two
-processes with the same code give the same fingerprint.
+`tool:<name>`): on an agent whose instructions, tools, processors or limits changed it
+would replay outcomes that agent never produced and report success (a `max_steps` cut
+from 10 to 1 ends the replay early with an empty answer). So a run records the
+definition it started on (`pipeline.definition.AgentDefinition`, a readable form of
+everything that shapes a run) and a resume compares it with the worker's own: `changes`
+names what differs, `digest` is the short stable id a worker names to accept a run
+recorded on another definition (an explicit migration).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 
 import msgspec
 
 from pipeline.agent import Agent
-from pipeline.processor import BaseProcessor
-
-JsonValue = str | int | float | bool | None | tuple["JsonValue", ...] | dict[str, "JsonValue"]
-
-
-class ToolShape(msgspec.Struct, frozen=True):
-    """What the model is told of one tool."""
-
-    name: str
-    description: str
-    schema: str
-    """Its parameter schema, canonical JSON."""
-
-
-class ProcessorShape(msgspec.Struct, frozen=True):
-    """One processor: where it runs, what it is, and its settings (canonical JSON)."""
-
-    stage: str
-    cls: str
-    id: str
-    settings: str
-
-
-class AgentDefinition(msgspec.Struct, frozen=True):
-    """The readable fingerprint of an agent: what a recorded run depends on."""
-
-    model: str
-    """The model id; with fallback models, the chain and its policy (canonical JSON)."""
-    instructions: tuple[str, ...]
-    tools: tuple[ToolShape, ...]
-    processors: tuple[ProcessorShape, ...]
-    output: str | None
-    """The structured output's schema (canonical JSON), None for text."""
-
+from pipeline.definition import AgentDefinition, agent_definition
 
 _canon = msgspec.json.Encoder(order="sorted")
 DEFINITION = msgspec.json.Decoder(AgentDefinition)
+_SETTINGS = msgspec.json.Decoder(dict[str, object])
 
 
 def definition(agent: Agent) -> AgentDefinition:
-    """The fingerprint of `agent`'s definition."""
-    stages = (
-        ("input", agent.input_processors),
-        ("output", agent.output_processors),
-        ("error", agent.error_processors),
-    )
-    so = agent.structured_output
-    return AgentDefinition(
-        model=agent.model if agent.fallback is None else _json(
-            msgspec.to_builtins(agent.fallback)),
-        instructions=tuple(m.content for m in agent.instructions),
-        tools=tuple(
-            ToolShape(t.spec.name, t.spec.description, _json(t.spec.parameters))
-            for t in agent.tools
-        ),
-        processors=tuple(
-            ProcessorShape(stage, _qualname(type(p)), p.id, _json(_settings(p)))
-            for stage, procs in stages
-            for p in procs
-        ),
-        output=None if so is None else _json({
-            "name": so.name, "schema": so.schema, "strict": so.strict,
-            # (the mode only when chosen: the digests of agents from before stay)
-            **({"mode": so.mode} if so.mode != "auto" else {}),
-        }),
-    )
+    """What a run of `agent` records (`pipeline.definition.agent_definition`)."""
+    return agent_definition(agent)
 
 
 def encode(d: AgentDefinition) -> bytes:
@@ -118,6 +57,8 @@ def changes(recorded: AgentDefinition, current: AgentDefinition) -> tuple[str, .
         ) + ")")
     if recorded.output != current.output:
         found.append("output type")
+    if recorded.settings != current.settings:
+        found.append(_diff_settings(recorded.settings, current.settings))
     return tuple(found)
 
 
@@ -128,41 +69,17 @@ def _diff_named(old: dict[str, msgspec.Struct], new: dict[str, msgspec.Struct]) 
     return ", ".join(parts) or "reordered"
 
 
-def _qualname(t: type) -> str:
-    return f"{t.__module__}.{t.__qualname__}"
-
-
-def _settings(p: BaseProcessor) -> JsonValue:
-    """A processor's public settings as plain data (its name and data-part flag too)."""
-    if isinstance(p, msgspec.Struct):
-        fields = {f: getattr(p, f) for f in p.__struct_fields__}
-    elif dataclasses.is_dataclass(p):
-        fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
-    else:
-        fields = dict(vars(p)) if hasattr(p, "__dict__") else {}
-    fields.setdefault("name", p.name)
-    fields.setdefault("process_data_parts", p.process_data_parts)
-    return {k: _plain(v) for k, v in fields.items() if not k.startswith("_")}
-
-
-def _plain(v: object, depth: int = 0) -> JsonValue:
-    """`v` as plain data; what is not (or nests too deep) counts by its type's name."""
-    if v is None or isinstance(v, str | bool | int | float):
-        return v
-    if depth < 8:
-        if isinstance(v, list | tuple | frozenset | set):
-            items = [_plain(x, depth + 1) for x in v]
-            if isinstance(v, frozenset | set):
-                items.sort(key=lambda x: _canon.encode(x))
-            return tuple(items)
-        if isinstance(v, dict):
-            return {str(k): _plain(x, depth + 1) for k, x in v.items()}
-        if isinstance(v, msgspec.Struct):
-            return {f: _plain(getattr(v, f), depth + 1) for f in v.__struct_fields__}
-    if isinstance(v, type):
-        return f"<class {_qualname(v)}>"
-    return f"<{_qualname(type(v))}>"
-
-
-def _json(v: object) -> str:
-    return _canon.encode(v).decode()
+def _diff_settings(old: str, new: str) -> str:
+    """`settings (max_steps 10 -> 1, model_settings)`: scalars with their values."""
+    if not old or not new:
+        return "settings (recorded by another version)"
+    a, b = _SETTINGS.decode(old), _SETTINGS.decode(new)
+    parts = []
+    for key in sorted(a.keys() | b.keys()):
+        x, y = a.get(key), b.get(key)
+        if x == y:
+            continue
+        scalar = all(v is None or isinstance(v, int | float | bool)
+                     or (isinstance(v, str) and not v.startswith("<")) for v in (x, y))
+        parts.append(f"{key} {x!r} -> {y!r}" if scalar else key)
+    return f"settings ({', '.join(parts)})"

@@ -68,10 +68,11 @@ class _RecordedSteps(RecordedClock):
     """`durable_loop.Steps` that hand back recorded outcomes and run nothing."""
 
     def __init__(self, steps: Sequence[tuple[str, object]], started_at: float,
-                 timeout: float | None) -> None:
+                 timeout: float | None, agent: Agent) -> None:
         super().__init__(started_at, timeout)
         self._steps = [s for s in steps if s[0] not in _BOOKKEEPING]
         self._pos = 0
+        self._agent = agent
 
     def _next(self, name: str) -> object:
         if self._pos >= len(self._steps):
@@ -124,17 +125,30 @@ class _RecordedSteps(RecordedClock):
         return out[0]
 
     def approval(self, s: Suspension) -> tuple[Decision, ...]:
-        # as `_DbosSteps.approval` records it: publish, wait (its timeout a sleep),
-        # publish, the time
+        # as `_DbosSteps.approval` records it: the deadline, publish, looks (each a
+        # wait, its timeout a sleep, and what the look found), publish, the time
+        self._next("approval-deadline")
         self._next("DBOS.setEvent")
-        message = self._next("DBOS.recv")
-        self._next("DBOS.sleep")
+        decisions: tuple[Decision, ...] | None = None
+        for _ in range(da.MAX_LOOKS):
+            message = self._next("DBOS.recv")
+            self._next("DBOS.sleep")
+            try:
+                settled = da.read_settled(self._next("approval-settle"))
+            except (TypeError, msgspec.DecodeError) as e:
+                raise _Diverged(f"an approval's look cannot be read: {e}") from e
+            decisions = da.look(s, message, settled, self._agent)
+            if decisions is not None:
+                break
+        if decisions is None:
+            decisions = da.deny_all(s, f"no decision taken in {da.MAX_LOOKS} looks: the "
+                                       "call was not run")
         self._next("DBOS.setEvent")
         at = self._next("approval-time")
         if not isinstance(at, int | float):
             raise _Diverged("an approval's time has an output this version cannot read")
         self._now = max(self._now, float(at))
-        return da.taken(s, message)
+        return decisions
 
     def sleep(self, seconds: float) -> None:
         self._next("DBOS.sleep")
@@ -210,7 +224,7 @@ def _replay_one(
         run_deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
     else:
         run_deps = deps(name) if deps is not None else None
-    replay = _RecordedSteps(steps[1:], start.started_at, start.timeout)
+    replay = _RecordedSteps(steps[1:], start.started_at, start.timeout, agent)
     messages = start.messages if isinstance(start.messages, str) else list(start.messages)
 
     def begin(resume: Resumption | None) -> Driver:

@@ -14,10 +14,12 @@ again: completed steps return their recorded outcomes, so no completed model cal
 tool runs twice, and the run ends as an uninterrupted one would have.
 
 A run records its agent's definition first (`interpreters.durable.fingerprint`): a resume
-on a changed agent ends the run with `AgentChangedError` instead of replaying steps that
-agent never took (unless the worker's `migrations` accept it; `interpreters.durable.dbos.replay`
-checks recorded runs in CI). A run id started again with another input is a
-`RunConflictError`; a run past DBOS's recovery-attempt limit a `RunKeptCrashingError`.
+on a changed agent is refused instead of replaying steps that agent never took (the run
+stays pending and `result` raises `AgentChangedError`; a worker whose `migrations`
+accept it, or one with the agent it started on, finishes it;
+`interpreters.durable.dbos.replay` checks recorded runs in CI). A run id started again
+with another input is a `RunConflictError`; a run past DBOS's recovery-attempt limit a
+`RunKeptCrashingError`.
 
 The run's time is part of what is recorded: the clock the loop reads is the run's start
 time (an input of the workflow) moved on by each step's recorded end time.
@@ -38,11 +40,8 @@ from typing import Unpack
 
 import msgspec
 import sqlalchemy as sa
-from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID
-from dbos._dbos import _get_dbos_instance
-from dbos._error import DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
-from dbos._sys_db import StepInfo, SystemDatabase
-from dbos._utils import GlobalParams
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID, StepInfo
+from dbos import error as dbos_error
 
 from interpreters.approvals.store import DEFAULT_LISTED
 from interpreters.core.breaker import PROCESS_BREAKER, CircuitBreaker
@@ -50,13 +49,15 @@ from interpreters.core.handlers import Handler, Handlers
 from interpreters.core.options import DurableScope, check_options, keys_of
 from interpreters.durable import fingerprint as fp
 from interpreters.durable.dbos import approval as da
-from interpreters.durable.dbos import listing
+from interpreters.durable.dbos import listing, refusals
+from interpreters.durable.dbos.internals import SystemStore, execution_token
 from interpreters.durable.dbos.store import (
     Checkpoints,
     Keeper,
     Once,
     StoreRetry,
     Takeover,
+    check_owner,
     recover,
 )
 from interpreters.durable.loop import (
@@ -89,6 +90,7 @@ from interpreters.run.common import (
 )
 from pipeline.agent import Agent
 from pipeline.approval import Decision, Resumption
+from pipeline.definition import AgentDefinition
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import Driver, ToolInvocation, ToolOutcome
 from pipeline.tools import check_deps
@@ -116,9 +118,10 @@ class DurableRunError(RuntimeError):
 
 class AgentChangedError(DurableRunError):
     """A run recorded on one definition of its agent was resumed on another: replaying
-    its recorded steps there would be wrong, so the run ends with this error. `changed`
-    names what differs; a worker accepts such a run by naming `recorded` in its
-    `migrations`."""
+    its recorded steps there would be wrong, so that worker refused it (`result` raises
+    this) and the run stays pending, to be finished by a worker with the agent it
+    started on or one that accepts it (`recorded` in its `migrations`). `changed` names
+    what differs."""
 
     def __init__(
         self, run_id: str, agent: str, changed: tuple[str, ...], recorded: str, current: str
@@ -127,9 +130,11 @@ class AgentChangedError(DurableRunError):
         self.recorded, self.current = recorded, current
         super().__init__(
             f"run {run_id!r} was recorded on another definition of agent {agent!r} "
-            f"({recorded}, this worker has {current}); changed: {'; '.join(changed)}. "
-            f"Resume it on a worker with the agent it started on, or accept it with "
-            f"migrations={{{agent!r}: [{recorded!r}]}}"
+            f"({recorded}, a worker has {current}); changed: {'; '.join(changed)}. "
+            f"It is not resumed there and stays pending: resume it on a worker with the "
+            f"agent it started on, or accept it with "
+            f"migrations={{{agent!r}: [{recorded!r}]}} (a restarted worker resumes its "
+            f"own runs; `recover` hands a live worker's to others)"
         )
 
     def __reduce__(self) -> tuple[type, tuple[str, str, tuple[str, ...], str, str]]:
@@ -151,6 +156,12 @@ MAX_RECOVERY_ATTEMPTS = 100
 """Recoveries of one run after which it ends with `RunKeptCrashingError`."""
 
 _log = logging.getLogger("interpreters.durable")
+
+DEFAULT_WORKER_CONCURRENCY = 32
+"""Runs one worker takes from its queue at once unless told otherwise. Unbounded, the
+first worker up dequeued every queued run, each on a thread of its own, exhausting
+DBOS's connection pool while the other workers idled; between 16 and 64 served a
+thousand queued runs best on a small machine."""
 
 _VERSION_SCAN = 1000
 """Queued runs a launching worker reads to say which it leaves to another app_version."""
@@ -221,6 +232,8 @@ DEFAULT_TAKEOVER = Takeover()
 
 _runtime: DurableRuns | None = None
 _RUNNING = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
+_REFUSAL_CHECK = 0.5
+"""Seconds between two looks, while waiting for a pending run, for a refused resume."""
 
 
 class _QueuedRuns:
@@ -276,12 +289,12 @@ class _QueuedRuns:
     def result(self, run_id: str, *, timeout: float = 300.0) -> RunResult:
         """The run's result, waiting for it to end: TimeoutError after `timeout` seconds
         (the run goes on)."""
-        _wait(self.status, run_id, timeout, self._poll, self._why_waiting)
+        _wait(self.status, run_id, timeout, self._poll, self._why_waiting, self._refused)
         try:
             data: object = self._dbos.retrieve_workflow(run_id).get_result(
                 polling_interval_sec=self._poll
             )
-        except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
+        except dbos_error.DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as e:
             raise _kept_crashing(run_id) from e
         return _decode_result(run_id, data, self._steps(run_id))
 
@@ -289,6 +302,14 @@ class _QueuedRuns:
         """The run's recorded steps, by name, when called (to expand stored payloads)."""
         dbos = self._dbos
         return lambda: _named(dbos.list_workflow_steps(run_id))
+
+    def _refused(self, run_id: str) -> AgentChangedError | None:
+        """Why the last resume of `run_id` was refused (it stays pending), if it was."""
+        store = SystemStore.of(self._dbos)
+        r = refusals.find(store.engine, run_id, store.owner(run_id))
+        if r is None:
+            return None
+        return AgentChangedError(run_id, r.agent, r.changed, r.recorded, r.current)
 
     def _why_waiting(self, run_id: str) -> str:
         found = self._dbos.list_workflows(
@@ -332,8 +353,10 @@ class DurableRuns(_QueuedRuns):
     in). `database_url`: the DBOS system database, by default the SQLite file
     `pipeline_runs.sqlite` in the working directory; a `postgresql://` URL lets several
     workers share it. `queue`: the name of the DBOS queue `enqueue` puts runs on and
-    this process takes runs from (at most `worker_concurrency` at once). `executor_id`
-    names this worker: a restarted worker with the same id resumes the runs it left.
+    this process takes runs from (at most `worker_concurrency` at once, 32 by default:
+    a worker does not take more than it serves well, leaving the rest to other workers;
+    runs handed over from a dead worker come back on it too). `executor_id` names this
+    worker: a restarted worker with the same id resumes the runs it left.
     `app_version`: runs resume and are dequeued only by workers of the same version; bump
     it when an agent changes in a way a half-done run must not see (by default DBOS
     derives it from the workflow's code, which does not include your agents).
@@ -342,12 +365,12 @@ class DurableRuns(_QueuedRuns):
     next `launch` (`StoreUnavailable`). `takeover`: a worker silent that long is dead
     and the live workers take its pending runs (None: only `recover` hands them over).
 
-    Each run records its agent's definition (model, instructions, tools and their
-    schemas, processors and their settings, output type; `durable_fingerprint`): a
-    worker whose agent differs does not replay the run but ends it with
-    `AgentChangedError`, naming what changed. `migrations` maps an agent's name to the
-    recorded definitions (their digests, as the error gives them) this worker resumes
-    all the same: you checked that its runs replay on the agent as it is now.
+    Each run records its agent's definition (everything that shapes a run:
+    `pipeline.definition`): a worker whose agent differs does not replay the run but
+    refuses it, leaving it pending (`result` raises `AgentChangedError`, naming what
+    changed). `migrations` maps an agent's name to the recorded definitions (their
+    digests, as the error gives them) this worker resumes all the same: you checked
+    that its runs replay on the agent as it is now.
 
     `deps`: a factory this worker calls with the agent's name when it runs or resumes a
     run, for dependencies that cannot be stored (a connection pool...): they are rebuilt
@@ -356,8 +379,9 @@ class DurableRuns(_QueuedRuns):
 
     A run whose tool gate asks approval waits in its workflow for the decisions
     (`pending`, `decide`; `interpreters.durable.dbos.approval`), across restarts, at most
-    `approval_timeout` seconds (a week by default; within the run's `timeout`), after
-    which its waiting calls are denied, never run.
+    `approval_timeout` seconds (a week by default; within the run's `timeout`): its
+    deadline is stored, and past it a decision is refused (`ApprovalExpired`) and the
+    waiting calls are denied, never run, whether or not a worker was up.
     """
 
     _dbos = DBOS  # (this process's DBOS, once launched)
@@ -372,7 +396,7 @@ class DurableRuns(_QueuedRuns):
         database_url: str | None = None,
         app_name: str = "pipeline-agents",
         queue: str = "pipeline-agents",
-        worker_concurrency: int | None = None,
+        worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY,
         executor_id: str | None = None,
         app_version: str | None = None,
         observers: Sequence[Observer] | None = None,
@@ -387,6 +411,9 @@ class DurableRuns(_QueuedRuns):
         breaker: CircuitBreaker | None = None,
     ) -> None:
         self._approval_timeout = da.check_timeout(approval_timeout)
+        if type(worker_concurrency) is not int or worker_concurrency < 1:
+            raise ValueError(
+                f"worker_concurrency must be a positive int, not {worker_concurrency!r}")
         if not isinstance(store_retry, StoreRetry):
             raise TypeError(f"store_retry must be a StoreRetry, not {store_retry!r}")
         if takeover is not None and not isinstance(takeover, Takeover):
@@ -422,6 +449,8 @@ class DurableRuns(_QueuedRuns):
         self._store_retry = store_retry
         self._takeover = takeover
         self._keeper: Keeper | None = None
+        self._store: SystemStore | None = None
+        self._client: DBOSClient | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
     def launch(self) -> None:
@@ -448,11 +477,18 @@ class DurableRuns(_QueuedRuns):
             polling_interval_sec=self._poll,
         )
         self._launched = True
+        self._store = SystemStore.of(DBOS)
+        refusals.create(self._store.engine)
         self._keeper = Keeper(
-            _sys_db(), DBOS.executor_id, self._takeover, self._store_retry.max_wait
+            SystemStore.of(DBOS), DBOS.executor_id, self.queue, self._takeover,
+            self._store_retry.max_wait,
         )
         self._keeper.start()
         self._note_other_versions()
+
+    def _ended(self, run_id: str | None) -> None:
+        if self._keeper is not None and run_id is not None:
+            self._keeper.ended(run_id)
 
     def _resume_later(self, run_id: str) -> None:
         if self._keeper is not None:
@@ -465,7 +501,7 @@ class DurableRuns(_QueuedRuns):
     def _note_other_versions(self) -> None:
         """Log the runs on this queue that wait for a worker of another app_version: this
         worker does not take them (else they would seem stuck without a word)."""
-        ours = GlobalParams.app_version
+        ours = DBOS.application_version
         waiting = DBOS.list_workflows(
             status="ENQUEUED", queue_name=self.queue, load_input=False, load_output=False,
             limit=_VERSION_SCAN,
@@ -486,9 +522,13 @@ class DurableRuns(_QueuedRuns):
         if self._keeper is not None:
             self._keeper.stop()
             self._keeper = None
+        if self._client is not None:
+            self._client.destroy()  # (not the engine: DBOS's own)
+            self._client = None
         if self._launched:
             DBOS.destroy(destroy_registry=False)
             self._launched = False
+        self._store = None
         if _runtime is self:
             _runtime = None
 
@@ -569,26 +609,39 @@ class DurableRuns(_QueuedRuns):
         the live workers (each is dequeued by exactly one); returns their run ids."""
         if not self._launched:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
-        return recover(_sys_db(), executor_ids)
+        return recover(self._system(), executor_ids, self.queue)
 
     # --- approvals -----------------------------------------------------------------------
     def pending(self, run_id: str) -> tuple[PendingApproval, ...]:
         """The calls `run_id` waits for a decision on (`UnknownRun` for no such run,
-        `RunNotSuspended` for a run that does not wait)."""
+        `RunNotSuspended` for a run that does not wait, `ApprovalExpired` for one
+        whose wait is past its deadline)."""
         return da.waiting(self._channel(), run_id).pending
 
     def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
         """Send the decisions for the calls `run_id` waits on (one each, for the exact
-        arguments); the worker holding the run, or recovering it, goes on with them.
-        Refused with an `ApprovalError` (nothing sent): another call's or other
-        arguments' decision, a missing one, a run that does not wait or took its
-        decisions already."""
-        da.decide(self._channel(), run_id, decisions)
+        arguments; an edit bound to its tool); the worker holding the run, or
+        recovering it, goes on with them. Refused with an `ApprovalError` (nothing
+        sent): another call's or other arguments' decision (`ArgumentsMismatch`), an
+        edit the tool refuses (`EditRejected`), a missing one, a run that does not wait
+        or took other decisions already (`RunNotSuspended`), or past the wait's
+        deadline (`ApprovalExpired`)."""
+        da.decide(self._channel(), run_id, decisions, self.agents.get)
 
     def _channel(self) -> _Channel:
-        if not self._launched:
+        return _Channel(DBOS, self._sender, self.status, self._system().engine)
+
+    def _system(self) -> SystemStore:
+        if self._store is None:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
-        return _Channel(DBOS, self.status, lambda: _sys_db().engine)
+        return self._store
+
+    def _sender(self) -> DBOSClient:
+        """A client over this process's DBOS engine, for its send in a transaction."""
+        if self._client is None:
+            self._client = DBOSClient(system_database_engine=self._system().engine,
+                                      lazy=True)
+        return self._client
 
     # --- reading runs --------------------------------------------------------------------
     def status(self, run_id: str) -> str | None:
@@ -597,7 +650,7 @@ class DurableRuns(_QueuedRuns):
         return None if st is None else st.status
 
     def _our_version(self) -> str | None:
-        return GlobalParams.app_version
+        return DBOS.application_version
 
     # --- inside the workflow -------------------------------------------------------------
     def _run(self, agent_name: str, payload: bytes) -> bytes:
@@ -608,7 +661,7 @@ class DurableRuns(_QueuedRuns):
         run_id = DBOS.workflow_id
         assert run_id is not None
         self._check_definition(run_id, agent_name)
-        steps = _DbosSteps(self, start.started_at, start.timeout)
+        steps = _DbosSteps(self, start.started_at, start.timeout, run_id, agent_name)
         if start.deps is not None:
             deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
         else:
@@ -631,23 +684,33 @@ class DurableRuns(_QueuedRuns):
 
     def _check_definition(self, run_id: str, agent_name: str) -> None:
         """Record the agent's definition as the run's first step; on a resume, that step
-        gives the recorded one: a different one ends the run unless migrated."""
+        gives the recorded one: a different one, unless migrated, is refused (the run
+        stays pending, `RunRefused`)."""
         current = self._encoded[agent_name]
         stored = self._checkpoints.call(
             "agent", lambda: DBOS.run_step({"name": "agent"}, lambda: current)
         )
-        if stored == current:
-            return
-        recorded = fp.DEFINITION.decode(stored) if isinstance(stored, bytes) else None
-        if recorded is None:
-            raise DurableRunError(f"run {run_id!r}: its recorded agent cannot be read")
-        digest = fp.digest(recorded)
-        if digest in self._migrations.get(agent_name, ()):
-            return
-        raise AgentChangedError(
-            run_id, agent_name, fp.changes(recorded, self._definitions[agent_name]),
-            digest, fp.digest(self._definitions[agent_name]),
-        )
+        if stored != current:
+            recorded = fp.DEFINITION.decode(stored) if isinstance(stored, bytes) else None
+            if recorded is None:
+                raise DurableRunError(f"run {run_id!r}: its recorded agent cannot be read")
+            digest = fp.digest(recorded)
+            if digest not in self._migrations.get(agent_name, ()):
+                self._refuse(run_id, agent_name, recorded)
+
+    def _refuse(self, run_id: str, agent_name: str, recorded: AgentDefinition) -> None:
+        """Stop this execution of a run recorded on another definition, unrecorded (it
+        stays pending), saying why where `result` reads it."""
+        current = self._definitions[agent_name]
+        refusal = refusals.Refusal(agent_name, fp.changes(recorded, current),
+                                   fp.digest(recorded), fp.digest(current), DBOS.executor_id,
+                                   execution_token())
+        error = AgentChangedError(run_id, agent_name, refusal.changed, refusal.recorded,
+                                  refusal.current)
+        engine = SystemStore.of(DBOS).engine
+        self._checkpoints.call("refusal", lambda: refusals.record(engine, run_id, refusal))
+        _log.error("%s", error)
+        raise refusals.RunRefused(str(error))
 
     def _call_model(self, request: ModelRequest) -> ModelOutcome:
         events: list[ModelEvent] = []
@@ -667,6 +730,14 @@ class DurableRuns(_QueuedRuns):
             close_stream(stream)
         return ModelOutcome(tuple(events))
 
+    def _check_owner(self, what: str) -> None:
+        """`RunTakenOver` before a step's work if this worker no longer owns its run (a
+        store fault while reading it retried as a checkpoint's, never the step's
+        outcome)."""
+        store = self._store
+        if store is not None:
+            self._checkpoints.call(what, lambda: check_owner(store, what))
+
     def _perform(self, request: object) -> object:
         return _settled(perform_here(self._resolve, self._handlers, request))
 
@@ -676,7 +747,9 @@ class DurableClient(_QueuedRuns):
     app in front of workers, say): it talks to the system database only.
 
     `database_url` must be the workers' (PostgreSQL when they are several processes);
-    the workers must have launched once, creating the tables.
+    the workers must have launched once, creating the tables. `agents`: the agents by
+    name, as the workers have them, for `decide` to bind an edit to its tool (without
+    the run's agent an edit is refused: it could not be checked).
     """
 
     def __init__(
@@ -687,7 +760,9 @@ class DurableClient(_QueuedRuns):
         app_version: str | None = None,
         clock: Callable[[], float] = time.time,
         polling_interval: float = 0.05,
+        agents: Mapping[str, Agent] | None = None,
     ) -> None:
+        self.agents = dict(agents or {})
         self._client = self._dbos = DBOSClient(system_database_url=database_url)
         self.queue = queue
         self._app_version = app_version
@@ -719,17 +794,17 @@ class DurableClient(_QueuedRuns):
 
     def decide(self, run_id: str, decisions: Sequence[Decision]) -> None:
         """Send the decisions for the calls `run_id` waits on (as
-        `DurableRuns.decide`)."""
-        da.decide(self._channel(), run_id, decisions)
+        `DurableRuns.decide`; an edit needs the run's agent in `agents`)."""
+        da.decide(self._channel(), run_id, decisions, self.agents.get)
 
     def _channel(self) -> _Channel:
-        sys_db = self._client._sys_db
-        return _Channel(self._client, self.status, lambda: sys_db.engine)
+        client = self._client
+        return _Channel(client, lambda: client, self.status, SystemStore.of(client).engine)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
         the live workers (as `DurableRuns.recover`); returns their run ids."""
-        return recover(self._client._sys_db, executor_ids)
+        return recover(SystemStore.of(self._client), executor_ids, self.queue)
 
     def close(self) -> None:
         self._client.destroy()
@@ -738,9 +813,10 @@ class DurableClient(_QueuedRuns):
 class _Channel:
     """`durable_approval.Channel` over DBOS in a worker, or over a `DBOSClient`."""
 
-    def __init__(self, dbos: type[DBOS] | DBOSClient, status: Callable[[str], str | None],
-                 engine: Callable[[], sa.Engine]) -> None:
+    def __init__(self, dbos: type[DBOS] | DBOSClient, client: Callable[[], DBOSClient],
+                 status: Callable[[str], str | None], engine: sa.Engine) -> None:
         self._dbos = dbos
+        self._client = client
         self.status = status
         self._engine = engine
 
@@ -748,17 +824,14 @@ class _Channel:
         data: object = self._dbos.get_event(workflow_id, key, timeout_seconds)
         return data
 
-    def send(self, destination_id: str, message: bytes, topic: str,
-             idempotency_key: str) -> None:
-        self._dbos.send(destination_id, message, topic, idempotency_key=idempotency_key)
+    def send_in(self, conn: sa.Connection, destination_id: str, message: bytes, topic: str,
+                idempotency_key: str) -> None:
+        self._client().send_in_transaction(conn, destination_id, message, topic,
+                                           idempotency_key)
 
     @property
     def engine(self) -> sa.Engine:
-        return self._engine()
-
-
-def _sys_db() -> SystemDatabase:
-    return _get_dbos_instance()._sys_db
+        return self._engine
 
 
 def _settled(value: object) -> object:
@@ -818,14 +891,22 @@ def _wait(
     timeout: float,
     poll: float,
     why: Callable[[str], str] = lambda _: "",
+    refused: Callable[[str], Exception | None] = lambda _: None,
 ) -> None:
+    """Until the run ended; a pending run whose resume a worker refused raises why."""
     deadline = time.monotonic() + timeout
+    checked = -_REFUSAL_CHECK
     while True:
         st = status(run_id)
         if st is None:
             raise DurableRunError(f"no run {run_id!r}")
         if st not in _RUNNING:
             return
+        if st == "PENDING" and time.monotonic() - checked >= _REFUSAL_CHECK:
+            checked = time.monotonic()
+            why_not = refused(run_id)
+            if why_not is not None:
+                raise why_not
         if time.monotonic() >= deadline:
             raise TimeoutError(f"run {run_id!r} still {st} after {timeout:g} s{why(run_id)}")
         time.sleep(poll)
@@ -846,9 +927,12 @@ def _named(steps: Sequence[StepInfo]) -> list[tuple[str, object]]:
 class _DbosSteps(RecordedClock):
     """`durable_loop.Steps` on DBOS: each side effect a checkpointed step."""
 
-    def __init__(self, runs: DurableRuns, started_at: float, timeout: float | None) -> None:
+    def __init__(self, runs: DurableRuns, started_at: float, timeout: float | None,
+                 run_id: str, agent_name: str) -> None:
         super().__init__(started_at, timeout)
         self._runs = runs
+        self._run_id = run_id
+        self._agent_name = agent_name
         self._pending: list[Chunk] = []
         self._tools = 0
         self._suspensions = 0
@@ -867,9 +951,11 @@ class _DbosSteps(RecordedClock):
 
     def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
         self.flush()
-        clock = self._runs._clock
+        runs = self._runs
+        clock = runs._clock
 
         def run() -> tuple[float, bytes]:
+            runs._check_owner(name)
             out = fn()
             return clock(), out
 
@@ -926,7 +1012,11 @@ class _DbosSteps(RecordedClock):
         # Other requests' answers are stored by DBOS's own serializer.
         self.flush()
         name = f"perform:{type(request).__name__}"
-        body = Once(lambda: (runs._perform(request), runs._clock()))
+        def performed() -> tuple[object, float]:
+            runs._check_owner(name)
+            return runs._perform(request), runs._clock()
+
+        body = Once(performed)
         value, at = runs._checkpoints.call(
             name, lambda: DBOS.run_step({"name": name}, body)
         )
@@ -935,24 +1025,59 @@ class _DbosSteps(RecordedClock):
 
     def approval(self, s: Suspension) -> tuple[Decision, ...]:
         """Publish what `s` waits for and wait for its decisions, at most the approval
-        timeout (within the run's); each part a recorded DBOS operation."""
+        timeout (within the run's) from now on the database's clock; each part a
+        recorded DBOS operation (`interpreters.durable.dbos.approval`)."""
         self.flush()
         runs, ck = self._runs, self._runs._checkpoints
+        engine = runs._system().engine
         wait = runs._approval_timeout
         if self._deadline is not None:
             wait = max(0.0, min(wait, self._deadline - self._now))
-        w = da.Waiting(self._suspensions, s.pending, wait)
-        topic = da.topic(self._suspensions)
+        number = self._suspensions
         self._suspensions += 1
+        on = da.topic(number)
+        # (the database's clock read again on a replay, which records nothing of it)
+        now = ck.call("approval", lambda: da.clock(engine))
+        deadline: float = ck.call("approval", lambda: DBOS.run_step(
+            {"name": "approval-deadline"}, lambda: now + wait))
+        w = da.Waiting(number, s.pending, wait, deadline=deadline, agent=self._agent_name,
+                       children=da.children_of(s))
         ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(w)))
-        message = ck.call("approval", lambda: DBOS.recv(topic, timeout_seconds=wait))
-        decisions = da.taken(s, message)
+        agent = runs.agents.get(self._agent_name)
+        timeout = wait
+        decisions: tuple[Decision, ...] | None = None
+        for _ in range(da.MAX_LOOKS):
+            message, settled = self._look(engine, number, deadline, timeout)
+            decisions = da.look(s, message, settled, agent)
+            if decisions is not None:
+                break
+            if settled.outcome == "unclaimed":
+                _log.warning("run %r: a message on %s not sent by decide() was not taken",
+                             self._run_id, on)
+            timeout = da.next_wait(deadline, settled)
+        if decisions is None:
+            decisions = da.deny_all(s, f"no decision taken in {da.MAX_LOOKS} looks: the "
+                                       "call was not run")
         done = msgspec.structs.replace(w, decided=True)
         ck.call("approval", lambda: DBOS.set_event(da.APPROVAL, da.encode(done)))
         clock = runs._clock
         at = ck.call("approval", lambda: DBOS.run_step({"name": "approval-time"}, clock))
         self._now = max(self._now, at)
         return decisions
+
+    def _look(self, engine: sa.Engine, number: int, deadline: float,
+              timeout: float) -> tuple[object, da.Settled]:
+        """Wait at most `timeout` for a message, then settle who decided (recorded)."""
+        ck = self._runs._checkpoints
+        on = da.topic(number)
+        message = ck.call("approval", lambda: DBOS.recv(on, timeout_seconds=timeout))
+        # (on a replay the look is made again and its recorded outcome kept: a claim it
+        # makes is one the deadline had made due)
+        found = ck.call("approval", lambda: da.encode_settled(
+            da.settle(engine, self._run_id, number, deadline, message)))
+        settled = ck.call("approval", lambda: DBOS.run_step(
+            {"name": "approval-settle"}, lambda: found))
+        return message, da.read_settled(settled)
 
     def sleep(self, seconds: float) -> None:
         self.flush()
@@ -966,4 +1091,11 @@ class _DbosSteps(RecordedClock):
 def _run_workflow(agent: str, payload: bytes) -> bytes:
     if _runtime is None:
         raise DurableRunError("no DurableRuns launched in this process")
-    return _runtime._run(agent, payload)
+    runtime, run_id = _runtime, DBOS.workflow_id
+    try:
+        out = runtime._run(agent, payload)
+    except Exception:
+        runtime._ended(run_id)  # DBOS records the error next
+        raise
+    runtime._ended(run_id)  # DBOS records the result next
+    return out

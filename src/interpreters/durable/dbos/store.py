@@ -8,12 +8,14 @@ the run stays pending. A step's body
 (the tool, the model call) runs once: a retry writes the outcome it already has.
 
 `Keeper` (a worker's background thread) queues such a run again once the store takes
-writes again. With a `Takeover` it also keeps a row per worker in the system database,
-refreshed every `Takeover.interval`; a worker silent for `Takeover.after` seconds is
-taken for dead and its pending runs are handed to the live workers (DBOS's recovery: the
-run is queued again and exactly one worker dequeues it). A dead worker that wakes up
-cannot complete a run it lost: DBOS checks the run's ownership token with every
-checkpoint it writes.
+writes again, and hands back to the queue a run whose execution here ended but whose
+outcome (written by DBOS after the run's last step) did not land. With a `Takeover` it
+also keeps a row per worker in the system database, refreshed every
+`Takeover.interval`; a worker silent for `Takeover.after` seconds is taken for dead and
+its pending runs are handed to the live workers (DBOS's recovery: the run is queued
+again and exactly one worker dequeues it). A dead worker that wakes up cannot complete a
+run it lost: DBOS checks the run's ownership token with every checkpoint it writes, and
+the runs check it before each step's work (`check_owner`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,9 @@ from typing import Generic, TypeVar
 import msgspec
 import psycopg
 import sqlalchemy as sa
-from dbos._context import get_local_dbos_context
-from dbos._error import DBOSWorkflowConflictIDError
-from dbos._sys_db import SystemDatabase
-from dbos._utils import INTERNAL_QUEUE_NAME
+from dbos import error as dbos_error
+
+from interpreters.durable.dbos.internals import StepPosition, SystemStore, running_workflow
 
 log = logging.getLogger("interpreters.durable")
 
@@ -120,15 +121,14 @@ class Checkpoints:
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` (one DBOS call of the running workflow), again after a store fault
         with the workflow's step counter put back, so the retry writes the same step."""
-        ctx = get_local_dbos_context()
-        function_id = ctx.function_id if ctx is not None else None
+        here = StepPosition()
         wait = self.policy.initial
         deadline: float | None = None
         attempt = 0
         while True:
             try:
                 return fn()
-            except DBOSWorkflowConflictIDError as e:
+            except dbos_error.DBOSWorkflowConflictIDError as e:
                 log.warning("%s: another worker owns this run now (this one was taken for "
                             "dead): it stops here, its outcome not written", what)
                 raise RunTakenOver(f"{what}: another worker owns this run now") from e
@@ -143,8 +143,8 @@ class Checkpoints:
                     log.error("%s: the store kept failing for %g s, stopping the run "
                               "unrecorded (it resumes once the store takes writes again): %s",
                               what, self.policy.deadline, brief(e))
-                    if ctx is not None and ctx.workflow_id:
-                        self._stopped(ctx.workflow_id)
+                    if here.workflow_id:
+                        self._stopped(here.workflow_id)
                     raise StoreUnavailable(f"{what}: the store failed for "
                                            f"{self.policy.deadline:g} s: {brief(e)}") from e
                 pause = min(wait * (0.5 + random.random()), deadline - now)
@@ -152,8 +152,21 @@ class Checkpoints:
                             what, attempt, pause, brief(e))
                 self._sleep(pause)
                 wait = min(wait * 2, self.policy.max_wait)
-                if ctx is not None and function_id is not None:
-                    ctx.function_id = function_id
+                here.restore()
+
+
+def check_owner(store: SystemStore, what: str) -> None:
+    """Raise `RunTakenOver` unless the execution running here still owns its run: called
+    in a step's body before its work (a tool call, a model call), since DBOS checks
+    ownership only when the outcome is written, after the work is done."""
+    running = running_workflow()
+    if running is None:
+        return
+    run_id, token = running
+    if store.owner(run_id) != token:
+        log.warning("%s: another worker owns this run now (this one was taken for dead): "
+                    "it stops here, before the step ran", what)
+        raise RunTakenOver(f"{what}: another worker owns this run now")
 
 
 class StepDatabaseError(RuntimeError):
@@ -208,40 +221,42 @@ def ensure_table(engine: sa.Engine, table: sa.Table) -> None:
             raise
 
 
-def _db_now(engine: sa.Engine) -> sa.ColumnElement[float]:
-    # The database's clock, so workers' clocks need not agree.
+def db_now(engine: sa.Engine) -> sa.ColumnElement[float]:
+    """The database's clock (seconds since the epoch), so workers' clocks need not agree."""
     if engine.dialect.name == "sqlite":
         return sa.literal_column("((julianday('now') - 2440587.5) * 86400.0)")
     return sa.literal_column("EXTRACT(EPOCH FROM clock_timestamp())")
 
 
-def recover(sys_db: SystemDatabase, executor_ids: Sequence[str]) -> list[str]:
+def recover(store: SystemStore, executor_ids: Sequence[str], queue: str) -> list[str]:
     """Hand the pending runs of `executor_ids` (workers that are gone) to the live
-    workers: each goes back on its queue (a run started in-process: on DBOS's internal
-    one, which every worker serves), where exactly one worker dequeues it. Returns the
+    workers: each goes back on its queue (a run started in-process: on `queue`, whose
+    workers take at most their `worker_concurrency` at once), where exactly one worker
+    dequeues it. Returns the
     ids handed over. Safe to repeat: a run a live worker took is no longer the dead
     one's, so it is not handed over again."""
     ids = list(executor_ids)
     if not ids:
         return []
-    handed = []
-    for st in sys_db.list_workflows(status="PENDING", executor_id=ids, load_input=False,
-                                    load_output=False):
-        if sys_db.reenqueue_for_recovery(st.workflow_id, ids, INTERNAL_QUEUE_NAME):
-            handed.append(st.workflow_id)
-    return handed
+    return [run_id for run_id in store.pending_of(ids) if store.requeue(run_id, ids, queue)]
+
+
+_BATCH = 500
+"""Runs one status query reads at most."""
 
 
 class Keeper:
     """A worker's background thread: it resumes the runs this worker stopped on a store
-    fault once the store takes writes again and, with a `Takeover`, beats and takes over
-    the runs of workers silent too long. Wakes every `every` seconds."""
+    fault once the store takes writes again, hands back the runs whose outcome did not
+    land and, with a `Takeover`, beats and takes over the runs of workers silent too
+    long. Wakes every `every` seconds."""
 
-    def __init__(self, sys_db: SystemDatabase, executor_id: str, takeover: Takeover | None,
-                 every: float) -> None:
-        self._sys_db = sys_db
-        self._engine = sys_db.engine
-        self._app = sys_db.app_name or ""
+    def __init__(self, store: SystemStore, executor_id: str, queue: str,
+                 takeover: Takeover | None, every: float) -> None:
+        self._store = store
+        self._queue = queue
+        self._engine = store.engine
+        self._app = store.app_name
         self._me = executor_id
         self._takeover = takeover
         self._stop = threading.Event()
@@ -249,6 +264,8 @@ class Keeper:
         self._every = takeover.every if takeover is not None else every
         self._lock = threading.Lock()
         self._stopped: set[str] = set()
+        self._ended: dict[str, int] = {}
+        self._round = 0
 
     def start(self) -> None:
         if self._takeover is not None:
@@ -269,6 +286,35 @@ class Keeper:
         with self._lock:
             self._stopped.add(run_id)
 
+    def ended(self, run_id: str) -> None:
+        """The execution of `run_id` here returned: DBOS writes its outcome next. If that
+        write fails (a store fault), nothing would resume the run while this worker
+        lives; one still pending here after a full round is handed back to the queue."""
+        with self._lock:
+            self._ended[run_id] = self._round
+
+    def hand_back_stranded(self) -> list[str]:
+        """Hand back the runs whose execution here ended a round ago or more and whose
+        outcome was not recorded; returns them."""
+        with self._lock:
+            due = {r: k for r, k in self._ended.items() if k < self._round - 1}
+        handed: list[str] = []
+        ids = sorted(due)
+        for i in range(0, len(ids), _BATCH):
+            # (fails on a store still down: the runs stay listed for the next round)
+            for run_id in self._store.pending_of([self._me], ids[i:i + _BATCH]):
+                if self._store.requeue(run_id, [self._me], self._queue):
+                    handed.append(run_id)
+            with self._lock:
+                for run_id in ids[i:i + _BATCH]:
+                    if self._ended.get(run_id) == due[run_id]:
+                        del self._ended[run_id]
+        if handed:
+            log.warning("runs %s ended here but their outcome was not recorded (a store "
+                        "fault): they go back on the queue and resume from their "
+                        "checkpoints", handed)
+        return handed
+
     def resume_stopped(self) -> list[str]:
         with self._lock:
             waiting = sorted(self._stopped)
@@ -276,7 +322,7 @@ class Keeper:
         for run_id in waiting:
             # Fails on a store still down (kept for the next round); a no-op for a run
             # no longer pending here (taken over, or resumed by a relaunch).
-            self._sys_db.reenqueue_for_recovery(run_id, [self._me], INTERNAL_QUEUE_NAME)
+            self._store.requeue(run_id, [self._me], self._queue)
             with self._lock:
                 self._stopped.discard(run_id)
             resumed.append(run_id)
@@ -285,7 +331,7 @@ class Keeper:
         return resumed
 
     def beat(self) -> None:
-        now = _db_now(self._engine)
+        now = db_now(self._engine)
         with self._engine.begin() as c:
             done = c.execute(
                 sa.update(HEARTBEATS).where(HEARTBEATS.c.executor_id == self._me)
@@ -298,7 +344,7 @@ class Keeper:
     def dead(self) -> list[str]:
         """The other workers of this app silent for longer than `Takeover.after`."""
         assert self._takeover is not None
-        limit = _db_now(self._engine) - self._takeover.after
+        limit = db_now(self._engine) - self._takeover.after
         with self._engine.begin() as c:
             rows = c.execute(
                 sa.select(HEARTBEATS.c.executor_id).where(
@@ -314,7 +360,7 @@ class Keeper:
         dead = self.dead()
         if not dead:
             return []
-        taken = recover(self._sys_db, dead)
+        taken = recover(self._store, dead, self._queue)
         if taken:
             log.warning("workers %s silent for %g s: their runs %s go to the live workers",
                         dead, self._takeover.after if self._takeover else 0, taken)
@@ -322,8 +368,10 @@ class Keeper:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._every):
+            self._round += 1
             try:
                 self.resume_stopped()
+                self.hand_back_stranded()
                 if self._takeover is not None:
                     self.beat()
                     self.sweep()

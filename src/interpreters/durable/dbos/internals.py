@@ -1,0 +1,105 @@
+"""The few DBOS internals the durable runs use, in one place.
+
+Everything else goes through DBOS's public API (`DBOS`, `DBOSClient`, `dbos.error`).
+What is here has no public counterpart in DBOS 3.x:
+
+- the system database's engine, to keep this package's own tables (heartbeats, approval
+  claims, refused resumes) beside DBOS's and to write a claim and its message in one
+  transaction (`DBOSClient.send_in_transaction` is public; the engine it needs is not);
+- handing a PENDING run of a given executor back to its queue without counting a
+  recovery attempt (`SystemDatabase.reenqueue_for_recovery`: DBOS's own recovery of a
+  dead executor, which it only runs for its own executor at launch);
+- the running workflow's step counter, put back before a retried checkpoint write so the
+  retry writes the same step, and its ownership token, checked before a step's body runs
+  (DBOS checks it only when a step's outcome is written).
+
+Pinned to dbos>=3.4,<4 (pyproject.toml); written against 3.4.0.
+`tests/test_durable_internals.py` fails loudly when any of these change shape.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from dbos import DBOS, DBOSClient
+from dbos._context import get_local_dbos_context
+from dbos._dbos import _get_dbos_instance
+from dbos._sys_db import SystemDatabase
+
+__all__ = ["SystemStore", "StepPosition", "execution_token", "running_workflow"]
+
+
+class SystemStore:
+    """DBOS's system database, for what its public API has no call for."""
+
+    def __init__(self, sys_db: SystemDatabase) -> None:
+        self._sys_db = sys_db
+
+    @staticmethod
+    def of(dbos: type[DBOS] | DBOSClient) -> SystemStore:
+        """The system database of this process's launched DBOS, or of a client."""
+        if isinstance(dbos, DBOSClient):
+            return SystemStore(dbos._sys_db)
+        return SystemStore(_get_dbos_instance()._sys_db)
+
+    @property
+    def engine(self) -> sa.Engine:
+        return self._sys_db.engine
+
+    @property
+    def app_name(self) -> str:
+        return self._sys_db.app_name or ""
+
+    @property
+    def schema(self) -> str | None:
+        """The schema of DBOS's tables (PostgreSQL), None on SQLite."""
+        return self._sys_db.schema
+
+    def pending_of(self, executor_ids: list[str],
+                   run_ids: list[str] | None = None) -> list[str]:
+        """The PENDING runs of these executors (of `run_ids` only, when given)."""
+        return [w.workflow_id for w in self._sys_db.list_workflows(
+            workflow_ids=run_ids, status="PENDING", executor_id=executor_ids,
+            load_input=False, load_output=False,
+        )]
+
+    def requeue(self, run_id: str, executor_ids: list[str], queue: str) -> bool:
+        """Put `run_id` back on its queue (a run started in-process, on no queue: on
+        `queue`) if it is PENDING on one of `executor_ids`; whether it was. The next
+        worker to dequeue it resumes it from its checkpoints."""
+        return self._sys_db.reenqueue_for_recovery(run_id, executor_ids, queue)
+
+    def owner(self, run_id: str) -> str | None:
+        """The ownership token of the execution that owns `run_id` now."""
+        return self._sys_db.get_workflow_owner(run_id)
+
+
+class StepPosition:
+    """The running workflow's step counter at one moment, to put back."""
+
+    def __init__(self) -> None:
+        self._ctx = get_local_dbos_context()
+        self.workflow_id: str | None = self._ctx.workflow_id if self._ctx is not None else None
+        self._function_id = self._ctx.function_id if self._ctx is not None else None
+
+    def restore(self) -> None:
+        """Make the next DBOS call of this workflow the same step again."""
+        if self._ctx is not None and self._function_id is not None:
+            self._ctx.function_id = self._function_id
+
+
+def running_workflow() -> tuple[str, str] | None:
+    """The id and ownership token of the workflow execution running in this thread
+    (in its code or one of its steps' bodies), None outside one."""
+    ctx = get_local_dbos_context()
+    if ctx is None or not ctx.workflow_id or ctx.owner_xid is None:
+        return None
+    return ctx.workflow_id, ctx.owner_xid
+
+
+def execution_token() -> str | None:
+    """The ownership token of the workflow execution running in this thread (None
+    outside a workflow): another worker's takeover gives the run another one."""
+    ctx = get_local_dbos_context()
+    if ctx is None or not ctx.workflow_id:
+        return None
+    return ctx.owner_xid

@@ -1,0 +1,83 @@
+"""The DBOS internals `interpreters.durable.dbos.internals` relies on (DBOS has no
+public call for them) are still there and still behave as it expects: an upgrade of
+dbos that changes them fails here, by name, rather than in a run."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import dbos
+import sqlalchemy as sa
+from dbos import DBOS, DBOSClient
+
+from interpreters.durable.dbos.internals import StepPosition, SystemStore, execution_token
+from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.testing import Say, ScriptedModel, call
+from pipeline.tools import tool
+from pipeline.tools.context import ToolContext
+from tests.helpers import make_agent
+
+
+def _params(fn: object) -> list[str]:
+    assert callable(fn)
+    return list(inspect.signature(fn).parameters)
+
+
+def test_the_private_dbos_names_used_are_there_with_the_expected_shapes() -> None:
+    from dbos._context import DBOSContext, get_local_dbos_context
+    from dbos._dbos import _get_dbos_instance
+    from dbos._sys_db import SystemDatabase
+
+    assert callable(_get_dbos_instance) and callable(get_local_dbos_context)
+    assert _params(SystemDatabase.reenqueue_for_recovery) == [
+        "self", "workflow_id", "executor_ids", "recovery_queue_name"]
+    assert _params(SystemDatabase.get_workflow_owner) == ["self", "workflow_id"]
+    listed = _params(SystemDatabase.list_workflows)
+    for name in ("status", "executor_id", "load_input", "load_output"):
+        assert name in listed, name
+    ctx = DBOSContext()
+    for attr in ("workflow_id", "function_id", "owner_xid"):
+        assert hasattr(ctx, attr), attr
+    # the public names used instead of private ones
+    assert "error" in dbos.__all__
+    assert issubclass(dbos.error.DBOSWorkflowConflictIDError, BaseException)
+    assert issubclass(dbos.error.DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded, Exception)
+    assert "send_in_transaction" in dir(DBOSClient)
+
+
+def test_the_internals_work_on_a_launched_dbos_and_a_client(tmp_path: Path) -> None:
+    seen: list[tuple[str | None, str | None, str | None]] = []
+
+    def probe(ctx: ToolContext[None], x: int) -> int:
+        """Reads what a step's body sees."""
+        store = SystemStore.of(DBOS)
+        seen.append((execution_token(), store.owner(ctx.run.run_id), StepPosition().workflow_id))
+        return x
+
+    agent = make_agent(tools=[tool(probe)])
+    model = ScriptedModel([Say(calls=[call("probe", x=1)]), Say("ok")])
+    url = f"sqlite:///{tmp_path / 'i.sqlite'}"
+    with DurableRuns({"a": agent}, model, database_url=url, observers=(),
+                     takeover=None) as runs:
+        assert runs.run("a", "hi", run_id="i1", wait=60).text == "ok"
+        store = SystemStore.of(DBOS)
+        assert isinstance(store.engine, sa.Engine) and store.app_name
+        assert store.pending_of([DBOS.executor_id]) == []
+        assert store.requeue("i1", [DBOS.executor_id], runs.queue) is False  # not PENDING
+        assert runs.status("i1") == "SUCCESS"
+        client = DBOSClient(system_database_url=url)
+        try:
+            assert SystemStore.of(client).engine.url.database == store.engine.url.database
+        finally:
+            client.destroy()
+    ((token, owner, workflow),) = seen
+    assert token is not None and token == owner
+    assert workflow == "i1"
+    assert execution_token() is None  # outside a workflow
+
+
+def test_a_step_position_outside_a_workflow_restores_nothing() -> None:
+    here = StepPosition()
+    assert here.workflow_id is None
+    here.restore()
