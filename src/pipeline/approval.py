@@ -39,7 +39,8 @@ __all__ = [
     "AgentChanged", "ApprovalError", "ApprovalExpired", "Approve", "ArgumentsMismatch",
     "Decision", "Deny", "DuplicateDecision", "Edit", "EditRejected", "MissingDecision",
     "OwnerMismatch", "PendingApproval", "Resumption", "RunNotSuspended", "Suspension",
-    "ToolNotFound", "UnknownCall", "UnknownRun", "agent_digest", "approve", "call_digest",
+    "ToolNotFound", "UnknownCall", "UnknownRun", "agent_digest", "approve", "approved_digests",
+    "call_digest",
     "check_decisions", "check_edits", "check_owner", "check_pending", "check_resumption",
     "deny", "edit", "nested_resumption", "offered_tools", "resumed_context",
     "resumed_tools", "resumption", "suspended_run", "tool_digest", "typed_states",
@@ -154,10 +155,16 @@ def edit(p: PendingApproval, args: JsonObject) -> Edit:
     return Edit(p.tool_call_id, p.digest, args)
 
 
-def resumption(s: Suspension, decisions: tuple[Decision, ...] | list[Decision]) -> Resumption:
+def resumption(
+    s: Suspension,
+    decisions: tuple[Decision, ...] | list[Decision],
+    *,
+    skip_gates_on_resume: bool = False,
+) -> Resumption:
     """The resumption of `s` with these decisions (`check_decisions` raises when they do
-    not fit)."""
-    return Resumption(s, check_decisions(s, tuple(decisions)))
+    not fit); see `Resumption.skip_gates_on_resume`."""
+    return Resumption(s, check_decisions(s, tuple(decisions)),
+                      skip_gates_on_resume=skip_gates_on_resume)
 
 
 class Resumption(msgspec.Struct, frozen=True):
@@ -165,6 +172,29 @@ class Resumption(msgspec.Struct, frozen=True):
 
     suspension: Suspension
     decisions: tuple[Decision, ...]
+    skip_gates_on_resume: bool = False
+    """False (the default): the resumed step's calls go through the gates again (the
+    agent's `process_tool_call` hooks and the tools' `needs_approval` rules, as they are
+    now); a decided call's approval answers their asks for exactly that call, and a call
+    they now refuse is not run, its result saying why. True: the gates' decisions from
+    before the suspension stand, and they are not asked again."""
+
+
+def approved_digests(r: Resumption) -> dict[str, str]:
+    """Each call a person let run, by call id: the digest of the arguments it runs with
+    (an approval's, or an edit's own), with the calls decided on an earlier resume of
+    the same step (`GatedCall.approved`)."""
+    s = r.suspension
+    out = {g.call.tool_call_id: g.approved for g in s.calls if g.approved is not None}
+    names = {g.call.tool_call_id: g.call.tool_name for g in s.calls}
+    for d in r.decisions:
+        if isinstance(d, Approve):
+            out[d.tool_call_id] = d.digest
+        elif isinstance(d, Edit):
+            name = names.get(d.tool_call_id)
+            if name is not None:
+                out[d.tool_call_id] = call_digest(d.tool_call_id, name, d.args)
+    return out
 
 
 def check_decisions(s: Suspension, decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:

@@ -16,7 +16,7 @@ before the suspension, with the person's decisions, gives its entries (`resumed_
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 
 import msgspec
 
@@ -29,12 +29,13 @@ from pipeline.approval import (
     call_digest,
     resumed_tools,
 )
-from pipeline.loop.hooks import Bound, call_hook, invalid
+from pipeline.loop.hooks import HookFailure, call_hook, invalid
 from pipeline.loop.state import RunConfig, RunState, apply, trip
 from pipeline.loop.stream import stream_through
 from pipeline.processor import ToolCallArgs
 from pipeline.protocol.replies import LoopCommand, ToolInvocation
 from pipeline.tools import Tool
+from pipeline.tools.context import ToolContext, ToolWriter
 from pipeline.values.chunks import (
     Chunk,
     ToolApprovalRequest,
@@ -62,20 +63,34 @@ class Suspend(Exception):
         """Set by the step (what the model answered), before the run ends."""
         self.tools: tuple[Tool, ...] = ()
         """Set by the step: the tools it offered (a resume finds them again)."""
+        self.gate_states: tuple[object, ...] = ()
+        """The processors' states before the gates ran for the step (a resume gates
+        its calls again from them)."""
 
 
 def gate_calls(
-    rc: RunConfig, st: RunState, calls: tuple[ToolCallPart, ...], entries: list[Entry]
+    rc: RunConfig,
+    st: RunState,
+    calls: tuple[ToolCallPart, ...],
+    entries: list[Entry],
+    approved: Mapping[str, str] | None = None,
 ) -> Generator[LoopCommand, object, list[Entry]]:
     """The entries after the gates (see the module doc); raises `Suspend` when a call
-    waits for approval (no tool of the step runs), `Tripped` on an Abort."""
-    asks: dict[int, tuple[Bound, AskApproval, ToolCallPart]] = {}
+    waits for approval (no tool of the step runs), `Tripped` on an Abort.
+
+    `approved`: on a resumed step, the digest each decided call was approved (or
+    edited) with, by call id. An `AskApproval` (or the tool's own rule) for exactly that
+    call is answered by the decision, and the later gates are asked as for any call; a
+    decided call whose arguments the gates change is not run (no one approved those)."""
+    asks: dict[int, tuple[str, AskApproval, ToolCallPart]] = {}
     step = len(st.steps)
+    before = tuple(st.states)  # what a resume gates the step's calls again from
     for i, e in enumerate(entries):
         if type(e) is not ToolInvocation or e.tool is None or e.kwargs is None:
             continue
         t, call, args = e.tool, e.call, e.call.args
         kwargs = e.kwargs
+        decided = approved.get(call.tool_call_id) if approved is not None else None
         for b in rc.h_tool_call:
             a = ToolCallArgs(
                 call=e.call, args=args, tool_name=t.name, tool=t, message_list=st.ml,
@@ -101,15 +116,29 @@ def gate_calls(
                 )
                 break
             elif isinstance(eff, AskApproval):
-                asks[i] = (b, eff, call)
+                if decided is not None and decided == _digest(call):
+                    continue  # a person decided this very call
+                asks[i] = (b.processor_id, eff, call)
                 break
         else:
-            if call is not e.call:
+            if t.needs_approval is not False and (decided is None or decided != _digest(call)):
+                ask = _tool_rule(rc, t, call, kwargs)
+                if ask is not None:
+                    asks[i] = (f"tool:{t.name}", ask, call)
+                    continue
+            if decided is not None and decided != _digest(call):
+                entries[i] = ToolResultPart(
+                    call.tool_call_id, call.tool_name,
+                    "tool call not run: the gates changed the arguments the approver "
+                    "decided on", True,
+                )
+            elif call is not e.call:
                 entries[i] = ToolInvocation(call, t, kwargs)
     if asks:  # the approver sees the calls waiting (and those that would run)
         st.pending = list(hold_calls(st, tuple(st.pending)))
         release_calls(st, entries)
-        suspend = _suspend(calls, entries, asks)
+        suspend = _suspend(calls, entries, asks, approved)
+        suspend.gate_states = before
         yield from stream_through(rc, st, [
             ToolApprovalRequest(p.tool_call_id, p.tool_name, p.args, p.message, p.digest)
             for p in suspend.pending
@@ -118,19 +147,45 @@ def gate_calls(
     return entries
 
 
+def _digest(call: ToolCallPart) -> str:
+    return call_digest(call.tool_call_id, call.tool_name, call.args)
+
+
+def _tool_rule(
+    rc: RunConfig, t: Tool, call: ToolCallPart, kwargs: dict[str, object]
+) -> AskApproval | None:
+    """The tool's own `needs_approval` rule for this call: an `AskApproval`, or None.
+    A rule that raises fails the run closed (no tool of the step runs)."""
+    given = kwargs
+    if t.needs_approval is not True and t.context_param is not None:
+        given = dict(kwargs)
+        w = ToolWriter()
+        w.close()  # (a rule decides; it writes nothing)
+        given[t.context_param] = ToolContext(
+            deps=rc.ctx.deps, run=rc.ctx, tool_call_id=call.tool_call_id,
+            tool_name=t.name, writer=w,
+        )
+    try:
+        needed = t.approval_needed(given)
+    except Exception as e:
+        raise HookFailure(f"tool:{t.name}", "needs_approval", type(e).__name__, str(e)) from e
+    return AskApproval(f"{t.name} needs approval") if needed else None
+
+
 def _suspend(
     calls: tuple[ToolCallPart, ...],
     entries: list[Entry],
-    asks: dict[int, tuple[Bound, AskApproval, ToolCallPart]],
+    asks: dict[int, tuple[str, AskApproval, ToolCallPart]],
+    approved: Mapping[str, str] | None,
 ) -> Suspend:
     pending: list[PendingApproval] = []
     gated: list[GatedCall] = []
     for i, (c, e) in enumerate(zip(calls, entries, strict=True)):
         if i in asks:
-            b, ask, call = asks[i]
+            asker, ask, call = asks[i]
             pending.append(PendingApproval(
                 tool_call_id=c.tool_call_id, tool_name=c.tool_name, args=call.args,
-                message=ask.message, processor_id=b.processor_id,
+                message=ask.message, processor_id=asker,
                 digest=call_digest(c.tool_call_id, c.tool_name, call.args),
                 metadata=ask.metadata,
             ))
@@ -143,7 +198,8 @@ def _suspend(
             if e.error is not None:
                 gated.append(GatedCall(call=c, kind="answered", result=e.error, is_error=True))
             else:
-                gated.append(GatedCall(call=e.call, kind="run"))
+                was = approved.get(c.tool_call_id) if approved is not None else None
+                gated.append(GatedCall(call=e.call, kind="run", approved=was))
     return Suspend(tuple(pending), tuple(gated))
 
 

@@ -144,7 +144,7 @@ def consume(
     """
     stream = rc.h_stream
     io = rc.stream_io
-    gated = bool(rc.h_tool_call)  # tool-call chunks wait for the gates (tool_gate)
+    gated = bool(rc.h_tool_call) or rc.tool_rules  # tool-call chunks wait for the gates
     if gated:
         st.held_calls = []
     got: object = first  # checked by `call_model`

@@ -468,6 +468,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
         thread_id=rc.ctx.thread_id, resource_id=rc.ctx.resource_id,
         tools=offered_tools(s.tools),
         started_at=rc.started_at,
+        gate_states=s.gate_states,
     )
 
 

@@ -62,7 +62,8 @@ def start_run(
     children = _runs_children(agent, procs)
     rc = RunConfig(agent=agent, ctx=context, clock=clock, record=record, price=price,
                    started_at=_started_at(clock, hooks.get("h_approved", ()), resume),
-                   children=children, child=child, **hooks, **plan)
+                   children=children, child=child, tool_rules=_tool_rules(agent, procs),
+                   **hooks, **plan)
     st = _start_state(rc, messages, states, used, judges, resume)
     if child is not None:
         child.box.running = running(rc, st)
@@ -72,6 +73,14 @@ def start_run(
 def _runs_children(agent: Agent, procs: tuple[BaseProcessor, ...]) -> bool:
     return any(isinstance(t, AgentTool) for t in agent.tools) or any(
         isinstance(t, AgentTool) for p in procs for t in p.tools
+    )
+
+
+def _tool_rules(agent: Agent, procs: tuple[BaseProcessor, ...]) -> bool:
+    """Whether a tool of the agent (or one a processor declares) has its own
+    `needs_approval` rule."""
+    return any(t.needs_approval is not False for t in agent.tools) or any(
+        t.needs_approval is not False for p in procs for t in p.tools
     )
 
 
@@ -97,7 +106,8 @@ def _hookless(agent: Agent) -> RunConfig | None:
     if kept is not None and kept[0] is agent:  # (kept, it is not collected: no id reuse)
         return kept[1]
     rc = RunConfig(agent=agent, ctx=_NO_CONTEXT, clock=_no_clock, record=None, price=None,
-                   children=_runs_children(agent, ()), **plan_stream(agent, ()))
+                   children=_runs_children(agent, ()), tool_rules=_tool_rules(agent, ()),
+                   **plan_stream(agent, ()))
     if len(_HOOKLESS) >= MAX_HOOKLESS:
         _HOOKLESS.clear()
     _HOOKLESS[id(agent)] = (agent, rc)

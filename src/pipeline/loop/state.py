@@ -140,6 +140,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Some stream hook sees data chunks."""
     h_tool_call: tuple[Bound, ...] = ()
     """process_tool_call hooks, across all the agent's processors in list order."""
+    tool_rules: bool = False
+    """Some tool of the agent (or one its processors declare) has a `needs_approval`
+    rule: its calls go through the gate (`gate.gate_calls`) as with gates."""
     h_tool_result: tuple[Bound, ...] = ()
     bare_stream: bool = False
     """No stream hook at all: the chunks the loop makes itself go out as they are."""

@@ -14,7 +14,7 @@ history stays paired.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, cast
 
@@ -22,7 +22,7 @@ import msgspec
 
 from effects import Abort, Publish, Replace, RunTools
 from pipeline.agents import tool_value
-from pipeline.approval import Resumption
+from pipeline.approval import Resumption, approved_digests
 from pipeline.loop.children import (
     approval_requests,
     fold_children,
@@ -80,6 +80,7 @@ def run_tools(
     turn: tuple[MessageList, MessageList] | None,
     decided: list[ToolInvocation | ToolResultPart] | None = None,
     resumes: dict[str, Resumption] | None = None,
+    approved: Mapping[str, str] | None = None,
 ) -> Generator[LoopCommand, object, tuple[ToolResultPart, ...]]:
     """Run the calls; their results go into one tool message. `turn`: the messages before
     the loop's own response and with it, when `calls` are that response's calls and
@@ -90,9 +91,12 @@ def run_tools(
     suspends for approval). `decided`: a resumed step's entries, one per call (a
     `ToolResultPart` is a call answered without running): no gate is asked again.
     A call of an agent tool runs a child run (`children.py`; `resumes`: the resumed
-    step's children that waited, by call id)."""
+    step's children that waited, by call id). `approved`: a resumed step's calls are
+    gated again, each decided call's approval by its digest (`gate.gate_calls`)."""
     ctx = rc.ctx
-    gated = bool(rc.h_tool_call)
+    gated = bool(rc.h_tool_call) or rc.tool_rules or any(
+        t.needs_approval is not False for t in tools
+    )
     writers: list[ToolWriter] | None = None  # made at the first tool that may write
     entries: Sequence[ToolInvocation | ToolResultPart]
     invocations: list[ToolInvocation] = []
@@ -122,9 +126,9 @@ def run_tools(
     else:
         by_name = st.tools.by_name(tools)
         entries = decided
-    if gated and decided is None:
+    if gated and (decided is None or approved is not None):
         try:
-            entries = yield from gate_calls(rc, st, calls, list(entries))
+            entries = yield from gate_calls(rc, st, calls, list(entries), approved)
         except (Tripped, HookFailure, RunCancelled) as stop:
             # Fail closed: no tool runs; each call goes out without its arguments and
             # gets one error result (a cancel's: `answer_dangling_calls`).
@@ -277,7 +281,17 @@ def run_resumed(
     yield from stream_through(rc, st, decision_chunks(r))
     tools = tuple(e.tool for e in entries if type(e) is ToolInvocation and e.tool is not None)
     resumes = resumed_children(st, r.suspension.calls, r) if rc.children else None
-    return calls, (yield from run_tools(rc, st, calls, tools, None, entries, resumes))
+    approved = None
+    s = r.suspension
+    if not r.skip_gates_on_resume and s.gate_states:
+        # The policy in force now decides: the gates are asked again, from their states
+        # before they first gated this step (so nothing is counted twice).
+        for b in rc.h_tool_call:
+            if b.slot < len(s.gate_states):
+                st.states[b.slot] = s.gate_states[b.slot]
+        approved = approved_digests(r)
+    return calls, (yield from run_tools(rc, st, calls, tools, None, entries, resumes,
+                                        approved))
 
 
 def results_through(

@@ -26,7 +26,7 @@ import msgspec
 from returns.io import IOFailure, IOSuccess
 from returns.result import Failure, Success
 from returns.unsafe import unsafe_perform_io
-from typing_extensions import TypeVar, Unpack
+from typing_extensions import ParamSpec, TypeVar, Unpack
 
 from pipeline.tools.context import ToolContext, deps_mismatch, deps_type, is_context_type
 from pipeline.values.bounds import MAX_JSON_DEPTH, check_cap, json_too_deep, value_too_deep
@@ -43,6 +43,13 @@ a tool that needs less fits an agent that gives more. A bare `Tool` is any tool.
 D = TypeVar("D")
 ContextToolFn = Callable[Concatenate[ToolContext[D], ...], object]
 """A tool function whose first parameter is its context."""
+P = ParamSpec("P")
+
+NeedsApproval = bool | Callable[..., bool]
+"""A tool's approval rule (`tool(fn, needs_approval=...)`): True (every call waits for
+a person), False (none does), or a predicate called with the call's validated arguments
+as the tool function gets them (its `ToolContext` too, when it takes one) that says
+whether this call waits."""
 
 
 class Tool(msgspec.Struct, Generic[NeedsDeps], frozen=True):
@@ -60,6 +67,10 @@ class Tool(msgspec.Struct, Generic[NeedsDeps], frozen=True):
     """Per parameter, a second validation after msgspec's (pydantic models)."""
     max_result_bytes: int | None = None
     """This tool's cap on its result (encoded JSON bytes); None: the agent's."""
+    needs_approval: NeedsApproval = False
+    """Whether a call waits for a person's decision before it runs (`tool(...,
+    needs_approval=...)`): asked after the agent's `process_tool_call` gates let the
+    call through, with the arguments they left (`pipeline.loop.gate`)."""
 
     @property
     def name(self) -> str:
@@ -102,15 +113,32 @@ class Tool(msgspec.Struct, Generic[NeedsDeps], frozen=True):
     @staticmethod
     def define(
         name: str, description: str, parameters: JsonObject, fn: ToolFn,
-        *, max_result_bytes: int | None = None,
+        *, max_result_bytes: int | None = None, needs_approval: NeedsApproval = False,
     ) -> Tool[object]:
-        """A tool with a hand-written JSON schema; `fn` gets the arguments as keywords."""
+        """A tool with a hand-written JSON schema; `fn` gets the arguments as keywords
+        (and a `needs_approval` predicate too)."""
         if max_result_bytes is not None:
             check_cap("max_result_bytes", max_result_bytes)
         return Tool(
             ToolSpec(name, description, parameters), fn, None, _is_async(fn),
             max_result_bytes=max_result_bytes,
+            needs_approval=check_rule(name, needs_approval),
         )
+
+    def approval_needed(self, kwargs: Mapping[str, object]) -> bool:
+        """Whether the call with these validated keyword arguments (`bind`, with the
+        `ToolContext` when the tool takes one) waits for a person. A predicate that
+        raises, or answers other than a bool, raises (the run fails closed)."""
+        rule = self.needs_approval
+        if rule is True or rule is False:
+            return rule
+        answer = rule(**kwargs)
+        if type(answer) is not bool:
+            raise TypeError(
+                f"the needs_approval rule of tool {self.name!r} answered "
+                f"{type(answer).__name__}, not a bool"
+            )
+        return answer
 
 
 _COMPARED_WITH_STR = (
@@ -171,24 +199,51 @@ class ToolOptions(TypedDict, total=False):
 
 
 @overload
-def tool(fn: ContextToolFn[D], **options: Unpack[ToolOptions]) -> Tool[D]: ...
+def tool(
+    fn: Callable[Concatenate[ToolContext[D], P], object],
+    *,
+    needs_approval: bool | Callable[Concatenate[ToolContext[D], P], bool] = ...,
+    **options: Unpack[ToolOptions],
+) -> Tool[D]: ...
 @overload
-def tool(fn: ToolFn, **options: Unpack[ToolOptions]) -> Tool[object]: ...
+def tool(
+    fn: Callable[P, object],
+    *,
+    needs_approval: bool | Callable[P, bool] = ...,
+    **options: Unpack[ToolOptions],
+) -> Tool[object]: ...
 @overload
-def tool(fn: None = None, **options: Unpack[ToolOptions]) -> _ToolDecorator: ...
+def tool(
+    fn: None = None, *, needs_approval: bool = ..., **options: Unpack[ToolOptions]
+) -> _ToolDecorator: ...
+@overload
+def tool(
+    fn: None = None,
+    *,
+    needs_approval: Callable[Concatenate[ToolContext[D], P], bool],
+    **options: Unpack[ToolOptions],
+) -> _RuledDecorator[Concatenate[ToolContext[D], P], D]: ...
+@overload
+def tool(
+    fn: None = None, *, needs_approval: Callable[P, bool], **options: Unpack[ToolOptions]
+) -> _RuledDecorator[P, object]: ...
 def tool(
     fn: ToolFn | None = None, *, name: str | None = None, description: str | None = None,
-    max_result_bytes: int | None = None,
-) -> Tool | _ToolDecorator:
+    max_result_bytes: int | None = None, needs_approval: NeedsApproval = False,
+) -> Tool | _ToolDecorator | _RuledDecorator[..., Any]:
     """Make a Tool from a function: its name, docstring and annotated parameters.
 
     Usable as `tool(fn)` or as a decorator `@tool` / `@tool(name=...)`.
     `max_result_bytes` caps its result (encoded JSON), in place of the agent's cap.
+    `needs_approval`: True (every call waits for a person's decision), or a predicate
+    over the call's arguments, with the tool function's own parameters (its
+    `ToolContext` first when it takes one; mypy checks it against the function), that
+    says whether this call waits: `needs_approval=lambda order, amount: amount > 100`.
     """
 
     def build(f: ToolFn) -> Tool:
         return make_tool(f, name=name, description=description,
-                         max_result_bytes=max_result_bytes)
+                         max_result_bytes=max_result_bytes, needs_approval=needs_approval)
 
     return build(fn) if fn is not None else cast("_ToolDecorator", build)
 
@@ -202,13 +257,43 @@ class _ToolDecorator(Protocol):
     def __call__(self, fn: ToolFn, /) -> Tool[object]: ...
 
 
+WantsDeps = TypeVar("WantsDeps", contravariant=True)
+
+
+class _RuledDecorator(Protocol[P, WantsDeps]):
+    """What `@tool(needs_approval=rule)` is: it takes a function with the rule's
+    parameters (mypy checks the rule against the tool)."""
+
+    def __call__(self, fn: Callable[P, object], /) -> Tool[WantsDeps]: ...
+
+
+def check_rule(name: str, rule: object) -> NeedsApproval:
+    """`rule` as a tool's `needs_approval`, checked: a bool or a callable."""
+    if isinstance(rule, bool) or callable(rule):
+        return cast("NeedsApproval", rule)
+    raise TypeError(
+        f"tool {name!r}: needs_approval is True, False or a predicate over the call's "
+        f"arguments, not {rule!r}"
+    )
+
+
 @overload
-def make_tool(fn: ContextToolFn[D], **options: Unpack[ToolOptions]) -> Tool[D]: ...
+def make_tool(
+    fn: Callable[Concatenate[ToolContext[D], P], object],
+    *,
+    needs_approval: bool | Callable[Concatenate[ToolContext[D], P], bool] = ...,
+    **options: Unpack[ToolOptions],
+) -> Tool[D]: ...
 @overload
-def make_tool(fn: ToolFn, **options: Unpack[ToolOptions]) -> Tool[object]: ...
+def make_tool(
+    fn: Callable[P, object],
+    *,
+    needs_approval: bool | Callable[P, bool] = ...,
+    **options: Unpack[ToolOptions],
+) -> Tool[object]: ...
 def make_tool(
     fn: ToolFn, *, name: str | None = None, description: str | None = None,
-    max_result_bytes: int | None = None,
+    max_result_bytes: int | None = None, needs_approval: NeedsApproval = False,
 ) -> Tool:
     """Like `tool(fn)` with a precise return type."""
     if max_result_bytes is not None:
@@ -260,6 +345,7 @@ def make_tool(
     return Tool(
         ToolSpec(tool_name, doc, schema), fn, args_type, _is_async(fn),
         context_param, wants, tuple(validators), max_result_bytes,
+        check_rule(tool_name, needs_approval),
     )
 
 

@@ -199,6 +199,10 @@ class GatedCall(msgspec.Struct, frozen=True, kw_only=True):
     kept: KeptChild | None = None
     """`kind="answered"` for a child run that had finished: what it leaves the tree
     (its writes wait for the root's approval, its chunks for the parent's stream)."""
+    approved: str | None = None
+    """`kind="run"` for a call a person decided on an earlier resume of this step (the
+    step suspended again for another call): the digest the decision was for, which
+    answers the gates' asks for that call when it resumes again."""
 
 
 class AgentNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -294,6 +298,11 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float = 0.0
     """When the run began (on its clock): the resumed run began then too (memory files
     its turn by it, before the turns that came while it waited)."""
+    gate_states: tuple[object, ...] = ()
+    """The processors' states (by slot, as `states`) before the gates ran for the
+    suspended step: a resume gates the step's calls again from them, so a gate that
+    counts calls counts each once. Empty: the step's gates are not asked again (a
+    suspension kept before they were, or one a child run's wait made)."""
 
 
 class SuspendedRun(msgspec.Struct, frozen=True, kw_only=True):
