@@ -25,11 +25,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
 from pipeline.agent import Agent, AgentTool
 from pipeline.definition import agent_definition
+from pipeline.processor import BaseProcessor
 from pipeline.tools import Tool
 from pipeline.values.context import RunContext
 from pipeline.values.messages import JsonObject
@@ -408,9 +410,9 @@ def nested_resumption(
 def typed_states(agent: Agent, s: Suspension) -> Suspension:
     """`s` with each processor's state of the type of its initial state (a state read
     back from a store is plain data: a Struct's or dataclass's fields are typed again by
-    their annotations); a child run waiting under one of its calls, by its own agent's
-    processors (found by the call's tool). `TypeError` for a state that does not fit
-    its processor."""
+    their annotations), its states before the gates too; a child run waiting under one
+    of its calls, by its own agent's processors (found by the call's tool). `TypeError`
+    for a state that does not fit its processor."""
     calls = s.calls
     if any(g.child is not None for g in calls):
         tools = {t.name: t for t in (*agent.tools, *(
@@ -422,9 +424,21 @@ def typed_states(agent: Agent, s: Suspension) -> Suspension:
                 nested[i] = msgspec.structs.replace(g, child=typed_states(tool.agent, g.child))
         s = msgspec.structs.replace(s, calls=tuple(nested))
     procs = agent.all_processors()
+    states, changed = _typed(procs, s.run_id, s.states)
+    gated, gated_changed = (
+        _typed(procs, s.run_id, s.gate_states) if s.gate_states is not None else (None, False)
+    )
+    if not changed and not gated_changed:
+        return s
+    return msgspec.structs.replace(s, states=tuple(states), gate_states=gated)
+
+
+def _typed(
+    procs: tuple[BaseProcessor[Any], ...], run_id: str, given: tuple[object, ...]
+) -> tuple[tuple[object, ...], bool]:
     states: list[object] = []
     changed = False
-    for slot, state in enumerate(s.states):
+    for slot, state in enumerate(given):
         want = type(procs[slot].initial_state()) if slot < len(procs) else type(None)
         if want is type(None) or isinstance(state, want):
             states.append(state)
@@ -433,8 +447,8 @@ def typed_states(agent: Agent, s: Suspension) -> Suspension:
             states.append(msgspec.convert(state, want))
         except msgspec.ValidationError as e:
             raise TypeError(
-                f"the stored state of processor {procs[slot].id!r} of run {s.run_id!r} is "
+                f"the stored state of processor {procs[slot].id!r} of run {run_id!r} is "
                 f"not a {want.__name__}: {e}"
             ) from None
         changed = True
-    return msgspec.structs.replace(s, states=tuple(states)) if changed else s
+    return tuple(states), changed

@@ -63,7 +63,7 @@ class Suspend(Exception):
         """Set by the step (what the model answered), before the run ends."""
         self.tools: tuple[Tool, ...] = ()
         """Set by the step: the tools it offered (a resume finds them again)."""
-        self.gate_states: tuple[object, ...] = ()
+        self.gate_states: tuple[object, ...] | None = None
         """The processors' states before the gates ran for the step (a resume gates
         its calls again from them)."""
 

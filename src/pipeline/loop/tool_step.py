@@ -283,11 +283,11 @@ def run_resumed(
     resumes = resumed_children(st, r.suspension.calls, r) if rc.children else None
     approved = None
     s = r.suspension
-    if not r.skip_gates_on_resume and s.gate_states:
+    if not r.skip_gates_on_resume and s.gate_states is not None:
         # The policy in force now decides: the gates are asked again, from their states
         # before they first gated this step (so nothing is counted twice).
         for b in rc.h_tool_call:
-            if b.slot < len(s.gate_states):
+            if b.slot < len(s.gate_states):  # (a resumed run's slots are the suspended's)
                 st.states[b.slot] = s.gate_states[b.slot]
         approved = approved_digests(r)
     return calls, (yield from run_tools(rc, st, calls, tools, None, entries, resumes,

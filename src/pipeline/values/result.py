@@ -298,10 +298,10 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float = 0.0
     """When the run began (on its clock): the resumed run began then too (memory files
     its turn by it, before the turns that came while it waited)."""
-    gate_states: tuple[object, ...] = ()
+    gate_states: tuple[object, ...] | None = None
     """The processors' states (by slot, as `states`) before the gates ran for the
     suspended step: a resume gates the step's calls again from them, so a gate that
-    counts calls counts each once. Empty: the step's gates are not asked again (a
+    counts calls counts each once. None: the step's gates are not asked again (a
     suspension kept before they were, or one a child run's wait made)."""
 
 
