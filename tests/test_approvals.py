@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 
+from collections.abc import Sequence
+
 import anyio
 import msgspec
 import pytest
 
 from effects import AskApproval, Continue
+from interpreters.approvals.audit import AuditRecord
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.testing import AsyncSimulator, Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
@@ -234,12 +237,17 @@ def test_a_run_resumed_and_suspended_again_between_read_and_take_is_not_resumed_
 
         raced = False
 
-        def take(self, run_id: str) -> Suspension:
+        def take(
+            self,
+            run_id: str,
+            audit: Sequence[AuditRecord] = (),
+            expected: Suspension | None = None,
+        ) -> Suspension:
             if not self.raced:
                 self.raced = True
                 super().take(run_id)
                 self.save(later)
-            return super().take(run_id)
+            return super().take(run_id, audit, expected)
 
     racing = Racing()
     racing.save(s)

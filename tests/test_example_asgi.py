@@ -3,6 +3,8 @@ transport and by calling the app directly (to disconnect mid-response)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import anyio.lowlevel
 import httpx
@@ -21,6 +23,7 @@ from examples.asgi_stream import (
     main,
 )
 from interpreters.aio import AsyncInterpreter
+from interpreters.approvals.audit import AuditRecord
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.testing import Say, ScriptedModel
 from pipeline.agent import Agent
@@ -319,8 +322,8 @@ async def test_a_suspended_run_waits_before_its_client_hears_the_end() -> None:
             super().__init__()
             self.saved = 0
 
-        def save(self, suspension: Suspension) -> None:
-            super().save(suspension)
+        def save(self, suspension: Suspension, audit: Sequence[AuditRecord] = ()) -> None:
+            super().save(suspension, audit)
             self.saved += 1
 
     store = Saves()
@@ -353,9 +356,14 @@ async def test_an_answer_to_a_run_another_answer_took_meanwhile_is_a_409() -> No
     class TakenMeanwhile(MemoryApprovalStore):
         """Another answer takes the run between this one's read and its take."""
 
-        def take(self, run_id: str) -> Suspension:
+        def take(
+            self,
+            run_id: str,
+            audit: Sequence[AuditRecord] = (),
+            expected: Suspension | None = None,
+        ) -> Suspension:
             super().take(run_id)
-            return super().take(run_id)  # RunNotSuspended: taken already
+            return super().take(run_id, audit, expected)  # RunNotSuspended: taken already
 
     app = chat_app(demo_agent(), AsyncInterpreter(ScriptedModel(demo_script)),
                    approvals=Approvals(TakenMeanwhile()))

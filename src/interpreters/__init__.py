@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING
 from interpreters.aio import AsyncInterpreter, AsyncRunStream
 from interpreters.approvals import (
     ApprovalDesk,
+    ApprovalPolicy,
     Approvals,
+    AuditRecord,
     MemoryApprovalStore,
+    ToolApprovalRule,
     open_approval_store,
 )
 from interpreters.core.breaker import CircuitBreaker
@@ -62,12 +65,13 @@ __getattr__ = lazy_names(
 )
 
 __all__ = [
-    "ApprovalDesk", "Approvals", "AsyncInterpreter", "AsyncNotSupportedError",
-    "AsyncProvider", "AsyncResolver", "AsyncRunStream", "CancelSignal", "CircuitBreaker",
+    "ApprovalDesk", "ApprovalPolicy", "Approvals", "AsyncInterpreter", "AuditRecord",
+    "AsyncNotSupportedError", "AsyncProvider", "AsyncResolver", "AsyncRunStream", "CancelSignal", "CircuitBreaker",
     "DurableApprovals",
     "DurableClient", "DurableRuns",
     "Handlers", "Journal", "LogObserver", "MemoryApprovalStore", "OTelObserver", "Observer",
     "Provider", "ProviderError", "Recorder", "ReplayRun", "Resolver", "RunOptions",
-    "RunStream", "ShadowedPackageError", "SyncInterpreter", "Trace", "open_approval_store",
+    "RunStream", "ShadowedPackageError", "SyncInterpreter", "ToolApprovalRule", "Trace",
+    "open_approval_store",
     "open_async_memory_store", "open_memory_store",
 ]

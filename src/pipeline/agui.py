@@ -181,7 +181,8 @@ def agui_events(state: AguiState, chunk: Chunk) -> tuple[AguiState, tuple[BaseEv
         return _replace(state, interrupts=(*state.interrupts, waiting)), ()
     if isinstance(chunk, c.ToolApprovalResponse):
         value = {"approvalId": chunk.approval_id, "toolCallId": chunk.tool_call_id,
-                 "approved": chunk.approved, "reason": chunk.reason}
+                 "approved": chunk.approved, "reason": chunk.reason,
+                 "decidedBy": chunk.decided_by}
         return state, (CustomEvent(name="tool-approval-response", value=value),)
     if isinstance(chunk, c.StepStart):
         state, closing = _close_step(state)

@@ -120,6 +120,10 @@ class Approve(msgspec.Struct, frozen=True, tag=True):
 
     tool_call_id: str
     digest: str
+    by: str = ""
+    """Who decided: the principal id the app gives (a person's, a reviewer's)."""
+    reason: str = ""
+    """Why, as the decider said it (kept in the audit record)."""
 
 
 class Deny(msgspec.Struct, frozen=True, tag=True):
@@ -129,32 +133,38 @@ class Deny(msgspec.Struct, frozen=True, tag=True):
     tool_call_id: str
     digest: str
     reason: str = ""
+    by: str = ""
+    """Who decided (see `Approve.by`)."""
 
 
 class Edit(msgspec.Struct, frozen=True, tag=True):
-    """Run it with these arguments instead (checked against the tool's schema)."""
+    """Run it with these arguments instead (the same tool: checked against its schema,
+    then by its rule and the gates on resume)."""
 
     tool_call_id: str
     digest: str
     args: JsonObject
+    by: str = ""
+    """Who decided (see `Approve.by`)."""
+    reason: str = ""
 
 
 Decision = Approve | Deny | Edit
 
 
-def approve(p: PendingApproval) -> Approve:
-    """Run the call as it waits."""
-    return Approve(p.tool_call_id, p.digest)
+def approve(p: PendingApproval, *, by: str = "", reason: str = "") -> Approve:
+    """Run the call as it waits; `by`: who decided, `reason`: why."""
+    return Approve(p.tool_call_id, p.digest, by, reason)
 
 
-def deny(p: PendingApproval, reason: str = "") -> Deny:
+def deny(p: PendingApproval, reason: str = "", *, by: str = "") -> Deny:
     """Answer the call with an error result giving `reason`, without running it."""
-    return Deny(p.tool_call_id, p.digest, reason)
+    return Deny(p.tool_call_id, p.digest, reason, by)
 
 
-def edit(p: PendingApproval, args: JsonObject) -> Edit:
+def edit(p: PendingApproval, args: JsonObject, *, by: str = "", reason: str = "") -> Edit:
     """Run the call with these arguments instead."""
-    return Edit(p.tool_call_id, p.digest, args)
+    return Edit(p.tool_call_id, p.digest, args, by, reason)
 
 
 def resumption(

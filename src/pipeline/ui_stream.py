@@ -154,6 +154,8 @@ class UIToolApprovalResponse(_Part, frozen=True, tag="tool-approval-response"):
     approval_id: str
     approved: bool
     reason: str | None = None
+    decided_by: str | None = None
+    """Who decided (`decidedBy`; left out when the decision named no one)."""
 
 
 class UIToolOutputDenied(_Part, frozen=True, tag="tool-output-denied"):
@@ -304,7 +306,8 @@ def ui_parts(state: UIStreamState, chunk: Chunk) -> tuple[UIStreamState, tuple[U
     if isinstance(chunk, c.ToolApprovalResponse):
         if not chunk.approved:
             state = msgspec.structs.replace(state, denied=(*state.denied, chunk.tool_call_id))
-        return state, (UIToolApprovalResponse(chunk.approval_id, chunk.approved, chunk.reason),)
+        return state, (UIToolApprovalResponse(chunk.approval_id, chunk.approved, chunk.reason,
+                                              chunk.decided_by),)
     if isinstance(chunk, c.SourceChunk):
         return state, (UISourceUrl(chunk.source_id, chunk.url, chunk.title),)
     if isinstance(chunk, c.StepStart):

@@ -1,7 +1,15 @@
 """Suspended runs kept and resumed: `Approvals` over an `ApprovalStore` (in memory,
-SQLite or PostgreSQL: `open_approval_store(url)`), the `ApprovalDesk` of in-process runs."""
+SQLite or PostgreSQL: `open_approval_store(url)`), the `ApprovalDesk` of in-process runs;
+the rules on deciders (`ApprovalPolicy`) and the audit trail (`AuditRecord`)."""
 
+from interpreters.approvals.audit import AuditRecord
 from interpreters.approvals.desk import ApprovalDesk
+from interpreters.approvals.policy import (
+    ApprovalPolicy,
+    DeciderNotAllowed,
+    SecondApprovalNeeded,
+    ToolApprovalRule,
+)
 from interpreters.approvals.sql import (
     ApprovalStoreError,
     ApprovalStoreUnavailable,
@@ -14,7 +22,8 @@ from interpreters.approvals.sql import (
 from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprovalStore
 
 __all__ = [
-    "ApprovalDesk", "ApprovalStore", "ApprovalStoreError", "ApprovalStoreUnavailable", "Approvals",
+    "ApprovalDesk", "ApprovalPolicy", "AuditRecord", "DeciderNotAllowed", "SecondApprovalNeeded",
+    "ToolApprovalRule", "ApprovalStore", "ApprovalStoreError", "ApprovalStoreUnavailable", "Approvals",
     "CorruptStoredSuspension", "MemoryApprovalStore", "PostgresApprovalStore",
     "SQLiteApprovalStore", "SuspensionNotStorable", "open_approval_store",
 ]

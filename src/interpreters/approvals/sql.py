@@ -27,13 +27,20 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Generic, LiteralString, Protocol, TypeVar
 
 import msgspec
 
-from interpreters.approvals.store import DEFAULT_LISTED, MemoryApprovalStore, check_listing
+from interpreters.approvals.audit import AuditRecord
+from interpreters.approvals.store import (
+    DEFAULT_LISTED,
+    MemoryApprovalStore,
+    check_after,
+    check_listing,
+    check_records,
+)
 from interpreters.approvals.writes import StoredWrite, UnknownWrite, with_writes, without_writes
 from interpreters.memory.open import open_memory_store
 from interpreters.memory.postgres import PostgresStore
@@ -48,7 +55,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-APPROVAL_SCHEMA_VERSION = 2
+APPROVAL_SCHEMA_VERSION = 3
 """The version of the approval tables; a store opened on an older one migrates it."""
 
 _MIGRATION_LOCK = 0x61707072  # pg_advisory_xact_lock key of the approval tables
@@ -67,6 +74,18 @@ SQLITE_MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
         "CREATE INDEX approval_runs_resource ON approval_runs (resource_id, seq)",
         "CREATE INDEX approval_runs_seq ON approval_runs (seq)",
     ),
+    (  # 3: the audit trail, append-only (the triggers refuse a change or a removal)
+        "CREATE TABLE approval_audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "run_id TEXT NOT NULL, thread_id TEXT, resource_id TEXT, outcome TEXT NOT NULL, "
+        "at REAL NOT NULL, body BLOB NOT NULL)",
+        "CREATE INDEX approval_audit_run ON approval_audit (run_id, seq)",
+        "CREATE INDEX approval_audit_thread ON approval_audit (thread_id, seq)",
+        "CREATE INDEX approval_audit_resource ON approval_audit (resource_id, seq)",
+        "CREATE TRIGGER approval_audit_no_update BEFORE UPDATE ON approval_audit "
+        "BEGIN SELECT RAISE(ABORT, 'approval audit records are never changed'); END",
+        "CREATE TRIGGER approval_audit_no_delete BEFORE DELETE ON approval_audit "
+        "BEGIN SELECT RAISE(ABORT, 'approval audit records are never removed'); END",
+    ),
 )
 POSTGRES_MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
     (
@@ -80,6 +99,21 @@ POSTGRES_MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
         "CREATE INDEX approval_runs_thread ON approval_runs (thread_id, seq)",
         "CREATE INDEX approval_runs_resource ON approval_runs (resource_id, seq)",
         "CREATE INDEX approval_runs_seq ON approval_runs (seq)",
+    ),
+    (
+        "CREATE TABLE approval_audit (seq bigserial PRIMARY KEY, run_id text NOT NULL, "
+        "thread_id text, resource_id text, outcome text NOT NULL, "
+        "at double precision NOT NULL, body bytea NOT NULL)",
+        "CREATE INDEX approval_audit_run ON approval_audit (run_id, seq)",
+        "CREATE INDEX approval_audit_thread ON approval_audit (thread_id, seq)",
+        "CREATE INDEX approval_audit_resource ON approval_audit (resource_id, seq)",
+        "CREATE FUNCTION approval_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'approval audit records are never changed or removed'; "
+        "END $$",
+        "CREATE TRIGGER approval_audit_no_change BEFORE UPDATE OR DELETE ON approval_audit "
+        "FOR EACH ROW EXECUTE FUNCTION approval_audit_append_only()",
+        "CREATE TRIGGER approval_audit_no_truncate BEFORE TRUNCATE ON approval_audit "
+        "FOR EACH STATEMENT EXECUTE FUNCTION approval_audit_append_only()",
     ),
 )
 assert len(SQLITE_MIGRATIONS) == len(POSTGRES_MIGRATIONS) == APPROVAL_SCHEMA_VERSION
@@ -120,6 +154,21 @@ _TREE = msgspec.msgpack.Decoder(StoredTree)
 
 def _decode_write(body: bytes, cls: type) -> object:
     return msgspec.msgpack.decode(body, type=cls)
+_AUDIT_DEC = msgspec.msgpack.Decoder(AuditRecord)
+
+
+def _audit_row(r: AuditRecord) -> tuple[object, ...]:
+    return (r.run_id, r.thread_id, r.resource_id, r.outcome, r.at, _ENC.encode(r))
+
+
+def decode_record(seq: object, body: object) -> AuditRecord:
+    if not isinstance(body, bytes | bytearray | memoryview) or not isinstance(seq, int):
+        raise ApprovalStoreError(f"audit record {seq!r} is not stored as one")
+    try:
+        r = _AUDIT_DEC.decode(bytes(body))
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise ApprovalStoreError(f"audit record {seq} does not decode: {e}") from None
+    return msgspec.structs.replace(r, seq=seq)
 
 
 def encode_suspension(s: Suspension) -> bytes:
@@ -230,19 +279,34 @@ class _SQLApprovalStore(Generic[St]):
     GET: LiteralString
     WAITING: LiteralString  # the condition of a row not taken
     PARAM: LiteralString  # the database's placeholder
+    APPEND: LiteralString  # one audit record
+
+    def _append(self, execute: Execute, records: tuple[AuditRecord, ...]) -> None:
+        for r in records:
+            execute(self.APPEND, _audit_row(r))
 
     def _transaction(self, body: Callable[[Execute], T]) -> T:
         raise NotImplementedError
 
-    def save(self, suspension: Suspension) -> None:
+    def save(self, suspension: Suspension, audit: Sequence[AuditRecord] = ()) -> None:
         body = encode_suspension(suspension)
         s = suspension
-        self._transaction(
-            lambda execute: execute(self.SAVE, (s.run_id, body, s.thread_id, s.resource_id))
-        )
+        records = check_records(audit)
 
-    def take(self, run_id: str) -> Suspension:
+        def write(execute: Execute) -> None:
+            execute(self.SAVE, (s.run_id, body, s.thread_id, s.resource_id))
+            self._append(execute, records)
+
+        self._transaction(write)
+
+    def take(
+        self,
+        run_id: str,
+        audit: Sequence[AuditRecord] = (),
+        expected: Suspension | None = None,
+    ) -> Suspension:
         _check_run_id(run_id)
+        records = check_records(audit)
 
         def body(execute: Execute) -> Suspension:
             row = _first(execute(self.READ_FOR_TAKE, (run_id,)))
@@ -251,10 +315,42 @@ class _SQLApprovalStore(Generic[St]):
             if row[1]:
                 raise RunNotSuspended(f"run {run_id!r} was resumed already")
             s = decode_suspension(run_id, _bytes(run_id, row[0]))  # corrupt: raised, not taken
+            if expected is not None and s != expected:
+                raise RunNotSuspended(
+                    f"run {run_id!r} was resumed (and suspended again) meanwhile"
+                )
             execute(self.MARK_TAKEN, (run_id,))
+            self._append(execute, records)
             return s
 
         return self._transaction(body)
+
+    def append_audit(self, audit: Sequence[AuditRecord]) -> None:
+        records = check_records(audit)
+        self._transaction(lambda execute: self._append(execute, records))
+
+    def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        after: int = 0,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[AuditRecord, ...]:
+        limit = check_listing(thread_id, resource_id, limit)
+        after = check_after(run_id, after)
+        where: LiteralString = "seq > " + self.PARAM
+        args: list[object] = [after]
+        for column, value in (("run_id", run_id), ("thread_id", thread_id),
+                              ("resource_id", resource_id)):
+            if value is not None:
+                where += " AND " + _COLUMNS[column] + " = " + self.PARAM
+                args.append(value)
+        query = ("SELECT seq, body FROM approval_audit WHERE " + where
+                 + " ORDER BY seq LIMIT " + self.PARAM)
+        rows = self._transaction(lambda execute: execute(query, (*args, limit)))
+        return tuple(decode_record(r[0], r[1]) for r in rows)
 
     def get(self, run_id: str) -> Suspension | None:
         _check_run_id(run_id)
@@ -280,6 +376,10 @@ class _SQLApprovalStore(Generic[St]):
                  + " ORDER BY seq, run_id LIMIT " + self.PARAM)
         rows = self._transaction(lambda execute: execute(query, (*args, limit)))
         return tuple(decode_suspension(str(r[0]), _bytes(str(r[0]), r[1])) for r in rows)
+
+
+_COLUMNS: dict[str, LiteralString] = {
+    "run_id": "run_id", "thread_id": "thread_id", "resource_id": "resource_id"}
 
 
 def _first(rows: list[Row]) -> Row | None:
@@ -348,6 +448,8 @@ class SQLiteApprovalStore(_SQLApprovalStore[SQLiteStore]):
     GET = "SELECT body FROM approval_runs WHERE run_id = ? AND taken = 0"
     WAITING = "taken = 0"
     PARAM = "?"
+    APPEND = ("INSERT INTO approval_audit (run_id, thread_id, resource_id, outcome, at, body) "
+              "VALUES (?, ?, ?, ?, ?, ?)")
 
     def __init__(
         self, store: SQLiteStore | str | os.PathLike[str], *, timeout: float = 5.0
@@ -403,6 +505,8 @@ class PostgresApprovalStore(_SQLApprovalStore[PostgresStore]):
     GET = "SELECT body FROM approval_runs WHERE run_id = %s AND NOT taken"
     WAITING = "NOT taken"
     PARAM = "%s"
+    APPEND = ("INSERT INTO approval_audit (run_id, thread_id, resource_id, outcome, at, body) "
+              "VALUES (%s, %s, %s, %s, %s, %s)")
 
     def __init__(
         self,

@@ -19,12 +19,24 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
+import msgspec
+
+from interpreters.approvals.audit import AuditRecord, decision_record, jsonl, waiting_records
+from interpreters.approvals.policy import (
+    ApprovalPolicy,
+    DeciderNotAllowed,
+    SecondApprovalNeeded,
+    check_deciders,
+)
 from pipeline.agent import Agent
 from pipeline.approval import (
+    ApprovalExpired,
     Decision,
+    Deny,
     Resumption,
     RunNotSuspended,
     UnknownRun,
@@ -46,15 +58,43 @@ MAX_LISTED = 1000
 
 
 class ApprovalStore(Protocol):
-    """Where suspended runs wait for their decisions."""
+    """Where suspended runs wait for their decisions, and the audit trail of them
+    (`interpreters.approvals.audit`: appended, never changed)."""
 
-    def save(self, suspension: Suspension) -> None:
-        """Keep `suspension` (a run suspended again replaces what was taken)."""
+    def save(self, suspension: Suspension, audit: Sequence[AuditRecord] = ()) -> None:
+        """Keep `suspension` (a run suspended again replaces what was taken), and append
+        `audit` with it (one transaction)."""
         ...
 
-    def take(self, run_id: str) -> Suspension:
-        """The suspension of `run_id`, handed out once: `UnknownRun` if none was kept,
-        `RunNotSuspended` if it was taken already."""
+    def take(
+        self,
+        run_id: str,
+        audit: Sequence[AuditRecord] = (),
+        expected: Suspension | None = None,
+    ) -> Suspension:
+        """The suspension of `run_id`, handed out once, `audit` appended with the take
+        (one transaction): `UnknownRun` if none was kept, `RunNotSuspended` if it was
+        taken already, or is not `expected` (when given: it was resumed and suspended
+        again since it was read; then nothing is taken or appended)."""
+        ...
+
+    def append_audit(self, audit: Sequence[AuditRecord]) -> None:
+        """Append records that go with no save or take (a refused decision, a first of
+        two approvals)."""
+        ...
+
+    def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        after: int = 0,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[AuditRecord, ...]:
+        """The records of run `run_id`, thread `thread_id`, resource `resource_id` (each
+        None: any) appended after record `after` (its `seq`), the first `limit` in the
+        order they were appended."""
         ...
 
     def get(self, run_id: str) -> Suspension | None:
@@ -85,6 +125,24 @@ def check_listing(thread_id: object, resource_id: object, limit: object) -> int:
     return limit
 
 
+def check_after(run_id: object, after: object) -> int:
+    """The run id and the `after` of an audit listing, checked."""
+    if run_id is not None and (not isinstance(run_id, str) or not run_id):
+        raise TypeError(f"a run id is a non-empty str, not {run_id!r}")
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ValueError(f"after is a record's seq (an int from 0), not {after!r}")
+    return after
+
+
+def check_records(audit: Sequence[AuditRecord]) -> tuple[AuditRecord, ...]:
+    """`audit` as records to append, checked."""
+    records = tuple(audit)
+    for r in records:
+        if not isinstance(r, AuditRecord):
+            raise TypeError(f"an audit trail holds AuditRecords, not {type(r).__name__}")
+    return records
+
+
 def _run_id(run_id: object) -> str:
     if not isinstance(run_id, str) or not run_id:
         raise TypeError(f"a run id is a non-empty str, not {run_id!r}")
@@ -104,23 +162,71 @@ class MemoryApprovalStore:
     def __init__(self) -> None:
         self._waiting: dict[str, Suspension] = {}
         self._taken: set[str] = set()
+        self._trail: list[AuditRecord] = []
         self._lock = threading.Lock()
 
-    def save(self, suspension: Suspension) -> None:
+    def save(self, suspension: Suspension, audit: Sequence[AuditRecord] = ()) -> None:
+        if not isinstance(suspension, Suspension):
+            raise TypeError(
+                f"an approval store keeps a Suspension, not {type(suspension).__name__}"
+            )
+        records = check_records(audit)
         with self._lock:
             self._waiting.pop(suspension.run_id, None)  # (saved again: the latest)
             self._waiting[suspension.run_id] = suspension
             self._taken.discard(suspension.run_id)
+            self._append(records)
 
-    def take(self, run_id: str) -> Suspension:
+    def take(
+        self,
+        run_id: str,
+        audit: Sequence[AuditRecord] = (),
+        expected: Suspension | None = None,
+    ) -> Suspension:
+        records = check_records(audit)
         with self._lock:
-            s = self._waiting.pop(run_id, None)
+            s = self._waiting.get(run_id)
             if s is not None:
+                if expected is not None and s != expected:
+                    raise RunNotSuspended(
+                        f"run {run_id!r} was resumed (and suspended again) meanwhile"
+                    )
+                del self._waiting[run_id]
                 self._taken.add(run_id)
+                self._append(records)
                 return s
             if run_id in self._taken:
                 raise RunNotSuspended(f"run {run_id!r} was resumed already")
             raise UnknownRun(f"no suspended run {run_id!r}")
+
+    def append_audit(self, audit: Sequence[AuditRecord]) -> None:
+        records = check_records(audit)
+        with self._lock:
+            self._append(records)
+
+    def _append(self, records: Sequence[AuditRecord]) -> None:
+        for r in records:
+            self._trail.append(msgspec.structs.replace(r, seq=len(self._trail) + 1))
+
+    def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        after: int = 0,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[AuditRecord, ...]:
+        limit = check_listing(thread_id, resource_id, limit)
+        after = check_after(run_id, after)
+        with self._lock:
+            found = (
+                r for r in self._trail[after:]
+                if (run_id is None or r.run_id == run_id)
+                and (thread_id is None or r.thread_id == thread_id)
+                and (resource_id is None or r.resource_id == resource_id)
+            )
+            return tuple(itertools.islice(found, limit))
 
     def get(self, run_id: str) -> Suspension | None:
         with self._lock:
@@ -142,25 +248,56 @@ class MemoryApprovalStore:
         """Nothing to close (like the SQL stores' `close`)."""
 
 
+EXPIRED = "the approval expired: no decision came in time"
+"""The reason an expired call is denied with."""
+
+
 class Approvals:
     """Keeps the suspended runs of `store` and hands each out once, with its decisions:
     the `ApprovalDesk` of in-process runs (`interpreters.approvals.desk`). `agent`: the
     agent its runs are resumed on, which `decide` checks them against (`take` is given
-    it instead)."""
+    it instead).
 
-    def __init__(self, store: ApprovalStore, agent: Agent | None = None) -> None:
+    `policy`: the rules on who decides and how long a call waits
+    (`interpreters.approvals.policy`); None: anyone, until decided. `clock`: the time
+    (seconds since the epoch) records and expiries are read on. `skip_gates_on_resume`:
+    what the resumptions it gives say (`pipeline.approval.Resumption`): by default a
+    resumed step's calls go through the gates again. Every suspension it keeps and every
+    decision it is given leaves an audit record in the store (`audit`)."""
+
+    def __init__(
+        self,
+        store: ApprovalStore,
+        agent: Agent | None = None,
+        *,
+        policy: ApprovalPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+        skip_gates_on_resume: bool = False,
+    ) -> None:
+        if policy is not None and not isinstance(policy, ApprovalPolicy):
+            raise TypeError(f"policy is an ApprovalPolicy, not {type(policy).__name__}")
         self.store = store
         self.agent = agent
+        self.policy = policy
+        self.clock = clock
+        self.skip_gates_on_resume = skip_gates_on_resume
 
     def keep(self, result: RunResult[Output]) -> RunResult[Output]:
-        """`result`, its suspension kept in the store when it is suspended."""
+        """`result`, its suspension kept in the store when it is suspended (a "waiting"
+        record for each call, with when its wait ends)."""
         if result.status == "suspended" and result.suspension is not None:
-            self.store.save(result.suspension)
+            s = result.suspension
+            now = self.clock()
+            ends = self.policy.expires_at(s, now) if self.policy is not None else None
+            if ends != s.expires_at:
+                s = msgspec.structs.replace(s, expires_at=ends)
+            self.store.save(s, waiting_records(s, now, ends))
         return result
 
     def waiting(self, run_id: str) -> Suspension:
         """What `run_id` waits for (`UnknownRun` if nothing waits, `RunNotSuspended` if
-        it was resumed already)."""
+        it was resumed already, `ApprovalExpired` if its wait ended: then it is denied,
+        never run, and recorded "expired")."""
         s = self.store.get(run_id)
         if s is None:
             # Why nothing waits: only a take says (unknown, or taken already). A run
@@ -168,7 +305,43 @@ class Approvals:
             found = self.store.take(run_id)
             self.store.save(found)
             return found
+        if self._expired(s):
+            self._expire(s)
+            raise ApprovalExpired(f"run {run_id!r} waited past its deadline: its calls are "
+                                  "denied")
         return s
+
+    def _expired(self, s: Suspension) -> bool:
+        return s.expires_at is not None and self.clock() >= s.expires_at
+
+    def _expire(self, s: Suspension) -> Resumption | None:
+        """Take `s` as expired: its calls denied and recorded "expired" (None: it was
+        taken meanwhile)."""
+        now = self.clock()
+        denials = tuple(Deny(p.tool_call_id, p.digest, EXPIRED) for p in s.pending)
+        records = [decision_record(s, p, d, now, "expired")
+                   for p, d in zip(s.pending, denials, strict=True)]
+        try:
+            taken = self.store.take(s.run_id, records, expected=s)
+        except (RunNotSuspended, UnknownRun):
+            return None
+        return Resumption(taken, denials, skip_gates_on_resume=self.skip_gates_on_resume)
+
+    def expire_due(self, limit: int = MAX_LISTED) -> tuple[Resumption, ...]:
+        """Every run (of the first `limit` waiting) whose wait ended: taken, its calls
+        denied and recorded "expired". Each one's `Resumption` (its calls denied) for
+        the app to run, if the model is to answer the person; never one that runs a
+        call. (A typed-states resumption needs the agent: `typed_states`.)"""
+        found = self.store.suspended(limit=check_listing(None, None, limit))
+        out: list[Resumption] = []
+        for s in found:
+            if self._expired(s):
+                r = self._expire(s)
+                if r is not None:
+                    out.append(r if self.agent is None else Resumption(
+                        typed_states(self.agent, r.suspension), r.decisions,
+                        skip_gates_on_resume=r.skip_gates_on_resume))
+        return tuple(out)
 
     def suspended(
         self,
@@ -180,7 +353,8 @@ class Approvals:
     ) -> tuple[SuspendedRun, ...]:
         """The runs waiting for decisions: run `run_id`, in thread `thread_id`, for
         resource `resource_id` (each None: any), the first `limit` in the order they
-        suspended (see `ApprovalDesk.suspended`)."""
+        suspended (see `ApprovalDesk.suspended`). A run whose wait ended is not listed:
+        it is taken as expired here (`audit` lists it so)."""
         limit = check_listing(thread_id, resource_id, limit)
         found: tuple[Suspension, ...]
         if run_id is not None:
@@ -189,7 +363,46 @@ class Approvals:
         else:
             found = self.store.suspended(thread_id=thread_id, resource_id=resource_id,
                                          limit=limit)
-        return tuple(suspended_run(s) for s in found)
+        listed: list[SuspendedRun] = []
+        for s in found:
+            if self._expired(s):
+                self._expire(s)
+            else:
+                listed.append(suspended_run(s))
+        return tuple(listed)
+
+    def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        after: int = 0,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[AuditRecord, ...]:
+        """The audit records (`interpreters.approvals.audit`) of run `run_id`, thread
+        `thread_id`, resource `resource_id` (each None: any), after record `after`, the
+        first `limit` in the order they were appended."""
+        return self.store.audit(run_id=run_id, thread_id=thread_id,
+                                resource_id=resource_id, after=after, limit=limit)
+
+    def export_audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        after: int = 0,
+    ) -> Iterator[bytes]:
+        """Every audit record so chosen (see `audit`), one JSON line each, read from the
+        store a page at a time."""
+        while True:
+            page = self.audit(run_id=run_id, thread_id=thread_id, resource_id=resource_id,
+                              after=after, limit=MAX_LISTED)
+            yield from jsonl(page)
+            if len(page) < MAX_LISTED:
+                return
+            after = page[-1].seq
 
     def decide(
         self,
@@ -222,15 +435,35 @@ class Approvals:
         """The resumption of `run_id` with `decisions`, for `interp.run(agent, (),
         resume=...)` on any interpreter. Everything is checked before the suspension is
         taken (the decisions, the agent, the owner: `thread_id` and `resource_id`, when
-        given, must be the run's, else `OwnerMismatch`), so a refused resume leaves it
-        waiting; once taken it is never handed out again."""
+        given, must be the run's, else `OwnerMismatch`; the policy's rules on deciders:
+        `DeciderNotAllowed`, `SecondApprovalNeeded`, each recorded), so a refused resume
+        leaves it waiting; once taken it is never handed out again. The decisions are
+        recorded with the take."""
         waiting = self.waiting(run_id)
         check_owner(waiting, thread_id, resource_id)
-        r = resumption(waiting, list(decisions))
+        r = resumption(waiting, list(decisions),
+                       skip_gates_on_resume=self.skip_gates_on_resume)
         check_resumption(agent, r)
         typed = typed_states(agent, waiting)
-        taken = self.store.take(run_id)
-        if taken != waiting:  # resumed and suspended again since it was read
-            self.store.save(taken)
-            raise RunNotSuspended(f"run {run_id!r} was resumed (and suspended again) meanwhile")
-        return Resumption(typed, r.decisions)
+        now = self.clock()
+        pending = {p.tool_call_id: p for p in waiting.pending}
+        if self.policy is not None:
+            earlier = self.store.audit(run_id=run_id, limit=MAX_LISTED)
+            refused, first = check_deciders(self.policy, waiting, r.decisions, earlier)
+            if refused:
+                self.store.append_audit(
+                    [decision_record(waiting, p, d, now, "refused", why)
+                     for p, d, why in refused])
+                raise DeciderNotAllowed("; ".join(why for _, _, why in refused))
+            if first:
+                self.store.append_audit(
+                    [decision_record(waiting, p, d, now, "first approval") for p, d in first])
+                raise SecondApprovalNeeded(
+                    "a second person's approval is needed for call(s) "
+                    + ", ".join(p.tool_call_id for p, _ in first)
+                    + ": the first is recorded, the run still waits"
+                )
+        records = [decision_record(waiting, pending[d.tool_call_id], d, now)
+                   for d in r.decisions]
+        self.store.take(run_id, records, expected=waiting)
+        return Resumption(typed, r.decisions, skip_gates_on_resume=r.skip_gates_on_resume)

@@ -238,10 +238,8 @@ def release_calls(st: RunState, entries: Sequence[Entry]) -> None:
 def decision_chunks(r: Resumption) -> list[Chunk]:
     """What a resumed run streams first: the decision for each call that waited."""
     return [
-        ToolApprovalResponse(
-            d.digest, d.tool_call_id, not isinstance(d, Deny),
-            (d.reason or None) if isinstance(d, Deny) else None,
-        )
+        ToolApprovalResponse(d.digest, d.tool_call_id, not isinstance(d, Deny),
+                             d.reason or None, d.by or None)
         for d in r.decisions
     ]
 

@@ -144,12 +144,14 @@ class ToolApprovalRequest(msgspec.Struct, frozen=True, tag="tool-approval-reques
 
 
 class ToolApprovalResponse(msgspec.Struct, frozen=True, tag="tool-approval-response"):
-    """The decision a resumed run goes on with, for one call that waited."""
+    """The decision a resumed run goes on with, for one call that waited: whether it
+    was approved (an edit is), why, and who decided (`Approve.by`)."""
 
     approval_id: str
     tool_call_id: str
     approved: bool
     reason: str | None = None
+    decided_by: str | None = None
 
 
 class SourceChunk(msgspec.Struct, frozen=True, tag="source"):

@@ -298,6 +298,10 @@ class Suspension(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float = 0.0
     """When the run began (on its clock): the resumed run began then too (memory files
     its turn by it, before the turns that came while it waited)."""
+    expires_at: float | None = None
+    """When its wait ends undecided (seconds since the epoch), as the approval desk
+    that keeps it set it (`interpreters.approvals.policy`); None: it waits until
+    decided. A decision after it is `ApprovalExpired`: its calls are denied."""
     gate_states: tuple[object, ...] | None = None
     """The processors' states (by slot, as `states`) before the gates ran for the
     suspended step: a resume gates the step's calls again from them, so a gate that
