@@ -8,7 +8,6 @@ run twice, every call answered once.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Sequence
 
 import anyio

@@ -66,7 +66,8 @@ __getattr__ = lazy_names(
 
 __all__ = [
     "ApprovalDesk", "ApprovalPolicy", "Approvals", "AsyncInterpreter", "AuditRecord",
-    "AsyncNotSupportedError", "AsyncProvider", "AsyncResolver", "AsyncRunStream", "CancelSignal", "CircuitBreaker",
+    "AsyncNotSupportedError", "AsyncProvider", "AsyncResolver", "AsyncRunStream",
+    "CancelSignal", "CircuitBreaker",
     "DurableApprovals",
     "DurableClient", "DurableRuns",
     "Handlers", "Journal", "LogObserver", "MemoryApprovalStore", "OTelObserver", "Observer",

@@ -23,7 +23,8 @@ from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprova
 
 __all__ = [
     "ApprovalDesk", "ApprovalPolicy", "AuditRecord", "DeciderNotAllowed", "SecondApprovalNeeded",
-    "ToolApprovalRule", "ApprovalStore", "ApprovalStoreError", "ApprovalStoreUnavailable", "Approvals",
+    "ToolApprovalRule", "ApprovalStore", "ApprovalStoreError", "ApprovalStoreUnavailable",
+    "Approvals",
     "CorruptStoredSuspension", "MemoryApprovalStore", "PostgresApprovalStore",
     "SQLiteApprovalStore", "SuspensionNotStorable", "open_approval_store",
 ]
