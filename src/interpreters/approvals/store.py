@@ -302,7 +302,15 @@ class Approvals:
         if s is None:
             # Why nothing waits: only a take says (unknown, or taken already). A run
             # saved meanwhile is taken by it, so it is put back: reading takes nothing.
-            found = self.store.take(run_id)
+            try:
+                found = self.store.take(run_id)
+            except RunNotSuspended:
+                trail = self.store.audit(run_id=run_id, limit=MAX_LISTED)
+                if trail and trail[-1].outcome == "expired":
+                    raise ApprovalExpired(
+                        f"run {run_id!r} waited past its deadline: its calls were denied"
+                    ) from None
+                raise
             self.store.save(found)
             return found
         if self._expired(s):
