@@ -8,6 +8,7 @@ trio).
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
@@ -17,6 +18,8 @@ from pathlib import Path
 import anyio.from_thread
 import pytest
 
+from interpreters.approvals.sql import PostgresApprovalStore, SQLiteApprovalStore
+from interpreters.approvals.store import ApprovalStore, MemoryApprovalStore
 from interpreters.memory import (
     AsyncMemoryStore,
     InMemoryStore,
@@ -260,3 +263,68 @@ async def _made(make: Callable[[], AsyncMemoryStore]) -> AsyncMemoryStore:
 @pytest.fixture
 def store(backend: Backend) -> MemoryStore:
     return backend.open()
+
+
+# --- approval stores, one per storage (the approval store tests) ---------------------
+
+
+@dataclass
+class Storage:
+    """Opens approval stores on one storage (a second `open()` is another process's view);
+    `corrupt` spoils a stored row (None for the in-memory store); `where` names it for
+    another process."""
+
+    open: Callable[[], ApprovalStore]
+    corrupt: Callable[[str], None] | None = None
+    where: str | None = None
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    opened: list[SQLiteApprovalStore | PostgresApprovalStore] = []
+    if request.param == "memory":
+        one = MemoryApprovalStore()
+        yield Storage(lambda: one)
+        return
+    if request.param == "sqlite":
+        path = tmp_path / "runs.db"
+
+        def sqlite_store() -> ApprovalStore:
+            opened.append(SQLiteApprovalStore(path))
+            return opened[-1]
+
+        def sqlite_corrupt(run_id: str) -> None:
+            with sqlite3.connect(path) as conn:
+                conn.execute(
+                    "UPDATE approval_runs SET body = x'c1ff00' WHERE run_id = ?", (run_id,)
+                )
+
+        yield Storage(sqlite_store, sqlite_corrupt, str(path))
+    else:
+        import psycopg
+        from psycopg import sql
+
+        url: str = request.getfixturevalue("pgvector_url")
+        schemas = fresh_schema(url)
+        schema = next(schemas)
+
+        def pg_store() -> ApprovalStore:
+            opened.append(PostgresApprovalStore(url, schema=schema, pool_size=2))
+            return opened[-1]
+
+        def pg_corrupt(run_id: str) -> None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("UPDATE {}.approval_runs SET body = %s WHERE run_id = %s").format(
+                        sql.Identifier(schema)
+                    ),
+                    (b"\xc1\xff\x00", run_id),
+                )
+
+        yield Storage(pg_store, pg_corrupt, f"{url}#{schema}")
+        for s in opened:
+            s.close()
+        opened.clear()
+        next(schemas, None)
+    for s in opened:
+        s.close()

@@ -20,8 +20,7 @@ from pipeline.agent import Agent
 from pipeline.approval import ApprovalExpired, approve, call_digest, deny, edit
 from pipeline.tools import tool
 from pipeline.values.result import RunResult, Suspension
-from tests.memory.test_approval_store import Storage
-from tests.memory.test_approval_store import storage as storage_fixture  # noqa: F401
+from tests.memory.conftest import Storage
 
 ran: list[tuple[str, int]] = []
 
