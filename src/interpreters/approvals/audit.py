@@ -19,13 +19,13 @@ Outcomes:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
 
 import msgspec
 
 from pipeline.approval import Approve, Decision, Deny, Edit, call_digest
-from pipeline.values.result import PendingApproval, Suspension
+from pipeline.values.result import PendingApproval, RunResult, Suspension
 
 Outcome = Literal[
     "waiting", "approved", "edited", "denied", "first approval", "refused", "expired",
@@ -96,6 +96,23 @@ def decision_record(
         tool_call_id=p.tool_call_id, tool_name=p.tool_name, digest=p.digest,
         outcome=outcome or kind, decided_by=d.by,
         reason=d.reason if reason is None else reason, edited_digest=edited, at=at,
+    )
+
+
+def review_records(
+    result: RunResult[Any], clock: Callable[[], float]
+) -> tuple[AuditRecord, ...]:
+    """A record of each approval reviewer's verdict in `result`: "approved" (decided by
+    "reviewer:<id>") or "referred" (handed to a person)."""
+    if not result.reviews:
+        return ()
+    now = clock()
+    return tuple(
+        AuditRecord(run_id=v.run_id, thread_id=v.thread_id, resource_id=v.resource_id,
+                    tool_call_id=v.tool_call_id, tool_name=v.tool_name, digest=v.digest,
+                    outcome="approved" if v.approved else "referred",
+                    decided_by=f"reviewer:{v.reviewer}", reason=v.reason, at=now)
+        for v in result.reviews
     )
 
 

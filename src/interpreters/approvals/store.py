@@ -25,7 +25,13 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
-from interpreters.approvals.audit import AuditRecord, decision_record, jsonl, waiting_records
+from interpreters.approvals.audit import (
+    AuditRecord,
+    decision_record,
+    jsonl,
+    review_records,
+    waiting_records,
+)
 from interpreters.approvals.policy import (
     ApprovalPolicy,
     DeciderNotAllowed,
@@ -284,14 +290,18 @@ class Approvals:
 
     def keep(self, result: RunResult[Output]) -> RunResult[Output]:
         """`result`, its suspension kept in the store when it is suspended (a "waiting"
-        record for each call, with when its wait ends)."""
-        if result.status == "suspended" and result.suspension is not None:
-            s = result.suspension
+        record for each call, with when its wait ends); the approval reviewer's verdicts
+        in it recorded (keep every result of an agent with an `ApprovalReviewer`)."""
+        s = result.suspension
+        reviewed = review_records(result, self.clock) if result.reviews else ()
+        if result.status == "suspended" and s is not None:
             now = self.clock()
             ends = self.policy.expires_at(s, now) if self.policy is not None else None
             if ends != s.expires_at:
                 s = msgspec.structs.replace(s, expires_at=ends)
-            self.store.save(s, waiting_records(s, now, ends))
+            self.store.save(s, (*reviewed, *waiting_records(s, now, ends)))
+        elif reviewed:
+            self.store.append_audit(reviewed)
         return result
 
     def waiting(self, run_id: str) -> Suspension:

@@ -20,7 +20,7 @@ from collections.abc import Generator, Mapping, Sequence
 
 import msgspec
 
-from effects import Abort, AskApproval, Replace, SkipCall
+from effects import Abort, AskApproval, Continue, Replace, SkipCall
 from pipeline.approval import (
     Approve,
     Deny,
@@ -44,7 +44,7 @@ from pipeline.values.chunks import (
     ToolCallDelta,
 )
 from pipeline.values.messages import ToolCallPart, ToolResultPart
-from pipeline.values.result import GatedCall, PendingApproval, StepResult
+from pipeline.values.result import GatedCall, PendingApproval, Review, ReviewNote, StepResult
 
 Entry = ToolInvocation | ToolResultPart
 """One call of a step on its way: to run (or an error the interpreter answers), or
@@ -83,6 +83,7 @@ def gate_calls(
     call is answered by the decision, and the later gates are asked as for any call; a
     decided call whose arguments the gates change is not run (no one approved those)."""
     asks: dict[int, tuple[str, AskApproval, ToolCallPart]] = {}
+    kept: dict[int, tuple[Tool, dict[str, object]]] = {}  # each ask's tool and arguments
     step = len(st.steps)
     before = tuple(st.states)  # what a resume gates the step's calls again from
     for i, e in enumerate(entries):
@@ -119,12 +120,14 @@ def gate_calls(
                 if decided is not None and decided == _digest(call):
                     continue  # a person decided this very call
                 asks[i] = (b.processor_id, eff, call)
+                kept[i] = (t, kwargs)
                 break
         else:
             if t.needs_approval is not False and (decided is None or decided != _digest(call)):
                 ask = _tool_rule(rc, t, call, kwargs)
                 if ask is not None:
                     asks[i] = (f"tool:{t.name}", ask, call)
+                    kept[i] = (t, kwargs)
                     continue
             if decided is not None and decided != _digest(call):
                 entries[i] = ToolResultPart(
@@ -134,6 +137,8 @@ def gate_calls(
                 )
             elif call is not e.call:
                 entries[i] = ToolInvocation(call, t, kwargs)
+    if asks and rc.h_review:
+        yield from _review(rc, st, entries, asks, kept)
     if asks:  # the approver sees the calls waiting (and those that would run)
         st.pending = list(hold_calls(st, tuple(st.pending)))
         release_calls(st, entries)
@@ -145,6 +150,55 @@ def gate_calls(
         ])
         raise suspend
     return entries
+
+
+def _review(
+    rc: RunConfig,
+    st: RunState,
+    entries: list[Entry],
+    asks: dict[int, tuple[str, AskApproval, ToolCallPart]],
+    kept: dict[int, tuple[Tool, dict[str, object]]],
+) -> Generator[LoopCommand, object, None]:
+    """The approval reviewer's verdict on each call that asks: one it approves runs (no
+    longer asks); any other (it refers the call, fails, or gives another effect) leaves
+    the call to a person. Each verdict is kept (`RunResult.reviews`)."""
+    b = rc.h_review[0]
+    step = len(st.steps)
+    for i in list(asks):
+        call = asks[i][2]
+        t, kwargs = kept[i]
+        a = ToolCallArgs(call=call, args=call.args, tool_name=t.name, tool=t,
+                         message_list=st.ml, step_number=step, state=st.states[b.slot],
+                         context=rc.ctx)
+        approved, reason, risk = False, "", None
+        try:
+            out = yield from call_hook(b, a)
+        except HookFailure as e:  # failed (or its judge timed out): a person decides
+            reason = f"the reviewer failed ({e.error_type}: {e.message}): a person decides"
+        else:
+            eff = apply(rc, st, b, out)
+            note = st.states[b.slot]
+            if isinstance(note, ReviewNote):  # what the reviewer's judge said
+                reason, risk = note.reason, note.risk
+            if type(eff) is Continue:
+                approved = True
+                reason = reason or "approved by the reviewer"
+            elif isinstance(eff, AskApproval):
+                reason = reason or eff.message
+            else:
+                reason = f"the reviewer answered {type(eff).__name__}: a person decides"
+        st.reviews.append(Review(run_id=rc.ctx.run_id, thread_id=rc.ctx.thread_id,
+                                 resource_id=rc.ctx.resource_id,
+                                 tool_call_id=call.tool_call_id, tool_name=t.name,
+                                 digest=_digest(call), reviewer=b.processor_id,
+                                 approved=approved, reason=reason, risk=risk))
+        if approved:
+            del asks[i]
+            entries[i] = ToolInvocation(call, t, kwargs)
+        else:  # the person reads why the reviewer did not approve it
+            asker, ask, _ = asks[i]
+            asks[i] = (asker, msgspec.structs.replace(
+                ask, message=f"{ask.message} (reviewer: {reason})"), call)
 
 
 def _digest(call: ToolCallPart) -> str:

@@ -276,6 +276,7 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
         suspension=suspension,
         children=tuple(tree.nodes) if tree is not None else (),
         answered_by=tree.answered_by if tree is not None else None,
+        reviews=tuple(st.reviews),
     )
     if st.pending:
         out: Publish[Chunk] = Publish(tuple(st.pending))

@@ -60,10 +60,15 @@ def start_run(
                                  *tree_bounds(up, len(states) - 1))
     plan = plan_stream(agent, hooks.get("h_stream", ()), flush)
     children = _runs_children(agent, procs)
+    reviewers = tuple(
+        Bound(p, p.id, "process_tool_call", review, i, False, judges)
+        for i, p in enumerate(procs)
+        if callable(review := getattr(p, "review_approval", None))
+    )
     rc = RunConfig(agent=agent, ctx=context, clock=clock, record=record, price=price,
                    started_at=_started_at(clock, hooks.get("h_approved", ()), resume),
                    children=children, child=child, tool_rules=_tool_rules(agent, procs),
-                   **hooks, **plan)
+                   h_review=reviewers, **hooks, **plan)
     st = _start_state(rc, messages, states, used, judges, resume)
     if child is not None:
         child.box.running = running(rc, st)

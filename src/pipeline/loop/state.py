@@ -57,7 +57,14 @@ from pipeline.values.messages import (
     ToolResultPart,
 )
 from pipeline.values.pairing import PairedHistory
-from pipeline.values.result import AgentNode, RunError, RunResult, Spending, StepResult
+from pipeline.values.result import (
+    AgentNode,
+    Review,
+    RunError,
+    RunResult,
+    Spending,
+    StepResult,
+)
 
 
 class Racing(NamedTuple):
@@ -140,6 +147,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Some stream hook sees data chunks."""
     h_tool_call: tuple[Bound, ...] = ()
     """process_tool_call hooks, across all the agent's processors in list order."""
+    h_review: tuple[Bound, ...] = ()
+    """The approval reviewers' `review_approval` hooks (`gate`), bound as
+    process_tool_call hooks (the effects they may give are theirs)."""
     tool_rules: bool = False
     """Some tool of the agent (or one its processors declare) has a `needs_approval`
     rule: its calls go through the gate (`gate.gate_calls`) as with gates."""
@@ -187,6 +197,7 @@ class RunState:
         "pending",
         "racing",
         "retry_count",
+        "reviews",
         "seen",
         "states",
         "steps",
@@ -261,6 +272,8 @@ class RunState:
         self.leaving = LeavingResults()
         """The tool results a stream processor changed (`LeavingResults`)."""
         self.tree: TreeState | None = None
+        self.reviews: list[Review] = []
+        """The approval reviewer's verdicts (`gate`)."""
         """What the run's child runs left (children.py); None until one ran."""
 
 

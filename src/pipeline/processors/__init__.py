@@ -20,11 +20,13 @@ from pipeline.processors.guards.unicode import UnicodeNormalizer
 from pipeline.processors.memory.processors import MessageHistory, SemanticRecall, WorkingMemory
 from pipeline.processors.memory.summary import Summarization
 from pipeline.processors.options import ProcessorConfigError
+from pipeline.processors.reviewer import ApprovalReviewer
 from pipeline.processors.token_counting import ApproxTokenCounter, EncodingCounter, TokenCounter
 from pipeline.processors.token_limiter import TokenLimiterProcessor
 from pipeline.processors.tool_call_filter import ToolCallFilter
 
 __all__ = [
+    "ApprovalReviewer",
     "ApproxTokenCounter",
     "BatchPartsProcessor",
     "Budget",

@@ -183,6 +183,34 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     call. A nested call's `tool_call_id` is that path and its own id joined by "/"."""
 
 
+class Review(msgspec.Struct, frozen=True, kw_only=True):
+    """An approval reviewer's verdict on one call that waited for a decision
+    (`pipeline.processors.ApprovalReviewer`): approved (it runs without a person), or
+    referred to a person (the run suspends for it), and why; in which run, whose."""
+
+    run_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    tool_call_id: str
+    tool_name: str
+    digest: str
+    """`call_digest` of the call as it was reviewed."""
+    reviewer: str
+    """The reviewer's processor id."""
+    approved: bool
+    reason: str
+    risk: float | None = None
+    """The risk the reviewer's judge gave (None: it gave none it could read)."""
+
+
+class ReviewNote(msgspec.Struct, frozen=True, kw_only=True):
+    """An approval reviewer's state: what its judge said of the last call it reviewed
+    (the loop reads it into the `Review`)."""
+
+    reason: str = ""
+    risk: float | None = None
+
+
 class GatedCall(msgspec.Struct, frozen=True, kw_only=True):
     """What the gates made of one call of the suspended step, in call order: run it
     (`kind="run"`, with `call.args` as the gates left them), answered (`"answered"`:
@@ -377,6 +405,9 @@ class RunResult(msgspec.Struct, Generic[Output], frozen=True, kw_only=True):
     children: tuple[AgentNode, ...] = ()
     """The child runs of this run (agents called as tools, handoffs), in the order their
     calls were made; their usage and cost are in `usage` and `cost` too."""
+    reviews: tuple[Review, ...] = ()
+    """The approval reviewer's verdicts in this run, in order (an approval desk's
+    `keep` records each in its audit trail)."""
     answered_by: str | None = None
     """The agent whose answer this is when a handoff transferred the conversation (the
     last one down a chain of handoffs); None: the run's own agent."""
