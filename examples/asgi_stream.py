@@ -39,6 +39,9 @@ tool part is in state `approval-responded` with `approval: {id, approved, reason
 run waiting in that chat (its thread: `approvals.suspended(thread_id=...)`) resumes and
 the response streams the rest: `tool-approval-response`, then the tool's output
 (approved) or `tool-output-denied` (denied, the tool not run), then the model's answer.
+Who decided is the `x-user` header (your sign-in sets it; the audit trail and the
+`tool-approval-response` part carry it), and `GET /api/approvals` lists what waits in
+each chat and who decided what (the approval store's audit records).
 A chat with no run waiting (none, or decided already) is a 404, a run another answer
 decided meanwhile a 409, an answer that fits no waiting call (or leaves one undecided) a
 422; nothing runs.
@@ -74,23 +77,13 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from effects import AskApproval, Continue
 from examples.stream_replay import Gone, Replays
 from interpreters import AsyncInterpreter, CancelSignal
+from interpreters.approvals import decide_answers
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.testing import Say, ScriptedModel, call
-from pipeline import Agent, ModelRequest, RunResult, ToolCallArgs, ToolCallResult
-from pipeline import processor as make_processor
-from pipeline.approval import (
-    ApprovalError,
-    Decision,
-    Resumption,
-    RunNotSuspended,
-    UnknownRun,
-    approve,
-    deny,
-    edit,
-)
+from pipeline import Agent, ModelRequest, RunResult, tool
+from pipeline.approval import ApprovalAnswer, ApprovalError, Resumption, RunNotSuspended, UnknownRun
 from pipeline.ui_stream import (
     NDJSON_HEADERS,
     SSE_DONE,
@@ -131,29 +124,11 @@ class ChatRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     thread_id: str | None = None
 
 
-class ApprovalAnswer(msgspec.Struct, frozen=True):
-    """A person's answer to one `tool-approval-request` (`addToolApprovalResponse`)."""
-
-    id: str
-    approved: bool
-    reason: str | None = None
-
-
-class EditedAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One decision `POST /api/chat/decisions` takes: an answer as `useChat` sends it,
-    and `args` to run the call with these arguments instead (an edit, approved)."""
-
-    id: str
-    approved: bool
-    reason: str | None = None
-    args: dict[str, object] | None = None
-
-
 class Decisions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The body of `POST /api/chat/decisions`: the chat and a decision per waiting call."""
 
     id: str
-    decisions: tuple[EditedAnswer, ...]
+    decisions: tuple[ApprovalAnswer, ...]
 
 
 class AnsweredPart(msgspec.Struct, frozen=True, rename="camel"):
@@ -226,32 +201,6 @@ def chat_app(
     # A chat's runs are in its thread: the desk finds the one that waits there.
     desk = Approvals(approvals.store if approvals is not None else MemoryApprovalStore(), agent)
 
-    def resume(
-        chat_id: str | None, answers: tuple[ApprovalAnswer | EditedAnswer, ...]
-    ) -> Resumption:
-        """The resumption of the chat's waiting run with `answers` (an `ApprovalError`
-        when it cannot be: nothing is taken then)."""
-        waiting = desk.suspended(thread_id=chat_id, limit=1) if chat_id is not None else ()
-        if not waiting:
-            raise UnknownRun(f"no run waits for approval in chat {chat_id!r}")
-        pending = {p.digest: p for p in waiting[0].pending}
-        decisions: list[Decision] = []
-        for a in answers:
-            p = pending.get(a.id)
-            if p is None:
-                raise ApprovalError(f"no call waits for approval {a.id!r} in chat {chat_id!r}")
-            args = a.args if isinstance(a, EditedAnswer) else None
-            if args is not None and not a.approved:
-                raise ApprovalError(f"edited arguments for approval {a.id!r}, denied")
-            if args is not None:
-                decisions.append(edit(p, args))
-            elif a.approved:
-                decisions.append(approve(p))
-            else:
-                decisions.append(deny(p, a.reason or "denied"))
-        # (edited arguments checked by the tool's schema; the run is the chat's)
-        return desk.decide(waiting[0].run_id, decisions, thread_id=chat_id)
-
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
@@ -261,6 +210,11 @@ def chat_app(
         path = scope.get("path")
         if path == "/" and scope.get("method") == "GET":
             await _page(send)
+            return
+        if path == "/api/approvals" and scope.get("method") == "GET":
+            # What waits in each customer's chat, and who decided what (the audit trail).
+            listing = {"waiting": desk.suspended(), "decided": desk.audit(limit=1000)}
+            await _plain(send, 200, msgspec.json.encode(listing), b"application/json")
             return
         chat_stream = _stream_chat_id(path) if replays is not None else None
         if replays is not None and chat_stream is not None:
@@ -287,7 +241,8 @@ def chat_app(
             elif path == DECISIONS:
                 decided = msgspec.json.decode(body, type=Decisions)
                 run_input, thread_id = (), decided.id
-                resumed = resume(thread_id, decided.decisions)
+                resumed = decide_answers(desk, decided.decisions, thread_id=decided.id,
+                                         by=_user(scope))
             else:
                 ui = msgspec.json.decode(body, type=UIChatRequest)
                 if len(ui.messages) > max_messages:
@@ -296,8 +251,8 @@ def chat_app(
                     )
                 run_input, thread_id = ui_chat_messages(ui), ui.id
                 answers = approval_answers(msgspec.json.decode(body, type=AnsweredChat))
-                if answers:
-                    resumed = resume(thread_id, answers)
+                if answers and thread_id is not None:
+                    resumed = decide_answers(desk, answers, thread_id=thread_id, by=_user(scope))
         except (ApprovalError, TooLarge, msgspec.DecodeError, msgspec.ValidationError) as e:
             await _plain(send, _status(e), str(e).encode())
             return
@@ -352,6 +307,11 @@ def chat_app(
             on_result(result)
 
     return app
+
+
+def _user(scope: Scope) -> str:
+    """Who decides (the principal in the audit trail): the `x-user` your sign-in sets."""
+    return (_header(scope, b"x-user") or b"anonymous").decode("utf-8", "replace")
 
 
 def _status(e: Exception) -> int:
@@ -474,12 +434,11 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
-async def _plain(send: Send, status: int, text: bytes) -> None:
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"text/plain; charset=utf-8")],
-    })
+async def _plain(
+    send: Send, status: int, text: bytes, ctype: bytes = b"text/plain; charset=utf-8"
+) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", ctype)]})
     await send({"type": "http.response.body", "body": text, "more_body": False})
 
 
@@ -520,14 +479,6 @@ def refund(order: str, amount: int) -> str:
     return f"refunded {amount} on {order}"
 
 
-def ask_above_100(args: ToolCallArgs[None]) -> ToolCallResult[None]:
-    """A person approves a refund above 100."""
-    amount = args.args.get("amount")
-    if args.call.tool_name == "refund" and isinstance(amount, int) and amount > 100:
-        return AskApproval(f"refund {amount} on {args.args.get('order')}?")
-    return Continue()
-
-
 def demo_script(request: ModelRequest) -> Say:
     """Echo the prompt word by word; look up the weather first when asked about it, and
     make a refund when asked for one ("refund 250 on order A17")."""
@@ -548,9 +499,8 @@ def demo_script(request: ModelRequest) -> Say:
 
 def demo_agent() -> Agent:
     """The demo's agent: the weather and refund tools, a refund above 100 asked about."""
-    gate = make_processor("approve-refunds", process_tool_call=ask_above_100)
-    return Agent.create("demo/echo", instructions="Echo the user.", tools=[weather, refund],
-                        input_processors=[gate])
+    return Agent.create("demo/echo", instructions="Echo the user.", tools=[
+        weather, tool(refund, needs_approval=lambda order, amount: amount > 100)])
 
 
 def demo_model() -> ScriptedModel:

@@ -89,11 +89,12 @@ def test_a_call_needing_approval_streams_the_request_and_waits(server: httpx.Cli
 def test_approving_streams_the_response_then_the_tool_output(server: httpx.Client) -> None:
     text = "refund 250 on order A17"
     _, request = _ask(server, "chat-approve", text)
-    evs = _events(server.post("/api/chat", json=_answer("chat-approve", text, request, True)))
+    evs = _events(server.post("/api/chat", json=_answer("chat-approve", text, request, True),
+                              headers={"x-user": "ann"}))
     kinds = _kinds(evs)
     response = evs[kinds.index("tool-approval-response")]
     assert response == {"type": "tool-approval-response", "approvalId": request["approvalId"],
-                        "approved": True}
+                        "approved": True, "decidedBy": "ann"}
     [output] = [e for e in evs if e["type"] == "tool-output-available"]
     assert output["toolCallId"] == request["toolCallId"]
     assert output["output"] == "refunded 250 on A17"
@@ -127,7 +128,7 @@ def test_a_second_decision_for_the_same_call_is_refused(server: httpx.Client) ->
     for approved in (True, False):  # decided: nothing waits in the chat any more
         again = server.post("/api/chat", json=_answer("chat-twice", text, request, approved))
         assert again.status_code == 404
-        assert "no run waits for approval in chat 'chat-twice'" in again.text
+        assert "no run waits for approval in thread 'chat-twice'" in again.text
     assert refunds.count(("T2", 300)) == 1
 
 
@@ -262,3 +263,19 @@ def test_a_cross_site_request_cannot_stop_a_run() -> None:
         r = client.delete("/api/chat/chat-x/stream", headers={"origin": "http://evil.example"})
         assert r.status_code == 403
         assert client.delete("/api/chat/chat-x/stream").status_code == 204
+
+
+def test_the_page_lists_what_waits_per_chat_and_who_decided_what(server: httpx.Client) -> None:
+    text = "refund 400 on order L4"
+    _, waiting = _ask(server, "chat-list-a", text)
+    _, decided = _ask(server, "chat-list-b", "refund 500 on order L5")
+    server.post("/api/chat", json=_answer("chat-list-b", "refund 500 on order L5", decided,
+                                          False, "no receipt"), headers={"x-user": "bob"})
+    listing = server.get("/api/approvals").json()
+    by_chat = {r["thread_id"]: r for r in listing["waiting"]}
+    assert by_chat["chat-list-a"]["pending"][0]["args"] == {"order": "L4", "amount": 400}
+    assert "chat-list-b" not in by_chat
+    trail = [(r["thread_id"], r["outcome"], r["decided_by"], r["reason"])
+             for r in listing["decided"] if r["thread_id"] in ("chat-list-a", "chat-list-b")]
+    assert trail == [("chat-list-a", "waiting", "", ""), ("chat-list-b", "waiting", "", ""),
+                     ("chat-list-b", "denied", "bob", "no receipt")]

@@ -509,7 +509,7 @@ def test_the_playground_asks_for_an_approval_and_goes_on_with_the_decision(
 
     _, parts, _ = post(play, "/api/play", {"chat": "c2", "prompt": "refund 180 on order Q9"})
     effects = [p["data"] for p in parts if p["type"] == "data-effect"]
-    assert {"processor": "approve-refunds", "hook": "process_tool_call",
+    assert {"processor": "tool:refund", "hook": "needs_approval",
             "effect": "AskApproval", "detail": ""} in effects
     [ask] = [p for p in parts if p["type"] == "tool-approval-request"]
     assert ("Q9", 180) not in refunds

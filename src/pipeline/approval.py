@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -38,13 +38,13 @@ from pipeline.values.messages import JsonObject
 from pipeline.values.result import PendingApproval, StepTool, SuspendedRun, Suspension
 
 __all__ = [
-    "AgentChanged", "ApprovalError", "ApprovalExpired", "Approve", "ArgumentsMismatch",
-    "Decision", "Deny", "DuplicateDecision", "Edit", "EditRejected", "MissingDecision",
-    "OwnerMismatch", "PendingApproval", "Resumption", "RunNotSuspended", "Suspension",
-    "ToolNotFound", "UnknownCall", "UnknownRun", "agent_digest", "approve", "approved_digests",
-    "call_digest",
-    "check_decisions", "check_edits", "check_owner", "check_pending", "check_resumption",
-    "deny", "edit", "nested_resumption", "offered_tools", "resumed_context",
+    "AgentChanged", "ApprovalAnswer", "ApprovalError", "ApprovalExpired", "Approve",
+    "ArgumentsMismatch", "Decision", "Deny", "DuplicateDecision", "Edit", "EditRejected",
+    "MissingDecision", "OwnerMismatch", "PendingApproval", "Resumption", "RunNotSuspended",
+    "Suspension", "ToolNotFound", "UnknownCall", "UnknownRun", "agent_digest", "answered",
+    "approve", "approved_digests", "call_digest", "check_decisions", "check_edits",
+    "check_owner", "check_pending", "check_resumption", "deny", "edit", "nested_resumption",
+    "offered_tools", "resumed_context",
     "resumed_tools", "resumption", "suspended_run", "tool_digest", "typed_states",
 ]
 
@@ -158,13 +158,48 @@ def approve(p: PendingApproval, *, by: str = "", reason: str = "") -> Approve:
 
 
 def deny(p: PendingApproval, reason: str = "", *, by: str = "") -> Deny:
-    """Answer the call with an error result giving `reason`, without running it."""
+    """ApprovalAnswer the call with an error result giving `reason`, without running it."""
     return Deny(p.tool_call_id, p.digest, reason, by)
 
 
 def edit(p: PendingApproval, args: JsonObject, *, by: str = "", reason: str = "") -> Edit:
     """Run the call with these arguments instead."""
     return Edit(p.tool_call_id, p.digest, args, by, reason)
+
+
+class ApprovalAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A person's answer to one waiting call as a page sends it (the AI SDK's
+    `addToolApprovalResponse`: `{id, approved, reason}`; `args` to run the call with
+    other arguments, an edit): `id` is the call's `approval_id` (its digest)."""
+
+    id: str
+    approved: bool
+    reason: str | None = None
+    args: JsonObject | None = None
+
+
+def answered(
+    pending: tuple[PendingApproval, ...], answers: Sequence[ApprovalAnswer], *, by: str = ""
+) -> tuple[Decision, ...]:
+    """The decisions `answers` give for the calls `pending` (each found by its digest),
+    made by `by`. `UnknownCall` for an answer no call waits for; `ArgumentsMismatch` for
+    arguments with a denial."""
+    waiting = {p.digest: p for p in pending}
+    out: list[Decision] = []
+    for a in answers:
+        p = waiting.get(a.id)
+        if p is None:
+            raise UnknownCall(f"no call waits for approval {a.id!r}")
+        reason = a.reason or ""
+        if a.args is not None and not a.approved:
+            raise ArgumentsMismatch(f"edited arguments for approval {a.id!r}, denied")
+        if a.args is not None:
+            out.append(edit(p, a.args, by=by, reason=reason))
+        elif a.approved:
+            out.append(approve(p, by=by, reason=reason))
+        else:
+            out.append(deny(p, reason or "denied", by=by))
+    return tuple(out)
 
 
 def resumption(

@@ -3,7 +3,7 @@ SQLite or PostgreSQL: `open_approval_store(url)`), the `ApprovalDesk` of in-proc
 the rules on deciders (`ApprovalPolicy`) and the audit trail (`AuditRecord`)."""
 
 from interpreters.approvals.audit import AuditRecord
-from interpreters.approvals.desk import ApprovalDesk
+from interpreters.approvals.desk import ApprovalDesk, decide_answers
 from interpreters.approvals.policy import (
     ApprovalPolicy,
     DeciderNotAllowed,
@@ -23,7 +23,8 @@ from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprova
 
 __all__ = [
     "ApprovalDesk", "ApprovalPolicy", "AuditRecord", "DeciderNotAllowed", "SecondApprovalNeeded",
-    "ToolApprovalRule", "ApprovalStore", "ApprovalStoreError", "ApprovalStoreUnavailable",
+    "ToolApprovalRule", "decide_answers", "ApprovalStore", "ApprovalStoreError",
+    "ApprovalStoreUnavailable",
     "Approvals",
     "CorruptStoredSuspension", "MemoryApprovalStore", "PostgresApprovalStore",
     "SQLiteApprovalStore", "SuspensionNotStorable", "open_approval_store",

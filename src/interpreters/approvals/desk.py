@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from interpreters.approvals.store import DEFAULT_LISTED
-from pipeline.approval import Decision, Resumption
+from pipeline.approval import ApprovalAnswer, Decision, Resumption, UnknownRun, answered
 from pipeline.values.result import SuspendedRun
 
 
@@ -55,3 +55,23 @@ class ApprovalDesk(Protocol):
         caller acts for (None: not checked), which must be the run's. Gives the
         `Resumption` an in-process run goes on with, None for a durable run."""
         ...
+
+
+def decide_answers(
+    desk: ApprovalDesk,
+    answers: Sequence[ApprovalAnswer],
+    *,
+    thread_id: str,
+    resource_id: str | None = None,
+    by: str = "",
+) -> Resumption | None:
+    """Hand the answers a page sent (`pipeline.approval.ApprovalAnswer`, by approval id) to the
+    run waiting in thread `thread_id` (and for `resource_id`, when given), as decisions
+    made by `by`: what an HTTP handler for a chat's approvals does. `UnknownRun` when no
+    run waits there; the other `ApprovalError`s as `decide`."""
+    waiting = desk.suspended(thread_id=thread_id, resource_id=resource_id, limit=1)
+    if not waiting:
+        raise UnknownRun(f"no run waits for approval in thread {thread_id!r}")
+    run = waiting[0]
+    return desk.decide(run.run_id, answered(run.pending, answers, by=by),
+                       thread_id=thread_id, resource_id=resource_id)

@@ -30,7 +30,7 @@ from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.providers.provider import AsyncProvider
 from interpreters.record.journal import Recorder, effect_summary, journal_name
 from pipeline.agent import Agent
-from pipeline.approval import ApprovalError, Decision, Resumption, UnknownRun, approve, deny
+from pipeline.approval import ApprovalAnswer, Resumption, UnknownRun, answered
 from pipeline.protocol import EffectRecord
 from pipeline.ui_stream import SSE_DONE, UIData, sse_frame, ui_message_sse_async
 from pipeline.values.messages import MessageList, user
@@ -53,19 +53,11 @@ class PlayRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     prompt: str
 
 
-class Answer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One decision: the `approvalId` of a `tool-approval-request`, and the answer."""
-
-    id: str
-    approved: bool
-    reason: str | None = None
-
-
 class DecideRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`POST /api/play/decide`: the decisions for the chat's waiting run."""
 
     chat: str
-    decisions: tuple[Answer, ...]
+    decisions: tuple[ApprovalAnswer, ...]
 
 
 class _EffectTap(RunObserver):
@@ -132,13 +124,8 @@ class Playground:
             run_id = self._waiting.get(request.chat)
         if run_id is None:
             raise UnknownRun(f"no run waits for approval in chat {request.chat!r}")
-        pending = {p.digest: p for p in self.approvals.waiting(run_id).pending}
-        decisions: list[Decision] = []
-        for a in request.decisions:
-            p = pending.get(a.id)
-            if p is None:
-                raise ApprovalError(f"no call waits for approval {a.id!r}")
-            decisions.append(approve(p) if a.approved else deny(p, a.reason or "denied"))
+        decisions = answered(self.approvals.waiting(run_id).pending, request.decisions,
+                             by=USER)
         # Taken once: a second answer finds it resumed already (RunNotSuspended).
         return self.approvals.take(self.agent, run_id, decisions)
 

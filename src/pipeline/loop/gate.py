@@ -33,7 +33,7 @@ from pipeline.loop.hooks import HookFailure, call_hook, invalid
 from pipeline.loop.state import RunConfig, RunState, apply, trip
 from pipeline.loop.stream import stream_through
 from pipeline.processor import ToolCallArgs
-from pipeline.protocol.replies import LoopCommand, ToolInvocation
+from pipeline.protocol.replies import EffectRecord, LoopCommand, ToolInvocation
 from pipeline.tools import Tool
 from pipeline.tools.context import ToolContext, ToolWriter
 from pipeline.values.chunks import (
@@ -223,7 +223,12 @@ def _tool_rule(
         needed = t.approval_needed(given)
     except Exception as e:
         raise HookFailure(f"tool:{t.name}", "needs_approval", type(e).__name__, str(e)) from e
-    return AskApproval(f"{t.name} needs approval") if needed else None
+    if not needed:
+        return None
+    ask = AskApproval(f"{t.name} needs approval")
+    if rc.record is not None:  # (a trace names the rule that asked, as it names a gate)
+        rc.record(EffectRecord(f"tool:{t.name}", "needs_approval", ask))
+    return ask
 
 
 def _suspend(
