@@ -468,6 +468,7 @@ def play(tmp_path: Path) -> Iterator[StudioServer]:
 
     studio = Studio(tmp_path, demo_agent())
     studio.playground = Playground(demo_agent(), model=demo_model(), directory=tmp_path)
+    studio.approvals = studio.playground.approvals.store
     with StudioServer(studio, port=0) as s:
         yield s
 
@@ -522,6 +523,16 @@ def test_the_playground_asks_for_an_approval_and_goes_on_with_the_decision(
     assert post(play, "/api/play/decide", answer)[0] == 409  # decided already
     unknown = {"chat": "c9", "decisions": [{"id": "x", "approved": True}]}
     assert post(play, "/api/play/decide", unknown)[0] == 404
+    audit = get_json(play, "/api/approvals")
+    assert audit["kept"] is True
+    assert [(r["thread_id"], r["tool_name"], r["outcome"], r["decided_by"])
+            for r in audit["items"]] == [("c2", "refund", "waiting", ""),
+                                          ("c2", "refund", "approved", "studio")]
+
+
+def test_the_approvals_page_says_when_there_is_no_store(studio: StudioServer) -> None:
+    assert get_json(studio, "/api/approvals") == {
+        "kept": False, "offset": 0, "limit": 200, "total": 0, "items": []}
 
 
 def test_a_denied_call_is_not_run(play: StudioServer) -> None:

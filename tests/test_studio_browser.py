@@ -195,6 +195,7 @@ def test_a_playground_chat_with_an_approval(driver: WebDriver, tmp_path: Path) -
 
     studio = Studio(tmp_path, demo_agent())
     studio.playground = Playground(demo_agent(), model=demo_model(), directory=tmp_path)
+    studio.approvals = studio.playground.approvals.store
     with StudioServer(studio, port=0) as server:
         driver.get(server.url)
         wait_for(driver, "#nav-play")
@@ -209,7 +210,7 @@ def test_a_playground_chat_with_an_approval(driver: WebDriver, tmp_path: Path) -
         assert "refund 250 on order K7" in log and "Let me see." in log
         assert "Waiting for your decision: refund" in log
         effects = driver.find_element(By.ID, "effects").text
-        assert "approve-refunds.process_tool_call: AskApproval" in effects
+        assert "tool:refund.needs_approval: AskApproval" in effects
         assert ("K7", 250) not in refunds
 
         driver.find_element(By.CSS_SELECTOR, ".approval button.approve").click()
@@ -225,6 +226,12 @@ def test_a_playground_chat_with_an_approval(driver: WebDriver, tmp_path: Path) -
         wait_for(driver, "#decisions")
         assert "decided by studio" in driver.find_element(By.ID, "decisions").text
 
+        # The Approvals page: the wait and the decision, who made it.
+        driver.find_element(By.ID, "nav-approvals").click()
+        wait_for(driver, "#audit tr.audit")
+        rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#audit tr.audit")]
+        assert len(rows) == 2 and "waiting" in rows[0]
+        assert "approved" in rows[1] and "studio" in rows[1] and "refund" in rows[1]
 
 def test_the_run_view_shows_a_tree_of_runs_nested(driver: WebDriver, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By

@@ -102,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     studio.add_argument("--evals", metavar="DIR",
                         help="where the eval reports are (Report.write, pipeline eval "
                              "--json); default: the journals' directory")
+    studio.add_argument("--approvals", metavar="URL",
+                        help="an approval store (sqlite:///runs.db, postgresql://...): the "
+                        "Approvals page shows its audit trail")
     studio.add_argument("--host", default="127.0.0.1",
                         help="the address to serve on (loopback only, unless --allow-remote)")
     studio.add_argument("--port", type=_port, default=None,
@@ -130,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(args.directory, args.agent, args.host,
                      DEFAULT_PORT if args.port is None else args.port, args.allow_remote,
                      deps_spec=args.deps, allowed_hosts=tuple(args.allow_host),
-                     model_spec=args.model, evals=args.evals)
+                     model_spec=args.model, evals=args.evals,
+                     approvals_url=args.approvals)
     if args.command == "replay":
         from interpreters.cli.replay import replay_file
         from interpreters.record.journal import MAX_JOURNAL_BYTES

@@ -50,8 +50,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import anyio
 import msgspec
 
+from interpreters.approvals.sql import open_approval_store
+from interpreters.approvals.store import MAX_LISTED, ApprovalStore
 from interpreters.cli.playground import DecideRequest, Playground, PlayRequest
 from interpreters.cli.studio_evals import EvalReports, NoSuchReport
+from interpreters.memory.store import MemoryStoreError
 from interpreters.observers.observe import describe
 from interpreters.providers.provider import AsyncProvider
 from interpreters.record.journal import (
@@ -608,6 +611,20 @@ class Studio:
         self._facts: OrderedDict[tuple[str, int, int], dict[str, Json]] = OrderedDict()
         self.playground: Playground | None = None
         """Chats with the agent from the page (`pipeline studio --agent`), when set."""
+        self.approvals: ApprovalStore | None = None
+        """The approval store whose audit trail the Approvals page shows (`--approvals
+        URL`; else the playground's), when set."""
+
+    def audit(self, offset: int = 0, limit: int = PAGE) -> dict[str, Json]:
+        """One page of the approval store's audit records (the first `MAX_LISTED`), in
+        the order they were appended."""
+        store = self.approvals
+        if store is None:
+            return {"kept": False, "offset": 0, "limit": limit, "total": 0, "items": []}
+        records = store.audit(limit=MAX_LISTED)
+        page = _page([cast("dict[str, Json]", msgspec.to_builtins(r)) for r in records],
+                      offset, limit)
+        return {"kept": True, "truncated": len(records) == MAX_LISTED, **page}
 
     def _path(self, name: str) -> Path:
         if not _NAME.fullmatch(name) or name.startswith("."):
@@ -888,6 +905,8 @@ def _handler(studio: Studio, names: frozenset[str]) -> type[BaseHTTPRequestHandl
                  limit: int) -> Json:
             if path == "/api/runs":
                 return studio.runs(offset, limit, RunFilter.of(query))
+            if path == "/api/approvals":
+                return studio.audit(offset, limit)
             parts = path.split("/")
             if len(parts) == 4 and parts[:3] == ["", "api", "runs"]:
                 kinds = query.get("kinds")
@@ -1080,6 +1099,7 @@ def _stderr(line: str) -> None:
 def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_remote: bool,
           *, deps_spec: str | None = None, allowed_hosts: tuple[str, ...] = (),
           model_spec: str | None = None, evals: str | None = None,
+          approvals_url: str | None = None,
           say: Callable[[str], None] = _stderr) -> int:
     """`pipeline studio`: serve until interrupted; exit code 2 for a bad setting. With an
     agent, the page's playground chats with it (on `model_spec`'s model, when given, else
@@ -1098,9 +1118,12 @@ def serve(directory: str, agent_spec: str | None, host: str, port: int, allow_re
         if agent is not None:
             studio.playground = Playground(agent, model=model, directory=Path(directory),
                                            deps=deps)
+            studio.approvals = studio.playground.approvals.store
+        if approvals_url is not None:
+            studio.approvals = open_approval_store(approvals_url)
         server = StudioServer(studio, host, port, allow_remote=allow_remote,
                               allowed_hosts=allowed_hosts)
-    except (AgentNotFound, StudioError, OSError) as e:
+    except (AgentNotFound, StudioError, OSError, MemoryStoreError) as e:
         say(f"pipeline studio: {escaped(str(e))}")
         return 2
     play = f"; the playground chats with {agent.name!r}" if agent is not None else ""

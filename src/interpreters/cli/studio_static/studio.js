@@ -556,10 +556,33 @@ async function showDiff(before, after, query) {
   renderDiff(data, `${before} → ${after}`, `#/evals/${encodeURIComponent(before)}/diff/${encodeURIComponent(after)}`);
 }
 
+async function showApprovals(query) {
+  const offset = Number(query.get("offset") || 0);
+  const data = await getJson(`/api/approvals?offset=${offset}&limit=50`);
+  where.textContent = "approvals";
+  main.replaceChildren(el("h1", { text: "Approvals: every wait and decision" }));
+  if (!data.kept) {
+    main.append(el("p", { text: "No approval store: start the studio with --approvals URL (or --agent, for the playground's)." }));
+    return;
+  }
+  const heads = ["#", "at", "run", "thread", "user", "tool", "call", "outcome", "decided by", "reason", "digest"];
+  const table = el("table", { id: "audit" }, el("tr", {}, ...heads.map(h => el("th", { text: h }))));
+  for (const r of data.items) {
+    table.append(el("tr", { class: `audit outcome-${r.outcome.replace(" ", "-")}` },
+      el("td", { text: String(r.seq) }), el("td", { text: when(r.at) }), el("td", { text: r.run_id }),
+      el("td", { text: r.thread_id || "" }), el("td", { text: r.resource_id || "" }),
+      el("td", { text: r.tool_name }), el("td", { text: r.tool_call_id }),
+      el("td", { class: "outcome", text: r.outcome }), el("td", { class: "decided-by", text: r.decided_by }),
+      el("td", { text: r.reason }), el("td", { class: "digest", text: r.digest.slice(0, 12) })));
+  }
+  main.append(table, pager(data, "#/approvals?"));
+}
+
 async function route() {
   const { parts, query } = parseHash();
   try {
-    if (parts[0] === "run" && parts[1]) await showRun(parts[1], query);
+    if (parts[0] === "approvals") await showApprovals(query);
+    else if (parts[0] === "run" && parts[1]) await showRun(parts[1], query);
     else if (parts[0] === "replay" && parts[1]) await showReplay(parts[1], query);
     else if (parts[0] === "play") await showPlay();
     else if (parts[0] === "evals" && parts[1] && parts[2] === "diff" && parts[3]) await showDiff(parts[1], parts[3], query);
