@@ -267,7 +267,7 @@ def test_a_cross_site_request_cannot_stop_a_run() -> None:
 
 def test_the_page_lists_what_waits_per_chat_and_who_decided_what(server: httpx.Client) -> None:
     text = "refund 400 on order L4"
-    _, waiting = _ask(server, "chat-list-a", text)
+    _ask(server, "chat-list-a", text)
     _, decided = _ask(server, "chat-list-b", "refund 500 on order L5")
     server.post("/api/chat", json=_answer("chat-list-b", "refund 500 on order L5", decided,
                                           False, "no receipt"), headers={"x-user": "bob"})
