@@ -178,7 +178,10 @@ def check_deciders(
             continue
         if isinstance(d, Deny) or not needs_two(policy.rule(p.tool_name), decided_args(p, d)):
             continue
-        before = first_approvers(earlier, p, d)
+        # (an earlier approval counts while its decider may still decide: a rule
+        # changed since takes it back)
+        before = {by for by in first_approvers(earlier, p, d)
+                  if refusal(policy, s, p, msgspec.structs.replace(d, by=by)) is None}
         if not before - {d.by}:
             first.append((p, d))
     return refused, first
