@@ -10,8 +10,12 @@ While gates exist, the model's tool-call chunks are held back (`hold_calls`) and
 once the gates decided (`release_calls`): a call answered without running reaches the
 caller with its arguments left out.
 
-A resumed run (`pipeline.approval`) does not ask the gates again: what they decided
-before the suspension, with the person's decisions, gives its entries (`resumed_entries`).
+A resumed run (`pipeline.approval`) asks the gates again for the suspended step's calls
+(`approved`: a person's decision answers the asks for exactly its call), from their
+states before they first gated the step; with `skip_gates_on_resume`, what they decided
+before the suspension, with the person's decisions, gives its entries
+(`resumed_entries`). A tool's own `needs_approval` rule is asked after the gates; an
+`ApprovalReviewer` reviews each call that would wait (`_review`).
 """
 
 from __future__ import annotations
