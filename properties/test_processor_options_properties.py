@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import pipeline.processors as processors
 from pipeline.processors import (
+    ApprovalReviewer,
     ApproxTokenCounter,
     BatchPartsProcessor,
     Budget,
@@ -219,6 +220,14 @@ OPTIONS: dict[Callable[..., object], tuple[dict[str, object], Table]] = {
         "judge_stream": (st.just(False), st.one_of(st.just(True), _not(bool))),  # no judge
         "judge_instructions": text(),
         "scan_tools": flag(),
+    }),
+    ApprovalReviewer: ({"judge_model": "judge"}, {
+        "judge_model": text(),
+        "risk_below": unit(),
+        "tools": (st.one_of(st.none(), names()[0]), names()[1].filter(lambda v: v != [])),
+        "instructions": optional_text(),
+        "max_tokens": optional_integer(1),
+        "id": text(),
     }),
     ModerationProcessor: ({"judge_model": "judge"}, {
         "judge_model": text(),

@@ -11,7 +11,7 @@ from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.testing import Fail, Say, ScriptedCall, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import approve
-from pipeline.processors import ApprovalReviewer
+from pipeline.processors import ApprovalReviewer, ProcessorConfigError
 from pipeline.tools import tool
 from pipeline.values.chunks import Usage
 
@@ -106,7 +106,7 @@ def test_the_reviewer_only_reviews_the_tools_it_is_given() -> None:
 
 
 def test_a_reviewer_is_refused_an_unusable_setting() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ProcessorConfigError, match="risk_below"):
         ApprovalReviewer("judge", risk_below=2)
-    with pytest.raises(TypeError):
+    with pytest.raises(ProcessorConfigError, match="tools"):
         ApprovalReviewer("judge", tools="refund")

@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from effects import AskApproval, Continue
+from effects import AskApproval, Continue, Out
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.record.journal import Journal, Recorder
 from interpreters.testing import Say, ScriptedModel, Simulator, call
@@ -47,7 +47,7 @@ class CountCalls(BaseProcessor[Seen]):
         return Seen()
 
     def process_tool_call(self, args: ToolCallArgs[Seen]) -> ToolCallResult[Seen]:
-        return Continue(state=Seen(args.state.calls + 1))
+        return Out(Continue(), Seen(args.state.calls + 1))
 
 
 class Opaque:

@@ -63,6 +63,7 @@ from pipeline.values.result import (
     AgentNode,
     JudgeCall,
     Output,
+    Review,
     RunError,
     RunFailedError,
     Status,
@@ -417,6 +418,10 @@ class SimRun(msgspec.Struct, Generic[Output], frozen=True):
     @property
     def answered_by(self) -> str | None:
         return self.result.answered_by
+
+    @property
+    def reviews(self) -> tuple[Review, ...]:
+        return self.result.reviews
 
     def usage_by_agent(self) -> dict[str, Usage]:
         return self.result.usage_by_agent()

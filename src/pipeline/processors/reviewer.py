@@ -31,7 +31,8 @@ from pipeline.processor import (
     ToolCallArgs,
     ToolCallResult,
 )
-from pipeline.processors.guards.common import JudgeError, ask_judge, check_unit, decode_verdict
+from pipeline.processors.guards.common import JudgeError, ask_judge, decode_verdict
+from pipeline.processors.options import Options
 from pipeline.values.result import ReviewNote
 
 __all__ = ["ApprovalReviewer", "ReviewVerdict"]
@@ -68,15 +69,17 @@ class ApprovalReviewer(StatefulProcessor[ReviewNote, Any]):
         max_tokens: int | None = 200,
         id: str = "approval-reviewer",
     ) -> None:
-        if not isinstance(judge_model, str) or not judge_model:
-            raise TypeError("judge_model is the name of the judge's model")
+        o = Options("ApprovalReviewer")
+        o.text("judge_model", judge_model)
         self.judge_model = judge_model
-        self.risk_below = check_unit("risk_below", risk_below)
-        if tools is not None and (isinstance(tools, str) or not all(
-            isinstance(t, str) for t in tools
-        )):
-            raise TypeError("tools is a collection of tool names, or None (any)")
-        self.tools_reviewed = frozenset(tools) if tools is not None else None
+        self.risk_below = o.unit("risk_below", risk_below)
+        self.tools_reviewed = (
+            frozenset(o.strings("tools", tools, check=bool, describe="a tool name"))
+            if tools is not None else None
+        )
+        o.optional_text("instructions", instructions)
+        o.optional_integer("max_tokens", max_tokens, min=1)
+        o.id(id)
         self.instructions = instructions or INSTRUCTIONS
         self.max_tokens = max_tokens
         self.id = id
