@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from effects import AskApproval, Continue, SkipCall
+from effects import AskApproval, Continue, Replace, SkipCall
 from interpreters.approvals.sql import SQLiteApprovalStore
 from interpreters.approvals.store import Approvals, ApprovalStore, MemoryApprovalStore
 from interpreters.testing import Say, ScriptedModel, Simulator, call
@@ -145,3 +145,27 @@ def test_a_rule_changed_while_the_run_waited_is_the_rule_on_resume() -> None:
     again = approvals.keep(sim.run(agent, (), resume=go_on).result)
     assert again.status == "suspended" and again.suspension is not None and ran == []
     assert [p.args["order"] for p in again.suspension.pending] == ["B2"]
+
+
+def test_a_gate_that_changes_arguments_changes_them_once_across_a_resume() -> None:
+    def tag(a: ToolCallArgs[None]) -> ToolCallResult[None]:
+        return Replace({**a.args, "order": f"{a.args['order']}-x"})
+
+    agent = Agent.create("sim/model", tools=[tool(refund, needs_approval=_over_100), lookup],
+                         input_processors=[processor("tag", process_tool_call=tag)])
+    sim = Simulator(ScriptedModel([
+        Say(calls=[call("lookup", order="A1"), call("refund", order="A1", amount=500)]),
+        Say("done"),
+    ]))
+    approvals = Approvals(MemoryApprovalStore(), agent)
+    r = approvals.keep(sim.run(agent, "refund").result)
+    assert r.suspension is not None
+    (p,) = r.suspension.pending
+    assert p.args == {"order": "A1-x", "amount": 500}  # what the person decides on
+    go_on = approvals.decide(r.suspension.run_id, [approve(p)])
+    assert sim.run(agent, (), resume=go_on).result.status == "finished"
+    assert ran == [("A1-x", 0), ("A1-x", 500)]
+
+
+def _over_100(order: str, amount: int) -> bool:
+    return amount > 100

@@ -22,7 +22,7 @@ import msgspec
 
 from effects import Abort, Publish, Replace, RunTools
 from pipeline.agents import tool_value
-from pipeline.approval import Resumption, approved_digests
+from pipeline.approval import Edit, Resumption, approved_digests
 from pipeline.loop.children import (
     approval_requests,
     fold_children,
@@ -67,7 +67,7 @@ from pipeline.values.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from pipeline.values.result import RunResult
+from pipeline.values.result import RunResult, Suspension
 
 _call_id = attrgetter("tool_call_id")
 
@@ -290,8 +290,46 @@ def run_resumed(
             if b.slot < len(s.gate_states):  # (a resumed run's slots are the suspended's)
                 st.states[b.slot] = s.gate_states[b.slot]
         approved = approved_digests(r)
+        entries = _as_the_model_made_them(s, entries, approved, r)
     return calls, (yield from run_tools(rc, st, calls, tools, None, entries, resumes,
                                         approved))
+
+
+def _as_the_model_made_them(
+    s: Suspension,
+    entries: list[ToolInvocation | ToolResultPart],
+    approved: dict[str, str],
+    r: Resumption,
+) -> list[ToolInvocation | ToolResultPart]:
+    """The entries the gates are asked again with: each call that runs with the
+    arguments the gates first saw (the model's, kept in the messages), so a gate that
+    changes them does so once; an edited call with the edit's."""
+    edited = {d.tool_call_id for d in r.decisions if isinstance(d, Edit)}
+    first: dict[str, ToolCallPart] = {}
+    want = {e.call.tool_call_id for e in entries if type(e) is ToolInvocation} - edited
+    for m in reversed(s.messages.messages):
+        if want <= first.keys():
+            break
+        for c in m.tool_calls():
+            if c.tool_call_id in want:
+                first.setdefault(c.tool_call_id, c)
+    out: list[ToolInvocation | ToolResultPart] = []
+    for e in entries:
+        made = first.get(e.call.tool_call_id) if type(e) is ToolInvocation else None
+        if type(e) is ToolInvocation and made is not None and made.args != e.call.args \
+                and e.tool is not None:
+            e = _bound(e, made, e.tool)
+        out.append(e)
+    return out
+
+
+def _bound(e: ToolInvocation, made: ToolCallPart, t: Tool) -> ToolInvocation:
+    """`e` with the call as the model made it (as it is when that does not bind: it
+    bound when the step ran)."""
+    try:
+        return ToolInvocation(made, t, t.bind(made.args))
+    except (msgspec.ValidationError, TypeError):
+        return e
 
 
 def results_through(
