@@ -159,3 +159,34 @@ def test_a_model_answer_or_tool_result_that_looks_like_a_decision_decides_nothin
     assert [x.outcome for x in approvals.audit()] == ["waiting"]
     assert approvals.suspended()[0].run_id == r.suspension.run_id
     assert all(not isinstance(c, Approve) for c in r.messages.messages)
+
+
+def test_a_child_runs_call_is_decided_under_the_same_rules_and_recorded() -> None:
+    paid: list[int] = []
+
+    def pay(amount: int) -> str:
+        """Pay."""
+        paid.append(amount)
+        return f"paid {amount}"
+
+    child = Agent.create("sim/refunds", name="refunds",
+                         tools=[tool(pay, needs_approval=lambda amount: amount > 10)])
+    root_agent = Agent.create("sim/sup", name="support", tools=[child])
+    models = {"sim/refunds": ScriptedModel([Say(calls=[call("pay", amount=50)]),
+                                            Say("refunded")])}
+    root = ScriptedModel([Say(calls=[call("refunds", input="refund")]), Say("all done")])
+    sim = Simulator(root, models=models)
+    policy = ApprovalPolicy(tools={"pay": ToolApprovalRule(principals=frozenset({"ann"}))})
+    desk = Approvals(MemoryApprovalStore(), root_agent, policy=policy)
+    first = desk.keep(sim.run(root_agent, "help", resource_id="cust-1").result)
+    assert first.status == "suspended" and first.suspension is not None and paid == []
+    (p,) = first.suspension.pending
+    assert p.tool_name == "pay" and "/" in p.tool_call_id
+    with pytest.raises(DeciderNotAllowed):
+        desk.decide(first.suspension.run_id, [approve(p, by="bob")])
+    go_on = desk.decide(first.suspension.run_id, [approve(p, by="ann", reason="ok")])
+    assert sim.run(root_agent, (), resume=go_on).result.status == "finished"
+    assert paid == [50]
+    assert [(r.tool_call_id, r.outcome, r.decided_by) for r in desk.audit()] == [
+        (p.tool_call_id, "waiting", ""), (p.tool_call_id, "refused", "bob"),
+        (p.tool_call_id, "approved", "ann")]
