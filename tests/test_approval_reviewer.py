@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
+from interpreters.record.journal import Recorder
 from interpreters.testing import Fail, Say, ScriptedCall, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import approve
@@ -110,3 +111,17 @@ def test_a_reviewer_is_refused_an_unusable_setting() -> None:
         ApprovalReviewer("judge", risk_below=2)
     with pytest.raises(ProcessorConfigError, match="tools"):
         ApprovalReviewer("judge", tools="refund")
+
+
+def test_a_run_the_reviewer_approved_replays_from_its_journal_running_no_tool() -> None:
+    agent = _agent()
+    rec = Recorder()
+    sim = Simulator(ScriptedModel([Say(calls=[call("refund", order="A1", amount=5)]),
+                                   Say("done")]),
+                    models={"judge": ScriptedModel([Say('{"risk": 0.1, "reason": "small"}')])},
+                    observers=[rec])
+    run = sim.run(agent, "refund")
+    done = run.result
+    assert done.status == "finished" and ran == [("A1", 5)]
+    replay = Simulator.replay(rec.last(), agent)
+    assert replay.identical and replay.result == done and ran == [("A1", 5)]
