@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from effects import AskApproval, Continue
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.testing import Say, ScriptedModel, Simulator, call
-from pipeline import Agent, RunResult, ToolCallArgs, ToolCallResult, processor
+from pipeline import Agent, RunResult, tool
 from pipeline.approval import Resumption, approve
 from pipeline.processors import PIIDetector
 
@@ -49,20 +48,13 @@ def search_policy(topic: str) -> str:
     return "Refunds are possible within 30 days of delivery."
 
 
-def _approve_refunds(args: ToolCallArgs[None]) -> ToolCallResult[None]:
-    if args.tool_name == "refund":
-        return AskApproval(f"refund {args.args['amount']} EUR on order {args.args['order']}?")
-    return Continue()
-
-
 def make_team(models: tuple[str, str, str] = ("sim/support", "sim/refunds", "sim/research"),
               ) -> Agent:
     """The supervisor, with its two agents as tools."""
     support_model, refunds_model, research_model = models
     refunds = Agent.create(
-        refunds_model, name="refunds", tools=[refund],
+        refunds_model, name="refunds", tools=[tool(refund, needs_approval=True)],
         instructions="You refund orders. Use the refund tool.",
-        input_processors=[processor("refund-approval", process_tool_call=_approve_refunds)],
     )
     research = Agent.create(
         research_model, name="research", tools=[search_policy],
@@ -110,7 +102,7 @@ def handle(team: Agent, run: Run, question: str) -> tuple[RunResult, RunResult]:
     first = desk.keep(run(team, question, None))
     assert first.status == "suspended", first.status
     (waiting,) = desk.suspended()
-    go_on = desk.decide(waiting.run_id, [approve(p) for p in waiting.pending])
+    go_on = desk.decide(waiting.run_id, [approve(p, by="support-lead") for p in waiting.pending])
     assert go_on is not None
     return first, run(team, (), go_on)
 
