@@ -25,7 +25,11 @@ from typing import Any, Literal
 import msgspec
 
 from pipeline.approval import Approve, Decision, Deny, Edit, call_digest
-from pipeline.values.result import PendingApproval, RunResult, Suspension
+from pipeline.values.result import PendingApproval, RunResult, SuspendedRun, Suspension
+
+Waits = Suspension | SuspendedRun
+"""A run waiting for decisions: its suspension, or as a desk lists it (either has its
+run id, owner and pending calls)."""
 
 Outcome = Literal[
     "waiting", "approved", "edited", "denied", "first approval", "refused", "expired",
@@ -66,7 +70,7 @@ _ENC = msgspec.json.Encoder(order="sorted")
 
 
 def waiting_records(
-    s: Suspension, at: float, expires_at: float | None
+    s: Waits, at: float, expires_at: float | None
 ) -> tuple[AuditRecord, ...]:
     """A "waiting" record for each call `s` waits with."""
     return tuple(
@@ -78,7 +82,7 @@ def waiting_records(
 
 
 def decision_record(
-    s: Suspension,
+    s: Waits,
     p: PendingApproval,
     d: Decision,
     at: float,

@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from interpreters.approvals.audit import AuditRecord
+from interpreters.approvals.audit import AuditRecord, Waits
 from pipeline.approval import ApprovalError, Decision, Deny, Edit, call_digest
-from pipeline.values.result import PendingApproval, Suspension
+from pipeline.values.result import PendingApproval
 
 
 class DeciderNotAllowed(ApprovalError):
@@ -98,7 +98,7 @@ class ApprovalPolicy(msgspec.Struct, frozen=True, kw_only=True):
             r.principals is not None or r.two_person_above is not None for r in rules
         )
 
-    def expires_at(self, s: Suspension, now: float) -> float | None:
+    def expires_at(self, s: Waits, now: float) -> float | None:
         """When the wait of `s` ends: its soonest-ending call's (None: never)."""
         ends = [
             now + after for p in s.pending
@@ -123,7 +123,7 @@ def needs_two(rule: ToolApprovalRule, args: Mapping[str, object]) -> bool:
 
 
 def refusal(
-    policy: ApprovalPolicy, s: Suspension, p: PendingApproval, d: Decision
+    policy: ApprovalPolicy, s: Waits, p: PendingApproval, d: Decision
 ) -> str | None:
     """Why the policy does not let `d.by` decide call `p` of `s`, or None."""
     if not policy.names_deciders():
@@ -161,7 +161,7 @@ def first_approvers(
 
 def check_deciders(
     policy: ApprovalPolicy,
-    s: Suspension,
+    s: Waits,
     decisions: Sequence[Decision],
     earlier: Sequence[AuditRecord],
 ) -> tuple[list[tuple[PendingApproval, Decision, str]], list[tuple[PendingApproval, Decision]]]:
