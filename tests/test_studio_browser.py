@@ -146,9 +146,9 @@ def test_the_runs_list_its_filters_and_a_resumed_runs_first_part(
         driver.find_element(By.ID, "clear-filters").click()
         wait_for(driver, "#runs[data-filter='none']")
         driver.find_element(By.ID, "filter-user").send_keys("carol")
-        Select(driver.find_element(By.ID, "filter-guard")).select_by_value("approve-refunds")
+        Select(driver.find_element(By.ID, "filter-guard")).select_by_value("tool:refund")
         driver.find_element(By.ID, "apply-filters").click()
-        wait_for(driver, "#runs[data-filter='guard=approve-refunds&user=carol']")
+        wait_for(driver, "#runs[data-filter='guard=tool%3Arefund&user=carol']")
         assert _texts(driver, "#runs a.run-link") == [names["suspended"]]
 
         driver.find_element(By.ID, "clear-filters").click()
