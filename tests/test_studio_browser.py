@@ -233,6 +233,7 @@ def test_a_playground_chat_with_an_approval(driver: WebDriver, tmp_path: Path) -
         assert len(rows) == 2 and "waiting" in rows[0]
         assert "approved" in rows[1] and "studio" in rows[1] and "refund" in rows[1]
 
+
 def test_the_run_view_shows_a_tree_of_runs_nested(driver: WebDriver, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
