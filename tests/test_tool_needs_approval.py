@@ -7,12 +7,19 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from effects import Continue, SkipCall
+from effects import Continue, Replace, SkipCall
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
 from pipeline.approval import ArgumentsMismatch, approve, edit
-from pipeline.processor import ToolCallArgs, ToolCallResult, processor
+from pipeline.processor import (
+    InputStepArgs,
+    InputStepResult,
+    StepChange,
+    ToolCallArgs,
+    ToolCallResult,
+    processor,
+)
 from pipeline.tools import Tool, tool
 from pipeline.tools.context import ToolContext
 from pipeline.values.result import ProcessorFailed, RunResult
@@ -199,3 +206,15 @@ def test_an_edit_is_validated_by_its_own_tools_schema_and_cannot_switch_tool(
     with pytest.raises(ArgumentsMismatch):
         approvals.decide(r.suspension.run_id, [edit(p, args)])
     assert approvals.suspended()  # still waiting
+
+
+def test_a_ruled_tool_a_processor_adds_for_one_step_only_still_waits() -> None:
+    ruled = tool(refund, needs_approval=True)
+
+    def offer(args: InputStepArgs[None]) -> InputStepResult[None]:
+        return Replace(StepChange(tools=(*args.tools, ruled)))
+
+    agent = Agent.create("sim/model", input_processors=[  # (declared nowhere)
+        processor("offer", process_input_step=offer)])
+    r = Simulator(_model(5)).run(agent, "refund").result
+    assert r.status == "suspended" and ran == []

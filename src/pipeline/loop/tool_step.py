@@ -94,8 +94,9 @@ def run_tools(
     step's children that waited, by call id). `approved`: a resumed step's calls are
     gated again, each decided call's approval by its digest (`gate.gate_calls`)."""
     ctx = rc.ctx
-    gated = bool(rc.h_tool_call) or rc.tool_rules or any(
-        t.needs_approval is not False for t in tools
+    # (the agent's own tools were looked at once, `rc.tool_rules`; a step's others here)
+    gated = bool(rc.h_tool_call) or rc.tool_rules or (
+        tools is not rc.agent.tools and any(t.needs_approval is not False for t in tools)
     )
     writers: list[ToolWriter] | None = None  # made at the first tool that may write
     entries: Sequence[ToolInvocation | ToolResultPart]
