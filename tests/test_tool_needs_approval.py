@@ -11,7 +11,7 @@ from effects import Continue, Replace, SkipCall
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline.agent import Agent
-from pipeline.approval import ArgumentsMismatch, approve, edit
+from pipeline.approval import EditRejected, approve, edit
 from pipeline.processor import (
     InputStepArgs,
     InputStepResult,
@@ -203,7 +203,7 @@ def test_an_edit_is_validated_by_its_own_tools_schema_and_cannot_switch_tool(
     r = _waiting(sim, approvals)
     assert r.suspension is not None
     (p,) = r.suspension.pending
-    with pytest.raises(ArgumentsMismatch):
+    with pytest.raises(EditRejected):
         approvals.decide(r.suspension.run_id, [edit(p, args)])
     assert approvals.suspended()  # still waiting
 
