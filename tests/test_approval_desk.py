@@ -15,6 +15,7 @@ import pytest
 
 from effects import AskApproval, Continue
 from interpreters import ApprovalDesk, DurableApprovals, DurableClient, DurableRuns
+from interpreters.approvals.policy import ApprovalPolicy, DeciderNotAllowed, ToolApprovalRule
 from interpreters.approvals.store import Approvals, MemoryApprovalStore
 from interpreters.sync import SyncInterpreter
 from interpreters.testing import Say, ScriptedModel, Simulator, call
@@ -207,3 +208,24 @@ def test_every_desk_refuses_the_same_way_and_the_run_still_waits(desk: Desk) -> 
         d.decide("r1", [approve(p)])
     r = desk.finish("r1", go_on)
     assert r.status == "finished" and SENT == []
+
+
+def test_every_desk_applies_the_rules_on_deciders_and_records_them(desk: Desk) -> None:
+    d = desk.desk
+    rules = ApprovalPolicy(tools={"send": ToolApprovalRule(principals=frozenset({"ann"}))})
+    assert isinstance(d, Approvals | DurableApprovals)
+    d.policy = rules
+    if isinstance(d, DurableApprovals):
+        d.trail = MemoryApprovalStore()
+    desk.suspend("r1", "chat-1", "alice")
+    (run,) = d.suspended(run_id="r1")
+    (p,) = run.pending
+    with pytest.raises(DeciderNotAllowed):
+        d.decide("r1", [approve(p, by="bob")])
+    assert d.suspended(run_id="r1") != ()  # still waiting
+    go_on = d.decide("r1", [approve(p, by="ann", reason="known payee")])
+    assert desk.finish("r1", go_on).status == "finished" and SENT == [500]
+    decided = [(r.outcome, r.decided_by, r.reason) for r in d.audit(run_id="r1")
+               if r.outcome != "waiting"]
+    assert decided == [("refused", "bob", "'bob' may not decide calls of 'send'"),
+                       ("approved", "ann", "known payee")]

@@ -8,16 +8,36 @@
 The same listing and errors as `Approvals` over a store: a decision for another thread
 or resource than the run's is `OwnerMismatch`, before anything is sent. What waits and
 the decisions themselves are `DurableRuns.pending` and `decide`'s (and their client's).
+
+`policy` (an `ApprovalPolicy`: who may decide, two people above a bound, never the run's
+user) is checked before anything is sent, as `Approvals` does; `trail` (an approval
+store) keeps the audit records of the decisions this desk sends and refuses, appended
+once `decide` claimed the decision (the claim in the system database is what decides;
+a desk that dies between the claim and the record leaves the decision unrecorded).
+Two people above a bound need a `trail` (it remembers the first approval).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
-from interpreters.approvals.store import DEFAULT_LISTED, check_listing
+from interpreters.approvals.audit import AuditRecord, decision_record
+from interpreters.approvals.policy import (
+    ApprovalPolicy,
+    DeciderNotAllowed,
+    SecondApprovalNeeded,
+    check_deciders,
+)
+from interpreters.approvals.store import (
+    DEFAULT_LISTED,
+    MAX_LISTED,
+    ApprovalStore,
+    check_listing,
+)
 from interpreters.durable.dbos import listing
 from interpreters.durable.dbos.runs import WORKFLOW, DurableClient, DurableRuns
-from pipeline.approval import Decision, RunNotSuspended, UnknownRun, check_owner
+from pipeline.approval import Decision, RunNotSuspended, UnknownRun, check_owner, check_pending
 from pipeline.values.result import SuspendedRun
 
 
@@ -25,11 +45,23 @@ class DurableApprovals:
     """The runs of `runs` waiting for decisions, listed and decided as in-process ones
     are with `Approvals` (see the module doc)."""
 
-    def __init__(self, runs: DurableRuns | DurableClient) -> None:
+    def __init__(
+        self,
+        runs: DurableRuns | DurableClient,
+        *,
+        policy: ApprovalPolicy | None = None,
+        trail: ApprovalStore | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not isinstance(runs, DurableRuns | DurableClient):
             raise TypeError(f"DurableApprovals takes a DurableRuns or DurableClient, not "
                             f"{type(runs).__name__}")
+        if policy is not None and not isinstance(policy, ApprovalPolicy):
+            raise TypeError(f"policy is an ApprovalPolicy, not {type(policy).__name__}")
         self.runs = runs
+        self.policy = policy
+        self.trail = trail
+        self.clock = clock
 
     def _run(self, run_id: str) -> SuspendedRun:
         """What `run_id` waits for and whose it is (`UnknownRun`, `RunNotSuspended`)."""
@@ -73,5 +105,44 @@ class DurableApprovals:
     ) -> None:
         """Send `decisions` to the waiting run `run_id` (`DurableRuns.decide`), the owner
         checked first (see `ApprovalDesk.decide`); the run goes on in its worker."""
-        check_owner(self._run(run_id), thread_id, resource_id)
-        self.runs.decide(run_id, decisions)
+        run = self._run(run_id)
+        check_owner(run, thread_id, resource_id)
+        given = check_pending(run_id, run.pending, tuple(decisions))
+        now = self.clock()
+        pending = {p.tool_call_id: p for p in run.pending}
+        if self.policy is not None:
+            earlier = self.trail.audit(run_id=run_id, limit=MAX_LISTED) if self.trail else ()
+            refused, first = check_deciders(self.policy, run, given, earlier)
+            if refused:
+                self._record([decision_record(run, p, d, now, "refused", why)
+                              for p, d, why in refused])
+                raise DeciderNotAllowed("; ".join(why for _, _, why in refused))
+            if first:
+                if self.trail is None:
+                    raise TypeError("two people above a bound need DurableApprovals(..., "
+                                    "trail=store): it remembers the first approval")
+                self._record([decision_record(run, p, d, now, "first approval")
+                              for p, d in first])
+                raise SecondApprovalNeeded("a second person's approval is needed: the "
+                                           "first is recorded, the run still waits")
+        self.runs.decide(run_id, given)
+        self._record([decision_record(run, pending[d.tool_call_id], d, now) for d in given])
+
+    def _record(self, records: list[AuditRecord]) -> None:
+        if self.trail is not None:
+            self.trail.append_audit(records)
+
+    def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        after: int = 0,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[AuditRecord, ...]:
+        """The audit records in `trail` (see `Approvals.audit`); () without one."""
+        if self.trail is None:
+            return ()
+        return self.trail.audit(run_id=run_id, thread_id=thread_id,
+                                resource_id=resource_id, after=after, limit=limit)
