@@ -33,8 +33,8 @@ FORMAT = 1
 
 _MAGIC = b"pipeline-agents vector index\n"
 _CONNECTIVITY = 16  # HNSW's M: edges per node (usearch's default)
-_EXPANSION_ADD = 64  # candidates while inserting: half of usearch's 128, for a build twice
-# as fast at the same recall on the seeded sets (bench/recall.py)
+_EXPANSION_ADD = 64  # candidates while inserting: half of usearch's 128, for shorter
+# builds (bench/recall.py measures the recall with it)
 _EXPANSION_SEARCH = 64
 _BATCH = 4096  # rows added per call: a build can stop between two
 

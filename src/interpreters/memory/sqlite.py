@@ -11,7 +11,10 @@ so two writers neither lose nor duplicate one.
 The schema is versioned (`memory_schema`); opening a file of an older version migrates it
 in one transaction, a newer one is refused. Vectors are float32 rows scored exactly
 (`interpreters.memory.scan`): numpy when importable, else Python; see docs/memory-stores.md
-for the figures and why not sqlite-vec by default.
+for the figures and why not sqlite-vec by default. With `vector_index="hnsw"` a large
+scope is searched by an approximate index instead (`interpreters.memory.approx`). A
+vector replaced or deleted leaves a tombstone (a trigger, whoever wrote), so what is kept
+of a scope between searches follows every writer of the file.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ _VECTOR_SEARCH: tuple[str, ...] = get_args(VectorSearch)
 VectorIndex = Literal["exact", "hnsw"]
 _VECTOR_INDEX: tuple[str, ...] = get_args(VectorIndex)
 HNSW_MIN_VECTORS = 20_000
-"""A scope searched by its HNSW index from this many vectors on (exactly below it)."""
+"""A scope searched by its HNSW index from this many vectors on (exactly below it): below
+it the scan costs about what the index does (bench/recall.py) and needs no build."""
 
 T = TypeVar("T")
 
