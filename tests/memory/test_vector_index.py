@@ -178,6 +178,33 @@ def test_the_index_is_kept_across_a_restart_and_catches_up_with_the_file(
         store.close()
 
 
+def test_an_index_file_far_behind_the_database_catches_up_in_the_background(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(11)
+    path = tmp_path / "m.db"
+    store = hnsw(path)
+    fill(store, "t", "u", [unit(rng) for _ in range(100)])
+    store.build_vector_index(thread_id="t")
+    store.close()
+    plain = SQLiteStore(path)
+    fill(plain, "t", "u", [unit(rng) for _ in range(2500)], "late")
+    plain.close()
+    store, exact = hnsw(path, min_vectors=10_000), SQLiteStore(path)
+    try:
+        q = unit(rng)
+        assert store.search(q, k=5, thread_id="t") == exact.search(q, k=5, thread_id="t")
+        assert store.wait_for_vector_index(60)
+        assert store._approx is not None
+        assert len(store._approx._indexes[("thread", "t")]) == 2600
+        assert ids(store.search(q, k=5, thread_id="t"))[0] == ids(
+            exact.search(q, k=5, thread_id="t"))[0]
+        assert ("thread", "t") in indexed(store)  # the index answered
+    finally:
+        store.close()
+        exact.close()
+
+
 def test_an_index_file_of_another_database_is_not_used(tmp_path: Path) -> None:
     rng = random.Random(6)
     vectors = [unit(rng) for _ in range(100)]

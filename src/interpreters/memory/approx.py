@@ -155,7 +155,7 @@ class ApproxSearch:
             self._forget(index.scope)
             return False
         index.seen, index.tseen = max(index.seen, vseq), max(index.tseen, tseq)
-        if len(new) > _CATCH_UP_INLINE:
+        if len(new) > _CATCH_UP_INLINE and self._building is None:
             self._start(index, new)
             return False
         index.add([v for v, _, _ in new], b"".join(bytes(r) for _, _, r in new))
@@ -255,10 +255,13 @@ class ApproxSearch:
                     if not self._stop.is_set():
                         self._indexes.pop(index.scope, None)
                         self._keep(index)
-            except BaseException as e:  # kept for the caller to see; searches stay exact
-                self.build_errors.append(e)
+            except Exception as e:  # kept for the caller to see; the scope stays exact
+                with self._lock:
+                    self.build_errors.append(e)
+                    self._unindexable.add(index.scope)
             finally:
-                self._building = None
+                with self._lock:
+                    self._building = None
 
         self._builder = threading.Thread(target=run, name="vector-index-build", daemon=True)
         self._builder.start()
@@ -288,17 +291,19 @@ class ApproxSearch:
         self._indexes.pop(scope, None)
 
     def _save(self, index: ApproxIndex) -> None:
+        """Saved when it changed; a folder that cannot be written only costs a rebuild
+        after a restart."""
         path = self.path(index.scope)
         if path is not None and index.dirty:
-            index.save(path, self.database)
+            with contextlib.suppress(OSError):
+                index.save(path, self.database)
 
     def close(self) -> None:
         """Stop a build, save what changed since it was saved. Called under the store's
         lock; the builder is waited for outside it."""
         self._stop.set()
         for index in self._indexes.values():
-            with contextlib.suppress(OSError):  # derived data: the next store rebuilds it
-                self._save(index)
+            self._save(index)
         self._indexes.clear()
 
     def join(self) -> None:

@@ -411,6 +411,7 @@ class SQLiteStore(CheckedStore):
             if self._approx is not None:
                 hits = self._approx.search(conn, scope, where, args, query, k)
                 if hits is not None:
+                    self._indexes.pop(scope, None)  # the scan's copy is not needed now
                     return hits
             if self._cache_bytes:
                 found = self._indexed(conn, scope, where, args, query, k)
