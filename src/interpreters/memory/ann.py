@@ -77,6 +77,7 @@ class ApproxIndex:
         self.seen = 0  # the last vseq read
         self.tseen = 0  # the last tombstone read
         self.dirty = True  # changed since it was saved
+        self._nbytes: int | None = None
         self._index: Any = index if index is not None else Index(
             ndim=dim, metric="ip", dtype="f32", connectivity=_CONNECTIVITY,
             expansion_add=_EXPANSION_ADD, expansion_search=_EXPANSION_SEARCH,
@@ -87,7 +88,10 @@ class ApproxIndex:
 
     @property
     def nbytes(self) -> int:
-        return int(self._index.memory_usage)
+        """The index's memory (read from usearch once per change: it is not free)."""
+        if self._nbytes is None:
+            self._nbytes = int(self._index.memory_usage)
+        return self._nbytes
 
     def add(self, labels: Sequence[int], raw: bytes) -> None:
         """Rows of float32 bytes, one per label (a label already held is replaced)."""
@@ -101,7 +105,7 @@ class ApproxIndex:
             self._index.remove(keys[held])
         matrix = np.frombuffer(raw, dtype="<f4").reshape(len(labels), self.dim)
         self._index.add(keys, matrix, threads=1)
-        self.dirty = True
+        self.dirty, self._nbytes = True, None
 
     def build(self, labels: Sequence[int], raw: bytes, stop: Any = None) -> bool:
         """Add every row, in batches, on every core; False when `stop` (an Event) was set
@@ -114,7 +118,7 @@ class ApproxIndex:
             if stop is not None and stop.is_set():
                 return False
             self._index.add(keys[i : i + _BATCH], matrix[i : i + _BATCH], threads=0)
-        self.dirty = True
+        self.dirty, self._nbytes = True, None
         return True
 
     def remove(self, labels: Sequence[int]) -> None:
@@ -125,7 +129,7 @@ class ApproxIndex:
             held = self._index.contains(keys)
             if held.any():
                 self._index.remove(keys[held])
-                self.dirty = True
+                self.dirty, self._nbytes = True, None
 
     def candidates(self, query: bytes, n: int) -> list[int]:
         """The labels of (about) the `n` nearest rows."""
