@@ -304,3 +304,15 @@ def test_an_exact_store_has_no_index_to_build() -> None:
         assert store.wait_for_vector_index(0)
     finally:
         store.close()
+
+
+def test_the_url_option_turns_the_index_on_and_a_bad_value_is_refused(tmp_path: Path) -> None:
+    from interpreters.memory import open_memory_store
+
+    store = open_memory_store(f"sqlite:///{tmp_path / 'm.db'}?vector_index=hnsw")
+    try:
+        assert isinstance(store, SQLiteStore) and store._approx is not None
+    finally:
+        store.close()
+    with pytest.raises(ValueError, match="exact or hnsw"):
+        open_memory_store(f"sqlite:///{tmp_path / 'm.db'}?vector_index=ivf")
