@@ -100,6 +100,19 @@ def memory_fast() -> None:
     assert scan.numpy_available(), "numpy is installed, the store's scan does not use it"
 
 
+def memory_ann() -> None:
+    from interpreters.memory import SQLiteStore
+
+    store = SQLiteStore(vector_index="hnsw", hnsw_min_vectors=1)
+    try:
+        store.save_vectors("t", [("a", (1.0, 0.0)), ("b", (0.0, 1.0))], resource_id=None)
+        assert store.build_vector_index(thread_id="t") == 2
+        (best,) = store.search((0.1, 1.0), k=1, thread_id="t")
+        assert best.message_id == "b", best
+    finally:
+        store.close()
+
+
 def evals() -> None:
     import tempfile
     from pathlib import Path
@@ -155,8 +168,8 @@ def a2a() -> None:
 EXTRAS: dict[str, Callable[[], None]] = {
     "guards": guards, "docstrings": docstrings, "pydantic": pydantic, "mcp": mcp,
     "otel": otel, "bedrock": bedrock, "prices": prices, "durable": durable,
-    "postgres": postgres, "memory-fast": memory_fast, "evals": evals, "partial": partial,
-    "agui": agui, "a2a": a2a,
+    "postgres": postgres, "memory-fast": memory_fast, "memory-ann": memory_ann,
+    "evals": evals, "partial": partial, "agui": agui, "a2a": a2a,
 }
 
 

@@ -38,7 +38,7 @@ def test_a_sqlite_file_of_the_first_schema_is_migrated_with_its_data(tmp_path: P
     store = SQLiteStore(path)
     try:
         with sqlite3.connect(path) as conn:
-            assert schema_version(conn) == SCHEMA_VERSION == 3
+            assert schema_version(conn) == SCHEMA_VERSION == 4
         assert [m.text for m in store.last_messages("t1", 5)] == ["old 0", "old 1", "old 2"]
         hits = store.search((0.0, 3.0), k=1, resource_id="u1")  # the resource index: v2
         assert [(h.message_id, round(h.score, 5)) for h in hits] == [("m1", 1.0)]

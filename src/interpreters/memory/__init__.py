@@ -9,6 +9,7 @@ Embedders are in `interpreters.memory.embed`.
 
 from interpreters.memory._async.protocol import AsyncMemoryStore
 from interpreters.memory._sync.protocol import MemoryStore
+from interpreters.memory.ann import VectorIndexNotInstalled
 from interpreters.memory.handlers import NoEmbedder, async_memory_handlers, memory_handlers
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.open import open_async_memory_store, open_memory_store
@@ -49,6 +50,7 @@ __all__ = [
     "StoreWrite",
     "Thread",
     "ThreadOwnerMismatch",
+    "VectorIndexNotInstalled",
     "async_memory_handlers",
     "memory_handlers",
     "open_async_memory_store",

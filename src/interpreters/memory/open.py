@@ -2,7 +2,7 @@
 
 - `sqlite:///chat.db` (a path relative to the working directory), `sqlite:////var/x.db`
   (absolute), `sqlite://` or `sqlite:///:memory:` (in memory); query: `timeout`,
-  `vector_search`.
+  `vector_search`, `vector_index` (exact or hnsw).
 - `postgresql://user:pw@host:5432/db` (or `postgres://`); query: `schema`, `pool_size`,
   `timeout` (taken out; the rest goes to libpq as it is, `sslmode=require` say).
 - `memory://`: the in-memory store (tests).
@@ -18,7 +18,7 @@ from interpreters.memory._async.protocol import AsyncMemoryStore
 from interpreters.memory._sync.protocol import MemoryStore
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.postgres import redacted
-from interpreters.memory.sqlite import VectorSearch
+from interpreters.memory.sqlite import VectorIndex, VectorSearch
 from interpreters.memory.store import InMemoryStore
 
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
@@ -48,7 +48,7 @@ def _split(url: str) -> tuple[str, dict[str, str], str]:
             + ", ".join(f"{s}://" for s in SCHEMES)
         )
     ours = {"schema", "pool_size", "timeout"} if scheme.startswith("postgres") else {
-        "timeout", "vector_search"}
+        "timeout", "vector_search", "vector_index"}
     options: dict[str, str] = {}
     rest: list[tuple[str, str]] = []
     for key, value in query:
@@ -92,10 +92,15 @@ def open_memory_store(url: str) -> MemoryStore:
         vector_search: VectorSearch = (
             "numpy" if search == "numpy" else "python" if search == "python" else "auto"
         )
+        index = options.get("vector_index", "exact")
+        if index not in ("exact", "hnsw"):
+            raise ValueError(f"vector_index={index!r} in {url}: exact or hnsw")
+        vector_index: VectorIndex = "hnsw" if index == "hnsw" else "exact"
         return SQLiteStore(
             _sqlite_path(url),
             timeout=_seconds(url, options.get("timeout", "5")),
             vector_search=vector_search,
+            vector_index=vector_index,
         )
     from interpreters.memory.postgres import PostgresStore
 

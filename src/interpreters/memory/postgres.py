@@ -82,6 +82,7 @@ MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (
         "WHERE t.id = v.thread_id) WHERE v.resource_id IS DISTINCT FROM (SELECT t.resource_id "
         "FROM memory_threads t WHERE t.id = v.thread_id)",
     ),
+    (),  # 4: nothing here (the SQLite store's tombstones; pgvector's index follows deletes)
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

@@ -102,6 +102,7 @@ class Index:
         self.scorer = scorer
         self.dim = 0
         self.seen = 0
+        self.tseen = 0  # the last tombstone read (rows replaced or deleted)
         self.ids: list[str] = []
         self.threads: list[str] = []
         self._pos: dict[tuple[str, str], int] = {}

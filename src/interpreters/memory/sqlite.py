@@ -11,7 +11,10 @@ so two writers neither lose nor duplicate one.
 The schema is versioned (`memory_schema`); opening a file of an older version migrates it
 in one transaction, a newer one is refused. Vectors are float32 rows scored exactly
 (`interpreters.memory.scan`): numpy when importable, else Python; see docs/memory-stores.md
-for the figures and why not sqlite-vec by default.
+for the figures and why not sqlite-vec by default. With `vector_index="hnsw"` a large
+scope is searched by an approximate index instead (`interpreters.memory.approx`). A
+vector replaced or deleted leaves a tombstone (a trigger, whoever wrote), so what is kept
+of a scope between searches follows every writer of the file.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Literal, TypeVar, get_args
 
+from interpreters.memory.ann import require_usearch
+from interpreters.memory.approx import ApproxSearch
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.rows import (
     Queries,
@@ -48,11 +54,21 @@ from pipeline.values.messages import Message
 
 VectorSearch = Literal["auto", "numpy", "python"]
 _VECTOR_SEARCH: tuple[str, ...] = get_args(VectorSearch)
+VectorIndex = Literal["exact", "hnsw"]
+_VECTOR_INDEX: tuple[str, ...] = get_args(VectorIndex)
+HNSW_MIN_VECTORS = 20_000
+"""A scope searched by its HNSW index from this many vectors on (exactly below it): below
+it the scan costs about what the index does (bench/recall.py) and needs no build."""
 
 T = TypeVar("T")
 
 _SQL = Queries("?")
 _IN_CHUNK = 500  # ids per IN (...) query, under SQLite's bound on parameters
+_LAST_VSEQ = (
+    "SELECT max(coalesce((SELECT max(vseq) FROM memory_vectors), 0), "
+    "coalesce((SELECT max(vseq) FROM memory_vector_tombstones), 0))"
+)
+_LAST_TSEQ = "SELECT coalesce(max(tseq), 0) FROM memory_vector_tombstones"
 
 # Each entry takes the schema from the version before it to its own (index + 1).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -86,6 +102,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "WHERE t.id = memory_vectors.thread_id), vseq = (SELECT max(vseq) FROM memory_vectors) "
         "+ rowid WHERE resource_id IS NOT (SELECT t.resource_id FROM memory_threads t WHERE "
         "t.id = memory_vectors.thread_id)",
+    ),
+    (  # 4: a tombstone for each vector replaced or deleted (by this library or any other
+        # writer of the file), so what a search keeps of a scope between searches, in
+        # memory or in a file, drops it; the database's identity, which those files name
+        "CREATE TABLE memory_vector_tombstones (tseq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "thread_id TEXT NOT NULL, message_id TEXT NOT NULL, vseq INTEGER NOT NULL)",
+        "CREATE INDEX memory_vector_tombstones_vseq ON memory_vector_tombstones (vseq)",
+        "CREATE TRIGGER memory_vectors_replaced AFTER UPDATE ON memory_vectors BEGIN "
+        "INSERT INTO memory_vector_tombstones (thread_id, message_id, vseq) "
+        "VALUES (old.thread_id, old.message_id, old.vseq); END",
+        "CREATE TRIGGER memory_vectors_deleted AFTER DELETE ON memory_vectors BEGIN "
+        "INSERT INTO memory_vector_tombstones (thread_id, message_id, vseq) "
+        "VALUES (old.thread_id, old.message_id, old.vseq); END",
+        "CREATE TABLE memory_identity (id TEXT NOT NULL)",
+        "INSERT INTO memory_identity VALUES (lower(hex(randomblob(16))))",
     ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -141,6 +172,12 @@ def _scorer(vector_search: object) -> Scorer:
     return "numpy" if numpy_available() else "python"
 
 
+def _check_bytes(name: str, value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{name} must be an int of at least 0, got {value!r}")
+    return value
+
+
 class SQLiteStore(CheckedStore):
     """A `MemoryStore` in SQLite: `path` a file (created when missing) or ":memory:".
 
@@ -148,6 +185,9 @@ class SQLiteStore(CheckedStore):
     `MemoryStoreUnavailable`. `vector_search`: how vectors are scored ("auto": numpy when
     importable, else Python). `cache_bytes`: how much memory the searched scopes' vectors
     may hold between searches (0: none; each search reads its scope from the file).
+    `vector_index`: "exact" (every search scans its scope) or "hnsw" (a scope of at least
+    `hnsw_min_vectors` vectors is searched by an approximate index, the memory-ann extra;
+    `interpreters.memory.approx`), whose indexes may hold `hnsw_cache_bytes` together.
     """
 
     def __init__(
@@ -157,9 +197,22 @@ class SQLiteStore(CheckedStore):
         timeout: float = 5.0,
         vector_search: VectorSearch = "auto",
         cache_bytes: int = 256 << 20,
+        vector_index: VectorIndex = "exact",
+        hnsw_min_vectors: int = HNSW_MIN_VECTORS,
+        hnsw_cache_bytes: int = 1 << 30,
     ) -> None:
-        if type(cache_bytes) is not int or cache_bytes < 0:
-            raise ValueError(f"cache_bytes must be an int of at least 0, got {cache_bytes!r}")
+        _check_bytes("cache_bytes", cache_bytes)
+        _check_bytes("hnsw_cache_bytes", hnsw_cache_bytes)
+        if vector_index not in _VECTOR_INDEX:
+            raise ValueError(
+                f"vector_index must be one of {', '.join(_VECTOR_INDEX)}, not {vector_index!r}"
+            )
+        if type(hnsw_min_vectors) is not int or hnsw_min_vectors < 1:
+            raise ValueError(
+                f"hnsw_min_vectors must be an int of at least 1, got {hnsw_min_vectors!r}"
+            )
+        if vector_index == "hnsw":
+            require_usearch()  # before the file is touched
         self._cache_bytes = cache_bytes
         self._indexes: OrderedDict[tuple[str, ...], Index] = OrderedDict()
         if type(timeout) not in (int, float) or not timeout > 0:
@@ -191,6 +244,14 @@ class SQLiteStore(CheckedStore):
             conn.close()
             raise
         self._conn: sqlite3.Connection | None = conn
+        self._approx: ApproxSearch | None = None
+        if vector_index == "hnsw":
+            (database,) = conn.execute("SELECT id FROM memory_identity").fetchone()
+            in_file = self.path not in ("", ":memory:") and not self.path.startswith("file:")
+            self._approx = ApproxSearch(
+                self._lock, Path(self.path + ".vector-index") if in_file else None,
+                str(database), hnsw_min_vectors, hnsw_cache_bytes, _LAST_VSEQ, _LAST_TSEQ,
+            )
 
     # --- plumbing ----------------------------------------------------------------------
     @contextmanager
@@ -325,7 +386,9 @@ class SQLiteStore(CheckedStore):
             owner = self._ensure(conn, w.thread_id, w.resource_id, 0.0).resource_id
             # Numbered after every row before (writes are one at a time), so a search
             # that has read up to n reads what came since with `vseq > n`.
-            (last,) = conn.execute("SELECT coalesce(max(vseq), 0) FROM memory_vectors").fetchone()
+            # (a deleted row's number is never given again: an index that read it
+            # would take the new row for one it has)
+            (last,) = conn.execute(_LAST_VSEQ).fetchone()
             conn.executemany(
                 "INSERT INTO memory_vectors (thread_id, message_id, resource_id, vec, dim, vseq) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
@@ -343,23 +406,44 @@ class SQLiteStore(CheckedStore):
     def _search(
         self, query: Vector, k: int, thread_id: str | None, resource_id: str | None
     ) -> tuple[RecallHit, ...]:
-        scope: tuple[str, ...]
-        args: tuple[str, ...]
-        if thread_id is not None:
-            scope, where, args = ("thread", thread_id), " WHERE thread_id = ?", (thread_id,)
-        elif resource_id is not None:
-            scope, where, args = ("resource", resource_id), " WHERE resource_id = ?", (resource_id,)
-        else:
-            scope, where, args = ("all",), "", ()
+        scope, where, args = _scope(thread_id, resource_id)
         with self._use() as conn:
-            if self._cache_bytes:
-                hits = self._indexed(conn, scope, where, args, query, k)
+            if self._approx is not None:
+                hits = self._approx.search(conn, scope, where, args, query, k)
                 if hits is not None:
+                    self._indexes.pop(scope, None)  # the scan's copy is not needed now
+                    return hits
+            if self._cache_bytes:
+                found = self._indexed(conn, scope, where, args, query, k)
+                if found is not None:
+                    hits, size = found
+                    if self._approx is not None:
+                        self._approx.consider(conn, scope, where, args, size)
                     return hits
             rows: list[Row] = conn.execute(
                 "SELECT message_id, thread_id, dim, vec FROM memory_vectors" + where, args
             ).fetchall()
+            if self._approx is not None:
+                self._approx.consider(conn, scope, where, args, len(rows))
         return top_k(rows, query, k, self.scorer)
+
+    def build_vector_index(
+        self, *, thread_id: str | None = None, resource_id: str | None = None
+    ) -> int:
+        """Build the HNSW index of a scope (a thread, else a resource, else the whole
+        store) now, whatever its size, rather than in the background once a search finds
+        it large; how many vectors it holds (0: none, or of several dimension counts).
+        ValueError unless the store was opened with `vector_index="hnsw"`."""
+        if self._approx is None:
+            raise ValueError("build_vector_index needs a store opened with vector_index='hnsw'")
+        scope, where, args = _scope(thread_id, resource_id)
+        with self._use() as conn:
+            return self._approx.build_now(conn, scope, where, args)
+
+    def wait_for_vector_index(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a background build of an HNSW index; whether
+        none is running now (True at once for an exact store)."""
+        return True if self._approx is None else self._approx.wait(timeout)
 
     def _indexed(
         self,
@@ -369,18 +453,35 @@ class SQLiteStore(CheckedStore):
         args: tuple[str, ...],
         query: Vector,
         k: int,
-    ) -> tuple[RecallHit, ...] | None:
-        """The search over the scope's index, brought up to date; None when the scope
-        holds vectors of more than one dimension count (not indexed)."""
+    ) -> tuple[tuple[RecallHit, ...], int] | None:
+        """The search over the scope's vectors in memory, brought up to date, and how
+        many there are; None when the scope holds vectors of more than one dimension
+        count (not kept)."""
         index = self._indexes.pop(scope, None)
         select = "SELECT message_id, thread_id, resource_id, dim, vec, vseq FROM memory_vectors"
-        if index is None:
-            index = Index(self.scorer)
-            rows = conn.execute(select + where, args).fetchall()
-        elif scope[0] == "thread":  # a row never leaves its thread
-            rows = conn.execute(select + where + " AND vseq > ?", (*args, index.seen)).fetchall()
-        else:  # a row may have left the resource: every row written since
-            rows = conn.execute(select + " WHERE vseq > ?", (index.seen,)).fetchall()
+        conn.execute("BEGIN")  # one snapshot: the tombstones and the rows agree
+        try:
+            if index is None:
+                index = Index(self.scorer)
+                rows = conn.execute(select + where, args).fetchall()
+                gone = []
+                (index.tseen,) = conn.execute(_LAST_TSEQ).fetchone()
+            else:
+                gone = conn.execute(
+                    "SELECT thread_id, message_id, tseq FROM memory_vector_tombstones "
+                    "WHERE tseq > ?", (index.tseen,),
+                ).fetchall()
+                if scope[0] == "thread":  # a row never leaves its thread
+                    rows = conn.execute(
+                        select + where + " AND vseq > ?", (*args, index.seen)
+                    ).fetchall()
+                else:  # a row may have left the resource: every row written since
+                    rows = conn.execute(select + " WHERE vseq > ?", (index.seen,)).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        for tid, mid, tseq in gone:  # replaced (the new row follows) or deleted
+            index.drop(tid, mid)
+            index.tseen = max(index.tseen, tseq)
         for mid, tid, rid, dim, vec, vseq in rows:
             if scope[0] == "resource" and rid != scope[1]:
                 index.drop(tid, mid)
@@ -391,7 +492,7 @@ class SQLiteStore(CheckedStore):
             index.seen = max(index.seen, vseq)
         hits = index.top(query, k)
         self._keep(scope, index)
-        return hits
+        return hits, len(index.ids)
 
     def _keep(self, scope: tuple[str, ...], index: Index) -> None:
         """Keep the index (most recently used last), the oldest let go past the cap."""
@@ -404,11 +505,28 @@ class SQLiteStore(CheckedStore):
             total -= oldest.nbytes
 
     def close(self) -> None:
+        """Close the file; an HNSW build running is stopped, the indexes changed since
+        they were saved are saved."""
         with self._lock:
             self._indexes.clear()
+            if self._approx is not None:
+                self._approx.close()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        if self._approx is not None:
+            self._approx.join()
+
+
+def _scope(
+    thread_id: str | None, resource_id: str | None
+) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+    """A search's scope: its key, its WHERE clause and the clause's arguments."""
+    if thread_id is not None:
+        return ("thread", thread_id), " WHERE thread_id = ?", (thread_id,)
+    if resource_id is not None:
+        return ("resource", resource_id), " WHERE resource_id = ?", (resource_id,)
+    return ("all",), "", ()
 
 
 class AsyncSQLiteStore(AsyncStoreInThread):
@@ -421,7 +539,15 @@ class AsyncSQLiteStore(AsyncStoreInThread):
         *,
         timeout: float = 5.0,
         vector_search: VectorSearch = "auto",
+        cache_bytes: int = 256 << 20,
+        vector_index: VectorIndex = "exact",
+        hnsw_min_vectors: int = HNSW_MIN_VECTORS,
+        hnsw_cache_bytes: int = 1 << 30,
     ) -> None:
-        store = SQLiteStore(path, timeout=timeout, vector_search=vector_search)
+        store = SQLiteStore(
+            path, timeout=timeout, vector_search=vector_search, cache_bytes=cache_bytes,
+            vector_index=vector_index, hnsw_min_vectors=hnsw_min_vectors,
+            hnsw_cache_bytes=hnsw_cache_bytes,
+        )
         super().__init__(store, threads=1)
         self.sync: SQLiteStore = store

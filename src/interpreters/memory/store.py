@@ -64,7 +64,7 @@ from pipeline.values.messages import Message
 K = TypeVar("K")
 V = TypeVar("V")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The stores' schema version; a store opened on an older schema migrates it."""
 
 
