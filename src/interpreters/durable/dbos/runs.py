@@ -959,24 +959,37 @@ class _DbosSteps(RecordedClock):
         self._suspensions = 0
         self.big: dict[str, tuple[int, bytes]] = {}
         """Large tool results (`durable_payload.Big`): stored once, by the tool step."""
+        self._live = False
+        """A step's body ran in this execution: the replayed steps are behind it, so
+        every write from here on is a new one, which DBOS writes only while this
+        execution owns the run."""
 
     def publish(self, chunks: tuple[Chunk, ...]) -> None:
         self._pending.extend(chunks)
 
-    def flush(self) -> None:
-        """Write the buffered chunks to the run's stream (a checkpointed write)."""
-        if self._pending:
-            data = compact_chunks(tuple(self._pending), self.big)
-            self._runs._checkpoints.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
-            self._pending = []
+    def flush(self) -> bool:
+        """Write the buffered chunks to the run's stream (a checkpointed write); whether
+        that write was a new one, so checked this execution's ownership of the run."""
+        if not self._pending:
+            return False
+        data = compact_chunks(tuple(self._pending), self.big)
+        self._runs._checkpoints.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
+        self._pending = []
+        return self._live
+
+    def _owned(self, name: str, checked: bool) -> None:
+        """Before a step's work: `RunTakenOver` unless this execution owns the run
+        (`checked`: the stream write just before it made sure, no read needed)."""
+        if not checked:
+            self._runs._check_owner(name)
+        self._live = True
 
     def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
-        self.flush()
-        runs = self._runs
-        clock = runs._clock
+        checked = self.flush()
+        clock = self._runs._clock
 
         def run() -> tuple[float, bytes]:
-            runs._check_owner(name)
+            self._owned(name, checked)
             out = fn()
             return clock(), out
 
@@ -1031,10 +1044,10 @@ class _DbosSteps(RecordedClock):
                 raise StepFailed(got.failure)
             return got.answer
         # Other requests' answers are stored by DBOS's own serializer.
-        self.flush()
+        checked = self.flush()
         name = f"perform:{type(request).__name__}"
         def performed() -> tuple[object, float]:
-            runs._check_owner(name)
+            self._owned(name, checked)
             return runs._perform(request), runs._clock()
 
         body = Once(performed)
