@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dbos import DBOS
+
 from interpreters.durable.dbos.replay import replay_runs
 from interpreters.durable.dbos.runs import DurableRuns
 from interpreters.durable.fingerprint import definition, digest
@@ -69,3 +71,25 @@ def test_a_run_that_called_a_tool_the_agent_no_longer_has_is_reported(tmp_path: 
     assert sorted(p.run_id for p in problems) == ["r1", "r2"]
     assert all("tool 'get_weather', which the agent no longer has" in p.problem
                for p in problems)
+
+
+def test_a_run_started_here_keeps_its_definition_with_its_inputs_a_queued_one_in_a_step(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'rec.sqlite'}"
+    model = ScriptedModel(lambda req: script()[0 if len(req.messages) == 1 else 1])
+    with DurableRuns({"weather": weather_agent()}, model, database_url=url,
+                     observers=()) as r:
+        r.run("weather", "weather?", run_id="here", wait=60)
+        r.enqueue("weather", "weather?", run_id="queued")
+        assert r.result("queued", timeout=60).status == "finished"
+        here, queued = ([s["function_name"] for s in DBOS.list_workflow_steps(run_id)
+                         if not s["function_name"].startswith("DBOS.")]  # (stream writes)
+                        for run_id in ("here", "queued"))
+    assert here[0] == "model"  # no step of its own: it went with the inputs
+    assert queued[0] == "agent" and queued[1:] == here
+    assert replay_runs(url, {"weather": weather_agent()}) == ()
+    changed = make_agent(tools=[tool(get_weather)], instructions="Answer in French.")
+    problems = replay_runs(url, {"weather": changed})
+    assert sorted(p.run_id for p in problems) == ["here", "queued"]
+    assert all("agent changed" in p.problem and "instructions" in p.problem for p in problems)

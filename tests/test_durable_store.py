@@ -274,6 +274,41 @@ def test_a_worker_that_lost_its_run_between_two_steps_runs_no_further_step_body(
     assert REFUNDS == ["A1"], "a step ran on a worker that no longer owned the run"
 
 
+def test_a_step_right_after_a_stream_write_does_not_read_its_ownership_again(
+    tmp_path: Path,
+) -> None:
+    # The stream write before a step checked the ownership in its own transaction
+    # (once a step's body ran here, no write is a replayed one): only the first step,
+    # and a step no chunks precede, read it.
+    REFUNDS.clear()
+    FAULT.clear()
+    ANSWER_FAULT.clear()
+    from sqlalchemy import event
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    model = ScriptedModel([Say(calls=[call("refund", order="A1"), call("refund", order="B2")]),
+                           Say("Refunded both.")])
+    reads: list[str] = []
+
+    def seen(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        if statement.lstrip().startswith("SELECT") and "owner_xid" in statement:
+            reads.append(statement)
+
+    with DurableRuns({"refunds": refund_agent()}, model, database_url=url, observers=(),
+                     takeover=None) as runs:
+        engine = runs._system().engine
+        event.listen(engine, "before_cursor_execute", seen)
+        try:
+            assert runs.run("refunds", "refund A1 and B2", run_id="o1",
+                            wait=60).status == "finished"
+        finally:
+            event.remove(engine, "before_cursor_execute", seen)
+    assert REFUNDS == ["A1", "B2"]
+    # model (first), tool A1 (after the model's chunks), tool B2 (no chunks before it),
+    # model (after the results): the first and B2 read it
+    assert len(reads) == 2
+
+
 def test_a_store_fault_writing_a_runs_outcome_hands_the_run_back_and_it_finishes() -> None:
     # The run's final outcome is written by DBOS after the run's last step, outside the
     # retried checkpoints: a fault there must not strand the run on this live worker.

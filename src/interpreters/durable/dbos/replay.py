@@ -213,18 +213,23 @@ def _replay_one(
     if agent is None:
         return ReplayProblem(run_id, name, "no agent of that name here")
     current = fp.definition(agent)
-    if not steps or steps[0][0] != "agent" or not isinstance(steps[0][1], bytes):
+    start = _START.decode(payload)
+    if start.definition is not None:  # stored with the inputs: no step of its own
+        recorded = fp.DEFINITION.decode(start.definition)
+        loop_steps = steps
+    elif steps and steps[0][0] == "agent" and isinstance(steps[0][1], bytes):
+        recorded = fp.DEFINITION.decode(steps[0][1])
+        loop_steps = steps[1:]
+    else:
         return ReplayProblem(run_id, name, "no recorded agent definition")
-    recorded = fp.DEFINITION.decode(steps[0][1])
     if recorded != current and fp.digest(recorded) not in migrations.get(name, ()):
         changed = "; ".join(fp.changes(recorded, current))
         return ReplayProblem(run_id, name, f"agent changed ({fp.digest(recorded)}): {changed}")
-    start = _START.decode(payload)
     if start.deps is not None:
         run_deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
     else:
         run_deps = deps(name) if deps is not None else None
-    replay = _RecordedSteps(steps[1:], start.started_at, start.timeout, agent)
+    replay = _RecordedSteps(loop_steps, start.started_at, start.timeout, agent)
     messages = start.messages if isinstance(start.messages, str) else list(start.messages)
 
     def begin(resume: Resumption | None) -> Driver:

@@ -13,7 +13,8 @@ step whose outcome is checkpointed msgspec-encoded, and retry backoff is a durab
 again: completed steps return their recorded outcomes, so no completed model call or
 tool runs twice, and the run ends as an uninterrupted one would have.
 
-A run records its agent's definition first (`interpreters.durable.fingerprint`): a resume
+A run records its agent's definition (`interpreters.durable.fingerprint`; with its inputs
+when started here, else as its first step): a resume
 on a changed agent is refused instead of replaying steps that agent never took (the run
 stays pending and `result` raises `AgentChangedError`; a worker whose `migrations`
 accept it, or one with the agent it started on, finishes it;
@@ -182,9 +183,19 @@ class RunStart(msgspec.Struct, frozen=True):
     timeout: float | None = None
     deps: str | None = None
     """The run's stored deps, JSON (None: none, or the worker's factory builds them)."""
+    definition: str | None = None
+    """The canonical JSON of the agent's definition (`fingerprint.encode`) when the
+    process that started the run runs it (`start`, `run`): stored with the inputs, it
+    costs no step of its own. None (a queued run, or one stored by an older version):
+    the run records it as its first step, `agent`, on the worker that takes it."""
 
 
-def _start_payload(messages: DurableInput, now: float, options: DurableScope) -> bytes:
+_NOT_COMPARED = frozenset({"started_at", "definition"})
+"""`RunStart` fields a start of an existing run id may differ in (`_check_same`)."""
+
+
+def _start_payload(messages: DurableInput, now: float, options: DurableScope,
+                   definition: str | None = None) -> bytes:
     """A run's stored inputs; TypeError for an unknown option or deps that cannot be
     stored, ValueError for a bad timeout (as on every interpreter)."""
     check_options(options, DURABLE_OPTIONS)
@@ -198,7 +209,7 @@ def _start_payload(messages: DurableInput, now: float, options: DurableScope) ->
         ) from e
     return _enc.encode(
         RunStart(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
-               options.get("values"), options.get("timeout"), stored_deps)
+               options.get("values"), options.get("timeout"), stored_deps, definition)
     )
 
 
@@ -556,7 +567,7 @@ class DurableRuns(_QueuedRuns):
         their own calls). Past it the run ends with status "cancelled", keeping what
         the processors approved and the results of tools that ran, as under the other
         interpreters; a recovery stops at the same place."""
-        payload = self._payload(agent, messages, options)
+        payload = self._payload(agent, messages, options, here=True)
         if not self._exists(run_id, agent, payload):
             with SetWorkflowID(run_id):
                 handle = DBOS.start_workflow(_run_workflow, agent, payload)
@@ -575,7 +586,7 @@ class DurableRuns(_QueuedRuns):
     ) -> RunResult:
         """Start a run in this process (idempotent, as `start`) and wait for its result:
         TimeoutError after `wait` seconds (the run goes on)."""
-        payload = self._payload(agent, messages, options)
+        payload = self._payload(agent, messages, options, here=True)
         if self._exists(run_id, agent, payload):
             return self.result(run_id, timeout=wait)
         with SetWorkflowID(run_id):
@@ -594,7 +605,11 @@ class DurableRuns(_QueuedRuns):
         with SetWorkflowID(run_id):
             DBOS.enqueue_workflow(self.queue, _run_workflow, agent, payload)
 
-    def _payload(self, agent: str, messages: DurableInput, options: DurableScope) -> bytes:
+    def _payload(self, agent: str, messages: DurableInput, options: DurableScope,
+                 here: bool = False) -> bytes:
+        """`here`: the run is started in this process, which runs it with its own
+        agent: the definition goes with its inputs (a queued run records the one of
+        the worker that takes it)."""
         if not self._launched:
             raise DurableRunError("launch() this DurableRuns (or use it in a with block) first")
         if agent not in self.agents:
@@ -602,7 +617,8 @@ class DurableRuns(_QueuedRuns):
             raise DurableRunError(f"unknown agent {agent!r}; this process knows {known}")
         if options.get("deps") is not None:
             check_deps(self.agents[agent].tools, options.get("deps"))
-        return _start_payload(messages, self._clock(), options)
+        definition = self._encoded[agent].decode() if here else None
+        return _start_payload(messages, self._clock(), options, definition)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
@@ -660,7 +676,7 @@ class DurableRuns(_QueuedRuns):
         start = _START.decode(payload)
         run_id = DBOS.workflow_id
         assert run_id is not None
-        self._check_definition(run_id, agent_name)
+        self._check_definition(run_id, agent_name, start.definition)
         steps = _DbosSteps(self, start.started_at, start.timeout, run_id, agent_name)
         if start.deps is not None:
             deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
@@ -682,14 +698,19 @@ class DurableRuns(_QueuedRuns):
         self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
         return compact(result, steps.big)
 
-    def _check_definition(self, run_id: str, agent_name: str) -> None:
-        """Record the agent's definition as the run's first step; on a resume, that step
-        gives the recorded one: a different one, unless migrated, is refused (the run
-        stays pending, `RunRefused`)."""
+    def _check_definition(self, run_id: str, agent_name: str, given: str | None) -> None:
+        """The run's recorded definition against this worker's: `given` with its inputs,
+        else recorded as its first step (on a resume, that step gives the recorded
+        one). A different one, unless migrated, is refused (the run stays pending,
+        `RunRefused`)."""
         current = self._encoded[agent_name]
-        stored = self._checkpoints.call(
-            "agent", lambda: DBOS.run_step({"name": "agent"}, lambda: current)
-        )
+        stored: object
+        if given is not None:
+            stored = given.encode()
+        else:
+            stored = self._checkpoints.call(
+                "agent", lambda: DBOS.run_step({"name": "agent"}, lambda: current)
+            )
         if stored != current:
             recorded = fp.DEFINITION.decode(stored) if isinstance(stored, bytes) else None
             if recorded is None:
@@ -859,7 +880,7 @@ def _check_same(
     old, new = _START.decode(stored[1]), _START.decode(payload)
     what = [f"agent {stored[0]!r}"] if stored[0] != agent else []
     what += [f for f in RunStart.__struct_fields__
-             if f != "started_at" and getattr(old, f) != getattr(new, f)]
+             if f not in _NOT_COMPARED and getattr(old, f) != getattr(new, f)]
     if what:
         raise RunConflictError(
             f"run {run_id!r} exists with another {', '.join(what)}: a run id starts one "
@@ -938,24 +959,37 @@ class _DbosSteps(RecordedClock):
         self._suspensions = 0
         self.big: dict[str, tuple[int, bytes]] = {}
         """Large tool results (`durable_payload.Big`): stored once, by the tool step."""
+        self._live = False
+        """A step's body ran in this execution: the replayed steps are behind it, so
+        every write from here on is a new one, which DBOS writes only while this
+        execution owns the run."""
 
     def publish(self, chunks: tuple[Chunk, ...]) -> None:
         self._pending.extend(chunks)
 
-    def flush(self) -> None:
-        """Write the buffered chunks to the run's stream (a checkpointed write)."""
-        if self._pending:
-            data = compact_chunks(tuple(self._pending), self.big)
-            self._runs._checkpoints.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
-            self._pending = []
+    def flush(self) -> bool:
+        """Write the buffered chunks to the run's stream (a checkpointed write); whether
+        that write was a new one, so checked this execution's ownership of the run."""
+        if not self._pending:
+            return False
+        data = compact_chunks(tuple(self._pending), self.big)
+        self._runs._checkpoints.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
+        self._pending = []
+        return self._live
+
+    def _owned(self, name: str, checked: bool) -> None:
+        """Before a step's work: `RunTakenOver` unless this execution owns the run
+        (`checked`: the stream write just before it made sure, no read needed)."""
+        if not checked:
+            self._runs._check_owner(name)
+        self._live = True
 
     def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
-        self.flush()
-        runs = self._runs
-        clock = runs._clock
+        checked = self.flush()
+        clock = self._runs._clock
 
         def run() -> tuple[float, bytes]:
-            runs._check_owner(name)
+            self._owned(name, checked)
             out = fn()
             return clock(), out
 
@@ -1010,10 +1044,10 @@ class _DbosSteps(RecordedClock):
                 raise StepFailed(got.failure)
             return got.answer
         # Other requests' answers are stored by DBOS's own serializer.
-        self.flush()
+        checked = self.flush()
         name = f"perform:{type(request).__name__}"
         def performed() -> tuple[object, float]:
-            runs._check_owner(name)
+            self._owned(name, checked)
             return runs._perform(request), runs._clock()
 
         body = Once(performed)

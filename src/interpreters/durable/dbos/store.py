@@ -15,7 +15,8 @@ also keeps a row per worker in the system database, refreshed every
 its pending runs are handed to the live workers (DBOS's recovery: the run is queued
 again and exactly one worker dequeues it). A dead worker that wakes up cannot complete a
 run it lost: DBOS checks the run's ownership token with every checkpoint it writes, and
-the runs check it before each step's work (`check_owner`).
+the runs check it before each step's work (`check_owner`, or the stream write just
+before the step, which DBOS checks).
 """
 
 from __future__ import annotations
