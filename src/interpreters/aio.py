@@ -78,6 +78,7 @@ from interpreters.run.common import (
     child_driver,
     child_failed,
     handler_for,
+    has_child_runs,
     provider_error,
     runs_children,
     stream_failed,
@@ -585,7 +586,7 @@ class AsyncRunStream(RunOutcome[Output]):
                     return
             elif t is Done:
                 return
-            elif t is RunTools and _has_children(cmd):
+            elif t is RunTools and has_child_runs(cmd):
                 nxt = await self._step_with_children(cmd)  # type: ignore[arg-type]
                 if nxt is None:
                     return  # a child's chunks to hand out; the step goes on
@@ -811,11 +812,6 @@ class _ToolsAside:
                     self.outcome = await interp._run_tools(calls, each_done, self.send.send)
                 except Exception as e:
                     self.outcome = e
-
-
-def _has_children(cmd: LoopCommand) -> bool:
-    """Whether a RunTools runs child runs (agents called as tools)."""
-    return any(inv.child is not None for inv in cmd.calls)  # type: ignore[union-attr]
 
 
 def _batches(

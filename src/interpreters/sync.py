@@ -31,6 +31,7 @@ from interpreters.run.common import (
     child_driver,
     child_failed,
     close_stream,
+    has_child_runs,
     perform_here,
     provider_error,
     stream_failed,
@@ -242,7 +243,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
                         cmd = d.fail(e)
                     else:
                         cmd = d.send(reply)
-                elif t is RunTools and _has_children(cmd):
+                elif t is RunTools and has_child_runs(cmd):
                     cmd = yield from self._step_with_children(d, cmd, stop)  # type: ignore[arg-type]
                 else:
                     cmd = self._other(d, cmd, stop, jobs)
@@ -403,11 +404,6 @@ def _capture(
     result = yield from gen
     box.append(result)
     return result
-
-
-def _has_children(cmd: LoopCommand) -> bool:
-    """Whether a RunTools runs child runs (agents called as tools)."""
-    return any(inv.child is not None for inv in cmd.calls)  # type: ignore[union-attr]
 
 
 def _commits(cmd: LoopCommand) -> bool:

@@ -158,6 +158,11 @@ def runs_children(agent: Agent) -> bool:
         isinstance(t, AgentTool) for p in agent.all_processors() for t in p.tools)
 
 
+def has_child_runs(cmd: LoopCommand) -> bool:
+    """Whether a RunTools runs child runs (agents called as tools)."""
+    return any(inv.child is not None for inv in cmd.calls)  # type: ignore[union-attr]
+
+
 def child_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:
     """A child run that could not start: the call's error result (the parent keeps
     nothing of the child)."""
