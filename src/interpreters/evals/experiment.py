@@ -126,6 +126,37 @@ def _order(scores: Sequence[Score], scorers: Sequence[Scorer]) -> tuple[Score, .
     return tuple(by[s.name] for s in scorers if s.name in by)
 
 
+def _failed_case(case: Case, e: Exception, attempts: int = 1) -> CaseResult:
+    """A case whose run raised: its error, no outcome."""
+    return CaseResult(case=case.name, digest=case.digest(), tags=case.tags,
+                      attempts=attempts, error=f"{type(e).__name__}: {e}")
+
+
+def _retry_delay(ran: Ran, attempts: int, retries: int, backoff: float) -> float | None:
+    """Seconds to wait before running the case again (a transient failure with retries
+    left), else None: this run is the case's."""
+    if transient(ran.result) and attempts <= retries:
+        return backoff * 2.0 ** (attempts - 1)
+    return None
+
+
+def _to_score(
+    reused: CaseResult | None, scorers: Sequence[Scorer], case: Case
+) -> tuple[tuple[Score, ...], list[Scorer]]:
+    """The scores a reused result keeps, and the scorers that still score the case."""
+    have = _kept_scores(reused, {s.name for s in scorers})
+    done = {s.scorer for s in have}
+    return have, [s for s in scorers if s.name not in done and s.applies(case)]
+
+
+def _scored_case(
+    case: Case, outcome: Observed, scores: Sequence[Score], scorers: Sequence[Scorer],
+    attempts: int,
+) -> CaseResult:
+    return CaseResult(case=case.name, digest=case.digest(), tags=case.tags, outcome=outcome,
+                      scores=_order(scores, scorers), attempts=attempts)
+
+
 def run_case(
     target: SyncTarget, agent: Agent, case: Case, scorers: Sequence[Scorer],
     deps: DepsFor | None, timeout: float | None, retries: int, backoff: float,
@@ -133,31 +164,26 @@ def run_case(
 ) -> CaseResult:
     """One case on a sync target: run (again on a transient failure), observed, scored
     (a `reused` result's outcome scored by the scorers it has no score of)."""
-    attempts = 0
     if reused is not None and reused.outcome is not None:
-        outcome = reused.outcome
-        attempts = reused.attempts
+        outcome, attempts = reused.outcome, reused.attempts
     else:
+        attempts = 1
         while True:
-            attempts += 1
             try:
                 ran = target.run(agent, case, deps=deps(case) if deps else None,
                                  timeout=timeout)
             except Exception as e:
-                return CaseResult(case=case.name, digest=case.digest(), tags=case.tags,
-                                  attempts=attempts, error=f"{type(e).__name__}: {e}")
-            if transient(ran.result) and attempts <= retries:
-                time.sleep(backoff * 2 ** (attempts - 1))
-                continue
-            break
+                return _failed_case(case, e, attempts)
+            if (delay := _retry_delay(ran, attempts, retries, backoff)) is None:
+                break
+            time.sleep(delay)
+            attempts += 1
         outcome = outcome_of(ran.result, ran.trace, latency=ran.latency, run_id=ran.run_id)
-    have = _kept_scores(reused, {s.name for s in scorers})
-    done = {s.scorer for s in have}
+    have, pending = _to_score(reused, scorers, case)
     ask = target.ask if target.can_ask else None
     new = [score_one(s, case, outcome, ask, price=target.price, now=target.now)
-           for s in scorers if s.name not in done and s.applies(case)]
-    return CaseResult(case=case.name, digest=case.digest(), tags=case.tags, outcome=outcome,
-                      scores=_order([*have, *new], scorers), attempts=attempts)
+           for s in pending]
+    return _scored_case(case, outcome, (*have, *new), scorers, attempts)
 
 
 async def _run_async(
@@ -165,31 +191,27 @@ async def _run_async(
     deps: DepsFor | None, timeout: float | None, retries: int, backoff: float,
     reused: CaseResult | None,
 ) -> CaseResult:
-    attempts = 0
+    """`run_case` on an async target."""
     if reused is not None and reused.outcome is not None:
-        outcome = reused.outcome
-        attempts = reused.attempts
+        outcome, attempts = reused.outcome, reused.attempts
     else:
+        attempts = 1
         while True:
-            attempts += 1
             try:
                 ran: Ran = await target.run(agent, case, deps=deps(case) if deps else None,
                                             timeout=timeout)
             except Exception as e:
-                return CaseResult(case=case.name, digest=case.digest(), tags=case.tags,
-                                  attempts=attempts, error=f"{type(e).__name__}: {e}")
-            if transient(ran.result) and attempts <= retries:
-                await anyio.sleep(backoff * 2 ** (attempts - 1))
-                continue
-            break
+                return _failed_case(case, e, attempts)
+            if (delay := _retry_delay(ran, attempts, retries, backoff)) is None:
+                break
+            await anyio.sleep(delay)
+            attempts += 1
         outcome = outcome_of(ran.result, ran.trace, latency=ran.latency, run_id=ran.run_id)
-    have = _kept_scores(reused, {s.name for s in scorers})
-    done = {s.scorer for s in have}
+    have, pending = _to_score(reused, scorers, case)
     ask = target.ask if target.can_ask else None
     new = [await score_one_async(s, case, outcome, ask, price=target.price, now=target.now)
-           for s in scorers if s.name not in done and s.applies(case)]
-    return CaseResult(case=case.name, digest=case.digest(), tags=case.tags, outcome=outcome,
-                      scores=_order([*have, *new], scorers), attempts=attempts)
+           for s in pending]
+    return _scored_case(case, outcome, (*have, *new), scorers, attempts)
 
 
 def _check(concurrency: int, retries: int, backoff: float, timeout: float | None) -> None:
@@ -341,8 +363,7 @@ def _replayed_case(
         try:
             run = _replay(journal, agent, deps(case) if deps else None)
         except Exception as e:
-            out.append(CaseResult(case=case.name, digest=case.digest(), tags=case.tags,
-                                  error=f"{type(e).__name__}: {e}"))
+            out.append(_failed_case(case, e))
             continue
         div = str(run.divergence) if run.divergence is not None else (
             None if run.result_matches else "the same commands, but a different result")
