@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 from interpreters.aio import AsyncInterpreter
 from interpreters.core.trace import Trace
@@ -132,36 +132,31 @@ class SimulatorTarget:
         return self.judge.clock.now if self.judge is not None else 0.0
 
 
-class InterpreterTarget:
-    """Each case on a `SyncInterpreter`; judges on `judge` (a resolver of model ids to
-    providers: `Resolver()`). Latency by `clock` (monotonic seconds)."""
+Interp = TypeVar("Interp", bound=SyncInterpreter | AsyncInterpreter)
+Judges = TypeVar("Judges", bound=ProviderResolver | AsyncProviderResolver)
 
-    sync = True
+
+class _OnInterpreter(Generic[Interp, Judges]):
+    """What the two interpreter targets share: the interpreter, the judge resolver, the
+    pricer and the latency clock; judges ask on wall-clock time."""
 
     def __init__(
         self,
-        interpreter: SyncInterpreter,
+        interpreter: Interp,
         *,
-        judge: ProviderResolver | None = None,
+        judge: Judges | None = None,
         price: Pricer | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.interpreter = interpreter
-        self.judge = judge
+        self.interpreter: Interp = interpreter
+        self.judge: Judges | None = judge
         self.price = price
         self.clock = clock
 
-    def run(self, agent: Agent, case: Case, *, deps: object, timeout: float | None) -> Ran:
-        trace = Trace()
-        start = self.clock()
-        result = self.interpreter.run(agent, run_input(case), deps=deps, timeout=timeout,
-                                      trace=trace)
-        return Ran(result, trace, self.clock() - start)
-
-    def ask(self, request: AskModel) -> ModelAnswer:
+    def _judges(self) -> Judges:
         if self.judge is None:
             raise LookupError("the target has no judge resolver (judge=)")
-        return ask_provider(self.judge, request)
+        return self.judge
 
     @property
     def can_ask(self) -> bool:
@@ -171,23 +166,27 @@ class InterpreterTarget:
         return time.time()
 
 
-class AsyncInterpreterTarget:
+class InterpreterTarget(_OnInterpreter[SyncInterpreter, ProviderResolver]):
+    """Each case on a `SyncInterpreter`; judges on `judge` (a resolver of model ids to
+    providers: `Resolver()`). Latency by `clock` (monotonic seconds)."""
+
+    sync = True
+
+    def run(self, agent: Agent, case: Case, *, deps: object, timeout: float | None) -> Ran:
+        trace = Trace()
+        start = self.clock()
+        result = self.interpreter.run(agent, run_input(case), deps=deps, timeout=timeout,
+                                      trace=trace)
+        return Ran(result, trace, self.clock() - start)
+
+    def ask(self, request: AskModel) -> ModelAnswer:
+        return ask_provider(self._judges(), request)
+
+
+class AsyncInterpreterTarget(_OnInterpreter[AsyncInterpreter, AsyncProviderResolver]):
     """Each case on an `AsyncInterpreter`; judges on `judge` (`AsyncResolver()`)."""
 
     sync = False
-
-    def __init__(
-        self,
-        interpreter: AsyncInterpreter,
-        *,
-        judge: AsyncProviderResolver | None = None,
-        price: Pricer | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.interpreter = interpreter
-        self.judge = judge
-        self.price = price
-        self.clock = clock
 
     async def run(
         self, agent: Agent, case: Case, *, deps: object, timeout: float | None
@@ -199,10 +198,8 @@ class AsyncInterpreterTarget:
         return Ran(result, trace, self.clock() - start)
 
     async def ask(self, request: AskModel) -> ModelAnswer:
-        if self.judge is None:
-            raise LookupError("the target has no judge resolver (judge=)")
         events: list[ModelEvent] = []
-        stream = self.judge(request.request.model).astream(request.request)
+        stream = self._judges()(request.request.model).astream(request.request)
         try:
             async for e in stream:
                 events.append(e)
@@ -211,13 +208,6 @@ class AsyncInterpreterTarget:
             if aclose is not None:
                 await aclose()
         return answer_of(events)
-
-    @property
-    def can_ask(self) -> bool:
-        return self.judge is not None
-
-    def now(self) -> float:
-        return time.time()
 
 
 SyncTarget = SimulatorTarget | InterpreterTarget
