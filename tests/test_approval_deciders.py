@@ -22,19 +22,12 @@ from pipeline.tools import tool
 from pipeline.ui_stream import ui_message_sse
 from pipeline.values.chunks import ToolApprovalResponse
 from pipeline.values.result import RunResult, Suspension
-
-ran: list[tuple[str, int]] = []
+from tests.refund_tool import ran, refund
 
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     ran.clear()
-
-
-def refund(order: str, amount: int) -> str:
-    """Refund an order."""
-    ran.append((order, amount))
-    return f"refunded {amount} on {order}"
 
 
 AGENT = Agent.create("sim/model", tools=[tool(refund, needs_approval=True)])

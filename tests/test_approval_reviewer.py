@@ -15,19 +15,12 @@ from pipeline.approval import approve
 from pipeline.processors import ApprovalReviewer, ProcessorConfigError
 from pipeline.tools import tool
 from pipeline.values.chunks import Usage
-
-ran: list[tuple[str, int]] = []
+from tests.refund_tool import ran, refund
 
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     ran.clear()
-
-
-def refund(order: str, amount: int) -> str:
-    """Refund an order."""
-    ran.append((order, amount))
-    return f"refunded {amount} on {order}"
 
 
 def delete_account(user: str) -> str:

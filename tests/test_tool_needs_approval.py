@@ -23,19 +23,12 @@ from pipeline.processor import (
 from pipeline.tools import Tool, tool
 from pipeline.tools.context import ToolContext
 from pipeline.values.result import ProcessorFailed, RunResult
-
-ran: list[tuple[str, int]] = []
+from tests.refund_tool import ran, refund
 
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     ran.clear()
-
-
-def refund(order: str, amount: int) -> str:
-    """Refund an order."""
-    ran.append((order, amount))
-    return f"refunded {amount} on {order}"
 
 
 class Shop(msgspec.Struct, frozen=True):

@@ -21,19 +21,12 @@ from pipeline.approval import ApprovalExpired, approve, call_digest, deny, edit
 from pipeline.tools import tool
 from pipeline.values.result import RunResult, Suspension
 from tests.memory.conftest import Storage
-
-ran: list[tuple[str, int]] = []
+from tests.refund_tool import ran, refund
 
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     ran.clear()
-
-
-def refund(order: str, amount: int) -> str:
-    """Refund an order."""
-    ran.append((order, amount))
-    return f"refunded {amount} on {order}"
 
 
 def lookup(order: str) -> str:
