@@ -121,15 +121,8 @@ def test_a_topic_page_opens_with_a_short_example_before_the_prose(page: str) -> 
     assert len(prose_before) <= 700, f"{page} says too much before its example"
 
 
-UNWRAPPED = ("agents.md", "tools.md")
-"""Pages whose blocks below the opening are being rewritten on other branches: wrapped
-once those land (strict: the mark fails as soon as a page fits)."""
-
-
-@pytest.mark.parametrize("page", [
-    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="not wrapped yet"))
-    if p in UNWRAPPED else p
-    for p in sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))])
+@pytest.mark.parametrize("page", sorted(p.relative_to(DOCS).as_posix()
+                                        for p in DOCS.rglob("*.md")))
 def test_code_in_the_docs_fits_the_page(page: str) -> None:
     wide = [line for lang, body in blocks(DOCS / page) if lang != "text"
             for line in body.splitlines() if len(line) > WIDTH]
