@@ -183,3 +183,12 @@ def test_a_child_runs_call_is_decided_under_the_same_rules_and_recorded() -> Non
     assert [(r.tool_call_id, r.outcome, r.decided_by) for r in desk.audit()] == [
         (p.tool_call_id, "waiting", ""), (p.tool_call_id, "refused", "bob"),
         (p.tool_call_id, "approved", "ann")]
+
+
+@pytest.mark.parametrize("principals", ["ann", ["ann", "bob"], ("ann",)])
+def test_allowed_principals_are_a_frozenset_never_a_string_read_letter_by_letter(
+    principals: object,
+) -> None:
+    # "ann" read as a set would allow the deciders "a" and "n"
+    with pytest.raises(TypeError, match="frozenset"):
+        ToolApprovalRule(principals=principals)  # type: ignore[arg-type]

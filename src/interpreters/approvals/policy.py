@@ -59,10 +59,12 @@ class ToolApprovalRule(msgspec.Struct, frozen=True, kw_only=True):
     expires_after: float | None = None
 
     def __post_init__(self) -> None:
-        if self.principals is not None and not all(
-            isinstance(p, str) and p for p in self.principals
+        if self.principals is not None and (
+            not isinstance(self.principals, frozenset)  # a str would be read letter by letter
+            or not all(isinstance(p, str) and p for p in self.principals)
         ):
-            raise TypeError("principals are non-empty strs")
+            raise TypeError("principals are a frozenset of non-empty strs, got "
+                            f"{self.principals!r}")
         if self.two_person_above is not None:
             arg, bound = self.two_person_above
             if not isinstance(arg, str) or isinstance(bound, bool) or not isinstance(
