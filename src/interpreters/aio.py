@@ -51,19 +51,6 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
-from effects import (
-    AwaitHook,
-    CallModel,
-    CloseStream,
-    CommitWrites,
-    Done,
-    Perform,
-    Publish,
-    Pull,
-    RunTools,
-    Sleep,
-)
-from effects.started import STARTED_REQUESTS
 from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.deadline import StopCheck
@@ -88,7 +75,23 @@ from interpreters.run.common import (
 from interpreters.run.started import AsyncStarted, starts_requests
 from pipeline.agent import Agent
 from pipeline.processor import AskModel
-from pipeline.protocol import Driver, LoopCommand, ToolInvocation, ToolOutcome
+from pipeline.protocol import (
+    STARTED_REQUESTS,
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    CommitWrites,
+    Done,
+    Driver,
+    LoopCommand,
+    Perform,
+    Publish,
+    Pull,
+    RunTools,
+    Sleep,
+    ToolInvocation,
+    ToolOutcome,
+)
 from pipeline.tools import Tool
 from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish
 from pipeline.values.cost import Pricer

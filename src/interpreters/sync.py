@@ -7,19 +7,6 @@ import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Unpack
 
-from effects import (
-    AwaitHook,
-    CallModel,
-    CloseStream,
-    CommitWrites,
-    Done,
-    Perform,
-    Publish,
-    Pull,
-    RunTools,
-    Sleep,
-)
-from effects.started import STARTED_REQUESTS
 from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.deadline import StopCheck, run_stop
 from interpreters.core.handlers import Handler as Handler
@@ -41,9 +28,20 @@ from interpreters.run.started import SyncStarted, SyncStartedFactory, Threaded
 from pipeline.agent import Agent
 from pipeline.protocol import (
     LAST,
+    STARTED_REQUESTS,
+    AwaitHook,
+    CallModel,
+    CloseStream,
+    CommitWrites,
+    Done,
     Driver,
     LoopCommand,
+    Perform,
+    Publish,
+    Pull,
     RunLog,
+    RunTools,
+    Sleep,
     ToolInvocation,
     ToolOutcome,
     discard,
