@@ -46,6 +46,7 @@ import msgspec
 from pipeline.values import chunks as c
 from pipeline.values.chunks import Chunk
 from pipeline.values.messages import Message, TextPart
+from pipeline.values.sse import SSEFold, sse_data
 
 try:
     from ag_ui.core import (
@@ -228,32 +229,23 @@ def encode(event: BaseEvent) -> bytes:
 
 def sse_frame(event: BaseEvent) -> bytes:
     """One server-sent event: `data: {json}` and a blank line."""
-    return b"data: " + encode(event) + b"\n\n"
+    return sse_data(encode(event))
+
+
+_FOLD = SSEFold(agui_events, agui_end, sse_frame)
 
 
 def agui_sse(chunks: Iterable[Chunk], *, thread_id: str, run_id: str) -> Iterator[bytes]:
     """A run's chunks as AG-UI server-sent events, `RUN_STARTED` to its closing event."""
-    state, events = agui_start(thread_id, run_id)
-    yield from map(sse_frame, events)
-    for chunk in chunks:
-        state, events = agui_events(state, chunk)
-        yield from map(sse_frame, events)
-    yield from map(sse_frame, agui_end(state))
+    yield from _FOLD.frames(agui_start(thread_id, run_id), chunks)
 
 
 async def agui_sse_async(
     chunks: AsyncIterable[Chunk], *, thread_id: str, run_id: str
 ) -> AsyncIterator[bytes]:
     """`agui_sse` over an async run stream."""
-    state, events = agui_start(thread_id, run_id)
-    for e in events:
-        yield sse_frame(e)
-    async for chunk in chunks:
-        state, events = agui_events(state, chunk)
-        for e in events:
-            yield sse_frame(e)
-    for e in agui_end(state):
-        yield sse_frame(e)
+    async for frame in _FOLD.frames_async(agui_start(thread_id, run_id), chunks):
+        yield frame
 
 
 # --- what a client sends -------------------------------------------------------------------

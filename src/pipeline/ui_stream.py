@@ -52,6 +52,7 @@ import msgspec
 from pipeline.values import chunks as c
 from pipeline.values.chunks import Chunk, chunk_encoder
 from pipeline.values.messages import Message, TextPart
+from pipeline.values.sse import SSEFold, sse_data
 
 Headers = tuple[tuple[bytes, bytes], ...]
 
@@ -351,20 +352,15 @@ def ui_end(state: UIStreamState) -> tuple[UIPart, ...]:
 
 def sse_frame(part: UIPart) -> bytes:
     """One server-sent event: `data: {json}` and a blank line."""
-    return b"data: " + _encoder.encode(part) + b"\n\n"
+    return sse_data(_encoder.encode(part))
+
+
+_FOLD = SSEFold(ui_parts, ui_end, sse_frame)
 
 
 def ui_message_sse(chunks: Iterable[Chunk], *, message_id: str | None = None) -> Iterator[bytes]:
     """A run's chunks as the UI message stream's SSE frames, up to `data: [DONE]`."""
-    state, parts = ui_start(message_id)
-    for p in parts:
-        yield sse_frame(p)
-    for chunk in chunks:
-        state, parts = ui_parts(state, chunk)
-        for p in parts:
-            yield sse_frame(p)
-    for p in ui_end(state):
-        yield sse_frame(p)
+    yield from _FOLD.frames(ui_start(message_id), chunks)
     yield SSE_DONE
 
 
@@ -372,15 +368,8 @@ async def ui_message_sse_async(
     chunks: AsyncIterable[Chunk], *, message_id: str | None = None
 ) -> AsyncIterator[bytes]:
     """`ui_message_sse` over an async run stream."""
-    state, parts = ui_start(message_id)
-    for p in parts:
-        yield sse_frame(p)
-    async for chunk in chunks:
-        state, parts = ui_parts(state, chunk)
-        for p in parts:
-            yield sse_frame(p)
-    for p in ui_end(state):
-        yield sse_frame(p)
+    async for frame in _FOLD.frames_async(ui_start(message_id), chunks):
+        yield frame
     yield SSE_DONE
 
 
