@@ -224,20 +224,15 @@ def _relay(
         cmd = next(inner)
         while True:
             t = type(cmd)
-            if t is Pull:
-                assert isinstance(cmd, Pull)
+            if t is Pull or t is Publish:  # each delivers chunks to the caller
+                assert isinstance(cmd, Pull | Publish)
+                chunks = cmd.publish if isinstance(cmd, Pull) else cmd.chunks
                 made = partial.next(content.text) if partial is not None else None
                 if made is not None:
-                    cmd = Pull((*cmd.publish, made))
-                if cmd.publish:
-                    watch.saw(cmd.publish)
-            elif t is Publish:
-                assert isinstance(cmd, Publish)
-                made = partial.next(content.text) if partial is not None else None
-                if made is not None:
-                    cmd = Publish((*cmd.chunks, made))
-                if cmd.chunks:
-                    watch.saw(cmd.chunks)
+                    chunks = (*chunks, made)
+                    cmd = Pull(chunks) if t is Pull else Publish(chunks)
+                if chunks:
+                    watch.saw(chunks)
             try:
                 reply = yield cmd
             except BaseException as e:
