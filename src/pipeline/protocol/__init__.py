@@ -4,32 +4,30 @@ the requests a processor's hook may make (and the started ones: `Start`, `Ready`
 `Collect`), the `Driver` that holds what every interpreter keeps about a run, and what a
 trace records."""
 
-from effects import (
+from effects.requests import CommitWrites, Request, Write, WrongAnswer, declared_answer
+from effects.started import STARTED_REQUESTS, Collect, Job, Ready, Start
+from pipeline.protocol.driver import LAST, Driver, RunLog, Watch, discard
+from pipeline.protocol.replies import (  # the commands with the replies they expect
+    MODEL_REPLY_TYPES,
+    REPLIES,
+    AgentLoop,
+    Asking,
     AwaitHook,
     CallModel,
     CloseStream,
     Command,
     Done,
-    Perform,
-    Publish,
-    Pull,
-    RunTools,
-    Sleep,
-)
-from effects.requests import CommitWrites, Request, Write, WrongAnswer, declared_answer
-from effects.started import STARTED_REQUESTS, Collect, Job, Ready, Start
-from pipeline.protocol.driver import LAST, Driver, RunLog, Watch, discard
-from pipeline.protocol.replies import (
-    MODEL_REPLY_TYPES,
-    REPLIES,
-    AgentLoop,
-    Asking,
     EffectRecord,
     EffectRecorder,
     LoopCommand,
     ModelReply,
+    Perform,
     ProtocolError,
+    Publish,
+    Pull,
     RunCancelled,
+    RunTools,
+    Sleep,
     ToolInvocation,
     ToolOutcome,
     checked,

@@ -202,4 +202,8 @@ __all__ = [
     "LoopCommand", "ModelReply", "ProtocolError", "RunCancelled", "ToolInvocation",
     "ToolOutcome", "checked", "outcomes_match",
 ]
+__all__ += [  # the commands, which `REPLIES` pairs with their replies
+    "AwaitHook", "CallModel", "CloseStream", "Command", "Done", "Perform", "Publish", "Pull",
+    "RunTools", "Sleep",
+]
 __all__ += ["ModelEnded", "ModelFailed"]  # the replies that end a model stream, or fail it
