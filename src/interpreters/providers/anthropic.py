@@ -30,14 +30,7 @@ from pipeline.values.chunks import (
     TextDelta,
     ToolCallDelta,
 )
-from pipeline.values.messages import (
-    FilePart,
-    Message,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from pipeline.values.messages import FilePart, ToolResultPart
 from pipeline.values.model import ModelRequest, PromptCache, ToolChoiceTool
 from pipeline.values.sanitize import ANTHROPIC, SanitizeProfile
 
@@ -69,41 +62,28 @@ def _file_block(part: FilePart) -> JsonDict:
     raise codec.unsupported_file("Anthropic", mt)
 
 
-def _blocks(m: Message, route: str) -> list[JsonDict]:
-    out: list[JsonDict] = []
-    for p in m.parts:
-        if isinstance(p, TextPart):
-            if p.text:  # the API rejects empty text blocks
-                out.append({"type": "text", "text": p.text})
-        elif isinstance(p, ToolResultPart):
-            block: JsonDict = {
-                "type": "tool_result",
-                "tool_use_id": p.tool_call_id,
-                "content": codec.json_text(p.result),
-            }
-            if p.is_error:
-                block["is_error"] = True
-            out.append(block)
-        elif isinstance(p, FilePart):
-            if m.role != "assistant":
-                out.append(_file_block(p))
-        elif isinstance(p, ToolCallPart):
-            if m.role == "assistant":
-                out.append(
-                    {"type": "tool_use", "id": p.tool_call_id, "name": p.tool_name,
-                     "input": dict(p.args)}
-                )
-        elif (
-            isinstance(p, ReasoningPart) and m.role == "assistant"
-            and codec.signed_for(p, route)
-        ):
-            # Thinking goes back only with its signature (the API verifies it); reasoning
-            # from another provider has none (or another's: never sent) and is dropped.
-            if p.redacted is not None:
-                out.append({"type": "redacted_thinking", "data": p.redacted})
-            elif p.signature:
-                out.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
-    return out
+def _tool_result(p: ToolResultPart) -> JsonDict:
+    block: JsonDict = {
+        "type": "tool_result",
+        "tool_use_id": p.tool_call_id,
+        "content": codec.json_text(p.result),
+    }
+    if p.is_error:
+        block["is_error"] = True
+    return block
+
+
+_WIRE = codec.BlockWire(
+    text=lambda text: {"type": "text", "text": text},
+    tool_result=_tool_result,
+    tool_call=lambda p: {
+        "type": "tool_use", "id": p.tool_call_id, "name": p.tool_name, "input": dict(p.args)
+    },
+    thinking=lambda text, signature: {
+        "type": "thinking", "thinking": text, "signature": signature
+    },
+    redacted=lambda data: {"type": "redacted_thinking", "data": data},
+)
 
 
 def _is_result(block: JsonDict) -> bool:
@@ -112,7 +92,9 @@ def _is_result(block: JsonDict) -> bool:
 
 def _messages(request: ModelRequest, route: str) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (consecutive turns of one role merged) and hoisted system texts."""
-    return codec.merge_turns(request, lambda m: _blocks(m, route), _is_result)
+    return codec.merge_turns(
+        request, lambda m: codec.content_blocks(m, route, _WIRE, _file_block), _is_result
+    )
 
 
 def _default_max_tokens(request: ModelRequest, options: AnthropicOptions) -> int:

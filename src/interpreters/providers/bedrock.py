@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import re
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, urlsplit
 
@@ -47,14 +47,7 @@ from pipeline.values.chunks import (
     TextDelta,
     ToolCallDelta,
 )
-from pipeline.values.messages import (
-    FilePart,
-    Message,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from pipeline.values.messages import FilePart, ToolCallPart, ToolResultPart
 from pipeline.values.model import (
     ApiError,
     ModelRequest,
@@ -127,37 +120,21 @@ def _file_block(part: FilePart, n: int) -> JsonDict:
     raise codec.unsupported_file("Bedrock Converse", mt)
 
 
-def _blocks(m: Message, files: Iterator[int], route: str) -> list[JsonDict]:
-    out: list[JsonDict] = []
-    for p in m.parts:
-        if isinstance(p, TextPart):
-            if p.text:  # the API rejects empty text blocks
-                out.append({"text": p.text})
-        elif isinstance(p, ToolResultPart):
-            out.append({"toolResult": {
-                "toolUseId": p.tool_call_id,
-                "content": [{"text": codec.json_text(p.result)}],
-                "status": "error" if p.is_error else "success",
-            }})
-        elif isinstance(p, FilePart):
-            if m.role != "assistant":
-                out.append(_file_block(p, next(files)))
-        elif isinstance(p, ToolCallPart):
-            if m.role == "assistant":
-                out.append({"toolUse": {"toolUseId": p.tool_call_id, "name": p.tool_name,
-                                        "input": dict(p.args)}})
-        elif (
-            isinstance(p, ReasoningPart) and m.role == "assistant"
-            and codec.signed_for(p, route)
-        ):
-            # Sent back only with its signature (the model verifies it), as on Anthropic;
-            # never another provider's.
-            if p.redacted is not None:
-                out.append({"reasoningContent": {"redactedContent": p.redacted}})
-            elif p.signature:
-                out.append({"reasoningContent": {
-                    "reasoningText": {"text": p.text, "signature": p.signature}}})
-    return out
+_WIRE = codec.BlockWire(
+    text=lambda text: {"text": text},
+    tool_result=lambda p: {"toolResult": {
+        "toolUseId": p.tool_call_id,
+        "content": [{"text": codec.json_text(p.result)}],
+        "status": "error" if p.is_error else "success",
+    }},
+    tool_call=lambda p: {
+        "toolUse": {"toolUseId": p.tool_call_id, "name": p.tool_name, "input": dict(p.args)}
+    },
+    thinking=lambda text, signature: {
+        "reasoningContent": {"reasoningText": {"text": text, "signature": signature}}
+    },
+    redacted=lambda data: {"reasoningContent": {"redactedContent": data}},
+)
 
 
 def _is_result(block: JsonDict) -> bool:
@@ -167,7 +144,13 @@ def _is_result(block: JsonDict) -> bool:
 def _messages(request: ModelRequest, route: str) -> tuple[list[JsonDict], list[str]]:
     """Wire messages (turns of one role merged) and hoisted system texts."""
     files = itertools.count(1)  # numbers unnamed documents: names are unique in a request
-    return codec.merge_turns(request, lambda m: _blocks(m, files, route), _is_result)
+
+    def file_block(part: FilePart) -> JsonDict:
+        return _file_block(part, next(files))
+
+    return codec.merge_turns(
+        request, lambda m: codec.content_blocks(m, route, _WIRE, file_block), _is_result
+    )
 
 
 def _schema(schema: Mapping[str, object]) -> JsonDict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
@@ -37,7 +37,15 @@ from pipeline.values.chunks import (
     ToolCall,
     ToolCallDelta,
 )
-from pipeline.values.messages import JsonObject, Message, ReasoningPart
+from pipeline.values.messages import (
+    FilePart,
+    JsonObject,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from pipeline.values.model import (
     ApiError,
     ModelRequest,
@@ -490,6 +498,50 @@ def merge_turns(
             wire = [b for b in wire if is_result(b)] + [b for b in wire if not is_result(b)]
         messages.append({"role": role, content: wire})
     return messages, system
+
+
+class BlockWire(NamedTuple):
+    """How a format that sends a turn as typed content blocks (Anthropic, Bedrock) writes
+    each kind of block; `content_blocks` says which parts are sent."""
+
+    text: Callable[[str], JsonDict]
+    tool_result: Callable[[ToolResultPart], JsonDict]
+    tool_call: Callable[[ToolCallPart], JsonDict]
+    thinking: Callable[[str, str], JsonDict]
+    """Reasoning sent back: its text and its signature."""
+    redacted: Callable[[str], JsonDict]
+    """Redacted reasoning sent back: its opaque data."""
+
+
+def content_blocks(
+    m: Message, route: str, wire: BlockWire, file_block: Callable[[FilePart], JsonDict]
+) -> list[JsonDict]:
+    """The blocks of `m` to send on `route`, written by `wire` (files by `file_block`).
+
+    Text when not empty (the APIs reject empty text blocks); a tool result always; a file
+    from the user side only, a tool call from the assistant only; reasoning from the
+    assistant only, with its signature or as the redacted data it came as (the model
+    verifies it), never another provider's (`signed_for`)."""
+    out: list[JsonDict] = []
+    assistant = m.role == "assistant"
+    for p in m.parts:
+        if isinstance(p, TextPart):
+            if p.text:
+                out.append(wire.text(p.text))
+        elif isinstance(p, ToolResultPart):
+            out.append(wire.tool_result(p))
+        elif isinstance(p, FilePart):
+            if not assistant:
+                out.append(file_block(p))
+        elif isinstance(p, ToolCallPart):
+            if assistant:
+                out.append(wire.tool_call(p))
+        elif isinstance(p, ReasoningPart) and assistant and signed_for(p, route):
+            if p.redacted is not None:
+                out.append(wire.redacted(p.redacted))
+            elif p.signature:
+                out.append(wire.thinking(p.text, p.signature))
+    return out
 
 
 def unsupported_file(wire: str, media_type: str, how: str = "") -> ProviderError:
