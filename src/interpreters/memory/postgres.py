@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, LiteralString, TypeVar
+from typing import TYPE_CHECKING, LiteralString, TypedDict, TypeVar, Unpack
 from urllib.parse import urlsplit, urlunsplit
 
 from interpreters.memory.in_thread import AsyncStoreInThread
@@ -471,18 +471,20 @@ class PostgresStore(CheckedStore):
             self._pool.close()
 
 
+class PostgresOptions(TypedDict, total=False):
+    """`PostgresStore`'s options after `url` (its docstring says them), which
+    `AsyncPostgresStore` passes on as they are."""
+
+    schema: str
+    pool_size: int
+    timeout: float
+
+
 class AsyncPostgresStore(AsyncStoreInThread):
     """The async `PostgresStore`: each call in a worker thread, as many at once as the
     pool has connections."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        schema: str = "public",
-        pool_size: int = 4,
-        timeout: float = 10.0,
-    ) -> None:
-        store = PostgresStore(url, schema=schema, pool_size=pool_size, timeout=timeout)
-        super().__init__(store, threads=pool_size)
+    def __init__(self, url: str, **options: Unpack[PostgresOptions]) -> None:
+        store = PostgresStore(url, **options)
+        super().__init__(store, threads=store.pool_size)
         self.sync: PostgresStore = store

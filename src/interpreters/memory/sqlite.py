@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal, TypeVar, get_args
+from typing import Literal, TypedDict, TypeVar, Unpack, get_args
 
 from interpreters.memory.ann import require_usearch
 from interpreters.memory.approx import ApproxSearch
@@ -529,25 +529,25 @@ def _scope(
     return ("all",), "", ()
 
 
+class SQLiteOptions(TypedDict, total=False):
+    """`SQLiteStore`'s options after `path` (its docstring says them), which
+    `AsyncSQLiteStore` passes on as they are."""
+
+    timeout: float
+    vector_search: VectorSearch
+    cache_bytes: int
+    vector_index: VectorIndex
+    hnsw_min_vectors: int
+    hnsw_cache_bytes: int
+
+
 class AsyncSQLiteStore(AsyncStoreInThread):
     """The async `SQLiteStore`: each call in a worker thread (`anyio.to_thread`), one at a
     time (the store has one connection)."""
 
     def __init__(
-        self,
-        path: str | os.PathLike[str] = ":memory:",
-        *,
-        timeout: float = 5.0,
-        vector_search: VectorSearch = "auto",
-        cache_bytes: int = 256 << 20,
-        vector_index: VectorIndex = "exact",
-        hnsw_min_vectors: int = HNSW_MIN_VECTORS,
-        hnsw_cache_bytes: int = 1 << 30,
+        self, path: str | os.PathLike[str] = ":memory:", **options: Unpack[SQLiteOptions]
     ) -> None:
-        store = SQLiteStore(
-            path, timeout=timeout, vector_search=vector_search, cache_bytes=cache_bytes,
-            vector_index=vector_index, hnsw_min_vectors=hnsw_min_vectors,
-            hnsw_cache_bytes=hnsw_cache_bytes,
-        )
+        store = SQLiteStore(path, **options)
         super().__init__(store, threads=1)
         self.sync: SQLiteStore = store
