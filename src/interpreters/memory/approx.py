@@ -32,6 +32,14 @@ from interpreters.memory.ann import ApproxIndex, require_usearch
 from interpreters.memory.rows import dimension_error, pack
 from interpreters.memory.store import RecallHit, Vector
 
+LAST_VSEQ = (
+    "SELECT max(coalesce((SELECT max(vseq) FROM memory_vectors), 0), "
+    "coalesce((SELECT max(vseq) FROM memory_vector_tombstones), 0))"
+)
+"""The last write number given to a vector row (a replaced or deleted row's included)."""
+LAST_TSEQ = "SELECT coalesce(max(tseq), 0) FROM memory_vector_tombstones"
+"""The last tombstone's number."""
+
 _CATCH_UP_INLINE = 2_000
 """Rows a search adds to an index itself; more (an index file far behind the database)
 are added in the background while searches stay exact."""
@@ -66,8 +74,6 @@ class ApproxSearch:
         database: str,
         min_vectors: int,
         cache_bytes: int,
-        last_vseq: str,
-        last_tseq: str,
     ) -> None:
         require_usearch()
         self._lock = lock  # the store's
@@ -75,8 +81,6 @@ class ApproxSearch:
         self.database = database
         self.min_vectors = min_vectors
         self.cache_bytes = cache_bytes
-        self._last_vseq = last_vseq
-        self._last_tseq = last_tseq
         self._indexes: OrderedDict[Scope, ApproxIndex] = OrderedDict()
         self._unindexable: set[Scope] = set()  # vectors of several dimension counts
         self._building: Scope | None = None
@@ -92,8 +96,8 @@ class ApproxSearch:
         return self.folder / f"{name}.usearch"
 
     def _marks(self, conn: sqlite3.Connection) -> tuple[int, int]:
-        (vseq,) = conn.execute(self._last_vseq).fetchone()
-        (tseq,) = conn.execute(self._last_tseq).fetchone()
+        (vseq,) = conn.execute(LAST_VSEQ).fetchone()
+        (tseq,) = conn.execute(LAST_TSEQ).fetchone()
         return int(vseq), int(tseq)
 
     # --- search ----------------------------------------------------------------------

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Literal, TypedDict, TypeVar, Unpack, get_args
 
 from interpreters.memory.ann import require_usearch
-from interpreters.memory.approx import ApproxSearch
+from interpreters.memory.approx import LAST_TSEQ, LAST_VSEQ, ApproxSearch
 from interpreters.memory.in_thread import AsyncStoreInThread
 from interpreters.memory.rows import (
     Queries,
@@ -64,11 +64,6 @@ T = TypeVar("T")
 
 _SQL = Queries("?")
 _IN_CHUNK = 500  # ids per IN (...) query, under SQLite's bound on parameters
-_LAST_VSEQ = (
-    "SELECT max(coalesce((SELECT max(vseq) FROM memory_vectors), 0), "
-    "coalesce((SELECT max(vseq) FROM memory_vector_tombstones), 0))"
-)
-_LAST_TSEQ = "SELECT coalesce(max(tseq), 0) FROM memory_vector_tombstones"
 
 # Each entry takes the schema from the version before it to its own (index + 1).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -250,7 +245,7 @@ class SQLiteStore(CheckedStore):
             in_file = self.path not in ("", ":memory:") and not self.path.startswith("file:")
             self._approx = ApproxSearch(
                 self._lock, Path(self.path + ".vector-index") if in_file else None,
-                str(database), hnsw_min_vectors, hnsw_cache_bytes, _LAST_VSEQ, _LAST_TSEQ,
+                str(database), hnsw_min_vectors, hnsw_cache_bytes,
             )
 
     # --- plumbing ----------------------------------------------------------------------
@@ -388,7 +383,7 @@ class SQLiteStore(CheckedStore):
             # that has read up to n reads what came since with `vseq > n`.
             # (a deleted row's number is never given again: an index that read it
             # would take the new row for one it has)
-            (last,) = conn.execute(_LAST_VSEQ).fetchone()
+            (last,) = conn.execute(LAST_VSEQ).fetchone()
             conn.executemany(
                 "INSERT INTO memory_vectors (thread_id, message_id, resource_id, vec, dim, vseq) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
@@ -465,7 +460,7 @@ class SQLiteStore(CheckedStore):
                 index = Index(self.scorer)
                 rows = conn.execute(select + where, args).fetchall()
                 gone = []
-                (index.tseen,) = conn.execute(_LAST_TSEQ).fetchone()
+                (index.tseen,) = conn.execute(LAST_TSEQ).fetchone()
             else:
                 gone = conn.execute(
                     "SELECT thread_id, message_id, tseq FROM memory_vector_tombstones "
