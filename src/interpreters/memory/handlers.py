@@ -24,7 +24,6 @@ from typing import TypeVar
 import anyio.to_thread
 from typing_extensions import TypeIs
 
-from effects import CommitWrites
 from interpreters.core.handlers import Handlers
 from interpreters.memory._async.answers import AsyncAnswers
 from interpreters.memory._async.protocol import AsyncMemoryStore
@@ -32,15 +31,6 @@ from interpreters.memory._sync.answers import Answers
 from interpreters.memory._sync.protocol import MemoryStore
 from interpreters.memory.answer import NoEmbedder
 from interpreters.memory.store import Embedder
-from pipeline.processors.memory.requests import (
-    Embed,
-    GetWorkingMemory,
-    IndexMessages,
-    LoadHistory,
-    Recall,
-    SaveMessages,
-    SetWorkingMemory,
-)
 
 __all__ = ["NoEmbedder", "async_memory_handlers", "memory_handlers"]
 
@@ -52,21 +42,7 @@ def memory_handlers(store: MemoryStore, embedder: Embedder | None = None) -> Han
     """Handlers answering the memory requests from `store` (and `Embed` from `embedder`),
     for the sync interpreters (and the simulator). Add your own to the result with
     `.add(...)`."""
-    return _registry(Answers(store, embedder))
-
-
-def _registry(a: Answers | AsyncAnswers) -> Handlers:
-    return (
-        Handlers()
-        .add(LoadHistory, a.load)
-        .add(Embed, a.embed)
-        .add(Recall, a.recall)
-        .add(GetWorkingMemory, a.get_working)
-        .add(CommitWrites, a.commit)
-        .add(SaveMessages, a.write_now)
-        .add(IndexMessages, a.write_now)
-        .add(SetWorkingMemory, a.write_now)
-    )
+    return Answers(store, embedder).handlers()
 
 
 def _in_thread(fn: Callable[[T], R]) -> Callable[[T], Awaitable[R]]:
@@ -90,4 +66,4 @@ def async_memory_handlers(
         return Handlers.of({
             t: _in_thread(fn) for t, fn in memory_handlers(store, embedder).items()
         })
-    return _registry(AsyncAnswers(store, embedder))
+    return AsyncAnswers(store, embedder).handlers()

@@ -1,9 +1,10 @@
-"""The memory requests answered from a store and an embedder: one method per request
-(`interpreters.memory.handlers` registers them)."""
+"""The memory requests answered from a store and an embedder: one method per request,
+registered for its request by `handlers` (which `interpreters.memory.handlers` hands out)."""
 
 from __future__ import annotations
 
 from effects import CommitWrites
+from interpreters.core.handlers import Handlers
 from interpreters.memory._async.protocol import AsyncMemoryStore
 from interpreters.memory._async.worker import in_worker
 from interpreters.memory.answer import check_reader, store_writes, vectors_of, wm_key
@@ -62,3 +63,17 @@ class AsyncAnswers:
     async def write_now(self, r: SaveMessages | IndexMessages | SetWorkingMemory) -> None:
         """A write asked outside `process_approved`: at once, alone."""
         await self.store.write(store_writes((r,)))
+
+    def handlers(self) -> Handlers:
+        """Each request answered by its method."""
+        return (
+            Handlers()
+            .add(LoadHistory, self.load)
+            .add(Embed, self.embed)
+            .add(Recall, self.recall)
+            .add(GetWorkingMemory, self.get_working)
+            .add(CommitWrites, self.commit)
+            .add(SaveMessages, self.write_now)
+            .add(IndexMessages, self.write_now)
+            .add(SetWorkingMemory, self.write_now)
+        )
