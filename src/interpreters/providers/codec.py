@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -500,7 +500,7 @@ def merge_turns(
     return messages, system
 
 
-class BlockWire(NamedTuple):
+class BlockWire(msgspec.Struct, frozen=True, kw_only=True):
     """How a format that sends a turn as typed content blocks (Anthropic, Bedrock) writes
     each kind of block; `content_blocks` says which parts are sent."""
 
