@@ -79,6 +79,17 @@ def test_an_unknown_run_is_unknown(storage: Storage) -> None:
         store.take("nope")
 
 
+@pytest.mark.parametrize("run_id", ["", 7, None])
+def test_a_run_id_that_is_no_run_id_is_a_type_error_in_every_store(
+    storage: Storage, run_id: object
+) -> None:
+    store = storage.open()
+    with pytest.raises(TypeError, match="run id"):
+        store.get(run_id)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="run id"):
+        store.take(run_id)  # type: ignore[arg-type]
+
+
 def test_a_run_suspended_again_replaces_the_old_one(storage: Storage, tmp_path: Path) -> None:
     store, first = storage.open(), suspended(tmp_path, "pay eve")
     again = msgspec.structs.replace(suspended(tmp_path, "pay eve now"), run_id=first.run_id)

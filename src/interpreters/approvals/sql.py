@@ -27,20 +27,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Generic, LiteralString, Protocol, TypeVar
 
 import msgspec
 
 from interpreters.approvals.audit import AuditRecord
-from interpreters.approvals.store import (
-    DEFAULT_LISTED,
-    MemoryApprovalStore,
-    check_after,
-    check_listing,
-    check_records,
-)
+from interpreters.approvals.store import CheckedApprovalStore, MemoryApprovalStore
 from interpreters.approvals.writes import StoredWrite, UnknownWrite, with_writes, without_writes
 from interpreters.memory.open import open_memory_store
 from interpreters.memory.postgres import PostgresStore
@@ -220,12 +214,6 @@ def decode_suspension(run_id: str, body: bytes) -> Suspension:
     return s
 
 
-def _check_run_id(run_id: object) -> str:
-    if not isinstance(run_id, str) or not run_id:
-        raise TypeError(f"a run id is a non-empty str, not {run_id!r}")
-    return run_id
-
-
 @contextmanager
 def _typed_errors() -> Iterator[None]:
     """The memory store's errors as the approval store's."""
@@ -253,7 +241,7 @@ class _Closable(Protocol):
 St = TypeVar("St", bound=_Closable)
 
 
-class _SQLApprovalStore(Generic[St]):
+class _SQLApprovalStore(CheckedApprovalStore, Generic[St]):
     """`save`, `take`, `get` and `suspended` once for both databases: each class gives its
     statements and runs a body in one transaction. `store` (the memory store whose connections it
     uses) is closed with it when it was `owned` (opened for it)."""
@@ -281,33 +269,25 @@ class _SQLApprovalStore(Generic[St]):
     PARAM: LiteralString  # the database's placeholder
     APPEND: LiteralString  # one audit record
 
-    def _append(self, execute: Execute, records: tuple[AuditRecord, ...]) -> None:
+    def _insert(self, execute: Execute, records: tuple[AuditRecord, ...]) -> None:
         for r in records:
             execute(self.APPEND, _audit_row(r))
 
     def _transaction(self, body: Callable[[Execute], T]) -> T:
         raise NotImplementedError
 
-    def save(self, suspension: Suspension, audit: Sequence[AuditRecord] = ()) -> None:
-        body = encode_suspension(suspension)
-        s = suspension
-        records = check_records(audit)
+    def _save(self, s: Suspension, records: tuple[AuditRecord, ...]) -> None:
+        body = encode_suspension(s)
 
         def write(execute: Execute) -> None:
             execute(self.SAVE, (s.run_id, body, s.thread_id, s.resource_id))
-            self._append(execute, records)
+            self._insert(execute, records)
 
         self._transaction(write)
 
-    def take(
-        self,
-        run_id: str,
-        audit: Sequence[AuditRecord] = (),
-        expected: Suspension | None = None,
+    def _take(
+        self, run_id: str, records: tuple[AuditRecord, ...], expected: Suspension | None
     ) -> Suspension:
-        _check_run_id(run_id)
-        records = check_records(audit)
-
         def body(execute: Execute) -> Suspension:
             row = _first(execute(self.READ_FOR_TAKE, (run_id,)))
             if row is None:
@@ -320,26 +300,18 @@ class _SQLApprovalStore(Generic[St]):
                     f"run {run_id!r} was resumed (and suspended again) meanwhile"
                 )
             execute(self.MARK_TAKEN, (run_id,))
-            self._append(execute, records)
+            self._insert(execute, records)
             return s
 
         return self._transaction(body)
 
-    def append_audit(self, audit: Sequence[AuditRecord]) -> None:
-        records = check_records(audit)
-        self._transaction(lambda execute: self._append(execute, records))
+    def _append(self, records: tuple[AuditRecord, ...]) -> None:
+        self._transaction(lambda execute: self._insert(execute, records))
 
-    def audit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        after: int = 0,
-        limit: int = DEFAULT_LISTED,
+    def _audit(
+        self, run_id: str | None, thread_id: str | None, resource_id: str | None,
+        after: int, limit: int,
     ) -> tuple[AuditRecord, ...]:
-        limit = check_listing(thread_id, resource_id, limit)
-        after = check_after(run_id, after)
         where: LiteralString = "seq > " + self.PARAM
         args: list[object] = [after]
         for column, value in (("run_id", run_id), ("thread_id", thread_id),
@@ -352,19 +324,13 @@ class _SQLApprovalStore(Generic[St]):
         rows = self._transaction(lambda execute: execute(query, (*args, limit)))
         return tuple(decode_record(r[0], r[1]) for r in rows)
 
-    def get(self, run_id: str) -> Suspension | None:
-        _check_run_id(run_id)
+    def _get(self, run_id: str) -> Suspension | None:
         row = _first(self._transaction(lambda execute: execute(self.GET, (run_id,))))
         return None if row is None else decode_suspension(run_id, _bytes(run_id, row[0]))
 
-    def suspended(
-        self,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        limit: int = DEFAULT_LISTED,
+    def _suspended(
+        self, thread_id: str | None, resource_id: str | None, limit: int
     ) -> tuple[Suspension, ...]:
-        limit = check_listing(thread_id, resource_id, limit)
         where, args = self.WAITING, []
         if thread_id is not None:
             where += " AND thread_id = " + self.PARAM

@@ -20,13 +20,15 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import msgspec
 
 from interpreters.approvals.audit import (
     AuditRecord,
+    Waits,
     decision_record,
     jsonl,
     review_records,
@@ -149,39 +151,39 @@ def check_records(audit: Sequence[AuditRecord]) -> tuple[AuditRecord, ...]:
     return records
 
 
-def _run_id(run_id: object) -> str:
+def check_run_id(run_id: object) -> str:
+    """`run_id`, checked: a non-empty str, else `TypeError`."""
     if not isinstance(run_id, str) or not run_id:
         raise TypeError(f"a run id is a non-empty str, not {run_id!r}")
     return run_id
 
 
-def owned_by(s: Suspension, thread_id: str | None, resource_id: str | None) -> bool:
-    """Whether `s` is in thread `thread_id` and for resource `resource_id` (None: any)."""
+class _Owned(Protocol):
+    @property
+    def thread_id(self) -> str | None: ...
+    @property
+    def resource_id(self) -> str | None: ...
+
+
+def owned_by(s: _Owned, thread_id: str | None, resource_id: str | None) -> bool:
+    """Whether `s` (a suspension, a waiting run, an audit record) is in thread
+    `thread_id` and for resource `resource_id` (None: any)."""
     return (thread_id is None or s.thread_id == thread_id) and (
         resource_id is None or s.resource_id == resource_id
     )
 
 
-class MemoryApprovalStore:
-    """An in-process `ApprovalStore` (thread-safe; lost with the process)."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[str, Suspension] = {}
-        self._taken: set[str] = set()
-        self._trail: list[AuditRecord] = []
-        self._lock = threading.Lock()
+class CheckedApprovalStore(ABC):
+    """An `ApprovalStore` whose arguments are checked once, here, for every kind of
+    store (`TypeError`, `ValueError`: nothing read or written); a subclass keeps and
+    reads what passed (`_save`, `_take`, `_append`, `_audit`, `_get`, `_suspended`)."""
 
     def save(self, suspension: Suspension, audit: Sequence[AuditRecord] = ()) -> None:
         if not isinstance(suspension, Suspension):
             raise TypeError(
                 f"an approval store keeps a Suspension, not {type(suspension).__name__}"
             )
-        records = check_records(audit)
-        with self._lock:
-            self._waiting.pop(suspension.run_id, None)  # (saved again: the latest)
-            self._waiting[suspension.run_id] = suspension
-            self._taken.discard(suspension.run_id)
-            self._append(records)
+        self._save(suspension, check_records(audit))
 
     def take(
         self,
@@ -189,30 +191,10 @@ class MemoryApprovalStore:
         audit: Sequence[AuditRecord] = (),
         expected: Suspension | None = None,
     ) -> Suspension:
-        records = check_records(audit)
-        with self._lock:
-            s = self._waiting.get(run_id)
-            if s is not None:
-                if expected is not None and s != expected:
-                    raise RunNotSuspended(
-                        f"run {run_id!r} was resumed (and suspended again) meanwhile"
-                    )
-                del self._waiting[run_id]
-                self._taken.add(run_id)
-                self._append(records)
-                return s
-            if run_id in self._taken:
-                raise RunNotSuspended(f"run {run_id!r} was resumed already")
-            raise UnknownRun(f"no suspended run {run_id!r}")
+        return self._take(check_run_id(run_id), check_records(audit), expected)
 
     def append_audit(self, audit: Sequence[AuditRecord]) -> None:
-        records = check_records(audit)
-        with self._lock:
-            self._append(records)
-
-    def _append(self, records: Sequence[AuditRecord]) -> None:
-        for r in records:
-            self._trail.append(msgspec.structs.replace(r, seq=len(self._trail) + 1))
+        self._append(check_records(audit))
 
     def audit(
         self,
@@ -225,18 +207,10 @@ class MemoryApprovalStore:
     ) -> tuple[AuditRecord, ...]:
         limit = check_listing(thread_id, resource_id, limit)
         after = check_after(run_id, after)
-        with self._lock:
-            found = (
-                r for r in self._trail[after:]
-                if (run_id is None or r.run_id == run_id)
-                and (thread_id is None or r.thread_id == thread_id)
-                and (resource_id is None or r.resource_id == resource_id)
-            )
-            return tuple(itertools.islice(found, limit))
+        return self._audit(run_id, thread_id, resource_id, after, limit)
 
     def get(self, run_id: str) -> Suspension | None:
-        with self._lock:
-            return self._waiting.get(run_id)
+        return self._get(check_run_id(run_id))
 
     def suspended(
         self,
@@ -245,7 +219,95 @@ class MemoryApprovalStore:
         resource_id: str | None = None,
         limit: int = DEFAULT_LISTED,
     ) -> tuple[Suspension, ...]:
-        limit = check_listing(thread_id, resource_id, limit)
+        return self._suspended(thread_id, resource_id,
+                               check_listing(thread_id, resource_id, limit))
+
+    @abstractmethod
+    def _save(self, s: Suspension, records: tuple[AuditRecord, ...]) -> None: ...
+
+    @abstractmethod
+    def _take(
+        self, run_id: str, records: tuple[AuditRecord, ...], expected: Suspension | None
+    ) -> Suspension: ...
+
+    @abstractmethod
+    def _append(self, records: tuple[AuditRecord, ...]) -> None: ...
+
+    @abstractmethod
+    def _audit(
+        self, run_id: str | None, thread_id: str | None, resource_id: str | None,
+        after: int, limit: int,
+    ) -> tuple[AuditRecord, ...]: ...
+
+    @abstractmethod
+    def _get(self, run_id: str) -> Suspension | None: ...
+
+    @abstractmethod
+    def _suspended(
+        self, thread_id: str | None, resource_id: str | None, limit: int
+    ) -> tuple[Suspension, ...]: ...
+
+
+class MemoryApprovalStore(CheckedApprovalStore):
+    """An in-process `ApprovalStore` (thread-safe; lost with the process)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, Suspension] = {}
+        self._taken: set[str] = set()
+        self._trail: list[AuditRecord] = []
+        self._lock = threading.Lock()
+
+    def _save(self, s: Suspension, records: tuple[AuditRecord, ...]) -> None:
+        with self._lock:
+            self._waiting.pop(s.run_id, None)  # (saved again: the latest)
+            self._waiting[s.run_id] = s
+            self._taken.discard(s.run_id)
+            self._keep(records)
+
+    def _take(
+        self, run_id: str, records: tuple[AuditRecord, ...], expected: Suspension | None
+    ) -> Suspension:
+        with self._lock:
+            s = self._waiting.get(run_id)
+            if s is not None:
+                if expected is not None and s != expected:
+                    raise RunNotSuspended(
+                        f"run {run_id!r} was resumed (and suspended again) meanwhile"
+                    )
+                del self._waiting[run_id]
+                self._taken.add(run_id)
+                self._keep(records)
+                return s
+            if run_id in self._taken:
+                raise RunNotSuspended(f"run {run_id!r} was resumed already")
+            raise UnknownRun(f"no suspended run {run_id!r}")
+
+    def _append(self, records: tuple[AuditRecord, ...]) -> None:
+        with self._lock:
+            self._keep(records)
+
+    def _keep(self, records: tuple[AuditRecord, ...]) -> None:
+        for r in records:
+            self._trail.append(msgspec.structs.replace(r, seq=len(self._trail) + 1))
+
+    def _audit(
+        self, run_id: str | None, thread_id: str | None, resource_id: str | None,
+        after: int, limit: int,
+    ) -> tuple[AuditRecord, ...]:
+        with self._lock:
+            found = (
+                r for r in self._trail[after:]
+                if (run_id is None or r.run_id == run_id) and owned_by(r, thread_id, resource_id)
+            )
+            return tuple(itertools.islice(found, limit))
+
+    def _get(self, run_id: str) -> Suspension | None:
+        with self._lock:
+            return self._waiting.get(run_id)
+
+    def _suspended(
+        self, thread_id: str | None, resource_id: str | None, limit: int
+    ) -> tuple[Suspension, ...]:
         with self._lock:
             found = (s for s in self._waiting.values() if owned_by(s, thread_id, resource_id))
             return tuple(itertools.islice(found, limit))
@@ -254,11 +316,101 @@ class MemoryApprovalStore:
         """Nothing to close (like the SQL stores' `close`)."""
 
 
+Found = TypeVar("Found", Suspension, SuspendedRun)
+
+
+class ApprovalDeskBase(ABC, Generic[Found]):
+    """What both approval desks (`interpreters.approvals.desk.ApprovalDesk`) do alike:
+    list the runs waiting, read the audit trail, hold decisions to the policy. A desk
+    finds its waiting runs (`Found`: suspensions, or runs read from elsewhere) and says
+    which of them are listed (`_listed`); `_trail` is where its audit records are."""
+
+    policy: ApprovalPolicy | None
+
+    @property
+    @abstractmethod
+    def _trail(self) -> ApprovalStore | None: ...
+
+    @abstractmethod
+    def _waiting_run(self, run_id: str) -> Found | None: ...
+
+    @abstractmethod
+    def _waiting_runs(
+        self, thread_id: str | None, resource_id: str | None, limit: int
+    ) -> tuple[Found, ...]: ...
+
+    @abstractmethod
+    def _listed(self, found: tuple[Found, ...]) -> tuple[SuspendedRun, ...]: ...
+
+    def suspended(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[SuspendedRun, ...]:
+        """The runs waiting for decisions: run `run_id`, in thread `thread_id`, for
+        resource `resource_id` (each None: any), the first `limit` in the order they
+        suspended (see `ApprovalDesk.suspended`)."""
+        limit = check_listing(thread_id, resource_id, limit)
+        if run_id is None:
+            return self._listed(self._waiting_runs(thread_id, resource_id, limit))
+        found = self._waiting_run(check_run_id(run_id))
+        if found is None or not owned_by(found, thread_id, resource_id):
+            return ()
+        return self._listed((found,))
+
+    def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        after: int = 0,
+        limit: int = DEFAULT_LISTED,
+    ) -> tuple[AuditRecord, ...]:
+        """The audit records (`interpreters.approvals.audit`) of run `run_id`, thread
+        `thread_id`, resource `resource_id` (each None: any), after record `after`, the
+        first `limit` in the order they were appended; () where none are kept."""
+        trail = self._trail
+        if trail is None:
+            return ()
+        return trail.audit(run_id=run_id, thread_id=thread_id, resource_id=resource_id,
+                           after=after, limit=limit)
+
+    def _check_policy(self, run: Waits, decisions: Sequence[Decision], now: float) -> None:
+        """`decisions` held to the policy's rules on deciders before anything is taken or
+        sent: `DeciderNotAllowed`, `SecondApprovalNeeded` (the run still waits), each
+        refusal and first approval recorded in the trail."""
+        if self.policy is None:
+            return
+        trail = self._trail
+        earlier = trail.audit(run_id=run.run_id, limit=MAX_LISTED) if trail is not None else ()
+        refused, first = check_deciders(self.policy, run, decisions, earlier)
+        if refused:
+            if trail is not None:
+                trail.append_audit([decision_record(run, p, d, now, "refused", why)
+                                    for p, d, why in refused])
+            raise DeciderNotAllowed("; ".join(why for _, _, why in refused))
+        if first:
+            if trail is None:
+                raise TypeError("two people above a bound need DurableApprovals(..., "
+                                "trail=store): it remembers the first approval")
+            trail.append_audit([decision_record(run, p, d, now, "first approval")
+                                for p, d in first])
+            raise SecondApprovalNeeded(
+                "a second person's approval is needed for call(s) "
+                + ", ".join(p.tool_call_id for p, _ in first)
+                + ": the first is recorded, the run still waits"
+            )
+
+
 EXPIRED = "the approval expired: no decision came in time"
 """The reason an expired call is denied with."""
 
 
-class Approvals:
+class Approvals(ApprovalDeskBase[Suspension]):
     """Keeps the suspended runs of `store` and hands each out once, with its decisions:
     the `ApprovalDesk` of in-process runs (`interpreters.approvals.desk`). `agent`: the
     agent its runs are resumed on, which `decide` checks them against (`take` is given
@@ -361,26 +513,21 @@ class Approvals:
                         skip_gates_on_resume=r.skip_gates_on_resume))
         return tuple(out)
 
-    def suspended(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        limit: int = DEFAULT_LISTED,
-    ) -> tuple[SuspendedRun, ...]:
-        """The runs waiting for decisions: run `run_id`, in thread `thread_id`, for
-        resource `resource_id` (each None: any), the first `limit` in the order they
-        suspended (see `ApprovalDesk.suspended`). A run whose wait ended is not listed:
-        it is taken as expired here (`audit` lists it so)."""
-        limit = check_listing(thread_id, resource_id, limit)
-        found: tuple[Suspension, ...]
-        if run_id is not None:
-            s = self.store.get(_run_id(run_id))
-            found = () if s is None or not owned_by(s, thread_id, resource_id) else (s,)
-        else:
-            found = self.store.suspended(thread_id=thread_id, resource_id=resource_id,
-                                         limit=limit)
+    @property
+    def _trail(self) -> ApprovalStore:
+        return self.store
+
+    def _waiting_run(self, run_id: str) -> Suspension | None:
+        return self.store.get(run_id)
+
+    def _waiting_runs(
+        self, thread_id: str | None, resource_id: str | None, limit: int
+    ) -> tuple[Suspension, ...]:
+        return self.store.suspended(thread_id=thread_id, resource_id=resource_id, limit=limit)
+
+    def _listed(self, found: tuple[Suspension, ...]) -> tuple[SuspendedRun, ...]:
+        """A run whose wait ended is not listed: it is taken as expired here (`audit`
+        lists it so)."""
         listed: list[SuspendedRun] = []
         for s in found:
             if self._expired(s):
@@ -388,21 +535,6 @@ class Approvals:
             else:
                 listed.append(suspended_run(s))
         return tuple(listed)
-
-    def audit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        after: int = 0,
-        limit: int = DEFAULT_LISTED,
-    ) -> tuple[AuditRecord, ...]:
-        """The audit records (`interpreters.approvals.audit`) of run `run_id`, thread
-        `thread_id`, resource `resource_id` (each None: any), after record `after`, the
-        first `limit` in the order they were appended."""
-        return self.store.audit(run_id=run_id, thread_id=thread_id,
-                                resource_id=resource_id, after=after, limit=limit)
 
     def export_audit(
         self,
@@ -465,22 +597,7 @@ class Approvals:
         typed = typed_states(agent, waiting)
         now = self.clock()
         pending = {p.tool_call_id: p for p in waiting.pending}
-        if self.policy is not None:
-            earlier = self.store.audit(run_id=run_id, limit=MAX_LISTED)
-            refused, first = check_deciders(self.policy, waiting, r.decisions, earlier)
-            if refused:
-                self.store.append_audit(
-                    [decision_record(waiting, p, d, now, "refused", why)
-                     for p, d, why in refused])
-                raise DeciderNotAllowed("; ".join(why for _, _, why in refused))
-            if first:
-                self.store.append_audit(
-                    [decision_record(waiting, p, d, now, "first approval") for p, d in first])
-                raise SecondApprovalNeeded(
-                    "a second person's approval is needed for call(s) "
-                    + ", ".join(p.tool_call_id for p, _ in first)
-                    + ": the first is recorded, the run still waits"
-                )
+        self._check_policy(waiting, r.decisions, now)
         records = [decision_record(waiting, pending[d.tool_call_id], d, now)
                    for d in r.decisions]
         self.store.take(run_id, records, expected=waiting)

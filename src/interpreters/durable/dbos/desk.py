@@ -22,26 +22,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from interpreters.approvals.audit import AuditRecord, decision_record
-from interpreters.approvals.policy import (
-    ApprovalPolicy,
-    DeciderNotAllowed,
-    SecondApprovalNeeded,
-    check_deciders,
-)
-from interpreters.approvals.store import (
-    DEFAULT_LISTED,
-    MAX_LISTED,
-    ApprovalStore,
-    check_listing,
-)
+from interpreters.approvals.audit import decision_record
+from interpreters.approvals.policy import ApprovalPolicy
+from interpreters.approvals.store import ApprovalDeskBase, ApprovalStore
 from interpreters.durable.dbos import listing
 from interpreters.durable.dbos.runs import WORKFLOW, DurableClient, DurableRuns
 from pipeline.approval import Decision, RunNotSuspended, UnknownRun, check_owner, check_pending
 from pipeline.values.result import SuspendedRun
 
 
-class DurableApprovals:
+class DurableApprovals(ApprovalDeskBase[SuspendedRun]):
     """The runs of `runs` waiting for decisions, listed and decided as in-process ones
     are with `Approvals` (see the module doc)."""
 
@@ -71,29 +61,25 @@ class DurableApprovals:
         return SuspendedRun(run_id=run_id, thread_id=owner.thread_id,
                             resource_id=owner.resource_id, pending=self.runs.pending(run_id))
 
-    def suspended(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        limit: int = DEFAULT_LISTED,
-    ) -> tuple[SuspendedRun, ...]:
-        """The runs waiting for decisions (see `ApprovalDesk.suspended`): by the order
-        they started, read from the pending runs (`DurableRuns.suspended`)."""
-        limit = check_listing(thread_id, resource_id, limit)
-        if run_id is None:
-            return self.runs.suspended(thread_id=thread_id, resource_id=resource_id,
-                                       limit=limit)
+    # The runs waiting, for `suspended`: by the order they started, read from the
+    # pending runs (`DurableRuns.suspended`).
+    @property
+    def _trail(self) -> ApprovalStore | None:
+        return self.trail
+
+    def _waiting_run(self, run_id: str) -> SuspendedRun | None:
         try:
-            run = self._run(run_id)
+            return self._run(run_id)
         except (UnknownRun, RunNotSuspended):
-            return ()
-        if (thread_id is not None and run.thread_id != thread_id) or (
-            resource_id is not None and run.resource_id != resource_id
-        ):
-            return ()
-        return (run,)
+            return None
+
+    def _waiting_runs(
+        self, thread_id: str | None, resource_id: str | None, limit: int
+    ) -> tuple[SuspendedRun, ...]:
+        return self.runs.suspended(thread_id=thread_id, resource_id=resource_id, limit=limit)
+
+    def _listed(self, found: tuple[SuspendedRun, ...]) -> tuple[SuspendedRun, ...]:
+        return found
 
     def decide(
         self,
@@ -110,39 +96,8 @@ class DurableApprovals:
         given = check_pending(run_id, run.pending, tuple(decisions))
         now = self.clock()
         pending = {p.tool_call_id: p for p in run.pending}
-        if self.policy is not None:
-            earlier = self.trail.audit(run_id=run_id, limit=MAX_LISTED) if self.trail else ()
-            refused, first = check_deciders(self.policy, run, given, earlier)
-            if refused:
-                self._record([decision_record(run, p, d, now, "refused", why)
-                              for p, d, why in refused])
-                raise DeciderNotAllowed("; ".join(why for _, _, why in refused))
-            if first:
-                if self.trail is None:
-                    raise TypeError("two people above a bound need DurableApprovals(..., "
-                                    "trail=store): it remembers the first approval")
-                self._record([decision_record(run, p, d, now, "first approval")
-                              for p, d in first])
-                raise SecondApprovalNeeded("a second person's approval is needed: the "
-                                           "first is recorded, the run still waits")
+        self._check_policy(run, given, now)
         self.runs.decide(run_id, given)
-        self._record([decision_record(run, pending[d.tool_call_id], d, now) for d in given])
-
-    def _record(self, records: list[AuditRecord]) -> None:
         if self.trail is not None:
-            self.trail.append_audit(records)
-
-    def audit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        after: int = 0,
-        limit: int = DEFAULT_LISTED,
-    ) -> tuple[AuditRecord, ...]:
-        """The audit records in `trail` (see `Approvals.audit`); () without one."""
-        if self.trail is None:
-            return ()
-        return self.trail.audit(run_id=run_id, thread_id=thread_id,
-                                resource_id=resource_id, after=after, limit=limit)
+            self.trail.append_audit(
+                [decision_record(run, pending[d.tool_call_id], d, now) for d in given])
