@@ -87,14 +87,20 @@ class _Judging:
             self.gen = gen
             self._go(lambda: next(gen))
 
-    def answered(self, request: AskModel, answer: ModelAnswer) -> None:
-        self.calls.add(request, answer)
-        self._go(lambda: self.gen.send(answer))
+    def settle(self, request: AskModel, answer: ModelAnswer | Exception) -> None:
+        """Go on with the judge's `answer` to `request`, or the error asking raised."""
+        if isinstance(answer, Exception):
+            self.gen.close()
+            self.step = self.calls.finish(could_not_judge(
+                self.s.name, f"the judge call failed: {type(answer).__name__}: {answer}"))
+        else:
+            self.calls.add(request, answer)
+            self._go(lambda: self.gen.send(answer))
 
-    def failed(self, e: Exception) -> None:
-        self.gen.close()
-        self.step = self.calls.finish(could_not_judge(
-            self.s.name, f"the judge call failed: {type(e).__name__}: {e}"))
+    def score(self) -> Score:
+        """The Score the scorer ended in (once no request is left to answer)."""
+        assert isinstance(self.step, Score), "the scorer still waits for an answer"
+        return self.step
 
     def _go(self, resume: Callable[[], object]) -> None:
         s = self.s
@@ -121,21 +127,29 @@ class _Judging:
             self.step = request
 
 
+def _answer(ask: Ask, request: AskModel) -> ModelAnswer | Exception:
+    try:
+        return ask(request)
+    except Exception as e:
+        return e
+
+
+async def _answer_async(ask: AsyncAsk, request: AskModel) -> ModelAnswer | Exception:
+    try:
+        return await ask(request)
+    except Exception as e:
+        return e
+
+
 def score_one(
     s: Scorer, case: Case, out: Observed, ask: Ask | None, *,
     price: Pricer | None = None, now: Callable[[], float] = lambda: 0.0,
 ) -> Score:
     """One scorer's score of one case (a judged one's requests answered by `ask`)."""
     j = _Judging(s, case, out, ask is not None, price, now)
-    while isinstance(step := j.step, AskModel):
-        assert ask is not None
-        try:
-            answer = ask(step)
-        except Exception as e:
-            j.failed(e)
-        else:
-            j.answered(step, answer)
-    return step
+    while ask is not None and isinstance(step := j.step, AskModel):
+        j.settle(step, _answer(ask, step))
+    return j.score()
 
 
 async def score_one_async(
@@ -144,15 +158,9 @@ async def score_one_async(
 ) -> Score:
     """`score_one` with an async `ask`."""
     j = _Judging(s, case, out, ask is not None, price, now)
-    while isinstance(step := j.step, AskModel):
-        assert ask is not None
-        try:
-            answer = await ask(step)
-        except Exception as e:
-            j.failed(e)
-        else:
-            j.answered(step, answer)
-    return step
+    while ask is not None and isinstance(step := j.step, AskModel):
+        j.settle(step, await _answer_async(ask, step))
+    return j.score()
 
 
 def score_all(
