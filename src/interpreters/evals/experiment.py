@@ -23,10 +23,10 @@ import functools
 import hashlib
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TextIO
+from typing import ParamSpec, TextIO, TypeVar
 
 import anyio
 import msgspec
@@ -55,6 +55,9 @@ from interpreters.record.replay import ReplayRun, replay_async, replay_sync
 from pipeline.agent import Agent
 from pipeline.approval import agent_digest
 from pipeline.values.result import ApiFailed, RunResult, StreamFailed
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DepsFor = Callable[[Case], object]
 """The deps of a case's run (a fresh shop, a test database...)."""
@@ -250,7 +253,12 @@ async def evaluate_async(
     threshold: float = 1.0,
     progress: TextIO | None = None,
 ) -> Report:
-    """`evaluate` under async code (an `AsyncInterpreterTarget`'s runs are tasks)."""
+    """Run every case of `dataset` with `agent` on `target`, score it with `scorers`,
+    and report: `report.ok` when each scorer passed on at least its threshold's share of
+    the cases (`thresholds` by scorer name, else `threshold`; "could-not-judge" is not a
+    pass) and every case ran. See the module doc for concurrency, deadlines, retries and
+    the results file. `evaluate` from sync code, `evaluate_async` under async code (an
+    `AsyncInterpreterTarget`'s runs are tasks)."""
     _check(concurrency, retries, backoff, timeout)
     names = _names(scorers)
     unknown = set(thresholds or {}) - set(names)
@@ -308,34 +316,18 @@ def build_report(
     )
 
 
-def evaluate(
-    dataset: Dataset,
-    agent: Agent,
-    scorers: Sequence[Scorer] = (),
-    *,
-    target: Target,
-    deps: DepsFor | None = None,
-    concurrency: int = 4,
-    timeout: float | None = None,
-    retries: int = 2,
-    backoff: float = 1.0,
-    results: str | Path | None = None,
-    experiment: str | None = None,
-    thresholds: Mapping[str, float] | None = None,
-    threshold: float = 1.0,
-    progress: TextIO | None = None,
-) -> Report:
-    """Run every case of `dataset` with `agent` on `target`, score it with `scorers`,
-    and report: `report.ok` when each scorer passed on at least its threshold's share of
-    the cases (`thresholds` by scorer name, else `threshold`; "could-not-judge" is not a
-    pass) and every case ran. See the module doc for concurrency, deadlines, retries and
-    the results file."""
-    return anyio.run(functools.partial(
-        evaluate_async, dataset, agent, scorers, target=target, deps=deps,
-        concurrency=concurrency, timeout=timeout, retries=retries, backoff=backoff,
-        results=results, experiment=experiment, thresholds=thresholds, threshold=threshold,
-        progress=progress,
-    ))
+def _blocking(fn: Callable[P, Awaitable[R]], name: str) -> Callable[P, R]:
+    """`fn` for sync code, as `name`: each call runs it in an event loop of its own."""
+
+    @functools.wraps(fn)
+    def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+        return anyio.run(functools.partial(fn, *args, **kwargs))
+
+    blocking.__name__ = blocking.__qualname__ = name
+    return blocking
+
+
+evaluate = _blocking(evaluate_async, "evaluate")
 
 
 # --- comparing two agents ------------------------------------------------------------------
