@@ -163,8 +163,9 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         starts = starts_requests(agent)
         if starts or stream._stop is not None:
             return await self._run_to_end(stream, starts)
-        # `_run_to_end` and `_drive` inline: two coroutines fewer alive per run across its
-        # waits, for the collector to walk (docs/DESIGN.md, decisions made for speed).
+        # `_run_to_end`, `_drive` and `_advance_guarded` (no scope to enter) inline: fewer
+        # coroutines alive per run across its waits, for the collector to walk
+        # (docs/DESIGN.md, decisions made for speed).
         stream._busy = True
         try:
             await stream._advance()  # (under `run`, returns only when the run is over)
@@ -194,18 +195,8 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         return await self._drive(stream)
 
     async def _drive(self, stream: AsyncRunStream[Output]) -> RunResult[Output]:
-        """`run`'s stream, driven to its end."""
-        if stream._stop is None:
-            # Driven here, one coroutine fewer alive per run across its waits
-            # (docs/DESIGN.md, decisions made for speed): `_advance_guarded` without a scope.
-            stream._busy = True
-            try:
-                await stream._advance()  # (under `run`, returns only when the run is over)
-            except BaseException as e:
-                await stream._failed(e)
-                raise
-            finally:
-                stream._busy = False
+        """A stream `run` does not drive itself (a child run's, one with a signal, a
+        timeout or started jobs), driven to its end."""
         while not stream.done:
             await stream._advance_guarded()
         return stream.result
