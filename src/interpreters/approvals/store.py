@@ -135,8 +135,8 @@ def check_listing(thread_id: object, resource_id: object, limit: object) -> int:
 
 def check_after(run_id: object, after: object) -> int:
     """The run id and the `after` of an audit listing, checked."""
-    if run_id is not None and (not isinstance(run_id, str) or not run_id):
-        raise TypeError(f"a run id is a non-empty str, not {run_id!r}")
+    if run_id is not None:
+        check_run_id(run_id)
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise ValueError(f"after is a record's seq (an int from 0), not {after!r}")
     return after

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from interpreters.approvals.audit import decision_record
 from interpreters.approvals.policy import ApprovalPolicy
-from interpreters.approvals.store import ApprovalDeskBase, ApprovalStore
+from interpreters.approvals.store import ApprovalDeskBase, ApprovalStore, check_run_id
 from interpreters.durable.dbos import listing
 from interpreters.durable.dbos.runs import WORKFLOW, DurableClient, DurableRuns
 from pipeline.approval import Decision, RunNotSuspended, UnknownRun, check_owner, check_pending
@@ -55,18 +55,16 @@ class DurableApprovals(ApprovalDeskBase[SuspendedRun]):
 
     def _run(self, run_id: str) -> SuspendedRun:
         """What `run_id` waits for and whose it is (`UnknownRun`, `RunNotSuspended`)."""
-        if not isinstance(run_id, str) or not run_id:
-            raise TypeError(f"a run id is a non-empty str, not {run_id!r}")
-        owner = listing.run_owner(self.runs._dbos, WORKFLOW, run_id)
+        owner = listing.run_owner(self.runs._dbos, WORKFLOW, check_run_id(run_id))
         return SuspendedRun(run_id=run_id, thread_id=owner.thread_id,
                             resource_id=owner.resource_id, pending=self.runs.pending(run_id))
 
-    # The runs waiting, for `suspended`: by the order they started, read from the
-    # pending runs (`DurableRuns.suspended`).
     @property
     def _trail(self) -> ApprovalStore | None:
         return self.trail
 
+    # The runs waiting, for `suspended`: by the order they started, read from the
+    # pending runs (`DurableRuns.suspended`).
     def _waiting_run(self, run_id: str) -> SuspendedRun | None:
         try:
             return self._run(run_id)
