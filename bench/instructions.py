@@ -17,6 +17,9 @@ collector on, as a server runs (`--gc-off`: off, after a `gc.freeze()`): the dif
 between the two is the collector's share. W3's figure leaves out what a run pays once
 (its input check): the per-step cost at a history length, to compare with H = 0.
 Needs `valgrind` on the PATH; a pair of counts takes from seconds (W1) to minutes.
+`--keep DIR` keeps the two callgrind files (`DIR/<workload>-<size>.out`) for
+`callgrind_annotate`: the difference of two sizes' counts, function by function, is what
+one unit costs where.
 """
 
 from __future__ import annotations
@@ -72,11 +75,14 @@ def _child(workload: str, system: str, size: int, history: int, gc_off: bool) ->
     asyncio.run(twice())
 
 
-def count(workload: str, system: str, size: int, history: int, gc_off: bool) -> int:
-    """The instructions of one child process at `size`."""
+def count(
+    workload: str, system: str, size: int, history: int, gc_off: bool, keep: Path | None = None
+) -> int:
+    """The instructions of one child process at `size` (its callgrind file kept in `keep`)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONHASHSEED"] = "0"
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+    out = "/dev/null" if keep is None else str(keep / f"{workload}-{size}.out")
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
            "-m", "bench.instructions", "--child", workload, "--system", system,
            "--size", str(size), "--history", str(history)] + (["--gc-off"] if gc_off else [])
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
@@ -94,6 +100,7 @@ def main() -> None:
     ap.add_argument("--history", type=int, default=2000, help="W3's history length H")
     ap.add_argument("--gc-off", action="store_true", help="W4 with the collector off")
     ap.add_argument("--sizes", type=int, nargs=2, help="the two sizes (default per workload)")
+    ap.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -104,7 +111,10 @@ def main() -> None:
         compileall.compile_dir(d, quiet=1)
     n1, n2 = args.sizes or SIZES[args.workload]
     runs = 1 if args.workload == "W4" else 2  # W1-W3 count the case twice (see the doc)
-    a, b = (count(args.workload, args.system, n, args.history, args.gc_off) for n in (n1, n2))
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    a, b = (count(args.workload, args.system, n, args.history, args.gc_off, args.keep)
+            for n in (n1, n2))
     unit = {"W1": "chunk", "W4": "run"}.get(args.workload, "step")
     what = args.workload + (f" H={args.history}" if args.workload == "W3" else "")
     system = "async, collector " + ("off" if args.gc_off else "on") if args.workload == "W4" \

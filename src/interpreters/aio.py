@@ -365,7 +365,7 @@ class AsyncRunStream(RunOutcome[Output]):
     """
 
     __slots__ = (
-        "_anext", "_anext_batch", "_buf", "_busy", "_closed", "_d", "_delivered", "_group",
+        "_batches", "_buf", "_busy", "_closed", "_d", "_delivered", "_events", "_group",
         "_hand_out", "_interp", "_jobs", "_model", "_ready", "_send_event", "_starts",
         "_stop", "_tools",
     )
@@ -395,10 +395,12 @@ class AsyncRunStream(RunOutcome[Output]):
         self._delivered = False
         """The pending Pull's chunks went out; its reply (the next event) is still due."""
         self._model: AsyncIterator[object] | None = None
-        self._anext: Callable[[], Awaitable[ModelEvent]] | None = None
-        """The next event of a model stream of events (a provider's `astream`)."""
-        self._anext_batch: Callable[[], Awaitable[Sequence[ModelEvent]]] | None = None
-        """The next batch of a model stream of batches (a provider's `astream_batches`)."""
+        # The open model stream again, by its kind, read with the builtin `anext` (no bound
+        # `__anext__` kept: one object fewer per waiting run for the collector to walk).
+        self._events: AsyncIterator[ModelEvent] | None = None
+        """The open model stream of events (a provider's `astream`)."""
+        self._batches: AsyncIterator[Sequence[ModelEvent]] | None = None
+        """The open model stream of batches (a provider's `astream_batches`)."""
         self._ready: Iterator[ModelEvent] = _NO_EVENTS
         """The events of the last batch not sent to the loop yet."""
         # (`run`'s stream buffers nothing: one object fewer per run for the GC to walk)
@@ -540,10 +542,10 @@ class AsyncRunStream(RunOutcome[Output]):
                     self._delivered = True  # the next event is read on the next pull
                     return
                 self._delivered = False
-                anext = self._anext
-                if anext is not None:
+                events = self._events
+                if events is not None:
                     try:  # the per-chunk path: the next event; closed after its last
-                        reply: object = await anext()
+                        reply: object = await anext(events)
                     except Exception as e:
                         reply = await self._stream_ended(e, started=True)
                     else:
@@ -592,7 +594,10 @@ class AsyncRunStream(RunOutcome[Output]):
                     provider = self._interp._resolve(cmd.request.model)
                     batches = _batches(provider, cmd.request)
                     if batches is not None:
-                        self._anext_batch = batches.__anext__  # (not an iterator: fails here)
+                        if not hasattr(type(batches), "__anext__"):  # (fails the call here)
+                            raise TypeError(
+                                f"astream_batches gave a {type(batches).__name__}: no __anext__")
+                        self._batches = batches
                         model = None
                     else:
                         model = provider.astream(cmd.request)
@@ -606,9 +611,9 @@ class AsyncRunStream(RunOutcome[Output]):
                     cmd = await self._from_batches(None, started=False)
                     continue
                 self._model = model
-                self._anext = anext = model.__anext__
+                self._events = model
                 try:  # its first event, as in the Pull branch (started=False)
-                    reply = await anext()
+                    reply = await anext(model)
                 except Exception as e:
                     reply = await self._stream_ended(e, started=False)
                 else:
@@ -656,14 +661,14 @@ class AsyncRunStream(RunOutcome[Output]):
         raw = d.send_pull
         send = raw if quiet and raw is not None else d.send
         ready = self._ready
-        anext = self._anext_batch
-        assert anext is not None
+        batches = self._batches
+        assert batches is not None
         while True:
             if event is None:
                 try:
-                    batch = await anext()
+                    batch = await anext(batches)
                     while not batch:
-                        batch = await anext()
+                        batch = await anext(batches)
                 except Exception as e:
                     return d.send(await self._stream_ended(e, started=started))
                 if len(batch) == 1:
@@ -697,7 +702,7 @@ class AsyncRunStream(RunOutcome[Output]):
         """Close the open model stream, shielded from cancellation (for CLOSE_GRACE)."""
         model = self._model
         if model is not None:
-            self._model = self._anext = self._anext_batch = None
+            self._model = self._events = self._batches = None
             self._ready = _NO_EVENTS
             rest = _close_now(model)
             if rest is not None:

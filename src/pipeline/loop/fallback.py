@@ -99,13 +99,13 @@ class _Mark:
     def __init__(self, st: RunState) -> None:
         self.ml: MessageList = st.ml
         self.states: list[object] = list(st.states)
-        self.held: list[DataPart] = list(st.held)
+        self.held: tuple[DataPart, ...] = st.held
         self.seen: SeenMark = st.seen.mark()
 
     def restore(self, st: RunState) -> None:
         st.ml = self.ml
         st.states[:] = self.states
-        st.held = list(self.held)
+        st.held = self.held
         st.seen.rewind(self.seen)
 
 

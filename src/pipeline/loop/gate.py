@@ -191,11 +191,11 @@ def _review(
                 reason = reason or eff.message
             else:
                 reason = f"the reviewer answered {type(eff).__name__}: a person decides"
-        st.reviews.append(Review(run_id=rc.ctx.run_id, thread_id=rc.ctx.thread_id,
+        st.reviews += (Review(run_id=rc.ctx.run_id, thread_id=rc.ctx.thread_id,
                                  resource_id=rc.ctx.resource_id,
                                  tool_call_id=call.tool_call_id, tool_name=t.name,
                                  digest=_digest(call), reviewer=b.processor_id,
-                                 approved=approved, reason=reason, risk=risk))
+                                 approved=approved, reason=reason, risk=risk),)
         if approved:
             del asks[i]
             entries[i] = ToolInvocation(call, t, kwargs)
@@ -276,7 +276,7 @@ def hold_calls(st: RunState, out: tuple[Chunk, ...]) -> tuple[Chunk, ...]:
     kept: list[Chunk] = []
     for c in out:
         if type(c) is ToolCall or type(c) is ToolCallDelta:
-            st.held_calls.append(c)
+            st.held_calls += (c,)
         else:
             kept.append(c)
     return tuple(kept)
@@ -287,7 +287,7 @@ def release_calls(st: RunState, entries: Sequence[Entry]) -> None:
     call that runs (or waits for approval); for a call answered without running, only
     the call, its arguments left out."""
     refused = {e.tool_call_id for e in entries if type(e) is ToolResultPart}
-    held, st.held_calls = st.held_calls, []
+    held, st.held_calls = st.held_calls, ()
     for c in held:
         if c.tool_call_id not in refused:
             st.pending.append(c)

@@ -146,7 +146,7 @@ def consume(
     io = rc.stream_io
     gated = bool(rc.h_tool_call) or rc.tool_rules  # tool-call chunks wait for the gates
     if gated:
-        st.held_calls = []
+        st.held_calls = ()
     got: object = first  # checked by `call_model`
     pull: Pull[Chunk, ModelReply] | None = None
     ended = False  # the stream handed over its last event: the interpreter closed it

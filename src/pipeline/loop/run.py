@@ -276,7 +276,7 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
         suspension=suspension,
         children=tuple(tree.nodes) if tree is not None else (),
         answered_by=tree.answered_by if tree is not None else None,
-        reviews=tuple(st.reviews),
+        reviews=st.reviews,
     )
     if st.pending:
         out: Publish[Chunk] = Publish(tuple(st.pending))
@@ -342,7 +342,7 @@ def _step(
     parts = content.message_parts(complete=True)
     if st.held:  # data hooks emitted for this step before the response came
         parts = (*st.held, *parts)
-        st.held = []
+        st.held = ()
     response = loop_message(rc, st, "assistant", parts)
     response_id = response.id
     call_cost = (

@@ -248,11 +248,13 @@ class RunState:
         """Concurrent input guards still running beside the first model call
         (`race`)."""
         """Chunks processed but not yet handed to the interpreter."""
-        self.held: list[DataPart] = []
+        # (the rarely used ones are tuples, not lists: fewer objects per waiting run for
+        # the collector to walk)
+        self.held: tuple[DataPart, ...] = ()
         """Non-transient data chunks hooks emitted outside a model response, not yet kept
         in a message: the next response message of the run takes them (`loop`'s step), or
         else the last one when the run ends (`keep_held`)."""
-        self.held_calls: list[ToolCall | ToolCallDelta] = []
+        self.held_calls: tuple[ToolCall | ToolCallDelta, ...] = ()
         """Tool-call chunks of the response held back until the gates decided
         (`gate`)."""
         self.output: object = None
@@ -272,7 +274,7 @@ class RunState:
         self.leaving = LeavingResults()
         """The tool results a stream processor changed (`LeavingResults`)."""
         self.tree: TreeState | None = None
-        self.reviews: list[Review] = []
+        self.reviews: tuple[Review, ...] = ()
         """The approval reviewer's verdicts (`gate`)."""
         """What the run's child runs left (children.py); None until one ran."""
 
@@ -383,7 +385,7 @@ def apply(rc: RunConfig, st: RunState, b: Bound, o: Outcome, *, keep: bool = Tru
     if o.emit:
         st.pending.extend(o.emit)
         if keep:
-            st.held.extend(DataPart(c.name, c.data) for c in o.emit if not c.transient)
+            st.held += tuple(DataPart(c.name, c.data) for c in o.emit if not c.transient)
     effect = o.effect
     if isinstance(effect, Abort) and not effect.reason:
         effect = msgspec.structs.replace(
@@ -770,7 +772,7 @@ def discarded(step: int, by: str, reason: str, retry_count: int) -> DataChunk:
 def keep_held(rc: RunConfig, st: RunState) -> None:
     """At the end of a run: held data goes into the run's last answer (an assistant
     message it added), or into an assistant message of its own if there is none."""
-    held, st.held = tuple(st.held), []
+    held, st.held = st.held, ()
     if not held:
         return
     ml = st.ml

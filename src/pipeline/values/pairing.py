@@ -158,6 +158,10 @@ def _extends_paired(
     return not open_
 
 
+_NO_IDS: frozenset[str] = frozenset()
+"""No tool-call ids yet: shared, so a run that has made no call holds no set of its own."""
+
+
 class PairedHistory:
     """Pairing repair before every model call, at the cost of the messages added since
     the last one: the history a run sends grows by `MessageList.add`, so the part known
@@ -174,12 +178,12 @@ class PairedHistory:
     def __init__(self) -> None:
         self._ml: MessageList | None = None
         """The last list found paired; `_ids` are its tool-call ids."""
-        self._ids: set[str] = set()
+        self._ids: set[str] | frozenset[str] = _NO_IDS
 
     def known_paired(self, ml: MessageList) -> None:
         """`ml` has no tool call or result (its caller read every part: the loop's input
         check), so it is paired: the next `messages` checks only what comes after it."""
-        self._ml, self._ids = ml, set()
+        self._ml, self._ids = ml, _NO_IDS
 
     def turn(self, before: MessageList, after: MessageList, ids: tuple[str, ...]) -> None:
         """`after` is `before` plus the loop's own turn: its assistant response, whose tool
@@ -199,7 +203,10 @@ class PairedHistory:
                 return
         elif len(set(ids)) != len(ids) or not known.isdisjoint(ids):
             return
-        known.update(ids)
+        if isinstance(known, set):
+            known.update(ids)
+        else:
+            self._ids = set(ids)
         self._ml = after
 
     def messages(self, ml: MessageList) -> tuple[Message, ...]:
@@ -208,18 +215,26 @@ class PairedHistory:
         last = self._ml
         if last is ml:
             return msgs
+        ids: set[str] | frozenset[str] | None  # (None: checked from the start)
         if last is None:
-            start, self._ids = 0, set()
+            start, ids = 0, None
         else:
             found = ml.extends(last)
             if found is None:
-                start, self._ids = 0, set()
+                start, ids = 0, None
             else:
-                start = found
-        if start == len(msgs) or _extends_paired(msgs, start, self._ids):
+                start, ids = found, self._ids
+        if start == len(msgs):
+            self._ml = ml
+            if ids is None:
+                self._ids = _NO_IDS
+            return msgs
+        if not isinstance(ids, set):
+            ids = self._ids = set() if ids is None else set(ids)
+        if _extends_paired(msgs, start, ids):
             self._ml = ml
             return msgs
-        self._ml, self._ids = None, set()  # checked from the start next
+        self._ml, self._ids = None, _NO_IDS  # checked from the start next
         return repair_pairing(msgs)
 
 
