@@ -403,7 +403,7 @@ def _step(
         reply = kept.text if kept is not None else ""
         if not (yield from check_output(rc, st, step, cfg.structured_output, reply, before)):
             return "rerun"
-    st.steps.append(
+    st.steps += (
         StepResult(
             step_number=step,
             model=cfg.model,
@@ -419,7 +419,7 @@ def _step(
             usage=fin.usage,
             cost=call_cost,
             attempts=content.attempts,
-        )
+        ),
     )
     if rc.bare_stream:
         st.pending.append(StepFinish(step, fin.finish_reason, fin.usage))
@@ -441,7 +441,7 @@ def _resumed_step(
         s.step = step
         s.tools = tuple(resumed_tools(rc.agent, resume).values())
         raise
-    st.steps.append(msgspec.structs.replace(step, tool_calls=calls, tool_results=results))
+    st.steps += (msgspec.structs.replace(step, tool_calls=calls, tool_results=results),)
     finish = StepFinish(step.step_number, step.finish_reason, step.usage)
     if rc.bare_stream:
         st.pending.append(finish)
@@ -461,7 +461,7 @@ def _suspension(rc: RunConfig, st: RunState, s: Suspend) -> Suspension:
     assert s.step is not None
     return Suspension(
         run_id=rc.ctx.run_id, agent_digest=agent_digest(rc.agent), pending=s.pending,
-        calls=s.calls, messages=st.ml, step=s.step, steps=tuple(st.steps),
+        calls=s.calls, messages=st.ml, step=s.step, steps=st.steps,
         states=tuple(st.states), ids_used=st.ids.used, retry_count=st.retry_count,
         processor_ids=tuple(p.id for p in rc.agent.all_processors()),
         spent=spending(rc, st),

@@ -192,7 +192,7 @@ def _start_state(
             cost_known=price is not None, seen=fresh_seen(rc), ids_used=used,
             judges=judges,
         )
-        st.steps = list(s.steps)
+        st.steps = tuple(s.steps)
         st.retry_count = s.retry_count
         st.carried = s.spent
         if s.leaving_calls:

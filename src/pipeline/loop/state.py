@@ -201,7 +201,6 @@ class RunState:
         "seen",
         "states",
         "steps",
-        "steps_t",
         "tools",
         "tree",
         "unmetered",
@@ -237,8 +236,8 @@ class RunState:
         self.ml = ml
         # Each processor's state, by `Bound.slot`.
         self.states = states
-        self.steps: list[StepResult] = []
-        self.steps_t: tuple[StepResult, ...] = ()
+        self.steps: tuple[StepResult, ...] = ()
+        """The steps so far (a tuple, as hooks and the result see them: a run has few)."""
         self.usage = NO_USAGE
         self.retry_count = 0
         self.api_retry_count = 0
@@ -401,10 +400,8 @@ def trip(b: Bound, a: Abort) -> Tripped:
 
 
 def steps_tuple(st: RunState) -> tuple[StepResult, ...]:
-    """The steps so far as the tuple hooks see: made once per step, not once per hook."""
-    if len(st.steps_t) != len(st.steps):
-        st.steps_t = tuple(st.steps)
-    return st.steps_t
+    """The steps so far, as hooks see them."""
+    return st.steps
 
 
 _call_id = attrgetter("tool_call_id")
