@@ -160,7 +160,10 @@ def runs_children(agent: Agent) -> bool:
 
 def has_child_runs(cmd: LoopCommand) -> bool:
     """Whether a RunTools runs child runs (agents called as tools)."""
-    return any(inv.child is not None for inv in cmd.calls)  # type: ignore[union-attr]
+    calls = cmd.calls  # type: ignore[union-attr]
+    if len(calls) == 1:  # (most steps: no generator made)
+        return calls[0].child is not None
+    return any(inv.child is not None for inv in calls)
 
 
 def child_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:

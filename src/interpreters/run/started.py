@@ -229,6 +229,8 @@ def starts_requests(agent: Agent) -> bool:
     the async interpreter then opens a task group for the run's started jobs (without
     one they are carried out in order, `InOrder`'s way: correct, not concurrent). An
     input processor that races the model (`concurrent`) starts its requests too."""
+    if not agent.input_processors and not agent.output_processors:
+        return False  # (every run asks: no generator made for an agent without any)
     return any(
         getattr(p, "starts_requests", False)
         for p in (*agent.input_processors, *agent.output_processors)
