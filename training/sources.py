@@ -211,6 +211,15 @@ def _t0_prompts(root: Path) -> Iterator[Row]:
             yield Row(p, False, "t0-prompts")
 
 
+def _gpteacher_roleplay(root: Path) -> Iterator[Row]:
+    """Role-play instructions ("You are a pirate captain...", "Imagine you are an alien
+    who...") with their inputs: the benign look-alike of a persona jailbreak."""
+    for r in _json(root / "Roleplay/roleplay-simple-deduped-roleplay-instruct.json"):  # type: ignore[attr-defined]
+        text = f"{r['instruction']}\n{r['input']}".strip()
+        if text:
+            yield Row(text, False, "gpteacher-roleplay")
+
+
 # --- evaluation-only sources ----------------------------------------------------------------
 
 def _ordinary(root: Path) -> Iterator[Row]:
@@ -347,6 +356,11 @@ SOURCES: tuple[Source, ...] = (
            "Self-Instruct's 175 seed tasks, and 10 prompts of each of 294 T0 (P3) "
            "templates: long task prompts with a context ('Answer ... based on ...')",
            _t0_prompts),
+    Source("gpteacher-roleplay", "teknium1/GPTeacher", "481075123c29854bddb82655badeef6a438f2436",
+           ("Roleplay/roleplay-simple-deduped-roleplay-instruct.json",), "MIT", "train",
+           "GPTeacher's 1,923 role-play instructions (\"You are a detective...\", "
+           "\"Role play as Charles Darwin...\") with their inputs: benign personas",
+           _gpteacher_roleplay),
     # --- evaluation only
     Source("jailbreakbench", "JailbreakBench/artifacts", "909e68c01d94222b8ad2e397a017e2e12e2adb73",
            ("attack-artifacts",), "MIT", "eval",
