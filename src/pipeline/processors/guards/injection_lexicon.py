@@ -443,6 +443,10 @@ def _unspaced(t: _Tables, clause: str, found: set[str]) -> int:
         for i in range(len(run)):
             for k in lengths:
                 c = table.get(run[i : i + k])
+                if c is not None and k == 1 and len(run) > 1 and _HANGUL.match(run):
+                    # a Korean word of one syllable ("내", "제": "my") only as a word of
+                    # its own: "제발" is "please", "제공" "to provide"
+                    continue
                 if c is not None:
                     found.add(c)
                     hit = True
