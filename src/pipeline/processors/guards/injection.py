@@ -21,7 +21,7 @@ import binascii
 import re
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -130,6 +130,114 @@ def _r(category: str, name: str, score: float, pattern: str) -> _Rule:
     return (category, name, score, re.compile(pattern.translate(LOOKALIKES), re.I | re.M))
 
 
+class Override(NamedTuple):
+    """An instruction override in one language (or a family of them), as data: its words
+    for ignoring, for what came before (or all of it) and for instructions, each a
+    regular-expression alternative, found in that order within a sentence (the verb last
+    where the language puts it last, as Hindi and Korean do)."""
+
+    name: str
+    ignore: tuple[str, ...]
+    before: tuple[str, ...]
+    target: tuple[str, ...]
+    verb_last: bool = False
+    whole_words: str = "ignore before target"
+    """Which of the three are matched as whole words (`\b` around them): none in the
+    scripts written without spaces, nor where a word takes endings."""
+    stop: str = r"[^.\n]"
+    """What may lie between them: anything but the end of a sentence."""
+    gaps: tuple[int, int] = (40, 30)
+
+
+def _override_pattern(o: Override) -> str:
+    def part(kind: str, words: tuple[str, ...]) -> str:
+        alt = f"(?:{'|'.join(words)})"
+        return rf"\b{alt}\b" if kind in o.whole_words.split() else alt
+
+    first, second = o.gaps
+    parts = [part("ignore", o.ignore), part("before", o.before), part("target", o.target)]
+    if o.verb_last:
+        parts = parts[1:] + parts[:1]
+    return f"{parts[0]}{o.stop}{{0,{first}}}?{parts[1]}{o.stop}{{0,{second}}}?{parts[2]}"
+
+
+OVERRIDES: tuple[Override, ...] = (
+    Override("de",
+             (r"ignorier\w*", r"vergiss\w*", r"vergessen\w*", r"missacht\w*", r"überspring\w*",
+              r"uberspring\w*", r"übergeh\w*", r"setz\w* au(?:ss|ß)er kraft\w*"),
+             (r"alle\w*", r"vorherig\w*", r"vorig\w*", r"bisherig\w*", r"obig\w*",
+              r"vorangegangen\w*", r"vorangehend\w*", "zuvor", r"früher\w*", r"dein\w*",
+              r"ihr\w*", r"sämtlich\w*"),
+             ("anweisung", "instruktion", "befehl", "regel", "vorgabe", "richtlinie",
+              "aufgabe", "auftr[aä]g", "angaben", "prompt", "systemprompt"),
+             whole_words="ignore before"),
+    Override("fr",
+             ("ignore[rz]?", "oublie[rz]?", "ne tenez pas compte", "ne tiens pas compte",
+              "fais abstraction"),
+             (r"tou(?:te)?s", r"précédent\w*", r"precedent\w*", r"antérieur\w*", "vos", "tes",
+              "les"),
+             ("instructions?", "consignes?", "règles", "regles", "directives?", "prompts?")),
+    Override("es-pt-it",
+             (r"ignor[ae]\w*", r"olvid[ae]\w*", r"omit[ae]\w*", r"esque[cç]a\w*",
+              r"desconsider[ae]\w*", r"dimentica\w*", "non tenere conto"),
+             ("tod[ao]s", "tutt[ei]", "anteriores", "previas", "prévias", "precedenti", "sus",
+              "tus", "suas", "tuas", "le", "las", "os", "as"),
+             (r"instrucci[oó]n\w*", r"instru[cç][oõ]\w*", r"istruzion\w*", "reglas", "regras",
+              "regole", "indicaciones", "directrices", "diretrizes", "prompts?")),
+    Override("nl", ("negeer", "vergeet"),
+             ("alle", "vorige", "eerdere", "voorgaande", "je", "jouw", "uw", "de"),
+             ("instructies", "regels", "opdrachten", "prompt")),
+    Override("ru-pl",
+             ("игнорируй", "игнорируйте", "проигнорируй", "забудь", "забудьте",
+              "не обращай внимания на", "zignoruj", "ignoruj", "zapomnij"),
+             ("все", "всё", "предыдущ", "прежн", "ранее", "выше", "wszystk", "poprzedni",
+              "wcześniejsz", "powyższ"),
+             ("инструкци", "указани", "правил", "команд", "instrukcj", "polece", "zasad",
+              "reguł"),
+             whole_words=""),
+    Override("nordic", ("ignorera", "glöm", "ignorer", "glem", "negér"),
+             ("alla", "alle", "tidigare", "föregående", "forrige", "tidligere", "ovan",
+              "ovenfor"),
+             ("instruktion", "instruks", "regler", "anvisning"),
+             whole_words="ignore before"),
+    Override("tr", ("yok say", "görmezden gel", "unut", "dikkate alma", "göz ard\u0131"),
+             ("önceki", "yukar\u0131daki", "tüm", "bütün"),
+             ("talimat", "kural", "komut", "yönerge"),
+             verb_last=True, whole_words=""),
+    Override("id-vi", ("abaikan", "lupakan", "acuhkan", "bỏ qua", "phớt lờ", "quên"),
+             ("semua", "sebelumnya", "tất cả", "trước", "ở trên"),
+             ("instruksi", "perintah", "aturan", "petunjuk", "hướng dẫn", "chỉ dẫn", "lệnh",
+              "quy tắc"),
+             whole_words="ignore before"),
+    Override("zh",
+             ("忽略", "无视", "忽视", "忘记", "忘掉", "不要理会", "不要遵守", "不再遵守", "忽略掉"),
+             ("之前", "以前", "先前", "上面", "上述", "所有", "全部", "一切", "原来", "原先"),
+             ("指令", "指示", "说明", "规则", "提示", "要求", "命令", "设定"),
+             whole_words="", stop=r"[^。\n]", gaps=(15, 15)),
+    Override("ja", ("無視", "忘れ"),
+             ("以前", "前", "上記", "これまで", "すべて", "全て", "今まで"),
+             ("指示", "命令", "ルール", "指令", "プロンプト", "設定"),
+             verb_last=True, whole_words="", stop=r"[^。\n]", gaps=(16, 11)),
+    Override("ko", ("무시", "잊어"), ("이전", "모든", "위의", "앞의"),
+             ("지시", "명령", "규칙", "지침"),
+             verb_last=True, whole_words="", gaps=(20, 15)),
+    Override("ar", ("تجاهل", "انس", "انسَ", "تناس"), ("جميع", "كل", "السابقة"),
+             ("التعليمات", "الأوامر", "القواعد", "الإرشادات", "تعليمات"),
+             whole_words=""),
+    Override("hi", ("अनदेखा", "नज़रअंदाज़", "नजरअंदाज", "भूल"), ("पिछले", "सभी", "पहले", "ऊपर"),
+             ("निर्देश", "नियम", "आदेश"),
+             verb_last=True, whole_words="", stop=r"[^।\n]"),
+)
+"""The overrides of the languages attackers use most after English (the lexicon's rules,
+`LEXICON_RULES`, read the others and these in other word orders)."""
+
+OVERRIDE_RULES = tuple(_r("injection", f"ignore-previous-{o.name}", 0.95, _override_pattern(o))
+                       for o in OVERRIDES)
+_NON_LATIN = frozenset(f"ignore-previous-{o.name}" for o in OVERRIDES
+                       if not any(ch.isascii() and ch.isalpha() for w in o.ignore for ch in w))
+"""The override rules that cannot match ASCII text (their verbs are in other scripts)."""
+
+
 # Scores: 0.8 and up is an attack on its own; 0.5-0.6 is suspicious wording that benign
 # text also uses (a judge, when configured, decides those); see `threshold`.
 TEXT_RULES: tuple[_Rule, ...] = (
@@ -191,12 +299,6 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"tue|tuo|suas|seu|je|jouw)\s+(?:\w+\s+)?(?:instrucciones|instructions|consignes|"
        r"istruzioni|instruções|instrucoes|instructies|prompts?|system prompt|prompt (?:du )?"
        r"système|prompt del sistema|prompt di sistema|prompt de sistema)\b"),
-    _r("injection", "ignore-previous-de", 0.95,
-       r"\b(?:ignorier|vergiss|vergessen|missacht|überspring|uberspring|übergeh|setz\w* "
-       r"au(?:ss|ß)er kraft)\w*\b[^.\n]{0,40}?\b(?:alle\w*|vorherig\w*|vorig\w*|bisherig\w*|"
-       r"obig\w*|vorangegangen\w*|vorangehend\w*|zuvor|früher\w*|dein\w*|ihr\w*|"
-       r"sämtlich\w*)\b[^.\n]{0,30}?(?:anweisung|instruktion|befehl|regel|vorgabe|"
-       r"richtlinie|aufgabe|auftr[aä]g|angaben|prompt|systemprompt)"),
     _r("injection", "previous-ignored-de", 0.9,
        # German puts the verb last: "Die obigen Anweisungen ignorieren"
        r"\b(?:die |alle |sämtliche )?(?:obigen|vorherigen|bisherigen|vorangegangenen|"
@@ -218,48 +320,7 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"censura|censure)\b|\bia (?:malvada|malveillante|malvagia|maligna)\b"),
     _r("injection", "forget-everything-de", 0.85,
        r"\b(?:vergiss|vergessen sie|ignorier\w*)\s+(?:einfach\s+)?alles\b"),
-    _r("injection", "ignore-previous-fr", 0.95,
-       r"\b(?:ignore[rz]?|oublie[rz]?|ne tenez pas compte|ne tiens pas compte|fais abstraction)"
-       r"\b[^.\n]{0,40}?\b(?:tou(?:te)?s|précédent\w*|precedent\w*|antérieur\w*|vos|tes|"
-       r"les)\b[^.\n]{0,30}?\b(?:instructions?|consignes?|règles|regles|directives?|"
-       r"prompts?)\b"),
-    _r("injection", "ignore-previous-es-pt-it", 0.95,
-       r"\b(?:ignor[ae]\w*|olvid[ae]\w*|omit[ae]\w*|esque[cç]a\w*|desconsider[ae]\w*|"
-       r"dimentica\w*|non tenere conto)\b[^.\n]{0,40}?\b(?:tod[ao]s|tutt[ei]|"
-       r"anteriores|previas|prévias|precedenti|sus|tus|suas|tuas|le|las|os|as)\b[^.\n]{0,30}?"
-       r"\b(?:instrucci[oó]n\w*|instru[cç][oõ]\w*|istruzion\w*|reglas|regras|regole|"
-       r"indicaciones|directrices|diretrizes|prompts?)\b"),
-    _r("injection", "ignore-previous-nl", 0.95,
-       r"\b(?:negeer|vergeet)\b[^.\n]{0,40}?\b(?:alle|vorige|eerdere|voorgaande|je|jouw|"
-       r"uw|de)\b[^.\n]{0,30}?\b(?:instructies|regels|opdrachten|prompt)\b"),
-    _r("injection", "ignore-previous-ru-pl", 0.95,
-       r"(?:игнорируй|игнорируйте|проигнорируй|забудь|забудьте|не обращай внимания на|"
-       r"zignoruj|ignoruj|zapomnij)[^.\n]{0,40}?(?:все|всё|предыдущ|прежн|ранее|выше|"
-       r"wszystk|poprzedni|wcześniejsz|powyższ)[^.\n]{0,30}?(?:инструкци|указани|правил|"
-       r"команд|instrukcj|polece|zasad|reguł)"),
-    _r("injection", "ignore-previous-nordic", 0.95,
-       r"\b(?:ignorera|glöm|ignorer|glem|negér)\b[^.\n]{0,40}?\b(?:alla|alle|tidigare|"
-       r"föregående|forrige|tidligere|ovan|ovenfor)\b[^.\n]{0,30}?(?:instruktion|instruks|"
-       r"regler|anvisning)"),
-    _r("injection", "ignore-previous-tr", 0.95,
-       r"(?:önceki|yukar\u0131daki|tüm|bütün)[^.\n]{0,40}?(?:talimat|kural|komut|yönerge)"
-       r"[^.\n]{0,30}?(?:yok say|görmezden gel|unut|dikkate alma|göz ard\u0131)"),
-    _r("injection", "ignore-previous-id-vi", 0.95,
-       r"\b(?:abaikan|lupakan|acuhkan|bỏ qua|phớt lờ|quên)\b[^.\n]{0,40}?\b(?:semua|"
-       r"sebelumnya|tất cả|trước|ở trên)\b[^.\n]{0,30}?(?:instruksi|perintah|aturan|"
-       r"petunjuk|hướng dẫn|chỉ dẫn|lệnh|quy tắc)"),
-    _r("injection", "ignore-previous-zh", 0.95,
-       r"(?:忽略|无视|忽视|忘记|忘掉|不要理会|不要遵守|不再遵守|忽略掉)[^。\n]{0,15}?"
-       r"(?:之前|以前|先前|上面|上述|所有|全部|一切|原来|原先)[^。\n]{0,15}?"
-       r"(?:指令|指示|说明|规则|提示|要求|命令|设定)"),
-    _r("injection", "ignore-previous-ja-ko", 0.95,
-       r"(?:以前|前|上記|これまで|すべて|全て|今まで)の?[^。\n]{0,15}?(?:指示|命令|ルール|"
-       r"指令|プロンプト|設定)[^。\n]{0,10}?(?:を)?(?:無視|忘れ)|(?:이전|모든|위의|앞의)"
-       r"[^.\n]{0,20}?(?:지시|명령|규칙|지침)[^.\n]{0,15}?(?:무시|잊어)"),
-    _r("injection", "ignore-previous-ar-hi", 0.95,
-       r"(?:تجاهل|انس|انسَ|تناس)[^.\n]{0,40}?(?:جميع|كل|السابقة)[^.\n]{0,30}?(?:التعليمات|"
-       r"الأوامر|القواعد|الإرشادات|تعليمات)|(?:पिछले|सभी|पहले|ऊपर)[^।\n]{0,40}?(?:निर्देश|"
-       r"नियम|आदेश)[^।\n]{0,30}?(?:अनदेखा|नज़रअंदाज़|नजरअंदाज|भूल)"),
+    *OVERRIDE_RULES,
     _r("system-override", "reveal-prompt-de", 0.85,
        r"\b(?:zeig|gib|nenn|verrat|wiederhol|ausgeb|druck)\w*\b[^.\n]{0,30}?\b(?:dein|ihr)\w*\s+"
        r"(?:\w+\s+)?(?:systemprompt|system-prompt|anweisungen|instruktionen|prompt)\b"),
@@ -547,7 +608,6 @@ WORD_RULES = tuple((c, n, s, re.compile(p.pattern)) for c, n, s, p in TEXT_RULES
 """Rules of words: run on the normalized view (`injection_model.normalize`: lower case,
 one line), so without the flags of case and lines, which cost time."""
 _OVERRIDES = frozenset(r[1] for r in WORD_RULES)
-_NON_LATIN = frozenset({"ignore-previous-zh", "ignore-previous-ja-ko", "ignore-previous-ar-hi"})
 ASCII_WORD_RULES = tuple(r for r in WORD_RULES if r[1] not in _NON_LATIN)
 """The word rules that can match ASCII text (the others read only other scripts)."""
 
