@@ -337,6 +337,9 @@ class _Tables:
         self.phrase_keys = {tuple(_canon(w) for w in p.split(" ")): c
                             for p, c in self.phrases.items()}
         self.phrase_starts = frozenset(k[0] for k in self.phrase_keys)
+        self.phrases_by_start: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        for k, c in self.phrase_keys.items():
+            self.phrases_by_start.setdefault(k[0], []).append((k, c))
 
 
 @functools.cache
@@ -422,12 +425,12 @@ def clause_concepts(text: str) -> tuple[Clause, ...]:
 
 
 def _phrases(t: _Tables, keys: list[str], found: set[str]) -> None:
-    for phrase, concept in t.phrase_keys.items():
-        n = len(phrase)
-        for i, k in enumerate(keys):
-            if k == phrase[0] and tuple(keys[i : i + n]) == phrase:
+    # only where a phrase can start: a clause's words, not every phrase of the lexicon
+    by_start = t.phrases_by_start
+    for i, k in enumerate(keys):
+        for phrase, concept in by_start.get(k, ()):
+            if tuple(keys[i : i + len(phrase)]) == phrase:
                 found.add(concept)
-                break
 
 
 def _unspaced(t: _Tables, clause: str, found: set[str]) -> int:
