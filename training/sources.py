@@ -120,7 +120,9 @@ def _gptfuzz(root: Path) -> Iterator[Row]:
 
 
 _DE_WORDS = frozenset(
-    ["und", "der", "die", "das", "ist", "nicht", "ich", "du", "sie", "wir", "mit", "für", "auf", "ein", "eine", "einen", "zu", "wie", "was", "bitte", "mir", "mich", "dich", "dein", "deine", "alle", "alles", "vergiss", "jetzt", "sind", "wird", "werden", "über"])
+    ["und", "der", "die", "das", "ist", "nicht", "ich", "du", "sie", "wir", "mit", "für",
+     "auf", "ein", "eine", "einen", "zu", "wie", "was", "bitte", "mir", "mich", "dich",
+     "dein", "deine", "alle", "alles", "vergiss", "jetzt", "sind", "wird", "werden", "über"])
 
 
 def _lang_en_de(text: str) -> str:
@@ -214,7 +216,8 @@ def _t0_prompts(root: Path) -> Iterator[Row]:
 def _gpteacher_roleplay(root: Path) -> Iterator[Row]:
     """Role-play instructions ("You are a pirate captain...", "Imagine you are an alien
     who...") with their inputs: the benign look-alike of a persona jailbreak."""
-    for r in _json(root / "Roleplay/roleplay-simple-deduped-roleplay-instruct.json"):  # type: ignore[attr-defined]
+    path = root / "Roleplay/roleplay-simple-deduped-roleplay-instruct.json"
+    for r in _json(path):  # type: ignore[attr-defined]
         text = f"{r['instruction']}\n{r['input']}".strip()
         if text:
             yield Row(text, False, "gpteacher-roleplay")

@@ -191,8 +191,8 @@ class Matrix:
         scale = float(np.abs(coef[top]).max()) / 127.0
         q = {self.names[i]: round(float(coef[i]) / scale) for i in top}
         q = {f: v for f, v in q.items() if v}
-        return InjectionModel(FEATURES_VERSION, float(lr.intercept_[0]), scale, dict(sorted(q.items())),
-                              threshold)
+        return InjectionModel(FEATURES_VERSION, float(lr.intercept_[0]), scale,
+                              dict(sorted(q.items())), threshold)
 
 
 def _rates(scores: list[float], attack: bool) -> list[float]:
