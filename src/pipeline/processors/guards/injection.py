@@ -455,6 +455,13 @@ def _override(c: frozenset[str], clause: Clause) -> bool:
             and clause.words <= _SHORT))
 
 
+def _ignore_instructions(c: frozenset[str], clause: Clause) -> bool:
+    # "ignore the instructions" in a short clause, as the English rule reads it; not
+    # "do not ignore the instructions", nor one's own ("ignore my instructions about...")
+    return ({"ignore", "instructions"} <= c and not c & {"negation", "mine"}
+            and not clause.code and clause.words <= _SHORT)
+
+
 def _reveal_yours(c: frozenset[str], clause: Clause) -> bool:
     return ({"reveal", "yours", "instructions"} <= c and not c & {"negation", "mine"}
             and not clause.code and clause.words <= _SHORT)
@@ -473,6 +480,7 @@ def _secret_request(c: frozenset[str], clause: Clause) -> bool:
 
 LEXICON_RULES: tuple[tuple[str, str, float, Callable[[frozenset[str], Clause], bool]], ...] = (
     ("injection", "override-any-language", 0.9, _override),
+    ("injection", "ignore-instructions-any-language", 0.8, _ignore_instructions),
     ("system-override", "reveal-your-instructions", 0.8, _reveal_yours),
     ("injection", "ignore-all-and-say", 0.8, _ignore_all_and_say),
     ("system-override", "secret-request", 0.75, _secret_request),
@@ -481,7 +489,8 @@ LEXICON_RULES: tuple[tuple[str, str, float, Callable[[frozenset[str], Clause], b
 language the words are:
 - an override: a word for ignoring, one for what came before or all of it, one for
   instructions, rules or tasks; or "your" in place of what came before in a short clause
-  ("forget your instructions");
+  ("forget your instructions"); or a word for ignoring and one for instructions alone
+  in a short clause, none for negation nor for one's own ("ignore the instructions");
 - a request for the assistant's instructions: a word for telling, "your" and
   instructions in a short clause ("repeat your instructions"), not "do not reveal your
   instructions" nor "write your own prompt";
