@@ -447,6 +447,12 @@ instructions", "repeat your instructions to me" ("your task is to..." of a long
 role-play prompt is longer)."""
 
 
+_SHORT_ORDER = 8
+"""Words of a clause that gives an order about the instructions as an attack does:
+"ignore the instructions", "do not follow your rules" (a sentence about instructions,
+"add bypass instructions for emergency commits", is longer)."""
+
+
 def _override(c: frozenset[str], clause: Clause) -> bool:
     # ignore + before (or all) + instructions or tasks; or "ignore your instructions"
     return "ignore" in c and (
@@ -459,7 +465,13 @@ def _ignore_instructions(c: frozenset[str], clause: Clause) -> bool:
     # "ignore the instructions" in a short clause, as the English rule reads it; not
     # "do not ignore the instructions", nor one's own ("ignore my instructions about...")
     return ({"ignore", "instructions"} <= c and not c & {"negation", "mine"}
-            and not clause.code and clause.words <= _SHORT)
+            and not clause.code and clause.words <= _SHORT_ORDER)
+
+
+def _do_not_follow(c: frozenset[str], clause: Clause) -> bool:
+    # "do not follow your instructions", as the English rule reads it
+    return ({"negation", "follow", "instructions"} <= c and "mine" not in c
+            and not clause.code and clause.words <= _SHORT_ORDER)
 
 
 def _reveal_yours(c: frozenset[str], clause: Clause) -> bool:
@@ -481,6 +493,7 @@ def _secret_request(c: frozenset[str], clause: Clause) -> bool:
 LEXICON_RULES: tuple[tuple[str, str, float, Callable[[frozenset[str], Clause], bool]], ...] = (
     ("injection", "override-any-language", 0.9, _override),
     ("injection", "ignore-instructions-any-language", 0.8, _ignore_instructions),
+    ("injection", "do-not-follow-any-language", 0.8, _do_not_follow),
     ("system-override", "reveal-your-instructions", 0.8, _reveal_yours),
     ("injection", "ignore-all-and-say", 0.8, _ignore_all_and_say),
     ("system-override", "secret-request", 0.75, _secret_request),
@@ -491,6 +504,7 @@ language the words are:
   instructions, rules or tasks; or "your" in place of what came before in a short clause
   ("forget your instructions"); or a word for ignoring and one for instructions alone
   in a short clause, none for negation nor for one's own ("ignore the instructions");
+  or a word for not following instructions ("do not follow your instructions");
 - a request for the assistant's instructions: a word for telling, "your" and
   instructions in a short clause ("repeat your instructions"), not "do not reveal your
   instructions" nor "write your own prompt";
@@ -505,6 +519,21 @@ A clause that reads as code takes part in none but the first."""
 _TAG = re.compile(r"<\s*([^<>/=\"']{2,40}?)\s*>")
 
 
+def _claimed_authority(clauses: tuple[Clause, ...]) -> InjectionFinding | None:
+    """"I am your developer" in any language the lexicon knows (the speaker, an
+    authority, "your"), with a request for a secret or for instructions in that clause
+    or the two after it: the English rule's claimed authority."""
+    for i, clause in enumerate(clauses):
+        if {"speaker", "authority", "yours"} <= clause.concepts and "negation" not in \
+                clause.concepts:
+            for then in clauses[i : i + 3]:
+                c = then.concepts
+                if ("secret" in c or {"reveal", "instructions"} <= c) and "mine" not in c:
+                    return InjectionFinding("system-override", "claimed-authority-any-language",
+                                            0.85, "")
+    return None
+
+
 def _lexicon_findings(text: str) -> list[InjectionFinding]:
     """`LEXICON_RULES` on normalized `text`: each rule once, the first clause it
     matches; and a mode tag in any language ("<СИСТЕМНЫЙ РЕЖИМ>": a word for a mode
@@ -516,8 +545,12 @@ def _lexicon_findings(text: str) -> list[InjectionFinding]:
                 out.append(InjectionFinding("system-override", "mode-tag-any-language", 0.85,
                                             m.group()[:80]))
                 break
+    clauses = clause_concepts(text)
+    claim = _claimed_authority(clauses)
+    if claim is not None:
+        out.append(claim)
     left = list(LEXICON_RULES)
-    for clause in clause_concepts(text):
+    for clause in clauses:
         for rule in tuple(left):
             category, name, score, test = rule
             if test(clause.concepts, clause):

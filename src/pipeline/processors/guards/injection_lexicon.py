@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from pipeline.processors.guards.text_view import LOOKALIKES, view
 
-__all__ = ["LEXICON", "Clause", "clause_concepts", "concepts"]
+__all__ = ["LEXICON", "RULE_ONLY", "Clause", "clause_concepts", "concepts"]
 
 LEXICON: Mapping[str, tuple[str, ...]] = {
     # to set aside what was said before
@@ -141,7 +141,7 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "task", "tasks", "aufgabe*", "tâches", "tareas", "compiti", "tarefas", "taken",
         "zadania", "задачи", "задания", "görev*",
         "कार्य*", "المهام", "مهام", "المهمة", "ภารกิจ", "tugas", "tugasmu", "задач*",
-        "задани*", "gawain", "nhiệm vụ", "任务", "任務", "タスク", "任務", "작업", "과제",
+        "задани*", "gawain", "nhiệm vụ", "任务", "任務", "タスク", "과제",
         "임무", "tâche", "tarea", "compito", "tarefa", "opdracht*",
     ),
     # what a secret request asks for: a password or a key
@@ -281,9 +281,51 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "نسيت", "şifrem", "parolam", "parolamı", "lupa", "мои",
         "мою", "моих", "сменить", "изменить", "восстановить", "новый", "自分の", "俺の",
     ),
+    # to follow what one is told ("do not follow your instructions")
+    "follow": (
+        "follow", "obey", "comply", "adhere", "befolge*", "folge", "folgen", "gehorche*",
+        "suis", "suivez", "suivre", "obéis", "obéissez", "respecte", "respectez", "sigue",
+        "sigas", "siga", "sigan", "seguir", "obedece", "obedezcas", "segui", "seguire",
+        "seguite", "obbedisci", "rispetta", "volg", "volgen", "gehoorzaam", "przestrzegaj",
+        "słuchaj", "следуй", "следуйте", "следовать", "соблюдай", "соблюдайте",
+        "подчиняйся", "слушайся", "дотримуйся", "uy", "uyun", "ikuti", "patuhi", "mematuhi",
+        "ikutilah", "sundin", "sumunod", "tuân theo", "làm theo", "tuân thủ", "اتبع", "اتبعي",
+        "التزم", "أطع", "پیروی", "اطاعت", "पालन", "मानो", "मानें", "অনুসরণ", "মেনে", "遵守",
+        "遵循", "服从", "听从", "従う", "従って", "守って", "따르", "지키", "ปฏิบัติตาม",
+        "ทำตาม", "เชื่อฟัง",
+    ),
+    # who may give orders ("I am your developer")
+    "authority": (
+        "developer", "developers", "creator", "administrator", "admin", "owner", "operator",
+        "programmer", "entwickler", "ersteller", "schöpfer", "betreiber", "programmierer",
+        "développeur", "créateur", "administrateur", "propriétaire", "opérateur",
+        "programmeur", "desarrollador", "creador", "administrador", "dueño", "propietario",
+        "programador", "sviluppatore", "creatore", "amministratore", "proprietario",
+        "programmatore", "desenvolvedor", "criador", "dono", "proprietário", "ontwikkelaar",
+        "beheerder", "eigenaar", "programista", "twórca", "właściciel", "разработчик",
+        "создатель", "администратор", "админ", "владелец", "программист", "розробник",
+        "творець", "адміністратор", "geliştirici", "geliştiricin", "geliştiriciniz",
+        "yaratıcı", "yaratıcın", "yönetici", "yöneticin", "programcı", "pengembang",
+        "pembuat", "pencipta", "pemilik", "tagalikha", "nhà phát triển", "quản trị viên",
+        "lập trình viên", "المطور", "مطورك", "المبرمج", "المسؤول", "المشرف", "المالك",
+        "منشئ", "المنشئ", "سازنده", "مدیر", "डेवलपर", "निर्माता", "व्यवस्थापक", "एडमिन",
+        "प्रशासक", "प्रोग्रामर", "ডেভেলপার", "নির্মাতা", "প্রশাসক", "অ্যাডমিন", "প্রোগ্রামার",
+        "开发者", "开发人员", "创造者", "创建者", "管理员", "程序员", "開發者", "管理員",
+        "開発者", "作成者", "管理者", "製作者", "プログラマー", "개발자", "제작자", "관리자",
+        "프로그래머", "นักพัฒนา", "ผู้สร้าง", "ผู้ดูแลระบบ", "โปรแกรมเมอร์",
+    ),
+    # the speaker says who they are ("I am ...")
+    "speaker": (
+        "i am", "i'm", "ich bin", "je suis", "soy", "sono", "sou", "ik ben", "jestem", "я",
+        "ben", "saya", "aku", "ako", "tôi là", "أنا", "انا", "मैं", "আমি", "我是", "私は",
+        "僕は", "저는", "나는", "제가", "내가", "ผมคือ", "ฉันคือ", "ผมเป็น", "ฉันเป็น",
+    ),
 }
 """Concept -> entries (see the module docstring). A word of two concepts is read as the
 first."""
+
+RULE_ONLY = frozenset({"follow", "authority", "speaker"})
+"""Concepts only the rules read: the classifier's weights were fit without them."""
 
 _UNSPACED = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 """Thai, kana, CJK ideographs, and Hangul (written with spaces, but a word carries its

@@ -45,7 +45,7 @@ from urllib.parse import unquote
 
 import msgspec
 
-from pipeline.processors.guards.injection_lexicon import clause_concepts
+from pipeline.processors.guards.injection_lexicon import RULE_ONLY, clause_concepts
 from pipeline.processors.guards.text_view import view
 
 __all__ = [
@@ -247,7 +247,7 @@ def features(t: str) -> set[str]:
 def _concept_features(t: str) -> set[str]:
     out: set[str] = set()
     for clause in clause_concepts(t):
-        ranked = sorted(clause.concepts)
+        ranked = sorted(clause.concepts - RULE_ONLY)
         out.update("\x03" + c for c in ranked)
         out.update(f"\x04{a} {b}" for i, a in enumerate(ranked) for b in ranked[i + 1:])
     return out
