@@ -9,6 +9,7 @@ model stream closed, and no task of the run still running once it returned.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Generator
 from functools import partial
 
@@ -21,6 +22,7 @@ from effects import Continue
 from interpreters.aio import AsyncInterpreter
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.trace import Trace
+from interpreters.providers.provider import ProviderError
 from interpreters.testing import AsyncSimulator, Fail, Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.loop import agent_loop
@@ -36,7 +38,7 @@ from pipeline.values.chunks import (
 )
 from pipeline.values.context import RunContext
 from pipeline.values.messages import MessageList, user
-from pipeline.values.model import ModelRequest
+from pipeline.values.model import ApiError, ModelRequest
 from pipeline.values.result import Cancelled, RunResult
 from tests.helpers import SAYS_HI, AsyncTrackedModel, unpaired_tool_calls
 
@@ -496,3 +498,37 @@ async def test_a_cancel_while_the_model_stream_closes_does_not_cut_its_cleanup_s
             assert model.log == []  # still closing: the cancel waits for it
             model.release.set()
     assert model.log == ["cleaned up"]
+
+
+class _LateDeadline:
+    """A model that holds the event loop past the run's timeout (no checkpoint, as a
+    starved process does), then fails with its own deadline: the run's came first."""
+
+    def __init__(self, *, opened: bool) -> None:
+        self.opened = opened
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if self.opened:
+            yield TextStart("t")
+            yield TextDelta("t", "Hel")
+        time.sleep(0.15)  # the run's timeout (0.05 s) passes with no checkpoint
+        raise ProviderError(
+            ApiError(status=200, message="the model call did not end within its deadline",
+                     error_type="deadline_exceeded")
+        )
+
+
+@pytest.mark.parametrize("opened", [False, True], ids=["before-its-first-event", "mid-stream"])
+async def test_a_model_failure_after_the_runs_timeout_ends_the_run_as_timed_out(
+    opened: bool,
+) -> None:
+    # What comes after the run's own deadline is not the run's outcome: the run timed out
+    # (status "cancelled"), as under the sync interpreter, not "failed" by the model call.
+    with anyio.fail_after(10):
+        result = await AsyncInterpreter(_LateDeadline(opened=opened)).run(
+            Agent.create("m"), "hi", timeout=0.05
+        )
+    assert result.status == "cancelled", (result.status, result.error)
+    assert isinstance(result.error, Cancelled)
+    assert "timed out after 0.05 s" in result.error.reason
+    assert unpaired_tool_calls(result.messages.messages) == []

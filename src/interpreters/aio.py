@@ -497,12 +497,15 @@ class AsyncRunStream(RunOutcome[Output]):
                 ) as scope:
                     if signal is not None:
                         signal.watch(scope)
+                    stopped_first = False
                     try:
                         await self._advance()
+                    except _StoppedFirst:
+                        stopped_first = True
                     finally:
                         if signal is not None:
                             signal.unwatch(scope)
-                if not scope.cancelled_caught:
+                if not (scope.cancelled_caught or stopped_first):
                     return
                 reason = stop.reason() or CANCELLED_BY_CALLER
             await self._cancel(reason)
@@ -604,6 +607,7 @@ class AsyncRunStream(RunOutcome[Output]):
                         if _to_open(model):
                             model = await _open(model)
                 except Exception as e:
+                    self._stopped_first()
                     cmd = d.send(ModelFailed(provider_error(e)))
                     continue
                 if model is None:
@@ -696,7 +700,16 @@ class AsyncRunStream(RunOutcome[Output]):
         await self._close_model()
         if isinstance(e, StopAsyncIteration):
             return ModelEnded()
+        self._stopped_first()
         return stream_failed(e, started=started)
+
+    def _stopped_first(self) -> None:
+        """Before a model call's failure is the run's: if the run's timeout or signal was
+        due first (the failure reached us before the scope's cancellation did, in a
+        process held past it), the run is cancelled instead, as under the sync one."""
+        stop = self._stop
+        if stop is not None and stop.reason() is not None:
+            raise _StoppedFirst
 
     async def _close_model(self) -> None:
         """Close the open model stream, shielded from cancellation (for CLOSE_GRACE)."""
@@ -784,6 +797,10 @@ Sink = Callable[[Chunk], Awaitable[None]]
 
 CHILD_CHUNKS = 16
 """How many chunks of child runs wait for the consumer at most before they wait too."""
+
+
+class _StoppedFirst(Exception):
+    """A model call failed after the run's own stop was due (`_stream_ended`)."""
 
 
 class _ToolsAside:
