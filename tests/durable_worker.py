@@ -12,6 +12,8 @@ its first event (or after three events), having touched DIR/hang: the test kills
 (or stops it, and lets it go on by touching DIR/release). TAKEOVER=SECONDS makes a
 serving worker take the runs of workers silent that long. APPROVAL=1 gives the agent a
 tool gate that asks approval for every weather call (tool.log names its city).
+STREAM=with_steps makes the runs this worker starts write their chunks with the steps'
+records (`DurableRuns(stream=)`).
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def make_runs(
         {"weather": make_agent(folder, variant)}, FileModel(folder), database_url=db_url,
         observers=(), clock=lambda: 1_000.0, executor_id=executor_id,
         worker_concurrency=worker_concurrency, takeover=takeover, migrations=migrations,
-        approval_timeout=timeout,
+        approval_timeout=timeout, stream=os.environ.get("STREAM") or "live",
     )
 
 

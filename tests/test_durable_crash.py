@@ -39,8 +39,9 @@ def database(request: pytest.FixtureRequest) -> Callable[[Path], str]:
     return databases(request.param)
 
 
+@pytest.mark.parametrize("stream", ["live", "with_steps"])
 def test_a_killed_run_resumes_and_no_completed_call_runs_again(
-    tmp_path: Path, database: Callable[[Path], str]
+    tmp_path: Path, database: Callable[[Path], str], stream: str
 ) -> None:
     clean, crashed = tmp_path / "clean", tmp_path / "crashed"
     clean.mkdir()
@@ -53,7 +54,8 @@ def test_a_killed_run_resumes_and_no_completed_call_runs_again(
 
     db = database(crashed)
     # 1. killed after the tool ran: the model call that follows blocks before its answer
-    w = spawn(crashed, db, "run", RUN, HANG="before-answer")
+    # (the run keeps the stream mode it started with; the later workers are on "live")
+    w = spawn(crashed, db, "run", RUN, HANG="before-answer", STREAM=stream)
     wait_for(crashed / "hang", w)
     kill(w)
     assert len(lines(crashed / "tool.log")) == 1
@@ -67,7 +69,7 @@ def test_a_killed_run_resumes_and_no_completed_call_runs_again(
     finish(w)
 
     assert result_of(crashed, RUN) == expected
-    assert chunks_of(crashed, RUN) == chunks_of(clean, RUN)
+    assert chunks_of(crashed, RUN) == chunks_of(clean, RUN)  # each chunk once, in order
     assert len(lines(crashed / "tool.log")) == 1, "the tool ran again"
     calls = model_log(crashed)
     assert calls[f"start {FIRST}"] == 1, "the completed first model call ran again"

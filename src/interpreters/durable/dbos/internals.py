@@ -11,7 +11,11 @@ What is here has no public counterpart in DBOS 3.x:
   dead executor, which it only runs for its own executor at launch);
 - the running workflow's step counter, put back before a retried checkpoint write so the
   retry writes the same step, and its ownership token, checked before a step's body runs
-  (DBOS checks it only when a step's outcome is written).
+  (DBOS checks it only when a step's outcome is written);
+- values appended to a workflow's stream in the transaction that records its next
+  operation (`Folds`): one commit for a step and the chunks published before it, or for
+  a run's last chunks and the stream's end. DBOS has no public call that writes two
+  things in one transaction.
 
 Pinned to dbos>=3.4,<4 (pyproject.toml); written against 3.4.0.
 `tests/test_durable_internals.py` fails loudly when any of these change shape.
@@ -19,13 +23,22 @@ Pinned to dbos>=3.4,<4 (pyproject.toml); written against 3.4.0.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
 from dbos._context import get_local_dbos_context
 from dbos._dbos import _get_dbos_instance
-from dbos._sys_db import SystemDatabase
+from dbos._serialization import WorkflowSerializationFormat, serialize_value
+from dbos._sys_db import (
+    SystemDatabase,
+    _dbos_stream_closed_sentinel,
+    _dbos_streams_channel,
+)
 
-__all__ = ["SystemStore", "StepPosition", "execution_token", "running_workflow"]
+__all__ = ["Folds", "SystemStore", "StepPosition", "execution_token", "running_workflow"]
 
 
 class SystemStore:
@@ -103,3 +116,73 @@ def execution_token() -> str | None:
     if ctx is None or not ctx.workflow_id:
         return None
     return ctx.owner_xid
+
+
+class Folds:
+    """Stream values written with the record of a workflow's next operation.
+
+    `fold(key, values, close)` (in the workflow's thread) makes the next operation this
+    thread records for its workflow (a step's outcome or error, a stream write) also
+    append `values` to stream `key`, then DBOS's end-of-stream marker if `close`, in the
+    same transaction, after DBOS's own stream row if the operation is a stream write:
+    the values land exactly when that record lands (a replayed operation, recorded
+    before, writes nothing again). `clear()` drops what was not written."""
+
+    _installed: ClassVar[dict[int, Folds]] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, sys_db: SystemDatabase) -> None:
+        self._sys_db = sys_db
+        self._local = threading.local()
+        record: Callable[..., None] = sys_db._record_operation_result_txn
+        folds = self
+
+        def record_with_folds(result: Any, completed_at_epoch_ms: int, conn: Any,
+                              **kw: Any) -> None:
+            folds._write(result["workflow_uuid"], conn)
+            record(result, completed_at_epoch_ms, conn, **kw)
+
+        sys_db._record_operation_result_txn = record_with_folds  # type: ignore[method-assign]
+
+    @classmethod
+    def of(cls, dbos: type[DBOS]) -> Folds:
+        """The folds of this process's launched DBOS (installed once per instance)."""
+        sys_db = _get_dbos_instance()._sys_db
+        with cls._lock:
+            found = cls._installed.get(id(sys_db))
+            if found is None or found._sys_db is not sys_db:
+                found = cls._installed[id(sys_db)] = Folds(sys_db)
+            return found
+
+    def fold(self, key: str, values: Sequence[bytes], close: bool = False) -> None:
+        ctx = get_local_dbos_context()
+        assert ctx is not None and ctx.workflow_id, "fold() outside a workflow"
+        self._local.pending = (ctx.workflow_id, key, tuple(values), close)
+
+    def clear(self) -> None:
+        """After the operation's DBOS call: tell the stream's readers if it wrote."""
+        pending = getattr(self._local, "pending", None)
+        written = getattr(self._local, "written", False)
+        self._local.pending, self._local.written = None, False
+        if pending is not None and written:
+            self._sys_db._signal_notification(_dbos_streams_channel,
+                                              f"{pending[0]}::{pending[1]}")
+
+    def _write(self, workflow_id: str, conn: sa.Connection) -> None:
+        pending = getattr(self._local, "pending", None)
+        if pending is None or pending[0] != workflow_id:
+            return
+        _, key, values, close = pending
+        db = self._sys_db
+        ctx = get_local_dbos_context()
+        function_id = ctx.function_id if ctx is not None else 0
+        rows = [serialize_value(v, WorkflowSerializationFormat.DEFAULT, db.serializer)
+                for v in values]
+        if close:
+            rows.append(serialize_value(_dbos_stream_closed_sentinel,
+                                        WorkflowSerializationFormat.PORTABLE, db.serializer))
+        for value, serialization in rows:
+            conn.execute(db._stream_insert_stmt(workflow_id, function_id, key, value,
+                                                serialization))
+        # (kept pending until clear(): a transaction DBOS retries writes them again)
+        self._local.written = bool(rows)

@@ -37,7 +37,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
-from typing import Unpack
+from typing import TypeVar, Unpack
 
 import msgspec
 import sqlalchemy as sa
@@ -51,7 +51,7 @@ from interpreters.core.options import DurableScope, check_options, keys_of
 from interpreters.durable import fingerprint as fp
 from interpreters.durable.dbos import approval as da
 from interpreters.durable.dbos import listing, refusals
-from interpreters.durable.dbos.internals import SystemStore, execution_token
+from interpreters.durable.dbos.internals import Folds, SystemStore, execution_token
 from interpreters.durable.dbos.store import (
     Checkpoints,
     Keeper,
@@ -112,6 +112,13 @@ MAX_MODEL_EVENTS = 200_000
 
 DurableInput = str | Sequence[Message] | MessageList
 
+STREAM_MODES = frozenset({"live", "with_steps"})
+"""How a run writes the chunks it publishes between two steps (`DurableRuns(stream=)`).
+"live" (the default): as the next step starts, before its work, in a write of their
+own, so a consumer has them while that step (a tool, a model call) runs.
+"with_steps": in the transaction that records the next step's outcome, one checkpoint
+write per step instead of two, so a consumer has them only once that step ended."""
+
 
 class DurableRunError(RuntimeError):
     """A durable run could not be started or read (unknown agent, no such run...)."""
@@ -158,6 +165,8 @@ MAX_RECOVERY_ATTEMPTS = 100
 
 _log = logging.getLogger("interpreters.durable")
 
+T = TypeVar("T")
+
 DEFAULT_WORKER_CONCURRENCY = 32
 """Runs one worker takes from its queue at once unless told otherwise. Unbounded, the
 first worker up dequeued every queued run, each on a thread of its own, exhausting
@@ -188,14 +197,18 @@ class RunStart(msgspec.Struct, frozen=True):
     process that started the run runs it (`start`, `run`): stored with the inputs, it
     costs no step of its own. None (a queued run, or one stored by an older version):
     the run records it as its first step, `agent`, on the worker that takes it."""
+    stream: str | None = None
+    """How the run writes its chunks (`STREAM_MODES`), fixed for its life so a resume
+    replays the same records: None (a queued run, or one stored by an older version) is
+    "live"."""
 
 
-_NOT_COMPARED = frozenset({"started_at", "definition"})
+_NOT_COMPARED = frozenset({"started_at", "definition", "stream"})
 """`RunStart` fields a start of an existing run id may differ in (`_check_same`)."""
 
 
 def _start_payload(messages: DurableInput, now: float, options: DurableScope,
-                   definition: str | None = None) -> bytes:
+                   definition: str | None = None, stream: str | None = None) -> bytes:
     """A run's stored inputs; TypeError for an unknown option or deps that cannot be
     stored, ValueError for a bad timeout (as on every interpreter)."""
     check_options(options, DURABLE_OPTIONS)
@@ -209,7 +222,8 @@ def _start_payload(messages: DurableInput, now: float, options: DurableScope,
         ) from e
     return _enc.encode(
         RunStart(_stored(messages), now, options.get("thread_id"), options.get("resource_id"),
-               options.get("values"), options.get("timeout"), stored_deps, definition)
+               options.get("values"), options.get("timeout"), stored_deps, definition,
+               stream)
     )
 
 
@@ -396,6 +410,7 @@ class DurableRuns(_QueuedRuns):
     """
 
     _dbos = DBOS  # (this process's DBOS, once launched)
+    _folds: Folds  # (once launched)
 
     def __init__(
         self,
@@ -420,8 +435,12 @@ class DurableRuns(_QueuedRuns):
         deps: Callable[[str], object] | None = None,
         approval_timeout: float = da.DEFAULT_APPROVAL_TIMEOUT,
         breaker: CircuitBreaker | None = None,
+        stream: str = "live",
     ) -> None:
         self._approval_timeout = da.check_timeout(approval_timeout)
+        if stream not in STREAM_MODES:
+            raise ValueError(f"stream must be one of {sorted(STREAM_MODES)}, not {stream!r}")
+        self._stream = stream
         if type(worker_concurrency) is not int or worker_concurrency < 1:
             raise ValueError(
                 f"worker_concurrency must be a positive int, not {worker_concurrency!r}")
@@ -489,6 +508,7 @@ class DurableRuns(_QueuedRuns):
         )
         self._launched = True
         self._store = SystemStore.of(DBOS)
+        self._folds = Folds.of(DBOS)
         refusals.create(self._store.engine)
         self._keeper = Keeper(
             SystemStore.of(DBOS), DBOS.executor_id, self.queue, self._takeover,
@@ -618,7 +638,8 @@ class DurableRuns(_QueuedRuns):
         if options.get("deps") is not None:
             check_deps(self.agents[agent].tools, options.get("deps"))
         definition = self._encoded[agent].decode() if here else None
-        return _start_payload(messages, self._clock(), options, definition)
+        stream = (None if self._stream == "live" else self._stream) if here else None
+        return _start_payload(messages, self._clock(), options, definition, stream)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the pending runs of workers that are gone for good (`executor_ids`) to
@@ -677,7 +698,8 @@ class DurableRuns(_QueuedRuns):
         run_id = DBOS.workflow_id
         assert run_id is not None
         self._check_definition(run_id, agent_name, start.definition)
-        steps = _DbosSteps(self, start.started_at, start.timeout, run_id, agent_name)
+        steps = _DbosSteps(self, start.started_at, start.timeout, run_id, agent_name,
+                           with_steps=start.stream == "with_steps")
         if start.deps is not None:
             deps: object = msgspec.json.decode(start.deps, type=deps_type(agent))
         else:
@@ -694,8 +716,7 @@ class DurableRuns(_QueuedRuns):
             )
 
         result = drive_resumed(begin, steps, observers=self._observers, price=self._price)
-        steps.flush()
-        self._checkpoints.call("stream", lambda: DBOS.close_stream(CHUNKS))
+        steps.flush(close=True)
         return compact(result, steps.big)
 
     def _check_definition(self, run_id: str, agent_name: str, given: str | None) -> None:
@@ -949,9 +970,11 @@ class _DbosSteps(RecordedClock):
     """`durable_loop.Steps` on DBOS: each side effect a checkpointed step."""
 
     def __init__(self, runs: DurableRuns, started_at: float, timeout: float | None,
-                 run_id: str, agent_name: str) -> None:
+                 run_id: str, agent_name: str, *, with_steps: bool = False) -> None:
         super().__init__(started_at, timeout)
         self._runs = runs
+        self._with_steps = with_steps
+        """The chunks published before a step go in its record's transaction."""
         self._run_id = run_id
         self._agent_name = agent_name
         self._pending: list[Chunk] = []
@@ -967,15 +990,44 @@ class _DbosSteps(RecordedClock):
     def publish(self, chunks: tuple[Chunk, ...]) -> None:
         self._pending.extend(chunks)
 
-    def flush(self) -> bool:
-        """Write the buffered chunks to the run's stream (a checkpointed write); whether
-        that write was a new one, so checked this execution's ownership of the run."""
+    def flush(self, close: bool = False) -> bool:
+        """Write the buffered chunks to the run's stream (a checkpointed write), and its
+        end after them in the same transaction when `close`; whether that write was a
+        new one, so checked this execution's ownership of the run."""
+        ck = self._runs._checkpoints
         if not self._pending:
+            if close:
+                ck.call("stream", lambda: DBOS.close_stream(CHUNKS))
             return False
         data = compact_chunks(tuple(self._pending), self.big)
-        self._runs._checkpoints.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
         self._pending = []
+        folds = self._runs._folds
+        folds.fold(CHUNKS, (), close=close)
+        try:
+            ck.call("stream", lambda: DBOS.write_stream(CHUNKS, data))
+        finally:
+            folds.clear()
         return self._live
+
+    def _record(self, name: str, call: Callable[[], T]) -> T:
+        """`call` (a DBOS step), retried on store faults; with `with_steps`, the chunks
+        published since the last step are written in the transaction of its record."""
+        ck = self._runs._checkpoints
+        if not (self._with_steps and self._pending):
+            return ck.call(name, call)
+        data = compact_chunks(tuple(self._pending), self.big)
+        self._pending = []  # (written with the record, or the run stops here)
+        folds = self._runs._folds
+        folds.fold(CHUNKS, (data,))
+        try:
+            return ck.call(name, call)
+        finally:
+            folds.clear()
+
+    def _before(self) -> bool:
+        """Before a step: the buffered chunks written unless they go with its record;
+        whether that write checked this execution's ownership of the run."""
+        return False if self._with_steps else self.flush()
 
     def _owned(self, name: str, checked: bool) -> None:
         """Before a step's work: `RunTakenOver` unless this execution owns the run
@@ -985,7 +1037,7 @@ class _DbosSteps(RecordedClock):
         self._live = True
 
     def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
-        checked = self.flush()
+        checked = self._before()
         clock = self._runs._clock
 
         def run() -> tuple[float, bytes]:
@@ -994,9 +1046,7 @@ class _DbosSteps(RecordedClock):
             return clock(), out
 
         body = Once(run)  # a retried write stores this outcome: the body runs once
-        at, data = self._runs._checkpoints.call(
-            name, lambda: DBOS.run_step({"name": name}, body)
-        )
+        at, data = self._record(name, lambda: DBOS.run_step({"name": name}, body))
         self._now = at
         return data
 
@@ -1044,16 +1094,14 @@ class _DbosSteps(RecordedClock):
                 raise StepFailed(got.failure)
             return got.answer
         # Other requests' answers are stored by DBOS's own serializer.
-        checked = self.flush()
+        checked = self._before()
         name = f"perform:{type(request).__name__}"
         def performed() -> tuple[object, float]:
             self._owned(name, checked)
             return runs._perform(request), runs._clock()
 
         body = Once(performed)
-        value, at = runs._checkpoints.call(
-            name, lambda: DBOS.run_step({"name": name}, body)
-        )
+        value, at = self._record(name, lambda: DBOS.run_step({"name": name}, body))
         self._now = at
         return value
 
