@@ -45,6 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import sqlalchemy as sa
@@ -148,8 +149,9 @@ def durable(
     agent = make_agent(steps)
     times: list[float] = []
     counted: list[tuple[int, int]] = []
+    mode: dict[str, Any] = {} if stream == "live" else {"stream": stream}  # (older: live)
     with DurableRuns({"bench": agent}, make_model(steps), database_url=url, observers=(),
-                     stream=stream) as d:
+                     **mode) as d:
         d.run("bench", "warm up", run_id=f"warm-{time.time_ns()}", wait=120)
         counts = Counts(d._system().engine)
         try:
@@ -315,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--pg-url", default=os.environ.get("PIPELINE_TEST_PG_URL"))
+    p.add_argument("--modes", default="live,with_steps",
+                   help="the stream modes to measure, comma-separated")
     a = p.parse_args(argv)
     steps, runs = (2, 3) if a.quick else (max(2, a.steps), a.runs)
     clock = timer(a.timer)
@@ -332,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, make_url in stores:
         with tempfile.TemporaryDirectory() as tmp:
             libs = []
-            for mode in ("live", "with_steps"):
+            for mode in a.modes.split(","):
                 big = durable(steps, runs, make_url(str(Path(tmp) / f"n{mode}.sqlite")), clock,
                               mode)
                 small = durable(1, runs, make_url(str(Path(tmp) / f"1{mode}.sqlite")), clock,
