@@ -145,7 +145,8 @@ def make_runs(
         {"weather": make_agent(folder, variant)}, FileModel(folder), database_url=db_url,
         observers=(), clock=lambda: 1_000.0, executor_id=executor_id,
         worker_concurrency=worker_concurrency, takeover=takeover, migrations=migrations,
-        approval_timeout=timeout, stream=os.environ.get("STREAM") or "live",
+        approval_timeout=timeout,
+        stream="with_steps" if os.environ.get("STREAM") == "with_steps" else "live",
     )
 
 

@@ -37,7 +37,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
-from typing import TypeVar, Unpack
+from typing import Literal, TypeVar, Unpack
 
 import msgspec
 import sqlalchemy as sa
@@ -112,7 +112,8 @@ MAX_MODEL_EVENTS = 200_000
 
 DurableInput = str | Sequence[Message] | MessageList
 
-STREAM_MODES = frozenset({"live", "with_steps"})
+StreamMode = Literal["live", "with_steps"]
+STREAM_MODES: frozenset[str] = frozenset({"live", "with_steps"})
 """How a run writes the chunks it publishes between two steps (`DurableRuns(stream=)`).
 "live" (the default): as the next step starts, before its work, in a write of their
 own, so a consumer has them while that step (a tool, a model call) runs.
@@ -435,7 +436,7 @@ class DurableRuns(_QueuedRuns):
         deps: Callable[[str], object] | None = None,
         approval_timeout: float = da.DEFAULT_APPROVAL_TIMEOUT,
         breaker: CircuitBreaker | None = None,
-        stream: str = "live",
+        stream: StreamMode = "live",
     ) -> None:
         self._approval_timeout = da.check_timeout(approval_timeout)
         if stream not in STREAM_MODES:
