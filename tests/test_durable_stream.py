@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from effects import Abort, Continue
 from interpreters.durable.dbos.internals import SystemStore
 from interpreters.durable.dbos.runs import STREAM_MODES, DurableRuns, StreamMode
 from interpreters.sync import SyncInterpreter
 from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
-from pipeline.processor import Abort, BaseProcessor, Continue, StreamArgs, StreamResult
+from pipeline.processor import BaseProcessor, StreamArgs, StreamResult
 from pipeline.tools import tool
 from pipeline.tools.context import ToolContext
 from pipeline.values.chunks import Chunk, DataChunk, TextDelta, ToolCall
