@@ -44,6 +44,24 @@ def test_the_private_dbos_names_used_are_there_with_the_expected_shapes() -> Non
     assert issubclass(dbos.error.DBOSWorkflowConflictIDError, BaseException)
     assert issubclass(dbos.error.DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded, Exception)
     assert "send_in_transaction" in dir(DBOSClient)
+    # folds: a step's record written with stream rows in its transaction
+    from dbos._serialization import WorkflowSerializationFormat, serialize_value
+    from dbos._sys_db import _dbos_stream_closed_sentinel, _dbos_streams_channel
+
+    assert _params(SystemDatabase._record_operation_result_txn)[:4] == [
+        "self", "result", "completed_at_epoch_ms", "conn"]
+    assert _params(SystemDatabase._stream_insert_stmt) == [
+        "self", "workflow_uuid", "function_id", "key", "serialized_value", "serialization"]
+    assert _params(SystemDatabase._signal_notification) == ["self", "channel", "payload"]
+    assert _params(serialize_value) == ["value", "serialization_type", "serializer"]
+    assert {"DEFAULT", "PORTABLE"} <= set(WorkflowSerializationFormat.__members__)
+    assert isinstance(_dbos_stream_closed_sentinel, str)
+    assert isinstance(_dbos_streams_channel, str)
+    # the step's record and the stream write go through the same transaction function
+    assert "_record_operation_result_txn" in inspect.getsource(
+        SystemDatabase.record_operation_result)
+    assert "_record_operation_result_txn" in inspect.getsource(
+        SystemDatabase.write_stream_from_workflow)
 
 
 def test_the_internals_work_on_a_launched_dbos_and_a_client(tmp_path: Path) -> None:
