@@ -53,7 +53,7 @@ from dbos import DBOS, DBOSConfig, SetWorkflowID
 
 from bench.summary import summary
 from interpreters.aio import AsyncInterpreter
-from interpreters.durable.dbos.internals import SystemStore
+from interpreters.durable.dbos.internals import StepPosition, SystemStore
 from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.tools import tool
@@ -84,8 +84,9 @@ def timer(kind: str) -> Callable[[], float]:
 
 
 class Counts:
-    """Statements sent and commits that wrote on an engine, from every thread but the
-    worker's heartbeat."""
+    """Statements sent and commits that wrote on an engine (a write in autocommit counts
+    as one) by the runs: from the caller's thread and the workflows' (not DBOS's queue
+    poller and notifier, nor the worker's heartbeat, which work on their own clocks)."""
 
     _WRITES = ("INSERT", "UPDATE", "DELETE")
 
@@ -106,12 +107,16 @@ class Counts:
 
     def _statement(self, conn: sa.Connection, cursor: object, statement: str,
                    *args: object) -> None:
-        if threading.current_thread().name == "pipeline-keeper":
+        if threading.current_thread() is not threading.main_thread() and \
+                StepPosition().workflow_id is None:
             return
-        self.statements += 1
         text = statement.lstrip().upper()
+        self.statements += 1
         if text.startswith(self._WRITES) or (text.startswith("WITH") and "UPDATE" in text):
-            conn.info["bench_wrote"] = True
+            if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+                self.writes += 1
+            else:
+                conn.info["bench_wrote"] = True
 
     def _commit(self, conn: sa.Connection) -> None:
         if conn.info.pop("bench_wrote", False):
