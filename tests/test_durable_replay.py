@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from dbos import DBOS
 
 from interpreters.durable.dbos.replay import replay_runs
-from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.durable.dbos.runs import DurableRuns, StreamMode
 from interpreters.durable.fingerprint import definition, digest
 from interpreters.testing import ScriptedModel
 from pipeline.tools import tool
@@ -16,21 +17,22 @@ from tests.helpers import make_agent
 from tests.test_durable import TOOL_RUNS, get_weather, script, weather_agent
 
 
-def recorded(tmp_path: Path) -> str:
+def recorded(tmp_path: Path, stream: StreamMode = "live") -> str:
     """A store with two finished runs of the weather agent."""
     url = f"sqlite:///{tmp_path / 'rec.sqlite'}"
     model = ScriptedModel(lambda req: script()[0 if len(req.messages) == 1 else 1])
     with DurableRuns({"weather": weather_agent()}, model, database_url=url,
-                     observers=()) as r:
+                     observers=(), stream=stream) as r:
         r.run("weather", "weather?", run_id="r1", wait=60)
         r.run("weather", "weather? again", run_id="r2", wait=60)
     return url
 
 
+@pytest.mark.parametrize("stream", ["live", "with_steps"])
 def test_recorded_runs_replay_on_the_agent_they_ran_on_without_running_anything(
-    tmp_path: Path,
+    tmp_path: Path, stream: StreamMode
 ) -> None:
-    url = recorded(tmp_path)
+    url = recorded(tmp_path, stream)
     TOOL_RUNS.clear()
     assert replay_runs(url, {"weather": weather_agent()}) == ()
     assert TOOL_RUNS == []  # nothing ran: outcomes came from the store

@@ -408,6 +408,11 @@ class DurableRuns(_QueuedRuns):
     `approval_timeout` seconds (a week by default; within the run's `timeout`): its
     deadline is stored, and past it a decision is refused (`ApprovalExpired`) and the
     waiting calls are denied, never run, whether or not a worker was up.
+
+    `stream`: how the runs started here write their chunks (`STREAM_MODES`): "live"
+    (the default) before the next step's work, so a consumer has them while it runs;
+    "with_steps" in the transaction of the next step's record, one checkpoint write per
+    step instead of two, a consumer getting them once that step ended.
     """
 
     _dbos = DBOS  # (this process's DBOS, once launched)
