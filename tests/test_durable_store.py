@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from effects import RunTools
-from interpreters.durable.dbos.runs import DurableRuns
+from interpreters.durable.dbos.runs import DurableRuns, StreamMode
 from interpreters.durable.dbos.store import RunTakenOver, StoreRetry, StoreUnavailable, Takeover
 from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.testing import Say, ScriptedModel, call
@@ -227,23 +227,29 @@ class TakenOverBeforeTools(RunObserver):
             engine.dispose()
 
 
-def test_a_worker_that_lost_its_run_does_not_start_its_tool(tmp_path: Path) -> None:
-    # The chunks written before the tool's step carry DBOS's ownership check: the
-    # worker stops there (RunTakenOver), before the tool.
+@pytest.mark.parametrize("stream", ["live", "with_steps"])
+def test_a_worker_that_lost_its_run_does_not_start_its_tool(
+    tmp_path: Path, stream: StreamMode
+) -> None:
+    # Live, the chunks written before the tool's step carry DBOS's ownership check;
+    # with_steps, the step reads it before its body: the worker stops there
+    # (RunTakenOver), before the tool.
     REFUNDS.clear()
     FAULT.clear()
     ANSWER_FAULT.clear()
     url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     with DurableRuns({"refunds": refund_agent()}, refund_model(), database_url=url,
-                     observers=(TakenOverBeforeTools(url),), takeover=None) as runs:
+                     observers=(TakenOverBeforeTools(url),), takeover=None,
+                     stream=stream) as runs:
         with pytest.raises(RunTakenOver):
             runs.run("refunds", "refund A1", run_id="z1", wait=60)
         assert runs.status("z1") == "PENDING"  # the other worker's to finish
     assert REFUNDS == [], "the refund ran on a worker that no longer owned the run"
 
 
+@pytest.mark.parametrize("stream", ["live", "with_steps"])
 def test_a_worker_that_lost_its_run_between_two_steps_runs_no_further_step_body(
-    tmp_path: Path,
+    tmp_path: Path, stream: StreamMode
 ) -> None:
     # Two calls in one step: the second tool's step writes no chunks before it (the
     # results are published after both), so only a check before its body can stop it.
@@ -259,7 +265,7 @@ def test_a_worker_that_lost_its_run_between_two_steps_runs_no_further_step_body(
     model = ScriptedModel([Say(calls=[call("refund", order="A1"), call("refund", order="B2")]),
                            Say("Refunded both.")])
     with DurableRuns({"refunds": refund_agent()}, model, database_url=url, observers=(),
-                     takeover=None) as runs:
+                     takeover=None, stream=stream) as runs:
         engine = sa.create_engine(url)
         with engine.begin() as c:
             c.execute(sa.text(
