@@ -19,6 +19,7 @@ from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
 from pipeline.protocol import LoopCommand
 from pipeline.tools import tool
+from pipeline.values.chunks import ToolCall
 from pipeline.values.model import ModelRequest
 from tests.durable_harness import fill, pg_url, small_filesystem
 from tests.helpers import make_agent
@@ -82,9 +83,9 @@ def disk(tmp_path: Path) -> Iterator[Path]:
         yield d
 
 
-def runs_on(url: str, retry: StoreRetry) -> DurableRuns:
+def runs_on(url: str, retry: StoreRetry, stream: StreamMode = "live") -> DurableRuns:
     return DurableRuns({"refunds": refund_agent()}, refund_model(), database_url=url,
-                       observers=(), store_retry=retry, takeover=None)
+                       observers=(), store_retry=retry, takeover=None, stream=stream)
 
 
 @contextlib.contextmanager
@@ -143,7 +144,10 @@ def test_a_run_stopped_by_the_store_resumes_at_the_next_launch(disk: Path) -> No
     assert REFUNDS == ["A1"], "the refund ran again"
 
 
-def test_an_injected_lock_timeout_on_postgresql_is_retried_and_the_tool_runs_once() -> None:
+@pytest.mark.parametrize("stream", ["live", "with_steps"])
+def test_an_injected_lock_timeout_on_postgresql_is_retried_and_the_tool_runs_once(
+    stream: StreamMode,
+) -> None:
     import sqlalchemy as sa
     from dbos import DBOS
 
@@ -153,7 +157,7 @@ def test_an_injected_lock_timeout_on_postgresql_is_retried_and_the_tool_runs_onc
     FAULT.clear()
     ANSWER_FAULT.clear()
     url = pg_url()  # skips (fails under CI) without a server
-    with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60)) as runs:
+    with runs_on(url, StoreRetry(initial=0.01, max_wait=0.1, deadline=60), stream) as runs:
         store = SystemStore.of(DBOS)
         schema = store.schema
         engine = store.engine
@@ -185,7 +189,10 @@ def test_an_injected_lock_timeout_on_postgresql_is_retried_and_the_tool_runs_onc
         with watch(healed):
             result = runs.run("refunds", "refund A1", run_id="p1", wait=60)
         assert runs.status("p1") == "SUCCESS"
+        chunks = list(runs.chunks("p1", timeout=60))
     assert healed.seen >= 1, "no write failed: the test tests nothing"
+    # (with_steps, the call's chunk is written with the failed record: once, on the retry)
+    assert [c.tool_name for c in chunks if isinstance(c, ToolCall)] == ["refund"]
     assert result.status == "finished" and result.text == "Refunded A1."
     assert REFUNDS == ["A1"], "the refund ran again"
 
