@@ -3,7 +3,7 @@ to the plain async interpreter, on the same agent and scripted model (no network
 
 ::
 
-    python -m bench.durable                   # 30 runs of 8 tool steps, SQLite
+    python -m bench.durable                   # 3 rounds of 10 runs of 8 tool steps, SQLite
     python -m bench.durable --pg-url URL      # and PostgreSQL (or PIPELINE_TEST_PG_URL)
     python -m bench.durable --quick           # smoke test with tiny sizes (not for reporting)
     python -m bench.durable --timer cpu       # process CPU time instead of wall time
@@ -12,7 +12,8 @@ to the plain async interpreter, on the same agent and scripted model (no network
 A run makes `steps` tool calls, one per model call, then answers: 2 * steps + 2 durable
 steps (the agent's recorded definition, steps + 1 model calls, steps tool calls). Per
 run: the median (or with `--stat min`, the fastest) time of one run, started and
-waited for. The overhead (durable - plain)
+waited for, over `--rounds` rounds of `--runs` runs: each round measures every
+configuration in turn, so a load that drifts over the sitting reaches them alike. The overhead (durable - plain)
 is split with a second size, runs of one tool step: per step = the growth of the
 overhead per extra durable step, fixed per run = what is left (the workflow's own
 records, the agent's definition, the stream, the result). In the same sitting and on the
@@ -320,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timer", choices=("wall", "cpu"), default="wall")
     p.add_argument("--stat", choices=("median", "min"), default="median")
     p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="times each configuration is measured, in turn, across the sitting")
     p.add_argument("--pg-url", default=os.environ.get("PIPELINE_TEST_PG_URL"))
     p.add_argument("--modes", default="live,with_steps",
                    help="the stream modes to measure, comma-separated")
@@ -331,34 +334,49 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     load_start = os.getloadavg()
-    base_times = plain(steps, runs, clock)
-    base = (_stat(base_times, how), _stat(plain(1, runs, clock), how))
-    rows = [row("async (plain)", base_times, how, steps)]
+    rounds = 1 if a.quick else max(1, a.rounds)
     stores: list[tuple[str, Callable[[str], str]]] = [("SQLite", lambda tmp: f"sqlite:///{tmp}")]
     if a.pg_url:
         pg_base = a.pg_url
         stores.append(("PostgreSQL", lambda _tmp: fresh_pg(pg_base)))
-    for name, make_url in stores:
-        with tempfile.TemporaryDirectory() as tmp:
-            libs = []
-            for mode in a.modes.split(","):
-                big = durable(steps, runs, make_url(str(Path(tmp) / f"n{mode}.sqlite")), clock,
-                              mode)
-                small = durable(1, runs, make_url(str(Path(tmp) / f"1{mode}.sqlite")), clock,
-                                mode)
-                label = "" if mode == "live" else " (with_steps)"
-                libs.append(row(f"durable{label}, {name}", big[0], how, steps, base, big,
-                                small))
-            bare_rows = []
-            for label, stream in (("", False), (" + stream", True)):
-                bare_big, bare_small = (
-                    bare(n, runs, make_url(str(Path(tmp) / f"b{n}{stream}.sqlite")), clock,
-                         stream=stream)
-                    for n in (2 * steps + 1, 3)
-                )
-                bare_rows.append(
-                    bare_row(f"DBOS bare{label}, {name}", bare_big, bare_small, steps, how)
-                )
+    modes = a.modes.split(",")
+    # Every configuration once per round, in turn: a load that drifts over the sitting
+    # reaches them alike (and the figures take the runs of all the rounds).
+    got: dict[tuple[str, ...], Measured] = {}
+
+    def add(key: tuple[str, ...], m: Measured) -> None:
+        times, counted = got.setdefault(key, ([], []))
+        times += m[0]
+        counted += m[1]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(rounds):
+            for n in (steps, 1):
+                add(("plain", str(n)), (plain(n, runs, clock), []))
+            for name, make_url in stores:
+                for mode in modes:
+                    for n in (steps, 1):
+                        db = make_url(str(Path(tmp) / f"{k}-{mode}-{n}.sqlite"))
+                        add((name, mode, str(n)), durable(n, runs, db, clock, mode))
+                for stream in (False, True):
+                    for n in (2 * steps + 1, 3):
+                        db = make_url(str(Path(tmp) / f"{k}-b{n}{stream}.sqlite"))
+                        add((name, f"bare{stream}", str(n)),
+                            bare(n, runs, db, clock, stream=stream))
+    base_times = got[("plain", str(steps))][0]
+    base = (_stat(base_times, how), _stat(got[("plain", "1")][0], how))
+    rows = [row("async (plain)", base_times, how, steps)]
+    for name, _ in stores:
+        libs = []
+        for mode in modes:
+            big, small = got[(name, mode, str(steps))], got[(name, mode, "1")]
+            label = "" if mode == "live" else f" ({mode})"
+            libs.append(row(f"durable{label}, {name}", big[0], how, steps, base, big, small))
+        bare_rows = [
+            bare_row(f"DBOS bare{label}, {name}", got[(name, f"bare{stream}", str(2 * steps + 1))],
+                     got[(name, f"bare{stream}", "3")], steps, how)
+            for label, stream in (("", False), (" + stream", True))
+        ]
         for lib in libs:
             for key, dbos in (("dbos", bare_rows[0]), ("dbos_stream", bare_rows[1])):
                 dbos_step = _num(dbos, "per_step_ms")
@@ -370,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     load_end = os.getloadavg()
 
     loads = " / ".join(" ".join(f"{x:.2f}" for x in ld) for ld in (load_start, load_end))
-    print(f"{steps} tool steps per run ({2 * steps + 2} durable steps), {runs} runs, "
+    print(f"{steps} tool steps per run ({2 * steps + 2} durable steps), {runs} runs x "
+          f"{rounds} rounds, "
           f"timer: {a.timer} ({clock.__name__}), {how} of the runs; load average "
           f"(1, 5, 15 min) at start / end: {loads}")
     print("durable rows: overhead over the plain async interpreter; DBOS bare rows: a "
@@ -392,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
             for v, (_, w) in zip(cells, COLUMNS[1:], strict=True)
         )
         print(f"{r['system']!s:<34}{r['per_run_ms']:>12.2f}{shown}")
-    params = {"steps": steps, "runs": runs, "timer": a.timer, "stat": how, "quick": a.quick}
+    params = {"steps": steps, "runs": runs * rounds, "rounds": rounds, "timer": a.timer,
+              "stat": how, "quick": a.quick}
     print(summary(params, clock.__name__, (load_start, load_end), t0, rows))
     return 0
 
