@@ -11,10 +11,10 @@ to the plain async interpreter, on the same agent and scripted model (no network
 
 A run makes `steps` tool calls, one per model call, then answers: 2 * steps + 2 durable
 steps (the agent's recorded definition, steps + 1 model calls, steps tool calls). Per
-run: the median (or with `--stat min`, the fastest) time of one run, started and
-waited for, over `--rounds` rounds of `--runs` runs: each round measures every
-configuration in turn, so a load that drifts over the sitting reaches them alike. The overhead (durable - plain)
-is split with a second size, runs of one tool step: per step = the growth of the
+run: the median (or with `--stat min`, the fastest) time of one run, started and waited
+for, over `--rounds` rounds of `--runs` runs: each round measures every configuration in
+turn, so a load that drifts over the sitting reaches them alike. The overhead (durable -
+plain) is split with a second size, runs of one tool step: per step = the growth of the
 overhead per extra durable step, fixed per run = what is left (the workflow's own
 records, the agent's definition, the stream, the result). In the same sitting and on the
 same kind of database, a bare DBOS workflow of as many trivial `DBOS.run_step` steps

@@ -6,19 +6,27 @@ an output processor stopped. (Crash and resume in both modes: test_durable_crash
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from effects import Abort, Continue
+from effects import Abort, Continue, Request, ask
 from interpreters.durable.dbos.internals import SystemStore
 from interpreters.durable.dbos.runs import STREAM_MODES, DurableRuns, StreamMode
 from interpreters.sync import SyncInterpreter
 from interpreters.testing import Say, ScriptedModel, call
 from pipeline.agent import Agent
-from pipeline.processor import BaseProcessor, StreamArgs, StreamResult
+from pipeline.processor import (
+    BaseProcessor,
+    StreamArgs,
+    StreamResult,
+    ToolCallArgs,
+    ToolCallResult,
+    abort,
+    processor,
+)
 from pipeline.tools import tool
 from pipeline.tools.context import ToolContext
 from pipeline.values.chunks import Chunk, DataChunk, TextDelta, ToolCall
@@ -154,3 +162,48 @@ def test_a_run_an_output_processor_stops_stores_and_streams_nothing_it_stopped(
     assert "secret" not in repr(result.messages)
     interp = SyncInterpreter(model(), run_ids=lambda: "x", observers=())
     assert chunks == list(interp.stream(agent, "weather?"))
+
+
+class Allowed(Request[bool], frozen=True):
+    """May this user go on?"""
+
+    user: str
+
+
+class Unstorable(Exception):
+    """An error DBOS cannot store as a step's outcome (it holds a lock)."""
+
+    def __init__(self) -> None:
+        super().__init__("no")
+        self.lock = threading.Lock()
+
+
+def _gate(args: ToolCallArgs[None]) -> Generator[object, object, ToolCallResult[None]]:
+    if not (yield from ask(Allowed("u"))):
+        abort("may not")
+    return Continue()
+
+
+def _refuse(req: object) -> bool:
+    raise Unstorable()
+
+
+def test_chunks_before_a_step_whose_outcome_could_not_be_stored_still_reach_the_reader(
+    tmp_path: Path,
+) -> None:
+    # The gate's request, after the model's chunks, fails with an error DBOS does not
+    # record: with_steps, the chunks that were to go with its record go with the next
+    # write.
+    agent = make_agent(tools=[tool(get_weather)],
+                       input_processors=[processor("gate", process_tool_call=_gate)])
+    got: dict[str, list[Chunk]] = {}
+    modes: tuple[StreamMode, ...] = ("live", "with_steps")
+    for mode in modes:
+        with DurableRuns({"a": agent}, weather_model(), observers=(),
+                         handlers={Allowed: _refuse}, stream=mode,
+                         database_url=f"sqlite:///{tmp_path / (mode + '.sqlite')}") as runs:
+            result = runs.run("a", "hi", run_id="g", wait=60)
+            got[mode] = list(runs.chunks("g", timeout=60))
+        assert result.status != "finished"
+    assert any(isinstance(c, ToolCall) for c in got["live"])  # streamed before the gate
+    assert got["with_steps"] == got["live"]

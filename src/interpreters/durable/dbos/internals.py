@@ -159,14 +159,16 @@ class Folds:
         assert ctx is not None and ctx.workflow_id, "fold() outside a workflow"
         self._local.pending = (ctx.workflow_id, key, tuple(values), close)
 
-    def clear(self) -> None:
-        """After the operation's DBOS call: tell the stream's readers if it wrote."""
+    def clear(self) -> bool:
+        """After the operation's DBOS call: whether the values were written with its
+        record (then the stream's readers are told)."""
         pending = getattr(self._local, "pending", None)
-        written = getattr(self._local, "written", False)
+        written: bool = getattr(self._local, "written", False)
         self._local.pending, self._local.written = None, False
         if pending is not None and written:
             self._sys_db._signal_notification(_dbos_streams_channel,
                                               f"{pending[0]}::{pending[1]}")
+        return written
 
     def _write(self, workflow_id: str, conn: sa.Connection) -> None:
         pending = getattr(self._local, "pending", None)
@@ -185,4 +187,4 @@ class Folds:
             conn.execute(db._stream_insert_stmt(workflow_id, function_id, key, value,
                                                 serialization))
         # (kept pending until clear(): a transaction DBOS retries writes them again)
-        self._local.written = bool(rows)
+        self._local.written = True

@@ -988,6 +988,8 @@ class _DbosSteps(RecordedClock):
         self._suspensions = 0
         self.big: dict[str, tuple[int, bytes]] = {}
         """Large tool results (`durable_payload.Big`): stored once, by the tool step."""
+        self._ran = False
+        """The body of the step being recorded ran in this execution."""
         self._live = False
         """A step's body ran in this execution: the replayed steps are behind it, so
         every write from here on is a new one, which DBOS writes only while this
@@ -1021,14 +1023,18 @@ class _DbosSteps(RecordedClock):
         ck = self._runs._checkpoints
         if not (self._with_steps and self._pending):
             return ck.call(name, call)
-        data = compact_chunks(tuple(self._pending), self.big)
-        self._pending = []  # (written with the record, or the run stops here)
+        chunks, self._pending = self._pending, []
         folds = self._runs._folds
-        folds.fold(CHUNKS, (data,))
+        folds.fold(CHUNKS, (compact_chunks(tuple(chunks), self.big),))
+        self._ran = False
         try:
             return ck.call(name, call)
         finally:
-            folds.clear()
+            # A step that ran here but whose record DBOS did not write (an error it
+            # cannot store) wrote no chunks: they go with the next record. (A replayed
+            # step's record, and its chunks, were written by the execution that ran it.)
+            if not folds.clear() and self._ran:
+                self._pending[:0] = chunks
 
     def _before(self) -> bool:
         """Before a step: the buffered chunks written unless they go with its record;
@@ -1040,7 +1046,7 @@ class _DbosSteps(RecordedClock):
         (`checked`: the stream write just before it made sure, no read needed)."""
         if not checked:
             self._runs._check_owner(name)
-        self._live = True
+        self._live = self._ran = True
 
     def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
         checked = self._before()
