@@ -50,6 +50,11 @@ def test_the_private_dbos_names_used_are_there_with_the_expected_shapes() -> Non
 
     assert _params(SystemDatabase._record_operation_result_txn)[:4] == [
         "self", "result", "completed_at_epoch_ms", "conn"]
+    assert _params(SystemDatabase._check_operation_execution_txn) == [
+        "self", "workflow_id", "function_id", "function_name", "conn"]
+    assert "_check_operation_execution_txn" in inspect.getsource(
+        SystemDatabase.check_operation_execution)
+    assert _params(SystemDatabase._wf)[:3] == ["self", "table", "workflow_id"]
     assert _params(SystemDatabase._stream_insert_stmt) == [
         "self", "workflow_uuid", "function_id", "key", "serialized_value", "serialization"]
     assert _params(SystemDatabase._signal_notification) == ["self", "channel", "payload"]

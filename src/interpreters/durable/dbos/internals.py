@@ -10,12 +10,13 @@ What is here has no public counterpart in DBOS 3.x:
   recovery attempt (`SystemDatabase.reenqueue_for_recovery`: DBOS's own recovery of a
   dead executor, which it only runs for its own executor at launch);
 - the running workflow's step counter, put back before a retried checkpoint write so the
-  retry writes the same step, and its ownership token, checked before a step's body runs
-  (DBOS checks it only when a step's outcome is written);
-- values appended to a workflow's stream in the transaction that records its next
-  operation (`Folds`): one commit for a step and the chunks published before it, or for
-  a run's last chunks and the stream's end. DBOS has no public call that writes two
-  things in one transaction.
+  retry writes the same step, and its ownership token;
+- work done in DBOS's own transactions of a workflow's next operation (`Folds`): values
+  appended to its stream in the one that records it (one commit for a step and the
+  chunks published before it, or for a run's last chunks and the stream's end), and its
+  ownership read in the one that looks its recorded outcome up, before its body runs
+  (DBOS checks it only when the outcome is written). DBOS has no public call for
+  either.
 
 Pinned to dbos>=3.4,<4 (pyproject.toml); written against 3.4.0.
 `tests/test_durable_internals.py` fails loudly when any of these change shape.
@@ -29,6 +30,7 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
+from dbos import error as dbos_error
 from dbos._context import get_local_dbos_context
 from dbos._dbos import _get_dbos_instance
 from dbos._serialization import WorkflowSerializationFormat, serialize_value
@@ -38,7 +40,7 @@ from dbos._sys_db import (
     _dbos_streams_channel,
 )
 
-__all__ = ["Folds", "SystemStore", "StepPosition", "execution_token", "running_workflow"]
+__all__ = ["Folds", "SystemStore", "StepPosition", "execution_token"]
 
 
 class SystemStore:
@@ -100,15 +102,6 @@ class StepPosition:
             self._ctx.function_id = self._function_id
 
 
-def running_workflow() -> tuple[str, str] | None:
-    """The id and ownership token of the workflow execution running in this thread
-    (in its code or one of its steps' bodies), None outside one."""
-    ctx = get_local_dbos_context()
-    if ctx is None or not ctx.workflow_id or ctx.owner_xid is None:
-        return None
-    return ctx.workflow_id, ctx.owner_xid
-
-
 def execution_token() -> str | None:
     """The ownership token of the workflow execution running in this thread (None
     outside a workflow): another worker's takeover gives the run another one."""
@@ -135,6 +128,7 @@ class Folds:
         self._sys_db = sys_db
         self._local = threading.local()
         record: Callable[..., None] = sys_db._record_operation_result_txn
+        lookup: Callable[..., object] = sys_db._check_operation_execution_txn
         folds = self
 
         def record_with_folds(result: Any, completed_at_epoch_ms: int, conn: Any,
@@ -142,7 +136,13 @@ class Folds:
             folds._write(result["workflow_uuid"], conn)
             record(result, completed_at_epoch_ms, conn, **kw)
 
+        def lookup_owned(workflow_id: str, function_id: int, function_name: str,
+                         conn: Any) -> object:
+            folds._owns(workflow_id, conn)
+            return lookup(workflow_id, function_id, function_name, conn)
+
         sys_db._record_operation_result_txn = record_with_folds  # type: ignore[method-assign]
+        sys_db._check_operation_execution_txn = lookup_owned  # type: ignore[method-assign, assignment]
 
     @classmethod
     def of(cls, dbos: type[DBOS]) -> Folds:
@@ -159,12 +159,31 @@ class Folds:
         assert ctx is not None and ctx.workflow_id, "fold() outside a workflow"
         self._local.pending = (ctx.workflow_id, key, tuple(values), close)
 
+    def check_owner(self) -> None:
+        """Make the next operation's lookup of its recorded outcome (DBOS's, before its
+        body runs) also read, in the same transaction, who owns the workflow: unless
+        this execution does, it raises `DBOSWorkflowConflictIDError` and the body does
+        not run. (DBOS checks it only when the outcome is written.)"""
+        ctx = get_local_dbos_context()
+        assert ctx is not None and ctx.workflow_id and ctx.owner_xid, "outside a workflow"
+        self._local.owner = (ctx.workflow_id, ctx.owner_xid)
+
+    def _owns(self, workflow_id: str, conn: sa.Connection) -> None:
+        owner = getattr(self._local, "owner", None)
+        if owner is None or owner[0] != workflow_id:
+            return
+        ws = self._sys_db.tables.workflow_status
+        found = conn.execute(
+            sa.select(ws.c.owner_xid).where(*self._sys_db._wf(ws, workflow_id))).scalar()
+        if found != owner[1]:
+            raise dbos_error.DBOSWorkflowConflictIDError(workflow_id)
+
     def clear(self) -> bool:
         """After the operation's DBOS call: whether the values were written with its
         record (then the stream's readers are told)."""
         pending = getattr(self._local, "pending", None)
         written: bool = getattr(self._local, "written", False)
-        self._local.pending, self._local.written = None, False
+        self._local.pending, self._local.written, self._local.owner = None, False, None
         if pending is not None and written:
             self._sys_db._signal_notification(_dbos_streams_channel,
                                               f"{pending[0]}::{pending[1]}")

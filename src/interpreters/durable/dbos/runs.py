@@ -58,7 +58,6 @@ from interpreters.durable.dbos.store import (
     Once,
     StoreRetry,
     Takeover,
-    check_owner,
     recover,
 )
 from interpreters.durable.loop import (
@@ -778,14 +777,6 @@ class DurableRuns(_QueuedRuns):
             close_stream(stream)
         return ModelOutcome(tuple(events))
 
-    def _check_owner(self, what: str) -> None:
-        """`RunTakenOver` before a step's work if this worker no longer owns its run (a
-        store fault while reading it retried as a checkpoint's, never the step's
-        outcome)."""
-        store = self._store
-        if store is not None:
-            self._checkpoints.call(what, lambda: check_owner(store, what))
-
     def _perform(self, request: object) -> object:
         return _settled(perform_here(self._resolve, self._handlers, request))
 
@@ -1017,15 +1008,19 @@ class _DbosSteps(RecordedClock):
             folds.clear()
         return self._live
 
-    def _record(self, name: str, call: Callable[[], T]) -> T:
-        """`call` (a DBOS step), retried on store faults; with `with_steps`, the chunks
-        published since the last step are written in the transaction of its record."""
-        ck = self._runs._checkpoints
-        if not (self._with_steps and self._pending):
-            return ck.call(name, call)
-        chunks, self._pending = self._pending, []
-        folds = self._runs._folds
-        folds.fold(CHUNKS, (compact_chunks(tuple(chunks), self.big),))
+    def _record(self, name: str, call: Callable[[], T], checked: bool) -> T:
+        """`call` (a DBOS step), retried on store faults. Unless `checked` (the stream
+        write just before it made sure), the lookup of its recorded outcome, before its
+        body, checks in its transaction that this execution owns the run
+        (`RunTakenOver`). With `with_steps`, the chunks published since the last step
+        are written in the transaction of its record."""
+        ck, folds = self._runs._checkpoints, self._runs._folds
+        chunks: list[Chunk] = []
+        if self._with_steps and self._pending:
+            chunks, self._pending = self._pending, []
+            folds.fold(CHUNKS, (compact_chunks(tuple(chunks), self.big),))
+        if not checked:
+            folds.check_owner()
         self._ran = False
         try:
             return ck.call(name, call)
@@ -1033,7 +1028,7 @@ class _DbosSteps(RecordedClock):
             # A step that ran here but whose record DBOS did not write (an error it
             # cannot store) wrote no chunks: they go with the next record. (A replayed
             # step's record, and its chunks, were written by the execution that ran it.)
-            if not folds.clear() and self._ran:
+            if not folds.clear() and self._ran and chunks:
                 self._pending[:0] = chunks
 
     def _before(self) -> bool:
@@ -1041,11 +1036,8 @@ class _DbosSteps(RecordedClock):
         whether that write checked this execution's ownership of the run."""
         return False if self._with_steps else self.flush()
 
-    def _owned(self, name: str, checked: bool) -> None:
-        """Before a step's work: `RunTakenOver` unless this execution owns the run
-        (`checked`: the stream write just before it made sure, no read needed)."""
-        if not checked:
-            self._runs._check_owner(name)
+    def _running(self) -> None:
+        """A step's body runs in this execution (its ownership checked before it)."""
         self._live = self._ran = True
 
     def _step(self, name: str, fn: Callable[[], bytes]) -> bytes:
@@ -1053,12 +1045,12 @@ class _DbosSteps(RecordedClock):
         clock = self._runs._clock
 
         def run() -> tuple[float, bytes]:
-            self._owned(name, checked)
+            self._running()
             out = fn()
             return clock(), out
 
         body = Once(run)  # a retried write stores this outcome: the body runs once
-        at, data = self._record(name, lambda: DBOS.run_step({"name": name}, body))
+        at, data = self._record(name, lambda: DBOS.run_step({"name": name}, body), checked)
         self._now = at
         return data
 
@@ -1109,11 +1101,11 @@ class _DbosSteps(RecordedClock):
         checked = self._before()
         name = f"perform:{type(request).__name__}"
         def performed() -> tuple[object, float]:
-            self._owned(name, checked)
+            self._running()
             return runs._perform(request), runs._clock()
 
         body = Once(performed)
-        value, at = self._record(name, lambda: DBOS.run_step({"name": name}, body))
+        value, at = self._record(name, lambda: DBOS.run_step({"name": name}, body), checked)
         self._now = at
         return value
 

@@ -15,8 +15,9 @@ also keeps a row per worker in the system database, refreshed every
 its pending runs are handed to the live workers (DBOS's recovery: the run is queued
 again and exactly one worker dequeues it). A dead worker that wakes up cannot complete a
 run it lost: DBOS checks the run's ownership token with every checkpoint it writes, and
-the runs check it before each step's work (`check_owner`, or the stream write just
-before the step, which DBOS checks).
+the runs check it before each step's work (in the transaction where DBOS looks its
+outcome up, `internals.Folds.check_owner`, or by the stream write just before the step,
+which DBOS checks).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import psycopg
 import sqlalchemy as sa
 from dbos import error as dbos_error
 
-from interpreters.durable.dbos.internals import StepPosition, SystemStore, running_workflow
+from interpreters.durable.dbos.internals import StepPosition, SystemStore
 
 log = logging.getLogger("interpreters.durable")
 
@@ -154,20 +155,6 @@ class Checkpoints:
                 self._sleep(pause)
                 wait = min(wait * 2, self.policy.max_wait)
                 here.restore()
-
-
-def check_owner(store: SystemStore, what: str) -> None:
-    """Raise `RunTakenOver` unless the execution running here still owns its run: called
-    in a step's body before its work (a tool call, a model call), since DBOS checks
-    ownership only when the outcome is written, after the work is done."""
-    running = running_workflow()
-    if running is None:
-        return
-    run_id, token = running
-    if store.owner(run_id) != token:
-        log.warning("%s: another worker owns this run now (this one was taken for dead): "
-                    "it stops here, before the step ran", what)
-        raise RunTakenOver(f"{what}: another worker owns this run now")
 
 
 class StepDatabaseError(RuntimeError):
