@@ -69,8 +69,8 @@ from interpreters.run.common import (
     provider_error,
     runs_children,
     stream_failed,
-    tool_and_args,
     tool_failed,
+    unrunnable,
 )
 from interpreters.run.started import AsyncStarted, starts_requests
 from pipeline.agent import Agent
@@ -281,10 +281,9 @@ class AsyncInterpreter(InterpreterBase[AsyncProvider]):
         """Start one tool call: its outcome when it is there at once (a sync tool in the
         loop's thread, a call that cannot run), else an awaitable of it. Saves a sync
         tool the coroutines of an async call (docs/DESIGN.md, decisions made for speed)."""
-        ready = tool_and_args(inv)
-        if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
-            return ready if inv.child is None else self._run_child(inv, sink)
-        tool, kwargs = ready
+        tool, kwargs = inv.tool, inv.kwargs
+        if inv.error is not None or tool is None or kwargs is None:
+            return unrunnable(inv) if inv.child is None else self._run_child(inv, sink)
         if tool.is_async or self._tools_in_threads:
             return self._await_tool(inv, tool, kwargs)
         try:

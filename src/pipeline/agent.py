@@ -371,7 +371,7 @@ class AgentTool(Tool[Deps], frozen=True, kw_only=True):
 
 def _not_called(**_: object) -> object:
     # A child run is carried out by the interpreter, never by calling a function: one
-    # that does not know children fails the call closed (`run.common.tool_and_args`).
+    # that does not know children fails the call closed (`run.common.unrunnable`).
     raise TypeError("an agent tool runs as a child run, not as a function")
 
 

@@ -218,14 +218,10 @@ def stream_failed(e: Exception, *, started: bool) -> ModelFailed:
     return ModelFailed(err, started=started)
 
 
-def tool_and_args(inv: ToolInvocation) -> tuple[Tool, dict[str, object]] | ToolOutcome:
-    """The tool to call and its validated arguments, or the error outcome of a call that
-    cannot run (unknown tool, invalid arguments)."""
-    if inv.error is not None or inv.tool is None or inv.kwargs is None:
-        return ToolOutcome(
-            inv.call.tool_call_id, inv.error or "tool not available", is_error=True
-        )
-    return inv.tool, inv.kwargs
+def unrunnable(inv: ToolInvocation) -> ToolOutcome:
+    """The error outcome of a call that cannot run (unknown tool, invalid arguments): one
+    with an `error`, or without its tool or arguments (the callers test that inline)."""
+    return ToolOutcome(inv.call.tool_call_id, inv.error or "tool not available", is_error=True)
 
 
 def tool_failed(inv: ToolInvocation, e: Exception) -> ToolOutcome:
@@ -239,10 +235,9 @@ def run_tool(
     """Run one tool call in this thread; a tool that raises becomes an error result the
     model sees. `settle` turns what the tool returned into its result (the durable
     interpreter awaits an awaitable there); without it, the value is the result."""
-    ready = tool_and_args(inv)
-    if not isinstance(ready, tuple):  # an outcome (a failing isinstance on a Struct costs)
-        return ready
-    tool, kwargs = ready
+    tool, kwargs = inv.tool, inv.kwargs
+    if inv.error is not None or tool is None or kwargs is None:
+        return unrunnable(inv)
     try:
         result = tool.fn(**kwargs)
         if settle is not None:
