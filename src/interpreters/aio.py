@@ -42,9 +42,17 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from types import AsyncGeneratorType
-from typing import TYPE_CHECKING, Unpack
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from types import AsyncGeneratorType, CoroutineType
+from typing import TYPE_CHECKING, Unpack, cast
 
 import anyio
 import anyio.abc
@@ -908,12 +916,63 @@ def _close_now(stream: AsyncIterator[object]) -> Awaitable[None] | None:
     if type(stream) is AsyncGeneratorType and stream.ag_frame is None:
         return None
     close = getattr(stream, "aclose", None)
-    return None if close is None else _shielded(close())
+    if close is None:
+        return None
+    closing = close()
+    if type(stream) is AsyncGeneratorType or type(closing) is CoroutineType:
+        return _shielded_steps(closing)
+    return _shielded(closing)
 
 
 async def _shielded(close: Awaitable[object]) -> None:
     with anyio.move_on_after(CLOSE_GRACE, shield=True):
         await close
+
+
+async def _shielded_steps(close: Awaitable[object]) -> None:
+    """`_shielded` for a coroutine or a generator's close (they step by `send`): its
+    first step taken in the shield with no deadline, which it needs only if it waits. A
+    cleanup with nothing to wait for (a generator's `finally` without an `await`, the
+    usual case) so costs no timer (docs/DESIGN.md, decisions made for speed)."""
+    with anyio.CancelScope(shield=True) as scope:
+        # (what the task sends back is what the awaitable's own waits expect)
+        steps = cast("Generator[object, object, object]", close.__await__())
+        try:
+            first = steps.send(None)
+        except StopIteration:
+            return
+        scope.deadline = anyio.current_time() + CLOSE_GRACE  # it waits: from now
+        await _Rest(steps, first)
+
+
+class _Rest:
+    """The rest of an awaitable whose first step was taken (it yielded `first`): awaiting
+    this goes on with it, as `await` would have (sends, throws and a close passed on)."""
+
+    __slots__ = ("_first", "_steps")
+
+    def __init__(self, steps: Generator[object, object, object], first: object) -> None:
+        self._steps = steps
+        self._first = first
+
+    def __await__(self) -> Generator[object, object, None]:
+        steps, value = self._steps, self._first
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                steps.close()
+                raise
+            except BaseException as e:
+                try:
+                    value = steps.throw(e)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    value = steps.send(sent)
+                except StopIteration:
+                    return
 
 
 __all__ = ["CancelSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]

@@ -258,11 +258,11 @@ class SyncInterpreter(InterpreterBase[Provider]):
                         # One plain call, no stop to check between calls (the usual tool
                         # step): run here, without `_other`'s dispatch (two calls less).
                         try:
-                            reply: object = (run_tool(calls[0]),)
+                            outcomes = (run_tool(calls[0]),)
                         except Exception as e:
                             cmd = d.fail(e)
                         else:
-                            cmd = d.send(reply)
+                            cmd = d.send(outcomes)
                     elif has_child_runs(cmd):
                         cmd = yield from self._step_with_children(d, cmd, stop)
                     else:

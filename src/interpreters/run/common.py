@@ -22,7 +22,7 @@ from pipeline.approval import resumed_context
 from pipeline.loop import agent_loop, rejected, watched_relay
 from pipeline.processor import AskModel, ModelAnswer
 from pipeline.protocol import Driver, LoopCommand, RunLog, ToolInvocation, ToolOutcome
-from pipeline.tools import Tool, check_deps
+from pipeline.tools import check_deps
 from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.values.context import RunContext
 from pipeline.values.cost import Pricer
