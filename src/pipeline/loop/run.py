@@ -385,7 +385,10 @@ def _step(
     if calls:
         try:
             results = yield from run_tools(
-                rc, st, calls, step_tools(cfg), (before, added) if own else None
+                rc, st, calls,
+                # (`step_tools` inline when no step narrowed them: a call less a step)
+                cfg.tools if cfg.active_tools is None else step_tools(cfg),
+                (before, added) if own else None,
             )
         except Suspend as s:  # the step goes on when the run is resumed
             s.step = StepResult(
@@ -408,7 +411,7 @@ def _step(
             step_number=step,
             model=cfg.model,
             text=text,
-            reasoning=content.reasoning_text,
+            reasoning=content.reasoning_text if content.reasoning else "",
             tool_calls=st.leaving.calls_out(calls) if st.leaving.calls else calls,
             tool_results=results,
             sources=(

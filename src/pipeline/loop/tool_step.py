@@ -191,7 +191,11 @@ def run_tools(
             raise
     parts_l: list[ToolResultPart] = []
     for call, o in zip(calls, outs, strict=True):  # one per call
-        cap = _result_cap(rc, by_name.get(call.tool_name))
+        t = by_name.get(call.tool_name)  # (`_result_cap` inline: a call less a call)
+        cap = (
+            rc.agent.max_tool_result_bytes if t is None or t.max_result_bytes is None
+            else t.max_result_bytes
+        )
         if type(o) is not ToolOutcome:
             if merged and type(o) is ToolResultPart:  # answered without running
                 parts_l.append(result_part(call, o.result, o.is_error, cap))
@@ -241,7 +245,7 @@ def run_tools(
         st.pairing.turn(turn[0], after, ids)
     else:
         note_call_ids(st, before, parts)
-    results = [_result_chunk(p) for p in parts]
+    results = list(map(_result_chunk, parts))  # (no comprehension: a call less a step)
     if rc.bare_stream:
         st.pending.extend(results)
         return parts
