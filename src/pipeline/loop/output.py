@@ -61,7 +61,9 @@ def output_step(
     args: OutputStepArgs[object] | None = None
     for b in rc.h_output_step:
         if args is not None:  # the hook before passed: the same args but for its state
-            args = _replace(args, state=st.states[b.slot])
+            state = st.states[b.slot]
+            if state is not args.state:  # (the same state, often None: the same args)
+                args = _replace(args, state=state)
         else:
             args = OutputStepArgs(
                 message_list=st.ml,

@@ -57,7 +57,9 @@ def input_step(
     args: InputStepArgs[object] | None = None
     for b in hooks:
         if args is not None:  # the hook before passed: the same args but for its state
-            args = _replace(args, state=st.states[b.slot])
+            state = st.states[b.slot]
+            if state is not args.state:  # (the same state, often None: the same args)
+                args = _replace(args, state=state)
         else:
             args = InputStepArgs(
                 message_list=st.ml,
