@@ -6,6 +6,8 @@ parts of its assistant message; `response_text` is the text a run's result repor
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pipeline.values.chunks import (
     Chunk,
     DataChunk,
@@ -70,7 +72,8 @@ class StepContent:
     def add(self, c: Chunk) -> None:
         t = type(c)
         if t is TextDelta:
-            assert isinstance(c, TextDelta)
+            if TYPE_CHECKING:  # (the type test just made: no isinstance call per chunk)
+                assert isinstance(c, TextDelta)
             buf = self.texts.get(c.id)
             if buf is None:
                 buf = self.texts[c.id] = []
@@ -87,7 +90,8 @@ class StepContent:
             else:
                 self.parts[entry[0]] = ReasoningPart("", c.signature, c.redacted, c.provider)
         elif t is ToolCall:
-            assert isinstance(c, ToolCall)
+            if TYPE_CHECKING:
+                assert isinstance(c, ToolCall)
             part = ToolCallPart(c.tool_call_id, c.tool_name, c.args)
             made = self.made.get(c.tool_call_id) if self.made is not None else None
             if made is not None and made is not c:
