@@ -222,7 +222,12 @@ class SyncInterpreter(InterpreterBase[Provider]):
                                 continue  # cut short by the stop: not a failure; cancel
                             cmd = d.send(ModelFailed(provider_error(e)))
                             continue
-                        first = _next_event(model, started=False)
+                        try:  # (`_next_event`, inline: a call less a model call)
+                            first: object = next(model)
+                        except StopIteration:
+                            first = ModelEnded()
+                        except Exception as e:
+                            first = stream_failed(e, started=False)
                         if type(first) in LAST:
                             close_stream(model)
                             model = None

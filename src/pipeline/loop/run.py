@@ -353,7 +353,7 @@ def _step(
     tool_calls = tuple(content.tool_calls)
     if not tool_calls:  # no new tool-call id (with calls: `run_tools` notes the turn)
         st.call_ids.grew(before, added, ())
-    text = content.text
+    text = content.text if content.texts else ""  # (no property call for a calls-only reply)
     try:
         keep = (
             (yield from output_step(rc, st, step, cfg, tool_calls, text, fin, before))
