@@ -181,16 +181,27 @@ def consume(
             else:
                 chunk = got
             if t is ToolCall or t is ToolCallDelta:
-                assert isinstance(chunk, _CALLS)
+                if TYPE_CHECKING:
+                    assert isinstance(chunk, _CALLS)
                 if t is ToolCall:
                     content.calls += 1
                     if content.calls > MAX_TOOL_CALLS_PER_RESPONSE:
                         keep_partial(rc, st, content)
                         yield from close_stream()
                         raise Failed(too_many_calls(step))
-                chunk = unique_call(st, chunk, content)
+                # `unique_call`'s usual answer inline (a call less per call): an id this
+                # response did not rename, that the run's ids (known for these very
+                # messages) and this response's do not hold, stays
+                cid = chunk.tool_call_id
+                known = st.call_ids
+                if (
+                    content.renamed or not cid or known.of is not st.ml
+                    or cid in known.used or cid in content.call_ids
+                ):
+                    chunk = unique_call(st, chunk, content)
                 if t is ToolCall and (stream or io):
-                    assert isinstance(chunk, ToolCall)
+                    if TYPE_CHECKING:
+                        assert isinstance(chunk, ToolCall)
                     content.made_call(chunk)
             if io:
                 yield from process_chunk_io(rc, st, chunk, content)
