@@ -44,11 +44,7 @@ _OUTPUT_TYPE = "output_type"
 """Who discarded a reply that did not decode (in feedback and data-step-discarded)."""
 
 
-OutputStop = tuple[int, object]
-"""Where the output-step hooks stopped passing: a hook's index and what it returned."""
-
-
-def output_hooks(
+def output_step(
     rc: RunConfig,
     st: RunState,
     step: int,
@@ -56,18 +52,14 @@ def output_hooks(
     tool_calls: tuple[ToolCallPart, ...],
     text: str,
     fin: ModelFinish,
-    start: int = 0,
-) -> OutputStop | None:
-    """process_output_step's hooks from `start` on, called while each passes (Continue,
-    nothing recording): None when all passed, else the first that did not, for
-    `output_step` to go on from. (A plain function: a step whose hooks all pass makes no
-    generator; docs/DESIGN.md, decisions made for speed.)"""
+    before: MessageList,
+) -> Generator[LoopCommand, object, bool]:
+    """process_output_step over the response just added (its calls and text): False when
+    a processor discarded it for a retry (the feedback is then added after `before`)."""
     record = rc.record
-    hooks = rc.h_output_step
     steps = steps_tuple(st)
     args: OutputStepArgs[object] | None = None
-    for i in range(start, len(hooks)):
-        b = hooks[i]
+    for b in rc.h_output_step:
         if args is not None:  # the hook before passed: the same args but for its state
             state = st.states[b.slot]
             if state is not args.state:  # (the same state, often None: the same args)
@@ -91,29 +83,7 @@ def output_hooks(
             raw = raised(b, e)
         if raw.__class__ is Continue and record is None:  # passed: nothing to settle
             continue
-        return i, raw
-    return None
-
-
-def output_step(
-    rc: RunConfig,
-    st: RunState,
-    step: int,
-    cfg: StepSettings,
-    tool_calls: tuple[ToolCallPart, ...],
-    text: str,
-    fin: ModelFinish,
-    before: MessageList,
-    stopped: OutputStop,
-) -> Generator[LoopCommand, object, bool]:
-    """process_output_step over the response just added (its calls and text), from the
-    hook `output_hooks` stopped at: False when a processor discarded it for a retry (the
-    feedback is then added after `before`). What each later hook sees is made anew."""
-    hooks = rc.h_output_step
-    at: OutputStop | None = stopped
-    while at is not None:
-        i, raw = at
-        b = hooks[i]
+        args = None  # what the next hook sees may change: made anew
         eff = apply(rc, st, b, (yield from settle(b, raw)))
         if isinstance(eff, Abort):
             if eff.retry and st.retry_count < rc.agent.max_processor_retries:
@@ -123,7 +93,6 @@ def output_step(
             raise trip(b, eff)
         if isinstance(eff, Replace):
             st.ml = eff.value
-        at = output_hooks(rc, st, step, cfg, tool_calls, text, fin, i + 1)
     return True
 
 

@@ -63,7 +63,6 @@ from pipeline.loop.output import (
     approved,
     approved_input,
     check_output,
-    output_hooks,
     output_result,
     output_step,
 )
@@ -82,7 +81,7 @@ from pipeline.loop.state import (
     trip,
     unforged,
 )
-from pipeline.loop.step import base_settings, input_hooks, input_step, step_tools
+from pipeline.loop.step import base_settings, input_step, step_tools
 from pipeline.loop.stream import stream_through
 from pipeline.loop.tool_step import answer_dangling_calls, run_resumed, run_tools
 from pipeline.processor import InputArgs, StepSettings
@@ -316,12 +315,7 @@ def _step(
     rc: RunConfig, st: RunState, step: int, base: StepSettings
 ) -> Generator[LoopCommand, object, StepOutcome]:
     """One step, and what comes after it (see `StepOutcome`)."""
-    cfg = base
-    if rc.h_input_step:
-        spent = spending(rc, st)
-        stopped = input_hooks(rc, st, step, base, spent)
-        if stopped is not None:  # a hook did not pass: its answer is settled
-            cfg = yield from input_step(rc, st, step, base, spent, stopped)
+    cfg = (yield from input_step(rc, st, step, base)) if rc.h_input_step else base
     if rc.bare_stream:  # no stream hook: loop-made chunks go out as they are
         st.pending.append(StepStart(step))
     else:
@@ -361,13 +355,10 @@ def _step(
         st.call_ids.grew(before, added, ())
     text = content.text if content.texts else ""  # (no property call for a calls-only reply)
     try:
-        keep = True
-        if rc.h_output_step:
-            stopped = output_hooks(rc, st, step, cfg, tool_calls, text, fin)
-            if stopped is not None:  # a hook did not pass: its answer is settled
-                keep = yield from output_step(
-                    rc, st, step, cfg, tool_calls, text, fin, before, stopped
-                )
+        keep = (
+            (yield from output_step(rc, st, step, cfg, tool_calls, text, fin, before))
+            if rc.h_output_step else True
+        )
     except (HookFailure, RunCancelled):
         # Fail closed: a response whose check crashed, or was cancelled (a timeout)
         # before every processor approved it, is not kept.

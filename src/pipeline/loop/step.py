@@ -11,6 +11,7 @@ from collections.abc import Generator
 import msgspec
 
 from effects import Abort, Continue, Replace
+from pipeline.loop.cost import spending
 from pipeline.loop.hooks import raised, settle
 from pipeline.loop.state import RunConfig, RunState, apply, steps_tuple, trip
 from pipeline.processor import InputStepArgs, StepChange, StepSettings
@@ -19,7 +20,6 @@ from pipeline.tools import Tool
 from pipeline.values.messages import SystemMessage
 from pipeline.values.model import ModelRequest
 from pipeline.values.output_type import TypedOutput, output_prompt
-from pipeline.values.result import Spending
 
 _CHANGEABLE = tuple(f for f in StepSettings.__struct_fields__ if f in StepChange.__struct_fields__)
 assert len(_CHANGEABLE) == len(StepSettings.__struct_fields__), "StepChange lacks a setting"
@@ -44,24 +44,18 @@ def base_settings(rc: RunConfig, base_system: tuple[SystemMessage, ...]) -> Step
     )
 
 
-InputStop = tuple[int, object]
-"""Where the input-step hooks stopped passing: a hook's index and what it returned."""
-
-
-def input_hooks(
-    rc: RunConfig, st: RunState, step: int, cfg: StepSettings, spent: Spending, start: int = 0
-) -> InputStop | None:
-    """process_input_step's hooks from `start` on, on settings `cfg` (`spent`: what the run
-    had paid for when the step began), called while each passes (Continue, nothing
-    recording): None when all passed, else the first that did not, for `input_step` to
-    go on from. (A plain function: a step whose hooks all pass makes no generator;
-    docs/DESIGN.md, decisions made for speed.)"""
+def input_step(
+    rc: RunConfig, st: RunState, step: int, base: StepSettings
+) -> Generator[LoopCommand, object, StepSettings]:
+    """The step's settings: `base` (`base_settings`), changed by the input-step hooks in
+    order."""
+    cfg = base
     record = rc.record
     hooks = rc.h_input_step
     steps = steps_tuple(st)
+    spent = spending(rc, st)
     args: InputStepArgs[object] | None = None
-    for i in range(start, len(hooks)):
-        b = hooks[i]
+    for b in hooks:
         if args is not None:  # the hook before passed: the same args but for its state
             state = st.states[b.slot]
             if state is not args.state:  # (the same state, often None: the same args)
@@ -90,22 +84,7 @@ def input_hooks(
             raw = raised(b, e)
         if raw.__class__ is Continue and record is None:  # passed: nothing to settle
             continue
-        return i, raw
-    return None
-
-
-def input_step(
-    rc: RunConfig, st: RunState, step: int, base: StepSettings, spent: Spending,
-    stopped: InputStop,
-) -> Generator[LoopCommand, object, StepSettings]:
-    """The step's settings: `base` (`base_settings`), changed by the input-step hooks in
-    order, from the hook `input_hooks` stopped at. What each later hook sees is made anew."""
-    cfg = base
-    hooks = rc.h_input_step
-    at: InputStop | None = stopped
-    while at is not None:
-        i, raw = at
-        b = hooks[i]
+        args = None  # what the next hook sees may change: made anew
         eff = apply(rc, st, b, (yield from settle(b, raw)))
         if isinstance(eff, Abort):
             raise trip(b, eff)
@@ -118,7 +97,6 @@ def input_step(
             }
             if changed:
                 cfg = msgspec.structs.replace(cfg, **changed)
-        at = input_hooks(rc, st, step, cfg, spent, i + 1)
     return cfg
 
 
