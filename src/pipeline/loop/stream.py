@@ -27,7 +27,7 @@ from pipeline.loop.response import StepContent
 from pipeline.loop.state import RunConfig, RunState, SeenChunks, apply, trip, view_of
 from pipeline.processor import FlushArgs, StreamArgs
 from pipeline.protocol.replies import LoopCommand
-from pipeline.values.chunks import Chunk, DataChunk
+from pipeline.values.chunks import Chunk, DataChunk, TextDelta
 
 
 class StreamPlan(TypedDict):
@@ -187,7 +187,10 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
             return
         chunk = passed
     if content is not None:  # `deliver`, inline
-        content.add(chunk)
+        if type(chunk) is TextDelta and (buf := content.texts.get(chunk.id)) is not None:
+            buf.append(chunk.text)  # (`StepContent.add` for more of a text, inline)
+        else:
+            content.add(chunk)
     st.pending.append(chunk)
 
 
