@@ -604,7 +604,10 @@ class AsyncRunStream(RunOutcome[Output]):
                     return
             elif t is Done:
                 return
-            elif t is RunTools and has_child_runs(cmd):
+            elif t is RunTools and (  # (one call, the usual step: no scan, no call)
+                cmd.calls[0].child is not None  # type: ignore[union-attr]
+                if len(cmd.calls) == 1 else has_child_runs(cmd)  # type: ignore[union-attr]
+            ):
                 nxt = await self._step_with_children(cmd)  # type: ignore[arg-type]
                 if nxt is None:
                     return  # a child's chunks to hand out; the step goes on
