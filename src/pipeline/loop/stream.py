@@ -154,7 +154,8 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
     plan = rc.stream_plan
     args: StreamArgs[object] | None = None
     last_state: object = None
-    for i, (b, fn, slot, _) in enumerate(plan):
+    for entry in plan:  # (no enumerate: the index is needed only off the pass-through path)
+        b, fn, slot, _ = entry
         state = states[slot]
         if args is None or state is not last_state:
             args = StreamArgs(
@@ -170,6 +171,7 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
         passed = stream_effect(rc, st, b, _checked(b, raw), chunk, content)
         if passed is chunk:
             continue
+        i = plan.index(entry)  # (each entry is its own tuple: found by identity)
         if i + 1 < len(plan):  # the later hooks see something else (or nothing)
             st.seen.unshare(i + 1, appended=True)
             if passed is None:
