@@ -252,15 +252,18 @@ def unique_call(
     its deltas too: results are matched to calls by id (some servers send `call_0`
     for every call)."""
     cid = call.tool_call_id
-    fresh = content.renamed.get(cid) if content.renamed else None
+    renamed = content.renamed
+    if renamed is None:
+        renamed = content.renamed = {}
+    fresh = renamed.get(cid)
     if fresh is None:
         known = st.call_ids
         used = known.used if known.of is st.ml else known.held_by(st.ml)  # (inline: a call less)
         if cid and cid not in used and cid not in content.call_ids:
             return call
-        fresh = content.renamed[cid] = fresh_call_id(st, used, content)
+        fresh = renamed[cid] = fresh_call_id(st, used, content)
     if isinstance(call, ToolCall):
-        del content.renamed[cid]  # the call is complete: a later reuse is a new call
+        del renamed[cid]  # the call is complete: a later reuse is a new call
         return ToolCall(fresh, call.tool_name, call.args)
     return ToolCallDelta(fresh, call.tool_name, call.args_delta)
 

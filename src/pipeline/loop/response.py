@@ -57,7 +57,7 @@ class StepContent:
         self.made: dict[str, ToolCall] | None = None
         self.leaving: dict[str, ToolCallPart] | None = None
         # Ids the model reused within this response -> the fresh id its open call got.
-        self.renamed: dict[str, str] = {}
+        self.renamed: dict[str, str] | None = None  # (made at the first reuse: rare)
         self.sources = 0
         self.finish: ModelFinish | None = None
         self.attempts: tuple[ModelAttempt, ...] = ()
