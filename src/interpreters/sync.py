@@ -171,7 +171,7 @@ class SyncInterpreter(InterpreterBase[Provider]):
                         raw = d.send_pull
                         send = raw if raw is not None else d.send
                         while True:
-                            for chunk in cmd.publish:  # noqa: UP028 (cheaper than `yield from`)
+                            for chunk in cmd.publish:  # (cheaper than `yield from`)
                                 yield chunk
                             try:
                                 event: object = read()
@@ -204,7 +204,8 @@ class SyncInterpreter(InterpreterBase[Provider]):
                 elif t is Publish:
                     if TYPE_CHECKING:
                         assert isinstance(cmd, Publish)
-                    yield from cmd.chunks
+                    for chunk in cmd.chunks:  # (cheaper than `yield from`)
+                        yield chunk
                     cmd = d.send(None)
                 elif t is CloseStream:  # (only with a stream open: see the driver)
                     if model is not None:

@@ -87,7 +87,7 @@ def call_model(
         reply = yield ask
         if type(reply) not in MODEL_REPLY_TYPES:
             raise ProtocolError(ask, reply)
-        if not isinstance(reply, ModelFailed):
+        if type(reply) is not ModelFailed:  # (an exact type: the set lookup just made)
             st.model_calls += 1  # a call answered: paid for, whatever becomes of it
             return StepContent(), reply
         err = reply.error

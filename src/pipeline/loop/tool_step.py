@@ -156,10 +156,9 @@ def run_tools(
             release_calls(st, entries)
     if rc.children:  # calls of agent tools run child runs
         invocations, entries = with_children(rc, st, entries, resumes)
-    publish = tuple(st.pending)
-    st.pending = []
-    if publish:
-        out: Publish[Chunk] = Publish(publish)
+    if st.pending:
+        out: Publish[Chunk] = Publish(tuple(st.pending))
+        st.pending = []
         if (got := (yield out)) is not None:
             raise ProtocolError(out, got)
     got_t: object = ()
@@ -245,7 +244,8 @@ def run_tools(
         st.pairing.turn(turn[0], after, ids)
     else:
         note_call_ids(st, before, parts)
-    results = list(map(_result_chunk, parts))  # (no comprehension: a call less a step)
+    # (no comprehension: a call less a step)
+    results = [_result_chunk(parts[0])] if len(parts) == 1 else list(map(_result_chunk, parts))
     if rc.bare_stream:
         st.pending.extend(results)
         return parts
