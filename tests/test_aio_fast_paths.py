@@ -15,6 +15,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from interpreters import aio
 from interpreters.aio import AsyncInterpreter
 from interpreters.observers.observe import RunInfo, RunObserver
 from interpreters.run.common import NoCleanupStream
@@ -83,6 +84,35 @@ async def test_a_cleanup_that_waits_in_its_own_cancel_scope_closes_cleanly() -> 
     model = ScopedCleanup()
     result = await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
     assert (result.status, result.text, model.log) == ("finished", "hi", ["cleaned up"])
+
+
+class CleanupNeverEnds:
+    """A provider whose cleanup waits on something that never comes (a hung connection)."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        try:
+            for event in SAYS_HI:
+                yield event
+        finally:
+            try:
+                await anyio.sleep_forever()
+            except BaseException as e:
+                self.log.append(f"cut: {type(e).__name__}")
+                raise
+
+
+async def test_a_cleanup_that_never_ends_is_cut_at_the_grace_and_the_run_finishes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(aio, "CLOSE_GRACE", 0.01)
+    model = CleanupNeverEnds()
+    with anyio.fail_after(10):
+        result = await AsyncInterpreter(model, observers=()).run(Agent.create("m"), "hi")
+    assert (result.status, result.text) == ("finished", "hi")
+    assert len(model.log) == 1 and model.log[0].startswith("cut: ")
 
 
 class ClosesAtOnce:
