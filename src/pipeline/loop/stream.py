@@ -171,7 +171,7 @@ def process_chunk(rc: RunConfig, st: RunState, chunk: Chunk, content: StepConten
         passed = stream_effect(rc, st, b, _checked(b, raw), chunk, content)
         if passed is chunk:
             continue
-        i = plan.index(entry)  # (each entry is its own tuple: found by identity)
+        i = next(k for k, e in enumerate(plan) if e is entry)  # (by identity, not ==)
         if i + 1 < len(plan):  # the later hooks see something else (or nothing)
             st.seen.unshare(i + 1, appended=True)
             if passed is None:
