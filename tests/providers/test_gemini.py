@@ -683,11 +683,11 @@ def test_embedder_settings_are_checked_when_made() -> None:
 
 
 @pytest.mark.parametrize(("status", "body", "error_type", "retryable"), [
-    # A garbled answer may be a glitch: retryable, as for a model call before any event.
-    (200, _vectors(1), "invalid_response", True),           # one vector for two texts
+    # A garbled answer is not the embeddings asked for: not retried, as from every embedder.
+    (200, _vectors(1), "invalid_response", False),           # one vector for two texts
     (200, json.dumps({"embeddings": [{"values": [1.0]}, {"values": [1.0, 2.0]}]}).encode(),
-     "invalid_response", True),
-    (200, b"{not json", "invalid_response", True),
+     "invalid_response", False),
+    (200, b"{not json", "invalid_response", False),
     (429, b'{"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}',
      "RESOURCE_EXHAUSTED", True),
     (400, b'{"error": {"code": 400, "message": "bad key ' + KEY.encode() + b'",'

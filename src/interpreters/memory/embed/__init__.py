@@ -2,11 +2,11 @@
 (OpenAI-compatible `/embeddings`, Gemini, Bedrock) and a scripted one for tests."""
 
 from interpreters.memory.embed.bedrock import BedrockEmbedder
+from interpreters.memory.embed.exchange import EmbeddingError
 from interpreters.memory.embed.gemini import GeminiEmbedder
 from interpreters.memory.embed.openai import (
     AsyncEmbedder,
     AsyncOpenAIEmbedder,
-    EmbeddingError,
     OpenAIEmbedder,
     ScriptedEmbedder,
 )

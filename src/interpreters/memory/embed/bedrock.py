@@ -2,12 +2,12 @@
 stores (interpreters.memory): Amazon Titan Text Embeddings (one text a call) and Cohere
 Embed v3 and v4 (up to 96 texts a call). The endpoint, the region, the SigV4 signing or
 the Bedrock API key are the `bedrock/` route's (providers/bedrock.py); so are the rules:
-every wait bounded, the body capped, an error typed, credentials never shown.
+every wait bounded, the body capped, an error typed, credentials never shown (the
+exchange is embed/exchange.py's, the same for every embedder).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Literal, TypeVar
 from urllib.parse import quote
@@ -15,14 +15,12 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
+from interpreters.memory.embed.exchange import Bounds, EmbeddingError, decoded, invalid, post
 from interpreters.memory.store import Vector
-from interpreters.providers.errors import classify_response
-from interpreters.providers.exchange import Endpoint, Timeouts, scrubbed
+from interpreters.providers.exchange import Endpoint, Timeouts
 from interpreters.providers.limits import Limits
 from interpreters.providers.owned_client import OwnedClient
-from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import provider_config
-from pipeline.values.model import ApiError
 
 _T = TypeVar("_T")
 InputType = Literal["search_document", "search_query", "classification", "clustering"]
@@ -53,8 +51,8 @@ class BedrockEmbedder(OwnedClient):
     `BedrockEmbedder("cohere.embed-english-v3", input_type="search_query")`. Configured
     as `bedrock/` model ids are (`AWS_REGION`, the credential chain or
     `AWS_BEARER_TOKEN_BEDROCK`; `base_url=`, `api_key=`, `env=`); a missing region or
-    botocore fails here. A failed call raises `ProviderError` (retryable as the status
-    says: a 429 ThrottlingException is)."""
+    botocore fails here. A failed call raises `EmbeddingError` (a `ProviderError`,
+    retryable as the status says: a 429 ThrottlingException is)."""
 
     def __init__(
         self,
@@ -117,14 +115,10 @@ class BedrockEmbedder(OwnedClient):
         return [tuple(v) for v in vectors]
 
     def _decode(self, decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
-        try:
-            return decoder.decode(body)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            raise self._invalid(f"the embedding response is not valid: {e}") from None
+        return decoded(decoder, body)
 
-    def _invalid(self, message: str) -> ProviderError:
-        return ProviderError(ApiError(status=200, message=message,
-                                      error_type="invalid_response", retryable=False))
+    def _invalid(self, message: str) -> EmbeddingError:
+        return invalid(200, message)
 
     def _post(self, body: dict[str, object]) -> bytes:
         content = msgspec.json.encode(body)
@@ -135,37 +129,5 @@ class BedrockEmbedder(OwnedClient):
             headers["authorization"] = f"Bearer {ep.api_key.reveal()}"
         if ep.sign is not None:
             headers.update(ep.sign("POST", self._url, headers, content))
-        failure: ApiError | None = None
-        try:
-            return self._send(content, headers)
-        except httpx.HTTPError as e:
-            kind = "timeout" if isinstance(e, httpx.TimeoutException) else "connection_error"
-            failure = ApiError(status=None, message=f"{type(e).__name__}: {e}",
-                               error_type=kind, retryable=True)
-        # Raised outside the except block: the httpx error's request holds the auth header.
-        raise scrubbed(self._endpoint.api_key, failure)
-
-    def _send(self, content: bytes, headers: dict[str, str]) -> bytes:
-        deadline = time.monotonic() + self._timeouts.total
-        cap = self._limits.max_body
-        with self._client.stream("POST", self._url, content=content, headers=headers,
-                                 timeout=self._timeouts.httpx(self._timeouts.total)) as r:
-            buf = bytearray()
-            for chunk in r.iter_bytes():
-                buf += chunk
-                if len(buf) > cap:
-                    raise ProviderError(ApiError(
-                        status=r.status_code, error_type="limit_exceeded", retryable=False,
-                        message=f"the embedding response is larger than its cap of {cap} "
-                        "bytes (Limits)"))
-                if time.monotonic() > deadline:
-                    raise ProviderError(ApiError(
-                        status=r.status_code, error_type="deadline_exceeded", retryable=False,
-                        message=f"the embedding call did not end within "
-                        f"{self._timeouts.total:g} s (Timeouts.total)"))
-            if r.status_code >= 300:
-                raise scrubbed(self._endpoint.api_key, classify_response(
-                    r.status_code, r.headers, bytes(buf), now=time.time(),
-                    reason=r.reason_phrase))
-            return bytes(buf)
-
+        bounds = Bounds(ep.api_key, self._timeouts, self._limits)
+        return post(self._client, bounds, self._url, content, headers)[0]

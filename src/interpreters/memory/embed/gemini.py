@@ -3,21 +3,24 @@
 `GeminiEmbedder` posts `batchEmbedContents` calls (at most `EMBED_BATCH` texts each) to
 the `google` route's base URL with its key in the `x-goog-api-key` header, as the chat
 calls do. Every call has httpx's per-phase timeouts and a total deadline (`Timeouts`),
-and what it reads is capped (`Limits.max_body`, `max_error_body`); a failure is a
-`ProviderError` with a typed `ApiError` (classified as for a model call, the key
-scrubbed from it), never a partial answer. It does not retry: its caller decides.
+and what it reads is capped (`Limits.max_body`, `max_error_body`); a failure is an
+`EmbeddingError` with a typed `ApiError` (embed/exchange.py: the same rules for every
+embedder, the key scrubbed), never a partial answer. It does not retry: its caller
+decides.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import get_args
 
 import httpx
+import msgspec
 
-from interpreters.providers.errors import classify_response, request_id_of
-from interpreters.providers.exchange import DEADLINE_EXCEEDED, Timeouts, scrubbed
+from interpreters.memory.embed.exchange import INVALID_RESPONSE, Bounds, post
+from interpreters.providers.errors import request_id_of
+from interpreters.providers.exchange import Timeouts
 from interpreters.providers.gemini import (
     EMBED_BATCH,
     EmbedTask,
@@ -25,11 +28,10 @@ from interpreters.providers.gemini import (
     embed_path,
     encode_embeddings,
 )
-from interpreters.providers.limits import Limits, limit_exceeded
+from interpreters.providers.limits import Limits
 from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import provider_config
-from pipeline.values.model import ApiError
 
 Vector = tuple[float, ...]
 
@@ -89,50 +91,20 @@ class GeminiEmbedder(OwnedClient):
         headers = {"content-type": "application/json", "accept": "application/json"}
         if key is not None:
             headers["x-goog-api-key"] = key.reveal()
-        deadline = self._clock() + self.timeouts.total
-        status, request_id, failure, data = 0, None, None, b""
+        bounds = Bounds(key, self.timeouts, self.limits)
+        data, reply = post(self._client, bounds, self._url, body, headers, now=self._clock)
+        request_id = request_id_of(reply.headers)
         try:
-            with self._client.stream("POST", self._url, content=body, headers=headers,
-                                     timeout=self.timeouts.httpx(self.timeouts.total)) as r:
-                status, request_id = r.status_code, request_id_of(r.headers)
-                failed = status >= 400
-                data = self._read(r.iter_bytes(), failed, deadline, status, request_id)
-                if failed:
-                    failure = classify_response(status, r.headers, data, now=time.time(),
-                                                reason=r.reason_phrase)
-        except httpx.HTTPError as e:
-            timeout = isinstance(e, httpx.TimeoutException)
-            failure = ApiError(
-                status=status or None, message=f"{type(e).__name__}: {e or 'no detail'}",
-                error_type="timeout" if timeout else "connection_error",
-                request_id=request_id, retryable=True,
-            )
-        if failure is not None:
-            # Raised outside the except block: the httpx error (its request holds the
-            # key header) must not ride along as __context__.
-            raise scrubbed(self._endpoint.api_key, failure)
-        return decode_embeddings(data, count=len(texts), dimensions=self.dimensions,
-                                 status=status, request_id=request_id)
-
-    def _read(self, chunks: Iterator[bytes], failed: bool, deadline: float, status: int,
-              request_id: str | None) -> bytes:
-        cap = self.limits.max_error_body if failed else self.limits.max_body
-        buf = bytearray()
-        for chunk in chunks:
-            buf += chunk
-            if len(buf) > cap:
-                if failed:
-                    return bytes(buf[:cap])  # enough of an error to say what it was
-                raise limit_exceeded(
-                    status, f"the embeddings response is larger than its cap of {cap} bytes "
-                    "(Limits.max_body)", started=False, request_id=request_id)
-            if self._clock() > deadline:
-                raise ProviderError(ApiError(
-                    status=status, error_type=DEADLINE_EXCEEDED, request_id=request_id,
-                    message=f"the embeddings call took longer than its deadline of "
-                    f"{self.timeouts.total} s (Timeouts.total)",
-                ))
-        return bytes(buf)
+            return decode_embeddings(data, count=len(texts), dimensions=self.dimensions,
+                                     status=reply.status, request_id=request_id)
+        except ProviderError as e:
+            # An error object in a 200 keeps its kind; a body that is not the embeddings
+            # asked for is `invalid_response`, not retried (as from every embedder).
+            error = e.error
+            if error.error_type in (None, INVALID_RESPONSE):
+                error = msgspec.structs.replace(error, error_type=INVALID_RESPONSE,
+                                                retryable=False)
+            raise bounds.scrubbed(error) from None
 
 
 __all__ = ["GeminiEmbedder"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 import anyio
@@ -31,10 +31,18 @@ import anyio.lowlevel
 import httpx
 import msgspec
 
+from interpreters.memory.embed.exchange import (
+    Bounds,
+    Reply,
+    aread,
+    invalid,
+    read,
+)
+from interpreters.memory.embed.exchange import EmbeddingError as EmbeddingError
 from interpreters.memory.store import Embedder, HashEmbedder, Vector
-from interpreters.providers.errors import classify_response, request_id_of
-from interpreters.providers.exchange import DEADLINE_EXCEEDED, Endpoint, Timeouts, scrubbed
-from interpreters.providers.limits import LIMIT_EXCEEDED, Limits
+from interpreters.providers.errors import request_id_of
+from interpreters.providers.exchange import Endpoint, Timeouts
+from interpreters.providers.limits import Limits
 from interpreters.providers.owned_client import OwnedClient
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError, provider_config
@@ -42,7 +50,6 @@ from interpreters.providers.table import ROUTES
 from pipeline.values.model import ApiError
 from pipeline.values.retry import RetryPolicy
 
-INVALID_RESPONSE = "invalid_response"
 MAX_BATCH = 2048
 """The most texts one request may carry (OpenAI's own bound)."""
 
@@ -50,10 +57,6 @@ MAX_BATCH = 2048
 TIMEOUTS = Timeouts()
 LIMITS = Limits()
 RETRY = RetryPolicy()
-
-
-class EmbeddingError(ProviderError):
-    """An embedding call failed; `error` says how. Never carries the key."""
 
 
 class AsyncEmbedder(Protocol):
@@ -113,9 +116,10 @@ class _Calls(msgspec.Struct, frozen=True):
             extensions={"timeout": self.timeouts.httpx(remaining).as_dict()},
         )
 
-    # --- answers -------------------------------------------------------------------
-    def cap(self, status: int) -> int:
-        return self.limits.max_body if status < 300 else self.limits.max_error_body
+    # --- answers (embed/exchange.py: the same rules for every embedder) -------------
+    @property
+    def bounds(self) -> Bounds:
+        return Bounds(self.endpoint.api_key, self.timeouts, self.limits, self.clock)
 
     def decode(
         self, batch: tuple[str, ...], body: bytes, status: int, headers: Mapping[str, str],
@@ -152,40 +156,7 @@ class _Calls(msgspec.Struct, frozen=True):
         return tuple(out)
 
     def invalid(self, status: int, message: str, request_id: str | None) -> EmbeddingError:
-        return EmbeddingError(ApiError(status=status, message=message,
-                                       error_type=INVALID_RESPONSE, request_id=request_id))
-
-    def rejected(self, status: int, headers: Mapping[str, str], body: bytes, reason: str,
-                 cut: bool) -> EmbeddingError:
-        key = self.endpoint.api_key
-        if key is not None:
-            body = key.scrub(body.decode("utf-8", "surrogateescape"), cut=cut).encode(
-                "utf-8", "surrogateescape")
-        return self.scrubbed(
-            classify_response(status, headers, body, now=self.clock(), reason=reason)
-        )
-
-    def over_cap(self, status: int, headers: Mapping[str, str]) -> EmbeddingError:
-        return EmbeddingError(ApiError(
-            status=status, message=f"the response body is larger than its cap of "
-            f"{self.cap(status)} bytes (Limits)", error_type=LIMIT_EXCEEDED,
-            request_id=request_id_of(headers)))
-
-    def transport(self, exc: httpx.HTTPError, status: int) -> EmbeddingError:
-        name = type(exc).__name__
-        kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection_error"
-        # Nothing usable came back: the call may be made again.
-        return self.scrubbed(ApiError(status=status or None, message=f"{name}: {exc or name}",
-                                      error_type=kind, retryable=True))
-
-    def past_deadline(self) -> EmbeddingError:
-        return EmbeddingError(ApiError(
-            status=None, error_type=DEADLINE_EXCEEDED,
-            message=f"the embedding call did not end within its deadline "
-            f"({self.timeouts.total:g} s total, Timeouts.total)"))
-
-    def scrubbed(self, error: ApiError) -> EmbeddingError:
-        return EmbeddingError(scrubbed(self.endpoint.api_key, error).error)
+        return invalid(status, message, request_id)
 
     def wait(self, failure: EmbeddingError, attempt: int, deadline: float) -> float:
         """Seconds to wait before trying again; raises `failure` when it is not retried."""
@@ -200,10 +171,6 @@ class _Calls(msgspec.Struct, frozen=True):
         return delay
 
 
-_Reply = tuple[httpx.Response, bytes, bool]
-"""A response read (closed), its body up to the cap, and whether there was more."""
-
-
 class _Run:
     """One `embed` call, free of I/O: the requests to make, batch by batch, each made
     again as the retry policy says, and the vectors gathered from the replies."""
@@ -214,7 +181,7 @@ class _Run:
         self.deadline = time.monotonic() + calls.timeouts.total
         self._dim: int | None = None
         self._out: list[Vector] = []
-        self._reply: _Reply | EmbeddingError | None = None
+        self._reply: Reply | EmbeddingError | None = None
 
     def requests(self) -> Iterator[tuple[tuple[str, ...], float | None]]:
         """Each request's batch and the seconds to wait before it (None: its first try);
@@ -233,7 +200,7 @@ class _Run:
             self._dim = len(vectors[0])
             self._out += vectors
 
-    def reply(self, reply: _Reply | EmbeddingError) -> None:
+    def reply(self, reply: Reply | EmbeddingError) -> None:
         self._reply = reply
 
     def vectors(self) -> tuple[Vector, ...]:
@@ -243,13 +210,14 @@ class _Run:
         """Seconds left for the next request; past the deadline, its error."""
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise self.calls.past_deadline()
+            raise self.calls.bounds.past_deadline()
         return left
 
     def failed(self, exc: httpx.HTTPError, status: int) -> EmbeddingError:
         # A timeout cut to the deadline fires at it, give or take the clock's grain.
         past = time.monotonic() >= self.deadline - 0.005
-        return self.calls.past_deadline() if past else self.calls.transport(exc, status)
+        bounds = self.calls.bounds
+        return bounds.past_deadline() if past else bounds.transport(exc, status)
 
     def _vectors(self, batch: tuple[str, ...]) -> tuple[Vector, ...]:
         reply, self._reply = self._reply, None
@@ -258,13 +226,8 @@ class _Run:
             # Raised here, not where the httpx error was caught: that error (whose
             # request holds the key) must not ride along as __context__.
             raise reply
-        resp, body, cut = reply
-        calls = self.calls
-        if resp.status_code >= 300:  # redirects are not followed: a wrong base URL
-            raise calls.rejected(resp.status_code, resp.headers, body, resp.reason_phrase, cut)
-        if cut:
-            raise calls.over_cap(resp.status_code, resp.headers)
-        return calls.decode(batch, body, resp.status_code, resp.headers, self._dim)
+        body = self.calls.bounds.body(reply)
+        return self.calls.decode(batch, body, reply.status, reply.headers, self._dim)
 
 
 class _Embedding(ABC, Generic[_C, _R]):
@@ -344,18 +307,18 @@ class OpenAIEmbedder(_Embedding[httpx.Client, None], OwnedClient):
             run.reply(self._send(batch, run))
         return run.vectors()
 
-    def _send(self, batch: tuple[str, ...], run: _Run) -> _Reply | EmbeddingError:
+    def _send(self, batch: tuple[str, ...], run: _Run) -> Reply | EmbeddingError:
         calls, remaining, status = self._calls, run.remaining(), 0
         try:
             resp = self._client.send(calls.request(batch, remaining), stream=True)
             try:
                 status = resp.status_code
-                body, cut = _read(resp.iter_bytes(), calls.cap(status), run.deadline)
+                body, cut = read(resp.iter_bytes(), calls.bounds.cap(status), run.deadline)
             finally:
                 resp.close()
         except httpx.HTTPError as e:
             return run.failed(e, status)
-        return resp, body, cut
+        return Reply(status, resp.headers, resp.reason_phrase, body, cut)
 
 
 class AsyncOpenAIEmbedder(_Embedding[httpx.AsyncClient, Awaitable[None]]):
@@ -375,21 +338,21 @@ class AsyncOpenAIEmbedder(_Embedding[httpx.AsyncClient, Awaitable[None]]):
             run.reply(await self._send(batch, run))
         return run.vectors()
 
-    async def _send(self, batch: tuple[str, ...], run: _Run) -> _Reply | EmbeddingError:
+    async def _send(self, batch: tuple[str, ...], run: _Run) -> Reply | EmbeddingError:
         calls, remaining, status = self._calls, run.remaining(), 0
         try:
             with anyio.fail_after(remaining):
                 resp = await self._client.send(calls.request(batch, remaining), stream=True)
                 try:
                     status = resp.status_code
-                    body, cut = await _aread(resp.aiter_bytes(), calls.cap(status))
+                    body, cut = await aread(resp.aiter_bytes(), calls.bounds.cap(status))
                 finally:
                     await resp.aclose()
         except TimeoutError:
-            return calls.past_deadline()
+            return calls.bounds.past_deadline()
         except httpx.HTTPError as e:
             return run.failed(e, status)
-        return resp, body, cut
+        return Reply(status, resp.headers, resp.reason_phrase, body, cut)
 
     async def aclose(self) -> None:
         if self._own:
@@ -400,27 +363,6 @@ class AsyncOpenAIEmbedder(_Embedding[httpx.AsyncClient, Awaitable[None]]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _read(chunks: Iterator[bytes], cap: int, deadline: float) -> tuple[bytes, bool]:
-    """The body up to `cap` bytes; True when there was more."""
-    buf = bytearray()
-    for chunk in chunks:
-        buf += chunk
-        if len(buf) > cap:
-            return bytes(buf[:cap]), True
-        if time.monotonic() >= deadline:
-            raise httpx.ReadTimeout("the deadline passed while reading the body")
-    return bytes(buf), False
-
-
-async def _aread(chunks: AsyncIterator[bytes], cap: int) -> tuple[bytes, bool]:
-    buf = bytearray()
-    async for chunk in chunks:
-        buf += chunk
-        if len(buf) > cap:
-            return bytes(buf[:cap]), True
-    return bytes(buf), False
 
 
 class ScriptedEmbedder:
