@@ -23,6 +23,7 @@ from interpreters.providers.exchange import Timeouts
 from interpreters.providers.limits import Limits
 from interpreters.providers.owned_client import OwnedClient
 from pipeline.values.retry import RetryPolicy
+from tests.providers.server import ReplayServer, Reply
 
 Handler = Callable[[httpx.Request], httpx.Response]
 Make = Callable[[httpx.Client, Timeouts, Limits], OwnedClient]
@@ -121,3 +122,71 @@ def test_a_body_still_coming_at_the_deadline_is_deadline_exceeded(make: Make) ->
 def test_a_body_that_is_not_embeddings_is_invalid_response(make: Make) -> None:
     e = _failure(make, lambda _: httpx.Response(200, content=b'{"nothing": true')).error
     assert e.status == 200 and e.error_type == "invalid_response" and not e.retryable
+
+
+# --- the same over a real loopback server: sockets, chunked bodies, httpx's timeouts ------
+
+Served = Callable[[str, Timeouts, Limits], OwnedClient]
+
+
+def _served_openai(url: str, timeouts: Timeouts, limits: Limits) -> OwnedClient:
+    return OpenAIEmbedder("openai/text-embedding-3-small", base_url=url + "/v1",
+                          api_key="sk-contract", timeouts=timeouts, limits=limits,
+                          retry=RetryPolicy(max_retries=0))
+
+
+def _served_gemini(url: str, timeouts: Timeouts, limits: Limits) -> OwnedClient:
+    return GeminiEmbedder(env={"GEMINI_API_KEY": "gm-contract"}, base_url=url + "/v1beta",
+                          timeouts=timeouts, limits=limits)
+
+
+def _served_bedrock(url: str, timeouts: Timeouts, limits: Limits) -> OwnedClient:
+    pytest.importorskip("botocore", reason="the Bedrock route needs botocore")
+    return BedrockEmbedder(env=BEDROCK_ENV, base_url=url, timeouts=timeouts, limits=limits)
+
+
+SERVED = pytest.mark.parametrize("make", [_served_openai, _served_gemini, _served_bedrock],
+                                 ids=["openai", "gemini", "bedrock"])
+
+
+def _served_failure(make: Served, server: ReplayServer, reply: Reply, *,
+                    timeouts: Timeouts | None = None,
+                    limits: Limits | None = None) -> EmbeddingError:
+    server.queue(reply)
+    with make(server.url, timeouts or Timeouts(), limits or Limits()) as embedder, \
+            pytest.raises(EmbeddingError) as caught:
+        embedder.embed(("a text",))  # type: ignore[attr-defined]
+    return caught.value
+
+
+@SERVED
+def test_a_served_redirect_is_a_failure(make: Served, server: ReplayServer) -> None:
+    e = _served_failure(make, server, Reply(
+        status=307, headers=[("location", server.url + "/elsewhere")], body=b"{}")).error
+    assert e.status == 307 and not e.retryable
+    assert len(server.seen) == 1
+
+
+@SERVED
+def test_a_served_body_over_its_cap_is_limit_exceeded(make: Served,
+                                                      server: ReplayServer) -> None:
+    e = _served_failure(make, server, Reply(body=b" " * 50_000, chunks=1000),
+                        limits=Limits(max_body=10_000)).error
+    assert e.error_type == "limit_exceeded"
+
+
+@SERVED
+def test_a_served_long_error_body_is_cut_to_its_cap(make: Served,
+                                                    server: ReplayServer) -> None:
+    e = _served_failure(make, server, Reply(status=500, body=b"x" * 50_000, chunks=1000),
+                        limits=Limits(max_error_body=100, max_body=10_000)).error
+    assert e.status == 500 and e.retryable and e.body is not None and len(e.body) <= 100
+
+
+@SERVED
+def test_a_served_trickle_past_the_deadline_is_deadline_exceeded(
+    make: Served, server: ReplayServer,
+) -> None:
+    trickle = Reply(body=b'{"data": [' + b" " * 40, chunks=4, pause=0.05)
+    e = _served_failure(make, server, trickle, timeouts=Timeouts(total=0.2)).error
+    assert e.error_type == "deadline_exceeded" and not e.retryable
