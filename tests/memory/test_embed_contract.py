@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from interpreters.memory.embed import (
+    AsyncOpenAIEmbedder,
     BedrockEmbedder,
     EmbeddingError,
     GeminiEmbedder,
@@ -190,3 +191,36 @@ def test_a_served_trickle_past_the_deadline_is_deadline_exceeded(
     trickle = Reply(body=b'{"data": [' + b" " * 40, chunks=4, pause=0.05)
     e = _served_failure(make, server, trickle, timeouts=Timeouts(total=0.2)).error
     assert e.error_type == "deadline_exceeded" and not e.retryable
+
+
+# --- the async OpenAI-compatible embedder: the same kinds as its sync twin -----------------
+
+_CASES: dict[str, tuple[Handler, Limits]] = {
+    "redirect": (lambda _: httpx.Response(302, content=b"{}"), Limits()),
+    "client error": (lambda _: httpx.Response(400, content=b'{"error": {"message": "no"}}'),
+                     Limits()),
+    "server error": (lambda _: httpx.Response(503, content=b"busy"), Limits()),
+    "over the cap": (lambda _: httpx.Response(200, content=b" " * 5000), Limits(max_body=1000)),
+    "long error": (lambda _: httpx.Response(400, content=b"x" * 5000),
+                   Limits(max_error_body=100, max_body=1000)),
+    "not embeddings": (lambda _: httpx.Response(200, content=b'{"nothing": true'), Limits()),
+}
+
+
+def _kind(e: EmbeddingError) -> tuple[int | None, str | None, bool, int]:
+    return (e.error.status, e.error.error_type, e.error.retryable, len(e.error.body or ""))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", sorted(_CASES))
+async def test_the_async_embedder_fails_as_the_sync_one_does(case: str) -> None:
+    handler, limits = _CASES[case]
+    want = _kind(_failure(_openai, handler, limits=limits))
+    async with AsyncOpenAIEmbedder(
+        "openai/text-embedding-3-small", api_key="sk-contract", limits=limits,
+        retry=RetryPolicy(max_retries=0),
+        client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+    ) as embedder:
+        with pytest.raises(EmbeddingError) as caught:
+            await embedder.embed(("a text",))
+    assert _kind(caught.value) == want
