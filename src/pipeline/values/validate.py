@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import NoneType, UnionType
-from typing import Union, cast, get_args, get_origin, get_type_hints
+from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
 import msgspec
 
@@ -152,12 +152,11 @@ def check_messages(ml: object, call_ids: set[str] | None = None) -> InvalidInput
 _encode = msgspec.json.Encoder().encode
 
 
-_NUMBER = (int, float)
-
 MESSAGE_FIELDS = (
     "id", "role", "parts", "created_at", "thread_id", "resource_id", "incomplete", "metadata"
 )
-"""`Message`'s fields in order, as `_plainly_fine_prefix` unpacks them (a test checks)."""
+"""`Message`'s fields in order, each of which `_plainly_fine_prefix` reads (a test checks
+that there are no others: a new field needs its check there)."""
 
 
 def _known_sources(sources: tuple[object, ...]) -> bool:
@@ -180,49 +179,64 @@ def _plainly_fine_prefix(
     messages: tuple[Message, ...] | list[Message], ids: set[str], free: list[object]
 ) -> int:
     """How many messages from the start are plainly fine (sources aside): exact types
-    only (what the library and msgspec make), each message's fields unpacked at once; the
-    check every run pays once per input message (docs/DESIGN.md, decisions made for
-    speed). A message that is not plainly fine goes to `_message_problem`, which says
-    what is wrong, if anything. Adds the tool-call ids to `ids` and the values of any
-    JSON type (arguments, results, metadata) to `free`, to be encoded once."""
-    astuple = msgspec.structs.astuple
+    only (what the library and msgspec make); the check every run pays once per input
+    message (docs/DESIGN.md, decisions made for speed). A message that is not plainly
+    fine goes to `_message_problem`, which says what is wrong, if anything. Adds the
+    tool-call ids to `ids` and the values of any JSON type (arguments, results,
+    metadata) to `free`, to be encoded once.
+
+    Written for the interpreter's speed: builtins and classes in locals, fields read as
+    attributes (no tuple per message), no index kept (found again after a failure), a
+    float `created_at` tested first."""
     message, text_part, call_part, result_part = Message, TextPart, ToolCallPart, ToolResultPart
-    roles, numbers = _ROLES, _NUMBER
-    for i, m in enumerate(messages):
-        if type(m) is not message:
-            return i
-        mid, role, parts, created_at, thread_id, resource_id, incomplete, metadata = astuple(m)
+    type_, str_, bool_, float_, int_, dict_, tuple_ = type, str, bool, float, int, dict, tuple
+    roles = _ROLES
+    for m in messages:
+        if type_(m) is not message:
+            break
+        role = m.role
+        t = type_(m.created_at)
         if not (
-            type(mid) is str and type(role) is str and role in roles and type(parts) is tuple
-            and type(incomplete) is bool and type(created_at) in numbers
-            and (thread_id is None or type(thread_id) is str)
-            and (resource_id is None or type(resource_id) is str)
+            type_(m.id) is str_ and type_(role) is str_ and role in roles
+            and type_(m.incomplete) is bool_ and (t is float_ or t is int_)
+            and (m.thread_id is None or type_(m.thread_id) is str_)
+            and (m.resource_id is None or type_(m.resource_id) is str_)
         ):
-            return i
+            break
+        metadata = m.metadata
         if metadata is not None:
-            if type(metadata) is not dict:
-                return i
+            if type_(metadata) is not dict_:
+                break
             free.append(metadata)
+        parts: tuple[Any, ...] = m.parts  # told apart by exact type, which mypy cannot
+        if type_(parts) is not tuple_:  # narrow through the local `type_`
+            break
         for p in parts:
-            t = type(p)
+            t = type_(p)
             if t is text_part:
-                if type(p.text) is not str:
-                    return i
+                if type_(p.text) is not str_:
+                    break
             elif t is call_part:
-                if not (type(p.tool_call_id) is str and type(p.tool_name) is str
-                        and type(p.args) is dict):
-                    return i
+                if not (type_(p.tool_call_id) is str_ and type_(p.tool_name) is str_
+                        and type_(p.args) is dict_):
+                    break
                 ids.add(p.tool_call_id)
                 free.append(p.args)
             elif t is result_part:
-                if not (type(p.tool_call_id) is str and type(p.tool_name) is str
-                        and type(p.is_error) is bool):
-                    return i
+                if not (type_(p.tool_call_id) is str_ and type_(p.tool_name) is str_
+                        and type_(p.is_error) is bool_):
+                    break
                 ids.add(p.tool_call_id)
                 free.append(p.result)
             else:
-                return i
-    return len(messages)
+                break
+        else:
+            continue  # every part plainly fine: the next message
+        break  # a part was not
+    else:
+        return len(messages)
+    # `m` stopped the pass: its first place (an earlier place would have stopped it there)
+    return next(i for i, x in enumerate(messages) if x is m)
 
 
 def _message_problem(m: Message) -> tuple[str, str] | None:
