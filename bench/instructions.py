@@ -6,6 +6,7 @@ figures a loaded machine does not move, for a before and after of one change.
     python -m bench.instructions W3 --history 2000             # per step, S from 10 to 30
     python -m bench.instructions W4                            # per concurrent run, 3 steps
     python -m bench.instructions W4 --gc-off                   # the same, the collector off
+    python -m bench.instructions W3 --whole --history 2000     # per whole run, S = 50
 
 Each figure is the difference of two counts at two sizes divided by the difference of
 the sizes, so what a process pays once (the interpreter, imports, warm-up) cancels. The
@@ -16,8 +17,12 @@ run, then the batch of concurrent runs (2 ms of latency per model call) with the
 collector on, as a server runs (`--gc-off`: off, after a `gc.freeze()`): the difference
 between the two is the collector's share. W3's figure leaves out what a run pays once
 (its input check): the per-step cost at a history length, to compare with H = 0.
+`W3 --whole` counts whole runs of S = 50 steps instead (the difference of 1 and 3 runs,
+every history built beforehand in both): what a run costs with its input check, divided
+by S to compare with H = 0 as the timed W3 does.
 Needs `valgrind` on the PATH; a pair of counts takes from seconds (W1) to minutes.
-`--keep DIR` keeps the two callgrind files (`DIR/<workload>-<size>.out`) for
+`--keep DIR` keeps the two callgrind files (`DIR/<workload>-<size>.out`, with `--whole`
+`DIR/W3-whole-<runs>.out`) for
 `callgrind_annotate`: the difference of two sizes' counts, function by function, is what
 one unit costs where.
 """
@@ -35,13 +40,44 @@ import sys
 from pathlib import Path
 
 SIZES = {"W1": (2000, 6000), "W2": (50, 150), "W3": (10, 30), "W4": (100, 300)}
+WHOLE_RUNS = (1, 3)
+"""`W3 --whole`: the numbers of runs counted (each of W3_STEPS steps)."""
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _child(workload: str, system: str, size: int, history: int, gc_off: bool) -> None:
+def _whole(system: str, runs: int, history: int) -> None:
+    """A warm-up run, then `runs` whole W3 runs, with the histories of as many runs as
+    the larger count needs built first (so that building them cancels)."""
+    from bench import workloads as w
+
+    r = w.runner(system)
+    steps = w.W3_STEPS
+    fake = w.StepFake(steps, history)
+    agent = w.step_agent(w.HOOKS_K, steps)
+    fresh = [w.history(history) for _ in range(1 + max(WHOLE_RUNS))]
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+
+    async def go() -> None:
+        for h in fresh[: 1 + runs]:
+            result = await r.run(agent, fake, h)
+            if result.status != "finished" or len(result.steps) != steps:
+                raise AssertionError(f"run {result.status}, {len(result.steps)} steps")
+            fake.expect(steps)
+
+    asyncio.run(go())
+
+
+def _child(
+    workload: str, system: str, size: int, history: int, gc_off: bool, whole: bool = False
+) -> None:
     """One case at one size, in this process (the one valgrind counts)."""
     from bench import workloads as w
 
+    if whole:
+        _whole(system, size, history)
+        return
     if workload == "W4":
         import anyio
 
@@ -76,15 +112,18 @@ def _child(workload: str, system: str, size: int, history: int, gc_off: bool) ->
 
 
 def count(
-    workload: str, system: str, size: int, history: int, gc_off: bool, keep: Path | None = None
+    workload: str, system: str, size: int, history: int, gc_off: bool,
+    keep: Path | None = None, whole: bool = False,
 ) -> int:
     """The instructions of one child process at `size` (its callgrind file kept in `keep`)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONHASHSEED"] = "0"
-    out = "/dev/null" if keep is None else str(keep / f"{workload}-{size}.out")
+    name = f"{workload}-whole" if whole else workload
+    out = "/dev/null" if keep is None else str(keep / f"{name}-{size}.out")
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
            "-m", "bench.instructions", "--child", workload, "--system", system,
-           "--size", str(size), "--history", str(history)] + (["--gc-off"] if gc_off else [])
+           "--size", str(size), "--history", str(history)] + (["--gc-off"] if gc_off else []) \
+        + (["--whole"] if whole else [])
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -101,20 +140,31 @@ def main() -> None:
     ap.add_argument("--gc-off", action="store_true", help="W4 with the collector off")
     ap.add_argument("--sizes", type=int, nargs=2, help="the two sizes (default per workload)")
     ap.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
+    ap.add_argument("--whole", action="store_true",
+                    help="W3: per whole run of S = 50 steps (its input check included), / S")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _child(args.workload, args.system, args.size, args.history, args.gc_off)
+        _child(args.workload, args.system, args.size, args.history, args.gc_off, args.whole)
         return
+    if args.whole and args.workload != "W3":
+        ap.error("--whole is for W3")
     for d in (ROOT / "src", ROOT / "bench"):
         compileall.compile_dir(d, quiet=1)
-    n1, n2 = args.sizes or SIZES[args.workload]
+    n1, n2 = args.sizes or (WHOLE_RUNS if args.whole else SIZES[args.workload])
     runs = 1 if args.workload == "W4" else 2  # W1-W3 count the case twice (see the doc)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    a, b = (count(args.workload, args.system, n, args.history, args.gc_off, args.keep)
-            for n in (n1, n2))
+    a, b = (count(args.workload, args.system, n, args.history, args.gc_off, args.keep,
+                  args.whole) for n in (n1, n2))
+    if args.whole:
+        from bench.workloads import W3_STEPS
+
+        print(f"W3 H={args.history} {args.system}, whole runs of S={W3_STEPS} (input check "
+              f"included): {(b - a) / (n2 - n1) / W3_STEPS:,.0f} instructions per step "
+              f"(runs {n1} and {n2})")
+        return
     unit = {"W1": "chunk", "W4": "run"}.get(args.workload, "step")
     what = args.workload + (f" H={args.history}" if args.workload == "W3" else "")
     system = "async, collector " + ("off" if args.gc_off else "on") if args.workload == "W4" \
