@@ -133,6 +133,7 @@ def test_the_tree_bench_splits_a_step_from_a_child_start() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", [
     ["W1", "--size", "20"], ["W2", "--size", "3"], ["W3", "--size", "2", "--history", "20"],
+    ["W3", "--whole", "--size", "1", "--history", "20"],
     ["W4", "--size", "3"], ["W4", "--size", "3", "--gc-off"],
     ["W2", "--size", "3", "--system", "pipeline_async"],
 ], ids=lambda c: "-".join(c))
