@@ -532,3 +532,30 @@ async def test_a_model_failure_after_the_runs_timeout_ends_the_run_as_timed_out(
     assert isinstance(result.error, Cancelled)
     assert "timed out after 0.05 s" in result.error.reason
     assert unpaired_tool_calls(result.messages.messages) == []
+
+
+class _LateDeadlineBatches(_LateDeadline):
+    """`_LateDeadline` read as batches (`astream_batches`, as the HTTP providers are)."""
+
+    async def astream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        if self.opened:
+            yield [TextStart("t"), TextDelta("t", "Hel")]
+        time.sleep(0.15)  # the run's timeout (0.05 s) passes with no checkpoint
+        raise ProviderError(
+            ApiError(status=200, message="the model call did not end within its deadline",
+                     error_type="deadline_exceeded")
+        )
+
+
+@pytest.mark.parametrize("opened", [False, True], ids=["before-its-first-batch", "mid-stream"])
+async def test_a_batched_model_failure_after_the_runs_timeout_ends_the_run_as_timed_out(
+    opened: bool,
+) -> None:
+    with anyio.fail_after(10):
+        result = await AsyncInterpreter(_LateDeadlineBatches(opened=opened)).run(
+            Agent.create("m"), "hi", timeout=0.05
+        )
+    assert result.status == "cancelled", (result.status, result.error)
+    assert isinstance(result.error, Cancelled)
+    assert "timed out after 0.05 s" in result.error.reason
+    assert unpaired_tool_calls(result.messages.messages) == []

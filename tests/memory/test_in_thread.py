@@ -3,14 +3,18 @@ run in a worker thread, with what the caller passes read in the caller's thread.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_type_hints
 
 import anyio
 import pytest
 
 from interpreters.memory import AsyncStoreInThread, InMemoryStore, MemoryStore
+from interpreters.memory.postgres import PostgresOptions, PostgresStore
+from interpreters.memory.sqlite import SQLiteOptions, SQLiteStore
 from interpreters.memory.store import MemoryStoreUnavailable, Vector
 from pipeline.values.messages import Message, user
 
@@ -78,3 +82,19 @@ def test_an_async_store_closes_as_async_resources_do(backend: str, tmp_path: Pat
             again.store.get_thread("t1")
 
     anyio.run(main, backend=backend)
+
+
+@pytest.mark.parametrize(
+    ("async_options", "sync_store", "first"),
+    [(SQLiteOptions, SQLiteStore, "path"), (PostgresOptions, PostgresStore, "url")],
+    ids=["sqlite", "postgres"],
+)
+def test_the_async_stores_take_every_option_of_their_sync_store(
+    async_options: type, sync_store: type, first: str
+) -> None:
+    # The async stores pass their options on as a TypedDict: one the sync store gained
+    # and the TypedDict did not would be refused by type checkers on the async store.
+    params = inspect.signature(sync_store).parameters
+    keywords = {n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert set(get_type_hints(async_options)) == keywords
+    assert first in params
