@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
 
+import msgspec
 import pytest
 import sqlalchemy as sa
 
@@ -207,3 +208,13 @@ def test_chunks_before_a_step_whose_outcome_could_not_be_stored_still_reach_the_
         assert result.status != "finished"
     assert any(isinstance(c, ToolCall) for c in got["live"])  # streamed before the gate
     assert got["with_steps"] == got["live"]
+
+
+def test_a_stored_start_with_a_stream_mode_this_version_does_not_know_is_refused() -> None:
+    # Replayed as "live", a run recorded in another mode would not match its records.
+    from interpreters.durable.dbos import runs
+
+    stored = runs._start_payload("hi", 0.0, {}, None, "with_steps")
+    assert runs._START.decode(stored).stream == "with_steps"
+    with pytest.raises(msgspec.ValidationError, match="stream"):
+        runs._START.decode(stored.replace(b'"with_steps"', b'"with_chunks"'))

@@ -197,10 +197,11 @@ class RunStart(msgspec.Struct, frozen=True):
     process that started the run runs it (`start`, `run`): stored with the inputs, it
     costs no step of its own. None (a queued run, or one stored by an older version):
     the run records it as its first step, `agent`, on the worker that takes it."""
-    stream: str | None = None
+    stream: StreamMode | None = None
     """How the run writes its chunks (`STREAM_MODES`), fixed for its life so a resume
     replays the same records: None (a queued run, or one stored by an older version) is
-    "live"."""
+    "live"; a mode this version does not know fails the decode (never replayed as
+    "live")."""
 
 
 _NOT_COMPARED = frozenset({"started_at", "definition", "stream"})
@@ -208,7 +209,7 @@ _NOT_COMPARED = frozenset({"started_at", "definition", "stream"})
 
 
 def _start_payload(messages: DurableInput, now: float, options: DurableScope,
-                   definition: str | None = None, stream: str | None = None) -> bytes:
+                   definition: str | None = None, stream: StreamMode | None = None) -> bytes:
     """A run's stored inputs; TypeError for an unknown option or deps that cannot be
     stored, ValueError for a bad timeout (as on every interpreter)."""
     check_options(options, DURABLE_OPTIONS)
