@@ -32,7 +32,6 @@ from pipeline.loop.state import (
     apply,
     fresh_call_id,
     loop_message,
-    steps_tuple,
     trip,
 )
 from pipeline.loop.step import model_request
@@ -118,7 +117,7 @@ def api_error(
             error=err,
             message_list=st.ml,
             step_number=step,
-            steps=steps_tuple(st),
+            steps=st.steps,
             state=st.states[b.slot],
             retry_count=st.api_retry_count,
             context=rc.ctx,

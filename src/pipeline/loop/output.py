@@ -25,7 +25,6 @@ from pipeline.loop.state import (
     discarded,
     feedback,
     keep_held,
-    steps_tuple,
     trip,
 )
 from pipeline.loop.stream import stream_through
@@ -57,7 +56,7 @@ def output_step(
     """process_output_step over the response just added (its calls and text): False when
     a processor discarded it for a retry (the feedback is then added after `before`)."""
     record = rc.record
-    steps = steps_tuple(st)
+    steps = st.steps
     args: OutputStepArgs[object] | None = None
     for b in rc.h_output_step:
         if args is not None:  # the hook before passed: the same args but for its state
@@ -142,7 +141,7 @@ def output_result(rc: RunConfig, st: RunState) -> Generator[LoopCommand, object,
             text=response_text(st.ml),
             usage=st.usage,
             finish_reason=st.finish_reason,
-            steps=steps_tuple(st),
+            steps=st.steps,
         )
         args = OutputResultArgs(
             messages=st.ml.response,

@@ -77,7 +77,6 @@ from pipeline.loop.state import (
     apply,
     keep_held,
     loop_message,
-    steps_tuple,
     trip,
     unforged,
 )
@@ -262,7 +261,7 @@ def _run(rc: RunConfig, st: RunState, resume: Resumption | None = None) -> Agent
         status=status,
         text=response_text(st.ml),
         messages=st.leaving.messages(st.ml, before_result),
-        steps=steps_tuple(st),
+        steps=st.steps,
         usage=usage,
         finish_reason=st.finish_reason,
         tripwire=tripwire,

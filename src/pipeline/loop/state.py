@@ -399,11 +399,6 @@ def trip(b: Bound, a: Abort) -> Tripped:
     return Tripped(Tripwire(a.reason, a.retry, b.processor_id, a.metadata))
 
 
-def steps_tuple(st: RunState) -> tuple[StepResult, ...]:
-    """The steps so far, as hooks see them."""
-    return st.steps
-
-
 _call_id = attrgetter("tool_call_id")
 
 

@@ -13,7 +13,7 @@ import msgspec
 from effects import Abort, Continue, Replace
 from pipeline.loop.cost import spending
 from pipeline.loop.hooks import raised, settle
-from pipeline.loop.state import RunConfig, RunState, apply, steps_tuple, trip
+from pipeline.loop.state import RunConfig, RunState, apply, trip
 from pipeline.processor import InputStepArgs, StepChange, StepSettings
 from pipeline.protocol.replies import LoopCommand
 from pipeline.tools import Tool
@@ -52,7 +52,7 @@ def input_step(
     cfg = base
     record = rc.record
     hooks = rc.h_input_step
-    steps = steps_tuple(st)
+    steps = st.steps
     spent = spending(rc, st)
     args: InputStepArgs[object] | None = None
     for b in hooks:
