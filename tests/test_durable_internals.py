@@ -10,8 +10,14 @@ from pathlib import Path
 import dbos
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
+from dbos._serialization import DBOSDefaultSerializer
 
-from interpreters.durable.dbos.internals import StepPosition, SystemStore, execution_token
+from interpreters.durable.dbos.internals import (
+    Folds,
+    StepPosition,
+    SystemStore,
+    execution_token,
+)
 from interpreters.durable.dbos.runs import DurableRuns
 from interpreters.testing import Say, ScriptedModel, call
 from pipeline.tools import tool
@@ -104,3 +110,54 @@ def test_a_step_position_outside_a_workflow_restores_nothing() -> None:
     here = StepPosition()
     assert here.workflow_id is None
     here.restore()
+
+
+class _FakeSystemDatabase:
+    """The parts of DBOS's system database `Folds` uses; its record of an operation's
+    outcome fails (after the folded rows were inserted) when `refuse` is set."""
+
+    def __init__(self) -> None:
+        self.refuse = False
+        self.serializer = DBOSDefaultSerializer
+        self.inserted: list[str] = []
+        self.signalled: list[str] = []
+
+    def _record_operation_result_txn(self, result: dict[str, str], completed_at: int,
+                                     conn: object) -> None:
+        if self.refuse:
+            raise RuntimeError("the record was not written: its transaction rolls back")
+
+    def _check_operation_execution_txn(self, workflow_id: str, function_id: int,
+                                       function_name: str, conn: object) -> None:
+        return None
+
+    def _stream_insert_stmt(self, workflow_id: str, function_id: int, key: str,
+                            value: str, serialization: object) -> str:
+        return value
+
+    def _signal_notification(self, channel: str, payload: str) -> None:
+        self.signalled.append(payload)
+
+
+class _Conn:
+    def __init__(self, db: _FakeSystemDatabase) -> None:
+        self.db = db
+
+    def execute(self, stmt: str) -> None:
+        self.db.inserted.append(stmt)
+
+
+def test_folded_values_count_as_written_only_once_their_operation_is_recorded() -> None:
+    # A record that fails after the folded rows went into its transaction rolls them
+    # back too: `clear()` must not report them written (the caller would drop them).
+    db = _FakeSystemDatabase()
+    folds = Folds(db)  # type: ignore[arg-type]
+    for refuse in (True, False):
+        db.refuse = refuse
+        folds._local.pending = ("wf", "chunks", (b"x",), False)  # as `fold` leaves it
+        try:
+            db._record_operation_result_txn({"workflow_uuid": "wf"}, 0, _Conn(db))
+        except RuntimeError:
+            assert refuse
+        assert folds.clear() is not refuse
+    assert db.signalled == ["wf::chunks"]

@@ -133,8 +133,12 @@ class Folds:
 
         def record_with_folds(result: Any, completed_at_epoch_ms: int, conn: Any,
                               **kw: Any) -> None:
-            folds._write(result["workflow_uuid"], conn)
+            wrote = folds._write(result["workflow_uuid"], conn)
+            if wrote:  # (a transaction DBOS retries starts over)
+                folds._local.written = False
             record(result, completed_at_epoch_ms, conn, **kw)
+            if wrote:  # written only with the record: one that fails rolls them back
+                folds._local.written = True
 
         def lookup_owned(workflow_id: str, function_id: int, function_name: str,
                          conn: Any) -> object:
@@ -189,10 +193,11 @@ class Folds:
                                               f"{pending[0]}::{pending[1]}")
         return written
 
-    def _write(self, workflow_id: str, conn: sa.Connection) -> None:
+    def _write(self, workflow_id: str, conn: sa.Connection) -> bool:
+        """Insert the pending values in `conn`'s transaction; whether there were any."""
         pending = getattr(self._local, "pending", None)
         if pending is None or pending[0] != workflow_id:
-            return
+            return False
         _, key, values, close = pending
         db = self._sys_db
         ctx = get_local_dbos_context()
@@ -206,4 +211,4 @@ class Folds:
             conn.execute(db._stream_insert_stmt(workflow_id, function_id, key, value,
                                                 serialization))
         # (kept pending until clear(): a transaction DBOS retries writes them again)
-        self._local.written = True
+        return True
