@@ -40,6 +40,7 @@ and a chunk in, the new state and the events out). How the run's chunks map:
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import aclosing
 
 import msgspec
 
@@ -244,8 +245,10 @@ async def agui_sse_async(
     chunks: AsyncIterable[Chunk], *, thread_id: str, run_id: str
 ) -> AsyncIterator[bytes]:
     """`agui_sse` over an async run stream."""
-    async for frame in _FOLD.frames_async(agui_start(thread_id, run_id), chunks):
-        yield frame
+    # (closed with this generator, not left to the collector, when a client goes away)
+    async with aclosing(_FOLD.frames_async(agui_start(thread_id, run_id), chunks)) as frames:
+        async for frame in frames:
+            yield frame
 
 
 # --- what a client sends -------------------------------------------------------------------

@@ -45,6 +45,7 @@ schemas, so an extra key would fail the client's stream.
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import aclosing
 from typing import Literal
 
 import msgspec
@@ -368,8 +369,10 @@ async def ui_message_sse_async(
     chunks: AsyncIterable[Chunk], *, message_id: str | None = None
 ) -> AsyncIterator[bytes]:
     """`ui_message_sse` over an async run stream."""
-    async for frame in _FOLD.frames_async(ui_start(message_id), chunks):
-        yield frame
+    # (closed with this generator, not left to the collector, when a client goes away)
+    async with aclosing(_FOLD.frames_async(ui_start(message_id), chunks)) as frames:
+        async for frame in frames:
+            yield frame
     yield SSE_DONE
 
 

@@ -5,7 +5,7 @@ state and events, the events each chunk becomes, the events that close the strea
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 import msgspec
@@ -41,7 +41,7 @@ class SSEFold(msgspec.Struct, Generic[S, E], frozen=True):
 
     async def frames_async(
         self, start: tuple[S, tuple[E, ...]], chunks: AsyncIterable[Chunk]
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """`frames` over an async run stream."""
         step, frame = self.step, self.frame
         state, events = start
