@@ -1,4 +1,4 @@
-"""Instructions per unit of W1-W4 (bench/WORKLOADS.md), counted by valgrind's callgrind:
+"""Instructions per unit of W1-W5 (bench/WORKLOADS.md), counted by valgrind's callgrind:
 figures a loaded machine does not move, for a before and after of one change.
 
     python -m bench.instructions W2 --system pipeline_sync     # per step, K = 5
@@ -6,7 +6,8 @@ figures a loaded machine does not move, for a before and after of one change.
     python -m bench.instructions W3 --history 2000             # per step, S from 10 to 30
     python -m bench.instructions W4                            # per concurrent run, 3 steps
     python -m bench.instructions W4 --gc-off                   # the same, the collector off
-    python -m bench.instructions W3 --whole --history 2000     # per whole run, S = 50
+    python -m bench.instructions W5 --system provider-bedrock  # per chunk, N = 500 and 1,000
+    python -m bench.instructions W5 --system all               # every W5 system, with ratios
 
 Each figure is the difference of two counts at two sizes divided by the difference of
 the sizes, so what a process pays once (the interpreter, imports, warm-up) cancels. The
@@ -17,14 +18,12 @@ run, then the batch of concurrent runs (2 ms of latency per model call) with the
 collector on, as a server runs (`--gc-off`: off, after a `gc.freeze()`): the difference
 between the two is the collector's share. W3's figure leaves out what a run pays once
 (its input check): the per-step cost at a history length, to compare with H = 0.
-`W3 --whole` counts whole runs of S = 50 steps instead (the difference of 1 and 3 runs,
-every history built beforehand in both): what a run costs with its input check, divided
-by S to compare with H = 0 as the timed W3 does.
+W5 counts one of bench/w5.py's systems (a warm-up call, then the counted one, the
+collector on, as `python -m bench.w5` runs them) against two loopback servers, one per
+size, that pause 2 ms before each write: the client, slowed down by valgrind, then reads
+one event per read, as it does from a model; `--system all` gives each system's ratio to
+its floor.
 Needs `valgrind` on the PATH; a pair of counts takes from seconds (W1) to minutes.
-`--keep DIR` keeps the two callgrind files (`DIR/<workload>-<size>.out`, with `--whole`
-`DIR/W3-whole-<runs>.out`) for
-`callgrind_annotate`: the difference of two sizes' counts, function by function, is what
-one unit costs where.
 """
 
 from __future__ import annotations
@@ -32,52 +31,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import contextlib
 import gc
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-SIZES = {"W1": (2000, 6000), "W2": (50, 150), "W3": (10, 30), "W4": (100, 300)}
-WHOLE_RUNS = (1, 3)
-"""`W3 --whole`: the numbers of runs counted (each of W3_STEPS steps)."""
+from bench import w5
+
+SIZES = {"W1": (2000, 6000), "W2": (50, 150), "W3": (10, 30), "W4": (100, 300),
+         "W5": (500, 1000)}
+W5_PAUSE = "0.002"
+"""Seconds the W5 servers wait before each write (see the module's doc)."""
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _whole(system: str, runs: int, history: int) -> None:
-    """A warm-up run, then `runs` whole W3 runs, with the histories of as many runs as
-    the larger count needs built first (so that building them cancels)."""
-    from bench import workloads as w
-
-    r = w.runner(system)
-    steps = w.W3_STEPS
-    fake = w.StepFake(steps, history)
-    agent = w.step_agent(w.HOOKS_K, steps)
-    fresh = [w.history(history) for _ in range(1 + max(WHOLE_RUNS))]
-    gc.collect()
-    gc.freeze()
-    gc.disable()
-
-    async def go() -> None:
-        for h in fresh[: 1 + runs]:
-            result = await r.run(agent, fake, h)
-            if result.status != "finished" or len(result.steps) != steps:
-                raise AssertionError(f"run {result.status}, {len(result.steps)} steps")
-            fake.expect(steps)
-
-    asyncio.run(go())
-
-
-def _child(
-    workload: str, system: str, size: int, history: int, gc_off: bool, whole: bool = False
-) -> None:
+def _child(workload: str, system: str, size: int, history: int, gc_off: bool) -> None:
     """One case at one size, in this process (the one valgrind counts)."""
     from bench import workloads as w
 
-    if whole:
-        _whole(system, size, history)
-        return
     if workload == "W4":
         import anyio
 
@@ -112,18 +87,20 @@ def _child(
 
 
 def count(
-    workload: str, system: str, size: int, history: int, gc_off: bool,
-    keep: Path | None = None, whole: bool = False,
+    workload: str, system: str, size: int, history: int, gc_off: bool, port: int = 0
 ) -> int:
-    """The instructions of one child process at `size` (its callgrind file kept in `keep`)."""
+    """The instructions of one child process at `size` (W5: against the server at `port`)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONHASHSEED"] = "0"
-    name = f"{workload}-whole" if whole else workload
-    out = "/dev/null" if keep is None else str(keep / f"{name}-{size}.out")
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-           "-m", "bench.instructions", "--child", workload, "--system", system,
-           "--size", str(size), "--history", str(history)] + (["--gc-off"] if gc_off else []) \
-        + (["--whole"] if whole else [])
+    if workload == "W5":
+        env.update(w5.AWS_ENV)
+        child = ["bench.w5", "--child", system, "--port", str(port), "--n", str(size),
+                 "--reps", "1", "--warm", "1"]
+    else:
+        child = ["bench.instructions", "--child", workload, "--system", system,
+                 "--size", str(size), "--history", str(history)] + (["--gc-off"] if gc_off else [])
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+           "-m", *child]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -131,40 +108,68 @@ def count(
     return int(found.group(1))
 
 
+@contextlib.contextmanager
+def w5_servers(sizes: tuple[int, int]) -> Iterator[tuple[int, int]]:
+    """Two loopback servers (bench/wire_server.py) streaming N deltas each, their ports."""
+    procs = [subprocess.Popen([sys.executable, "-m", "bench.wire_server", str(n), W5_PAUSE],
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT) for n in sizes]
+    try:
+        ports = [int(p.stdout.readline()) for p in procs if p.stdout is not None]
+        yield ports[0], ports[1]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def w5_main(systems: tuple[str, ...], sizes: tuple[int, int]) -> None:
+    """Each W5 system's instructions per chunk, and its ratio to its floor when counted."""
+    n1, n2 = sizes
+    per_chunk: dict[str, float] = {}
+    with w5_servers(sizes) as (p1, p2):
+        for system in systems:
+            a = count("W5", system, n1, 0, False, p1)
+            b = count("W5", system, n2, 0, False, p2)
+            per_chunk[system] = (b - a) / (2 * (n2 - n1))  # two calls per child
+            floor = per_chunk.get(w5.FLOORS.get(system, "floor"))
+            ratio = f" ({per_chunk[system] / floor:.3f}x its floor)" if floor else ""
+            print(f"W5 {system}: {per_chunk[system]:,.0f} instructions per chunk{ratio} "
+                  f"(sizes {n1} and {n2})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("workload", choices=sorted(SIZES))
-    ap.add_argument("--system", choices=("pipeline_sync", "pipeline_async"),
-                    default="pipeline_sync", help="W1-W3 (W4 is async)")
+    ap.add_argument("--system", choices=("pipeline_sync", "pipeline_async", "all",
+                                         *w5.SYSTEMS),
+                    default=None, help="W1-W3: pipeline_sync (default) or pipeline_async (W4 "
+                    "is async); W5: one of bench/w5.py's systems (with its floor), or all (the default)")
     ap.add_argument("--history", type=int, default=2000, help="W3's history length H")
     ap.add_argument("--gc-off", action="store_true", help="W4 with the collector off")
     ap.add_argument("--sizes", type=int, nargs=2, help="the two sizes (default per workload)")
-    ap.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
-    ap.add_argument("--whole", action="store_true",
-                    help="W3: per whole run of S = 50 steps (its input check included), / S")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _child(args.workload, args.system, args.size, args.history, args.gc_off, args.whole)
+        _child(args.workload, args.system, args.size, args.history, args.gc_off)
         return
-    if args.whole and args.workload != "W3":
-        ap.error("--whole is for W3")
     for d in (ROOT / "src", ROOT / "bench"):
         compileall.compile_dir(d, quiet=1)
-    n1, n2 = args.sizes or (WHOLE_RUNS if args.whole else SIZES[args.workload])
-    runs = 1 if args.workload == "W4" else 2  # W1-W3 count the case twice (see the doc)
-    if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
-    a, b = (count(args.workload, args.system, n, args.history, args.gc_off, args.keep,
-                  args.whole) for n in (n1, n2))
-    if args.whole:
-        from bench.workloads import W3_STEPS
-
-        print(f"W3 H={args.history} {args.system}, whole runs of S={W3_STEPS} (input check "
-              f"included): {(b - a) / (n2 - n1) / W3_STEPS:,.0f} instructions per step "
-              f"(runs {n1} and {n2})")
+    if args.workload == "W5":
+        if args.system in ("pipeline_sync", "pipeline_async"):
+            ap.error("W5's systems are bench/w5.py's")
+        # The floors first, so each system's ratio can be printed with it.
+        systems = w5.SYSTEMS if args.system in (None, "all") else tuple(
+            {w5.FLOORS.get(args.system, "floor"): None, args.system: None})
+        ordered = tuple(sorted(systems, key=lambda s: not s.startswith("floor")))
+        w5_main(ordered, tuple(args.sizes or SIZES["W5"]))  # type: ignore[arg-type]
         return
+    args.system = args.system or "pipeline_sync"
+    if args.system not in ("pipeline_sync", "pipeline_async"):
+        ap.error(f"{args.workload}'s systems are pipeline_sync and pipeline_async")
+    n1, n2 = args.sizes or SIZES[args.workload]
+    runs = 1 if args.workload == "W4" else 2  # W1-W3 count the case twice (see the doc)
+    a, b = (count(args.workload, args.system, n, args.history, args.gc_off) for n in (n1, n2))
     unit = {"W1": "chunk", "W4": "run"}.get(args.workload, "step")
     what = args.workload + (f" H={args.history}" if args.workload == "W3" else "")
     system = "async, collector " + ("off" if args.gc_off else "on") if args.workload == "W4" \

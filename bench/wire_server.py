@@ -2,9 +2,11 @@
 Responses or Gemini SSE body, or a Bedrock Converse event stream.
 
     python -m bench.wire_server N     # prints the port it listens on (127.0.0.1), then serves
+    python -m bench.wire_server N 0.002   # the same, a pause of 2 ms before each write
 
 N text deltas per response, one write per SSE event with chunked transfer encoding, as a
-real server streams. It runs in its own process, so its CPU never counts against the
+real server streams. A pause between writes (the second argument, in seconds) makes
+each read of a slow client (one under valgrind) one event, as a model's pace does. It runs in its own process, so its CPU never counts against the
 client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format,
 `POST .../responses` the OpenAI Responses one, `POST .../converse-stream` the Bedrock one
 (one write per event-stream frame), `POST ...:streamGenerateContent?alt=sse` the Gemini
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -176,7 +179,7 @@ CONTENT_TYPES = {"openai": "text/event-stream", "anthropic": "text/event-stream"
                  "gemini": "text/event-stream"}
 
 
-def serve(n: int) -> None:
+def serve(n: int, pause: float = 0.0) -> None:
     frames = {
         kind: [b"%x\r\n%s\r\n" % (len(e), e) for e in events(n)] + [b"0\r\n\r\n"]
         for kind, events in FORMATS
@@ -196,6 +199,9 @@ def serve(n: int) -> None:
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             for frame in frames[kind]:
+                if pause:
+                    self.wfile.flush()
+                    time.sleep(pause)
                 self.wfile.write(frame)
             self.wfile.flush()
 
@@ -208,4 +214,4 @@ def serve(n: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
