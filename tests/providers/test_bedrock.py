@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,7 @@ from interpreters.providers.codec import ByteStreamDecoder, Encoded
 from interpreters.providers.prices import genai_prices
 from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError
+from interpreters.providers.sse import FrameError, SseEvent, SseLimitError
 from interpreters.sync import SyncInterpreter
 from interpreters.testing import Say, ScriptedModel, Simulator, call
 from pipeline import RunResult
@@ -167,6 +169,72 @@ def test_a_corrupt_frame_is_an_invalid_response_and_a_huge_one_over_its_cap() ->
     big = aws_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "x" * 5000}})
     events, err = _failure(big, max_event=4096)
     assert err.error_type == "limit_exceeded" and events == []
+
+
+def _typed_frame(headers: list[tuple[str, int, bytes]], payload: bytes) -> bytes:
+    """A frame whose headers carry their own type byte and encoded value (aws_frame
+    writes strings only)."""
+    head = b"".join(bytes([len(k)]) + k.encode() + bytes([t]) + v for k, t, v in headers)
+    prelude = (16 + len(head) + len(payload)).to_bytes(4, "big") + len(head).to_bytes(4, "big")
+    prelude += zlib.crc32(prelude).to_bytes(4, "big")
+    body = prelude + head + payload
+    return body + zlib.crc32(body).to_bytes(4, "big")
+
+
+def _string(v: str) -> bytes:
+    return len(v.encode()).to_bytes(2, "big") + v.encode()
+
+
+_EVENT = [(":event-type", 7, _string("contentBlockDelta")),
+          (":content-type", 7, _string("application/json")), (":message-type", 7, _string("event"))]
+_PAYLOAD = b'{"contentBlockIndex":0,"delta":{"text":"h\xc3\xa9"}}'
+
+
+def _framed(frame: bytes, pieces: int) -> list[SseEvent] | str:
+    """The framer's events for `frame` fed whole (pieces=1) or a byte at a time, or the
+    name of the error it raised."""
+    framer = EVENT_STREAM.parser(1 << 20)
+    out: list[SseEvent] = []
+    try:
+        if pieces == 1:
+            out += framer.feed(frame)
+        else:
+            for i in range(len(frame)):
+                out += framer.feed(frame[i : i + 1])
+        out += framer.close()
+    except (FrameError, SseLimitError) as e:
+        return type(e).__name__ + ": " + str(e).split(":")[0]
+    return out
+
+
+@pytest.mark.parametrize("frame", [
+    _typed_frame(_EVENT, _PAYLOAD),
+    _typed_frame(_EVENT, b""),
+    _typed_frame([], _PAYLOAD),
+    _typed_frame([*_EVENT, ("flag", 0, b""), ("n", 4, (7).to_bytes(4, "big"))], _PAYLOAD),
+    _typed_frame([(":message-type", 7, _string("exception")),
+                  (":exception-type", 7, _string("throttlingException"))], b'{"message":"x"}'),
+    _typed_frame([(":message-type", 7, _string("error")), (":error-code", 7, _string("E")),
+                  (":error-message", 7, _string("bad"))], b""),
+    _typed_frame([*_EVENT, (":event-type", 7, _string("metadata"))], _PAYLOAD),  # twice
+    _typed_frame([(":event-type", 7, b"\x00\x09\xff")], _PAYLOAD),  # not UTF-8
+    _typed_frame([(":event-type", 7, b"\x01\x00x")], _PAYLOAD),  # longer than its headers
+], ids=["event", "empty", "no-headers", "typed-headers", "exception", "error", "twice",
+        "not-utf8", "overlong"])
+@pytest.mark.parametrize("corrupt", [None, 2, 9, -2])
+def test_a_frame_read_whole_is_read_as_botocore_reads_it(frame: bytes, corrupt: int | None) -> None:
+    """A read holding one whole frame takes a faster path than botocore's parser; a frame
+    split over reads takes botocore's: the two agree on every frame, sound or not."""
+    if corrupt is not None:
+        frame = bytearray(frame)
+        frame[corrupt] ^= 0x40
+        frame = bytes(frame)
+    whole, split = _framed(frame, 1), _framed(frame, len(frame))
+    assert whole == split
+    if frame[:4] == len(frame).to_bytes(4, "big") and isinstance(whole, list):
+        buf = EventStreamBuffer()
+        buf.add_data(frame)
+        assert len(list(buf)) == len(whole) == 1
 
 
 def test_a_stream_cut_short_is_incomplete() -> None:
