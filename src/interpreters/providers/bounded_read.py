@@ -19,6 +19,7 @@ close out of order), hence the choice at the start of each read.
 from __future__ import annotations
 
 import time
+import types
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Generator
 from typing import Generic, TypeVar
 
@@ -92,19 +93,49 @@ async def within(
                 return
             yield scoped
             continue
+        # `_Checked`'s loop, inline: a read that waits costs no object of its own (this
+        # runs once per streamed chunk, and nearly every read waits for the event loop).
         step = start()
         try:
-            first = step.send(None)
+            out = step.send(None)
         except StopIteration as done:
             item: _T = done.value  # ready without waiting
         except StopAsyncIteration:
             return
         else:
-            try:
-                item = await _Checked(step, first, remaining, expired)
-            except StopAsyncIteration:
-                return
+            while True:
+                try:
+                    sent = await _handed_on(out)
+                except GeneratorExit:
+                    step.close()
+                    raise
+                except BaseException as e:  # a cancellation: in where the read waits
+                    thrown: BaseException = e
+                else:
+                    if clock() < deadline:
+                        try:
+                            out = step.send(sent)
+                        except StopIteration as done:
+                            item = done.value
+                            break
+                        except StopAsyncIteration:
+                            return
+                        continue
+                    thrown = expired()
+                try:
+                    out = step.throw(thrown)
+                except StopIteration as done:
+                    item = done.value
+                    break
+                except StopAsyncIteration:
+                    return
         yield item
+
+
+@types.coroutine
+def _handed_on(out: object) -> Generator[object, object, object]:
+    """Hand what a read yielded (`out`) to the event loop, and return its answer."""
+    return (yield out)
 
 
 class _Checked(Generic[_T]):
