@@ -20,7 +20,7 @@ between the two is the collector's share. W3's figure leaves out what a run pays
 (its input check): the per-step cost at a history length, to compare with H = 0.
 W5 counts one of bench/w5.py's systems (a warm-up call, then the counted one, the
 collector on, as `python -m bench.w5` runs them) against two loopback servers, one per
-size, that pause 2 ms before each write: the client, slowed down by valgrind, then reads
+size, that pause 20 ms before each write: the client, slowed down by valgrind, then reads
 one event per read, as it does from a model; `--system all` gives each system's ratio to
 its floor.
 Needs `valgrind` on the PATH; a pair of counts takes from seconds (W1) to minutes.
@@ -44,7 +44,7 @@ from bench import w5
 
 SIZES = {"W1": (2000, 6000), "W2": (50, 150), "W3": (10, 30), "W4": (100, 300),
          "W5": (500, 1000)}
-W5_PAUSE = "0.002"
+W5_PAUSE = "0.02"
 """Seconds the W5 servers wait before each write (see the module's doc)."""
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,8 +142,8 @@ def main() -> None:
     ap.add_argument("workload", choices=sorted(SIZES))
     ap.add_argument("--system", choices=("pipeline_sync", "pipeline_async", "all",
                                          *w5.SYSTEMS),
-                    default=None, help="W1-W3: pipeline_sync (default) or pipeline_async (W4 "
-                    "is async); W5: one of bench/w5.py's systems (with its floor), or all (the default)")
+                    default=None, nargs="+", help="W1-W3: pipeline_sync (default) or pipeline_async (W4 "
+                    "is async); W5: bench/w5.py's systems (each with its floor), or all (the default)")
     ap.add_argument("--history", type=int, default=2000, help="W3's history length H")
     ap.add_argument("--gc-off", action="store_true", help="W4 with the collector off")
     ap.add_argument("--sizes", type=int, nargs=2, help="the two sizes (default per workload)")
@@ -151,20 +151,21 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _child(args.workload, args.system, args.size, args.history, args.gc_off)
+        _child(args.workload, args.system[0], args.size, args.history, args.gc_off)
         return
     for d in (ROOT / "src", ROOT / "bench"):
         compileall.compile_dir(d, quiet=1)
     if args.workload == "W5":
-        if args.system in ("pipeline_sync", "pipeline_async"):
+        asked = args.system or ["all"]
+        if set(asked) & {"pipeline_sync", "pipeline_async"}:
             ap.error("W5's systems are bench/w5.py's")
         # The floors first, so each system's ratio can be printed with it.
-        systems = w5.SYSTEMS if args.system in (None, "all") else tuple(
-            {w5.FLOORS.get(args.system, "floor"): None, args.system: None})
+        systems = w5.SYSTEMS if "all" in asked else tuple(
+            {s: None for a in asked for s in (w5.FLOORS.get(a, "floor"), a)})
         ordered = tuple(sorted(systems, key=lambda s: not s.startswith("floor")))
         w5_main(ordered, tuple(args.sizes or SIZES["W5"]))  # type: ignore[arg-type]
         return
-    args.system = args.system or "pipeline_sync"
+    args.system = (args.system or ["pipeline_sync"])[0]
     if args.system not in ("pipeline_sync", "pipeline_async"):
         ap.error(f"{args.workload}'s systems are pipeline_sync and pipeline_async")
     n1, n2 = args.sizes or SIZES[args.workload]
