@@ -5,6 +5,7 @@
 
     python -m bench.recall                              # 1,000, 10,000 and 100,000
     python -m bench.recall --sizes 1000000 --queries 50  # one million: built once, timed
+    python -m bench.recall --sizes 100000 1000000        # (or 100000,1000000)
     python -m bench.recall --smoke                      # tiny, for CI (not for reporting)
 
 Each size is one SQLite file holding one thread of N vectors (`--dim`, 384 by default):
@@ -14,7 +15,8 @@ approximate index). Two stores over the file: one exact (every vector held in me
 scanned with numpy), one with the HNSW index, built once (`build_vector_index`, timed) and
 saved beside the file. Then `--queries` searches of k = 5 from the same distribution,
 each store warmed first: the median and 90th percentile search time of each, and the
-recall at 5 of the index (the share of the exact top 5 it returns). Also the index's
+recall at 5 of the index (the share of the exact top 5 it returns) at its search width
+(`ef`, chosen by the index's size: `interpreters.memory.ann.search_width`). Also the index's
 memory and file size, and how long a restart takes to load it. Prints a table, then one
 JSON line with every figure.
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 from bench.summary import summary
 from interpreters.memory import SQLiteStore
+from interpreters.memory.ann import search_width
 from interpreters.memory.store import Vector
 
 K = 5
@@ -115,20 +118,20 @@ def measure(folder: Path, n: int, dim: int, queries: int, data: str) -> dict[str
     return {"vectors": n, "dim": dim, "data": data, "queries": len(qs),
             "exact_ms": statistics.median(exact_ms), "exact_p90_ms": p90(exact_ms),
             "hnsw_ms": statistics.median(approx_ms), "hnsw_p90_ms": p90(approx_ms),
-            "recall_at_5": recall, "build_s": build_s, "load_s": load_s,
+            "recall_at_5": recall, "search_width": search_width(n), "build_s": build_s, "load_s": load_s,
             "index_mib": index_mb, "file_mib": file_mb, "fill_s": fill_s}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.recall")
     p.add_argument("--smoke", action="store_true")
-    p.add_argument("--sizes", default="1000,10000,100000")
+    p.add_argument("--sizes", nargs="+", default=["1000,10000,100000"])
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--data", choices=("clustered", "random"), default="clustered")
     p.add_argument("--dir", default=None, help="where the files go (default: a temporary one)")
     a = p.parse_args(argv)
-    sizes = [300, 1000] if a.smoke else [int(s) for s in a.sizes.split(",")]
+    sizes = [300, 1000] if a.smoke else [int(s) for arg in a.sizes for s in arg.split(",") if s]
     dim, queries = (16, 20) if a.smoke else (a.dim, a.queries)
 
     t0 = time.perf_counter()
@@ -143,11 +146,12 @@ def main(argv: list[str] | None = None) -> int:
           f"queries, wall time (perf_counter), ms; load average (1, 5, 15 min) at start / "
           f"end: {loads}")
     print(f"{'vectors':>10}{'exact':>9}{'p90':>8}{'hnsw':>9}{'p90':>8}{'recall@5':>10}"
-          f"{'build s':>9}{'load s':>8}{'MiB':>8}{'file MiB':>10}")
+          f"{'ef':>5}{'build s':>9}{'load s':>8}{'MiB':>8}{'file MiB':>10}")
     for r in rows:
         print(f"{r['vectors']!s:>10}" + "".join(f"{float(str(r[k])):>{w}.{d}f}" for k, w, d in (
             ("exact_ms", 9, 2), ("exact_p90_ms", 8, 2), ("hnsw_ms", 9, 3),
-            ("hnsw_p90_ms", 8, 3), ("recall_at_5", 10, 3), ("build_s", 9, 1),
+            ("hnsw_p90_ms", 8, 3), ("recall_at_5", 10, 3), ("search_width", 5, 0),
+            ("build_s", 9, 1),
             ("load_s", 8, 2), ("index_mib", 8, 0), ("file_mib", 10, 0))))
     params = {"sizes": sizes, "dim": dim, "queries": queries, "k": K, "data": a.data,
               "smoke": a.smoke}

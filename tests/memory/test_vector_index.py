@@ -109,6 +109,23 @@ def test_recall_against_the_exact_scan_is_at_least_0_95_at_k_5(tmp_path: Path) -
         exact.close()
 
 
+def test_a_larger_index_is_searched_wider(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HNSW needs a wider search over more vectors for the same recall: past a size the
+    index widens its search with the size (here the size is made small)."""
+    from interpreters.memory import ann
+
+    assert ann.search_width(1_000) == ann.search_width(100_000) == 64
+    widths = [ann.search_width(n) for n in (200_000, 1_000_000, 4_000_000, 10**9)]
+    assert widths == sorted(widths) and widths[0] > 64 and widths[-1] == 512
+    monkeypatch.setattr(ann, "_WIDE_FROM", 10)
+    rng = random.Random(3)
+    index = ann.ApproxIndex(("thread", "t"), DIM)
+    vectors = [unit(rng) for _ in range(40)]
+    index.add(range(1, 41), b"".join(pack(v) for v in vectors))
+    assert index.candidates(pack(vectors[0]), 5)[0] == 1
+    assert index._index.expansion_search == ann.search_width(40) == 128
+
+
 def test_a_scope_smaller_than_the_threshold_is_scanned_with_the_exact_results(
     tmp_path: Path,
 ) -> None:
