@@ -142,8 +142,9 @@ def main() -> None:
     ap.add_argument("workload", choices=sorted(SIZES))
     ap.add_argument("--system", choices=("pipeline_sync", "pipeline_async", "all",
                                          *w5.SYSTEMS),
-                    default=None, nargs="+", help="W1-W3: pipeline_sync (default) or pipeline_async (W4 "
-                    "is async); W5: bench/w5.py's systems (each with its floor), or all (the default)")
+                    default=None, nargs="+",
+                    help="W1-W3: pipeline_sync (default) or pipeline_async (W4 is async); W5: "
+                    "bench/w5.py's systems (each with its floor), or all (the default)")
     ap.add_argument("--history", type=int, default=2000, help="W3's history length H")
     ap.add_argument("--gc-off", action="store_true", help="W4 with the collector off")
     ap.add_argument("--sizes", type=int, nargs=2, help="the two sizes (default per workload)")

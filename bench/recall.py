@@ -118,7 +118,8 @@ def measure(folder: Path, n: int, dim: int, queries: int, data: str) -> dict[str
     return {"vectors": n, "dim": dim, "data": data, "queries": len(qs),
             "exact_ms": statistics.median(exact_ms), "exact_p90_ms": p90(exact_ms),
             "hnsw_ms": statistics.median(approx_ms), "hnsw_p90_ms": p90(approx_ms),
-            "recall_at_5": recall, "search_width": search_width(n), "build_s": build_s, "load_s": load_s,
+            "recall_at_5": recall, "search_width": search_width(n), "build_s": build_s,
+            "load_s": load_s,
             "index_mib": index_mb, "file_mib": file_mb, "fill_s": fill_s}
 
 

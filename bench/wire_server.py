@@ -1,13 +1,14 @@
 """W5's loopback server: streams a fixed Chat Completions, Anthropic Messages, OpenAI
 Responses or Gemini SSE body, or a Bedrock Converse event stream.
 
-    python -m bench.wire_server N     # prints the port it listens on (127.0.0.1), then serves
-    python -m bench.wire_server N 0.002   # the same, a pause of 2 ms before each write
+    python -m bench.wire_server N        # prints the port it listens on (127.0.0.1), then serves
+    python -m bench.wire_server N 0.02   # the same, a pause of 20 ms before each write
 
 N text deltas per response, one write per SSE event with chunked transfer encoding, as a
-real server streams. A pause between writes (the second argument, in seconds) makes
-each read of a slow client (one under valgrind) one event, as a model's pace does. It runs in its own process, so its CPU never counts against the
-client whose CPU time W5 measures. `POST .../messages` gets the Anthropic format,
+real server streams. A pause before each write (the second argument, in seconds) makes
+each read of a slow client (one under valgrind) one event, as a model's pace does. It
+runs in its own process, so its CPU never counts against the client whose CPU time W5
+measures. `POST .../messages` gets the Anthropic format,
 `POST .../responses` the OpenAI Responses one, `POST .../converse-stream` the Bedrock one
 (one write per event-stream frame), `POST ...:streamGenerateContent?alt=sse` the Gemini
 one, any other POST the Chat Completions one.
