@@ -164,7 +164,8 @@ def main() -> None:
         systems = w5.SYSTEMS if "all" in asked else tuple(
             {s: None for a in asked for s in (w5.FLOORS.get(a, "floor"), a)})
         ordered = tuple(sorted(systems, key=lambda s: not s.startswith("floor")))
-        w5_main(ordered, tuple(args.sizes or SIZES["W5"]))  # type: ignore[arg-type]
+        n1, n2 = args.sizes or SIZES["W5"]
+        w5_main(ordered, (n1, n2))
         return
     args.system = (args.system or ["pipeline_sync"])[0]
     if args.system not in ("pipeline_sync", "pipeline_async"):

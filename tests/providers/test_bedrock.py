@@ -226,9 +226,9 @@ def test_a_frame_read_whole_is_read_as_botocore_reads_it(frame: bytes, corrupt: 
     """A read holding one whole frame takes a faster path than botocore's parser; a frame
     split over reads takes botocore's: the two agree on every frame, sound or not."""
     if corrupt is not None:
-        frame = bytearray(frame)
-        frame[corrupt] ^= 0x40
-        frame = bytes(frame)
+        bad = bytearray(frame)
+        bad[corrupt] ^= 0x40
+        frame = bytes(bad)
     whole, split = _framed(frame, 1), _framed(frame, len(frame))
     assert whole == split
     if frame[:4] == len(frame).to_bytes(4, "big") and isinstance(whole, list):

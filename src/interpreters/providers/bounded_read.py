@@ -96,40 +96,26 @@ async def within(
         # `_Checked`'s loop, inline: a read that waits costs no object of its own (this
         # runs once per streamed chunk, and nearly every read waits for the event loop).
         step = start()
-        try:
-            out = step.send(None)
-        except StopIteration as done:
-            item: _T = done.value  # ready without waiting
-        except StopAsyncIteration:
-            return
-        else:
-            while True:
-                try:
-                    sent = await _handed_on(out)
-                except GeneratorExit:
-                    step.close()
-                    raise
-                except BaseException as e:  # a cancellation: in where the read waits
-                    thrown: BaseException = e
-                else:
-                    if clock() < deadline:
-                        try:
-                            out = step.send(sent)
-                        except StopIteration as done:
-                            item = done.value
-                            break
-                        except StopAsyncIteration:
-                            return
-                        continue
-                    thrown = expired()
-                try:
-                    out = step.throw(thrown)
-                except StopIteration as done:
-                    item = done.value
-                    break
-                except StopAsyncIteration:
-                    return
-        yield item
+        sent: object = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                out = step.send(sent) if thrown is None else step.throw(thrown)
+            except StopIteration as done:
+                item: _T = done.value
+                break
+            except StopAsyncIteration:
+                return
+            try:
+                sent = await _handed_on(out)
+            except GeneratorExit:
+                step.close()
+                raise
+            except BaseException as e:  # a cancellation: in where the read waits
+                thrown = e
+            else:
+                thrown = None if clock() < deadline else expired()
+        yield item  # type: ignore[possibly-undefined]  # (the loop ends by `break` only)
 
 
 @types.coroutine
