@@ -152,7 +152,8 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _child(args.workload, args.system[0], args.size, args.history, args.gc_off)
+        system = (args.system or ["pipeline_sync"])[0]
+        _child(args.workload, system, args.size, args.history, args.gc_off)
         return
     for d in (ROOT / "src", ROOT / "bench"):
         compileall.compile_dir(d, quiet=1)
