@@ -24,6 +24,9 @@ size, that pause 20 ms before each write: the client, slowed down by valgrind, t
 one event per read, as it does from a model; `--system all` gives each system's ratio to
 its floor.
 Needs `valgrind` on the PATH; a pair of counts takes from seconds (W1) to minutes.
+`--keep DIR` keeps the two callgrind files (`DIR/<workload>-<size>.out`, W5:
+`DIR/W5-<system>-<size>.out`) for `callgrind_annotate`: the difference of two sizes'
+counts, function by function, is what one unit costs where.
 """
 
 from __future__ import annotations
@@ -87,9 +90,11 @@ def _child(workload: str, system: str, size: int, history: int, gc_off: bool) ->
 
 
 def count(
-    workload: str, system: str, size: int, history: int, gc_off: bool, port: int = 0
+    workload: str, system: str, size: int, history: int, gc_off: bool, port: int = 0,
+    keep: Path | None = None,
 ) -> int:
-    """The instructions of one child process at `size` (W5: against the server at `port`)."""
+    """The instructions of one child process at `size` (W5: against the server at `port`;
+    its callgrind file kept in `keep`)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONHASHSEED"] = "0"
     if workload == "W5":
@@ -99,7 +104,9 @@ def count(
     else:
         child = ["bench.instructions", "--child", workload, "--system", system,
                  "--size", str(size), "--history", str(history)] + (["--gc-off"] if gc_off else [])
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+    name = f"W5-{system}-{size}" if workload == "W5" else f"{workload}-{size}"
+    out = "/dev/null" if keep is None else str(keep / f"{name}.out")
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
            "-m", *child]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
     found = re.search(r"Collected : (\d+)", done.stderr)
@@ -122,14 +129,16 @@ def w5_servers(sizes: tuple[int, int]) -> Iterator[tuple[int, int]]:
             p.wait(timeout=10)
 
 
-def w5_main(systems: tuple[str, ...], sizes: tuple[int, int]) -> None:
+def w5_main(
+    systems: tuple[str, ...], sizes: tuple[int, int], keep: Path | None = None
+) -> None:
     """Each W5 system's instructions per chunk, and its ratio to its floor when counted."""
     n1, n2 = sizes
     per_chunk: dict[str, float] = {}
     with w5_servers(sizes) as (p1, p2):
         for system in systems:
-            a = count("W5", system, n1, 0, False, p1)
-            b = count("W5", system, n2, 0, False, p2)
+            a = count("W5", system, n1, 0, False, p1, keep)
+            b = count("W5", system, n2, 0, False, p2, keep)
             per_chunk[system] = (b - a) / (2 * (n2 - n1))  # two calls per child
             floor = per_chunk.get(w5.FLOORS.get(system, "floor"))
             ratio = f" ({per_chunk[system] / floor:.3f}x its floor)" if floor else ""
@@ -148,6 +157,7 @@ def main() -> None:
     ap.add_argument("--history", type=int, default=2000, help="W3's history length H")
     ap.add_argument("--gc-off", action="store_true", help="W4 with the collector off")
     ap.add_argument("--sizes", type=int, nargs=2, help="the two sizes (default per workload)")
+    ap.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -157,6 +167,8 @@ def main() -> None:
         return
     for d in (ROOT / "src", ROOT / "bench"):
         compileall.compile_dir(d, quiet=1)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
     if args.workload == "W5":
         asked = args.system or ["all"]
         if set(asked) & {"pipeline_sync", "pipeline_async"}:
@@ -166,14 +178,15 @@ def main() -> None:
             {s: None for a in asked for s in (w5.FLOORS.get(a, "floor"), a)})
         ordered = tuple(sorted(systems, key=lambda s: not s.startswith("floor")))
         n1, n2 = args.sizes or SIZES["W5"]
-        w5_main(ordered, (n1, n2))
+        w5_main(ordered, (n1, n2), args.keep)
         return
     args.system = (args.system or ["pipeline_sync"])[0]
     if args.system not in ("pipeline_sync", "pipeline_async"):
         ap.error(f"{args.workload}'s systems are pipeline_sync and pipeline_async")
     n1, n2 = args.sizes or SIZES[args.workload]
     runs = 1 if args.workload == "W4" else 2  # W1-W3 count the case twice (see the doc)
-    a, b = (count(args.workload, args.system, n, args.history, args.gc_off) for n in (n1, n2))
+    a, b = (count(args.workload, args.system, n, args.history, args.gc_off, keep=args.keep)
+            for n in (n1, n2))
     unit = {"W1": "chunk", "W4": "run"}.get(args.workload, "step")
     what = args.workload + (f" H={args.history}" if args.workload == "W3" else "")
     system = "async, collector " + ("off" if args.gc_off else "on") if args.workload == "W4" \
