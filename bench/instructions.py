@@ -8,6 +8,7 @@ figures a loaded machine does not move, for a before and after of one change.
     python -m bench.instructions W4 --gc-off                   # the same, the collector off
     python -m bench.instructions W5 --system provider-bedrock  # per chunk, N = 500 and 1,000
     python -m bench.instructions W5 --system all               # every W5 system, with ratios
+    python -m bench.instructions W3 --whole --history 2000     # per whole run, S = 50
 
 Each figure is the difference of two counts at two sizes divided by the difference of
 the sizes, so what a process pays once (the interpreter, imports, warm-up) cancels. The
@@ -18,15 +19,19 @@ run, then the batch of concurrent runs (2 ms of latency per model call) with the
 collector on, as a server runs (`--gc-off`: off, after a `gc.freeze()`): the difference
 between the two is the collector's share. W3's figure leaves out what a run pays once
 (its input check): the per-step cost at a history length, to compare with H = 0.
+`W3 --whole` counts whole runs of S = 50 steps instead (the difference of 1 and 3 runs,
+every history built beforehand in both): what a run costs with its input check, divided
+by S to compare with H = 0 as the timed W3 does.
 W5 counts one of bench/w5.py's systems (a warm-up call, then the counted one, the
 collector on, as `python -m bench.w5` runs them) against two loopback servers, one per
 size, that pause 20 ms before each write: the client, slowed down by valgrind, then reads
 one event per read, as it does from a model; `--system all` gives each system's ratio to
 its floor.
 Needs `valgrind` on the PATH; a pair of counts takes from seconds (W1) to minutes.
-`--keep DIR` keeps the two callgrind files (`DIR/<workload>-<size>.out`, W5:
-`DIR/W5-<system>-<size>.out`) for `callgrind_annotate`: the difference of two sizes'
-counts, function by function, is what one unit costs where.
+`--keep DIR` keeps the two callgrind files (`DIR/<workload>-<size>.out`, with `--whole`
+`DIR/W3-whole-<runs>.out`) for
+`callgrind_annotate`: the difference of two sizes' counts, function by function, is what
+one unit costs where.
 """
 
 from __future__ import annotations
@@ -49,13 +54,44 @@ SIZES = {"W1": (2000, 6000), "W2": (50, 150), "W3": (10, 30), "W4": (100, 300),
          "W5": (500, 1000)}
 W5_PAUSE = "0.02"
 """Seconds the W5 servers wait before each write (see the module's doc)."""
+WHOLE_RUNS = (1, 3)
+"""`W3 --whole`: the numbers of runs counted (each of W3_STEPS steps)."""
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _child(workload: str, system: str, size: int, history: int, gc_off: bool) -> None:
+def _whole(system: str, runs: int, history: int) -> None:
+    """A warm-up run, then `runs` whole W3 runs, with the histories of as many runs as
+    the larger count needs built first (so that building them cancels)."""
+    from bench import workloads as w
+
+    r = w.runner(system)
+    steps = w.W3_STEPS
+    fake = w.StepFake(steps, history)
+    agent = w.step_agent(w.HOOKS_K, steps)
+    fresh = [w.history(history) for _ in range(1 + max(WHOLE_RUNS))]
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+
+    async def go() -> None:
+        for h in fresh[: 1 + runs]:
+            result = await r.run(agent, fake, h)
+            if result.status != "finished" or len(result.steps) != steps:
+                raise AssertionError(f"run {result.status}, {len(result.steps)} steps")
+            fake.expect(steps)
+
+    asyncio.run(go())
+
+
+def _child(
+    workload: str, system: str, size: int, history: int, gc_off: bool, whole: bool = False
+) -> None:
     """One case at one size, in this process (the one valgrind counts)."""
     from bench import workloads as w
 
+    if whole:
+        _whole(system, size, history)
+        return
     if workload == "W4":
         import anyio
 
@@ -90,22 +126,23 @@ def _child(workload: str, system: str, size: int, history: int, gc_off: bool) ->
 
 
 def count(
-    workload: str, system: str, size: int, history: int, gc_off: bool, port: int = 0,
-    keep: Path | None = None,
+    workload: str, system: str, size: int, history: int, gc_off: bool,
+    keep: Path | None = None, whole: bool = False, port: int = 0,
 ) -> int:
-    """The instructions of one child process at `size` (W5: against the server at `port`;
-    its callgrind file kept in `keep`)."""
+    """The instructions of one child process at `size` (its callgrind file kept in `keep`)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONHASHSEED"] = "0"
+    name = f"{workload}-whole" if whole else workload
     if workload == "W5":
         env.update(w5.AWS_ENV)
+        name = f"W5-{system}"
         child = ["bench.w5", "--child", system, "--port", str(port), "--n", str(size),
                  "--reps", "1", "--warm", "1"]
     else:
         child = ["bench.instructions", "--child", workload, "--system", system,
-                 "--size", str(size), "--history", str(history)] + (["--gc-off"] if gc_off else [])
-    name = f"W5-{system}-{size}" if workload == "W5" else f"{workload}-{size}"
-    out = "/dev/null" if keep is None else str(keep / f"{name}.out")
+                 "--size", str(size), "--history", str(history)] \
+            + (["--gc-off"] if gc_off else []) + (["--whole"] if whole else [])
+    out = "/dev/null" if keep is None else str(keep / f"{name}-{size}.out")
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
            "-m", *child]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
@@ -137,8 +174,8 @@ def w5_main(
     per_chunk: dict[str, float] = {}
     with w5_servers(sizes) as (p1, p2):
         for system in systems:
-            a = count("W5", system, n1, 0, False, p1, keep)
-            b = count("W5", system, n2, 0, False, p2, keep)
+            a = count("W5", system, n1, 0, False, keep, port=p1)
+            b = count("W5", system, n2, 0, False, keep, port=p2)
             per_chunk[system] = (b - a) / (2 * (n2 - n1))  # two calls per child
             floor = per_chunk.get(w5.FLOORS.get(system, "floor"))
             ratio = f" ({per_chunk[system] / floor:.3f}x its floor)" if floor else ""
@@ -158,13 +195,17 @@ def main() -> None:
     ap.add_argument("--gc-off", action="store_true", help="W4 with the collector off")
     ap.add_argument("--sizes", type=int, nargs=2, help="the two sizes (default per workload)")
     ap.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
+    ap.add_argument("--whole", action="store_true",
+                    help="W3: per whole run of S = 50 steps (its input check included), / S")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         system = (args.system or ["pipeline_sync"])[0]
-        _child(args.workload, system, args.size, args.history, args.gc_off)
+        _child(args.workload, system, args.size, args.history, args.gc_off, args.whole)
         return
+    if args.whole and args.workload != "W3":
+        ap.error("--whole is for W3")
     for d in (ROOT / "src", ROOT / "bench"):
         compileall.compile_dir(d, quiet=1)
     if args.keep is not None:
@@ -183,10 +224,17 @@ def main() -> None:
     args.system = (args.system or ["pipeline_sync"])[0]
     if args.system not in ("pipeline_sync", "pipeline_async"):
         ap.error(f"{args.workload}'s systems are pipeline_sync and pipeline_async")
-    n1, n2 = args.sizes or SIZES[args.workload]
+    n1, n2 = args.sizes or (WHOLE_RUNS if args.whole else SIZES[args.workload])
     runs = 1 if args.workload == "W4" else 2  # W1-W3 count the case twice (see the doc)
-    a, b = (count(args.workload, args.system, n, args.history, args.gc_off, keep=args.keep)
-            for n in (n1, n2))
+    a, b = (count(args.workload, args.system, n, args.history, args.gc_off, args.keep,
+                  args.whole) for n in (n1, n2))
+    if args.whole:
+        from bench.workloads import W3_STEPS
+
+        print(f"W3 H={args.history} {args.system}, whole runs of S={W3_STEPS} (input check "
+              f"included): {(b - a) / (n2 - n1) / W3_STEPS:,.0f} instructions per step "
+              f"(runs {n1} and {n2})")
+        return
     unit = {"W1": "chunk", "W4": "run"}.get(args.workload, "step")
     what = args.workload + (f" H={args.history}" if args.workload == "W3" else "")
     system = "async, collector " + ("off" if args.gc_off else "on") if args.workload == "W4" \
