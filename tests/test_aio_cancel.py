@@ -500,9 +500,18 @@ async def test_a_cancel_while_the_model_stream_closes_does_not_cut_its_cleanup_s
     assert model.log == ["cleaned up"]
 
 
+def _late_failure() -> ProviderError:
+    """After holding the event loop past the run's timeout (0.05 s) with no checkpoint,
+    as a starved process does: the call's own deadline error."""
+    time.sleep(0.15)
+    return ProviderError(
+        ApiError(status=200, message="the model call did not end within its deadline",
+                 error_type="deadline_exceeded")
+    )
+
+
 class _LateDeadline:
-    """A model that holds the event loop past the run's timeout (no checkpoint, as a
-    starved process does), then fails with its own deadline: the run's came first."""
+    """A model that fails with its own deadline after the run's timeout was due."""
 
     def __init__(self, *, opened: bool) -> None:
         self.opened = opened
@@ -511,27 +520,7 @@ class _LateDeadline:
         if self.opened:
             yield TextStart("t")
             yield TextDelta("t", "Hel")
-        time.sleep(0.15)  # the run's timeout (0.05 s) passes with no checkpoint
-        raise ProviderError(
-            ApiError(status=200, message="the model call did not end within its deadline",
-                     error_type="deadline_exceeded")
-        )
-
-
-@pytest.mark.parametrize("opened", [False, True], ids=["before-its-first-event", "mid-stream"])
-async def test_a_model_failure_after_the_runs_timeout_ends_the_run_as_timed_out(
-    opened: bool,
-) -> None:
-    # What comes after the run's own deadline is not the run's outcome: the run timed out
-    # (status "cancelled"), as under the sync interpreter, not "failed" by the model call.
-    with anyio.fail_after(10):
-        result = await AsyncInterpreter(_LateDeadline(opened=opened)).run(
-            Agent.create("m"), "hi", timeout=0.05
-        )
-    assert result.status == "cancelled", (result.status, result.error)
-    assert isinstance(result.error, Cancelled)
-    assert "timed out after 0.05 s" in result.error.reason
-    assert unpaired_tool_calls(result.messages.messages) == []
+        raise _late_failure()
 
 
 class _LateDeadlineBatches(_LateDeadline):
@@ -540,21 +529,19 @@ class _LateDeadlineBatches(_LateDeadline):
     async def astream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         if self.opened:
             yield [TextStart("t"), TextDelta("t", "Hel")]
-        time.sleep(0.15)  # the run's timeout (0.05 s) passes with no checkpoint
-        raise ProviderError(
-            ApiError(status=200, message="the model call did not end within its deadline",
-                     error_type="deadline_exceeded")
-        )
+        raise _late_failure()
 
 
-@pytest.mark.parametrize("opened", [False, True], ids=["before-its-first-batch", "mid-stream"])
-async def test_a_batched_model_failure_after_the_runs_timeout_ends_the_run_as_timed_out(
-    opened: bool,
+@pytest.mark.parametrize("batches", [False, True], ids=["events", "batches"])
+@pytest.mark.parametrize("opened", [False, True], ids=["before-its-first-event", "mid-stream"])
+async def test_a_model_failure_after_the_runs_timeout_ends_the_run_as_timed_out(
+    opened: bool, batches: bool
 ) -> None:
+    # What comes after the run's own deadline is not the run's outcome: the run timed out
+    # (status "cancelled"), as under the sync interpreter, not "failed" by the model call.
+    model = (_LateDeadlineBatches if batches else _LateDeadline)(opened=opened)
     with anyio.fail_after(10):
-        result = await AsyncInterpreter(_LateDeadlineBatches(opened=opened)).run(
-            Agent.create("m"), "hi", timeout=0.05
-        )
+        result = await AsyncInterpreter(model).run(Agent.create("m"), "hi", timeout=0.05)
     assert result.status == "cancelled", (result.status, result.error)
     assert isinstance(result.error, Cancelled)
     assert "timed out after 0.05 s" in result.error.reason
