@@ -6,6 +6,7 @@
     python -m bench.recall                              # 1,000, 10,000 and 100,000
     python -m bench.recall --sizes 1000000 --queries 50  # one million: built once, timed
     python -m bench.recall --sizes 100000 1000000        # (or 100000,1000000)
+    python -m bench.recall --sizes 1000000 --widths 256 320  # also at these search widths
     python -m bench.recall --smoke                      # tiny, for CI (not for reporting)
 
 Each size is one SQLite file holding one thread of N vectors (`--dim`, 384 by default):
@@ -16,7 +17,8 @@ scanned with numpy), one with the HNSW index, built once (`build_vector_index`, 
 saved beside the file. Then `--queries` searches of k = 5 from the same distribution,
 each store warmed first: the median and 90th percentile search time of each, and the
 recall at 5 of the index (the share of the exact top 5 it returns) at its search width
-(`ef`, chosen by the index's size: `interpreters.memory.ann.search_width`). Also the index's
+(`ef`, chosen by the index's size: `interpreters.memory.ann.search_width`; `--widths`: the
+same index searched at other widths too). Also the index's
 memory and file size, and how long a restart takes to load it. Prints a table, then one
 JSON line with every figure.
 """
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.summary import summary
-from interpreters.memory import SQLiteStore
+from interpreters.memory import SQLiteStore, ann
 from interpreters.memory.ann import search_width
 from interpreters.memory.store import Vector
 
@@ -75,7 +77,26 @@ def p90(xs: list[float]) -> float:
     return sorted(xs)[int(0.9 * (len(xs) - 1))]
 
 
-def measure(folder: Path, n: int, dim: int, queries: int, data: str) -> dict[str, object]:
+def recall_of(want: list[list[str]], got: list[list[str]]) -> float:
+    """The share of the exact top K the index returned."""
+    return sum(len(set(w) & set(g)) for w, g in zip(want, got, strict=True)) / (K * len(want))
+
+
+def at_width(store: SQLiteStore, queries: list[Vector], want: list[list[str]],
+             width: int) -> dict[str, float]:
+    """The index searched at one search width instead of the one its size chooses."""
+    chosen = ann.search_width
+    ann.search_width = lambda size: width  # read by the index at every search
+    try:
+        ms, got = timed(store, queries)
+    finally:
+        ann.search_width = chosen
+    return {"width": width, "hnsw_ms": statistics.median(ms), "hnsw_p90_ms": p90(ms),
+            "recall_at_5": recall_of(want, got)}
+
+
+def measure(folder: Path, n: int, dim: int, queries: int, data: str,
+            widths: list[int]) -> dict[str, object]:
     import numpy as np
 
     centres = np.random.default_rng(42).standard_normal((max(10, n // 100), dim)).astype(
@@ -100,6 +121,7 @@ def measure(folder: Path, n: int, dim: int, queries: int, data: str) -> dict[str
         exact_ms, want = timed(exact, qs)
         approx_ms, got = timed(approx, qs)
         assert ("thread", "t") in approx._approx._indexes, "the index did not answer"
+        at_widths = [at_width(approx, qs, want, w) for w in widths]
     finally:
         approx.close()
         exact.close()
@@ -112,7 +134,7 @@ def measure(folder: Path, n: int, dim: int, queries: int, data: str) -> dict[str
         assert restart._approx is not None and ("thread", "t") in restart._approx._indexes
     finally:
         restart.close()
-    recall = sum(len(set(w) & set(g)) for w, g in zip(want, got, strict=True)) / (K * len(qs))
+    recall = recall_of(want, got)
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         p.unlink(missing_ok=True)
     return {"vectors": n, "dim": dim, "data": data, "queries": len(qs),
@@ -120,7 +142,8 @@ def measure(folder: Path, n: int, dim: int, queries: int, data: str) -> dict[str
             "hnsw_ms": statistics.median(approx_ms), "hnsw_p90_ms": p90(approx_ms),
             "recall_at_5": recall, "search_width": search_width(n), "build_s": build_s,
             "load_s": load_s,
-            "index_mib": index_mb, "file_mib": file_mb, "fill_s": fill_s}
+            "index_mib": index_mb, "file_mib": file_mb, "fill_s": fill_s,
+            "at_widths": at_widths}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--data", choices=("clustered", "random"), default="clustered")
     p.add_argument("--dir", default=None, help="where the files go (default: a temporary one)")
+    p.add_argument("--widths", nargs="*", type=int, default=[],
+                   help="also search each index at these search widths (recall and time)")
     a = p.parse_args(argv)
     sizes = [300, 1000] if a.smoke else [int(s) for arg in a.sizes for s in arg.split(",") if s]
     dim, queries = (16, 20) if a.smoke else (a.dim, a.queries)
@@ -140,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
         for n in sizes:
-            rows.append(measure(Path(tmp), n, dim, queries, a.data))
+            rows.append(measure(Path(tmp), n, dim, queries, a.data, a.widths))
     load_end = os.getloadavg()
     loads = " / ".join(" ".join(f"{x:.2f}" for x in ld) for ld in (load_start, load_end))
     print(f"recall k={K} in one thread of N vectors, {dim} dimensions, {a.data}; {queries} "
@@ -154,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
             ("hnsw_p90_ms", 8, 3), ("recall_at_5", 10, 3), ("search_width", 5, 0),
             ("build_s", 9, 1),
             ("load_s", 8, 2), ("index_mib", 8, 0), ("file_mib", 10, 0))))
+        for wr in r["at_widths"]:  # type: ignore[attr-defined]
+            print(f"{'':>10}{'at width':>17}{wr['hnsw_ms']:>9.3f}{wr['hnsw_p90_ms']:>8.3f}"
+                  f"{wr['recall_at_5']:>10.3f}{wr['width']:>5}")
     params = {"sizes": sizes, "dim": dim, "queries": queries, "k": K, "data": a.data,
               "smoke": a.smoke}
     print(summary(params, "perf_counter", (load_start, load_end), t0, rows))
