@@ -46,7 +46,6 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Generator,
     Iterator,
     Mapping,
     Sequence,
@@ -59,6 +58,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from interpreters.core.awaits import Rest
 from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.deadline import StopCheck
@@ -956,37 +956,7 @@ async def _shielded_steps(close: Awaitable[object]) -> None:
         except StopIteration:
             return
         scope.deadline = anyio.current_time() + CLOSE_GRACE  # it waits: from now
-        await _Rest(steps, first)
-
-
-class _Rest:
-    """The rest of an awaitable whose first step was taken (it yielded `first`): awaiting
-    this goes on with it, as `await` would have (sends, throws and a close passed on)."""
-
-    __slots__ = ("_first", "_steps")
-
-    def __init__(self, steps: Generator[object, object, object], first: object) -> None:
-        self._steps = steps
-        self._first = first
-
-    def __await__(self) -> Generator[object, object, None]:
-        steps, value = self._steps, self._first
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                steps.close()
-                raise
-            except BaseException as e:
-                try:
-                    value = steps.throw(e)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    value = steps.send(sent)
-                except StopIteration:
-                    return
+        await Rest(steps, first)  # (the close goes on as `await close` would)
 
 
 __all__ = ["CancelSignal", "AsyncHandler", "AsyncInterpreter", "AsyncRunStream"]

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import time
 import types
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Generator
-from typing import Generic, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
+from typing import TypeVar
 
 import anyio
 
-_T = TypeVar("_T")
+from interpreters.core.awaits import Rest, Step
 
-_Step = Generator[object, object, _T] | Coroutine[object, object, _T]
-"""A read under way, stepped by hand: what `__await__` gives, or a coroutine."""
+_T = TypeVar("_T")
 
 
 async def next_within(
@@ -56,7 +55,7 @@ async def next_within(
     except StopAsyncIteration:
         return None
     try:
-        return await _Checked(step, first, remaining, expired)
+        return await Rest(step, first, remaining, expired)
     except StopAsyncIteration:
         return None
 
@@ -77,13 +76,13 @@ async def within(
         return deadline - clock()
 
     bare_until = deadline - patience  # until then no one wait can outlast the deadline
-    start: Callable[[], _Step[_T]]
+    start: Callable[[], Step[_T]]
     if isinstance(chunks, AsyncGenerator):
         start = chunks.__anext__  # (a step itself: no __await__ per item)
     else:
         anext = chunks.__anext__
 
-        def start() -> _Step[_T]:
+        def start() -> Step[_T]:
             return anext().__await__()
 
     while True:
@@ -93,7 +92,7 @@ async def within(
                 return
             yield scoped
             continue
-        # `_Checked`'s loop, inline: a read that waits costs no object of its own (this
+        # `Rest`'s loop, inline: a read that waits costs no object of its own (this
         # runs once per streamed chunk, and nearly every read waits for the event loop).
         step = start()
         sent: object = None
@@ -122,49 +121,3 @@ async def within(
 def _handed_on(out: object) -> Generator[object, object, object]:
     """Hand what a read yielded (`out`) to the event loop, and return its answer."""
     return (yield out)
-
-
-class _Checked(Generic[_T]):
-    """The rest of a read already run up to its first wait (`first`, what it handed the
-    event loop). Awaiting this passes the loop's answers on to the read, cancellation
-    included, as if the read were awaited directly; when a wait ends past the deadline,
-    `expired()` is thrown into the read instead (it cleans up and raises it)."""
-
-    __slots__ = ("_expired", "_first", "_remaining", "_step")
-
-    def __init__(
-        self,
-        step: _Step[_T],
-        first: object,
-        remaining: Callable[[], float],
-        expired: Callable[[], Exception],
-    ) -> None:
-        self._step = step
-        self._first = first
-        self._remaining = remaining
-        self._expired = expired
-
-    def __await__(self) -> Generator[object, object, _T]:
-        step, out = self._step, self._first
-        while True:
-            try:
-                sent = yield out
-            except GeneratorExit:
-                step.close()
-                raise
-            except BaseException as e:  # a cancellation: in where the read waits
-                thrown: BaseException = e
-            else:
-                if self._remaining() > 0:
-                    try:
-                        out = step.send(sent)
-                    except StopIteration as done:
-                        value: _T = done.value
-                        return value
-                    continue
-                thrown = self._expired()
-            try:
-                out = step.throw(thrown)
-            except StopIteration as done:
-                value = done.value
-                return value
