@@ -210,31 +210,12 @@ class PIIDetector(StatefulProcessor[PIIState]):
         self.judge_stream = judge_stream
         self.judge_instructions = judge_instructions
         self.scan_tools = scan_tools
-        detectors: list[tuple[str, d.Detector]] = []
-        for kind in kinds:
-            if kind == "email":
-                detectors.append((kind, d.email))
-            elif kind == "ip":
-                detectors.append((kind, d.ip))
-            elif kind == "secret":
-                detectors.append((kind, d.secret))
-            elif kind == "card":
-                detectors.append((kind, d.card(regex_only=regex_only)))
-            elif kind == "iban":
-                detectors.append((kind, d.iban(regex_only=regex_only)))
-            elif kind == "phone":
-                detectors.append((kind, d.phone(phone_regions, regex_only=regex_only)))
-            elif kind == "national-id" and not regex_only and national_ids:
-                detectors.append((kind, d.national_ids(national_ids)))
-            elif kind == "url":
-                detectors.append((kind, d.url))
-            elif kind == "uuid":
-                detectors.append((kind, d.uuid))
-            elif kind == "crypto-wallet":
-                detectors.append((kind, d.crypto_wallet))
-        for name, pattern in patterns.items():
-            detectors.append((name, d.custom(pattern)))
-        self.detectors: tuple[tuple[str, d.Detector], ...] = tuple(detectors)
+        built = ((kind, _builtin(kind, regex_only, phone_regions, national_ids))
+                 for kind in kinds)
+        self.detectors: tuple[tuple[str, d.Detector], ...] = (
+            *((kind, found) for kind, found in built if found is not None),
+            *((name, d.custom(pattern)) for name, pattern in patterns.items()),
+        )
 
     def initial_state(self) -> PIIState:
         return NOTHING_SEEN
@@ -724,6 +705,32 @@ class PIIDetector(StatefulProcessor[PIIState]):
 
 
 _REGION = re.compile(r"[A-Z]{2}")
+
+
+_PLAIN: dict[str, d.Detector] = {
+    "email": d.email, "ip": d.ip, "secret": d.secret, "url": d.url, "uuid": d.uuid,
+    "crypto-wallet": d.crypto_wallet,
+}
+"""The built-in kinds whose detector takes no options."""
+
+
+def _builtin(
+    kind: str, regex_only: bool, phone_regions: Sequence[str], national_ids: Sequence[str]
+) -> d.Detector | None:
+    """The detector of built-in `kind`; None for national ids when none are looked for
+    (`regex_only`, or no `national_ids`)."""
+    plain = _PLAIN.get(kind)
+    if plain is not None:
+        return plain
+    if kind == "card":
+        return d.card(regex_only=regex_only)
+    if kind == "iban":
+        return d.iban(regex_only=regex_only)
+    if kind == "phone":
+        return d.phone(phone_regions, regex_only=regex_only)
+    if kind == "national-id" and not regex_only and national_ids:
+        return d.national_ids(national_ids)
+    return None
 
 
 def _check_options(
