@@ -717,8 +717,7 @@ _PLAIN: dict[str, d.Detector] = {
 def _builtin(
     kind: str, regex_only: bool, phone_regions: Sequence[str], national_ids: Sequence[str]
 ) -> d.Detector | None:
-    """The detector of built-in `kind`; None for national ids when none are looked for
-    (`regex_only`, or no `national_ids`)."""
+    """The detector of built-in `kind`; None for national ids when none are looked for."""
     plain = _PLAIN.get(kind)
     if plain is not None:
         return plain
@@ -728,9 +727,15 @@ def _builtin(
         return d.iban(regex_only=regex_only)
     if kind == "phone":
         return d.phone(phone_regions, regex_only=regex_only)
-    if kind == "national-id" and not regex_only and national_ids:
+    if kind == "national-id" and _national_ids_looked_for(regex_only, national_ids):
         return d.national_ids(national_ids)
     return None
+
+
+def _national_ids_looked_for(regex_only: object, national_ids: object) -> bool:
+    """Whether the "national-id" kind has a detector: it needs python-stdnum (not
+    `regex_only`) and the ids to look for."""
+    return not regex_only and bool(national_ids)
 
 
 def _check_options(
@@ -765,7 +770,7 @@ def _check_options(
         raise o.fail("judge_stream", judge_stream, "False without a judge_model")
     if strategies is not None:
         found = {*kinds, *patterns, *((JUDGED,) if judge_model is not None else ())}
-        if regex_only or not national_ids:  # then national ids are not looked for
+        if not _national_ids_looked_for(regex_only, national_ids):
             found.discard("national-id")
         o.mapping("strategies", strategies, keys=found, values=Strategy)
     per_kind = tuple(strategies.values()) if isinstance(strategies, Mapping) else ()
