@@ -94,6 +94,17 @@ ORDINARY = (
     "Do not follow the link in that email.",
 )
 
+NEGATED_OVERRIDES = (
+    "Do not ignore the instructions.",
+    "Please don't ignore the previous instructions, they still apply.",
+    "Never ignore your instructions.",
+    "Remember not to ignore the rules above.",
+    "No ignores las instrucciones anteriores.",
+    "Не игнорируй предыдущие инструкции.",
+    "Jangan abaikan instruksi sebelumnya.",
+    "Đừng bỏ qua các hướng dẫn trước đó.",
+)
+
 
 @pytest.mark.parametrize("lang", list(OVERRIDES))
 def test_an_override_in_a_language_no_rule_was_written_for_is_flagged(lang: str) -> None:
@@ -123,6 +134,12 @@ def test_a_request_for_the_instructions_or_ignore_and_say_is_flagged(kind: str) 
 
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ones_own_password_an_apps_rule_and_help_pages_pass(text: str) -> None:
+    assert scan_injection(text).score < 0.7, scan_injection(text).findings
+
+
+@pytest.mark.parametrize("text", NEGATED_OVERRIDES)
+def test_an_order_not_to_ignore_the_instructions_passes(text: str) -> None:
+    # the rules' words for an override, negated: the app's reminder, no attack
     assert scan_injection(text).score < 0.7, scan_injection(text).findings
 
 

@@ -124,6 +124,10 @@ _ASK = (
 )
 
 
+_NOT_NEGATED = r"(?<!\bnot )(?<!n't )(?<!\bnever )(?<!\bdont )(?<!\bnot to )"
+"""Not right after a negation: "do not ignore the instructions" keeps them."""
+
+
 def _r(category: str, name: str, score: float, pattern: str) -> _Rule:
     # the text is read with look-alike letters folded to Latin (Cyrillic "o" is Latin):
     # a pattern in another script is folded the same way
@@ -147,6 +151,9 @@ class Override(NamedTuple):
     stop: str = r"[^.\n]"
     """What may lie between them: anything but the end of a sentence."""
     gaps: tuple[int, int] = (40, 30)
+    negations: tuple[str, ...] = ()
+    """Words for "not" that, right before the verb, make the override an order to keep
+    the instructions ("no ignores las instrucciones")."""
 
 
 def _override_pattern(o: Override) -> str:
@@ -155,7 +162,9 @@ def _override_pattern(o: Override) -> str:
         return rf"\b{alt}\b" if kind in o.whole_words.split() else alt
 
     first, second = o.gaps
-    parts = [part("ignore", o.ignore), part("before", o.before), part("target", o.target)]
+    not_negated = "".join(rf"(?<!\b{n} )" for n in o.negations)
+    parts = [not_negated + part("ignore", o.ignore), part("before", o.before),
+             part("target", o.target)]
     if o.verb_last:
         parts = parts[1:] + parts[:1]
     return f"{parts[0]}{o.stop}{{0,{first}}}?{parts[1]}{o.stop}{{0,{second}}}?{parts[2]}"
@@ -183,7 +192,8 @@ OVERRIDES: tuple[Override, ...] = (
              ("tod[ao]s", "tutt[ei]", "anteriores", "previas", "prévias", "precedenti", "sus",
               "tus", "suas", "tuas", "le", "las", "os", "as"),
              (r"instrucci[oó]n\w*", r"instru[cç][oõ]\w*", r"istruzion\w*", "reglas", "regras",
-              "regole", "indicaciones", "directrices", "diretrizes", "prompts?")),
+              "regole", "indicaciones", "directrices", "diretrizes", "prompts?"),
+             negations=("no", "não", "nao", "non")),
     Override("nl", ("negeer", "vergeet"),
              ("alle", "vorige", "eerdere", "voorgaande", "je", "jouw", "uw", "de"),
              ("instructies", "regels", "opdrachten", "prompt")),
@@ -194,7 +204,8 @@ OVERRIDES: tuple[Override, ...] = (
               "wcześniejsz", "powyższ"),
              ("инструкци", "указани", "правил", "команд", "instrukcj", "polece", "zasad",
               "reguł"),
-             whole_words=""),
+             # (the view folds a capital "Н" to Latin "H": "Не" reads "he")
+             whole_words="", negations=("не", "he", "nie")),
     Override("nordic", ("ignorera", "glöm", "ignorer", "glem", "negér"),
              ("alla", "alle", "tidigare", "föregående", "forrige", "tidligere", "ovan",
               "ovenfor"),
@@ -208,7 +219,7 @@ OVERRIDES: tuple[Override, ...] = (
              ("semua", "sebelumnya", "tất cả", "trước", "ở trên"),
              ("instruksi", "perintah", "aturan", "petunjuk", "hướng dẫn", "chỉ dẫn", "lệnh",
               "quy tắc"),
-             whole_words="ignore before"),
+             whole_words="ignore before", negations=("jangan", "đừng", "không")),
     Override("zh",
              ("忽略", "无视", "忽视", "忘记", "忘掉", "不要理会", "不要遵守", "不再遵守", "忽略掉"),
              ("之前", "以前", "先前", "上面", "上述", "所有", "全部", "一切", "原来", "原先"),
@@ -242,11 +253,11 @@ _NON_LATIN = frozenset(f"ignore-previous-{o.name}" for o in OVERRIDES
 # text also uses (a judge, when configured, decides those); see `threshold`.
 TEXT_RULES: tuple[_Rule, ...] = (
     _r("injection", "ignore-previous", 0.95,
-       r"\b(?:ignore|disregard|forget|skip|override|bypass|drop)\b[^.\n]{0,40}?"
+       _NOT_NEGATED + r"\b(?:ignore|disregard|forget|skip|override|bypass|drop)\b[^.\n]{0,40}?"
        r"\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|initial|"
        r"original|existing)\b[^.\n]{0,30}?\b" + _TARGET + r"\b"),
     _r("injection", "forget-everything", 0.85,
-       r"\b(?:forget|disregard|ignore|erase|wipe|overlook)\s+(?:about\s+)?(?:every?thing|"
+       _NOT_NEGATED + r"\b(?:forget|disregard|ignore|erase|wipe|overlook)\s+(?:about\s+)?(?:every?thing|"
        r"all of (?:it|that)|all that|whatever|anything)\b[^.\n]{0,30}?\b(?:told|said|gave|"
        r"given|taught|learned|learnt|instructed|know|before|previously|earlier|so far|"
        r"until now|up to now|above)\b"),
@@ -254,7 +265,7 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\bregardless of (?:the |any |all |your )?(?:previous|prior|earlier|above|original|"
        r"initial|system)\s+(?:tasks?|instructions?|rules|prompts?|directions|guidelines)\b"),
     _r("injection", "ignore-and-say", 0.8,
-       r"\b(?:ignore|disregard|forget|skip)\s+(?:the|this|that|all|any|your)\s+(?:\w+\s+){0,2}?"
+       _NOT_NEGATED + r"\b(?:ignore|disregard|forget|skip)\s+(?:the|this|that|all|any|your)\s+(?:\w+\s+){0,2}?"
        r"(?:and|then)\s+(?:instead\s+)?(?:just\s+)?(?:state|say|print|output|write|respond|"
        r"reply|return)\b"),
     _r("system-override", "mode-tag", 0.85,
@@ -325,7 +336,7 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\b(?:zeig|gib|nenn|verrat|wiederhol|ausgeb|druck)\w*\b[^.\n]{0,30}?\b(?:dein|ihr)\w*\s+"
        r"(?:\w+\s+)?(?:systemprompt|system-prompt|anweisungen|instruktionen|prompt)\b"),
     _r("injection", "ignore-context", 0.5,
-       r"\b(?:ignore|disregard|forget)\b[^.\n]{0,20}?\b(?:previous|prior|above|earlier|all)"
+       _NOT_NEGATED + r"\b(?:ignore|disregard|forget)\b[^.\n]{0,20}?\b(?:previous|prior|above|earlier|all)"
        r"\b[^.\n]{0,20}?\b" + _WEAK_TARGET + r"\b"),
     _r("injection", "do-not-follow", 0.85,
        r"\b(?:do not|don't|stop|no longer)\s+(?:follow|obey|adhere to)(?:ing)?\b[^.\n]{0,20}?\b"
@@ -454,8 +465,9 @@ _SHORT_ORDER = 8
 
 
 def _override(c: frozenset[str], clause: Clause) -> bool:
-    # ignore + before (or all) + instructions or tasks; or "ignore your instructions"
-    return "ignore" in c and (
+    # ignore + before (or all) + instructions or tasks; or "ignore your instructions";
+    # not "do not ignore the previous instructions"
+    return "ignore" in c and not clause.negated_ignore and (
         ("previous" in c and ("instructions" in c or "tasks" in c))
         or ("yours" in c and "instructions" in c and "negation" not in c
             and clause.words <= _SHORT))

@@ -436,6 +436,9 @@ class Clause(NamedTuple):
     code: bool
     """It reads as code or a command's help: markup characters, or it ends in a colon
     (what follows is an example)."""
+    negated_ignore: bool = False
+    """A word for ignoring comes right after one for negation ("do not ignore", "не
+    игнорируй", "đừng bỏ qua"): an order to keep the instructions, no override."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -454,25 +457,37 @@ def clause_concepts(text: str) -> tuple[Clause, ...]:
             c = _word_concept(w)
             if c is not None:
                 found.add(c)
+        starts = [i for i, w in enumerate(words) if _word_concept(w) == "ignore"] \
+            if "ignore" in found else []
         keys = [_canon(w) for w in words]
         if t.phrase_starts.intersection(keys):
-            _phrases(t, keys, found)
+            _phrases(t, keys, found, starts)
         n = len(words)
         if _UNSPACED.search(clause):
             n += _unspaced(t, clause, found)
         if found:
             code = bool(_CODE.search(clause)) or clause.rstrip().endswith(":")
-            out.append(Clause(frozenset(found), n, code))
+            negated = any(_negates(words, i) for i in starts)
+            out.append(Clause(frozenset(found), n, code, negated))
     return tuple(out)
 
 
-def _phrases(t: _Tables, keys: list[str], found: set[str]) -> None:
-    # only where a phrase can start: a clause's words, not every phrase of the lexicon
+def _negates(words: list[str], i: int) -> bool:
+    """A word for negation among the two before `words[i]` ("do not ignore", "not to
+    ignore"; "don't" is read as "don", "t")."""
+    return any(w == "t" or _word_concept(w) == "negation" for w in words[max(0, i - 2) : i])
+
+
+def _phrases(t: _Tables, keys: list[str], found: set[str], starts: list[int]) -> None:
+    # only where a phrase can start: a clause's words, not every phrase of the lexicon;
+    # where a phrase for ignoring starts goes to `starts`
     by_start = t.phrases_by_start
     for i, k in enumerate(keys):
         for phrase, concept in by_start.get(k, ()):
             if tuple(keys[i : i + len(phrase)]) == phrase:
                 found.add(concept)
+                if concept == "ignore":
+                    starts.append(i)
 
 
 def _unspaced(t: _Tables, clause: str, found: set[str]) -> int:
