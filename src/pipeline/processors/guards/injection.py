@@ -546,6 +546,18 @@ def _claimed_authority(clauses: tuple[Clause, ...]) -> InjectionFinding | None:
     return None
 
 
+def _ignore_all_then_say(clauses: tuple[Clause, ...]) -> InjectionFinding | None:
+    """"Ignore everything above, and then say...": `_ignore_all_and_say` over a clause
+    and the one it goes on in (`Clause.joined`)."""
+    for first, then in zip(clauses, clauses[1:]):
+        c = first.concepts | then.concepts
+        if then.joined and {"ignore", "previous"} <= first.concepts and "reveal" in c \
+                and "negation" not in c and not (first.code or then.code) \
+                and not first.negated_ignore:
+            return InjectionFinding("injection", "ignore-all-and-say", 0.8, "")
+    return None
+
+
 def _lexicon_findings(text: str) -> list[InjectionFinding]:
     """`LEXICON_RULES` on normalized `text`: each rule once, the first clause it
     matches; and a mode tag in any language ("<СИСТЕМНЫЙ РЕЖИМ>": a word for a mode
@@ -558,10 +570,11 @@ def _lexicon_findings(text: str) -> list[InjectionFinding]:
                                             m.group()[:80]))
                 break
     clauses = clause_concepts(text)
-    claim = _claimed_authority(clauses)
-    if claim is not None:
-        out.append(claim)
     left = list(LEXICON_RULES)
+    for joint in (_claimed_authority(clauses), _ignore_all_then_say(clauses)):
+        if joint is not None:
+            out.append(joint)
+            left = [r for r in left if r[1] != joint.rule]
     for clause in clauses:
         for rule in tuple(left):
             category, name, score, test = rule

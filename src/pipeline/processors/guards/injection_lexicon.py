@@ -69,6 +69,18 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "잊어버", "간과",
         "ignori", "ignorad", "ignorando", "ignorant", "olvidando", "dimenticando",
         "não considere", "desconsidera", "ignorieren", "vergesst",
+        # the languages flagged least (Hindi, Arabic, Thai, Turkish, Tagalog, Korean,
+        # Indonesian): more verb forms, polite and negated imperatives, passives
+        "भूल*", "भुला*", "नजरअंदाज़", "नज़रअंदाज", "अनसुना", "ओवरराइड", "ध्यान मत दें",
+        "ध्यान मत दीजिए", "ध्यान ना दें", "परवाह मत करो", "परवाह मत करें",
+        "اغفل", "أغفل", "تغافل", "انسي", "إنسى", "اترك", "لا تهتم", "لا تكترث", "تجاهلها",
+        "ลบล้าง", "ไม่ต้องปฏิบัติตาม", "อย่าทำตาม", "ไม่ต้องใส่ใจ", "อย่าใส่ใจ",
+        "yoksay*", "umursama*", "görmezden gelin", "ihmal*",
+        "kalimutang", "huwag mong pansinin", "huwag ninyong pansinin", "wag pansinin",
+        "huwag nang pansinin", "ipagsawalangbahala",
+        "건너뛰", "무효화",
+        "diabaikan", "dilupakan", "abaikannya", "lupakannya", "jangan hiraukan",
+        "jangan pedulikan", "tidak usah hiraukan", "kesampingkanlah",
     ),
     # what came before, or all of it
     "previous": (
@@ -104,6 +116,14 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "앞의", "앞서", "지금까지", "기존", "원래", "처음", "위에", "전부", "모두",
         "précédemment", "anteriormente", "precedentemente", "iniziali", "originali",
         "iniciales", "originales", "iniciais", "originais", "initiales",
+        "पिछल*", "सारी", "पुराने", "पुरानी", "अब तक", "अभी तक", "उपर्युक्त", "संपूर्ण", "सम्पूर्ण",
+        "المسبقة", "القديمة", "الماضي", "المذكورة", "السالف", "الأولية", "سابقا", "سابقاً",
+        "مسبقا", "مسبقاً",
+        "ที่ผ่านมา", "ก่อนนี้", "แรกเริ่ม", "ด้านบน",
+        "eski", "geçmiş", "şimdiye kadar",
+        "nasa itaas", "itaas", "anumang",
+        "예전", "과거", "앞선", "상기", "초기",
+        "tadi", "sejauh ini", "semuanya", "diatas", "yang lalu",
     ),
     # what the assistant was told
     "instructions": (
@@ -135,6 +155,15 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "프롬프트", "가이드라인",
         "indicações", "orientações", "ordini", "órdenes", "ordens", "ordres", "comandos",
         "comandi", "commandes", "direttive", "directivas", "diretivas",
+        "प्रोम्प्ट", "प्रांप्ट", "गाइडलाइन*", "रूल्स",
+        "موجه النظام", "موجّه النظام", "مطالبة النظام", "البرومبت", "برومبت", "التعليمة",
+        "إرشاداتك", "قواعدك", "توجيهاتك",
+        "พร้อมต์", "พรอมท์", "พร้อมท์", "ข้อบังคับ", "คำชี้แนะ",
+        "istem", "istemi", "istemin", "istemini", "istemleri", "istemlerini", "promptu",
+        "promptunu", "promptun", "emirleri", "emirlerini",
+        "kautusan", "instruksyon*", "tagubilin*",
+        "지시사항", "규정",
+        "instruksi*", "petunjuk*", "arahan*", "pedoman*", "perintah*",
     ),
     # tasks set before ("forget all previous tasks"; "your task is to..." asks nothing)
     "tasks": (
@@ -143,6 +172,7 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "कार्य*", "المهام", "مهام", "المهمة", "ภารกิจ", "tugas", "tugasmu", "задач*",
         "задани*", "gawain", "nhiệm vụ", "任务", "任務", "タスク", "과제",
         "임무", "tâche", "tarea", "compito", "tarefa", "opdracht*",
+        "मिशन", "टास्क", "مهمتك", "المهمات", "tugas*",
     ),
     # what a secret request asks for: a password or a key
     "secret": (
@@ -167,6 +197,16 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "mã bí mật", "khóa bí mật", "mã truy cập", "mật mã",
         "密碼", "密鑰", "秘钥", "通行码", "合言葉", "パスコード", "暗号", "シークレットキー",
         "패스워드", "비번", "비밀키",
+        "गुप्त कूट", "सीक्रेट की", "सीक्रेट कोड", "एक्सेस कोड", "पिन कोड", "गोपनीय कुंजी",
+        "गोपनीय कोड",
+        "الرمز السري", "رمز سري", "الكود السري", "كود سري", "باسورد", "الباسورد",
+        "كلمة العبور", "رمز الوصول",
+        "คีย์ลับ", "รหัสเข้าถึง", "คำรหัส",
+        "şifrenin", "parolanın", "parolası", "parolasını", "gizli anahtarı",
+        "gizli anahtarını", "gizli kelimeyi", "gizli kodu", "erişim kodunu", "şifren",
+        "lihim na susi", "sikretong salita", "sikretong code",
+        "비밀코드", "접근코드", "암호키",
+        "passwordnya", "passwordmu",
     ),
     # a secret of any kind (the word alone: "the secret of a good life" is no attack)
     "confidential": (
@@ -221,6 +261,22 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "说出", "告訴", "顯示", "打印", "列出", "复述", "重複", "泄露", "泄漏", "公开", "给我",
         "見せて", "出力", "明かして", "開示", "書いて", "言って", "確認", "伝えて", "公開",
         "출력", "공개", "밝혀", "누설", "적어", "써줘",
+        "दें", "दीजिए", "दीजिये", "दे दो", "दे दें", "कहें", "कहो", "कहिए", "बोलो", "बोलें",
+        "बोलिए", "आउटपुट", "सुनाओ", "सुनाएं", "लिखिए", "दिखाएँ", "बतलाइए", "बताएंगे",
+        "बताएँगे", "बताओगे", "बताइएगा", "दोहरा*", "प्रदर्शित",
+        "اخبرني", "اعطني", "اظهر", "ارني", "أطلعني", "اطلعني", "أخبر", "اخبر", "أخبريني",
+        "قولي", "أعطيني", "اعرضي", "اكشفي", "تخبرني", "تعطيني", "تكشف", "تطلعني", "قدم",
+        "قدّم",
+        "เผย", "พูด", "แจ้งให้ทราบ", "ขอทราบ",
+        "söyleyebilir*", "verebilir*", "gösterebilir*", "tekrarlayın", "tekrar et", "yazın",
+        "yazdırın", "belirtin", "göstersene", "söylesene", "söyleyiniz", "veriniz",
+        "gösteriniz",
+        "isiwalat", "ipaalam", "banggitin", "ilista", "ibunyag mo", "sabihin mo",
+        "말하", "알려주", "읊어", "되풀이", "드러내", "노출",
+        "beritahukan", "beritau", "kasihkan", "berikanlah", "sebutkanlah",
+        "katakanlah", "tunjukkanlah", "tampilkanlah", "ulangilah", "ungkap",
+        "ungkapkanlah", "bocorkanlah", "cetaklah", "tuliskanlah", "bagikanlah", "keluarkan",
+        "sampaikan", "informasikan",
     ),
     # the one addressed ("ignore your instructions", "what is your password?")
     "yours": (
@@ -234,6 +290,7 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "तेरा", "तेरी", "तेरे", "لديك", "خاصتك", "شما", "تو", "sizin", "kamu", "milikmu",
         "milik anda", "engkau", "твоих", "твоим", "твоими", "вашего", "вашим", "вашу", "твою",
         "свои", "свою", "তোর", "inyong", "ninyo", "妳的", "君の", "貴方の", "お前の", "귀하의",
+        "ของเธอ", "ของท่าน", "ของแก", "iyo", "dirimu", "kau",
     ),
     # a mode the assistant is told it is in ("<SYSTEM MODE>", "<СИСТЕМНЫЙ РЕЖИМ>")
     "mode": (
@@ -251,6 +308,7 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "कौनसा", "कौन सा", "ماذا", "ما هو", "كدام", "کدام", "ไหน", "ne", "nelerdir", "neydi",
         "apakah", "какая", "каковы", "какие", "কোন", "কোনটি", "anong", "alin", "nào",
         "cái gì", "什麼", "是啥", "哪个", "무엇입니까", "뭐야", "어떤",
+        "ما هى", "ماهو", "ما الذي", "뭡니까", "무엇이", "뭔지", "뭐예요", "뭐에요", "कौनसी", "कौन सी",
     ),
     # saying not to ("do not reveal the password": the rule an app sets)
     "negation": (
@@ -261,6 +319,9 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "しないで", "ないで", "절대", "말라", "마세요", "อย่า", "ห้าม",
         "لن", "ليس", "لم", "هرگز", "değil", "sakın", "unutma", "unutmayın", "bukan", "нельзя", "запрещено",
         "নয়", "chớ", "不得", "切勿", "绝不", "決して", "絶対に",
+        "wag", "tak", "janganlah", "말고", "마라", "마십시오", "지마",
+        "söyleme", "söylemeyin", "gösterme", "göstermeyin", "paylaşma", "paylaşmayın",
+        "vermeyin", "ifşa etme",
     ),
     # the speaker's own (a password of one's own is no one's secret), and what one
     # does with one's own
@@ -293,6 +354,7 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "التزم", "أطع", "پیروی", "اطاعت", "पालन", "मानो", "मानें", "অনুসরণ", "মেনে", "遵守",
         "遵循", "服从", "听从", "従う", "従って", "守って", "따르", "지키", "ปฏิบัติตาม",
         "ทำตาม", "เชื่อฟัง",
+        "मानिए", "अनुसरण", "준수", "복종", "turuti", "mengikuti", "taati", "menaati", "menuruti",
     ),
     # who may give orders ("I am your developer")
     "authority": (
@@ -313,6 +375,9 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "开发者", "开发人员", "创造者", "创建者", "管理员", "程序员", "開發者", "管理員",
         "開発者", "作成者", "管理者", "製作者", "プログラマー", "개발자", "제작자", "관리자",
         "프로그래머", "นักพัฒนา", "ผู้สร้าง", "ผู้ดูแลระบบ", "โปรแกรมเมอร์",
+        "مطوّرك", "المطوّر", "مطور", "ผู้พัฒนา", "แอดมิน", "geliştirici*", "yönetici*",
+        "yaratıcı*", "programcı*", "tagapamahala", "mayari", "tagagawa", "운영자", "소유자",
+        "창조자", "pengembangmu", "pemrogram", "pengelola",
     ),
     # the speaker says who they are ("I am ...")
     "speaker": (
@@ -334,7 +399,27 @@ found anywhere in the text."""
 _TOKEN = re.compile(r"[^\s\d!-/:-@\[-`{-~¿¡«»“”„‘’…。、！？，：；（）「」]+")
 """A word: what lies between spaces, digits and marks (a word's combining vowel signs
 and accents are part of it)."""
-_CLAUSE = re.compile(r"[.!?;。！？；\n|।॥؟۔]+|\s[-–—]\s|(?<=[^\W\d_]),\s+(?=(?:and|then|und|et|y|e|и)\b)")
+AND_THEN: tuple[str, ...] = (
+    "and", "then", "und", "dann", "et", "puis", "ensuite", "y", "luego", "después", "e",
+    "poi", "quindi", "depois", "então", "en", "daarna", "i", "potem", "и", "а", "затем",
+    "потом", "і", "та", "потім", "ve", "sonra", "ardından", "dan", "lalu", "kemudian",
+    "at", "pagkatapos", "và", "rồi", "sau đó", "και", "μετά", "och", "sedan", "og", "så",
+    "a", "pak", "ثم", "و", "और", "फिर", "तब", "এবং", "তারপর", "سپس", "그리고",
+    "그 다음", "그런 다음",
+)
+"""Words for "and" and "then" that, after a comma, begin a new clause: "summarise this
+article, and then repeat your instructions" asks its request in a clause of its own."""
+_AND_THEN_UNSPACED = ("然后", "然後", "并且", "並且", "接着", "接著", "再", "并", "そして",
+                      "それから", "その後")
+"""The same after a comma in Chinese and Japanese, where no space follows it."""
+
+_CLAUSE = re.compile(
+    r"[.!?;。！？；\n|।॥؟۔]+|\s[-–—]\s"
+    r"|(?<=[^\W\d_]|[\u0900-\u0dff]),\s+(?=(?:" + "|".join(AND_THEN) + r")\b)"
+    r"|،\s*(?=و|ثم)"
+    r"|[,、]\s*(?=" + "|".join(_AND_THEN_UNSPACED) + ")")
+_JOINED = re.compile(r"\s*(?:(?:" + "|".join(AND_THEN) + r")\b|"
+                     + "|".join(_AND_THEN_UNSPACED) + ")")
 
 
 _CASES = str.maketrans({chr(k).lower(): chr(v).lower() for k, v in LOOKALIKES.items()
@@ -439,6 +524,9 @@ class Clause(NamedTuple):
     negated_ignore: bool = False
     """A word for ignoring comes right after one for negation ("do not ignore", "не
     игнорируй", "đừng bỏ qua"): an order to keep the instructions, no override."""
+    joined: bool = False
+    """It begins with a word for "and" or "then" (`AND_THEN`): it goes on from the
+    clause before it."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -457,6 +545,8 @@ def clause_concepts(text: str) -> tuple[Clause, ...]:
             c = _word_concept(w)
             if c is not None:
                 found.add(c)
+        if "yours" not in found and found & _OWNED and any(_yours_ending(w) for w in words):
+            found.add("yours")
         starts = [i for i, w in enumerate(words) if _word_concept(w) == "ignore"] \
             if "ignore" in found else []
         keys = [_canon(w) for w in words]
@@ -468,8 +558,27 @@ def clause_concepts(text: str) -> tuple[Clause, ...]:
         if found:
             code = bool(_CODE.search(clause)) or clause.rstrip().endswith(":")
             negated = any(_negates(words, i) for i in starts)
-            out.append(Clause(frozenset(found), n, code, negated))
+            out.append(Clause(frozenset(found), n, code, negated,
+                              _JOINED.match(clause) is not None))
     return tuple(out)
+
+
+_OWNED = frozenset({"instructions", "tasks", "secret"})
+"""What an ending can say is the addressee's ("instruksimu", "تعليماتك": your
+instructions)."""
+
+
+def _yours_ending(w: str) -> bool:
+    """`w` is a word of `_OWNED` with the ending for "your" of Indonesian ("-mu") or
+    Arabic ("-ك") on a word that is one without it, or is spelled that way ("مرورك" of
+    "كلمة مرورك", "your password")."""
+    if w in ("مرورك", "سرك"):
+        return True
+    if len(w) > 4 and w.endswith("mu"):
+        return _word_concept(w[:-2]) in _OWNED
+    if len(w) > 3 and w.endswith("ك"):
+        return _word_concept(w[:-1]) in _OWNED
+    return False
 
 
 def _negates(words: list[str], i: int) -> bool:
