@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -204,7 +205,7 @@ OVERRIDES: tuple[Override, ...] = (
               "wcześniejsz", "powyższ"),
              ("инструкци", "указани", "правил", "команд", "instrukcj", "polece", "zasad",
               "reguł"),
-             # (the view folds a capital "Н" to Latin "H": "Не" reads "he")
+             # (the view folds the Cyrillic capital En to Latin "H": its "не" reads "he")
              whole_words="", negations=("не", "he", "nie")),
     Override("nordic", ("ignorera", "glöm", "ignorer", "glem", "negér"),
              ("alla", "alle", "tidigare", "föregående", "forrige", "tidligere", "ovan",
@@ -257,7 +258,8 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|initial|"
        r"original|existing)\b[^.\n]{0,30}?\b" + _TARGET + r"\b"),
     _r("injection", "forget-everything", 0.85,
-       _NOT_NEGATED + r"\b(?:forget|disregard|ignore|erase|wipe|overlook)\s+(?:about\s+)?(?:every?thing|"
+       _NOT_NEGATED +
+       r"\b(?:forget|disregard|ignore|erase|wipe|overlook)\s+(?:about\s+)?(?:every?thing|"
        r"all of (?:it|that)|all that|whatever|anything)\b[^.\n]{0,30}?\b(?:told|said|gave|"
        r"given|taught|learned|learnt|instructed|know|before|previously|earlier|so far|"
        r"until now|up to now|above)\b"),
@@ -265,7 +267,8 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\bregardless of (?:the |any |all |your )?(?:previous|prior|earlier|above|original|"
        r"initial|system)\s+(?:tasks?|instructions?|rules|prompts?|directions|guidelines)\b"),
     _r("injection", "ignore-and-say", 0.8,
-       _NOT_NEGATED + r"\b(?:ignore|disregard|forget|skip)\s+(?:the|this|that|all|any|your)\s+(?:\w+\s+){0,2}?"
+       _NOT_NEGATED +
+       r"\b(?:ignore|disregard|forget|skip)\s+(?:the|this|that|all|any|your)\s+(?:\w+\s+){0,2}?"
        r"(?:and|then)\s+(?:instead\s+)?(?:just\s+)?(?:state|say|print|output|write|respond|"
        r"reply|return)\b"),
     _r("system-override", "mode-tag", 0.85,
@@ -336,7 +339,8 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\b(?:zeig|gib|nenn|verrat|wiederhol|ausgeb|druck)\w*\b[^.\n]{0,30}?\b(?:dein|ihr)\w*\s+"
        r"(?:\w+\s+)?(?:systemprompt|system-prompt|anweisungen|instruktionen|prompt)\b"),
     _r("injection", "ignore-context", 0.5,
-       _NOT_NEGATED + r"\b(?:ignore|disregard|forget)\b[^.\n]{0,20}?\b(?:previous|prior|above|earlier|all)"
+       _NOT_NEGATED +
+       r"\b(?:ignore|disregard|forget)\b[^.\n]{0,20}?\b(?:previous|prior|above|earlier|all)"
        r"\b[^.\n]{0,20}?\b" + _WEAK_TARGET + r"\b"),
     _r("injection", "do-not-follow", 0.85,
        r"\b(?:do not|don't|stop|no longer)\s+(?:follow|obey|adhere to)(?:ing)?\b[^.\n]{0,20}?\b"
@@ -520,7 +524,8 @@ language the words are:
 - a request for the assistant's instructions: a word for telling, "your" and
   instructions in a short clause ("repeat your instructions"), not "do not reveal your
   instructions" nor "write your own prompt";
-- "ignore everything above and say...": a word for telling in place of the instructions;
+- "ignore everything above and say...": a word for telling in place of the instructions
+  (in the clause, or in the next one when it goes on with "and then": `_ignore_all_then_say`);
 - a request for the password or secret key: asked to tell or reveal it, or asked what
   it is in a short question or of "your password"; not one's own ("I forgot my
   password"), not an app's rule ("do not reveal the password"), not a command's help
@@ -549,7 +554,7 @@ def _claimed_authority(clauses: tuple[Clause, ...]) -> InjectionFinding | None:
 def _ignore_all_then_say(clauses: tuple[Clause, ...]) -> InjectionFinding | None:
     """"Ignore everything above, and then say...": `_ignore_all_and_say` over a clause
     and the one it goes on in (`Clause.joined`)."""
-    for first, then in zip(clauses, clauses[1:]):
+    for first, then in itertools.pairwise(clauses):
         c = first.concepts | then.concepts
         if then.joined and {"ignore", "previous"} <= first.concepts and "reveal" in c \
                 and "negation" not in c and not (first.code or then.code) \

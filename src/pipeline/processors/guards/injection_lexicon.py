@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from pipeline.processors.guards.text_view import LOOKALIKES, view
 
-__all__ = ["LEXICON", "RULE_ONLY", "Clause", "clause_concepts", "concepts"]
+__all__ = ["AND_THEN", "LEXICON", "RULE_ONLY", "Clause", "clause_concepts", "concepts"]
 
 LEXICON: Mapping[str, tuple[str, ...]] = {
     # to set aside what was said before
@@ -532,7 +532,7 @@ class Clause(NamedTuple):
 @functools.lru_cache(maxsize=64)
 def clause_concepts(text: str) -> tuple[Clause, ...]:
     """The concepts of each clause of normalized `text` (clauses end at sentence marks,
-    line breaks and ", and"), the clauses with none left out. (Kept for the last texts
+    line breaks and a comma before a word of `AND_THEN`), the clauses with none left out. (Kept for the last texts
     read: the rules and the classifier read the same view.)"""
     t = _tables()
     out: list[Clause] = []
