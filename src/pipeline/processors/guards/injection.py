@@ -125,8 +125,9 @@ _ASK = (
 )
 
 
-_NOT_NEGATED = r"(?<!\bnot )(?<!n't )(?<!\bnever )(?<!\bdont )(?<!\bnot to )"
-"""Not right after a negation: "do not ignore the instructions" keeps them."""
+_NEGATIONS = ("not", "n't", "never", "dont", "not to")
+"""English words for "not" that, right before an override's verb, make it an order to
+keep the instructions ("do not ignore the instructions")."""
 
 
 def _r(category: str, name: str, score: float, pattern: str) -> _Rule:
@@ -163,9 +164,7 @@ def _override_pattern(o: Override) -> str:
         return rf"\b{alt}\b" if kind in o.whole_words.split() else alt
 
     first, second = o.gaps
-    not_negated = "".join(rf"(?<!\b{n} )" for n in o.negations)
-    parts = [not_negated + part("ignore", o.ignore), part("before", o.before),
-             part("target", o.target)]
+    parts = [part("ignore", o.ignore), part("before", o.before), part("target", o.target)]
     if o.verb_last:
         parts = parts[1:] + parts[:1]
     return f"{parts[0]}{o.stop}{{0,{first}}}?{parts[1]}{o.stop}{{0,{second}}}?{parts[2]}"
@@ -250,15 +249,39 @@ _NON_LATIN = frozenset(f"ignore-previous-{o.name}" for o in OVERRIDES
 """The override rules that cannot match ASCII text (their verbs are in other scripts)."""
 
 
+def _negated(words: tuple[str, ...]) -> re.Pattern[str]:
+    alt = "|".join(w if w.startswith("n'") else rf"\b{w}" for w in words)
+    return re.compile(f"(?:{alt}) $".translate(LOOKALIKES))
+
+
+NEGATED_BEFORE: Mapping[str, re.Pattern[str]] = {
+    **{name: _negated(_NEGATIONS) for name in
+       ("ignore-previous", "forget-everything", "ignore-and-say", "ignore-context")},
+    **{f"ignore-previous-{o.name}": _negated(o.negations) for o in OVERRIDES if o.negations},
+}
+"""The override rules whose match does not count right after a negation: a word of it
+ends just before (read after the match, not in the pattern, which stays fast to
+search)."""
+
+
+def _not_negated(pattern: re.Pattern[str], text: str, negation: re.Pattern[str],
+                 ) -> re.Match[str] | None:
+    # (the next try starts a character on, not after the match: "don't skip this,
+    # ignore all previous instructions" holds an override inside the negated one)
+    m = pattern.search(text)
+    while m is not None and negation.search(text, max(0, m.start() - 10), m.start()):
+        m = pattern.search(text, m.start() + 1)
+    return m
+
+
 # Scores: 0.8 and up is an attack on its own; 0.5-0.6 is suspicious wording that benign
 # text also uses (a judge, when configured, decides those); see `threshold`.
 TEXT_RULES: tuple[_Rule, ...] = (
     _r("injection", "ignore-previous", 0.95,
-       _NOT_NEGATED + r"\b(?:ignore|disregard|forget|skip|override|bypass|drop)\b[^.\n]{0,40}?"
+       r"\b(?:ignore|disregard|forget|skip|override|bypass|drop)\b[^.\n]{0,40}?"
        r"\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|initial|"
        r"original|existing)\b[^.\n]{0,30}?\b" + _TARGET + r"\b"),
     _r("injection", "forget-everything", 0.85,
-       _NOT_NEGATED +
        r"\b(?:forget|disregard|ignore|erase|wipe|overlook)\s+(?:about\s+)?(?:every?thing|"
        r"all of (?:it|that)|all that|whatever|anything)\b[^.\n]{0,30}?\b(?:told|said|gave|"
        r"given|taught|learned|learnt|instructed|know|before|previously|earlier|so far|"
@@ -267,7 +290,6 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\bregardless of (?:the |any |all |your )?(?:previous|prior|earlier|above|original|"
        r"initial|system)\s+(?:tasks?|instructions?|rules|prompts?|directions|guidelines)\b"),
     _r("injection", "ignore-and-say", 0.8,
-       _NOT_NEGATED +
        r"\b(?:ignore|disregard|forget|skip)\s+(?:the|this|that|all|any|your)\s+(?:\w+\s+){0,2}?"
        r"(?:and|then)\s+(?:instead\s+)?(?:just\s+)?(?:state|say|print|output|write|respond|"
        r"reply|return)\b"),
@@ -339,7 +361,6 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"\b(?:zeig|gib|nenn|verrat|wiederhol|ausgeb|druck)\w*\b[^.\n]{0,30}?\b(?:dein|ihr)\w*\s+"
        r"(?:\w+\s+)?(?:systemprompt|system-prompt|anweisungen|instruktionen|prompt)\b"),
     _r("injection", "ignore-context", 0.5,
-       _NOT_NEGATED +
        r"\b(?:ignore|disregard|forget)\b[^.\n]{0,20}?\b(?:previous|prior|above|earlier|all)"
        r"\b[^.\n]{0,20}?\b" + _WEAK_TARGET + r"\b"),
     _r("injection", "do-not-follow", 0.85,
@@ -689,6 +710,8 @@ def _scan(text: str, depth: int, rules: tuple[_Rule, ...] = TEXT_RULES,
     found: list[InjectionFinding] = []
     for category, name, score, pattern in rules:
         m = pattern.search(text)
+        if m and name in NEGATED_BEFORE:
+            m = _not_negated(pattern, text, NEGATED_BEFORE[name])
         if m:
             found.append(InjectionFinding(category, name, score, _excerpt(text, m)))
     if rules is WORD_RULES or rules is ASCII_WORD_RULES:

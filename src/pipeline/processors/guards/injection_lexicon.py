@@ -415,7 +415,7 @@ _AND_THEN_UNSPACED = ("然后", "然後", "并且", "並且", "接着", "接著"
 
 _CLAUSE = re.compile(
     r"[.!?;。！？；\n|।॥؟۔]+|\s[-–—]\s"
-    r"|(?<=[^\W\d_]|[\u0900-\u0dff]),\s+(?=(?:" + "|".join(AND_THEN) + r")\b)"
+    r"|,(?<=[^\W\d_],|[\u0900-\u0dff],)\s+(?=(?:" + "|".join(AND_THEN) + r")\b)"
     r"|،\s*(?=و|ثم)"
     r"|[,、]\s*(?=" + "|".join(_AND_THEN_UNSPACED) + ")")
 _JOINED = re.compile(r"\s*(?:(?:" + "|".join(AND_THEN) + r")\b|"
