@@ -207,6 +207,10 @@ LEXICON: Mapping[str, tuple[str, ...]] = {
         "lihim na susi", "sikretong salita", "sikretong code",
         "비밀코드", "접근코드", "암호키",
         "passwordnya", "passwordmu",
+        # "secret key" as the languages write it with a particle or two words
+        "秘密の鍵", "秘密のキー", "비밀열쇠", "गुप्त चाबी", "গোপন কী", "sikretong susi",
+        "clef secrète", "geheimer schlüssel", "geheimschlüssel", "tajny klucz",
+        "geheime sleutel", "μυστικό κλειδί", "کلید مخفی", "کلید سری",
     ),
     # a secret of any kind (the word alone: "the secret of a good life" is no attack)
     "confidential": (
@@ -555,6 +559,9 @@ def clause_concepts(text: str) -> tuple[Clause, ...]:
         n = len(words)
         if _UNSPACED.search(clause):
             n += _unspaced(t, clause, found)
+            if " " in clause and _HANGUL.search(clause):
+                # a Korean compound written in two words ("비밀 키": secret key) as one
+                _unspaced(t, _HANGUL_SPACE.sub("", clause), found)
         if found:
             code = bool(_CODE.search(clause)) or clause.rstrip().endswith(":")
             negated = any(_negates(words, i) for i in starts)
@@ -632,6 +639,7 @@ def _unspaced(t: _Tables, clause: str, found: set[str]) -> int:
 
 
 _HANGUL = re.compile(r"[\uac00-\ud7af]")
+_HANGUL_SPACE = re.compile(r"(?<=[\uac00-\ud7af]) (?=[\uac00-\ud7af])")
 _CODE = re.compile(r"[`{}=\[\]#]")
 _UNSPACED_RUN = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 
