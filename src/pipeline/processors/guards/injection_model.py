@@ -101,7 +101,7 @@ _URL_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 _INNER_SEPARATOR = re.compile(r"(?<=[^\W\d_])[-_*·~^+](?=[^\W\d_])")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 
-FEATURES_VERSION = 7
+FEATURES_VERSION = 8
 """What `normalize` and `features` compute; a weights file made for another is refused."""
 
 TYPO_WORDS = (
