@@ -589,9 +589,15 @@ def _yours_ending(w: str) -> bool:
 
 
 def _negates(words: list[str], i: int) -> bool:
-    """A word for negation among the two before `words[i]` ("do not ignore", "not to
-    ignore"; "don't" is read as "don", "t")."""
-    return any(w == "t" or _word_concept(w) == "negation" for w in words[max(0, i - 2) : i])
+    """A word for negation right before `words[i]` ("do not ignore"; "don't ignore",
+    read as "don", "t", "ignore"), or before "to" or "ever" before it ("not to ignore");
+    not one further away ("don't hesitate, ignore...")."""
+    before = words[max(0, i - 2) : i]
+    if not before:
+        return False
+    if len(before) == 2 and before[1] in ("to", "ever"):
+        return _word_concept(before[0]) == "negation"
+    return before[-1] == "t" or _word_concept(before[-1]) == "negation"
 
 
 def _phrases(t: _Tables, keys: list[str], found: set[str], starts: list[int]) -> None:
