@@ -119,6 +119,9 @@ _TARGET = (
 )
 _WEAK_TARGET = r"(?:context|messages?|commands?|conversation)"
 _SECRET = r"(?:system|hidden|initial|original|secret|developer|internal)"
+_MODES = "developer|debug|god|admin|sudo|dev"
+"""The privileged modes an attack says the assistant is in ("developer mode"; a
+maintenance mode is one only when it is said to be on, a site's is ordinary)."""
 _ASK = (
     r"\b(?:reveal|show|print|repeat|output|display|leak|dump|tell me|give me|"
     r"what (?:is|are|was|were)|recite|spell out)\b"
@@ -383,11 +386,9 @@ TEXT_RULES: tuple[_Rule, ...] = (
        r"(?:system|developer)\s*:)"),
     _r("system-override", "privileged-mode-on", 0.85,
        r"\b(?:you are|you're|you have been|switch(?:ed)? (?:you )?(?:in)?to|now in)\s+(?:now\s+)?"
-       r"(?:in\s+)?(?:developer|debug|god|admin|sudo|maintenance|dev|unrestricted)\s+mode\b|"
-       r"\b(?:developer|debug|god|admin|sudo|dev)\s+mode\s+(?:is\s+)?"
-       r"(?:enabled|activated|unlocked)\b"),
-    _r("system-override", "privileged-mode", 0.5,
-       r"\b(?:developer|debug|god|admin|sudo|maintenance|dev)\s+mode\b"),
+       rf"(?:in\s+)?(?:{_MODES}|maintenance|unrestricted)\s+mode\b|"
+       rf"\b(?:{_MODES})\s+mode\s+(?:is\s+)?(?:enabled|activated|unlocked)\b"),
+    _r("system-override", "privileged-mode", 0.5, rf"\b(?:{_MODES}|maintenance)\s+mode\b"),
     _r("jailbreak", "dan", 0.9, r"\bdo anything now\b|\byou are (?:now )?dan\b"),
     _r("jailbreak", "role-play-unrestricted", 0.85,
        r"\b(?:pretend|imagine|act as|roleplay|role-play|role play|you are now|behave as)\b"
