@@ -46,8 +46,8 @@ _BATCH = 4096  # rows added per call: a build can stop between two
 def search_width(size: int) -> int:
     """The search width for an index of `size` vectors: a graph of more vectors needs a
     wider search for the same recall (bench/recall.py: recall at 5 of 0.99 at 100,000
-    with 64, 0.90 at a million), so past `_WIDE_FROM` it grows as the square root of
-    the size, up to `_WIDEST`."""
+    with 64, 0.90 at a million; 0.95-0.96 at a million with its 203), so past
+    `_WIDE_FROM` it grows as the square root of the size, up to `_WIDEST`."""
     if size <= _WIDE_FROM:
         return _EXPANSION_SEARCH
     return min(_WIDEST, math.ceil(_EXPANSION_SEARCH * math.sqrt(size / _WIDE_FROM)))
