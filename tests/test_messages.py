@@ -184,6 +184,23 @@ def test_to_message_list_normalizes_run_input() -> None:
     assert to_message_list(ml, id_prefix="p") is ml
 
 
+def test_a_prompt_reads_as_the_message_list_to_message_list_makes() -> None:
+    from pipeline.values.validate import read_input
+
+    for prompt in ("hello", "", "é\n" * 3):
+        got = read_input(prompt, id_prefix="run9", created_at=3.0)
+        assert got == to_message_list(prompt, id_prefix="run9", created_at=3.0)
+        assert isinstance(got, MessageList)
+        assert (got.messages, got.sources, got.system) == (
+            (user(prompt, id="run9-input", created_at=3.0),), ("input",), ())
+
+    class Prompt(str):
+        pass
+
+    sub = read_input(Prompt("hi"), id_prefix="r", created_at=0.0)
+    assert sub == to_message_list("hi", id_prefix="r")
+
+
 # --- structure sharing: `add` views a shared log; none of it may show -------------------
 # Each test runs on a short list (added to by copying tuples) and on a long one (past the
 # length from which `add` shares a log), so that both ways and the switch are covered.

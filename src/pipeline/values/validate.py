@@ -39,6 +39,7 @@ __all__ = ["InvalidInputError", "check_messages", "read_input"]
 
 _ROLES: frozenset[str] = frozenset(get_args(Role))
 _SOURCES: frozenset[str] = frozenset(get_args(Source))
+_INPUT: tuple[Source] = ("input",)
 _OPENAI_HINT = "an OpenAI-style dict; convert such messages with from_openai(...)"
 
 
@@ -74,6 +75,12 @@ def read_input(value: object, *, id_prefix: str, created_at: float) -> MessageLi
     """A run's input as a MessageList (a prompt string becomes one user message), or why
     it is not one. The messages' contents are checked by `check_messages`."""
     t = type(value)
+    if type(value) is str:  # a prompt (`to_message_list`'s, without its calls)
+        return MessageList(
+            (Message(id=f"{id_prefix}-input", role="user", parts=(TextPart(value),),
+                     created_at=created_at),),
+            _INPUT,
+        )
     if t is list or t is tuple:  # the common case, before the ABC checks below
         return MessageList.of(cast("Iterable[Message]", value))
     if isinstance(value, str | MessageList | Message):
