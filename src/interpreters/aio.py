@@ -877,10 +877,11 @@ def _batches(
 def _to_open(stream: object) -> bool:
     """Whether what `astream` returned is an awaitable of the stream (an `async def
     astream` that returns the iterator), not the stream itself."""
-    return (
-        not isinstance(stream, AsyncGeneratorType | NoCleanupStream)
-        and inspect.isawaitable(stream)
-    )
+    return not isinstance(stream, _STREAMS) and inspect.isawaitable(stream)
+
+
+_STREAMS = (AsyncGeneratorType, NoCleanupStream)
+"""Streams as `astream` gives them (a tuple made once: no union per model call)."""
 
 
 async def _open(stream: object) -> AsyncIterator[ModelEvent]:
