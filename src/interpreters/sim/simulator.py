@@ -252,7 +252,7 @@ class ScriptedStream(NoCleanupStream):
     with `close()`, without a shielded `aclose()` (docs/DESIGN.md, decisions made for speed).
     """
 
-    __slots__ = ("_cut", "_done", "_events", "_i", "_model", "_request", "_step")
+    __slots__ = ("_cut", "_done", "_events", "_i", "_model", "_ready", "_request", "_step")
 
     def __init__(self, model: ScriptedModel, request: ModelRequest) -> None:
         self._model = model
@@ -260,6 +260,8 @@ class ScriptedStream(NoCleanupStream):
         self._step: Say | None = None
         self._events: Sequence[ModelEvent] = ()
         self._cut = 0
+        self._ready = 0
+        """Events up to this index follow without a pause (no `chunk_latency`)."""
         self._i = 0
         self._done = False
 
@@ -267,6 +269,10 @@ class ScriptedStream(NoCleanupStream):
         return self
 
     async def __anext__(self) -> ModelEvent:
+        i = self._i
+        if i < self._ready:  # an event with no pause before it: the per-event path
+            self._i = i + 1
+            return self._events[i]
         if self._done:
             raise StopAsyncIteration
         try:
@@ -290,6 +296,8 @@ class ScriptedStream(NoCleanupStream):
                 # while it waits.
                 self._events = events = step.events(n)
                 self._cut = _cut(step, events)
+                if not step.chunk_latency:
+                    self._ready = self._cut
             elif self._i < self._cut and step.chunk_latency:
                 wait = model._wait(step.chunk_latency)
                 if wait is not None:
@@ -310,6 +318,7 @@ class ScriptedStream(NoCleanupStream):
         """Stop here: the stream gives no more events (nothing to release)."""
         self._done = True
         self._events = []
+        self._ready = 0
 
     async def aclose(self) -> None:
         self.close()
