@@ -542,7 +542,7 @@ class SeenChunks(msgspec.Struct, gc=False, eq=False):
     @classmethod
     def fresh(cls, hooks: int, share: bool) -> SeenChunks:
         """Nothing seen yet by `hooks` stream hooks; `share`: in one list while they can."""
-        return cls([[] for _ in range(hooks)], [] if share else None)
+        return cls([[] for _ in range(hooks)] if hooks else _NO_HOOKS, [] if share else None)
 
     def of(self, i: int) -> list[Chunk]:
         """What stream hook `i` has seen."""
@@ -581,6 +581,11 @@ class SeenChunks(msgspec.Struct, gc=False, eq=False):
         else:
             self.shared = None
             self.lists = [seen[:n] for seen, n in mark.lists]
+
+
+_NO_HOOKS: list[list[Chunk]] = []
+"""`SeenChunks.lists` of a run without stream hooks, shared (`lists` itself is never
+appended to, only the list of a hook in it): no list per run."""
 
 
 class SeenMark(msgspec.Struct, frozen=True):
