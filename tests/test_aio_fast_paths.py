@@ -328,21 +328,3 @@ async def test_run_whose_hook_raises_a_base_exception_closes_the_model_and_the_l
         await interp.run(Agent.create("m", tools=[interrupt]), "hi")
     assert watch.ends == [None]
     assert len(model.requests) == 1
-
-
-@pytest.mark.parametrize(
-    ("now", "status"), [(5.0, "finished"), (5, "finished"), ("noon", "failed"), (None, "failed")]
-)
-async def test_a_prompt_is_checked_unless_made_with_a_float_time(now: object, status: str) -> None:
-    # A prompt string becomes one user message made at the clock's time, not checked
-    # again; a clock that gives no float (an int is fine) has it checked, and refused.
-    interp = AsyncInterpreter(ScriptedModel([Say("hi")]), clock=lambda: now,  # type: ignore[arg-type,return-value]
-                              observers=())
-    result = await interp.run(Agent.create("m", max_steps=1), "hello")
-    assert result.status == status
-    if status == "finished":
-        first = result.messages.messages[0]
-        assert first.created_at == now and first.text == "hello"
-    else:
-        assert type(result.error).__name__ == "InvalidInput"
-        assert "created_at" in str(result.error)

@@ -26,7 +26,7 @@ from pipeline.tools import check_deps
 from pipeline.values.chunks import Chunk, ModelEvent, ModelFinish, TextDelta, ToolCall
 from pipeline.values.context import RunContext
 from pipeline.values.cost import Pricer
-from pipeline.values.messages import MessageList, RunInput, ToolCallPart
+from pipeline.values.messages import RunInput, ToolCallPart
 from pipeline.values.model import ApiError, ModelFailed
 from pipeline.values.result import InvalidInput
 from pipeline.values.validate import read_input
@@ -82,14 +82,10 @@ def start_run(
     if resume is not None:  # in the suspended run's thread and resource (or refused)
         ctx = resumed_context(ctx, resume.suspension)
     trace = options.get("trace")
-    ml: MessageList | InvalidInput
-    if resume is None:
-        now = clock()
-        ml = read_input(messages, id_prefix=run_id, created_at=now)
-        # A prompt string made into its one user message needs no check (`agent_loop`).
-        prompt = type(messages) is str and type(now) is float
-    else:
-        ml, prompt = resume.suspension.messages, False
+    ml = (
+        read_input(messages, id_prefix=run_id, created_at=clock())
+        if resume is None else resume.suspension.messages
+    )
     if isinstance(ml, InvalidInput):
         return Driver(rejected(ml), log=trace)  # checked at the door: fails before any call
     record = trace.record_effect if trace is not None else None
@@ -100,8 +96,7 @@ def start_run(
         )
         return Driver(loop, log=trace, watch=watch)
     loop = agent_loop(
-        agent, ml, context=ctx, clock=clock, record=record, price=price, resume=resume,
-        prompt=prompt,
+        agent, ml, context=ctx, clock=clock, record=record, price=price, resume=resume
     )
     return Driver(loop, log=trace)
 

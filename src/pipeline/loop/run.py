@@ -128,7 +128,6 @@ def agent_loop(
     price: Pricer | None = None,
     resume: Resumption | None = None,
     child: ChildRun | None = None,
-    prompt: bool = False,
 ) -> AgentLoop:
     """The run of `agent` on `messages`, as a command generator. See the module doc.
 
@@ -142,15 +141,13 @@ def agent_loop(
     Messages that are not a conversation the library can send (wrong types, an unknown
     role...) fail the run at once with `InvalidInput`, before any call. `child`: the
     `ChildRun` this run is (`docs/agents.md`; drive it through `pipeline.loop.relay`).
-    `prompt`: `messages` is the one user message `read_input` made of a prompt string
-    (with a float `created_at`): checked by construction, not again.
     """
     if resume is not None:
         context = resumed_context(context, resume.suspension)
         check_resumption(agent, resume)
         messages = resume.suspension.messages
     used: set[str] = set()
-    if not prompt and (child is None or resume is not None or child.kind != "tool"):
+    if child is None or resume is not None or child.kind != "tool":
         invalid = check_messages(messages, used)
         if invalid is not None:
             return rejected(invalid)
