@@ -5,23 +5,30 @@ dbos that changes them fails here, by name, rather than in a run."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 
 import dbos
+import pytest
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
+from dbos._dbos import _get_dbos_instance
+from dbos._error import DBOSWorkflowCancelledError
 from dbos._serialization import DBOSDefaultSerializer
+from dbos._sys_db import SystemDatabase
 
 from interpreters.durable.dbos.internals import (
     Folds,
     StepPosition,
     SystemStore,
+    _Prebuilt,
     execution_token,
 )
 from interpreters.durable.dbos.runs import DurableRuns
 from interpreters.testing import Say, ScriptedModel, call
 from pipeline.tools import tool
 from pipeline.tools.context import ToolContext
+from tests.durable_harness import databases
 from tests.helpers import make_agent
 
 
@@ -161,3 +168,103 @@ def test_folded_values_count_as_written_only_once_their_operation_is_recorded() 
             assert refuse
         assert folds.clear() is not refuse
     assert db.signalled == ["wf::chunks"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_the_one_statement_lookup_and_stream_insert_answer_as_dbos_own(
+    kind: str, tmp_path: Path
+) -> None:
+    # `Folds` looks a step's outcome up, with the run's owner, in one prebuilt statement
+    # and appends stream values with a prebuilt insert: each must answer exactly as DBOS's
+    # own statements (a recorded step, none, another name, a cancelled run, another
+    # owner; the same stream rows at the same offsets).
+    agent = make_agent(tools=[tool(_double)])
+    model = ScriptedModel([Say(calls=[call("_double", x=2)]), Say("ok")])
+    url = databases(kind)(tmp_path)
+    with DurableRuns({"a": agent}, model, database_url=url, observers=(),
+                     takeover=None, stream="with_steps") as runs:
+        assert runs.run("a", "hi", run_id="p1", wait=60).text == "ok"
+        sys_db = _get_dbos_instance()._sys_db
+        prebuilt = _Prebuilt.of(sys_db)
+        assert prebuilt is not None
+        owner = "the-owner-token"  # (an ended run has none: set in the rolled-back transaction)
+        recorded = [(s["function_id"], s["function_name"])
+                    for s in DBOS.list_workflow_steps("p1")]
+        assert "tool:_double" in [n for _, n in recorded]
+
+        def both(conn: sa.Connection, function_id: int, name: str,
+                 owner_xid: str) -> tuple[object, object]:
+            got: list[object] = []
+            lookups: tuple[Callable[[], object], ...] = (
+                lambda: prebuilt.lookup(conn, "p1", function_id, name, owner_xid),
+                lambda: _dbos_lookup(sys_db, conn, "p1", function_id, name, owner_xid),
+            )
+            for lookup in lookups:
+                try:
+                    got.append(lookup())
+                except BaseException as e:  # (DBOS's conflict is one)
+                    got.append((type(e), str(e)))
+            return got[0], got[1]
+
+        ws = sys_db.tables.workflow_status
+        with sys_db.engine.connect() as conn, conn.begin():
+            conn.execute(sa.update(ws).where(ws.c.workflow_uuid == "p1")
+                         .values(owner_xid=owner))
+            for function_id, name in recorded:
+                ours, theirs = both(conn, function_id, name, owner)
+                assert isinstance(ours, dict) and ours == theirs, (function_id, name)
+            first, name = recorded[0]
+            cases = [(first, "another-name", owner), (1000, "model", owner),
+                     (first, name, "another-owner")]
+            for function_id, name, owner_xid in cases:
+                ours, theirs = both(conn, function_id, name, owner_xid)
+                assert ours == theirs, (function_id, name, owner_xid)
+            assert both(conn, first, name, "x")[0] == (
+                dbos.error.DBOSWorkflowConflictIDError,
+                str(dbos.error.DBOSWorkflowConflictIDError("p1")))
+            conn.execute(sa.update(ws).where(ws.c.workflow_uuid == "p1")
+                         .values(status="CANCELLED"))
+            ours, theirs = both(conn, first, name, owner)
+            assert ours == theirs and isinstance(ours, tuple), ours
+            assert ours[0] is DBOSWorkflowCancelledError
+            st = sys_db.tables.streams
+            written = sa.select(st.c.function_id, st.c.key, st.c.value, st.c.serialization,
+                                st.c.offset).where(st.c.workflow_uuid == "p1") \
+                .order_by(st.c.key, st.c.offset)
+            before = conn.execute(written).all()
+            for k, (value, ser) in enumerate([("v1", "s1"), ("v2", None), ("v3", "s3")]):
+                for key in ("ours", "dbos"):
+                    if key == "ours":
+                        prebuilt.insert(conn, "p1", 90 + k, key, value, ser)
+                    else:
+                        conn.execute(sys_db._stream_insert_stmt("p1", 90 + k, key, value, ser))
+                prebuilt.insert(conn, "p1", 95, "chunks", f"more{k}", "s")
+            rows = conn.execute(written).all()
+
+            def stream(key: str) -> list[tuple[object, ...]]:
+                return [(r.function_id, r.value, r.serialization, r.offset)
+                        for r in rows if r.key == key]
+
+            assert stream("ours") == stream("dbos") and len(stream("ours")) == 3
+            chunks = [r for r in rows if r.key == "chunks"]
+            offsets = [r.offset for r in chunks]
+            assert offsets == list(range(len(offsets))) and len(chunks) == len(
+                [r for r in before if r.key == "chunks"]) + 3
+            conn.rollback()
+
+
+def _double(x: int) -> int:
+    """Doubles x."""
+    return 2 * x
+
+
+def _dbos_lookup(sys_db: SystemDatabase, conn: sa.Connection, workflow_id: str,
+                 function_id: int, name: str, owner_xid: str) -> object:
+    """The ownership read `Folds` made before DBOS's own lookup, then DBOS's lookup."""
+    ws = sys_db.tables.workflow_status
+    found = conn.execute(sa.select(ws.c.owner_xid).where(ws.c.workflow_uuid == workflow_id)
+                         ).scalar()
+    if found != owner_xid:
+        raise dbos.error.DBOSWorkflowConflictIDError(workflow_id)
+    return SystemDatabase._check_operation_execution_txn(sys_db, workflow_id, function_id,
+                                                         name, conn)

@@ -15,8 +15,11 @@ What is here has no public counterpart in DBOS 3.x:
   appended to its stream in the one that records it (one commit for a step and the
   chunks published before it, or for a run's last chunks and the stream's end), and its
   ownership read in the one that looks its recorded outcome up, before its body runs
-  (DBOS checks it only when the outcome is written). DBOS has no public call for
-  either.
+  (DBOS checks it only when the outcome is written): one statement there reads the
+  run's status, its owner and the step's recorded outcome, where DBOS reads the first
+  and the last in two. DBOS has no public call for either. Both statements are built
+  once (`_Prebuilt`), as DBOS builds its own hot inserts once: building them per step
+  was a large share of a step's CPU.
 
 Pinned to dbos>=3.4,<4 (pyproject.toml); written against 3.4.0.
 `tests/test_durable_internals.py` fails loudly when any of these change shape.
@@ -33,9 +36,11 @@ from dbos import DBOS, DBOSClient
 from dbos import error as dbos_error
 from dbos._context import get_local_dbos_context
 from dbos._dbos import _get_dbos_instance
+from dbos._error import DBOSUnexpectedStepError, DBOSWorkflowCancelledError
 from dbos._serialization import WorkflowSerializationFormat, serialize_value
 from dbos._sys_db import (
     SystemDatabase,
+    WorkflowStatusString,
     _dbos_stream_closed_sentinel,
     _dbos_streams_channel,
 )
@@ -127,6 +132,7 @@ class Folds:
     def __init__(self, sys_db: SystemDatabase) -> None:
         self._sys_db = sys_db
         self._local = threading.local()
+        self._prebuilt = _Prebuilt.of(sys_db)
         record: Callable[..., None] = sys_db._record_operation_result_txn
         lookup: Callable[..., object] = sys_db._check_operation_execution_txn
         folds = self
@@ -142,6 +148,10 @@ class Folds:
 
         def lookup_owned(workflow_id: str, function_id: int, function_name: str,
                          conn: Any) -> object:
+            owner = getattr(folds._local, "owner", None)
+            if owner is not None and owner[0] == workflow_id and folds._prebuilt is not None:
+                return folds._prebuilt.lookup(conn, workflow_id, function_id, function_name,
+                                              owner[1])
             folds._owns(workflow_id, conn)
             return lookup(workflow_id, function_id, function_name, conn)
 
@@ -208,7 +218,103 @@ class Folds:
             rows.append(serialize_value(_dbos_stream_closed_sentinel,
                                         WorkflowSerializationFormat.PORTABLE, db.serializer))
         for value, serialization in rows:
-            conn.execute(db._stream_insert_stmt(workflow_id, function_id, key, value,
-                                                serialization))
+            if self._prebuilt is not None:
+                self._prebuilt.insert(conn, workflow_id, function_id, key, value,
+                                      serialization)
+            else:
+                conn.execute(db._stream_insert_stmt(workflow_id, function_id, key, value,
+                                                    serialization))
         # (kept pending until clear(): a transaction DBOS retries writes them again)
         return True
+
+
+class _Prebuilt:
+    """The two statements `Folds` runs per step, built once for a system database
+    (SQLAlchemy then finds their compiled form in its cache; built per call, as DBOS's
+    own helpers build them, they cost more CPU than the database's work):
+
+    - `lookup`: DBOS's lookup of a step's recorded outcome (`_check_operation_execution_txn`:
+      the run's status, a cancelled run refused, then the step's row, a step recorded
+      under another name refused) with the run's owner read in the same statement, one
+      statement where DBOS's lookup and the ownership read were three;
+    - `insert`: DBOS's stream insert (`_stream_insert_stmt`: the value at the stream's
+      next offset, computed in the statement).
+
+    Only for an unsharded system database, whose statements these are (`of` gives None
+    otherwise, and DBOS's own are used)."""
+
+    def __init__(self, sys_db: SystemDatabase) -> None:
+        self._sys_db = sys_db
+        ws, oo, st = (sys_db.tables.workflow_status, sys_db.tables.operation_outputs,
+                      sys_db.tables.streams)
+        wid = sa.bindparam("workflow_id", type_=ws.c.workflow_uuid.type)
+        fid = sa.bindparam("function_id", type_=oo.c.function_id.type)
+        self._lookup = (
+            sa.select(ws.c.status, ws.c.owner_xid, oo.c.function_name, oo.c.output,
+                      oo.c.error, oo.c.child_workflow_id, oo.c.serialization)
+            .select_from(ws.outerjoin(oo, sa.and_(oo.c.workflow_uuid == ws.c.workflow_uuid,
+                                                  oo.c.function_id == fid)))
+            .where(ws.c.workflow_uuid == wid)
+        )
+        key = sa.bindparam("key", type_=st.c.key.type)
+        offset = sa.func.coalesce(
+            sa.select(sa.func.max(st.c.offset))
+            .where(st.c.workflow_uuid == wid, st.c.key == key)
+            .correlate(None).scalar_subquery(),
+            -1,
+        ) + 1
+        self._insert = sa.insert(st).from_select(
+            ["workflow_uuid", "function_id", "key", "value", "serialization", "offset"],
+            sa.select(
+                wid.label("workflow_uuid"), fid.label("function_id"), key.label("key"),
+                sa.bindparam("value", type_=st.c.value.type).label("value"),
+                sa.bindparam("serialization", type_=st.c.serialization.type)
+                .label("serialization"),
+                offset.label("offset"),
+            ),
+        )
+
+    @staticmethod
+    def of(sys_db: SystemDatabase) -> _Prebuilt | None:
+        if not isinstance(sys_db, SystemDatabase):
+            return None
+        cls = type(sys_db)
+        unsharded = (
+            cls._wf is SystemDatabase._wf
+            and cls._wf_columns is SystemDatabase._wf_columns
+            and cls._key_column is SystemDatabase._key_column
+            and cls._check_operation_execution_txn
+            is SystemDatabase._check_operation_execution_txn
+            and cls._stream_insert_stmt is SystemDatabase._stream_insert_stmt
+        )
+        return _Prebuilt(sys_db) if unsharded else None
+
+    def lookup(self, conn: sa.Connection, workflow_id: str, function_id: int,
+               function_name: str, owner_xid: str) -> dict[str, Any] | None:
+        """DBOS's `_check_operation_execution_txn`, after a check that `owner_xid` owns
+        the run (`DBOSWorkflowConflictIDError`), in one statement."""
+        self._sys_db._reject_shard_key(workflow_id, None)
+        row = conn.execute(
+            self._lookup, {"workflow_id": workflow_id, "function_id": function_id}
+        ).first()
+        if row is None or row.owner_xid != owner_xid:
+            raise dbos_error.DBOSWorkflowConflictIDError(workflow_id)
+        if row.status == WorkflowStatusString.CANCELLED.value:
+            raise DBOSWorkflowCancelledError(
+                f"Workflow {workflow_id} is cancelled. Aborting function.")
+        if row.function_name is None:  # (NOT NULL in a recorded step's row)
+            return None
+        if row.function_name != function_name:
+            raise DBOSUnexpectedStepError(workflow_id=workflow_id, step_id=function_id,
+                                          expected_name=function_name,
+                                          recorded_name=row.function_name)
+        return {"output": row.output, "error": row.error,
+                "serialization": row.serialization,
+                "child_workflow_id": row.child_workflow_id, "child_shard_key": None}
+
+    def insert(self, conn: sa.Connection, workflow_id: str, function_id: int, key: str,
+               value: str | None, serialization: str | None) -> None:
+        """DBOS's `_stream_insert_stmt(...)`, executed."""
+        conn.execute(self._insert, {"workflow_id": workflow_id, "function_id": function_id,
+                                    "key": key, "value": value,
+                                    "serialization": serialization})
