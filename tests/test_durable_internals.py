@@ -192,12 +192,12 @@ def test_the_one_statement_lookup_and_stream_insert_answer_as_dbos_own(
                     for s in DBOS.list_workflow_steps("p1")]
         assert "tool:_double" in [n for _, n in recorded]
 
-        def both(conn: sa.Connection, function_id: int, name: str,
-                 owner_xid: str) -> tuple[object, object]:
+        def both(conn: sa.Connection, function_id: int, name: str, owner_xid: str | None,
+                 run_id: str = "p1") -> tuple[object, object]:
             got: list[object] = []
             lookups: tuple[Callable[[], object], ...] = (
-                lambda: prebuilt.lookup(conn, "p1", function_id, name, owner_xid),
-                lambda: _dbos_lookup(sys_db, conn, "p1", function_id, name, owner_xid),
+                lambda: prebuilt.lookup(conn, run_id, function_id, name, owner_xid),
+                lambda: _dbos_lookup(sys_db, conn, run_id, function_id, name, owner_xid),
             )
             for lookup in lookups:
                 try:
@@ -213,12 +213,18 @@ def test_the_one_statement_lookup_and_stream_insert_answer_as_dbos_own(
             for function_id, name in recorded:
                 ours, theirs = both(conn, function_id, name, owner)
                 assert isinstance(ours, dict) and ours == theirs, (function_id, name)
+            for function_id, name in recorded:  # (an operation checking no owner)
+                ours, theirs = both(conn, function_id, name, None)
+                assert isinstance(ours, dict) and ours == theirs, (function_id, name)
             first, name = recorded[0]
-            cases = [(first, "another-name", owner), (1000, "model", owner),
-                     (first, name, "another-owner")]
-            for function_id, name, owner_xid in cases:
-                ours, theirs = both(conn, function_id, name, owner_xid)
-                assert ours == theirs, (function_id, name, owner_xid)
+            cases: list[tuple[str, int, str, str | None]] = [
+                ("p1", first, "another-name", owner), ("p1", 1000, "model", owner),
+                ("p1", first, name, "another-owner"), ("p1", first, "another-name", None),
+                ("p1", 1000, "model", None), ("no-such-run", first, name, owner),
+                ("no-such-run", first, name, None)]
+            for run_id, function_id, name, owner_xid in cases:
+                ours, theirs = both(conn, function_id, name, owner_xid, run_id)
+                assert ours == theirs, (run_id, function_id, name, owner_xid)
             assert both(conn, first, name, "x")[0] == (
                 dbos.error.DBOSWorkflowConflictIDError,
                 str(dbos.error.DBOSWorkflowConflictIDError("p1")))
@@ -259,12 +265,13 @@ def _double(x: int) -> int:
 
 
 def _dbos_lookup(sys_db: SystemDatabase, conn: sa.Connection, workflow_id: str,
-                 function_id: int, name: str, owner_xid: str) -> object:
-    """The ownership read `Folds` made before DBOS's own lookup, then DBOS's lookup."""
+                 function_id: int, name: str, owner_xid: str | None) -> object:
+    """The ownership read `Folds` made before DBOS's own lookup (with an owner to
+    check), then DBOS's lookup."""
     ws = sys_db.tables.workflow_status
     found = conn.execute(sa.select(ws.c.owner_xid).where(ws.c.workflow_uuid == workflow_id)
                          ).scalar()
-    if found != owner_xid:
+    if owner_xid is not None and found != owner_xid:
         raise dbos.error.DBOSWorkflowConflictIDError(workflow_id)
     return SystemDatabase._check_operation_execution_txn(sys_db, workflow_id, function_id,
                                                          name, conn)

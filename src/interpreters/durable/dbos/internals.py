@@ -15,11 +15,12 @@ What is here has no public counterpart in DBOS 3.x:
   appended to its stream in the one that records it (one commit for a step and the
   chunks published before it, or for a run's last chunks and the stream's end), and its
   ownership read in the one that looks its recorded outcome up, before its body runs
-  (DBOS checks it only when the outcome is written): one statement there reads the
-  run's status, its owner and the step's recorded outcome, where DBOS reads the first
-  and the last in two. DBOS has no public call for either. Both statements are built
-  once (`_Prebuilt`), as DBOS builds its own hot inserts once: building them per step
-  was a large share of a step's CPU.
+  (DBOS checks it only when the outcome is written). DBOS has no public call for
+  either. One statement reads the run's status, its owner and the operation's recorded
+  outcome, where DBOS reads the first and the last in two (for every operation of this
+  process's workflows); it and the stream insert are built once (`_Prebuilt`), as DBOS
+  builds its own hot inserts once: building them per step was a large share of a
+  step's CPU.
 
 Pinned to dbos>=3.4,<4 (pyproject.toml); written against 3.4.0.
 `tests/test_durable_internals.py` fails loudly when any of these change shape.
@@ -148,10 +149,11 @@ class Folds:
 
         def lookup_owned(workflow_id: str, function_id: int, function_name: str,
                          conn: Any) -> object:
-            owner = getattr(folds._local, "owner", None)
-            if owner is not None and owner[0] == workflow_id and folds._prebuilt is not None:
+            if folds._prebuilt is not None:
+                owner = getattr(folds._local, "owner", None)
+                mine = owner[1] if owner is not None and owner[0] == workflow_id else None
                 return folds._prebuilt.lookup(conn, workflow_id, function_id, function_name,
-                                              owner[1])
+                                              mine)
             folds._owns(workflow_id, conn)
             return lookup(workflow_id, function_id, function_name, conn)
 
@@ -233,10 +235,11 @@ class _Prebuilt:
     (SQLAlchemy then finds their compiled form in its cache; built per call, as DBOS's
     own helpers build them, they cost more CPU than the database's work):
 
-    - `lookup`: DBOS's lookup of a step's recorded outcome (`_check_operation_execution_txn`:
-      the run's status, a cancelled run refused, then the step's row, a step recorded
-      under another name refused) with the run's owner read in the same statement, one
-      statement where DBOS's lookup and the ownership read were three;
+    - `lookup`: DBOS's lookup of an operation's recorded outcome
+      (`_check_operation_execution_txn`: the run's status, a cancelled run refused, then
+      the operation's row, one recorded under another name refused), for every
+      operation, with the run's owner read in the same statement where it is checked:
+      one statement where DBOS's lookup was two, and the ownership read a third;
     - `insert`: DBOS's stream insert (`_stream_insert_stmt`: the value at the stream's
       next offset, computed in the statement).
 
@@ -249,13 +252,13 @@ class _Prebuilt:
                       sys_db.tables.streams)
         wid = sa.bindparam("workflow_id", type_=ws.c.workflow_uuid.type)
         fid = sa.bindparam("function_id", type_=oo.c.function_id.type)
-        self._lookup = (
-            sa.select(ws.c.status, ws.c.owner_xid, oo.c.function_name, oo.c.output,
-                      oo.c.error, oo.c.child_workflow_id, oo.c.serialization)
-            .select_from(ws.outerjoin(oo, sa.and_(oo.c.workflow_uuid == ws.c.workflow_uuid,
-                                                  oo.c.function_id == fid)))
-            .where(ws.c.workflow_uuid == wid)
-        )
+        joined = ws.outerjoin(oo, sa.and_(oo.c.workflow_uuid == ws.c.workflow_uuid,
+                                          oo.c.function_id == fid))
+        recorded = (ws.c.status, oo.c.function_name, oo.c.output, oo.c.error,
+                    oo.c.child_workflow_id, oo.c.serialization)
+        self._lookup = sa.select(*recorded).select_from(joined).where(ws.c.workflow_uuid == wid)
+        self._lookup_owner = (sa.select(*recorded, ws.c.owner_xid).select_from(joined)
+                              .where(ws.c.workflow_uuid == wid))
         key = sa.bindparam("key", type_=st.c.key.type)
         offset = sa.func.coalesce(
             sa.select(sa.func.max(st.c.offset))
@@ -290,15 +293,18 @@ class _Prebuilt:
         return _Prebuilt(sys_db) if unsharded else None
 
     def lookup(self, conn: sa.Connection, workflow_id: str, function_id: int,
-               function_name: str, owner_xid: str) -> dict[str, Any] | None:
-        """DBOS's `_check_operation_execution_txn`, after a check that `owner_xid` owns
-        the run (`DBOSWorkflowConflictIDError`), in one statement."""
+               function_name: str, owner_xid: str | None) -> dict[str, Any] | None:
+        """DBOS's `_check_operation_execution_txn`, after a check that `owner_xid` (unless
+        None) owns the run (`DBOSWorkflowConflictIDError`), in one statement."""
         self._sys_db._reject_shard_key(workflow_id, None)
         row = conn.execute(
-            self._lookup, {"workflow_id": workflow_id, "function_id": function_id}
+            self._lookup if owner_xid is None else self._lookup_owner,
+            {"workflow_id": workflow_id, "function_id": function_id},
         ).first()
-        if row is None or row.owner_xid != owner_xid:
+        if owner_xid is not None and (row is None or row.owner_xid != owner_xid):
             raise dbos_error.DBOSWorkflowConflictIDError(workflow_id)
+        if row is None:  # (DBOS's lookup asserts it)
+            raise AssertionError(f"Error: Workflow {workflow_id} does not exist")
         if row.status == WorkflowStatusString.CANCELLED.value:
             raise DBOSWorkflowCancelledError(
                 f"Workflow {workflow_id} is cancelled. Aborting function.")
