@@ -68,6 +68,16 @@ def test_the_private_dbos_names_used_are_there_with_the_expected_shapes() -> Non
     assert "_check_operation_execution_txn" in inspect.getsource(
         SystemDatabase.check_operation_execution)
     assert _params(SystemDatabase._wf)[:3] == ["self", "table", "workflow_id"]
+    # the prebuilt lookup and insert: DBOS's, for an unsharded system database
+    assert _params(SystemDatabase._reject_shard_key) == ["workflow_id", "shard_key"]
+    assert _params(SystemDatabase._wf_columns) == ["self", "workflow_id"]
+    assert _params(SystemDatabase._key_column)[:3] == ["self", "table", "column"]
+    from dbos._error import DBOSUnexpectedStepError
+    from dbos._sys_db import WorkflowStatusString
+
+    assert WorkflowStatusString.CANCELLED.value == "CANCELLED"
+    assert _params(DBOSUnexpectedStepError) == [
+        "workflow_id", "step_id", "expected_name", "recorded_name"]
     assert _params(SystemDatabase._stream_insert_stmt) == [
         "self", "workflow_uuid", "function_id", "key", "serialized_value", "serialization"]
     assert _params(SystemDatabase._signal_notification) == ["self", "channel", "payload"]

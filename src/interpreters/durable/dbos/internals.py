@@ -177,9 +177,10 @@ class Folds:
 
     def check_owner(self) -> None:
         """Make the next operation's lookup of its recorded outcome (DBOS's, before its
-        body runs) also read, in the same transaction, who owns the workflow: unless
-        this execution does, it raises `DBOSWorkflowConflictIDError` and the body does
-        not run. (DBOS checks it only when the outcome is written.)"""
+        body runs) also read who owns the workflow (in the same statement, `_Prebuilt`;
+        else in the same transaction): unless this execution does, it raises
+        `DBOSWorkflowConflictIDError` and the body does not run. (DBOS checks it only
+        when the outcome is written.)"""
         ctx = get_local_dbos_context()
         assert ctx is not None and ctx.workflow_id and ctx.owner_xid, "outside a workflow"
         self._local.owner = (ctx.workflow_id, ctx.owner_xid)
