@@ -40,6 +40,11 @@ def test_quick_mode_measures_plain_durable_and_bare_dbos_runs() -> None:
     assert live["writes_per_step"] == 2 and with_steps["writes_per_step"] == 1
     assert bare_rows[0]["writes_per_step"] == 1 and bare_rows[1]["writes_per_step"] == 2
     assert with_steps["statements_per_run"] < live["statements_per_run"]
+    # A with_steps step sends no more statements than DBOS's bare step (its lookup, the
+    # owner read with it, is one; its chunks' row goes with its record), a live one fewer
+    # than DBOS's step plus a stream write.
+    assert with_steps["statements_per_step"] == bare_rows[0]["statements_per_step"] == 4
+    assert live["statements_per_step"] < bare_rows[1]["statements_per_step"]
     # The figures can be reproduced: the timer and the machine's load are stated.
     assert summary["timer"] == "perf_counter"
     assert len(summary["loadavg_start"]) == len(summary["loadavg_end"]) == 3
