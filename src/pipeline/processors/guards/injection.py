@@ -43,6 +43,7 @@ from pipeline.processors.guards.common import (
 )
 from pipeline.processors.guards.injection_lexicon import Clause, clause_concepts, concepts
 from pipeline.processors.guards.injection_model import load_model, normalize, readings
+from pipeline.processors.guards.injection_prefilter import may_match, required
 from pipeline.processors.guards.text_view import LOOKALIKES
 from pipeline.processors.options import Options
 from pipeline.values.chunks import DataChunk
@@ -454,7 +455,8 @@ JAILBREAK_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
-_CUES_LOWER = tuple((name, re.compile(rx.pattern)) for name, rx in JAILBREAK_CUES)
+_CUES_LOWER = tuple((name, low, required(low)) for name, rx in JAILBREAK_CUES
+                    for low in (re.compile(rx.pattern),))
 
 
 _NAMES_A_MODEL = re.compile(r"\b(?:chatgpt|gpt|openai|an ai|the ai|language model|llm|chatbot|"
@@ -465,7 +467,8 @@ def _jailbreak_cues(text: str) -> InjectionFinding | None:
     """Three or more of `JAILBREAK_CUES` (0.85, four or more 0.95); two in a text that
     speaks of an AI model (0.75), else two are unclear (0.6: a judge's to decide). `text`
     is lower case (the normalized view)."""
-    hits = [name for name, rx in _CUES_LOWER if rx.search(text)]
+    hits = [name for name, rx, needs in _CUES_LOWER
+            if may_match(needs, text) and rx.search(text)]
     if len(hits) < 2:
         return None
     if len(hits) == 2:
@@ -702,6 +705,10 @@ WORD_RULES = tuple((c, n, s, re.compile(p.pattern)) for c, n, s, p in TEXT_RULES
 """Rules of words: run on the normalized view (`injection_model.normalize`: lower case,
 one line), so without the flags of case and lines, which cost time."""
 _OVERRIDES = frozenset(r[1] for r in WORD_RULES)
+_NEEDS: Mapping[re.Pattern[str], tuple[frozenset[str], ...]] = {
+    p: required(p) for _, _, _, p in WORD_RULES}
+"""The strings a word rule cannot match without (`injection_prefilter`): a text
+lacking them is not searched."""
 ASCII_WORD_RULES = tuple(r for r in WORD_RULES if r[1] not in _NON_LATIN)
 """The word rules that can match ASCII text (the others read only other scripts)."""
 
@@ -710,6 +717,9 @@ def _scan(text: str, depth: int, rules: tuple[_Rule, ...] = TEXT_RULES,
           ) -> list[InjectionFinding]:
     found: list[InjectionFinding] = []
     for category, name, score, pattern in rules:
+        needs = _NEEDS.get(pattern)
+        if needs and not may_match(needs, text):
+            continue
         m = pattern.search(text)
         if m and name in NEGATED_BEFORE:
             m = _not_negated(pattern, text, NEGATED_BEFORE[name])

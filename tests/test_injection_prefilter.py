@@ -1,0 +1,61 @@
+"""The strings a rule cannot match without: skipping a search on a text that lacks them
+changes no finding."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.processors.guards import injection
+from pipeline.processors.guards.injection_prefilter import may_match, required
+
+
+def test_a_sequence_needs_each_of_its_alternatives() -> None:
+    rx = re.compile(r"\b(?:ignore|forget)\b[^.]{0,20}\b(?:previous|prior) instructions\b")
+    assert frozenset({"ignore", "forget"}) in required(rx)
+    assert may_match(required(rx), "forget the prior instructions")
+    assert not may_match(required(rx), "forget the prior rules")
+    assert not may_match(required(rx), "skip the prior instructions")
+
+
+def test_what_may_be_absent_is_not_required() -> None:
+    # an optional part, a repeat that may be empty, an alternative without a literal
+    assert required(re.compile(r"(?:please )?ignore")) == (frozenset({"ignore"}),)
+    assert required(re.compile(r"(?:abc)*xyz")) == (frozenset({"xyz"}),)
+    assert required(re.compile(r"ignore|\w+")) == ()
+    assert required(re.compile(r"(?:ignore|)x")) == ()
+
+
+def test_a_pattern_read_without_case_is_always_searched() -> None:
+    assert required(re.compile("ignore", re.I)) == ()
+    assert required(re.compile("(?i:ignore) previous instructions")) == (
+        frozenset({" previous instructions"}),)
+
+
+def test_short_strings_are_not_tested() -> None:
+    assert required(re.compile(r"\bai\b")) == ()
+    assert required(re.compile("忽略")) == (frozenset({"忽略"}),)  # six bytes
+
+
+def test_every_word_rule_and_cue_of_the_detector_is_tested() -> None:
+    # (the prefilter is what keeps the rules cheap: one that lost its test would be slow)
+    untested = {name for _, name, _, p in injection.WORD_RULES if not injection._NEEDS[p]}
+    assert untested <= {"ignore-previous-ja", "ignore-previous-ko"}
+    assert all(needs for _, _, needs in injection._CUES_LOWER)
+
+
+_PIECES = sorted({s for _, _, _, p in injection.WORD_RULES for g in injection._NEEDS[p]
+                  for s in g} | {" ", ".", "\n", "the ", "all ", "you ", "your "})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join))
+def test_a_text_the_prefilter_skips_never_matches(text: str) -> None:
+    for _, name, _, p in injection.WORD_RULES:
+        if not may_match(injection._NEEDS[p], text):
+            assert p.search(text) is None, name
+    for name, rx, needs in injection._CUES_LOWER:
+        if not may_match(needs, text):
+            assert rx.search(text) is None, name
