@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import itertools
 import re
+import sys
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Literal, NamedTuple
@@ -100,14 +102,39 @@ _LOOKALIKE_SCRIPTS = frozenset({"CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "CO
 _ASCII_CONTROLS = {c: None for c in range(32) if chr(c) not in "\n\t"} | {127: None}
 
 
+@functools.cache
+def _categories() -> tuple[frozenset[int], frozenset[int]]:
+    """The code points of categories Cf (format: zero-width spaces, direction marks, tag
+    characters...) and Cc (controls), read from `unicodedata` once, on first use."""
+    cf: list[int] = []
+    cc: list[int] = []
+    for c in range(sys.maxunicode + 1):
+        cat = unicodedata.category(chr(c))
+        if cat == "Cf":
+            cf.append(c)
+        elif cat == "Cc":
+            cc.append(c)
+    return frozenset(cf), frozenset(cc)
+
+
+@functools.cache
+def _invisible() -> dict[int, None]:
+    """Format and control characters but line breaks and tabs, to drop (`str.translate`)."""
+    cf, cc = _categories()
+    return {c: None for c in cf | cc if chr(c) not in "\n\t"}
+
+
+@functools.cache
+def _visible_format_characters() -> frozenset[str]:
+    """Format characters but the tag characters (read apart: `_unicode_tricks`)."""
+    return frozenset(chr(c) for c in _categories()[0] if c not in _TAGS)
+
+
 def _skeleton(text: str) -> str:
     if text.isascii():
         return text.translate(_ASCII_CONTROLS)
     text = unicodedata.normalize("NFKC", text)
-    text = "".join(
-        ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc") or ch in "\n\t"
-    )
-    return text.translate(LOOKALIKES)
+    return text.translate(_invisible()).translate(LOOKALIKES)
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -802,7 +829,8 @@ def _scan_views(text: str, views: list[str]) -> InjectionReport:
 def _unicode_tricks(text: str, findings: list[InjectionFinding]) -> list[InjectionFinding]:
     out: list[InjectionFinding] = []
     # hidden "tag" characters (invisible copies of ASCII): decode and scan what they say
-    tags = "".join(chr(ord(ch) - 0xE0000) for ch in text if ord(ch) in _TAGS)
+    tags = "".join(chr(ord(ch) - 0xE0000) for ch in text if ord(ch) in _TAGS) \
+        if max(text) >= chr(_TAGS.start) else ""
     if tags.strip():
         inner = _scan(_skeleton(tags), 1)
         out.append(InjectionFinding(
@@ -817,7 +845,7 @@ def _unicode_tricks(text: str, findings: list[InjectionFinding]) -> list[Injecti
             if f.rule in rules and f.score >= 0.5:
                 out.append(InjectionFinding("homoglyph", f"disguised-{f.rule}", 0.95, f.excerpt))
                 break
-    if any(unicodedata.category(ch) == "Cf" and ord(ch) not in _TAGS for ch in text):
+    if not _visible_format_characters().isdisjoint(text):
         invisible = InjectionFinding("homoglyph", "invisible-characters", 0.3, "")
         # an override rule matching across invisible characters inside its words
         hidden = [f for f in findings if f.rule in _OVERRIDES and f.excerpt.lower()

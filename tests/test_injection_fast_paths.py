@@ -1,15 +1,18 @@
-"""The strings a rule cannot match without: skipping a search on a text that lacks them
-changes no finding."""
+"""The detector's shortcuts find what the long way finds: the strings a rule cannot
+match without (a text lacking them is not searched), the invisible characters dropped
+from the skeleton at once."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.processors.guards import injection
 from pipeline.processors.guards.injection_prefilter import may_match, required
+from pipeline.processors.guards.text_view import LOOKALIKES
 
 
 def test_a_sequence_needs_each_of_its_alternatives() -> None:
@@ -59,3 +62,29 @@ def test_a_text_the_prefilter_skips_never_matches(text: str) -> None:
     for name, rx, needs in injection._CUES_LOWER:
         if not may_match(needs, text):
             assert rx.search(text) is None, name
+
+
+def _skeleton_char_by_char(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text
+                   if unicodedata.category(ch) not in ("Cf", "Cc") or ch in "\n\t")
+    return text.translate(LOOKALIKES)
+
+
+_ODD = st.sampled_from(["\u200b", "\u200d", "\ufeff", "\u00ad", "\u2066", "\x00", "\x85",
+                        "\x7f", "\n", "\t", "\U000e0069", "\U000e0020", "\U0001d400", "é",
+                        "\u043e", "\uff49", "a", " "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_ODD, st.characters()), min_size=1, max_size=20).map("".join))
+def test_the_skeleton_drops_format_and_control_characters_but_line_breaks(text: str) -> None:
+    assert injection._skeleton(text) == _skeleton_char_by_char(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_ODD, min_size=1, max_size=12).map("".join))
+def test_invisible_characters_are_found_as_before(text: str) -> None:
+    before = any(unicodedata.category(ch) == "Cf" and ord(ch) not in range(0xE0000, 0xE0080)
+                 for ch in text)
+    assert (not injection._visible_format_characters().isdisjoint(text)) is before
