@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import itertools
 import re
-import sys
 import unicodedata
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Generator, Iterable, Mapping, Sequence
 from typing import Literal, NamedTuple
 
 import msgspec
@@ -102,39 +100,38 @@ _LOOKALIKE_SCRIPTS = frozenset({"CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "CO
 _ASCII_CONTROLS = {c: None for c in range(32) if chr(c) not in "\n\t"} | {127: None}
 
 
-@functools.cache
-def _categories() -> tuple[frozenset[int], frozenset[int]]:
-    """The code points of categories Cf (format: zero-width spaces, direction marks, tag
-    characters...) and Cc (controls), read from `unicodedata` once, on first use."""
-    cf: list[int] = []
-    cc: list[int] = []
-    for c in range(sys.maxunicode + 1):
-        cat = unicodedata.category(chr(c))
-        if cat == "Cf":
-            cf.append(c)
-        elif cat == "Cc":
-            cc.append(c)
-    return frozenset(cf), frozenset(cc)
+class _Dropping(dict[int, int | None]):
+    """A `str.translate` table that drops the characters of `categories` but those of
+    `keep` and keeps the others, filled as characters are met (the first time, from
+    `unicodedata`; up to `_MET` of them)."""
+
+    def __init__(self, categories: frozenset[str], keep: Container[int] = ()) -> None:
+        super().__init__()
+        self.categories = categories
+        self.keep = keep
+
+    def __missing__(self, c: int) -> int | None:
+        out = None if unicodedata.category(chr(c)) in self.categories and c not in self.keep \
+            else c
+        if len(self) < _MET:
+            self[c] = out
+        return out
 
 
-@functools.cache
-def _invisible() -> dict[int, None]:
-    """Format and control characters but line breaks and tabs, to drop (`str.translate`)."""
-    cf, cc = _categories()
-    return {c: None for c in cf | cc if chr(c) not in "\n\t"}
-
-
-@functools.cache
-def _visible_format_characters() -> frozenset[str]:
-    """Format characters but the tag characters (read apart: `_unicode_tricks`)."""
-    return frozenset(chr(c) for c in _categories()[0] if c not in _TAGS)
+_MET = 1 << 16
+"""Characters a `_Dropping` table remembers (any others are looked up each time)."""
+_INVISIBLE = _Dropping(frozenset({"Cf", "Cc"}), keep=frozenset(map(ord, "\n\t")))
+"""Format characters (zero-width spaces, direction marks, tag characters...) and controls,
+line breaks and tabs apart: dropped from the skeleton."""
+_FORMAT = _Dropping(frozenset({"Cf"}), keep=_TAGS)
+"""Format characters but the tag characters (read apart: `_unicode_tricks`)."""
 
 
 def _skeleton(text: str) -> str:
     if text.isascii():
         return text.translate(_ASCII_CONTROLS)
     text = unicodedata.normalize("NFKC", text)
-    return text.translate(_invisible()).translate(LOOKALIKES)
+    return text.translate(_INVISIBLE).translate(LOOKALIKES)
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -845,7 +842,7 @@ def _unicode_tricks(text: str, findings: list[InjectionFinding]) -> list[Injecti
             if f.rule in rules and f.score >= 0.5:
                 out.append(InjectionFinding("homoglyph", f"disguised-{f.rule}", 0.95, f.excerpt))
                 break
-    if not _visible_format_characters().isdisjoint(text):
+    if len(text.translate(_FORMAT)) < len(text):
         invisible = InjectionFinding("homoglyph", "invisible-characters", 0.3, "")
         # an override rule matching across invisible characters inside its words
         hidden = [f for f in findings if f.rule in _OVERRIDES and f.excerpt.lower()
