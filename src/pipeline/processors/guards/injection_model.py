@@ -187,7 +187,9 @@ def normalize(text: str) -> str:
         t = _DIGITS.sub(lambda m: m.group().translate(_LEET), t)
     t = _INNER_SEPARATOR.sub("", t)  # after leetspeak: "r0l3-pl4y" is "role-play" first
     t = _SPACE_AT_MARK.sub(_mark, t)
-    t = _WORD.sub(_typo, t)
+    typos = {w: _TYPOS[k] for w in set(_WORD.findall(t)) if (k := _typo_key(w)) in _TYPOS}
+    if any(w != r for w, r in typos.items()):  # (most texts spell every word as it is)
+        t = _WORD.sub(_typo, t)
     return " ".join(t.split())
 
 
@@ -274,8 +276,9 @@ class InjectionModel(msgspec.Struct, frozen=True):
         feats = features(t)
         if not feats:
             return self.bias
-        w = self.weights
-        total = sum(map(w.__getitem__, w.keys() & feats))
+        # (the weights are integers: their sum is exact in any order; a feature without
+        # one, or with weight 0, adds nothing)
+        total = sum(filter(None, map(self.weights.get, feats)))
         return self.bias + self.scale * total / math.sqrt(len(feats))
 
     def score_normalized(self, t: str) -> float:
