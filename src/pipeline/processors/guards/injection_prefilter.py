@@ -43,7 +43,8 @@ def required(pattern: re.Pattern[str]) -> tuple[frozenset[str], ...]:
 
 def may_match(groups: Sequence[frozenset[str]], text: str) -> bool:
     """`text` holds a string of each group (so a search may find a match)."""
-    return all(any(s in text for s in g) for g in groups)
+    has = text.__contains__
+    return all(any(map(has, g)) for g in groups)
 
 
 class _Reader:
