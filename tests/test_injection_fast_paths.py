@@ -31,6 +31,11 @@ def test_what_may_be_absent_is_not_required() -> None:
     assert required(re.compile(r"(?:ignore|)x")) == ()
 
 
+def test_a_string_holding_another_of_its_group_is_not_tested() -> None:
+    assert required(re.compile(r"reveal (?:the )?(?:system prompt|prompt)")) == (
+        frozenset({"reveal "}), frozenset({"prompt"}))
+
+
 def test_a_pattern_read_without_case_is_always_searched() -> None:
     assert required(re.compile("ignore", re.I)) == ()
     assert required(re.compile("(?i:ignore) previous instructions")) == (

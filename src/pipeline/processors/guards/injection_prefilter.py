@@ -36,9 +36,15 @@ def required(pattern: re.Pattern[str]) -> tuple[frozenset[str], ...]:
         groups = _Reader(_constants).all_of(_parser.parse(pattern.pattern, pattern.flags))
     except Exception:  # a parser of another version: no test, the search always runs
         return ()
-    kept = {g for g in groups if min(len(s.encode()) for s in g) >= _MIN}
+    kept = {_shortest(g) for g in groups if min(len(s.encode()) for s in g) >= _MIN}
     # the rarest-looking first: long strings, few of them
     return tuple(sorted(kept, key=lambda g: (-min(map(len, g)), len(g), sorted(g))))
+
+
+def _shortest(group: frozenset[str]) -> frozenset[str]:
+    # a string that holds another of its group says nothing more ("system prompt" holds
+    # "prompt": a text holding the one holds the other)
+    return frozenset(s for s in group if not any(o != s and o in s for o in group))
 
 
 def may_match(groups: Sequence[frozenset[str]], text: str) -> bool:
