@@ -491,8 +491,10 @@ def _jailbreak_cues(text: str) -> InjectionFinding | None:
     """Three or more of `JAILBREAK_CUES` (0.85, four or more 0.95); two in a text that
     speaks of an AI model (0.75), else two are unclear (0.6: a judge's to decide). `text`
     is lower case (the normalized view)."""
-    hits = [name for name, rx, needs in _CUES_LOWER
-            if may_match(needs, text) and rx.search(text)]
+    maybe = [(name, rx) for name, rx, needs in _CUES_LOWER if may_match(needs, text)]
+    if len(maybe) < 2:  # (two are needed: none searched)
+        return None
+    hits = [name for name, rx in maybe if rx.search(text)]
     if len(hits) < 2:
         return None
     if len(hits) == 2:

@@ -543,19 +543,14 @@ def clause_concepts(text: str) -> tuple[Clause, ...]:
     if not text.isascii():
         text = text.translate(_CASES)
     for clause in _CLAUSE.split(text):
-        found: set[str] = set()
         words = _TOKEN.findall(clause)
-        for w in set(words):
-            c = _word_concept(w)
-            if c is not None:
-                found.add(c)
+        found = {c for c in map(_word_concept, set(words)) if c is not None}
         if "yours" not in found and found & _OWNED and any(_yours_ending(w) for w in words):
             found.add("yours")
         starts = [i for i, w in enumerate(words) if _word_concept(w) == "ignore"] \
             if "ignore" in found else []
-        keys = [_canon(w) for w in words]
-        if t.phrase_starts.intersection(keys):
-            _phrases(t, keys, found, starts)
+        if not t.phrase_starts.isdisjoint(map(_canon, words)):
+            _phrases(t, list(map(_canon, words)), found, starts)
         n = len(words)
         if _UNSPACED.search(clause):
             n += _unspaced(t, clause, found)
