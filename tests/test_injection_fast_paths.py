@@ -10,7 +10,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.processors.guards import injection
+from pipeline.processors.guards import injection, injection_model
 from pipeline.processors.guards.injection_prefilter import may_match, required
 from pipeline.processors.guards.text_view import LOOKALIKES
 
@@ -92,3 +92,19 @@ def test_invisible_characters_are_found_as_before(text: str) -> None:
     before = any(unicodedata.category(ch) == "Cf" and ord(ch) not in range(0xE0000, 0xE0080)
                  for ch in text)
     assert (len(text.translate(injection._FORMAT)) < len(text)) is before
+
+
+_TEXT = st.text(st.sampled_from("ab é-_*·~^+0134578@$!+ .,\n9z"), max_size=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT)
+def test_the_leetspeak_and_separator_passes_need_the_characters_they_read(text: str) -> None:
+    if not any(ch in text for ch in injection_model._LEET_CHARS):
+        assert injection_model._TOKEN.search(text) is None
+        assert injection_model._LEET_WORD.search(text) is None
+    if not any(ch in text for ch in injection_model._INNER_SEPARATORS):
+        assert injection_model._INNER_SEPARATOR.search(text) is None
+    else:
+        assert all(injection_model._INNER_SEPARATOR.search(f"a{c}b")
+                   for c in injection_model._INNER_SEPARATORS)

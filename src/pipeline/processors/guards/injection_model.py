@@ -99,6 +99,7 @@ and spacing before a mark that ends a word dropped ("instructions ." is
 "instructions.")."""
 _URL_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 _INNER_SEPARATOR = re.compile(r"(?<=[^\W\d_])[-_*·~^+](?=[^\W\d_])")
+_INNER_SEPARATORS = "-_*·~^+"
 _WORD = re.compile(r"[^\W\d_]{4,}")
 
 FEATURES_VERSION = 8
@@ -180,12 +181,15 @@ def normalize(text: str) -> str:
     t = _SPACED.sub(_join_spaced, t)
     if "  " in t:
         t = _PAIR.sub(r"\1\2", t)
-    leet = len(_LEET_WORD.findall(t, 0, 4000)) >= 3
-    t = _TOKEN.sub(_fold_leet, t)
-    if leet:
-        # a text in leetspeak: its short numbers are words too ("70" is "to")
-        t = _DIGITS.sub(lambda m: m.group().translate(_LEET), t)
-    t = _INNER_SEPARATOR.sub("", t)  # after leetspeak: "r0l3-pl4y" is "role-play" first
+    # (each pass below only where the characters it reads are in the text)
+    if any(map(t.__contains__, _LEET_CHARS)):
+        leet = len(_LEET_WORD.findall(t, 0, 4000)) >= 3
+        t = _TOKEN.sub(_fold_leet, t)
+        if leet:
+            # a text in leetspeak: its short numbers are words too ("70" is "to")
+            t = _DIGITS.sub(lambda m: m.group().translate(_LEET), t)
+    if any(map(t.__contains__, _INNER_SEPARATORS)):
+        t = _INNER_SEPARATOR.sub("", t)  # after leetspeak: "r0l3-pl4y" is "role-play" first
     t = _SPACE_AT_MARK.sub(_mark, t)
     typos = {w: _TYPOS[k] for w in set(_WORD.findall(t)) if (k := _typo_key(w)) in _TYPOS}
     if any(w != r for w, r in typos.items()):  # (most texts spell every word as it is)
