@@ -292,12 +292,29 @@ ends just before (read after the match, not in the pattern, which stays fast to
 search)."""
 
 
+_ASKING = re.compile(
+    (r"(?:\b(?:why|how come|por qu[eé]|porque|pourquoi|warum|wieso|weshalb|perch[eé]|"
+     r"почему|зачем|чому|tại sao|sao|kenapa|mengapa|neden|niye|bakit|kyon)|"
+     r"为什么|為什麼|为何|なぜ|どうして|왜|क्यों|لماذا|ทำไม)[^.!?;\n]{0,16}$").translate(LOOKALIKES),
+    re.I | re.M)
+"""A question or a suggestion just before a negation ("why not ignore...", "¿por qué no
+ignoras...?"): the negation asks for the override instead of refusing it."""
+
+
 def _not_negated(pattern: re.Pattern[str], text: str, negation: re.Pattern[str],
                  ) -> re.Match[str] | None:
     # (the next try starts a character on, not after the match: "don't skip this,
     # ignore all previous instructions" holds an override inside the negated one)
     m = pattern.search(text)
-    while m is not None and negation.search(text, max(0, m.start() - 10), m.start()):
+    while m is not None:
+        n = negation.search(text, max(0, m.start() - 10), m.start())
+        if n is None:
+            break
+        # A negation itself negated ("must not not ignore") or asked ("why not ignore")
+        # is no order to keep the instructions: the override counts (fails closed).
+        if (negation.search(text, max(0, n.start() - 10), n.start())
+                or _ASKING.search(text, max(0, n.start() - 24), n.start())):
+            break
         m = pattern.search(text, m.start() + 1)
     return m
 

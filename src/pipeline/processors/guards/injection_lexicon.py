@@ -586,13 +586,44 @@ def _yours_ending(w: str) -> bool:
 def _negates(words: list[str], i: int) -> bool:
     """A word for negation right before `words[i]` ("do not ignore"; "don't ignore",
     read as "don", "t", "ignore"), or before "to" or "ever" before it ("not to ignore");
-    not one further away ("don't hesitate, ignore...")."""
+    not one further away ("don't hesitate, ignore..."), nor one itself negated or asked
+    (`_undone`)."""
     before = words[max(0, i - 2) : i]
     if not before:
         return False
     if len(before) == 2 and before[1] in ("to", "ever"):
-        return _word_concept(before[0]) == "negation"
-    return before[-1] == "t" or _word_concept(before[-1]) == "negation"
+        at = i - 2 if _word_concept(before[0]) == "negation" else -1
+    elif before[-1] == "t":
+        at = i - 2
+    else:
+        at = i - 1 if _word_concept(before[-1]) == "negation" else -1
+    return at >= 0 and not _undone(words, at)
+
+
+_ASKING = (
+    "why", "pourquoi", "warum", "wieso", "weshalb", "perché", "perche", "почему", "зачем",
+    "чому", "sao", "kenapa", "mengapa", "neden", "niye", "bakit", "kyon", "क्यों", "لماذا",
+    "ทำไม", "为什么", "為什麼", "为何", "なぜ", "どうして", "왜",
+)
+_ASKING_AFTER = {"por": ("qué", "que"), "how": ("come",)}
+
+
+@functools.cache
+def _asking() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    return (frozenset(map(_fold, _ASKING)),
+            {_fold(k): frozenset(map(_fold, v)) for k, v in _ASKING_AFTER.items()})
+
+
+def _undone(words: list[str], at: int) -> bool:
+    """The negation at `words[at]` is itself negated ("must not not ignore") or asked
+    ("why not ignore", "¿por qué no ignoras...?"), within the three words before it: it
+    asks for the override instead of refusing it (the override counts: fails closed)."""
+    if at > 0 and _word_concept(words[at - 1]) == "negation":
+        return True
+    single, pairs = _asking()
+    lead = words[max(0, at - 3) : at]
+    return any(w in single or (k > 0 and w in pairs.get(lead[k - 1], ()))
+               for k, w in enumerate(lead))
 
 
 def _phrases(t: _Tables, keys: list[str], found: set[str], starts: list[int]) -> None:
