@@ -63,21 +63,32 @@ async def test_a_cancel_pending_when_the_stream_ends_does_not_cut_its_close_shor
     assert model.log == ["cleaned up"]
 
 
-class ScopedCleanup:
-    """A provider whose cleanup enters a cancel scope and waits in it (as httpx's close
-    of a pooled connection does): the close must not put a scope of its own inside."""
+class SaysHiThenCleansUp:
+    """A provider that says "hi", then runs `cleanup` as its stream closes (each subclass
+    one way a cleanup can behave)."""
 
     def __init__(self) -> None:
         self.log: list[str] = []
+
+    async def cleanup(self) -> None:
+        raise NotImplementedError
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         try:
             for event in SAYS_HI:
                 yield event
         finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.lowlevel.checkpoint()
-            self.log.append("cleaned up")
+            await self.cleanup()
+
+
+class ScopedCleanup(SaysHiThenCleansUp):
+    """A provider whose cleanup enters a cancel scope and waits in it (as httpx's close
+    of a pooled connection does): the close must not put a scope of its own inside."""
+
+    async def cleanup(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.lowlevel.checkpoint()
+        self.log.append("cleaned up")
 
 
 async def test_a_cleanup_that_waits_in_its_own_cancel_scope_closes_cleanly() -> None:
@@ -86,22 +97,15 @@ async def test_a_cleanup_that_waits_in_its_own_cancel_scope_closes_cleanly() -> 
     assert (result.status, result.text, model.log) == ("finished", "hi", ["cleaned up"])
 
 
-class CleanupNeverEnds:
+class CleanupNeverEnds(SaysHiThenCleansUp):
     """A provider whose cleanup waits on something that never comes (a hung connection)."""
 
-    def __init__(self) -> None:
-        self.log: list[str] = []
-
-    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def cleanup(self) -> None:
         try:
-            for event in SAYS_HI:
-                yield event
-        finally:
-            try:
-                await anyio.sleep_forever()
-            except BaseException as e:
-                self.log.append(f"cut: {type(e).__name__}")
-                raise
+            await anyio.sleep_forever()
+        except BaseException as e:
+            self.log.append(f"cut: {type(e).__name__}")
+            raise
 
 
 async def test_a_cleanup_that_never_ends_is_cut_at_the_grace_and_the_run_finishes(
@@ -115,18 +119,13 @@ async def test_a_cleanup_that_never_ends_is_cut_at_the_grace_and_the_run_finishe
     assert len(model.log) == 1 and model.log[0].startswith("cut: ")
 
 
-class ClosesAtOnce:
+class ClosesAtOnce(SaysHiThenCleansUp):
     """A provider whose streams close without waiting; counts the closes."""
 
-    def __init__(self) -> None:
-        self.closed = 0
+    closed = 0
 
-    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        try:
-            for event in SAYS_HI:
-                yield event
-        finally:
-            self.closed += 1
+    async def cleanup(self) -> None:
+        self.closed += 1
 
 
 async def test_a_stream_that_closes_at_once_is_closed_after_its_finish_event() -> None:
