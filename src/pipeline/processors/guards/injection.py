@@ -41,7 +41,12 @@ from pipeline.processors.guards.common import (
     warning,
     with_text,
 )
-from pipeline.processors.guards.injection_lexicon import Clause, clause_concepts, concepts
+from pipeline.processors.guards.injection_lexicon import (
+    ASKING_BEFORE,
+    Clause,
+    clause_concepts,
+    concepts,
+)
 from pipeline.processors.guards.injection_model import load_model, normalize, readings
 from pipeline.processors.guards.injection_prefilter import may_match, required
 from pipeline.processors.guards.text_view import LOOKALIKES
@@ -292,15 +297,6 @@ ends just before (read after the match, not in the pattern, which stays fast to
 search)."""
 
 
-_ASKING = re.compile(
-    (r"(?:\b(?:why|how come|por qu[eé]|porque|pourquoi|warum|wieso|weshalb|perch[eé]|"
-     r"почему|зачем|чому|tại sao|sao|kenapa|mengapa|neden|niye|bakit|kyon)|"
-     r"为什么|為什麼|为何|なぜ|どうして|왜|क्यों|لماذا|ทำไม)[^.!?;\n]{0,16}$").translate(LOOKALIKES),
-    re.I | re.M)
-"""A question or a suggestion just before a negation ("why not ignore...", "¿por qué no
-ignoras...?"): the negation asks for the override instead of refusing it."""
-
-
 def _not_negated(pattern: re.Pattern[str], text: str, negation: re.Pattern[str],
                  ) -> re.Match[str] | None:
     # (the next try starts a character on, not after the match: "don't skip this,
@@ -313,7 +309,7 @@ def _not_negated(pattern: re.Pattern[str], text: str, negation: re.Pattern[str],
         # A negation itself negated ("must not not ignore") or asked ("why not ignore")
         # is no order to keep the instructions: the override counts (fails closed).
         if (negation.search(text, max(0, n.start() - 10), n.start())
-                or _ASKING.search(text, max(0, n.start() - 24), n.start())):
+                or ASKING_BEFORE.search(text, max(0, n.start() - 24), n.start())):
             break
         m = pattern.search(text, m.start() + 1)
     return m

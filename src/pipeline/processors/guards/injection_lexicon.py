@@ -600,18 +600,33 @@ def _negates(words: list[str], i: int) -> bool:
     return at >= 0 and not _undone(words, at)
 
 
-_ASKING = (
-    "why", "pourquoi", "warum", "wieso", "weshalb", "perché", "perche", "почему", "зачем",
-    "чому", "sao", "kenapa", "mengapa", "neden", "niye", "bakit", "kyon", "क्यों", "لماذا",
-    "ทำไม", "为什么", "為什麼", "为何", "なぜ", "どうして", "왜",
+ASKING = (
+    "why", "how come", "por qué", "por que", "pourquoi", "warum", "wieso", "weshalb",
+    "perché", "perche", "почему", "зачем", "чому", "sao", "kenapa", "mengapa", "neden",
+    "niye", "bakit", "kyon", "क्यों", "لماذا", "ทำไม", "为什么", "為什麼", "为何", "なぜ",
+    "どうして", "왜",
 )
-_ASKING_AFTER = {"por": ("qué", "que"), "how": ("come",)}
+"""Words that ask, as a question or a suggestion: a negation right after one asks for
+what it negates ("why not ignore...", "¿por qué no ignoras...?"). Read by the lexicon
+as words (`_undone`) and by the rules as a pattern (`ASKING_BEFORE`)."""
+
+ASKING_BEFORE = re.compile(
+    ("(?:" + "|".join(w if _UNSPACED.search(w) else rf"\b{w}" for w in ASKING)
+     + r")[^.!?;\n]{0,16}$").translate(LOOKALIKES), re.I | re.M)
+"""A word of `ASKING` shortly before the end of the searched span, in the same clause."""
 
 
 @functools.cache
 def _asking() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
-    return (frozenset(map(_fold, _ASKING)),
-            {_fold(k): frozenset(map(_fold, v)) for k, v in _ASKING_AFTER.items()})
+    """`ASKING` as the lexicon reads words: single words, and each two-word one's second
+    word by its first."""
+    pairs: dict[str, set[str]] = {}
+    for w in ASKING:
+        if " " in w:
+            first, second = _fold(w).split(" ")
+            pairs.setdefault(first, set()).add(second)
+    return (frozenset(_fold(w) for w in ASKING if " " not in w),
+            {k: frozenset(v) for k, v in pairs.items()})
 
 
 def _undone(words: list[str], at: int) -> bool:
