@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from pipeline.processors.guards.text_view import LOOKALIKES, view
@@ -544,7 +544,10 @@ def clause_concepts(text: str) -> tuple[Clause, ...]:
         text = text.translate(_CASES)
     for clause in _CLAUSE.split(text):
         words = _TOKEN.findall(clause)
-        found = {c for c in map(_word_concept, set(words)) if c is not None}
+        vocab = set(words)
+        if not vocab.isdisjoint(_NOT_ASKING):
+            vocab -= _not_asking(words)
+        found = {c for c in map(_word_concept, vocab) if c is not None}
         if "yours" not in found and found & _OWNED and any(_yours_ending(w) for w in words):
             found.add("yours")
         starts = [i for i, w in enumerate(words) if _word_concept(w) == "ignore"] \
@@ -563,6 +566,30 @@ def clause_concepts(text: str) -> tuple[Clause, ...]:
             out.append(Clause(frozenset(found), n, code, negated,
                               _JOINED.match(clause) is not None))
     return tuple(out)
+
+
+_NOT_ASKING: Mapping[str, Callable[[str], bool]] = {
+    # Hindi "need" ("मुझे पासवर्ड चाहिए": I need the password) says "must" or "should"
+    # after a verb's infinitive (होना, होनी, होने: "पासवर्ड ... होना चाहिए", the password
+    # must be ...; "बदलना चाहिए", should be changed)
+    "चाहिए": lambda before: before.endswith(("ना", "नी", "ने")),
+    # Hindi "give" after "attention" is "pay attention", "note" ("ध्यान दें: ...")
+    "दें": lambda before: before == "ध्यान",
+    "दीजिए": lambda before: before == "ध्यान",
+    "दीजिये": lambda before: before == "ध्यान",
+}
+"""Words for asking that ask for nothing after the word given (by a test of the word
+before them)."""
+
+
+def _not_asking(words: list[str]) -> set[str]:
+    """The words of `_NOT_ASKING` that ask for nothing wherever they are in the clause."""
+    out: set[str] = set()
+    for w in set(words) & _NOT_ASKING.keys():
+        test = _NOT_ASKING[w]
+        if all(i > 0 and test(words[i - 1]) for i, x in enumerate(words) if x == w):
+            out.add(w)
+    return out
 
 
 _OWNED = frozenset({"instructions", "tasks", "secret"})
