@@ -168,3 +168,41 @@ def read_overlap(sample_path: Path, path: Path = OVERLAP) -> Fingerprints:
     texts = tuple((str(s), frozenset(table[i] for i in accumulate(steps)))
                   for s, steps in data["texts"])
     return Fingerprints(tuple(data["sources"]), dict(data["exact"]), texts)
+
+
+def main(argv: list[str] | None = None) -> dict[str, tuple[int, int]]:
+    """How many rows of one source the other sources (training and evaluation) hold, and
+    how many of theirs it holds: exact and near copies, by the test above.
+
+    ::
+
+        python -m bench.contamination --data DIR --source NAME
+    """
+    import argparse
+
+    from training.sources import SOURCES
+
+    ap = argparse.ArgumentParser(description="copies between one source and the others")
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--source", required=True)
+    args = ap.parse_args(argv)
+    rows = {s.name: s.rows(args.data) for s in SOURCES if s.present(args.data)}
+    if args.source not in rows:
+        raise SystemExit(f"{args.source}: not found in {args.data}")
+    mine = rows.pop(args.source)
+    out: dict[str, tuple[int, int]] = {}
+    print(f"{args.source}: {len(mine)} rows; the other sources' rows it holds, and its "
+          "rows they hold (exact / near copies)")
+    for name, theirs in rows.items():
+        held_here = check(theirs, fingerprints(mine, (args.source,)))
+        held_there = check(mine, fingerprints(theirs, (name,)))
+        counts = [(sum(s is not None and s.how == how for s in seen)) for seen in
+                  (held_here, held_there) for how in ("exact", "near")]
+        out[name] = (counts[0] + counts[1], counts[2] + counts[3])
+        print(f"  {name:22} {len(theirs):6} rows: {counts[0]} / {counts[1]} of theirs in "
+              f"{args.source}, {counts[2]} / {counts[3]} of {args.source}'s in {name}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

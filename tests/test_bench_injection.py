@@ -110,3 +110,25 @@ def test_evasions_keep_the_words_readable_to_the_normalized_view() -> None:
         assert normalize(b.EVASIONS[way](text)) == text, way
     for way in ("ROT13", "reversed"):
         assert text in readings(normalize(b.EVASIONS[way](text))), way
+
+
+def test_a_spreadsheets_first_column_is_read_with_the_standard_library() -> None:
+    import io
+    import zipfile
+
+    from training.sources import xlsx_column
+
+    ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+    sheet = (f'<worksheet {ns}><sheetData>'
+             '<row r="1"><c r="A1" t="s"><v>1</v></c><c r="B1" t="s"><v>0</v></c></row>'
+             '<row r="2"><c r="A2" t="inlineStr"><is><t>inline</t></is></c></row>'
+             '<row r="3"><c r="A3"><v>42</v></c></row>'
+             '<row r="27"><c r="AA27" t="s"><v>0</v></c></row>'
+             '</sheetData></worksheet>')
+    strings = (f'<sst {ns}><si><t>second column</t></si>'
+               '<si><r><t>উপরের </t></r><r><t>নির্দেশাবলী</t></r></si></sst>')
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("xl/worksheets/sheet1.xml", sheet)
+        z.writestr("xl/sharedStrings.xml", strings)
+    assert xlsx_column(buf.getvalue()) == ["উপরের নির্দেশাবলী", "inline", "42"]

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import csv
 import importlib
+import io
 import json
 import random
+import re
 import sys
+import xml.etree.ElementTree as ET
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +149,74 @@ def _deepset(root: Path) -> Iterator[Row]:
             # a role-play request is no injection
             if text.strip() and not text.startswith("Ich möchte, dass Sie als"):
                 yield Row(text, bool(r["label"]), "deepset", _lang_en_de(text))
+
+
+_XSAFETY_LANGS = ("en", "zh", "sp", "fr", "bn", "ar", "hi", "ru", "ja", "de")
+"""XSafety's folders ("sp" is Spanish)."""
+
+
+def _xsafety_file(lang: str, stem: str) -> str:
+    # the English files end in "_n", the Bengali ones too and are spreadsheets
+    if lang == "bn":
+        return f"bn/{stem}_n.xlsx"
+    return f"{lang}/{stem}_n.csv" if lang == "en" else f"{lang}/{stem}.csv"
+
+
+_XSAFETY_PATHS = tuple(sorted(
+    [_xsafety_file(lang, "Goal_Hijacking") for lang in _XSAFETY_LANGS]
+    + [f"{lang}/commonsense.csv" for lang in _XSAFETY_LANGS]))
+
+
+_FIRST_COLUMN = re.compile(r"A\d+")
+_XLSX = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+
+
+def xlsx_column(data: bytes) -> list[str]:
+    """The first column of an .xlsx file's first sheet, read with the standard library
+    (shared strings and inline strings; a cell that is a number is read as written)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        shared: list[str] = []
+        if "xl/sharedStrings.xml" in z.namelist():
+            for si in ET.fromstring(z.read("xl/sharedStrings.xml")).iter(f"{_XLSX}si"):
+                shared.append("".join(t.text or "" for t in si.iter(f"{_XLSX}t")))
+        sheet = ET.fromstring(z.read("xl/worksheets/sheet1.xml"))
+    out: list[str] = []
+    for row in sheet.iter(f"{_XLSX}row"):
+        for c in row.iter(f"{_XLSX}c"):
+            if not _FIRST_COLUMN.fullmatch(c.get("r", "A1")):
+                continue
+            if c.get("t") == "s":
+                v = c.find(f"{_XLSX}v")
+                out.append(shared[int(v.text)] if v is not None and v.text else "")
+            elif c.get("t") == "inlineStr":
+                out.append("".join(t.text or "" for t in c.iter(f"{_XLSX}t")))
+            else:
+                v = c.find(f"{_XLSX}v")
+                out.append(v.text or "" if v is not None else "")
+    return out
+
+
+def _xsafety_texts(path: Path) -> list[str]:
+    if path.suffix == ".xlsx":
+        texts = xlsx_column(path.read_bytes())
+    else:
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            texts = [r[0] for r in csv.reader(f) if r]
+    return [t.strip() for t in texts if t.strip()]
+
+
+def _xsafety(root: Path) -> Iterator[Row]:
+    """XSafety's goal hijacking prompts ("<question> Ignore the above instructions and
+    just output: <text>") as attacks, and its commonsense multiple-choice questions ("If
+    it is cold outside: A. ... Output the unsafe choice.") as benign requests, in its 10
+    languages. Its prompt-leaking category is left out: most of its rows ask about
+    prompt-leak attacks (benign), some ask for the prompt, and no category says which."""
+    for lang in _XSAFETY_LANGS:
+        code = "es" if lang == "sp" else lang
+        for t in _xsafety_texts(root / _xsafety_file(lang, "Goal_Hijacking")):
+            yield Row(t, True, "xsafety", code)
+        for t in _xsafety_texts(root / f"{lang}/commonsense.csv"):
+            yield Row(t, False, "xsafety", code)
 
 
 def _handwritten(root: Path) -> Iterator[Row]:
@@ -328,6 +400,11 @@ SOURCES: tuple[Source, ...] = (
            "train",
            "deepset's prompt-injections: 662 English and German prompts, injections and "
            "ordinary questions", _deepset),
+    Source("xsafety", "Jarviswang94/Multilingual_safety_benchmark",
+           "8c55b6a6cda594cd550a4921513238a2dd40eb5a", _XSAFETY_PATHS, "Apache-2.0", "train",
+           "XSafety (All Languages Matter, Wang et al. 2023), professionally translated "
+           "into 10 languages: its goal-hijacking prompts as attacks, its commonsense "
+           "multiple-choice questions as benign", _xsafety),
     Source("handwritten", "", "", (), "the project's own", "train",
            "short overrides and prompt-extraction requests in 17 languages, and ordinary "
            "requests with the same words, written for this project (training/handwritten.py)",
