@@ -85,6 +85,11 @@ LENGTHS = ((0, 3, "<3 words"), (3, 20, "3-19 words"), (20, 100, "20-99 words"),
            (100, 500, "100-499 words"), (500, 10**9, "500+ words"))
 ORDINARY = ("banking77", "nlupp-banking", "nlupp-hotels")
 """The customer-request sets: the defaults flag none of them."""
+ENGLISH_GERMAN = ("en", "de")
+"""The languages with goals of their own: the other languages' attacks are pooled."""
+ADDED = ("xsafety",)
+"""The newest attack sources: the other languages' figure without them is the one
+earlier runs can be compared with."""
 
 
 def vendored() -> list[Row]:
@@ -297,6 +302,24 @@ def print_table(title: str, table: Table, thresholds: tuple[float, ...],
               + " ".join(f"{100 * rate(ss, t):8.1f}%" for t in thresholds))
 
 
+def print_other_languages(scored: list[Scored], scorer: str, points: list[Point]) -> None:
+    """The attacks in languages other than English and German, pooled over the rows: all,
+    by source, and without the newest sources (`ADDED`)."""
+    print(f"\nlanguages other than English and German ({scorer}): attacks flagged at "
+          + ", ".join(p.name for p in points))
+    other = [s for s in scored if s.row.attack and s.row.lang not in ENGLISH_GERMAN
+             and not s.row.source.startswith("evasion")]
+    groups: dict[str, list[float]] = defaultdict(list)
+    for s in other:
+        groups["all sources"].append(s.scores[scorer])
+        groups[s.row.source].append(s.scores[scorer])
+        if s.row.source not in ADDED:
+            groups[f"without {', '.join(ADDED)}"].append(s.scores[scorer])
+    for name, ss in groups.items():
+        print(f"  {name:24} {len(ss):6} "
+              + " ".join(f"{100 * rate(ss, p.threshold):8.1f}%" for p in points))
+
+
 def print_groups(title: str, scored: list[Scored], key: Callable[[Row], str], scorer: str,
                  points: list[Point]) -> None:
     print(f"\n{title} ({scorer}): share flagged at " + ", ".join(p.name for p in points))
@@ -437,6 +460,7 @@ def main(argv: list[str] | None = None) -> Bench:
     for name in ("classifier", "detector"):
         print_groups("by language", scored, lambda r: r.lang, name, points[name])
         print_groups("by length", scored, lambda r: length_band(r.text), name, points[name])
+        print_other_languages(scored, name, points[name])
     n_attack = sum(s.row.attack and not s.row.source.startswith("evasion") for s in scored)
     n_benign = sum(not s.row.attack for s in scored)
     print(f"\nsummary, held-out rows only: {n_attack} attacks, {n_benign} benign texts "
