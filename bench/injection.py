@@ -470,6 +470,14 @@ def main(argv: list[str] | None = None) -> Bench:
             print(f"  {name:10} at {p.name:9} (threshold {p.threshold:.4f}): benign flagged "
                   f"{100 * p.fpr:.2f}%, attacks flagged {100 * p.recall:.1f}% "
                   f"(macro {100 * p.recall_macro:.1f}%)")
+    earlier = [s for s in scored if s.row.source not in ADDED]
+    if len(earlier) < len(scored):
+        print(f"\nthe same without {', '.join(ADDED)} (its attacks and benign texts; the "
+              "operating points found again): comparable with earlier runs")
+        for p in operating_points(earlier, "detector", defaults["detector"]):
+            print(f"  detector   at {p.name:9} (threshold {p.threshold:.4f}): benign flagged "
+                  f"{100 * p.fpr:.2f}%, attacks flagged {100 * p.recall:.1f}% "
+                  f"(macro {100 * p.recall_macro:.1f}%)")
     return Bench(tables, seen_tables, shared, points, scored, cpu)
 
 
