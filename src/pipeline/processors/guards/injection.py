@@ -914,8 +914,9 @@ TOOL_RESULT_REMOVED = "[tool result removed: it contained a prompt injection]"
 
 DEFAULT_CLASSIFIER_THRESHOLD = 0.84
 """The classifier's probability from which a text counts as an injection by default: the
-threshold the training chose (held-out false positives at most 2% averaged over the
-benign sources, each held out of the fit in turn; training/REPORT.md)."""
+threshold the training chose (the detector's held-out false positives at most 0.9% of the
+training sources' benign rows, pooled, each source held out of the fit in turn;
+training/REPORT.md)."""
 
 
 def classifier_on_detector_scale(p: float, at: float, threshold: float) -> float:
