@@ -2,6 +2,8 @@
 
     python -m bench.w5                 # N = 2,000 deltas, 7 timed repetitions per system
     python -m bench.w5 --quick         # smoke mode: N = 200, 2 repetitions (no timing asserted)
+    python -m bench.w5 --systems floor agent-async             # some of the systems
+    python -m bench.w5 --pause 0.005 --n 500 --systems floor agent-async   # paced
 
 A loopback server (bench/wire_server.py, its own process) streams N text deltas, one
 write per SSE event. Each system runs in a fresh process and reports its process CPU time
@@ -22,6 +24,13 @@ per chunk (min and median over the repetitions, after warm-up runs):
 
 Each figure is also given as a ratio to its floor (`FLOORS`) measured in the same sitting. The last
 line printed is a JSON summary.
+
+Unpaced, the server writes faster than any of these clients reads, so one network read
+brings a couple of hundred events (about 50 reads for 10,000 chunks): what a system pays
+per read (above all an async client's wait on its event loop) hardly shows. `--pause`
+makes the server wait that many seconds before each write, so each read is one event, as
+from a model streaming at its own pace (the CPU times then include a wake-up per event,
+and move more with the load).
 """
 
 from __future__ import annotations
@@ -235,10 +244,14 @@ def _child(system: str, port: int, n: int, reps: int, warm: int) -> None:
     print(json.dumps({"system": system, "workload": "W5", "units": n, **row}))
 
 
-def run(n: int, reps: int, warm: int, systems: tuple[str, ...] = SYSTEMS) -> list[dict[str, Any]]:
-    """Start the server, measure each system in its own process, add ratios to the floor."""
+def run(
+    n: int, reps: int, warm: int, systems: tuple[str, ...] = SYSTEMS, pause: float = 0.0
+) -> list[dict[str, Any]]:
+    """Start the server (waiting `pause` seconds before each write), measure each system in
+    its own process, add ratios to the floor."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "bench.wire_server", str(n)], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "bench.wire_server", str(n), *([str(pause)] if pause else [])],
+        stdout=subprocess.PIPE, text=True,
     )
     try:
         assert server.stdout is not None
@@ -289,6 +302,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="smoke mode: N = 200, 2 repetitions")
     ap.add_argument("--n", type=int, help="text deltas per response (default 2,000)")
     ap.add_argument("--reps", type=int, help="timed repetitions (default 7)")
+    ap.add_argument("--systems", nargs="+", choices=SYSTEMS, help="some of the systems, "
+                    "each with its floor (default: all)")
+    ap.add_argument("--pause", type=float, default=0.0, help="seconds the server waits "
+                    "before each write (default 0: as fast as it can)")
     ap.add_argument("--warm", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -299,9 +316,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         _child(args.child, args.port, n, reps, warm)
         return
-    rows = run(n, reps, warm)
+    systems: tuple[str, ...] = SYSTEMS
+    if args.systems:  # the floors first, so each ratio has its floor
+        wanted = {s: None for a in args.systems for s in (FLOORS.get(a, "floor"), a)}
+        systems = tuple(sorted(wanted, key=lambda s: not s.startswith("floor")))
+    rows = run(n, reps, warm, systems, args.pause)
     print_rows(rows)
-    print(json.dumps({"workload": "W5", "n": n, "reps": reps, "results": rows}))
+    print(json.dumps({"workload": "W5", "n": n, "reps": reps, "pause": args.pause,
+                      "results": rows}))
 
 
 if __name__ == "__main__":

@@ -144,3 +144,21 @@ def test_each_instruction_count_case_completes_without_valgrind(case: list[str])
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_http_bench_runs_some_systems_against_a_paced_server(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Each asked system with its floor, the server pausing before each write.
+    from bench import w5
+
+    w5.main(["--n", "20", "--reps", "1", "--warm", "0", "--pause", "0.001",
+             "--systems", "agent-async", "provider-gemini"])
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["pause"] == 0.001
+    rows = summary["results"]
+    assert [r["system"] for r in rows] == ["floor", "floor-gemini", "agent-async",
+                                           "provider-gemini"]
+    for r in rows:
+        assert "error" not in r, r["error"]
+        assert r["completed"] == r["units"] == 20 and r["ratio_min"] > 0
