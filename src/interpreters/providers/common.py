@@ -85,7 +85,7 @@ class HttpProviderBase(Generic[Client]):
     @property
     def client(self) -> Client:
         if self._client is None:
-            self._client = self._client_class(timeout=self.timeouts.httpx())
+            self._client = _new_client(self._client_class, self.timeouts.httpx())
         return self._client
 
     def __repr__(self) -> str:
@@ -180,8 +180,8 @@ class ResolverBase(Generic[Client, _Provider]):
             stream, timeouts, env = self._kw
             cfg = self._routes.config(model_id, env)
             if self._client is None:
-                self._client = self._provider_class._client_class(
-                    timeout=(timeouts or Timeouts()).httpx()
+                self._client = _new_client(
+                    self._provider_class._client_class, (timeouts or Timeouts()).httpx()
                 )
             p = self._provider_class(
                 cfg.endpoint, cfg.codec(), stream=stream, timeouts=timeouts,
@@ -196,6 +196,16 @@ class ResolverBase(Generic[Client, _Provider]):
         missing key or base URL variable and every unknown id, instead of a configuration
         error on each request. Builds no provider and sends nothing."""
         self._routes.check(model_ids, self._kw[2])
+
+
+def _new_client(kind: type[Client], timeout: httpx.Timeout) -> Client:
+    """The client a provider or resolver makes for itself: an async one reads over
+    asyncio's own transports under asyncio (`asyncio_net.py`)."""
+    if kind is httpx.AsyncClient:
+        from interpreters.providers import asyncio_net
+
+        return asyncio_net.client(timeout)  # type: ignore[return-value]
+    return kind(timeout=timeout)
 
 
 def raw_stream(response: httpx.Response, kind: type[_Stream]) -> _Stream | None:

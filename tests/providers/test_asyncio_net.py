@@ -1,0 +1,232 @@
+"""The asyncio network backend of the async providers' own clients: TLS, timeouts,
+cancellation and its buffer's cap, against real loopback servers."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import gc
+import ssl
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from interpreters.providers import asyncio_net
+from tests.providers.server import ReplayServer, Reply
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello"
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """These tests drive asyncio servers (the backend's trio side is httpcore's own)."""
+    return "asyncio"
+
+
+@asynccontextmanager
+async def serving(handler: Handler, tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
+    writers: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        try:
+            await handler(reader, writer)
+        except (ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        for w in writers:
+            w.close()
+        await asyncio.sleep(0.01)  # (the transports close on the loop's next pass)
+
+
+async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Each request on the connection answered, until the client hangs up."""
+    while True:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+            return
+        writer.write(RESPONSE)
+        await writer.drain()
+
+
+def self_signed(tmp: Path, host: str) -> tuple[Path, Path]:
+    """A certificate for `host` and its key, made here (PEM files)."""
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ))
+    return cert_file, key_file
+
+
+def client(verify: ssl.SSLContext | bool = True, timeout: float = 5.0) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=timeout, transport=asyncio_net.AsyncioTransport(verify=verify)
+    )
+
+
+async def test_a_provider_made_client_reads_over_the_asyncio_backend() -> None:
+    made = asyncio_net.client(httpx.Timeout(5.0))
+    async with made, serving(answer) as port:
+        r = await made.get(f"http://127.0.0.1:{port}/")
+        assert r.status_code == 200 and r.content == b"hello"
+        streams = [c._connection._network_stream
+                   for c in made._transport._pool.connections  # type: ignore[attr-defined]
+                   if c._connection is not None]
+        assert streams and all(isinstance(s, asyncio_net.AsyncioStream) for s in streams)
+
+
+async def test_tls_verifies_the_servers_name_and_certificate(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path, "localhost")
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+    trusting = ssl.create_default_context(cafile=str(cert))
+    async with serving(answer, server_tls) as port:
+        async with client(trusting) as c:
+            r = await c.get(f"https://localhost:{port}/")
+            assert r.status_code == 200 and r.content == b"hello"
+        async with client(True) as c:  # the system's CAs: a self-signed certificate fails
+            with pytest.raises(httpx.ConnectError):
+                await c.get(f"https://localhost:{port}/")
+        async with client(trusting) as c:  # a name the certificate is not for
+            with pytest.raises(httpx.ConnectError):
+                await c.get(f"https://127.0.0.1:{port}/")
+
+
+async def test_a_silent_server_is_a_read_timeout() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n")
+        await asyncio.sleep(5)
+        writer.close()
+
+    async with (
+        serving(silent) as port, client(timeout=0.2) as c,
+        c.stream("GET", f"http://127.0.0.1:{port}/") as r,
+    ):
+        with pytest.raises(httpx.ReadTimeout):
+            async for _ in r.aiter_raw():
+                pass
+
+
+async def test_a_refused_connection_is_a_connect_error() -> None:
+    async with serving(answer) as port:
+        pass  # closed: nothing listens there now
+    async with client() as c:
+        with pytest.raises(httpx.ConnectError):
+            await c.get(f"http://127.0.0.1:{port}/")
+
+
+async def test_a_read_cancelled_midway_leaves_no_connection_in_the_pool() -> None:
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+            await writer.drain()
+            await asyncio.sleep(0.3)
+            writer.write(b"defghij")
+
+    async with serving(slow) as port, client() as c:
+        async def read() -> None:
+            async with c.stream("GET", f"http://127.0.0.1:{port}/") as r:
+                async for _ in r.aiter_raw():
+                    pass
+
+        task = asyncio.create_task(read())
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert c._transport._pool.connections == []  # type: ignore[attr-defined]
+        r = await c.get(f"http://127.0.0.1:{port}/")  # a fresh connection, read whole
+        assert r.content == b"abcdefghij"
+
+
+def test_the_buffer_stops_reading_past_its_cap() -> None:
+    class Transport(asyncio.Transport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def pause_reading(self) -> None:
+            self.calls.append("pause")
+
+        def resume_reading(self) -> None:
+            self.calls.append("resume")
+
+    t = Transport()
+    reader = asyncio_net._Reader()
+    reader.connection_made(t)
+    piece = b"x" * 65536
+    while reader.buffered <= asyncio_net.HIGH_WATER:
+        reader.data_received(piece)
+    assert t.calls == ["pause"]
+    while reader.chunks:
+        reader.take(65536)
+    assert t.calls == ["pause", "resume"] and reader.buffered == 0
+
+
+def test_a_proxy_named_by_the_environment_keeps_httpx_own_transports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    made = asyncio_net.client(httpx.Timeout(1.0))
+    assert not isinstance(made._transport, asyncio_net.AsyncioTransport)
+    monkeypatch.delenv("HTTPS_PROXY")
+    for name in ("HTTP_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert isinstance(asyncio_net.client(httpx.Timeout(1.0))._transport,
+                      asyncio_net.AsyncioTransport)
+
+
+def test_a_client_serves_one_event_loop_after_another(server: ReplayServer) -> None:
+    # (httpx's own backend fails here with "Event loop is closed": the pooled connection
+    # of the first loop is reused from the second)
+    made = asyncio_net.client(httpx.Timeout(5.0))
+
+    async def get() -> bytes:
+        return (await made.get(server.url + "/")).content
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # the first loop's socket, collected
+        for _ in range(2):
+            server.queue(Reply(body=b"hello", chunked=False))
+            assert asyncio.run(get()) == b"hello"
+        asyncio.run(made.aclose())
+        gc.collect()
