@@ -142,6 +142,16 @@ async def test_a_silent_server_is_a_read_timeout() -> None:
                 pass
 
 
+async def test_a_server_that_reads_nothing_is_a_write_timeout() -> None:
+    async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(5)
+
+    big = b"x" * (64 * 1024 * 1024)  # more than the sockets' buffers hold
+    async with serving(deaf) as port, client(timeout=0.2) as c:
+        with pytest.raises(httpx.WriteTimeout):
+            await c.post(f"http://127.0.0.1:{port}/", content=big)
+
+
 async def test_a_refused_connection_is_a_connect_error() -> None:
     async with serving(answer) as port:
         pass  # closed: nothing listens there now

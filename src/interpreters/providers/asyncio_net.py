@@ -189,7 +189,12 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             with contextlib.suppress(OSError):
                 transport.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
         elif _running_loop() is self._loop:
-            transport.close()
+            # Bytes not yet written (a write that timed out) are dropped, as httpcore's
+            # anyio backend drops them: a graceful close would wait on the server for them.
+            if transport.get_write_buffer_size():
+                transport.abort()
+            else:
+                transport.close()
         else:
             self._loop.call_soon_threadsafe(transport.close)
 
