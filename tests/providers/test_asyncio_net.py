@@ -240,3 +240,19 @@ def test_a_client_serves_one_event_loop_after_another(server: ReplayServer) -> N
             assert asyncio.run(get()) == b"hello"
         asyncio.run(made.aclose())
         gc.collect()
+
+
+def test_under_trio_a_client_reads_through_httpcores_trio_backend(server: ReplayServer) -> None:
+    trio = pytest.importorskip("trio")
+    made = asyncio_net.client(httpx.Timeout(5.0))
+    server.queue(Reply(body=b"hello", chunked=False))
+
+    async def get() -> tuple[bytes, list[str]]:
+        async with made:
+            body = (await made.get(server.url + "/")).content
+            streams = [type(c._connection._network_stream).__name__
+                       for c in made._transport._pool.connections  # type: ignore[attr-defined]
+                       if c._connection is not None]
+        return body, streams
+
+    assert trio.run(get) == (b"hello", ["TrioStream"])
