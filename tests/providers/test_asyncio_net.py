@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpcore
 import httpx
 import pytest
 
@@ -256,3 +257,13 @@ def test_under_trio_a_client_reads_through_httpcores_trio_backend(server: Replay
         return body, streams
 
     assert trio.run(get) == (b"hello", ["TrioStream"])
+
+
+def test_the_transport_keeps_httpx_pool_on_the_asyncio_backend() -> None:
+    # (httpx keeps its pool in a private attribute: a later httpx that moved it would
+    # leave the transport on httpx's own reads, and this test says so)
+    made = asyncio_net.AsyncioTransport(limits=httpx.Limits(max_connections=7))
+    pool = made._pool
+    assert type(pool) is httpcore.AsyncConnectionPool
+    assert isinstance(pool._network_backend, asyncio_net.AsyncioBackend)
+    assert pool._max_connections == 7

@@ -368,18 +368,25 @@ class AsyncioTransport(httpx.AsyncHTTPTransport):
         limits: httpx.Limits = LIMITS,
         retries: int = 0,
     ) -> None:
-        # httpx's own transport sets nothing but its pool (`_pool`): the same pool, on
-        # this backend.
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=trust_env),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            http1=True,
-            http2=http2,
+        ssl_context = httpx.create_ssl_context(verify=verify, trust_env=trust_env)
+        super().__init__(
+            verify=ssl_context, trust_env=trust_env, http2=http2, limits=limits,
             retries=retries,
-            network_backend=AsyncioBackend(),
         )
+        # httpx's transport keeps its connection pool in `_pool` and reads nothing else
+        # per request: the same pool, on this backend. (A later httpx that kept it
+        # otherwise keeps its own pool: the transport then reads as httpx's does.)
+        if type(getattr(self, "_pool", None)) is httpcore.AsyncConnectionPool:
+            self._pool = httpcore.AsyncConnectionPool(
+                ssl_context=ssl_context,
+                max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                http1=True,
+                http2=http2,
+                retries=retries,
+                network_backend=AsyncioBackend(),
+            )
 
 
 def _env_proxy() -> bool:
