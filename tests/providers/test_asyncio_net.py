@@ -4,11 +4,14 @@ cancellation and its buffer's cap, against real loopback servers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import gc
+import socket
 import ssl
+import threading
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -67,7 +70,7 @@ async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 def self_signed(tmp: Path, host: str) -> tuple[Path, Path]:
     """A certificate for `host` and its key, made here (PEM files)."""
-    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
@@ -267,3 +270,132 @@ def test_the_transport_keeps_httpx_pool_on_the_asyncio_backend() -> None:
     assert type(pool) is httpcore.AsyncConnectionPool
     assert isinstance(pool._network_backend, asyncio_net.AsyncioBackend)
     assert pool._max_connections == 7
+
+
+def tls_contexts(tmp: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a self-signed certificate for localhost, and a client one
+    trusting it."""
+    cert, key = self_signed(tmp, "localhost")
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(cert))
+
+
+BACKENDS = pytest.mark.parametrize(
+    "backend", [asyncio_net.AsyncioBackend, httpcore.AnyIOBackend], ids=["asyncio", "anyio"]
+)
+
+
+def httpx_client(backend: type[httpcore.AsyncNetworkBackend], verify: ssl.SSLContext,
+                 timeout: float) -> httpx.AsyncClient:
+    """A client over this backend (httpx's own transport for httpcore's anyio one)."""
+    if backend is asyncio_net.AsyncioBackend:
+        return client(verify, timeout)
+    return httpx.AsyncClient(timeout=timeout, transport=httpx.AsyncHTTPTransport(verify=verify))
+
+
+@contextlib.contextmanager
+def thread_server(serve: Callable[[socket.socket, threading.Event], None]) -> Iterator[int]:
+    """A blocking server in a thread for one connection (`serve(conn, done)`); `done` is
+    set when the test is over."""
+    done = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def run() -> None:
+        conn, _ = listener.accept()
+        with conn, contextlib.suppress(ssl.SSLError, OSError):
+            serve(conn, done)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        done.set()
+        thread.join(5)
+        listener.close()
+
+
+@BACKENDS
+def test_bytes_sent_in_the_clear_before_tls_are_never_read_as_tls(
+    backend: type[httpcore.AsyncNetworkBackend], tmp_path: Path
+) -> None:
+    server_tls, client_tls = tls_contexts(tmp_path)
+    injected = b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nINJECTED"
+
+    def serve(conn: socket.socket, done: threading.Event) -> None:
+        # in the clear first (as a hostile proxy or one on the path would), then a
+        # genuine handshake and answer
+        conn.sendall(injected)
+        tls = server_tls.wrap_socket(conn, server_side=True)
+        tls.recv(65536)
+        tls.sendall(RESPONSE)
+
+    async def exchange(port: int) -> bytes:
+        stream = await backend().connect_tcp("127.0.0.1", port, timeout=2.0)
+        await asyncio.sleep(0.1)  # (the clear bytes arrive before the handshake starts)
+        got = b""
+        try:
+            with pytest.raises(httpcore.ConnectError):
+                tls = await stream.start_tls(client_tls, server_hostname="localhost", timeout=2.0)
+                await tls.write(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n", timeout=2.0)
+                got = await tls.read(65536, timeout=2.0)
+                await tls.aclose()
+        finally:
+            await stream.aclose()
+        return got
+
+    with thread_server(serve) as port:
+        assert injected not in asyncio.run(exchange(port))
+
+
+@BACKENDS
+def test_a_tls_server_that_reads_nothing_is_a_write_timeout(
+    backend: type[httpcore.AsyncNetworkBackend], tmp_path: Path
+) -> None:
+    server_tls, client_tls = tls_contexts(tmp_path)
+    big = b"x" * (16 * 1024 * 1024)  # more than the sockets' buffers hold
+
+    def serve(conn: socket.socket, done: threading.Event) -> None:
+        with server_tls.wrap_socket(conn, server_side=True):  # (then reads nothing)
+            done.wait(5)
+
+    async def post(port: int) -> None:
+        async with httpx_client(backend, client_tls, 0.3) as c:
+            await c.post(f"https://localhost:{port}/", content=big)
+
+    with thread_server(serve) as port, pytest.raises(httpx.WriteTimeout):
+        asyncio.run(post(port))
+
+
+@BACKENDS
+def test_a_tls_connection_closed_is_closed_though_the_server_stays_silent(
+    backend: type[httpcore.AsyncNetworkBackend], tmp_path: Path
+) -> None:
+    server_tls, client_tls = tls_contexts(tmp_path)
+    sockets: list[socket.socket] = []
+
+    def serve(conn: socket.socket, done: threading.Event) -> None:
+        tls = server_tls.wrap_socket(conn, server_side=True)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += tls.recv(65536)
+        tls.sendall(RESPONSE)
+        done.wait(5)  # (no close_notify sent back)
+
+    async def get(port: int) -> None:
+        c = httpx_client(backend, client_tls, 2.0)
+        r = await c.get(f"https://localhost:{port}/")
+        assert r.content == b"hello"
+        sockets.append(r.extensions["network_stream"].get_extra_info("socket"))
+        await c.aclose()
+        for _ in range(3):
+            await asyncio.sleep(0)  # (anyio's stream aborts its transport after one pass)
+
+    with thread_server(serve) as port:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            asyncio.run(get(port))
+            gc.collect()
+        assert sockets[0].fileno() == -1
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)]

@@ -40,6 +40,9 @@ from httpcore._utils import is_socket_readable  # (httpcore's own check, as its 
 HIGH_WATER = 256 * 1024
 """The most bytes the protocol buffers unread before it stops reading the socket."""
 
+WRITE_SLICE = 64 * 1024
+"""The most bytes handed to the transport before checking whether writing is paused."""
+
 _Option = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
 
 
@@ -165,13 +168,20 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError("the connection is closed")
         if reader.error is not None or transport.is_closing():
             raise httpcore.WriteError(str(reader.error or "the connection is closed"))
-        transport.write(buffer)
-        writable = reader.writable
-        if writable is not None and not writable.done():
-            if not await _wait(self._loop, writable, timeout):
-                raise httpcore.WriteTimeout("timed out while writing")
-            if reader.error is not None:
-                raise httpcore.WriteError(str(reader.error)) from reader.error
+        view = memoryview(buffer)
+        for start in range(0, len(view), WRITE_SLICE):
+            # In slices, each waiting while writing is paused: asyncio's TLS transport
+            # hands one write, however large, to the socket's transport without pausing
+            # the protocol, so a server that reads nothing would never time the write out.
+            if start and transport.is_closing():
+                raise httpcore.WriteError(str(reader.error or "the connection is closed"))
+            transport.write(view[start:start + WRITE_SLICE])
+            writable = reader.writable
+            if writable is not None and not writable.done():
+                if not await _wait(self._loop, writable, timeout):
+                    raise httpcore.WriteTimeout("timed out while writing")
+                if reader.error is not None:
+                    raise httpcore.WriteError(str(reader.error)) from reader.error
 
     async def aclose(self) -> None:
         self._close()
@@ -189,9 +199,11 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             with contextlib.suppress(OSError):
                 transport.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
         elif _running_loop() is self._loop:
-            # Bytes not yet written (a write that timed out) are dropped, as httpcore's
-            # anyio backend drops them: a graceful close would wait on the server for them.
-            if transport.get_write_buffer_size():
+            # Bytes not yet written (a write that timed out) are dropped, and a TLS
+            # connection sends no close_notify to wait on, as httpcore's anyio backend
+            # does: a graceful close would wait on the server (asyncio's TLS shutdown
+            # waits up to 30 s, longer than any of the call's timeouts).
+            if transport.get_write_buffer_size() or transport.get_extra_info("ssl_object"):
                 transport.abort()
             else:
                 transport.close()
@@ -208,6 +220,10 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         transport = reader.transport
         if transport is None or self._closed:
             raise httpcore.ConnectError("the connection is closed")
+        if reader.chunks or reader.eof:
+            # Bytes the peer sent in the clear would be read as the TLS stream's first.
+            self._close()
+            raise httpcore.ConnectError("the peer sent bytes before the TLS handshake")
         try:
             async with asyncio.timeout(timeout):
                 tls = await self._loop.start_tls(
