@@ -41,7 +41,10 @@ import its own entry's modules and those of lower lines, nothing of its line's o
 entries or of a higher line."""
 
 PURE = ("effects", "pipeline")
-NO_IO = {"httpx", "anyio", "sqlite3", "threading", "time", "datetime", "socket", "asyncio"}
+NO_IO = {
+    "httpx", "httpcore", "anyio", "sqlite3", "threading", "time", "datetime", "socket", "asyncio",
+    "ssl", "selectors",
+}
 
 
 def _module_name(path: Path) -> str:
