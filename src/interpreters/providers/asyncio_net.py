@@ -31,7 +31,7 @@ import socket
 import ssl
 import typing
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 
 import httpcore
 import httpx
@@ -303,16 +303,10 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
             )
         loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                transport, reader = await loop.create_connection(
-                    _Reader, host, port, local_addr=local, happy_eyeballs_delay=0.25
-                )
-        except TimeoutError as e:
-            raise httpcore.ConnectTimeout(f"timed out connecting to {host}:{port}") from e
-        except OSError as e:
-            raise httpcore.ConnectError(str(e)) from e
-        return _opened(loop, transport, reader, socket_options)
+        opening = loop.create_connection(
+            _Reader, host, port, local_addr=local, happy_eyeballs_delay=0.25
+        )
+        return await _opened(loop, opening, timeout, f"{host}:{port}", socket_options)
 
     async def connect_unix_socket(
         self,
@@ -326,14 +320,8 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
                 path, timeout=timeout, socket_options=socket_options
             )
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, reader = await loop.create_unix_connection(_Reader, path)
-        except TimeoutError as e:
-            raise httpcore.ConnectTimeout(f"timed out connecting to {path}") from e
-        except OSError as e:
-            raise httpcore.ConnectError(str(e)) from e
-        return _opened(loop, transport, reader, socket_options)
+        opening = loop.create_unix_connection(_Reader, path)
+        return await _opened(loop, opening, timeout, path, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         other = self._fallback()
@@ -350,12 +338,22 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _opened(
+async def _opened(
     loop: asyncio.AbstractEventLoop,
-    transport: asyncio.BaseTransport,
-    reader: _Reader,
+    opening: Coroutine[None, None, tuple[asyncio.BaseTransport, _Reader]],
+    timeout: float | None,
+    where: str,
     socket_options: Iterable[_Option] | None,
 ) -> AsyncioStream:
+    """The stream of the connection `opening` makes, within `timeout`, its socket's
+    options set; failures as httpcore's `ConnectTimeout` and `ConnectError`."""
+    try:
+        async with asyncio.timeout(timeout):
+            transport, reader = await opening
+    except TimeoutError as e:
+        raise httpcore.ConnectTimeout(f"timed out connecting to {where}") from e
+    except OSError as e:
+        raise httpcore.ConnectError(str(e)) from e
     stream = AsyncioStream(loop, reader)
     try:
         sock = transport.get_extra_info("socket")
