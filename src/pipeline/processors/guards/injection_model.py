@@ -102,13 +102,14 @@ _INNER_SEPARATOR = re.compile(r"(?<=[^\W\d_])[-_*·~^+](?=[^\W\d_])")
 _INNER_SEPARATORS = "-_*·~^+"
 _WORD = re.compile(r"[^\W\d_]{4,}")
 
-FEATURES_VERSION = 8
+FEATURES_VERSION = 9
 """What `normalize` and `features` compute; a weights file made for another is refused."""
 
 TYPO_WORDS = (
     "ignore", "ignoring", "disregard", "forget", "override", "bypass", "previous", "prior",
     "above", "earlier", "preceding", "instructions", "instruction", "prompt", "prompts",
-    "system", "rules", "guidelines", "directives", "restrictions", "filters", "reveal",
+    "system", "rules", "guidelines", "directives", "restrictions", "filters",
+    "rule", "guideline", "directive", "restriction", "filter", "reveal",
     "print", "repeat", "secret", "password", "hidden", "initial", "original", "developer",
     "jailbreak", "unrestricted", "unfiltered", "uncensored", "pretend", "everything",
     "anything", "following", "respond", "answer", "response", "output", "message",
