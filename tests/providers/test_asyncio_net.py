@@ -96,9 +96,15 @@ def self_signed(tmp: Path, host: str) -> tuple[Path, Path]:
     return cert_file, key_file
 
 
+def timeouts(seconds: float) -> httpx.Timeout:
+    """`seconds` for each read and write; connecting (and the TLS handshake) at least 5 s,
+    so that a loaded machine's slow connect is not what a test sees."""
+    return httpx.Timeout(seconds, connect=max(seconds, 5.0))
+
+
 def client(verify: ssl.SSLContext | bool = True, timeout: float = 5.0) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        timeout=timeout, transport=asyncio_net.AsyncioTransport(verify=verify)
+        timeout=timeouts(timeout), transport=asyncio_net.AsyncioTransport(verify=verify)
     )
 
 
@@ -291,7 +297,9 @@ def httpx_client(backend: type[httpcore.AsyncNetworkBackend], verify: ssl.SSLCon
     """A client over this backend (httpx's own transport for httpcore's anyio one)."""
     if backend is asyncio_net.AsyncioBackend:
         return client(verify, timeout)
-    return httpx.AsyncClient(timeout=timeout, transport=httpx.AsyncHTTPTransport(verify=verify))
+    return httpx.AsyncClient(
+        timeout=timeouts(timeout), transport=httpx.AsyncHTTPTransport(verify=verify)
+    )
 
 
 @contextlib.contextmanager
