@@ -80,9 +80,7 @@ class _Reader(asyncio.Protocol):
         self.eof = True
         self.error = exc
         self._wake()
-        writable = self.writable
-        if writable is not None and not writable.done():
-            writable.set_result(True)
+        self.resume_writing()  # (a write waiting while writing is paused sees the loss)
 
     def pause_writing(self) -> None:
         if self.writable is None or self.writable.done():
@@ -142,18 +140,15 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         if not reader.chunks:
             if self._closed:
                 raise httpcore.ReadError("the connection is closed")
-            if reader.eof:
-                if reader.error is not None:
-                    raise httpcore.ReadError(str(reader.error)) from reader.error
-                return b""
-            waiter = self._loop.create_future()
-            reader.waiter = waiter
-            try:
-                if not await _wait(self._loop, waiter, timeout):
-                    raise httpcore.ReadTimeout("timed out while reading")
-            finally:
-                reader.waiter = None
-            if not reader.chunks:
+            if not reader.eof:
+                waiter = self._loop.create_future()
+                reader.waiter = waiter
+                try:
+                    if not await _wait(self._loop, waiter, timeout):
+                        raise httpcore.ReadTimeout("timed out while reading")
+                finally:
+                    reader.waiter = None
+            if not reader.chunks:  # (the end, or the connection lost)
                 if reader.error is not None:
                     raise httpcore.ReadError(str(reader.error)) from reader.error
                 return b""
