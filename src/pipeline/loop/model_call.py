@@ -57,39 +57,55 @@ _CALLS = (ToolCall, ToolCallDelta)
 _ENDS = (ModelFinish, ModelFailed, ModelEnded)
 
 
+def ask_model(
+    st: RunState, step: int, cfg: StepSettings, attempt: int
+) -> tuple[Publish[Chunk] | None, CallModel[ModelRequest, ModelReply]]:
+    """A model call's commands: what the run holds to publish first (None: nothing), then
+    the call itself, `attempt` the step's attempts before it."""
+    request = model_request(st, cfg)
+    out: Publish[Chunk] | None = None
+    if st.pending:
+        out = Publish(tuple(st.pending))
+        st.pending = []
+    return out, CallModel(request, step, attempt)
+
+
 def call_model(
     rc: RunConfig, st: RunState, step: int, cfg: StepSettings,
-    failover: FailoverPolicy | None = None,
+    failover: FailoverPolicy | None = None, failed: ModelFailed | None = None,
 ) -> Generator[LoopCommand, object, tuple[StepContent, object]]:
     """Call the model until it starts streaming, retrying what may be retried.
 
     Returns the stream's first event: a model event other than ModelFailed (checked
     here; `consume` reads it as it reads every event, by its class). With a `failover`
     policy (a fallback model comes next), a failure it names is raised at once, not
-    offered to the error processors (`loop.fallback` moves on)."""
+    offered to the error processors (`loop.fallback` moves on). `failed`: the reply of
+    the step's first call, made by the step itself (`run._step`), which failed."""
     transient = 0
-    attempts = 0
+    attempts = 0 if failed is None else 1
+    reply: object = failed
     while True:
-        request = model_request(st, cfg)
-        attempts += 1
-        if st.pending:
-            # (no local keeps the chunks alive while the model call waits: one object
-            # fewer per waiting run for the garbage collector)
-            out: Publish[Chunk] = Publish(tuple(st.pending))
-            st.pending = []
-            if (got := (yield out)) is not None:
-                raise ProtocolError(out, got)
-            del out
-        # The replies of the commands every step asks are checked inline, as `checked`
-        # does: a call less per command on a path that runs once per step.
-        ask: CallModel[ModelRequest, ModelReply] = CallModel(request, step, attempts - 1)
-        reply = yield ask
-        if type(reply) not in MODEL_REPLY_TYPES:
-            raise ProtocolError(ask, reply)
-        if type(reply) is not ModelFailed:  # (an exact type: the set lookup just made)
-            st.model_calls += 1  # a call answered: paid for, whatever becomes of it
-            return StepContent(), reply
+        if reply is None:
+            out, ask = ask_model(st, step, cfg, attempts)
+            attempts += 1
+            if out is not None:
+                # (no local keeps the chunks alive while the model call waits: one object
+                # fewer per waiting run for the garbage collector)
+                if (got := (yield out)) is not None:
+                    raise ProtocolError(out, got)
+                del out
+            # The replies of the commands every step asks are checked inline, as
+            # `checked` does: a call less per command on a path that runs once per step.
+            reply = yield ask
+            if type(reply) not in MODEL_REPLY_TYPES:
+                raise ProtocolError(ask, reply)
+            if type(reply) is not ModelFailed:  # (an exact type: the set lookup just made)
+                st.model_calls += 1  # a call answered: paid for, whatever becomes of it
+                return StepContent(), reply
+        if TYPE_CHECKING:
+            assert isinstance(reply, ModelFailed)
         err = reply.error
+        reply = None
         policy = rc.agent.retry_policy
         if err.retryable:
             if transient < policy.max_retries and policy.waits(err.retry_after):

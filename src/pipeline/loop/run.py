@@ -58,7 +58,7 @@ from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
 from pipeline.loop.fallback import attempts
 from pipeline.loop.gate import Suspend
 from pipeline.loop.hooks import HookFailure, call_hook
-from pipeline.loop.model_call import call_model, consume
+from pipeline.loop.model_call import ask_model, call_model, consume
 from pipeline.loop.output import (
     approved,
     approved_input,
@@ -67,7 +67,7 @@ from pipeline.loop.output import (
     output_step,
 )
 from pipeline.loop.race import drop_racing, feed, race_gate, start_racing
-from pipeline.loop.response import response_text
+from pipeline.loop.response import StepContent, response_text
 from pipeline.loop.start import start_run
 from pipeline.loop.state import (
     Failed,
@@ -85,6 +85,7 @@ from pipeline.loop.stream import stream_through
 from pipeline.loop.tool_step import answer_dangling_calls, run_resumed, run_tools
 from pipeline.processor import InputArgs, StepSettings
 from pipeline.protocol.replies import (
+    MODEL_REPLY_TYPES,
     AgentLoop,
     EffectRecorder,
     LoopCommand,
@@ -96,6 +97,7 @@ from pipeline.values.chunks import Finish as FinishChunk
 from pipeline.values.context import RunContext
 from pipeline.values.cost import Pricer
 from pipeline.values.messages import Message, MessageList, SourcePart, ToolResultPart
+from pipeline.values.model import ModelFailed
 from pipeline.values.output_type import TypedOutput
 from pipeline.values.result import (
     Cancelled,
@@ -322,7 +324,23 @@ def _step(
     so = cfg.structured_output
     # (inline `fallback.plain_step`: a call less on a path that runs once per step)
     if cfg.fallback is None and (so is None or so.__class__ is not TypedOutput or not so.partial):
-        content, first_reply = yield from call_model(rc, st, step, cfg)
+        # The step's first model call is asked here, not in a `call_model` generator:
+        # one generator fewer alive per run while the model answers (docs/DESIGN.md,
+        # decisions made for speed); a failed call is retried by `call_model`.
+        out, ask = ask_model(st, step, cfg, 0)
+        if out is not None:
+            if (got := (yield out)) is not None:
+                raise ProtocolError(out, got)
+            del out
+        first_reply = yield ask
+        if type(first_reply) not in MODEL_REPLY_TYPES:
+            raise ProtocolError(ask, first_reply)
+        del ask
+        if type(first_reply) is ModelFailed:
+            content, first_reply = yield from call_model(rc, st, step, cfg, None, first_reply)
+        else:
+            st.model_calls += 1  # a call answered: paid for, whatever becomes of it
+            content = StepContent()
         try:
             if st.racing:  # input guards still running: hold the model's events (race.py)
                 first_reply, held, ended = yield from race_gate(rc, st, first_reply)
