@@ -70,6 +70,7 @@ from pipeline.loop.race import drop_racing, feed, race_gate, start_racing
 from pipeline.loop.response import StepContent, response_text
 from pipeline.loop.start import start_run
 from pipeline.loop.state import (
+    NO_IDS,
     Failed,
     RunConfig,
     RunState,
@@ -155,7 +156,9 @@ def agent_loop(
             return rejected(invalid)
     # (else a child's input is one user message the parent's loop made of a call it
     # checked: `pipeline.agents.child_input`)
-    rc, st = start_run(agent, messages, context, clock, record, price, used, resume, child)
+    rc, st = start_run(  # (an empty set is dropped: the run keeps no set until an id comes)
+        agent, messages, context, clock, record, price, used or NO_IDS, resume, child
+    )
     return _run(rc, st, resume)
 
 

@@ -4,6 +4,7 @@ slots, the stream's plan) and its state, fresh or as a suspended run left it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import TypedDict, cast
 
 import msgspec
@@ -30,7 +31,7 @@ def start_run(
     clock: Callable[[], float],
     record: EffectRecorder | None,
     price: Pricer | None,
-    used: set[str],
+    used: AbstractSet[str],
     resume: Resumption | None = None,
     child: ChildRun | None = None,
 ) -> tuple[RunConfig, RunState]:
@@ -179,7 +180,7 @@ def _bind_hooks(
 
 
 def _start_state(
-    rc: RunConfig, messages: MessageList, states: list[object], used: set[str],
+    rc: RunConfig, messages: MessageList, states: list[object], used: AbstractSet[str],
     judges: JudgeLedger | None,
     resume: Resumption | None = None,
 ) -> RunState:

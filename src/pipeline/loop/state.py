@@ -16,6 +16,7 @@ every step (docs/DESIGN.md, decisions made for speed).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from operator import attrgetter
 from typing import NamedTuple, cast, overload
 
@@ -216,7 +217,7 @@ class RunState:
         *,
         cost_known: bool,
         seen: SeenChunks,
-        ids_used: set[str],
+        ids_used: AbstractSet[str],
         judges: JudgeLedger | None = None,
     ) -> None:
         self.ids = ids
@@ -409,7 +410,7 @@ def note_call_ids(
     st.call_ids.grew(before, st.ml, map(_call_id, parts))
 
 
-def fresh_call_id(st: RunState, used: set[str], content: StepContent | None) -> str:
+def fresh_call_id(st: RunState, used: AbstractSet[str], content: StepContent | None) -> str:
     while True:
         fresh = st.ids.next("call")
         if fresh not in used and (content is None or fresh not in content.call_ids):
@@ -435,9 +436,11 @@ class CallIds(msgspec.Struct, gc=False, eq=False):
     """
 
     of: MessageList | None
-    used: set[str]
+    used: AbstractSet[str]
+    """A set, or the shared empty frozenset until the first id (a run without tool calls
+    keeps no set of its own across its waits)."""
 
-    def held_by(self, ml: MessageList) -> set[str]:
+    def held_by(self, ml: MessageList) -> AbstractSet[str]:
         """Every tool-call id `ml` holds (ids are unique run-wide: a model may reuse one of
         an earlier step)."""
         if self.of is not ml:
@@ -448,8 +451,18 @@ class CallIds(msgspec.Struct, gc=False, eq=False):
     def grew(self, before: MessageList, after: MessageList, ids: Iterable[str]) -> None:
         """`after` is `before` plus messages whose tool parts have the ids `ids`."""
         if self.of is before:
-            self.used.update(ids)
+            used = self.used
+            if type(used) is set:
+                used.update(ids)
+            elif ids != ():  # (the loop's own step without a call gives `()`)
+                grown = {*used, *ids}
+                if grown:
+                    self.used = grown
             self.of = after
+
+
+NO_IDS: frozenset[str] = frozenset()
+"""`CallIds.used` of a run whose input holds no tool call or result."""
 
 
 def tool_part_ids(ml: MessageList) -> set[str]:
