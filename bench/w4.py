@@ -15,11 +15,22 @@ baseline of the same sitting). Peak RSS is the process's high-water mark
 64 MiB). `--gc-freeze` moves everything alive after the warm-up (imports, caches) out of
 the garbage collector's reach (`gc.freeze()`, as long-running servers do), to show what
 the collector's full passes over the imported modules cost.
+
+`--harness` says how the runs are started and how the fake model sleeps: `anyio` (the
+default, the only one on trio) starts each run in an anyio task group and sleeps with
+`anyio.sleep`; `workload` does what `../shared/bench/peers.py` does for every peer on
+asyncio, `asyncio.gather` over the runs' coroutines and `asyncio.sleep`. The baseline
+uses the same harness, so the two are compared within one; the anyio harness costs a
+run about 20 us of CPU and 2 KB more (its task, cancel scope, events and backend
+lookups), which the figures of `python -m bench.run --workload W4` and the peers' do
+not pay. Both print the peak RSS per concurrent run: the high-water mark's growth
+past the warm-up (which follows the baseline's batch) divided by the runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import resource
 import statistics
@@ -38,8 +49,13 @@ def echo(text: str) -> str:
     return text
 
 
-def make_run(steps: int, latency: float) -> Callable[[], Awaitable[int]]:
-    """One W4 run; returns its number of steps."""
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def make_run(
+    steps: int, latency: float, sleep: Sleep = anyio.sleep
+) -> Callable[[], Awaitable[int]]:
+    """One W4 run; returns its number of steps. `sleep`: the fake model's."""
 
     def script(request: ModelRequest) -> Say:
         done = sum(1 for m in request.messages if m.role == "tool")
@@ -47,7 +63,7 @@ def make_run(steps: int, latency: float) -> Callable[[], Awaitable[int]]:
             return Say(calls=[call("echo", text=f"step {done}")], latency=latency)
         return Say("done", latency=latency)
 
-    model = ScriptedModel(script, async_sleep=anyio.sleep)
+    model = ScriptedModel(script, async_sleep=sleep)
     sim = AsyncSimulator(model, real_sleep=True)
     agent = Agent.create("bench/w4", tools=[echo], max_steps=steps)
     interp = sim.interpreter
@@ -61,8 +77,14 @@ def make_run(steps: int, latency: float) -> Callable[[], Awaitable[int]]:
     return one
 
 
-async def batch(one: Callable[[], Awaitable[int]], runs: int) -> tuple[float, float, int]:
+async def batch(
+    one: Callable[[], Awaitable[int]], runs: int, harness: str = "anyio"
+) -> tuple[float, float, int]:
     """`runs` concurrent runs: (wall seconds, CPU seconds, steps done)."""
+    if harness == "workload":  # as ../shared/bench/peers.py runs every peer
+        t0, c0 = time.perf_counter(), time.process_time()
+        done = await asyncio.gather(*(one() for _ in range(runs)))
+        return time.perf_counter() - t0, time.process_time() - c0, sum(done)
     steps = 0
 
     async def task() -> None:
@@ -77,10 +99,12 @@ async def batch(one: Callable[[], Awaitable[int]], runs: int) -> tuple[float, fl
     return time.perf_counter() - t0, time.process_time() - c0, steps
 
 
-def baseline(steps: int, latency: float) -> Callable[[], Awaitable[int]]:
+def baseline(
+    steps: int, latency: float, sleep: Sleep = anyio.sleep
+) -> Callable[[], Awaitable[int]]:
     async def one() -> int:
         for _ in range(steps):
-            await anyio.sleep(latency)
+            await sleep(latency)
         return steps
 
     return one
@@ -92,13 +116,15 @@ def peak_rss_mib() -> float:
 
 async def measure(args: argparse.Namespace) -> None:
     ideal = args.steps * args.latency
-    base = baseline(args.steps, args.latency)
-    await batch(base, 10)
-    base_runs = [await batch(base, args.runs) for _ in range(args.reps)]
+    harness = args.harness
+    sleep: Sleep = asyncio.sleep if harness == "workload" else anyio.sleep
+    base = baseline(args.steps, args.latency, sleep)
+    await batch(base, 10, harness)
+    base_runs = [await batch(base, args.runs, harness) for _ in range(args.reps)]
     base_times = [wall for wall, _, _ in base_runs]
     base_cpu = min(cpu_s for _, cpu_s, _ in base_runs)
 
-    one = make_run(args.steps, args.latency)
+    one = make_run(args.steps, args.latency, sleep)
     await one()  # warm up: lazy imports, caches
     gc.collect()
     if args.gc_freeze:
@@ -107,16 +133,17 @@ async def measure(args: argparse.Namespace) -> None:
     times: list[float] = []
     cpu: list[float] = []
     for _ in range(args.reps):
-        wall, cpu_s, steps = await batch(one, args.runs)
+        wall, cpu_s, steps = await batch(one, args.runs, harness)
         if steps != args.runs * args.steps:
             raise AssertionError(f"{steps} steps, expected {args.runs * args.steps}")
         times.append(wall)
         cpu.append(cpu_s)
-        one = make_run(args.steps, args.latency)  # a fresh model: its request log is per rep
+        one = make_run(args.steps, args.latency, sleep)  # a fresh model: its log is per rep
 
     goal = 1.2 if args.backend == "asyncio" else 1.3
-    print(f"W4 on {args.backend}: {args.runs} concurrent runs x {args.steps} steps, "
-          f"{args.latency * 1e3:g} ms per model call; ideal {ideal * 1e3:g} ms")
+    print(f"W4 on {args.backend} ({harness} harness): {args.runs} concurrent runs x "
+          f"{args.steps} steps, {args.latency * 1e3:g} ms per model call; "
+          f"ideal {ideal * 1e3:g} ms")
     print(f"  baseline (plain sleeps): wall / ideal min {min(base_times) / ideal:.3f}, "
           f"median {statistics.median(base_times) / ideal:.3f}; "
           f"CPU per run {base_cpu / args.runs * 1e6:.0f} us (min)")
@@ -125,8 +152,10 @@ async def measure(args: argparse.Namespace) -> None:
           f"(goal <= {goal}; {statistics.median(times) / args.runs * 1e6:.0f} us wall per run)")
     print(f"  CPU per run {min(cpu) / args.runs * 1e6:.0f} us (min): the batch cannot take "
           f"less than {min(cpu) / ideal:.2f} x ideal on one core")
-    print(f"  peak RSS {peak_rss_mib():.1f} MiB (after imports and warm-up "
-          f"{rss_before:.1f} MiB; goal < 64 MiB)" + ("; gc frozen" if args.gc_freeze else ""))
+    peak = peak_rss_mib()
+    print(f"  peak RSS {peak:.1f} MiB (after imports and warm-up {rss_before:.1f} MiB; "
+          f"goal < 64 MiB): {(peak - rss_before) * 1024 / args.runs:.1f} KiB per concurrent "
+          "run" + ("; gc frozen" if args.gc_freeze else ""))
 
 
 def main() -> None:
@@ -138,7 +167,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after the warm-up (see the module doc)")
+    ap.add_argument("--harness", choices=("anyio", "workload"), default="anyio",
+                    help="how the runs start and the fake model sleeps (see the module doc)")
     args = ap.parse_args()
+    if args.harness == "workload" and args.backend != "asyncio":
+        ap.error("--harness workload is asyncio's (asyncio.gather, asyncio.sleep)")
     anyio.run(measure, args, backend=args.backend)
 
 

@@ -144,29 +144,33 @@ class Say(msgspec.Struct, frozen=True, gc=False):
 
     def events(self, call_index: int) -> list[ModelEvent]:
         """The model events of this response (deterministic ids from the call index)."""
+        # (each part tested before it is made: most responses are text or calls alone)
         ev: list[ModelEvent] = []
-        reasoning = _pieces(self.reasoning)
-        if reasoning or self.reasoning_signature:
+        if self.reasoning or self.reasoning_signature:
             rid = f"reasoning-{call_index}"
             ev.append(ReasoningStart(rid))
-            ev.extend(ReasoningDelta(rid, r) for r in reasoning)
+            ev.extend(ReasoningDelta(rid, r) for r in _pieces(self.reasoning))
             ev.append(ReasoningEnd(rid, self.reasoning_signature))
-        ev.extend(self.server_tools)
-        text = _pieces(self.text)
+        if self.server_tools:
+            ev.extend(self.server_tools)
+        text = _pieces(self.text) if self.text else ()
         if text:
             tid = f"text-{call_index}"
             ev.append(TextStart(tid))
             ev.extend(TextDelta(tid, t) for t in text)
             ev.append(TextEnd(tid))
-        ev.extend(self.data)
-        ev.extend(self.sources)
+        if self.data:
+            ev.extend(self.data)
+        if self.sources:
+            ev.extend(self.sources)
         for i, c in enumerate(self.calls):
             cid = c.tool_call_id or f"call_{call_index}_{i}"
             args = c.args if type(c.args) is dict else dict(c.args)
             ev.append(ToolCallDelta(cid, c.tool_name, _JSON.encode(args)))
             ev.append(ToolCall(cid, c.tool_name, c.args))
         reason: FinishReason = self.finish_reason or ("tool-calls" if self.calls else "stop")
-        usage = self.usage or Usage(10, sum(len(t.split()) for t in text) + len(self.calls))
+        usage = self.usage or Usage(
+            10, (sum(len(t.split()) for t in text) if text else 0) + len(self.calls))
         ev.append(ModelFinish(reason, usage, f"resp-{call_index}", None))
         return ev
 
