@@ -27,6 +27,12 @@ collector on, as `python -m bench.w5` runs them) against two loopback servers, o
 size, that pause 20 ms before each write: the client, slowed down by valgrind, then reads
 one event per read, as it does from a model; `--system all` gives each system's ratio to
 its floor.
+A W5 count is per event only while each read brings one event: under load the client,
+run about 50 times slower under valgrind, can fall behind the servers' pace and read
+several events at once, which cuts its count per chunk. So each W5 count also reads, from
+its callgrind file, the calls to the socket's receive functions (`sock_recv`,
+`sock_recv_into`), and says how many reads a chunk took; a figure more than 10% below one
+read per chunk is flagged as not to be trusted.
 Needs `valgrind` on the PATH; a pair of counts takes from seconds (W1) to minutes.
 `--keep DIR` keeps the two callgrind files (`DIR/<workload>-<size>.out`, with `--whole`
 `DIR/W3-whole-<runs>.out`) for
@@ -45,6 +51,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,11 +132,43 @@ def _child(
     asyncio.run(twice())
 
 
+READS = re.compile(r"sock_recv(_into)?(_impl)?$")
+"""The C functions of `socket.recv` and `recv_into` in a callgrind file (see the doc)."""
+
+
+def socket_reads(callgrind_file: Path) -> int:
+    """The calls to the socket's receive functions a callgrind file records: each call
+    site's `calls=` line under a `cfn=` naming one (names are given once, then
+    referred to by their number)."""
+    names: dict[str, str] = {}
+    reads = 0
+    target = False
+    with callgrind_file.open() as f:
+        for line in f:
+            if line.startswith(("fn=", "cfn=")):
+                ref, _, name = line.split("=", 1)[1].strip().partition(" ")
+                if name:
+                    names[ref] = name
+                target = line.startswith("cfn=") and bool(READS.search(names.get(ref, "")))
+            elif target and line.startswith("calls="):
+                reads += int(line[6:].split()[0])
+                target = False
+    return reads
+
+
 def count(
     workload: str, system: str, size: int, history: int, gc_off: bool,
     keep: Path | None = None, whole: bool = False, port: int = 0,
 ) -> int:
     """The instructions of one child process at `size` (its callgrind file kept in `keep`)."""
+    return counted(workload, system, size, history, gc_off, keep, whole, port)[0]
+
+
+def counted(
+    workload: str, system: str, size: int, history: int, gc_off: bool,
+    keep: Path | None = None, whole: bool = False, port: int = 0,
+) -> tuple[int, int]:
+    """`count`, and the socket reads its callgrind file records (W5: see the doc; else 0)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONHASHSEED"] = "0"
     name = f"{workload}-whole" if whole else workload
@@ -142,14 +181,17 @@ def count(
         child = ["bench.instructions", "--child", workload, "--system", system,
                  "--size", str(size), "--history", str(history)] \
             + (["--gc-off"] if gc_off else []) + (["--whole"] if whole else [])
-    out = "/dev/null" if keep is None else str(keep / f"{name}-{size}.out")
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-           "-m", *child]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if found is None:
-        raise RuntimeError(f"no count in valgrind's output: {done.stderr[-500:]}")
-    return int(found.group(1))
+    with tempfile.TemporaryDirectory() as tmp:
+        where = (Path(tmp) if keep is None else keep) / f"{name}-{size}.out"
+        out = str(where) if keep is not None or workload == "W5" else "/dev/null"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+               "-m", *child]
+        done = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if found is None:
+            raise RuntimeError(f"no count in valgrind's output: {done.stderr[-500:]}")
+        return int(found.group(1)), socket_reads(where) if workload == "W5" else 0
 
 
 @contextlib.contextmanager
@@ -174,13 +216,19 @@ def w5_main(
     per_chunk: dict[str, float] = {}
     with w5_servers(sizes) as (p1, p2):
         for system in systems:
-            a = count("W5", system, n1, 0, False, keep, port=p1)
-            b = count("W5", system, n2, 0, False, keep, port=p2)
-            per_chunk[system] = (b - a) / (2 * (n2 - n1))  # two calls per child
+            a, reads_a = counted("W5", system, n1, 0, False, keep, port=p1)
+            b, reads_b = counted("W5", system, n2, 0, False, keep, port=p2)
+            chunks = 2 * (n2 - n1)  # two calls per child
+            per_chunk[system] = (b - a) / chunks
             floor = per_chunk.get(w5.FLOORS.get(system, "floor"))
             ratio = f" ({per_chunk[system] / floor:.3f}x its floor)" if floor else ""
+            reads = (reads_b - reads_a) / chunks
+            trust = "" if reads >= 0.9 else (
+                "; NOT one event per read: the client fell behind the servers' pace (a "
+                "loaded machine?), this count is too low; count again")
             print(f"W5 {system}: {per_chunk[system]:,.0f} instructions per chunk{ratio} "
-                  f"(sizes {n1} and {n2})", flush=True)
+                  f"(sizes {n1} and {n2}; {reads:.2f} socket reads per chunk{trust})",
+                  flush=True)
 
 
 def main() -> None:

@@ -162,3 +162,36 @@ def test_the_http_bench_runs_some_systems_against_a_paced_server(
     for r in rows:
         assert "error" not in r, r["error"]
         assert r["completed"] == r["units"] == 20 and r["ratio_min"] > 0
+
+
+def test_the_w5_count_reads_socket_receives_from_the_callgrind_file(tmp_path: Path) -> None:
+    # A callgrind file names a function once, then refers to it by its number; each call
+    # site of a receive function is a `cfn=` line followed by its `calls=` line.
+    from bench.instructions import socket_reads
+
+    f = tmp_path / "cg.out"
+    f.write_text(
+        "fn=(1) _PyEval_EvalFrameDefault\n"
+        "cfn=(2) sock_recv\ncalls=3 0x0\n0x0 40\n"
+        "cfn=(3) sock_recv_into_impl\ncalls=2 0x0\n0x0 40\n"
+        "cfn=(4) sock_recvfrom\ncalls=100 0x0\n0x0 40\n"  # not a receive this counts
+        "fn=(5) other\n"
+        "cfn=(2)\ncalls=4 0x0\n0x0 10\n"
+        "cfn=(6) PyObject_Call\ncalls=7 0x0\n0x0 10\n"
+    )
+    assert socket_reads(f) == 3 + 2 + 4
+
+
+def test_the_w4_bench_runs_under_both_harnesses() -> None:
+    import anyio
+
+    from bench import w4
+
+    for harness in ("anyio", "workload"):
+        one = w4.make_run(2, 0.001, anyio.sleep)
+
+        async def go(h: str = harness) -> tuple[float, float, int]:
+            return await w4.batch(one, 5, h)
+
+        wall, cpu, steps = anyio.run(go)
+        assert steps == 5 * 2 and wall > 0 and cpu > 0
