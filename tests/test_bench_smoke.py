@@ -187,11 +187,9 @@ def test_the_w4_bench_runs_under_both_harnesses() -> None:
 
     from bench import w4
 
+    async def go(harness: str) -> tuple[float, float, int]:
+        return await w4.batch(w4.make_run(2, 0.001, anyio.sleep), 5, harness)
+
     for harness in ("anyio", "workload"):
-        one = w4.make_run(2, 0.001, anyio.sleep)
-
-        async def go(h: str = harness) -> tuple[float, float, int]:
-            return await w4.batch(one, 5, h)
-
-        wall, cpu, steps = anyio.run(go)
+        wall, cpu, steps = anyio.run(go, harness)
         assert steps == 5 * 2 and wall > 0 and cpu > 0
