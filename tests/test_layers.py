@@ -13,6 +13,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("effects",),
+    ("pipeline.lazy",),
     ("pipeline.values",),
     ("pipeline.tools",),
     ("pipeline.processor",),

@@ -28,7 +28,6 @@ from interpreters.approvals import (
 from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.cancel import CancelSignal
 from interpreters.core.handlers import Handlers
-from interpreters.core.lazy import lazy_names
 from interpreters.core.options import RunOptions
 from interpreters.core.trace import Trace
 from interpreters.memory import open_async_memory_store, open_memory_store
@@ -39,6 +38,7 @@ from interpreters.record.journal import Journal, Recorder
 from interpreters.record.replay import ReplayRun
 from interpreters.run.base import AsyncNotSupportedError
 from interpreters.sync import RunStream, SyncInterpreter
+from pipeline.lazy import lazy_names
 
 if TYPE_CHECKING:
     from interpreters.durable import DurableApprovals, DurableClient, DurableRuns

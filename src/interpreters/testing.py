@@ -7,7 +7,7 @@ registered by the distribution); their types are `SimulatorFactory` and
 `AsyncSimulatorFactory`.
 """
 
-from interpreters.memory.embed.openai import ScriptedEmbedder
+from interpreters.memory.embed.scripted import ScriptedEmbedder
 from interpreters.memory.store import HashEmbedder, InMemoryStore
 from interpreters.sim.aio import AsyncSimulator
 from interpreters.sim.clock import VirtualClock

@@ -8,7 +8,7 @@ importable from here, loaded when first used, so importing this package needs no
 
 from typing import TYPE_CHECKING
 
-from interpreters.core.lazy import lazy_names
+from pipeline.lazy import lazy_names
 
 if TYPE_CHECKING:
     from interpreters.durable.dbos.desk import DurableApprovals

@@ -12,7 +12,6 @@ scores live runs as an observer, sampled and off the run's path. `check_output_g
 command runs a suite in CI.
 """
 
-from interpreters.core.lazy import lazy_names
 from interpreters.evals.cases import Case, Dataset, DatasetError, dataset_from_journals
 from interpreters.evals.experiment import compare_agents, evaluate, evaluate_async
 from interpreters.evals.judge import JudgeVerdict, judge
@@ -56,6 +55,7 @@ from interpreters.evals.scores import (
 )
 from interpreters.evals.suite import Suite, case_ids, check_case
 from interpreters.evals.targets import AsyncInterpreterTarget, InterpreterTarget, SimulatorTarget
+from pipeline.lazy import lazy_names
 
 # The guard conformance kit needs hypothesis (a dev dependency): loaded when first used.
 __getattr__ = lazy_names(__name__, {

@@ -59,6 +59,7 @@ from interpreters.memory.writes import (
     StoreWrite,
     check_writes,
 )
+from interpreters.providers.provider import ProviderError
 from pipeline.values.messages import Message
 
 K = TypeVar("K")
@@ -243,6 +244,16 @@ class Embedder(Protocol):
     """Texts in, one vector each out (all of one dimension)."""
 
     def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]: ...
+
+
+class AsyncEmbedder(Protocol):
+    """The async twin of `Embedder`."""
+
+    async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]: ...
+
+
+class EmbeddingError(ProviderError):
+    """An embedding call failed; `error` says how. Never carries the key."""
 
 
 class HashEmbedder:

@@ -26,7 +26,7 @@ RetryPolicy retries what `ApiError.retryable` allows, after `retry_after` when g
 
 from typing import TYPE_CHECKING
 
-from interpreters.core.lazy import lazy_names
+from pipeline.lazy import lazy_names
 
 if TYPE_CHECKING:
     from interpreters.providers.anthropic import AnthropicCodec, AnthropicOptions

@@ -331,7 +331,8 @@ class MessageList(_LogView):
                     return _shared(log, n + 1, self.system)
                 # another add raced this one: its entries past n are read by no list
         elif len(self.messages) < _SHARE_FROM - 1:  # `add`'s short list, without its checks
-            return _whole(self.messages + (message,), self.sources + (source,), self.system)
+            one, its = (message,), (source,)  # (concatenated: no list made, as by unpacking)
+            return _whole(self.messages + one, self.sources + its, self.system)
         return self.add(message, source)
 
     def remove_by_ids(self, ids: Iterable[str]) -> MessageList:

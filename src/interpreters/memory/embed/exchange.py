@@ -16,19 +16,15 @@ from typing import NamedTuple, TypeVar
 import httpx
 import msgspec
 
+from interpreters.memory.store import EmbeddingError as EmbeddingError
 from interpreters.providers.errors import classify_response, request_id_of
 from interpreters.providers.exchange import DEADLINE_EXCEEDED, Timeouts, scrubbed
 from interpreters.providers.limits import LIMIT_EXCEEDED, Limits
-from interpreters.providers.provider import ProviderError
 from interpreters.providers.secret import Secret
 from pipeline.values.model import ApiError
 
 INVALID_RESPONSE = "invalid_response"
 _T = TypeVar("_T")
-
-
-class EmbeddingError(ProviderError):
-    """An embedding call failed; `error` says how. Never carries the key."""
 
 
 class Reply(NamedTuple):

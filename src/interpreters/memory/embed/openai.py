@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -39,15 +39,15 @@ from interpreters.memory.embed.exchange import (
     read,
 )
 from interpreters.memory.embed.exchange import EmbeddingError as EmbeddingError
-from interpreters.memory.store import Embedder, HashEmbedder, Vector
+from interpreters.memory.embed.scripted import ScriptedEmbedder as ScriptedEmbedder
+from interpreters.memory.store import AsyncEmbedder as AsyncEmbedder
+from interpreters.memory.store import Vector
 from interpreters.providers.errors import request_id_of
 from interpreters.providers.exchange import Endpoint, Timeouts
 from interpreters.providers.limits import Limits
 from interpreters.providers.owned_client import OwnedClient
-from interpreters.providers.provider import ProviderError
 from interpreters.providers.routes import ProviderConfigError, provider_config
 from interpreters.providers.table import ROUTES
-from pipeline.values.model import ApiError
 from pipeline.values.retry import RetryPolicy
 
 MAX_BATCH = 2048
@@ -57,12 +57,6 @@ MAX_BATCH = 2048
 TIMEOUTS = Timeouts()
 LIMITS = Limits()
 RETRY = RetryPolicy()
-
-
-class AsyncEmbedder(Protocol):
-    """The async twin of `Embedder`."""
-
-    async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]: ...
 
 
 class _Item(msgspec.Struct, frozen=True):
@@ -363,59 +357,3 @@ class AsyncOpenAIEmbedder(_Embedding[httpx.AsyncClient, Awaitable[None]]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-class ScriptedEmbedder:
-    """An `Embedder` for tests and the simulator: `vectors` per text, other texts by
-    `fallback` (a `HashEmbedder` of the scripted vectors' size by default; None: an
-    unscripted text is an `EmbeddingError`). `errors` are raised by the first calls, one
-    each, before any vector is given. Every call's texts are kept in `calls`."""
-
-    def __init__(
-        self,
-        vectors: Mapping[str, Sequence[float]] | None = None,
-        *,
-        fallback: Embedder | str | None = "hash",
-        errors: Sequence[ProviderError] = (),
-    ) -> None:
-        scripted = {t: tuple(float(x) for x in v) for t, v in (vectors or {}).items()}
-        dims = {len(v) for v in scripted.values()}
-        if len(dims) > 1 or 0 in dims:
-            raise ValueError("the scripted vectors must all have one dimension count (> 0)")
-        self.vectors = scripted
-        self.dim = dims.pop() if dims else 64
-        if fallback == "hash":
-            self.fallback: Embedder | None = HashEmbedder(max(self.dim, 2))
-        elif fallback is None or hasattr(fallback, "embed"):
-            self.fallback = fallback if not isinstance(fallback, str) else None
-        else:
-            raise TypeError("fallback is an Embedder, None or 'hash'")
-        self._errors = list(errors)
-        self.calls: list[tuple[str, ...]] = []
-
-    def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
-        texts = tuple(texts)
-        self.calls.append(texts)
-        if self._errors:
-            raise self._errors.pop(0)
-        missing = tuple(t for t in texts if t not in self.vectors)
-        if missing and self.fallback is None:
-            raise EmbeddingError(ApiError(
-                status=None, message=f"no scripted vector for {missing[0]!r}",
-                error_type="scripted"))
-        made = dict(zip(missing, self.fallback.embed(missing), strict=True)) if (
-            missing and self.fallback is not None) else {}
-        return tuple(self.vectors[t] if t in self.vectors else made[t] for t in texts)
-
-    def as_async(self) -> AsyncEmbedder:
-        """This embedder as an `AsyncEmbedder` (the same script and `calls`)."""
-        return _AsyncScripted(self)
-
-
-class _AsyncScripted:
-    def __init__(self, scripted: ScriptedEmbedder) -> None:
-        self.scripted = scripted
-
-    async def embed(self, texts: tuple[str, ...]) -> tuple[Vector, ...]:
-        await anyio.lowlevel.checkpoint()
-        return self.scripted.embed(texts)
