@@ -21,9 +21,9 @@ default, the only one on trio) starts each run in an anyio task group and sleeps
 `anyio.sleep`; `workload` does what `../shared/bench/peers.py` does for every peer on
 asyncio, `asyncio.gather` over the runs' coroutines and `asyncio.sleep`. The baseline
 uses the same harness, so the two are compared within one; the anyio harness costs a
-run about 20 us of CPU and 2 KB more (its task, cancel scope, events and backend
-lookups), which the figures of `python -m bench.run --workload W4` and the peers' do
-not pay. Both print the peak RSS per concurrent run: the high-water mark's growth
+run about 20 us of CPU, 19 tracked objects and 2.7 KB more (its task, cancel scope,
+events and backend lookups), which the figures of `python -m bench.run --workload W4`
+and the peers' do not pay. Both print the peak RSS per concurrent run: the high-water mark's growth
 past the warm-up (which follows the baseline's batch) divided by the runs.
 """
 
