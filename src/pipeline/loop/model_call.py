@@ -70,6 +70,20 @@ def ask_model(
     return out, CallModel(request, step, attempt)
 
 
+def answered(st: RunState, ask: CallModel[ModelRequest, ModelReply], reply: object) -> bool:
+    """Whether `reply`, the answer to `ask`, starts the model's stream (the call is then
+    counted: a call answered is paid for, whatever becomes of it), not a ModelFailed; a
+    reply that is no model event is a ProtocolError. (Checked as `checked` does, inline
+    of its lookup: a call less on a path that runs once per step.)"""
+    t = type(reply)
+    if t not in MODEL_REPLY_TYPES:
+        raise ProtocolError(ask, reply)
+    if t is ModelFailed:  # (an exact type: the set lookup just made)
+        return False
+    st.model_calls += 1
+    return True
+
+
 def call_model(
     rc: RunConfig, st: RunState, step: int, cfg: StepSettings,
     failover: FailoverPolicy | None = None, failed: ModelFailed | None = None,
@@ -94,13 +108,8 @@ def call_model(
                 if (got := (yield out)) is not None:
                     raise ProtocolError(out, got)
                 del out
-            # The replies of the commands every step asks are checked inline, as
-            # `checked` does: a call less per command on a path that runs once per step.
             reply = yield ask
-            if type(reply) not in MODEL_REPLY_TYPES:
-                raise ProtocolError(ask, reply)
-            if type(reply) is not ModelFailed:  # (an exact type: the set lookup just made)
-                st.model_calls += 1  # a call answered: paid for, whatever becomes of it
+            if answered(st, ask, reply):
                 return StepContent(), reply
         if TYPE_CHECKING:
             assert isinstance(reply, ModelFailed)

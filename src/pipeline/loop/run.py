@@ -58,7 +58,7 @@ from pipeline.loop.cost import count_stopped, price_call, run_cost, spending
 from pipeline.loop.fallback import attempts
 from pipeline.loop.gate import Suspend
 from pipeline.loop.hooks import HookFailure, call_hook
-from pipeline.loop.model_call import ask_model, call_model, consume
+from pipeline.loop.model_call import answered, ask_model, call_model, consume
 from pipeline.loop.output import (
     approved,
     approved_input,
@@ -86,7 +86,6 @@ from pipeline.loop.stream import stream_through
 from pipeline.loop.tool_step import answer_dangling_calls, run_resumed, run_tools
 from pipeline.processor import InputArgs, StepSettings
 from pipeline.protocol.replies import (
-    MODEL_REPLY_TYPES,
     AgentLoop,
     EffectRecorder,
     LoopCommand,
@@ -336,14 +335,12 @@ def _step(
                 raise ProtocolError(out, got)
             del out
         first_reply = yield ask
-        if type(first_reply) not in MODEL_REPLY_TYPES:
-            raise ProtocolError(ask, first_reply)
-        del ask
-        if type(first_reply) is ModelFailed:
-            content, first_reply = yield from call_model(rc, st, step, cfg, None, first_reply)
-        else:
-            st.model_calls += 1  # a call answered: paid for, whatever becomes of it
+        if answered(st, ask, first_reply):
             content = StepContent()
+        else:
+            assert type(first_reply) is ModelFailed
+            content, first_reply = yield from call_model(rc, st, step, cfg, None, first_reply)
+        del ask
         try:
             if st.racing:  # input guards still running: hold the model's events (race.py)
                 first_reply, held, ended = yield from race_gate(rc, st, first_reply)
