@@ -1,0 +1,43 @@
+"""Names loaded when first used: importing the test writer's face loads no HTTP client
+and no built-in guard (each costs every test process its import time, and every full
+collection of a long-running one its objects), and every such name resolves to the
+object of the module it comes from."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+LAZY_PACKAGES = ("pipeline.processors", "interpreters.memory.embed")
+
+
+def test_importing_the_test_face_loads_no_http_client_and_no_guard() -> None:
+    code = (
+        "import sys, interpreters.testing; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore') "
+        "or m.startswith(('pipeline.processors.guards.', 'interpreters.memory.embed.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['interpreters.memory.embed.scripted']"
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_every_exported_name_resolves_to_its_home_modules_object(package: str) -> None:
+    code = (
+        f"import {package} as p, sys; "
+        "print(all(getattr(p, n) is getattr(sys.modules[getattr(p, n).__module__], n) "
+        "for n in p.__all__))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "True"
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_a_name_a_package_does_not_export_is_an_attribute_error(package: str) -> None:
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        getattr(importlib.import_module(package), "NoSuchName")
