@@ -40,4 +40,4 @@ def test_every_exported_name_resolves_to_its_home_modules_object(package: str) -
 @pytest.mark.parametrize("package", LAZY_PACKAGES)
 def test_a_name_a_package_does_not_export_is_an_attribute_error(package: str) -> None:
     with pytest.raises(AttributeError, match="NoSuchName"):
-        getattr(importlib.import_module(package), "NoSuchName")
+        getattr(importlib.import_module(package), "NoSuchName")  # noqa: B009
