@@ -23,8 +23,8 @@ asyncio, `asyncio.gather` over the runs' coroutines and `asyncio.sleep`. The bas
 uses the same harness, so the two are compared within one; the anyio harness costs a
 run about 20 us of CPU, 19 tracked objects and 2.7 KB more (its task, cancel scope,
 events and backend lookups), which the figures of `python -m bench.run --workload W4`
-and the peers' do not pay. Both print the peak RSS per concurrent run: the high-water mark's growth
-past the warm-up (which follows the baseline's batch) divided by the runs.
+and the peers' do not pay. Both print the peak RSS per concurrent run: the high-water
+mark's growth past the warm-up (which follows the baseline's batch) divided by the runs.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import resource
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
 import anyio
 
@@ -50,6 +51,8 @@ def echo(text: str) -> str:
 
 
 Sleep = Callable[[float], Awaitable[None]]
+Harness = Literal["anyio", "workload"]
+HARNESSES: tuple[Harness, ...] = ("anyio", "workload")
 
 
 def make_run(
@@ -78,9 +81,11 @@ def make_run(
 
 
 async def batch(
-    one: Callable[[], Awaitable[int]], runs: int, harness: str = "anyio"
+    one: Callable[[], Awaitable[int]], runs: int, harness: Harness = "anyio"
 ) -> tuple[float, float, int]:
     """`runs` concurrent runs: (wall seconds, CPU seconds, steps done)."""
+    if harness not in HARNESSES:
+        raise ValueError(f"harness must be one of {HARNESSES}, not {harness!r}")
     if harness == "workload":  # as ../shared/bench/peers.py runs every peer
         t0, c0 = time.perf_counter(), time.process_time()
         done = await asyncio.gather(*(one() for _ in range(runs)))
@@ -167,7 +172,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after the warm-up (see the module doc)")
-    ap.add_argument("--harness", choices=("anyio", "workload"), default="anyio",
+    ap.add_argument("--harness", choices=HARNESSES, default="anyio",
                     help="how the runs start and the fake model sleeps (see the module doc)")
     args = ap.parse_args()
     if args.harness == "workload" and args.backend != "asyncio":

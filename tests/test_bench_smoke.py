@@ -187,9 +187,11 @@ def test_the_w4_bench_runs_under_both_harnesses() -> None:
 
     from bench import w4
 
-    async def go(harness: str) -> tuple[float, float, int]:
+    async def go(harness: w4.Harness) -> tuple[float, float, int]:
         return await w4.batch(w4.make_run(2, 0.001, anyio.sleep), 5, harness)
 
-    for harness in ("anyio", "workload"):
+    for harness in w4.HARNESSES:
         wall, cpu, steps = anyio.run(go, harness)
         assert steps == 5 * 2 and wall > 0 and cpu > 0
+    with pytest.raises(ValueError, match="harness"):
+        anyio.run(go, "trio")  # type: ignore[arg-type]  # (not a harness: refused)
