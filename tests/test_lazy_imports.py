@@ -1,7 +1,7 @@
-"""Names loaded when first used: importing the test writer's face loads no HTTP client
-and no built-in guard (each costs every test process its import time, and every full
-collection of a long-running one its objects), and every such name resolves to the
-object of the module it comes from."""
+"""Names loaded when first used: importing the test writer's face loads no HTTP client,
+no built-in guard and no `returns` (each costs every test process its import time, and
+every full collection of a long-running one its objects), and every such name resolves
+to the object of the module it comes from."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ import pytest
 LAZY_PACKAGES = ("pipeline.processors", "interpreters.memory.embed")
 
 
-def test_importing_the_test_face_loads_no_http_client_and_no_guard() -> None:
+def test_importing_the_test_face_loads_no_http_client_no_guard_and_no_returns() -> None:
+    # (`returns` is loaded by a run only to unwrap a tool's container, which cannot exist
+    # before it is imported, and by `to_result`)
     code = (
         "import sys, interpreters.testing; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore') "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore', "
+        "'returns') "
         "or m.startswith(('pipeline.processors.guards.', 'interpreters.memory.embed.'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -23,10 +23,9 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Generic, Protocol, TypeVar, Unpack
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, Unpack
 
 import msgspec
-from returns.result import Result
 
 from interpreters.core.breaker import CircuitBreaker
 from interpreters.core.options import CancellableScope, Deps, RunOptions, check_options, keys_of
@@ -84,6 +83,9 @@ class ScriptedCall(msgspec.Struct, frozen=True, gc=False):
     tool_name: str
     args: JsonObject
     tool_call_id: str | None = None
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 
 def call(tool_name: str, /, tool_call_id: str | None = None, **args: object) -> ScriptedCall:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import (
     Annotated,
@@ -23,9 +24,6 @@ from typing import (
 )
 
 import msgspec
-from returns.io import IOFailure, IOSuccess
-from returns.result import Failure, Success
-from returns.unsafe import unsafe_perform_io
 from typing_extensions import ParamSpec, TypeVar, Unpack
 
 from pipeline.tools.context import ToolContext, deps_mismatch, deps_type, is_context_type
@@ -405,8 +403,14 @@ def tool_result(value: object, is_error: bool) -> tuple[object, bool]:
     unwrapped (`Success(v)` is v; `Failure(e)` an error result, an exception as
     "Type: message" as for a tool that raised). An `IOResult` (what an awaited
     `@future_safe` tool gives) is unwrapped the same way."""
-    if type(value) in _PLAIN:
+    if type(value) in _PLAIN or "returns.result" not in sys.modules:
+        # (no `returns` container exists before `returns` is imported: it is imported
+        # here only then, not with every run's imports)
         return value, is_error
+    from returns.io import IOFailure, IOSuccess
+    from returns.result import Failure, Success
+    from returns.unsafe import unsafe_perform_io
+
     if isinstance(value, IOSuccess):
         value = Success(unsafe_perform_io(value.unwrap()))
     elif isinstance(value, IOFailure):

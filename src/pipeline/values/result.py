@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
 
 import msgspec
-from returns.result import Failure, Result, Success
 from typing_extensions import TypeVar
 
 from effects.requests import Write
@@ -20,6 +19,9 @@ from pipeline.values.messages import (
     ToolResultPart,
 )
 from pipeline.values.model import ApiError
+
+if TYPE_CHECKING:  # (`returns` is imported by `to_result` when called: its 69 modules)
+    from returns.result import Result
 
 
 class StepResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -382,6 +384,8 @@ class RunResult(msgspec.Struct, Generic[Output], frozen=True, kw_only=True):
     def to_result(self) -> Result[RunResult[Output], RunFailedError]:
         """`Success(self)` if the run finished, else `Failure(RunFailedError(self))`:
         for railway-style code (`returns`)."""
+        from returns.result import Failure, Success
+
         if self.status != "finished":
             return Failure(RunFailedError(self))
         return Success(self)
