@@ -70,6 +70,9 @@ from pipeline.values.result import (
     Suspension,
 )
 
+if TYPE_CHECKING:
+    from returns.result import Result
+
 CANCELLABLE = keys_of(CancellableScope)
 
 T = TypeVar("T")
@@ -77,15 +80,13 @@ T = TypeVar("T")
 _JSON = json.JSONEncoder()
 """`json.dumps` with its defaults, without its per-call argument handling."""
 
+
 class ScriptedCall(msgspec.Struct, frozen=True, gc=False):
     """A tool call the scripted model makes."""
 
     tool_name: str
     args: JsonObject
     tool_call_id: str | None = None
-
-if TYPE_CHECKING:
-    from returns.result import Result
 
 
 def call(tool_name: str, /, tool_call_id: str | None = None, **args: object) -> ScriptedCall:
