@@ -14,30 +14,30 @@ import pytest
 LAZY_PACKAGES = ("pipeline.processors", "interpreters.memory.embed")
 
 
+def _printed(code: str) -> str:
+    """What a fresh interpreter prints running `code` (its imports start from nothing)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def test_importing_the_test_face_loads_no_http_client_no_guard_and_no_returns() -> None:
     # (`returns` is loaded by a run only to unwrap a tool's container, which cannot exist
     # before it is imported, and by `to_result`)
-    code = (
+    assert _printed(
         "import sys, interpreters.testing; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore', "
         "'returns') "
         "or m.startswith(('pipeline.processors.guards.', 'interpreters.memory.embed.'))))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "['interpreters.memory.embed.scripted']"
+    ) == "['interpreters.memory.embed.scripted']"
 
 
 @pytest.mark.parametrize("package", LAZY_PACKAGES)
 def test_every_exported_name_resolves_to_its_home_modules_object(package: str) -> None:
-    code = (
+    assert _printed(
         f"import {package} as p, sys; "
         "print(all(getattr(p, n) is getattr(sys.modules[getattr(p, n).__module__], n) "
         "for n in p.__all__))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "True"
+    ) == "True"
 
 
 @pytest.mark.parametrize("package", LAZY_PACKAGES)
