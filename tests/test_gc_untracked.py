@@ -1,16 +1,18 @@
-"""The values a run makes on every model call are not tracked by the garbage collector.
+"""The values a run makes on every model call, and the history it keeps, are untracked.
 
 With 1,000 concurrent runs (W4 of bench/WORKLOADS.md) the collector finds nothing to
 free, yet walks every tracked object each run holds across its waits, again and again:
 each one costs roughly 0.5 µs per run. These frozen values are declared `gc=False`. The
 chunks and the tool-call part hold only text, numbers, JSON and values like themselves,
 so they cannot be part of a reference cycle, nor can the simulator's scripted responses
-(`Say`, `call`, `Fail`); a model request (and the `CallModel` that
-carries it) also holds the conversation, and `Pull` and `Publish` hold chunks, either of
-which may carry a user's object (a tool result, a data chunk): one could only be in a
-cycle if such an object were changed afterwards to refer back to the request or the
-command that carries it, which the library never does (such a cycle would stay in
-memory).
+(`Say`, `call`, `Fail`). A message and its parts, and a step's result, hold what the run
+keeps in its history: text, JSON, and tool results and data that encode as JSON (any
+other is kept as an error saying so), and a value that encodes cannot refer back to the
+message that holds it. A model request (and the `CallModel` that carries it) holds the
+conversation, and `Pull` and `Publish` hold chunks, either of which may carry a user's
+object (a tool result, a data chunk): one could only be in a cycle if such an object were
+changed afterwards to refer back to the request or the command that carries it, which the
+library never does (such a cycle would stay in memory).
 """
 
 from __future__ import annotations
@@ -33,13 +35,40 @@ from pipeline.processors.guards.pii import PIIDetector
 from pipeline.tools import tool as make_tool
 from pipeline.tools.context import ToolContext
 from pipeline.values.chunks import Finish, ModelFinish, StepFinish, TextDelta, ToolCall, Usage
-from pipeline.values.messages import ToolCallPart, user
+from pipeline.values.messages import (
+    DataPart,
+    FilePart,
+    Message,
+    ReasoningPart,
+    ServerToolCallPart,
+    ServerToolResultPart,
+    SourcePart,
+    StepStartPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    user,
+)
 from pipeline.values.model import ModelRequest
+from pipeline.values.result import StepResult
 from tests.helpers import BatchedScriptedModel
 
 ARGS = {"city": ["Paris", {"nested": True}]}  # a tracked dict: its holder would be too
 REQUEST = ModelRequest(
     model="m", system=(), messages=(user("hi", id="u1"),), provider_options={"a": [1]}
+)
+
+PARTS = (
+    TextPart("hi"),
+    ReasoningPart("hmm", signature="s"),
+    ToolCallPart("c1", "weather", ARGS),
+    ToolResultPart("c1", "weather", {"temps": [1, 2]}),
+    ServerToolCallPart("s1", "web_search", ARGS),
+    ServerToolResultPart("s1", "web_search", [{"url": "u"}]),
+    FilePart("image/png", "aGk="),
+    SourcePart("src1", "https://example.com"),
+    StepStartPart(0),
+    DataPart("data-note", {"list": [1]}),
 )
 
 VALUES = [
@@ -55,11 +84,17 @@ VALUES = [
     Fail(status=503, retry_after=1.0, message="x", body="{}"),
     Pull((TextDelta("t", "hi"), ToolCall("c1", "weather", ARGS))),
     Publish((TextDelta("t", "hi"), ToolCall("c1", "weather", ARGS))),
+    # what a run keeps in its history: every kind of part, the message, the step
+    *PARTS,
+    Message(id="a1", role="assistant", parts=PARTS, metadata={"k": [1]}),
+    StepResult(step_number=0, model="m", text="hi", reasoning="", tool_calls=(PARTS[2],),
+               tool_results=(PARTS[3],), sources=(PARTS[7],), finish_reason="stop",
+               usage=Usage(1, 2)),
 ]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=lambda v: type(v).__name__)
-def test_a_per_call_value_is_not_tracked_by_the_collector(value: object) -> None:
+def test_a_value_a_run_makes_or_keeps_is_not_tracked_by_the_collector(value: object) -> None:
     assert not gc.is_tracked(value)
 
 

@@ -21,11 +21,14 @@ Source = Literal["input", "response", "memory", "system", "context"]
 _T = TypeVar("_T")
 
 
-class TextPart(msgspec.Struct, frozen=True, tag="text"):
+# gc=False, on every part and on Message: untracked by the collector (what they hold is
+# kept as JSON, and a value that encodes cannot refer back to its holder; no cycle goes
+# through them: tests/test_gc_untracked.py)
+class TextPart(msgspec.Struct, frozen=True, gc=False, tag="text"):
     text: str
 
 
-class ReasoningPart(msgspec.Struct, frozen=True, tag="reasoning"):
+class ReasoningPart(msgspec.Struct, frozen=True, gc=False, tag="reasoning"):
     """Model reasoning. `signature` / `redacted` carry what its provider needs sent back
     (Anthropic's and Bedrock's thinking, Gemini's thought signatures); `provider` is the
     route that signed them: a codec sends them back only to that route, and drops them
@@ -45,14 +48,14 @@ class ToolCallPart(msgspec.Struct, frozen=True, gc=False, tag="tool-call"):
     args: JsonObject
 
 
-class ToolResultPart(msgspec.Struct, frozen=True, tag="tool-result"):
+class ToolResultPart(msgspec.Struct, frozen=True, gc=False, tag="tool-result"):
     tool_call_id: str
     tool_name: str
     result: object
     is_error: bool = False
 
 
-class ServerToolCallPart(msgspec.Struct, frozen=True, tag="server-tool-call"):
+class ServerToolCallPart(msgspec.Struct, frozen=True, gc=False, tag="server-tool-call"):
     """A tool the provider ran on its side (`ServerToolCall`), in the assistant message
     of the answer that used it. Never run by the agent and never paired with a tool
     message (its result is the `ServerToolResultPart` with the same id, beside it); not
@@ -64,7 +67,7 @@ class ServerToolCallPart(msgspec.Struct, frozen=True, tag="server-tool-call"):
     args: JsonObject
 
 
-class ServerToolResultPart(msgspec.Struct, frozen=True, tag="server-tool-result"):
+class ServerToolResultPart(msgspec.Struct, frozen=True, gc=False, tag="server-tool-result"):
     """What a provider's own tool returned (`ServerToolResult`), beside its call."""
 
     tool_call_id: str
@@ -73,7 +76,7 @@ class ServerToolResultPart(msgspec.Struct, frozen=True, tag="server-tool-result"
     is_error: bool = False
 
 
-class FilePart(msgspec.Struct, frozen=True, tag="file"):
+class FilePart(msgspec.Struct, frozen=True, gc=False, tag="file"):
     """A file or image: `data` is base64 or a URL (see `is_url`)."""
 
     media_type: str
@@ -82,17 +85,17 @@ class FilePart(msgspec.Struct, frozen=True, tag="file"):
     filename: str | None = None
 
 
-class SourcePart(msgspec.Struct, frozen=True, tag="source"):
+class SourcePart(msgspec.Struct, frozen=True, gc=False, tag="source"):
     source_id: str
     url: str
     title: str | None = None
 
 
-class StepStartPart(msgspec.Struct, frozen=True, tag="step-start"):
+class StepStartPart(msgspec.Struct, frozen=True, gc=False, tag="step-start"):
     step_number: int
 
 
-class DataPart(msgspec.Struct, frozen=True, tag="data"):
+class DataPart(msgspec.Struct, frozen=True, gc=False, tag="data"):
     """A custom `data-*` part; `name` includes the `data-` prefix."""
 
     name: str
@@ -113,7 +116,7 @@ Part = (
 )
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True):
+class Message(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """One message. `created_at` is a clock value handed in by the caller or the loop."""
 
     id: str

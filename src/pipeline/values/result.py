@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # (`returns` is imported by `to_result` when called: its 69 m
     from returns.result import Result
 
 
-class StepResult(msgspec.Struct, frozen=True, kw_only=True):
+# gc=False: untracked by the collector (no cycle goes through it; tests/test_gc_untracked.py)
+class StepResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """One model call that was kept (a step discarded by a retry is not here)."""
 
     step_number: int
