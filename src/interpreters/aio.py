@@ -593,6 +593,12 @@ class AsyncRunStream(RunOutcome[Output]):
                 else:
                     cmd = await self._from_batches(event, started=True)
                 continue
+            # Past a pull, the locals of the commands before let go of what they held (the
+            # last model stream, reply, published chunks and tool calls): a run waiting on
+            # its next model call or tool keeps none of it alive.
+            events = model = reply = now = None
+            publish = ()
+            calls: tuple[ToolInvocation, ...] = ()
             if t is CloseStream:  # (only with a stream open: see the driver)
                 await self._close_model()
                 cmd = d.send(None)
