@@ -16,6 +16,12 @@ baseline of the same sitting). Peak RSS is the process's high-water mark
 the garbage collector's reach (`gc.freeze()`, as long-running servers do), to show what
 the collector's full passes over the imported modules cost.
 
+`--gc-stats` runs one batch more with a `gc.callbacks` hook and prints how many collections
+of each generation it started and how many objects each kind walked, per run: what a
+waiting run keeps tracked is walked by every collection that reaches its generation, so
+this says what the collector's share of a run is made of (the hook counts the objects,
+so that batch is not timed).
+
 `--harness` says how the runs are started and how the fake model sleeps: `anyio` (the
 default, the only one on trio) starts each run in an anyio task group and sleeps with
 `anyio.sleep`; `workload` does what `../shared/bench/peers.py` does for every peer on
@@ -104,6 +110,35 @@ async def batch(
     return time.perf_counter() - t0, time.process_time() - c0, steps
 
 
+class Walked:
+    """A `gc.callbacks` hook: the collections of each generation started, and the tracked
+    objects each one had to walk (its generation and the younger ones)."""
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.objects = [0, 0, 0]
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase != "start":
+            return
+        g = info["generation"]
+        self.collections[g] += 1
+        self.objects[g] += sum(len(gc.get_objects(k)) for k in range(g + 1))
+
+
+async def collector_walk(
+    one: Callable[[], Awaitable[int]], runs: int, harness: Harness = "anyio"
+) -> Walked:
+    """One batch of `runs` with the `Walked` hook installed."""
+    walked = Walked()
+    gc.callbacks.append(walked)
+    try:
+        await batch(one, runs, harness)
+    finally:
+        gc.callbacks.remove(walked)
+    return walked
+
+
 def baseline(
     steps: int, latency: float, sleep: Sleep = anyio.sleep
 ) -> Callable[[], Awaitable[int]]:
@@ -158,6 +193,11 @@ async def measure(args: argparse.Namespace) -> None:
     print(f"  CPU per run {min(cpu) / args.runs * 1e6:.0f} us (min): the batch cannot take "
           f"less than {min(cpu) / ideal:.2f} x ideal on one core")
     peak = peak_rss_mib()
+    if args.gc_stats:
+        w = await collector_walk(make_run(args.steps, args.latency, sleep), args.runs, harness)
+        per_run = ", ".join(f"{o / args.runs:.1f}" for o in w.objects)
+        print(f"  collector (one batch more): {' / '.join(map(str, w.collections))} "
+              f"collections of generations 0 / 1 / 2; objects they walked per run: {per_run}")
     print(f"  peak RSS {peak:.1f} MiB (after imports and warm-up {rss_before:.1f} MiB; "
           f"goal < 64 MiB): {(peak - rss_before) * 1024 / args.runs:.1f} KiB per concurrent "
           "run" + ("; gc frozen" if args.gc_freeze else ""))
@@ -172,6 +212,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after the warm-up (see the module doc)")
+    ap.add_argument("--gc-stats", action="store_true",
+                    help="one batch more: the collections and the objects they walked")
     ap.add_argument("--harness", choices=HARNESSES, default="anyio",
                     help="how the runs start and the fake model sleeps (see the module doc)")
     args = ap.parse_args()

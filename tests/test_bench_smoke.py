@@ -195,3 +195,35 @@ def test_the_w4_bench_runs_under_both_harnesses() -> None:
         assert steps == 5 * 2 and wall > 0 and cpu > 0
     with pytest.raises(ValueError, match="harness"):
         anyio.run(go, "trio")  # type: ignore[arg-type]  # (not a harness: refused)
+
+
+def test_the_w4_collector_walk_counts_collections_and_the_objects_they_walk() -> None:
+    import gc
+
+    import anyio
+
+    from bench import w4
+
+    walked = w4.Walked()
+    gc.callbacks.append(walked)
+    try:
+        for generation in (0, 1, 2, 2):
+            gc.collect(generation)
+    finally:
+        gc.callbacks.remove(walked)
+    assert walked.collections == [1, 1, 2]
+    # a full collection walks every tracked object; a young one only the young ones
+    assert walked.objects[2] >= 2 * 1000 > walked.objects[0]
+
+    async def go() -> w4.Walked:
+        return await w4.collector_walk(w4.make_run(2, 0.001, anyio.sleep), 20)
+
+    threshold = gc.get_threshold()
+    hooks = list(gc.callbacks)
+    gc.set_threshold(50)  # (a small batch starts young collections)
+    try:
+        walked = anyio.run(go)
+    finally:
+        gc.set_threshold(*threshold)
+    assert gc.callbacks == hooks  # the hook is gone
+    assert walked.collections[0] > 0 and walked.objects[0] > 0
