@@ -5,7 +5,8 @@
 
 Each run is 3 steps on the `AsyncSimulator` with real sleeps: steps 0 and 1 call the
 tool `echo`, step 2 answers "done"; every model call sleeps 50 ms (`anyio.sleep`) before
-its first event. With perfect concurrency the whole batch takes 3 x 50 ms = 150 ms, so
+its first event (the fake model keeps no log of the requests, `keep_requests=False`, as
+the peers' fake models keep none). With perfect concurrency the whole batch takes 3 x 50 ms = 150 ms, so
 the figure is wall time / 150 ms (goal: at most 1.2 on asyncio, 1.3 on
 trio). A baseline does the same 3,000 sleeps in 1,000 plain tasks. Both also report the
 process CPU time per run: the event loop runs on one core, so the CPU a batch needs is
@@ -72,7 +73,7 @@ def make_run(
             return Say(calls=[call("echo", text=f"step {done}")], latency=latency)
         return Say("done", latency=latency)
 
-    model = ScriptedModel(script, async_sleep=sleep)
+    model = ScriptedModel(script, async_sleep=sleep, keep_requests=False)
     sim = AsyncSimulator(model, real_sleep=True)
     agent = Agent.create("bench/w4", tools=[echo], max_steps=steps)
     interp = sim.interpreter
@@ -178,7 +179,7 @@ async def measure(args: argparse.Namespace) -> None:
             raise AssertionError(f"{steps} steps, expected {args.runs * args.steps}")
         times.append(wall)
         cpu.append(cpu_s)
-        one = make_run(args.steps, args.latency, sleep)  # a fresh model: its log is per rep
+        one = make_run(args.steps, args.latency, sleep)  # a fresh model per rep
 
     goal = 1.2 if args.backend == "asyncio" else 1.3
     print(f"W4 on {args.backend} ({harness} harness): {args.runs} concurrent runs x "

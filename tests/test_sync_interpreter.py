@@ -437,6 +437,22 @@ def test_a_missing_scripted_response_fails_clearly() -> None:
     assert err.error.error_type == "script-exhausted"
 
 
+def test_a_scripted_model_counts_its_calls_and_may_keep_no_request() -> None:
+    script = [Say(calls=[call("lookup", query="q")]), Say("done")]
+    kept = ScriptedModel(script)
+    counted = ScriptedModel(script, keep_requests=False)
+    runs = [Simulator(m).run(make_agent(tools=[lookup]), "hi") for m in (kept, counted)]
+    # the same run either way: the count picks the response, not the log
+    assert [r.result.text for r in runs] == ["done", "done"]
+    assert kept.calls == counted.calls == 2
+    assert len(kept.requests) == 2 and counted.requests == []
+    ran = Simulator(counted).run(make_agent(), "again")  # past its script
+    assert isinstance(ran.result.error, ApiFailed)
+    assert ran.result.error.error.error_type == "script-exhausted"
+    with pytest.raises(TypeError, match="keep_requests"):
+        ScriptedModel(script, keep_requests="no")  # type: ignore[arg-type]
+
+
 # --- the stream as a context manager ------------------------------------------------------------
 
 

@@ -185,7 +185,10 @@ ScriptFn = Callable[[ModelRequest], Scripted]
 class ScriptedModel:
     """A fake model: a list of responses, one per call, or a function of the request.
 
-    It serves both interpreters (`stream` and `astream`) and records every request it got.
+    It serves both interpreters (`stream` and `astream`) and records every request it got
+    in `requests`, and how many calls it answered in `calls`. `keep_requests=False` keeps
+    the count only: for many runs on one model (a load test), where each request kept
+    holds its whole conversation.
     """
 
     def __init__(
@@ -194,15 +197,24 @@ class ScriptedModel:
         *,
         clock: VirtualClock | None = None,
         async_sleep: Callable[[float], Awaitable[object]] | None = None,
+        keep_requests: bool = True,
     ) -> None:
+        if type(keep_requests) is not bool:
+            raise TypeError(f"keep_requests must be a bool, not {keep_requests!r}")
         self._script = script
         self.clock = clock or VirtualClock()
         self._async_sleep = async_sleep
+        self._keep = keep_requests
         self.requests: list[ModelRequest] = []
+        """Every request the model got, in order (none kept with `keep_requests=False`)."""
+        self.calls = 0
+        """How many calls the model got."""
 
     def _next(self, request: ModelRequest) -> tuple[int, Scripted]:
-        n = len(self.requests)
-        self.requests.append(request)
+        n = self.calls
+        self.calls = n + 1
+        if self._keep:
+            self.requests.append(request)
         if callable(self._script):
             return n, self._script(request)
         if n >= len(self._script):
