@@ -244,10 +244,10 @@ class RunState:
         self.api_retry_count = 0
         self.finish_reason: FinishReason = "stop"
         self.pending: list[Chunk] = []
+        """Chunks processed but not yet handed to the interpreter."""
         self.racing: tuple[Racing, ...] = ()
         """Concurrent input guards still running beside the first model call
         (`race`)."""
-        """Chunks processed but not yet handed to the interpreter."""
         # (the rarely used ones are tuples, not lists: fewer objects per waiting run for
         # the collector to walk)
         self.held: tuple[DataPart, ...] = ()
@@ -274,9 +274,9 @@ class RunState:
         self.leaving = LeavingResults()
         """The tool results a stream processor changed (`LeavingResults`)."""
         self.tree: TreeState | None = None
+        """What the run's child runs left (children.py); None until one ran."""
         self.reviews: tuple[Review, ...] = ()
         """The approval reviewer's verdicts (`gate`)."""
-        """What the run's child runs left (children.py); None until one ran."""
 
 
 class StreamLock:
