@@ -6,8 +6,8 @@
 Each run is 3 steps on the `AsyncSimulator` with real sleeps: steps 0 and 1 call the
 tool `echo`, step 2 answers "done"; every model call sleeps 50 ms (`anyio.sleep`) before
 its first event (the fake model keeps no log of the requests, `keep_requests=False`, as
-the peers' fake models keep none). With perfect concurrency the whole batch takes 3 x 50 ms = 150 ms, so
-the figure is wall time / 150 ms (goal: at most 1.2 on asyncio, 1.3 on
+the peers' fake models keep none). With perfect concurrency the whole batch takes 3 x 50
+ms = 150 ms, so the figure is wall time / 150 ms (goal: at most 1.2 on asyncio, 1.3 on
 trio). A baseline does the same 3,000 sleeps in 1,000 plain tasks. Both also report the
 process CPU time per run: the event loop runs on one core, so the CPU a batch needs is
 what stretches its wall time past the ideal (the machine is shared: compare with the

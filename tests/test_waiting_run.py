@@ -3,7 +3,8 @@
 Thousands of runs wait at once on their models and tools; whatever each one keeps across
 a wait costs memory, and every full collection walks it. A run waiting on its next model
 call or on a tool keeps nothing of the model streams before (an HTTP stream holds its
-response and decoder), on one call or several, on a run's own stream or under `run`.
+response and decoder), on one call or several, on a run's own stream or under `run`, read
+event by event or in batches.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from interpreters.testing import Say, call
 from pipeline.agent import Agent
 from pipeline.values.chunks import ModelEvent
 from pipeline.values.model import ModelRequest
-from tests.helpers import AsyncTrackedModel
+from tests.helpers import AsyncTrackedModel, BatchedScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -35,6 +36,20 @@ class RememberedStreams(AsyncTrackedModel):
 
     def astream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         stream = super().astream(request)
+        self.streams.append(weakref.ref(stream))
+        return stream
+
+
+class RememberedBatches(BatchedScriptedModel):
+    """A `BatchedScriptedModel` (read in batches, as an HTTP provider is) that keeps a
+    weak reference to every stream of batches it opened."""
+
+    def __init__(self, script: Sequence[Scripted]) -> None:
+        super().__init__(script, sizes=(2,))
+        self.streams: list[weakref.ref[AsyncIterator[list[ModelEvent]]]] = []
+
+    def astream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        stream = super().astream_batches(request)
         self.streams.append(weakref.ref(stream))
         return stream
 
@@ -54,7 +69,7 @@ async def waits(text: str) -> str:
     return text
 
 
-def _alive(model: RememberedStreams) -> list[bool]:
+def _alive(model: RememberedStreams | RememberedBatches) -> list[bool]:
     gc.collect()
     return [ref() is not None for ref in model.streams]
 
@@ -85,10 +100,12 @@ async def test_a_run_waiting_on_its_next_model_call_keeps_no_earlier_stream(
             tg.cancel_scope.cancel()
 
 
-async def test_a_run_waiting_on_a_tool_keeps_no_model_stream() -> None:
+@pytest.mark.parametrize("read", ["by event", "in batches"])
+async def test_a_run_waiting_on_a_tool_keeps_no_model_stream(read: str) -> None:
     global tool_waits
     tool_waits = anyio.Event()
-    model = RememberedStreams([Say(calls=[call("waits", text="x")]), Say("done")])
+    script = [Say(calls=[call("waits", text="x")]), Say("done")]
+    model = RememberedStreams(script) if read == "by event" else RememberedBatches(script)
     interp = AsyncInterpreter(model, observers=())
     agent = Agent.create("m", tools=[waits])
     with anyio.fail_after(10):

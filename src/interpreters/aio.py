@@ -594,9 +594,9 @@ class AsyncRunStream(RunOutcome[Output]):
                     cmd = await self._from_batches(event, started=True)
                 continue
             # Past a pull, the locals of the commands before let go of what they held (the
-            # last model stream, reply, published chunks and tool calls): a run waiting on
-            # its next model call or tool keeps none of it alive.
-            events = model = reply = now = None
+            # last model stream, read by event or in batches, reply, published chunks and
+            # tool calls): a run waiting on its next model call or tool keeps none alive.
+            events = model = batches = reply = now = None
             publish = ()
             calls: tuple[ToolInvocation, ...] = ()
             if t is CloseStream:  # (only with a stream open: see the driver)
