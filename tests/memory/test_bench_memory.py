@@ -22,7 +22,8 @@ def test_quick_mode_measures_every_store_at_every_size(pgvector_url: str) -> Non
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     rows: list[dict[str, Any]] = summary["results"]
-    systems = ["SQLite (numpy scan)", "SQLite (python scan)", "PostgreSQL + pgvector"]
+    systems = ["SQLite (numpy scan)", "SQLite (python scan)", "SQLite (HNSW index)",
+               "PostgreSQL + pgvector"]  # (usearch, the HNSW row's, is in the dev extra)
     sizes = summary["params"]["sizes"]
     assert [(r["system"], r["messages"]) for r in rows] == [
         (s, n) for n in sizes for s in systems]

@@ -106,6 +106,20 @@ def test_neighbours_are_the_message_and_those_around_it_in_order(store: MemorySt
     assert store.neighbours("nowhere", "m0001", before=1, after=1) == ()
 
 
+def test_neighbours_reach_across_the_turns_in_their_order(store: MemoryStore) -> None:
+    # A thread's order is its turns' (by when each began), then each turn's saves: the
+    # turn at 1.5, saved last, sorts between those of 1.0 and 2.0.
+    store.save_messages("t1", [msg(i) for i in range(3)], resource_id="u1", created_at=1.0)
+    store.save_messages("t1", [msg(i) for i in range(3, 6)], resource_id="u1", created_at=2.0)
+    store.save_messages("t1", [msg(i) for i in range(6, 8)], resource_id="u1", created_at=1.5)
+    order = ["m0000", "m0001", "m0002", "m0006", "m0007", "m0003", "m0004", "m0005"]
+    assert ids(store.last_messages("t1", 10)) == order
+    for at, mid in enumerate(order):
+        for before, after in ((0, 0), (1, 1), (2, 3), (4, 4), (9, 9)):
+            want = order[max(0, at - before): at + after + 1]
+            assert ids(store.neighbours("t1", mid, before=before, after=after)) == want
+
+
 def test_a_stored_row_that_does_not_decode_is_an_error_never_skipped(
     backend: Backend, store: MemoryStore
 ) -> None:

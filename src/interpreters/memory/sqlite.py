@@ -63,6 +63,18 @@ it the scan costs about what the index does (bench/recall.py) and needs no build
 T = TypeVar("T")
 
 _SQL = Queries("?")
+_EARLIER_IN_TURN = (
+    "SELECT message_id, body FROM memory_messages WHERE thread_id = ? AND turn_at = ? "
+    "AND seq <= ? ORDER BY seq DESC LIMIT ?")
+_EARLIER_TURNS = (
+    "SELECT message_id, body FROM memory_messages WHERE thread_id = ? AND turn_at < ? "
+    "ORDER BY turn_at DESC, seq DESC LIMIT ?")
+_LATER_IN_TURN = (
+    "SELECT message_id, body FROM memory_messages WHERE thread_id = ? AND turn_at = ? "
+    "AND seq > ? ORDER BY seq LIMIT ?")
+_LATER_TURNS = (
+    "SELECT message_id, body FROM memory_messages WHERE thread_id = ? AND turn_at > ? "
+    "ORDER BY turn_at, seq LIMIT ?")
 _IN_CHUNK = 500  # ids per IN (...) query, under SQLite's bound on parameters
 
 # Each entry takes the schema from the version before it to its own (index + 1).
@@ -332,16 +344,17 @@ class SQLiteStore(CheckedStore):
             if found is None:
                 return ()
             at, seq = found
-            earlier = conn.execute(
-                "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
-                "AND (turn_at, seq) <= (?, ?) ORDER BY turn_at DESC, seq DESC LIMIT ?",
-                (thread_id, at, seq, before + 1),
-            ).fetchall()
-            later = conn.execute(
-                "SELECT message_id, body FROM memory_messages WHERE thread_id = ? "
-                "AND (turn_at, seq) > (?, ?) ORDER BY turn_at, seq LIMIT ?",
-                (thread_id, at, seq, after),
-            ).fetchall()
+            # Within the hit's turn, then past it: each an index seek. (A bound on the row
+            # value (turn_at, seq) would seek on turn_at alone and walk every message of
+            # the turn beyond the hit: all of a thread saved in one turn.)
+            earlier = conn.execute(_EARLIER_IN_TURN, (thread_id, at, seq, before + 1)).fetchall()
+            if len(earlier) <= before:
+                earlier += conn.execute(
+                    _EARLIER_TURNS, (thread_id, at, before + 1 - len(earlier))).fetchall()
+            later = conn.execute(_LATER_IN_TURN, (thread_id, at, seq, after)).fetchall() \
+                if after else []
+            if len(later) < after:
+                later += conn.execute(_LATER_TURNS, (thread_id, at, after - len(later))).fetchall()
         earlier.reverse()
         return decode_messages(thread_id, earlier + later)
 
