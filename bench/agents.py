@@ -104,7 +104,7 @@ def run_once(make: Make, k: int) -> float:
     result = sim.run(agent, "go").result
     spent = time.process_time() - t0
     assert result.status == "finished", result.error
-    calls = sum(len(m.requests) for m in models.values())
+    calls = sum(m.calls for m in models.values())
     assert calls == model_calls(k), calls
     return spent
 

@@ -351,10 +351,12 @@ class SQLiteStore(CheckedStore):
             if len(earlier) <= before:
                 earlier += conn.execute(
                     _EARLIER_TURNS, (thread_id, at, before + 1 - len(earlier))).fetchall()
-            later = conn.execute(_LATER_IN_TURN, (thread_id, at, seq, after)).fetchall() \
-                if after else []
-            if len(later) < after:
-                later += conn.execute(_LATER_TURNS, (thread_id, at, after - len(later))).fetchall()
+            later = []
+            if after:
+                later = conn.execute(_LATER_IN_TURN, (thread_id, at, seq, after)).fetchall()
+                if len(later) < after:
+                    later += conn.execute(
+                        _LATER_TURNS, (thread_id, at, after - len(later))).fetchall()
         earlier.reverse()
         return decode_messages(thread_id, earlier + later)
 
